@@ -1,0 +1,147 @@
+/* The in-memory form of a module, shared by the loader (bcread.c), the
+ * verifier (verify.c), the writer (bcwrite.c), the assembler (asm.c), the
+ * disassembler (disasm.c) and the interpreter (interp.c).
+ *
+ * The loader fills it from a .dvmb with names pointing into the file; the
+ * assembler and the compiler fill it from their own arena; the writer turns
+ * any of them into the canonical file bytes. */
+#ifndef DVM_BYTECODE_H
+#define DVM_BYTECODE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "dvm/module.h"
+#include "kernel.h"
+#include "arena.h"
+
+#define DVM_BC_MAGIC "\x89" "DVMB\r\n\x1a"
+#define DVM_BC_MAJOR 1
+#define DVM_BC_MINOR 0
+#define DVM_BC_HEADER_SIZE 32
+#define DVM_BC_DATA_ALIGN 64
+
+/* Section ids, in the order the writer lays them out. */
+enum {
+  DVM_SEC_STRINGS = 1,
+  DVM_SEC_CONSTS,
+  DVM_SEC_KERNELS,
+  DVM_SEC_SHAPEFNS,
+  DVM_SEC_HOSTFNS,
+  DVM_SEC_FUNCS,
+  DVM_SEC_DATA,
+  DVM_SEC_COUNT = DVM_SEC_DATA
+};
+
+/* Limits the verifier enforces, so that no count can make us allocate or
+ * loop absurdly. */
+#define DVM_MAX_REGS (1 << 20)
+#define DVM_MAX_LIST 4096
+#define DVM_MAX_CODE (1 << 26)
+
+/* A signature dim: >= 0 a constant, -1 unknown, <= -2 symbol (-2 - d). */
+#define DVM_DIM_ANY (-1)
+#define DVM_DIM_SYM(s) (-2 - (int64_t)(s))
+static inline int dvm_dim_symbol(int64_t d) { return d <= -2 ? (int)(-2 - d) : -1; }
+
+typedef struct dvm_sig {
+  const char *name;
+  uint8_t kind;  /* dvm_kind; NONE = any */
+  uint8_t dtype; /* tensors */
+  int8_t rank;   /* tensors, shapes; -1 = any */
+  int64_t dims[DVM_MAX_RANK];
+} dvm_sig;
+
+typedef struct dvm_sym {
+  const char *name;
+  uint32_t reg; /* the register guard binds the symbol's value to */
+  int64_t lo, hi;
+} dvm_sym;
+
+typedef struct dvm_func {
+  const char *name;
+  uint32_t nregs, nparams, nresults, nsyms;
+  dvm_sig *params, *results;
+  dvm_sym *syms;
+  int64_t *code;
+  uint32_t ncode;   /* words */
+  uint32_t ninstr;  /* instructions, known after decoding */
+  uint32_t *starts; /* word offset of each instruction */
+  const char **src; /* per instruction: source node name or NULL */
+  uint32_t ndebug;  /* as read: (instruction, string) pairs, made into src */
+  uint32_t *debug;
+} dvm_func;
+
+typedef struct dvm_const {
+  const char *name;
+  uint8_t dtype, rank;
+  int64_t dims[DVM_MAX_RANK];
+  const void *data;
+  size_t nbytes;
+  dvm_tensor *tensor; /* made at load; shares the module's bytes */
+} dvm_const;
+
+typedef struct dvm_kernel_ref {
+  const char *name;
+  uint8_t device;
+  uint32_t nvariants;
+  const void *payload;
+  size_t payload_size;
+  const dvm_kernel_def *def; /* resolved at load */
+} dvm_kernel_ref;
+
+typedef struct dvm_shapefn_ref {
+  const char *name;
+  const dvm_shapefn_def *def;
+} dvm_shapefn_ref;
+
+typedef struct dvm_hostfn_ref {
+  const char *name;
+  const char *sig;
+  const struct dvm_hostfn *fn; /* resolved at load (hostfn.c) */
+} dvm_hostfn_ref;
+
+struct dvm_module {
+  atomic_int refs;
+  dvm_arena arena; /* everything below that is not in the file bytes */
+  uint32_t nstrings, nconsts, nkernels, nshapefns, nhostfns, nfuncs;
+  const char **strings;
+  dvm_const *consts;
+  dvm_kernel_ref *kernels;
+  dvm_shapefn_ref *shapefns;
+  dvm_hostfn_ref *hostfns;
+  dvm_func *funcs;
+  void *bytes;       /* the file: mapped or malloc'ed, or NULL for a built module */
+  size_t size;
+  bool mapped;
+  dvm_storage *data; /* wraps the file bytes for constant tensors */
+};
+
+/* Parses file bytes into m (no verification, no resolution). */
+DVM_MUST_USE dvm_status *dvm_bc_read(dvm_module *m, const uint8_t *bytes, size_t size);
+
+/* Checks everything the interpreter relies on; fills each function's
+ * instruction starts. */
+DVM_MUST_USE dvm_status *dvm_verify_module(dvm_module *m);
+
+/* Resolves kernels, shape functions and host functions by name and makes the
+ * constant tensors. */
+DVM_MUST_USE dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts);
+
+/* Canonical file bytes of m (verified or built); *out is malloc'ed. */
+DVM_MUST_USE dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size);
+
+/* An empty module for builders (the assembler, the compiler). */
+DVM_MUST_USE dvm_status *dvm_module_new_empty(dvm_module **out);
+
+/* Decodes the instruction at word `pc`: its length in words, or 0 if it is
+ * malformed (unknown opcode, operand or list past the end). */
+uint32_t dvm_instr_length(const int64_t *code, uint32_t ncode, uint32_t pc);
+
+/* Index of the instruction at word offset pc (binary search), or -1. */
+int dvm_func_instr_index(const dvm_func *f, uint32_t pc);
+
+/* "function "f", instruction 12 (add), node "Add_3"" for error messages. */
+const char *dvm_func_where(const dvm_func *f, uint32_t pc, char *buf, size_t size);
+
+#endif

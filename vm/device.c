@@ -1,0 +1,47 @@
+/* The device table: the CPU device, and the lookup that says why a device
+ * is missing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+
+static dvm_status *cpu_alloc(const dvm_device *d, size_t size, void **out) {
+  /* 256-byte alignment serves every dtype and vector width we use */
+  size_t padded = (size + 255) & ~(size_t)255;
+  void *p = padded >= size ? aligned_alloc(256, padded ? padded : 256) : NULL;
+  if (!p) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  *out = p;
+  return NULL;
+}
+
+static void cpu_free(const dvm_device *d, void *ptr) { free(ptr); }
+
+static dvm_status *cpu_copy(const dvm_device *d, void *dst, dvm_device_kind dst_dev, const void *src,
+                            dvm_device_kind src_dev, size_t n) {
+  if (dst_dev != DVM_DEVICE_CPU || src_dev != DVM_DEVICE_CPU)
+    return dvm_status_new(DVM_INTERNAL, "cpu device asked to copy %s -> %s",
+                          dvm_device_name(src_dev), dvm_device_name(dst_dev));
+  if (n) memcpy(dst, src, n);
+  return NULL;
+}
+
+static dvm_status *cpu_sync(const dvm_device *d) { return NULL; }
+
+static const dvm_device cpu_device = {
+    .kind = DVM_DEVICE_CPU,
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .sync = cpu_sync,
+};
+
+dvm_status *dvm_device_get(dvm_device_kind kind, const dvm_device **out) {
+  switch (kind) {
+  case DVM_DEVICE_CPU: *out = &cpu_device; return NULL;
+  case DVM_DEVICE_CUDA:
+    return dvm_status_new(DVM_UNAVAILABLE,
+                          "the CUDA device is not available: this dvm has no CUDA device layer yet");
+  default: return dvm_status_new(DVM_INVALID_ARGUMENT, "unknown device %d", (int)kind);
+  }
+}

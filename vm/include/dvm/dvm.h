@@ -1,0 +1,11 @@
+/* The dvm embedding API: include this one header. */
+#ifndef DVM_DVM_H
+#define DVM_DVM_H
+
+#include "dvm/status.h"
+#include "dvm/tensor.h"
+#include "dvm/value.h"
+#include "dvm/module.h"
+#include "dvm/vm.h"
+
+#endif

@@ -1,0 +1,84 @@
+/* Modules: a loaded, verified .dvmb file.
+ *
+ * A module is immutable after loading and may be shared by any number of VMs
+ * on any number of threads. It is reference-counted; each VM created from it
+ * holds a reference. */
+#ifndef DVM_MODULE_H
+#define DVM_MODULE_H
+
+#include "dvm/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dvm_module dvm_module;
+typedef struct dvm_hostfn_registry dvm_hostfn_registry;
+
+/* Host functions: C functions an embedder registers under a name, which a
+ * .dvmb calls with `hostcall`. The signature is "ARGS->RET": one letter per
+ * argument and one for the return, from
+ *   i  int64_t            f  double
+ *   t  dvm_tensor *  (argument: borrowed; return: a new reference, NULL = failure)
+ *   v  void (return only)
+ * e.g. "tf->t" is `dvm_tensor *fn(dvm_tensor *x, double s)`. The module names
+ * the function and its signature; loading resolves it against the registry
+ * and fails if it is missing or its signature differs. */
+DVM_MUST_USE dvm_status *dvm_hostfn_registry_create(dvm_hostfn_registry **out);
+DVM_MUST_USE dvm_status *dvm_hostfn_register(dvm_hostfn_registry *reg, const char *name,
+                                             const char *signature, void (*fn)(void));
+void dvm_hostfn_registry_destroy(dvm_hostfn_registry *reg); /* after the modules using it */
+
+typedef struct dvm_load_options {
+  const dvm_hostfn_registry *hostfns; /* may be NULL; borrowed for the module's life */
+} dvm_load_options;
+
+/* Loads and verifies a module. The file is mapped, and constants are used
+ * in place. `opts` may be NULL. `*out` holds one reference; release it. */
+DVM_MUST_USE dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
+                                              dvm_module **out);
+/* Same, from memory; the bytes are copied, the caller keeps `data`. */
+DVM_MUST_USE dvm_status *dvm_module_load_memory(const void *data, size_t size,
+                                                const dvm_load_options *opts, dvm_module **out);
+void dvm_module_retain(dvm_module *m);
+void dvm_module_release(dvm_module *m); /* NULL is fine */
+
+/* Functions and their signatures. A dim is a constant (symbol == NULL,
+ * value >= 0), a named symbol (symbol != NULL), or unknown (value -1). */
+typedef struct dvm_dim_info {
+  int64_t value;
+  const char *symbol;
+} dvm_dim_info;
+
+typedef struct dvm_param_info {
+  const char *name;
+  dvm_kind kind;   /* DVM_VAL_NONE means "any" */
+  dvm_dtype dtype; /* tensors */
+  int rank;        /* tensors and shapes; -1 when any rank */
+  dvm_dim_info dims[DVM_MAX_RANK];
+} dvm_param_info;
+
+typedef struct dvm_symbol_info {
+  const char *name;
+  int64_t lo, hi; /* allowed range, inclusive */
+} dvm_symbol_info;
+
+int dvm_module_function_count(const dvm_module *m);
+int dvm_module_find_function(const dvm_module *m, const char *name); /* -1 if absent */
+const char *dvm_function_name(const dvm_module *m, int f);
+int dvm_function_param_count(const dvm_module *m, int f);
+int dvm_function_result_count(const dvm_module *m, int f);
+int dvm_function_symbol_count(const dvm_module *m, int f);
+void dvm_function_param(const dvm_module *m, int f, int i, dvm_param_info *out);
+void dvm_function_result(const dvm_module *m, int f, int i, dvm_param_info *out);
+void dvm_function_symbol(const dvm_module *m, int f, int i, dvm_symbol_info *out);
+
+/* Sizes for `dvm inspect`. */
+int dvm_module_constant_count(const dvm_module *m);
+size_t dvm_module_constant_bytes(const dvm_module *m);
+int dvm_module_kernel_count(const dvm_module *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,55 @@
+/* The calling conventions of kernels (ops/) and shape functions
+ * (shapefuncs/): what the VM passes to them and what they return.
+ *
+ * Kernels are destination-passing: the VM allocates the outputs (their shapes
+ * come from shape arithmetic or a shape function) and the kernel writes them.
+ * Kernels check what they rely on (dtypes, shapes, attribute kinds) and fail
+ * with a status naming the fact; they never trust the bytecode. */
+#ifndef DVM_KERNEL_H
+#define DVM_KERNEL_H
+
+#include "dvm/value.h"
+#include "object.h"
+
+/* Per-VM execution context handed to kernels. */
+typedef struct dvm_exec {
+  int threads; /* kernel threads this VM may use (>= 1) */
+} dvm_exec;
+
+typedef struct dvm_kernel_args {
+  dvm_tensor *const *in;
+  int nin;
+  dvm_tensor *const *out;
+  int nout;
+  const dvm_value *attrs;
+  int nattrs;
+  int64_t variant;       /* from the variant selector register; 0 if none */
+  const void *payload;   /* the kernel table entry's payload (e.g. a fused program) */
+  size_t payload_size;
+  dvm_exec *exec;
+} dvm_kernel_args;
+
+typedef dvm_status *(*dvm_kernel_fn)(const dvm_kernel_args *a);
+
+typedef struct dvm_kernel_def {
+  const char *name;       /* as named by the .dvmb kernel table */
+  dvm_device_kind device;
+  dvm_kernel_fn fn;
+} dvm_kernel_def;
+
+/* The kernel of that name for that device, or NULL (ops/optable.c). */
+const dvm_kernel_def *dvm_ops_find(const char *name, dvm_device_kind device);
+
+/* Shape functions: compute output values (usually shapes) from input values
+ * (tensors, shapes, scalars). Data-dependent ones read host tensor data. */
+typedef dvm_status *(*dvm_shapefn_fn)(const dvm_value *in, int nin, dvm_value *out, int nout);
+
+typedef struct dvm_shapefn_def {
+  const char *name;
+  dvm_shapefn_fn fn;
+} dvm_shapefn_def;
+
+/* The shape function of that name, or NULL (shapefuncs/registry.c). */
+const dvm_shapefn_def *dvm_shapefn_find(const char *name);
+
+#endif

@@ -1,0 +1,155 @@
+/* Loading modules (map, read, verify, link) and the signature API. */
+#include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bytecode.h"
+
+typedef struct {
+  void *p;
+  size_t size;
+  bool mapped;
+} file_bytes;
+
+static void free_bytes(void *ctx) {
+  file_bytes *fb = ctx;
+  if (fb->mapped) munmap(fb->p, fb->size);
+  else free(fb->p);
+  free(fb);
+}
+
+dvm_status *dvm_module_new_empty(dvm_module **out) {
+  dvm_module *m = calloc(1, sizeof *m);
+  if (!m) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  atomic_init(&m->refs, 1);
+  *out = m;
+  return NULL;
+}
+
+/* Takes ownership of fb (even on failure). */
+static dvm_status *load(file_bytes *fb, const dvm_load_options *opts, dvm_module **out) {
+  dvm_module *m;
+  dvm_status *st = dvm_module_new_empty(&m);
+  if (st) {
+    free_bytes(fb);
+    return st;
+  }
+  m->bytes = fb->p;
+  m->size = fb->size;
+  m->mapped = fb->mapped;
+  st = dvm_storage_wrap(DVM_DEVICE_CPU, fb->p, fb->size, free_bytes, fb, &m->data);
+  if (st) {
+    free_bytes(fb);
+    free(m);
+    return st;
+  }
+  if ((st = dvm_bc_read(m, fb->p, fb->size)) || (st = dvm_verify_module(m)) ||
+      (st = dvm_module_link(m, opts))) {
+    dvm_module_release(m);
+    return st;
+  }
+  *out = m;
+  return NULL;
+}
+
+dvm_status *dvm_module_load_memory(const void *data, size_t size, const dvm_load_options *opts,
+                                   dvm_module **out) {
+  file_bytes *fb = malloc(sizeof *fb);
+  void *copy = aligned_alloc(DVM_BC_DATA_ALIGN, (size + DVM_BC_DATA_ALIGN) & ~(size_t)(DVM_BC_DATA_ALIGN - 1));
+  if (!fb || !copy) {
+    free(fb);
+    free(copy);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  if (size) memcpy(copy, data, size);
+  *fb = (file_bytes){copy, size, false};
+  return load(fb, opts, out);
+}
+
+dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
+                                 dvm_module **out) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return dvm_status_new(errno == ENOENT ? DVM_NOT_FOUND : DVM_IO, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return dvm_status_new(DVM_IO, "%s: not a regular file", path);
+  }
+  size_t size = (size_t)sb.st_size;
+  void *p = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (size == 0) return dvm_status_new(DVM_CORRUPT, "%s: file is empty", path);
+  if (p == MAP_FAILED) return dvm_status_new(DVM_IO, "%s: mmap: %s", path, strerror(errno));
+  file_bytes *fb = malloc(sizeof *fb);
+  if (!fb) {
+    munmap(p, size);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  *fb = (file_bytes){p, size, true};
+  return dvm_status_annotate(load(fb, opts, out), "%s", path);
+}
+
+void dvm_module_retain(dvm_module *m) { atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed); }
+
+void dvm_module_release(dvm_module *m) {
+  if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
+  for (uint32_t i = 0; i < m->nconsts; i++) dvm_tensor_release(m->consts[i].tensor);
+  if (m->data) dvm_storage_release(m->data);
+  dvm_arena_free(&m->arena);
+  free(m);
+}
+
+int dvm_module_function_count(const dvm_module *m) { return (int)m->nfuncs; }
+
+int dvm_module_find_function(const dvm_module *m, const char *name) {
+  for (uint32_t i = 0; i < m->nfuncs; i++)
+    if (strcmp(m->funcs[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+const char *dvm_function_name(const dvm_module *m, int f) { return m->funcs[f].name; }
+int dvm_function_param_count(const dvm_module *m, int f) { return (int)m->funcs[f].nparams; }
+int dvm_function_result_count(const dvm_module *m, int f) { return (int)m->funcs[f].nresults; }
+int dvm_function_symbol_count(const dvm_module *m, int f) { return (int)m->funcs[f].nsyms; }
+
+static void sig_info(const dvm_func *fn, const dvm_sig *s, dvm_param_info *out) {
+  out->name = s->name;
+  out->kind = (dvm_kind)s->kind;
+  out->dtype = (dvm_dtype)s->dtype;
+  out->rank = s->rank;
+  for (int d = 0; d < s->rank; d++) {
+    int sym = dvm_dim_symbol(s->dims[d]);
+    out->dims[d].value = sym >= 0 ? -1 : s->dims[d];
+    out->dims[d].symbol = sym >= 0 ? fn->syms[sym].name : NULL;
+  }
+}
+
+void dvm_function_param(const dvm_module *m, int f, int i, dvm_param_info *out) {
+  sig_info(&m->funcs[f], &m->funcs[f].params[i], out);
+}
+
+void dvm_function_result(const dvm_module *m, int f, int i, dvm_param_info *out) {
+  sig_info(&m->funcs[f], &m->funcs[f].results[i], out);
+}
+
+void dvm_function_symbol(const dvm_module *m, int f, int i, dvm_symbol_info *out) {
+  const dvm_sym *s = &m->funcs[f].syms[i];
+  out->name = s->name;
+  out->lo = s->lo;
+  out->hi = s->hi;
+}
+
+int dvm_module_constant_count(const dvm_module *m) { return (int)m->nconsts; }
+
+size_t dvm_module_constant_bytes(const dvm_module *m) {
+  size_t n = 0;
+  for (uint32_t i = 0; i < m->nconsts; i++) n += m->consts[i].nbytes;
+  return n;
+}
+
+int dvm_module_kernel_count(const dvm_module *m) { return (int)m->nkernels; }

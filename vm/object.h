@@ -1,0 +1,59 @@
+/* Internal layout of storages, tensors and tuples, shared by libdvm, ops/
+ * and shapefuncs/. Embedders see only the opaque types. */
+#ifndef DVM_OBJECT_H
+#define DVM_OBJECT_H
+
+#include <stdatomic.h>
+
+#include "dvm/value.h"
+
+typedef struct dvm_pool dvm_pool;
+
+struct dvm_storage {
+  atomic_int refs;
+  uint8_t device;    /* dvm_device_kind */
+  void *ptr;
+  size_t size;       /* usable bytes */
+  dvm_pool *pool;    /* the pool it returns to; NULL for external memory */
+  size_t block;      /* pool block size (size class) */
+  void (*deleter)(void *ctx); /* external memory only */
+  void *ctx;
+};
+
+struct dvm_tensor {
+  atomic_int refs;
+  uint8_t dtype;
+  uint8_t rank;
+  dvm_storage *storage; /* holds one reference */
+  size_t offset;        /* bytes into storage */
+  int64_t dims[DVM_MAX_RANK];
+};
+
+struct dvm_tuple {
+  atomic_int refs;
+  int n;
+  dvm_value items[];
+};
+
+/* A storage over external memory: never pooled; deleter(ctx) at the end. */
+DVM_MUST_USE dvm_status *dvm_storage_wrap(dvm_device_kind dev, void *ptr, size_t size,
+                                          void (*deleter)(void *), void *ctx,
+                                          dvm_storage **out);
+void dvm_storage_retain(dvm_storage *s);
+void dvm_storage_release(dvm_storage *s);
+
+/* A tensor view of `s` (retained) at byte `offset`; checks that the view
+ * fits in the storage. */
+DVM_MUST_USE dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int rank,
+                                         const int64_t *dims, dvm_tensor **out);
+
+static inline void *dvm_tensor_ptr(const dvm_tensor *t) {
+  return (char *)t->storage->ptr + t->offset;
+}
+
+/* Overflow-checked size arithmetic, the one place it is done. */
+static inline int dvm_mul_overflows(size_t a, size_t b, size_t *out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+
+#endif

@@ -1,0 +1,151 @@
+/* The caching allocator (see pool.h). */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "device.h"
+#include "pool.h"
+
+#define MIN_BLOCK 256
+#define NCLASSES 256 /* four classes per power of two, 64 powers */
+
+struct dvm_pool {
+  pthread_mutex_t lock;
+  const dvm_device *dev;
+  dvm_pool_stats stats;
+  uint64_t outstanding; /* storages handed out and not yet returned */
+  int owner_gone;
+  dvm_storage *free[NCLASSES]; /* cached blocks, linked through ctx */
+};
+
+/* Rounds size up to its class; returns the class index. */
+static int size_class(size_t size, size_t *block) {
+  if (size <= MIN_BLOCK) {
+    *block = MIN_BLOCK;
+    return 0;
+  }
+  int lg = 63 - __builtin_clzll((unsigned long long)(size - 1)); /* 2^lg < size <= 2^(lg+1) */
+  size_t step = ((size_t)1 << lg) / 4;
+  size_t rounded = (size + step - 1) / step * step;
+  *block = rounded;
+  return lg * 4 + (int)((rounded >> (lg - 2)) - 4);
+}
+
+dvm_status *dvm_pool_create(const dvm_device *dev, size_t limit, dvm_pool **out) {
+  dvm_pool *p = calloc(1, sizeof *p);
+  if (!p) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  pthread_mutex_init(&p->lock, NULL);
+  p->dev = dev;
+  p->stats.limit = limit;
+  *out = p;
+  return NULL;
+}
+
+/* Frees the cached blocks; lock held. */
+static void trim_locked(dvm_pool *p) {
+  for (int c = 0; c < NCLASSES; c++) {
+    while (p->free[c]) {
+      dvm_storage *s = p->free[c];
+      p->free[c] = s->ctx;
+      p->stats.cached -= s->block;
+      p->dev->free(p->dev, s->ptr);
+      free(s);
+    }
+  }
+}
+
+static void free_pool(dvm_pool *p) {
+  pthread_mutex_destroy(&p->lock);
+  free(p);
+}
+
+void dvm_pool_trim(dvm_pool *p) {
+  pthread_mutex_lock(&p->lock);
+  trim_locked(p);
+  pthread_mutex_unlock(&p->lock);
+}
+
+void dvm_pool_destroy(dvm_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->lock);
+  trim_locked(p);
+  p->owner_gone = 1;
+  int last = p->outstanding == 0;
+  pthread_mutex_unlock(&p->lock);
+  if (last) free_pool(p);
+}
+
+dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage **out) {
+  if (align == 0 || (align & (align - 1)) || align > DVM_POOL_MAX_ALIGN)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "alignment %zu is not a power of two up to %d",
+                          align, DVM_POOL_MAX_ALIGN);
+  if (size > ((size_t)1 << 62))
+    return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "allocation of %zu bytes is too large", size);
+  size_t block;
+  int c = size_class(size, &block);
+  pthread_mutex_lock(&p->lock);
+  dvm_storage *s = p->free[c];
+  if (s) {
+    p->free[c] = s->ctx;
+    p->stats.cached -= block;
+    p->stats.reuses++;
+  } else {
+    uint64_t limit = p->stats.limit;
+    if (limit && p->stats.in_use + p->stats.cached + block > limit) trim_locked(p);
+    if (limit && p->stats.in_use + block > limit) {
+      dvm_pool_stats now = p->stats;
+      pthread_mutex_unlock(&p->lock);
+      return dvm_status_new(DVM_RESOURCE_EXHAUSTED,
+                            "%s pool limit of %llu bytes reached: %llu in use, %zu more asked",
+                            p->dev->name, (unsigned long long)limit,
+                            (unsigned long long)now.in_use, size);
+    }
+    s = calloc(1, sizeof *s);
+    void *ptr = NULL;
+    dvm_status *st = s ? p->dev->alloc(p->dev, block, &ptr) : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    if (st) {
+      pthread_mutex_unlock(&p->lock);
+      free(s);
+      return dvm_status_annotate(st, "allocating %zu bytes on %s", size, p->dev->name);
+    }
+    s->ptr = ptr;
+    s->block = block;
+    s->device = (uint8_t)p->dev->kind;
+    s->pool = p;
+    p->stats.allocs++;
+  }
+  p->stats.in_use += block;
+  if (p->stats.in_use > p->stats.peak) p->stats.peak = p->stats.in_use;
+  p->outstanding++;
+  pthread_mutex_unlock(&p->lock);
+  atomic_init(&s->refs, 1);
+  s->size = size;
+  s->ctx = NULL;
+  *out = s;
+  return NULL;
+}
+
+void dvm_pool_return(dvm_storage *s) {
+  dvm_pool *p = s->pool;
+  size_t block;
+  int c = size_class(s->block, &block);
+  pthread_mutex_lock(&p->lock);
+  p->stats.in_use -= s->block;
+  p->outstanding--;
+  if (p->owner_gone) {
+    p->dev->free(p->dev, s->ptr);
+    free(s);
+  } else {
+    s->ctx = p->free[c];
+    p->free[c] = s;
+    p->stats.cached += s->block;
+  }
+  int last = p->owner_gone && p->outstanding == 0;
+  pthread_mutex_unlock(&p->lock);
+  if (last) free_pool(p);
+}
+
+void dvm_pool_get_stats(dvm_pool *p, dvm_pool_stats *out) {
+  pthread_mutex_lock(&p->lock);
+  *out = p->stats;
+  pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,35 @@
+/* The caching allocator: one pool per device per VM.
+ *
+ * Blocks are rounded up to size classes (four per power of two) and kept on
+ * free lists when released, so steady-state invocations allocate nothing from
+ * the system. A storage returns to its pool when its last reference goes,
+ * from whatever thread that happens on, so the pool has a lock; the pool
+ * lives until the VM and every storage it handed out are gone. */
+#ifndef DVM_POOL_H
+#define DVM_POOL_H
+
+#include "dvm/vm.h"
+#include "object.h"
+
+typedef struct dvm_device dvm_device;
+
+#define DVM_POOL_MAX_ALIGN 256
+
+DVM_MUST_USE dvm_status *dvm_pool_create(const dvm_device *dev, size_t limit, dvm_pool **out);
+/* Drops the owner's reference; cached blocks are freed now, blocks still in
+ * use when their storages are released. */
+void dvm_pool_destroy(dvm_pool *p);
+
+/* A storage of at least `size` bytes aligned to `align` (a power of two, at
+ * most DVM_POOL_MAX_ALIGN). Fails with DVM_RESOURCE_EXHAUSTED past the limit, after
+ * freeing cached blocks to make room. */
+DVM_MUST_USE dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align,
+                                        dvm_storage **out);
+void dvm_pool_get_stats(dvm_pool *p, dvm_pool_stats *out);
+/* Frees all cached blocks. */
+void dvm_pool_trim(dvm_pool *p);
+
+/* Called by dvm_storage_release. */
+void dvm_pool_return(dvm_storage *s);
+
+#endif

@@ -1,0 +1,539 @@
+/* The verifier: what it accepts, the interpreter can run without crashing.
+ *
+ * Per function it decodes every instruction, checks every index operand
+ * against its table, every jump target against the instruction starts, the
+ * operand counts of calls, returns and host calls against their signatures,
+ * and then runs a dataflow pass over the basic blocks that tracks which
+ * kinds each register may hold, rejecting reads of registers that may be
+ * unset or of the wrong kind. Rules that fail name the function, the
+ * instruction and the operand. */
+#include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bytecode.h"
+#include "hostfn.h"
+#include "opcode.h"
+
+#define BIT(k) (1u << (k))
+#define K_NONE BIT(DVM_VAL_NONE)
+#define K_INT BIT(DVM_VAL_INT)
+#define K_FLOAT BIT(DVM_VAL_FLOAT)
+#define K_SHAPE BIT(DVM_VAL_SHAPE)
+#define K_TENSOR BIT(DVM_VAL_TENSOR)
+#define K_STORAGE BIT(DVM_VAL_STORAGE)
+#define K_TUPLE BIT(DVM_VAL_TUPLE)
+#define K_ANY (K_INT | K_FLOAT | K_SHAPE | K_TENSOR | K_STORAGE | K_TUPLE)
+
+/* Bounds the dataflow work for hostile inputs: instructions visited. */
+#define MAX_VISITS (64u << 20)
+
+typedef struct {
+  const dvm_module *m;
+  dvm_func *f;
+  uint32_t pc; /* word offset of the instruction being checked */
+  uint32_t idx;
+} vctx;
+
+static dvm_status *fail(const vctx *v, const char *fmt, ...) DVM_PRINTF(2, 3);
+static dvm_status *fail(const vctx *v, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dvm_status *st = dvm_status_newv(DVM_CORRUPT, fmt, ap);
+  va_end(ap);
+  const char *op = v->pc < v->f->ncode && v->f->code[v->pc] >= 0 && v->f->code[v->pc] < DVM_OP_COUNT
+                       ? dvm_opinfo_table[v->f->code[v->pc]].name
+                       : "?";
+  return dvm_status_annotate(st, "function \"%s\", instruction %u (%s)", v->f->name, v->idx, op);
+}
+
+static unsigned sig_mask(const dvm_sig *s) { return s->kind == DVM_VAL_NONE ? K_ANY : BIT(s->kind); }
+
+static dvm_status *check_sig(const dvm_func *f, const dvm_sig *s, const char *what) {
+  for (int d = 0; d < s->rank; d++) {
+    int64_t dim = s->dims[d];
+    int sym = dvm_dim_symbol(dim);
+    if (dim < DVM_DIM_ANY && (sym < 0 || (uint32_t)sym >= f->nsyms))
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": %s \"%s\" dim %d names symbol %lld, "
+                                         "but there are %u", f->name, what, s->name, d,
+                            (long long)(-2 - dim), f->nsyms);
+  }
+  return NULL;
+}
+
+static dvm_status *check_header(const dvm_module *m, dvm_func *f) {
+  if (f->nregs > DVM_MAX_REGS)
+    return dvm_status_new(DVM_CORRUPT, "function \"%s\": %u registers exceed the limit of %d",
+                          f->name, f->nregs, DVM_MAX_REGS);
+  if (f->nparams > f->nregs || f->nresults > DVM_MAX_LIST)
+    return dvm_status_new(DVM_CORRUPT, "function \"%s\": %u parameters do not fit in %u registers",
+                          f->name, f->nparams, f->nregs);
+  if (f->ncode == 0 || f->ncode > DVM_MAX_CODE)
+    return dvm_status_new(DVM_CORRUPT, "function \"%s\": code of %u words (must be 1..%d)",
+                          f->name, f->ncode, DVM_MAX_CODE);
+  for (uint32_t s = 0; s < f->nsyms; s++) {
+    const dvm_sym *y = &f->syms[s];
+    if (y->reg >= f->nregs || y->reg < f->nparams)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": symbol \"%s\" register r%u is not "
+                                         "in r%u..r%u", f->name, y->name, y->reg, f->nparams,
+                            f->nregs ? f->nregs - 1 : 0);
+    if (y->lo < 0 || y->lo > y->hi)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": symbol \"%s\" range %lld..%lld is empty "
+                                         "or negative", f->name, y->name, (long long)y->lo,
+                            (long long)y->hi);
+    for (uint32_t t = 0; t < s; t++)
+      if (f->syms[t].reg == y->reg || strcmp(f->syms[t].name, y->name) == 0)
+        return dvm_status_new(DVM_CORRUPT, "function \"%s\": symbols \"%s\" and \"%s\" share a "
+                                           "name or register", f->name, f->syms[t].name, y->name);
+  }
+  dvm_status *st;
+  for (uint32_t p = 0; p < f->nparams; p++)
+    if ((st = check_sig(f, &f->params[p], "parameter"))) return st;
+  for (uint32_t p = 0; p < f->nresults; p++)
+    if ((st = check_sig(f, &f->results[p], "result"))) return st;
+  return NULL;
+}
+
+/* Instruction boundaries. */
+static dvm_status *decode(dvm_module *m, dvm_func *f) {
+  uint32_t n = 0;
+  for (uint32_t pc = 0; pc < f->ncode; n++) {
+    uint32_t len = dvm_instr_length(f->code, f->ncode, pc);
+    if (!len) {
+      int64_t op = f->code[pc];
+      if (op < 0 || op >= DVM_OP_COUNT)
+        return dvm_status_new(DVM_CORRUPT, "function \"%s\", instruction %u: unknown opcode %lld",
+                              f->name, n, (long long)op);
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\", instruction %u (%s): operands run past "
+                                         "the end of the code or a list count is out of range",
+                            f->name, n, dvm_opinfo_table[op].name);
+    }
+    pc += len;
+  }
+  f->ninstr = n;
+  f->starts = dvm_arena_alloc(&m->arena, n, sizeof(uint32_t));
+  f->src = f->src ? f->src : dvm_arena_alloc(&m->arena, n, sizeof(char *));
+  if (!f->starts || !f->src) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (uint32_t pc = 0, i = 0; pc < f->ncode; i++) {
+    f->starts[i] = pc;
+    pc += dvm_instr_length(f->code, f->ncode, pc);
+  }
+  if (!(dvm_opinfo_table[f->code[f->starts[n - 1]]].flags & DVM_OPF_END))
+    return dvm_status_new(DVM_CORRUPT, "function \"%s\": the last instruction (%u, %s) falls "
+                                       "through past the end of the code", f->name, n - 1,
+                          dvm_opinfo_table[f->code[f->starts[n - 1]]].name);
+  uint32_t prev = 0;
+  for (uint32_t d = 0; d < f->ndebug; d++) {
+    uint32_t ins = f->debug[2 * d], str = f->debug[2 * d + 1];
+    if (ins >= n || (d && ins <= prev) || str >= m->nstrings)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": debug entry %u (instruction %u, string "
+                                         "%u) is out of range or out of order", f->name, d, ins, str);
+    f->src[ins] = m->strings[str];
+    prev = ins;
+  }
+  return NULL;
+}
+
+static dvm_status *check_index(const vctx *v, char kind, int64_t x, int j) {
+  const dvm_module *m = v->m;
+  const dvm_func *f = v->f;
+  static const struct {
+    char letter;
+    const char *what;
+  } names[] = {{'d', "register"}, {'r', "register"}, {'o', "register"}, {'k', "register"},
+               {'c', "constant"}, {'F', "function"}, {'X', "kernel"},  {'Y', "shape function"},
+               {'H', "host function"}, {'s', "string"}, {'t', "dtype"}, {'v', "device"},
+               {'p', "parameter"}};
+  int64_t limit;
+  switch (kind) {
+  case 'd': case 'r': case 'k': case 'R': case 'D': limit = f->nregs; break;
+  case 'o': if (x == -1) return NULL; limit = f->nregs; break;
+  case 'c': limit = m->nconsts; break;
+  case 'F': limit = m->nfuncs; break;
+  case 'X': limit = m->nkernels; break;
+  case 'Y': limit = m->nshapefns; break;
+  case 'H': limit = m->nhostfns; break;
+  case 's': limit = m->nstrings; break;
+  case 't': limit = DVM_DTYPE_COUNT; break;
+  case 'v': limit = DVM_DEVICE_COUNT; break;
+  case 'p': limit = f->nparams; break;
+  case 'j':
+    if (x < 0 || x >= f->ncode || dvm_func_instr_index(f, (uint32_t)x) < 0)
+      return fail(v, "operand %d: jump target %lld is not an instruction of this function", j,
+                  (long long)x);
+    return NULL;
+  default: return NULL; /* immediates */
+  }
+  if (x < 0 || x >= limit) {
+    const char *what = "index";
+    char k = kind == 'R' || kind == 'D' ? 'r' : kind;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (names[i].letter == k) what = names[i].what;
+    return fail(v, "operand %d: %s %lld out of range (%lld)", j, what, (long long)x,
+                (long long)limit);
+  }
+  return NULL;
+}
+
+/* Static checks of one instruction's operands, independent of types. */
+static dvm_status *check_operands(vctx *v) {
+  const int64_t *c = v->f->code;
+  int64_t op = c[v->pc];
+  uint32_t w = v->pc + 1;
+  int j = 0;
+  dvm_status *st;
+  for (const char *fmt = dvm_opinfo_table[op].format; *fmt; fmt++, j++) {
+    if (dvm_operand_is_list(*fmt)) {
+      int64_t n = c[w++];
+      for (int64_t i = 0; i < n; i++, w++)
+        if ((st = check_index(v, *fmt, c[w], j))) return st;
+    } else if ((st = check_index(v, *fmt, c[w++], j))) {
+      return st;
+    }
+  }
+  const int64_t *o = c + v->pc + 1;
+  switch (op) {
+  case DVM_OP_CALL: {
+    const dvm_func *callee = &v->m->funcs[o[0]];
+    int64_t nd = o[1], nr = o[2 + nd];
+    if (nd != callee->nresults || nr != callee->nparams)
+      return fail(v, "call of \"%s\" with %lld arguments and %lld results; it takes %u and "
+                     "returns %u", callee->name, (long long)nr, (long long)nd, callee->nparams,
+                  callee->nresults);
+    break;
+  }
+  case DVM_OP_RET:
+    if (o[0] != v->f->nresults)
+      return fail(v, "returns %lld values; the function declares %u", (long long)o[0],
+                  v->f->nresults);
+    break;
+  case DVM_OP_MAKE_SHAPE:
+    if (o[1] > DVM_MAX_RANK) return fail(v, "shape of %lld dims exceeds rank %d", (long long)o[1], DVM_MAX_RANK);
+    break;
+  case DVM_OP_ALLOC_TENSOR_I:
+    if (o[4] > DVM_MAX_RANK) return fail(v, "shape of %lld dims exceeds rank %d", (long long)o[4], DVM_MAX_RANK);
+    for (int64_t i = 0; i < o[4]; i++)
+      if (o[5 + i] < 0) return fail(v, "shape dim %lld is negative (%lld)", (long long)i, (long long)o[5 + i]);
+    break;
+  case DVM_OP_ALLOC_STORAGE:
+    if (o[3] <= 0 || (o[3] & (o[3] - 1)) || o[3] > 256)
+      return fail(v, "alignment %lld is not a power of two up to 256", (long long)o[3]);
+    break;
+  case DVM_OP_HOSTCALL: {
+    int nargs;
+    char args[DVM_HOSTFN_MAX_ARGS], ret;
+    const dvm_hostfn_ref *h = &v->m->hostfns[o[0]];
+    if ((st = dvm_hostfn_sig_parse(h->sig, &nargs, args, &ret)))
+      return dvm_status_annotate(st, "host function \"%s\"", h->name);
+    int64_t nd = o[1], nr = o[2 + nd];
+    if (nr != nargs || nd != (ret != 'v'))
+      return fail(v, "host call of \"%s\" (%s) with %lld arguments and %lld results", h->name,
+                  h->sig, (long long)nr, (long long)nd);
+    break;
+  }
+  default: break;
+  }
+  return NULL;
+}
+
+/* ---- dataflow over register kinds ---- */
+
+typedef struct {
+  vctx *v;
+  uint8_t *cur; /* kinds per register at the current instruction */
+} tstate;
+
+static dvm_status *need(tstate *t, int j, int64_t r, unsigned mask) {
+  unsigned have = t->cur[r];
+  if (have & K_NONE)
+    return fail(t->v, "operand %d: r%lld may be read before it is set", j, (long long)r);
+  if (have & ~mask) {
+    char buf[128];
+    size_t n = 0;
+    buf[0] = 0;
+    for (int k = 1; k < DVM_KIND_COUNT; k++)
+      if (have & ~mask & BIT(k))
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", n ? "/" : "", dvm_kind_name(k));
+    return fail(t->v, "operand %d: r%lld may hold a %s where the instruction needs another kind",
+                j, (long long)r, buf);
+  }
+  return NULL;
+}
+
+static dvm_status *need_list(tstate *t, int j, const int64_t *list, unsigned mask) {
+  dvm_status *st;
+  for (int64_t i = 0; i < list[0]; i++)
+    if ((st = need(t, j, list[1 + i], mask))) return st;
+  return NULL;
+}
+
+static void set_list(tstate *t, const int64_t *list, unsigned mask) {
+  for (int64_t i = 0; i < list[0]; i++) t->cur[list[1 + i]] = (uint8_t)mask;
+}
+
+static unsigned hostfn_mask(char letter) {
+  return letter == 'i' ? K_INT : letter == 'f' ? K_FLOAT : K_TENSOR;
+}
+
+/* Applies one instruction's type rule to t->cur. */
+static dvm_status *step_types(tstate *t) {
+  const vctx *v = t->v;
+  const int64_t *o = v->f->code + v->pc + 1;
+  int64_t op = o[-1];
+  uint8_t *cur = t->cur;
+  dvm_status *st = NULL;
+  switch ((dvm_opcode)op) {
+  case DVM_OP_NOP: case DVM_OP_JMP: case DVM_OP_FATAL: break;
+  case DVM_OP_MOVE:
+    if (!(st = need(t, 1, o[1], K_ANY))) cur[o[0]] = cur[o[1]];
+    break;
+  case DVM_OP_IMM: cur[o[0]] = K_INT; break;
+  case DVM_OP_FIMM: cur[o[0]] = K_FLOAT; break;
+  case DVM_OP_CONST: cur[o[0]] = K_TENSOR; break;
+  case DVM_OP_ADD: case DVM_OP_SUB: case DVM_OP_MUL: case DVM_OP_DIV: case DVM_OP_MOD:
+  case DVM_OP_MIN: case DVM_OP_MAX: case DVM_OP_EQ: case DVM_OP_NE: case DVM_OP_LT:
+  case DVM_OP_LE: case DVM_OP_GT: case DVM_OP_GE:
+    if (!(st = need(t, 1, o[1], K_INT)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_INT;
+    break;
+  case DVM_OP_NOT:
+    if (!(st = need(t, 1, o[1], K_INT))) cur[o[0]] = K_INT;
+    break;
+  case DVM_OP_JNZ: case DVM_OP_JZ: st = need(t, 0, o[0], K_INT); break;
+  case DVM_OP_CALL: {
+    const dvm_func *callee = &v->m->funcs[o[0]];
+    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
+    for (int64_t i = 0; i < rl[0] && !st; i++) st = need(t, 2, rl[1 + i], sig_mask(&callee->params[i]));
+    for (int64_t i = 0; i < dl[0] && !st; i++) cur[dl[1 + i]] = (uint8_t)sig_mask(&callee->results[i]);
+    break;
+  }
+  case DVM_OP_RET:
+    for (int64_t i = 0; i < o[0] && !st; i++) st = need(t, 0, o[1 + i], sig_mask(&v->f->results[i]));
+    break;
+  case DVM_OP_SHAPE_OF:
+    if (!(st = need(t, 1, o[1], K_TENSOR))) cur[o[0]] = K_SHAPE;
+    break;
+  case DVM_OP_DIM: case DVM_OP_RANK: case DVM_OP_NUMEL:
+    if (!(st = need(t, 1, o[1], K_TENSOR | K_SHAPE))) cur[o[0]] = K_INT;
+    break;
+  case DVM_OP_MAKE_SHAPE:
+    if (!(st = need_list(t, 1, o + 1, K_INT))) cur[o[0]] = K_SHAPE;
+    break;
+  case DVM_OP_RESHAPE:
+    if (!(st = need(t, 1, o[1], K_TENSOR)) && !(st = need(t, 2, o[2], K_SHAPE))) cur[o[0]] = K_TENSOR;
+    break;
+  case DVM_OP_ALLOC_STORAGE:
+    if (!(st = need(t, 1, o[1], K_INT))) cur[o[0]] = K_STORAGE;
+    break;
+  case DVM_OP_ALLOC_TENSOR:
+    if (!(st = need(t, 1, o[1], K_STORAGE)) && !(st = need(t, 2, o[2], K_INT)) &&
+        !(st = need(t, 4, o[4], K_SHAPE)))
+      cur[o[0]] = K_TENSOR;
+    break;
+  case DVM_OP_ALLOC_TENSOR_I:
+    if (!(st = need(t, 1, o[1], K_STORAGE)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_TENSOR;
+    break;
+  case DVM_OP_ALLOC:
+    if (!(st = need(t, 2, o[2], K_SHAPE))) cur[o[0]] = K_TENSOR;
+    break;
+  case DVM_OP_RELEASE: cur[o[0]] = K_NONE; break;
+  case DVM_OP_INVOKE: {
+    const int64_t *outs = o + 2, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+    if (o[1] >= 0) st = need(t, 1, o[1], K_INT);
+    if (!st) st = need_list(t, 2, outs, K_TENSOR);
+    if (!st) st = need_list(t, 3, ins, K_TENSOR);
+    if (!st) st = need_list(t, 4, attrs, K_INT | K_FLOAT | K_SHAPE);
+    break;
+  }
+  case DVM_OP_SHAPEFN: {
+    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
+    if (!(st = need_list(t, 2, rl, K_ANY))) set_list(t, dl, K_ANY);
+    break;
+  }
+  case DVM_OP_HOSTCALL: {
+    int nargs;
+    char args[DVM_HOSTFN_MAX_ARGS], ret;
+    st = dvm_hostfn_sig_parse(v->m->hostfns[o[0]].sig, &nargs, args, &ret); /* checked before */
+    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
+    for (int i = 0; i < nargs && !st; i++) st = need(t, 2, rl[1 + i], hostfn_mask(args[i]));
+    if (!st && dl[0]) cur[dl[1]] = (uint8_t)hostfn_mask(ret);
+    break;
+  }
+  case DVM_OP_COPY:
+    if (!(st = need(t, 1, o[1], K_TENSOR))) cur[o[0]] = K_TENSOR;
+    break;
+  case DVM_OP_TUPLE:
+    if (!(st = need_list(t, 1, o + 1, K_ANY))) cur[o[0]] = K_TUPLE;
+    break;
+  case DVM_OP_GET:
+    if (!(st = need(t, 1, o[1], K_TUPLE))) cur[o[0]] = K_ANY;
+    break;
+  case DVM_OP_GUARD: {
+    /* binds the symbols of the parameter's dims; reading them unset is the point */
+    const dvm_sig *s = &v->f->params[o[1]];
+    if (!(st = need(t, 0, o[0], K_ANY)))
+      for (int d = 0; d < s->rank; d++) {
+        int sym = dvm_dim_symbol(s->dims[d]);
+        if (sym >= 0) cur[v->f->syms[sym].reg] = K_INT;
+      }
+    break;
+  }
+  case DVM_OP_CHECK: st = need(t, 0, o[0], K_INT); break;
+  case DVM_OP_COUNT: break;
+  }
+  return st;
+}
+
+typedef struct {
+  uint32_t first, last; /* instruction indices, inclusive */
+  uint8_t *in;          /* kinds at entry; NULL until reached */
+  int queued;
+} block;
+
+static dvm_status *check_types(vctx *v) {
+  dvm_func *f = v->f;
+  uint32_t n = f->ninstr, nregs = f->nregs;
+  uint8_t *leader = calloc(n + 1, 1);
+  uint32_t *block_of = malloc(sizeof(uint32_t) * n);
+  block *blocks = NULL;
+  uint32_t *work = NULL;
+  uint8_t *cur = malloc(nregs ? nregs : 1);
+  dvm_status *st = NULL;
+  if (!leader || !block_of || !cur) goto oom;
+  leader[0] = 1;
+  for (uint32_t i = 0; i < n; i++) {
+    const int64_t *c = f->code + f->starts[i];
+    unsigned flags = dvm_opinfo_table[c[0]].flags;
+    if (flags & DVM_OPF_JUMP) {
+      int64_t target = c[0] == DVM_OP_JMP ? c[1] : c[2];
+      leader[dvm_func_instr_index(f, (uint32_t)target)] = 1;
+    }
+    if (flags & (DVM_OPF_JUMP | DVM_OPF_END)) leader[i + 1] = 1;
+  }
+  uint32_t nb = 0;
+  for (uint32_t i = 0; i < n; i++) nb += leader[i];
+  blocks = calloc(nb, sizeof *blocks);
+  work = malloc(sizeof(uint32_t) * nb);
+  if (!blocks || !work) goto oom;
+  for (uint32_t i = 0, b = 0; i < n; i++) {
+    if (leader[i]) blocks[b++].first = i;
+    block_of[i] = b - 1;
+    blocks[b - 1].last = i;
+  }
+  blocks[0].in = calloc(nregs ? nregs : 1, 1);
+  if (!blocks[0].in) goto oom;
+  for (uint32_t r = 0; r < nregs; r++)
+    blocks[0].in[r] = r < f->nparams ? (uint8_t)sig_mask(&f->params[r]) : K_NONE;
+  uint32_t nwork = 0;
+  work[nwork++] = 0;
+  blocks[0].queued = 1;
+  uint64_t visits = 0;
+  tstate t = {v, cur};
+  while (nwork && !st) {
+    block *b = &blocks[work[--nwork]];
+    b->queued = 0;
+    memcpy(cur, b->in, nregs);
+    uint32_t i;
+    for (i = b->first; i <= b->last && !st; i++) {
+      v->idx = i;
+      v->pc = f->starts[i];
+      if (++visits > MAX_VISITS) {
+        st = fail(v, "function too complex to verify");
+        break;
+      }
+      st = step_types(&t);
+    }
+    if (st) break;
+    /* successors: the jump target and the fall-through */
+    const int64_t *c = f->code + f->starts[b->last];
+    unsigned flags = dvm_opinfo_table[c[0]].flags;
+    uint32_t succ[2];
+    int ns = 0;
+    if (flags & DVM_OPF_JUMP)
+      succ[ns++] = block_of[dvm_func_instr_index(f, (uint32_t)(c[0] == DVM_OP_JMP ? c[1] : c[2]))];
+    if (!(flags & DVM_OPF_END) && b->last + 1 < n) succ[ns++] = block_of[b->last + 1];
+    for (int s = 0; s < ns; s++) {
+      block *sb = &blocks[succ[s]];
+      int changed = 0;
+      if (!sb->in) {
+        sb->in = malloc(nregs ? nregs : 1);
+        if (!sb->in) goto oom;
+        memcpy(sb->in, cur, nregs);
+        changed = 1;
+      } else {
+        for (uint32_t r = 0; r < nregs; r++)
+          if ((sb->in[r] | cur[r]) != sb->in[r]) {
+            sb->in[r] |= cur[r];
+            changed = 1;
+          }
+      }
+      if (changed && !sb->queued) {
+        sb->queued = 1;
+        work[nwork++] = succ[s];
+      }
+    }
+  }
+  goto done;
+oom:
+  st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+done:
+  if (blocks)
+    for (uint32_t b = 0; b < nb; b++) free(blocks[b].in);
+  free(blocks);
+  free(work);
+  free(leader);
+  free(block_of);
+  free(cur);
+  return st;
+}
+
+static dvm_status *verify_func(dvm_module *m, dvm_func *f) {
+  dvm_status *st;
+  if ((st = check_header(m, f)) || (st = decode(m, f))) return st;
+  vctx v = {m, f, 0, 0};
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    v.idx = i;
+    v.pc = f->starts[i];
+    if ((st = check_operands(&v))) return st;
+  }
+  return check_types(&v);
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Names within each table must be unique: the text form and the API find
+ * things by name. Sorting keeps this n log n for hostile counts. */
+static dvm_status *check_unique(const void *table, uint32_t n, size_t stride, const char *what) {
+  const char **names = malloc(sizeof(char *) * (n ? n : 1));
+  if (!names) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (uint32_t i = 0; i < n; i++)
+    names[i] = *(const char *const *)((const char *)table + (size_t)i * stride);
+  qsort(names, n, sizeof(char *), cmp_names);
+  dvm_status *st = NULL;
+  for (uint32_t i = 1; i < n && !st; i++)
+    if (strcmp(names[i - 1], names[i]) == 0)
+      st = dvm_status_new(DVM_CORRUPT, "two %s are named \"%s\"", what, names[i]);
+  free(names);
+  return st;
+}
+
+/* Each table's entries start with their name. */
+static dvm_status *check_names(const dvm_module *m) {
+  dvm_status *st;
+  if ((st = check_unique(m->funcs, m->nfuncs, sizeof(dvm_func), "functions")) ||
+      (st = check_unique(m->consts, m->nconsts, sizeof(dvm_const), "constants")) ||
+      (st = check_unique(m->kernels, m->nkernels, sizeof(dvm_kernel_ref), "kernels")) ||
+      (st = check_unique(m->shapefns, m->nshapefns, sizeof(dvm_shapefn_ref), "shape functions")) ||
+      (st = check_unique(m->hostfns, m->nhostfns, sizeof(dvm_hostfn_ref), "host functions")))
+    return st;
+  return NULL;
+}
+
+dvm_status *dvm_verify_module(dvm_module *m) {
+  dvm_status *st = check_names(m);
+  if (st) return st;
+  for (uint32_t i = 0; i < m->nfuncs; i++)
+    if ((st = verify_func(m, &m->funcs[i]))) return st;
+  return NULL;
+}

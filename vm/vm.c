@@ -1,0 +1,133 @@
+/* VM instances: creation, invocation through the API, statistics. */
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "vmimpl.h"
+
+#define DEFAULT_MAX_DEPTH 256
+
+void dvm_vm_options_init(dvm_vm_options *o) {
+  memset(o, 0, sizeof *o);
+  o->device = DVM_DEVICE_CPU;
+}
+
+dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **out) {
+  dvm_vm *vm = calloc(1, sizeof *vm);
+  if (!vm) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (opts) vm->opts = *opts;
+  else dvm_vm_options_init(&vm->opts);
+  if ((unsigned)vm->opts.device >= DVM_DEVICE_COUNT) {
+    int dev = (int)vm->opts.device;
+    free(vm);
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "unknown device %d", dev);
+  }
+  if (vm->opts.max_depth <= 0) vm->opts.max_depth = DEFAULT_MAX_DEPTH;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  vm->exec.threads = vm->opts.threads > 0 ? vm->opts.threads : (cores > 0 ? (int)cores : 1);
+  vm->frames = calloc((size_t)vm->opts.max_depth, sizeof *vm->frames);
+  if (!vm->frames) {
+    free(vm);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  /* the default device must exist: say so now rather than at the first allocation */
+  dvm_pool *p;
+  dvm_status *st = dvm_vm_pool(vm, vm->opts.device, &p);
+  if (st) {
+    free(vm->frames);
+    free(vm);
+    return st;
+  }
+  atomic_init(&vm->interrupt, 0);
+  dvm_module_retain(m);
+  vm->m = m;
+  *out = vm;
+  return NULL;
+}
+
+void dvm_vm_destroy(dvm_vm *vm) {
+  if (!vm) return;
+  for (int d = 0; d < DVM_DEVICE_COUNT; d++) dvm_pool_destroy(vm->pools[d]);
+  dvm_module_release(vm->m);
+  free(vm->regs);
+  free(vm->frames);
+  free(vm->scratch);
+  free(vm);
+}
+
+dvm_module *dvm_vm_module(const dvm_vm *vm) { return vm->m; }
+
+dvm_status *dvm_vm_pool(dvm_vm *vm, dvm_device_kind dev, dvm_pool **out) {
+  if (!vm->pools[dev]) {
+    const dvm_device *d;
+    dvm_status *st = dvm_device_get(dev, &d);
+    if (!st) st = dvm_pool_create(d, vm->opts.pool_limit, &vm->pools[dev]);
+    if (st) return st;
+  }
+  *out = vm->pools[dev];
+  return NULL;
+}
+
+dvm_status *dvm_vm_push_frame(dvm_vm *vm, uint32_t f, const int64_t *dsts) {
+  if (vm->nframes >= vm->opts.max_depth)
+    return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "call depth limit of %d frames reached",
+                          vm->opts.max_depth);
+  const dvm_func *fn = &vm->m->funcs[f];
+  size_t base = 0;
+  if (vm->nframes) {
+    const dvm_frame *top = &vm->frames[vm->nframes - 1];
+    base = top->base + vm->m->funcs[top->func].nregs;
+  }
+  size_t need = base + fn->nregs;
+  if (need > vm->regs_cap) {
+    size_t cap = vm->regs_cap ? vm->regs_cap : 256;
+    while (cap < need) cap *= 2;
+    dvm_value *r = realloc(vm->regs, cap * sizeof *r);
+    if (!r) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    vm->regs = r;
+    vm->regs_cap = cap;
+  }
+  memset(vm->regs + base, 0, fn->nregs * sizeof(dvm_value));
+  vm->frames[vm->nframes++] = (dvm_frame){f, 0, base, dsts};
+  return NULL;
+}
+
+dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
+                          int nresults) {
+  const dvm_module *m = vm->m;
+  if (f < 0 || (uint32_t)f >= m->nfuncs)
+    return dvm_status_new(DVM_NOT_FOUND, "no function %d (the module has %u)", f, m->nfuncs);
+  const dvm_func *fn = &m->funcs[f];
+  if (nargs != (int)fn->nparams)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" takes %u inputs, got %d",
+                          fn->name, fn->nparams, nargs);
+  if (nresults != (int)fn->nresults)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" returns %u results, asked for %d",
+                          fn->name, fn->nresults, nresults);
+  for (int i = 0; i < nargs; i++)
+    if (args[i].kind == DVM_VAL_NONE || args[i].kind >= DVM_KIND_COUNT)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" input %d (\"%s\") is empty",
+                            fn->name, i, fn->params[i].name);
+  dvm_status *st = dvm_vm_push_frame(vm, (uint32_t)f, NULL);
+  if (st) return st;
+  dvm_value *R = vm->regs + vm->frames[vm->nframes - 1].base;
+  for (int i = 0; i < nargs; i++) {
+    R[i] = args[i];
+    dvm_value_retain(&args[i]);
+  }
+  atomic_store_explicit(&vm->interrupt, 0, memory_order_relaxed);
+  for (int i = 0; i < nresults; i++) results[i].kind = DVM_VAL_NONE;
+  vm->results = results;
+  vm->stats.invocations++;
+  return dvm_interp_run(vm, vm->nframes - 1);
+}
+
+void dvm_vm_interrupt(dvm_vm *vm) { atomic_store(&vm->interrupt, 1); }
+
+void dvm_vm_get_stats(const dvm_vm *vm, dvm_vm_stats *out) {
+  *out = vm->stats;
+  for (int d = 0; d < DVM_DEVICE_COUNT; d++) {
+    memset(&out->pool[d], 0, sizeof out->pool[d]);
+    if (vm->pools[d]) dvm_pool_get_stats(vm->pools[d], &out->pool[d]);
+  }
+}

@@ -1,0 +1,44 @@
+/* The VM instance's layout, shared by vm.c (lifecycle, API) and interp.c
+ * (the interpreter loop). */
+#ifndef DVM_VMIMPL_H
+#define DVM_VMIMPL_H
+
+#include "bytecode.h"
+#include "device.h"
+#include "dvm/vm.h"
+#include "pool.h"
+
+typedef struct dvm_frame {
+  uint32_t func;
+  uint32_t pc;           /* word offset of the current instruction */
+  size_t base;           /* first register in vm->regs */
+  const int64_t *dsts;   /* caller's result list (count, regs); NULL for the entry frame */
+} dvm_frame;
+
+struct dvm_vm {
+  dvm_module *m;
+  dvm_vm_options opts;
+  dvm_pool *pools[DVM_DEVICE_COUNT]; /* made on first use */
+  dvm_exec exec;
+  dvm_value *regs;
+  size_t regs_cap;
+  dvm_frame *frames;
+  int nframes;
+  dvm_value *results; /* the entry frame's results go here */
+  dvm_value *scratch; /* shape function arguments and results */
+  size_t scratch_cap;
+  atomic_int interrupt;
+  dvm_vm_stats stats;
+};
+
+/* The pool for a device, made on first use. */
+DVM_MUST_USE dvm_status *dvm_vm_pool(dvm_vm *vm, dvm_device_kind dev, dvm_pool **out);
+
+/* Runs from the top frame until the frame count drops to `stop`. On failure
+ * every frame above `stop` is unwound and its registers released. */
+DVM_MUST_USE dvm_status *dvm_interp_run(dvm_vm *vm, int stop);
+
+/* Pushes a frame for function f whose registers start zeroed. */
+DVM_MUST_USE dvm_status *dvm_vm_push_frame(dvm_vm *vm, uint32_t f, const int64_t *dsts);
+
+#endif
