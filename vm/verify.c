@@ -24,6 +24,10 @@
 #define K_STORAGE BIT(DVM_VAL_STORAGE)
 #define K_TUPLE BIT(DVM_VAL_TUPLE)
 #define K_ANY (K_INT | K_FLOAT | K_SHAPE | K_TENSOR | K_STORAGE | K_TUPLE)
+/* A value whose kind only the run time knows (a tuple field, a shape
+ * function's result, an "any" parameter): accepted anywhere, because the
+ * interpreter checks kinds where it uses them. */
+#define K_DYN 0x80u
 
 /* Bounds the dataflow work for hostile inputs: instructions visited. */
 #define MAX_VISITS (64u << 20)
@@ -47,7 +51,7 @@ static dvm_status *fail(const vctx *v, const char *fmt, ...) {
   return dvm_status_annotate(st, "function \"%s\", instruction %u (%s)", v->f->name, v->idx, op);
 }
 
-static unsigned sig_mask(const dvm_sig *s) { return s->kind == DVM_VAL_NONE ? K_ANY : BIT(s->kind); }
+static unsigned sig_mask(const dvm_sig *s) { return s->kind == DVM_VAL_NONE ? K_DYN : BIT(s->kind); }
 
 static dvm_status *check_sig(const dvm_func *f, const dvm_sig *s, const char *what) {
   for (int d = 0; d < s->rank; d++) {
@@ -247,7 +251,7 @@ static dvm_status *need(tstate *t, int j, int64_t r, unsigned mask) {
   unsigned have = t->cur[r];
   if (have & K_NONE)
     return fail(t->v, "operand %d: r%lld may be read before it is set", j, (long long)r);
-  if (have & ~mask) {
+  if (have & ~mask & ~K_DYN) {
     char buf[128];
     size_t n = 0;
     buf[0] = 0;
@@ -346,7 +350,7 @@ static dvm_status *step_types(tstate *t) {
   }
   case DVM_OP_SHAPEFN: {
     const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
-    if (!(st = need_list(t, 2, rl, K_ANY))) set_list(t, dl, K_ANY);
+    if (!(st = need_list(t, 2, rl, K_ANY))) set_list(t, dl, K_DYN);
     break;
   }
   case DVM_OP_HOSTCALL: {
@@ -365,7 +369,7 @@ static dvm_status *step_types(tstate *t) {
     if (!(st = need_list(t, 1, o + 1, K_ANY))) cur[o[0]] = K_TUPLE;
     break;
   case DVM_OP_GET:
-    if (!(st = need(t, 1, o[1], K_TUPLE))) cur[o[0]] = K_ANY;
+    if (!(st = need(t, 1, o[1], K_TUPLE))) cur[o[0]] = K_DYN;
     break;
   case DVM_OP_GUARD: {
     /* binds the symbols of the parameter's dims; reading them unset is the point */

@@ -1,0 +1,423 @@
+/* CPU kernels against references computed here with naive loops in double,
+ * on random inputs, with outputs poisoned before each run so that an element
+ * the kernel fails to write is caught. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "kernel.h"
+#include "object.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+/* A tensor of the shape written as "[2,3]" ("[]" is a scalar). */
+static dvm_tensor *make(dvm_dtype dt, const char *shape) {
+  int64_t dims[DVM_MAX_RANK];
+  int rank = 0;
+  for (const char *p = shape + 1; *p && *p != ']';) {
+    char *end;
+    dims[rank++] = strtoll(p, &end, 10);
+    p = *end == ',' ? end + 1 : end;
+  }
+  dvm_tensor *t = NULL;
+  CHECK_OK(dvm_tensor_create(dt, rank, dims, &t));
+  return t;
+}
+
+static double get(const dvm_tensor *t, int64_t i) {
+  const void *p = dvm_tensor_ptr(t);
+  switch (t->dtype) {
+  case DVM_F32: return ((const float *)p)[i];
+  case DVM_F64: return ((const double *)p)[i];
+  case DVM_I32: return ((const int32_t *)p)[i];
+  default: return (double)((const int64_t *)p)[i];
+  }
+}
+
+static void set(dvm_tensor *t, int64_t i, double v) {
+  void *p = dvm_tensor_ptr(t);
+  switch (t->dtype) {
+  case DVM_F32: ((float *)p)[i] = (float)v; break;
+  case DVM_F64: ((double *)p)[i] = v; break;
+  case DVM_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+  default: ((int64_t *)p)[i] = (int64_t)v; break;
+  }
+}
+
+/* Floats in [-2, 2); integers in [-1000, 1000], whose sums and products
+ * double holds exactly. */
+static void fill_random(dvm_tensor *t) {
+  int64_t n = dvm_tensor_numel(t);
+  int is_float = t->dtype == DVM_F32 || t->dtype == DVM_F64;
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = rnd();
+    double unit = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
+    set(t, i, is_float ? unit * 4 - 2 : (double)(r % 2001) - 1000);
+  }
+}
+
+/* NaN for floats, 0xCD bytes for integers: values no correct run writes. */
+static void poison(dvm_tensor *t) {
+  int64_t n = dvm_tensor_numel(t);
+  if (t->dtype == DVM_F32 || t->dtype == DVM_F64)
+    for (int64_t i = 0; i < n; i++) set(t, i, NAN);
+  else
+    memset(dvm_tensor_ptr(t), 0xCD, dvm_tensor_nbytes(t));
+}
+
+static dvm_status *call(const char *name, dvm_tensor **in, int nin, dvm_tensor **out, int nout,
+                        int threads) {
+  const dvm_kernel_def *k = dvm_ops_find(name, DVM_DEVICE_CPU);
+  if (!k) return dvm_status_new(DVM_NOT_FOUND, "no kernel %s", name);
+  dvm_exec ex = {.threads = threads};
+  dvm_kernel_args a = {.in = in, .nin = nin, .out = out, .nout = nout, .exec = &ex};
+  return k->fn(&a);
+}
+
+static dvm_status *call2(const char *name, dvm_tensor *x, dvm_tensor *y, dvm_tensor *o,
+                         int threads) {
+  dvm_tensor *in[2] = {x, y}, *out[1] = {o};
+  return call(name, in, 2, out, 1, threads);
+}
+
+static const char *fmt(const dvm_tensor *t, char *buf) {
+  return dvm_shape_format(buf, 200, (dvm_dtype)t->dtype, t->rank, t->dims);
+}
+
+/* ---- add, mul ---------------------------------------------------------- */
+
+/* The numpy broadcast of two shapes, written out independently of the
+ * library's. */
+static void ref_broadcast(const dvm_tensor *a, const dvm_tensor *b, int *rank, int64_t *dims) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  for (int i = 0; i < r; i++) {
+    int ia = i - (r - a->rank), ib = i - (r - b->rank);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    dims[i] = da == 1 ? db : da;
+  }
+  *rank = r;
+}
+
+/* Element index in t for output coordinates c (of rank r), broadcasting. */
+static int64_t ref_index(const dvm_tensor *t, int r, const int64_t *c) {
+  int64_t idx = 0;
+  for (int i = 0; i < t->rank; i++) {
+    int64_t d = t->dims[i];
+    idx = idx * d + (d == 1 ? 0 : c[i + r - t->rank]);
+  }
+  return idx;
+}
+
+static void ref_binary(int mul, const dvm_tensor *a, const dvm_tensor *b, const dvm_tensor *o,
+                       double *want) {
+  int64_t n = dvm_tensor_numel(o), c[DVM_MAX_RANK];
+  for (int64_t i = 0; i < n; i++) {
+    int64_t rest = i;
+    for (int d = o->rank - 1; d >= 0; d--) {
+      c[d] = rest % o->dims[d];
+      rest /= o->dims[d];
+    }
+    double x = get(a, ref_index(a, o->rank, c)), y = get(b, ref_index(b, o->rank, c));
+    want[i] = mul ? x * y : x + y;
+  }
+}
+
+/* Exact: f32 sums and products rounded from double are the f32 results. */
+static int same(const dvm_tensor *o, int64_t i, double want) {
+  return o->dtype == DVM_F32 ? get(o, i) == (double)(float)want : get(o, i) == want;
+}
+
+static void check_binary(const char *op, dvm_dtype dt, const char *sa, const char *sb,
+                         int threads, int in_place) {
+  dvm_tensor *a = make(dt, sa), *b = make(dt, sb), *o;
+  int rank;
+  int64_t dims[DVM_MAX_RANK];
+  ref_broadcast(a, b, &rank, dims);
+  CHECK_OK(dvm_tensor_create(dt, rank, dims, &o));
+  fill_random(a);
+  fill_random(b);
+  int64_t n = dvm_tensor_numel(o);
+  double *want = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  ref_binary(strcmp(op, "mul") == 0, a, b, o, want);
+  if (in_place) { /* the output is the first input's memory */
+    dvm_tensor_release(o);
+    o = a;
+    dvm_tensor_retain(o);
+  } else {
+    poison(o);
+  }
+  dvm_status *st = call2(op, a, b, o, threads);
+  int64_t bad = -1;
+  for (int64_t i = 0; !st && i < n && bad < 0; i++)
+    if (!same(o, i, want[i])) bad = i;
+  harness_checks++;
+  if (st || bad >= 0) {
+    char b1[200], b2[200];
+    harness_failures++;
+    fprintf(stderr, "%s %s %s, threads %d%s: ", op, fmt(a, b1), fmt(b, b2), threads,
+            in_place ? ", in place" : "");
+    if (st)
+      fprintf(stderr, "%s\n", dvm_status_message(st));
+    else
+      fprintf(stderr, "element %lld is %g, want %g\n", (long long)bad, get(o, bad), want[bad]);
+  }
+  dvm_status_free(st);
+  free(want);
+  dvm_tensor_release(a);
+  dvm_tensor_release(b);
+  dvm_tensor_release(o);
+}
+
+static const char *const binary_shapes[][2] = {
+    /* same shape */
+    {"[]", "[]"}, {"[1]", "[1]"}, {"[7]", "[7]"}, {"[13]", "[13]"}, {"[31]", "[31]"},
+    {"[65]", "[65]"}, {"[257]", "[257]"}, {"[1025]", "[1025]"}, {"[7,13]", "[7,13]"},
+    {"[3,5,7]", "[3,5,7]"}, {"[2,3,1,5]", "[2,3,1,5]"},
+    {"[2,1,3,1,2,1,2,3]", "[2,1,3,1,2,1,2,3]"},
+    /* scalar */
+    {"[]", "[7,13]"}, {"[65,31]", "[]"}, {"[1]", "[1025]"}, {"[1,1]", "[31,7]"},
+    {"[257]", "[1]"}, {"[]", "[1,1]"},
+    /* row */
+    {"[7,13]", "[13]"}, {"[31]", "[7,31]"}, {"[65,257]", "[257]"}, {"[13,65]", "[1,65]"},
+    {"[3,7,13]", "[1,1,13]"},
+    /* column */
+    {"[7,13]", "[7,1]"}, {"[31,1]", "[31,7]"}, {"[257,65]", "[257,1]"}, {"[3,7,13]", "[3,7,1]"},
+    /* rank extension */
+    {"[2,3,4]", "[3,4]"}, {"[5]", "[2,3,5]"}, {"[4,3,5]", "[3,5]"}, {"[2,7,13]", "[7,13]"},
+    /* both sides, and broadcasts in the middle */
+    {"[7,1]", "[1,13]"}, {"[1,13]", "[7,1]"}, {"[3,1,5]", "[4,1]"},
+    {"[2,1,3,1]", "[1,4,1,5]"}, {"[65,1,7]", "[1,31,1]"}, {"[1,1025]", "[13,1]"},
+    {"[4,1,5]", "[4,3,5]"}, {"[2,3,1,5]", "[2,1,7,1]"}, {"[8,1,6,1,4,1,2,1]", "[7,1,5,1,3,1,2]"},
+    /* zero-sized */
+    {"[0]", "[0]"}, {"[0]", "[]"}, {"[0,3]", "[3]"}, {"[0,3]", "[1,3]"}, {"[2,0]", "[2,1]"},
+    {"[1,0]", "[5,1]"}, {"[0,7]", "[0,1]"}, {"[3,0,2]", "[1,2]"},
+    /* big enough to be split between threads, mid-row */
+    {"[1025,257]", "[1025,257]"}, {"[1025,257]", "[257]"}, {"[1025,257]", "[1025,1]"},
+    {"[33,1,129]", "[1,65,129]"}, {"[70001]", "[]"}, {"[70001]", "[70001]"},
+};
+
+static void test_binary(void) {
+  static const char *const ops[] = {"add", "mul"};
+  static const dvm_dtype dts[] = {DVM_F32, DVM_F64, DVM_I32, DVM_I64};
+  static const int threads[] = {1, 3};
+  for (int op = 0; op < 2; op++)
+    for (int d = 0; d < 4; d++)
+      for (size_t s = 0; s < sizeof binary_shapes / sizeof binary_shapes[0]; s++)
+        for (int t = 0; t < 2; t++)
+          check_binary(ops[op], dts[d], binary_shapes[s][0], binary_shapes[s][1], threads[t], 0);
+  /* in place: output and first input are one tensor */
+  for (int d = 0; d < 4; d++) {
+    check_binary("add", dts[d], "[1025,257]", "[1025,257]", 2, 1);
+    check_binary("mul", dts[d], "[31]", "[31]", 1, 1);
+  }
+}
+
+/* Integers wrap, as in numpy; computed here in unsigned arithmetic. */
+static void test_binary_wrap(void) {
+  dvm_tensor *a = make(DVM_I32, "[3]"), *b = make(DVM_I32, "[3]"), *o = make(DVM_I32, "[3]");
+  int32_t *pa = dvm_tensor_ptr(a), *pb = dvm_tensor_ptr(b), *po = dvm_tensor_ptr(o);
+  const int32_t x[3] = {INT32_MAX, INT32_MIN, 65536}, y[3] = {1, -1, 65536};
+  memcpy(pa, x, sizeof x);
+  memcpy(pb, y, sizeof y);
+  CHECK_OK(call2("add", a, b, o, 1));
+  for (int i = 0; i < 3; i++) CHECK(po[i] == (int32_t)((uint32_t)x[i] + (uint32_t)y[i]));
+  CHECK_OK(call2("mul", a, b, o, 1));
+  for (int i = 0; i < 3; i++) CHECK(po[i] == (int32_t)((uint32_t)x[i] * (uint32_t)y[i]));
+  dvm_tensor_release(a);
+  dvm_tensor_release(b);
+  dvm_tensor_release(o);
+}
+
+static void test_binary_errors(void) {
+  dvm_tensor *f23 = make(DVM_F32, "[2,3]"), *f3 = make(DVM_F32, "[3]"), *f4 = make(DVM_F32, "[4]");
+  dvm_tensor *i3 = make(DVM_I32, "[3]"), *h23 = make(DVM_F16, "[2,3]");
+  dvm_tensor *f32_ = make(DVM_F32, "[3,2]"), *f123 = make(DVM_F32, "[1,2,3]");
+  CHECK_ERR(call2("add", f23, i3, f23, 1), DVM_INVALID_ARGUMENT,
+            "add: dtypes f32, i32 -> f32: want one of f32, f64, i32, i64, the same for all");
+  CHECK_ERR(call2("mul", f3, f3, i3, 1), DVM_INVALID_ARGUMENT, "mul: dtypes f32, f32 -> i32");
+  CHECK_ERR(call2("add", h23, h23, h23, 1), DVM_INVALID_ARGUMENT, "add: dtypes f16, f16 -> f16");
+  CHECK_ERR(call2("add", f23, f4, f23, 1), DVM_INVALID_ARGUMENT,
+            "add: broadcast: [2,3] vs [4]: dim -1 3 != 4");
+  CHECK_ERR(call2("mul", f23, f3, f32_, 1), DVM_INVALID_ARGUMENT,
+            "mul: output [3,2] != [2,3], the broadcast of [2,3] and [3]");
+  CHECK_ERR(call2("add", f23, f3, f123, 1), DVM_INVALID_ARGUMENT,
+            "add: output [1,2,3] != [2,3], the broadcast of [2,3] and [3]");
+  CHECK_ERR(call2("add", f23, f3, f3, 1), DVM_INVALID_ARGUMENT, "add: output [3] != [2,3]");
+  CHECK_ERR(call2("add", f23, NULL, f23, 1), DVM_INVALID_ARGUMENT, "add: input 1 is missing");
+  CHECK_ERR(call2("add", f23, f23, NULL, 1), DVM_INVALID_ARGUMENT, "add: output 0 is missing");
+  dvm_tensor *in[3] = {f23, f23, f23};
+  CHECK_ERR(call("add", in, 1, in, 1, 1), DVM_INVALID_ARGUMENT,
+            "add: takes 2 inputs and 1 output, got 1 and 1");
+  CHECK_ERR(call("mul", in, 2, in, 2, 1), DVM_INVALID_ARGUMENT,
+            "mul: takes 2 inputs and 1 output, got 2 and 2");
+  /* a tensor that claims to live on another device is refused, not read */
+  f4->storage->device = DVM_DEVICE_CUDA;
+  CHECK_ERR(call2("add", f4, f4, f4, 1), DVM_INVALID_ARGUMENT,
+            "add: input 0 is on cuda, the kernel runs on cpu");
+  f4->storage->device = DVM_DEVICE_CPU;
+  /* no exec context: one thread */
+  dvm_tensor *big = make(DVM_F32, "[100000]");
+  fill_random(big);
+  dvm_tensor *bin[2] = {big, big}, *bout[1] = {big};
+  dvm_kernel_args args = {.in = bin, .nin = 2, .out = bout, .nout = 1};
+  CHECK_OK(dvm_ops_find("add", DVM_DEVICE_CPU)->fn(&args));
+  dvm_tensor *all[] = {f23, f3, f4, i3, h23, f32_, f123, big};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dvm_tensor_release(all[i]);
+}
+
+/* ---- matmul ------------------------------------------------------------ */
+
+static void check_matmul(const char *sa, const char *sb, const char *so, int threads) {
+  dvm_tensor *a = make(DVM_F32, sa), *b = make(DVM_F32, sb), *o = make(DVM_F32, so);
+  fill_random(a);
+  fill_random(b);
+  poison(o);
+  /* operands as [batch..., M, K] and [batch..., K, N], the output as
+   * [batch..., M, N], batch aligned from the right */
+  int ra = a->rank, rb = b->rank;
+  int64_t m = ra >= 2 ? a->dims[ra - 2] : 1, k = a->dims[ra - 1], n = rb >= 2 ? b->dims[rb - 1] : 1;
+  int ba = ra > 2 ? ra - 2 : 0, bb = rb > 2 ? rb - 2 : 0, br = ba > bb ? ba : bb;
+  int64_t bdims[DVM_MAX_RANK], batch = 1;
+  for (int i = 0; i < br; i++) {
+    int ia = i - (br - ba), ib = i - (br - bb);
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    bdims[i] = da == 1 ? db : da;
+    batch *= bdims[i];
+  }
+  const float *pa = dvm_tensor_ptr(a), *pb = dvm_tensor_ptr(b), *po = dvm_tensor_ptr(o);
+  dvm_status *st = call2("matmul", a, b, o, threads);
+  double worst = 0;
+  int64_t bad = -1;
+  for (int64_t q = 0; !st && q < batch && bad < 0; q++) {
+    int64_t c[DVM_MAX_RANK], rest = q, qa = 0, qb = 0;
+    for (int i = br - 1; i >= 0; i--) {
+      c[i] = rest % bdims[i];
+      rest /= bdims[i];
+    }
+    for (int i = 0; i < ba; i++) qa = qa * a->dims[i] + (a->dims[i] == 1 ? 0 : c[i + br - ba]);
+    for (int i = 0; i < bb; i++) qb = qb * b->dims[i] + (b->dims[i] == 1 ? 0 : c[i + br - bb]);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double sum = 0, mag = 0;
+        for (int64_t l = 0; l < k; l++) {
+          double p = (double)pa[(qa * m + i) * k + l] * pb[(qb * k + l) * n + j];
+          sum += p;
+          mag += fabs(p);
+        }
+        int64_t at = (q * m + i) * n + j;
+        double err = fabs(po[at] - sum), tol = 2.0 * (double)(k + 1) * FLT_EPSILON * mag;
+        if (!(err <= tol)) bad = at; /* NaN (unwritten) fails too */
+        if (err > worst) worst = err;
+      }
+  }
+  harness_checks++;
+  if (st || bad >= 0) {
+    harness_failures++;
+    fprintf(stderr, "matmul %s x %s -> %s, threads %d: ", sa, sb, so, threads);
+    if (st)
+      fprintf(stderr, "%s\n", dvm_status_message(st));
+    else
+      fprintf(stderr, "element %lld is %g (worst error %g)\n", (long long)bad, po[bad], worst);
+  }
+  dvm_status_free(st);
+  dvm_tensor_release(a);
+  dvm_tensor_release(b);
+  dvm_tensor_release(o);
+}
+
+static void test_matmul_sizes(void) {
+  static const int sizes[] = {1, 7, 64, 65, 129};
+  char sa[64], sb[64], so[64];
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 5; j++)
+      for (int l = 0; l < 5; l++) {
+        int m = sizes[i], n = sizes[j], k = sizes[l];
+        snprintf(sa, sizeof sa, "[%d,%d]", m, k);
+        snprintf(sb, sizeof sb, "[%d,%d]", k, n);
+        snprintf(so, sizeof so, "[%d,%d]", m, n);
+        check_matmul(sa, sb, so, 1 + (i + j + l) % 2);
+      }
+}
+
+static const char *const matmul_shapes[][3] = {
+    /* batched, one right operand for all: a single product */
+    {"[3,7,13]", "[13,5]", "[3,7,5]"}, {"[3,7,13]", "[1,13,5]", "[3,7,5]"},
+    {"[2,3,65,129]", "[129,64]", "[2,3,65,64]"},
+    /* batched with broadcast batch dims */
+    {"[2,3,7,13]", "[3,13,5]", "[2,3,7,5]"}, {"[7,13]", "[4,13,5]", "[4,7,5]"},
+    {"[2,1,7,13]", "[1,3,13,5]", "[2,3,7,5]"}, {"[4,1,7,13]", "[4,13,5]", "[4,4,7,5]"},
+    {"[1,3,7,13]", "[2,1,13,5]", "[2,3,7,5]"}, {"[2,65,129]", "[2,129,64]", "[2,65,64]"},
+    {"[1,1,1,1,1,1,7,13]", "[13,5]", "[1,1,1,1,1,1,7,5]"},
+    {"[2,1,2,1,2,1,7,13]", "[1,2,1,2,1,2,13,5]", "[2,2,2,2,2,2,7,5]"},
+    /* 1-D operands */
+    {"[13]", "[13,5]", "[5]"}, {"[7,13]", "[13]", "[7]"}, {"[13]", "[13]", "[]"},
+    {"[13]", "[3,13,5]", "[3,5]"}, {"[2,3,7,13]", "[13]", "[2,3,7]"}, {"[129]", "[129]", "[]"},
+    /* zero-sized */
+    {"[0,13]", "[13,5]", "[0,5]"}, {"[7,13]", "[13,0]", "[7,0]"}, {"[7,0]", "[0,5]", "[7,5]"},
+    {"[0,7,13]", "[13,5]", "[0,7,5]"}, {"[3,7,0]", "[3,0,5]", "[3,7,5]"},
+    {"[2,0,7,13]", "[13,5]", "[2,0,7,5]"}, {"[0]", "[0]", "[]"}, {"[0]", "[0,5]", "[5]"},
+};
+
+static void test_matmul_batched(void) {
+  for (size_t i = 0; i < sizeof matmul_shapes / sizeof matmul_shapes[0]; i++)
+    for (int t = 1; t <= 2; t++)
+      check_matmul(matmul_shapes[i][0], matmul_shapes[i][1], matmul_shapes[i][2], t);
+}
+
+static void test_matmul_errors(void) {
+  dvm_tensor *a = make(DVM_F32, "[2,3]"), *b = make(DVM_F32, "[4,5]"), *o = make(DVM_F32, "[2,5]");
+  CHECK_ERR(call2("matmul", a, b, o, 1), DVM_INVALID_ARGUMENT,
+            "matmul: [2,3] x [4,5]: inner dims 3 != 4");
+  dvm_tensor *b34 = make(DVM_F32, "[3,4]"), *o42 = make(DVM_F32, "[4,2]");
+  dvm_tensor *o24 = make(DVM_F32, "[2,4]");
+  CHECK_ERR(call2("matmul", a, b34, o42, 1), DVM_INVALID_ARGUMENT,
+            "matmul: output [4,2] != [2,4], the product of [2,3] x [3,4]");
+  CHECK_ERR(call2("matmul", a, b34, o, 1), DVM_INVALID_ARGUMENT,
+            "matmul: output [2,5] != [2,4]");
+  dvm_tensor *d = make(DVM_F64, "[2,3]"), *d34 = make(DVM_F64, "[3,4]");
+  dvm_tensor *d24 = make(DVM_F64, "[2,4]");
+  CHECK_ERR(call2("matmul", d, d34, d24, 1), DVM_INVALID_ARGUMENT,
+            "matmul: dtypes f64, f64 -> f64: only f32 is supported");
+  CHECK_ERR(call2("matmul", a, d34, o24, 1), DVM_INVALID_ARGUMENT,
+            "matmul: dtypes f32, f64 -> f32");
+  dvm_tensor *s = make(DVM_F32, "[]");
+  CHECK_ERR(call2("matmul", s, b34, o24, 1), DVM_INVALID_ARGUMENT,
+            "matmul: [] x [3,4]: operands need rank >= 1");
+  dvm_tensor *x = make(DVM_F32, "[2,3,4]"), *y = make(DVM_F32, "[5,4,6]");
+  dvm_tensor *z = make(DVM_F32, "[2,3,6]");
+  CHECK_ERR(call2("matmul", x, y, z, 1), DVM_INVALID_ARGUMENT,
+            "matmul: [2,3,4] x [5,4,6]: batch dim -3 2 != 5");
+  dvm_tensor *in[2] = {a, b34}, *out[2] = {o24, o24};
+  CHECK_ERR(call("matmul", in, 2, out, 2, 1), DVM_INVALID_ARGUMENT,
+            "matmul: takes 2 inputs and 1 output, got 2 and 2");
+  CHECK_ERR(call2("matmul", NULL, b34, o24, 1), DVM_INVALID_ARGUMENT, "matmul: input 0 is missing");
+  dvm_tensor *all[] = {a, b, o, b34, o42, o24, d, d34, d24, s, x, y, z};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dvm_tensor_release(all[i]);
+}
+
+static void test_table(void) {
+  CHECK(dvm_ops_find("add", DVM_DEVICE_CPU) != NULL);
+  CHECK(dvm_ops_find("mul", DVM_DEVICE_CPU) != NULL);
+  CHECK(dvm_ops_find("matmul", DVM_DEVICE_CPU) != NULL);
+  CHECK(dvm_ops_find("add", DVM_DEVICE_CUDA) == NULL);
+  CHECK(dvm_ops_find("no such kernel", DVM_DEVICE_CPU) == NULL);
+  const dvm_kernel_def *k = dvm_ops_find("mul", DVM_DEVICE_CPU);
+  CHECK(k && strcmp(k->name, "mul") == 0 && k->device == DVM_DEVICE_CPU);
+}
+
+int main(void) {
+  test_table();
+  test_binary();
+  test_binary_wrap();
+  test_binary_errors();
+  test_matmul_sizes();
+  test_matmul_batched();
+  test_matmul_errors();
+  return harness_finish("kernels");
+}

@@ -1,0 +1,36 @@
+/* Shared pieces of the dvm command: subcommands, exit codes, printing. */
+#ifndef DVM_CLI_H
+#define DVM_CLI_H
+
+#include <stdio.h>
+
+#include "dvm/dvm.h"
+
+/* Exit codes: 0 success, 1 runtime error, 2 usage or input error. */
+enum { DVM_EXIT_OK = 0, DVM_EXIT_RUNTIME = 1, DVM_EXIT_USAGE = 2 };
+
+/* Prints "dvm CMD: error: MESSAGE", frees st, returns the exit code its
+ * code maps to (bad files and inputs: 2; everything else: 1). */
+int dvm_cli_fail(const char *cmd, dvm_status *st);
+/* Prints a usage error and returns 2. */
+int dvm_cli_usage_error(const char *cmd, const char *fmt, ...) DVM_PRINTF(2, 3);
+
+int dvm_cmd_run(int argc, char **argv);
+int dvm_cmd_asm(int argc, char **argv);
+int dvm_cmd_disasm(int argc, char **argv);
+int dvm_cmd_inspect(int argc, char **argv);
+
+/* Element i of a CPU tensor as a double, for any dtype. */
+double dvm_cli_element(const dvm_tensor *t, int64_t i);
+/* "f32[2,3] min=... max=... mean=... nan=0 inf=0 [a, b, c, ...]": at most
+ * `show` elements (all of them when show < 0). */
+void dvm_cli_print_tensor(FILE *out, const dvm_tensor *t, int show);
+/* Prints a value of any kind in one line. */
+void dvm_cli_print_value(FILE *out, const dvm_value *v, int show);
+/* Prints a signature entry: "x: tensor f32[batch, 4]". */
+void dvm_cli_print_param(FILE *out, const dvm_param_info *p);
+
+/* Reads a whole file into malloc'ed memory (NUL-terminated). */
+DVM_MUST_USE dvm_status *dvm_cli_read_file(const char *path, char **out, size_t *size);
+
+#endif

@@ -1,0 +1,60 @@
+/* dvm asm and dvm disasm: between .dvms text and .dvmb files. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "asm.h"
+#include "cli.h"
+
+int dvm_cmd_asm(int argc, char **argv) {
+  static const char usage[] = "usage: dvm asm INPUT.dvms -o OUTPUT.dvmb\n"
+                              "  assembles and verifies; the file is written only if both succeed\n";
+  static const struct option opts[] = {{"output", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  const char *out = NULL;
+  optind = 1;
+  for (int c; (c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1;) {
+    if (c == 'o') out = optarg;
+    else if (c == 'h') { fputs(usage, stdout); return DVM_EXIT_OK; }
+    else { fputs(usage, stderr); return DVM_EXIT_USAGE; }
+  }
+  if (optind != argc - 1 || !out) {
+    fputs(usage, stderr);
+    return DVM_EXIT_USAGE;
+  }
+  char *text;
+  size_t len;
+  dvm_module *m = NULL;
+  uint8_t *bytes = NULL;
+  size_t size;
+  dvm_status *st = dvm_cli_read_file(argv[optind], &text, &len);
+  if (st) return dvm_cli_fail("asm", st);
+  if (!(st = dvm_asm_parse(text, len, argv[optind], &m)) && !(st = dvm_bc_write(m, &bytes, &size))) {
+    FILE *f = fopen(out, "wb");
+    if (!f || fwrite(bytes, 1, size, f) != size)
+      st = dvm_status_new(DVM_IO, "%s: cannot write", out);
+    if (f && fclose(f) != 0 && !st) st = dvm_status_new(DVM_IO, "%s: cannot write", out);
+  }
+  free(text);
+  free(bytes);
+  dvm_module_release(m);
+  return st ? dvm_cli_fail("asm", st) : DVM_EXIT_OK;
+}
+
+int dvm_cmd_disasm(int argc, char **argv) {
+  static const char usage[] = "usage: dvm disasm MODEL.dvmb\n"
+                              "  prints the module as .dvms text (dvm asm reads it back to the same file)\n";
+  if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+    fputs(usage, stdout);
+    return DVM_EXIT_OK;
+  }
+  if (argc != 2 || argv[1][0] == '-') {
+    fputs(usage, stderr);
+    return DVM_EXIT_USAGE;
+  }
+  dvm_module *m;
+  dvm_status *st = dvm_module_load_file(argv[1], NULL, &m);
+  if (st) return dvm_cli_fail("disasm", st);
+  dvm_disasm_module(m, stdout);
+  dvm_module_release(m);
+  return DVM_EXIT_OK;
+}

@@ -1,0 +1,219 @@
+/* dvm run: bind inputs from .npy files (or numbers for scalar parameters),
+ * invoke a function, print or save its results. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "npy.h"
+
+#define MAX_BINDINGS 64
+
+static const char usage_text[] =
+    "usage: dvm run MODEL.dvmb [options]\n"
+    "  --input FILE | --input NAME=FILE  bind the next (or the named) input; a .npy file\n"
+    "                                     for tensors, a number for int/float inputs\n"
+    "  --output FILE | --output NAME=FILE save results as .npy (in result order, or by name);\n"
+    "                                     without it each result is summarized on stdout\n"
+    "  --function NAME                    function to run (default: main, or the only one)\n"
+    "  --device cpu|auto                  where tensors live (default: auto, which is cpu)\n"
+    "  --threads N                        kernel threads (default: all cores)\n"
+    "  --show N                           elements to print per result (default 8, -1: all)\n"
+    "  --stats                            print VM statistics after the run\n";
+
+typedef struct {
+  const char *name; /* NULL: positional */
+  const char *value;
+} binding;
+
+/* Splits "NAME=VALUE"; a plain path (no '=' before any '/') is positional. */
+static binding split(const char *arg) {
+  const char *eq = strchr(arg, '=');
+  const char *slash = strchr(arg, '/');
+  binding b = {NULL, arg};
+  if (eq && (!slash || eq < slash)) {
+    static char names[MAX_BINDINGS * 2][128];
+    static int next;
+    char *n = names[next++ % (MAX_BINDINGS * 2)];
+    snprintf(n, 128, "%.*s", (int)(eq - arg), arg);
+    b.name = n;
+    b.value = eq + 1;
+  }
+  return b;
+}
+
+/* Resolves bindings to parameter positions; NULL on success. */
+static dvm_status *assign(const dvm_module *m, int f, binding *b, int nb, int nslots, int result,
+                          const char **slots) {
+  const char *what = result ? "output" : "input";
+  int next = 0;
+  for (int i = 0; i < nb; i++) {
+    int k = -1;
+    if (b[i].name) {
+      for (int p = 0; p < nslots; p++) {
+        dvm_param_info info;
+        if (result) dvm_function_result(m, f, p, &info);
+        else dvm_function_param(m, f, p, &info);
+        if (strcmp(info.name, b[i].name) == 0) k = p;
+      }
+      if (k < 0)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" has no %s named \"%s\"",
+                              dvm_function_name(m, f), what, b[i].name);
+    } else {
+      while (next < nslots && slots[next]) next++;
+      k = next;
+      if (k >= nslots)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" takes %d %ss; \"%s\" is one too many",
+                              dvm_function_name(m, f), nslots, what, b[i].value);
+    }
+    if (slots[k])
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s %d is bound twice", what, k);
+    slots[k] = b[i].value;
+  }
+  return NULL;
+}
+
+static dvm_status *load_input(const dvm_param_info *p, const char *value, dvm_value *out) {
+  char *end;
+  if (p->kind == DVM_VAL_INT) {
+    long long v = strtoll(value, &end, 0);
+    if (*end || end == value)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\" is an int; \"%s\" is not one", p->name, value);
+    *out = dvm_value_int(v);
+    return NULL;
+  }
+  if (p->kind == DVM_VAL_FLOAT) {
+    double v = strtod(value, &end);
+    if (*end || end == value)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\" is a float; \"%s\" is not one", p->name, value);
+    *out = dvm_value_float(v);
+    return NULL;
+  }
+  dvm_tensor *t;
+  dvm_status *st = dvm_npy_read_file(value, &t);
+  if (st) return dvm_status_annotate(st, "input \"%s\"", p->name);
+  *out = dvm_value_tensor(t);
+  return NULL;
+}
+
+static int pick_function(const dvm_module *m, const char *name) {
+  if (name) return dvm_module_find_function(m, name);
+  int f = dvm_module_find_function(m, "main");
+  if (f < 0 && dvm_module_function_count(m) == 1) f = 0;
+  return f;
+}
+
+int dvm_cmd_run(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
+      {"function", required_argument, 0, 'f'}, {"device", required_argument, 0, 'd'},
+      {"threads", required_argument, 0, 't'}, {"show", required_argument, 0, 'n'},
+      {"stats", no_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  binding ins[MAX_BINDINGS], outs[MAX_BINDINGS];
+  int nin = 0, nout = 0, show = 8, stats = 0;
+  const char *fname = NULL;
+  dvm_vm_options vo;
+  dvm_vm_options_init(&vo);
+  optind = 1;
+  for (int c; (c = getopt_long(argc, argv, "i:o:f:d:t:n:sh", opts, NULL)) != -1;) {
+    switch (c) {
+    case 'i':
+      if (nin == MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --input");
+      ins[nin++] = split(optarg);
+      break;
+    case 'o':
+      if (nout == MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --output");
+      outs[nout++] = split(optarg);
+      break;
+    case 'f': fname = optarg; break;
+    case 'd':
+      if (strcmp(optarg, "auto") == 0) vo.device = DVM_DEVICE_CPU;
+      else if (!dvm_device_parse(optarg, &vo.device))
+        return dvm_cli_usage_error("run", "unknown device \"%s\" (cpu, cuda, auto)", optarg);
+      break;
+    case 't': vo.threads = atoi(optarg); if (vo.threads < 1) return dvm_cli_usage_error("run", "--threads must be >= 1"); break;
+    case 'n': show = atoi(optarg); break;
+    case 's': stats = 1; break;
+    case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
+    default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
+    }
+  }
+  if (optind != argc - 1) {
+    fputs(usage_text, stderr);
+    return dvm_cli_usage_error("run", "expected one MODEL.dvmb");
+  }
+  dvm_module *m;
+  dvm_status *st = dvm_module_load_file(argv[optind], NULL, &m);
+  if (st) return dvm_cli_fail("run", st);
+  int rc = DVM_EXIT_OK, f = pick_function(m, fname);
+  int np = 0, nr = 0;
+  dvm_value args[MAX_BINDINGS] = {{0}}, res[MAX_BINDINGS] = {{0}};
+  const char *in_slots[MAX_BINDINGS] = {0}, *out_slots[MAX_BINDINGS] = {0};
+  dvm_vm *vm = NULL;
+  if (f < 0) {
+    rc = dvm_cli_usage_error("run", "no function \"%s\" in %s", fname ? fname : "main", argv[optind]);
+    goto done;
+  }
+  np = dvm_function_param_count(m, f);
+  nr = dvm_function_result_count(m, f);
+  if (np > MAX_BINDINGS || nr > MAX_BINDINGS) {
+    rc = dvm_cli_usage_error("run", "function has more than %d inputs or results", MAX_BINDINGS);
+    goto done;
+  }
+  if ((st = assign(m, f, ins, nin, np, 0, in_slots)) || (st = assign(m, f, outs, nout, nr, 1, out_slots))) {
+    rc = dvm_cli_fail("run", st);
+    goto done;
+  }
+  for (int p = 0; p < np; p++) {
+    dvm_param_info info;
+    dvm_function_param(m, f, p, &info);
+    if (!in_slots[p]) {
+      rc = dvm_cli_usage_error("run", "function \"%s\" takes %d inputs; input %d (\"%s\") is missing",
+                               dvm_function_name(m, f), np, p, info.name);
+      goto done;
+    }
+    if ((st = load_input(&info, in_slots[p], &args[p]))) {
+      rc = dvm_cli_fail("run", st);
+      goto done;
+    }
+  }
+  if ((st = dvm_vm_create(m, &vo, &vm)) || (st = dvm_vm_invoke(vm, f, args, np, res, nr))) {
+    rc = dvm_cli_fail("run", st);
+    goto done;
+  }
+  for (int r = 0; r < nr; r++) {
+    dvm_param_info info;
+    dvm_function_result(m, f, r, &info);
+    if (out_slots[r]) {
+      if (res[r].kind != DVM_VAL_TENSOR) {
+        rc = dvm_cli_usage_error("run", "result \"%s\" is a %s, not a tensor: it cannot be saved as .npy",
+                                 info.name, dvm_kind_name((dvm_kind)res[r].kind));
+        goto done;
+      }
+      if ((st = dvm_npy_write_file(out_slots[r], res[r].u.tensor))) {
+        rc = dvm_cli_fail("run", st);
+        goto done;
+      }
+    } else {
+      printf("%s: ", info.name);
+      dvm_cli_print_value(stdout, &res[r], show);
+      putchar('\n');
+    }
+  }
+  if (stats) {
+    dvm_vm_stats s;
+    dvm_vm_get_stats(vm, &s);
+    const dvm_pool_stats *p = &s.pool[DVM_DEVICE_CPU];
+    printf("stats: instructions=%llu kernel_calls=%llu cpu_pool: in_use=%llu peak=%llu cached=%llu "
+           "allocs=%llu reuses=%llu\n",
+           (unsigned long long)s.instructions, (unsigned long long)s.kernel_calls,
+           (unsigned long long)p->in_use, (unsigned long long)p->peak, (unsigned long long)p->cached,
+           (unsigned long long)p->allocs, (unsigned long long)p->reuses);
+  }
+done:
+  for (int i = 0; i < np; i++) dvm_value_clear(&args[i]);
+  for (int i = 0; i < nr; i++) dvm_value_clear(&res[i]);
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+  return rc;
+}

@@ -1,0 +1,62 @@
+/* The dvm command: subcommand dispatch and shared error reporting. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *help;
+} commands[] = {
+    {"run", dvm_cmd_run, "run a function of a .dvmb with inputs from .npy files"},
+    {"asm", dvm_cmd_asm, "assemble .dvms text into a .dvmb"},
+    {"disasm", dvm_cmd_disasm, "print a .dvmb as .dvms text"},
+    {"inspect", dvm_cmd_inspect, "list functions, signatures, constants and kernels"},
+};
+
+static void usage(FILE *out) {
+  fputs("usage: dvm COMMAND [ARGS]   (dvm COMMAND --help for its options)\n\ncommands:\n", out);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
+  fputs("\nexit codes: 0 success, 1 runtime error, 2 usage or input error\n", out);
+}
+
+int dvm_cli_fail(const char *cmd, dvm_status *st) {
+  fprintf(stderr, "dvm %s: error: %s\n", cmd, dvm_status_message(st));
+  dvm_code code = dvm_status_code(st);
+  dvm_status_free(st);
+  switch (code) {
+  case DVM_INVALID_ARGUMENT: case DVM_NOT_FOUND: case DVM_CORRUPT: case DVM_IO:
+  case DVM_UNAVAILABLE:
+    return DVM_EXIT_USAGE;
+  default: return DVM_EXIT_RUNTIME;
+  }
+}
+
+int dvm_cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "dvm %s: error: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fputs("\n", stderr);
+  va_end(ap);
+  return DVM_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return DVM_EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return DVM_EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "dvm: unknown command \"%s\"\n", argv[1]);
+  usage(stderr);
+  return DVM_EXIT_USAGE;
+}

@@ -1,0 +1,131 @@
+/* Printing tensors and values for the command line. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static double half_to_double(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+double dvm_cli_element(const dvm_tensor *t, int64_t i) {
+  const void *p = dvm_tensor_data(t);
+  switch (dvm_tensor_dtype(t)) {
+  case DVM_F32: return ((const float *)p)[i];
+  case DVM_F64: return ((const double *)p)[i];
+  case DVM_F16: return half_to_double(((const uint16_t *)p)[i]);
+  case DVM_BF16: {
+    uint32_t b = (uint32_t)((const uint16_t *)p)[i] << 16;
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+  }
+  case DVM_I8: return ((const int8_t *)p)[i];
+  case DVM_I16: return ((const int16_t *)p)[i];
+  case DVM_I32: return ((const int32_t *)p)[i];
+  case DVM_I64: return (double)((const int64_t *)p)[i];
+  case DVM_U8: case DVM_BOOL: return ((const uint8_t *)p)[i];
+  default: return NAN;
+  }
+}
+
+static int is_float(dvm_dtype dt) { return dt == DVM_F32 || dt == DVM_F64 || dt == DVM_F16 || dt == DVM_BF16; }
+
+void dvm_cli_print_tensor(FILE *out, const dvm_tensor *t, int show) {
+  char shape[256];
+  dvm_dtype dt = dvm_tensor_dtype(t);
+  fputs(dvm_shape_format(shape, sizeof shape, dt, dvm_tensor_rank(t), dvm_tensor_dims(t)), out);
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU) {
+    fprintf(out, " on %s", dvm_device_name(dvm_tensor_device(t)));
+    return;
+  }
+  int64_t n = dvm_tensor_numel(t), nan = 0, inf = 0, finite = 0;
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double x = dvm_cli_element(t, i);
+    if (isnan(x)) nan++;
+    else if (isinf(x)) inf++;
+    if (isnan(x) || isinf(x)) continue;
+    finite++;
+    sum += x;
+    if (x < lo) lo = x;
+    if (x > hi) hi = x;
+  }
+  if (finite) fprintf(out, " min=%.6g max=%.6g mean=%.6g", lo, hi, sum / (double)finite);
+  if (is_float(dt)) fprintf(out, " nan=%lld inf=%lld", (long long)nan, (long long)inf);
+  int64_t k = show < 0 || show > n ? n : show;
+  fputs(" [", out);
+  for (int64_t i = 0; i < k; i++) fprintf(out, is_float(dt) ? "%s%.6g" : "%s%.0f", i ? ", " : "", dvm_cli_element(t, i));
+  fputs(k < n ? ", ...]" : "]", out);
+}
+
+void dvm_cli_print_value(FILE *out, const dvm_value *v, int show) {
+  switch (v->kind) {
+  case DVM_VAL_INT: fprintf(out, "int %lld", (long long)v->u.i); break;
+  case DVM_VAL_FLOAT: fprintf(out, "float %.17g", v->u.f); break;
+  case DVM_VAL_SHAPE:
+    fputs("shape [", out);
+    for (int i = 0; i < v->rank; i++) fprintf(out, i ? ", %lld" : "%lld", (long long)v->u.dims[i]);
+    fputc(']', out);
+    break;
+  case DVM_VAL_TENSOR: dvm_cli_print_tensor(out, v->u.tensor, show); break;
+  case DVM_VAL_TUPLE: {
+    int n = dvm_tuple_size(v->u.tuple);
+    fputs("tuple (", out);
+    for (int i = 0; i < n; i++) {
+      if (i) fputs("; ", out);
+      dvm_cli_print_value(out, dvm_tuple_get(v->u.tuple, i), show);
+    }
+    fputc(')', out);
+    break;
+  }
+  default: fputs(dvm_kind_name((dvm_kind)v->kind), out); break;
+  }
+}
+
+void dvm_cli_print_param(FILE *out, const dvm_param_info *p) {
+  fprintf(out, "%s: %s", p->name, p->kind == DVM_VAL_NONE ? "any" : dvm_kind_name(p->kind));
+  if (p->kind == DVM_VAL_TENSOR) fprintf(out, " %s", dvm_dtype_name(p->dtype));
+  if (p->kind != DVM_VAL_TENSOR && p->kind != DVM_VAL_SHAPE) return;
+  if (p->rank < 0) {
+    fputs("[*]", out);
+    return;
+  }
+  fputc('[', out);
+  for (int d = 0; d < p->rank; d++) {
+    if (d) fputs(", ", out);
+    if (p->dims[d].symbol) fputs(p->dims[d].symbol, out);
+    else if (p->dims[d].value < 0) fputc('?', out);
+    else fprintf(out, "%lld", (long long)p->dims[d].value);
+  }
+  fputc(']', out);
+}
+
+dvm_status *dvm_cli_read_file(const char *path, char **out, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return dvm_status_new(errno == ENOENT ? DVM_NOT_FOUND : DVM_IO, "%s: %s", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n < cap - 1) break;
+    char *b = realloc(buf, cap *= 2);
+    if (!b) free(buf);
+    buf = b;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (err) {
+    free(buf);
+    return dvm_status_new(DVM_IO, "%s: read error", path);
+  }
+  buf[n] = 0;
+  *out = buf;
+  *size = n;
+  return NULL;
+}
