@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The dvm command as a user meets it: results, exit codes (0 ok, 1 runtime
+# error, 2 usage or input error) and messages that name what is wrong.
+# usage: test_cli.sh DVM SOURCE_ROOT
+set -u
+dvm=$1
+src=$2
+fx=$src/tests/cli
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+
+# expect RC PATTERN -- COMMAND...: exit code RC and output matching PATTERN
+expect() {
+  local rc=$1 pattern=$2
+  shift 3
+  local out
+  out=$("$@" 2>&1)
+  local got=$?
+  if [ "$got" -eq "$rc" ] && grep -qE -- "$pattern" <<<"$out"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $* -> exit $got (want $rc), output:" >&2
+    echo "$out" | head -5 >&2
+    echo "  (wanted /$pattern/)" >&2
+  fi
+}
+
+for p in matmul guard tuple; do
+  expect 0 '' -- "$dvm" asm "$src/tests/asm/$p.dvms" -o "$tmp/$p.dvmb"
+done
+
+# success, printed and saved results
+expect 0 'y: f32\[3,3\] min=1 max=9 mean=.* \[1, 2, 3, 4, 5, 6, 5, 7, ...\]' -- \
+  "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy"
+expect 0 '' -- "$dvm" run "$tmp/matmul.dvmb" --input x="$fx/x_3x2_f32.npy" --output "$tmp/y.npy"
+expect 0 '' -- test -s "$tmp/y.npy"
+expect 0 'batch: int 2' -- "$dvm" run "$tmp/guard.dvmb" --input mask="$fx/mask_2x7_f32.npy" \
+  --input ids="$fx/ids_2x7_i64.npy"
+expect 0 'stats: instructions=' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy" --stats
+
+# bad user input: exit 2, naming the input and what was expected
+expect 2 'missing.npy' -- "$dvm" run "$tmp/matmul.dvmb" --input "$tmp/missing.npy"
+expect 2 'input "x": dtype must be f32, got i64' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_i64.npy"
+expect 2 'input "x": rank must be 2, got 1' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_6_f32.npy"
+expect 2 'input "x" dim 1 must be 2, got 3' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x3_f32.npy"
+expect 2 'input "mask" dim 1 \(seq\) must be 7' -- "$dvm" run "$tmp/guard.dvmb" \
+  --input "$fx/ids_2x7_i64.npy" --input "$fx/mask_2x9_f32.npy"
+expect 2 'takes 2 inputs; input 1 \("mask"\) is missing' -- "$dvm" run "$tmp/guard.dvmb" --input "$fx/ids_2x7_i64.npy"
+expect 2 'one too many' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy" --input "$fx/x_3x2_f32.npy"
+expect 2 'no input named "nope"' -- "$dvm" run "$tmp/matmul.dvmb" --input nope="$fx/x_3x2_f32.npy"
+expect 2 'truncated.npy' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/truncated.npy"
+expect 2 'no function "other"' -- "$dvm" run "$tmp/matmul.dvmb" --function other --input "$fx/x_3x2_f32.npy"
+expect 2 'unknown device' -- "$dvm" run "$tmp/matmul.dvmb" --device tpu
+expect 2 'CUDA device is not available' -- "$dvm" run "$tmp/matmul.dvmb" --device cuda --input "$fx/x_3x2_f32.npy"
+head -c 100 "$tmp/matmul.dvmb" > "$tmp/cut.dvmb"
+expect 2 'header says the file is' -- "$dvm" run "$tmp/cut.dvmb"
+expect 2 'bad magic' -- "$dvm" inspect "$fx/x_3x2_f32.npy"
+expect 2 'usage' -- "$dvm" run
+expect 2 'unknown command' -- "$dvm" frobnicate
+printf '.func main regs=1\n  bogus r0\n.end\n' > "$tmp/bad.dvms"
+expect 2 'bad.dvms:2:3: unknown instruction "bogus"' -- "$dvm" asm "$tmp/bad.dvms" -o "$tmp/bad.dvmb"
+expect 1 '' -- test -e "$tmp/bad.dvmb"
+
+# runtime errors: exit 1, naming function, instruction and message
+expect 1 'function "dies", instruction 0 \(fatal\).*this function always fails' -- \
+  "$dvm" run "$tmp/tuple.dvmb" --function dies
+
+# every subcommand has --help
+for c in run asm disasm inspect; do expect 0 'usage: dvm' -- "$dvm" "$c" --help; done
+expect 0 'commands:' -- "$dvm" --help
+
+# inspect and the disasm/asm round trip
+expect 0 'input  x: tensor f32\[batch, 2\]' -- "$dvm" inspect "$tmp/matmul.dvmb"
+"$dvm" disasm "$tmp/matmul.dvmb" > "$tmp/m.dvms"
+expect 0 '' -- "$dvm" asm "$tmp/m.dvms" -o "$tmp/m2.dvmb"
+expect 0 '' -- cmp "$tmp/matmul.dvmb" "$tmp/m2.dvmb"
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
