@@ -32,7 +32,7 @@ dvm_status *dvm_module_new_empty(dvm_module **out) {
 
 /* Takes ownership of fb (even on failure). */
 static dvm_status *load(file_bytes *fb, const dvm_load_options *opts, dvm_module **out) {
-  dvm_module *m;
+  dvm_module *m = NULL;
   dvm_status *st = dvm_module_new_empty(&m);
   if (st) {
     free_bytes(fb);

@@ -149,7 +149,7 @@ dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims, dvm_t
   if (padded < bytes) return dvm_status_new(DVM_OUT_OF_RANGE, "tensor byte size overflows");
   void *data = aligned_alloc(64, padded ? padded : 64);
   if (!data) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  dvm_storage *s;
+  dvm_storage *s = NULL;
   st = dvm_storage_wrap(DVM_DEVICE_CPU, data, bytes, free_data, data, &s);
   if (st) {
     free(data);
@@ -166,7 +166,7 @@ dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const int64_t *dims, void *d
   dvm_status *st = tensor_bytes(dt, rank, dims, &bytes);
   if (st) return st;
   if (!data && bytes) return dvm_status_new(DVM_INVALID_ARGUMENT, "tensor data is NULL");
-  dvm_storage *s;
+  dvm_storage *s = NULL;
   st = dvm_storage_wrap(DVM_DEVICE_CPU, data, bytes, deleter, ctx, &s);
   if (st) return st;
   st = dvm_tensor_view(s, 0, dt, rank, dims, out);

@@ -14,11 +14,11 @@ extern "C" {
 /* Takes ownership of `src` (its deleter runs when the tensor's last reference
  * goes), on success only. Fails for dtypes, devices or strides dvm does not
  * support (dvm tensors are dense and row-major). */
-DVM_MUST_USE dvm_status *dvm_tensor_from_dlpack(DLManagedTensor *src, dvm_tensor **out);
+DVM_API DVM_MUST_USE dvm_status *dvm_tensor_from_dlpack(DLManagedTensor *src, dvm_tensor **out);
 
 /* A DLManagedTensor that holds one reference to `t`; the consumer calls its
  * deleter when done. */
-DVM_MUST_USE dvm_status *dvm_tensor_to_dlpack(dvm_tensor *t, DLManagedTensor **out);
+DVM_API DVM_MUST_USE dvm_status *dvm_tensor_to_dlpack(dvm_tensor *t, DLManagedTensor **out);
 
 #ifdef __cplusplus
 }

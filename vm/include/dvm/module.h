@@ -24,10 +24,10 @@ typedef struct dvm_hostfn_registry dvm_hostfn_registry;
  * e.g. "tf->t" is `dvm_tensor *fn(dvm_tensor *x, double s)`. The module names
  * the function and its signature; loading resolves it against the registry
  * and fails if it is missing or its signature differs. */
-DVM_MUST_USE dvm_status *dvm_hostfn_registry_create(dvm_hostfn_registry **out);
-DVM_MUST_USE dvm_status *dvm_hostfn_register(dvm_hostfn_registry *reg, const char *name,
+DVM_API DVM_MUST_USE dvm_status *dvm_hostfn_registry_create(dvm_hostfn_registry **out);
+DVM_API DVM_MUST_USE dvm_status *dvm_hostfn_register(dvm_hostfn_registry *reg, const char *name,
                                              const char *signature, void (*fn)(void));
-void dvm_hostfn_registry_destroy(dvm_hostfn_registry *reg); /* after the modules using it */
+DVM_API void dvm_hostfn_registry_destroy(dvm_hostfn_registry *reg); /* after the modules using it */
 
 typedef struct dvm_load_options {
   const dvm_hostfn_registry *hostfns; /* may be NULL; borrowed for the module's life */
@@ -35,13 +35,13 @@ typedef struct dvm_load_options {
 
 /* Loads and verifies a module. The file is mapped, and constants are used
  * in place. `opts` may be NULL. `*out` holds one reference; release it. */
-DVM_MUST_USE dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
+DVM_API DVM_MUST_USE dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
                                               dvm_module **out);
 /* Same, from memory; the bytes are copied, the caller keeps `data`. */
-DVM_MUST_USE dvm_status *dvm_module_load_memory(const void *data, size_t size,
+DVM_API DVM_MUST_USE dvm_status *dvm_module_load_memory(const void *data, size_t size,
                                                 const dvm_load_options *opts, dvm_module **out);
-void dvm_module_retain(dvm_module *m);
-void dvm_module_release(dvm_module *m); /* NULL is fine */
+DVM_API void dvm_module_retain(dvm_module *m);
+DVM_API void dvm_module_release(dvm_module *m); /* NULL is fine */
 
 /* Functions and their signatures. A dim is a constant (symbol == NULL,
  * value >= 0), a named symbol (symbol != NULL), or unknown (value -1). */
@@ -63,20 +63,20 @@ typedef struct dvm_symbol_info {
   int64_t lo, hi; /* allowed range, inclusive */
 } dvm_symbol_info;
 
-int dvm_module_function_count(const dvm_module *m);
-int dvm_module_find_function(const dvm_module *m, const char *name); /* -1 if absent */
-const char *dvm_function_name(const dvm_module *m, int f);
-int dvm_function_param_count(const dvm_module *m, int f);
-int dvm_function_result_count(const dvm_module *m, int f);
-int dvm_function_symbol_count(const dvm_module *m, int f);
-void dvm_function_param(const dvm_module *m, int f, int i, dvm_param_info *out);
-void dvm_function_result(const dvm_module *m, int f, int i, dvm_param_info *out);
-void dvm_function_symbol(const dvm_module *m, int f, int i, dvm_symbol_info *out);
+DVM_API int dvm_module_function_count(const dvm_module *m);
+DVM_API int dvm_module_find_function(const dvm_module *m, const char *name); /* -1 if absent */
+DVM_API const char *dvm_function_name(const dvm_module *m, int f);
+DVM_API int dvm_function_param_count(const dvm_module *m, int f);
+DVM_API int dvm_function_result_count(const dvm_module *m, int f);
+DVM_API int dvm_function_symbol_count(const dvm_module *m, int f);
+DVM_API void dvm_function_param(const dvm_module *m, int f, int i, dvm_param_info *out);
+DVM_API void dvm_function_result(const dvm_module *m, int f, int i, dvm_param_info *out);
+DVM_API void dvm_function_symbol(const dvm_module *m, int f, int i, dvm_symbol_info *out);
 
 /* Sizes for `dvm inspect`. */
-int dvm_module_constant_count(const dvm_module *m);
-size_t dvm_module_constant_bytes(const dvm_module *m);
-int dvm_module_kernel_count(const dvm_module *m);
+DVM_API int dvm_module_constant_count(const dvm_module *m);
+DVM_API size_t dvm_module_constant_bytes(const dvm_module *m);
+DVM_API int dvm_module_kernel_count(const dvm_module *m);
 
 #ifdef __cplusplus
 }

@@ -13,9 +13,11 @@ extern "C" {
 #endif
 
 #if defined(__GNUC__)
+#define DVM_API __attribute__((visibility("default")))
 #define DVM_MUST_USE __attribute__((warn_unused_result))
 #define DVM_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
+#define DVM_API
 #define DVM_MUST_USE
 #define DVM_PRINTF(f, a)
 #endif
@@ -42,17 +44,17 @@ typedef struct dvm_status dvm_status;
 /* A new status with a printf-style message. Never returns NULL: if the
  * message cannot be allocated the preallocated out-of-memory status is
  * returned instead. */
-dvm_status *dvm_status_new(dvm_code code, const char *fmt, ...) DVM_PRINTF(2, 3);
-dvm_status *dvm_status_newv(dvm_code code, const char *fmt, va_list ap);
+DVM_API dvm_status *dvm_status_new(dvm_code code, const char *fmt, ...) DVM_PRINTF(2, 3);
+DVM_API dvm_status *dvm_status_newv(dvm_code code, const char *fmt, va_list ap);
 
 /* Prefixes the message with context ("while loading f: " + old message).
  * Consumes `st` and returns the annotated status; NULL stays NULL. */
-dvm_status *dvm_status_annotate(dvm_status *st, const char *fmt, ...) DVM_PRINTF(2, 3);
+DVM_API dvm_status *dvm_status_annotate(dvm_status *st, const char *fmt, ...) DVM_PRINTF(2, 3);
 
-dvm_code dvm_status_code(const dvm_status *st);      /* DVM_OK for NULL */
-const char *dvm_status_message(const dvm_status *st); /* "" for NULL; owned by st */
-const char *dvm_code_name(dvm_code code);
-void dvm_status_free(dvm_status *st);                /* NULL is fine */
+DVM_API dvm_code dvm_status_code(const dvm_status *st);      /* DVM_OK for NULL */
+DVM_API const char *dvm_status_message(const dvm_status *st); /* "" for NULL; owned by st */
+DVM_API const char *dvm_code_name(dvm_code code);
+DVM_API void dvm_status_free(dvm_status *st);                /* NULL is fine */
 
 #ifdef __cplusplus
 }

@@ -35,42 +35,42 @@ typedef enum dvm_device_kind {
   DVM_DEVICE_COUNT
 } dvm_device_kind;
 
-size_t dvm_dtype_size(dvm_dtype dt);
-const char *dvm_dtype_name(dvm_dtype dt);       /* "f32", "i64", ... */
-bool dvm_dtype_parse(const char *name, dvm_dtype *out);
-const char *dvm_device_name(dvm_device_kind dev); /* "cpu", "cuda" */
-bool dvm_device_parse(const char *name, dvm_device_kind *out);
+DVM_API size_t dvm_dtype_size(dvm_dtype dt);
+DVM_API const char *dvm_dtype_name(dvm_dtype dt);       /* "f32", "i64", ... */
+DVM_API bool dvm_dtype_parse(const char *name, dvm_dtype *out);
+DVM_API const char *dvm_device_name(dvm_device_kind dev); /* "cpu", "cuda" */
+DVM_API bool dvm_device_parse(const char *name, dvm_device_kind *out);
 
 typedef struct dvm_tensor dvm_tensor;
 
 /* A new CPU tensor with uninitialized contents, 64-byte aligned.
  * `*out` holds one reference; release it. */
-DVM_MUST_USE dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims,
+DVM_API DVM_MUST_USE dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims,
                                            dvm_tensor **out);
 
 /* Wraps caller memory without copying. `deleter(ctx)` runs when the last
  * reference goes (may be NULL when the caller outlives the tensor).
  * `data` must stay valid and unmodified-by-others while dvm uses it. */
-DVM_MUST_USE dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const int64_t *dims,
+DVM_API DVM_MUST_USE dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const int64_t *dims,
                                          void *data, void (*deleter)(void *ctx), void *ctx,
                                          dvm_tensor **out);
 
-void dvm_tensor_retain(dvm_tensor *t);
-void dvm_tensor_release(dvm_tensor *t); /* NULL is fine */
+DVM_API void dvm_tensor_retain(dvm_tensor *t);
+DVM_API void dvm_tensor_release(dvm_tensor *t); /* NULL is fine */
 
-dvm_dtype dvm_tensor_dtype(const dvm_tensor *t);
-int dvm_tensor_rank(const dvm_tensor *t);
-const int64_t *dvm_tensor_dims(const dvm_tensor *t); /* rank entries; borrowed */
-int64_t dvm_tensor_numel(const dvm_tensor *t);
-size_t dvm_tensor_nbytes(const dvm_tensor *t);
-dvm_device_kind dvm_tensor_device(const dvm_tensor *t);
-void *dvm_tensor_data(const dvm_tensor *t); /* device pointer for device tensors */
+DVM_API dvm_dtype dvm_tensor_dtype(const dvm_tensor *t);
+DVM_API int dvm_tensor_rank(const dvm_tensor *t);
+DVM_API const int64_t *dvm_tensor_dims(const dvm_tensor *t); /* rank entries; borrowed */
+DVM_API int64_t dvm_tensor_numel(const dvm_tensor *t);
+DVM_API size_t dvm_tensor_nbytes(const dvm_tensor *t);
+DVM_API dvm_device_kind dvm_tensor_device(const dvm_tensor *t);
+DVM_API void *dvm_tensor_data(const dvm_tensor *t); /* device pointer for device tensors */
 
 /* Formats "f32[2,3]" into buf (always NUL-terminated); returns buf. */
-char *dvm_shape_format(char *buf, size_t size, dvm_dtype dt, int rank, const int64_t *dims);
+DVM_API char *dvm_shape_format(char *buf, size_t size, dvm_dtype dt, int rank, const int64_t *dims);
 
 /* Checked element count: fails on a negative dim or on overflow. */
-DVM_MUST_USE dvm_status *dvm_shape_numel(int rank, const int64_t *dims, int64_t *out);
+DVM_API DVM_MUST_USE dvm_status *dvm_shape_numel(int rank, const int64_t *dims, int64_t *out);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@ typedef struct dvm_value {
   } u;
 } dvm_value;
 
-const char *dvm_kind_name(dvm_kind k);
+DVM_API const char *dvm_kind_name(dvm_kind k);
 
 static inline dvm_value dvm_value_int(int64_t i) {
   dvm_value v = {.kind = DVM_VAL_INT};
@@ -57,14 +57,14 @@ static inline dvm_value dvm_value_tensor(dvm_tensor *t) {
 
 /* Reference counting through a value (tensors, storages, tuples); scalars and
  * shapes need none. dvm_value_clear releases and sets the kind to NONE. */
-void dvm_value_retain(const dvm_value *v);
-void dvm_value_clear(dvm_value *v);
+DVM_API void dvm_value_retain(const dvm_value *v);
+DVM_API void dvm_value_clear(dvm_value *v);
 
 /* Tuples: n values; the tuple holds a reference to each. */
-DVM_MUST_USE dvm_status *dvm_tuple_create(int n, const dvm_value *items, dvm_tuple **out);
-int dvm_tuple_size(const dvm_tuple *t);
-const dvm_value *dvm_tuple_get(const dvm_tuple *t, int i); /* borrowed */
-void dvm_tuple_release(dvm_tuple *t);
+DVM_API DVM_MUST_USE dvm_status *dvm_tuple_create(int n, const dvm_value *items, dvm_tuple **out);
+DVM_API int dvm_tuple_size(const dvm_tuple *t);
+DVM_API const dvm_value *dvm_tuple_get(const dvm_tuple *t, int i); /* borrowed */
+DVM_API void dvm_tuple_release(dvm_tuple *t);
 
 #ifdef __cplusplus
 }

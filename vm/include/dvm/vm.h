@@ -22,23 +22,23 @@ typedef struct dvm_vm_options {
   uint64_t step_limit;    /* instructions per invocation; 0 = none */
 } dvm_vm_options;
 
-void dvm_vm_options_init(dvm_vm_options *opts);
+DVM_API void dvm_vm_options_init(dvm_vm_options *opts);
 
 /* Creates a VM for `m` (which it retains). `opts` may be NULL. */
-DVM_MUST_USE dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **out);
-void dvm_vm_destroy(dvm_vm *vm); /* NULL is fine */
-dvm_module *dvm_vm_module(const dvm_vm *vm); /* borrowed */
+DVM_API DVM_MUST_USE dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **out);
+DVM_API void dvm_vm_destroy(dvm_vm *vm); /* NULL is fine */
+DVM_API dvm_module *dvm_vm_module(const dvm_vm *vm); /* borrowed */
 
 /* Runs function `f` with `args` (borrowed for the call) and writes its
  * results into `results[0..nresults)`, each holding one reference: clear
  * them with dvm_value_clear. `nresults` must equal the function's result
  * count. On failure no result is written and the VM stays usable. */
-DVM_MUST_USE dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs,
+DVM_API DVM_MUST_USE dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs,
                                        dvm_value *results, int nresults);
 
 /* Asks a running invocation to stop at its next call or back-edge; it then
  * fails with DVM_INTERRUPTED. Safe from any thread. */
-void dvm_vm_interrupt(dvm_vm *vm);
+DVM_API void dvm_vm_interrupt(dvm_vm *vm);
 
 typedef struct dvm_pool_stats {
   uint64_t in_use;    /* bytes handed out now */
@@ -57,7 +57,7 @@ typedef struct dvm_vm_stats {
   uint64_t host_syncs;
 } dvm_vm_stats;
 
-void dvm_vm_get_stats(const dvm_vm *vm, dvm_vm_stats *out);
+DVM_API void dvm_vm_get_stats(const dvm_vm *vm, dvm_vm_stats *out);
 
 #ifdef __cplusplus
 }
