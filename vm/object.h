@@ -29,9 +29,14 @@ struct dvm_tensor {
   int64_t dims[DVM_MAX_RANK];
 };
 
+/* Nesting is bounded so that releasing a tuple, which recurses, cannot
+ * exhaust the stack however a program builds it. */
+#define DVM_MAX_TUPLE_DEPTH 64
+
 struct dvm_tuple {
   atomic_int refs;
   int n;
+  int depth; /* 1 + the deepest tuple inside */
   dvm_value items[];
 };
 

@@ -30,10 +30,17 @@ void dvm_value_clear(dvm_value *v) {
 
 dvm_status *dvm_tuple_create(int n, const dvm_value *items, dvm_tuple **out) {
   if (n < 0) return dvm_status_new(DVM_INVALID_ARGUMENT, "negative tuple size %d", n);
+  int depth = 1;
+  for (int i = 0; i < n; i++)
+    if (items[i].kind == DVM_VAL_TUPLE && items[i].u.tuple->depth >= depth)
+      depth = items[i].u.tuple->depth + 1;
+  if (depth > DVM_MAX_TUPLE_DEPTH)
+    return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "tuples nest deeper than %d", DVM_MAX_TUPLE_DEPTH);
   dvm_tuple *t = malloc(sizeof *t + sizeof(dvm_value) * (size_t)n);
   if (!t) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   atomic_init(&t->refs, 1);
   t->n = n;
+  t->depth = depth;
   for (int i = 0; i < n; i++) {
     t->items[i] = items[i];
     dvm_value_retain(&items[i]);
