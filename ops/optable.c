@@ -1,19 +1,21 @@
-/* The op table: each kernel under the name a .dvmb kernel table uses, for
- * its device. Adding a kernel is adding one entry. */
+/* The op table: every kernel under the name a .dvmb kernel table uses, for
+ * its device, with the shape function of its outputs. The tables live with
+ * their kernels, one per family; adding a kernel is adding one entry there. */
 #include <string.h>
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
 
-static const dvm_kernel_def kernels[] = {
-    {"add", DVM_DEVICE_CPU, dvm_cpu_add},
-    {"mul", DVM_DEVICE_CPU, dvm_cpu_mul},
-    {"matmul", DVM_DEVICE_CPU, dvm_cpu_matmul},
+static const dvm_kernel_def *const tables[] = {
+#define FAMILY(f) dvm_cpu_##f##_kernels,
+#include "ops/cpu/families.def"
+#undef FAMILY
 };
 
 /* A linear scan: lookups happen when a module is linked, not per call. */
 const dvm_kernel_def *dvm_ops_find(const char *name, dvm_device_kind device) {
-  for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
-    if (kernels[i].device == device && strcmp(kernels[i].name, name) == 0) return &kernels[i];
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
+    for (const dvm_kernel_def *k = tables[t]; k->name; k++)
+      if (k->device == device && strcmp(k->name, name) == 0) return k;
   return NULL;
 }

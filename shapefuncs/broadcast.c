@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "broadcast.h"
+#include "kernel.h"
 #include "shape.h"
 
 int dvm_broadcast_dims(int ra, const int64_t *a, int rb, const int64_t *b, int *rank,
@@ -45,3 +46,8 @@ dvm_status *dvm_shapefn_broadcast(const dvm_value *in, int nin, dvm_value *out, 
   dvm_shape_set(&out[0], rank, dims);
   return NULL;
 }
+
+const dvm_shapefn_def dvm_shapefn_broadcast_table[] = {
+    {"broadcast", dvm_shapefn_broadcast},
+    {NULL, NULL},
+};

@@ -1,6 +1,7 @@
 /* MatMul shapes (see matmul.h). */
 #include "broadcast.h"
 #include "matmul.h"
+#include "kernel.h"
 #include "shape.h"
 
 dvm_status *dvm_matmul_shape(int ra, const int64_t *a, int rb, const int64_t *b, int *rank,
@@ -38,3 +39,8 @@ dvm_status *dvm_shapefn_matmul(const dvm_value *in, int nin, dvm_value *out, int
   dvm_shape_set(&out[0], r, dims);
   return NULL;
 }
+
+const dvm_shapefn_def dvm_shapefn_matmul_table[] = {
+    {"matmul", dvm_shapefn_matmul},
+    {NULL, NULL},
+};

@@ -35,6 +35,9 @@ typedef struct dvm_kernel_def {
   const char *name;       /* as named by the .dvmb kernel table */
   dvm_device_kind device;
   dvm_kernel_fn fn;
+  /* The shape function that computes the outputs' shapes from the same
+   * inputs and attributes, or NULL when the outputs take an input's shape. */
+  const char *shapefn;
 } dvm_kernel_def;
 
 /* The kernel of that name for that device, or NULL (ops/optable.c). */

@@ -1,6 +1,7 @@
 /* The caching allocator (see pool.h). */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "device.h"
 #include "pool.h"
@@ -14,6 +15,7 @@ struct dvm_pool {
   dvm_pool_stats stats;
   uint64_t outstanding; /* storages handed out and not yet returned */
   int owner_gone;
+  int poison; /* DVM_POISON set: fill each CPU block with 0xff when handed out */
   dvm_storage *free[NCLASSES]; /* cached blocks, linked through ctx */
 };
 
@@ -36,6 +38,9 @@ dvm_status *dvm_pool_create(const dvm_device *dev, size_t limit, dvm_pool **out)
   pthread_mutex_init(&p->lock, NULL);
   p->dev = dev;
   p->stats.limit = limit;
+  /* tests set it so that a kernel that leaves an output element unwritten
+   * shows NaN or -1 instead of whatever the block held before */
+  p->poison = dev->kind == DVM_DEVICE_CPU && getenv("DVM_POISON") != NULL;
   *out = p;
   return NULL;
 }
@@ -120,6 +125,7 @@ dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage *
   atomic_init(&s->refs, 1);
   s->size = size;
   s->ctx = NULL;
+  if (p->poison) memset(s->ptr, 0xff, s->block);
   *out = s;
   return NULL;
 }

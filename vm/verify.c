@@ -51,13 +51,15 @@ static dvm_status *fail(const vctx *v, const char *fmt, ...) {
   return dvm_status_annotate(st, "function \"%s\", instruction %u (%s)", v->f->name, v->idx, op);
 }
 
-static unsigned sig_mask(const dvm_sig *s) { return s->kind == DVM_VAL_NONE ? K_DYN : BIT(s->kind); }
+/* What a signature entry accepts, and what a value from it may be. */
+static unsigned sig_need(const dvm_sig *s) { return s->kind == DVM_VAL_NONE ? K_ANY : BIT(s->kind); }
+static unsigned sig_have(const dvm_sig *s) { return s->kind == DVM_VAL_NONE ? K_DYN : BIT(s->kind); }
 
 static dvm_status *check_sig(const dvm_func *f, const dvm_sig *s, const char *what) {
   for (int d = 0; d < s->rank; d++) {
     int64_t dim = s->dims[d];
-    int sym = dvm_dim_symbol(dim);
-    if (dim < DVM_DIM_ANY && (sym < 0 || (uint32_t)sym >= f->nsyms))
+    /* in int64: dvm_dim_symbol's int would wrap a far symbol into range */
+    if (dim < DVM_DIM_ANY && (uint64_t)(-2 - dim) >= f->nsyms)
       return dvm_status_new(DVM_CORRUPT, "function \"%s\": %s \"%s\" dim %d names symbol %lld, "
                                          "but there are %u", f->name, what, s->name, d,
                             (long long)(-2 - dim), f->nsyms);
@@ -132,6 +134,9 @@ static dvm_status *decode(dvm_module *m, dvm_func *f) {
     if (ins >= n || (d && ins <= prev) || str >= m->nstrings)
       return dvm_status_new(DVM_CORRUPT, "function \"%s\": debug entry %u (instruction %u, string "
                                          "%u) is out of range or out of order", f->name, d, ins, str);
+    if (!m->strings[str][0]) /* .loc cannot say it */
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": debug entry %u names the empty string",
+                            f->name, d);
     f->src[ins] = m->strings[str];
     prev = ins;
   }
@@ -306,12 +311,12 @@ static dvm_status *step_types(tstate *t) {
   case DVM_OP_CALL: {
     const dvm_func *callee = &v->m->funcs[o[0]];
     const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
-    for (int64_t i = 0; i < rl[0] && !st; i++) st = need(t, 2, rl[1 + i], sig_mask(&callee->params[i]));
-    for (int64_t i = 0; i < dl[0] && !st; i++) cur[dl[1 + i]] = (uint8_t)sig_mask(&callee->results[i]);
+    for (int64_t i = 0; i < rl[0] && !st; i++) st = need(t, 2, rl[1 + i], sig_need(&callee->params[i]));
+    for (int64_t i = 0; i < dl[0] && !st; i++) cur[dl[1 + i]] = (uint8_t)sig_have(&callee->results[i]);
     break;
   }
   case DVM_OP_RET:
-    for (int64_t i = 0; i < o[0] && !st; i++) st = need(t, 0, o[1 + i], sig_mask(&v->f->results[i]));
+    for (int64_t i = 0; i < o[0] && !st; i++) st = need(t, 0, o[1 + i], sig_need(&v->f->results[i]));
     break;
   case DVM_OP_SHAPE_OF:
     if (!(st = need(t, 1, o[1], K_TENSOR))) cur[o[0]] = K_SHAPE;
@@ -426,7 +431,7 @@ static dvm_status *check_types(vctx *v) {
   blocks[0].in = calloc(nregs ? nregs : 1, 1);
   if (!blocks[0].in) goto oom;
   for (uint32_t r = 0; r < nregs; r++)
-    blocks[0].in[r] = r < f->nparams ? (uint8_t)sig_mask(&f->params[r]) : K_NONE;
+    blocks[0].in[r] = r < f->nparams ? (uint8_t)sig_have(&f->params[r]) : K_NONE;
   uint32_t nwork = 0;
   work[nwork++] = 0;
   blocks[0].queued = 1;

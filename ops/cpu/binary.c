@@ -201,5 +201,11 @@ static dvm_status *binary(const dvm_kernel_args *a, int op) {
   return NULL;
 }
 
-dvm_status *dvm_cpu_add(const dvm_kernel_args *a) { return binary(a, OP_ADD); }
-dvm_status *dvm_cpu_mul(const dvm_kernel_args *a) { return binary(a, OP_MUL); }
+static dvm_status *add(const dvm_kernel_args *a) { return binary(a, OP_ADD); }
+static dvm_status *mul(const dvm_kernel_args *a) { return binary(a, OP_MUL); }
+
+const dvm_kernel_def dvm_cpu_binary_kernels[] = {
+    {"add", DVM_DEVICE_CPU, add, "broadcast"},
+    {"mul", DVM_DEVICE_CPU, mul, "broadcast"},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};

@@ -1,14 +1,11 @@
-/* The CPU kernels, by file; ops/optable.c names them. */
+/* The CPU kernel tables, one per family (families.def). */
 #ifndef DVM_OPS_CPU_KERNELS_H
 #define DVM_OPS_CPU_KERNELS_H
 
 #include "kernel.h"
 
-/* binary.c */
-dvm_status *dvm_cpu_add(const dvm_kernel_args *a);
-dvm_status *dvm_cpu_mul(const dvm_kernel_args *a);
-
-/* matmul.c */
-dvm_status *dvm_cpu_matmul(const dvm_kernel_args *a);
+#define FAMILY(f) extern const dvm_kernel_def dvm_cpu_##f##_kernels[];
+#include "ops/cpu/families.def"
+#undef FAMILY
 
 #endif

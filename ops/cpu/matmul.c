@@ -64,7 +64,7 @@ static int64_t batch_strides(const dvm_tensor *t, int mat, int br, int64_t *stri
   return count;
 }
 
-dvm_status *dvm_cpu_matmul(const dvm_kernel_args *a) {
+static dvm_status *matmul(const dvm_kernel_args *a) {
   dvm_status *st = check(a);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->in[1], *o = a->out[0];
@@ -103,3 +103,8 @@ dvm_status *dvm_cpu_matmul(const dvm_kernel_args *a) {
   }
   return NULL;
 }
+
+const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
+    {"matmul", DVM_DEVICE_CPU, matmul, "matmul"},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};

@@ -1,0 +1,6 @@
+/* CPU kernels: norm (see families.def). Not written yet. */
+#include "ops/cpu/kernels.h"
+
+const dvm_kernel_def dvm_cpu_norm_kernels[] = {
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};

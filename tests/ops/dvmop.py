@@ -1,0 +1,131 @@
+"""Runs one kernel call through the dvm command, for tests against NumPy.
+
+A test describes a call (kernel, inputs, attributes, how output shapes are
+found); this module writes it as a .dvms program, assembles it with
+`dvm asm`, runs it with `dvm run` on .npy inputs, and returns the outputs as
+NumPy arrays. Pool blocks are poisoned (DVM_POISON=1: 0xff bytes, NaN for
+floats), so an output element a kernel forgets to write shows up.
+
+Attributes: an int, a float, or a Shape (a tuple of ints passed as a shape
+value: axes, perms, pads, strides).
+"""
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+
+DVM = os.environ.get("DVM", os.path.join(os.path.dirname(__file__), "../../build/tools/dvm"))
+
+DTYPES = {
+    np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.float16): "f16",
+    np.dtype(np.int8): "i8", np.dtype(np.int16): "i16", np.dtype(np.int32): "i32",
+    np.dtype(np.int64): "i64", np.dtype(np.uint8): "u8", np.dtype(np.bool_): "bool",
+}
+
+
+class Shape(tuple):
+    """An attribute passed as a shape value (up to 8 ints)."""
+
+
+class DvmError(Exception):
+    def __init__(self, rc, message):
+        super().__init__(f"dvm exited {rc}: {message}")
+        self.rc = rc
+        self.message = message
+
+
+def _attr_code(reg, a):
+    if isinstance(a, Shape):
+        lines, regs = [], []
+        for i, d in enumerate(a):
+            lines.append(f"  imm r{reg + 1 + i}, {int(d)}")
+            regs.append(f"r{reg + 1 + i}")
+        lines.append(f"  make_shape r{reg}, ({', '.join(regs)})")
+        return lines, 1 + len(a)
+    if isinstance(a, (bool, int, np.integer)):
+        return [f"  imm r{reg}, {int(a)}"], 1
+    if isinstance(a, (float, np.floating)):
+        return [f"  fimm r{reg}, {float(a)!r}"], 1
+    raise TypeError(f"attribute {a!r}")
+
+
+def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1):
+    """The .dvms text of one call. outputs: [(dtype, shape)] to allocate, or
+    None to ask shape function `shapefn` (inputs then attributes)."""
+    lines = [f".kernel {kernel} cpu 1"]
+    if outputs is None:
+        lines.append(f".shapefn {shapefn or kernel}")
+    n = len(inputs)
+    body, reg = [], n
+    attr_regs = []
+    for a in attrs:
+        code, used = _attr_code(reg, a)
+        body += code
+        attr_regs.append(f"r{reg}")
+        reg += used
+    out_regs = []
+    if outputs is None:
+        dts = out_dtypes or [inputs[0].dtype] * nout
+        shape_regs = [f"r{reg + i}" for i in range(nout)]
+        reg += nout
+        ins = ", ".join([f"r{i}" for i in range(n)] + attr_regs)
+        body.append(f"  shapefn {shapefn or kernel}, ({', '.join(shape_regs)}), ({ins})")
+        for i, dt in enumerate(dts):
+            body.append(f"  alloc r{reg}, {DTYPES[np.dtype(dt)]}, {shape_regs[i]}, cpu")
+            out_regs.append(f"r{reg}")
+            reg += 1
+    else:
+        for dt, shape in outputs:
+            dims = []
+            for d in shape:
+                body.append(f"  imm r{reg}, {int(d)}")
+                dims.append(f"r{reg}")
+                reg += 1
+            body.append(f"  make_shape r{reg}, ({', '.join(dims)})")
+            body.append(f"  alloc r{reg + 1}, {DTYPES[np.dtype(dt)]}, r{reg}, cpu")
+            out_regs.append(f"r{reg + 1}")
+            reg += 2
+    body.append(f"  invoke {kernel}, -, ({', '.join(out_regs)}), "
+                f"({', '.join(f'r{i}' for i in range(n))}), ({', '.join(attr_regs)})")
+    body.append(f"  ret ({', '.join(out_regs)})")
+    lines.append(f".func main regs={reg}")
+    for i, x in enumerate(inputs):
+        dims = ", ".join(str(d) for d in x.shape)
+        lines.append(f"  .param x{i} tensor {DTYPES[x.dtype]} [{dims}]")
+    for i in range(len(out_regs)):
+        lines.append(f"  .result y{i} any")
+    lines += body
+    lines.append(".end")
+    return "\n".join(lines) + "\n"
+
+
+def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1):
+    """Runs the call; returns the list of outputs. Raises DvmError on failure."""
+    inputs = [np.ascontiguousarray(x) for x in inputs]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "op.dvms")
+        mod = os.path.join(tmp, "op.dvmb")
+        with open(src, "w") as f:
+            f.write(program(kernel, inputs, attrs, outputs, shapefn, out_dtypes, nout))
+        r = subprocess.run([DVM, "asm", src, "-o", mod], capture_output=True, text=True)
+        if r.returncode:
+            raise DvmError(r.returncode, r.stderr.strip())
+        cmd = [DVM, "run", mod]
+        for i, x in enumerate(inputs):
+            p = os.path.join(tmp, f"x{i}.npy")
+            np.save(p, x)
+            cmd += ["--input", p]
+        nres = nout if outputs is None else len(outputs)
+        outs = [os.path.join(tmp, f"y{i}.npy") for i in range(nres)]
+        for p in outs:
+            cmd += ["--output", p]
+        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
+        if r.returncode:
+            raise DvmError(r.returncode, r.stderr.strip())
+        return [np.load(p) for p in outs]
+
+
+def run1(kernel, inputs, attrs=(), **kw):
+    """run() for a single output."""
+    return run(kernel, inputs, attrs, **kw)[0]
