@@ -67,8 +67,14 @@ expect 1 '' -- test -e "$tmp/bad.dvmb"
 expect 1 'function "dies", instruction 0 \(fatal\).*this function always fails' -- \
   "$dvm" run "$tmp/tuple.dvmb" --function dies
 
+# bench: random inputs of the given shapes, a JSON line for scripts
+expect 0 '"median_ms":' -- "$dvm" bench "$tmp/matmul.dvmb" --dim batch=16 --iters 5 --warmup 1
+expect 0 'latency ms: median' -- "$dvm" bench "$tmp/guard.dvmb" --shape ids=2x7 --shape mask=2x7 --range ids=0..3 --iters 3
+expect 2 'dim 0 is batch: give --dim batch=N' -- "$dvm" bench "$tmp/matmul.dvmb"
+expect 2 'input "x" dim 1 must be 2, got 5' -- "$dvm" bench "$tmp/matmul.dvmb" --shape x=3x5
+
 # every subcommand has --help
-for c in run asm disasm inspect; do expect 0 'usage: dvm' -- "$dvm" "$c" --help; done
+for c in run asm disasm inspect bench; do expect 0 'usage: dvm' -- "$dvm" "$c" --help; done
 expect 0 'commands:' -- "$dvm" --help
 
 # inspect and the disasm/asm round trip
