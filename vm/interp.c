@@ -233,7 +233,7 @@ static void do_return(dvm_vm *vm, const int64_t *list) {
   vm->nframes--;
 }
 
-static void unwind(dvm_vm *vm, int stop) {
+void dvm_interp_unwind(dvm_vm *vm, int stop) {
   while (vm->nframes > stop) {
     dvm_frame *fr = &vm->frames[vm->nframes - 1];
     dvm_value *R = vm->regs + fr->base;
@@ -242,7 +242,7 @@ static void unwind(dvm_vm *vm, int stop) {
   }
 }
 
-dvm_status *dvm_interp_run(dvm_vm *vm, int stop) {
+dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   const dvm_module *m = vm->m;
   dvm_frame *fr;
   const dvm_func *fn;
@@ -251,7 +251,9 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop) {
   uint32_t pc;
   const int64_t *o;
   dvm_status *st = NULL;
-  uint64_t steps = 0, limit = vm->opts.step_limit;
+  /* steps: instructions executed by this call; the step limit counts the
+   * whole invocation, across pauses */
+  uint64_t steps = 0, limit = vm->opts.step_limit, before = vm->inv_steps;
 
 #define LOAD_FRAME()                        \
   do {                                      \
@@ -280,7 +282,7 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop) {
   do {                                                                                   \
     if (atomic_load_explicit(&vm->interrupt, memory_order_relaxed))                      \
       FAIL(dvm_status_new(DVM_INTERRUPTED, "interrupted"));                              \
-    if (limit && steps > limit)                                                          \
+    if (limit && before + steps > limit)                                                 \
       FAIL(dvm_status_new(DVM_RESOURCE_EXHAUSTED, "step limit of %llu instructions reached", \
                           (unsigned long long)limit));                                   \
   } while (0)
@@ -298,26 +300,26 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop) {
 #undef X
   };
 #define CASE(e) L_##e:
-#define NEXT()                 \
-  do {                         \
-    steps++;                   \
-    o = code + pc + 1;         \
-    goto *labels[code[pc]];    \
+#define NEXT()                       \
+  do {                               \
+    if (steps >= budget) goto pause; \
+    steps++;                         \
+    o = code + pc + 1;               \
+    goto *labels[code[pc]];          \
   } while (0)
 #else
 #define CASE(e) case DVM_OP_##e:
-#define NEXT() \
-  {              \
-    steps++;     \
-    continue;    \
-  }
+#define NEXT() continue /* the loop head counts and checks the budget */
 #endif
 
+  vm->paused = 0;
   LOAD_FRAME();
 #ifdef DVM_COMPUTED_GOTO
   NEXT();
 #else
   for (;;) {
+    if (steps >= budget) goto pause;
+    steps++;
     o = code + pc + 1;
     switch ((dvm_opcode)code[pc]) {
 #endif
@@ -616,14 +618,19 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop) {
   }
 #endif
 
+pause:
+  fr->pc = pc;
+  vm->paused = 1;
+  goto done;
 fail:
   {
     char where[512];
     fr->pc = pc;
     st = dvm_status_annotate(st, "%s", dvm_func_where(fn, pc, where, sizeof where));
   }
-  unwind(vm, stop);
+  dvm_interp_unwind(vm, stop);
 done:
   vm->stats.instructions += steps;
+  vm->inv_steps += steps;
   return st;
 }

@@ -132,7 +132,7 @@ dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int ran
   t->rank = (uint8_t)rank;
   t->storage = s;
   t->offset = offset;
-  memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank); /* dims may be NULL at rank 0 */
   dvm_storage_retain(s);
   *out = t;
   return NULL;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "dvm/debug.h"
 #include "vmimpl.h"
 
 #define DEFAULT_MAX_DEPTH 256
@@ -48,6 +49,7 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
 void dvm_vm_destroy(dvm_vm *vm) {
   if (!vm) return;
   for (int d = 0; d < DVM_DEVICE_COUNT; d++) dvm_pool_destroy(vm->pools[d]);
+  dvm_vm_stop(vm);
   dvm_module_release(vm->m);
   free(vm->regs);
   free(vm->frames);
@@ -92,9 +94,12 @@ dvm_status *dvm_vm_push_frame(dvm_vm *vm, uint32_t f, const int64_t *dsts) {
   return NULL;
 }
 
-dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
-                          int nresults) {
+dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
+                         int nresults) {
   const dvm_module *m = vm->m;
+  if (vm->started)
+    return dvm_status_new(DVM_FAILED_PRECONDITION, "a stepped invocation is under way on this VM: "
+                                                   "finish or stop it first");
   if (f < 0 || (uint32_t)f >= m->nfuncs)
     return dvm_status_new(DVM_NOT_FOUND, "no function %d (the module has %u)", f, m->nfuncs);
   const dvm_func *fn = &m->funcs[f];
@@ -119,7 +124,14 @@ dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs, d
   for (int i = 0; i < nresults; i++) results[i].kind = DVM_VAL_NONE;
   vm->results = results;
   vm->stats.invocations++;
-  return dvm_interp_run(vm, vm->nframes - 1);
+  vm->inv_steps = 0;
+  return NULL;
+}
+
+dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
+                          int nresults) {
+  dvm_status *st = dvm_vm_begin(vm, f, args, nargs, results, nresults);
+  return st ? st : dvm_interp_run(vm, vm->nframes - 1, UINT64_MAX);
 }
 
 void dvm_vm_interrupt(dvm_vm *vm) { atomic_store(&vm->interrupt, 1); }

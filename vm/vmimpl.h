@@ -28,15 +28,30 @@ struct dvm_vm {
   dvm_value *scratch; /* shape function arguments and results */
   size_t scratch_cap;
   atomic_int interrupt;
+  uint64_t inv_steps; /* instructions executed by the current invocation */
+  int paused;         /* the last run stopped at its budget, frames intact */
+  int started;        /* an invocation begun with dvm_vm_start is under way */
+  dvm_value *held;    /* results of a started invocation, until taken */
+  int nheld;
   dvm_vm_stats stats;
 };
 
 /* The pool for a device, made on first use. */
 DVM_MUST_USE dvm_status *dvm_vm_pool(dvm_vm *vm, dvm_device_kind dev, dvm_pool **out);
 
-/* Runs from the top frame until the frame count drops to `stop`. On failure
- * every frame above `stop` is unwound and its registers released. */
-DVM_MUST_USE dvm_status *dvm_interp_run(dvm_vm *vm, int stop);
+/* Runs from the top frame until the frame count drops to `stop`, or until
+ * `budget` instructions have run (then vm->paused is set and the frames
+ * stay, ready to resume). On failure every frame above `stop` is unwound
+ * and its registers released. */
+DVM_MUST_USE dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget);
+
+/* Checks and binds the arguments of an invocation and pushes its frame;
+ * results will be written to `results`. */
+DVM_MUST_USE dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs,
+                                      dvm_value *results, int nresults);
+
+/* Pops every frame, releasing registers (after a failed or abandoned run). */
+void dvm_interp_unwind(dvm_vm *vm, int stop);
 
 /* Pushes a frame for function f whose registers start zeroed. */
 DVM_MUST_USE dvm_status *dvm_vm_push_frame(dvm_vm *vm, uint32_t f, const int64_t *dsts);

@@ -7,5 +7,6 @@
 #include "dvm/value.h"
 #include "dvm/module.h"
 #include "dvm/vm.h"
+#include "dvm/debug.h"
 
 #endif
