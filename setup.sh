@@ -10,6 +10,7 @@ packages=(
   build-essential pkg-config meson ninja-build   # the build
   libffi-dev zlib1g-dev libdnnl-dev libdlpack-dev # libdvm's libraries
   clang libclang-rt-14-dev                        # fuzzers and sanitizers
+  libedit-dev tmux                                # dvm repl; its terminal test
   python3 python3-pip                             # fixture generators, references
 )
 missing=()

@@ -14,6 +14,7 @@ static const struct {
     {"asm", dvm_cmd_asm, "assemble .dvms text into a .dvmb"},
     {"disasm", dvm_cmd_disasm, "print a .dvmb as .dvms text"},
     {"inspect", dvm_cmd_inspect, "list functions, signatures, constants and kernels"},
+    {"repl", dvm_cmd_repl, "step through a function's bytecode, watching values and shapes"},
     {"bench", dvm_cmd_bench, "time a function on random inputs of given shapes"},
 };
 
