@@ -1,0 +1,486 @@
+/* Symbolic dimensions (see expr.h).
+ *
+ * Canonical form: a polynomial is a list of (coefficient, monomial) terms
+ * sorted by monomial id, coefficients non-zero; a monomial is the constant
+ * ONE, an atom, or a PRODUCT of atoms sorted by id (repeated for powers);
+ * atoms are symbols and the opaque FLOORDIV, MOD, MIN, MAX nodes. An
+ * expression is CONST for a constant polynomial, the monomial itself for a
+ * single term with coefficient 1, else a SUM. All nodes are interned, so
+ * equal expressions are the same pointer. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "expr.h"
+
+struct dvmc_expr {
+  dvmc_expr_kind kind;
+  uint32_t id; /* creation order: the canonical sort key */
+  uint32_t hash;
+  int64_t value;            /* CONST */
+  const char *name;         /* SYM */
+  int64_t lo, hi;           /* SYM range */
+  int n;                    /* SUM terms, PRODUCT factors, 2 for binary atoms */
+  const dvmc_expr **args;   /* SUM: monomials; PRODUCT: factors; binary: a, b */
+  int64_t *coefs;           /* SUM */
+  struct dvmc_expr *chain;  /* intern table bucket */
+};
+
+struct dvmc_exprs {
+  dvmc_expr **table;
+  uint32_t nbuckets, count, next_id, fresh;
+  const dvmc_expr *one;
+};
+
+typedef struct {
+  int64_t coef;
+  const dvmc_expr *mono;
+} term;
+
+DVM_MUST_USE dvm_status *dvmc_exprs_create(dvmc_exprs **out) {
+  dvmc_exprs *x = calloc(1, sizeof *x);
+  if (x) x->table = calloc(x->nbuckets = 1024, sizeof(dvmc_expr *));
+  if (!x || !x->table) {
+    free(x);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  x->one = dvmc_const(x, 1);
+  if (!x->one) {
+    dvmc_exprs_destroy(x);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  *out = x;
+  return NULL;
+}
+
+void dvmc_exprs_destroy(dvmc_exprs *x) {
+  if (!x) return;
+  for (uint32_t b = 0; b < x->nbuckets; b++)
+    for (dvmc_expr *e = x->table[b], *next; e; e = next) {
+      next = e->chain;
+      free((void *)e->name);
+      free(e->args);
+      free(e->coefs);
+      free(e);
+    }
+  free(x->table);
+  free(x);
+}
+
+/* ---- interning ---- */
+
+static uint32_t mix(uint32_t h, uint64_t v) {
+  h ^= (uint32_t)v + 0x9e3779b9u + (h << 6) + (h >> 2);
+  return h ^ ((uint32_t)(v >> 32) + 0x9e3779b9u + (h << 6) + (h >> 2));
+}
+
+static uint32_t hash_of(dvmc_expr_kind k, int64_t value, const char *name, int n,
+                        const dvmc_expr *const *args, const int64_t *coefs) {
+  uint32_t h = mix(2166136261u, (uint64_t)k);
+  h = mix(h, (uint64_t)value);
+  if (name)
+    for (const char *s = name; *s; s++) h = mix(h, (uint8_t)*s);
+  for (int i = 0; i < n; i++) {
+    h = mix(h, args[i]->id);
+    if (coefs) h = mix(h, (uint64_t)coefs[i]);
+  }
+  return h;
+}
+
+static int same(const dvmc_expr *e, dvmc_expr_kind k, int64_t value, const char *name, int n,
+                const dvmc_expr *const *args, const int64_t *coefs) {
+  if (e->kind != k || e->value != value || e->n != n) return 0;
+  if (name && strcmp(name, e->name) != 0) return 0;
+  for (int i = 0; i < n; i++)
+    if (e->args[i] != args[i] || (coefs && e->coefs[i] != coefs[i])) return 0;
+  return 1;
+}
+
+static int grow(dvmc_exprs *x) {
+  uint32_t nb = x->nbuckets * 2;
+  dvmc_expr **t = calloc(nb, sizeof *t);
+  if (!t) return 0;
+  for (uint32_t b = 0; b < x->nbuckets; b++)
+    for (dvmc_expr *e = x->table[b], *next; e; e = next) {
+      next = e->chain;
+      e->chain = t[e->hash & (nb - 1)];
+      t[e->hash & (nb - 1)] = e;
+    }
+  free(x->table);
+  x->table = t;
+  x->nbuckets = nb;
+  return 1;
+}
+
+static const dvmc_expr *intern(dvmc_exprs *x, dvmc_expr_kind k, int64_t value, const char *name,
+                               int n, const dvmc_expr *const *args, const int64_t *coefs) {
+  uint32_t h = hash_of(k, value, name, n, args, coefs);
+  for (dvmc_expr *e = x->table[h & (x->nbuckets - 1)]; e; e = e->chain)
+    if (e->hash == h && same(e, k, value, name, n, args, coefs)) return e;
+  if (x->count >= x->nbuckets && !grow(x)) return NULL;
+  dvmc_expr *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  e->kind = k;
+  e->id = x->next_id++;
+  e->hash = h;
+  e->value = value;
+  e->n = n;
+  e->lo = 0;
+  e->hi = INT64_MAX;
+  if ((name && !(e->name = strdup(name))) ||
+      (n && !(e->args = malloc(sizeof *args * (size_t)n))) ||
+      (coefs && !(e->coefs = malloc(sizeof *coefs * (size_t)n)))) {
+    free((void *)e->name);
+    free(e->args);
+    free(e);
+    return NULL;
+  }
+  if (n) memcpy(e->args, args, sizeof *args * (size_t)n);
+  if (coefs) memcpy(e->coefs, coefs, sizeof *coefs * (size_t)n);
+  e->chain = x->table[h & (x->nbuckets - 1)];
+  x->table[h & (x->nbuckets - 1)] = e;
+  x->count++;
+  return e;
+}
+
+const dvmc_expr *dvmc_const(dvmc_exprs *x, int64_t v) { return intern(x, DVMC_E_CONST, v, NULL, 0, NULL, NULL); }
+
+const dvmc_expr *dvmc_sym(dvmc_exprs *x, const char *name) {
+  return intern(x, DVMC_E_SYM, 0, name, 0, NULL, NULL);
+}
+
+const dvmc_expr *dvmc_sym_fresh(dvmc_exprs *x, const char *hint) {
+  char buf[96];
+  for (;;) { /* a name no model symbol has taken */
+    snprintf(buf, sizeof buf, "%s%u", hint && *hint ? hint : "unk", x->fresh++);
+    int taken = 0;
+    uint32_t h = hash_of(DVMC_E_SYM, 0, buf, 0, NULL, NULL);
+    for (dvmc_expr *e = x->table[h & (x->nbuckets - 1)]; e; e = e->chain)
+      taken |= e->kind == DVMC_E_SYM && strcmp(e->name, buf) == 0;
+    if (!taken) return dvmc_sym(x, buf);
+  }
+}
+
+/* ---- polynomials ---- */
+
+/* The terms of e; *n of them in out (which must hold e's term count). */
+static int terms_of(dvmc_exprs *x, const dvmc_expr *e, term *out) {
+  if (e->kind == DVMC_E_CONST) {
+    if (!e->value) return 0;
+    out[0] = (term){e->value, x->one};
+    return 1;
+  }
+  if (e->kind == DVMC_E_SUM) {
+    for (int i = 0; i < e->n; i++) out[i] = (term){e->coefs[i], e->args[i]};
+    return e->n;
+  }
+  out[0] = (term){1, e};
+  return 1;
+}
+
+static int nterms(const dvmc_expr *e) { return e->kind == DVMC_E_SUM ? e->n : 1; }
+
+static int cmp_terms(const void *a, const void *b) {
+  uint32_t x = ((const term *)a)->mono->id, y = ((const term *)b)->mono->id;
+  return x < y ? -1 : x > y;
+}
+
+/* Sorts, merges like terms and drops zeros; NULL on overflow. */
+static const dvmc_expr *from_terms(dvmc_exprs *x, term *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_terms);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (k && t[k - 1].mono == t[i].mono) {
+      if (__builtin_add_overflow(t[k - 1].coef, t[i].coef, &t[k - 1].coef)) return NULL;
+    } else {
+      t[k++] = t[i];
+    }
+    if (k && t[k - 1].coef == 0) k--;
+  }
+  if (k == 0) return dvmc_const(x, 0);
+  if (k == 1 && t[0].mono == x->one) return dvmc_const(x, t[0].coef);
+  if (k == 1 && t[0].coef == 1) return t[0].mono;
+  const dvmc_expr **m = malloc(sizeof *m * (size_t)k);
+  int64_t *c = malloc(sizeof *c * (size_t)k);
+  const dvmc_expr *r = NULL;
+  if (m && c) {
+    for (int i = 0; i < k; i++) {
+      m[i] = t[i].mono;
+      c[i] = t[i].coef;
+    }
+    r = intern(x, DVMC_E_SUM, 0, NULL, k, m, c);
+  }
+  free(m);
+  free(c);
+  return r;
+}
+
+/* The product of two monomials. */
+static const dvmc_expr *mono_mul(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  if (a == x->one) return b;
+  if (b == x->one) return a;
+  int na = a->kind == DVMC_E_PRODUCT ? a->n : 1, nb = b->kind == DVMC_E_PRODUCT ? b->n : 1;
+  const dvmc_expr *const *fa = a->kind == DVMC_E_PRODUCT ? a->args : &a;
+  const dvmc_expr *const *fb = b->kind == DVMC_E_PRODUCT ? b->args : &b;
+  const dvmc_expr **f = malloc(sizeof *f * (size_t)(na + nb));
+  if (!f) return NULL;
+  int i = 0, j = 0, k = 0;
+  while (i < na || j < nb)
+    f[k++] = (j >= nb || (i < na && fa[i]->id <= fb[j]->id)) ? fa[i++] : fb[j++];
+  const dvmc_expr *r = intern(x, DVMC_E_PRODUCT, 0, NULL, k, f, NULL);
+  free(f);
+  return r;
+}
+
+const dvmc_expr *dvmc_add(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  if (!a || !b) return NULL;
+  int64_t va, vb, sum;
+  if (dvmc_expr_is_const(a, &va) && dvmc_expr_is_const(b, &vb))
+    return __builtin_add_overflow(va, vb, &sum) ? NULL : dvmc_const(x, sum);
+  term *t = malloc(sizeof *t * (size_t)(nterms(a) + nterms(b)));
+  if (!t) return NULL;
+  int n = terms_of(x, a, t);
+  n += terms_of(x, b, t + n);
+  const dvmc_expr *r = from_terms(x, t, n);
+  free(t);
+  return r;
+}
+
+/* a's terms, each coefficient multiplied by s and divided by d (exactly,
+ * when d divides them all). */
+static const dvmc_expr *rescale(dvmc_exprs *x, const dvmc_expr *a, int64_t s, int64_t d) {
+  if (!a) return NULL;
+  term *t = malloc(sizeof *t * (size_t)nterms(a));
+  if (!t) return NULL;
+  int n = terms_of(x, a, t);
+  const dvmc_expr *r = NULL;
+  for (int i = 0; i < n; i++)
+    if (__builtin_mul_overflow(t[i].coef, s, &t[i].coef)) goto done;
+  for (int i = 0; i < n; i++) t[i].coef /= d;
+  r = from_terms(x, t, n);
+done:
+  free(t);
+  return r;
+}
+
+const dvmc_expr *dvmc_sub(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  if (!a || !b) return NULL;
+  return dvmc_add(x, a, rescale(x, b, -1, 1));
+}
+
+const dvmc_expr *dvmc_mul(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  if (!a || !b) return NULL;
+  int na = nterms(a), nb = nterms(b);
+  if ((size_t)na * (size_t)nb > 4096) return NULL; /* expansion too large to be a shape */
+  term *ta = malloc(sizeof *ta * (size_t)(na + nb + na * nb)), *tb = ta + na, *t = tb + nb;
+  if (!ta) return NULL;
+  const dvmc_expr *r = NULL;
+  na = terms_of(x, a, ta);
+  nb = terms_of(x, b, tb);
+  int n = 0;
+  for (int i = 0; i < na; i++)
+    for (int j = 0; j < nb; j++) {
+      t[n].mono = mono_mul(x, ta[i].mono, tb[j].mono);
+      if (!t[n].mono || __builtin_mul_overflow(ta[i].coef, tb[j].coef, &t[n].coef)) goto done;
+      n++;
+    }
+  r = from_terms(x, t, n);
+done:
+  free(ta);
+  return r;
+}
+
+/* The constant d > 0 divides every coefficient of a: floordiv and mod are
+ * then exact (a / d is a polynomial, a mod d is 0). */
+static int divides_all(const dvmc_expr *a, int64_t d) {
+  if (a->kind == DVMC_E_CONST) return a->value % d == 0;
+  if (a->kind != DVMC_E_SUM) return d == 1;
+  for (int i = 0; i < a->n; i++)
+    if (a->coefs[i] % d) return 0;
+  return 1;
+}
+
+static int64_t fdiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+const dvmc_expr *dvmc_floordiv(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  if (!a || !b) return NULL;
+  int64_t va, vb;
+  int ca = dvmc_expr_is_const(a, &va), cb = dvmc_expr_is_const(b, &vb);
+  if (cb && vb == 0) return NULL;
+  if (ca && cb) return (va == INT64_MIN && vb == -1) ? NULL : dvmc_const(x, fdiv(va, vb));
+  if (cb && vb == 1) return a;
+  if (cb && vb > 0 && divides_all(a, vb)) return rescale(x, a, 1, vb);
+  if (a == b) return dvmc_const(x, 1); /* dims divided by themselves: assumed non-zero */
+  const dvmc_expr *args[2] = {a, b};
+  return intern(x, DVMC_E_FLOORDIV, 0, NULL, 2, args, NULL);
+}
+
+const dvmc_expr *dvmc_mod(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  if (!a || !b) return NULL;
+  int64_t va, vb;
+  int ca = dvmc_expr_is_const(a, &va), cb = dvmc_expr_is_const(b, &vb);
+  if (cb && vb == 0) return NULL;
+  if (ca && cb) {
+    if (vb == -1) return dvmc_const(x, 0);
+    int64_t r = va % vb;
+    return dvmc_const(x, (r != 0 && ((r < 0) != (vb < 0))) ? r + vb : r);
+  }
+  if ((cb && vb > 0 && divides_all(a, vb)) || a == b) return dvmc_const(x, 0);
+  const dvmc_expr *args[2] = {a, b};
+  return intern(x, DVMC_E_MOD, 0, NULL, 2, args, NULL);
+}
+
+/* Conservative bounds of constants and symbols. */
+static void bounds(const dvmc_expr *e, int64_t *lo, int64_t *hi) {
+  if (e->kind == DVMC_E_CONST) *lo = *hi = e->value;
+  else if (e->kind == DVMC_E_SYM) *lo = e->lo, *hi = e->hi;
+  else *lo = INT64_MIN, *hi = INT64_MAX;
+}
+
+static const dvmc_expr *minmax(dvmc_exprs *x, dvmc_expr_kind k, const dvmc_expr *a, const dvmc_expr *b) {
+  if (!a || !b) return NULL;
+  if (a == b) return a;
+  int64_t alo, ahi, blo, bhi;
+  bounds(a, &alo, &ahi);
+  bounds(b, &blo, &bhi);
+  if (ahi <= blo) return k == DVMC_E_MIN ? a : b;
+  if (bhi <= alo) return k == DVMC_E_MIN ? b : a;
+  const dvmc_expr *args[2] = {a->id < b->id ? a : b, a->id < b->id ? b : a};
+  return intern(x, k, 0, NULL, 2, args, NULL);
+}
+
+const dvmc_expr *dvmc_min(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) { return minmax(x, DVMC_E_MIN, a, b); }
+const dvmc_expr *dvmc_max(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) { return minmax(x, DVMC_E_MAX, a, b); }
+
+/* ---- queries ---- */
+
+bool dvmc_expr_is_const(const dvmc_expr *e, int64_t *value) {
+  if (!e || e->kind != DVMC_E_CONST) return false;
+  if (value) *value = e->value;
+  return true;
+}
+
+const char *dvmc_expr_sym_name(const dvmc_expr *e) { return e && e->kind == DVMC_E_SYM ? e->name : NULL; }
+
+void dvmc_sym_set_range(dvmc_exprs *x, const dvmc_expr *sym, int64_t lo, int64_t hi) {
+  (void)x;
+  if (sym && sym->kind == DVMC_E_SYM) { /* ranges narrow; interning ignores them */
+    ((dvmc_expr *)sym)->lo = lo;
+    ((dvmc_expr *)sym)->hi = hi;
+  }
+}
+
+void dvmc_sym_range(const dvmc_expr *sym, int64_t *lo, int64_t *hi) { bounds(sym, lo, hi); }
+
+dvmc_expr_kind dvmc_expr_kind_of(const dvmc_expr *e) { return e->kind; }
+int64_t dvmc_expr_value(const dvmc_expr *e) { return e->value; }
+int dvmc_expr_arity(const dvmc_expr *e) { return e->n; }
+const dvmc_expr *dvmc_expr_arg(const dvmc_expr *e, int i) { return e->args[i]; }
+int64_t dvmc_expr_coef(const dvmc_expr *e, int i) { return e->coefs[i]; }
+
+dvm_status *dvmc_expr_eval(const dvmc_expr *e, bool (*value)(void *, const char *, int64_t *), void *ctx,
+                           int64_t *out) {
+  int64_t a, b, r = 0;
+  dvm_status *st;
+  switch (e->kind) {
+  case DVMC_E_CONST: *out = e->value; return NULL;
+  case DVMC_E_SYM:
+    if (!value(ctx, e->name, out)) return dvm_status_new(DVM_INVALID_ARGUMENT, "no value for symbol %s", e->name);
+    return NULL;
+  case DVMC_E_SUM:
+    for (int i = 0; i < e->n; i++) {
+      if (e->args[i]->kind == DVMC_E_CONST) a = 1;
+      else if ((st = dvmc_expr_eval(e->args[i], value, ctx, &a))) return st;
+      if (__builtin_mul_overflow(a, e->coefs[i], &a) || __builtin_add_overflow(r, a, &r))
+        return dvm_status_new(DVM_OUT_OF_RANGE, "expression overflows int64");
+    }
+    *out = r;
+    return NULL;
+  case DVMC_E_PRODUCT:
+    r = 1;
+    for (int i = 0; i < e->n; i++) {
+      if ((st = dvmc_expr_eval(e->args[i], value, ctx, &a))) return st;
+      if (__builtin_mul_overflow(r, a, &r)) return dvm_status_new(DVM_OUT_OF_RANGE, "expression overflows int64");
+    }
+    *out = r;
+    return NULL;
+  default:
+    if ((st = dvmc_expr_eval(e->args[0], value, ctx, &a)) || (st = dvmc_expr_eval(e->args[1], value, ctx, &b)))
+      return st;
+    if ((e->kind == DVMC_E_FLOORDIV || e->kind == DVMC_E_MOD) && b == 0)
+      return dvm_status_new(DVM_OUT_OF_RANGE, "division by zero");
+    if (e->kind == DVMC_E_FLOORDIV) *out = (a == INT64_MIN && b == -1) ? a : fdiv(a, b);
+    else if (e->kind == DVMC_E_MOD) *out = b == -1 ? 0 : a - fdiv(a, b) * b;
+    else if (e->kind == DVMC_E_MIN) *out = a < b ? a : b;
+    else *out = a > b ? a : b;
+    return NULL;
+  }
+}
+
+/* ---- printing ---- */
+
+static void print_mono(const dvmc_expr *m, FILE *out) {
+  if (m->kind != DVMC_E_PRODUCT) {
+    dvmc_expr_print(m, out);
+    return;
+  }
+  for (int i = 0; i < m->n;) {
+    int k = i;
+    while (k < m->n && m->args[k] == m->args[i]) k++;
+    if (i) fputc('*', out);
+    dvmc_expr_print(m->args[i], out);
+    if (k - i > 1) fprintf(out, "^%d", k - i);
+    i = k;
+  }
+}
+
+void dvmc_expr_print(const dvmc_expr *e, FILE *out) {
+  static const char *const fn[] = {[DVMC_E_FLOORDIV] = "floordiv", [DVMC_E_MOD] = "mod",
+                                   [DVMC_E_MIN] = "min", [DVMC_E_MAX] = "max"};
+  if (!e) {
+    fputc('?', out);
+    return;
+  }
+  switch (e->kind) {
+  case DVMC_E_CONST: fprintf(out, "%lld", (long long)e->value); break;
+  case DVMC_E_SYM: fputs(e->name, out); break;
+  case DVMC_E_PRODUCT: print_mono(e, out); break;
+  case DVMC_E_SUM:
+    /* highest-order terms first reads best: the constant goes last */
+    for (int i = e->n - 1, first = 1; i >= 0; i--, first = 0) {
+      int64_t c = e->coefs[i];
+      int is_one = e->args[i]->kind == DVMC_E_CONST;
+      if (!first) fputs(c < 0 ? " - " : " + ", out);
+      else if (c < 0) fputc('-', out);
+      uint64_t mag = c < 0 ? (uint64_t)0 - (uint64_t)c : (uint64_t)c;
+      if (is_one) fprintf(out, "%llu", (unsigned long long)mag);
+      else {
+        if (mag != 1) fprintf(out, "%llu*", (unsigned long long)mag);
+        print_mono(e->args[i], out);
+      }
+    }
+    break;
+  default:
+    fprintf(out, "%s(", fn[e->kind]);
+    dvmc_expr_print(e->args[0], out);
+    fputs(", ", out);
+    dvmc_expr_print(e->args[1], out);
+    fputc(')', out);
+    break;
+  }
+}
+
+char *dvmc_expr_str(const dvmc_expr *e, char *buf, size_t size) {
+  FILE *f = fmemopen(buf, size, "w");
+  if (!f) {
+    if (size) buf[0] = 0;
+    return buf;
+  }
+  dvmc_expr_print(e, f);
+  fclose(f);
+  buf[size - 1] = 0;
+  return buf;
+}

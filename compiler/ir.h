@@ -1,0 +1,128 @@
+/* The compiler's graph IR: typed values with symbolic shapes, and nodes.
+ *
+ * A graph is a list of nodes in topological order (as ONNX keeps them),
+ * its inputs and outputs, and the constants it owns. Values are produced by
+ * exactly one node (or are graph inputs or constants) and may be used by
+ * many. Subgraphs (If branches, Loop bodies) are graphs whose parent is the
+ * enclosing graph; their nodes may use the parent's values by name.
+ *
+ * Everything lives in the context's arena and is freed with it. */
+#ifndef DVMC_IR_H
+#define DVMC_IR_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "arena.h"
+#include "dvm/tensor.h"
+#include "expr.h"
+
+typedef struct dvmc_graph dvmc_graph;
+typedef struct dvmc_node dvmc_node;
+
+/* Constant data: an initializer, a Constant node's value, a tensor
+ * attribute, or the result of folding. */
+typedef struct dvmc_tensor {
+  dvm_dtype dtype;
+  int rank;
+  int64_t dims[DVM_MAX_RANK];
+  const void *data; /* row-major, host byte order; in the arena or mapped */
+  size_t nbytes;
+} dvmc_tensor;
+
+typedef struct dvmc_value {
+  const char *name;
+  bool typed;       /* dtype known */
+  dvm_dtype dtype;
+  int rank;         /* -1 until known */
+  const dvmc_expr *dims[DVM_MAX_RANK];
+  dvmc_node *producer;        /* NULL for graph inputs and constants */
+  const dvmc_tensor *constant; /* known data, or NULL */
+  /* For small integer tensors whose elements are known as expressions (the
+   * Shape -> Gather -> Concat chains of exported models): one expression
+   * per element of a 0-d or 1-d tensor, or NULL. */
+  const dvmc_expr **elems;
+  int nelems;
+  int uses;
+  int id; /* index in its graph's value list */
+} dvmc_value;
+
+typedef enum {
+  DVMC_ATTR_FLOAT,
+  DVMC_ATTR_INT,
+  DVMC_ATTR_STRING,
+  DVMC_ATTR_TENSOR,
+  DVMC_ATTR_GRAPH,
+  DVMC_ATTR_FLOATS,
+  DVMC_ATTR_INTS,
+  DVMC_ATTR_STRINGS,
+} dvmc_attr_type;
+
+typedef struct dvmc_attr {
+  const char *name;
+  dvmc_attr_type type;
+  double f;
+  int64_t i;
+  const char *s; /* NUL-terminated (attribute strings with NULs are refused) */
+  const dvmc_tensor *t;
+  dvmc_graph *g;
+  int n; /* list length */
+  const double *floats;
+  const int64_t *ints;
+  const char **strings;
+} dvmc_attr;
+
+struct dvmc_node {
+  const char *name;   /* never NULL: imported names, or "OpType_N" */
+  const char *op;     /* ONNX op type */
+  const char *domain; /* "" for the default domain */
+  int opset;          /* the model's opset for that domain */
+  int nin, nout;
+  dvmc_value **in;    /* an omitted optional input is NULL */
+  dvmc_value **out;
+  int nattrs;
+  dvmc_attr *attrs;
+  int id;
+};
+
+struct dvmc_graph {
+  const char *name;
+  dvmc_graph *parent;
+  int nnodes, ninputs, noutputs, nvalues;
+  dvmc_node **nodes;
+  dvmc_value **inputs;  /* graph inputs that are not initializers */
+  dvmc_value **outputs;
+  dvmc_value **values;  /* every value defined in this graph */
+  int nodes_cap, values_cap;
+};
+
+/* The compilation context: arena, expressions, options. */
+typedef struct dvmc_ctx {
+  dvm_arena arena;
+  dvmc_exprs *exprs;
+  const char *model_dir; /* for external data files */
+  int opset;             /* default domain opset of the model */
+  int unnamed;           /* counter for generated node names */
+} dvmc_ctx;
+
+DVM_MUST_USE dvm_status *dvmc_ctx_create(dvmc_ctx **out);
+void dvmc_ctx_destroy(dvmc_ctx *c);
+
+/* Building graphs. Values are found by name through the graph and its
+ * parents. Functions return NULL when out of memory. */
+dvmc_graph *dvmc_graph_new(dvmc_ctx *c, const char *name, dvmc_graph *parent);
+dvmc_value *dvmc_value_new(dvmc_ctx *c, dvmc_graph *g, const char *name);
+dvmc_value *dvmc_value_find(const dvmc_graph *g, const char *name);
+dvmc_node *dvmc_node_new(dvmc_ctx *c, dvmc_graph *g, const char *op, int nin, int nout);
+const dvmc_attr *dvmc_attr_find(const dvmc_node *n, const char *name);
+
+/* Attribute getters with defaults. */
+int64_t dvmc_attr_int(const dvmc_node *n, const char *name, int64_t dflt);
+double dvmc_attr_float(const dvmc_node *n, const char *name, double dflt);
+const char *dvmc_attr_string(const dvmc_node *n, const char *name, const char *dflt);
+
+/* Prints the graph as text (dvm compile --dump-ir). */
+void dvmc_graph_print(const dvmc_graph *g, FILE *out);
+void dvmc_value_print_type(const dvmc_value *v, FILE *out); /* "f32[batch, seq, 768]" */
+
+#endif
