@@ -1,0 +1,240 @@
+/* Building bytecode modules (see emit.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit.h"
+
+#define VEC(T) struct { T *v; size_t n, cap; }
+#define PUSH(e, vec, item)                                                   \
+  do {                                                                       \
+    if ((vec).n == (vec).cap) {                                              \
+      size_t c_ = (vec).cap ? (vec).cap * 2 : 16;                            \
+      void *p_ = realloc((vec).v, c_ * sizeof *(vec).v);                     \
+      if (!p_) { (e)->oom = 1; break; }                                      \
+      (vec).v = p_;                                                          \
+      (vec).cap = c_;                                                        \
+    }                                                                        \
+    (vec).v[(vec).n++] = (item);                                             \
+  } while (0)
+
+struct dvmc_fn {
+  dvmc_emit *e;
+  const char *name;
+  uint32_t nregs;
+  VEC(int64_t) code;
+  VEC(const char *) src;
+  VEC(dvm_sig) params;
+  VEC(dvm_sig) results;
+  VEC(dvm_sym) syms;
+  const char *loc;
+};
+
+struct dvmc_emit {
+  dvm_module *m;
+  VEC(const char *) strings;
+  VEC(dvm_const) consts;
+  VEC(dvm_kernel_ref) kernels;
+  VEC(dvm_shapefn_ref) shapefns;
+  VEC(dvmc_fn *) funcs;
+  int oom;
+};
+
+static const char *copy(dvmc_emit *e, const char *s) {
+  if (!s) return NULL;
+  const char *d = dvm_arena_strdup(&e->m->arena, s);
+  if (!d) e->oom = 1;
+  return d;
+}
+
+dvm_status *dvmc_emit_create(dvmc_emit **out) {
+  dvmc_emit *e = calloc(1, sizeof *e);
+  if (!e) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = dvm_module_new_empty(&e->m);
+  if (st) {
+    free(e);
+    return st;
+  }
+  *out = e;
+  return NULL;
+}
+
+void dvmc_emit_destroy(dvmc_emit *e) {
+  if (!e) return;
+  for (size_t i = 0; i < e->funcs.n; i++) {
+    dvmc_fn *f = e->funcs.v[i];
+    free(f->code.v);
+    free(f->src.v);
+    free(f->params.v);
+    free(f->results.v);
+    free(f->syms.v);
+    free(f);
+  }
+  free(e->strings.v);
+  free(e->consts.v);
+  free(e->kernels.v);
+  free(e->shapefns.v);
+  free(e->funcs.v);
+  dvm_module_release(e->m);
+  free(e);
+}
+
+int dvmc_emit_const(dvmc_emit *e, const char *name, const dvmc_tensor *t) {
+  for (size_t i = 0; i < e->consts.n; i++)
+    if (strcmp(e->consts.v[i].name, name) == 0) return (int)i;
+  dvm_const c = {.name = copy(e, name), .dtype = (uint8_t)t->dtype, .rank = (uint8_t)t->rank,
+                 .data = t->data, .nbytes = t->nbytes};
+  memcpy(c.dims, t->dims, sizeof c.dims);
+  size_t n = e->consts.n;
+  PUSH(e, e->consts, c);
+  return e->consts.n > n ? (int)n : -1;
+}
+
+int dvmc_emit_kernel(dvmc_emit *e, const char *name, dvm_device_kind dev, uint32_t nvariants,
+                     const void *payload, size_t payload_size) {
+  for (size_t i = 0; i < e->kernels.n; i++) {
+    const dvm_kernel_ref *k = &e->kernels.v[i];
+    if (strcmp(k->name, name) == 0 && k->device == dev) return (int)i;
+  }
+  void *p = NULL;
+  if (payload_size) {
+    p = dvm_arena_alloc(&e->m->arena, payload_size, 1);
+    if (!p) {
+      e->oom = 1;
+      return -1;
+    }
+    memcpy(p, payload, payload_size);
+  }
+  dvm_kernel_ref k = {.name = copy(e, name), .device = (uint8_t)dev, .nvariants = nvariants,
+                      .payload = p, .payload_size = payload_size};
+  size_t n = e->kernels.n;
+  PUSH(e, e->kernels, k);
+  return e->kernels.n > n ? (int)n : -1;
+}
+
+int dvmc_emit_shapefn(dvmc_emit *e, const char *name) {
+  for (size_t i = 0; i < e->shapefns.n; i++)
+    if (strcmp(e->shapefns.v[i].name, name) == 0) return (int)i;
+  dvm_shapefn_ref s = {.name = copy(e, name)};
+  size_t n = e->shapefns.n;
+  PUSH(e, e->shapefns, s);
+  return e->shapefns.n > n ? (int)n : -1;
+}
+
+int dvmc_emit_string(dvmc_emit *e, const char *s) {
+  for (size_t i = 0; i < e->strings.n; i++)
+    if (strcmp(e->strings.v[i], s) == 0) return (int)i;
+  size_t n = e->strings.n;
+  PUSH(e, e->strings, copy(e, s));
+  return e->strings.n > n ? (int)n : -1;
+}
+
+dvmc_fn *dvmc_emit_func(dvmc_emit *e, const char *name) {
+  dvmc_fn *f = calloc(1, sizeof *f);
+  if (!f) {
+    e->oom = 1;
+    return NULL;
+  }
+  f->e = e;
+  f->name = copy(e, name);
+  size_t n = e->funcs.n;
+  PUSH(e, e->funcs, f);
+  if (e->funcs.n == n) {
+    free(f);
+    return NULL;
+  }
+  return f;
+}
+
+int dvmc_fn_reg(dvmc_fn *f) { return (int)f->nregs++; }
+
+static dvm_sig copy_sig(dvmc_emit *e, const dvm_sig *s) {
+  dvm_sig c = *s;
+  c.name = copy(e, s->name);
+  return c;
+}
+
+int dvmc_fn_param(dvmc_fn *f, const dvm_sig *sig) {
+  PUSH(f->e, f->params, copy_sig(f->e, sig));
+  return dvmc_fn_reg(f);
+}
+
+void dvmc_fn_result(dvmc_fn *f, const dvm_sig *sig) { PUSH(f->e, f->results, copy_sig(f->e, sig)); }
+
+int dvmc_fn_sym(dvmc_fn *f, const char *name, int64_t lo, int64_t hi) {
+  int k = dvmc_fn_sym_find(f, name);
+  if (k >= 0) return k;
+  dvm_sym s = {.name = copy(f->e, name), .reg = (uint32_t)dvmc_fn_reg(f), .lo = lo, .hi = hi};
+  PUSH(f->e, f->syms, s);
+  return (int)f->syms.n - 1;
+}
+
+int dvmc_fn_sym_find(const dvmc_fn *f, const char *name) {
+  for (size_t i = 0; i < f->syms.n; i++)
+    if (strcmp(f->syms.v[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+int dvmc_fn_sym_reg(const dvmc_fn *f, int sym) { return (int)f->syms.v[sym].reg; }
+
+void dvmc_fn_loc(dvmc_fn *f, const char *node) { f->loc = node ? copy(f->e, node) : NULL; }
+
+void dvmc_fn_emit(dvmc_fn *f, dvm_opcode op, const int64_t *words, int nwords) {
+  PUSH(f->e, f->src, f->loc);
+  PUSH(f->e, f->code, (int64_t)op);
+  for (int i = 0; i < nwords; i++) PUSH(f->e, f->code, words[i]);
+}
+
+void dvmc_fn_op1(dvmc_fn *f, dvm_opcode op, int64_t a) { dvmc_fn_emit(f, op, (int64_t[]){a}, 1); }
+void dvmc_fn_op2(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b) { dvmc_fn_emit(f, op, (int64_t[]){a, b}, 2); }
+void dvmc_fn_op3(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b, int64_t c) {
+  dvmc_fn_emit(f, op, (int64_t[]){a, b, c}, 3);
+}
+
+uint32_t dvmc_fn_here(const dvmc_fn *f) { return (uint32_t)f->code.n; }
+
+void dvmc_fn_patch(dvmc_fn *f, uint32_t word, int64_t value) {
+  if (word < f->code.n) f->code.v[word] = value;
+}
+
+/* Copies a vector into the module's arena. */
+static void *to_arena(dvmc_emit *e, const void *v, size_t n, size_t size) {
+  if (!n) return NULL;
+  void *p = dvm_arena_alloc(&e->m->arena, n, size);
+  if (!p) e->oom = 1;
+  else memcpy(p, v, n * size);
+  return p;
+}
+
+dvm_status *dvmc_emit_finish(dvmc_emit *e, uint8_t **bytes, size_t *size) {
+  dvm_module *m = e->m;
+  m->nstrings = (uint32_t)e->strings.n;
+  m->strings = to_arena(e, e->strings.v, e->strings.n, sizeof(char *));
+  m->nconsts = (uint32_t)e->consts.n;
+  m->consts = to_arena(e, e->consts.v, e->consts.n, sizeof(dvm_const));
+  m->nkernels = (uint32_t)e->kernels.n;
+  m->kernels = to_arena(e, e->kernels.v, e->kernels.n, sizeof(dvm_kernel_ref));
+  m->nshapefns = (uint32_t)e->shapefns.n;
+  m->shapefns = to_arena(e, e->shapefns.v, e->shapefns.n, sizeof(dvm_shapefn_ref));
+  m->nfuncs = (uint32_t)e->funcs.n;
+  m->funcs = dvm_arena_alloc(&m->arena, e->funcs.n ? e->funcs.n : 1, sizeof(dvm_func));
+  if (!m->funcs) e->oom = 1;
+  for (size_t i = 0; m->funcs && i < e->funcs.n; i++) {
+    const dvmc_fn *f = e->funcs.v[i];
+    dvm_func *d = &m->funcs[i];
+    d->name = f->name;
+    d->nregs = f->nregs;
+    d->nparams = (uint32_t)f->params.n;
+    d->params = to_arena(e, f->params.v, f->params.n, sizeof(dvm_sig));
+    d->nresults = (uint32_t)f->results.n;
+    d->results = to_arena(e, f->results.v, f->results.n, sizeof(dvm_sig));
+    d->nsyms = (uint32_t)f->syms.n;
+    d->syms = to_arena(e, f->syms.v, f->syms.n, sizeof(dvm_sym));
+    d->ncode = (uint32_t)f->code.n;
+    d->code = to_arena(e, f->code.v, f->code.n, sizeof(int64_t));
+    d->src = to_arena(e, f->src.v, f->src.n, sizeof(char *));
+  }
+  if (e->oom) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = dvm_verify_module(m);
+  if (st) return dvm_status_annotate(st, "internal error: the compiler emitted bytecode the verifier refuses");
+  return dvm_bc_write(m, bytes, size);
+}

@@ -1,0 +1,57 @@
+/* Building bytecode modules: the compiler's side of the .dvmb contract.
+ *
+ * A builder collects constants, kernel, shape function and host function
+ * tables (deduplicated by name), and functions written instruction by
+ * instruction with registers allocated as they are asked for; finishing
+ * verifies the module with the VM's own verifier and writes the canonical
+ * file bytes. Names passed in are copied. */
+#ifndef DVMC_EMIT_H
+#define DVMC_EMIT_H
+
+#include "bytecode.h"
+#include "ir.h"
+#include "opcode.h"
+
+typedef struct dvmc_emit dvmc_emit;
+typedef struct dvmc_fn dvmc_fn;
+
+DVM_MUST_USE dvm_status *dvmc_emit_create(dvmc_emit **out);
+void dvmc_emit_destroy(dvmc_emit *e);
+
+/* Table entries; each returns its index, or -1 when out of memory. */
+int dvmc_emit_const(dvmc_emit *e, const char *name, const dvmc_tensor *t);
+int dvmc_emit_kernel(dvmc_emit *e, const char *name, dvm_device_kind dev, uint32_t nvariants,
+                     const void *payload, size_t payload_size);
+int dvmc_emit_shapefn(dvmc_emit *e, const char *name);
+int dvmc_emit_string(dvmc_emit *e, const char *s);
+
+/* Functions. */
+dvmc_fn *dvmc_emit_func(dvmc_emit *e, const char *name);
+int dvmc_fn_reg(dvmc_fn *f); /* a new register */
+/* Parameters take registers 0..n-1 in order: declare them first. */
+int dvmc_fn_param(dvmc_fn *f, const dvm_sig *sig);
+void dvmc_fn_result(dvmc_fn *f, const dvm_sig *sig);
+/* A symbol bound by guards; returns its index (its register: dvmc_fn_sym_reg). */
+int dvmc_fn_sym(dvmc_fn *f, const char *name, int64_t lo, int64_t hi);
+int dvmc_fn_sym_find(const dvmc_fn *f, const char *name);
+int dvmc_fn_sym_reg(const dvmc_fn *f, int sym);
+/* The source node of the instructions that follow (NULL: none). */
+void dvmc_fn_loc(dvmc_fn *f, const char *node);
+
+/* Appends one instruction: op, then its operands in opcode-table order,
+ * with each list given as a count followed by its items. */
+void dvmc_fn_emit(dvmc_fn *f, dvm_opcode op, const int64_t *words, int nwords);
+/* Conveniences for the common shapes. */
+void dvmc_fn_op1(dvmc_fn *f, dvm_opcode op, int64_t a);
+void dvmc_fn_op2(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b);
+void dvmc_fn_op3(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b, int64_t c);
+/* The word offset of the next instruction (for jump targets), and patching
+ * an operand word at an offset once a target is known. */
+uint32_t dvmc_fn_here(const dvmc_fn *f);
+void dvmc_fn_patch(dvmc_fn *f, uint32_t word, int64_t value);
+
+/* Verifies and writes the module; *bytes is malloc'ed. The first error met
+ * while building (out of memory) is reported here too. */
+DVM_MUST_USE dvm_status *dvmc_emit_finish(dvmc_emit *e, uint8_t **bytes, size_t *size);
+
+#endif
