@@ -158,6 +158,10 @@ int dvmc_fn_param(dvmc_fn *f, const dvm_sig *sig) {
   return dvmc_fn_reg(f);
 }
 
+void dvmc_fn_set_param(dvmc_fn *f, int i, const dvm_sig *sig) {
+  if (i >= 0 && (size_t)i < f->params.n) f->params.v[i] = copy_sig(f->e, sig);
+}
+
 void dvmc_fn_result(dvmc_fn *f, const dvm_sig *sig) { PUSH(f->e, f->results, copy_sig(f->e, sig)); }
 
 int dvmc_fn_sym(dvmc_fn *f, const char *name, int64_t lo, int64_t hi) {

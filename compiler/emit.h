@@ -30,6 +30,8 @@ dvmc_fn *dvmc_emit_func(dvmc_emit *e, const char *name);
 int dvmc_fn_reg(dvmc_fn *f); /* a new register */
 /* Parameters take registers 0..n-1 in order: declare them first. */
 int dvmc_fn_param(dvmc_fn *f, const dvm_sig *sig);
+/* Replaces parameter i's signature (when it names symbols made after). */
+void dvmc_fn_set_param(dvmc_fn *f, int i, const dvm_sig *sig);
 void dvmc_fn_result(dvmc_fn *f, const dvm_sig *sig);
 /* A symbol bound by guards; returns its index (its register: dvmc_fn_sym_reg). */
 int dvmc_fn_sym(dvmc_fn *f, const char *name, int64_t lo, int64_t hi);
