@@ -1,0 +1,72 @@
+"""End-to-end: each fixture model compiled once with `dvm compile`, run at
+several shapes from that one file with `dvm run`, compared with ONNX
+Runtime (1e-4 relative, and a small absolute floor for values near 0)."""
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
+rng = np.random.default_rng(7)
+
+CASES = {
+    "mlp": [{"x": (1, 16)}, {"x": (2, 16)}, {"x": (7, 16)}, {"x": (64, 16)}],
+    "bert": [{"ids": (1, 1)}, {"ids": (1, 8)}, {"ids": (2, 13)}, {"ids": (3, 64)}],
+    "resnet": [{"image": (1, 3, 8, 8)}, {"image": (2, 3, 17, 23)}, {"image": (1, 3, 32, 31)},
+               {"image": (3, 3, 9, 40)}],
+    "control": [{"x": (1,)}, {"x": (5,)}, {"x": (31,)}, {"x": (100,)}],
+}
+
+
+def inputs(model, shapes):
+    feeds = {}
+    for name, shape in shapes.items():
+        if name == "ids":
+            feeds["ids"] = rng.integers(0, 100, shape).astype(np.int64)
+            mask = np.ones(shape, np.int64)
+            mask[:, shape[1] // 2 + 1:] = 0  # padding positions
+            feeds["mask"] = mask
+        else:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    out = {}
+    d = tmp_path_factory.mktemp("models")
+    for name in CASES:
+        path = str(d / f"{name}.dvmb")
+        r = subprocess.run([DVM, "compile", os.path.join(HERE, f"{name}.onnx"), "-o", path],
+                           capture_output=True, text=True)
+        out[name] = (path, r)
+    return out
+
+
+@pytest.mark.parametrize("model", list(CASES))
+def test_model(model, compiled):
+    path, r = compiled[model]
+    assert r.returncode == 0, r.stderr
+    sess = ort.InferenceSession(os.path.join(HERE, f"{model}.onnx"), providers=["CPUExecutionProvider"])
+    for shapes in CASES[model]:
+        feeds = inputs(model, shapes)
+        want = sess.run(None, feeds)
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [DVM, "run", path]
+            for k, v in feeds.items():
+                p = os.path.join(tmp, k + ".npy")
+                np.save(p, v)
+                cmd += ["--input", f"{k}={p}"]
+            outs = [os.path.join(tmp, f"out{i}.npy") for i in range(len(want))]
+            for p in outs:
+                cmd += ["--output", p]
+            rr = subprocess.run(cmd, capture_output=True, text=True)
+            assert rr.returncode == 0, f"{shapes}: {rr.stderr}"
+            for p, w in zip(outs, want):
+                got = np.load(p)
+                assert got.shape == w.shape, shapes
+                np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5, err_msg=str(shapes))
