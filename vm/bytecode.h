@@ -42,7 +42,7 @@ enum {
 /* A signature dim: >= 0 a constant, -1 unknown, <= -2 symbol (-2 - d). */
 #define DVM_DIM_ANY (-1)
 #define DVM_DIM_SYM(s) (-2 - (int64_t)(s))
-static inline int dvm_dim_symbol(int64_t d) { return d <= -2 ? (int)(-2 - d) : -1; }
+static inline int64_t dvm_dim_symbol(int64_t d) { return d <= -2 ? -2 - d : -1; }
 
 typedef struct dvm_sig {
   const char *name;

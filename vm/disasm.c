@@ -60,8 +60,9 @@ static uint32_t print_operand(const dvm_module *m, const dvm_func *f, char c, co
   case 'o': if (x < 0) fputc('-', out); else fprintf(out, "r%lld", (long long)x); return 1;
   case 'i': case 'p': fprintf(out, "%lld", (long long)x); return 1;
   case 'f': print_float(x, out); return 1;
-  case 'c': fputc('$', out); dvm_disasm_name(m->consts[x].name, out); return 1;
-  case 'F': fputc('@', out); dvm_disasm_name(m->funcs[x].name, out); return 1;
+  /* the sigil only on bare names: the assembler reads "$" alone as a word */
+  case 'c': fputs(is_ident(m->consts[x].name) ? "$" : "", out); dvm_disasm_name(m->consts[x].name, out); return 1;
+  case 'F': fputs(is_ident(m->funcs[x].name) ? "@" : "", out); dvm_disasm_name(m->funcs[x].name, out); return 1;
   case 'X': dvm_disasm_name(m->kernels[x].name, out); return 1;
   case 'Y': dvm_disasm_name(m->shapefns[x].name, out); return 1;
   case 'H': dvm_disasm_name(m->hostfns[x].name, out); return 1;

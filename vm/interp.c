@@ -88,10 +88,9 @@ static dvm_status *guard(dvm_vm *vm, const dvm_func *f, dvm_value *R, const dvm_
     return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\": rank must be %d, got %d (shape %s)",
                           s->name, s->rank, rank, buf);
   }
-  if (v->kind == DVM_VAL_SHAPE) return NULL;
-  for (int d = 0; d < rank; d++) {
+  for (int d = 0; d < rank; d++) { /* tensors and shapes alike */
     int64_t want = s->dims[d], got = dims[d];
-    int sym = dvm_dim_symbol(want);
+    int64_t sym = dvm_dim_symbol(want);
     if (sym < 0) {
       if (want >= 0 && got != want)
         return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\" dim %d must be %lld, got %lld",
@@ -144,6 +143,11 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_kernel_ref *k, dvm_value *R, 
   for (int64_t i = 0; i < outs[0]; i++) {
     if (R[outs[1 + i]].kind != DVM_VAL_TENSOR) return kind_error(2, outs[1 + i], &R[outs[1 + i]], DVM_VAL_TENSOR);
     tout[i] = R[outs[1 + i]].u.tensor;
+    /* constants are the module's, shared by every VM, and may be mapped
+     * read-only: a kernel never writes them (views of them included) */
+    if (tout[i]->storage == vm->m->data)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\": output r%lld is a module constant",
+                            k->name, (long long)outs[1 + i]);
   }
   for (int64_t i = 0; i < ins[0]; i++) {
     if (R[ins[1 + i]].kind != DVM_VAL_TENSOR) return kind_error(3, ins[1 + i], &R[ins[1 + i]], DVM_VAL_TENSOR);

@@ -31,6 +31,8 @@
 
 /* Bounds the dataflow work for hostile inputs: instructions visited. */
 #define MAX_VISITS (64u << 20)
+/* ... and the memory of its per-block register kinds. */
+#define MAX_STATE_BYTES ((uint64_t)256 << 20)
 
 typedef struct {
   const dvm_module *m;
@@ -71,9 +73,12 @@ static dvm_status *check_header(const dvm_module *m, dvm_func *f) {
   if (f->nregs > DVM_MAX_REGS)
     return dvm_status_new(DVM_CORRUPT, "function \"%s\": %u registers exceed the limit of %d",
                           f->name, f->nregs, DVM_MAX_REGS);
-  if (f->nparams > f->nregs || f->nresults > DVM_MAX_LIST)
+  if (f->nparams > f->nregs)
     return dvm_status_new(DVM_CORRUPT, "function \"%s\": %u parameters do not fit in %u registers",
                           f->name, f->nparams, f->nregs);
+  if (f->nresults > DVM_MAX_LIST)
+    return dvm_status_new(DVM_CORRUPT, "function \"%s\": %u results exceed the limit of %d", f->name,
+                          f->nresults, DVM_MAX_LIST);
   if (f->ncode == 0 || f->ncode > DVM_MAX_CODE)
     return dvm_status_new(DVM_CORRUPT, "function \"%s\": code of %u words (must be 1..%d)",
                           f->name, f->ncode, DVM_MAX_CODE);
@@ -232,8 +237,11 @@ static dvm_status *check_operands(vctx *v) {
     int nargs;
     char args[DVM_HOSTFN_MAX_ARGS], ret;
     const dvm_hostfn_ref *h = &v->m->hostfns[o[0]];
-    if ((st = dvm_hostfn_sig_parse(h->sig, &nargs, args, &ret)))
-      return dvm_status_annotate(st, "host function \"%s\"", h->name);
+    if ((st = dvm_hostfn_sig_parse(h->sig, &nargs, args, &ret))) { /* a bad file, not a bad call */
+      dvm_status *err = fail(v, "host function \"%s\": %s", h->name, dvm_status_message(st));
+      dvm_status_free(st);
+      return err;
+    }
     int64_t nd = o[1], nr = o[2 + nd];
     if (nr != nargs || nd != (ret != 'v'))
       return fail(v, "host call of \"%s\" (%s) with %lld arguments and %lld results", h->name,
@@ -420,6 +428,14 @@ static dvm_status *check_types(vctx *v) {
   }
   uint32_t nb = 0;
   for (uint32_t i = 0; i < n; i++) nb += leader[i];
+  /* one kind byte per register per block: bounded, so a small hostile file
+   * cannot make the verifier take gigabytes */
+  if ((uint64_t)nb * nregs > MAX_STATE_BYTES) {
+    v->idx = 0;
+    v->pc = 0;
+    st = fail(v, "function too complex to verify (%u blocks x %u registers)", nb, nregs);
+    goto done;
+  }
   blocks = calloc(nb, sizeof *blocks);
   work = malloc(sizeof(uint32_t) * nb);
   if (!blocks || !work) goto oom;
