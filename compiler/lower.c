@@ -135,76 +135,98 @@ static int const_float(const dvmc_value *v, double *out) {
   }
 }
 
-/* One attribute from the rule's spec: "name:K", "name:K=default",
- * "name:K?" (optional: left out when absent, which must be at the end) or
- * "@N:K[=default]" (constant input N). K is i (int), f (float), s (ints as
- * a shape), or e(a,b,c) (a string enum, its index). Returns the register,
- * -1 when an optional attribute is absent, -2 with *st set on error. */
+/* One attribute from the rule's spec: SOURCES:K, SOURCES:K=DEFAULT or
+ * SOURCES:K? (optional: left out when absent; optional ones come last).
+ * SOURCES is an ONNX attribute name, @N (constant input N), or several
+ * separated by | (the first present wins: attributes moved to inputs in
+ * later opsets). K is i (int), f (float), s (ints as a shape) or
+ * e(a,b,c) (a string, as its index in the list). Returns the register, -1
+ * when an optional attribute is absent, -2 with *st set on error. */
 static int lower_attr(lowering *L, const dvmc_node *n, const char *spec, size_t len, dvm_status **st) {
   char buf[160];
   if (len >= sizeof buf) len = sizeof buf - 1;
   memcpy(buf, spec, len);
   buf[len] = 0;
-  char *colon = strchr(buf, ':');
-  char *eq = strchr(buf, '=');
   int optional = buf[len - 1] == '?';
   if (optional) buf[len - 1] = 0;
-  if (eq) *eq++ = 0;
+  char *colon = strchr(buf, ':');
+  if (!colon) {
+    *st = dvm_status_new(DVM_INTERNAL, "bad attribute spec %s", spec);
+    return -2;
+  }
   *colon++ = 0;
   char kind = *colon;
-  const char *name = buf;
-  if (buf[0] == '@') { /* a constant input */
-    int idx = atoi(buf + 1);
-    const dvmc_value *v = idx < n->nin ? n->in[idx] : NULL;
-    if (!v) {
-      if (optional) return -1;
-      if (!eq) {
-        *st = unsupported(n, "input %d is required", idx);
-        return -2;
-      }
-    } else if (!v->constant) {
-      *st = unsupported(n, "input %d (\"%s\") must be a constant here", idx, v->name);
-      return -2;
+  char *eq = strchr(colon, '=');
+  if (eq) *eq++ = 0;
+  const dvmc_attr *a = NULL;
+  const dvmc_value *in = NULL;
+  int idx = -1;
+  for (char *src = strtok(buf, "|"); src && !a && !in; src = strtok(NULL, "|")) {
+    if (src[0] == '@') {
+      idx = atoi(src + 1);
+      in = idx < n->nin ? n->in[idx] : NULL;
+    } else {
+      a = dvmc_attr_find(n, src);
     }
-    if (kind == 'f') {
-      double d = eq ? strtod(eq, NULL) : 0;
-      if (v && !const_float(v, &d)) {
-        *st = unsupported(n, "input %d must be a one-element number", idx);
-        return -2;
-      }
-      return emit_float(L, d);
-    }
-    int64_t ints[DVM_MAX_RANK];
-    int k = v ? const_ints(v, ints, DVM_MAX_RANK) : 1;
-    if (!v) ints[0] = eq ? strtoll(eq, NULL, 0) : 0;
-    if (k < 0) {
-      *st = unsupported(n, "input %d must be a constant i64 list of at most %d values", idx, DVM_MAX_RANK);
-      return -2;
-    }
-    return kind == 's' ? emit_shape(L, k, ints) : emit_int(L, ints[0]);
   }
-  const dvmc_attr *a = dvmc_attr_find(n, name);
-  if (!a && optional) return -1;
+  if (!a && !in && optional) return -1;
+  if (in && !in->constant) {
+    *st = unsupported(n, "input %d (\"%s\") must be a constant here", idx, in->name);
+    return -2;
+  }
   switch (kind) {
-  case 'i': return emit_int(L, a && a->type == DVMC_ATTR_INT ? a->i : (eq ? strtoll(eq, NULL, 0) : 0));
-  case 'f': return emit_float(L, a && a->type == DVMC_ATTR_FLOAT ? a->f : (eq ? strtod(eq, NULL) : 0));
-  case 's': {
-    if (a && (a->type != DVMC_ATTR_INTS || a->n > DVM_MAX_RANK)) {
-      *st = unsupported(n, "attribute \"%s\" must be a list of at most %d ints", name, DVM_MAX_RANK);
+  case 'i': {
+    int64_t v = eq ? strtoll(eq, NULL, 0) : 0;
+    if (a && a->type != DVMC_ATTR_INT) {
+      *st = unsupported(n, "attribute \"%s\" must be an int", a->name);
       return -2;
     }
-    return a ? emit_shape(L, a->n, a->ints) : emit_shape(L, 0, NULL);
+    if (a && a->type == DVMC_ATTR_INT) v = a->i;
+    else if (in && const_ints(in, &v, 1) != 1) {
+      *st = unsupported(n, "input %d must be a one-element integer", idx);
+      return -2;
+    }
+    return emit_int(L, v);
+  }
+  case 'f': {
+    double v = eq ? strtod(eq, NULL) : 0;
+    if (a && a->type != DVMC_ATTR_FLOAT && a->type != DVMC_ATTR_INT) {
+      *st = unsupported(n, "attribute \"%s\" must be a number", a->name);
+      return -2;
+    }
+    if (a && a->type == DVMC_ATTR_FLOAT) v = a->f;
+    else if (a && a->type == DVMC_ATTR_INT) v = (double)a->i;
+    else if (in && !const_float(in, &v)) {
+      *st = unsupported(n, "input %d must be a one-element number", idx);
+      return -2;
+    }
+    return emit_float(L, v);
+  }
+  case 's': {
+    int64_t v[DVM_MAX_RANK];
+    int k = 0;
+    if (a) {
+      if (a->type != DVMC_ATTR_INTS || a->n > DVM_MAX_RANK) {
+        *st = unsupported(n, "attribute \"%s\" must be a list of at most %d ints", a->name, DVM_MAX_RANK);
+        return -2;
+      }
+      k = a->n;
+      if (k) memcpy(v, a->ints, sizeof(int64_t) * (size_t)k);
+    } else if (in && (k = const_ints(in, v, DVM_MAX_RANK)) < 0) {
+      *st = unsupported(n, "input %d must be a constant list of at most %d integers", idx, DVM_MAX_RANK);
+      return -2;
+    }
+    return emit_shape(L, k, v);
   }
   case 'e': { /* e(a,b,c) */
-    const char *s = a && a->type == DVMC_ATTR_STRING ? a->s : eq;
-    const char *opts = colon + 2;
-    int idx = 0;
-    for (const char *p = opts; *p && *p != ')'; idx++) {
+    const char *want = a && a->type == DVMC_ATTR_STRING ? a->s : eq;
+    int i = 0;
+    for (const char *p = colon + 2; *p && *p != ')'; i++) {
       size_t l = strcspn(p, ",)");
-      if (s && strlen(s) == l && strncmp(p, s, l) == 0) return emit_int(L, idx);
+      if (want && strlen(want) == l && !strncmp(p, want, l)) return emit_int(L, i);
       p += l + (p[l] == ',');
     }
-    *st = unsupported(n, "attribute \"%s\" = \"%s\" is not supported", name, s ? s : "");
+    *st = unsupported(n, "attribute \"%s\" = \"%s\" is not supported", a ? a->name : "?", want ? want : "");
     return -2;
   }
   default: *st = dvm_status_new(DVM_INTERNAL, "bad attribute spec %s", spec); return -2;
@@ -231,15 +253,25 @@ static const struct {
 } onnx_types[] = {{1, DVM_F32}, {2, DVM_U8},  {3, DVM_I8},   {5, DVM_I16}, {6, DVM_I32},
                   {7, DVM_I64}, {9, DVM_BOOL}, {10, DVM_F16}, {11, DVM_F64}, {16, DVM_BF16}};
 
-/* The dtype of output i: fixed by the rule, named by Cast's "to", else the
- * type import or inference gave it, else that of the input it follows. */
+/* The dtype of output i. The rule lists one entry per output (the last
+ * repeats): "bool", "i64", "to" (Cast's attribute), "in1" (input 1's), or
+ * empty for input 0's. */
 static dvm_status *out_dtype(const dvmc_node *n, const op_rule *r, int i, dvm_dtype *out) {
-  const char *rule = r->dtype ? r->dtype : "";
-  if (!strcmp(rule, "bool") || !strcmp(rule, "i64")) {
-    *out = rule[0] == 'b' ? DVM_BOOL : DVM_I64;
+  char field[16] = "";
+  const char *p = r->dtype ? r->dtype : "";
+  for (int k = 0;; k++) {
+    size_t l = strcspn(p, ",");
+    if (k == i || !p[l]) {
+      snprintf(field, sizeof field, "%.*s", (int)l, p);
+      break;
+    }
+    p += l + 1;
+  }
+  if (!strcmp(field, "bool") || !strcmp(field, "i64")) {
+    *out = field[0] == 'b' ? DVM_BOOL : DVM_I64;
     return NULL;
   }
-  if (!strcmp(rule, "to")) {
+  if (!strcmp(field, "to")) {
     int64_t to = dvmc_attr_int(n, "to", 0);
     for (size_t k = 0; k < sizeof onnx_types / sizeof onnx_types[0]; k++)
       if (onnx_types[k].onnx == to) {
@@ -248,14 +280,23 @@ static dvm_status *out_dtype(const dvmc_node *n, const op_rule *r, int i, dvm_dt
       }
     return unsupported(n, "cast to ONNX type %lld is not supported", (long long)to);
   }
+  const dvmc_value *src = !strcmp(field, "in1") ? (n->nin > 1 ? n->in[1] : NULL) : (n->nin ? n->in[0] : NULL);
+  if (src && src->typed) {
+    *out = src->dtype;
+    return NULL;
+  }
   if (n->out[i]->typed) {
     *out = n->out[i]->dtype;
     return NULL;
   }
-  const dvmc_value *src = !strcmp(rule, "in1") ? (n->nin > 1 ? n->in[1] : NULL) : (n->nin ? n->in[0] : NULL);
-  if (!src || !src->typed) return unsupported(n, "cannot tell the dtype of output %d", i);
-  *out = src->dtype;
-  return NULL;
+  return unsupported(n, "cannot tell the dtype of output %d", i);
+}
+
+/* Lowering decides dtypes as it goes: later nodes read them. */
+static void set_type(const dvmc_value *v, dvm_dtype dt) {
+  dvmc_value *w = (dvmc_value *)v;
+  w->typed = true;
+  w->dtype = dt;
 }
 
 /* The generic lowering: shape function, allocation, kernel call. */
@@ -264,9 +305,14 @@ static dvm_status *lower_kernel(lowering *L, const dvmc_node *n, const op_rule *
   if (!k) return unsupported(n, "kernel \"%s\" is not in this dvm", r->kernel);
   int nin = r->nin < 0 ? n->nin : (r->nin < n->nin ? r->nin : n->nin);
   while (nin > 0 && !n->in[nin - 1]) nin--; /* trailing omitted optional inputs */
+  int nout = n->nout;
+  while (nout > 0 && !n->out[nout - 1]) nout--; /* trailing omitted optional outputs */
+  for (int i = 0; i < nout; i++)
+    if (!n->out[i]) return unsupported(n, "omitted output %d before a present one", i);
+  if (!nout) return unsupported(n, "the node has no outputs");
   int64_t ins[64], attrs[32], outs[16], shapes[16];
   int nattrs = 0;
-  if (nin > 64 || n->nout > 16) return unsupported(n, "too many inputs or outputs");
+  if (nin > 64 || nout > 16) return unsupported(n, "too many inputs or outputs");
   dvm_status *st = NULL;
   for (int i = 0; i < nin; i++) {
     int reg;
@@ -289,33 +335,34 @@ static dvm_status *lower_kernel(lowering *L, const dvmc_node *n, const op_rule *
     int64_t w[2 + 16 + 1 + 64 + 32];
     int nw = 0;
     w[nw++] = sf;
-    w[nw++] = n->nout;
-    for (int i = 0; i < n->nout; i++) w[nw++] = shapes[i] = dvmc_fn_reg(L->f);
+    w[nw++] = nout;
+    for (int i = 0; i < nout; i++) w[nw++] = shapes[i] = dvmc_fn_reg(L->f);
     w[nw++] = nin + nattrs;
     for (int i = 0; i < nin; i++) w[nw++] = ins[i];
     for (int i = 0; i < nattrs; i++) w[nw++] = attrs[i];
     dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
   } else {
-    for (int i = 0; i < n->nout; i++) {
+    for (int i = 0; i < nout; i++) {
       shapes[i] = dvmc_fn_reg(L->f);
       dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, shapes[i], ins[0]);
     }
   }
-  for (int i = 0; i < n->nout; i++) {
-    dvm_dtype dt;
+  for (int i = 0; i < nout; i++) {
+    dvm_dtype dt = DVM_F32;
     if ((st = out_dtype(n, r, i, &dt))) return st;
     outs[i] = dvmc_fn_reg(L->f);
+    set_type(n->out[i], dt);
     dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){outs[i], dt, shapes[i], DVM_DEVICE_CPU}, 4);
     if (!bind(L, n->out[i], (int)outs[i])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  for (int i = 0; i < n->nout; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
+  for (int i = 0; i < nout; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
   int kid = dvmc_emit_kernel(L->e, r->kernel, DVM_DEVICE_CPU, 1, NULL, 0);
   int64_t w[3 + 16 + 1 + 64 + 1 + 32];
   int nw = 0;
   w[nw++] = kid;
   w[nw++] = -1;
-  w[nw++] = n->nout;
-  for (int i = 0; i < n->nout; i++) w[nw++] = outs[i];
+  w[nw++] = nout;
+  for (int i = 0; i < nout; i++) w[nw++] = outs[i];
   w[nw++] = nin;
   for (int i = 0; i < nin; i++) w[nw++] = ins[i];
   w[nw++] = nattrs;
@@ -328,6 +375,7 @@ static dvm_status *lower_kernel(lowering *L, const dvmc_node *n, const op_rule *
 /* Reshape, Squeeze, Unsqueeze, Flatten: a shape function and a view. */
 static dvm_status *lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
   int data, attr_regs[4], na = 0;
+  if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return unsupported(n, "needs one input and one output");
   dvm_status *st = reg_of(L, n->in[0], &data);
   if (st) return st;
   int64_t w[16];
@@ -360,6 +408,7 @@ static dvm_status *lower_view(lowering *L, const dvmc_node *n, const op_rule *r)
   dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
   int out = dvmc_fn_reg(L->f);
   dvmc_fn_op3(L->f, DVM_OP_RESHAPE, out, data, shape);
+  if (n->in[0]->typed) set_type(n->out[0], n->in[0]->dtype);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
   for (int i = 0; i < na; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, attr_regs[i]);
   return bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -368,29 +417,366 @@ static dvm_status *lower_view(lowering *L, const dvmc_node *n, const op_rule *r)
 /* Identity, Dropout (inference): the output is the input. */
 static dvm_status *lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
   int reg;
+  for (int i = 1; i < n->nout; i++)
+    if (n->out[i] && n->out[i]->uses) return unsupported(n, "output %d is not supported", i);
+  if (!n->in[0] || !n->out[0]) return unsupported(n, "needs its input and output");
   dvm_status *st = reg_of(L, n->in[0], &reg);
   if (st) return st;
   int out = dvmc_fn_reg(L->f);
   dvmc_fn_op2(L->f, DVM_OP_MOVE, out, reg);
+  if (n->in[0]->typed) set_type(n->out[0], n->in[0]->dtype);
   return bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
 
-/* The table: one line per ONNX op. Attribute specs follow lower_attr. */
+static dvm_status *lower_if(lowering *L, const dvmc_node *n, const op_rule *r);
+static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r);
+
+/* ConstantOfShape: the value attribute gives the dtype and the fill. */
+static dvm_status *lower_constant_of_shape(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return unsupported(n, "needs one input and one output");
+  const dvmc_attr *a = dvmc_attr_find(n, "value");
+  dvm_dtype dt = DVM_F32;
+  double f = 0;
+  int is_float = 1;
+  if (a) {
+    if (a->type != DVMC_ATTR_TENSOR || !a->t || a->t->nbytes != dvm_dtype_size(a->t->dtype))
+      return unsupported(n, "attribute \"value\" must be a one-element tensor");
+    dt = a->t->dtype;
+    is_float = dt == DVM_F32 || dt == DVM_F64 || dt == DVM_F16 || dt == DVM_BF16;
+    if (!const_float(&(dvmc_value){.constant = a->t}, &f) && dt != DVM_BOOL && dt != DVM_U8 && dt != DVM_I8)
+      return unsupported(n, "attribute \"value\" of dtype %s is not supported", dvm_dtype_name(dt));
+    if (dt == DVM_BOOL || dt == DVM_U8) f = *(const uint8_t *)a->t->data;
+    if (dt == DVM_I8) f = *(const int8_t *)a->t->data;
+  }
+  int shape;
+  dvm_status *st = reg_of(L, n->in[0], &shape);
+  if (st) return st;
+  int val = is_float ? emit_float(L, f) : emit_int(L, (int64_t)f);
+  int sf = dvmc_emit_shapefn(L->e, "constant_of_shape"), s = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, s, 2, shape, val}, 6);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, s, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "constant_of_shape", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 1, shape, 1, val}, 8);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, val);
+  set_type(n->out[0], dt);
+  (void)r;
+  return bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}
+
+/* Softmax before opset 13 flattens to 2-D at the axis: the same as opset
+ * 13's only when the axis is the last one. */
+static dvm_status *lower_softmax(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->opset < 13) {
+    int64_t axis = dvmc_attr_int(n, "axis", 1), rank = n->in[0]->rank;
+    if (!(axis == -1 || (rank >= 0 && axis == rank - 1)))
+      return unsupported(n, "%s before opset 13 with axis %lld (2-D coercion) is not supported", n->op,
+                         (long long)axis);
+  }
+  return lower_kernel(L, n, r);
+}
+
+/* The table: one line per ONNX op. Attribute specs follow lower_attr; the
+ * kernels' own conventions are documented at the top of their files. */
 static const op_rule rules[] = {
+    /* elementwise, broadcasting */
     {"Add", "add", NULL, NULL, -1, NULL},
+    {"Sub", "sub", NULL, NULL, -1, NULL},
     {"Mul", "mul", NULL, NULL, -1, NULL},
-    {"MatMul", "matmul", NULL, NULL, -1, NULL},
-    {"Reshape", "reshape", "allowzero:i=0", NULL, 2, lower_view},
-    {"Flatten", "flatten", "axis:i=1", NULL, 1, lower_view},
-    {"Squeeze", "squeeze", "@1:s?", NULL, 1, lower_view},
-    {"Unsqueeze", "unsqueeze", "@1:s", NULL, 1, lower_view},
+    {"Div", "div", NULL, NULL, -1, NULL},
+    {"Pow", "pow", NULL, NULL, -1, NULL},
+    {"Equal", "equal", NULL, "bool", -1, NULL},
+    {"Less", "less", NULL, "bool", -1, NULL},
+    {"Greater", "greater", NULL, "bool", -1, NULL},
+    {"LessOrEqual", "less_equal", NULL, "bool", -1, NULL},
+    {"GreaterOrEqual", "greater_equal", NULL, "bool", -1, NULL},
+    {"And", "and", NULL, "bool", -1, NULL},
+    {"Or", "or", NULL, "bool", -1, NULL},
+    {"Xor", "xor", NULL, "bool", -1, NULL},
+    {"Where", "where", NULL, "in1", -1, NULL},
+    /* elementwise, one input */
+    {"Sqrt", "sqrt", NULL, NULL, 1, NULL},
+    {"Exp", "exp", NULL, NULL, 1, NULL},
+    {"Log", "log", NULL, NULL, 1, NULL},
+    {"Tanh", "tanh", NULL, NULL, 1, NULL},
+    {"Erf", "erf", NULL, NULL, 1, NULL},
+    {"Sigmoid", "sigmoid", NULL, NULL, 1, NULL},
+    {"Reciprocal", "reciprocal", NULL, NULL, 1, NULL},
+    {"Relu", "relu", NULL, NULL, 1, NULL},
+    {"Neg", "neg", NULL, NULL, 1, NULL},
+    {"Abs", "abs", NULL, NULL, 1, NULL},
+    {"Not", "not", NULL, "bool", 1, NULL},
+    {"Gelu", "gelu", "approximate:e(none,tanh)=none", NULL, 1, NULL},
+    {"Clip", "clip", "min|@1:f=-inf max|@2:f=inf", NULL, 1, NULL},
+    {"Cast", "cast", NULL, "to", 1, NULL},
     {"Identity", NULL, NULL, NULL, 1, lower_alias},
     {"Dropout", NULL, NULL, NULL, 1, lower_alias},
+    /* products, normalizations, reductions */
+    {"MatMul", "matmul", NULL, NULL, -1, NULL},
+    {"Gemm", "gemm", "transA:i=0 transB:i=0 alpha:f=1 beta:f=1", NULL, -1, NULL},
+    {"Softmax", "softmax", "axis:i=-1", NULL, 1, lower_softmax},
+    {"LogSoftmax", "logsoftmax", "axis:i=-1", NULL, 1, lower_softmax},
+    {"LayerNormalization", "layernorm", "axis:i=-1 epsilon:f=1e-5", NULL, 3, NULL},
+    {"BatchNormalization", "batchnorm", "epsilon:f=1e-5", NULL, 5, NULL},
+    {"ReduceSum", "reduce_sum", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
+    {"ReduceMean", "reduce_mean", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
+    {"ReduceMax", "reduce_max", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
+    {"ReduceMin", "reduce_min", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
+    {"ReduceProd", "reduce_prod", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
+    {"ArgMax", "argmax", "axis:i=0 keepdims:i=1 select_last_index:i=0", "i64", 1, NULL},
+    {"ArgMin", "argmin", "axis:i=0 keepdims:i=1 select_last_index:i=0", "i64", 1, NULL},
+    {"CumSum", "cumsum", "@1:i exclusive:i=0 reverse:i=0", NULL, 1, NULL},
+    {"TopK", "topk", "axis:i=-1 largest:i=1 sorted:i=1", ",i64", 2, NULL},
+    /* data movement */
+    {"Transpose", "transpose", "perm:s?", NULL, 1, NULL},
+    {"Gather", "gather", "axis:i=0", NULL, 2, NULL},
+    {"GatherElements", "gather_elements", "axis:i=0", NULL, 2, NULL},
+    {"Slice", "slice", NULL, NULL, 5, NULL},
+    {"Concat", "concat", "axis:i", NULL, -1, NULL},
+    {"Split", "split", "axis:i=0 num_outputs:i?", NULL, 2, NULL},
+    {"Expand", "expand", NULL, NULL, 2, NULL},
+    {"Tile", "tile", NULL, NULL, 2, NULL},
+    {"Pad", "pad", "mode:e(constant,reflect,edge,wrap)=constant", NULL, 4, NULL},
+    {"Trilu", "trilu", "upper:i=1", NULL, 2, NULL},
+    {"Reshape", "reshape", "allowzero:i=0", NULL, 2, lower_view},
+    {"Flatten", "flatten", "axis:i=1", NULL, 1, lower_view},
+    {"Squeeze", "squeeze", "axes|@1:s?", NULL, 1, lower_view},
+    {"Unsqueeze", "unsqueeze", "axes|@1:s", NULL, 1, lower_view},
+    /* generators and shapes */
+    {"NonZero", "nonzero", NULL, "i64", 1, NULL},
+    {"Range", "range", NULL, NULL, 3, NULL},
+    {"ConstantOfShape", NULL, NULL, NULL, 1, lower_constant_of_shape},
+    {"Shape", "shape", "start:i=0 end:i?", "i64", 1, NULL},
+    {"Size", "size", NULL, "i64", 1, NULL},
+    /* convolutions and pools */
+    {"Conv", "conv", "strides:s pads:s dilations:s group:i=1", NULL, 3, NULL},
+    {"ConvTranspose", "conv_transpose", "strides:s pads:s dilations:s group:i=1 output_padding:s", NULL, 3, NULL},
+    {"MaxPool", "max_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 storage_order:i=0", ",i64", 1, NULL},
+    {"AveragePool", "average_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 count_include_pad:i=0", NULL, 1, NULL},
+    {"GlobalAveragePool", "global_average_pool", NULL, NULL, 1, NULL},
+    {"GlobalMaxPool", "global_max_pool", NULL, NULL, 1, NULL},
+    /* control flow */
+    {"If", NULL, "then_branch:g else_branch:g", NULL, 1, lower_if},
+    {"Loop", NULL, "body:g", NULL, -1, lower_loop},
 };
+
+/* Attributes a rule does not map change the op's meaning: refuse them
+ * rather than compute something else. */
+static dvm_status *check_attrs(const dvmc_node *n, const op_rule *r) {
+  static const char *const harmless[] = {"training_mode", "seed", "momentum", NULL};
+  for (int i = 0; i < n->nattrs; i++) {
+    const char *name = n->attrs[i].name;
+    int known = 0;
+    for (const char *p = r->attrs ? r->attrs : ""; *p && !known;) {
+      size_t l = strcspn(p, ":| ");
+      known = strlen(name) == l && !strncmp(p, name, l);
+      p += l;
+      p += strspn(p, "|");
+      if (*p == ':') p += strcspn(p, " ");
+      p += strspn(p, " ");
+    }
+    if (!strcmp(name, "to") && r->dtype && !strcmp(r->dtype, "to")) known = 1;
+    if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
+    if (!strcmp(name, "kernel_shape") && !strncmp(n->op, "Conv", 4)) known = 1; /* W's shape says it */
+    if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&
+        (!strcmp(n->attrs[i].s, "NOTSET") || !strcmp(n->attrs[i].s, ""))) known = 1;
+    for (int k = 0; harmless[k] && !known; k++)
+      known = !strcmp(name, harmless[k]) && (n->attrs[i].type != DVMC_ATTR_INT || n->attrs[i].i == 0 ||
+                                             strcmp(name, "training_mode") != 0);
+    if (!known) return unsupported(n, "attribute \"%s\" is not supported", name);
+  }
+  return NULL;
+}
 
 static const op_rule *find_rule(const char *op) {
   for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
     if (!strcmp(rules[i].op, op)) return &rules[i];
+  return NULL;
+}
+
+/* Lowers the nodes of g (the main graph or a branch or loop body). Values
+ * of g are released after their last use in g; values of enclosing graphs
+ * are left alone (a loop body runs again), and g's outputs are kept for the
+ * caller. */
+static int owns(const dvmc_graph *g, const dvmc_value *v) {
+  return v && v->id >= 0 && v->id < g->nvalues && g->values[v->id] == v;
+}
+
+static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
+  dvm_status *st = NULL;
+  int *uses = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof *uses);
+  if (!uses) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++)
+      if (owns(g, g->nodes[i]->in[k])) uses[g->nodes[i]->in[k]->id]++;
+  for (int i = 0; i < g->noutputs; i++)
+    if (owns(g, g->outputs[i])) uses[g->outputs[i]->id] += 1 << 24;
+  for (int i = 0; i < g->nnodes && !st; i++) {
+    const dvmc_node *n = g->nodes[i];
+    const op_rule *r = find_rule(n->op);
+    dvmc_fn_loc(L->f, n->name);
+    if (!r) {
+      st = unsupported(n, "the op is not supported");
+      break;
+    }
+    if ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r))) break;
+    for (int k = 0; k < n->nin; k++) {
+      const dvmc_value *v = n->in[k];
+      int reg = owns(g, v) ? lookup(L, v) : -1;
+      if (reg >= 0 && --uses[v->id] == 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    }
+    for (int k = 0; k < n->nout; k++) { /* outputs nothing reads */
+      int reg = lookup(L, n->out[k]);
+      if (reg >= 0 && owns(g, n->out[k]) && uses[n->out[k]->id] == 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    }
+  }
+  free(uses);
+  return st;
+}
+
+/* If: the condition read on the host, then each branch inline, its outputs
+ * moved into the If's. */
+static dvm_status *lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const dvmc_attr *then_a = dvmc_attr_find(n, "then_branch"), *else_a = dvmc_attr_find(n, "else_branch");
+  if (!then_a || !else_a || then_a->type != DVMC_ATTR_GRAPH || else_a->type != DVMC_ATTR_GRAPH)
+    return unsupported(n, "If needs then_branch and else_branch graphs");
+  const dvmc_graph *br[2] = {then_a->g, else_a->g};
+  for (int k = 0; k < n->nout; k++)
+    if (!n->out[k]) return unsupported(n, "omitted outputs are not supported");
+  if (!n->nin || !n->in[0]) return unsupported(n, "If needs its condition");
+  for (int b = 0; b < 2; b++)
+    if (br[b]->noutputs != n->nout)
+      return unsupported(n, "a branch has %d outputs, the If %d", br[b]->noutputs, n->nout);
+  int cond, c = dvmc_fn_reg(L->f);
+  dvm_status *st = reg_of(L, n->in[0], &cond);
+  if (st) return st;
+  int sf = dvmc_emit_shapefn(L->e, "item");
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, c, 1, cond}, 5);
+  int out[64];
+  if (n->nout > 64) return unsupported(n, "more than 64 outputs");
+  for (int k = 0; k < n->nout; k++) out[k] = dvmc_fn_reg(L->f);
+  uint32_t jz_at = dvmc_fn_here(L->f) + 2, jmp_at = 0; /* the target words to patch */
+  dvmc_fn_op2(L->f, DVM_OP_JZ, c, 0);
+  for (int b = 0; b < 2; b++) {
+    if (b == 1) {
+      jmp_at = dvmc_fn_here(L->f) + 1;
+      dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
+      dvmc_fn_patch(L->f, jz_at, dvmc_fn_here(L->f));
+    }
+    if ((st = lower_graph(L, br[b]))) return st;
+    dvmc_fn_loc(L->f, n->name);
+    for (int k = 0; k < n->nout; k++) {
+      int reg;
+      if ((st = reg_of(L, br[b]->outputs[k], &reg))) return st;
+      dvmc_fn_op2(L->f, DVM_OP_MOVE, out[k], reg);
+      if (owns(br[b], br[b]->outputs[k])) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      if (br[b]->outputs[k]->typed) set_type(n->out[k], br[b]->outputs[k]->dtype);
+    }
+  }
+  dvmc_fn_patch(L->f, jmp_at, dvmc_fn_here(L->f));
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, c);
+  for (int k = 0; k < n->nout; k++)
+    if (!bind(L, n->out[k], out[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  (void)r;
+  return NULL;
+}
+
+/* A scalar tensor of dtype dt holding the int in register v (Loop's
+ * iteration number and condition, as its body sees them). */
+static int scalar_tensor(lowering *L, dvm_dtype dt, int v) {
+  int s = dvmc_fn_reg(L->f), t = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){s, 0}, 2);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){t, dt, s, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, t, 0, 1, v}, 7);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  return t;
+}
+
+/* Loop: a counted and/or conditional loop in bytecode; loop-carried values
+ * move from the body's outputs back to its inputs. Scan outputs are not
+ * supported yet. */
+static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const dvmc_attr *ba = dvmc_attr_find(n, "body");
+  if (!ba || ba->type != DVMC_ATTR_GRAPH) return unsupported(n, "Loop needs a body graph");
+  const dvmc_graph *body = ba->g;
+  int ncarried = n->nin - 2;
+  if (ncarried < 0 || body->ninputs != ncarried + 2 || body->noutputs < ncarried + 1)
+    return unsupported(n, "Loop body inputs/outputs do not match its %d loop-carried values", ncarried);
+  if (body->noutputs > ncarried + 1 || n->nout > ncarried)
+    return unsupported(n, "Loop scan outputs are not supported yet");
+  for (int k = 0; k < ncarried; k++)
+    if (!n->in[2 + k]) return unsupported(n, "loop-carried input %d is omitted", k);
+  for (int k = 0; k < n->nout; k++)
+    if (!n->out[k]) return unsupported(n, "omitted outputs are not supported");
+  dvm_status *st;
+  int sf = dvmc_emit_shapefn(L->e, "item");
+  int trips = dvmc_fn_reg(L->f), cond = dvmc_fn_reg(L->f), i = dvmc_fn_reg(L->f), one = emit_int(L, 1);
+  int car[64], t;
+  if (ncarried > 64) return unsupported(n, "more than 64 loop-carried values");
+  if (n->in[0]) {
+    if ((st = reg_of(L, n->in[0], &t))) return st;
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, trips, 1, t}, 5);
+  } else {
+    dvmc_fn_op2(L->f, DVM_OP_IMM, trips, INT64_MAX);
+  }
+  if (n->in[1]) {
+    if ((st = reg_of(L, n->in[1], &t))) return st;
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, t}, 5);
+  } else {
+    dvmc_fn_op2(L->f, DVM_OP_IMM, cond, 1);
+  }
+  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
+  for (int k = 0; k < ncarried; k++) {
+    int reg;
+    if ((st = reg_of(L, n->in[2 + k], &reg))) return st;
+    car[k] = dvmc_fn_reg(L->f);
+    dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
+  }
+  uint32_t head = dvmc_fn_here(L->f);
+  int go = dvmc_fn_reg(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_LT, go, i, trips);
+  uint32_t exit1 = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  uint32_t exit2 = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, cond, 0);
+  /* the body's inputs: iteration number, condition, carried values */
+  int it = scalar_tensor(L, DVM_I64, i), ct = scalar_tensor(L, DVM_BOOL, cond);
+  if (!bind(L, body->inputs[0], it) || !bind(L, body->inputs[1], ct)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  set_type(body->inputs[0], DVM_I64);
+  set_type(body->inputs[1], DVM_BOOL);
+  for (int k = 0; k < ncarried; k++) {
+    if (!bind(L, body->inputs[2 + k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    if (n->in[2 + k]->typed) set_type(body->inputs[2 + k], n->in[2 + k]->dtype);
+  }
+  if ((st = lower_graph(L, body))) return st;
+  dvmc_fn_loc(L->f, n->name);
+  int nc;
+  if ((st = reg_of(L, body->outputs[0], &nc))) return st;
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, nc}, 5);
+  for (int k = 0; k < ncarried; k++) {
+    int reg;
+    if ((st = reg_of(L, body->outputs[1 + k], &reg))) return st;
+    if (reg != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
+    if (body->outputs[1 + k]->typed && !n->out[k]->typed) set_type(n->out[k], body->outputs[1 + k]->dtype);
+  }
+  for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
+    int reg = lookup(L, body->outputs[k]);
+    int is_car = 0;
+    for (int c = 0; c < ncarried; c++) is_car |= reg == car[c];
+    if (reg >= 0 && !is_car && owns(body, body->outputs[k])) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+  }
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, it);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, ct);
+  dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);
+  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
+  dvmc_fn_patch(L->f, exit1, dvmc_fn_here(L->f));
+  dvmc_fn_patch(L->f, exit2, dvmc_fn_here(L->f));
+  for (int k = 0; k < n->nout; k++) {
+    if (n->in[2 + k] && n->in[2 + k]->typed && !n->out[k]->typed) set_type(n->out[k], n->in[2 + k]->dtype);
+    if (!bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  (void)r;
   return NULL;
 }
 
@@ -455,40 +841,7 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
     dvmc_fn_loc(L.f, "input");
     dvmc_fn_op2(L.f, DVM_OP_GUARD, i, i);
   }
-  /* uses left per value: a register is released after its last use, so
-   * its memory goes back to the pool while the rest of the graph runs;
-   * graph outputs are never released */
-  int *uses = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof *uses);
-  if (!uses) {
-    st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    goto done;
-  }
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (g->nodes[i]->in[k] && g->nodes[i]->in[k]->id < g->nvalues) uses[g->nodes[i]->in[k]->id]++;
-  for (int i = 0; i < g->noutputs; i++) uses[g->outputs[i]->id] += 1 << 24;
-  for (int i = 0; i < g->nnodes && !st; i++) {
-    const dvmc_node *n = g->nodes[i];
-    const op_rule *r = find_rule(n->op);
-    dvmc_fn_loc(L.f, n->name);
-    if (!r) {
-      st = unsupported(n, "the op is not supported");
-      break;
-    }
-    if ((st = (r->lower ? r->lower : lower_kernel)(&L, n, r))) break;
-    for (int k = 0; k < n->nin; k++) {
-      const dvmc_value *v = n->in[k];
-      int reg = v ? lookup(&L, v) : -1;
-      if (reg >= 0 && v->id < g->nvalues && --uses[v->id] == 0) dvmc_fn_op1(L.f, DVM_OP_RELEASE, reg);
-    }
-    for (int k = 0; k < n->nout; k++) { /* outputs nothing reads */
-      int reg = lookup(&L, n->out[k]);
-      if (reg >= 0 && n->out[k]->id < g->nvalues && uses[n->out[k]->id] == 0)
-        dvmc_fn_op1(L.f, DVM_OP_RELEASE, reg);
-    }
-  }
-  free(uses);
-  if (st) goto done;
+  if ((st = lower_graph(&L, g))) goto done;
   dvmc_fn_loc(L.f, NULL);
   int64_t w[1 + 256];
   if (g->noutputs > 256) {

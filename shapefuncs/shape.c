@@ -58,5 +58,5 @@ void dvm_shape_set(dvm_value *out, int rank, const int64_t *dims) {
   memset(out, 0, sizeof *out);
   out->kind = DVM_VAL_SHAPE;
   out->rank = (uint8_t)rank;
-  memcpy(out->u.dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank) memcpy(out->u.dims, dims, sizeof(int64_t) * (size_t)rank); /* dims may be NULL at rank 0 */
 }

@@ -15,6 +15,7 @@ int dvm_cli_fail(const char *cmd, dvm_status *st);
 /* Prints a usage error and returns 2. */
 int dvm_cli_usage_error(const char *cmd, const char *fmt, ...) DVM_PRINTF(2, 3);
 
+int dvm_cmd_compile(int argc, char **argv);
 int dvm_cmd_run(int argc, char **argv);
 int dvm_cmd_asm(int argc, char **argv);
 int dvm_cmd_disasm(int argc, char **argv);

@@ -10,6 +10,7 @@ static const struct {
   int (*fn)(int, char **);
   const char *help;
 } commands[] = {
+    {"compile", dvm_cmd_compile, "compile an ONNX model to a .dvmb"},
     {"run", dvm_cmd_run, "run a function of a .dvmb with inputs from .npy files"},
     {"asm", dvm_cmd_asm, "assemble .dvms text into a .dvmb"},
     {"disasm", dvm_cmd_disasm, "print a .dvmb as .dvms text"},

@@ -1,0 +1,71 @@
+/* Shape kernels: a tensor's shape as data (ONNX Shape and Size), for
+ * graphs that compute with shapes at run time. Shape functions "shape" and
+ * "size" (shapefuncs/shapeop.c).
+ *
+ *   shape (in: x; attrs: start:int, end:int) -> y i64 [n]
+ *       x's dims[start:end], ONNX Shape (opset 15) clamping: negative
+ *       bounds count from the end, then both are clamped to [0, rank].
+ *   size (in: x) -> y i64 [] : x's element count.
+ *   fill (attrs: value:int|float) -> y of any shape and dtype, every element
+ *       `value` (converted as C converts; bool: value != 0). Control flow
+ *       uses it to make the iteration count and condition tensors of ONNX
+ *       Loop bodies; its output shape is the caller's. */
+#include "ops/cpu/kernels.h"
+#include "ops/kargs.h"
+#include "shapefuncs/shapeop.h"
+
+static dvm_status *shape(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "shape", 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  int64_t lo, hi;
+  if ((st = dvm_shapeop_range(a->in[0]->rank, a->attrs, a->nattrs, &lo, &hi))) return st;
+  const dvm_tensor *y = a->out[0];
+  if (y->dtype != DVM_I64 || y->rank != 1 || y->dims[0] != hi - lo)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "shape: output must be i64[%lld]", (long long)(hi - lo));
+  int64_t *out = dvm_tensor_ptr(y);
+  for (int64_t i = lo; i < hi; i++) out[i - lo] = a->in[0]->dims[i];
+  return NULL;
+}
+
+static dvm_status *size(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "size", 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *y = a->out[0];
+  if (y->dtype != DVM_I64 || y->rank != 0) return dvm_status_new(DVM_INVALID_ARGUMENT, "size: output must be i64[]");
+  *(int64_t *)dvm_tensor_ptr(y) = dvm_tensor_numel(a->in[0]);
+  return NULL;
+}
+
+static dvm_status *fill(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "fill", 0, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->nattrs != 1 || (a->attrs[0].kind != DVM_VAL_INT && a->attrs[0].kind != DVM_VAL_FLOAT))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "fill: one attribute, an int or a float, is needed");
+  const dvm_value *v = &a->attrs[0];
+  double f = v->kind == DVM_VAL_INT ? (double)v->u.i : v->u.f;
+  int64_t i = v->kind == DVM_VAL_INT ? v->u.i : (int64_t)v->u.f;
+  const dvm_tensor *y = a->out[0];
+  void *p = dvm_tensor_ptr(y);
+  int64_t n = dvm_tensor_numel(y);
+  for (int64_t k = 0; k < n; k++) {
+    switch (y->dtype) {
+    case DVM_F32: ((float *)p)[k] = (float)f; break;
+    case DVM_F64: ((double *)p)[k] = f; break;
+    case DVM_I8: ((int8_t *)p)[k] = (int8_t)i; break;
+    case DVM_I16: ((int16_t *)p)[k] = (int16_t)i; break;
+    case DVM_I32: ((int32_t *)p)[k] = (int32_t)i; break;
+    case DVM_I64: ((int64_t *)p)[k] = i; break;
+    case DVM_U8: ((uint8_t *)p)[k] = (uint8_t)i; break;
+    case DVM_BOOL: ((uint8_t *)p)[k] = f != 0; break;
+    default: return dvm_status_new(DVM_INVALID_ARGUMENT, "fill: dtype %s is not supported", dvm_dtype_name((dvm_dtype)y->dtype));
+    }
+  }
+  return NULL;
+}
+
+const dvm_kernel_def dvm_cpu_shape_kernels[] = {
+    {"fill", DVM_DEVICE_CPU, fill, NULL},
+    {"shape", DVM_DEVICE_CPU, shape, "shape"},
+    {"size", DVM_DEVICE_CPU, size, "size"},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};

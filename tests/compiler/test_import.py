@@ -1,0 +1,754 @@
+"""The ONNX importer, through tests/compiler/import_dump (IR text or error).
+
+Models are built with onnx.helper at test time, in a temporary folder. Valid
+ones are checked through the printed IR; malformed ones through the error
+code and message, which must start with the file's path and name the node,
+tensor or attribute at fault.
+"""
+import os
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DUMP = os.environ.get("DVMC_IMPORT_DUMP", os.path.join(HERE, "../../build/tests/compiler/import_dump"))
+NODE_TESTS = os.environ.get("ONNX_NODE_TESTS", os.path.join(HERE, "../../../shared/onnx-node/tests"))
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def run(path, memory=False):
+    args = [DUMP] + (["--memory"] if memory else []) + [str(path)]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert p.returncode in (0, 1), f"import_dump crashed ({p.returncode}): {p.stderr}"
+    # Under -Db_sanitize a report can come with exit code 1 too.
+    for bad in ("Sanitizer", "runtime error:"):
+        assert bad not in p.stderr, p.stderr
+    return p
+
+
+def dump(path, memory=False):
+    p = run(path, memory)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def error(path, code, *fragments, memory=False):
+    p = run(path, memory)
+    assert p.returncode == 1, p.stdout
+    msg = p.stderr.strip()
+    name = "<memory>" if memory else str(path)
+    assert msg.startswith(f"import_dump: {code}: {name}: "), msg
+    for f in fragments:
+        assert f in msg, msg
+    return msg
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, **kw):
+    g = helper.make_graph(nodes, kw.pop("name", "g"), inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=kw.pop("opsets", [helper.make_opsetid("", opset)]), **kw)
+
+
+def save(m, tmp_path, name="model.onnx"):
+    path = tmp_path / name
+    path.write_bytes(m if isinstance(m, bytes) else m.SerializeToString())
+    return path
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def identity_model(init, **kw):
+    """A model whose output is the initializer `init` (through Identity)."""
+    return model([helper.make_node("Identity", [init.name], ["y"], name="id")], [],
+                 [vi("y", init.data_type, None)], [init], **kw)
+
+
+def const_line(out, name):
+    m = re.search(rf"^  const  %{name}: (.*)$", out, re.M)
+    assert m, out
+    return m.group(1)
+
+
+# ---- valid models ----
+
+
+def test_simple_graph(tmp_path):
+    m = model([helper.make_node("Add", ["x", "b"], ["s"], name="add0"),
+               helper.make_node("Relu", ["s"], ["y"])],
+              [vi("x", F, ["batch", "seq", 4])], [vi("y", F, ["batch", "seq", 4])],
+              [helper.make_tensor("b", F, [4], [1, 2, 3, 4.5])], name="main")
+    out = dump(save(m, tmp_path))
+    assert out.splitlines() == [
+        "graph main",
+        "  input  %x: f32[batch, seq, 4]",
+        "  const  %b: f32[4] = [1.0, 2.0, 3.0, 4.5]",
+        '  %s: ? = Add(%x, %b)  ; node "add0"',
+        '  %y: ? = Relu(%s)  ; node "Relu_1"',
+        "  output %y",
+    ]
+
+
+def test_memory_import_is_the_same(tmp_path):
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, ["n"])], [vi("y", F, ["n"])])
+    path = save(m, tmp_path)
+    assert dump(path) == dump(path, memory=True)
+
+
+def test_dim_params_shared_between_inputs(tmp_path):
+    m = model([helper.make_node("Add", ["a", "b"], ["y"])],
+              [vi("a", F, ["batch", "seq"]), vi("b", F, ["batch", 1]), vi("c", I64, [])],
+              [vi("y", F, None)])
+    out = dump(save(m, tmp_path))
+    assert "  input  %a: f32[batch, seq]\n" in out
+    assert "  input  %b: f32[batch, 1]\n" in out
+    assert "  input  %c: i64[]\n" in out
+
+
+def input_dims(out, name):
+    m = re.search(rf"^  input  %{name}: \w+\[(.*)\]$", out, re.M)
+    assert m, out
+    return [d.strip() for d in m.group(1).split(",")]
+
+
+def test_unnamed_dims_become_fresh_symbols(tmp_path):
+    x = vi("x", F, [None, "n", None])
+    y = vi("y", F, [None])
+    y.type.tensor_type.shape.dim[0].dim_param = ""  # an empty name is unnamed too
+    m = model([helper.make_node("Add", ["x", "y"], ["z"])], [x, y], [vi("z", F, None)])
+    out = dump(save(m, tmp_path))
+    xd, yd = input_dims(out, "x"), input_dims(out, "y")
+    fresh = [xd[0], xd[2], yd[0]]
+    assert xd[1] == "n"
+    assert len(set(fresh)) == 3 and "n" not in fresh and "?" not in fresh, out
+
+
+def test_input_without_shape_has_unknown_rank(tmp_path):
+    x = helper.make_tensor_value_info("x", F, None)
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [x], [vi("y", F, None)])
+    assert "  input  %x: f32[*]\n" in dump(save(m, tmp_path))
+
+
+def tensor(name, dtype, dims):
+    t = TensorProto()
+    t.name = name
+    t.data_type = dtype
+    t.dims.extend(dims)
+    return t
+
+
+RAW_CASES = [
+    (np.float32, TensorProto.FLOAT, [1.5, -2, 0.1], "f32[3] = [1.5, -2.0, 0.1]"),
+    (np.float64, TensorProto.DOUBLE, [0.1, 1e300], "f64[2] = [0.1, 1e+300]"),
+    (np.float16, TensorProto.FLOAT16, [0.5, -65504], "f16[2] = [0.5, -65504.0]"),
+    (np.int8, TensorProto.INT8, [-128, 127], "i8[2] = [-128, 127]"),
+    (np.int16, TensorProto.INT16, [-300, 300], "i16[2] = [-300, 300]"),
+    (np.int32, TensorProto.INT32, [-(2**31), 7], "i32[2] = [-2147483648, 7]"),
+    (np.int64, TensorProto.INT64, [-(2**63), 2**62], "i64[2] = [-9223372036854775808, 4611686018427387904]"),
+    (np.uint8, TensorProto.UINT8, [0, 255], "u8[2] = [0, 255]"),
+    (np.bool_, TensorProto.BOOL, [True, False], "bool[2] = [true, false]"),
+]
+
+
+@pytest.mark.parametrize("np_type,onnx_type,values,want", RAW_CASES, ids=lambda c: str(c))
+def test_initializer_raw_data(tmp_path, np_type, onnx_type, values, want):
+    t = tensor("w", onnx_type, [len(values)])
+    t.raw_data = np.array(values, np_type).tobytes()
+    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == want
+
+
+def test_initializer_bfloat16_raw(tmp_path):
+    t = tensor("w", TensorProto.BFLOAT16, [2])
+    t.raw_data = np.array([0x3FC0, 0xC000], np.uint16).tobytes()  # 1.5, -2
+    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == "bf16[2] = [1.5, -2.0]"
+
+
+def test_initializer_bool_raw_bytes_become_0_or_1(tmp_path):
+    t = tensor("w", TensorProto.BOOL, [3])
+    t.raw_data = bytes([0, 7, 255])
+    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == "bool[3] = [false, true, true]"
+
+
+TYPED_CASES = [
+    ("float_data", TensorProto.FLOAT, [1.25, -3], "f32[2] = [1.25, -3.0]"),
+    ("double_data", TensorProto.DOUBLE, [2.5, 1e-300], "f64[2] = [2.5, 1e-300]"),
+    ("int64_data", TensorProto.INT64, [-5, 2**40], "i64[2] = [-5, 1099511627776]"),
+    ("int32_data", TensorProto.INT32, [-7, 2**30], "i32[2] = [-7, 1073741824]"),
+    ("int32_data", TensorProto.INT16, [-32768, 32767], "i16[2] = [-32768, 32767]"),
+    ("int32_data", TensorProto.INT8, [-1, 100], "i8[2] = [-1, 100]"),
+    ("int32_data", TensorProto.UINT8, [200, 0], "u8[2] = [200, 0]"),
+    ("int32_data", TensorProto.BOOL, [1, 0], "bool[2] = [true, false]"),
+    ("int32_data", TensorProto.FLOAT16,
+     [int(b) for b in np.array([1.5, -0.25], np.float16).view(np.uint16)], "f16[2] = [1.5, -0.25]"),
+    ("int32_data", TensorProto.BFLOAT16, [0x3F80, 0x4049], "bf16[2] = [1.0, 3.140625]"),
+]
+
+
+@pytest.mark.parametrize("field,onnx_type,values,want", TYPED_CASES, ids=lambda c: str(c))
+def test_initializer_typed_fields(tmp_path, field, onnx_type, values, want):
+    t = tensor("w", onnx_type, [len(values)])
+    getattr(t, field).extend(values)
+    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == want
+
+
+def test_initializer_scalar_empty_and_large(tmp_path):
+    s = helper.make_tensor("s", F, [], [2.0])
+    e = tensor("e", F, [0, 3])
+    big = helper.make_tensor("big", F, [4, 8], np.arange(32, dtype=np.float32).tobytes(), raw=True)
+    m = model([helper.make_node("Concat", ["e", "e"], ["y"], axis=0)], [], [vi("y", F, None)],
+              [s, e, big])
+    out = dump(save(m, tmp_path))
+    assert const_line(out, "s") == "f32[] = [2.0]"
+    assert const_line(out, "e") == "f32[0, 3] = []"
+    assert const_line(out, "big") == "f32[4, 8]"
+
+
+def external_model(tmp_path, location, offset=None, length=None, values=(1.0, 2.0, 3.0)):
+    t = tensor("w", F, [len(values)])
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", offset), ("length", length)):
+        if v is not None:
+            e = t.external_data.add()
+            e.key, e.value = k, str(v)
+    return save(identity_model(t), tmp_path)
+
+
+def test_external_data(tmp_path):
+    data = b"\xee" * 16 + np.array([1.0, 2.0, 3.0], np.float32).tobytes() + b"\xee" * 4
+    (tmp_path / "weights.bin").write_bytes(data)
+    path = external_model(tmp_path, "weights.bin", offset=16, length=12)
+    assert const_line(dump(path), "w") == "f32[3] = [1.0, 2.0, 3.0]"
+    assert const_line(dump(path, memory=True), "w") == "f32[3] = [1.0, 2.0, 3.0]"
+
+
+def test_external_data_in_subfolder_without_offset(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "w.bin").write_bytes(np.array([4, 5, 6], np.float32).tobytes())
+    path = external_model(tmp_path, "./data/w.bin")
+    assert const_line(dump(path), "w") == "f32[3] = [4.0, 5.0, 6.0]"
+
+
+def test_external_data_with_onnx_save(tmp_path):
+    w = helper.make_tensor("w", F, [64, 64], np.ones(64 * 64, np.float32).tobytes(), raw=True)
+    m = identity_model(w)
+    onnx.save_model(m, str(tmp_path / "model.onnx"), save_as_external_data=True,
+                    location="model.onnx.data", size_threshold=0)
+    assert const_line(dump(tmp_path / "model.onnx"), "w") == "f32[64, 64]"
+
+
+def test_constant_nodes(tmp_path):
+    nodes = [
+        helper.make_node("Constant", [], ["t"], value=helper.make_tensor("v", I64, [2], [1, -1])),
+        helper.make_node("Constant", [], ["f"], value_float=0.5),
+        helper.make_node("Constant", [], ["fs"], value_floats=[1.0, 2.5]),
+        helper.make_node("Constant", [], ["i"], value_int=-3),
+        helper.make_node("Constant", [], ["is"], value_ints=[4, 5, 6]),
+        helper.make_node("Reshape", ["x", "t"], ["y"]),
+    ]
+    m = model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)])
+    out = dump(save(m, tmp_path))
+    assert const_line(out, "t") == "i64[2] = [1, -1]"
+    assert const_line(out, "f") == "f32[] = [0.5]"
+    assert const_line(out, "fs") == "f32[2] = [1.0, 2.5]"
+    assert const_line(out, "i") == "i64[] = [-3]"
+    assert const_line(out, "is") == "i64[3] = [4, 5, 6]"
+    assert "Constant(" not in out  # constants, not nodes
+    assert re.search(r"^  %y: \? = Reshape\(%x, %t\)", out, re.M), out
+
+
+def test_attributes_printed(tmp_path):
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
+        helper.make_node("LeakyRelu", ["t"], ["l"], alpha=0.01),
+        helper.make_node("DepthToSpace", ["l"], ["d"], blocksize=2, mode="CRD"),
+        helper.make_node("ConstantOfShape", ["s"], ["c"], value=helper.make_tensor("v", F, [1], [0.0])),
+        helper.make_node("Custom", ["d"], ["y"], names=["a", 'q"b'], scales=[0.5, 1e-5]),
+    ]
+    m = model(nodes, [vi("x", F, [1, 2, 3]), vi("s", I64, [1])], [vi("y", F, None), vi("c", F, None)])
+    out = dump(save(m, tmp_path))
+    assert "= Transpose(%x) {perm=[0, 2, 1]}" in out
+    assert "= LeakyRelu(%t) {alpha=0.01}" in out
+    assert '= DepthToSpace(%l) {blocksize=2, mode="CRD"}' in out
+    assert "= ConstantOfShape(%s) {value=f32[1] [0.0]}" in out
+    assert r'= Custom(%d) {names=["a", "q\"b"], scales=[0.5, 1e-05]}' in out
+
+
+def test_omitted_optional_inputs_and_outputs(tmp_path):
+    nodes = [helper.make_node("Resize", ["x", "", "sc"], ["r"], mode="nearest"),
+             helper.make_node("Dropout", ["r"], ["y", ""])]
+    m = model(nodes, [vi("x", F, [1, 1, 2, 2]), vi("sc", F, [4])], [vi("y", F, None)])
+    out = dump(save(m, tmp_path))
+    assert "= Resize(%x, none, %sc)" in out
+    assert "%y: ?, none = Dropout(%r)" in out
+
+
+def test_initializer_listed_as_input_is_a_constant(tmp_path):
+    w = helper.make_tensor("w", F, [2], [1, 2])
+    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", F, [2]), vi("w", F, [2])],
+              [vi("y", F, None)], [w])
+    out = dump(save(m, tmp_path))
+    assert "input  %w" not in out and const_line(out, "w") == "f32[2] = [1.0, 2.0]"
+
+
+def test_names_that_need_quotes(tmp_path):
+    m = model([helper.make_node("Neg", ["/enc/layer.0/x:0"], ["out put"], name="n\t1")],
+              [vi("/enc/layer.0/x:0", F, [1])], [vi("out put", F, None)])
+    out = dump(save(m, tmp_path))
+    assert '%"out put": ? = Neg(%/enc/layer.0/x:0)  ; node "n\\t1"' in out
+
+
+def test_default_domain_spelled_ai_onnx(tmp_path):
+    n = helper.make_node("Neg", ["x"], ["y"], domain="ai.onnx")
+    m = model([n], [vi("x", F, [1])], [vi("y", F, None)],
+              opsets=[helper.make_opsetid("ai.onnx", 13), helper.make_opsetid("ai.onnx.ml", 3)])
+    assert "= Neg(%x)" in dump(save(m, tmp_path))
+
+
+def test_if_with_outer_references(tmp_path):
+    then_g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["t"])], "then", [],
+                               [vi("t", F, None)])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, None)])
+    nodes = [helper.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)]
+    m = model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", F, ["n"])], [vi("y", F, None)],
+              [helper.make_tensor("w", F, [1], [2])])
+    out = dump(save(m, tmp_path))
+    assert out.splitlines()[-8:] == [
+        '  %y: ? = If(%c)  ; node "if0"',
+        "    else_branch: graph else",
+        '      %e: ? = Neg(%x)  ; node "Neg_1"',
+        "      output %e",
+        "    then_branch: graph then",
+        '      %t: ? = Add(%x, %w)  ; node "Add_2"',
+        "      output %t",
+        "  output %y",
+    ]
+
+
+def test_loop_with_outer_reference(tmp_path):
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc", "step"], ["acc2"]), helper.make_node("Identity", ["cond"], ["cond2"])],
+        "body", [vi("i", I64, []), vi("cond", TensorProto.BOOL, []), vi("acc", F, ["n"])],
+        [vi("cond2", TensorProto.BOOL, []), vi("acc2", F, ["n"])])
+    nodes = [helper.make_node("Loop", ["trip", "", "a0"], ["a"], body=body)]
+    m = model(nodes, [vi("trip", I64, []), vi("a0", F, ["n"]), vi("step", F, ["n"])], [vi("a", F, None)])
+    out = dump(save(m, tmp_path))
+    assert "= Loop(%trip, none, %a0)" in out
+    assert "    body: graph body\n      input  %i: i64[]\n      input  %cond: bool[]\n" \
+           "      input  %acc: f32[n]\n" in out
+    assert "      %acc2: ? = Add(%acc, %step)" in out
+
+
+def test_many_nodes(tmp_path):
+    n = 20000
+    nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(n)]
+    m = model(nodes, [vi("v0", F, ["n"])], [vi(f"v{n}", F, None)])
+    out = dump(save(m, tmp_path))
+    assert out.count("= Relu(") == n and f"  output %v{n}\n" in out
+
+
+# ---- malformed and refused models ----
+
+
+def test_missing_file(tmp_path):
+    error(tmp_path / "nope.onnx", "not found", "cannot open")
+
+
+def test_directory(tmp_path):
+    error(tmp_path, "invalid argument", "not a regular file")
+
+
+def small_valid():
+    return model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [2])], [vi("y", F, None)])
+
+
+def test_truncated_file(tmp_path):
+    data = small_valid().SerializeToString()
+    error(save(data[: len(data) - 7], tmp_path), "corrupt", "malformed")
+
+
+def test_not_a_protobuf(tmp_path):
+    error(save(b"\xff" * 16, tmp_path), "corrupt", "not an ONNX model")
+    error(save(b"just some text\n", tmp_path, "text.onnx"), "corrupt", "not an ONNX model")
+
+
+def test_empty_file(tmp_path):
+    error(save(b"", tmp_path), "corrupt", "has no graph")
+
+
+@pytest.mark.parametrize("opset", [9, 10, 22])
+def test_unsupported_opset(tmp_path, opset):
+    m = small_valid()
+    m.opset_import[0].version = opset
+    error(save(m, tmp_path), "unimplemented", f"opset {opset} of the default domain is not supported")
+
+
+def test_no_default_opset(tmp_path):
+    m = small_valid()
+    m.opset_import[0].domain = "ai.onnx.ml"
+    error(save(m, tmp_path), "corrupt", "imports no opset of the default ONNX domain")
+
+
+@pytest.mark.parametrize("domain", ["com.microsoft", "ai.onnx.ml"])
+def test_unknown_domain(tmp_path, domain):
+    n = helper.make_node("Gelu", ["x"], ["y"], name="g1", domain=domain)
+    m = model([n], [vi("x", F, [2])], [vi("y", F, None)],
+              opsets=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
+    error(save(m, tmp_path), "unimplemented", f'node "g1" (Gelu): is in domain "{domain}"')
+
+
+def test_string_tensor(tmp_path):
+    t = tensor("names", TensorProto.STRING, [1])
+    t.string_data.append(b"a")
+    error(save(identity_model(t), tmp_path), "unimplemented",
+          'tensor "names" has element type STRING, which dvm does not support')
+
+
+@pytest.mark.parametrize("onnx_type,name", [(TensorProto.UINT32, "UINT32"), (TensorProto.UINT64, "UINT64"),
+                                            (TensorProto.COMPLEX64, "COMPLEX64"),
+                                            (TensorProto.FLOAT8E4M3FN, "FLOAT8E4M3FN")])
+def test_unsupported_element_type(tmp_path, onnx_type, name):
+    t = tensor("w", onnx_type, [0])
+    error(save(identity_model(t), tmp_path), "unimplemented", f'tensor "w" has element type {name}')
+
+
+def test_rank_9_initializer(tmp_path):
+    t = tensor("w", F, [1] * 9)
+    t.raw_data = b"\0" * 4
+    error(save(identity_model(t), tmp_path), "unimplemented", 'tensor "w" has rank 9, more than')
+
+
+def test_rank_9_input(tmp_path):
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1] * 9)], [vi("y", F, None)])
+    error(save(m, tmp_path), "unimplemented", 'input "x" has rank 9')
+
+
+def test_bad_raw_data_size(tmp_path):
+    t = tensor("w", F, [3])
+    t.raw_data = b"\0" * 8
+    error(save(identity_model(t), tmp_path), "corrupt", 'tensor "w": raw_data has 8 bytes, expected 12')
+
+
+def test_typed_count_mismatch(tmp_path):
+    t = tensor("w", F, [3])
+    t.float_data.extend([1, 2])
+    error(save(identity_model(t), tmp_path), "corrupt", 'tensor "w": float_data has 2 values, expected 3')
+
+
+def test_wrong_typed_field(tmp_path):
+    t = tensor("w", F, [2])
+    t.int64_data.extend([1, 2])
+    error(save(identity_model(t), tmp_path), "corrupt", "has its data in int64_data, expected float_data")
+
+
+def test_raw_and_typed_data(tmp_path):
+    t = tensor("w", F, [1])
+    t.float_data.append(1)
+    t.raw_data = b"\0" * 4
+    error(save(identity_model(t), tmp_path), "corrupt", "both raw_data and float_data")
+
+
+def test_no_data(tmp_path):
+    error(save(identity_model(tensor("w", F, [2])), tmp_path), "corrupt", 'tensor "w" has no data')
+
+
+def test_negative_dim(tmp_path):
+    t = tensor("w", F, [2, -1])
+    error(save(identity_model(t), tmp_path), "corrupt", 'tensor "w": dim 1 is -1, negative')
+
+
+def test_element_count_overflow(tmp_path):
+    t = tensor("w", F, [2**40, 2**40])
+    error(save(identity_model(t), tmp_path), "corrupt", "overflows dvm's limit of 2^48 elements")
+    t = tensor("w", F, [0, 2**62])  # no elements, but strides would overflow
+    error(save(identity_model(t), tmp_path), "corrupt", "overflows dvm's limit of 2^48 elements")
+    x = vi("x", F, [2**60])
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [x], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'input "x": dim 0 is 1152921504606846976, more than')
+
+
+@pytest.mark.parametrize("onnx_type,value", [(TensorProto.INT8, 128), (TensorProto.UINT8, -1),
+                                             (TensorProto.BOOL, 2), (TensorProto.FLOAT16, 70000)])
+def test_int32_data_out_of_range(tmp_path, onnx_type, value):
+    t = tensor("w", onnx_type, [1])
+    t.int32_data.append(value)
+    error(save(identity_model(t), tmp_path), "corrupt", f"int32_data[0] = {value} is out of range")
+
+
+def test_undefined_input(tmp_path):
+    m = model([helper.make_node("Add", ["x", "nope"], ["y"], name="add1")], [vi("x", F, [1])],
+              [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'node "add1" (Add): input 1 "nope" is not defined')
+
+
+def test_input_defined_by_a_later_node(tmp_path):
+    m = model([helper.make_node("Neg", ["t"], ["y"]), helper.make_node("Neg", ["x"], ["t"])],
+              [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'node "Neg_0" (Neg): input 0 "t" is not defined')
+
+
+def test_duplicate_output(tmp_path):
+    m = model([helper.make_node("Neg", ["x"], ["y"], name="a"), helper.make_node("Abs", ["x"], ["y"], name="b")],
+              [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt",
+          'node "b" (Abs): output "y" is already defined by node "a" (Neg)')
+
+
+def test_output_redefines_an_input(tmp_path):
+    m = model([helper.make_node("Neg", ["x"], ["x"], name="n")], [vi("x", F, [1])], [vi("x", F, None)])
+    error(save(m, tmp_path), "corrupt", 'node "n" (Neg): output "x" is already defined as an input')
+
+
+def test_duplicate_initializer(tmp_path):
+    a, b = helper.make_tensor("w", F, [1], [1]), helper.make_tensor("w", F, [1], [2])
+    m = model([helper.make_node("Neg", ["w"], ["y"])], [], [vi("y", F, None)], [a, b])
+    error(save(m, tmp_path), "corrupt", 'initializer "w" is already defined as a constant')
+
+
+def test_duplicate_input(tmp_path):
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1]), vi("x", F, [1])],
+              [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'input "x" is already defined as an input')
+
+
+def test_undefined_graph_output(tmp_path):
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [vi("z", F, None)])
+    error(save(m, tmp_path), "corrupt", 'output "z" is not defined')
+
+
+def test_bad_attribute_type(tmp_path):
+    n = helper.make_node("Conv", ["x", "w"], ["y"], name="Conv_3", auto_pad=[1, 2])
+    m = model([n], [vi("x", F, [1, 1, 3, 3]), vi("w", F, [1, 1, 1, 1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt",
+          'node "Conv_3" (Conv): attribute "auto_pad" has type INTS, expected STRING')
+
+
+def test_attribute_without_type(tmp_path):
+    n = helper.make_node("Neg", ["x"], ["y"], name="n", foo=1)
+    n.attribute[0].ClearField("type")
+    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'node "n" (Neg): attribute "foo" has no type')
+
+
+def test_duplicate_attribute(tmp_path):
+    n = helper.make_node("Softmax", ["x"], ["y"], name="s", axis=1)
+    n.attribute.append(helper.make_attribute("axis", 0))
+    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'node "s" (Softmax): attribute "axis" is given twice')
+
+
+def test_attribute_string_with_nul(tmp_path):
+    n = helper.make_node("Custom", ["x"], ["y"], name="c", s=b"a\0b")
+    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'attribute "s": a string contains a NUL byte')
+
+
+def test_tensors_attribute(tmp_path):
+    n = helper.make_node("Custom", ["x"], ["y"], name="c", ts=[helper.make_tensor("a", F, [1], [1])])
+    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "unimplemented", 'attribute "ts" has type TENSORS')
+
+
+def test_ref_attr_name(tmp_path):
+    n = helper.make_node("Softmax", ["x"], ["y"], name="s")
+    a = n.attribute.add()
+    a.name, a.ref_attr_name, a.type = "axis", "outer_axis", onnx.AttributeProto.INT
+    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "unimplemented", 'attribute "axis" refers to "outer_axis" (ref_attr_name)')
+
+
+def test_node_without_op_type(tmp_path):
+    n = helper.make_node("Neg", ["x"], ["y"], name="n")
+    n.ClearField("op_type")
+    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'node "n" (): has no op_type')
+
+
+def test_sparse_initializer(tmp_path):
+    m = small_valid()
+    sp = m.graph.sparse_initializer.add()
+    sp.values.CopyFrom(helper.make_tensor("sv", F, [1], [1]))
+    sp.indices.CopyFrom(helper.make_tensor("si", I64, [1], [0]))
+    sp.dims.append(4)
+    error(save(m, tmp_path), "unimplemented", "sparse initializers")
+
+
+def test_sequence_input(tmp_path):
+    seq = helper.make_tensor_sequence_value_info("xs", F, None)
+    m = model([helper.make_node("SequenceLength", ["xs"], ["y"])], [seq], [vi("y", I64, [])])
+    error(save(m, tmp_path), "unimplemented", 'input "xs" has a sequence type')
+
+
+def test_optional_and_map_types(tmp_path):
+    opt = helper.make_value_info("o", helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [1])))
+    m = model([helper.make_node("OptionalHasElement", ["o"], ["y"])], [opt], [vi("y", TensorProto.BOOL, [])])
+    error(save(m, tmp_path), "unimplemented", 'input "o" has an optional type')
+    mp = helper.make_value_info("m", helper.make_map_type_proto(I64, helper.make_tensor_type_proto(F, [1])))
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [mp])
+    error(save(m, tmp_path), "unimplemented", 'output "m" has a map type')
+
+
+def test_local_functions(tmp_path):
+    m = small_valid()
+    f = m.functions.add()
+    f.name, f.domain = "f", "local"
+    error(save(m, tmp_path), "unimplemented", "local functions")
+
+
+def test_training_info(tmp_path):
+    m = small_valid()
+    m.training_info.add()
+    error(save(m, tmp_path), "unimplemented", "training info")
+
+
+def test_constant_value_string(tmp_path):
+    n = helper.make_node("Constant", [], ["s"], value_string="hi")
+    m = model([n, helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", TensorProto.STRING, None)])
+    error(save(m, tmp_path), "unimplemented", "string tensors are not supported")
+
+
+def test_constant_with_two_values(tmp_path):
+    n = helper.make_node("Constant", [], ["s"], name="k", value_int=1, value_float=2.0)
+    m = model([n, helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'node "k" (Constant): has 2 attributes')
+
+
+@pytest.mark.parametrize("location,fragment", [
+    ("../w.bin", "leaves the model's directory"),
+    ("sub/../../w.bin", "leaves the model's directory"),
+    ("/etc/passwd", "is an absolute path"),
+    ("", "has no location"),
+])
+def test_external_data_refused_paths(tmp_path, location, fragment):
+    (tmp_path / "w.bin").write_bytes(b"\0" * 12)
+    d = tmp_path / "m"
+    d.mkdir()
+    error(external_model(d, location), "corrupt", 'tensor "w": external data', fragment)
+
+
+def test_external_data_missing_file(tmp_path):
+    error(external_model(tmp_path, "absent.bin"), "not found", "cannot open external data file")
+
+
+def test_external_data_past_the_end(tmp_path):
+    (tmp_path / "w.bin").write_bytes(b"\0" * 12)
+    error(external_model(tmp_path, "w.bin", offset=4), "corrupt", "lies past the end")
+
+
+def test_external_data_bad_length_and_offset(tmp_path):
+    (tmp_path / "w.bin").write_bytes(b"\0" * 12)
+    error(external_model(tmp_path, "w.bin", length=8), "corrupt", "length is 8 bytes, expected 12")
+    error(external_model(tmp_path, "w.bin", offset="-4"), "corrupt", 'offset is "-4", not a byte count')
+
+
+def test_external_data_is_a_directory(tmp_path):
+    (tmp_path / "dir.bin").mkdir()
+    error(external_model(tmp_path, "dir.bin"), "corrupt", "not a regular file")
+
+
+def test_subgraph_shadowing_an_outer_name(tmp_path):
+    then_g = helper.make_graph([helper.make_node("Neg", ["c2"], ["x"], name="inner")], "then", [],
+                               [vi("x", F, None)])
+    else_g = helper.make_graph([helper.make_node("Neg", ["c2"], ["e"])], "else", [], [vi("e", F, None)])
+    nodes = [helper.make_node("Cast", ["c"], ["c2"], to=F),
+             helper.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)]
+    m = model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", F, [])], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt",
+          'node "if0" (If): attribute "then_branch": node "inner" (Neg): output "x" is already defined '
+          "as an input of an enclosing graph")
+
+
+def test_subgraph_error_names_the_path(tmp_path):
+    then_g = helper.make_graph([helper.make_node("Neg", ["nope"], ["t"], name="inner")], "then", [],
+                               [vi("t", F, None)])
+    nodes = [helper.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=then_g)]
+    m = model(nodes, [vi("c", TensorProto.BOOL, [])], [vi("y", F, None)])
+    # make_node sorts attributes by name: else_branch is imported first.
+    error(save(m, tmp_path), "corrupt",
+          'node "if0" (If): attribute "else_branch": node "inner" (Neg): input 0 "nope" is not defined')
+
+
+def varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+
+
+def field(number, payload):
+    """A length-delimited protobuf field."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def test_nesting_too_deep(tmp_path):
+    # graph.node(1) -> node.attribute(5) -> attribute.g(6) -> graph ..., by
+    # hand: Python's protobuf refuses to build it past 100 levels too.
+    g = b""
+    for _ in range(40):
+        g = field(1, field(5, field(6, g)))
+    data = small_valid().SerializeToString() + field(7, g)  # a second graph field is merged
+    error(save(data, tmp_path), "corrupt", "nest deeper than")
+
+
+def test_parse_memory_bound(tmp_path):
+    # 4M empty nodes: 8 MiB of file, but over 400 MiB once unpacked.
+    graph = b"\x0a\x00" * (4 << 20)
+    data = small_valid().SerializeToString() + field(7, graph)
+    error(save(data, tmp_path), "corrupt", "bytes of memory to parse, more than")
+
+
+def test_graph_without_outputs(tmp_path):
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [])
+    error(save(m, tmp_path), "corrupt", "has no outputs")
+
+
+def test_negative_input_dim(tmp_path):
+    x = vi("x", F, [2])
+    x.type.tensor_type.shape.dim[0].dim_value = -2
+    m = model([helper.make_node("Neg", ["x"], ["y"])], [x], [vi("y", F, None)])
+    error(save(m, tmp_path), "corrupt", 'input "x": dim 0 is -2, negative')
+
+
+def test_malformed_in_memory(tmp_path):
+    data = small_valid().SerializeToString()
+    error(save(data[:-3], tmp_path), "corrupt", "malformed", memory=True)
+
+
+# ---- the ONNX node test models ----
+
+
+def node_models():
+    if not os.path.isdir(NODE_TESTS):
+        return []
+    return sorted(d for d in os.listdir(NODE_TESTS) if os.path.exists(os.path.join(NODE_TESTS, d, "model.onnx")))
+
+
+# Valid ONNX that dvm refuses on purpose (opsets outside 11..21, unsigned and
+# other element types dvm has no dtype for).
+REFUSED = re.compile(r"opset \d+ of the default domain is not supported|has element type "
+                     r"(UINT16|UINT32|UINT64|STRING)")
+
+
+def test_onnx_node_models():
+    names = node_models()
+    if not names:
+        pytest.skip(f"no ONNX node tests under {NODE_TESTS}")
+    imported = refused = 0
+    for name in names:
+        p = run(os.path.join(NODE_TESTS, name, "model.onnx"))
+        if p.returncode == 0:
+            imported += 1
+            assert p.stdout.startswith("graph "), name
+        else:
+            assert "import_dump: unimplemented: " in p.stderr and REFUSED.search(p.stderr), p.stderr
+            refused += 1
+    print(f"onnx node models: {imported} imported, {refused} refused")
+    assert imported >= len(names) // 2

@@ -1,0 +1,111 @@
+/* dvm compile: an ONNX model to a .dvmb. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "ir.h"
+#include "lower.h"
+#include "onnx_import.h"
+
+#define MAX_DIMS 64
+
+static const char usage_text[] =
+    "usage: dvm compile MODEL.onnx -o MODEL.dvmb [options]\n"
+    "  --target cpu             code for these devices (default cpu; cuda is not built yet)\n"
+    "  --dim NAME=LO..HI        the range of a symbolic dim (checked by the input guards)\n"
+    "  --dump-ir                print the imported graph and stop unless -o is given\n"
+    "  --function NAME          name of the entry function (default main)\n";
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int dvm_cmd_compile(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"output", required_argument, 0, 'o'}, {"target", required_argument, 0, 't'},
+      {"dim", required_argument, 0, 'D'},    {"dump-ir", no_argument, 0, 'I'},
+      {"function", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  const char *out = NULL, *dims[MAX_DIMS];
+  int ndims = 0, dump = 0;
+  dvmc_options co = {0};
+  optind = 1;
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:If:h", opts, NULL)) != -1;) {
+    switch (c) {
+    case 'o': out = optarg; break;
+    case 't':
+      for (char *t = strtok(optarg, ","); t; t = strtok(NULL, ","))
+        if (strcmp(t, "cpu") != 0)
+          return dvm_cli_usage_error("compile", strcmp(t, "cuda") == 0
+                                                    ? "target cuda: the CUDA backend is not built yet"
+                                                    : "unknown target \"%s\" (cpu)", t);
+      break;
+    case 'D':
+      if (ndims == MAX_DIMS) return dvm_cli_usage_error("compile", "too many --dim");
+      dims[ndims++] = optarg;
+      break;
+    case 'I': dump = 1; break;
+    case 'f': co.function = optarg; break;
+    case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
+    default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
+    }
+  }
+  if (optind != argc - 1 || (!out && !dump)) {
+    fputs(usage_text, stderr);
+    return DVM_EXIT_USAGE;
+  }
+  int progress = isatty(STDERR_FILENO);
+  double t0 = now();
+  dvmc_ctx *c;
+  dvmc_graph *g = NULL;
+  dvm_status *st = dvmc_ctx_create(&c);
+  if (st) return dvm_cli_fail("compile", st);
+  int rc = DVM_EXIT_OK;
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  if ((st = dvmc_import_onnx(c, argv[optind], &g))) {
+    rc = dvm_cli_fail("compile", st);
+    goto done;
+  }
+  if (progress) fprintf(stderr, "dvm compile: imported %d nodes (%.2fs)\n", g->nnodes, now() - t0);
+  for (int i = 0; i < ndims; i++) {
+    char name[128];
+    long long lo, hi;
+    if (sscanf(dims[i], "%127[^=]=%lld..%lld", name, &lo, &hi) != 3 || lo < 0 || hi < lo) {
+      rc = dvm_cli_usage_error("compile", "--dim %s: expected NAME=LO..HI with 0 <= LO <= HI", dims[i]);
+      goto done;
+    }
+    int found = 0;
+    for (int k = 0; k < g->ninputs; k++)
+      for (int d = 0; d < g->inputs[k]->rank; d++) {
+        const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);
+        found |= s && strcmp(s, name) == 0;
+      }
+    if (!found) {
+      rc = dvm_cli_usage_error("compile", "--dim %s: no input of the model has a dim named \"%s\"", dims[i], name);
+      goto done;
+    }
+    dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, name), lo, hi);
+  }
+  if (dump) dvmc_graph_print(g, stdout);
+  if (!out) goto done;
+  if ((st = dvmc_lower(c, g, &co, &bytes, &size))) {
+    rc = dvm_cli_fail("compile", dvm_status_annotate(st, "%s", argv[optind]));
+    goto done;
+  }
+  FILE *f = fopen(out, "wb");
+  if (!f || fwrite(bytes, 1, size, f) != size || fclose(f) != 0) {
+    if (f) fclose(f);
+    rc = dvm_cli_fail("compile", dvm_status_new(DVM_IO, "%s: cannot write", out));
+    goto done;
+  }
+  if (progress) fprintf(stderr, "dvm compile: wrote %s, %zu bytes (%.2fs)\n", out, size, now() - t0);
+done:
+  free(bytes);
+  dvmc_ctx_destroy(c);
+  return rc;
+}
