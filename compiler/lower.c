@@ -170,9 +170,16 @@ static int lower_attr(lowering *L, const dvmc_node *n, const char *spec, size_t 
     }
   }
   if (!a && !in && optional) return -1;
-  if (in && !in->constant) {
-    *st = unsupported(n, "input %d (\"%s\") must be a constant here", idx, in->name);
-    return -2;
+  if (in && !in->constant) { /* computed at run time: read on the host */
+    int t, r = dvmc_fn_reg(L->f);
+    if ((*st = reg_of(L, in, &t))) return -2;
+    const char *fn = kind == 'f' ? "itemf" : kind == 's' ? "ints" : kind == 'i' ? "item" : NULL;
+    if (!fn) {
+      *st = unsupported(n, "input %d (\"%s\") must be a constant here", idx, in->name);
+      return -2;
+    }
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, fn), 1, r, 1, t}, 5);
+    return r;
   }
   switch (kind) {
   case 'i': {
@@ -464,6 +471,32 @@ static dvm_status *lower_constant_of_shape(lowering *L, const dvmc_node *n, cons
   return bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
 
+/* Min, Max (and Sum, Mean's relatives): n-ary, folded pairwise left to
+ * right through the binary kernel; one input is a copy. */
+static dvm_status *lower_nary(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->nin < 1 || n->nout != 1 || !n->out[0]) return unsupported(n, "needs inputs and one output");
+  if (n->nin == 1) return lower_alias(L, n, r);
+  const dvmc_value *acc = n->in[0];
+  for (int i = 1; i < n->nin; i++) {
+    dvmc_value *tmp = i == n->nin - 1 ? n->out[0] : dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+    if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    dvmc_value *ins[2] = {(dvmc_value *)acc, n->in[i]};
+    dvmc_node pair = *n;
+    pair.nin = 2;
+    pair.in = ins;
+    pair.nout = 1;
+    pair.out = &tmp;
+    dvm_status *st = lower_kernel(L, &pair, r);
+    if (st) return st;
+    if (i > 1) { /* the previous partial result is dead */
+      int reg = lookup(L, acc);
+      if (reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    }
+    acc = tmp;
+  }
+  return NULL;
+}
+
 /* Softmax before opset 13 flattens to 2-D at the axis: the same as opset
  * 13's only when the axis is the last one. */
 static dvm_status *lower_softmax(lowering *L, const dvmc_node *n, const op_rule *r) {
@@ -494,6 +527,8 @@ static const op_rule rules[] = {
     {"Or", "or", NULL, "bool", -1, NULL},
     {"Xor", "xor", NULL, "bool", -1, NULL},
     {"Where", "where", NULL, "in1", -1, NULL},
+    {"Min", "min", NULL, NULL, -1, lower_nary},
+    {"Max", "max", NULL, NULL, -1, lower_nary},
     /* elementwise, one input */
     {"Sqrt", "sqrt", NULL, NULL, 1, NULL},
     {"Exp", "exp", NULL, NULL, 1, NULL},

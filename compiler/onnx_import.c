@@ -21,7 +21,7 @@
 #include "onnx_import.h"
 
 #define OPSET_MIN 11
-#define OPSET_MAX 21
+#define OPSET_MAX 25 /* the newest ONNX; lowering checks each op's semantics */
 /* Protobuf message nesting (a subgraph is three levels: graph, node,
  * attribute), and the most attributes one node may carry. */
 #define MAX_NESTING 100

@@ -1,6 +1,9 @@
-/* Shape functions "shape" (x; start, end -> [n]), "size" (x -> []) and
- * "item" (a one-element host tensor -> its value as an int: the branch
- * conditions and trip counts of control flow). */
+/* Shape functions "shape" (x; start, end -> [n]) and "size" (x -> []), and
+ * the ones that read small host tensors into values, for what models
+ * compute at run time but kernels take as attributes: "item" (a
+ * one-element tensor -> an int: branch conditions, trip counts, axes),
+ * "itemf" (-> a float: clip bounds) and "ints" (a 1-D integer tensor of at
+ * most 8 elements -> a shape value: axes). */
 #include <string.h>
 
 #include "kernel.h"
@@ -42,31 +45,80 @@ static dvm_status *size_fn(const dvm_value *in, int nin, dvm_value *out, int nou
   return NULL;
 }
 
-static dvm_status *item_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
-  dvm_status *st = dvm_shape_check_counts("item", nin, 1, 1, nout, 1);
+/* Element i of host tensor t as a double; 0 if its dtype is not a number. */
+static int element(const dvm_tensor *t, int64_t i, double *out) {
+  const void *p = dvm_tensor_data(t);
+  switch (dvm_tensor_dtype(t)) {
+  case DVM_F32: *out = ((const float *)p)[i]; return 1;
+  case DVM_F64: *out = ((const double *)p)[i]; return 1;
+  case DVM_I64: *out = (double)((const int64_t *)p)[i]; return 1;
+  case DVM_I32: *out = ((const int32_t *)p)[i]; return 1;
+  case DVM_I16: *out = ((const int16_t *)p)[i]; return 1;
+  case DVM_I8: *out = ((const int8_t *)p)[i]; return 1;
+  case DVM_U8: case DVM_BOOL: *out = ((const uint8_t *)p)[i]; return 1;
+  default: return 0;
+  }
+}
+
+/* The host tensor argument of fn with at most `max` elements. */
+static dvm_status *host_tensor(const char *fn, const dvm_value *in, int nin, int nout, int64_t max,
+                               const dvm_tensor **out) {
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 1, 1, nout, 1);
   if (st) return st;
   if (in[0].kind != DVM_VAL_TENSOR)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "item: input 0 must be a tensor, got %s", dvm_kind_name((dvm_kind)in[0].kind));
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input 0 must be a tensor, got %s", fn, dvm_kind_name((dvm_kind)in[0].kind));
   const dvm_tensor *t = in[0].u.tensor;
-  if (dvm_tensor_numel(t) != 1 || dvm_tensor_device(t) != DVM_DEVICE_CPU)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "item: a one-element host tensor is needed, got %lld elements",
-                          (long long)dvm_tensor_numel(t));
-  const void *p = dvm_tensor_data(t);
-  int64_t v;
-  switch (dvm_tensor_dtype(t)) {
-  case DVM_I64: memcpy(&v, p, 8); break;
-  case DVM_I32: v = *(const int32_t *)p; break;
-  case DVM_BOOL: case DVM_U8: v = *(const uint8_t *)p; break;
-  case DVM_F32: v = *(const float *)p != 0; break;
-  default: return dvm_status_new(DVM_INVALID_ARGUMENT, "item: dtype %s is not supported", dvm_dtype_name(dvm_tensor_dtype(t)));
-  }
-  out[0].kind = DVM_VAL_INT;
-  out[0].u.i = v;
+  int64_t n = dvm_tensor_numel(t);
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU || n > max || (max == 1 && n != 1) || dvm_tensor_rank(t) > 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a host tensor of %s%lld element%s is needed, got %lld", fn,
+                          max == 1 ? "" : "at most ", (long long)max, max == 1 ? "" : "s", (long long)n);
+  double d;
+  if (n && !element(t, 0, &d))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtype %s is not supported", fn, dvm_dtype_name(dvm_tensor_dtype(t)));
+  *out = t;
+  return NULL;
+}
+
+static dvm_status *item_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const dvm_tensor *t;
+  dvm_status *st = host_tensor("item", in, nin, nout, 1, &t);
+  if (st) return st;
+  double d;
+  element(t, 0, &d);
+  out[0].kind = DVM_VAL_INT; /* integers read exactly; floats as truth values */
+  out[0].u.i = dvm_tensor_dtype(t) == DVM_I64 ? ((const int64_t *)dvm_tensor_data(t))[0]
+               : (dvm_tensor_dtype(t) == DVM_F32 || dvm_tensor_dtype(t) == DVM_F64) ? d != 0
+               : (int64_t)d;
+  return NULL;
+}
+
+static dvm_status *itemf_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const dvm_tensor *t;
+  dvm_status *st = host_tensor("itemf", in, nin, nout, 1, &t);
+  if (st) return st;
+  out[0].kind = DVM_VAL_FLOAT;
+  element(t, 0, &out[0].u.f);
+  return NULL;
+}
+
+static dvm_status *ints_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const dvm_tensor *t;
+  dvm_status *st = host_tensor("ints", in, nin, nout, DVM_MAX_RANK, &t);
+  if (st) return st;
+  if (dvm_tensor_dtype(t) != DVM_I64 && dvm_tensor_dtype(t) != DVM_I32)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "ints: an i64 or i32 tensor is needed, got %s", dvm_dtype_name(dvm_tensor_dtype(t)));
+  int64_t v[DVM_MAX_RANK], n = dvm_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = dvm_tensor_dtype(t) == DVM_I64 ? ((const int64_t *)dvm_tensor_data(t))[i]
+                                          : ((const int32_t *)dvm_tensor_data(t))[i];
+  dvm_shape_set(out, (int)n, v);
   return NULL;
 }
 
 const dvm_shapefn_def dvm_shapefn_shapeop_table[] = {
     {"item", item_fn},
+    {"itemf", itemf_fn},
+    {"ints", ints_fn},
     {"shape", shape_fn},
     {"size", size_fn},
     {NULL, NULL},

@@ -32,7 +32,7 @@ int dvm_cli_fail(const char *cmd, dvm_status *st) {
   dvm_status_free(st);
   switch (code) {
   case DVM_INVALID_ARGUMENT: case DVM_NOT_FOUND: case DVM_CORRUPT: case DVM_IO:
-  case DVM_UNAVAILABLE:
+  case DVM_UNAVAILABLE: case DVM_UNIMPLEMENTED:
     return DVM_EXIT_USAGE;
   default: return DVM_EXIT_RUNTIME;
   }
