@@ -26,6 +26,9 @@ typedef struct {
   binding *map; /* open addressing on the value pointer */
   size_t cap, n;
   const dvmc_graph *g;
+  int depth;                 /* inside branches and loop bodies: > 0 */
+  const dvmc_value **scoped; /* constants loaded there, dropped on leaving */
+  size_t nscoped, scoped_cap;
 } lowering;
 
 /* ---- value -> register ---- */
@@ -81,6 +84,16 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
     r = dvmc_fn_reg(L->f);
     if (k < 0 || !bind(L, v, r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     dvmc_fn_op2(L->f, DVM_OP_CONST, r, k);
+    if (L->depth > 0) { /* only this region's code loads it */
+      if (L->nscoped == L->scoped_cap) {
+        size_t cap = L->scoped_cap ? L->scoped_cap * 2 : 32;
+        const dvmc_value **p = realloc(L->scoped, cap * sizeof *p);
+        if (!p) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+        L->scoped = p;
+        L->scoped_cap = cap;
+      }
+      L->scoped[L->nscoped++] = v;
+    }
   }
   if (r < 0) return dvm_status_new(DVM_INTERNAL, "value \"%s\" is used before it is defined", v->name);
   *out = r;
@@ -287,13 +300,13 @@ static dvm_status *out_dtype(const dvmc_node *n, const op_rule *r, int i, dvm_dt
       }
     return unsupported(n, "cast to ONNX type %lld is not supported", (long long)to);
   }
+  if (n->out[i]->typed) { /* set by the caller of a synthesized node */
+    *out = n->out[i]->dtype;
+    return NULL;
+  }
   const dvmc_value *src = !strcmp(field, "in1") ? (n->nin > 1 ? n->in[1] : NULL) : (n->nin ? n->in[0] : NULL);
   if (src && src->typed) {
     *out = src->dtype;
-    return NULL;
-  }
-  if (n->out[i]->typed) {
-    *out = n->out[i]->dtype;
     return NULL;
   }
   return unsupported(n, "cannot tell the dtype of output %d", i);
@@ -497,6 +510,52 @@ static dvm_status *lower_nary(lowering *L, const dvmc_node *n, const op_rule *r)
   return NULL;
 }
 
+/* A new value: a cast of v to dt, through the cast kernel. */
+static dvm_status *cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out) {
+  static const op_rule cast = {"Cast", "cast", NULL, NULL, 1, NULL};
+  dvmc_value *c = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+  if (!c) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  set_type(c, dt);
+  dvmc_node node = *n;
+  node.nin = 1;
+  node.in = &v;
+  node.nout = 1;
+  node.out = &c;
+  *out = c;
+  return lower_kernel(L, &node, &cast);
+}
+
+/* Pow with an exponent of another dtype (ONNX allows it): both computed in
+ * the float dtype among them, the result cast back to the base's. */
+static dvm_status *lower_pow(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->nin != 2 || !n->in[0] || !n->in[1] || !n->in[0]->typed || !n->in[1]->typed || n->in[0]->dtype == n->in[1]->dtype)
+    return lower_kernel(L, n, r);
+  dvm_dtype a = n->in[0]->dtype, b = n->in[1]->dtype;
+  int af = a == DVM_F32 || a == DVM_F64 || a == DVM_F16 || a == DVM_BF16;
+  dvm_dtype work = af ? a : b;
+  dvmc_value *x = n->in[0], *y = n->in[1], *out = n->out[0], *tmp;
+  dvm_status *st = NULL;
+  if (x->dtype != work && (st = cast_value(L, n, x, work, &x))) return st;
+  if (y->dtype != work && (st = cast_value(L, n, y, work, &y))) return st;
+  tmp = work == a ? out : dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+  if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  set_type(tmp, work);
+  dvmc_value *ins[2] = {x, y};
+  dvmc_node pair = *n;
+  pair.in = ins;
+  pair.out = &tmp;
+  pair.nout = 1;
+  if ((st = lower_kernel(L, &pair, r))) return st;
+  if (tmp != out) {
+    dvmc_value *back;
+    if ((st = cast_value(L, n, tmp, a, &back))) return st;
+    int reg = lookup(L, back);
+    if (!bind(L, out, reg)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    set_type(out, a);
+  }
+  return NULL;
+}
+
 /* Softmax before opset 13 flattens to 2-D at the axis: the same as opset
  * 13's only when the axis is the last one. */
 static dvm_status *lower_softmax(lowering *L, const dvmc_node *n, const op_rule *r) {
@@ -517,7 +576,7 @@ static const op_rule rules[] = {
     {"Sub", "sub", NULL, NULL, -1, NULL},
     {"Mul", "mul", NULL, NULL, -1, NULL},
     {"Div", "div", NULL, NULL, -1, NULL},
-    {"Pow", "pow", NULL, NULL, -1, NULL},
+    {"Pow", "pow", NULL, NULL, -1, lower_pow},
     {"Equal", "equal", NULL, "bool", -1, NULL},
     {"Less", "less", NULL, "bool", -1, NULL},
     {"Greater", "greater", NULL, "bool", -1, NULL},
@@ -637,15 +696,56 @@ static int owns(const dvmc_graph *g, const dvmc_value *v) {
   return v && v->id >= 0 && v->id < g->nvalues && g->values[v->id] == v;
 }
 
+/* The values of g a node reads: its inputs, and the values of g its
+ * subgraphs read (a branch or loop body reading an outer value uses it
+ * where the If or Loop runs). Each once, marked with the node's stamp. */
+typedef struct {
+  int *ids;
+  int n, cap;
+  int oom;
+} id_list;
+
+static void add_use(const dvmc_graph *g, const dvmc_value *v, int *mark, int stamp, id_list *l) {
+  if (!owns(g, v) || mark[v->id] == stamp) return;
+  mark[v->id] = stamp;
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 8;
+    int *p = realloc(l->ids, sizeof *p * (size_t)cap);
+    if (!p) {
+      l->oom = 1;
+      return;
+    }
+    l->ids = p;
+    l->cap = cap;
+  }
+  l->ids[l->n++] = v->id;
+}
+
+static void node_uses(const dvmc_graph *g, const dvmc_node *n, int *mark, int stamp, id_list *l) {
+  for (int k = 0; k < n->nin; k++) add_use(g, n->in[k], mark, stamp, l);
+  for (int a = 0; a < n->nattrs; a++) {
+    const dvmc_graph *sub = n->attrs[a].type == DVMC_ATTR_GRAPH ? n->attrs[a].g : NULL;
+    for (int i = 0; sub && i < sub->nnodes; i++) node_uses(g, sub->nodes[i], mark, stamp, l);
+    for (int i = 0; sub && i < sub->noutputs; i++) add_use(g, sub->outputs[i], mark, stamp, l);
+  }
+}
+
 static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
   dvm_status *st = NULL;
-  int *uses = calloc((size_t)(g->nvalues ? g->nvalues : 1), sizeof *uses);
-  if (!uses) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i]->nin; k++)
-      if (owns(g, g->nodes[i]->in[k])) uses[g->nodes[i]->in[k]->id]++;
-  for (int i = 0; i < g->noutputs; i++)
-    if (owns(g, g->outputs[i])) uses[g->outputs[i]->id] += 1 << 24;
+  size_t nv = (size_t)(g->nvalues ? g->nvalues : 1);
+  int *uses = calloc(nv, sizeof *uses), *mark = malloc(nv * sizeof *mark);
+  id_list *reads = calloc((size_t)(g->nnodes ? g->nnodes : 1), sizeof *reads);
+  int oom = !uses || !mark || !reads;
+  for (size_t v = 0; !oom && v < nv; v++) mark[v] = -1;
+  for (int i = 0; !oom && i < g->nnodes; i++) {
+    node_uses(g, g->nodes[i], mark, i, &reads[i]);
+    oom |= reads[i].oom;
+    for (int k = 0; k < reads[i].n; k++) uses[reads[i].ids[k]]++;
+  }
+  for (int i = 0; !oom && i < g->noutputs; i++)
+    if (owns(g, g->outputs[i])) uses[g->outputs[i]->id] += 1 << 24; /* kept for the caller */
+  if (oom) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  size_t scoped_at = L->nscoped;
   for (int i = 0; i < g->nnodes && !st; i++) {
     const dvmc_node *n = g->nodes[i];
     const op_rule *r = find_rule(n->op);
@@ -655,17 +755,29 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
       break;
     }
     if ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r))) break;
-    for (int k = 0; k < n->nin; k++) {
-      const dvmc_value *v = n->in[k];
-      int reg = owns(g, v) ? lookup(L, v) : -1;
-      if (reg >= 0 && --uses[v->id] == 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    for (int k = 0; k < reads[i].n; k++) { /* values whose last reader this was */
+      int v = reads[i].ids[k], reg = lookup(L, g->values[v]);
+      if (--uses[v] == 0 && reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
     }
     for (int k = 0; k < n->nout; k++) { /* outputs nothing reads */
-      int reg = lookup(L, n->out[k]);
+      int reg = n->out[k] ? lookup(L, n->out[k]) : -1;
       if (reg >= 0 && owns(g, n->out[k]) && uses[n->out[k]->id] == 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
     }
   }
+  for (int i = 0; reads && i < g->nnodes; i++) free(reads[i].ids);
+  free(reads);
   free(uses);
+  free(mark);
+  /* constants a branch or body loaded are that region's: drop them */
+  if (L->depth > 0)
+    for (size_t i = scoped_at; i < L->nscoped; i++) {
+      int reg = lookup(L, L->scoped[i]);
+      if (reg >= 0) {
+        dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+        if (!bind(L, L->scoped[i], -1) && !st) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+      }
+    }
+  L->nscoped = scoped_at;
   return st;
 }
 
@@ -698,7 +810,10 @@ static dvm_status *lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
       dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
       dvmc_fn_patch(L->f, jz_at, dvmc_fn_here(L->f));
     }
-    if ((st = lower_graph(L, br[b]))) return st;
+    L->depth++;
+    st = lower_graph(L, br[b]);
+    L->depth--;
+    if (st) return st;
     dvmc_fn_loc(L->f, n->name);
     for (int k = 0; k < n->nout; k++) {
       int reg;
@@ -784,7 +899,10 @@ static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r)
     if (!bind(L, body->inputs[2 + k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     if (n->in[2 + k]->typed) set_type(body->inputs[2 + k], n->in[2 + k]->dtype);
   }
-  if ((st = lower_graph(L, body))) return st;
+  L->depth++;
+  st = lower_graph(L, body);
+  L->depth--;
+  if (st) return st;
   dvmc_fn_loc(L->f, n->name);
   int nc;
   if ((st = reg_of(L, body->outputs[0], &nc))) return st;
@@ -896,6 +1014,7 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
   st = dvmc_emit_finish(L.e, bytes, size);
 done:
   free(L.map);
+  free(L.scoped);
   dvmc_emit_destroy(L.e);
   return st;
 }
