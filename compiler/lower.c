@@ -27,6 +27,7 @@ typedef struct {
   size_t cap, n;
   const dvmc_graph *g;
   int depth;                 /* inside branches and loop bodies: > 0 */
+  int einsums;               /* einsum kernel entries so far */
   const dvmc_value **scoped; /* constants loaded there, dropped on leaving */
   size_t nscoped, scoped_cap;
 } lowering;
@@ -265,6 +266,7 @@ struct op_rule {
   const char *dtype;  /* output dtype: NULL = input 0's, "bool", "i64", "in1", "to" */
   int nin;            /* inputs passed to the kernel (rest are attributes); -1 = all */
   lower_fn lower;     /* NULL: the generic kernel lowering */
+  int min_opset;      /* the first opset with these semantics; 0 = 11 */
 };
 
 static const struct {
@@ -319,53 +321,79 @@ static void set_type(const dvmc_value *v, dvm_dtype dt) {
   w->dtype = dt;
 }
 
-/* The generic lowering: shape function, allocation, kernel call. */
-static dvm_status *lower_kernel(lowering *L, const dvmc_node *n, const op_rule *r) {
-  const dvm_kernel_def *k = dvm_ops_find(r->kernel, DVM_DEVICE_CPU);
-  if (!k) return unsupported(n, "kernel \"%s\" is not in this dvm", r->kernel);
+/* One kernel call being put together: the generic lowering fills it from
+ * the rule; special lowerings adjust it (computed pads, a payload). */
+typedef struct {
+  const char *kernel;  /* the kernel table entry's name ("einsum@0") */
+  const void *payload;
+  size_t payload_size;
+  int64_t ins[64], attrs[32];
+  int nin, nattrs;
+} call;
+
+/* The node's inputs that go to the kernel (the rule's count; trailing
+ * omitted ones dropped). */
+static dvm_status *call_inputs(lowering *L, const dvmc_node *n, const op_rule *r, call *c) {
   int nin = r->nin < 0 ? n->nin : (r->nin < n->nin ? r->nin : n->nin);
-  while (nin > 0 && !n->in[nin - 1]) nin--; /* trailing omitted optional inputs */
+  while (nin > 0 && !n->in[nin - 1]) nin--;
+  if (nin > 64) return unsupported(n, "more than 64 inputs");
+  for (int i = 0; i < nin; i++) {
+    int reg;
+    dvm_status *st;
+    if (!n->in[i]) return unsupported(n, "omitted optional input %d before a present one", i);
+    if ((st = reg_of(L, n->in[i], &reg))) return st;
+    c->ins[i] = reg;
+  }
+  c->nin = nin;
+  c->kernel = r->kernel;
+  return NULL;
+}
+
+/* The attributes of the rule's spec, in order; `pads_reg` (when >= 0)
+ * stands for the "pads" attribute. */
+static dvm_status *call_attrs(lowering *L, const dvmc_node *n, const char *spec, int pads_reg, call *c) {
+  dvm_status *st = NULL;
+  for (const char *p = spec ? spec : ""; *p;) {
+    while (*p == ' ') p++;
+    size_t len = strcspn(p, " ");
+    if (!len) break;
+    int reg = pads_reg >= 0 && !strncmp(p, "pads:", 5) ? pads_reg : lower_attr(L, n, p, len, &st);
+    if (reg == -2) return st;
+    if (reg >= 0) {
+      if (c->nattrs == 32) return unsupported(n, "more than 32 attributes");
+      c->attrs[c->nattrs++] = reg;
+    }
+    p += len;
+  }
+  return NULL;
+}
+
+/* Output shapes (the kernel's shape function, or input 0's shape),
+ * allocation, the kernel call; attribute registers released after. */
+static dvm_status *emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c) {
+  char base[64];
+  snprintf(base, sizeof base, "%.*s", (int)strcspn(c->kernel, "@"), c->kernel);
+  const dvm_kernel_def *k = dvm_ops_find(base, DVM_DEVICE_CPU);
+  if (!k) return unsupported(n, "kernel \"%s\" is not in this dvm", base);
   int nout = n->nout;
   while (nout > 0 && !n->out[nout - 1]) nout--; /* trailing omitted optional outputs */
   for (int i = 0; i < nout; i++)
     if (!n->out[i]) return unsupported(n, "omitted output %d before a present one", i);
-  if (!nout) return unsupported(n, "the node has no outputs");
-  int64_t ins[64], attrs[32], outs[16], shapes[16];
-  int nattrs = 0;
-  if (nin > 64 || nout > 16) return unsupported(n, "too many inputs or outputs");
-  dvm_status *st = NULL;
-  for (int i = 0; i < nin; i++) {
-    int reg;
-    if (!n->in[i]) return unsupported(n, "omitted optional input %d before a present one", i);
-    if ((st = reg_of(L, n->in[i], &reg))) return st;
-    ins[i] = reg;
-  }
-  for (const char *p = r->attrs ? r->attrs : ""; *p;) {
-    while (*p == ' ') p++;
-    size_t len = strcspn(p, " ");
-    if (!len) break;
-    int reg = lower_attr(L, n, p, len, &st);
-    if (reg == -2) return st;
-    if (reg >= 0) attrs[nattrs++] = reg;
-    p += len;
-  }
-  /* output shapes */
+  if (!nout || nout > 16) return unsupported(n, "%d outputs", nout);
+  int64_t outs[16], shapes[16], w[3 + 16 + 1 + 64 + 1 + 32];
+  int nw = 0;
+  dvm_status *st;
   if (k->shapefn) {
-    int sf = dvmc_emit_shapefn(L->e, k->shapefn);
-    int64_t w[2 + 16 + 1 + 64 + 32];
-    int nw = 0;
-    w[nw++] = sf;
+    w[nw++] = dvmc_emit_shapefn(L->e, k->shapefn);
     w[nw++] = nout;
     for (int i = 0; i < nout; i++) w[nw++] = shapes[i] = dvmc_fn_reg(L->f);
-    w[nw++] = nin + nattrs;
-    for (int i = 0; i < nin; i++) w[nw++] = ins[i];
-    for (int i = 0; i < nattrs; i++) w[nw++] = attrs[i];
+    w[nw++] = c->nin + c->nattrs;
+    for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
+    for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
     dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
   } else {
-    for (int i = 0; i < nout; i++) {
-      shapes[i] = dvmc_fn_reg(L->f);
-      dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, shapes[i], ins[0]);
-    }
+    if (!c->nin) return unsupported(n, "kernel \"%s\" has no shape function and no input", base);
+    for (int i = 0; i < nout; i++) dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, shapes[i] = dvmc_fn_reg(L->f), c->ins[0]);
   }
   for (int i = 0; i < nout; i++) {
     dvm_dtype dt = DVM_F32;
@@ -373,23 +401,29 @@ static dvm_status *lower_kernel(lowering *L, const dvmc_node *n, const op_rule *
     outs[i] = dvmc_fn_reg(L->f);
     set_type(n->out[i], dt);
     dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){outs[i], dt, shapes[i], DVM_DEVICE_CPU}, 4);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
     if (!bind(L, n->out[i], (int)outs[i])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  for (int i = 0; i < nout; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
-  int kid = dvmc_emit_kernel(L->e, r->kernel, DVM_DEVICE_CPU, 1, NULL, 0);
-  int64_t w[3 + 16 + 1 + 64 + 1 + 32];
-  int nw = 0;
-  w[nw++] = kid;
+  nw = 0;
+  w[nw++] = dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, c->payload, c->payload_size);
   w[nw++] = -1;
   w[nw++] = nout;
   for (int i = 0; i < nout; i++) w[nw++] = outs[i];
-  w[nw++] = nin;
-  for (int i = 0; i < nin; i++) w[nw++] = ins[i];
-  w[nw++] = nattrs;
-  for (int i = 0; i < nattrs; i++) w[nw++] = attrs[i];
+  w[nw++] = c->nin;
+  for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
+  w[nw++] = c->nattrs;
+  for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
   dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
-  for (int i = 0; i < nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, attrs[i]);
+  for (int i = 0; i < c->nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c->attrs[i]);
   return NULL;
+}
+
+/* The generic lowering: the rule's inputs and attributes, then the call. */
+static dvm_status *lower_kernel(lowering *L, const dvmc_node *n, const op_rule *r) {
+  call c = {0};
+  dvm_status *st;
+  if ((st = call_inputs(L, n, r, &c)) || (st = call_attrs(L, n, r->attrs, -1, &c))) return st;
+  return emit_call(L, n, r, &c);
 }
 
 /* Reshape, Squeeze, Unsqueeze, Flatten: a shape function and a view. */
@@ -449,6 +483,9 @@ static dvm_status *lower_alias(lowering *L, const dvmc_node *n, const op_rule *r
 }
 
 static dvm_status *lower_if(lowering *L, const dvmc_node *n, const op_rule *r);
+static dvm_status *lower_window(lowering *L, const dvmc_node *n, const op_rule *r);
+static dvm_status *lower_einsum(lowering *L, const dvmc_node *n, const op_rule *r);
+static dvm_status *lower_resize(lowering *L, const dvmc_node *n, const op_rule *r);
 static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r);
 
 /* ConstantOfShape: the value attribute gives the dtype and the fill. */
@@ -556,6 +593,253 @@ static dvm_status *lower_pow(lowering *L, const dvmc_node *n, const op_rule *r) 
   return NULL;
 }
 
+/* Conv and the pools with auto_pad SAME_UPPER, SAME_LOWER or VALID: their
+ * pads depend on the input's spatial dims, so the auto_pads shape function
+ * computes them where the node runs. */
+static dvm_status *lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const char *mode = dvmc_attr_string(n, "auto_pad", "NOTSET");
+  static const char *const modes[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  int m = -1;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(mode, modes[i])) m = i;
+  if (m < 0) return unsupported(n, "auto_pad \"%s\" is not supported", mode);
+  if (m == 0) return lower_kernel(L, n, r);
+  if (!strncmp(n->op, "ConvTranspose", 13)) return unsupported(n, "ConvTranspose with auto_pad is not supported");
+  if (dvmc_attr_find(n, "pads")) return unsupported(n, "both auto_pad and pads are given");
+  /* the pads computed, then the rule's attributes with pads replaced */
+  dvm_status *st = NULL;
+  int x, k;
+  if ((st = reg_of(L, n->in[0], &x))) return st;
+  int conv = !strcmp(n->op, "Conv");
+  if (conv) {
+    if (n->nin < 2 || !n->in[1]) return unsupported(n, "Conv needs W");
+    if ((st = reg_of(L, n->in[1], &k))) return st;
+  } else if ((k = lower_attr(L, n, "kernel_shape:s", 14, &st)) < 0) {
+    return st;
+  }
+  int s = lower_attr(L, n, "strides:s", 9, &st), d = lower_attr(L, n, "dilations:s", 11, &st);
+  if (s < 0 || d < 0) return st;
+  int mr = emit_int(L, m), pads = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "auto_pads"), 1, pads, 5, x, k, s, d, mr}, 9);
+  call c = {0};
+  if (!(st = call_inputs(L, n, r, &c)) && !(st = call_attrs(L, n, r->attrs, pads, &c))) st = emit_call(L, n, r, &c);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, mr);
+  if (!conv) dvmc_fn_op1(L->f, DVM_OP_RELEASE, k);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, d);
+  return st;
+}
+
+/* Einsum: the equation is the kernel's payload (one kernel entry per
+ * equation, "einsum@N"), and the output shape's sources, which shape
+ * function "einsum" reads, are worked out here (shapefuncs/matmul.h). */
+static dvm_status *lower_einsum(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const char *eq = dvmc_attr_string(n, "equation", NULL);
+  if (!eq) return unsupported(n, "Einsum needs an equation");
+  char terms[17][64];
+  int nterms = 0;
+  const char *arrow = strstr(eq, "->");
+  size_t lhs = arrow ? (size_t)(arrow - eq) : strlen(eq);
+  char cur[64];
+  size_t cl = 0;
+  for (size_t i = 0; i <= lhs; i++) { /* split the inputs, dropping spaces */
+    char c = i < lhs ? eq[i] : ',';
+    if (c == ' ') continue;
+    if (c == ',') {
+      if (nterms == 17 || cl >= sizeof cur) return unsupported(n, "equation \"%s\" is too long", eq);
+      cur[cl] = 0;
+      strcpy(terms[nterms++], cur);
+      cl = 0;
+    } else if (cl + 1 < sizeof cur) {
+      cur[cl++] = c;
+    }
+  }
+  if (nterms != n->nin) return unsupported(n, "equation \"%s\" has %d inputs, the node %d", eq, nterms, n->nin);
+  /* each input's labels with "..." expanded to its ellipsis dims ('.' + k) */
+  int lab[16][DVM_MAX_RANK], nl[16], ell_start[16], ell_len[16], emax = 0;
+  for (int i = 0; i < nterms; i++) {
+    const char *t = terms[i];
+    const char *dots = strstr(t, "...");
+    int letters = (int)strlen(t) - (dots ? 3 : 0);
+    int rank = n->in[i] ? n->in[i]->rank : -1;
+    if (dots && rank < 0) return unsupported(n, "\"...\" needs input %d's rank, which is not known here", i);
+    ell_len[i] = dots ? rank - letters : 0;
+    if (ell_len[i] < 0 || (!dots && rank >= 0 && rank != letters) || letters + ell_len[i] > DVM_MAX_RANK)
+      return unsupported(n, "equation \"%s\" does not match input %d", eq, i);
+    nl[i] = 0;
+    ell_start[i] = -1;
+    for (const char *p = t; *p;) {
+      if (!strncmp(p, "...", 3)) {
+        ell_start[i] = nl[i];
+        for (int k = 0; k < ell_len[i]; k++) lab[i][nl[i]++] = 256 + k;
+        p += 3;
+      } else {
+        lab[i][nl[i]++] = (unsigned char)*p++;
+      }
+    }
+    if (ell_len[i] > emax) emax = ell_len[i];
+  }
+  /* the output's labels: given, or implicit (ellipsis, then letters seen once, sorted) */
+  int out[DVM_MAX_RANK], no = 0, has_ell = 0;
+  if (arrow) {
+    for (const char *p = arrow + 2; *p; p++) {
+      if (*p == ' ') continue;
+      if (!strncmp(p, "...", 3)) {
+        for (int k = 0; k < emax && no < DVM_MAX_RANK; k++) out[no++] = -1 - k;
+        has_ell = 1;
+        p += 2;
+      } else if (no < DVM_MAX_RANK) {
+        out[no++] = (unsigned char)*p;
+      } else {
+        return unsupported(n, "output of more than %d dims", DVM_MAX_RANK);
+      }
+    }
+  } else {
+    for (int k = 0; k < emax; k++) out[no++] = -1 - k;
+    has_ell = emax > 0;
+    for (int c = 'A'; c <= 'z'; c++) {
+      int seen = 0;
+      for (int i = 0; i < nterms; i++)
+        for (int j = 0; j < nl[i]; j++) seen += lab[i][j] == c;
+      if (seen == 1 && no < DVM_MAX_RANK) out[no++] = c;
+    }
+  }
+  (void)has_ell;
+  int64_t dims[DVM_MAX_RANK];
+  for (int o = 0; o < no; o++) {
+    int64_t code = 0;
+    int shift = 0;
+    for (int i = 0; i < nterms && shift < 64; i++)
+      for (int j = 0; j < nl[i]; j++) {
+        int match;
+        if (out[o] >= 0) match = lab[i][j] == out[o] && !code;
+        else { /* ellipsis dim e, right-aligned across inputs */
+          int e = -1 - out[o], k = e - (emax - ell_len[i]);
+          match = k >= 0 && j == ell_start[i] + k;
+        }
+        if (!match) continue;
+        code |= (int64_t)(i * 16 + j + (shift ? 1 : 0)) << shift;
+        shift += 8;
+        if (out[o] >= 0) break;
+      }
+    if (!shift) return unsupported(n, "output label %c of \"%s\" is in no input", out[o] > 0 ? out[o] : '.', eq);
+    dims[o] = code;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "einsum@%d", L->einsums++);
+  dvm_status *st = NULL;
+  call c = {0};
+  if ((st = call_inputs(L, n, r, &c))) return st;
+  c.kernel = name;
+  c.payload = eq;
+  c.payload_size = strlen(eq);
+  c.attrs[c.nattrs++] = emit_shape(L, no, dims);
+  return emit_call(L, n, r, &c);
+}
+
+/* Resize: the output sizes as the kernel's first attribute (from the sizes
+ * input, or computed where the node runs from the scales input), then the
+ * modes, then the model's scales when it gave them (the kernel maps
+ * coordinates with those). `axes` expands to every dim. */
+static dvm_status *lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
+  static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
+  static const char *const coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                                       "tf_half_pixel_for_nearest", "half_pixel_symmetric", NULL};
+  static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
+  const char *const *tables[3] = {modes, coords, nearests};
+  const char *names[3] = {"mode", "coordinate_transformation_mode", "nearest_mode"};
+  const char *dflt[3] = {"nearest", "half_pixel", "round_prefer_floor"};
+  int64_t enums[3];
+  for (int t = 0; t < 3; t++) {
+    const char *v = dvmc_attr_string(n, names[t], dflt[t]);
+    enums[t] = -1;
+    for (int i = 0; tables[t][i]; i++)
+      if (!strcmp(v, tables[t][i])) enums[t] = i;
+    if (enums[t] < 0) return unsupported(n, "%s \"%s\" is not supported", names[t], v);
+  }
+  if (strcmp(dvmc_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch"))
+    return unsupported(n, "keep_aspect_ratio_policy other than stretch is not supported");
+  const dvmc_value *x = n->nin > 0 ? n->in[0] : NULL;
+  int opset10 = n->opset < 11;
+  const dvmc_value *scales = opset10 ? (n->nin > 1 ? n->in[1] : NULL) : (n->nin > 2 ? n->in[2] : NULL);
+  const dvmc_value *sizes = opset10 ? NULL : (n->nin > 3 ? n->in[3] : NULL);
+  if (scales && scales->constant && scales->constant->nbytes == 0) scales = NULL; /* "" given as empty */
+  if (!x || (!scales == !sizes)) return unsupported(n, "exactly one of scales and sizes is needed");
+  const dvmc_tensor *given = scales ? scales->constant : sizes->constant;
+  const dvmc_attr *axes = dvmc_attr_find(n, "axes");
+  int rank = x->rank;
+  if (!given && (axes || rank < 0))
+    return unsupported(n, "%s computed at run time needs the input's rank and no axes", scales ? "scales" : "sizes");
+  int64_t nvals = given ? (given->rank ? given->dims[0] : 1) : rank;
+  if (rank < 0) rank = (int)nvals;
+  if (rank > DVM_MAX_RANK || (axes ? axes->n != nvals : nvals != rank))
+    return unsupported(n, "%lld %s for an input of rank %d", (long long)nvals, scales ? "scales" : "sizes", rank);
+  /* per dim: a scale (1 where axes leave a dim), or a size (-1: keep) */
+  double sc[DVM_MAX_RANK];
+  int64_t sz[DVM_MAX_RANK];
+  for (int d = 0; d < rank; d++) sc[d] = 1, sz[d] = -1;
+  for (int64_t i = 0; given && i < nvals; i++) {
+    int64_t d = axes ? axes->ints[i] : i;
+    if (d < 0) d += rank;
+    if (d < 0 || d >= rank) return unsupported(n, "axis %lld is out of range", (long long)(axes ? axes->ints[i] : i));
+    if (scales) {
+      if (given->dtype != DVM_F32) return unsupported(n, "scales must be f32");
+      sc[d] = ((const float *)given->data)[i];
+    } else {
+      if (given->dtype != DVM_I64) return unsupported(n, "sizes must be i64");
+      sz[d] = ((const int64_t *)given->data)[i];
+    }
+  }
+  dvm_status *st;
+  call c = {0};
+  int xr;
+  if ((st = reg_of(L, x, &xr))) return st;
+  c.kernel = r->kernel;
+  c.ins[c.nin++] = xr;
+  int sizes_reg = dvmc_fn_reg(L->f), vals[DVM_MAX_RANK];
+  if (!given) { /* the model computes them: read on the host */
+    int t;
+    if ((st = reg_of(L, scales ? scales : sizes, &t))) return st;
+    if (sizes) {
+      dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "ints"), 1, sizes_reg, 1, t}, 5);
+    } else {
+      int64_t w[4 + DVM_MAX_RANK + 1];
+      int nw = 0;
+      w[nw++] = dvmc_emit_shapefn(L->e, "floats");
+      w[nw++] = rank;
+      for (int d = 0; d < rank; d++) w[nw++] = vals[d] = dvmc_fn_reg(L->f);
+      w[nw++] = 1;
+      w[nw++] = t;
+      dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+    }
+  } else {
+    for (int d = 0; d < rank; d++) vals[d] = scales ? emit_float(L, sc[d]) : emit_int(L, sz[d]);
+  }
+  if (scales || given) { /* the sizes attribute, from x's dims */
+    int64_t w[4 + 2 + DVM_MAX_RANK];
+    int nw = 0, by = emit_int(L, scales ? 0 : 1);
+    w[nw++] = dvmc_emit_shapefn(L->e, "resize_sizes");
+    w[nw++] = 1;
+    w[nw++] = sizes_reg;
+    w[nw++] = 2 + rank;
+    w[nw++] = xr;
+    w[nw++] = by;
+    for (int d = 0; d < rank; d++) w[nw++] = vals[d];
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, by);
+  }
+  c.attrs[c.nattrs++] = sizes_reg;
+  for (int t = 0; t < 3; t++) c.attrs[c.nattrs++] = emit_int(L, enums[t]);
+  c.attrs[c.nattrs++] = emit_float(L, dvmc_attr_float(n, "cubic_coeff_a", -0.75));
+  c.attrs[c.nattrs++] = emit_int(L, dvmc_attr_int(n, "exclude_outside", 0));
+  c.attrs[c.nattrs++] = emit_int(L, dvmc_attr_int(n, "antialias", 0));
+  if (scales)
+    for (int d = 0; d < rank; d++) c.attrs[c.nattrs++] = vals[d];
+  else if (given)
+    for (int d = 0; d < rank; d++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, vals[d]);
+  return emit_call(L, n, r, &c);
+}
+
 /* Softmax before opset 13 flattens to 2-D at the axis: the same as opset
  * 13's only when the axis is the last one. */
 static dvm_status *lower_softmax(lowering *L, const dvmc_node *n, const op_rule *r) {
@@ -599,7 +883,7 @@ static const op_rule rules[] = {
     {"Relu", "relu", NULL, NULL, 1, NULL},
     {"Neg", "neg", NULL, NULL, 1, NULL},
     {"Abs", "abs", NULL, NULL, 1, NULL},
-    {"Not", "not", NULL, "bool", 1, NULL},
+    {"Not", "not", NULL, "bool", 1, NULL, 1},
     {"Gelu", "gelu", "approximate:e(none,tanh)=none", NULL, 1, NULL},
     {"Clip", "clip", "min|@1:f=-inf max|@2:f=inf", NULL, 1, NULL},
     {"Cast", "cast", NULL, "to", 1, NULL},
@@ -607,6 +891,7 @@ static const op_rule rules[] = {
     {"Dropout", NULL, NULL, NULL, 1, lower_alias},
     /* products, normalizations, reductions */
     {"MatMul", "matmul", NULL, NULL, -1, NULL},
+    {"Einsum", "einsum", NULL, NULL, -1, lower_einsum},
     {"Gemm", "gemm", "transA:i=0 transB:i=0 alpha:f=1 beta:f=1", NULL, -1, NULL},
     {"Softmax", "softmax", "axis:i=-1", NULL, 1, lower_softmax},
     {"LogSoftmax", "logsoftmax", "axis:i=-1", NULL, 1, lower_softmax},
@@ -643,12 +928,13 @@ static const op_rule rules[] = {
     {"Shape", "shape", "start:i=0 end:i?", "i64", 1, NULL},
     {"Size", "size", NULL, "i64", 1, NULL},
     /* convolutions and pools */
-    {"Conv", "conv", "strides:s pads:s dilations:s group:i=1", NULL, 3, NULL},
+    {"Conv", "conv", "strides:s pads:s dilations:s group:i=1", NULL, 3, lower_window},
     {"ConvTranspose", "conv_transpose", "strides:s pads:s dilations:s group:i=1 output_padding:s", NULL, 3, NULL},
-    {"MaxPool", "max_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 storage_order:i=0", ",i64", 1, NULL},
-    {"AveragePool", "average_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 count_include_pad:i=0", NULL, 1, NULL},
+    {"MaxPool", "max_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 storage_order:i=0", ",i64", 1, lower_window},
+    {"AveragePool", "average_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 count_include_pad:i=0", NULL, 1, lower_window},
     {"GlobalAveragePool", "global_average_pool", NULL, NULL, 1, NULL},
     {"GlobalMaxPool", "global_max_pool", NULL, NULL, 1, NULL},
+    {"Resize", "resize", NULL, NULL, 1, lower_resize},
     /* control flow */
     {"If", NULL, "then_branch:g else_branch:g", NULL, 1, lower_if},
     {"Loop", NULL, "body:g", NULL, -1, lower_loop},
@@ -673,7 +959,10 @@ static dvm_status *check_attrs(const dvmc_node *n, const op_rule *r) {
     if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
     if (!strcmp(name, "kernel_shape") && !strncmp(n->op, "Conv", 4)) known = 1; /* W's shape says it */
     if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&
-        (!strcmp(n->attrs[i].s, "NOTSET") || !strcmp(n->attrs[i].s, ""))) known = 1;
+        (r->lower == lower_window || !strcmp(n->attrs[i].s, "NOTSET")))
+      known = 1;
+    if (!strcmp(name, "equation") && r->lower == lower_einsum) known = 1;
+    if (r->lower == lower_resize) known = 1; /* lower_resize reads or refuses each */
     for (int k = 0; harmless[k] && !known; k++)
       known = !strcmp(name, harmless[k]) && (n->attrs[i].type != DVMC_ATTR_INT || n->attrs[i].i == 0 ||
                                              strcmp(name, "training_mode") != 0);
@@ -752,6 +1041,10 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
     dvmc_fn_loc(L->f, n->name);
     if (!r) {
       st = unsupported(n, "the op is not supported");
+      break;
+    }
+    if (n->opset < (r->min_opset ? r->min_opset : 11)) {
+      st = unsupported(n, "opsets before %d are not supported for %s", r->min_opset ? r->min_opset : 11, n->op);
       break;
     }
     if ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r))) break;

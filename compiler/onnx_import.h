@@ -2,7 +2,7 @@
  *
  * The file is untrusted. protobuf-c parses the wire format (after a scan
  * that bounds message nesting and the memory the parse may take); everything
- * semantic is checked here: opsets (default domain 11 to 21; other domains
+ * semantic is checked here: opsets (default domain 1 to 27, refined per op by lowering; other domains
  * are refused by name), element types, ranks (at most 8), dims, data sizes,
  * external data paths, value names defined once and used only after their
  * definition, and the attribute types of the standard ops.

@@ -2,13 +2,15 @@
  * the ones that read small host tensors into values, for what models
  * compute at run time but kernels take as attributes: "item" (a
  * one-element tensor -> an int: branch conditions, trip counts, axes),
- * "itemf" (-> a float: clip bounds) and "ints" (a 1-D integer tensor of at
- * most 8 elements -> a shape value: axes). */
+ * "itemf" (-> a float: clip bounds), "ints" (a 1-D integer tensor of at
+ * most 8 elements -> a shape value: axes) and "floats" (n numbers -> n
+ * float values). */
 #include <string.h>
 
 #include "kernel.h"
 #include "shape.h"
 #include "shapeop.h"
+#include "window.h"
 
 static int64_t clamp_index(int64_t i, int rank) {
   if (i < 0) i += rank;
@@ -101,6 +103,23 @@ static dvm_status *itemf_fn(const dvm_value *in, int nin, dvm_value *out, int no
   return NULL;
 }
 
+/* "floats" (a host tensor of n numbers) -> n float values (Resize scales
+ * that a model computes at run time). */
+static dvm_status *floats_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  if (nin != 1 || in[0].kind != DVM_VAL_TENSOR)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "floats: one tensor input is needed");
+  const dvm_tensor *t = in[0].u.tensor;
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU || dvm_tensor_numel(t) != nout || dvm_tensor_rank(t) > 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "floats: a host tensor of %d numbers is needed, got %lld", nout,
+                          (long long)dvm_tensor_numel(t));
+  for (int i = 0; i < nout; i++) {
+    out[i].kind = DVM_VAL_FLOAT;
+    if (!element(t, i, &out[i].u.f))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "floats: dtype %s is not supported", dvm_dtype_name(dvm_tensor_dtype(t)));
+  }
+  return NULL;
+}
+
 static dvm_status *ints_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
   const dvm_tensor *t;
   dvm_status *st = host_tensor("ints", in, nin, nout, DVM_MAX_RANK, &t);
@@ -115,10 +134,75 @@ static dvm_status *ints_fn(const dvm_value *in, int nin, dvm_value *out, int nou
   return NULL;
 }
 
+/* "auto_pads" (x, k, strides, dilations, mode) -> pads [begins..., ends...]:
+ * ONNX auto_pad resolved at run time, as it depends on x's spatial dims.
+ * k is conv's W (kernel = its dims from 2) or a pool's kernel_shape; empty
+ * strides or dilations are 1s; mode is a dvm_auto_pad. */
+static dvm_status *auto_pads_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx, rk, rs, rd;
+  const int64_t *x, *k, *s, *d;
+  dvm_status *st = dvm_shape_check_counts("auto_pads", nin, 5, 5, nout, 1);
+  if (!st) st = dvm_shape_arg("auto_pads", &in[0], 0, &rx, &x);
+  if (!st) st = dvm_shape_arg("auto_pads", &in[1], 1, &rk, &k);
+  if (!st && (in[2].kind != DVM_VAL_SHAPE || in[3].kind != DVM_VAL_SHAPE || in[4].kind != DVM_VAL_INT))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "auto_pads: strides and dilations must be shapes, mode an int");
+  if (st) return st;
+  s = in[2].u.dims, rs = in[2].rank, d = in[3].u.dims, rd = in[3].rank;
+  int n = rx - 2;
+  if (in[1].kind == DVM_VAL_TENSOR) { /* conv's W */
+    k += 2;
+    rk -= 2;
+  }
+  if (n < 1 || n > DVM_WINDOW_MAX || rk != n || (rs && rs != n) || (rd && rd != n) || in[4].u.i < 0 ||
+      in[4].u.i > DVM_AUTO_PAD_VALID)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "auto_pads: %d spatial dims, kernel of %d, %d strides, %d dilations, mode %lld do not agree",
+                          n, rk, rs, rd, (long long)in[4].u.i);
+  int64_t pads[2 * DVM_WINDOW_MAX];
+  for (int i = 0; i < n; i++) {
+    int64_t stride = rs ? s[i] : 1, dil = rd ? d[i] : 1;
+    if (k[i] < 1 || stride < 1 || dil < 1)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "auto_pads: kernel, stride and dilation must be >= 1");
+    dvm_window_auto_pads((dvm_auto_pad)in[4].u.i, x[2 + i], k[i], stride, dil, &pads[i], &pads[n + i]);
+  }
+  dvm_shape_set(out, 2 * n, pads);
+  return NULL;
+}
+
+/* "resize_sizes" (x, by_sizes:int, v_0, ..., v_{rank-1}) -> Resize's output
+ * dims: with by_sizes 0 the v are float scales (floor(dim * scale), ONNX's
+ * rule); with 1 they are ints, -1 keeping x's dim (dims not in `axes`). */
+static dvm_status *resize_sizes_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx;
+  const int64_t *x;
+  dvm_status *st = dvm_shape_check_counts("resize_sizes", nin, 2, 2 + DVM_MAX_RANK, nout, 1);
+  if (!st) st = dvm_shape_arg("resize_sizes", &in[0], 0, &rx, &x);
+  if (st) return st;
+  if (in[1].kind != DVM_VAL_INT || nin - 2 != rx)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "resize_sizes: %d values for rank %d", nin - 2, rx);
+  int64_t dims[DVM_MAX_RANK];
+  for (int i = 0; i < rx; i++) {
+    const dvm_value *v = &in[2 + i];
+    if (in[1].u.i) {
+      if (v->kind != DVM_VAL_INT || v->u.i < -1)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "resize_sizes: size %d must be an int >= -1", i);
+      dims[i] = v->u.i < 0 ? x[i] : v->u.i;
+    } else {
+      if (v->kind != DVM_VAL_FLOAT || !(v->u.f > 0) || v->u.f > 1e9)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "resize_sizes: scale %d must be a positive float", i);
+      dims[i] = dvm_resize_scaled_size(x[i], v->u.f);
+    }
+  }
+  dvm_shape_set(out, rx, dims);
+  return NULL;
+}
+
 const dvm_shapefn_def dvm_shapefn_shapeop_table[] = {
+    {"auto_pads", auto_pads_fn},
+    {"resize_sizes", resize_sizes_fn},
     {"item", item_fn},
     {"itemf", itemf_fn},
     {"ints", ints_fn},
+    {"floats", floats_fn},
     {"shape", shape_fn},
     {"size", size_fn},
     {NULL, NULL},

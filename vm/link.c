@@ -1,5 +1,6 @@
 /* Linking a verified module: kernels, shape functions and host functions by
  * name, and constant tensors over the module's bytes. */
+#include <stdio.h>
 #include <string.h>
 
 #include "bytecode.h"
@@ -7,8 +8,13 @@
 
 dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
   for (uint32_t i = 0; i < m->nkernels; i++) {
+    /* "fused@3": one op-table kernel may back several entries, each with
+     * its own payload; the name before '@' is the op table's */
     dvm_kernel_ref *k = &m->kernels[i];
-    k->def = dvm_ops_find(k->name, (dvm_device_kind)k->device);
+    char base[128];
+    size_t len = strcspn(k->name, "@");
+    snprintf(base, sizeof base, "%.*s", (int)(len < sizeof base ? len : sizeof base - 1), k->name);
+    k->def = dvm_ops_find(base, (dvm_device_kind)k->device);
     if (!k->def)
       return dvm_status_new(DVM_NOT_FOUND, "kernel \"%s\" for %s is not in this dvm's op table",
                             k->name, dvm_device_name((dvm_device_kind)k->device));
