@@ -375,6 +375,14 @@ static dvm_status *emit_call(lowering *L, const dvmc_node *n, const op_rule *r, 
   snprintf(base, sizeof base, "%.*s", (int)strcspn(c->kernel, "@"), c->kernel);
   const dvm_kernel_def *k = dvm_ops_find(base, DVM_DEVICE_CPU);
   if (!k) return unsupported(n, "kernel \"%s\" is not in this dvm", base);
+  const dvmc_value *in0 = n->nin ? n->in[0] : NULL;
+  if (k->dtypes && in0 && in0->typed && !(k->dtypes & DVM_DTYPE_BIT(in0->dtype))) {
+    char list[128] = "";
+    for (int d = 0; d < DVM_DTYPE_COUNT; d++)
+      if (k->dtypes & DVM_DTYPE_BIT(d))
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", dvm_dtype_name((dvm_dtype)d));
+    return unsupported(n, "dtype %s is not supported (kernel %s takes %s)", dvm_dtype_name(in0->dtype), base, list);
+  }
   int nout = n->nout;
   while (nout > 0 && !n->out[nout - 1]) nout--; /* trailing omitted optional outputs */
   for (int i = 0; i < nout; i++)

@@ -38,7 +38,15 @@ typedef struct dvm_kernel_def {
   /* The shape function that computes the outputs' shapes from the same
    * inputs and attributes, or NULL when the outputs take an input's shape. */
   const char *shapefn;
+  /* The dtypes input 0 may have, one bit per dvm_dtype (DVM_DTYPES below);
+   * 0 leaves the check to the kernel. The compiler refuses others up
+   * front, naming the dtype, instead of failing at run time. */
+  uint32_t dtypes;
 } dvm_kernel_def;
+
+#define DVM_DTYPE_BIT(dt) (1u << (dt))
+#define DVM_DTYPES_FLOAT (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))
+#define DVM_DTYPES_INT (DVM_DTYPE_BIT(DVM_I32) | DVM_DTYPE_BIT(DVM_I64))
 
 /* The kernel of that name for that device, or NULL (ops/optable.c). */
 const dvm_kernel_def *dvm_ops_find(const char *name, dvm_device_kind device);
