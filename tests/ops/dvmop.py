@@ -102,7 +102,7 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
 
 def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1):
     """Runs the call; returns the list of outputs. Raises DvmError on failure."""
-    inputs = [np.ascontiguousarray(x) for x in inputs]
+    inputs = [np.require(x, requirements="C") for x in inputs]  # keeps 0-d arrays 0-d
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "op.dvms")
         mod = os.path.join(tmp, "op.dvmb")
