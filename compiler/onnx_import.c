@@ -1118,3 +1118,26 @@ dvm_status *dvmc_import_onnx(dvmc_ctx *c, const char *path, dvmc_graph **out) {
   free(buf);
   return st;
 }
+
+dvm_status *dvmc_import_tensor_memory(dvmc_ctx *c, const void *data, size_t size, const char *what,
+                                      const dvmc_tensor **out) {
+  imp im = {c, NULL};
+  dvm_status *st = NULL;
+  size_t mem = 0, limit = PARSE_MEMORY_BASE;
+  *out = NULL;
+  scan_result r = wire_scan(data, size, &onnx__tensor_proto__descriptor, 0, &mem);
+  add_sat(&limit, size > SIZE_MAX / PARSE_MEMORY_FACTOR ? SIZE_MAX : size * PARSE_MEMORY_FACTOR);
+  if (r != SCAN_OK || mem > limit) {
+    st = CORRUPT("not an ONNX TensorProto: the protobuf encoding is malformed");
+  } else {
+    ProtobufCAllocator alloc = {pb_alloc, pb_free, c};
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&alloc, size, data);
+    dvmc_tensor *t = NULL;
+    if (!tp) st = CORRUPT("not an ONNX TensorProto: the protobuf parse failed");
+    else if (tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+      st = UNSUPPORTED("a tensor file with external data is not supported");
+    else if (!(st = read_tensor(&im, tp, tp->name && tp->name[0] ? tp->name : "tensor", &t)))
+      *out = t;
+  }
+  return dvm_status_annotate(st, "%s", what ? what : "<memory>");
+}

@@ -53,4 +53,10 @@ DVM_MUST_USE dvm_status *dvmc_import_onnx(dvmc_ctx *c, const char *path, dvmc_gr
 DVM_MUST_USE dvm_status *dvmc_import_onnx_memory(dvmc_ctx *c, const void *data, size_t size,
                                                  const char *model_dir, dvmc_graph **out);
 
+/* One ONNX TensorProto (the .pb files of the ONNX test data, which
+ * `dvm run` takes as inputs); `what` names it in messages. The data lives in
+ * the context's arena. */
+DVM_MUST_USE dvm_status *dvmc_import_tensor_memory(dvmc_ctx *c, const void *data, size_t size,
+                                                   const char *what, const dvmc_tensor **out);
+
 #endif

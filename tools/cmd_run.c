@@ -6,13 +6,15 @@
 
 #include "cli.h"
 #include "npy.h"
+#include "onnx_import.h"
 
 #define MAX_BINDINGS 64
 
 static const char usage_text[] =
     "usage: dvm run MODEL.dvmb [options]\n"
-    "  --input FILE | --input NAME=FILE  bind the next (or the named) input; a .npy file\n"
-    "                                     for tensors, a number for int/float inputs\n"
+    "  --input FILE | --input NAME=FILE  bind the next (or the named) input: a .npy file or an\n"
+    "                                     ONNX TensorProto .pb file for tensors, a number for\n"
+    "                                     int/float inputs\n"
     "  --output FILE | --output NAME=FILE save results as .npy (in result order, or by name);\n"
     "                                     without it each result is summarized on stdout\n"
     "  --function NAME                    function to run (default: main, or the only one)\n"
@@ -73,6 +75,26 @@ static dvm_status *assign(const dvm_module *m, int f, binding *b, int nb, int ns
   return NULL;
 }
 
+/* An ONNX TensorProto file (the ONNX test data's input_N.pb). */
+static dvm_status *read_pb(const char *path, dvm_tensor **out) {
+  char *bytes;
+  size_t size;
+  dvmc_ctx *c;
+  const dvmc_tensor *t;
+  dvm_status *st = dvm_cli_read_file(path, &bytes, &size);
+  if (st) return st;
+  if ((st = dvmc_ctx_create(&c))) {
+    free(bytes);
+    return st;
+  }
+  if (!(st = dvmc_import_tensor_memory(c, bytes, size, path, &t)) &&
+      !(st = dvm_tensor_create(t->dtype, t->rank, t->dims, out)) && t->nbytes)
+    memcpy(dvm_tensor_data(*out), t->data, t->nbytes);
+  dvmc_ctx_destroy(c);
+  free(bytes);
+  return st;
+}
+
 static dvm_status *load_input(const dvm_param_info *p, const char *value, dvm_value *out) {
   char *end;
   if (p->kind == DVM_VAL_INT) {
@@ -90,7 +112,8 @@ static dvm_status *load_input(const dvm_param_info *p, const char *value, dvm_va
     return NULL;
   }
   dvm_tensor *t;
-  dvm_status *st = dvm_npy_read_file(value, &t);
+  size_t len = strlen(value);
+  dvm_status *st = len > 3 && !strcmp(value + len - 3, ".pb") ? read_pb(value, &t) : dvm_npy_read_file(value, &t);
   if (st) return dvm_status_annotate(st, "input \"%s\"", p->name);
   *out = dvm_value_tensor(t);
   return NULL;

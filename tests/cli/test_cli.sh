@@ -35,6 +35,9 @@ done
 expect 0 'y: f32\[3,3\] min=1 max=9 mean=.* \[1, 2, 3, 4, 5, 6, 5, 7, ...\]' -- \
   "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy"
 expect 0 '' -- "$dvm" run "$tmp/matmul.dvmb" --input x="$fx/x_3x2_f32.npy" --output "$tmp/y.npy"
+expect 0 'y: f32\[3,3\] min=1 max=9' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.pb"
+printf 'not a tensor' > "$tmp/bad.pb"
+expect 2 'bad.pb: not an ONNX TensorProto' -- "$dvm" run "$tmp/matmul.dvmb" --input "$tmp/bad.pb"
 expect 0 '' -- test -s "$tmp/y.npy"
 expect 0 'batch: int 2' -- "$dvm" run "$tmp/guard.dvmb" --input mask="$fx/mask_2x7_f32.npy" \
   --input ids="$fx/ids_2x7_i64.npy"

@@ -54,9 +54,10 @@ def run_one(dvm, test_dir):
             # an explicit refusal is "unsupported"; anything else (a crash) fails
             kind = "unsupported" if r.returncode == 2 else "fail"
             return name, kind, msg
-        inputs = sorted(f for f in os.listdir(data) if f.startswith("input_") and f.endswith(".npy"))
+        # inputs as the ONNX TensorProto .pb files (what dvm run reads besides .npy)
+        inputs = sorted(f for f in os.listdir(data) if f.startswith("input_") and f.endswith(".pb"))
         outputs = sorted(f for f in os.listdir(data) if f.startswith("output_") and f.endswith(".npy"))
-        inputs.sort(key=lambda f: int(f[6:-4]))
+        inputs.sort(key=lambda f: int(f[6:-3]))
         outputs.sort(key=lambda f: int(f[7:-4]))
         cmd = [dvm, "run", mod]
         for f in inputs:
