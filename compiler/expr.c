@@ -305,6 +305,47 @@ static int64_t fdiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+/* a / b for monomials when b's factors are among a's (as a multiset), else
+ * NULL: the quotient of dims like (768*batch*seq) / (768*batch). */
+static const dvmc_expr *mono_div(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  if (b == x->one) return a;
+  int na = a->kind == DVMC_E_PRODUCT ? a->n : (a == x->one ? 0 : 1), nb = b->kind == DVMC_E_PRODUCT ? b->n : 1;
+  const dvmc_expr *const *fa = a->kind == DVMC_E_PRODUCT ? a->args : &a;
+  const dvmc_expr *const *fb = b->kind == DVMC_E_PRODUCT ? b->args : &b;
+  if (nb > na) return NULL;
+  const dvmc_expr **q = malloc(sizeof *q * (size_t)(na ? na : 1));
+  if (!q) return NULL;
+  int i = 0, j = 0, k = 0;
+  while (i < na) { /* both sorted by id: a merge that drops b's factors */
+    if (j < nb && fa[i] == fb[j]) i++, j++;
+    else if (j < nb && fb[j]->id < fa[i]->id) break;
+    else q[k++] = fa[i++];
+  }
+  const dvmc_expr *r = NULL;
+  if (j == nb) r = k == 0 ? x->one : k == 1 ? q[0] : intern(x, DVMC_E_PRODUCT, 0, NULL, k, q, NULL);
+  free(q);
+  return r;
+}
+
+/* a / b exactly when b is one term c*m and every term of a is a multiple
+ * of it; else NULL. */
+static const dvmc_expr *exact_div(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
+  term tb;
+  if (nterms(b) != 1 || terms_of(x, b, &tb) != 1 || tb.coef <= 0) return NULL;
+  term *t = malloc(sizeof *t * (size_t)nterms(a));
+  if (!t) return NULL;
+  int n = terms_of(x, a, t);
+  const dvmc_expr *r = NULL;
+  for (int i = 0; i < n; i++) {
+    if (t[i].coef % tb.coef || !(t[i].mono = mono_div(x, t[i].mono, tb.mono))) goto done;
+    t[i].coef /= tb.coef;
+  }
+  r = from_terms(x, t, n);
+done:
+  free(t);
+  return r;
+}
+
 const dvmc_expr *dvmc_floordiv(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
   if (!a || !b) return NULL;
   int64_t va, vb;
@@ -314,6 +355,8 @@ const dvmc_expr *dvmc_floordiv(dvmc_exprs *x, const dvmc_expr *a, const dvmc_exp
   if (cb && vb == 1) return a;
   if (cb && vb > 0 && divides_all(a, vb)) return rescale(x, a, 1, vb);
   if (a == b) return dvmc_const(x, 1); /* dims divided by themselves: assumed non-zero */
+  const dvmc_expr *q = exact_div(x, a, b);
+  if (q) return q;
   const dvmc_expr *args[2] = {a, b};
   return intern(x, DVMC_E_FLOORDIV, 0, NULL, 2, args, NULL);
 }

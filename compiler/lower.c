@@ -12,6 +12,7 @@
 
 #include "emit.h"
 #include "kernel.h"
+#include "infer.h"
 #include "lower.h"
 
 typedef struct {
@@ -28,6 +29,9 @@ typedef struct {
   const dvmc_graph *g;
   int depth;                 /* inside branches and loop bodies: > 0 */
   int einsums;               /* einsum kernel entries so far */
+  const dvmc_expr **memo;    /* expressions computed in top-level code, */
+  int *memo_reg;             /* and their registers (they dominate the rest) */
+  size_t nmemo, memo_cap;
   const dvmc_value **scoped; /* constants loaded there, dropped on leaving */
   size_t nscoped, scoped_cap;
 } lowering;
@@ -77,7 +81,12 @@ static dvm_status *unsupported(const dvmc_node *n, const char *fmt, ...) {
   return dvm_status_annotate(st, "node \"%s\" (%s, opset %d)", n->name, n->op, n->opset);
 }
 
-/* The register holding v; constants are loaded where first used. */
+static int foldable(const lowering *L, const dvmc_value *v);
+static int shape_of_exprs(lowering *L, int n, const dvmc_expr *const *e);
+static int emit_int(lowering *L, int64_t v);
+
+/* The register holding v; constants are loaded where first used, folded
+ * shapes made into tensors where a kernel needs them as data. */
 static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
   int r = lookup(L, v);
   if (r < 0 && v->constant) {
@@ -86,6 +95,29 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
     if (k < 0 || !bind(L, v, r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     dvmc_fn_op2(L->f, DVM_OP_CONST, r, k);
     if (L->depth > 0) { /* only this region's code loads it */
+      if (L->nscoped == L->scoped_cap) {
+        size_t cap = L->scoped_cap ? L->scoped_cap * 2 : 32;
+        const dvmc_value **p = realloc(L->scoped, cap * sizeof *p);
+        if (!p) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+        L->scoped = p;
+        L->scoped_cap = cap;
+      }
+      L->scoped[L->nscoped++] = v;
+    }
+  }
+  if (r < 0 && !v->constant && foldable(L, v)) { /* a folded shape, needed as data here */
+    int sh = shape_of_exprs(L, v->nelems, v->elems), dims = dvmc_fn_reg(L->f), k;
+    int64_t w[2 + 1] = {dims, v->rank, 0};
+    if (v->rank) w[2] = emit_int(L, v->nelems);
+    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 2 + v->rank);
+    r = dvmc_fn_reg(L->f);
+    dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){r, DVM_I64, dims, DVM_DEVICE_CPU}, 4);
+    k = dvmc_emit_kernel(L->e, "from_shape", DVM_DEVICE_CPU, 1, NULL, 0);
+    dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, r, 0, 1, sh}, 7);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, dims);
+    if (!bind(L, v, r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    if (L->depth > 0) { /* made in a region: dropped on leaving it, like constants */
       if (L->nscoped == L->scoped_cap) {
         size_t cap = L->scoped_cap ? L->scoped_cap * 2 : 32;
         const dvmc_value **p = realloc(L->scoped, cap * sizeof *p);
@@ -124,6 +156,107 @@ static int emit_shape(lowering *L, int n, const int64_t *v) {
   for (int i = 0; i < n; i++) w[2 + i] = emit_int(L, v[i]);
   dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 2 + n);
   return (int)w[0];
+}
+
+/* ---- symbolic dims as code ---- */
+
+/* Whether e can be computed here: every symbol in it is bound by a guard. */
+static int emittable(const lowering *L, const dvmc_expr *e) {
+  if (!e) return 0;
+  switch (dvmc_expr_kind_of(e)) {
+  case DVMC_E_CONST: return 1;
+  case DVMC_E_SYM: return dvmc_fn_sym_find(L->f, dvmc_expr_sym_name(e)) >= 0;
+  default:
+    for (int i = 0; i < dvmc_expr_arity(e); i++)
+      if (!emittable(L, dvmc_expr_arg(e, i))) return 0;
+    return 1;
+  }
+}
+
+static int all_emittable(const lowering *L, int n, const dvmc_expr *const *e) {
+  for (int i = 0; i < n; i++)
+    if (!emittable(L, e[i])) return 0;
+  return 1;
+}
+
+/* The register holding e's value: scalar arithmetic on the symbols'
+ * registers. Interning makes equal expressions one pointer, so the memo is
+ * common-subexpression elimination for free. */
+static int expr_reg(lowering *L, const dvmc_expr *e) {
+  for (size_t i = 0; i < L->nmemo; i++)
+    if (L->memo[i] == e) return L->memo_reg[i];
+  int r;
+  switch (dvmc_expr_kind_of(e)) {
+  case DVMC_E_CONST: r = emit_int(L, dvmc_expr_value(e)); break;
+  case DVMC_E_SYM: return dvmc_fn_sym_reg(L->f, dvmc_fn_sym_find(L->f, dvmc_expr_sym_name(e)));
+  case DVMC_E_SUM:
+    r = -1;
+    for (int i = 0; i < dvmc_expr_arity(e); i++) {
+      const dvmc_expr *m = dvmc_expr_arg(e, i);
+      int64_t coef = dvmc_expr_coef(e, i);
+      int t = dvmc_expr_kind_of(m) == DVMC_E_CONST ? emit_int(L, coef) : expr_reg(L, m);
+      if (dvmc_expr_kind_of(m) != DVMC_E_CONST && coef != 1) {
+        int c = emit_int(L, coef), p = dvmc_fn_reg(L->f);
+        dvmc_fn_op3(L->f, DVM_OP_MUL, p, t, c);
+        t = p;
+      }
+      if (r < 0) {
+        r = t;
+      } else {
+        int sum = dvmc_fn_reg(L->f);
+        dvmc_fn_op3(L->f, DVM_OP_ADD, sum, r, t);
+        r = sum;
+      }
+    }
+    break;
+  case DVMC_E_PRODUCT:
+    r = expr_reg(L, dvmc_expr_arg(e, 0));
+    for (int i = 1; i < dvmc_expr_arity(e); i++) {
+      int p = dvmc_fn_reg(L->f);
+      dvmc_fn_op3(L->f, DVM_OP_MUL, p, r, expr_reg(L, dvmc_expr_arg(e, i)));
+      r = p;
+    }
+    break;
+  default: {
+    static const dvm_opcode ops[] = {[DVMC_E_FLOORDIV] = DVM_OP_DIV, [DVMC_E_MOD] = DVM_OP_MOD,
+                                     [DVMC_E_MIN] = DVM_OP_MIN, [DVMC_E_MAX] = DVM_OP_MAX};
+    int a = expr_reg(L, dvmc_expr_arg(e, 0)), b = expr_reg(L, dvmc_expr_arg(e, 1));
+    r = dvmc_fn_reg(L->f);
+    dvmc_fn_op3(L->f, ops[dvmc_expr_kind_of(e)], r, a, b);
+    break;
+  }
+  }
+  if (L->depth == 0 && L->nmemo < 1u << 20) { /* only top-level code dominates what follows */
+    if (L->nmemo == L->memo_cap) {
+      size_t cap = L->memo_cap ? L->memo_cap * 2 : 64;
+      const dvmc_expr **m = realloc(L->memo, cap * sizeof *m);
+      int *mr = m ? realloc(L->memo_reg, cap * sizeof *mr) : NULL;
+      if (m) L->memo = m;
+      if (mr) L->memo_reg = mr;
+      if (!m || !mr) return r;
+      L->memo_cap = cap;
+    }
+    L->memo[L->nmemo] = e;
+    L->memo_reg[L->nmemo++] = r;
+  }
+  return r;
+}
+
+/* A shape value made of expressions (all emittable). */
+static int shape_of_exprs(lowering *L, int n, const dvmc_expr *const *e) {
+  int64_t w[2 + DVM_MAX_RANK];
+  for (int i = 0; i < n; i++) w[2 + i] = expr_reg(L, e[i]);
+  w[0] = dvmc_fn_reg(L->f);
+  w[1] = n;
+  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 2 + n);
+  return (int)w[0];
+}
+
+/* Whether v's contents can be made from expressions here, so the node that
+ * computes it need not run: the shape arithmetic of exported graphs. */
+static int foldable(const lowering *L, const dvmc_value *v) {
+  return v && v->typed && v->dtype == DVM_I64 && v->rank >= 0 && v->rank <= 1 && v->nelems <= DVM_MAX_RANK &&
+         dvmc_value_elems_known(v) && all_emittable(L, v->nelems, v->elems);
 }
 
 /* Reads a constant integer tensor (an input turned attribute). */
@@ -389,9 +522,13 @@ static dvm_status *emit_call(lowering *L, const dvmc_node *n, const op_rule *r, 
     if (!n->out[i]) return unsupported(n, "omitted output %d before a present one", i);
   if (!nout || nout > 16) return unsupported(n, "%d outputs", nout);
   int64_t outs[16], shapes[16], w[3 + 16 + 1 + 64 + 1 + 32];
-  int nw = 0;
+  int nw = 0, known = 1;
   dvm_status *st;
-  if (k->shapefn) {
+  for (int i = 0; i < nout; i++)
+    known &= dvmc_value_shape_known(n->out[i]) && all_emittable(L, n->out[i]->rank, n->out[i]->dims);
+  if (known) { /* inference knows the shapes: arithmetic, no shape function */
+    for (int i = 0; i < nout; i++) shapes[i] = shape_of_exprs(L, n->out[i]->rank, n->out[i]->dims);
+  } else if (k->shapefn) {
     w[nw++] = dvmc_emit_shapefn(L->e, k->shapefn);
     w[nw++] = nout;
     for (int i = 0; i < nout; i++) w[nw++] = shapes[i] = dvmc_fn_reg(L->f);
@@ -440,6 +577,13 @@ static dvm_status *lower_view(lowering *L, const dvmc_node *n, const op_rule *r)
   if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return unsupported(n, "needs one input and one output");
   dvm_status *st = reg_of(L, n->in[0], &data);
   if (st) return st;
+  if (dvmc_value_shape_known(n->out[0]) && all_emittable(L, n->out[0]->rank, n->out[0]->dims)) {
+    int shape = shape_of_exprs(L, n->out[0]->rank, n->out[0]->dims), out = dvmc_fn_reg(L->f);
+    dvmc_fn_op3(L->f, DVM_OP_RESHAPE, out, data, shape);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+    if (n->in[0]->typed) set_type(n->out[0], n->in[0]->dtype);
+    return bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
   int64_t w[16];
   int nw = 0;
   int sf = dvmc_emit_shapefn(L->e, r->kernel);
@@ -1055,7 +1199,9 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
       st = unsupported(n, "opsets before %d are not supported for %s", r->min_opset ? r->min_opset : 11, n->op);
       break;
     }
-    if ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r))) break;
+    int folded = n->nout > 0;
+    for (int k = 0; k < n->nout; k++) folded &= foldable(L, n->out[k]);
+    if (!folded && ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r)))) break;
     for (int k = 0; k < reads[i].n; k++) { /* values whose last reader this was */
       int v = reads[i].ids[k], reg = lookup(L, g->values[v]);
       if (--uses[v] == 0 && reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
@@ -1316,6 +1462,8 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
 done:
   free(L.map);
   free(L.scoped);
+  free(L.memo);
+  free(L.memo_reg);
   dvmc_emit_destroy(L.e);
   return st;
 }

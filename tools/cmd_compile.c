@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "ir.h"
+#include "infer.h"
 #include "lower.h"
 #include "onnx_import.h"
 
@@ -90,6 +91,10 @@ int dvm_cmd_compile(int argc, char **argv) {
       goto done;
     }
     dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, name), lo, hi);
+  }
+  if ((st = dvmc_infer(c, g))) {
+    rc = dvm_cli_fail("compile", st);
+    goto done;
   }
   if (dump) dvmc_graph_print(g, stdout);
   if (!out) goto done;

@@ -6,6 +6,9 @@
  *       x's dims[start:end], ONNX Shape (opset 15) clamping: negative
  *       bounds count from the end, then both are clamped to [0, rank].
  *   size (in: x) -> y i64 [] : x's element count.
+ *   from_shape (attrs: values:shape) -> y i64 [n] or [] : a shape value as
+ *       data (the compiler folds shape arithmetic into registers, and makes
+ *       a tensor of it only where a kernel needs one). y has n elements.
  *   fill (attrs: value:int|float) -> y of any shape and dtype, every element
  *       `value` (converted as C converts; bool: value != 0). Control flow
  *       uses it to make the iteration count and condition tensors of ONNX
@@ -63,7 +66,21 @@ static dvm_status *fill(const dvm_kernel_args *a) {
   return NULL;
 }
 
+static dvm_status *from_shape(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "from_shape", 0, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->nattrs != 1 || a->attrs[0].kind != DVM_VAL_SHAPE)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "from_shape: one shape attribute is needed");
+  const dvm_tensor *y = a->out[0];
+  if (y->dtype != DVM_I64 || y->rank > 1 || dvm_tensor_numel(y) != a->attrs[0].rank)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "from_shape: output must be i64 of %d elements", a->attrs[0].rank);
+  int64_t *out = dvm_tensor_ptr(y);
+  for (int i = 0; i < a->attrs[0].rank; i++) out[i] = a->attrs[0].u.dims[i];
+  return NULL;
+}
+
 const dvm_kernel_def dvm_cpu_shape_kernels[] = {
+    {"from_shape", DVM_DEVICE_CPU, from_shape, NULL},
     {"fill", DVM_DEVICE_CPU, fill, NULL},
     {"shape", DVM_DEVICE_CPU, shape, "shape"},
     {"size", DVM_DEVICE_CPU, size, "size"},
