@@ -400,6 +400,14 @@ static void print_node(const dvmc_node *n, int ind, FILE *out) {
     if (n->out[i]) {
       fputs(": ", out);
       dvmc_value_print_type(n->out[i], out);
+      if (n->out[i]->elems) { /* contents known as expressions: "{batch, seq, 4, 8}" */
+        fputs(" {", out);
+        for (int k = 0; k < n->out[i]->nelems; k++) {
+          if (k) fputs(", ", out);
+          dvmc_expr_print(n->out[i]->elems[k], out);
+        }
+        fputc('}', out);
+      }
     }
   }
   if (n->nout) fputs(" = ", out);
