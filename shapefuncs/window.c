@@ -1,6 +1,401 @@
-/* Shape functions: window (see families.def). Not written yet. */
+/* Window geometry and the shape functions conv, conv_transpose, pool,
+ * global_pool and resize (see window.h). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attr.h"
 #include "kernel.h"
+#include "shape.h"
+#include "window.h"
+
+/* Attribute values above this are refused, so that window arithmetic on
+ * them (spans, strides times dims) cannot overflow int64. */
+#define ATTR_MAX ((int64_t)1 << 30)
+
+/* Shape attribute `name` into out[0..n): n values each in [min, ATTR_MAX],
+ * or an empty shape for n copies of dflt. */
+static dvm_status *attr_list(const char *op, const char *name, const dvm_value *v, int n,
+                             int64_t dflt, int64_t min, int64_t *out) {
+  int rank = 0;
+  const int64_t *dims = NULL;
+  dvm_status *st = dvm_attr_shape(op, name, v, &rank, &dims);
+  if (st) return st;
+  if (rank != 0 && rank != n)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: attribute %s has %d values, want %d (or none for the default)", op,
+                          name, rank, n);
+  for (int i = 0; i < n; i++) {
+    int64_t x = rank ? dims[i] : dflt;
+    if (x < min || x > ATTR_MAX)
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "%s: attribute %s[%d] = %lld is out of range [%lld, %lld]", op, name, i,
+                            (long long)x, (long long)min, (long long)ATTR_MAX);
+    out[i] = x;
+  }
+  return NULL;
+}
+
+static dvm_status *attr_int(const char *op, const char *name, const dvm_value *v, int64_t lo,
+                            int64_t hi, int64_t *out) {
+  dvm_status *st = dvm_attr_int(op, name, v, out);
+  if (st || (*out >= lo && *out <= hi)) return st;
+  return dvm_status_new(DVM_INVALID_ARGUMENT,
+                        "%s: attribute %s = %lld is out of range [%lld, %lld]", op, name,
+                        (long long)*out, (long long)lo, (long long)hi);
+}
+
+static dvm_status *attr_finite(const char *op, const char *name, const dvm_value *v, double *out) {
+  dvm_status *st = dvm_attr_float(op, name, v, out);
+  if (st || isfinite(*out)) return st;
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attribute %s = %g is not finite", op, name,
+                        *out);
+}
+
+/* The spatial dims of X: rank 3 to 2 + DVM_WINDOW_MAX. */
+static dvm_status *check_spatial(const char *op, int rx, const int64_t *x) {
+  if (rx >= 3 && rx <= 2 + DVM_WINDOW_MAX) return NULL;
+  char s[DVM_SHAPE_STR_SIZE];
+  return dvm_status_new(DVM_INVALID_ARGUMENT,
+                        "%s: X %s must have rank 3 to %d ([N, C, 1 to %d spatial dims])", op,
+                        dvm_shape_str(s, rx, x), 2 + DVM_WINDOW_MAX, DVM_WINDOW_MAX);
+}
+
+/* strides, pads and (when given) dilations of n spatial dims. */
+static dvm_status *window_attrs(const char *op, int n, const dvm_value *strides,
+                                const dvm_value *pads, const dvm_value *dilations, dvm_window *w) {
+  int64_t p[2 * DVM_WINDOW_MAX];
+  w->n = n;
+  dvm_status *st = attr_list(op, "strides", strides, n, 1, 1, w->stride);
+  if (!st) st = attr_list(op, "pads", pads, 2 * n, 0, 0, p);
+  if (!st) st = attr_list(op, "dilations", dilations, n, 1, 1, w->dilation);
+  if (st) return st;
+  for (int i = 0; i < n; i++) {
+    w->pad_begin[i] = p[i];
+    w->pad_end[i] = p[n + i];
+    w->out_pad[i] = 0;
+  }
+  w->ceil_mode = false;
+  return NULL;
+}
+
+/* The extent of a dilated kernel; both are at most ATTR_MAX. */
+static int64_t span(const dvm_window *w, int i) { return (w->kernel[i] - 1) * w->dilation[i] + 1; }
+
+/* Output dims of conv and pooling: out[i] for spatial input in[i]. */
+static dvm_status *window_out(const char *op, const dvm_window *w, const int64_t *in,
+                              int64_t *out) {
+  for (int i = 0; i < w->n; i++) {
+    int64_t padded = in[i] + w->pad_begin[i] + w->pad_end[i];
+    if (in[i] > INT64_MAX / 4) /* so that no sum below can overflow */
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: X dim %d (%lld) is too large", op, 2 + i,
+                            (long long)in[i]);
+    int64_t s = span(w, i), st = w->stride[i];
+    if (padded < s)
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "%s: X dim %d is %lld, with pads %lld+%lld smaller than the window "
+                            "%lld (kernel %lld, dilation %lld)",
+                            op, 2 + i, (long long)in[i], (long long)w->pad_begin[i],
+                            (long long)w->pad_end[i], (long long)s, (long long)w->kernel[i],
+                            (long long)w->dilation[i]);
+    int64_t o = (padded - s) / st + 1;
+    if (w->ceil_mode) {
+      o = (padded - s + st - 1) / st + 1;
+      if ((o - 1) * st >= in[i] + w->pad_begin[i]) o--; /* would start in the end padding */
+    }
+    out[i] = o;
+  }
+  return NULL;
+}
+
+void dvm_window_auto_pads(dvm_auto_pad mode, int64_t in, int64_t kernel, int64_t stride,
+                          int64_t dilation, int64_t *pad_begin, int64_t *pad_end) {
+  *pad_begin = *pad_end = 0;
+  if (mode != DVM_AUTO_PAD_SAME_UPPER && mode != DVM_AUTO_PAD_SAME_LOWER) return;
+  int64_t out = (in + stride - 1) / stride;
+  int64_t total = (out - 1) * stride + (kernel - 1) * dilation + 1 - in;
+  if (total < 0) total = 0;
+  *pad_begin = mode == DVM_AUTO_PAD_SAME_UPPER ? total / 2 : total - total / 2;
+  *pad_end = total - *pad_begin;
+}
+
+dvm_status *dvm_window_transpose_pads(dvm_auto_pad mode, int64_t in, int64_t kernel, int64_t stride,
+                                      int64_t dilation, int64_t *out_pad, int64_t out,
+                                      int64_t *pad_begin, int64_t *pad_end) {
+  if (out < 0) out = in * stride;
+  int64_t total = stride * (in - 1) + *out_pad + (kernel - 1) * dilation + 1 - out;
+  int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor, as ONNX's Python */
+  int64_t begin = mode == DVM_AUTO_PAD_SAME_UPPER ? half : total - half;
+  if (begin < 0)
+    return dvm_status_new(DVM_UNIMPLEMENTED,
+                          "conv_transpose: output size %lld would need a negative begin pad "
+                          "(%lld) with input %lld, kernel %lld, stride %lld, dilation %lld",
+                          (long long)out, (long long)begin, (long long)in, (long long)kernel,
+                          (long long)stride, (long long)dilation);
+  int64_t end = total - begin;
+  if (end < 0) {
+    *out_pad -= end;
+    end = 0;
+  }
+  *pad_begin = begin;
+  *pad_end = end;
+  return NULL;
+}
+
+dvm_status *dvm_conv_setup(bool transpose, int rx, const int64_t *x, int rw, const int64_t *w,
+                           int rb, const int64_t *b, const dvm_value *attrs, int nattrs,
+                           dvm_window *win, int64_t *group, int64_t *out) {
+  const char *op = transpose ? "conv_transpose" : "conv";
+  char sx[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE], sb[DVM_SHAPE_STR_SIZE];
+  dvm_status *st = dvm_attr_count(op, nattrs, 4 + transpose, 4 + transpose);
+  if (!st) st = check_spatial(op, rx, x);
+  if (st) return st;
+  int n = rx - 2;
+  if (rw != rx)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: W %s must have the rank of X %s", op,
+                          dvm_shape_str(sw, rw, w), dvm_shape_str(sx, rx, x));
+  st = window_attrs(op, n, &attrs[0], &attrs[1], &attrs[2], win);
+  if (!st) st = attr_int(op, "group", &attrs[3], 1, ATTR_MAX, group);
+  if (!st && transpose) st = attr_list(op, "output_padding", &attrs[4], n, 0, 0, win->out_pad);
+  if (st) return st;
+  int64_t g = *group, c = x[1], m;
+  /* conv W is [M, C/group, k...]; conv_transpose W is [C, M/group, k...] */
+  bool ok = transpose ? w[0] == c && c % g == 0 : w[1] * g == c && w[0] % g == 0;
+  if (!ok)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          transpose ? "%s: W %s does not fit X %s with group %lld: want W[0] = "
+                                      "C, divisible by group"
+                                    : "%s: W %s does not fit X %s with group %lld: want W[1] * "
+                                      "group = C and W[0] divisible by group",
+                          op, dvm_shape_str(sw, rw, w), dvm_shape_str(sx, rx, x), (long long)g);
+  m = transpose ? w[1] * g : w[0];
+  if (rb >= 0 && (rb != 1 || b[0] != m))
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: B %s must be [%lld], one per output channel of W %s", op,
+                          dvm_shape_str(sb, rb, b), (long long)m, dvm_shape_str(sw, rw, w));
+  for (int i = 0; i < n; i++) {
+    if (w[2 + i] < 1 || w[2 + i] > ATTR_MAX)
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "%s: W %s: kernel dim %d is out of range [1, %lld]", op,
+                            dvm_shape_str(sw, rw, w), 2 + i, (long long)ATTR_MAX);
+    win->kernel[i] = w[2 + i];
+  }
+  out[0] = x[0];
+  out[1] = m;
+  if (!transpose) return window_out(op, win, x + 2, out + 2);
+  for (int i = 0; i < n; i++) {
+    int64_t o;
+    /* stride * (in - 1) + output_padding + span - pads */
+    if (__builtin_mul_overflow(win->stride[i], x[2 + i] > 0 ? x[2 + i] - 1 : 0, &o) ||
+        __builtin_add_overflow(o, win->out_pad[i] + span(win, i), &o))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: X dim %d (%lld) is too large", op, 2 + i,
+                            (long long)x[2 + i]);
+    o -= win->pad_begin[i] + win->pad_end[i];
+    if (x[2 + i] == 0 || o < 0)
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "%s: X dim %d is %lld: with pads %lld+%lld, the output would have "
+                            "%lld elements",
+                            op, 2 + i, (long long)x[2 + i], (long long)win->pad_begin[i],
+                            (long long)win->pad_end[i], (long long)(x[2 + i] ? o : 0));
+    out[2 + i] = o;
+  }
+  return NULL;
+}
+
+dvm_status *dvm_pool_setup(const char *op, int rx, const int64_t *x, const dvm_value *attrs,
+                           int nattrs, dvm_window *win, int64_t *out) {
+  dvm_status *st = dvm_attr_count(op, nattrs, 5, 6);
+  if (!st) st = check_spatial(op, rx, x);
+  if (st) return st;
+  int n = rx - 2;
+  int ceil_mode = 0;
+  if (attrs[0].kind == DVM_VAL_SHAPE && attrs[0].rank == 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attribute kernel_shape is required", op);
+  st = attr_list(op, "kernel_shape", &attrs[0], n, 0, 1, win->kernel);
+  if (!st) st = window_attrs(op, n, &attrs[1], &attrs[2], &attrs[3], win);
+  if (!st) st = dvm_attr_flag(op, "ceil_mode", &attrs[4], &ceil_mode);
+  if (!st && nattrs == 6) st = dvm_attr_kind(op, "6", &attrs[5], DVM_VAL_INT);
+  if (st) return st;
+  win->ceil_mode = ceil_mode;
+  for (int i = 0; i < n; i++)
+    if (win->pad_begin[i] >= win->kernel[i] || win->pad_end[i] >= win->kernel[i])
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "%s: pads %lld+%lld of spatial dim %d must be smaller than the "
+                            "kernel %lld",
+                            op, (long long)win->pad_begin[i], (long long)win->pad_end[i], i,
+                            (long long)win->kernel[i]);
+  out[0] = x[0];
+  out[1] = x[1];
+  return window_out(op, win, x + 2, out + 2);
+}
+
+dvm_status *dvm_global_pool_setup(const char *op, int rx, const int64_t *x, int64_t *out) {
+  if (rx < 3) {
+    char s[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: X %s must have rank 3 or more", op,
+                          dvm_shape_str(s, rx, x));
+  }
+  out[0] = x[0];
+  out[1] = x[1];
+  for (int i = 2; i < rx; i++) out[i] = 1;
+  return NULL;
+}
+
+dvm_status *dvm_resize_setup(int rx, const int64_t *x, const dvm_value *attrs, int nattrs,
+                             dvm_resize *r, int64_t *out) {
+  const char *op = "resize";
+  char sx[DVM_SHAPE_STR_SIZE], ss[DVM_SHAPE_STR_SIZE];
+  if (nattrs != 4 && nattrs != 7 && nattrs != 7 + rx)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "resize: takes 4, 7 or %d attributes (7 and one scale per dim of X "
+                          "%s), got %d",
+                          7 + rx, dvm_shape_str(sx, rx, x), nattrs);
+  const dvm_value *sizes = &attrs[0];
+  if (sizes->kind != DVM_VAL_SHAPE || sizes->rank != rx)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "resize: attribute sizes must be a shape of rank %d, the rank of X %s",
+                          rx, dvm_shape_str(sx, rx, x));
+  int64_t mode, coord, nearest;
+  int excl = 0, anti = 0;
+  dvm_status *st = attr_int(op, "mode", &attrs[1], 0, DVM_RESIZE_MODE_COUNT - 1, &mode);
+  if (!st && attrs[2].kind == DVM_VAL_INT && attrs[2].u.i == DVM_RESIZE_COORD_COUNT)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT,
+                        "resize: coordinate_transformation_mode %d (tf_crop_and_resize) is not "
+                        "supported",
+                        DVM_RESIZE_COORD_COUNT);
+  if (!st)
+    st = attr_int(op, "coordinate_transformation_mode", &attrs[2], 0, DVM_RESIZE_COORD_COUNT - 1,
+                  &coord);
+  if (!st) st = attr_int(op, "nearest_mode", &attrs[3], 0, DVM_RESIZE_NEAREST_COUNT - 1, &nearest);
+  r->cubic_a = -0.75;
+  if (!st && nattrs >= 7) st = attr_finite(op, "cubic_coeff_a", &attrs[4], &r->cubic_a);
+  if (!st && nattrs >= 7) st = dvm_attr_flag(op, "exclude_outside", &attrs[5], &excl);
+  if (!st && nattrs >= 7) st = dvm_attr_flag(op, "antialias", &attrs[6], &anti);
+  if (st) return st;
+  r->mode = (dvm_resize_mode)mode;
+  r->coord = (dvm_resize_coord)coord;
+  r->nearest = (dvm_resize_nearest)nearest;
+  r->exclude_outside = excl;
+  r->antialias = anti;
+  for (int d = 0; d < rx; d++) {
+    int64_t o = sizes->u.dims[d];
+    if (x[d] == 0 && o != 0)
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "resize: X %s dim %d is empty and cannot be resized to sizes %s",
+                            dvm_shape_str(sx, rx, x), d, dvm_shape_str(ss, rx, sizes->u.dims));
+    r->scale[d] = x[d] ? (double)o / (double)x[d] : 1.0;
+    r->length[d] = (double)o;
+    if (nattrs == 7 + rx) {
+      st = attr_finite(op, "scale", &attrs[7 + d], &r->scale[d]);
+      if (!st && r->scale[d] <= 0)
+        st = dvm_status_new(DVM_INVALID_ARGUMENT, "resize: scale %d = %g must be positive", d,
+                            r->scale[d]);
+      if (st) return st;
+      r->length[d] = (double)x[d] * r->scale[d];
+    }
+    out[d] = o;
+  }
+  return NULL;
+}
+
+int64_t dvm_resize_scaled_size(int64_t in, double scale) {
+  return (int64_t)floor((double)in * scale);
+}
+
+double dvm_resize_coord_in(dvm_resize_coord coord, int64_t o, int64_t in, int64_t out, double scale,
+                           double length) {
+  double x = (double)o;
+  switch (coord) {
+  case DVM_RESIZE_HALF_PIXEL:
+    return (x + 0.5) / scale - 0.5;
+  case DVM_RESIZE_ASYMMETRIC:
+    return x / scale;
+  case DVM_RESIZE_ALIGN_CORNERS:
+    return length == 1 ? 0.0 : x * (double)(in - 1) / (length - 1);
+  case DVM_RESIZE_PYTORCH_HALF_PIXEL:
+    return length > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+  case DVM_RESIZE_TF_HALF_PIXEL_FOR_NEAREST:
+    return (x + 0.5) / scale;
+  case DVM_RESIZE_HALF_PIXEL_SYMMETRIC: {
+    /* the output's real extent is centred on the input's */
+    double adjust = (double)out / length, center = (double)in / 2;
+    return center * (1 - adjust) + (x + 0.5) / scale - 0.5;
+  }
+  default:
+    return x;
+  }
+}
+
+/* Shape functions: the kernels' inputs, then their attributes. */
+
+static dvm_status *conv_fn(bool transpose, const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = transpose ? "conv_transpose" : "conv";
+  int nattrs = 4 + transpose, rx, rw, rb = -1;
+  const int64_t *x, *w, *b = NULL;
+  int64_t dims[DVM_MAX_RANK], group;
+  dvm_window win;
+  /* X, W, [B], attrs: the count says whether B is there */
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 2 + nattrs, 3 + nattrs, nout, 1);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &rx, &x);
+  if (!st) st = dvm_shape_arg(fn, &in[1], 1, &rw, &w);
+  if (!st && nin == 3 + nattrs) st = dvm_shape_arg(fn, &in[2], 2, &rb, &b);
+  if (!st)
+    st = dvm_conv_setup(transpose, rx, x, rw, w, rb, b, in + nin - nattrs, nattrs, &win, &group,
+                        dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], rx, dims);
+  return NULL;
+}
+
+static dvm_status *shapefn_conv(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  return conv_fn(false, in, nin, out, nout);
+}
+
+static dvm_status *shapefn_conv_transpose(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  return conv_fn(true, in, nin, out, nout);
+}
+
+/* One output, or two (max_pool's values and indices, the same shape). */
+static dvm_status *shapefn_pool(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx;
+  const int64_t *x;
+  int64_t dims[DVM_MAX_RANK];
+  dvm_window win;
+  dvm_status *st = dvm_shape_check_counts("pool", nin, 6, 7, nout, nout == 2 ? 2 : 1);
+  if (!st) st = dvm_shape_arg("pool", &in[0], 0, &rx, &x);
+  if (!st) st = dvm_pool_setup("pool", rx, x, in + 1, nin - 1, &win, dims);
+  if (st) return st;
+  for (int i = 0; i < nout; i++) dvm_shape_set(&out[i], rx, dims);
+  return NULL;
+}
+
+static dvm_status *shapefn_global_pool(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx;
+  const int64_t *x;
+  int64_t dims[DVM_MAX_RANK];
+  dvm_status *st = dvm_shape_check_counts("global_pool", nin, 1, 1, nout, 1);
+  if (!st) st = dvm_shape_arg("global_pool", &in[0], 0, &rx, &x);
+  if (!st) st = dvm_global_pool_setup("global_pool", rx, x, dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], rx, dims);
+  return NULL;
+}
+
+static dvm_status *shapefn_resize(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx;
+  const int64_t *x;
+  int64_t dims[DVM_MAX_RANK];
+  dvm_resize r;
+  dvm_status *st = dvm_shape_check_counts("resize", nin, 1, 8 + DVM_MAX_RANK, nout, 1);
+  if (!st) st = dvm_shape_arg("resize", &in[0], 0, &rx, &x);
+  if (!st) st = dvm_resize_setup(rx, x, in + 1, nin - 1, &r, dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], rx, dims);
+  return NULL;
+}
 
 const dvm_shapefn_def dvm_shapefn_window_table[] = {
-    {NULL, NULL},
+    {"conv", shapefn_conv},     {"conv_transpose", shapefn_conv_transpose},
+    {"pool", shapefn_pool},     {"global_pool", shapefn_global_pool},
+    {"resize", shapefn_resize}, {NULL, NULL},
 };

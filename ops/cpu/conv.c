@@ -1,6 +1,496 @@
-/* CPU kernels: conv (see families.def). Not written yet. */
+/* Convolutions with ONNX semantics, f32, through oneDNN's convolution and
+ * deconvolution primitives (1-D, 2-D and 3-D, groups, dilations, asymmetric
+ * pads). Geometry and checks are shapefuncs/window.h's.
+ *
+ *   conv(in: X [N, C, s...], W [M, C/group, k...], B [M] optional;
+ *        attrs: strides:shape, pads:shape, dilations:shape, group:int)
+ *        -> Y [N, M, o...]
+ *   conv_transpose(in: X [N, C, s...], W [C, M/group, k...], B [M] optional;
+ *        attrs: strides:shape, pads:shape, dilations:shape, group:int,
+ *        output_padding:shape) -> Y [N, M, o...]
+ *
+ * 1 to 3 spatial dims; pads are [begins..., ends...]; an empty strides,
+ * pads, dilations or output_padding means the ONNX default. ONNX auto_pad
+ * and ConvTranspose output_shape are resolved into pads by the compiler
+ * (dvm_window_auto_pads, dvm_window_transpose_pads). Shape functions
+ * "conv" and "conv_transpose".
+ *
+ * oneDNN picks its own (blocked) layouts for the call's shape: X and W are
+ * reordered into them and Y back out of them on every call, which measured
+ * faster than its kernels for the plain layouts (gemm-based) even with the
+ * copies, except for pointwise (1x1, stride 1, unpadded) convs, which run as
+ * a GEMM on X and Y in place. A primitive and its reorders cost milliseconds to make (JIT), so
+ * they are cached per shape, attributes and thread count in a small LRU
+ * shared by all threads (modules and their kernels are shared; VMs are per
+ * thread). The blocked copies and oneDNN's scratchpad live in a per-thread
+ * workspace that grows to the largest call and is kept, so a call allocates
+ * nothing large. oneDNN handles every case the checks admit; empty
+ * outputs and empty channel sums (C = 0) are filled here without it. */
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/kargs.h"
+#include "shapefuncs/shape.h"
+#include "shapefuncs/window.h"
+
+/* Primitives kept; each holds JIT code (tens of KB). */
+#define CACHE_MAX 64
+
+enum { SRC, WEI, DST, NBUF }; /* the tensors oneDNN may want in its own layout */
+
+typedef struct key {
+  int32_t transpose, rank, bias, threads;
+  int64_t x[DVM_MAX_RANK], w[DVM_MAX_RANK], y[DVM_MAX_RANK], group;
+  int64_t stride[DVM_WINDOW_MAX], dilation[DVM_WINDOW_MAX];
+  int64_t pad_begin[DVM_WINDOW_MAX], pad_end[DVM_WINDOW_MAX];
+} key;
+
+typedef struct entry {
+  key k;
+  struct entry *prev, *next; /* LRU order, most recent first */
+  int refs;                  /* calls using it now; evicted only at 0 */
+  dnnl_primitive_t conv;
+  dnnl_memory_desc_t plain[NBUF], inner[NBUF], bias;
+  dnnl_primitive_t reorder[NBUF]; /* plain <-> inner; NULL when the same */
+  size_t bytes[NBUF];             /* workspace for inner copies; 0 when plain */
+  size_t scratch;                 /* the largest scratchpad of its primitives */
+  bool crop;                      /* Y has elements past the window: bias them first */
+} entry;
+
+static struct {
+  pthread_mutex_t lock;
+  entry *head, *tail;
+  int n;
+} cache = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0};
+
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static dnnl_engine_t engine;
+static dnnl_status_t engine_status;
+
+static void engine_init(void) { engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0); }
+
+/* Per thread: a stream (oneDNN streams are not shared between threads) and
+ * the workspace, freed when the thread ends. */
+typedef struct thread_ctx {
+  dnnl_stream_t stream;
+  void *ws;
+  size_t ws_size;
+} thread_ctx;
+
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static int ctx_key_failed;
+
+static void ctx_free(void *p) {
+  thread_ctx *c = p;
+  if (c->stream) dnnl_stream_destroy(c->stream);
+  free(c->ws);
+  free(c);
+}
+
+static void ctx_init(void) { ctx_key_failed = pthread_key_create(&ctx_key, ctx_free) != 0; }
+
+static dvm_status *dnnl_error(const char *op, const char *what, dnnl_status_t s) {
+  dvm_code code = s == dnnl_out_of_memory   ? DVM_OUT_OF_MEMORY
+                  : s == dnnl_unimplemented ? DVM_UNIMPLEMENTED
+                                            : DVM_INTERNAL;
+  return dvm_status_new(code, "%s: oneDNN %s failed: %s", op, what, dnnl_status2str(s));
+}
+
+#define DNNL_TRY(op, what, call)     \
+  do {                               \
+    dnnl_status_t s_ = (call);       \
+    if (s_ != dnnl_success) {        \
+      st = dnnl_error(op, what, s_); \
+      goto out;                      \
+    }                                \
+  } while (0)
+
+/* The calling thread's context with a workspace of at least `size` bytes. */
+static dvm_status *thread_ctx_get(const char *op, size_t size, thread_ctx **out) {
+  pthread_once(&ctx_once, ctx_init);
+  if (ctx_key_failed) return dvm_status_new(DVM_INTERNAL, "%s: pthread_key_create failed", op);
+  thread_ctx *c = pthread_getspecific(ctx_key);
+  if (!c) {
+    c = calloc(1, sizeof *c);
+    if (!c) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for a thread context", op);
+    dnnl_status_t s = dnnl_stream_create(&c->stream, engine, dnnl_stream_default_flags);
+    if (s != dnnl_success || pthread_setspecific(ctx_key, c) != 0) {
+      ctx_free(c);
+      return s != dnnl_success ? dnnl_error(op, "stream creation", s)
+                               : dvm_status_new(DVM_INTERNAL, "%s: pthread_setspecific failed", op);
+    }
+  }
+  if (c->ws_size < size) {
+    free(c->ws);
+    c->ws_size = 0;
+    c->ws = aligned_alloc(64, (size + 63) & ~(size_t)63);
+    if (!c->ws)
+      return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for a %zu-byte workspace", op, size);
+    c->ws_size = size;
+  }
+  *out = c;
+  return NULL;
+}
+
+/* A plain f32 descriptor of dims laid out as a row-major array of dims
+ * `full` (>= dims: a view into it), except that dims `swap` and swap + 1 are
+ * stored in the other order when swap >= 0 (conv_transpose weights). */
+static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *dims,
+                              const dnnl_dim_t *full, int swap) {
+  int order[DVM_MAX_RANK + 1];
+  dnnl_dims_t strides;
+  for (int i = 0; i < nd; i++) order[i] = i;
+  if (swap >= 0) {
+    order[swap] = swap + 1;
+    order[swap + 1] = swap;
+  }
+  dnnl_dim_t s = 1;
+  for (int i = nd - 1; i >= 0; i--) {
+    strides[order[i]] = s;
+    s *= full[order[i]];
+  }
+  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+}
+
+static void entry_free(entry *e) {
+  if (!e) return;
+  if (e->conv) dnnl_primitive_destroy(e->conv);
+  for (int i = 0; i < NBUF; i++)
+    if (e->reorder[i]) dnnl_primitive_destroy(e->reorder[i]);
+  free(e);
+}
+
+/* The scratchpad a primitive descriptor asks for. */
+static size_t scratch_size(const_dnnl_primitive_desc_t pd) {
+  return dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+}
+
+/* Makes a primitive and its reorders for key k. */
+static dvm_status *entry_make(const char *op, const key *k, entry **out) {
+  dvm_status *st = NULL;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+  entry *e = calloc(1, sizeof *e);
+  if (!e) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for a primitive", op);
+  e->k = *k;
+  int nd = k->rank, n = nd - 2, grouped = k->group > 1;
+  dnnl_dims_t xd, yd, yfull, wd, stride, dil, pl, pr;
+  for (int i = 0; i < nd; i++) {
+    xd[i] = k->x[i];
+    yd[i] = yfull[i] = k->y[i];
+  }
+  /* oneDNN weights are [G,] OC/G, IC/G, k...; ONNX conv_transpose stores IC before OC */
+  int64_t ic = k->x[1], oc = k->y[1];
+  wd[0] = k->group;
+  wd[grouped] = oc / k->group;
+  wd[grouped + 1] = ic / k->group;
+  for (int i = 0; i < n; i++) {
+    wd[grouped + 2 + i] = k->w[2 + i];
+    stride[i] = k->stride[i];
+    dil[i] = k->dilation[i] - 1; /* oneDNN counts the gaps */
+    pl[i] = k->pad_begin[i];
+    pr[i] = k->pad_end[i];
+    if (!k->transpose) continue;
+    /* conv_transpose: the end pad less output_padding, what makes the full
+     * output k->y. oneDNN refuses some negative ones (from -stride on), so
+     * those run with 0 into the part of Y the window reaches: the rest is
+     * the bias alone. */
+    pr[i] = (k->x[2 + i] - 1) * k->stride[i] + (k->w[2 + i] - 1) * k->dilation[i] + 1 - pl[i] -
+            k->y[2 + i];
+    if (pr[i] < 0) {
+      yd[2 + i] += pr[i];
+      pr[i] = 0;
+      e->crop = true;
+    }
+  }
+  dnnl_dims_t bd = {oc};
+  dnnl_memory_desc_t any[NBUF]; /* the layouts asked of oneDNN */
+  const dnnl_dim_t *dims[NBUF] = {xd, wd, yd};
+  int ndims[NBUF] = {nd, nd + grouped, nd};
+  /* A pointwise conv is a GEMM over the plain layouts, which measured faster
+   * than oneDNN's blocked 1x1 kernel with the copies in and out; any other
+   * shape runs faster blocked. */
+  bool pointwise = !k->transpose && k->group == 1;
+  for (int i = 0; i < n; i++)
+    pointwise &= k->w[2 + i] == 1 && k->stride[i] == 1 && pl[i] == 0 && pr[i] == 0;
+  for (int i = 0; i < NBUF; i++) {
+    DNNL_TRY(op, "memory descriptor",
+             plain_md(&e->plain[i], ndims[i], dims[i], i == DST ? yfull : dims[i],
+                      i == WEI && k->transpose ? grouped : -1));
+    any[i] = e->plain[i];
+    if (pointwise && i != WEI) continue;
+    DNNL_TRY(
+        op, "memory descriptor",
+        dnnl_memory_desc_init_by_tag(&any[i], ndims[i], dims[i], dnnl_f32, dnnl_format_tag_any));
+  }
+  DNNL_TRY(op, "memory descriptor",
+           dnnl_memory_desc_init_by_tag(&e->bias, 1, bd, dnnl_f32, dnnl_a));
+  DNNL_TRY(op, "attribute creation", dnnl_primitive_attr_create(&attr));
+  DNNL_TRY(op, "scratchpad mode",
+           dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+  const dnnl_memory_desc_t *bias = k->bias ? &e->bias : NULL;
+  if (k->transpose) {
+    dnnl_deconvolution_desc_t d;
+    DNNL_TRY(op, "deconvolution descriptor",
+             dnnl_dilated_deconvolution_forward_desc_init(
+                 &d, dnnl_forward_inference, dnnl_deconvolution_direct, &any[SRC], &any[WEI], bias,
+                 &any[DST], stride, dil, pl, pr));
+    DNNL_TRY(op, "deconvolution primitive descriptor",
+             dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL));
+  } else {
+    dnnl_convolution_desc_t d;
+    DNNL_TRY(op, "convolution descriptor",
+             dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference,
+                                                        dnnl_convolution_auto, &any[SRC], &any[WEI],
+                                                        bias, &any[DST], stride, dil, pl, pr));
+    DNNL_TRY(op, "convolution primitive descriptor",
+             dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL));
+  }
+  e->scratch = scratch_size(pd);
+  static const dnnl_query_t queries[NBUF] = {dnnl_query_src_md, dnnl_query_weights_md,
+                                             dnnl_query_dst_md};
+  for (int i = 0; i < NBUF; i++) {
+    e->inner[i] = *dnnl_primitive_desc_query_md(pd, queries[i], 0);
+    if (dnnl_memory_desc_equal(&e->inner[i], &e->plain[i])) continue;
+    e->bytes[i] = (dnnl_memory_desc_get_size(&e->inner[i]) + 63) & ~(size_t)63;
+    const dnnl_memory_desc_t *from = i == DST ? &e->inner[i] : &e->plain[i],
+                             *to = i == DST ? &e->plain[i] : &e->inner[i];
+    DNNL_TRY(op, "reorder primitive descriptor",
+             dnnl_reorder_primitive_desc_create(&rpd, from, engine, to, engine, attr));
+    size_t s = scratch_size(rpd);
+    if (s > e->scratch) e->scratch = s;
+    DNNL_TRY(op, "reorder primitive", dnnl_primitive_create(&e->reorder[i], rpd));
+    dnnl_primitive_desc_destroy(rpd);
+    rpd = NULL;
+  }
+  DNNL_TRY(op, "primitive creation", dnnl_primitive_create(&e->conv, pd));
+out:
+  if (rpd) dnnl_primitive_desc_destroy(rpd);
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  if (st) {
+    entry_free(e);
+    e = NULL;
+  }
+  *out = e;
+  return st;
+}
+
+static void lru_unlink(entry *e) {
+  *(e->prev ? &e->prev->next : &cache.head) = e->next;
+  *(e->next ? &e->next->prev : &cache.tail) = e->prev;
+  e->prev = e->next = NULL;
+}
+
+static void lru_push_front(entry *e) {
+  e->next = cache.head;
+  e->prev = NULL;
+  if (cache.head) cache.head->prev = e;
+  cache.head = e;
+  if (!cache.tail) cache.tail = e;
+}
+
+static entry *lru_find(const key *k) {
+  for (entry *e = cache.head; e; e = e->next)
+    if (memcmp(&e->k, k, sizeof *k) == 0) return e;
+  return NULL;
+}
+
+/* The cached primitive for k (made on a miss), held until cache_put. The
+ * lock is not held while oneDNN generates code; if two threads miss on one
+ * key, the first to insert wins and the other's copy is dropped. */
+static dvm_status *cache_get(const char *op, const key *k, entry **out) {
+  pthread_mutex_lock(&cache.lock);
+  entry *e = lru_find(k);
+  if (e) {
+    lru_unlink(e);
+    lru_push_front(e);
+    e->refs++;
+    pthread_mutex_unlock(&cache.lock);
+    *out = e;
+    return NULL;
+  }
+  pthread_mutex_unlock(&cache.lock);
+  entry *made = NULL;
+  dvm_status *st = entry_make(op, k, &made);
+  if (st) return st;
+  entry *drop = NULL;
+  pthread_mutex_lock(&cache.lock);
+  e = lru_find(k);
+  if (e) {
+    lru_unlink(e);
+    drop = made;
+  } else {
+    e = made;
+    cache.n++;
+  }
+  lru_push_front(e);
+  e->refs++;
+  /* evict the least recent unused entries beyond the limit */
+  for (entry *v = cache.tail; v && cache.n > CACHE_MAX;) {
+    entry *prev = v->prev;
+    if (v->refs == 0) {
+      lru_unlink(v);
+      cache.n--;
+      v->next = drop; /* freed below, outside the lock */
+      drop = v;
+    }
+    v = prev;
+  }
+  pthread_mutex_unlock(&cache.lock);
+  while (drop) {
+    entry *next = drop->next;
+    entry_free(drop);
+    drop = next;
+  }
+  *out = e;
+  return NULL;
+}
+
+static void cache_put(entry *e) {
+  pthread_mutex_lock(&cache.lock);
+  e->refs--;
+  pthread_mutex_unlock(&cache.lock);
+}
+
+/* Checks a call and builds its cache key. */
+static dvm_status *check(const dvm_kernel_args *a, bool transpose, key *k) {
+  const char *op = transpose ? "conv_transpose" : "conv";
+  dvm_status *st = dvm_kargs_check(a, op, a->nin == 3 ? 3 : 2, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *b = a->nin == 3 ? a->in[2] : NULL, *y = a->out[0];
+  bool f32 = x->dtype == DVM_F32 && w->dtype == DVM_F32 && y->dtype == DVM_F32 &&
+             (!b || b->dtype == DVM_F32);
+  if (!f32) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: only f32 is supported", op,
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  dvm_window win;
+  int64_t dims[DVM_MAX_RANK], group;
+  st = dvm_conv_setup(transpose, x->rank, x->dims, w->rank, w->dims, b ? b->rank : -1,
+                      b ? b->dims : NULL, a->attrs, a->nattrs, &win, &group, dims);
+  if (st) return st;
+  if (y->rank != x->rank || memcmp(y->dims, dims, sizeof(int64_t) * x->rank) != 0) {
+    char sy[DVM_SHAPE_STR_SIZE], sd[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: output Y %s != %s, what X, W and the attributes give", op,
+                          dvm_shape_str(sy, y->rank, y->dims), dvm_shape_str(sd, x->rank, dims));
+  }
+  memset(k, 0, sizeof *k); /* the key is compared bytewise */
+  k->transpose = transpose;
+  k->rank = x->rank;
+  k->bias = b != NULL;
+  k->threads = dvm_kargs_threads(a);
+  k->group = group;
+  memcpy(k->x, x->dims, sizeof(int64_t) * x->rank);
+  memcpy(k->w, w->dims, sizeof(int64_t) * x->rank);
+  memcpy(k->y, y->dims, sizeof(int64_t) * x->rank);
+  for (int i = 0; i < win.n; i++) {
+    k->stride[i] = win.stride[i];
+    k->dilation[i] = win.dilation[i];
+    k->pad_begin[i] = win.pad_begin[i];
+    k->pad_end[i] = win.pad_end[i];
+  }
+  return NULL;
+}
+
+/* Y = B broadcast over [N, M, o...], or 0: the sum over no input channels. */
+static void fill_bias(const dvm_tensor *y, const dvm_tensor *b) {
+  float *py = dvm_tensor_ptr(y);
+  int64_t m = y->dims[1], inner = dvm_tensor_numel(y) / (y->dims[0] * m);
+  const float *pb = b ? dvm_tensor_ptr(b) : NULL;
+  for (int64_t i = 0; i < y->dims[0] * m; i++)
+    for (int64_t j = 0; j < inner; j++) py[i * inner + j] = pb ? pb[i % m] : 0.0f;
+}
+
+static dvm_status *run(const dvm_kernel_args *a, bool transpose) {
+  const char *op = transpose ? "conv_transpose" : "conv";
+  key k;
+  dvm_status *st = check(a, transpose, &k);
+  if (st) return st;
+  const dvm_tensor *b = a->nin == 3 ? a->in[2] : NULL;
+  if (dvm_tensor_numel(a->out[0]) == 0) return NULL;
+  if (k.x[1] == 0) {
+    fill_bias(a->out[0], b);
+    return NULL;
+  }
+  pthread_once(&engine_once, engine_init);
+  if (engine_status != dnnl_success) return dnnl_error(op, "engine creation", engine_status);
+  /* oneDNN sizes its OpenMP teams, and tunes its kernels, by the calling
+   * thread's setting */
+  if (k.threads != omp_get_max_threads()) omp_set_num_threads(k.threads);
+  entry *e;
+  st = cache_get(op, &k, &e);
+  if (st) return st;
+  if (e->crop) fill_bias(a->out[0], b);
+  thread_ctx *c = NULL;
+  dnnl_memory_t mem[NBUF] = {0}, inner[NBUF] = {0}, bias = NULL, scratch = NULL;
+  st = thread_ctx_get(op, e->bytes[SRC] + e->bytes[WEI] + e->bytes[DST] + e->scratch, &c);
+  if (st) goto out;
+  void *user[NBUF] = {dvm_tensor_ptr(a->in[0]), dvm_tensor_ptr(a->in[1]),
+                      dvm_tensor_ptr(a->out[0])};
+  char *ws = c->ws;
+  for (int i = 0; i < NBUF; i++) {
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&mem[i], &e->plain[i], engine, user[i]));
+    if (!e->reorder[i]) continue;
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&inner[i], &e->inner[i], engine, ws));
+    ws += e->bytes[i];
+  }
+  if (b)
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&bias, &e->bias, engine, dvm_tensor_ptr(b)));
+  if (e->scratch) {
+    dnnl_memory_desc_t smd;
+    dnnl_dims_t sdims = {(dnnl_dim_t)e->scratch};
+    DNNL_TRY(op, "memory descriptor",
+             dnnl_memory_desc_init_by_tag(&smd, 1, sdims, dnnl_u8, dnnl_a));
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&scratch, &smd, engine, ws));
+  }
+  /* the scratchpad goes last, so that leaving it out is a shorter count */
+  int ns = scratch != NULL;
+  for (int i = SRC; i <= WEI; i++)
+    if (e->reorder[i]) {
+      dnnl_exec_arg_t r[] = {
+          {DNNL_ARG_FROM, mem[i]}, {DNNL_ARG_TO, inner[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+      DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->reorder[i], c->stream, 2 + ns, r));
+    }
+  dnnl_memory_t use[NBUF];
+  for (int i = 0; i < NBUF; i++) use[i] = e->reorder[i] ? inner[i] : mem[i];
+  dnnl_exec_arg_t args[5] = {
+      {DNNL_ARG_SRC, use[SRC]}, {DNNL_ARG_WEIGHTS, use[WEI]}, {DNNL_ARG_DST, use[DST]}};
+  int na = 3;
+  if (bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
+  if (scratch) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
+  DNNL_TRY(op, "execution", dnnl_primitive_execute(e->conv, c->stream, na, args));
+  if (e->reorder[DST]) {
+    dnnl_exec_arg_t r[] = {
+        {DNNL_ARG_FROM, inner[DST]}, {DNNL_ARG_TO, mem[DST]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->reorder[DST], c->stream, 2 + ns, r));
+  }
+  DNNL_TRY(op, "stream wait", dnnl_stream_wait(c->stream));
+out:
+  for (int i = 0; i < NBUF; i++) {
+    if (mem[i]) dnnl_memory_destroy(mem[i]);
+    if (inner[i]) dnnl_memory_destroy(inner[i]);
+  }
+  if (bias) dnnl_memory_destroy(bias);
+  if (scratch) dnnl_memory_destroy(scratch);
+  cache_put(e);
+  return st;
+}
+
+static dvm_status *conv(const dvm_kernel_args *a) { return run(a, false); }
+static dvm_status *conv_transpose(const dvm_kernel_args *a) { return run(a, true); }
 
 const dvm_kernel_def dvm_cpu_conv_kernels[] = {
+    {"conv", DVM_DEVICE_CPU, conv, "conv"},
+    {"conv_transpose", DVM_DEVICE_CPU, conv_transpose, "conv_transpose"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

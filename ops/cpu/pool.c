@@ -1,6 +1,408 @@
-/* CPU kernels: pool (see families.def). Not written yet. */
+/* Pooling with ONNX semantics over 1 to 3 spatial dims (geometry and checks
+ * in shapefuncs/window.h; shape functions "pool" and "global_pool").
+ *
+ *   max_pool(in: X [N, C, s...]; attrs: kernel_shape:shape, strides:shape,
+ *            pads:shape, dilations:shape, ceil_mode:int, storage_order:int)
+ *            -> Y [N, C, o...] [, Indices i64 [N, C, o...]]
+ *       f32, f64, i8, u8. Indices (when asked for, a second output) index X
+ *       flattened: (n * C + c) * plane + the spatial position, row-major
+ *       (storage_order 0) or column-major over the spatial dims (1); the
+ *       first maximum in row-major window order wins.
+ *   average_pool(in: X; attrs: kernel_shape, strides, pads, dilations,
+ *            ceil_mode:int, count_include_pad:int) -> Y      f32, f64
+ *       count_include_pad 1 divides by the window positions inside the
+ *       padded input (not those past the end padding that ceil_mode adds).
+ *   global_average_pool(in: X [N, C, s...]) -> Y [N, C, 1...]   f32, f64
+ *   global_max_pool(in: X) -> Y [N, C, 1...]                     f32, f64
+ *
+ * An empty strides, pads or dilations means the ONNX default. Pads must be
+ * smaller than the kernel; with dilation a window can still miss the input
+ * entirely, and then max_pool gives the dtype's lowest value and index -1,
+ * and average_pool without count_include_pad gives 0 / 0 = NaN.
+ *
+ * Every spatial case runs as 3-D with leading dims of 1. Per dim, a table
+ * gives each output position's first input position and its range of kernel
+ * taps inside the input, so the window loops need no bounds checks and no
+ * division. Planes (n, c) are independent and split among threads. */
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/vec.h"
+#include "ops/kargs.h"
+#include "shapefuncs/shape.h"
+#include "shapefuncs/window.h"
+
+/* Below this much work (window taps), one thread is faster. */
+#define MIN_WORK ((int64_t)1 << 15)
+
+/* One output position along one dim. */
+typedef struct tap {
+  int64_t start;      /* its first input position, o * stride - pad_begin */
+  int64_t kmin, kmax; /* kernel taps inside the input: [kmin, kmax) */
+  int64_t padded;     /* taps inside the padded input (count_include_pad) */
+} tap;
+
+/* The inner dim's output range [lo, hi) whose windows have one kernel tap
+ * inside X. */
+typedef struct span {
+  int64_t lo, hi;
+} span;
+
+typedef struct geom {
+  int64_t planes, in[3], out[3], dil[3], stride, pad; /* stride, pad: inner dim */
+  int64_t mult[3];              /* max_pool index multiplier of each input dim */
+  tap *taps[3];                 /* out[d] entries each */
+  span *inner;                  /* the inner dim's kernel taps, kinner entries */
+  double *count, *count_padded; /* the inner dim's taps inside X, inside its pads */
+  int64_t kinner;
+  void *mem;
+} geom;
+
+/* The tables of window w over X dims x (rank 2 + w->n) into Y dims y. */
+static dvm_status *geom_make(const char *op, const dvm_window *w, const int64_t *x,
+                             const int64_t *y, bool colmajor, geom *g) {
+  int lead = 3 - w->n; /* dims of 1 in front */
+  int64_t k[3], s[3], pb[3], pe[3], total = 0;
+  g->planes = x[0] * x[1];
+  for (int d = 0; d < 3; d++) {
+    int i = d - lead;
+    g->in[d] = i < 0 ? 1 : x[2 + i];
+    g->out[d] = i < 0 ? 1 : y[2 + i];
+    k[d] = i < 0 ? 1 : w->kernel[i];
+    s[d] = i < 0 ? 1 : w->stride[i];
+    g->dil[d] = i < 0 ? 1 : w->dilation[i];
+    pb[d] = i < 0 ? 0 : w->pad_begin[i];
+    pe[d] = i < 0 ? 0 : w->pad_end[i];
+    total += g->out[d];
+  }
+  g->kinner = k[2];
+  g->stride = s[2];
+  g->pad = pb[2];
+  g->mem = malloc(sizeof(tap) * (size_t)total + sizeof(span) * (size_t)k[2] +
+                  2 * sizeof(double) * (size_t)g->out[2]);
+  if (!g->mem) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for window tables", op);
+  tap *t = g->mem;
+  g->inner = (span *)(t + total);
+  g->count = (double *)(g->inner + k[2]);
+  g->count_padded = g->count + g->out[2];
+  for (int64_t kc = 0; kc < k[2]; kc++) {
+    /* 0 <= o * s - pb + kc * dil < in */
+    int64_t off = pb[2] - kc * g->dil[2], lo = off > 0 ? (off + s[2] - 1) / s[2] : 0;
+    int64_t hi = g->in[2] - 1 + off < 0 ? 0 : (g->in[2] - 1 + off) / s[2] + 1;
+    g->inner[kc].lo = lo;
+    g->inner[kc].hi = hi > g->out[2] ? g->out[2] : hi < lo ? lo : hi;
+  }
+  for (int d = 0; d < 3; d++) {
+    g->taps[d] = t;
+    for (int64_t o = 0; o < g->out[d]; o++, t++) {
+      int64_t start = o * s[d] - pb[d], dl = g->dil[d];
+      t->start = start;
+      /* windows start before the input's end (window_out sees to it), so
+       * both divisions below are of numbers >= 0 */
+      t->kmin = start >= 0 ? 0 : (-start + dl - 1) / dl;
+      int64_t last = (g->in[d] - 1 - start) / dl + 1; /* taps before the input's end */
+      t->kmax = last < k[d] ? last : k[d];
+      if (t->kmax < t->kmin) t->kmax = t->kmin;
+      int64_t plast = (g->in[d] + pe[d] - 1 - start) / dl + 1;
+      t->padded = plast < k[d] ? plast : k[d];
+    }
+  }
+  for (int64_t o = 0; o < g->out[2]; o++) {
+    g->count[o] = (double)(g->taps[2][o].kmax - g->taps[2][o].kmin);
+    g->count_padded[o] = (double)g->taps[2][o].padded;
+  }
+  /* the index of input position (a, b, c) is a*m0 + b*m1 + c*m2 */
+  g->mult[0] = colmajor ? 1 : g->in[1] * g->in[2];
+  g->mult[1] = colmajor ? g->in[0] : g->in[2];
+  g->mult[2] = colmajor ? g->in[0] * g->in[1] : 1;
+  return NULL;
+}
+
+static int pool_threads(const dvm_kernel_args *a, const geom *g, int64_t window) {
+  int64_t work = g->planes * g->out[0] * g->out[1] * g->out[2] * window;
+  int64_t t = dvm_kargs_threads(a);
+  if (t > work / MIN_WORK) t = work / MIN_WORK;
+  if (t > g->planes) t = g->planes;
+  return t < 1 ? 1 : (int)t;
+}
+
+/* The window loops over a plane xp of dtype T: for each output (oa, ob, oc)
+ * in order, BEFORE, then BODY for each input element v at (ia, ib, ic) of
+ * its window inside X, then AFTER. */
+#define WINDOW_LOOP(T, g, xp, BEFORE, BODY, AFTER)                     \
+  for (int64_t oa = 0; oa < (g)->out[0]; oa++) {                       \
+    const tap *ta = &(g)->taps[0][oa];                                 \
+    for (int64_t ob = 0; ob < (g)->out[1]; ob++) {                     \
+      const tap *tb = &(g)->taps[1][ob];                               \
+      for (int64_t oc = 0; oc < (g)->out[2]; oc++) {                   \
+        const tap *tc = &(g)->taps[2][oc];                             \
+        BEFORE;                                                        \
+        for (int64_t ka = ta->kmin; ka < ta->kmax; ka++) {             \
+          int64_t ia = ta->start + ka * (g)->dil[0];                   \
+          for (int64_t kb = tb->kmin; kb < tb->kmax; kb++) {           \
+            int64_t ib = tb->start + kb * (g)->dil[1];                 \
+            const T *row = (xp) + (ia * (g)->in[1] + ib) * (g)->in[2]; \
+            for (int64_t kc = tc->kmin; kc < tc->kmax; kc++) {         \
+              int64_t ic = tc->start + kc * (g)->dil[2];               \
+              T v = row[ic];                                           \
+              BODY;                                                    \
+            }                                                          \
+          }                                                            \
+        }                                                              \
+        AFTER;                                                         \
+      }                                                                \
+    }                                                                  \
+  }
+
+/* One plane of a window pool: x and y point at the plane, idx (max_pool
+ * with indices) at its indices, base is the plane's first element in X,
+ * flag is average_pool's count_include_pad, and tmp holds a row of X. */
+typedef void (*plane_fn)(const geom *g, const void *x, void *y, int64_t *idx, int64_t base,
+                         int flag, void *tmp);
+
+/* yr[lo..hi) = OP(yr, row at o * S + off): one kernel column's tap for a
+ * row of outputs, vectorized over the outputs. */
+#define TAP_ROW(OP, S)                                                  \
+  _Pragma("omp simd") for (int64_t o = sp->lo; o < sp->hi; o++) yr[o] = \
+      OP(yr[o], row[o * (S) + off])
+
+/* Values only (max_pool without indices, average_pool), separably: for a
+ * row of outputs, the input rows their windows cover are combined into one
+ * (contiguous, vectorized), then each kernel column adds its tap to every
+ * output of the row. INIT starts each output; FINISH(T, yr, n, ta, tb) ends the row. */
+#define VALUE_PLANE(name, T, INIT, OP, FINISH)                                                  \
+  DVM_VEC static void name(const geom *g, const void *px, void *py, int64_t *idx, int64_t base, \
+                           int include_pad, void *scratch) {                                    \
+    const T *x = px;                                                                            \
+    T *y = py, *tmp = scratch;                                                                  \
+    int64_t n = g->out[2], s = g->stride, w = g->in[2];                                         \
+    for (int64_t oa = 0; oa < g->out[0]; oa++) {                                                \
+      const tap *ta = &g->taps[0][oa];                                                          \
+      for (int64_t ob = 0; ob < g->out[1]; ob++, y += n) {                                      \
+        const tap *tb = &g->taps[1][ob];                                                        \
+        const T *row = NULL;                                                                    \
+        for (int64_t ka = ta->kmin; ka < ta->kmax; ka++)                                        \
+          for (int64_t kb = tb->kmin; kb < tb->kmax; kb++) {                                    \
+            const T *r =                                                                        \
+                x + ((ta->start + ka * g->dil[0]) * g->in[1] + tb->start + kb * g->dil[1]) * w; \
+            if (!row) {                                                                         \
+              row = r;                                                                          \
+              continue;                                                                         \
+            }                                                                                   \
+            _Pragma("omp simd") for (int64_t j = 0; j < w; j++) tmp[j] = OP(row[j], r[j]);      \
+            row = tmp;                                                                          \
+          }                                                                                     \
+        T *yr = y;                                                                              \
+        for (int64_t o = 0; o < n; o++) yr[o] = INIT;                                           \
+        for (int64_t kc = 0; row && kc < g->kinner; kc++) {                                     \
+          const span *sp = &g->inner[kc];                                                       \
+          int64_t off = kc * g->dil[2] - g->pad;                                                \
+          if (s == 1)                                                                           \
+            TAP_ROW(OP, 1);                                                                     \
+          else if (s == 2)                                                                      \
+            TAP_ROW(OP, 2);                                                                     \
+          else                                                                                  \
+            TAP_ROW(OP, s);                                                                     \
+        }                                                                                       \
+        FINISH(T, yr, n, ta, tb);                                                               \
+      }                                                                                         \
+    }                                                                                           \
+  }
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define SUM(a, b) ((a) + (b))
+#define NO_FINISH(T, yr, n, ta, tb)
+/* the divisor: the taps inside X, or (count_include_pad) inside its pads */
+#define AVERAGE(T, yr, n, ta, tb)                                              \
+  do {                                                                         \
+    T ab = (T)(include_pad ? ta->padded * tb->padded                           \
+                           : (ta->kmax - ta->kmin) * (tb->kmax - tb->kmin));   \
+    const double *c = include_pad ? g->count_padded : g->count;                \
+    _Pragma("omp simd") for (int64_t o = 0; o < n; o++) yr[o] /= ab * (T)c[o]; \
+  } while (0)
+
+VALUE_PLANE(max_f32, float, -FLT_MAX, MAX, NO_FINISH)
+VALUE_PLANE(max_f64, double, -DBL_MAX, MAX, NO_FINISH)
+VALUE_PLANE(max_i8, int8_t, INT8_MIN, MAX, NO_FINISH)
+VALUE_PLANE(max_u8, uint8_t, 0, MAX, NO_FINISH)
+VALUE_PLANE(avg_f32, float, 0, SUM, AVERAGE)
+VALUE_PLANE(avg_f64, double, 0, SUM, AVERAGE)
+
+/* max_pool with indices, window by window: the first maximum in the
+ * window's row-major order; LOWEST and index -1 where a window misses X. */
+#define ARGMAX_PLANE(name, T, LOWEST)                                                           \
+  DVM_VEC static void name(const geom *g, const void *px, void *py, int64_t *idx, int64_t base, \
+                           int flag, void *tmp) {                                               \
+    const T *x = px;                                                                            \
+    T *y = py, best = LOWEST;                                                                   \
+    int64_t at = -1;                                                                            \
+    WINDOW_LOOP(                                                                                \
+        T, g, x, (best = LOWEST, at = -1),                                                      \
+        if (v > best || at < 0) {                                                               \
+          best = v;                                                                             \
+          at = ia * g->mult[0] + ib * g->mult[1] + ic * g->mult[2];                             \
+        },                                                                                      \
+        *y++ = best;                                                                            \
+        *idx++ = at < 0 ? -1 : base + at)                                                       \
+  }
+
+ARGMAX_PLANE(argmax_f32, float, -FLT_MAX)
+ARGMAX_PLANE(argmax_f64, double, -DBL_MAX)
+ARGMAX_PLANE(argmax_i8, int8_t, INT8_MIN)
+ARGMAX_PLANE(argmax_u8, uint8_t, 0)
+
+static const plane_fn max_fns[DVM_DTYPE_COUNT] = {
+    [DVM_F32] = max_f32, [DVM_F64] = max_f64, [DVM_I8] = max_i8, [DVM_U8] = max_u8};
+static const plane_fn argmax_fns[DVM_DTYPE_COUNT] = {
+    [DVM_F32] = argmax_f32, [DVM_F64] = argmax_f64, [DVM_I8] = argmax_i8, [DVM_U8] = argmax_u8};
+static const plane_fn avg_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = avg_f32, [DVM_F64] = avg_f64};
+
+/* Each thread gets a row of X as scratch. */
+static dvm_status *run_planes(const char *op, const geom *g, plane_fn fn, size_t esz, const char *x,
+                              char *y, int64_t *idx, int flag, int threads) {
+  int64_t plane = g->in[0] * g->in[1] * g->in[2], oplane = g->out[0] * g->out[1] * g->out[2];
+  size_t row = ((size_t)g->in[2] * esz + 63) & ~(size_t)63;
+  char *tmp = malloc(row * (size_t)threads);
+  if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %d rows", op, threads);
+#pragma omp parallel for num_threads(threads) if (threads > 1)
+  for (int64_t p = 0; p < g->planes; p++)
+    fn(g, x + p * plane * (int64_t)esz, y + p * oplane * (int64_t)esz,
+       idx ? idx + p * oplane : NULL, p * plane, flag, tmp + row * (size_t)omp_get_thread_num());
+  free(tmp);
+  return NULL;
+}
+
+/* The dtypes with an entry in a table indexed by dtype, as bits. */
+#define DTYPE_BITS(fns, bits) \
+  for (int dt_ = 0; dt_ < DVM_DTYPE_COUNT; dt_++) bits |= (uint32_t)(fns[dt_] != NULL) << dt_
+
+/* Checks what all pools share: the tensors, one dtype among `ok` (bits),
+ * and outputs of the shape `want`. nout_max > 1 lets max_pool take its
+ * indices (i64) as a second output. */
+static dvm_status *check(const dvm_kernel_args *a, const char *op, int nout_max, uint32_t ok,
+                         const int64_t *want) {
+  dvm_status *st = dvm_kargs_check(a, op, 1, a->nout == 2 && nout_max == 2 ? 2 : 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  if (x->dtype != y->dtype || !(ok >> x->dtype & 1) ||
+      (a->nout == 2 && a->out[1]->dtype != DVM_I64)) {
+    char got[64], list[64] = "";
+    for (int dt = 0; dt < DVM_DTYPE_COUNT; dt++)
+      if (ok >> dt & 1) strcat(strcat(list, list[0] ? ", " : ""), dvm_dtype_name((dvm_dtype)dt));
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: want X and Y of one of %s%s", op,
+                          dvm_kargs_dtypes(got, sizeof got, a), list,
+                          nout_max == 2 ? ", Indices i64" : "");
+  }
+  for (int i = 0; i < a->nout; i++) {
+    const dvm_tensor *o = a->out[i];
+    if (o->rank != x->rank || memcmp(o->dims, want, sizeof(int64_t) * x->rank) != 0) {
+      char so[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE], sx[DVM_SHAPE_STR_SIZE];
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "%s: output %d %s != %s, what X %s and the attributes give", op, i,
+                            dvm_shape_str(so, o->rank, o->dims), dvm_shape_str(sw, x->rank, want),
+                            dvm_shape_str(sx, x->rank, x->dims));
+    }
+  }
+  return NULL;
+}
+
+static dvm_status *window_pool(const dvm_kernel_args *a, bool max) {
+  const char *op = max ? "max_pool" : "average_pool";
+  dvm_window w;
+  int64_t want[DVM_MAX_RANK];
+  int flag = 0;
+  if (a->nin != 1 || !a->in[0]) return dvm_kargs_check(a, op, 1, 1, DVM_DEVICE_CPU);
+  const dvm_tensor *x = a->in[0];
+  dvm_status *st = dvm_pool_setup(op, x->rank, x->dims, a->attrs, a->nattrs, &w, want);
+  if (!st && a->nattrs != 6)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 6 attributes, got %d", op, a->nattrs);
+  if (!st) {
+    int64_t v = a->attrs[5].u.i;
+    if (v != 0 && v != 1)
+      st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s must be 0 or 1, got %lld", op,
+                          max ? "storage_order" : "count_include_pad", (long long)v);
+    flag = (int)v;
+  }
+  const plane_fn *fns = max ? max_fns : avg_fns;
+  uint32_t ok = 0;
+  DTYPE_BITS(fns, ok);
+  if (!st) st = check(a, op, max ? 2 : 1, ok, want);
+  if (st || dvm_tensor_numel(a->out[0]) == 0) return st;
+  geom g;
+  st = geom_make(op, &w, x->dims, want, max && flag, &g);
+  if (st) return st;
+  int64_t window = 1;
+  for (int i = 0; i < w.n; i++) window *= w.kernel[i];
+  if (a->nout == 2) fns = argmax_fns;
+  st = run_planes(op, &g, fns[x->dtype], dvm_dtype_size((dvm_dtype)x->dtype), dvm_tensor_ptr(x),
+                  dvm_tensor_ptr(a->out[0]), a->nout == 2 ? dvm_tensor_ptr(a->out[1]) : NULL, flag,
+                  pool_threads(a, &g, window));
+  free(g.mem);
+  return st;
+}
+
+/* Global pools: one reduction of the n contiguous elements of a plane; sums
+ * in double, as a plane may be large and the loop is bound by memory. */
+#define GLOBAL_PLANE(name, T, ACC, INIT, REDUCTION, STEP, FINISH) \
+  DVM_VEC static void name(const void *px, void *py, int64_t n) { \
+    const T *x = px;                                              \
+    ACC acc = INIT;                                               \
+    _Pragma(REDUCTION) for (int64_t i = 0; i < n; i++) STEP;      \
+    *(T *)py = (T)(FINISH);                                       \
+  }
+
+#define SUM_ACC "omp simd reduction(+ : acc)"
+#define MAX_ACC "omp simd reduction(max : acc)"
+GLOBAL_PLANE(gavg_f32, float, double, 0.0, SUM_ACC, acc += x[i], n ? acc / (double)n : NAN)
+GLOBAL_PLANE(gavg_f64, double, double, 0.0, SUM_ACC, acc += x[i], n ? acc / (double)n : NAN)
+GLOBAL_PLANE(gmax_f32, float, float, -FLT_MAX, MAX_ACC, acc = x[i] > acc ? x[i] : acc, acc)
+GLOBAL_PLANE(gmax_f64, double, double, -DBL_MAX, MAX_ACC, acc = x[i] > acc ? x[i] : acc, acc)
+
+typedef void (*global_fn)(const void *, void *, int64_t);
+
+static const global_fn gavg_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = gavg_f32, [DVM_F64] = gavg_f64};
+static const global_fn gmax_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = gmax_f32, [DVM_F64] = gmax_f64};
+
+static dvm_status *global_pool(const dvm_kernel_args *a, bool max) {
+  const char *op = max ? "global_max_pool" : "global_average_pool";
+  const global_fn *fns = max ? gmax_fns : gavg_fns;
+  int64_t want[DVM_MAX_RANK];
+  dvm_status *st = dvm_kargs_check(a, op, 1, 1, DVM_DEVICE_CPU);
+  if (!st && a->nattrs != 0)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes no attributes, got %d", op, a->nattrs);
+  if (!st) st = dvm_global_pool_setup(op, a->in[0]->rank, a->in[0]->dims, want);
+  uint32_t ok = 0;
+  DTYPE_BITS(fns, ok);
+  if (!st) st = check(a, op, 1, ok, want);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0];
+  int64_t planes = x->dims[0] * x->dims[1];
+  if (planes == 0) return NULL;
+  int64_t n = dvm_tensor_numel(x) / planes, t = dvm_kargs_threads(a);
+  if (t > planes * n / MIN_WORK) t = planes * n / MIN_WORK;
+  global_fn fn = fns[x->dtype];
+  size_t esz = dvm_dtype_size((dvm_dtype)x->dtype);
+  const char *px = dvm_tensor_ptr(x);
+  char *py = dvm_tensor_ptr(a->out[0]);
+#pragma omp parallel for num_threads((int)t) if (t > 1)
+  for (int64_t p = 0; p < planes; p++) fn(px + p * n * (int64_t)esz, py + p * (int64_t)esz, n);
+  return NULL;
+}
+
+static dvm_status *max_pool(const dvm_kernel_args *a) { return window_pool(a, true); }
+static dvm_status *average_pool(const dvm_kernel_args *a) { return window_pool(a, false); }
+static dvm_status *global_average_pool(const dvm_kernel_args *a) { return global_pool(a, false); }
+static dvm_status *global_max_pool(const dvm_kernel_args *a) { return global_pool(a, true); }
 
 const dvm_kernel_def dvm_cpu_pool_kernels[] = {
+    {"max_pool", DVM_DEVICE_CPU, max_pool, "pool"},
+    {"average_pool", DVM_DEVICE_CPU, average_pool, "pool"},
+    {"global_average_pool", DVM_DEVICE_CPU, global_average_pool, "global_pool"},
+    {"global_max_pool", DVM_DEVICE_CPU, global_max_pool, "global_pool"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -1,0 +1,155 @@
+/* Sliding windows: the geometry of conv, conv_transpose and pooling, and the
+ * output sizes and coordinate rules of resize. The shape functions "conv",
+ * "conv_transpose", "pool", "global_pool" and "resize" are built on these
+ * helpers, the kernels read their attributes and check their outputs with
+ * them, and the compiler resolves ONNX auto_pad and ConvTranspose
+ * output_shape into explicit pads with them.
+ *
+ * Attribute lists, as the kernels and shape functions take them (after the
+ * tensor inputs); a shape attribute may be empty for its ONNX default:
+ *   conv:           strides, pads, dilations, group:int
+ *   conv_transpose: strides, pads, dilations, group:int, output_padding
+ *   pool:           kernel_shape, strides, pads, dilations, ceil_mode:int
+ *                   [, one more int the kernel reads]
+ *   resize:         sizes, mode:int, coordinate_transformation_mode:int,
+ *                   nearest_mode:int [, cubic_coeff_a:float,
+ *                   exclude_outside:int, antialias:int [, scale:float for
+ *                   each dim of X]]
+ * pads hold all begins then all ends: [x1_begin, x2_begin, x1_end, x2_end].
+ *
+ * The shape functions take the kernel's inputs then these attributes:
+ *   "conv", "conv_transpose": X, W [, B] (B is there when the count says so)
+ *   "pool": X; one output, or two alike (max_pool's values and indices)
+ *   "global_pool": X alone; "resize": X. */
+#ifndef DVM_SHAPEFUNCS_WINDOW_H
+#define DVM_SHAPEFUNCS_WINDOW_H
+
+#include <stdbool.h>
+
+#include "dvm/value.h"
+
+/* Spatial dims a window may have: 1-D (N,C,L), 2-D (N,C,H,W), 3-D. */
+#define DVM_WINDOW_MAX 3
+
+typedef struct dvm_window {
+  int n; /* spatial dims */
+  int64_t kernel[DVM_WINDOW_MAX];
+  int64_t stride[DVM_WINDOW_MAX];
+  int64_t dilation[DVM_WINDOW_MAX];
+  int64_t pad_begin[DVM_WINDOW_MAX];
+  int64_t pad_end[DVM_WINDOW_MAX];
+  int64_t out_pad[DVM_WINDOW_MAX]; /* conv_transpose output_padding; 0 otherwise */
+  bool ceil_mode;                  /* pooling */
+} dvm_window;
+
+/* ONNX auto_pad. */
+typedef enum dvm_auto_pad {
+  DVM_AUTO_PAD_NOTSET,     /* explicit pads */
+  DVM_AUTO_PAD_SAME_UPPER, /* output ceil(in / stride); an odd total pads the end more */
+  DVM_AUTO_PAD_SAME_LOWER, /* the same; an odd total pads the begin more */
+  DVM_AUTO_PAD_VALID,      /* no padding */
+} dvm_auto_pad;
+
+/* The pads of one spatial dim of Conv, MaxPool or AveragePool under auto_pad
+ * (ONNX: total = max(0, (ceil(in / stride) - 1) * stride + (kernel - 1) *
+ * dilation + 1 - in)). NOTSET and VALID give 0, 0. All arguments >= 1 but in
+ * (>= 0). */
+void dvm_window_auto_pads(dvm_auto_pad mode, int64_t in, int64_t kernel, int64_t stride,
+                          int64_t dilation, int64_t *pad_begin, int64_t *pad_end);
+
+/* The pads of one spatial dim of ConvTranspose that give `out` output
+ * elements (its output_shape attribute), or in * stride when out < 0
+ * (auto_pad SAME_*), as the ONNX spec and reference say: total = stride *
+ * (in - 1) + out_pad + (kernel - 1) * dilation + 1 - out; SAME_UPPER puts
+ * floor(total / 2) at the begin, any other mode (NOTSET with output_shape,
+ * SAME_LOWER) at the end. A negative end pad (an output larger than the
+ * window reaches) is added to *out_pad instead, as pads are >= 0: those
+ * elements hold the bias alone. Fails when the begin pad would be negative
+ * (dvm has no way to shift the output). */
+DVM_MUST_USE dvm_status *dvm_window_transpose_pads(dvm_auto_pad mode, int64_t in, int64_t kernel,
+                                                   int64_t stride, int64_t dilation,
+                                                   int64_t *out_pad, int64_t out,
+                                                   int64_t *pad_begin, int64_t *pad_end);
+
+/* conv (transpose false) or conv_transpose: X [N, C, spatial...], W (conv
+ * [M, C/group, k...], conv_transpose [C, M/group, k...]), B [M] or none
+ * (rb < 0); attrs as listed above. Checks them all, fills *win (kernel from
+ * W) and *group, and sets out[0..rx) to Y's dims. */
+DVM_MUST_USE dvm_status *dvm_conv_setup(bool transpose, int rx, const int64_t *x, int rw,
+                                        const int64_t *w, int rb, const int64_t *b,
+                                        const dvm_value *attrs, int nattrs, dvm_window *win,
+                                        int64_t *group, int64_t *out);
+
+/* max_pool / average_pool (named by op): X [N, C, spatial...]; attrs as
+ * listed above, where a sixth one must be an int (the kernel checks its
+ * value). Fills *win and sets out[0..rx). ceil_mode follows ONNX: the last
+ * window must start inside the input or the begin padding. */
+DVM_MUST_USE dvm_status *dvm_pool_setup(const char *op, int rx, const int64_t *x,
+                                        const dvm_value *attrs, int nattrs, dvm_window *win,
+                                        int64_t *out);
+
+/* Global pools: X [N, C, spatial...] -> [N, C, 1, ...]. */
+DVM_MUST_USE dvm_status *dvm_global_pool_setup(const char *op, int rx, const int64_t *x,
+                                               int64_t *out);
+
+typedef enum dvm_resize_mode {
+  DVM_RESIZE_NEAREST,
+  DVM_RESIZE_LINEAR,
+  DVM_RESIZE_CUBIC,
+  DVM_RESIZE_MODE_COUNT
+} dvm_resize_mode;
+
+/* ONNX coordinate_transformation_mode (tf_crop_and_resize is not supported:
+ * it needs roi and extrapolation_value). */
+typedef enum dvm_resize_coord {
+  DVM_RESIZE_HALF_PIXEL,
+  DVM_RESIZE_ASYMMETRIC,
+  DVM_RESIZE_ALIGN_CORNERS,
+  DVM_RESIZE_PYTORCH_HALF_PIXEL,
+  DVM_RESIZE_TF_HALF_PIXEL_FOR_NEAREST,
+  DVM_RESIZE_HALF_PIXEL_SYMMETRIC,
+  DVM_RESIZE_COORD_COUNT
+} dvm_resize_coord;
+
+/* ONNX nearest_mode. */
+typedef enum dvm_resize_nearest {
+  DVM_RESIZE_ROUND_PREFER_FLOOR,
+  DVM_RESIZE_ROUND_PREFER_CEIL,
+  DVM_RESIZE_FLOOR,
+  DVM_RESIZE_CEIL,
+  DVM_RESIZE_NEAREST_COUNT
+} dvm_resize_nearest;
+
+typedef struct dvm_resize {
+  dvm_resize_mode mode;
+  dvm_resize_coord coord;
+  dvm_resize_nearest nearest;
+  double cubic_a;       /* cubic_coeff_a, -0.75 by default */
+  bool exclude_outside; /* cubic: drop taps outside the input, renormalize */
+  bool antialias;       /* linear/cubic: widen the filter when downscaling */
+  /* Per dim, out / in as the coordinate transform uses it: the model's
+   * scale when given, else sizes[d] / in[d]. */
+  double scale[DVM_MAX_RANK];
+  /* Per dim, the output length as a real number: sizes[d], or in[d] *
+   * scale[d] when the model gave scales (what ONNX's align_corners,
+   * pytorch_half_pixel and half_pixel_symmetric divide by, as its reference
+   * and test data have it). */
+  double length[DVM_MAX_RANK];
+} dvm_resize;
+
+/* resize: X and the attrs listed above. Checks them, fills *r and sets
+ * out[0..rx) to sizes. */
+DVM_MUST_USE dvm_status *dvm_resize_setup(int rx, const int64_t *x, const dvm_value *attrs,
+                                          int nattrs, dvm_resize *r, int64_t *out);
+
+/* ONNX Resize's output size from a scale: floor(in * scale), for the
+ * compiler when the model gives scales instead of sizes. */
+int64_t dvm_resize_scaled_size(int64_t in, double scale);
+
+/* The input coordinate (a real number) that output index `o` maps to along
+ * a dim of `in` -> `out` elements with scale `scale` and real output length
+ * `length` (dvm_resize). */
+double dvm_resize_coord_in(dvm_resize_coord coord, int64_t o, int64_t in, int64_t out, double scale,
+                           double length);
+
+#endif

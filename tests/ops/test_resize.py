@@ -1,0 +1,316 @@
+"""resize against a NumPy version of the ONNX Resize spec written here (one
+axis at a time), ONNX Runtime single-node models, and the ONNX backend node
+tests."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from dvmop import DvmError, Shape, run1
+from test_conv import node_cases, onnx_attrs
+
+rng = np.random.default_rng(2)
+
+MODES = ["nearest", "linear", "cubic"]
+COORDS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nearest",
+          "half_pixel_symmetric"]
+NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+
+
+def coord_in(cmode, o, size, out, scale, length):
+    if cmode == "half_pixel":
+        return (o + 0.5) / scale - 0.5
+    if cmode == "asymmetric":
+        return o / scale
+    if cmode == "align_corners":
+        return 0.0 if length == 1 else o * (size - 1) / (length - 1)
+    if cmode == "pytorch_half_pixel":
+        return (o + 0.5) / scale - 0.5 if length > 1 else 0.0
+    if cmode == "tf_half_pixel_for_nearest":
+        return (o + 0.5) / scale
+    # half_pixel_symmetric
+    adjustment = out / length
+    return size / 2 * (1 - adjustment) + (o + 0.5) / scale - 0.5
+
+
+def round_nearest(nmode, x):
+    f = np.floor(x)
+    if nmode == "round_prefer_floor":
+        return int(f if x - f == 0.5 else np.round(x))
+    if nmode == "round_prefer_ceil":
+        return int(f + 1 if x - f == 0.5 else np.round(x))
+    return int(np.floor(x) if nmode == "floor" else np.ceil(x))
+
+
+def coeffs(mode, ratio, scale, a, antialias):
+    """The spec's filter taps at offsets start.. from the point left of x."""
+    s = min(scale, 1.0) if antialias else 1.0
+    if mode == "linear":
+        start = int(np.floor(-1 / s) + 1)
+        d = (np.arange(start, 2 - start) - ratio) * s
+        c = np.clip(1 - np.abs(d), 0, 1)
+    else:
+        start = int(np.floor(-2 / s) + 1)
+        d = np.abs((np.arange(start, 2 - start) - ratio) * s)
+        c = np.where(d <= 1, (a + 2) * d ** 3 - (a + 3) * d ** 2 + 1,
+                     np.where(d < 2, a * d ** 3 - 5 * a * d ** 2 + 8 * a * d - 4 * a, 0))
+    if antialias and scale < 1:
+        c = c / c.sum()
+    return start, c
+
+
+def ref_axis(x, axis, out, scale, length, mode, cmode, nmode, a, exclude, antialias):
+    size = x.shape[axis]
+    xm = np.moveaxis(x, axis, 0)
+    rows = []
+    for o in range(out):
+        # far outside X every neighbour is an edge value: clamp, to keep ints small
+        xo = min(max(coord_in(cmode, o, size, out, scale, length), -2.0 * size - 8), 3.0 * size + 8)
+        if mode == "nearest":
+            rows.append(xm[min(max(round_nearest(nmode, xo), 0), size - 1)])
+            continue
+        left = int(np.floor(xo))
+        if xo == left:  # an integer counts as the right end of its interval
+            left -= 1
+        start, c = coeffs(mode, xo - left, scale, a, antialias)
+        idx = left + start + np.arange(len(c))
+        if exclude:
+            c = np.where((idx < 0) | (idx >= size), 0, c)
+            c = c / c.sum()
+        vals = xm[np.clip(idx, 0, size - 1)]
+        rows.append(np.tensordot(c, vals, axes=1))
+    return np.moveaxis(np.stack(rows) if rows else np.zeros((0,) + xm.shape[1:]), 0, axis)
+
+
+def ref_resize(x, sizes, mode, cmode, nmode="round_prefer_floor", a=-0.75, exclude=0, antialias=0, scales=None):
+    y = x.astype(np.float64) if mode != "nearest" else x
+    for d in range(x.ndim):
+        scale = scales[d] if scales is not None else sizes[d] / x.shape[d] if x.shape[d] else 1.0
+        # the output length as a real number: the spec's in * scale where
+        # scales are given
+        length = x.shape[d] * scales[d] if scales is not None else sizes[d]
+        if sizes[d] != x.shape[d] or scale != 1:
+            y = ref_axis(y, d, sizes[d], scale, length, mode, cmode, nmode, a, exclude, antialias)
+    return y
+
+
+def dvm_resize(x, sizes, mode, cmode, nmode="round_prefer_floor", a=-0.75, exclude=0, antialias=0, scales=None,
+               **kw):
+    attrs = [Shape(sizes), MODES.index(mode), COORDS.index(cmode), NEAREST.index(nmode), float(a), exclude, antialias]
+    if scales is not None:
+        attrs += [float(s) for s in scales]
+    return run1("resize", [x], attrs, **kw)
+
+
+def ort_resize(x, sizes, mode, cmode, nmode, a=-0.75, exclude=0, antialias=0, scales=None):
+    import onnxruntime as ort
+    import onnx
+    if scales is None:
+        extra = [onnx.numpy_helper.from_array(np.array(sizes, np.int64), "sizes")]
+        ins = ["x", "", "", "sizes"]
+    else:
+        extra = [onnx.numpy_helper.from_array(np.array(scales, np.float32), "scales")]
+        ins = ["x", "", "scales"]
+    node = helper.make_node("Resize", ins, ["y"], mode=mode, coordinate_transformation_mode=cmode,
+                            nearest_mode=nmode, cubic_coeff_a=a, exclude_outside=exclude, antialias=antialias)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=extra)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=10)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def rand(*shape, dtype=np.float32):
+    if np.dtype(dtype).kind in "iub":
+        return rng.integers(0, 100, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# (X, sizes): up and down, odd sizes, ranks 1 to 5, resizing N and C too
+SHAPES = [
+    ((1, 2, 5, 7), (1, 2, 9, 4)),
+    ((2, 3, 4, 4), (2, 3, 8, 8)),
+    ((1, 1, 3, 5), (1, 1, 7, 13)),
+    ((1, 1, 13, 31), (1, 1, 6, 10)),
+    ((2, 3, 7), (2, 3, 15)),
+    ((7,), (3,)),
+    ((5, 7), (9, 3)),
+    ((1, 1, 3, 4, 5), (1, 1, 5, 3, 9)),
+    ((1, 4, 3, 3), (1, 6, 3, 3)),
+    ((3, 2, 4), (5, 2, 4)),
+    ((1, 2, 4, 5), (1, 2, 1, 1)),
+    ((1, 2, 1, 1), (1, 2, 3, 3)),
+    ((0, 2, 4, 4), (0, 2, 8, 8)),
+    ((1, 64, 17, 17), (1, 64, 34, 34)),
+]
+
+
+@pytest.mark.parametrize("xs,sizes", SHAPES)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("cmode", COORDS)
+def test_resize(xs, sizes, mode, cmode):
+    if cmode == "tf_half_pixel_for_nearest" and mode != "nearest":
+        pytest.skip("tf_half_pixel_for_nearest is for nearest")
+    x = rand(*xs)
+    got = dvm_resize(x, sizes, mode, cmode)
+    want = ref_resize(x, sizes, mode, cmode)
+    assert got.shape == tuple(sizes)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # ONNX Runtime refuses tf_half_pixel_for_nearest at opset 19
+    if x.size and len(xs) == 4 and xs[:2] == sizes[:2] and cmode != "tf_half_pixel_for_nearest":
+        np.testing.assert_allclose(got, ort_resize(x, sizes, mode, cmode, "round_prefer_floor"), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("nmode", NEAREST)
+@pytest.mark.parametrize("cmode", ["half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nearest"])
+def test_nearest_modes(nmode, cmode):
+    x = rand(1, 2, 7, 5)
+    for sizes in ((1, 2, 14, 10), (1, 2, 3, 2), (1, 2, 11, 8)):
+        got = dvm_resize(x, sizes, "nearest", cmode, nmode)
+        np.testing.assert_array_equal(got, ref_resize(x, sizes, "nearest", cmode, nmode))
+        if cmode != "tf_half_pixel_for_nearest":
+            np.testing.assert_array_equal(got, ort_resize(x, sizes, "nearest", cmode, nmode))
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("sizes", [(1, 2, 4, 3), (1, 2, 2, 9), (1, 2, 1, 2)])
+def test_antialias(mode, sizes):
+    x = rand(1, 2, 13, 11)
+    got = dvm_resize(x, sizes, mode, "half_pixel", antialias=1)
+    np.testing.assert_allclose(got, ref_resize(x, sizes, mode, "half_pixel", antialias=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, ort_resize(x, sizes, mode, "half_pixel", "round_prefer_floor", antialias=1),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("a,exclude", [(-0.5, 0), (-0.5, 1), (-0.75, 1)])
+def test_cubic_options(a, exclude):
+    x = rand(1, 1, 6, 9)
+    for sizes in ((1, 1, 12, 5), (1, 1, 4, 17)):
+        got = dvm_resize(x, sizes, "cubic", "half_pixel", a=a, exclude=exclude)
+        np.testing.assert_allclose(got, ref_resize(x, sizes, "cubic", "half_pixel", a=a, exclude=exclude),
+                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, ort_resize(x, sizes, "cubic", "half_pixel", "round_prefer_floor", a, exclude),
+                                   rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("cmode", [c for c in COORDS if c != "tf_half_pixel_for_nearest"])
+def test_explicit_scales(mode, cmode):
+    """Scales whose floor(in * scale) sizes differ from sizes / in."""
+    x = rand(1, 2, 5, 7)
+    scales = (1.0, 1.0, 1.7, 0.6)
+    sizes = tuple(int(np.floor(d * s)) for d, s in zip(x.shape, scales))
+    got = dvm_resize(x, sizes, mode, cmode, scales=scales)
+    np.testing.assert_allclose(got, ref_resize(x, sizes, mode, cmode, scales=scales), rtol=1e-5, atol=1e-5)
+    if cmode in ("half_pixel", "asymmetric"):  # ONNX Runtime takes the others' length as the size
+        np.testing.assert_allclose(got, ort_resize(x, sizes, mode, cmode, "round_prefer_floor", scales=scales),
+                                   rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int64, np.int32, np.uint8, np.bool_])
+def test_nearest_dtypes(dtype):
+    x = rand(2, 3, 5, dtype=dtype)
+    got = dvm_resize(x, (3, 3, 9), "nearest", "asymmetric", "floor")
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, ref_resize(x, (3, 3, 9), "nearest", "asymmetric", "floor"))
+
+
+def test_short_attrs():
+    """Four attributes: cubic_coeff_a, exclude_outside, antialias default."""
+    x = rand(1, 1, 4, 4)
+    got = run1("resize", [x], [Shape((1, 1, 7, 3)), 2, 0, 0])
+    np.testing.assert_allclose(got, ref_resize(x, (1, 1, 7, 3), "cubic", "half_pixel"), rtol=1e-5, atol=1e-5)
+
+
+def test_extreme_scales():
+    """Coordinates far outside X clamp to its edges; no overflow."""
+    x = rand(1, 1, 4, 4)
+    for mode in MODES:
+        got = dvm_resize(x, (1, 1, 2, 3), mode, "asymmetric", scales=(1.0, 1.0, 1e-300, 1e300))
+        np.testing.assert_allclose(got, ref_resize(x, (1, 1, 2, 3), mode, "asymmetric",
+                                                   scales=(1.0, 1.0, 1e-300, 1e300)), rtol=1e-5, atol=1e-5)
+    with pytest.raises(DvmError, match=r"resize: antialias at scale 1e-06 of dim 2 needs 2000000 taps per output"):
+        dvm_resize(x, (1, 1, 1, 1), "linear", "half_pixel", antialias=1, scales=(1.0, 1.0, 1e-6, 0.25))
+
+
+def test_identity():
+    x = rand(2, 3, 4)
+    for mode in MODES:
+        np.testing.assert_array_equal(dvm_resize(x, x.shape, mode, "half_pixel"), x)
+
+
+@pytest.mark.parametrize("x,attrs,kw,msg", [
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 6, 0], {},
+     r"coordinate_transformation_mode 6 \(tf_crop_and_resize\) is not supported"),
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 3, 0, 0], {}, r"attribute mode = 3 is out of range \[0, 2\]"),
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0, 4], {}, r"attribute nearest_mode = 4 is out of range"),
+    ((1, 1, 4, 4), [(1, 8, 8), 0, 0, 0], {},
+     r"resize: attribute sizes must be a shape of rank 4, the rank of X \[1,1,4,4\]"),
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0], {}, r"takes 4, 7 or 11 attributes"),
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0, 0, -0.75, 2, 0], {}, r"exclude_outside must be 0 or 1, got 2"),
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0, 0, -0.75, 0, 0, 1.0, 1.0, 2.0, -2.0], {},
+     r"resize: scale 3 = -2 must be positive"),
+    ((1, 0, 4, 4), [(1, 2, 8, 8), 0, 0, 0], {}, r"resize: X \[1,0,4,4\] dim 1 is empty and cannot be resized"),
+])
+def test_resize_errors(x, attrs, kw, msg):
+    attrs = [Shape(a) if isinstance(a, tuple) else a for a in attrs]
+    with pytest.raises(DvmError, match=msg):
+        run1("resize", [np.zeros(x, np.float32)], attrs, **kw)
+
+
+def test_resize_kernel_checks():
+    x = rand(1, 1, 4, 4)
+    with pytest.raises(DvmError, match=r"resize: dtypes i64 -> i64: want X and Y of one dtype, f32 for linear"):
+        dvm_resize(x.astype(np.int64), (1, 1, 8, 8), "linear", "half_pixel")
+    with pytest.raises(DvmError, match=r"resize: output Y \[1,1,4,4\] != sizes \[1,1,8,8\]"):
+        dvm_resize(x, (1, 1, 8, 8), "linear", "half_pixel", outputs=[(np.float32, (1, 1, 4, 4))])
+
+
+RESIZE_NODE_CASES = node_cases(("Resize",))
+
+
+def map_resize_node(node, ins):
+    """The dvm attributes of an ONNX Resize node: sizes always, scales when
+    the coordinate transform needs the model's own (scales given, or a
+    keep_aspect_ratio_policy)."""
+    a = onnx_attrs(node)
+    x = ins[node.input[0]]
+    get = lambda i: ins.get(node.input[i]) if len(node.input) > i and node.input[i] else None
+    scales_in, sizes_in = get(2), get(3)
+    if scales_in is not None and scales_in.size == 0:
+        scales_in = None
+    axes = [ax % x.ndim for ax in a.get("axes", range(x.ndim))]
+    scales = None
+    if scales_in is not None:
+        scales = [1.0] * x.ndim
+        for ax, s in zip(axes, scales_in):
+            scales[ax] = float(s)
+        sizes = [int(np.floor(d * s)) for d, s in zip(x.shape, scales)]
+    else:
+        sizes = list(x.shape)
+        for ax, s in zip(axes, sizes_in):
+            sizes[ax] = int(s)
+        policy = a.get("keep_aspect_ratio_policy", b"stretch").decode()
+        if policy != "stretch":
+            pick = min if policy == "not_larger" else max
+            scale = pick(sizes[ax] / x.shape[ax] for ax in axes)
+            scales = [1.0] * x.ndim
+            for ax in axes:
+                scales[ax] = scale
+                sizes[ax] = int(np.floor(scale * x.shape[ax] + 0.5))
+    return x, sizes, scales, dict(
+        mode=a.get("mode", b"nearest").decode(), cmode=a.get("coordinate_transformation_mode", b"half_pixel").decode(),
+        nmode=a.get("nearest_mode", b"round_prefer_floor").decode(), a=a.get("cubic_coeff_a", -0.75),
+        exclude=a.get("exclude_outside", 0), antialias=a.get("antialias", 0))
+
+
+@pytest.mark.parametrize("name", sorted(RESIZE_NODE_CASES))
+def test_onnx_node(name):
+    node, ins, outs, _ = RESIZE_NODE_CASES[name]
+    x, sizes, scales, kw = map_resize_node(node, ins)
+    if kw["cmode"] == "tf_crop_and_resize":
+        pytest.skip("tf_crop_and_resize (roi, extrapolation_value) is not supported")
+    got = dvm_resize(x, sizes, scales=scales, **kw)
+    assert got.shape == outs[0].shape
+    np.testing.assert_allclose(got, outs[0], rtol=1e-3, atol=1e-4)
