@@ -47,7 +47,18 @@ dvm_status *dvm_shapefn_broadcast(const dvm_value *in, int nin, dvm_value *out, 
   return NULL;
 }
 
+dvm_status *dvm_shapefn_same(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  dvm_status *st = dvm_shape_check_counts("same", nin, 1, INT_MAX, nout, 1);
+  int rank;
+  const int64_t *dims;
+  if (!st) st = dvm_shape_arg("same", &in[0], 0, &rank, &dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], rank, dims);
+  return NULL;
+}
+
 const dvm_shapefn_def dvm_shapefn_broadcast_table[] = {
     {"broadcast", dvm_shapefn_broadcast},
+    {"same", dvm_shapefn_same},
     {NULL, NULL},
 };

@@ -21,4 +21,9 @@ DVM_MUST_USE dvm_status *dvm_broadcast_shape(int ra, const int64_t *a, int rb, c
  * broadcast shape. */
 dvm_status *dvm_shapefn_broadcast(const dvm_value *in, int nin, dvm_value *out, int nout);
 
+/* Shape function "same": a tensor or shape, then anything (the kernel's
+ * attributes, which the kernel checks) -> the first input's shape. The
+ * shape function of the one-input elementwise kernels (exp, cast, clip). */
+dvm_status *dvm_shapefn_same(const dvm_value *in, int nin, dvm_value *out, int nout);
+
 #endif

@@ -1,20 +1,43 @@
-/* Elementwise binary kernels (add, mul) with numpy broadcasting.
+/* Elementwise kernels of two or three inputs with numpy (ONNX
+ * multidirectional) broadcasting; all take shape function "broadcast".
  *
- * A call is reduced to a plan: the output dims with size-1 dims dropped and
- * neighbours merged wherever both inputs stay contiguous across them, with
- * each input's element stride per dim (0 where it broadcasts). The innermost
- * plan dim then has input strides of 0 or 1, so it runs as one of three
- * vectorized row loops (vector-vector, scalar-vector, vector-scalar) and the
- * outer dims are walked with counters: no div/mod per element. Same-shape
- * inputs become one row of the vector-vector loop; a scalar, one row of a
- * scalar loop; a bias row, rows of the vector-vector loop; a column, rows of
- * a scalar loop.
+ *   add, sub, mul, div, pow, min, max (in: A, B) -> C
+ *       f32 f64 i8 i16 i32 i64 u8, and f16 bf16 computed in f32 and
+ *       rounded once; A, B and C of one dtype.
+ *       Integers wrap (two's complement). div of integers truncates toward
+ *       zero as C and ONNX Runtime do; a zero divisor anywhere in B fails
+ *       with "div: integer division by zero", and INT_MIN / -1 wraps to
+ *       INT_MIN. pow of integers is exact modulo 2^bits; a negative
+ *       exponent gives 1/x^-e truncated: 0, or +-1 for x = +-1 (0 for
+ *       x = 0). min and max return NaN if either side is NaN (np.minimum);
+ *       ONNX Min/Max of more than two inputs is a chain of these.
+ *   equal, less, greater, less_equal, greater_equal (in: A, B) -> C bool
+ *       A and B of one of the dtypes above, or bool for equal;
+ *       NaN compares unequal to everything.
+ *   and, or, xor (in: A, B) -> C, all bool. A bool byte other than 0 is true;
+ *       outputs are 0 or 1.
+ *   where (in: C bool, X, Y) -> Z: C ? X : Y elementwise, all three
+ *       broadcast; X, Y and Z of one dtype, any dtype.
  *
- * The output may be the same memory as an input of the same shape. */
+ * Outputs are checked to have the broadcast shape. An output may be the
+ * same memory as an input of its own shape and dtype size.
+ *
+ * The inner row of the broadcast plan (elementwise.h) has each input
+ * advancing or repeated, so every op has one vectorized loop per pattern:
+ * vector-vector, scalar-vector and vector-scalar (eight for where). Same-
+ * shape inputs become one row; a bias row, rows of the vector-vector loop;
+ * a column, rows of a scalar loop. */
+#include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "kernel.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
 #include "ops/kargs.h"
 #include "shapefuncs/broadcast.h"
@@ -23,62 +46,7 @@
 /* Below this many elements per thread, a fork costs more than it saves. */
 #define MIN_CHUNK ((int64_t)1 << 15)
 
-/* n elements of o = a op b, each of a and b either advancing or a scalar. */
-typedef void (*row_fn)(int64_t n, const void *a, const void *b, void *o);
-
-enum { ROW_VV, ROW_SV, ROW_VS, ROW_KINDS };
-
-/* Integers wrap as in numpy: they are computed in the unsigned type U,
- * where overflow is defined (U must not promote to int). */
-#define ADD(x, y) ((x) + (y))
-#define MUL(x, y) ((x) * (y))
-
-/* "omp simd" vectorizes without a run-time alias check (GCC's -O2 cost
- * model would not); an output that is exactly an input is still right, as
- * each element is read before it is written. */
-#define ROW_LOOP(name, T, U, OP, A, B)                                    \
-  static void name(int64_t n, const void *pa, const void *pb, void *po) { \
-    const T *a = pa, *b = pb;                                             \
-    T *o = po;                                                            \
-    _Pragma("omp simd") for (int64_t i = 0; i < n; i++)                   \
-      o[i] = (T)OP((U)(A), (U)(B));                                       \
-  }
-
-#define ROW_LOOPS(name, T, U, OP)            \
-  ROW_LOOP(name##_vv, T, U, OP, a[i], b[i]) \
-  ROW_LOOP(name##_sv, T, U, OP, a[0], b[i]) \
-  ROW_LOOP(name##_vs, T, U, OP, a[i], b[0])
-
-#define DTYPE_LOOPS(op, OP)                  \
-  ROW_LOOPS(op##_f32, float, float, OP)      \
-  ROW_LOOPS(op##_f64, double, double, OP)    \
-  ROW_LOOPS(op##_i32, int32_t, uint32_t, OP) \
-  ROW_LOOPS(op##_i64, int64_t, uint64_t, OP)
-
-DTYPE_LOOPS(add, ADD)
-DTYPE_LOOPS(mul, MUL)
-
-#define ROWS(name) {name##_vv, name##_sv, name##_vs}
-#define DTYPE_ROWS(op)                                   \
-  {[DVM_F32] = ROWS(op##_f32), [DVM_F64] = ROWS(op##_f64), \
-   [DVM_I32] = ROWS(op##_i32), [DVM_I64] = ROWS(op##_i64)}
-
-enum { OP_ADD, OP_MUL, OP_COUNT };
-
-static const char *const op_names[OP_COUNT] = {"add", "mul"};
-
-/* The dtypes an op supports are the non-empty entries. */
-static const row_fn rows[OP_COUNT][DVM_DTYPE_COUNT][ROW_KINDS] = {
-    [OP_ADD] = DTYPE_ROWS(add),
-    [OP_MUL] = DTYPE_ROWS(mul),
-};
-
-/* Dims innermost first; strides in elements. */
-typedef struct plan {
-  int rank;
-  int64_t dims[DVM_MAX_RANK];
-  int64_t sa[DVM_MAX_RANK], sb[DVM_MAX_RANK];
-} plan;
+/* ---- the broadcast plan (elementwise.h) ---- */
 
 /* The input dim aligned with output dim i (from the right); 1 where the
  * input has fewer dims. */
@@ -87,125 +55,525 @@ static int64_t dim_at(const dvm_tensor *t, int rank_out, int i) {
   return j >= 0 ? t->dims[j] : 1;
 }
 
-static void plan_make(plan *p, const dvm_tensor *a, const dvm_tensor *b, const dvm_tensor *o) {
-  int64_t ca = 1, cb = 1; /* each input's contiguous stride at dim i */
+void dvm_ew_plan_make(dvm_ew_plan *p, int nin, dvm_tensor *const *in, int out_rank,
+                      const int64_t *out_dims) {
+  int64_t contig[DVM_EW_MAX_IN]; /* each input's dense stride at dim i */
+  for (int k = 0; k < nin; k++) contig[k] = (int64_t)dvm_dtype_size((dvm_dtype)in[k]->dtype);
+  p->nin = nin;
   p->rank = 0;
-  for (int i = o->rank - 1; i >= 0; i--) {
-    int64_t d = o->dims[i], da = dim_at(a, o->rank, i), db = dim_at(b, o->rank, i);
-    int64_t sa = da == 1 ? 0 : ca, sb = db == 1 ? 0 : cb;
-    ca *= da;
-    cb *= db;
+  for (int i = out_rank - 1; i >= 0; i--) {
+    int64_t d = out_dims[i], s[DVM_EW_MAX_IN];
+    for (int k = 0; k < nin; k++) {
+      int64_t dk = dim_at(in[k], out_rank, i);
+      s[k] = dk == 1 ? 0 : contig[k];
+      contig[k] *= dk;
+    }
     if (d == 1) continue;
-    int r = p->rank;
-    if (r > 0 && sa == p->sa[r - 1] * p->dims[r - 1] && sb == p->sb[r - 1] * p->dims[r - 1]) {
+    int r = p->rank, merge = r > 0;
+    for (int k = 0; k < nin && merge; k++)
+      merge = s[k] == p->stride[r - 1][k] * p->dims[r - 1];
+    if (merge) {
       p->dims[r - 1] *= d;
       continue;
     }
     p->dims[r] = d;
-    p->sa[r] = sa;
-    p->sb[r] = sb;
+    memcpy(p->stride[r], s, sizeof(int64_t) * (size_t)nin);
     p->rank++;
   }
   if (p->rank == 0) { /* a single element */
     p->rank = 1;
     p->dims[0] = 1;
-    p->sa[0] = p->sb[0] = 0;
+    memset(p->stride[0], 0, sizeof(int64_t) * (size_t)nin);
   }
 }
 
-/* Output elements [s, e): counters are set up once from s, then each row
- * is one call of the row loop. */
-static void plan_walk(const plan *p, row_fn fn, size_t esz, const char *a, const char *b, char *o,
-                      int64_t s, int64_t e) {
-  int64_t n = p->dims[0], i0 = s % n, row = s / n;
-  int64_t idx[DVM_MAX_RANK], oa = i0 * p->sa[0], ob = i0 * p->sb[0];
+void dvm_ew_cursor_seek(const dvm_ew_plan *p, dvm_ew_cursor *c, int64_t pos) {
+  int64_t n = p->dims[0], row = pos / n;
+  c->pos = pos;
+  c->i0 = pos % n;
+  for (int k = 0; k < p->nin; k++) c->off[k] = c->i0 * p->stride[0][k];
   for (int d = 1; d < p->rank; d++) {
-    idx[d] = row % p->dims[d];
+    c->idx[d] = row % p->dims[d];
     row /= p->dims[d];
-    oa += idx[d] * p->sa[d];
-    ob += idx[d] * p->sb[d];
-  }
-  for (int64_t pos = s; pos < e;) {
-    int64_t len = n - i0 < e - pos ? n - i0 : e - pos;
-    fn(len, a + oa * (int64_t)esz, b + ob * (int64_t)esz, o + pos * (int64_t)esz);
-    pos += len;
-    oa -= i0 * p->sa[0];
-    ob -= i0 * p->sb[0];
-    i0 = 0;
-    for (int d = 1; d < p->rank; d++) {
-      oa += p->sa[d];
-      ob += p->sb[d];
-      if (++idx[d] < p->dims[d]) break;
-      oa -= p->sa[d] * p->dims[d];
-      ob -= p->sb[d] * p->dims[d];
-      idx[d] = 0;
-    }
+    for (int k = 0; k < p->nin; k++) c->off[k] += c->idx[d] * p->stride[d][k];
   }
 }
 
-static dvm_status *check(const dvm_kernel_args *a, int op) {
-  const char *name = op_names[op];
-  dvm_status *st = dvm_kargs_check(a, name, 2, 1, DVM_DEVICE_CPU);
-  if (st) return st;
-  const dvm_tensor *x = a->in[0], *y = a->in[1], *o = a->out[0];
-  if (x->dtype != y->dtype || x->dtype != o->dtype || !rows[op][x->dtype][ROW_VV]) {
-    char got[64], want[128] = "";
-    for (int dt = 0; dt < DVM_DTYPE_COUNT; dt++)
-      if (rows[op][dt][ROW_VV])
-        strcat(strcat(want, want[0] ? ", " : ""), dvm_dtype_name((dvm_dtype)dt));
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: want one of %s, the same for all",
-                          name, dvm_kargs_dtypes(got, sizeof got, a), want);
+void dvm_ew_cursor_advance(const dvm_ew_plan *p, dvm_ew_cursor *c, int64_t n) {
+  c->pos += n;
+  c->i0 += n;
+  if (c->i0 < p->dims[0]) {
+    for (int k = 0; k < p->nin; k++) c->off[k] += n * p->stride[0][k];
+    return;
   }
-  int rank;
-  int64_t dims[DVM_MAX_RANK];
-  st = dvm_broadcast_shape(x->rank, x->dims, y->rank, y->dims, &rank, dims);
-  if (st) return dvm_status_annotate(st, "%s", name);
-  if (o->rank != rank || memcmp(o->dims, dims, sizeof(int64_t) * (size_t)rank) != 0) {
-    char so[DVM_SHAPE_STR_SIZE], sb[DVM_SHAPE_STR_SIZE], sx[DVM_SHAPE_STR_SIZE],
-        sy[DVM_SHAPE_STR_SIZE];
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: output %s != %s, the broadcast of %s and %s",
-                          name, dvm_shape_str(so, o->rank, o->dims), dvm_shape_str(sb, rank, dims),
-                          dvm_shape_str(sx, x->rank, x->dims), dvm_shape_str(sy, y->rank, y->dims));
+  /* the row is done: back to its start, then one step in the outer dims */
+  for (int k = 0; k < p->nin; k++) c->off[k] -= (c->i0 - n) * p->stride[0][k];
+  c->i0 = 0;
+  for (int d = 1; d < p->rank; d++) {
+    for (int k = 0; k < p->nin; k++) c->off[k] += p->stride[d][k];
+    if (++c->idx[d] < p->dims[d]) return;
+    for (int k = 0; k < p->nin; k++) c->off[k] -= p->stride[d][k] * p->dims[d];
+    c->idx[d] = 0;
   }
-  return NULL;
 }
 
-static dvm_status *binary(const dvm_kernel_args *a, int op) {
-  dvm_status *st = check(a, op);
-  if (st) return st;
-  const dvm_tensor *x = a->in[0], *y = a->in[1], *o = a->out[0];
-  int64_t total = dvm_tensor_numel(o);
-  if (total == 0) return NULL;
-  plan p;
-  plan_make(&p, x, y, o);
-  /* with both inner strides 0 the plan is one element, which any kind does */
-  int kind = p.sa[0] && !p.sb[0] ? ROW_VS : !p.sa[0] && p.sb[0] ? ROW_SV : ROW_VV;
-  row_fn fn = rows[op][x->dtype][kind];
-  size_t esz = dvm_dtype_size((dvm_dtype)o->dtype);
-  const char *pa = dvm_tensor_ptr(x), *pb = dvm_tensor_ptr(y);
-  char *po = dvm_tensor_ptr(o);
-  int64_t nt = total / MIN_CHUNK, threads = dvm_kargs_threads(a);
+void dvm_ew_walk(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, char *out,
+                 size_t out_esz, int64_t s, int64_t e) {
+  dvm_ew_cursor c;
+  const char *ptr[DVM_EW_MAX_IN];
+  dvm_ew_cursor_seek(p, &c, s);
+  while (c.pos < e) {
+    int64_t n = dvm_ew_cursor_run(p, &c, e);
+    for (int k = 0; k < p->nin; k++) ptr[k] = in[k] + c.off[k];
+    fn(n, ptr, out + c.pos * (int64_t)out_esz);
+    dvm_ew_cursor_advance(p, &c, n);
+  }
+}
+
+void dvm_ew_parallel(const dvm_kernel_args *a, int64_t total, int64_t min_chunk,
+                     void (*fn)(void *ctx, int64_t s, int64_t e), void *ctx) {
+  int64_t nt = total / min_chunk, threads = dvm_kargs_threads(a);
   if (nt > threads) nt = threads;
   if (nt <= 1) {
-    plan_walk(&p, fn, esz, pa, pb, po, 0, total);
-    return NULL;
+    fn(ctx, 0, total);
+    return;
   }
 #pragma omp parallel num_threads((int)nt)
   {
-    /* chunks of whole 64-element blocks, so threads never share a cache line */
     int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
     int64_t chunk = ((total + n - 1) / n + 63) & ~(int64_t)63;
     int64_t s = t * chunk < total ? t * chunk : total, e = s + chunk < total ? s + chunk : total;
-    plan_walk(&p, fn, esz, pa, pb, po, s, e);
+    if (s < e) fn(ctx, s, e);
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* dst 32-byte aligned, bytes a multiple of 32 */
+__attribute__((target("avx"))) static void stream_avx(char *d, const char *s, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 32)
+    _mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
+}
+#endif
+
+void dvm_ew_stream_copy(void *dst, const void *src, size_t bytes) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  char *d = dst;
+  const char *s = src;
+  size_t head = (size_t)(-(uintptr_t)d & 31);
+  if (head > bytes) head = bytes;
+  memcpy(d, s, head);
+  size_t body = (bytes - head) & ~(size_t)31;
+  if (__builtin_cpu_supports("avx")) {
+    stream_avx(d + head, s + head, body);
+  } else {
+    for (size_t i = head; i < head + body; i += 16)
+      _mm_stream_si128((__m128i *)(d + i), _mm_loadu_si128((const __m128i *)(s + i)));
+  }
+  memcpy(d + head + body, s + head + body, bytes - head - body);
+#else
+  memcpy(dst, src, bytes);
+#endif
+}
+
+DVM_EW_CLONES static void f32_to_f16_sw(int64_t n, const float *s, uint16_t *d) {
+  _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = dvm_f32_to_f16(s[i]);
+}
+
+DVM_EW_CLONES static void f16_to_f32_sw(int64_t n, const uint16_t *s, float *d) {
+  _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = dvm_f16_to_f32(s[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx,f16c"))) static void f32_to_f16_hw(int64_t n, const float *s, uint16_t *d) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i *)(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  f32_to_f16_sw(n - i, s + i, d + i);
+}
+
+__attribute__((target("avx,f16c"))) static void f16_to_f32_hw(int64_t n, const uint16_t *s, float *d) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+  f16_to_f32_sw(n - i, s + i, d + i);
+}
+#endif
+
+void dvm_ew_f32_to_f16_n(int64_t n, const float *src, uint16_t *dst) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+    f32_to_f16_hw(n, src, dst);
+    return;
+  }
+#endif
+  f32_to_f16_sw(n, src, dst);
+}
+
+void dvm_ew_f16_to_f32_n(int64_t n, const uint16_t *src, float *dst) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+    f16_to_f32_hw(n, src, dst);
+    return;
+  }
+#endif
+  f16_to_f32_sw(n, src, dst);
+}
+
+void dvm_ew_stream_fence(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  _mm_sfence();
+#endif
+}
+
+dvm_status *dvm_ew_check_broadcast(const char *op, dvm_tensor *const *in, int nin,
+                                   const dvm_tensor *out) {
+  int rank = in[0]->rank;
+  int64_t dims[DVM_MAX_RANK];
+  memcpy(dims, in[0]->dims, sizeof(int64_t) * (size_t)rank);
+  for (int k = 1; k < nin; k++) {
+    dvm_status *st = dvm_broadcast_shape(rank, dims, in[k]->rank, in[k]->dims, &rank, dims);
+    if (st) return dvm_status_annotate(st, "%s", op);
+  }
+  if (out->rank == rank && memcmp(out->dims, dims, sizeof(int64_t) * (size_t)rank) == 0)
+    return NULL;
+  /* "[2,3]", "[2,3] and [3]", "[2,3], [3] and [1]" */
+  char so[DVM_SHAPE_STR_SIZE], sb[DVM_SHAPE_STR_SIZE], list[DVM_EW_MAX_IN * DVM_SHAPE_STR_SIZE];
+  size_t len = 0;
+  for (int k = 0; k < nin; k++) {
+    char s[DVM_SHAPE_STR_SIZE];
+    const char *sep = k == 0 ? "" : k == nin - 1 ? " and " : ", ";
+    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", sep,
+                            dvm_shape_str(s, in[k]->rank, in[k]->dims));
+  }
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: output %s != %s, the broadcast of %s", op,
+                        dvm_shape_str(so, out->rank, out->dims), dvm_shape_str(sb, rank, dims),
+                        list);
+}
+
+/* ---- row loops ---- */
+
+enum { ROW_VV, ROW_SV, ROW_VS, ROW_KINDS };
+
+/* Storage type, compute type, its unsigned twin (integers wrap: they are
+ * computed there, where overflow is defined; U must not promote to int),
+ * load and store conversions. */
+#define SAME(v) (v)
+#define T_f32 float, float, float, SAME, SAME
+#define T_f64 double, double, double, SAME, SAME
+#define T_f16 uint16_t, float, float, dvm_f16_to_f32, dvm_f32_to_f16
+#define T_bf16 uint16_t, float, float, dvm_bf16_to_f32, dvm_f32_to_bf16
+#define T_i8 int8_t, int8_t, uint32_t, SAME, SAME
+#define T_i16 int16_t, int16_t, uint32_t, SAME, SAME
+#define T_i32 int32_t, int32_t, uint32_t, SAME, SAME
+#define T_i64 int64_t, int64_t, uint64_t, SAME, SAME
+#define T_u8 uint8_t, uint8_t, uint32_t, SAME, SAME
+#define T_bool uint8_t, uint8_t, uint8_t, SAME, SAME
+
+#define TO_BOOL(v) ((uint8_t)(v))
+
+/* The ops, on compute values x and y of type C. */
+#define ADD(C, U, x, y) (C)((U)(x) + (U)(y))
+#define SUB(C, U, x, y) (C)((U)(x) - (U)(y))
+#define MUL(C, U, x, y) (C)((U)(x) * (U)(y))
+#define FDIV(C, U, x, y) ((x) / (y))
+/* 0 never reaches the divide (its error is raised before the loop) */
+#define IDIV(C, U, x, y) ((y) == -1 ? (C)(0u - (U)(x)) : (y) == 0 ? (C)0 : (C)((x) / (y)))
+#define UDIV(C, U, x, y) ((y) == 0 ? (C)0 : (C)((x) / (y)))
+#define FPOW(C, U, x, y) _Generic((x), float: powf, double: pow)(x, y)
+#define IPOW(C, U, x, y) (C)(U)ipow((int64_t)(x), (int64_t)(y))
+#define MIN(C, U, x, y) DVM_EW_MIN(x, y)
+#define MAX(C, U, x, y) DVM_EW_MAX(x, y)
+#define EQ(C, U, x, y) ((x) == (y))
+#define LT(C, U, x, y) ((x) < (y))
+#define GT(C, U, x, y) ((x) > (y))
+#define LE(C, U, x, y) ((x) <= (y))
+#define GE(C, U, x, y) ((x) >= (y))
+#define AND(C, U, x, y) (((x) != 0) & ((y) != 0))
+#define OR(C, U, x, y) (((x) != 0) | ((y) != 0))
+#define XOR(C, U, x, y) (((x) != 0) ^ ((y) != 0))
+
+/* x^e modulo 2^64 (the low bits serve narrower types); e < 0 as 1/x^-e
+ * truncated. */
+static uint64_t ipow(int64_t x, int64_t e) {
+  if (e < 0) return x == 1 ? 1 : x == -1 ? ((e & 1) ? (uint64_t)-1 : 1) : 0;
+  uint64_t r = 1, b = (uint64_t)x;
+  for (; e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return r;
+}
+
+/* Values are loaded before the select so that the loop if-converts. */
+#define ROW_LOOP(name, TS, C, U, LD, TO, ST, OP, A, B)                                \
+  DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {       \
+    const TS *a = (const TS *)in[0], *b = (const TS *)in[1];                          \
+    TO *o = (TO *)po;                                                                 \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                             \
+      C x = LD(A), y = LD(B);                                                         \
+      o[i] = ST(OP(C, U, x, y));                                                      \
+    }                                                                                 \
+  }
+
+#define ROWS(name, OP, TO_, ST_, TS, C, U, LD, ST)                   \
+  ROW_LOOP(name##_vv, TS, C, U, LD, TO_, ST_, OP, a[i], b[i])        \
+  ROW_LOOP(name##_sv, TS, C, U, LD, TO_, ST_, OP, a[0], b[i])        \
+  ROW_LOOP(name##_vs, TS, C, U, LD, TO_, ST_, OP, a[i], b[0])
+/* the output in the input's storage type, or bool */
+#define ROWS_SAME(name, OP, TS, C, U, LD, ST) ROWS(name, OP, TS, ST, TS, C, U, LD, ST)
+#define ROWS_BOOL(name, OP, TS, C, U, LD, ST) ROWS(name, OP, uint8_t, TO_BOOL, TS, C, U, LD, ST)
+#define ARITH(op, OP, dt) ROWS_SAME_(op##_##dt, OP, T_##dt)
+#define ROWS_SAME_(name, OP, ...) ROWS_SAME(name, OP, __VA_ARGS__)
+#define CMP(op, OP, dt) ROWS_BOOL_(op##_##dt, OP, T_##dt)
+#define ROWS_BOOL_(name, OP, ...) ROWS_BOOL(name, OP, __VA_ARGS__)
+
+#define FLOATS(X, op, OP) X(op, OP, f32) X(op, OP, f64) X(op, OP, f16) X(op, OP, bf16)
+#define SINTS(X, op, OP) X(op, OP, i8) X(op, OP, i16) X(op, OP, i32) X(op, OP, i64)
+#define INTS(X, op, OP) SINTS(X, op, OP) X(op, OP, u8)
+
+FLOATS(ARITH, add, ADD) INTS(ARITH, add, ADD)
+FLOATS(ARITH, sub, SUB) INTS(ARITH, sub, SUB)
+FLOATS(ARITH, mul, MUL) INTS(ARITH, mul, MUL)
+FLOATS(ARITH, div, FDIV) SINTS(ARITH, div, IDIV) ARITH(div, UDIV, u8)
+INTS(ARITH, pow, IPOW)
+FLOATS(ARITH, min, MIN) INTS(ARITH, min, MIN)
+FLOATS(ARITH, max, MAX) INTS(ARITH, max, MAX)
+FLOATS(CMP, equal, EQ) INTS(CMP, equal, EQ) CMP(equal, EQ, bool)
+FLOATS(CMP, less, LT) INTS(CMP, less, LT)
+FLOATS(CMP, greater, GT) INTS(CMP, greater, GT)
+FLOATS(CMP, less_equal, LE) INTS(CMP, less_equal, LE)
+FLOATS(CMP, greater_equal, GE) INTS(CMP, greater_equal, GE)
+CMP(and, AND, bool) CMP(or, OR, bool) CMP(xor, XOR, bool)
+
+/* Float pow: libm's, except that an exponent of 2 (variance, squared
+ * error) is a multiply and vectorizes; in the vector-scalar loop it is
+ * checked once per row. */
+#define POW_ROW(name, TS, C, U, LD, ST, A, B)                                          \
+  DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {        \
+    const TS *a = (const TS *)in[0], *b = (const TS *)in[1];                           \
+    TS *o = (TS *)po;                                                                  \
+    for (int64_t i = 0; i < n; i++) o[i] = ST(FPOW(C, U, LD(A), LD(B)));               \
+  }
+#define POW_VS(name, TS, C, U, LD, ST)                                                 \
+  DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {        \
+    const TS *a = (const TS *)in[0];                                                   \
+    TS *o = (TS *)po;                                                                  \
+    C e = LD(*(const TS *)in[1]);                                                      \
+    if (e == 2) {                                                                      \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                            \
+        C x = LD(a[i]);                                                                \
+        o[i] = ST(x * x);                                                              \
+      }                                                                                \
+    } else {                                                                           \
+      for (int64_t i = 0; i < n; i++) o[i] = ST(FPOW(C, U, LD(a[i]), e));              \
+    }                                                                                  \
+  }
+#define POW_FLOAT(dt) POW_FLOAT_(pow_##dt, T_##dt)
+#define POW_FLOAT_(name, ...) POW_FLOAT__(name, __VA_ARGS__)
+#define POW_FLOAT__(name, TS, C, U, LD, ST)         \
+  POW_ROW(name##_vv, TS, C, U, LD, ST, a[i], b[i])  \
+  POW_ROW(name##_sv, TS, C, U, LD, ST, a[0], b[i])  \
+  POW_VS(name##_vs, TS, C, U, LD, ST)
+POW_FLOAT(f32) POW_FLOAT(f64) POW_FLOAT(f16) POW_FLOAT(bf16)
+
+/* ---- the op table ---- */
+
+typedef enum op_id {
+  OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MIN, OP_MAX,
+  OP_EQUAL, OP_LESS, OP_GREATER, OP_LESS_EQUAL, OP_GREATER_EQUAL,
+  OP_AND, OP_OR, OP_XOR, OP_COUNT
+} op_id;
+
+typedef struct op_def {
+  const char *name;
+  int to_bool;                                       /* output bool, not the input dtype */
+  dvm_ew_row_fn rows[DVM_DTYPE_COUNT][ROW_KINDS];    /* the dtypes: the non-empty entries */
+} op_def;
+
+#define R3(name) {name##_vv, name##_sv, name##_vs}
+#define R_FLOATS(op) [DVM_F32] = R3(op##_f32), [DVM_F64] = R3(op##_f64), \
+    [DVM_F16] = R3(op##_f16), [DVM_BF16] = R3(op##_bf16)
+#define R_INTS(op) [DVM_I8] = R3(op##_i8), [DVM_I16] = R3(op##_i16), [DVM_I32] = R3(op##_i32), \
+    [DVM_I64] = R3(op##_i64), [DVM_U8] = R3(op##_u8)
+#define R_NUM(op) R_FLOATS(op), R_INTS(op)
+
+static const op_def ops[OP_COUNT] = {
+    [OP_ADD] = {"add", 0, {R_NUM(add)}},
+    [OP_SUB] = {"sub", 0, {R_NUM(sub)}},
+    [OP_MUL] = {"mul", 0, {R_NUM(mul)}},
+    [OP_DIV] = {"div", 0, {R_NUM(div)}},
+    [OP_POW] = {"pow", 0, {R_NUM(pow)}},
+    [OP_MIN] = {"min", 0, {R_NUM(min)}},
+    [OP_MAX] = {"max", 0, {R_NUM(max)}},
+    [OP_EQUAL] = {"equal", 1, {R_NUM(equal), [DVM_BOOL] = R3(equal_bool)}},
+    [OP_LESS] = {"less", 1, {R_NUM(less)}},
+    [OP_GREATER] = {"greater", 1, {R_NUM(greater)}},
+    [OP_LESS_EQUAL] = {"less_equal", 1, {R_NUM(less_equal)}},
+    [OP_GREATER_EQUAL] = {"greater_equal", 1, {R_NUM(greater_equal)}},
+    [OP_AND] = {"and", 1, {[DVM_BOOL] = R3(and_bool)}},
+    [OP_OR] = {"or", 1, {[DVM_BOOL] = R3(or_bool)}},
+    [OP_XOR] = {"xor", 1, {[DVM_BOOL] = R3(xor_bool)}},
+};
+
+static dvm_status *check(const dvm_kernel_args *a, const op_def *op) {
+  dvm_status *st = dvm_kargs_check(a, op->name, 2, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->in[1], *o = a->out[0];
+  int want_out = op->to_bool ? DVM_BOOL : x->dtype;
+  if (x->dtype != y->dtype || o->dtype != want_out || !op->rows[x->dtype][ROW_VV]) {
+    char got[64], want[128] = "";
+    for (int dt = 0; dt < DVM_DTYPE_COUNT; dt++)
+      if (op->rows[dt][ROW_VV])
+        strcat(strcat(want, want[0] ? ", " : ""), dvm_dtype_name((dvm_dtype)dt));
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: want one of %s, %s", op->name,
+                          dvm_kargs_dtypes(got, sizeof got, a), want,
+                          op->to_bool ? "the same for both inputs, and a bool output"
+                                      : "the same for all");
+  }
+  return dvm_ew_check_broadcast(op->name, a->in, 2, o);
+}
+
+/* The first zero among n integers of esz bytes each, or -1. */
+static int64_t find_zero(const unsigned char *p, size_t esz, int64_t n) {
+  for (int64_t i = 0; i < n; i++, p += esz) {
+    unsigned char any = 0;
+    for (size_t b = 0; b < esz; b++) any |= p[b];
+    if (!any) return i;
+  }
+  return -1;
+}
+
+typedef struct walk_ctx {
+  const dvm_ew_plan *plan;
+  dvm_ew_row_fn fn;
+  const char *const *in;
+  char *out;
+  size_t out_esz;
+} walk_ctx;
+
+static void walk_range(void *ctx, int64_t s, int64_t e) {
+  const walk_ctx *w = ctx;
+  dvm_ew_walk(w->plan, w->fn, w->in, w->out, w->out_esz, s, e);
+}
+
+/* Runs the row loops of `rows` (one per inner-stride pattern, indexed by
+ * bit k set where input k advances) over the output. */
+static void run_rows(const dvm_kernel_args *a, int nin, const dvm_ew_row_fn *rows) {
+  const dvm_tensor *o = a->out[0];
+  int64_t total = dvm_tensor_numel(o);
+  if (total == 0) return;
+  dvm_ew_plan p;
+  dvm_ew_plan_make(&p, nin, a->in, o->rank, o->dims);
+  int kind = 0;
+  const char *in[3];
+  for (int k = 0; k < nin; k++) {
+    kind |= (p.stride[0][k] != 0) << k;
+    in[k] = dvm_tensor_ptr(a->in[k]);
+  }
+  walk_ctx w = {&p, rows[kind], in, dvm_tensor_ptr(o), dvm_dtype_size((dvm_dtype)o->dtype)};
+  dvm_ew_parallel(a, total, MIN_CHUNK, walk_range, &w);
+}
+
+static dvm_status *binary(const dvm_kernel_args *a, op_id id) {
+  const op_def *op = &ops[id];
+  dvm_status *st = check(a, op);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->in[1];
+  if (dvm_tensor_numel(a->out[0]) == 0) return NULL;
+  if (id == OP_DIV && x->dtype >= DVM_I8 && x->dtype <= DVM_U8) {
+    int64_t z = find_zero(dvm_tensor_ptr(y), dvm_dtype_size((dvm_dtype)y->dtype), dvm_tensor_numel(y));
+    if (z >= 0)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "div: integer division by zero (divisor element %lld)",
+                            (long long)z);
+  }
+  /* by bit: input 0 advances, input 1 advances; both scalar is one element */
+  const dvm_ew_row_fn *r = op->rows[x->dtype];
+  const dvm_ew_row_fn rows[4] = {r[ROW_VV], r[ROW_VS], r[ROW_SV], r[ROW_VV]};
+  run_rows(a, 2, rows);
   return NULL;
 }
 
-static dvm_status *add(const dvm_kernel_args *a) { return binary(a, OP_ADD); }
-static dvm_status *mul(const dvm_kernel_args *a) { return binary(a, OP_MUL); }
+/* ---- where ---- */
+
+/* One loop per pattern of advancing (v) and repeated (s) inputs, in the
+ * order condition, x, y; per element size, as where only moves bytes. */
+#define WHERE_ROW(name, T, C, X, Y)                                              \
+  DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {  \
+    const uint8_t *c = (const uint8_t *)in[0];                                   \
+    const T *x = (const T *)in[1], *y = (const T *)in[2];                        \
+    T *o = (T *)po;                                                              \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                        \
+      T vx = X, vy = Y;                                                          \
+      o[i] = C ? vx : vy;                                                        \
+    }                                                                            \
+  }
+#define WHERE_ROWS(T, s)                               \
+  WHERE_ROW(where##s##_sss, T, c[0], x[0], y[0])       \
+  WHERE_ROW(where##s##_vss, T, c[i], x[0], y[0])       \
+  WHERE_ROW(where##s##_svs, T, c[0], x[i], y[0])       \
+  WHERE_ROW(where##s##_vvs, T, c[i], x[i], y[0])       \
+  WHERE_ROW(where##s##_ssv, T, c[0], x[0], y[i])       \
+  WHERE_ROW(where##s##_vsv, T, c[i], x[0], y[i])       \
+  WHERE_ROW(where##s##_svv, T, c[0], x[i], y[i])       \
+  WHERE_ROW(where##s##_vvv, T, c[i], x[i], y[i])
+WHERE_ROWS(uint8_t, 1) WHERE_ROWS(uint16_t, 2) WHERE_ROWS(uint32_t, 4) WHERE_ROWS(uint64_t, 8)
+
+#define WHERE_TABLE(s) {where##s##_sss, where##s##_vss, where##s##_svs, where##s##_vvs, \
+    where##s##_ssv, where##s##_vsv, where##s##_svv, where##s##_vvv}
+
+/* by log2 of the element size */
+static const dvm_ew_row_fn where_rows[4][8] = {
+    WHERE_TABLE(1), WHERE_TABLE(2), WHERE_TABLE(4), WHERE_TABLE(8)};
+
+static dvm_status *where(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "where", 3, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *c = a->in[0], *x = a->in[1], *y = a->in[2], *o = a->out[0];
+  if (c->dtype != DVM_BOOL || x->dtype != y->dtype || o->dtype != x->dtype) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "where: dtypes %s: want a bool condition, then one dtype for x, y and "
+                          "the output", dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  if ((st = dvm_ew_check_broadcast("where", a->in, 3, o))) return st;
+  size_t esz = dvm_dtype_size((dvm_dtype)x->dtype);
+  run_rows(a, 3, where_rows[esz == 1 ? 0 : esz == 2 ? 1 : esz == 4 ? 2 : 3]);
+  return NULL;
+}
+
+#define KERNEL(op, id) \
+  static dvm_status *op(const dvm_kernel_args *a) { return binary(a, id); }
+KERNEL(add, OP_ADD)
+KERNEL(sub, OP_SUB)
+KERNEL(mul, OP_MUL)
+KERNEL(div_, OP_DIV)
+KERNEL(pow_, OP_POW)
+KERNEL(min_, OP_MIN)
+KERNEL(max_, OP_MAX)
+KERNEL(equal, OP_EQUAL)
+KERNEL(less, OP_LESS)
+KERNEL(greater, OP_GREATER)
+KERNEL(less_equal, OP_LESS_EQUAL)
+KERNEL(greater_equal, OP_GREATER_EQUAL)
+KERNEL(and_, OP_AND)
+KERNEL(or_, OP_OR)
+KERNEL(xor_, OP_XOR)
 
 const dvm_kernel_def dvm_cpu_binary_kernels[] = {
     {"add", DVM_DEVICE_CPU, add, "broadcast"},
+    {"sub", DVM_DEVICE_CPU, sub, "broadcast"},
     {"mul", DVM_DEVICE_CPU, mul, "broadcast"},
+    {"div", DVM_DEVICE_CPU, div_, "broadcast"},
+    {"pow", DVM_DEVICE_CPU, pow_, "broadcast"},
+    {"min", DVM_DEVICE_CPU, min_, "broadcast"},
+    {"max", DVM_DEVICE_CPU, max_, "broadcast"},
+    {"equal", DVM_DEVICE_CPU, equal, "broadcast"},
+    {"less", DVM_DEVICE_CPU, less, "broadcast"},
+    {"greater", DVM_DEVICE_CPU, greater, "broadcast"},
+    {"less_equal", DVM_DEVICE_CPU, less_equal, "broadcast"},
+    {"greater_equal", DVM_DEVICE_CPU, greater_equal, "broadcast"},
+    {"and", DVM_DEVICE_CPU, and_, "broadcast"},
+    {"or", DVM_DEVICE_CPU, or_, "broadcast"},
+    {"xor", DVM_DEVICE_CPU, xor_, "broadcast"},
+    {"where", DVM_DEVICE_CPU, where, "broadcast"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

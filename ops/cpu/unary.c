@@ -1,6 +1,460 @@
-/* CPU kernels: unary (see families.def). Not written yet. */
+/* Elementwise kernels of one input; the output has the input's shape (shape
+ * function "same").
+ *
+ *   sqrt, exp, log, tanh, erf, sigmoid, reciprocal (in: X) -> Y
+ *       f32 f64, and f16 bf16 computed in f32 and rounded once.
+ *       f32 math is dvm's own vectorized code (ops/cpu/elementwise_math.h,
+ *       errors of about 1-2 ulp); f64 is libm's.
+ *   gelu (in: X; attrs: approximate:int, optional, 0 = "none" (default),
+ *       1 = "tanh") -> Y, dtypes as above: ONNX Gelu,
+ *       x (1 + erf(x / sqrt 2)) / 2, or x (1 + tanh(sqrt(2/pi)
+ *       (x + 0.044715 x^3))) / 2.
+ *   relu, neg, abs (in: X) -> Y: f32 f64 f16 bf16 i8 i16 i32 i64 u8.
+ *       Integers wrap: neg and abs of INT_MIN are INT_MIN. relu keeps NaN.
+ *   not (in: X bool) -> Y bool: a byte other than 0 is true; outputs 0 or 1.
+ *   clip (in: X; attrs: lo:float, hi:float) -> Y, dtypes as relu.
+ *       min(max(x, lo), hi): NaN stays NaN, lo > hi gives hi everywhere (as
+ *       ONNX says); an absent ONNX bound is passed as -inf or +inf. Bounds
+ *       may also be ints; for integer X they are rounded inward (ceil(lo),
+ *       floor(hi)) and saturated to X's range. A NaN bound is an error.
+ *   identity (in: X) -> Y, any dtype: a copy.
+ *   cast (in: X) -> Y, X and Y any of f32 f16 bf16 f64 i8 i16 i32 i64 u8
+ *       bool; Y's dtype is the target (ONNX Cast):
+ *       - float to float rounds to nearest even once (f64 -> f16 included);
+ *         beyond the target's range gives +-inf; NaN stays NaN.
+ *       - float to integer truncates toward zero. NaN, +-inf and values
+ *         outside i32 (for i8 i16 i32 u8 targets) or i64 (for i64) give the
+ *         type's minimum, then i8 i16 u8 keep the low bits of that i32, as
+ *         x86 (and NumPy and ONNX Runtime on it) do: 300.7 -> u8 44,
+ *         -1.5 -> u8 255, NaN -> i32 -2147483648, NaN -> u8 0.
+ *       - integer to integer keeps the low bits (two's complement).
+ *       - integer to float rounds to nearest even.
+ *       - to bool: x != 0 (NaN is true); from bool: 0 or 1.
+ *
+ * Every kernel checks its dtypes, that the output has the input's shape
+ * and its attributes' count and kinds. An output may be the same memory as
+ * its input (of the same dtype size). */
+#include <math.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
+#include "ops/kargs.h"
+#include "shapefuncs/shape.h"
+
+/* Below this many elements per thread, a fork costs more than it saves. */
+#define MIN_CHUNK ((int64_t)1 << 15)
+
+/* Clip's bounds in each compute type. */
+typedef struct params {
+  float lo_f, hi_f;
+  double lo_d, hi_d;
+  int64_t lo_i, hi_i;
+} params;
+
+typedef void (*un_fn)(int64_t n, const void *x, void *o, const params *p);
+
+/* The f64 forms of elementwise_math.h's f32 functions, on libm. */
+static double sigmoid_d(double x) {
+  double e = exp(x < 0 ? x : -x);
+  return (x < 0 ? e : 1.0) / (1.0 + e);
+}
+static double gelu_d(double x) {
+  return x == -INFINITY ? -0.0 : 0.5 * x * erfc(-x * 0.70710678118654752440);
+}
+static double gelu_tanh_d(double x) {
+  double y = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+  return x == -INFINITY ? -0.0 : x / (1.0 + exp(-2.0 * y));
+}
+/* abs that wraps: abs(INT_MIN) is INT_MIN */
+#define IABS(name, T, U) \
+  static T name(T x) { return x < 0 ? (T)-(U)x : x; }
+IABS(iabs8, int8_t, uint32_t)
+IABS(iabs16, int16_t, uint32_t)
+IABS(iabs32, int32_t, uint32_t)
+IABS(iabs64, int64_t, uint64_t)
+static uint8_t uabs8(uint8_t x) { return x; }
+
+/* The ops, on a compute value v of type C (U: C's unsigned twin). */
+#define SQRT(C, U, v, p) _Generic((v), float: sqrtf, double: sqrt)(v)
+#define EXP(C, U, v, p) _Generic((v), float: dvm_ew_expf, double: exp)(v)
+#define LOG(C, U, v, p) _Generic((v), float: dvm_ew_logf, double: log)(v)
+#define TANH(C, U, v, p) _Generic((v), float: dvm_ew_tanhf, double: tanh)(v)
+#define ERF(C, U, v, p) _Generic((v), float: dvm_ew_erff, double: erf)(v)
+#define SIGMOID(C, U, v, p) _Generic((v), float: dvm_ew_sigmoidf, double: sigmoid_d)(v)
+#define GELU(C, U, v, p) _Generic((v), float: dvm_ew_geluf, double: gelu_d)(v)
+#define GELU_TANH(C, U, v, p) _Generic((v), float: dvm_ew_gelu_tanhf, double: gelu_tanh_d)(v)
+#define RECIP(C, U, v, p) ((C)1 / (v))
+#define RELU(C, U, v, p) DVM_EW_MAX(v, (C)0)
+#define NEG(C, U, v, p) (C)(-(U)(v))
+#define ABS(C, U, v, p) _Generic((v), float: fabsf, double: fabs, int8_t: iabs8, int16_t: iabs16, \
+    int32_t: iabs32, int64_t: iabs64, uint8_t: uabs8)(v)
+#define NOT(C, U, v, p) ((v) == 0)
+#define LO(v, p) _Generic((v), float: (p)->lo_f, double: (p)->lo_d, default: (p)->lo_i)
+#define HI(v, p) _Generic((v), float: (p)->hi_f, double: (p)->hi_d, default: (p)->hi_i)
+#define CLIP(C, U, v, p) clip_##C(v, (C)LO(v, p), (C)HI(v, p))
+
+#define CLIP_FN(C, SEL)                                   \
+  static inline C clip_##C(C v, C lo, C hi) {             \
+    C t = SEL(v < lo, lo, v);                             \
+    return SEL(t > hi, hi, t);                            \
+  }
+CLIP_FN(float, dvm_ew_fsel) CLIP_FN(double, dvm_ew_dsel) CLIP_FN(int8_t, DVM_EW_ISEL)
+CLIP_FN(int16_t, DVM_EW_ISEL) CLIP_FN(int32_t, DVM_EW_ISEL) CLIP_FN(int64_t, DVM_EW_ISEL)
+CLIP_FN(uint8_t, DVM_EW_ISEL)
+
+/* Storage type, compute type, its unsigned twin, load, store. */
+#define SAME(v) (v)
+#define T_f32 float, float, float, SAME, SAME
+#define T_f64 double, double, double, SAME, SAME
+#define T_f16 uint16_t, float, float, dvm_f16_to_f32, dvm_f32_to_f16
+#define T_bf16 uint16_t, float, float, dvm_bf16_to_f32, dvm_f32_to_bf16
+#define T_i8 int8_t, int8_t, uint32_t, SAME, SAME
+#define T_i16 int16_t, int16_t, uint32_t, SAME, SAME
+#define T_i32 int32_t, int32_t, uint32_t, SAME, SAME
+#define T_i64 int64_t, int64_t, uint64_t, SAME, SAME
+#define T_u8 uint8_t, uint8_t, uint32_t, SAME, SAME
+#define T_bool uint8_t, uint8_t, uint8_t, SAME, SAME
+
+#define UN_LOOP(name, OP, TS, C, U, LD, ST)                                               \
+  DVM_EW_CLONES static void name(int64_t n, const void *px, void *po, const params *p) { \
+    const TS *x = px;                                                                     \
+    TS *o = po;                                                                           \
+    (void)p;                                                                              \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+      C v = LD(x[i]);                                                                     \
+      o[i] = ST(OP(C, U, v, p));                                                          \
+    }                                                                                     \
+  }
+#define UN(op, OP, dt) UN_(op##_##dt, OP, T_##dt)
+#define UN_(name, OP, ...) UN_LOOP(name, OP, __VA_ARGS__)
+#define FLOATS(op, OP) UN(op, OP, f32) UN(op, OP, f64) UN(op, OP, f16) UN(op, OP, bf16)
+#define NUMS(op, OP) FLOATS(op, OP) UN(op, OP, i8) UN(op, OP, i16) UN(op, OP, i32) UN(op, OP, i64) \
+    UN(op, OP, u8)
+
+FLOATS(sqrt, SQRT) FLOATS(exp, EXP) FLOATS(log, LOG) FLOATS(tanh, TANH) FLOATS(erf, ERF)
+FLOATS(sigmoid, SIGMOID) FLOATS(gelu, GELU) FLOATS(gelu_tanh, GELU_TANH)
+FLOATS(reciprocal, RECIP)
+NUMS(relu, RELU) NUMS(neg, NEG) NUMS(abs, ABS) NUMS(clip, CLIP)
+UN(not, NOT, bool)
+
+typedef enum op_id {
+  OP_SQRT, OP_EXP, OP_LOG, OP_TANH, OP_ERF, OP_SIGMOID, OP_GELU, OP_GELU_TANH, OP_RECIPROCAL,
+  OP_RELU, OP_NEG, OP_ABS, OP_NOT, OP_CLIP, OP_COUNT
+} op_id;
+
+typedef struct op_def {
+  const char *name;
+  un_fn fn[DVM_DTYPE_COUNT]; /* the dtypes: the non-empty entries */
+} op_def;
+
+#define F_FLOATS(op) [DVM_F32] = op##_f32, [DVM_F64] = op##_f64, [DVM_F16] = op##_f16, \
+    [DVM_BF16] = op##_bf16
+#define F_NUMS(op) F_FLOATS(op), [DVM_I8] = op##_i8, [DVM_I16] = op##_i16, [DVM_I32] = op##_i32, \
+    [DVM_I64] = op##_i64, [DVM_U8] = op##_u8
+
+static const op_def ops[OP_COUNT] = {
+    [OP_SQRT] = {"sqrt", {F_FLOATS(sqrt)}},
+    [OP_EXP] = {"exp", {F_FLOATS(exp)}},
+    [OP_LOG] = {"log", {F_FLOATS(log)}},
+    [OP_TANH] = {"tanh", {F_FLOATS(tanh)}},
+    [OP_ERF] = {"erf", {F_FLOATS(erf)}},
+    [OP_SIGMOID] = {"sigmoid", {F_FLOATS(sigmoid)}},
+    [OP_GELU] = {"gelu", {F_FLOATS(gelu)}},
+    [OP_GELU_TANH] = {"gelu", {F_FLOATS(gelu_tanh)}},
+    [OP_RECIPROCAL] = {"reciprocal", {F_FLOATS(reciprocal)}},
+    [OP_RELU] = {"relu", {F_NUMS(relu)}},
+    [OP_NEG] = {"neg", {F_NUMS(neg)}},
+    [OP_ABS] = {"abs", {F_NUMS(abs)}},
+    [OP_NOT] = {"not", {[DVM_BOOL] = not_bool}},
+    [OP_CLIP] = {"clip", {F_NUMS(clip)}},
+};
+
+/* One input, one output of the input's shape and (unless any_out) dtype,
+ * and nattrs attributes. */
+static dvm_status *check(const dvm_kernel_args *a, const char *op, int nattrs, int any_out) {
+  dvm_status *st = dvm_kargs_check(a, op, 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->nattrs != nattrs)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d attribute%s, got %d", op, nattrs,
+                          nattrs == 1 ? "" : "s", a->nattrs);
+  const dvm_tensor *x = a->in[0], *o = a->out[0];
+  if (!any_out && o->dtype != x->dtype) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: the output must have the input's",
+                          op, dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  if (o->rank != x->rank || memcmp(o->dims, x->dims, sizeof(int64_t) * x->rank) != 0) {
+    char so[DVM_SHAPE_STR_SIZE], sx[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: output %s != %s, the input's shape", op,
+                          dvm_shape_str(so, o->rank, o->dims), dvm_shape_str(sx, x->rank, x->dims));
+  }
+  return NULL;
+}
+
+typedef struct run_ctx {
+  un_fn fn;
+  const char *x;
+  char *o;
+  size_t xsz, osz;
+  const params *p;
+} run_ctx;
+
+static void run_range(void *ctx, int64_t s, int64_t e) {
+  const run_ctx *r = ctx;
+  r->fn(e - s, r->x + s * (int64_t)r->xsz, r->o + s * (int64_t)r->osz, r->p);
+}
+
+static void run(const dvm_kernel_args *a, un_fn fn, const params *p) {
+  const dvm_tensor *x = a->in[0], *o = a->out[0];
+  run_ctx r = {fn, dvm_tensor_ptr(x), dvm_tensor_ptr(o), dvm_dtype_size((dvm_dtype)x->dtype),
+               dvm_dtype_size((dvm_dtype)o->dtype), p};
+  dvm_ew_parallel(a, dvm_tensor_numel(o), MIN_CHUNK, run_range, &r);
+}
+
+static dvm_status *unary(const dvm_kernel_args *a, op_id id, int nattrs, const params *p) {
+  const op_def *op = &ops[id];
+  dvm_status *st = check(a, op->name, nattrs, 0);
+  if (st) return st;
+  un_fn fn = op->fn[a->in[0]->dtype];
+  if (!fn) {
+    char got[64], want[128] = "";
+    for (int dt = 0; dt < DVM_DTYPE_COUNT; dt++)
+      if (op->fn[dt]) strcat(strcat(want, want[0] ? ", " : ""), dvm_dtype_name((dvm_dtype)dt));
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: want one of %s", op->name,
+                          dvm_kargs_dtypes(got, sizeof got, a), want);
+  }
+  run(a, fn, p);
+  return NULL;
+}
+
+/* Attribute i of kernel op as a number (float or int). */
+static dvm_status *number_attr(const dvm_kernel_args *a, const char *op, int i, const char *what,
+                               double *out) {
+  const dvm_value *v = &a->attrs[i];
+  if (v->kind == DVM_VAL_FLOAT)
+    *out = v->u.f;
+  else if (v->kind == DVM_VAL_INT)
+    *out = (double)v->u.i;
+  else
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attribute %d (%s) must be a float or an int, got %s",
+                          op, i, what, dvm_kind_name((dvm_kind)v->kind));
+  if (isnan(*out))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attribute %d (%s) is NaN", op, i, what);
+  return NULL;
+}
+
+/* ceil(lo) and floor(hi) within [min, max]. */
+static int64_t int_bound(double v, int up, int64_t min, int64_t max) {
+  v = up ? ceil(v) : floor(v);
+  return v <= (double)min ? min : v >= (double)max ? max : (int64_t)v;
+}
+
+static dvm_status *clip(const dvm_kernel_args *a) {
+  dvm_status *st = check(a, "clip", 2, 0);
+  if (st) return st;
+  double lo, hi;
+  if ((st = number_attr(a, "clip", 0, "lo", &lo)) || (st = number_attr(a, "clip", 1, "hi", &hi)))
+    return st;
+  static const int64_t range[DVM_DTYPE_COUNT][2] = {
+      [DVM_I8] = {INT8_MIN, INT8_MAX}, [DVM_I16] = {INT16_MIN, INT16_MAX},
+      [DVM_I32] = {INT32_MIN, INT32_MAX}, [DVM_I64] = {INT64_MIN, INT64_MAX}, [DVM_U8] = {0, UINT8_MAX}};
+  int64_t min = range[a->in[0]->dtype][0], max = range[a->in[0]->dtype][1];
+  params p = {(float)lo, (float)hi, lo, hi, int_bound(lo, 1, min, max), int_bound(hi, 0, min, max)};
+  return unary(a, OP_CLIP, 2, &p);
+}
+
+static dvm_status *gelu(const dvm_kernel_args *a) {
+  int64_t approx = 0;
+  if (a->nattrs >= 1) {
+    const dvm_value *v = &a->attrs[0];
+    if (v->kind != DVM_VAL_INT || v->u.i < 0 || v->u.i > 1)
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "gelu: attribute 0 (approximate) must be the int 0 (none) or 1 (tanh)");
+    approx = v->u.i;
+  }
+  params p = {0};
+  return unary(a, approx ? OP_GELU_TANH : OP_GELU, a->nattrs >= 1 ? 1 : 0, &p);
+}
+
+static dvm_status *identity(const dvm_kernel_args *a) {
+  dvm_status *st = check(a, "identity", 0, 0);
+  if (st) return st;
+  void *x = dvm_tensor_ptr(a->in[0]), *o = dvm_tensor_ptr(a->out[0]);
+  if (x != o) memmove(o, x, dvm_tensor_nbytes(a->in[0]));
+  return NULL;
+}
+
+/* ---- cast ----
+ * Through a wide value in blocks: floats load as double, integers and bool
+ * as int64; each target stores from either. A few float pairs go direct. */
+
+#define BLOCK 1024
+
+/* d rounded to float toward zero with the last bit set when inexact
+ * ("round to odd"): rounding that to f16 or bf16 is then the same as
+ * rounding d directly. */
+static inline float round_odd_f32(double d) {
+  float f = (float)d;
+  if ((double)f != d && f == f) {
+    uint32_t b = dvm_ew_f32_bits(f);
+    if (fabs((double)f) > fabs(d)) b--;
+    f = dvm_ew_bits_f32(b | 1u);
+  }
+  return f;
+}
+
+/* float -> integer as documented above */
+static inline int64_t d_to_i64(double d) {
+  return d >= -0x1p63 && d < 0x1p63 ? (int64_t)d : INT64_MIN;
+}
+static inline int64_t d_to_i32(double d) {
+  return d > -2147483649.0 && d < 2147483648.0 ? (int32_t)d : INT32_MIN;
+}
+
+typedef void (*load_fn)(int64_t n, const void *src, void *wide);
+typedef void (*store_fn)(int64_t n, const void *wide, void *dst);
+
+#define LOAD(name, TS, TW, EXPR)                                                  \
+  DVM_EW_CLONES static void name(int64_t n, const void *src, void *wide) {       \
+    const TS *s = src;                                                            \
+    TW *w = wide;                                                                 \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) w[i] = (TW)(EXPR);        \
+  }
+LOAD(load_f32, float, double, s[i])
+LOAD(load_f16, uint16_t, double, dvm_f16_to_f32(s[i]))
+LOAD(load_bf16, uint16_t, double, dvm_bf16_to_f32(s[i]))
+LOAD(load_f64, double, double, s[i])
+LOAD(load_i8, int8_t, int64_t, s[i])
+LOAD(load_i16, int16_t, int64_t, s[i])
+LOAD(load_i32, int32_t, int64_t, s[i])
+LOAD(load_i64, int64_t, int64_t, s[i])
+LOAD(load_u8, uint8_t, int64_t, s[i])
+LOAD(load_bool, uint8_t, int64_t, s[i] != 0)
+
+#define STORE(name, TW, TD, EXPR)                                                 \
+  DVM_EW_CLONES static void name(int64_t n, const void *wide, void *dst) {       \
+    const TW *w = wide;                                                           \
+    TD *d = dst;                                                                  \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                         \
+      TW v = w[i];                                                                \
+      d[i] = (TD)(EXPR);                                                          \
+    }                                                                             \
+  }
+STORE(dstore_f32, double, float, v)
+STORE(dstore_f16, double, uint16_t, dvm_f32_to_f16(round_odd_f32(v)))
+STORE(dstore_bf16, double, uint16_t, dvm_f32_to_bf16(round_odd_f32(v)))
+STORE(dstore_f64, double, double, v)
+STORE(dstore_i8, double, int8_t, (uint8_t)d_to_i32(v))
+STORE(dstore_i16, double, int16_t, (uint16_t)d_to_i32(v))
+STORE(dstore_i32, double, int32_t, d_to_i32(v))
+STORE(dstore_i64, double, int64_t, d_to_i64(v))
+STORE(dstore_u8, double, uint8_t, (uint8_t)d_to_i32(v))
+STORE(dstore_bool, double, uint8_t, v != 0)
+STORE(istore_f32, int64_t, float, v)
+STORE(istore_f16, int64_t, uint16_t, dvm_f32_to_f16(round_odd_f32((double)v)))
+STORE(istore_bf16, int64_t, uint16_t, dvm_f32_to_bf16(round_odd_f32((double)v)))
+STORE(istore_f64, int64_t, double, v)
+STORE(istore_i8, int64_t, int8_t, (uint8_t)v)
+STORE(istore_i16, int64_t, int16_t, (uint16_t)v)
+STORE(istore_i32, int64_t, int32_t, (uint32_t)v)
+STORE(istore_i64, int64_t, int64_t, v)
+STORE(istore_u8, int64_t, uint8_t, (uint8_t)v)
+STORE(istore_bool, int64_t, uint8_t, v != 0)
+
+#define BY_DTYPE(p) {[DVM_F32] = p##f32, [DVM_F16] = p##f16, [DVM_BF16] = p##bf16, \
+    [DVM_F64] = p##f64, [DVM_I8] = p##i8, [DVM_I16] = p##i16, [DVM_I32] = p##i32, \
+    [DVM_I64] = p##i64, [DVM_U8] = p##u8, [DVM_BOOL] = p##bool}
+static const load_fn loads[DVM_DTYPE_COUNT] = BY_DTYPE(load_);
+static const store_fn dstores[DVM_DTYPE_COUNT] = BY_DTYPE(dstore_);
+static const store_fn istores[DVM_DTYPE_COUNT] = BY_DTYPE(istore_);
+
+static int is_float(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16 || dt == DVM_F64; }
+
+/* The common pairs of mixed-precision models go in one pass. */
+#define DIRECT(name, TS, TD, CONV)                                                     \
+  DVM_EW_CLONES static void name(int64_t n, const void *px, void *po, const params *p) { \
+    const TS *x = px;                                                                  \
+    TD *o = po;                                                                        \
+    (void)p;                                                                           \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) o[i] = CONV(x[i]);             \
+  }
+DIRECT(f32_to_bf16, float, uint16_t, dvm_f32_to_bf16)
+DIRECT(bf16_to_f32, uint16_t, float, dvm_bf16_to_f32)
+static void f32_to_f16(int64_t n, const void *x, void *o, const params *p) {
+  dvm_ew_f32_to_f16_n(n, x, o);
+}
+static void f16_to_f32(int64_t n, const void *x, void *o, const params *p) {
+  dvm_ew_f16_to_f32_n(n, x, o);
+}
+
+static const un_fn direct[DVM_DTYPE_COUNT][DVM_DTYPE_COUNT] = {
+    [DVM_F32][DVM_F16] = f32_to_f16, [DVM_F32][DVM_BF16] = f32_to_bf16,
+    [DVM_F16][DVM_F32] = f16_to_f32, [DVM_BF16][DVM_F32] = bf16_to_f32};
+
+typedef struct cast_ctx {
+  int from, to;
+  const char *x;
+  char *o;
+} cast_ctx;
+
+static void cast_range(void *ctx, int64_t s, int64_t e) {
+  const cast_ctx *c = ctx;
+  _Alignas(64) char wide[BLOCK * 8];
+  size_t xsz = dvm_dtype_size((dvm_dtype)c->from), osz = dvm_dtype_size((dvm_dtype)c->to);
+  store_fn st = is_float(c->from) ? dstores[c->to] : istores[c->to];
+  for (int64_t i = s; i < e; i += BLOCK) {
+    int64_t n = e - i < BLOCK ? e - i : BLOCK;
+    loads[c->from](n, c->x + i * (int64_t)xsz, wide);
+    st(n, wide, c->o + i * (int64_t)osz);
+  }
+}
+
+static dvm_status *cast(const dvm_kernel_args *a) {
+  dvm_status *st = check(a, "cast", 0, 1);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *o = a->out[0];
+  if (x->dtype == o->dtype) return identity(a);
+  if (direct[x->dtype][o->dtype]) {
+    run(a, direct[x->dtype][o->dtype], NULL);
+    return NULL;
+  }
+  cast_ctx c = {x->dtype, o->dtype, dvm_tensor_ptr(x), dvm_tensor_ptr(o)};
+  dvm_ew_parallel(a, dvm_tensor_numel(o), MIN_CHUNK, cast_range, &c);
+  return NULL;
+}
+
+#define KERNEL(name, id) \
+  static dvm_status *name(const dvm_kernel_args *a) { return unary(a, id, 0, NULL); }
+KERNEL(sqrt_, OP_SQRT)
+KERNEL(exp_, OP_EXP)
+KERNEL(log_, OP_LOG)
+KERNEL(tanh_, OP_TANH)
+KERNEL(erf_, OP_ERF)
+KERNEL(sigmoid, OP_SIGMOID)
+KERNEL(reciprocal, OP_RECIPROCAL)
+KERNEL(relu, OP_RELU)
+KERNEL(neg, OP_NEG)
+KERNEL(abs_, OP_ABS)
+KERNEL(not_, OP_NOT)
 
 const dvm_kernel_def dvm_cpu_unary_kernels[] = {
+    {"sqrt", DVM_DEVICE_CPU, sqrt_, "same"},
+    {"exp", DVM_DEVICE_CPU, exp_, "same"},
+    {"log", DVM_DEVICE_CPU, log_, "same"},
+    {"tanh", DVM_DEVICE_CPU, tanh_, "same"},
+    {"erf", DVM_DEVICE_CPU, erf_, "same"},
+    {"sigmoid", DVM_DEVICE_CPU, sigmoid, "same"},
+    {"gelu", DVM_DEVICE_CPU, gelu, "same"},
+    {"reciprocal", DVM_DEVICE_CPU, reciprocal, "same"},
+    {"relu", DVM_DEVICE_CPU, relu, "same"},
+    {"neg", DVM_DEVICE_CPU, neg, "same"},
+    {"abs", DVM_DEVICE_CPU, abs_, "same"},
+    {"not", DVM_DEVICE_CPU, not_, "same"},
+    {"clip", DVM_DEVICE_CPU, clip, "same"},
+    {"identity", DVM_DEVICE_CPU, identity, "same"},
+    {"cast", DVM_DEVICE_CPU, cast, "same"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -236,12 +236,12 @@ static void test_binary_wrap(void) {
 
 static void test_binary_errors(void) {
   dvm_tensor *f23 = make(DVM_F32, "[2,3]"), *f3 = make(DVM_F32, "[3]"), *f4 = make(DVM_F32, "[4]");
-  dvm_tensor *i3 = make(DVM_I32, "[3]"), *h23 = make(DVM_F16, "[2,3]");
+  dvm_tensor *i3 = make(DVM_I32, "[3]"), *b23 = make(DVM_BOOL, "[2,3]");
   dvm_tensor *f32_ = make(DVM_F32, "[3,2]"), *f123 = make(DVM_F32, "[1,2,3]");
   CHECK_ERR(call2("add", f23, i3, f23, 1), DVM_INVALID_ARGUMENT,
-            "add: dtypes f32, i32 -> f32: want one of f32, f64, i32, i64, the same for all");
+            "add: dtypes f32, i32 -> f32: want one of f32, f16, bf16, f64, i8, i16, i32, i64, u8, the same for all");
   CHECK_ERR(call2("mul", f3, f3, i3, 1), DVM_INVALID_ARGUMENT, "mul: dtypes f32, f32 -> i32");
-  CHECK_ERR(call2("add", h23, h23, h23, 1), DVM_INVALID_ARGUMENT, "add: dtypes f16, f16 -> f16");
+  CHECK_ERR(call2("add", b23, b23, b23, 1), DVM_INVALID_ARGUMENT, "add: dtypes bool, bool -> bool");
   CHECK_ERR(call2("add", f23, f4, f23, 1), DVM_INVALID_ARGUMENT,
             "add: broadcast: [2,3] vs [4]: dim -1 3 != 4");
   CHECK_ERR(call2("mul", f23, f3, f32_, 1), DVM_INVALID_ARGUMENT,
@@ -267,7 +267,7 @@ static void test_binary_errors(void) {
   dvm_tensor *bin[2] = {big, big}, *bout[1] = {big};
   dvm_kernel_args args = {.in = bin, .nin = 2, .out = bout, .nout = 1};
   CHECK_OK(dvm_ops_find("add", DVM_DEVICE_CPU)->fn(&args));
-  dvm_tensor *all[] = {f23, f3, f4, i3, h23, f32_, f123, big};
+  dvm_tensor *all[] = {f23, f3, f4, i3, b23, f32_, f123, big};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dvm_tensor_release(all[i]);
 }
 
