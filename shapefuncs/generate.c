@@ -9,6 +9,7 @@
 
 #include "generate.h"
 #include "kernel.h"
+#include "ops/cpu/elementwise_math.h"
 #include "movement.h"
 #include "object.h"
 #include "shape.h"
@@ -63,13 +64,6 @@ static dvm_status *shapefn_nonzero(const dvm_value *in, int nin, dvm_value *out,
   return NULL;
 }
 
-static float bf16_to_float(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 /* Input i of range, a one-element host tensor of dtype dt, as a double and
  * (integers) an int64. */
 static dvm_status *range_value(const dvm_value *in, int i, dvm_dtype dt, double *f, int64_t *n) {
@@ -95,8 +89,8 @@ static dvm_status *range_value(const dvm_value *in, int i, dvm_dtype dt, double 
   switch (dt) {
   case DVM_F32: *f = *(const float *)p; break;
   case DVM_F64: *f = *(const double *)p; break;
-  case DVM_F16: *f = (double)*(const _Float16 *)p; break;
-  case DVM_BF16: *f = bf16_to_float(*(const uint16_t *)p); break;
+  case DVM_F16: *f = dvm_f16_to_f32(*(const uint16_t *)p); break;
+  case DVM_BF16: *f = dvm_bf16_to_f32(*(const uint16_t *)p); break;
   case DVM_I16: *f = (double)(*n = *(const int16_t *)p); break;
   case DVM_I32: *f = (double)(*n = *(const int32_t *)p); break;
   case DVM_I64: *f = (double)(*n = *(const int64_t *)p); break;

@@ -31,13 +31,13 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
 
 #include "kernel.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/elementwise_math.h"
+#if DVM_EW_X86
+#include <immintrin.h>
+#endif
 #include "ops/cpu/kernels.h"
 #include "ops/kargs.h"
 #include "shapefuncs/broadcast.h"
@@ -147,7 +147,7 @@ void dvm_ew_parallel(const dvm_kernel_args *a, int64_t total, int64_t min_chunk,
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if DVM_EW_X86
 /* dst 32-byte aligned, bytes a multiple of 32 */
 __attribute__((target("avx"))) static void stream_avx(char *d, const char *s, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 32)
@@ -156,7 +156,7 @@ __attribute__((target("avx"))) static void stream_avx(char *d, const char *s, si
 #endif
 
 void dvm_ew_stream_copy(void *dst, const void *src, size_t bytes) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if DVM_EW_X86
   char *d = dst;
   const char *s = src;
   size_t head = (size_t)(-(uintptr_t)d & 31);
@@ -183,7 +183,7 @@ DVM_EW_CLONES static void f16_to_f32_sw(int64_t n, const uint16_t *s, float *d) 
   _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = dvm_f16_to_f32(s[i]);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if DVM_EW_X86
 __attribute__((target("avx,f16c"))) static void f32_to_f16_hw(int64_t n, const float *s, uint16_t *d) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -201,7 +201,7 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_hw(int64_t n, const u
 #endif
 
 void dvm_ew_f32_to_f16_n(int64_t n, const float *src, uint16_t *dst) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if DVM_EW_X86
   if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
     f32_to_f16_hw(n, src, dst);
     return;
@@ -211,7 +211,7 @@ void dvm_ew_f32_to_f16_n(int64_t n, const float *src, uint16_t *dst) {
 }
 
 void dvm_ew_f16_to_f32_n(int64_t n, const uint16_t *src, float *dst) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if DVM_EW_X86
   if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
     f16_to_f32_hw(n, src, dst);
     return;
@@ -221,7 +221,7 @@ void dvm_ew_f16_to_f32_n(int64_t n, const uint16_t *src, float *dst) {
 }
 
 void dvm_ew_stream_fence(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if DVM_EW_X86
   _mm_sfence();
 #endif
 }

@@ -87,10 +87,19 @@ void dvm_ew_stream_fence(void);
 void dvm_ew_f32_to_f16_n(int64_t n, const float *src, uint16_t *dst);
 void dvm_ew_f16_to_f32_n(int64_t n, const uint16_t *src, float *dst);
 
+/* x86 code chosen at run time (AVX, F16C) is built with GCC only: clang 14
+ * (the fuzz builds) knows neither f16c in __builtin_cpu_supports nor these
+ * target_clones. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DVM_EW_X86 1
+#else
+#define DVM_EW_X86 0
+#endif
+
 /* Hot loops are built for x86-64-v3 (AVX2, FMA, F16C) besides the baseline
  * and picked when the library loads (GNU ifunc). Results are the same
  * either way: C11 mode does not contract a * b + c into an FMA. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(DVM_NO_CLONES)
+#if DVM_EW_X86 && defined(__ELF__) && !defined(DVM_NO_CLONES)
 #define DVM_EW_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define DVM_EW_CLONES

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/movement.h"
 #include "ops/kargs.h"
@@ -95,21 +96,13 @@ static dvm_status *nonzero(const dvm_kernel_args *a) {
 
 /* ---- range, constant_of_shape ---- */
 
-/* Round to nearest even; NaN stays a (quiet) NaN. */
-static uint16_t float_to_bf16(float f) {
-  uint32_t b;
-  memcpy(&b, &f, sizeof b);
-  if (isnan(f)) return (uint16_t)(b >> 16 | 0x40);
-  return (uint16_t)((b + 0x7fff + (b >> 16 & 1)) >> 16);
-}
-
 /* Stores a float value as element i of p, of float dtype dt. */
 static void store_float(void *p, int64_t i, dvm_dtype dt, double v) {
   switch (dt) {
   case DVM_F32: ((float *)p)[i] = (float)v; break;
   case DVM_F64: ((double *)p)[i] = v; break;
-  case DVM_F16: ((_Float16 *)p)[i] = (_Float16)v; break;
-  default: ((uint16_t *)p)[i] = float_to_bf16((float)v); break; /* bf16 */
+  case DVM_F16: ((uint16_t *)p)[i] = dvm_f32_to_f16((float)v); break;
+  default: ((uint16_t *)p)[i] = dvm_f32_to_bf16((float)v); break; /* bf16 */
   }
 }
 
