@@ -1,6 +1,653 @@
-/* CPU kernels: reduce (see families.def). Not written yet. */
+/* Reductions: reduce_*, argmax/argmin, cumsum and topk.
+ *
+ *   reduce_sum, reduce_prod, reduce_max, reduce_min
+ *     (in: data; attrs: axes:shape, keepdims:int, noop_with_empty_axes:int) -> reduced
+ *     f32, f64, i32, i64, and f16/bf16 computed in f32; reduce_max and
+ *     reduce_min also take bool. Output dtype = data's.
+ *   reduce_mean (same) -> reduced; f32, f64, f16, bf16.
+ *     ONNX ReduceX with axes as an attribute (the compiler turns the axes
+ *     input of opset 13/18 into one): axes in [-rank, rank), no repeats;
+ *     empty axes reduce every axis, or none (a copy) when
+ *     noop_with_empty_axes = 1. Shape function "reduce". An empty reduction
+ *     gives 0 (sum), 1 (prod), NaN (mean), and for max/min the lowest/highest
+ *     value of the dtype (-inf/+inf for floats), as ONNX opset 18 says.
+ *     Integer sums and products wrap.
+ *   argmax, argmin (in: data; attrs: axis:int, keepdims:int, select_last_index:int)
+ *     -> indices i64; data f32, f64, f16, bf16, i32, i64. The first (or,
+ *     with select_last_index, the last) extreme; a NaN counts as the
+ *     largest value for argmax and the smallest for argmin, as in NumPy.
+ *     Shape function "argreduce".
+ *   cumsum (in: x; attrs: axis:int, exclusive:int, reverse:int) -> y
+ *     ONNX CumSum with the axis as an attribute, not a 0-d tensor input (the
+ *     compiler reads the constant). f32, f64, i32, i64, f16/bf16 summed in
+ *     f32. y has x's shape and dtype (shape function "same").
+ *   topk (in: x, k; attrs: axis:int, largest:int, sorted:int) -> values, indices
+ *     ONNX TopK: k is a host i64 (or i32) tensor of one element, 0 <= k <=
+ *     the axis' dim; values have x's dtype (f32, f64, f16, bf16, i32, i64),
+ *     indices are i64. Equal values keep the lower index first; NaN ranks
+ *     above every number. The output is always sorted (sorted = 0 allows
+ *     any order, so sorted is right). Shape function "topk", data-dependent.
+ *
+ * Every kernel views its data as [O, R, I]: R the axis (or merged run of
+ * reduced axes), O the dims before, I those after. Rows of I elements are
+ * the vectorized unit; a reduction over several separate runs of axes is
+ * done one run per pass. */
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/vec.h"
+#include "ops/kargs.h"
+#include "shapefuncs/attr.h"
+#include "shapefuncs/reduce.h"
+#include "shapefuncs/shape.h"
+
+/* Below this many elements a fork costs more than it saves. */
+#define MIN_PAR ((int64_t)1 << 15)
+/* Columns per task when rows are reduced column-wise. */
+#define COL_CHUNK 1024
+/* Independent accumulators of a row reduction: enough vectors in flight to
+ * hide the add latency. */
+#define LANES 16
+
+static dvm_status *oom(const char *op) {
+  return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+}
+
+static int threads_for(const dvm_kernel_args *a, int64_t work) {
+  int t = dvm_kargs_threads(a);
+  return work >= MIN_PAR ? t : 1;
+}
+
+/* Fails unless t has exactly the shape (rank, dims); names `what`. */
+static dvm_status *check_shape(const char *op, const char *what, const dvm_tensor *t, int rank,
+                               const int64_t *dims) {
+  if (t->rank == rank && memcmp(t->dims, dims, sizeof(int64_t) * (size_t)rank) == 0) return NULL;
+  char st[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE];
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s != %s, the shape it must have", op, what,
+                        dvm_shape_str(st, t->rank, t->dims), dvm_shape_str(sw, rank, dims));
+}
+
+/* dims as [O, R, I] around axis. */
+static void split3(const dvm_tensor *t, int axis, int64_t *o, int64_t *r, int64_t *i) {
+  *o = *i = 1;
+  for (int d = 0; d < axis; d++) *o *= t->dims[d];
+  for (int d = axis + 1; d < t->rank; d++) *i *= t->dims[d];
+  *r = t->dims[axis];
+}
+
+/* The whole of t as f32: its own memory when it is f32, else a converted
+ * copy in *owned (free it). */
+static dvm_status *as_f32(const char *op, const dvm_tensor *t, const float **out, float **owned) {
+  int64_t n = dvm_tensor_numel(t);
+  *owned = NULL;
+  if (t->dtype == DVM_F32) {
+    *out = dvm_tensor_ptr(t);
+    return NULL;
+  }
+  if (!(*owned = malloc(sizeof(float) * (size_t)(n ? n : 1)))) return oom(op);
+  dvm_vec_load(t->dtype, dvm_tensor_ptr(t), *owned, n);
+  *out = *owned;
+  return NULL;
+}
+
+/* ---- reduce_* ------------------------------------------------------------ */
+
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_OPS };
+static const char *const reduce_names[R_OPS] = {"reduce_sum", "reduce_mean", "reduce_max",
+                                                "reduce_min", "reduce_prod"};
+
+/* One pass over [no, nr, ni]: out[o, i] = op over r of in[o, r, i]; a
+ * task is one o and a chunk of COL_CHUNK columns. */
+typedef struct pass_job {
+  const void *in;
+  void *out;
+  int64_t nr, ni;
+} pass_job;
+
+/* Integers add and multiply in the unsigned type U, where overflow wraps
+ * (U must not promote to int). Max and min propagate NaN, as NumPy does,
+ * through selects that vectorize (elementwise_math.h); bools are u8. */
+#define ADD(U, a, b) ((U)(a) + (U)(b))
+#define MUL(U, a, b) ((U)(a) * (U)(b))
+#define MAX(U, a, b) DVM_EW_MAX(a, b)
+#define MIN(U, a, b) DVM_EW_MIN(a, b)
+#define BMAX(U, a, b) ((a) > (b) ? (a) : (b))
+#define BMIN(U, a, b) ((a) < (b) ? (a) : (b))
+
+#define PASS(name, T, U, OP, INIT)                                                         \
+  DVM_VEC static void name(const void *job, int64_t t0, int64_t t1) {                      \
+    const pass_job *j = job;                                                               \
+    const T *in = j->in;                                                                   \
+    T *out = j->out;                                                                       \
+    int64_t nr = j->nr, ni = j->ni;                                                        \
+    int64_t chunks = (ni + COL_CHUNK - 1) / COL_CHUNK;                                     \
+    for (int64_t t = t0; t < t1; t++) {                                                    \
+      int64_t o = t / chunks, i0 = t % chunks * COL_CHUNK;                                 \
+      int64_t n = ni - i0 < COL_CHUNK ? ni - i0 : COL_CHUNK;                               \
+      const T *x = in + o * nr * ni + i0;                                                  \
+      T *y = out + o * ni + i0;                                                            \
+      if (ni == 1) { /* a row: LANES running results, then combined */                     \
+        T acc[LANES];                                                                      \
+        for (int l = 0; l < LANES; l++) acc[l] = INIT;                                     \
+        int64_t r = 0;                                                                     \
+        for (; r + LANES <= nr; r += LANES)                                                \
+          _Pragma("omp simd") for (int l = 0; l < LANES; l++) acc[l] =                     \
+              (T)OP(U, acc[l], x[r + l]);                                                  \
+        for (; r < nr; r++) acc[0] = (T)OP(U, acc[0], x[r]);                               \
+        for (int l = 1; l < LANES; l++) acc[0] = (T)OP(U, acc[0], acc[l]);                 \
+        y[0] = acc[0];                                                                     \
+        continue;                                                                          \
+      }                                                                                    \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = INIT;                     \
+      for (int64_t r = 0; r < nr; r++, x += ni)                                            \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = (T)OP(U, y[i], x[i]);   \
+    }                                                                                      \
+  }
+
+#define PASSES(T, U, S, LO, HI)             \
+  PASS(sum_##S, T, U, ADD, (T)0)            \
+  PASS(prod_##S, T, U, MUL, (T)1)           \
+  PASS(max_##S, T, U, MAX, LO)              \
+  PASS(min_##S, T, U, MIN, HI)
+
+PASSES(float, float, f32, -INFINITY, INFINITY)
+PASSES(double, double, f64, -INFINITY, INFINITY)
+PASSES(int32_t, uint32_t, i32, INT32_MIN, INT32_MAX)
+PASSES(int64_t, uint64_t, i64, INT64_MIN, INT64_MAX)
+PASS(max_u8, uint8_t, uint8_t, BMAX, 0)
+PASS(min_u8, uint8_t, uint8_t, BMIN, 1)
+
+/* Passes by op and by the dtype they compute in; the dtypes an op takes
+ * are those with an entry, plus f16 and bf16 wherever f32 has one. Mean is
+ * a sum, then scaled. */
+static const dvm_vec_range_fn passes[R_OPS][DVM_DTYPE_COUNT] = {
+    [R_SUM] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64, [DVM_I32] = sum_i32, [DVM_I64] = sum_i64},
+    [R_MEAN] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_MAX] = {[DVM_F32] = max_f32, [DVM_F64] = max_f64, [DVM_I32] = max_i32, [DVM_I64] = max_i64,
+               [DVM_BOOL] = max_u8},
+    [R_MIN] = {[DVM_F32] = min_f32, [DVM_F64] = min_f64, [DVM_I32] = min_i32, [DVM_I64] = min_i64,
+               [DVM_BOOL] = min_u8},
+    [R_PROD] = {[DVM_F32] = prod_f32, [DVM_F64] = prod_f64, [DVM_I32] = prod_i32,
+                [DVM_I64] = prod_i64},
+};
+
+static int compute_dtype(int dt) { return dt == DVM_F16 || dt == DVM_BF16 ? DVM_F32 : dt; }
+
+/* The value of an empty reduction in compute dtype cdt, written to *out. */
+static void empty_value(int op, int cdt, void *out) {
+  /* a pass over no rows writes its INIT */
+  if (op == R_MEAN) {
+    if (cdt == DVM_F32) *(float *)out = NAN;
+    else *(double *)out = NAN;
+    return;
+  }
+  pass_job j = {out, out, 0, 1};
+  passes[op][cdt](&j, 0, 1);
+}
+
+static void run_pass(const dvm_kernel_args *a, dvm_vec_range_fn fn, const void *in, void *out,
+                     int64_t no, int64_t nr, int64_t ni) {
+  pass_job j = {in, out, nr, ni};
+  dvm_vec_parallel(threads_for(a, no * nr * ni), no * ((ni + COL_CHUNK - 1) / COL_CHUNK), fn, &j);
+}
+
+static void scale(int cdt, void *p, int64_t n, double s) {
+  if (cdt == DVM_F64) {
+    double *d = p;
+    for (int64_t i = 0; i < n; i++) d[i] *= s;
+  } else {
+    float *f = p, fs = (float)s;
+    for (int64_t i = 0; i < n; i++) f[i] *= fs;
+  }
+}
+
+static dvm_status *reduce_check(const dvm_kernel_args *a, int op, unsigned *mask) {
+  const char *name = reduce_names[op];
+  dvm_status *st = dvm_kargs_check(a, name, 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int cdt = compute_dtype(x->dtype);
+  if (x->dtype != y->dtype || !passes[op][cdt]) {
+    char got[64], want[128] = "";
+    for (int dt = 0; dt < DVM_DTYPE_COUNT; dt++)
+      if (passes[op][compute_dtype(dt)])
+        strcat(strcat(want, want[0] ? ", " : ""), dvm_dtype_name((dvm_dtype)dt));
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: want one of %s, the same for both",
+                          name, dvm_kargs_dtypes(got, sizeof got, a), want);
+  }
+  int keepdims, r;
+  int64_t dims[DVM_MAX_RANK];
+  if ((st = dvm_reduce_attrs(name, x->rank, a->attrs, a->nattrs, mask, &keepdims))) return st;
+  dvm_reduce_dims(x->rank, x->dims, *mask, keepdims, &r, dims);
+  return check_shape(name, "output", y, r, dims);
+}
+
+/* Reduces `in` (compute dtype cdt, dims given) over the axes in mask into
+ * `out`, one pass per run of adjacent reduced axes, innermost first. */
+static dvm_status *reduce_passes(const dvm_kernel_args *a, int op, int cdt, int rank,
+                                 const int64_t *dims_in, unsigned mask, const void *in,
+                                 void *out) {
+  /* drop dims of 1, merge neighbours reduced alike */
+  int64_t g[DVM_MAX_RANK];
+  int red[DVM_MAX_RANK], n = 0;
+  for (int d = 0; d < rank; d++) {
+    if (dims_in[d] == 1) continue;
+    int rd = (mask >> d) & 1;
+    if (n > 0 && red[n - 1] == rd) {
+      g[n - 1] *= dims_in[d];
+    } else {
+      g[n] = dims_in[d];
+      red[n++] = rd;
+    }
+  }
+  size_t esz = dvm_dtype_size((dvm_dtype)cdt);
+  int64_t total = 1;
+  for (int k = 0; k < n; k++) total *= g[k];
+  int last = -1; /* the outermost reduced run */
+  for (int k = 0; k < n && last < 0; k++)
+    if (red[k]) last = k;
+  if (last < 0) { /* nothing to reduce: a copy */
+    memcpy(out, in, esz * (size_t)total);
+    return NULL;
+  }
+  const void *src = in;
+  void *tmp = NULL;
+  for (int k = n - 1; k >= 0; k--) {
+    if (!red[k]) continue;
+    int64_t no = 1, ni = 1;
+    for (int j = 0; j < k; j++) no *= g[j];
+    for (int j = k + 1; j < n; j++) ni *= g[j];
+    void *dst = out;
+    if (k != last && !(dst = malloc(esz * (size_t)(no * ni)))) {
+      free(tmp);
+      return oom(reduce_names[op]);
+    }
+    run_pass(a, passes[op][cdt], src, dst, no, g[k], ni);
+    free(tmp);
+    tmp = dst == out ? NULL : dst;
+    src = dst;
+    g[k] = 1;
+  }
+  return NULL;
+}
+
+static dvm_status *reduce(const dvm_kernel_args *a, int op) {
+  unsigned mask;
+  dvm_status *st = reduce_check(a, op, &mask);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int64_t nout = dvm_tensor_numel(y), nin = dvm_tensor_numel(x), count = 1;
+  if (nout == 0) return NULL;
+  for (int d = 0; d < x->rank; d++)
+    if (mask & (1u << d)) count *= x->dims[d];
+  int cdt = compute_dtype(x->dtype);
+  size_t esz = dvm_dtype_size((dvm_dtype)cdt);
+  const void *in = dvm_tensor_ptr(x);
+  float *in_owned = NULL;
+  void *out = dvm_tensor_ptr(y), *out_owned = NULL;
+  if (cdt != x->dtype) {
+    const float *f = NULL;
+    if ((st = as_f32(reduce_names[op], x, &f, &in_owned))) return st;
+    in = f;
+    if (!(out = out_owned = malloc(esz * (size_t)nout))) {
+      free(in_owned);
+      return oom(reduce_names[op]);
+    }
+  }
+  if (nin == 0) { /* an empty reduction (count is 0): every output is its value */
+    empty_value(op, cdt, out);
+    for (int64_t i = 1; i < nout; i++) memcpy((char *)out + i * esz, out, esz);
+  } else {
+    st = reduce_passes(a, op, cdt, x->rank, x->dims, mask, in, out);
+    if (!st && op == R_MEAN) scale(cdt, out, nout, 1.0 / (double)count);
+  }
+  if (!st && out_owned) dvm_vec_store(y->dtype, out_owned, dvm_tensor_ptr(y), nout);
+  free(in_owned);
+  free(out_owned);
+  return st;
+}
+
+#define REDUCE_KERNEL(name, OP) \
+  static dvm_status *name(const dvm_kernel_args *a) { return reduce(a, OP); }
+REDUCE_KERNEL(reduce_sum, R_SUM)
+REDUCE_KERNEL(reduce_mean, R_MEAN)
+REDUCE_KERNEL(reduce_max, R_MAX)
+REDUCE_KERNEL(reduce_min, R_MIN)
+REDUCE_KERNEL(reduce_prod, R_PROD)
+
+/* ---- argmax, argmin ------------------------------------------------------ */
+
+/* The values of the dtypes argmax, cumsum and topk read, as T. */
+#define LOAD_f32(p, i) (((const float *)(p))[i])
+#define LOAD_f64(p, i) (((const double *)(p))[i])
+#define LOAD_i32(p, i) (((const int32_t *)(p))[i])
+#define LOAD_i64(p, i) (((const int64_t *)(p))[i])
+#define LOAD_f16(p, i) dvm_f16_to_f32(((const uint16_t *)(p))[i])
+#define LOAD_bf16(p, i) dvm_bf16_to_f32(((const uint16_t *)(p))[i])
+
+/* Over [no, nr, ni], a task per lane (o, i): the index along r of the
+ * first (or last) value that `better` ranks above the rest; a NaN beats
+ * every number (and the first NaN the later ones), so best is NaN once
+ * seen. */
+typedef struct arg_job {
+  const void *x;
+  int64_t *out;
+  int64_t nr, ni;
+  int last;
+} arg_job;
+
+#define GT(a, b) ((a) > (b) || ((a) != (a) && (b) == (b)))
+#define LT(a, b) ((a) < (b) || ((a) != (a) && (b) == (b)))
+
+#define ARG(name, T, LOAD, BETTER)                                                          \
+  static void name(const void *job, int64_t t0, int64_t t1) {                               \
+    const arg_job *j = job;                                                                 \
+    const void *x = j->x;                                                                   \
+    int64_t nr = j->nr, ni = j->ni;                                                         \
+    for (int64_t t = t0; t < t1; t++) {                                                     \
+      int64_t o = t / ni, i = t % ni, base = o * nr * ni + i, best_r = 0;                   \
+      T best = LOAD(x, base);                                                               \
+      for (int64_t r = 1; r < nr; r++) {                                                    \
+        T v = LOAD(x, base + r * ni);                                                       \
+        if (BETTER(v, best) || (j->last && v == best)) {                                    \
+          best = v;                                                                         \
+          best_r = r;                                                                       \
+        }                                                                                   \
+      }                                                                                     \
+      j->out[t] = best_r;                                                                   \
+    }                                                                                       \
+  }
+
+#define ARGS(S, T)                       \
+  ARG(argmax_##S, T, LOAD_##S, GT)       \
+  ARG(argmin_##S, T, LOAD_##S, LT)
+
+ARGS(f32, float)
+ARGS(f64, double)
+ARGS(f16, float)
+ARGS(bf16, float)
+ARGS(i32, int32_t)
+ARGS(i64, int64_t)
+
+#define ARG_ROW(S) {argmax_##S, argmin_##S}
+static const dvm_vec_range_fn args_by_dtype[DVM_DTYPE_COUNT][2] = {
+    [DVM_F32] = ARG_ROW(f32), [DVM_F64] = ARG_ROW(f64), [DVM_F16] = ARG_ROW(f16),
+    [DVM_BF16] = ARG_ROW(bf16), [DVM_I32] = ARG_ROW(i32), [DVM_I64] = ARG_ROW(i64),
+};
+
+static dvm_status *argreduce(const dvm_kernel_args *a, int is_min) {
+  const char *name = is_min ? "argmin" : "argmax";
+  dvm_status *st = dvm_kargs_check(a, name, 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  if (!args_by_dtype[x->dtype][0] || y->dtype != DVM_I64) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: dtypes %s: want f32, f64, f16, bf16, i32 or i64 -> i64", name,
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  int axis, keepdims, last, r;
+  int64_t dims[DVM_MAX_RANK], no, nr, ni;
+  if ((st = dvm_argreduce_attrs(name, x->rank, x->dims, a->attrs, a->nattrs, &axis, &keepdims,
+                                &last)))
+    return st;
+  dvm_reduce_dims(x->rank, x->dims, 1u << axis, keepdims, &r, dims);
+  if ((st = check_shape(name, "output", y, r, dims))) return st;
+  split3(x, axis, &no, &nr, &ni);
+  arg_job j = {dvm_tensor_ptr(x), dvm_tensor_ptr(y), nr, ni, last};
+  dvm_vec_parallel(threads_for(a, no * nr * ni), no * ni, args_by_dtype[x->dtype][is_min], &j);
+  return NULL;
+}
+
+static dvm_status *argmax(const dvm_kernel_args *a) { return argreduce(a, 0); }
+static dvm_status *argmin(const dvm_kernel_args *a) { return argreduce(a, 1); }
+
+/* ---- cumsum -------------------------------------------------------------- */
+
+/* Over [no, nr, ni], a task per outer index o: running sums along r,
+ * each step a row of ni. */
+typedef struct cumsum_job {
+  const void *x;
+  void *y;
+  int64_t nr, ni;
+  int exclusive, reverse;
+} cumsum_job;
+
+#define CUMSUM(name, T, U)                                                                  \
+  DVM_VEC static void name(const void *job, int64_t o0, int64_t o1) {                      \
+    const cumsum_job *j = job;                                                              \
+    int64_t nr = j->nr, ni = j->ni, step = j->reverse ? -ni : ni, exclusive = j->exclusive; \
+    for (int64_t o = o0; o < o1; o++) {                                                     \
+      int64_t first = o * nr * ni + (j->reverse ? (nr - 1) * ni : 0);                       \
+      const T *xs = (const T *)j->x + first;                                                \
+      T *ys = (T *)j->y + first;                                                            \
+      if (exclusive)                                                                        \
+        _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) ys[i] = 0;                     \
+      else                                                                                  \
+        _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) ys[i] = xs[i];                 \
+      /* y[r] = y[r-1] + x[r], or x[r-1] when exclusive */                                  \
+      for (int64_t r = 1; r < nr; r++) {                                                    \
+        T *yr = ys + r * step;                                                              \
+        const T *prev = yr - step, *xr = xs + (r - exclusive) * step;                       \
+        _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) yr[i] = (T)((U)prev[i] + (U)xr[i]); \
+      }                                                                                     \
+    }                                                                                       \
+  }
+
+CUMSUM(cumsum_f32, float, float)
+CUMSUM(cumsum_f64, double, double)
+CUMSUM(cumsum_i32, int32_t, uint32_t)
+CUMSUM(cumsum_i64, int64_t, uint64_t)
+
+static const dvm_vec_range_fn cumsums[DVM_DTYPE_COUNT] = {
+    [DVM_F32] = cumsum_f32, [DVM_F64] = cumsum_f64, [DVM_I32] = cumsum_i32,
+    [DVM_I64] = cumsum_i64,
+};
+
+static dvm_status *cumsum(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "cumsum", 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int cdt = compute_dtype(x->dtype);
+  if (x->dtype != y->dtype || !cumsums[cdt]) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: dtypes %s: want one of f32, f16, bf16, f64, i32, i64, the same for "
+                          "both",
+                          "cumsum", dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  int axis, exclusive, reverse;
+  if (!(st = dvm_attr_count("cumsum", a->nattrs, 3, 3)) && x->rank == 0)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "cumsum: x must have rank >= 1, got a scalar");
+  if (!st) st = dvm_attr_axis("cumsum", "axis", &a->attrs[0], x->rank, &axis);
+  if (!st) st = dvm_attr_flag("cumsum", "exclusive", &a->attrs[1], &exclusive);
+  if (!st) st = dvm_attr_flag("cumsum", "reverse", &a->attrs[2], &reverse);
+  if (!st) st = check_shape("cumsum", "output", y, x->rank, x->dims);
+  if (st) return st;
+  int64_t no, nr, ni, n = dvm_tensor_numel(x);
+  if (n == 0) return NULL;
+  split3(x, axis, &no, &nr, &ni);
+  const void *in = dvm_tensor_ptr(x);
+  float *owned = NULL;
+  void *out = dvm_tensor_ptr(y);
+  if (cdt != x->dtype) { /* in f32: x converted, then y */
+    if (!(owned = malloc(sizeof(float) * 2 * (size_t)n))) return oom("cumsum");
+    dvm_vec_load(x->dtype, in, owned, n);
+    in = owned;
+    out = owned + n;
+  }
+  cumsum_job j = {in, out, nr, ni, exclusive, reverse};
+  dvm_vec_parallel(threads_for(a, n), no, cumsums[cdt], &j);
+  if (owned) dvm_vec_store(y->dtype, out, dvm_tensor_ptr(y), n);
+  free(owned);
+  return NULL;
+}
+
+/* ---- topk ---------------------------------------------------------------- */
+
+/* Candidates of one lane: key and index along the axis. Keys of float
+ * dtypes are doubles (every f16, bf16, f32 and f64 exactly), of integer
+ * dtypes int64. */
+typedef struct cand_f {
+  double key;
+  int64_t idx;
+} cand_f;
+typedef struct cand_i {
+  int64_t key;
+  int64_t idx;
+} cand_i;
+
+/* a ranks before b: a larger (smaller) key, then the lower index. NaN is
+ * the largest key: first for largest, last for smallest. A strict total
+ * order whatever the keys, as sorting needs. */
+static int ranks_f(const cand_f *a, const cand_f *b, int largest) {
+  int an = a->key != a->key, bn = b->key != b->key;
+  if (an || bn) return an && bn ? a->idx < b->idx : largest ? an : bn;
+  if (a->key != b->key) return largest ? a->key > b->key : a->key < b->key;
+  return a->idx < b->idx;
+}
+
+static int ranks_i(const cand_i *a, const cand_i *b, int largest) {
+  if (a->key != b->key) return largest ? a->key > b->key : a->key < b->key;
+  return a->idx < b->idx;
+}
+
+/* A binary heap of the k best so far, the worst at the root; then sorted
+ * best first into out. */
+#define TOPK_LANE(name, C, RANKS)                                                   \
+  static void name##_sift(C *h, int64_t n, int64_t i, int largest) {               \
+    for (;;) {                                                                     \
+      int64_t l = 2 * i + 1, w = i;                                                \
+      if (l < n && RANKS(&h[w], &h[l], largest)) w = l;                              \
+      if (l + 1 < n && RANKS(&h[w], &h[l + 1], largest)) w = l + 1;                  \
+      if (w == i) return;                                                          \
+      C tmp = h[i];                                                                \
+      h[i] = h[w];                                                                 \
+      h[w] = tmp;                                                                  \
+      i = w;                                                                       \
+    }                                                                              \
+  }                                                                                \
+  static void name(C *h, int64_t k, int64_t nr, int largest) {                     \
+    /* h holds the lane's nr candidates in index order; keep the k best */        \
+    for (int64_t i = k / 2 - 1; i >= 0; i--) name##_sift(h, k, i, largest);        \
+    for (int64_t r = k; r < nr; r++)                                               \
+      if (RANKS(&h[r], &h[0], largest)) {                                            \
+        h[0] = h[r];                                                               \
+        name##_sift(h, k, 0, largest);                                             \
+      }                                                                            \
+    for (int64_t n = k - 1; n > 0; n--) { /* pop the worst to the back */          \
+      C tmp = h[0];                                                                \
+      h[0] = h[n];                                                                 \
+      h[n] = tmp;                                                                  \
+      name##_sift(h, n, 0, largest);                                               \
+    }                                                                              \
+  }
+
+TOPK_LANE(topk_f, cand_f, ranks_f)
+TOPK_LANE(topk_i, cand_i, ranks_i)
+
+/* A task per lane (o, i). */
+typedef struct topk_job {
+  const dvm_tensor *x;
+  void *values;
+  int64_t *indices;
+  int64_t no, nr, ni, k;
+  int largest;
+  atomic_int failed; /* a thread found no memory for its candidates */
+} topk_job;
+
+#define TOPK_GATHER(C, LOAD)                                                         \
+  for (int64_t r = 0; r < j->nr; r++) {                                              \
+    ((C *)h)[r].key = LOAD(px, base + r * j->ni);                                    \
+    ((C *)h)[r].idx = r;                                                             \
+  }
+
+static void topk_lanes(const void *job, int64_t t0, int64_t t1) {
+  topk_job *j = (topk_job *)job;
+  int dt = j->x->dtype, is_float = dt != DVM_I32 && dt != DVM_I64;
+  void *h = malloc(sizeof(cand_f) * (size_t)j->nr); /* cand_i is the same size */
+  if (!h) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  size_t esz = dvm_dtype_size((dvm_dtype)dt);
+  const char *px = dvm_tensor_ptr(j->x);
+  char *pv = j->values;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t o = t / j->ni, i = t % j->ni, base = o * j->nr * j->ni + i;
+    int64_t obase = o * j->k * j->ni + i;
+    switch (dt) {
+    case DVM_F32: TOPK_GATHER(cand_f, LOAD_f32) break;
+    case DVM_F64: TOPK_GATHER(cand_f, LOAD_f64) break;
+    case DVM_F16: TOPK_GATHER(cand_f, LOAD_f16) break;
+    case DVM_BF16: TOPK_GATHER(cand_f, LOAD_bf16) break;
+    case DVM_I32: TOPK_GATHER(cand_i, LOAD_i32) break;
+    default: TOPK_GATHER(cand_i, LOAD_i64) break;
+    }
+    if (is_float)
+      topk_f(h, j->k, j->nr, j->largest);
+    else
+      topk_i(h, j->k, j->nr, j->largest);
+    for (int64_t q = 0; q < j->k; q++) {
+      int64_t idx = is_float ? ((cand_f *)h)[q].idx : ((cand_i *)h)[q].idx;
+      int64_t at = obase + q * j->ni;
+      j->indices[at] = idx;
+      memcpy(pv + at * (int64_t)esz, px + (base + idx * j->ni) * (int64_t)esz, esz);
+    }
+  }
+  free(h);
+}
+
+static dvm_status *topk(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "topk", 2, 2, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *vals = a->out[0], *idx = a->out[1];
+  int dt = x->dtype;
+  if ((!dvm_vec_is_float(dt) && dt != DVM_F64 && dt != DVM_I32 && dt != DVM_I64) ||
+      vals->dtype != dt || idx->dtype != DVM_I64) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "topk: dtypes %s: want x f32, f64, f16, bf16, i32 or i64, k i64 -> x's "
+                          "dtype, i64",
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  int axis, largest, sorted;
+  int64_t k;
+  if (!(st = dvm_attr_count("topk", a->nattrs, 3, 3)) && x->rank == 0)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "topk: x must have rank >= 1, got a scalar");
+  if (!st) st = dvm_attr_axis("topk", "axis", &a->attrs[0], x->rank, &axis);
+  if (!st) st = dvm_attr_flag("topk", "largest", &a->attrs[1], &largest);
+  if (!st) st = dvm_attr_flag("topk", "sorted", &a->attrs[2], &sorted);
+  dvm_value kv = dvm_value_tensor(a->in[1]);
+  if (!st) st = dvm_topk_k("topk", &kv, x->dims[axis], &k);
+  if (st) return st;
+  int64_t dims[DVM_MAX_RANK];
+  memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  dims[axis] = k;
+  if ((st = check_shape("topk", "values", vals, x->rank, dims)) ||
+      (st = check_shape("topk", "indices", idx, x->rank, dims)))
+    return st;
+  topk_job j = {x, dvm_tensor_ptr(vals), dvm_tensor_ptr(idx), 0, 0, 0, k, largest, 0};
+  split3(x, axis, &j.no, &j.nr, &j.ni);
+  if (k == 0) return NULL;
+  dvm_vec_parallel(threads_for(a, dvm_tensor_numel(x)), j.no * j.ni, topk_lanes, &j);
+  return atomic_load(&j.failed) ? oom("topk") : NULL;
+}
 
 const dvm_kernel_def dvm_cpu_reduce_kernels[] = {
+    {"reduce_sum", DVM_DEVICE_CPU, reduce_sum, "reduce"},
+    {"reduce_mean", DVM_DEVICE_CPU, reduce_mean, "reduce"},
+    {"reduce_max", DVM_DEVICE_CPU, reduce_max, "reduce"},
+    {"reduce_min", DVM_DEVICE_CPU, reduce_min, "reduce"},
+    {"reduce_prod", DVM_DEVICE_CPU, reduce_prod, "reduce"},
+    {"argmax", DVM_DEVICE_CPU, argmax, "argreduce"},
+    {"argmin", DVM_DEVICE_CPU, argmin, "argreduce"},
+    {"cumsum", DVM_DEVICE_CPU, cumsum, "same"},
+    {"topk", DVM_DEVICE_CPU, topk, "topk"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""MatMul, Softmax and LayerNorm latency: dvm's kernels next to ONNX Runtime.
+
+For each case and thread count: the single-op dvm program (written by
+tests/ops/dvmop.program, assembled with `dvm asm`) timed by `dvm bench`, and
+a single-node ONNX model timed in-process with time.perf_counter around
+InferenceSession.run_with_iobinding (inputs bound once), ORT's
+intra_op_num_threads set to the same count, the same number of timed runs
+after the same warm-up; both report the median, and the table shows the
+lowest median of --rounds rounds that alternate the two sides (on a shared
+machine a round in which another process took a core is discarded
+rather than averaged in). MatMul is timed against
+ORT twice: with B a graph input, as dvm gets it, and with B an initializer,
+which ORT prepacks at load (what a model's weights get).
+
+    python3 bench/bench_ops.py [--dvm build/tools/dvm] [--threads 1,2] [--rounds 3]
+                               [--only matmul|softmax|layernorm] [--budget 0.5]
+
+Prints one table row per case: ms for each side and the ratio dvm/ORT
+(below 1: dvm is faster). Each measurement runs for about --budget seconds
+(at least 10, at most 1000 iterations).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "ops"))
+import dvmop  # noqa: E402
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+MATMUL = [(m, k, n) for m in (1, 8, 128, 512) for k, n in ((768, 768), (768, 3072), (3072, 768),
+                                                            (3072, 3072))]
+SOFTMAX = [(1, 128, 768), (8, 128, 768), (1, 12, 128, 128)]
+LAYERNORM = [(1, 128, 768), (8, 128, 768)]
+
+
+def cases(only):
+    rng = np.random.default_rng(0)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    if only in (None, "matmul"):
+        for m, k, n in MATMUL:
+            yield (f"matmul {m}x{k} * {k}x{n}", "matmul", [f(m, k), f(k, n)], [], "MatMul", {}, 1)
+    if only in (None, "softmax"):
+        for s in SOFTMAX:
+            yield (f"softmax {'x'.join(map(str, s))} axis -1", "softmax", [f(*s)], [-1], "Softmax",
+                   {"axis": -1}, 0)
+    if only in (None, "layernorm"):
+        for s in LAYERNORM:
+            yield (f"layernorm {'x'.join(map(str, s))} axis -1", "layernorm",
+                   [f(*s), f(s[-1]), f(s[-1])], [-1, 1e-5], "LayerNormalization",
+                   {"axis": -1, "epsilon": 1e-5}, 0)
+
+
+def dvm_time(dvm, tmp, kernel, inputs, attrs, threads, iters, warmup):
+    src, mod = os.path.join(tmp, f"{kernel}.dvms"), os.path.join(tmp, f"{kernel}.dvmb")
+    with open(src, "w") as f:
+        f.write(dvmop.program(kernel, inputs, attrs, shapefn="same" if kernel == "softmax" else None))
+    subprocess.run([dvm, "asm", src, "-o", mod], check=True, capture_output=True)
+    r = subprocess.run([dvm, "bench", mod, "--threads", str(threads), "--iters", str(iters),
+                        "--warmup", str(warmup)], check=True, capture_output=True, text=True)
+    line = [l for l in r.stdout.splitlines() if l.startswith("{")][-1]
+    return json.loads(line)["median_ms"]
+
+
+def ort_session(op, inputs, attrs, threads, const_from):
+    """A one-node model; inputs from index const_from on are initializers."""
+    names = [f"x{i}" for i in range(len(inputs))]
+    graph_in = [helper.make_tensor_value_info(n, TensorProto.FLOAT, x.shape)
+                for n, x in zip(names[:const_from], inputs[:const_from])]
+    inits = [onnx.numpy_helper.from_array(x, n) for n, x in zip(names[const_from:], inputs[const_from:])]
+    node = helper.make_node(op, names, ["y"], **attrs)
+    graph = helper.make_graph([node], "bench", graph_in,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    binding = sess.io_binding()
+    for n, x in zip(names[:const_from], inputs[:const_from]):
+        binding.bind_cpu_input(n, x)
+    binding.bind_output("y")
+    return sess, binding
+
+
+def ort_time(sess, binding, iters, warmup):
+    for _ in range(warmup):
+        sess.run_with_iobinding(binding)
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        sess.run_with_iobinding(binding)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)) * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dvm", default=os.path.join(ROOT, "build", "tools", "dvm"))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--only", choices=["matmul", "softmax", "layernorm"])
+    ap.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
+    ap.add_argument("--rounds", type=int, default=3, help="measurements per side; the best counts")
+    args = ap.parse_args()
+    print(f"{'case':34} {'thr':>3} {'dvm ms':>9} {'ort ms':>9} {'dvm/ort':>8} "
+          f"{'ort(B const) ms':>15} {'dvm/ort(B const)':>16}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, kernel, inputs, attrs, op, oattrs, has_b in cases(args.only):
+            for threads in (int(t) for t in args.threads.split(",")):
+                sess, binding = ort_session(op, inputs, oattrs, threads, len(inputs))
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    sess.run_with_iobinding(binding)
+                est = (time.perf_counter() - t0) / 3
+                iters = int(min(1000, max(10, args.budget / max(est, 1e-6))))
+                warmup = max(2, iters // 10)
+                if has_b:  # weights as ORT sees them in a model: prepacked at load
+                    sess_c, binding_c = ort_session(op, inputs, oattrs, threads, 1)
+                t_ort = t_dvm = t_c = float("inf")
+                for _ in range(args.rounds):
+                    t_ort = min(t_ort, ort_time(sess, binding, iters, warmup))
+                    t_dvm = min(t_dvm, dvm_time(args.dvm, tmp, kernel, inputs, attrs, threads,
+                                                iters, warmup))
+                    if has_b:
+                        t_c = min(t_c, ort_time(sess_c, binding_c, iters, warmup))
+                row = f"{name:34} {threads:>3} {t_dvm:9.4f} {t_ort:9.4f} {t_dvm / t_ort:8.2f}"
+                if has_b:
+                    row += f" {t_c:15.4f} {t_dvm / t_c:16.2f}"
+                print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+/* What the CPU kernels outside the elementwise family share: DVM_VEC, which
+ * builds a hot loop for x86-64-v3 (AVX2, FMA, F16C) besides the baseline
+ * and picks one when the library loads (the elementwise kernels'
+ * DVM_EW_CLONES); whole rows of f16 and bf16 storage read into and written
+ * from f32, the type they compute in, with the elementwise kernels' scalar
+ * conversions (elementwise_math.h); and the split of a kernel's tasks over
+ * its threads. */
+#ifndef DVM_OPS_CPU_VEC_H
+#define DVM_OPS_CPU_VEC_H
+
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dvm/tensor.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/elementwise_math.h"
+
+#define DVM_VEC DVM_EW_CLONES
+
+#define DVM_VEC_CONVERT(name, S, D, CONV)                                      \
+  DVM_VEC static inline void name(const void *src, void *dst, int64_t n) {       \
+    const S *s = src;                                                          \
+    D *d = dst;                                                                \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = CONV(s[i]);     \
+  }
+DVM_VEC_CONVERT(dvm_vec_f16_to_f32, uint16_t, float, dvm_f16_to_f32)
+DVM_VEC_CONVERT(dvm_vec_bf16_to_f32, uint16_t, float, dvm_bf16_to_f32)
+DVM_VEC_CONVERT(dvm_vec_f32_to_f16, float, uint16_t, dvm_f32_to_f16)
+DVM_VEC_CONVERT(dvm_vec_f32_to_bf16, float, uint16_t, dvm_f32_to_bf16)
+#undef DVM_VEC_CONVERT
+
+/* The dtypes stored as floats and computed in f32. */
+static inline int dvm_vec_is_float(int dt) {
+  return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16;
+}
+
+/* n elements of dtype dt (f32, f16 or bf16) at src as f32 at dst. */
+static inline void dvm_vec_load(int dt, const void *src, float *dst, int64_t n) {
+  if (dt == DVM_F16)
+    dvm_vec_f16_to_f32(src, dst, n);
+  else if (dt == DVM_BF16)
+    dvm_vec_bf16_to_f32(src, dst, n);
+  else if ((const void *)dst != src)
+    memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
+/* n f32 at src stored as dtype dt (f32, f16 or bf16) at dst. */
+static inline void dvm_vec_store(int dt, const float *src, void *dst, int64_t n) {
+  if (dt == DVM_F16)
+    dvm_vec_f32_to_f16(src, dst, n);
+  else if (dt == DVM_BF16)
+    dvm_vec_f32_to_bf16(src, dst, n);
+  else if (dst != (const void *)src)
+    memcpy(dst, src, sizeof(float) * (size_t)n);
+}
+
+/* Tasks [t0, t1) of a kernel's job. */
+typedef void (*dvm_vec_range_fn)(const void *job, int64_t t0, int64_t t1);
+
+/* Runs tasks [0, tasks) of job in `threads` contiguous ranges (fewer when
+ * there are fewer tasks), in parallel when more than one. */
+static inline void dvm_vec_parallel(int threads, int64_t tasks, dvm_vec_range_fn fn,
+                                    const void *job) {
+  if (threads > tasks) threads = (int)tasks;
+  if (threads <= 1) {
+    if (tasks > 0) fn(job, 0, tasks);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
+    fn(job, tasks * t / n, tasks * (t + 1) / n);
+  }
+}
+
+#endif

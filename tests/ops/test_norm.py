@@ -1,0 +1,224 @@
+"""softmax, logsoftmax, layernorm and batchnorm against NumPy (float64
+references), through the whole stack, plus the ONNX backend node tests of
+Softmax, LogSoftmax, LayerNormalization and BatchNormalization."""
+import numpy as np
+import pytest
+
+from dvmop import DvmError, run, run1
+from test_matmul import BF16, load_node, node_cases, run_bf16
+
+rng = np.random.default_rng(2)
+TOL = {np.dtype(np.float32): 2e-6, np.dtype(np.float16): 1e-3, BF16: 8e-3}
+
+
+def rand(shape, dtype=np.float32, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def close(got, want, dtype, factor=8):
+    assert got.shape == want.shape
+    tol = TOL[np.dtype(dtype)] * factor
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+
+
+# ---- softmax, logsoftmax ----------------------------------------------------
+
+def softmax_ref(x, axis, log):
+    x = x.astype(np.float64)
+    if x.size == 0:
+        return x
+    s = x - x.max(axis=axis, keepdims=True)
+    lse = np.log(np.exp(s).sum(axis=axis, keepdims=True))
+    return s - lse if log else np.exp(s - lse)
+
+
+SHAPES = [((7,), 0), ((3, 13), 1), ((3, 13), 0), ((2, 3, 31), -1), ((2, 3, 31), 1), ((2, 3, 31), -3),
+          ((1, 12, 128, 128), -1), ((4, 65, 257), 1), ((1025, 1), 0), ((3, 1, 5), 1), ((2, 0, 3), 1),
+          ((3, 1025), 1), ((2, 3, 65), 0)]
+
+
+@pytest.mark.parametrize("op", ["softmax", "logsoftmax"])
+@pytest.mark.parametrize("shape,axis", SHAPES)
+def test_softmax(op, shape, axis):
+    x = rand(shape, scale=4.0)
+    got = run1(op, [x], [axis], outputs=[(np.float32, shape)])
+    close(got, softmax_ref(x, axis, op == "logsoftmax"), np.float32)
+
+
+@pytest.mark.parametrize("op", ["softmax", "logsoftmax"])
+@pytest.mark.parametrize("shape,axis", [((3, 13), 1), ((2, 3, 31), 1)])
+def test_softmax_f16(op, shape, axis):
+    x = rand(shape, np.float16, 3.0)
+    got = run1(op, [x], [axis], outputs=[(np.float16, shape)])
+    assert got.dtype == np.float16
+    close(got, softmax_ref(x, axis, op == "logsoftmax"), np.float16)
+
+
+@pytest.mark.parametrize("op", ["softmax", "logsoftmax"])
+def test_softmax_bf16(op):
+    x = rand((3, 13), scale=3.0).astype(BF16)
+    (got,) = run_bf16(op, [x], [1], [(BF16, x.shape)])
+    close(got, softmax_ref(x.astype(np.float32), 1, op == "logsoftmax"), BF16)
+
+
+def test_softmax_extremes():
+    # a masked row (-inf), huge magnitudes, and a NaN that poisons only its row
+    x = np.array([[0, -np.inf, 1, -np.inf], [1e30, -1e30, 3e38, 0], [1, np.nan, 2, 3],
+                  [-1e9, -1e9, -1e9, 0]], np.float32)
+    got = run1("softmax", [x], [1], outputs=[(np.float32, x.shape)])
+    want = softmax_ref(x[[0, 1, 3]], 1, False)
+    np.testing.assert_allclose(got[[0, 1, 3]], want, atol=1e-7)
+    assert got[0, 1] == 0 and got[0, 3] == 0
+    assert np.isnan(got[2]).all()
+    got = run1("logsoftmax", [x[[0, 1, 3]]], [1], outputs=[(np.float32, (3, 4))])
+    np.testing.assert_allclose(got, softmax_ref(x[[0, 1, 3]], 1, True), rtol=1e-6)
+
+
+def test_softmax_errors():
+    with pytest.raises(DvmError, match=r"softmax: axis 2 is out of range for rank 2"):
+        run1("softmax", [rand((3, 4))], [2], outputs=[(np.float32, (3, 4))])
+    with pytest.raises(DvmError, match=r"logsoftmax: y \[4,3\] != x \[3,4\]"):
+        run1("logsoftmax", [rand((3, 4))], [1], outputs=[(np.float32, (4, 3))])
+    with pytest.raises(DvmError, match=r"softmax: x is i64: want f32, f16 or bf16"):
+        run1("softmax", [np.ones((3, 4), np.int64)], [1], outputs=[(np.int64, (3, 4))])
+    with pytest.raises(DvmError, match=r"softmax: y is f16, x f32: want the same"):
+        run1("softmax", [rand((3, 4))], [1], outputs=[(np.float16, (3, 4))])
+    with pytest.raises(DvmError, match=r"softmax: attribute axis must be int, got float"):
+        run1("softmax", [rand((3, 4))], [1.0], outputs=[(np.float32, (3, 4))])
+
+
+# ---- layernorm --------------------------------------------------------------
+
+def layernorm_ref(x, g, b, axis, eps):
+    x = x.astype(np.float64)
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    inv = 1 / np.sqrt(((x - mean) ** 2).mean(axis=axes, keepdims=True) + eps)
+    y = (x - mean) * inv * g.astype(np.float64)
+    if b is not None:
+        y = y + b.astype(np.float64)
+    return y, mean, inv
+
+
+LN = [((7,), -1, (7,)), ((3, 13), 1, (13,)), ((2, 3, 31), -1, (31,)), ((2, 3, 31), 1, (3, 31)),
+      ((2, 3, 31), 0, (2, 3, 31)), ((8, 128, 768), -1, (768,)), ((2, 3, 31), 1, (1, 31)),
+      ((2, 3, 31), 1, (3, 1)), ((2, 3, 31), -1, (1,)), ((2, 0, 5), -1, (5,)), ((3, 1025), -1, (1025,))]
+
+
+@pytest.mark.parametrize("shape,axis,pshape", LN)
+@pytest.mark.parametrize("bias", [True, False])
+def test_layernorm(shape, axis, pshape, bias):
+    x, g, b = rand(shape, scale=3.0) + 1, rand(pshape), rand(pshape) if bias else None
+    nout = 3
+    ys = run("layernorm", [x, g] + ([b] if bias else []), [axis, 1e-5], nout=nout)
+    for got, want in zip(ys, layernorm_ref(x, g, b, axis, 1e-5)):
+        close(got, want, np.float32, 16)
+
+
+@pytest.mark.parametrize("nout", [1, 2])
+def test_layernorm_nout(nout):
+    x, g, b = rand((3, 13)), rand((13,)), rand((13,))
+    ys = run("layernorm", [x, g, b], [-1, 1e-3], nout=nout)
+    assert len(ys) == nout
+    for got, want in zip(ys, layernorm_ref(x, g, b, -1, 1e-3)):
+        close(got, want, np.float32, 16)
+
+
+@pytest.mark.parametrize("dx,dp,dy", [(np.float16, np.float16, np.float16),
+                                      (np.float16, np.float32, np.float32),
+                                      (np.float32, np.float16, np.float16)])
+def test_layernorm_f16(dx, dp, dy):
+    x, g, b = rand((4, 31), dx), rand((31,), dp), rand((31,), dp)
+    y, mean, inv = run("layernorm", [x, g, b], [-1, 1e-5], nout=3, out_dtypes=[dy, np.float32, dy])
+    assert y.dtype == dy and inv.dtype == dy
+    want = layernorm_ref(x, g, b, -1, 1e-5)
+    close(y, want[0], dy)
+    close(mean, want[1], np.float32, 64)
+    close(inv, want[2], dy)
+
+
+def test_layernorm_bf16():
+    x, g, b = (rand(s).astype(BF16) for s in [(4, 31), (31,), (31,)])
+    y, mean = run_bf16("layernorm", [x, g, b], [-1, 1e-5], [(BF16, (4, 31)), (np.float32, (4, 1))])
+    want = layernorm_ref(x, g, b, -1, 1e-5)
+    close(y, want[0], BF16)
+    close(mean, want[1], np.float32, 64)
+
+
+def test_layernorm_errors():
+    with pytest.raises(DvmError, match=r"layernorm: scale \[4\] does not broadcast to \[3\] "
+                                       r"\(x's dims from axis 1\)"):
+        run("layernorm", [rand((2, 3)), rand((4,))], [1, 1e-5], nout=1)
+    with pytest.raises(DvmError, match=r"layernorm: axis 2 is out of range for rank 2"):
+        run("layernorm", [rand((2, 3)), rand((3,))], [2, 1e-5], nout=1)
+    with pytest.raises(DvmError, match=r"layernorm: attribute epsilon must be float, got int"):
+        run("layernorm", [rand((2, 3)), rand((3,))], [1, 0], nout=1)
+    with pytest.raises(DvmError, match=r"layernorm: Mean \[2\] != \[2,1\], X's dims up to axis 1"):
+        run("layernorm", [rand((2, 3)), rand((3,))], [1, 1e-5],
+            outputs=[(np.float32, (2, 3)), (np.float32, (2,))])
+    with pytest.raises(DvmError, match=r"layernorm: X is i32: want f32, f16 or bf16"):
+        run("layernorm", [np.ones((2, 3), np.int32), rand((3,))], [1, 1e-5],
+            outputs=[(np.float32, (2, 3))])
+
+
+# ---- batchnorm --------------------------------------------------------------
+
+def batchnorm_ref(x, s, b, mean, var, eps):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    f = [p.astype(np.float64).reshape(shape) for p in (s, b, mean, var)]
+    return (x.astype(np.float64) - f[2]) / np.sqrt(f[3] + eps) * f[0] + f[1]
+
+
+def bn_params(c, dtype=np.float32):
+    return [rand((c,), dtype), rand((c,), dtype), rand((c,), dtype),
+            (rng.random(c) + 0.5).astype(dtype)]
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 7), (2, 3, 4, 5), (1, 64, 65, 65), (0, 3, 4), (2, 13, 1, 1)])
+def test_batchnorm(shape):
+    x, ps = rand(shape), bn_params(shape[1])
+    got = run1("batchnorm", [x] + ps, [1e-5], outputs=[(np.float32, shape)])
+    close(got, batchnorm_ref(x, *ps, 1e-5), np.float32)
+
+
+def test_batchnorm_f16():
+    x, ps = rand((2, 3, 5), np.float16), bn_params(3, np.float16)
+    got = run1("batchnorm", [x] + ps, [1e-3], outputs=[(np.float16, x.shape)])
+    close(got, batchnorm_ref(x, *ps, 1e-3), np.float16)
+
+
+def test_batchnorm_bf16():
+    x, ps = rand((2, 3, 5)).astype(BF16), [p.astype(BF16) for p in bn_params(3)]
+    (got,) = run_bf16("batchnorm", [x] + ps, [1e-3], [(BF16, x.shape)])
+    close(got, batchnorm_ref(x, *ps, 1e-3), BF16)
+
+
+def test_batchnorm_errors():
+    x, ps = rand((2, 3, 4)), bn_params(3)
+    with pytest.raises(DvmError, match=r"batchnorm: input_var \[4\] must be \[3\], the channels of X \[2,3,4\]"):
+        run1("batchnorm", [x] + ps[:3] + [rand((4,))], [1e-5], outputs=[(np.float32, x.shape)])
+    with pytest.raises(DvmError, match=r"batchnorm: X must be \[N, C, ...\], got rank 1"):
+        run1("batchnorm", [rand((3,))] + ps, [1e-5], outputs=[(np.float32, (3,))])
+    with pytest.raises(DvmError, match=r"batchnorm: takes 5 inputs and 1 output, got 4 and 1"):
+        run1("batchnorm", [x] + ps[:3], [1e-5], outputs=[(np.float32, x.shape)])
+
+
+# ---- ONNX backend node tests ------------------------------------------------
+
+@pytest.mark.parametrize("name", [n for n in node_cases("test_softmax_") + node_cases("test_logsoftmax_")
+                                  + node_cases("test_layer_normalization_") + ["test_batchnorm_example"]
+                                  if "expanded" not in n])
+def test_onnx_node(name):
+    attrs, ins, outs = load_node(name)
+    if name.startswith("test_layer"):
+        got = run("layernorm", ins, [attrs.get("axis", -1), float(attrs.get("epsilon", 1e-5))],
+                  nout=len(outs))
+    elif name.startswith("test_batchnorm"):
+        got = [run1("batchnorm", ins, [float(attrs.get("epsilon", 1e-5))],
+                    outputs=[(ins[0].dtype, ins[0].shape)])]
+    else:
+        op = "logsoftmax" if name.startswith("test_logsoftmax") else "softmax"
+        got = [run1(op, ins, [attrs.get("axis", -1)], outputs=[(ins[0].dtype, ins[0].shape)])]
+    for g, w in zip(got, outs):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
