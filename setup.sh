@@ -31,6 +31,7 @@ python3 -c "import numpy, pytest, onnx, onnxruntime" 2>/dev/null ||
 [ -d build ] || meson setup build >/dev/null
 ninja -C build >/dev/null
 
-echo "setup: built build/tools/dvm; running examples/mlp.dvms:"
-build/tools/dvm asm examples/mlp.dvms -o build/mlp.dvmb
-build/tools/dvm run build/mlp.dvmb --input examples/x.npy --show -1
+echo "setup: built build/tools/dvm; compiling and running the BERT-style fixture model:"
+build/tools/dvm compile tests/models/bert.onnx -o build/bert.dvmb --dim batch=1..64 --dim seq=1..64
+build/tools/dvm inspect build/bert.dvmb | sed -n '/^function/,$p'
+build/tools/dvm run build/bert.dvmb --input ids=examples/bert_ids.npy --input mask=examples/bert_mask.npy
