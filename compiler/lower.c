@@ -85,6 +85,22 @@ static int foldable(const lowering *L, const dvmc_value *v);
 static int shape_of_exprs(lowering *L, int n, const dvmc_expr *const *e);
 static int emit_int(lowering *L, int64_t v);
 
+/* A value loaded inside a branch or loop body (a constant, a folded shape)
+ * is that region's: lower_graph drops it on leaving, so code after the
+ * region loads it again. Returns 0 when out of memory. */
+static int scope(lowering *L, const dvmc_value *v) {
+  if (L->depth == 0) return 1;
+  if (L->nscoped == L->scoped_cap) {
+    size_t cap = L->scoped_cap ? L->scoped_cap * 2 : 32;
+    const dvmc_value **p = realloc(L->scoped, cap * sizeof *p);
+    if (!p) return 0;
+    L->scoped = p;
+    L->scoped_cap = cap;
+  }
+  L->scoped[L->nscoped++] = v;
+  return 1;
+}
+
 /* The register holding v; constants are loaded where first used, folded
  * shapes made into tensors where a kernel needs them as data. */
 static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
@@ -94,16 +110,7 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
     r = dvmc_fn_reg(L->f);
     if (k < 0 || !bind(L, v, r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     dvmc_fn_op2(L->f, DVM_OP_CONST, r, k);
-    if (L->depth > 0) { /* only this region's code loads it */
-      if (L->nscoped == L->scoped_cap) {
-        size_t cap = L->scoped_cap ? L->scoped_cap * 2 : 32;
-        const dvmc_value **p = realloc(L->scoped, cap * sizeof *p);
-        if (!p) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-        L->scoped = p;
-        L->scoped_cap = cap;
-      }
-      L->scoped[L->nscoped++] = v;
-    }
+    if (!scope(L, v)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   if (r < 0 && !v->constant && foldable(L, v)) { /* a folded shape, needed as data here */
     int sh = shape_of_exprs(L, v->nelems, v->elems), dims = dvmc_fn_reg(L->f), k;
@@ -117,16 +124,7 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, dims);
     if (!bind(L, v, r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    if (L->depth > 0) { /* made in a region: dropped on leaving it, like constants */
-      if (L->nscoped == L->scoped_cap) {
-        size_t cap = L->scoped_cap ? L->scoped_cap * 2 : 32;
-        const dvmc_value **p = realloc(L->scoped, cap * sizeof *p);
-        if (!p) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-        L->scoped = p;
-        L->scoped_cap = cap;
-      }
-      L->scoped[L->nscoped++] = v;
-    }
+    if (!scope(L, v)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   if (r < 0) return dvm_status_new(DVM_INTERNAL, "value \"%s\" is used before it is defined", v->name);
   *out = r;

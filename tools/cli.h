@@ -33,6 +33,11 @@ void dvm_cli_print_value(FILE *out, const dvm_value *v, int show);
 /* Prints a signature entry: "x: tensor f32[batch, 4]". */
 void dvm_cli_print_param(FILE *out, const dvm_param_info *p);
 
+/* For commands that take one MODEL.dvmb and no options: handles --help and
+ * usage errors (returning the exit code, *m NULL) or loads the module
+ * (returning -1, *m set; release it). */
+int dvm_cli_load_one(const char *cmd, const char *usage, int argc, char **argv, dvm_module **m);
+
 /* Reads a whole file into malloc'ed memory (NUL-terminated). */
 DVM_MUST_USE dvm_status *dvm_cli_read_file(const char *path, char **out, size_t *size);
 

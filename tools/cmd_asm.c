@@ -43,17 +43,9 @@ int dvm_cmd_asm(int argc, char **argv) {
 int dvm_cmd_disasm(int argc, char **argv) {
   static const char usage[] = "usage: dvm disasm MODEL.dvmb\n"
                               "  prints the module as .dvms text (dvm asm reads it back to the same file)\n";
-  if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-    fputs(usage, stdout);
-    return DVM_EXIT_OK;
-  }
-  if (argc != 2 || argv[1][0] == '-') {
-    fputs(usage, stderr);
-    return DVM_EXIT_USAGE;
-  }
   dvm_module *m;
-  dvm_status *st = dvm_module_load_file(argv[1], NULL, &m);
-  if (st) return dvm_cli_fail("disasm", st);
+  int rc = dvm_cli_load_one("disasm", usage, argc, argv, &m);
+  if (rc >= 0) return rc;
   dvm_disasm_module(m, stdout);
   dvm_module_release(m);
   return DVM_EXIT_OK;

@@ -1,22 +1,12 @@
 /* dvm inspect: what a module holds, through the public API only. */
-#include <string.h>
-
 #include "cli.h"
 
 int dvm_cmd_inspect(int argc, char **argv) {
   static const char usage[] = "usage: dvm inspect MODEL.dvmb\n"
                               "  lists functions with their symbolic signatures, constants and kernels\n";
-  if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-    fputs(usage, stdout);
-    return DVM_EXIT_OK;
-  }
-  if (argc != 2 || argv[1][0] == '-') {
-    fputs(usage, stderr);
-    return DVM_EXIT_USAGE;
-  }
   dvm_module *m;
-  dvm_status *st = dvm_module_load_file(argv[1], NULL, &m);
-  if (st) return dvm_cli_fail("inspect", st);
+  int rc = dvm_cli_load_one("inspect", usage, argc, argv, &m);
+  if (rc >= 0) return rc;
   printf("module %s\n", argv[1]);
   printf("constants: %d (%zu bytes)\n", dvm_module_constant_count(m), dvm_module_constant_bytes(m));
   printf("kernels: %d\n", dvm_module_kernel_count(m));

@@ -48,6 +48,20 @@ int dvm_cli_usage_error(const char *cmd, const char *fmt, ...) {
   return DVM_EXIT_USAGE;
 }
 
+int dvm_cli_load_one(const char *cmd, const char *usage, int argc, char **argv, dvm_module **m) {
+  *m = NULL;
+  if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+    fputs(usage, stdout);
+    return DVM_EXIT_OK;
+  }
+  if (argc != 2 || argv[1][0] == '-') {
+    fputs(usage, stderr);
+    return DVM_EXIT_USAGE;
+  }
+  dvm_status *st = dvm_module_load_file(argv[1], NULL, m);
+  return st ? dvm_cli_fail(cmd, st) : -1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
