@@ -18,7 +18,8 @@ static const char usage_text[] =
     "  --target cpu             code for these devices (default cpu; cuda is not built yet)\n"
     "  --dim NAME=LO..HI        the range of a symbolic dim (checked by the input guards)\n"
     "  --dump-ir                print the imported graph and stop unless -o is given\n"
-    "  --function NAME          name of the entry function (default main)\n";
+    "  --function NAME          name of the entry function (default main)\n"
+    "  --no-fusion              keep every elementwise node its own kernel call\n";
 
 static double now(void) {
   struct timespec ts;
@@ -30,12 +31,13 @@ int dvm_cmd_compile(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"target", required_argument, 0, 't'},
       {"dim", required_argument, 0, 'D'},    {"dump-ir", no_argument, 0, 'I'},
-      {"function", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"function", required_argument, 0, 'f'}, {"no-fusion", no_argument, 0, 'N'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *out = NULL, *dims[MAX_DIMS];
   int ndims = 0, dump = 0;
   dvmc_options co = {0};
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "o:t:D:If:h", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:If:Nh", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
@@ -51,6 +53,7 @@ int dvm_cmd_compile(int argc, char **argv) {
       break;
     case 'I': dump = 1; break;
     case 'f': co.function = optarg; break;
+    case 'N': co.no_fusion = 1; break;
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }

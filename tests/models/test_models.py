@@ -70,3 +70,28 @@ def test_model(model, compiled):
                 got = np.load(p)
                 assert got.shape == w.shape, shapes
                 np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5, err_msg=str(shapes))
+
+
+def test_bert_is_folded_and_fused(compiled, tmp_path):
+    """The BERT fixture's shape arithmetic is folded into registers (no shape
+    function runs) and its elementwise chains are fused; without fusion the
+    results are the same."""
+    path, r = compiled["bert"]
+    assert r.returncode == 0, r.stderr
+    text = subprocess.run([DVM, "disasm", path], capture_output=True, text=True, check=True).stdout
+    assert "fused@" in text
+    assert "\n  shapefn " not in text
+    plain = str(tmp_path / "plain.dvmb")
+    subprocess.run([DVM, "compile", os.path.join(HERE, "bert.onnx"), "-o", plain, "--no-fusion"], check=True)
+    feeds = inputs("bert", {"ids": (2, 9)})
+    outs = []
+    for mod in (path, plain):
+        cmd = [DVM, "run", mod]
+        for k, v in feeds.items():
+            p = str(tmp_path / (k + ".npy"))
+            np.save(p, v)
+            cmd += ["--input", f"{k}={p}"]
+        out = str(tmp_path / "out.npy")
+        subprocess.run(cmd + ["--output", out], check=True, capture_output=True)
+        outs.append(np.load(out))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
