@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "infer.h"
+#include "onnx_import.h"
 
 #define MAX_ELEMS 16 /* contents tracked for integer tensors up to this size */
 
@@ -447,12 +448,6 @@ static void range(inf *I, const dvmc_node *n) {
 
 /* ---- dtypes ---- */
 
-static const struct {
-  int onnx;
-  dvm_dtype dt;
-} onnx_types[] = {{1, DVM_F32}, {2, DVM_U8},  {3, DVM_I8},   {5, DVM_I16}, {6, DVM_I32},
-                  {7, DVM_I64}, {9, DVM_BOOL}, {10, DVM_F16}, {11, DVM_F64}, {16, DVM_BF16}};
-
 static void dtypes(const dvmc_node *n) {
   static const char *const to_bool[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
                                         "And", "Or", "Xor", "Not", NULL};
@@ -464,10 +459,8 @@ static void dtypes(const dvmc_node *n) {
   for (int i = 0; to_i64[i]; i++)
     if (!strcmp(n->op, to_i64[i])) dt = DVM_I64, fixed = 1;
   if (!strcmp(n->op, "Cast")) {
-    int64_t to = dvmc_attr_int(n, "to", 0);
-    for (size_t k = 0; k < sizeof onnx_types / sizeof onnx_types[0]; k++)
-      if (onnx_types[k].onnx == to) dt = onnx_types[k].dt, fixed = 1;
-    if (!fixed) return;
+    if (!dvmc_onnx_dtype(dvmc_attr_int(n, "to", 0), &dt)) return;
+    fixed = 1;
   }
   if (!fixed) {
     const dvmc_value *src = !strcmp(n->op, "Where") && n->nin > 1 ? n->in[1] : n->nin ? n->in[0] : NULL;

@@ -15,6 +15,7 @@
 #include "kernel.h"
 #include "infer.h"
 #include "lower.h"
+#include "onnx_import.h"
 
 typedef struct {
   const dvmc_value *v;
@@ -403,12 +404,6 @@ struct op_rule {
   int min_opset;      /* the first opset with these semantics; 0 = 11 */
 };
 
-static const struct {
-  int onnx;
-  dvm_dtype dt;
-} onnx_types[] = {{1, DVM_F32}, {2, DVM_U8},  {3, DVM_I8},   {5, DVM_I16}, {6, DVM_I32},
-                  {7, DVM_I64}, {9, DVM_BOOL}, {10, DVM_F16}, {11, DVM_F64}, {16, DVM_BF16}};
-
 /* The dtype of output i. The rule lists one entry per output (the last
  * repeats): "bool", "i64", "to" (Cast's attribute), "in1" (input 1's), or
  * empty for input 0's. */
@@ -429,11 +424,7 @@ static dvm_status *out_dtype(const dvmc_node *n, const op_rule *r, int i, dvm_dt
   }
   if (!strcmp(field, "to")) {
     int64_t to = dvmc_attr_int(n, "to", 0);
-    for (size_t k = 0; k < sizeof onnx_types / sizeof onnx_types[0]; k++)
-      if (onnx_types[k].onnx == to) {
-        *out = onnx_types[k].dt;
-        return NULL;
-      }
+    if (dvmc_onnx_dtype(to, out)) return NULL;
     return unsupported(n, "cast to ONNX type %lld is not supported", (long long)to);
   }
   if (n->out[i]->typed) { /* set by the caller of a synthesized node */

@@ -108,7 +108,7 @@ static const char *type_name(tname *b, int64_t t) {
 }
 #define TYPE_NAME(t) type_name(&(tname){{0}}, (t))
 
-static bool onnx_dtype(int64_t t, dvm_dtype *dt) {
+bool dvmc_onnx_dtype(int64_t t, dvm_dtype *dt) {
   switch (t) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *dt = DVM_F32; return true;
   case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: *dt = DVM_F16; return true;
@@ -361,7 +361,7 @@ static dvm_status *read_tensor(imp *im, const Onnx__TensorProto *tp, const char 
   int64_t et = tp->has_data_type ? tp->data_type : 0;
   dvm_dtype dt;
   if (et == 0) return CORRUPT("tensor %s has no data type", Q(tn));
-  if (!onnx_dtype(et, &dt))
+  if (!dvmc_onnx_dtype(et, &dt))
     return UNSUPPORTED("tensor %s has element type %s, which dvm does not support", Q(tn),
                        TYPE_NAME(et));
   if (tp->n_dims > DVM_MAX_RANK)
@@ -491,7 +491,7 @@ static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *rol
   const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
   dvm_dtype dt = DVM_F32;
   int64_t et = tt->has_elem_type ? tt->elem_type : 0;
-  if (et && !onnx_dtype(et, &dt))
+  if (et && !dvmc_onnx_dtype(et, &dt))
     return UNSUPPORTED("%s %s has element type %s, which dvm does not support", role, Q(name),
                        TYPE_NAME(et));
   const Onnx__TensorShapeProto *shape = tt->shape;

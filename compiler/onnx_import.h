@@ -53,6 +53,10 @@ DVM_MUST_USE dvm_status *dvmc_import_onnx(dvmc_ctx *c, const char *path, dvmc_gr
 DVM_MUST_USE dvm_status *dvmc_import_onnx_memory(dvmc_ctx *c, const void *data, size_t size,
                                                  const char *model_dir, dvmc_graph **out);
 
+/* The dvm dtype of an ONNX element type (TensorProto.DataType, as in Cast's
+ * "to"); false for types dvm has none of. */
+bool dvmc_onnx_dtype(int64_t onnx_type, dvm_dtype *out);
+
 /* One ONNX TensorProto (the .pb files of the ONNX test data, which
  * `dvm run` takes as inputs); `what` names it in messages. The data lives in
  * the context's arena. */

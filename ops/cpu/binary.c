@@ -255,20 +255,6 @@ dvm_status *dvm_ew_check_broadcast(const char *op, dvm_tensor *const *in, int ni
 
 enum { ROW_VV, ROW_SV, ROW_VS, ROW_KINDS };
 
-/* Storage type, compute type, its unsigned twin (integers wrap: they are
- * computed there, where overflow is defined; U must not promote to int),
- * load and store conversions. */
-#define SAME(v) (v)
-#define T_f32 float, float, float, SAME, SAME
-#define T_f64 double, double, double, SAME, SAME
-#define T_f16 uint16_t, float, float, dvm_f16_to_f32, dvm_f32_to_f16
-#define T_bf16 uint16_t, float, float, dvm_bf16_to_f32, dvm_f32_to_bf16
-#define T_i8 int8_t, int8_t, uint32_t, SAME, SAME
-#define T_i16 int16_t, int16_t, uint32_t, SAME, SAME
-#define T_i32 int32_t, int32_t, uint32_t, SAME, SAME
-#define T_i64 int64_t, int64_t, uint64_t, SAME, SAME
-#define T_u8 uint8_t, uint8_t, uint32_t, SAME, SAME
-#define T_bool uint8_t, uint8_t, uint8_t, SAME, SAME
 
 #define TO_BOOL(v) ((uint8_t)(v))
 

@@ -257,4 +257,19 @@ static inline float dvm_ew_gelu_tanhf(float x) {
   return dvm_ew_fsel(x == -__builtin_inff(), -0.0f, r);
 }
 
+/* Per dtype: storage type, compute type, its unsigned twin (integers wrap:
+ * they are computed there, where overflow is defined; U must not promote to
+ * int), load and store conversions. The elementwise kernels' one table. */
+#define DVM_EW_SAME(v) (v)
+#define T_f32 float, float, float, DVM_EW_SAME, DVM_EW_SAME
+#define T_f64 double, double, double, DVM_EW_SAME, DVM_EW_SAME
+#define T_f16 uint16_t, float, float, dvm_f16_to_f32, dvm_f32_to_f16
+#define T_bf16 uint16_t, float, float, dvm_bf16_to_f32, dvm_f32_to_bf16
+#define T_i8 int8_t, int8_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_i16 int16_t, int16_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_i32 int32_t, int32_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_i64 int64_t, int64_t, uint64_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_u8 uint8_t, uint8_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_bool uint8_t, uint8_t, uint8_t, DVM_EW_SAME, DVM_EW_SAME
+
 #endif

@@ -105,18 +105,6 @@ CLIP_FN(float, dvm_ew_fsel) CLIP_FN(double, dvm_ew_dsel) CLIP_FN(int8_t, DVM_EW_
 CLIP_FN(int16_t, DVM_EW_ISEL) CLIP_FN(int32_t, DVM_EW_ISEL) CLIP_FN(int64_t, DVM_EW_ISEL)
 CLIP_FN(uint8_t, DVM_EW_ISEL)
 
-/* Storage type, compute type, its unsigned twin, load, store. */
-#define SAME(v) (v)
-#define T_f32 float, float, float, SAME, SAME
-#define T_f64 double, double, double, SAME, SAME
-#define T_f16 uint16_t, float, float, dvm_f16_to_f32, dvm_f32_to_f16
-#define T_bf16 uint16_t, float, float, dvm_bf16_to_f32, dvm_f32_to_bf16
-#define T_i8 int8_t, int8_t, uint32_t, SAME, SAME
-#define T_i16 int16_t, int16_t, uint32_t, SAME, SAME
-#define T_i32 int32_t, int32_t, uint32_t, SAME, SAME
-#define T_i64 int64_t, int64_t, uint64_t, SAME, SAME
-#define T_u8 uint8_t, uint8_t, uint32_t, SAME, SAME
-#define T_bool uint8_t, uint8_t, uint8_t, SAME, SAME
 
 #define UN_LOOP(name, OP, TS, C, U, LD, ST)                                               \
   DVM_EW_CLONES static void name(int64_t n, const void *px, void *po, const params *p) { \
