@@ -1,0 +1,84 @@
+/* The contract between generated CUDA kernels (compiler/, written at
+ * `dvm compile --target cuda` time) and their launcher (ops/cuda/, run
+ * time): the payload that carries them in the .dvmb kernel table, the
+ * entry names, and the one parameter block every generated kernel takes.
+ *
+ * This header is plain C that both the host (C11) and the generated CUDA
+ * C (NVRTC, which has no system headers) include; the codegen pastes the
+ * struct below into each source through DVM_GEN_PARAMS_DECL, so the two
+ * can never disagree.
+ *
+ * Payload ("DVMG", version 1), little-endian, offsets from its start:
+ *
+ *   0   4  magic "DVMG"
+ *   4  u16 version (1)
+ *   6  u8  kind: DVM_GEN_ELEMENTWISE or DVM_GEN_ROWS
+ *   7  u8  nconfigs, 1..DVM_GEN_MAX_CONFIGS
+ *   8  u8  nin, 1..DVM_GEN_MAX_IN
+ *   9  u8  nout, 1..DVM_GEN_MAX_OUT
+ *  10  u16 tile T: the variants per config, one per residue n mod T, 1..64
+ *  12  u32 nimages
+ *  16  u32 source offset, u32 source size (the CUDA C, for `dvm inspect`)
+ *  24  8   reserved, 0
+ *  32  configs: nconfigs x 8 bytes: u16 block (threads), u16 per_thread
+ *      (elements a thread handles per tile step), u32 shared bytes
+ *      then nin bytes: each input's dvm_gen_class
+ *      then zero padding to a multiple of 8
+ *      then images: nimages x 16 bytes: u32 arch (80, 90, ...; 0 = PTX),
+ *      u32 reserved 0, u32 offset, u32 size
+ *      then the source and image bytes (each at a multiple of 8).
+ *
+ * Entry names in every image: "dvm_c<c>_v<r>" for config c and residue r
+ * (0 <= r < T), with no per-element bounds checks, and "dvm_c<c>_b", the
+ * bounds-checked baseline. Variant index r < T picks "v<r>"; index T picks
+ * the baseline. The .dvmb kernel table entry has nvariants = T + 1, and the
+ * bytecode computes the variant with `mod` of the split extent (below).
+ *
+ * Kinds:
+ *   DVM_GEN_ELEMENTWISE: n = elements of output 0; outputs share its shape;
+ *     input k is read per its class. Variant = n mod T.
+ *   DVM_GEN_ROWS: rows of length n along the innermost axis of input 0
+ *     (softmax, log-softmax, layer norm, reductions over the last axis);
+ *     rows = numel(input 0) / n; one block per row. Variant = n mod T. */
+#ifndef DVM_OPS_CUDA_GEN_ABI_H
+#define DVM_OPS_CUDA_GEN_ABI_H
+
+#define DVM_GEN_MAGIC "DVMG"
+#define DVM_GEN_VERSION 1
+#define DVM_GEN_HEADER_SIZE 32
+#define DVM_GEN_MAX_CONFIGS 8
+#define DVM_GEN_MAX_IN 16
+#define DVM_GEN_MAX_OUT 8
+#define DVM_GEN_MAX_TILE 64
+#define DVM_GEN_MAX_RANK 6
+
+enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2 };
+
+/* How an input is indexed, decided at compile time from symbolic shapes
+ * and checked by the launcher against the actual shapes on every call. */
+enum {
+  DVM_GEN_SAME = 0,    /* the output's shape: element i */
+  DVM_GEN_SCALAR = 1,  /* one element: element 0 */
+  DVM_GEN_SUFFIX = 2,  /* a trailing block of the output's shape: i % numel */
+  DVM_GEN_STRIDED = 3, /* anything else numpy allows: strides below */
+};
+
+/* The one kernel parameter (passed by value, well under the 4 KiB limit).
+ * Pointers are inputs then outputs. dims is output 0's shape (ELEMENTWISE)
+ * or input 0's (ROWS), right-aligned to DVM_GEN_MAX_RANK with leading 1s;
+ * strides[k] are input k's element strides over those dims, 0 where it is
+ * broadcast (only STRIDED inputs read them). numel[k] is input k's element
+ * count (SUFFIX inputs use it). */
+#define DVM_GEN_PARAMS_DECL                                   \
+  typedef struct dvm_gen_params {                             \
+    void *ptr[DVM_GEN_MAX_IN + DVM_GEN_MAX_OUT];              \
+    long long n;                                              \
+    long long rows;                                           \
+    long long dims[DVM_GEN_MAX_RANK];                         \
+    long long strides[DVM_GEN_MAX_IN][DVM_GEN_MAX_RANK];      \
+    long long numel[DVM_GEN_MAX_IN];                          \
+  } dvm_gen_params;
+
+DVM_GEN_PARAMS_DECL
+
+#endif
