@@ -1,0 +1,556 @@
+/* Placement for CUDA (see place_cuda.h; docs/cuda.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bytecode.h"
+#include "cuda_codegen.h"
+#include "nvrtc.h"
+#include "opcode.h"
+#include "ops/cuda/gen_abi.h"
+#include "place_cuda.h"
+
+#define VEC(T) struct { T *v; size_t n, cap; }
+#define PUSH(p, vec, item)                                                   \
+  do {                                                                       \
+    if ((vec).n == (vec).cap) {                                              \
+      size_t c_ = (vec).cap ? (vec).cap * 2 : 64;                            \
+      void *q_ = realloc((vec).v, c_ * sizeof *(vec).v);                     \
+      if (!q_) { (p)->oom = 1; break; }                                      \
+      (vec).v = q_;                                                          \
+      (vec).cap = c_;                                                        \
+    }                                                                        \
+    (vec).v[(vec).n++] = (item);                                             \
+  } while (0)
+
+/* A generated kernel, kept by source so that equal groups share one. */
+typedef struct gen {
+  char *src;
+  uint32_t kernel; /* its index in the new kernel table */
+} gen;
+
+typedef struct placer {
+  dvm_module *m;
+  uint32_t nfuncs;           /* the original functions; clone i is nfuncs + i */
+  VEC(dvm_kernel_ref) kernels;
+  VEC(gen) gens;
+  VEC(void *) owned;         /* names and payloads, freed at the end */
+  int oom;
+  dvm_status *error;
+} placer;
+
+/* What the placer knows of one register of the function being cloned,
+ * from a linear scan; facts hold only for registers written once. */
+typedef struct fact {
+  uint32_t writes;
+  uint8_t tensor;   /* some instruction puts a tensor in it */
+  int8_t dtype;     /* -1 unknown */
+  uint8_t has_imm, has_fimm;
+  int64_t imm;
+  double fimm;
+  const int64_t *shape;  /* make_shape's list (count, items) */
+  const int64_t *tshape; /* a tensor's shape: a make_shape register (1 word) or an immediate list */
+  int tshape_kind;       /* 0 none, 1 register, 2 immediate list, 3 constant, 4 parameter */
+  int8_t out_dev;        /* the device of the first invoke that writes it, -1 none */
+  uint8_t allocated;     /* by `alloc` (which follows out_dev), not a view */
+} fact;
+
+typedef struct clone {
+  placer *p;
+  const dvm_func *f;
+  fact *facts;
+  VEC(int64_t) code;
+  VEC(const char *) src;
+  VEC(uint32_t) jumps; /* words holding old jump targets */
+  uint32_t *map;       /* old word offset -> new */
+  uint32_t nregs;
+  const char *loc;
+} clone;
+
+static char *own_str(placer *p, const char *s) {
+  char *d = strdup(s);
+  if (d) PUSH(p, p->owned, d);
+  else p->oom = 1;
+  return d;
+}
+
+static void emit(clone *c, int64_t op, const int64_t *w, int nw) {
+  PUSH(c->p, c->src, c->loc);
+  PUSH(c->p, c->code, op);
+  for (int i = 0; i < nw; i++) PUSH(c->p, c->code, w[i]);
+}
+static void emit3(clone *c, int64_t op, int64_t a, int64_t b, int64_t d) {
+  emit(c, op, (int64_t[]){a, b, d}, 3);
+}
+
+/* ---- facts ---- */
+
+static const char *operand_fmt(const int64_t *ins) { return dvm_opinfo_table[ins[0]].format; }
+
+static void scan(clone *c) {
+  const dvm_func *f = c->f;
+  const dvm_module *m = c->p->m;
+  fact *F = c->facts;
+  for (uint32_t r = 0; r < f->nregs; r++) F[r].dtype = -1, F[r].out_dev = -1;
+  for (uint32_t k = 0; k < f->nparams; k++)
+    if (f->params[k].kind == DVM_VAL_TENSOR) {
+      F[k].tensor = 1;
+      F[k].dtype = (int8_t)f->params[k].dtype;
+      F[k].tshape_kind = 4;
+    }
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    const int64_t *ins = f->code + f->starts[i], *o = ins + 1;
+    for (const char *fmt = operand_fmt(ins); *fmt; fmt++) {
+      int64_t n = dvm_operand_is_list(*fmt) ? *o++ : 1;
+      for (int64_t q = 0; q < n; q++, o++)
+        if (*fmt == 'd' || *fmt == 'D') F[*o].writes++;
+    }
+    o = ins + 1;
+    switch (ins[0]) {
+    case DVM_OP_IMM: F[o[0]].has_imm = 1, F[o[0]].imm = o[1]; break;
+    case DVM_OP_FIMM: F[o[0]].has_fimm = 1, memcpy(&F[o[0]].fimm, &o[1], sizeof(double)); break;
+    case DVM_OP_MAKE_SHAPE: F[o[0]].shape = o + 1; break;
+    case DVM_OP_CONST:
+      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)m->consts[o[1]].dtype;
+      F[o[0]].tshape_kind = 3, F[o[0]].tshape = o + 1;
+      break;
+    case DVM_OP_ALLOC:
+      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[1], F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 2;
+      F[o[0]].allocated = 1;
+      break;
+    case DVM_OP_ALLOC_TENSOR:
+      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[3], F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 4;
+      break;
+    case DVM_OP_ALLOC_TENSOR_I:
+      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[3], F[o[0]].tshape_kind = 2, F[o[0]].tshape = o + 4;
+      break;
+    case DVM_OP_COPY:
+    case DVM_OP_RESHAPE: F[o[0]].tensor = 1; break;
+    case DVM_OP_MOVE: F[o[0]].tensor |= F[o[1]].tensor; break;
+    case DVM_OP_CALL: {
+      const dvm_func *g = &m->funcs[o[0]];
+      for (int64_t q = 0; q < o[1] && q < g->nresults; q++)
+        F[o[2 + q]].tensor |= g->results[q].kind == DVM_VAL_TENSOR;
+      break;
+    }
+    default: break;
+    }
+  }
+}
+
+/* ---- shapes, as far as the bytecode proves them ---- */
+
+/* A dim: a known value, or a register written at most once. */
+typedef struct dimd {
+  int is_reg;
+  int64_t v;
+} dimd;
+
+static int dim_of_reg(const clone *c, int64_t r, dimd *d) {
+  const fact *F = &c->facts[r];
+  if (F->writes == 1 && F->has_imm) *d = (dimd){0, F->imm};
+  else if (F->writes == 0) *d = (dimd){1, r}; /* a symbol bound by a guard, or a parameter */
+  else return 0;
+  return 1;
+}
+
+/* The dims of tensor register r, or -1 when they are not known. */
+static int shape_of(const clone *c, int64_t r, dimd *d) {
+  const fact *F = &c->facts[r];
+  if (!F->tensor || F->writes > 1) return -1;
+  switch (F->tshape_kind) {
+  case 1: {
+    const fact *S = &c->facts[F->tshape[0]];
+    if (S->writes != 1 || !S->shape) return -1;
+    for (int64_t k = 0; k < S->shape[0]; k++)
+      if (!dim_of_reg(c, S->shape[1 + k], &d[k])) return -1;
+    return (int)S->shape[0];
+  }
+  case 2:
+    for (int64_t k = 0; k < F->tshape[0]; k++) d[k] = (dimd){0, F->tshape[1 + k]};
+    return (int)F->tshape[0];
+  case 3: {
+    const dvm_const *k = &c->p->m->consts[F->tshape[0]];
+    for (int q = 0; q < k->rank; q++) d[q] = (dimd){0, k->dims[q]};
+    return k->rank;
+  }
+  case 4: {
+    const dvm_sig *s = &c->f->params[r];
+    if (s->rank < 0) return -1;
+    for (int q = 0; q < s->rank; q++) {
+      int64_t sym = dvm_dim_symbol(s->dims[q]);
+      if (s->dims[q] >= 0) d[q] = (dimd){0, s->dims[q]};
+      else if (sym >= 0) d[q] = (dimd){1, c->f->syms[sym].reg};
+      else return -1;
+    }
+    return s->rank;
+  }
+  default: return -1;
+  }
+}
+
+/* How input `in` is read when the output is `out` (gen_abi.h classes). */
+static uint8_t classify(const clone *c, int64_t in, int64_t out) {
+  dimd di[DVM_MAX_RANK], dout[DVM_MAX_RANK];
+  int ri = shape_of(c, in, di), ro = shape_of(c, out, dout);
+  if (ri < 0) return DVM_GEN_STRIDED;
+  int known_one = 1;
+  for (int k = 0; k < ri; k++) known_one &= !di[k].is_reg && di[k].v == 1;
+  if (known_one) return DVM_GEN_SCALAR;
+  if (ro < 0 || ri > ro) return DVM_GEN_STRIDED;
+  for (int k = 1; k <= ri; k++) {
+    dimd a = di[ri - k], b = dout[ro - k];
+    if (a.is_reg != b.is_reg || a.v != b.v) return DVM_GEN_STRIDED;
+  }
+  return ri == ro ? DVM_GEN_SAME : DVM_GEN_SUFFIX;
+}
+
+/* ---- kernels ---- */
+
+static uint32_t add_kernel(placer *p, const char *name, uint32_t nvariants, void *payload,
+                           size_t size) {
+  for (size_t i = 0; i < p->kernels.n; i++)
+    if (p->kernels.v[i].device == DVM_DEVICE_CUDA && strcmp(p->kernels.v[i].name, name) == 0)
+      return (uint32_t)i;
+  dvm_kernel_ref k = {.name = own_str(p, name), .device = DVM_DEVICE_CUDA, .nvariants = nvariants,
+                      .payload = payload, .payload_size = size};
+  PUSH(p, p->kernels, k);
+  return (uint32_t)p->kernels.n - 1;
+}
+
+/* The kernel for generated source `src` (taken), compiled once. */
+static int64_t gen_kernel(placer *p, char *src, int kind, int nin, int nout,
+                          const uint8_t *classes) {
+  for (size_t i = 0; i < p->gens.n; i++)
+    if (strcmp(p->gens.v[i].src, src) == 0) {
+      free(src);
+      return p->gens.v[i].kernel;
+    }
+  char name[32];
+  snprintf(name, sizeof name, "gen@%zu", p->gens.n);
+  void *payload = NULL;
+  size_t size = 0;
+  p->error = dvmc_cuda_payload(kind, nin, nout, classes, src, name, &payload, &size);
+  if (p->error) {
+    free(src);
+    return -1;
+  }
+  PUSH(p, p->owned, payload);
+  uint32_t k = add_kernel(p, name, DVMC_CUDA_TILE + 1, payload, size);
+  PUSH(p, p->gens, ((gen){src, k}));
+  return k;
+}
+
+/* How one invoke runs on the CUDA device. */
+typedef struct plan {
+  int64_t kernel;  /* index in the new table; -1: on the host */
+  int generated;   /* a gen kernel: set the variant, drop attrs */
+  int rows;        /* its extent is the last dim of input 0, not numel of output 0 */
+} plan;
+
+static int float_dt(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16; }
+
+static const struct {
+  const char *name;
+  dvmc_rows_op op;
+} rows_ops[] = {{"softmax", DVMC_ROWS_SOFTMAX},     {"logsoftmax", DVMC_ROWS_LOGSOFTMAX},
+                {"layernorm", DVMC_ROWS_LAYERNORM}, {"reduce_sum", DVMC_ROWS_SUM},
+                {"reduce_mean", DVMC_ROWS_MEAN},    {"reduce_max", DVMC_ROWS_MAX},
+                {"reduce_min", DVMC_ROWS_MIN}};
+
+/* A ROWS kernel for the invoke, when it works over the last axis of
+ * float tensors whose dtypes are known; -1 otherwise. */
+static int64_t rows_kernel(clone *c, dvmc_rows_op op, const int64_t *outs, const int64_t *ins,
+                           const int64_t *attrs) {
+  const fact *F = c->facts;
+  int nin = (int)ins[0];
+  double eps = 0;
+  if (outs[0] != 1 || attrs[0] < 1) return -1;
+  const fact *a0 = &F[attrs[1]];
+  if (op <= DVMC_ROWS_LOGSOFTMAX || op == DVMC_ROWS_LAYERNORM) {
+    if (a0->writes != 1 || !a0->has_imm || a0->imm != -1) return -1;
+  } else { /* axes: a shape of one known -1 */
+    if (a0->writes != 1 || !a0->shape || a0->shape[0] != 1) return -1;
+    const fact *ax = &F[a0->shape[1]];
+    if (ax->writes != 1 || !ax->has_imm || ax->imm != -1) return -1;
+  }
+  if (op == DVMC_ROWS_LAYERNORM) {
+    if (attrs[0] < 2 || F[attrs[2]].writes != 1 || !F[attrs[2]].has_fimm) return -1;
+    eps = F[attrs[2]].fimm;
+  } else if (nin != 1) {
+    return -1;
+  }
+  dvm_dtype dt[DVM_GEN_MAX_IN + 1];
+  uint8_t classes[DVM_GEN_MAX_IN] = {0};
+  for (int k = 0; k <= nin; k++) {
+    int d = F[k < nin ? ins[1 + k] : outs[1]].dtype;
+    if (!float_dt(d) || F[k < nin ? ins[1 + k] : outs[1]].writes > 1) return -1;
+    dt[k] = (dvm_dtype)d;
+    classes[k] = k ? DVM_GEN_SUFFIX : DVM_GEN_SAME;
+  }
+  char *src;
+  if ((c->p->error = dvmc_cuda_rows(op, nin, dt, eps, &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_ROWS, nin, 1, classes);
+}
+
+static plan plan_invoke(clone *c, const int64_t *ins_word) {
+  placer *p = c->p;
+  const dvm_kernel_ref *k = &p->m->kernels[ins_word[1]];
+  const int64_t *outs = ins_word + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+  plan pl = {-1, 0, 0};
+  if (k->device != DVM_DEVICE_CPU) return pl;
+  if (strcmp(k->name, "matmul") == 0 || strcmp(k->name, "gemm") == 0) {
+    /* names are unique in the table; the linker looks up what precedes '@' */
+    char name[32];
+    snprintf(name, sizeof name, "%s@cuda", k->name);
+    pl.kernel = add_kernel(p, name, 1, NULL, 0);
+    return pl;
+  }
+  if (strncmp(k->name, "fused@", 6) == 0) {
+    uint8_t classes[DVM_GEN_MAX_IN];
+    for (int64_t q = 0; q < ins[0] && q < DVM_GEN_MAX_IN; q++)
+      classes[q] = classify(c, ins[1 + q], outs[1]);
+    char *src;
+    if ((p->error = dvmc_cuda_elementwise(k->payload, k->payload_size, classes, &src))) {
+      p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
+      return pl;
+    }
+    pl.kernel = gen_kernel(p, src, DVM_GEN_ELEMENTWISE, (int)ins[0], (int)outs[0], classes);
+    pl.generated = 1;
+    return pl;
+  }
+  for (size_t q = 0; q < sizeof rows_ops / sizeof rows_ops[0]; q++)
+    if (strcmp(k->name, rows_ops[q].name) == 0) {
+      pl.kernel = rows_kernel(c, rows_ops[q].op, outs, ins, attrs);
+      pl.generated = pl.rows = 1;
+    }
+  return pl;
+}
+
+/* ---- rewriting ---- */
+
+static void copy_to(clone *c, int64_t dst, int64_t src, dvm_device_kind dev) {
+  emit3(c, DVM_OP_COPY, dst, src, dev);
+}
+
+/* An invoke on the device: operands moved there in place; a generated
+ * kernel gets its variant, extent mod T, in a fresh register. */
+static void invoke_device(clone *c, const int64_t *w, const plan *pl) {
+  const int64_t *outs = w + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+  for (int64_t q = 0; q < ins[0]; q++) copy_to(c, ins[1 + q], ins[1 + q], DVM_DEVICE_CUDA);
+  for (int64_t q = 0; q < outs[0]; q++) copy_to(c, outs[1 + q], outs[1 + q], DVM_DEVICE_CUDA);
+  int64_t variant = w[2];
+  if (pl->generated) {
+    int64_t n = c->nregs, t = c->nregs + 1;
+    variant = c->nregs + 2;
+    if (pl->rows) emit3(c, DVM_OP_DIM, n, ins[1], -1);
+    else emit(c, DVM_OP_NUMEL, (int64_t[]){n, outs[1]}, 2);
+    emit(c, DVM_OP_IMM, (int64_t[]){t, DVMC_CUDA_TILE}, 2);
+    emit3(c, DVM_OP_MOD, variant, n, t);
+  }
+  VEC(int64_t) words = {0};
+  PUSH(c->p, words, pl->kernel);
+  PUSH(c->p, words, variant);
+  for (const int64_t *o = outs; o < attrs; o++) PUSH(c->p, words, *o);
+  if (pl->generated) PUSH(c->p, words, 0);
+  else for (int64_t q = 0; q <= attrs[0]; q++) PUSH(c->p, words, attrs[q]);
+  if (words.v) emit(c, DVM_OP_INVOKE, words.v, (int)words.n);
+  free(words.v);
+  if (pl->generated)
+    for (int q = 0; q < 3; q++) emit(c, DVM_OP_RELEASE, (int64_t[]){c->nregs + q}, 1);
+}
+
+/* An invoke on the host: its inputs as host copies in fresh registers,
+ * its outputs moved to the host in place unless allocated there. */
+static void invoke_host(clone *c, const int64_t *w) {
+  const int64_t *outs = w + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+  for (int64_t q = 0; q < outs[0]; q++)
+    if (!c->facts[outs[1 + q]].allocated || c->facts[outs[1 + q]].writes != 1 ||
+        c->facts[outs[1 + q]].out_dev != DVM_DEVICE_CPU)
+      copy_to(c, outs[1 + q], outs[1 + q], DVM_DEVICE_CPU);
+  for (int64_t q = 0; q < ins[0]; q++) copy_to(c, c->nregs + q, ins[1 + q], DVM_DEVICE_CPU);
+  int64_t *words = malloc(sizeof(int64_t) * (size_t)(attrs + 1 + attrs[0] - (w + 1)));
+  if (!words) {
+    c->p->oom = 1;
+    return;
+  }
+  int64_t nw = attrs + 1 + attrs[0] - (w + 1);
+  memcpy(words, w + 1, sizeof(int64_t) * (size_t)nw);
+  int64_t *wins = words + 2 + 1 + outs[0];
+  for (int64_t q = 0; q < ins[0]; q++) wins[1 + q] = c->nregs + q;
+  emit(c, DVM_OP_INVOKE, words, (int)nw);
+  free(words);
+  for (int64_t q = 0; q < ins[0]; q++) emit(c, DVM_OP_RELEASE, (int64_t[]){c->nregs + q}, 1);
+}
+
+/* A shape function reads tensors on the host (some read their data). */
+static void shapefn_host(clone *c, const int64_t *w, uint32_t len) {
+  const int64_t *dl = w + 2, *rl = dl + 1 + dl[0];
+  int64_t *words = malloc(sizeof(int64_t) * len);
+  if (!words) {
+    c->p->oom = 1;
+    return;
+  }
+  memcpy(words, w + 1, sizeof(int64_t) * (len - 1));
+  int64_t *wr = words + (rl - (w + 1));
+  int ntmp = 0;
+  for (int64_t q = 0; q < rl[0]; q++)
+    if (c->facts[rl[1 + q]].tensor) {
+      copy_to(c, c->nregs + ntmp, rl[1 + q], DVM_DEVICE_CPU);
+      wr[1 + q] = c->nregs + ntmp++;
+    }
+  emit(c, DVM_OP_SHAPEFN, words, (int)len - 1);
+  free(words);
+  for (int q = 0; q < ntmp; q++) emit(c, DVM_OP_RELEASE, (int64_t[]){c->nregs + q}, 1);
+}
+
+static void rewrite(clone *c, uint32_t i, int after_guards) {
+  const dvm_func *f = c->f;
+  const int64_t *w = f->code + f->starts[i];
+  uint32_t len = dvm_instr_length(f->code, f->ncode, f->starts[i]);
+  c->loc = f->src[i];
+  c->map[f->starts[i]] = (uint32_t)c->code.n;
+  if (after_guards) /* the entry: tensor inputs move to the device */
+    for (uint32_t k = 0; k < f->nparams; k++)
+      if (f->params[k].kind == DVM_VAL_TENSOR) copy_to(c, k, k, DVM_DEVICE_CUDA);
+  switch (w[0]) {
+  case DVM_OP_ALLOC: {
+    int64_t dev = c->facts[w[1]].out_dev == DVM_DEVICE_CPU ? DVM_DEVICE_CPU : DVM_DEVICE_CUDA;
+    emit(c, DVM_OP_ALLOC, (int64_t[]){w[1], w[2], w[3], dev}, 4);
+    return;
+  }
+  case DVM_OP_ALLOC_STORAGE:
+    emit(c, DVM_OP_ALLOC_STORAGE, (int64_t[]){w[1], w[2], DVM_DEVICE_CUDA, w[4]}, 4);
+    return;
+  case DVM_OP_INVOKE: {
+    plan pl = plan_invoke(c, w);
+    if (pl.kernel >= 0) invoke_device(c, w, &pl);
+    else invoke_host(c, w);
+    return;
+  }
+  case DVM_OP_SHAPEFN: shapefn_host(c, w, len); return;
+  case DVM_OP_RET:
+    for (int64_t q = 0; q < w[1]; q++)
+      if (c->facts[w[2 + q]].tensor) copy_to(c, w[2 + q], w[2 + q], DVM_DEVICE_CPU);
+    break;
+  default: break;
+  }
+  /* anything else as it is, calls going to the clones */
+  size_t at = c->code.n;
+  emit(c, w[0], w + 1, (int)len - 1);
+  if (w[0] == DVM_OP_CALL) c->code.v[at + 1] += c->p->nfuncs;
+  const int64_t *o = w + 1;
+  for (const char *fmt = operand_fmt(w); *fmt; fmt++) {
+    int64_t n = dvm_operand_is_list(*fmt) ? *o++ : 1;
+    if (*fmt == 'j') PUSH(c->p, c->jumps, (uint32_t)(at + 1 + (o - (w + 1))));
+    o += n;
+  }
+}
+
+/* The most registers any rewrite borrows past the function's own. */
+static uint32_t scratch_regs(const dvm_func *f) {
+  uint32_t most = 3;
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    const int64_t *w = f->code + f->starts[i];
+    if (w[0] == DVM_OP_INVOKE) {
+      const int64_t *ins = w + 4 + w[3];
+      if ((uint32_t)ins[0] > most) most = (uint32_t)ins[0];
+    } else if (w[0] == DVM_OP_SHAPEFN) {
+      const int64_t *rl = w + 3 + w[2];
+      if ((uint32_t)rl[0] > most) most = (uint32_t)rl[0];
+    }
+  }
+  return most;
+}
+
+static dvm_status *clone_func(placer *p, const dvm_func *f, dvm_func *out) {
+  clone c = {.p = p, .f = f, .nregs = f->nregs};
+  c.facts = calloc(f->nregs ? f->nregs : 1, sizeof *c.facts);
+  c.map = calloc(f->ncode + 1, sizeof *c.map);
+  if (!c.facts || !c.map) p->oom = 1;
+  else {
+    scan(&c);
+    /* each invoke's device, so that the allocation of its outputs can
+     * follow (generated kernels are kept by source: planning twice is
+     * cheap) */
+    for (uint32_t i = 0; i < f->ninstr && !p->error; i++) {
+      const int64_t *w = f->code + f->starts[i];
+      if (w[0] != DVM_OP_INVOKE) continue;
+      plan pl = plan_invoke(&c, w);
+      for (int64_t q = 0; q < w[3]; q++) {
+        fact *o = &c.facts[w[4 + q]];
+        if (o->out_dev < 0) o->out_dev = (int8_t)(pl.kernel >= 0 ? DVM_DEVICE_CUDA : DVM_DEVICE_CPU);
+      }
+    }
+    uint32_t guards = 0;
+    while (guards < f->ninstr && f->code[f->starts[guards]] == DVM_OP_GUARD) guards++;
+    for (uint32_t i = 0; i < f->ninstr && !p->error && !p->oom; i++) rewrite(&c, i, i == guards);
+    for (size_t j = 0; j < c.jumps.n && !p->oom; j++)
+      c.code.v[c.jumps.v[j]] = c.map[c.code.v[c.jumps.v[j]]];
+  }
+  dvm_status *st = p->error;
+  if (!st && !p->oom) {
+    dvm_arena *a = &p->m->arena;
+    char name[256];
+    snprintf(name, sizeof name, "%s@cuda", f->name);
+    *out = *f;
+    out->name = dvm_arena_strdup(a, name);
+    out->nregs = f->nregs + scratch_regs(f);
+    out->ncode = (uint32_t)c.code.n;
+    out->code = dvm_arena_alloc(a, c.code.n, sizeof(int64_t));
+    out->src = dvm_arena_alloc(a, c.src.n, sizeof(char *));
+    out->starts = NULL;
+    out->ndebug = 0;
+    out->debug = NULL;
+    if (!out->name || !out->code || !out->src) p->oom = 1;
+    else {
+      memcpy(out->code, c.code.v, c.code.n * sizeof(int64_t));
+      memcpy(out->src, c.src.v, c.src.n * sizeof(char *));
+    }
+  }
+  free(c.facts);
+  free(c.map);
+  free(c.code.v);
+  free(c.src.v);
+  free(c.jumps.v);
+  if (!st && p->oom) st = dvm_status_new(DVM_OUT_OF_MEMORY, "placing for CUDA");
+  return st ? dvm_status_annotate(st, "function \"%s\" for CUDA", f->name) : NULL;
+}
+
+dvm_status *dvmc_place_cuda(const uint8_t *in, size_t in_size, uint8_t **out, size_t *out_size) {
+  dvm_status *st = dvmc_nvrtc_load();
+  if (st) return dvm_status_annotate(st, "target cuda");
+  dvm_module *m;
+  if ((st = dvm_module_new_empty(&m))) return st;
+  placer p = {.m = m};
+  if ((st = dvm_bc_read(m, in, in_size)) || (st = dvm_verify_module(m))) goto done;
+  p.nfuncs = m->nfuncs;
+  for (uint32_t i = 0; i < m->nkernels; i++) PUSH(&p, p.kernels, m->kernels[i]);
+  dvm_func *funcs = dvm_arena_alloc(&m->arena, 2 * (size_t)m->nfuncs + 1, sizeof(dvm_func));
+  if (!funcs || p.oom) {
+    st = dvm_status_new(DVM_OUT_OF_MEMORY, "placing for CUDA");
+    goto done;
+  }
+  for (uint32_t i = 0; i < m->nfuncs && !st; i++) {
+    funcs[i] = m->funcs[i];
+    st = clone_func(&p, &m->funcs[i], &funcs[m->nfuncs + i]);
+  }
+  if (st) goto done;
+  m->funcs = funcs;
+  m->nfuncs *= 2;
+  m->kernels = p.kernels.v;
+  m->nkernels = (uint32_t)p.kernels.n;
+  if ((st = dvm_verify_module(m)))
+    st = dvm_status_annotate(st, "internal error: CUDA placement made bytecode the verifier refuses");
+  else
+    st = dvm_bc_write(m, out, out_size);
+done:
+  free(p.kernels.v);
+  for (size_t i = 0; i < p.gens.n; i++) free(p.gens.v[i].src);
+  free(p.gens.v);
+  for (size_t i = 0; i < p.owned.n; i++) free(p.owned.v[i]);
+  free(p.owned.v);
+  m->nkernels = 0, m->kernels = NULL; /* the module's arena keeps the rest */
+  dvm_module_release(m);
+  return st;
+}

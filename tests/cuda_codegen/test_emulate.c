@@ -1,0 +1,501 @@
+/* The generated CUDA kernels, run on the host: compiler/cuda_codegen.c's
+ * source for fused programs and ROWS kernels, compiled by g++ as C++ with
+ * shim.h (the CUDA built-ins; ROWS blocks as real threads) into shared
+ * objects, called with a filled dvm_gen_params, and compared with the CPU
+ * kernels (fused, softmax, logsoftmax, layernorm, reduce_*) on random
+ * inputs with NaN, infinities and wrapping integers, at extents 1, primes,
+ * T*k + r for every residue r and just past a block: every variant that
+ * fits n and the baseline, every configuration, every input class.
+ * A wrong variant is shown to fail. usage: test_emulate SHIM_DIR. Skips
+ * (77) without g++. */
+#include <dlfcn.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "compiler/cuda_codegen.h"
+#include "harness.h"
+#include "kernel.h"
+#include "object.h"
+#include "ops/cpu/fused.h"
+#include "ops/cpu/vec.h"
+#include "ops/cuda/gen_abi.h"
+
+extern char **environ;
+
+#define T DVMC_CUDA_TILE
+
+typedef int (*launch_fn)(void *kernel, unsigned grid, unsigned block, int threaded,
+                         const dvm_gen_params *p);
+
+/* One generated source on its way to a loaded shared object. */
+typedef struct unit {
+  char *src;
+  char path[256]; /* without extension */
+  pid_t pid;
+  void *so;
+  launch_fn launch;
+} unit;
+
+static const char *shim_dir;
+static char tmp_dir[] = "/tmp/dvm_emulate_XXXXXX";
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+
+static uint64_t rnd(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+/* Writes the source between the two halves of the shim and starts g++. */
+static void unit_start(unit *u, int id) {
+  snprintf(u->path, sizeof u->path, "%s/k%d", tmp_dir, id);
+  char cc[300], so[300], inc[300];
+  snprintf(cc, sizeof cc, "%s.cc", u->path);
+  snprintf(so, sizeof so, "%s.so", u->path);
+  snprintf(inc, sizeof inc, "-I%s", shim_dir);
+  FILE *f = fopen(cc, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fprintf(f, "#include \"shim.h\"\n%s\n#include \"shim_launch.h\"\n", u->src);
+  fclose(f);
+  /* -ffp-contract=off: NVRTC runs with -fmad=false, the CPU never contracts */
+  char *argv[] = {"g++", "-x", "c++", "-std=c++17", "-O1", "-fPIC", "-shared", "-ffp-contract=off",
+                  "-Wall", "-Wno-unused-variable", "-Wno-unused-function", "-Werror", inc,
+                  "-o", so, cc, "-pthread", NULL};
+  CHECK(posix_spawnp(&u->pid, "g++", NULL, NULL, argv, environ) == 0);
+}
+
+static void unit_finish(unit *u) {
+  int status = 0;
+  CHECK(waitpid(u->pid, &status, 0) == u->pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char so[300];
+  snprintf(so, sizeof so, "%s.so", u->path);
+  u->so = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  if (!u->so) fprintf(stderr, "%s: %s\n", so, dlerror());
+  CHECK(u->so != NULL);
+  if (u->so) *(void **)&u->launch = dlsym(u->so, "dvm_emu_launch");
+}
+
+/* Compiles all units, two g++ at a time. */
+static void units_build(unit *u, int n) {
+  for (int i = 0; i < n; i++) {
+    if (i >= 2) unit_finish(&u[i - 2]);
+    unit_start(&u[i], i);
+  }
+  for (int i = n > 2 ? n - 2 : 0; i < n; i++) unit_finish(&u[i]);
+}
+
+/* ---- tensors ---- */
+
+static dvm_tensor *make(dvm_dtype dt, int rank, const int64_t *dims) {
+  dvm_tensor *t = NULL;
+  CHECK_OK(dvm_tensor_create(dt, rank, dims, &t));
+  return t;
+}
+
+/* Random values: floats mostly in [-2, 2) with a NaN, infinities and
+ * large values at fixed places; integers over their whole range. */
+static void fill(dvm_tensor *t, int specials) {
+  int64_t n = dvm_tensor_numel(t);
+  void *p = dvm_tensor_ptr(t);
+  static const float special[] = {NAN, INFINITY, -INFINITY, 3e38f, -7e4f, 0.0f, -0.0f};
+  float *tmp = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = rnd();
+    switch (t->dtype) {
+    case DVM_I32: ((int32_t *)p)[i] = (int32_t)r; break;
+    case DVM_I64: ((int64_t *)p)[i] = (r & 1) ? (int64_t)r : (int64_t)(r >> 40) - (1 << 23); break;
+    case DVM_BOOL: ((uint8_t *)p)[i] = (uint8_t)(r >> 60); break; /* any nonzero byte is true */
+    default:
+      tmp[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 4 - 2);
+      if (specials && i % 11 == 5) tmp[i] = special[(i / 11) % 7];
+    }
+  }
+  if (dvm_vec_is_float(t->dtype)) dvm_vec_store(t->dtype, tmp, p, n);
+  free(tmp);
+}
+
+/* Whether emulated output e matches the CPU's c, element by element;
+ * floats within rtol relative (plus atol, plus one unit of f16/bf16).
+ * Says where not, unless `what` is NULL. */
+static int matches(const dvm_tensor *e, const dvm_tensor *c, double rtol, const double *atol,
+                const char *what) {
+  int64_t n = dvm_tensor_numel(c);
+  if (!dvm_vec_is_float(c->dtype)) {
+    if (memcmp(dvm_tensor_ptr(e), dvm_tensor_ptr(c), dvm_tensor_nbytes(c)) == 0) return 1;
+    if (what) fprintf(stderr, "%s: %s output differs\n", what, dvm_dtype_name(c->dtype));
+    return 0;
+  }
+  float *a = malloc(sizeof(float) * (size_t)n * 2), *b = a + n;
+  dvm_vec_load(e->dtype, dvm_tensor_ptr(e), a, n);
+  dvm_vec_load(c->dtype, dvm_tensor_ptr(c), b, n);
+  double ulp = c->dtype == DVM_F16 ? 1.0 / 1024 : c->dtype == DVM_BF16 ? 1.0 / 128 : 0;
+  int ok = 1;
+  for (int64_t i = 0; i < n && ok; i++) {
+    double d = fabs((double)a[i] - b[i]), tol = (rtol + ulp) * fabs(b[i]) + atol[i] + ulp * 1e-3;
+    if (isnan(b[i]) ? !isnan(a[i]) : isinf(b[i]) ? a[i] != b[i] : !(d <= tol)) {
+      if (what) fprintf(stderr, "%s: element %lld: %.9g, the CPU gives %.9g\n", what, (long long)i, a[i], b[i]);
+      ok = 0;
+    }
+  }
+  free(a);
+  return ok;
+}
+
+/* 0x5a bytes: finite floats no correct run computes here, a bool that is
+ * neither 0 nor 1 */
+static void poison(dvm_tensor *t) { memset(dvm_tensor_ptr(t), 0x5a, dvm_tensor_nbytes(t)); }
+
+/* dims right-aligned to DVM_GEN_MAX_RANK with leading 1s */
+static void align(const dvm_tensor *t, long long *out) {
+  int lead = DVM_GEN_MAX_RANK - t->rank;
+  for (int d = 0; d < DVM_GEN_MAX_RANK; d++) out[d] = d < lead ? 1 : t->dims[d - lead];
+}
+
+/* The parameter block as the launcher fills it: the reference shape, each
+ * input's broadcast strides and element count, the pointers. */
+static void params(dvm_gen_params *p, const dvm_tensor *ref, dvm_tensor **in, int nin,
+                   dvm_tensor **out, int nout) {
+  memset(p, 0, sizeof *p);
+  align(ref, p->dims);
+  for (int k = 0; k < nin; k++) {
+    long long d[DVM_GEN_MAX_RANK], stride = 1;
+    align(in[k], d);
+    for (int q = DVM_GEN_MAX_RANK - 1; q >= 0; q--) {
+      p->strides[k][q] = d[q] == 1 ? 0 : stride;
+      stride *= d[q];
+    }
+    p->numel[k] = dvm_tensor_numel(in[k]);
+    p->ptr[k] = dvm_tensor_ptr(in[k]);
+  }
+  for (int o = 0; o < nout; o++) p->ptr[nin + o] = dvm_tensor_ptr(out[o]);
+}
+
+static dvm_status *cpu(const char *name, const void *payload, size_t size, dvm_tensor **in,
+                       int nin, dvm_tensor **out, int nout, const dvm_value *attrs, int nattrs) {
+  const dvm_kernel_def *k = dvm_ops_find(name, DVM_DEVICE_CPU);
+  if (!k) return dvm_status_new(DVM_NOT_FOUND, "no CPU kernel %s", name);
+  dvm_exec ex = {.threads = 1};
+  dvm_kernel_args a = {.in = in, .nin = nin, .out = out, .nout = nout, .attrs = attrs,
+                       .nattrs = nattrs, .payload = payload, .payload_size = size, .exec = &ex};
+  return k->fn(&a);
+}
+
+/* Runs entry `variant` (T: the baseline) of config c; 0 on success. */
+static int launch(const unit *u, int c, int variant, unsigned grid, int threaded,
+                  const dvm_gen_params *p) {
+  char name[32];
+  if (variant < T) snprintf(name, sizeof name, "dvm_c%d_v%d", c, variant);
+  else snprintf(name, sizeof name, "dvm_c%d_b", c);
+  void *k = u->so ? dlsym(u->so, name) : NULL;
+  CHECK(k != NULL);
+  if (!k) return -1;
+  int rc = u->launch(k, grid, dvmc_cuda_blocks[c], threaded, p);
+  if (rc) fprintf(stderr, "%s: the emulation reports %d\n", name, rc);
+  return rc;
+}
+
+/* ---- elementwise ---- */
+
+/* Programs that use every op in every register type it takes, through
+ * every input and output dtype. */
+static void prog_math(dvm_fused_builder *b) {
+  int x = dvm_fused_load(b, dvm_fused_input(b, DVM_F32));
+  int y = dvm_fused_load(b, dvm_fused_input(b, DVM_F16));
+  int z = dvm_fused_load(b, dvm_fused_input(b, DVM_BF16));
+  int o0 = dvm_fused_output(b, DVM_F32), o1 = dvm_fused_output(b, DVM_F16),
+      o2 = dvm_fused_output(b, DVM_BF16);
+  int t = dvm_fused_op2(b, DVM_FUSED_MUL, dvm_fused_op1(b, DVM_FUSED_TANH, y),
+                        dvm_fused_op1(b, DVM_FUSED_ERF, z));
+  t = dvm_fused_op2(b, DVM_FUSED_ADD, dvm_fused_op1(b, DVM_FUSED_EXP, x), t);
+  t = dvm_fused_op2(b, DVM_FUSED_SUB, t,
+                    dvm_fused_op2(b, DVM_FUSED_DIV, dvm_fused_op1(b, DVM_FUSED_SIGMOID, x),
+                                  dvm_fused_op1(b, DVM_FUSED_SQRT, y)));
+  dvm_fused_store(b, o0, t);
+  t = dvm_fused_op2(b, DVM_FUSED_ADD, dvm_fused_op1(b, DVM_FUSED_GELU, x),
+                    dvm_fused_op1(b, DVM_FUSED_GELU_TANH, y));
+  t = dvm_fused_op2(b, DVM_FUSED_ADD, t, dvm_fused_op1(b, DVM_FUSED_RECIPROCAL, z));
+  t = dvm_fused_op2(b, DVM_FUSED_ADD, t, dvm_fused_op1(b, DVM_FUSED_LOG, x));
+  t = dvm_fused_op2(b, DVM_FUSED_ADD, t, dvm_fused_op2(b, DVM_FUSED_POW, y, z));
+  dvm_fused_store(b, o1, t);
+  t = dvm_fused_op2(b, DVM_FUSED_SUB, dvm_fused_op1(b, DVM_FUSED_RELU, x),
+                    dvm_fused_op1(b, DVM_FUSED_ABS, y));
+  int mm = dvm_fused_op2(b, DVM_FUSED_MUL, dvm_fused_op2(b, DVM_FUSED_MIN, x, z),
+                         dvm_fused_op2(b, DVM_FUSED_MAX, y, dvm_fused_op1(b, DVM_FUSED_NEG, z)));
+  t = dvm_fused_op2(b, DVM_FUSED_ADD, dvm_fused_op2(b, DVM_FUSED_ADD, t, mm),
+                    dvm_fused_const_f32(b, 1.5));
+  dvm_fused_store(b, o2, dvm_fused_op1(b, DVM_FUSED_MOV, t));
+}
+
+static void prog_logic(dvm_fused_builder *b) {
+  int x = dvm_fused_load(b, dvm_fused_input(b, DVM_F32));
+  int k = dvm_fused_load(b, dvm_fused_input(b, DVM_I32));
+  int q = dvm_fused_load(b, dvm_fused_input(b, DVM_I64));
+  int m = dvm_fused_load(b, dvm_fused_input(b, DVM_BOOL));
+  int oi = dvm_fused_output(b, DVM_I64), ob = dvm_fused_output(b, DVM_BOOL),
+      of = dvm_fused_output(b, DVM_F32), o32 = dvm_fused_output(b, DVM_I32);
+  int c = dvm_fused_op2(b, DVM_FUSED_GREATER, x, dvm_fused_const_f32(b, 0.25));
+  int d = dvm_fused_op2(b, DVM_FUSED_LESS_EQUAL, x, dvm_fused_const_f32(b, -0.5));
+  int e = dvm_fused_op2(b, DVM_FUSED_GREATER_EQUAL, k, q);
+  int w = dvm_fused_where(b, c, dvm_fused_op2(b, DVM_FUSED_ADD, k, q),
+                          dvm_fused_op2(b, DVM_FUSED_SUB, dvm_fused_op2(b, DVM_FUSED_MUL, k, q),
+                                        dvm_fused_op1(b, DVM_FUSED_NEG, q)));
+  w = dvm_fused_op2(b, DVM_FUSED_MIN, w, dvm_fused_op1(b, DVM_FUSED_ABS, q));
+  w = dvm_fused_op2(b, DVM_FUSED_MAX, w,
+                    dvm_fused_op1(b, DVM_FUSED_RELU, dvm_fused_op2(b, DVM_FUSED_SUB, k, q)));
+  w = dvm_fused_op2(b, DVM_FUSED_ADD, w, dvm_fused_const_i64(b, INT64_MIN + 3));
+  dvm_fused_store(b, oi, w);
+  int eq = dvm_fused_op2(b, DVM_FUSED_EQUAL, m, c);
+  int l = dvm_fused_op2(b, DVM_FUSED_OR, dvm_fused_op2(b, DVM_FUSED_LESS, k, q),
+                        dvm_fused_op2(b, DVM_FUSED_EQUAL, k, q));
+  l = dvm_fused_op2(b, DVM_FUSED_XOR, dvm_fused_op1(b, DVM_FUSED_NOT, eq),
+                    dvm_fused_op2(b, DVM_FUSED_OR, d, l));
+  l = dvm_fused_op2(b, DVM_FUSED_OR, dvm_fused_op2(b, DVM_FUSED_AND, m, c), l);
+  l = dvm_fused_op2(b, DVM_FUSED_AND, l, dvm_fused_op2(b, DVM_FUSED_EQUAL, x, x));
+  dvm_fused_store(b, ob, dvm_fused_op2(b, DVM_FUSED_XOR, l, dvm_fused_cast(b, x, DVM_BOOL)));
+  int f = dvm_fused_op2(b, DVM_FUSED_ADD, dvm_fused_cast(b, k, DVM_F32), dvm_fused_cast(b, m, DVM_F32));
+  f = dvm_fused_op2(b, DVM_FUSED_ADD, f, dvm_fused_where(b, e, x, dvm_fused_cast(b, q, DVM_F32)));
+  f = dvm_fused_op2(b, DVM_FUSED_MAX, f, dvm_fused_op2(b, DVM_FUSED_MIN, x, dvm_fused_const_f32(b, 0)));
+  f = dvm_fused_op2(b, DVM_FUSED_ADD, f, dvm_fused_cast(b, dvm_fused_cast(b, q, DVM_BOOL), DVM_F32));
+  dvm_fused_store(b, of, f);
+  int i = dvm_fused_cast(b, dvm_fused_op2(b, DVM_FUSED_MUL, x, dvm_fused_const_f32(b, 1e9)), DVM_I64);
+  i = dvm_fused_op2(b, DVM_FUSED_ADD, i, dvm_fused_cast(b, m, DVM_I64));
+  dvm_fused_store(b, o32, i);
+}
+
+static const struct {
+  const char *name;
+  void (*build)(dvm_fused_builder *);
+} progs[] = {{"math", prog_math}, {"logic", prog_logic}};
+#define NPROGS (int)(sizeof progs / sizeof progs[0])
+
+/* Output shapes: n = 1, primes, every residue mod T, past a block's tile
+ * (128 * T, 256 * T), several blocks. */
+static const int64_t ew_shapes[][3] = {
+    {1, 1, 1}, {1, 2, 1},   {1, 1, 3},   {1, 2, 2},   {1, 5, 1},   {1, 1, 7},    {1, 2, 13},
+    {2, 3, 5}, {1, 3, 43},  {1, 4, 33},  {1, 1, 257}, {1, 3, 171}, {1, 2, 512},  {1, 2, 515},
+    {5, 1, 207}, {1, 7, 293}};
+
+/* An input's shape for its class against the output's [a, b, c]: SUFFIX
+ * [c], STRIDED [a, b, 1], so that any two classes but SCALAR broadcast to
+ * the output, as the CPU kernel wants. */
+static dvm_tensor *input_for(int cls, dvm_dtype dt, const int64_t *o) {
+  int64_t d[3] = {o[0], o[1], o[2]};
+  switch (cls) {
+  case DVM_GEN_SCALAR: return make(dt, 0, d);
+  case DVM_GEN_SUFFIX: return make(dt, 1, d + 2);
+  case DVM_GEN_STRIDED: d[2] = 1; return make(dt, 3, d);
+  default: return make(dt, 3, d);
+  }
+}
+
+/* One program with one class per input, at every shape, on the CPU and in
+ * every config, variant n mod T and the baseline. */
+static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t *cls) {
+  const uint8_t *h = prog;
+  int nin = h[6], nout = h[7];
+  for (size_t s = 0; s < sizeof ew_shapes / sizeof ew_shapes[0]; s++) {
+    const int64_t *o = ew_shapes[s];
+    dvm_tensor *in[DVM_GEN_MAX_IN], *ref[DVM_GEN_MAX_OUT], *out[DVM_GEN_MAX_OUT];
+    for (int k = 0; k < nin; k++) fill(in[k] = input_for(cls[k], (dvm_dtype)h[16 + k], o), 1);
+    for (int k = 0; k < nout; k++) {
+      ref[k] = make((dvm_dtype)h[16 + nin + k], 3, o);
+      out[k] = make((dvm_dtype)h[16 + nin + k], 3, o);
+    }
+    CHECK_OK(cpu("fused", prog, size, in, nin, ref, nout, NULL, 0));
+    int64_t n = o[0] * o[1] * o[2];
+    double *atol = calloc((size_t)n, sizeof(double));
+    for (int64_t i = 0; i < n; i++) atol[i] = 1e-6;
+    dvm_gen_params p;
+    params(&p, ref[0], in, nin, out, nout);
+    p.n = n, p.rows = 1;
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+      for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
+        char what[96];
+        snprintf(what, sizeof what, "elementwise classes %d%d%d%d n %lld config %d variant %d",
+                 cls[0], cls[1], cls[2], nin > 3 ? cls[3] : 0, (long long)n, c, v);
+        for (int k = 0; k < nout; k++) poison(out[k]);
+        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+        CHECK(launch(u, c, v, (unsigned)((n + per_block - 1) / per_block), 0, &p) == 0);
+        for (int k = 0; k < nout; k++) {
+          char whatk[128];
+          snprintf(whatk, sizeof whatk, "%s output %d", what, k);
+          CHECK(matches(out[k], ref[k], 1e-5, atol, whatk));
+        }
+        if (v == T) break;
+      }
+    /* the check can fail: variant 0 leaves the n mod T tail unwritten */
+    if (n % T) {
+      poison(out[0]);
+      CHECK(launch(u, 0, 0, 1, 0, &p) == 0);
+      CHECK(!matches(out[0], ref[0], 1e-5, atol, NULL));
+    }
+    free(atol);
+    for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
+    for (int k = 0; k < nout; k++) dvm_tensor_release(ref[k]), dvm_tensor_release(out[k]);
+  }
+}
+
+/* ---- rows ---- */
+
+static const struct {
+  dvmc_rows_op op;
+  const char *kernel;
+  int nin;
+} rows_ops[] = {{DVMC_ROWS_SOFTMAX, "softmax", 1},   {DVMC_ROWS_LOGSOFTMAX, "logsoftmax", 1},
+                {DVMC_ROWS_LAYERNORM, "layernorm", 2}, {DVMC_ROWS_LAYERNORM, "layernorm", 3},
+                {DVMC_ROWS_SUM, "reduce_sum", 1},    {DVMC_ROWS_MEAN, "reduce_mean", 1},
+                {DVMC_ROWS_MAX, "reduce_max", 1},    {DVMC_ROWS_MIN, "reduce_min", 1}};
+#define NROWS (int)(sizeof rows_ops / sizeof rows_ops[0])
+
+/* dtypes of x, scale, bias and y: all f32, or mixed (the CPU kernels want
+ * y in x's dtype except for layer norm) */
+static void rows_dtypes(int q, int mixed, dvm_dtype *dt) {
+  int nin = rows_ops[q].nin;
+  static const dvm_dtype ln[] = {DVM_F16, DVM_BF16, DVM_F32};
+  for (int k = 0; k <= nin; k++) dt[k] = DVM_F32;
+  if (!mixed) return;
+  if (rows_ops[q].op == DVMC_ROWS_LAYERNORM) {
+    for (int k = 0; k < nin; k++) dt[k] = ln[k];
+    dt[nin] = DVM_BF16;
+  } else {
+    dt[0] = dt[1] = DVM_BF16;
+  }
+}
+
+/* Row lengths: 1, primes, every residue, just past a block and its tile.
+ * Every barrier of the threaded emulation switches through all the
+ * block's threads, so mixed dtypes take the first few only. */
+static const int64_t row_lengths[] = {3, 13, 257, 1030, 1, 2, 4, 7, 32, 129, 513, 1027};
+#define MIXED_LENGTHS 4
+
+static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) {
+  int nin = rows_ops[q].nin, reduce = rows_ops[q].op >= DVMC_ROWS_SUM;
+  double eps = 1e-5;
+  for (int s = 0; s < nlengths; s++) {
+    int64_t n = row_lengths[s], rows = 2, xd[2] = {rows, n}, yd[2] = {rows, 1};
+    dvm_tensor *in[3], *ref, *out;
+    in[0] = make(dt[0], 2, xd);
+    fill(in[0], 0);
+    /* a NaN in the last row, which all of it (or its result) carries */
+    if (n >= 3) {
+      float nan = NAN;
+      dvm_vec_store(dt[0], &nan, (char *)dvm_tensor_ptr(in[0]) + dvm_dtype_size(dt[0]) * (size_t)((rows - 1) * n + 1), 1);
+    }
+    /* scale [n]; a bias of [1], broadcast */
+    int64_t one = 1;
+    if (nin > 1) fill(in[1] = make(dt[1], 1, &n), 0);
+    if (nin > 2) fill(in[2] = make(dt[2], 1, &one), 0);
+    ref = make(dt[nin], 2, reduce ? yd : xd);
+    out = make(dt[nin], 2, reduce ? yd : xd);
+    dvm_value attrs[3];
+    int nattrs = 1;
+    attrs[0] = dvm_value_int(-1);
+    if (rows_ops[q].op == DVMC_ROWS_LAYERNORM) {
+      attrs[1] = dvm_value_float(eps);
+      nattrs = 2;
+    } else if (reduce) {
+      attrs[0] = (dvm_value){.kind = DVM_VAL_SHAPE, .rank = 1, .u.dims = {-1}};
+      attrs[1] = dvm_value_int(1);
+      attrs[2] = dvm_value_int(0);
+      nattrs = 3;
+    }
+    CHECK_OK(cpu(rows_ops[q].kernel, NULL, 0, in, nin, &ref, 1, attrs, nattrs));
+    /* tolerances: reductions add in another order, so a row's magnitude */
+    int64_t ny = dvm_tensor_numel(ref);
+    double *atol = calloc((size_t)ny, sizeof(double));
+    float *x = malloc(sizeof(float) * (size_t)(rows * n));
+    dvm_vec_load(dt[0], dvm_tensor_ptr(in[0]), x, rows * n);
+    for (int64_t i = 0; i < ny; i++) {
+      int64_t r = reduce ? i : i / n;
+      double mag = 0;
+      for (int64_t j = 0; j < n; j++) mag += fabs(x[r * n + j]);
+      atol[i] = 1e-6 + 1e-6 * (rows_ops[q].op == DVMC_ROWS_MEAN ? mag / (double)n
+                                : rows_ops[q].op == DVMC_ROWS_SUM ? mag : 4);
+    }
+    free(x);
+    char name[256];
+    dvm_gen_params p;
+    params(&p, in[0], in, nin, &out, 1);
+    p.n = n, p.rows = rows;
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+      for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
+        snprintf(name, sizeof name, "%s (%d inputs, %s) n %lld config %d variant %d",
+                 rows_ops[q].kernel, nin, dvm_dtype_name(dt[0]), (long long)n, c, v);
+        poison(out);
+        /* one block per row, as the launcher does; the baseline with
+         * fewer, through the kernel's grid-stride loop over rows */
+        CHECK(launch(u, c, v, (unsigned)(v == T ? rows - 1 : rows), 1, &p) == 0);
+        CHECK(matches(out, ref, 1e-5, atol, name));
+        if (v == T) break;
+      }
+    free(atol);
+    for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: test_emulate SHIM_DIR\n");
+    return 2;
+  }
+  shim_dir = argv[1];
+  if (system("g++ --version >/dev/null 2>&1") != 0) {
+    printf("SKIP: no g++ to compile the generated CUDA C for the host\n");
+    return 77;
+  }
+  CHECK(mkdtemp(tmp_dir) != NULL);
+  enum { NEW = NPROGS * 4, NU = NEW + NROWS * 2 };
+  unit u[NU] = {0};
+  void *prog[NPROGS] = {0};
+  size_t size[NPROGS];
+  uint8_t cls[NEW][DVM_GEN_MAX_IN];
+  /* each program with its inputs rotated through the four classes */
+  for (int g = 0; g < NPROGS; g++) {
+    dvm_fused_builder b;
+    dvm_fused_builder_init(&b);
+    progs[g].build(&b);
+    CHECK_OK(dvm_fused_builder_finish(&b, &prog[g], &size[g]));
+    for (int r = 0; r < 4 && prog[g]; r++) {
+      int i = g * 4 + r;
+      for (int k = 0; k < DVM_GEN_MAX_IN; k++) cls[i][k] = (uint8_t)((k + r) % 4);
+      CHECK_OK(dvmc_cuda_elementwise(prog[g], size[g], cls[i], &u[i].src));
+    }
+  }
+  for (int q = 0; q < NROWS; q++)
+    for (int mixed = 0; mixed < 2; mixed++) {
+      dvm_dtype dt[4];
+      rows_dtypes(q, mixed, dt);
+      CHECK_OK(dvmc_cuda_rows(rows_ops[q].op, rows_ops[q].nin, dt, 1e-5, &u[NEW + 2 * q + mixed].src));
+    }
+  for (int i = 0; i < NU; i++)
+    if (!u[i].src) {
+      fprintf(stderr, "a source was not generated\n");
+      return harness_finish("test_emulate");
+    }
+  units_build(u, NU);
+  for (int i = 0; i < NEW; i++)
+    if (u[i].launch) ew_check(&u[i], prog[i / 4], size[i / 4], cls[i]);
+  for (int q = 0; q < NROWS; q++)
+    for (int mixed = 0; mixed < 2; mixed++) {
+      dvm_dtype dt[4];
+      rows_dtypes(q, mixed, dt);
+      if (u[NEW + 2 * q + mixed].launch)
+        rows_check(&u[NEW + 2 * q + mixed], q, dt,
+                   mixed ? MIXED_LENGTHS : (int)(sizeof row_lengths / sizeof row_lengths[0]));
+    }
+  for (int i = 0; i < NU; i++) {
+    free(u[i].src);
+    if (u[i].so) dlclose(u[i].so);
+  }
+  for (int g = 0; g < NPROGS; g++) free(prog[g]);
+  char rm[64];
+  snprintf(rm, sizeof rm, "rm -rf %s", tmp_dir);
+  CHECK(system(rm) == 0);
+  return harness_finish("test_emulate");
+}
