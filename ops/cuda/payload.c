@@ -1,0 +1,193 @@
+/* Reading DVMG payloads and the choices made from them (see payload.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/cuda/payload.h"
+#include "reader.h"
+
+#define IMAGE_RECORD 16
+#define CONFIG_RECORD 8
+
+static dvm_status *bad(const char *fmt, ...) DVM_PRINTF(1, 2);
+static dvm_status *bad(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dvm_status *st = dvm_status_annotate(dvm_status_newv(DVM_CORRUPT, fmt, ap), "DVMG payload");
+  va_end(ap);
+  return st;
+}
+
+/* A byte range [off, off + len) inside the payload, checked to lie within
+ * it, after the tables, aligned, and not overlapping any range before it. */
+typedef struct span {
+  uint64_t off, len;
+} span;
+
+static dvm_status *check_span(const char *what, span s, size_t size, uint64_t data_start,
+                              const span *prev, int nprev) {
+  if (s.off % 8)
+    return bad("%s: offset %llu is not a multiple of 8", what, (unsigned long long)s.off);
+  if (s.off < data_start)
+    return bad("%s: offset %llu is inside the header or tables (they end at %llu)", what,
+               (unsigned long long)s.off, (unsigned long long)data_start);
+  if (s.off > size || s.len > size - s.off)
+    return bad("%s: bytes %llu..%llu are past the end (%zu)", what, (unsigned long long)s.off,
+               (unsigned long long)(s.off + s.len), size);
+  for (int i = 0; i < nprev; i++)
+    if (s.len && prev[i].len && s.off < prev[i].off + prev[i].len && prev[i].off < s.off + s.len)
+      return bad("%s: bytes %llu..%llu overlap bytes %llu..%llu of another part", what,
+                 (unsigned long long)s.off, (unsigned long long)(s.off + s.len),
+                 (unsigned long long)prev[i].off, (unsigned long long)(prev[i].off + prev[i].len));
+  return NULL;
+}
+
+static void image_name(char *buf, size_t n, int i, uint32_t arch) {
+  if (arch) snprintf(buf, n, "image %d (sm_%u)", i, arch);
+  else snprintf(buf, n, "image %d (PTX)", i);
+}
+
+static dvm_status *read_configs(dvm_reader *r, dvm_gen_payload *g) {
+  for (int c = 0; c < g->nconfigs; c++) {
+    dvm_gen_config *k = &g->configs[c];
+    k->block = dvm_reader_u16(r);
+    k->per_thread = dvm_reader_u16(r);
+    k->shared = dvm_reader_u32(r);
+    if (k->block < 1 || k->block > DVM_GEN_MAX_BLOCK)
+      return bad("config %d: block of %u threads, expected 1..%d", c, k->block, DVM_GEN_MAX_BLOCK);
+    if (k->per_thread < 1)
+      return bad("config %d: per_thread is 0, expected at least 1", c);
+    if (k->shared > DVM_GEN_MAX_SHARED)
+      return bad("config %d: %u bytes of shared memory, more than any device has (%d)", c,
+                 k->shared, DVM_GEN_MAX_SHARED);
+  }
+  for (int i = 0; i < g->nin; i++) {
+    g->classes[i] = dvm_reader_u8(r);
+    if (g->classes[i] > DVM_GEN_STRIDED)
+      return bad("input %d: class %u, expected 0..%d", i, g->classes[i], DVM_GEN_STRIDED);
+  }
+  while (r->pos % 8 && !r->bad)
+    if (dvm_reader_u8(r)) return bad("padding byte %zu is not 0", r->pos - 1);
+  return r->bad ? bad("the input classes' padding runs past the end") : NULL;
+}
+
+static dvm_status *read_images(dvm_reader *r, size_t size, span src, dvm_gen_payload *g) {
+  span used[DVM_GEN_MAX_IMAGES + 1] = {src};
+  uint64_t data_start = r->pos + (uint64_t)g->nimages * IMAGE_RECORD;
+  if (data_start > size)
+    return bad("the image table (%d entries) ends at byte %llu, past the end (%zu)", g->nimages,
+               (unsigned long long)data_start, size);
+  dvm_status *st = src.len ? check_span("source", src, size, data_start, NULL, 0) : NULL;
+  if (st) return st;
+  for (int i = 0; i < g->nimages; i++) {
+    dvm_gen_image *im = &g->images[i];
+    char what[48];
+    im->arch = dvm_reader_u32(r);
+    uint32_t reserved = dvm_reader_u32(r);
+    span s = {dvm_reader_u32(r), 0};
+    s.len = im->size = dvm_reader_u32(r);
+    image_name(what, sizeof what, i, im->arch);
+    if (im->arch != 0 && (im->arch < 10 || im->arch > 999))
+      return bad("image %d: arch %u is not an sm number (80, 90, ...) or 0 for PTX", i, im->arch);
+    if (reserved) return bad("%s: reserved field is %u, expected 0", what, reserved);
+    if (im->size == 0) return bad("%s is empty", what);
+    for (int j = 0; j < i; j++)
+      if (g->images[j].arch == im->arch) return bad("%s: a second image for the same arch", what);
+    if ((st = check_span(what, s, size, data_start, used, i + 1))) return st;
+    used[i + 1] = s;
+    im->data = r->p + s.off;
+    /* a cubin is an ELF file: catch a PTX or garbage image filed under an sm */
+    if (im->arch && (im->size < 4 || memcmp(im->data, "\177ELF", 4) != 0))
+      return bad("%s is not a cubin (no ELF header)", what);
+  }
+  return NULL;
+}
+
+dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g) {
+  memset(g, 0, sizeof *g);
+  if (size < DVM_GEN_HEADER_SIZE)
+    return bad("%zu bytes, shorter than its %d-byte header", size, DVM_GEN_HEADER_SIZE);
+  dvm_reader r = dvm_reader_make(p, size);
+  const uint8_t *magic = dvm_reader_take(&r, 4);
+  if (memcmp(magic, DVM_GEN_MAGIC, 4) != 0) return bad("bad magic (expected \"DVMG\")");
+  unsigned version = dvm_reader_u16(&r);
+  if (version != DVM_GEN_VERSION)
+    return bad("version %u, this dvm reads version %d", version, DVM_GEN_VERSION);
+  g->kind = dvm_reader_u8(&r);
+  g->nconfigs = dvm_reader_u8(&r);
+  g->nin = dvm_reader_u8(&r);
+  g->nout = dvm_reader_u8(&r);
+  g->tile = dvm_reader_u16(&r);
+  uint32_t nimages = dvm_reader_u32(&r);
+  span src = {dvm_reader_u32(&r), 0};
+  src.len = g->source_size = dvm_reader_u32(&r);
+  uint64_t reserved = dvm_reader_u64(&r);
+  if (g->kind != DVM_GEN_ELEMENTWISE && g->kind != DVM_GEN_ROWS)
+    return bad("kind %d, expected %d (elementwise) or %d (rows)", g->kind, DVM_GEN_ELEMENTWISE,
+               DVM_GEN_ROWS);
+  if (g->nconfigs < 1 || g->nconfigs > DVM_GEN_MAX_CONFIGS)
+    return bad("%d configs, expected 1..%d", g->nconfigs, DVM_GEN_MAX_CONFIGS);
+  if (g->nin < 1 || g->nin > DVM_GEN_MAX_IN)
+    return bad("%d inputs, expected 1..%d", g->nin, DVM_GEN_MAX_IN);
+  if (g->nout < 1 || g->nout > DVM_GEN_MAX_OUT)
+    return bad("%d outputs, expected 1..%d", g->nout, DVM_GEN_MAX_OUT);
+  if (g->tile < 1 || g->tile > DVM_GEN_MAX_TILE)
+    return bad("tile %d, expected 1..%d", g->tile, DVM_GEN_MAX_TILE);
+  if (nimages < 1 || nimages > DVM_GEN_MAX_IMAGES)
+    return bad("%u images, expected 1..%d", nimages, DVM_GEN_MAX_IMAGES);
+  if (reserved) return bad("reserved bytes 24..31 are not 0");
+  g->nimages = (int)nimages;
+  if (!dvm_reader_can_hold(&r, (uint64_t)g->nconfigs, CONFIG_RECORD) ||
+      (uint64_t)g->nconfigs * CONFIG_RECORD + (uint64_t)g->nin > dvm_reader_left(&r))
+    return bad("the config table and input classes run past the end (%zu)", size);
+  dvm_status *st = read_configs(&r, g);
+  if (!st) st = read_images(&r, size, src, g);
+  if (st) return st;
+  g->source = src.len ? (const char *)p + src.off : "";
+  return NULL;
+}
+
+dvm_status *dvm_gen_payload_image(const dvm_gen_payload *g, int sm, int *index) {
+  int ptx = -1;
+  for (int i = 0; i < g->nimages; i++) {
+    if ((int)g->images[i].arch == sm) {
+      *index = i;
+      return NULL;
+    }
+    if (g->images[i].arch == 0) ptx = i;
+  }
+  if (ptx >= 0) {
+    *index = ptx;
+    return NULL;
+  }
+  char have[DVM_GEN_MAX_IMAGES * 8] = "", *w = have;
+  for (int i = 0; i < g->nimages; i++)
+    w += snprintf(w, sizeof have - (size_t)(w - have), "%ssm_%u", i ? ", " : "", g->images[i].arch);
+  return dvm_status_new(DVM_UNAVAILABLE,
+                        "generated kernel has no cubin for this device (sm_%d) and no PTX to "
+                        "compile for it (it has %s): recompile with a target for sm_%d",
+                        sm, have, sm);
+}
+
+long long dvm_gen_grid(const dvm_gen_payload *g, int c, dvm_gen_shape s) {
+  if (g->kind == DVM_GEN_ROWS) return s.rows;
+  long long per_block = (long long)g->configs[c].block * g->configs[c].per_thread;
+  return (s.n + per_block - 1) / per_block;
+}
+
+int dvm_gen_choose(const dvm_gen_payload *g, dvm_gen_shape s, int sm_count, const int *blocks_per_sm) {
+  int best = -1;
+  double best_cost = 0;
+  for (int c = 0; c < g->nconfigs; c++) {
+    if (blocks_per_sm[c] < 1) continue;
+    const dvm_gen_config *k = &g->configs[c];
+    long long wave = (long long)blocks_per_sm[c] * (sm_count > 0 ? sm_count : 1);
+    long long grid = dvm_gen_grid(g, c, s), waves = (grid + wave - 1) / wave;
+    long long steps = g->kind == DVM_GEN_ROWS ? (s.n + k->block - 1) / k->block : k->per_thread;
+    double cost = (double)(waves ? waves : 1) * (double)(steps ? steps : 1);
+    if (best < 0 || cost < best_cost) {
+      best = c;
+      best_cost = cost;
+    }
+  }
+  return best;
+}

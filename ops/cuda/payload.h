@@ -1,0 +1,67 @@
+/* The DVMG payload of a generated kernel (gen_abi.h), read and checked in
+ * full before anything is loaded on a device, and the two choices made
+ * from it without a device: which image suits an architecture, and which
+ * configuration suits a shape. Kept apart from the launcher (gen.c) so the
+ * tests exercise all of it on machines without a GPU. */
+#ifndef DVM_OPS_CUDA_PAYLOAD_H
+#define DVM_OPS_CUDA_PAYLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dvm/status.h"
+#include "ops/cuda/gen_abi.h"
+
+#define DVM_GEN_MAX_IMAGES 16
+#define DVM_GEN_MAX_BLOCK 1024
+#define DVM_GEN_MAX_SHARED (227 * 1024) /* the most any sm_80..sm_90 block may opt in to */
+
+typedef struct dvm_gen_config {
+  uint16_t block, per_thread;
+  uint32_t shared;
+} dvm_gen_config;
+
+typedef struct dvm_gen_image {
+  uint32_t arch; /* 80, 90, ...; 0 = PTX */
+  const uint8_t *data;
+  uint32_t size;
+} dvm_gen_image;
+
+typedef struct dvm_gen_payload {
+  int kind, nconfigs, nin, nout, tile, nimages;
+  dvm_gen_config configs[DVM_GEN_MAX_CONFIGS];
+  uint8_t classes[DVM_GEN_MAX_IN];
+  dvm_gen_image images[DVM_GEN_MAX_IMAGES];
+  const char *source; /* not NUL-terminated; may be empty */
+  uint32_t source_size;
+} dvm_gen_payload;
+
+/* Reads and checks every field, offset and size of `size` bytes at p; out
+ * points into p. Fails with DVM_CORRUPT naming the field and the rule:
+ * "DVMG payload: image 1 (sm_90): bytes 400..9000 are past the end (812)". */
+DVM_MUST_USE dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *out);
+
+/* The image for a device of compute capability `sm` (80, 90, ...): the
+ * cubin built for exactly it, else the PTX (JIT-compiled by the driver).
+ * DVM_UNAVAILABLE, listing what there is, when neither. */
+DVM_MUST_USE dvm_status *dvm_gen_payload_image(const dvm_gen_payload *g, int sm, int *index);
+
+/* The extent n and row count of a call: ELEMENTWISE n = elements of
+ * output 0, rows 1; ROWS n = innermost dim of input 0, rows = the rest. */
+typedef struct dvm_gen_shape {
+  long long n, rows;
+} dvm_gen_shape;
+
+/* Blocks of config c for a call: ELEMENTWISE, one block per block *
+ * per_thread elements; ROWS, one block per row. */
+long long dvm_gen_grid(const dvm_gen_payload *g, int c, dvm_gen_shape s);
+
+/* The occupancy cost model: config c runs its grid in waves of
+ * blocks_per_sm[c] * sm_count blocks, each wave taking as long as one
+ * block's serial work (per_thread elements a thread for ELEMENTWISE, a
+ * row's n / block steps for ROWS). The cheapest config wins; ties go to
+ * the lower index (the compiler lists its preferred first). Configs that
+ * cannot run (0 blocks per SM) are skipped; -1 if none can. */
+int dvm_gen_choose(const dvm_gen_payload *g, dvm_gen_shape s, int sm_count, const int *blocks_per_sm);
+
+#endif

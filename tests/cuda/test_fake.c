@@ -1,0 +1,458 @@
+/* dvm's CUDA runtime end to end on fake_cuda.c, a stand-in driver and
+ * cuBLAS over host memory (meson points DVM_CUDA_DRIVER and DVM_CUBLAS at
+ * it): device selection, entry-name resolution, copies, host syncs, pool
+ * reuse, injected driver failures, cuBLAS products and gemm's C broadcast
+ * (computed by the fake's host GEMM, checked against a plain loop here),
+ * and the launcher of generated kernels (checked by its recorded launch). */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bytecode.h"
+#include "dvm/dvm.h"
+#include "harness.h"
+#include "ops/cuda/gen_abi.h"
+#include "payload_fixture.h"
+#include "vm/asm.h"
+
+typedef struct fake_launch {
+  char entry[32];
+  unsigned grid, block, shared;
+  dvm_gen_params params;
+} fake_launch;
+static const fake_launch *(*last_launch)(void);
+static int (*fake_count)(const char *what);
+
+static dvm_module *load(const char *text) {
+  dvm_module *built = NULL, *m = NULL;
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  CHECK_OK(dvm_asm_parse(text, strlen(text), "fake.dvms", &built));
+  if (!built) return NULL;
+  CHECK_OK(dvm_bc_write(built, &bytes, &size));
+  CHECK_OK(dvm_module_load_memory(bytes, size, NULL, &m));
+  dvm_module_release(built);
+  free(bytes);
+  return m;
+}
+
+static dvm_vm *cuda_vm(dvm_module *m) {
+  dvm_vm_options o;
+  dvm_vm_options_init(&o);
+  o.device = DVM_DEVICE_CUDA;
+  dvm_vm *vm = NULL;
+  CHECK_OK(dvm_vm_create(m, &o, &vm));
+  return vm;
+}
+
+static dvm_tensor *randn(int rank, const int64_t *dims, unsigned *seed) {
+  dvm_tensor *t = NULL;
+  CHECK_OK(dvm_tensor_create(DVM_F32, rank, dims, &t));
+  float *d = dvm_tensor_data(t);
+  for (int64_t i = 0; i < dvm_tensor_numel(t); i++) {
+    *seed = *seed * 1103515245u + 12345u;
+    d[i] = (float)((*seed >> 8) % 2001) / 1000.0f - 1.0f;
+  }
+  return t;
+}
+
+static const char matmul_prog[] =
+    ".kernel matmul cuda 1\n"
+    ".shapefn matmul\n"
+    ".func \"main@cuda\" regs=7\n"
+    "  .param a tensor f32 [?, ?, ?, ?]\n"
+    "  .param b tensor f32 [?, ?, ?]\n"
+    "  .result y tensor f32 [?, ?, ?, ?]\n"
+    "  copy r2, r0, cuda\n"
+    "  copy r3, r1, cuda\n"
+    "  shapefn matmul, (r4), (r2, r3)\n"
+    "  alloc r5, f32, r4, cuda\n"
+    "  invoke matmul, -, (r5), (r2, r3), ()\n"
+    "  copy r6, r5, cpu\n"
+    "  ret (r6)\n"
+    ".end\n";
+
+/* a [A0, A1, m, k] x b [B0, m?.. k, n] with numpy broadcasting of dims 0-1
+ * (b's batch dim aligns with a's dim 1) */
+static void test_matmul(void) {
+  dvm_module *m = load(matmul_prog);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  if (!vm) return;
+  int f = -1;
+  CHECK_OK(dvm_vm_find_function(vm, "main", &f));
+  CHECK(f == 0);
+  static const int64_t cases[][7] = {/* A0 A1 m k | B0 n */
+                                     {1, 1, 1, 1, 1, 1}, {2, 1, 3, 4, 5, 6}, {3, 7, 13, 5, 7, 11},
+                                     {1, 3, 65, 17, 1, 33}, {2, 2, 1, 129, 1, 3}};
+  unsigned seed = 5;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const int64_t *s = cases[c];
+    int64_t da[4] = {s[0], s[1], s[2], s[3]}, db[3] = {s[4], s[3], s[5]};
+    dvm_tensor *a = randn(4, da, &seed), *b = randn(3, db, &seed);
+    dvm_value args[2] = {dvm_value_tensor(a), dvm_value_tensor(b)}, res = {0};
+    CHECK_OK(dvm_vm_invoke(vm, f, args, 2, &res, 1));
+    int64_t b1 = s[1] > s[4] ? s[1] : s[4], M = s[2], K = s[3], N = s[5];
+    if (res.kind == DVM_VAL_TENSOR) {
+      const int64_t *dy = dvm_tensor_dims(res.u.tensor);
+      CHECK(dvm_tensor_device(res.u.tensor) == DVM_DEVICE_CPU);
+      CHECK(dy[0] == s[0] && dy[1] == b1 && dy[2] == M && dy[3] == N);
+      const float *A = dvm_tensor_data(a), *B = dvm_tensor_data(b), *Y = dvm_tensor_data(res.u.tensor);
+      double worst = 0;
+      for (int64_t i0 = 0; i0 < s[0]; i0++)
+        for (int64_t i1 = 0; i1 < b1; i1++)
+          for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+              const float *pa = A + ((i0 * s[1] + (s[1] == 1 ? 0 : i1)) * M + i) * K;
+              const float *pb = B + (s[4] == 1 ? 0 : i1) * K * N + j;
+              double acc = 0;
+              for (int64_t l = 0; l < K; l++) acc += (double)pa[l] * pb[l * N];
+              double got = Y[((i0 * b1 + i1) * M + i) * N + j];
+              if (fabs(got - acc) > worst) worst = fabs(got - acc);
+            }
+      if (worst > 1e-4) fprintf(stderr, "matmul case %zu: worst error %g\n", c, worst);
+      CHECK(worst <= 1e-4);
+    }
+    dvm_value_clear(&res);
+    dvm_tensor_release(a);
+    dvm_tensor_release(b);
+  }
+  dvm_vm_stats st;
+  dvm_vm_get_stats(vm, &st);
+  /* each invocation waits once: for its result */
+  CHECK(st.host_syncs == st.invocations);
+  /* the same shapes again come from the cache */
+  uint64_t allocs = st.pool[DVM_DEVICE_CUDA].allocs;
+  int64_t da[4] = {1, 1, 1, 1}, db[3] = {1, 1, 1};
+  dvm_tensor *a = randn(4, da, &seed), *b = randn(3, db, &seed);
+  dvm_value args[2] = {dvm_value_tensor(a), dvm_value_tensor(b)}, res = {0};
+  CHECK_OK(dvm_vm_invoke(vm, f, args, 2, &res, 1));
+  dvm_value_clear(&res);
+  dvm_vm_get_stats(vm, &st);
+  CHECK(st.pool[DVM_DEVICE_CUDA].allocs == allocs && st.pool[DVM_DEVICE_CUDA].reuses >= 3);
+  /* a driver failure is a status naming the call; the VM stays usable */
+  dvm_vm_destroy(vm);
+  vm = cuda_vm(m);
+  setenv("FAKE_CUDA_FAIL", "cuMemAlloc_v2", 1);
+  CHECK_ERR(dvm_vm_invoke(vm, f, args, 2, &res, 1), DVM_RESOURCE_EXHAUSTED,
+            "cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2: fake failure)");
+  unsetenv("FAKE_CUDA_FAIL");
+  CHECK_OK(dvm_vm_invoke(vm, f, args, 2, &res, 1));
+  dvm_value_clear(&res);
+  dvm_tensor_release(a);
+  dvm_tensor_release(b);
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
+static const char const_prog[] =
+    ".const w f32 [2, 3] x\"0000803f0000004000004040000080400000a0400000c040\"\n"
+    ".kernel matmul cuda 1\n"
+    ".shapefn matmul\n"
+    ".func \"main@cuda\" regs=6\n"
+    "  .param x tensor f32 [?, 2]\n"
+    "  .result y tensor f32 [?, 3]\n"
+    "  copy r1, r0, cuda\n"
+    "  const r2, $w\n"
+    "  copy r2, r2, cuda\n"
+    "  shapefn matmul, (r3), (r1, r2)\n"
+    "  alloc r4, f32, r3, cuda\n"
+    "  invoke matmul, -, (r4), (r1, r2), ()\n"
+    "  copy r5, r4, cpu\n"
+    "  ret (r5)\n"
+    ".end\n";
+
+/* Two views of one constant, [2, 3] and [3, 2]: each its own device copy,
+ * returned side by side, the second made per invocation and freed. */
+static const char views_prog[] =
+    ".const w f32 [2, 3] x\"0000803f0000004000004040000080400000a0400000c040\"\n"
+    ".func \"main@cuda\" regs=9\n"
+    "  .result a tensor f32 [2, 3]\n"
+    "  .result b tensor f32 [3, 2]\n"
+    "  const r0, $w\n"
+    "  imm r1, 3\n"
+    "  imm r2, 2\n"
+    "  make_shape r3, (r1, r2)\n"
+    "  reshape r4, r0, r3\n"
+    "  copy r5, r0, cuda\n"
+    "  copy r6, r4, cuda\n"
+    "  copy r7, r5, cpu\n"
+    "  copy r8, r6, cpu\n"
+    "  ret (r7, r8)\n"
+    ".end\n";
+
+static void test_constant_views(void) {
+  dvm_module *m = load(views_prog);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  for (int i = 0; vm && i < 3; i++) {
+    dvm_value res[2] = {{0}};
+    CHECK_OK(dvm_vm_invoke(vm, 0, NULL, 0, res, 2));
+    if (res[0].kind != DVM_VAL_TENSOR || res[1].kind != DVM_VAL_TENSOR) continue;
+    const float *a = dvm_tensor_data(res[0].u.tensor), *b = dvm_tensor_data(res[1].u.tensor);
+    CHECK(dvm_tensor_dims(res[0].u.tensor)[0] == 2 && dvm_tensor_dims(res[1].u.tensor)[0] == 3);
+    for (int k = 0; k < 6; k++) CHECK(a[k] == (float)(k + 1) && b[k] == (float)(k + 1));
+    dvm_value_clear(&res[0]);
+    dvm_value_clear(&res[1]);
+  }
+  dvm_vm_stats st;
+  if (vm) dvm_vm_get_stats(vm, &st);
+  CHECK(vm && st.pool[DVM_DEVICE_CUDA].in_use == 512); /* the two copies, kept */
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
+/* A module constant is uploaded once per VM, then shared. */
+static void test_constants(void) {
+  dvm_module *m = load(const_prog);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  if (!vm) return;
+  int64_t dx[2] = {1, 2};
+  dvm_tensor *x = NULL;
+  CHECK_OK(dvm_tensor_create(DVM_F32, 2, dx, &x));
+  float *px = dvm_tensor_data(x);
+  px[0] = 1, px[1] = 2;
+  dvm_value arg = dvm_value_tensor(x), res = {0};
+  dvm_vm_stats first, second;
+  for (int i = 0; i < 2; i++) {
+    CHECK_OK(dvm_vm_invoke(vm, 0, &arg, 1, &res, 1));
+    const float *y = res.kind == DVM_VAL_TENSOR ? dvm_tensor_data(res.u.tensor) : NULL;
+    CHECK(y && y[0] == 9 && y[1] == 12 && y[2] == 15);
+    dvm_value_clear(&res);
+    dvm_vm_get_stats(vm, i ? &second : &first);
+  }
+  /* the second run allocated nothing, and the weight's copy stays */
+  CHECK(second.pool[DVM_DEVICE_CUDA].allocs == first.pool[DVM_DEVICE_CUDA].allocs);
+  CHECK(second.pool[DVM_DEVICE_CUDA].in_use == 256 && first.pool[DVM_DEVICE_CUDA].in_use == 256);
+  dvm_tensor_release(x);
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
+static const char gemm_prog[] =
+    ".kernel gemm cuda 1\n"
+    ".shapefn gemm\n"
+    ".func \"main@cuda\" regs=16\n"
+    "  .param a tensor f32 [?, ?]\n"
+    "  .param b tensor f32 [?, ?]\n"
+    "  .param c tensor f32 [?, ?]\n"
+    "  .param ta int\n"
+    "  .param tb int\n"
+    "  .param alpha float\n"
+    "  .param beta float\n"
+    "  .result y tensor f32 [?, ?]\n"
+    "  copy r7, r0, cuda\n"
+    "  copy r8, r1, cuda\n"
+    "  copy r9, r2, cuda\n"
+    "  shapefn gemm, (r10), (r7, r8, r9, r3, r4, r5, r6)\n"
+    "  alloc r11, f32, r10, cuda\n"
+    "  invoke gemm, -, (r11), (r7, r8, r9), (r3, r4, r5, r6)\n"
+    "  copy r12, r11, cpu\n"
+    "  ret (r12)\n"
+    ".end\n";
+
+static void test_gemm(void) {
+  dvm_module *m = load(gemm_prog);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  if (!vm) return;
+  static const int64_t cases[][7] = {/* M K N ta tb cr cc (C's dims) */
+                                     {3, 5, 7, 0, 0, 3, 7}, {3, 5, 7, 1, 0, 1, 7}, {4, 2, 6, 0, 1, 4, 1},
+                                     {5, 3, 2, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 1, 1}, {17, 13, 1, 0, 1, 17, 1}};
+  unsigned seed = 9;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const int64_t *s = cases[c];
+    int64_t M = s[0], K = s[1], N = s[2], ta = s[3], tb = s[4];
+    int64_t da[2] = {ta ? K : M, ta ? M : K}, db[2] = {tb ? N : K, tb ? K : N}, dc[2] = {s[5], s[6]};
+    dvm_tensor *a = randn(2, da, &seed), *b = randn(2, db, &seed), *ct = randn(2, dc, &seed);
+    double alpha = 0.5, beta = -2.0;
+    dvm_value args[7] = {dvm_value_tensor(a), dvm_value_tensor(b), dvm_value_tensor(ct),
+                         dvm_value_int(ta), dvm_value_int(tb), dvm_value_float(alpha),
+                         dvm_value_float(beta)},
+              res = {0};
+    CHECK_OK(dvm_vm_invoke(vm, 0, args, 7, &res, 1));
+    if (res.kind == DVM_VAL_TENSOR) {
+      const float *A = dvm_tensor_data(a), *B = dvm_tensor_data(b), *C = dvm_tensor_data(ct);
+      const float *Y = dvm_tensor_data(res.u.tensor);
+      double worst = 0;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+          double acc = 0;
+          for (int64_t l = 0; l < K; l++)
+            acc += (double)(ta ? A[l * M + i] : A[i * K + l]) * (tb ? B[j * K + l] : B[l * N + j]);
+          double want = alpha * acc + beta * C[(s[5] == 1 ? 0 : i) * s[6] + (s[6] == 1 ? 0 : j)];
+          if (fabs(Y[i * N + j] - want) > worst) worst = fabs(Y[i * N + j] - want);
+        }
+      if (worst > 1e-4) fprintf(stderr, "gemm case %zu: worst error %g\n", c, worst);
+      CHECK(worst <= 1e-4);
+    }
+    dvm_value_clear(&res);
+    dvm_tensor_release(a);
+    dvm_tensor_release(b);
+    dvm_tensor_release(ct);
+  }
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
+static const char gen_prog_head[] = ".kernel gen cuda 9 x\"";
+static const char gen_prog_tail[] =
+    "\"\n"
+    ".func \"main@cuda\" regs=9\n"
+    "  .param x tensor f32 [?, ?]\n"
+    "  .param s tensor f32 [?]\n"
+    "  .param b tensor f32 [?]\n"
+    "  .param v int\n"
+    "  .result y tensor f32 [?, ?]\n"
+    "  copy r4, r0, cuda\n"
+    "  copy r5, r1, cuda\n"
+    "  copy r6, r2, cuda\n"
+    "  shape_of r7, r4\n"
+    "  alloc r8, f32, r7, cuda\n"
+    "  invoke gen, r3, (r8), (r4, r5, r6), ()\n"
+    "  ret (r8)\n"
+    ".end\n";
+
+static dvm_status *run_gen(dvm_vm *vm, int64_t rows, int64_t cols, int64_t ns, int64_t nb, int64_t v) {
+  unsigned seed = 1;
+  int64_t dx[2] = {rows, cols};
+  dvm_tensor *x = randn(2, dx, &seed), *s = randn(1, &ns, &seed), *b = randn(1, &nb, &seed);
+  dvm_value args[4] = {dvm_value_tensor(x), dvm_value_tensor(s), dvm_value_tensor(b), dvm_value_int(v)};
+  dvm_value res = {0};
+  dvm_status *st = dvm_vm_invoke(vm, 0, args, 4, &res, 1);
+  if (!st) CHECK(res.kind == DVM_VAL_TENSOR && dvm_tensor_device(res.u.tensor) == DVM_DEVICE_CUDA);
+  dvm_value_clear(&res);
+  dvm_tensor_release(x);
+  dvm_tensor_release(s);
+  dvm_tensor_release(b);
+  return st;
+}
+
+static dvm_module *gen_module(int kind) {
+  uint8_t payload[TOTAL];
+  build(payload);
+  payload[6] = (uint8_t)kind;
+  size_t n = strlen(gen_prog_head) + 2 * TOTAL + strlen(gen_prog_tail) + 1;
+  char *text = malloc(n), *w = text;
+  w += sprintf(w, "%s", gen_prog_head);
+  for (int i = 0; i < TOTAL; i++) w += sprintf(w, "%02x", payload[i]);
+  sprintf(w, "%s", gen_prog_tail);
+  dvm_module *m = load(text);
+  free(text);
+  return m;
+}
+
+/* ROWS: one block per row of input 0's innermost dim, n = that dim */
+static void test_gen_rows(void) {
+  dvm_module *m = gen_module(DVM_GEN_ROWS);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  if (vm) {
+    /* x [3, 5]: 3 rows of 5, variant 5; both configs take 1 step: the first */
+    CHECK_OK(run_gen(vm, 3, 5, 1, 5, 5));
+    const fake_launch *l = last_launch();
+    CHECK(strcmp(l->entry, "dvm_c0_v5") == 0 && l->grid == 3 && l->block == 128);
+    CHECK(l->params.n == 5 && l->params.rows == 3);
+    CHECK_ERR(run_gen(vm, 3, 5, 1, 5, 7), DVM_INVALID_ARGUMENT, "expected n mod 8 = 5");
+  }
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
+static void test_gen(void) {
+  dvm_module *m = gen_module(DVM_GEN_ELEMENTWISE);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  if (!vm) return;
+  int modules = fake_count("modules");
+  /* x [3, 5]: n = 15, variant 15 mod 8 = 7; config 1 (256 x 1) is one wave
+   * of 1 step, config 0 one wave of 4 */
+  CHECK_OK(run_gen(vm, 3, 5, 1, 5, 7));
+  const fake_launch *l = last_launch();
+  CHECK(strcmp(l->entry, "dvm_c1_v7") == 0 && l->grid == 1 && l->block == 256 && l->shared == 1024);
+  const dvm_gen_params *p = &l->params;
+  CHECK(p->n == 15 && p->rows == 1 && p->dims[4] == 3 && p->dims[5] == 5 && p->dims[0] == 1);
+  CHECK(p->strides[0][4] == 5 && p->strides[0][5] == 1 && p->strides[0][3] == 0);
+  CHECK(p->strides[1][5] == 0 && p->strides[2][4] == 0 && p->strides[2][5] == 1);
+  CHECK(p->numel[0] == 15 && p->numel[1] == 1 && p->numel[2] == 5);
+  CHECK(p->ptr[0] && p->ptr[1] && p->ptr[2] && p->ptr[3] && p->ptr[4] == NULL);
+  /* the baseline variant, and a second call that loads nothing again */
+  CHECK_OK(run_gen(vm, 3, 5, 1, 5, 8));
+  CHECK(strcmp(last_launch()->entry, "dvm_c1_b") == 0);
+  CHECK(fake_count("modules") == modules + 1);
+  /* x [64, 64]: 4096 elements, config 0 is 8 blocks of 4 steps (one wave),
+   * config 1 16 blocks of 1 step: config 1 again */
+  CHECK_OK(run_gen(vm, 64, 64, 1, 64, 0));
+  CHECK(strcmp(last_launch()->entry, "dvm_c1_v0") == 0 && last_launch()->grid == 16);
+  /* what the launcher refuses, before launching */
+  int launches = fake_count("launches");
+  CHECK_ERR(run_gen(vm, 3, 5, 1, 5, 3), DVM_INVALID_ARGUMENT,
+            "variant 3 does not fit n = 15: expected n mod 8 = 7, or 8");
+  CHECK_ERR(run_gen(vm, 3, 5, 2, 5, 7), DVM_INVALID_ARGUMENT,
+            "input 1 is f32[2], which its class \"scalar\" does not allow");
+  CHECK_ERR(run_gen(vm, 3, 5, 1, 4, 7), DVM_INVALID_ARGUMENT,
+            "input 2 is f32[4], which its class \"strided\" does not allow");
+  /* an i32 x would be read as f32 (the program has no guard to stop it) */
+  int64_t dx[2] = {3, 5}, one = 1, five = 5;
+  unsigned seed = 3;
+  dvm_tensor *xi = NULL, *sv = randn(1, &one, &seed), *bv = randn(1, &five, &seed);
+  CHECK_OK(dvm_tensor_create(DVM_I32, 2, dx, &xi));
+  memset(dvm_tensor_data(xi), 0, dvm_tensor_nbytes(xi));
+  dvm_value args[4] = {dvm_value_tensor(xi), dvm_value_tensor(sv), dvm_value_tensor(bv), dvm_value_int(7)};
+  dvm_value res = {0};
+  CHECK_ERR(dvm_vm_invoke(vm, 0, args, 4, &res, 1), DVM_INVALID_ARGUMENT,
+            "gen: input 0 is i32; generated kernels take f32");
+  dvm_tensor_release(xi);
+  dvm_tensor_release(sv);
+  dvm_tensor_release(bv);
+  CHECK(fake_count("launches") == launches);
+  dvm_vm_destroy(vm);
+  /* DVM_CUDA_BASELINE=1: every call runs the bounds-checked baseline */
+  setenv("DVM_CUDA_BASELINE", "1", 1);
+  vm = cuda_vm(m);
+  CHECK_OK(run_gen(vm, 3, 5, 1, 5, 7));
+  CHECK(strcmp(last_launch()->entry, "dvm_c1_b") == 0);
+  unsetenv("DVM_CUDA_BASELINE");
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
+static void test_device(void) {
+  char buf[256];
+  CHECK_OK(dvm_device_probe(DVM_DEVICE_CUDA, buf, sizeof buf));
+  CHECK(strcmp(buf, "cuda:0 (dvm fake GPU, sm_90, 132 SMs)") == 0);
+  dvm_module *m = load(matmul_prog);
+  if (!m) return;
+  CHECK(dvm_device_auto(m, buf, sizeof buf) == DVM_DEVICE_CUDA);
+  CHECK(strcmp(buf, "cuda:0 (dvm fake GPU, sm_90, 132 SMs)") == 0);
+  dvm_module_release(m);
+  static const char cpu_only[] = ".func main regs=1\n  .result y int\n  imm r0, 1\n  ret (r0)\n.end\n";
+  m = load(cpu_only);
+  dvm_vm_options o;
+  dvm_vm_options_init(&o);
+  o.device = DVM_DEVICE_CUDA;
+  dvm_vm *vm = NULL;
+  CHECK_ERR(dvm_vm_create(m, &o, &vm), DVM_FAILED_PRECONDITION, "compiled for the CPU only");
+  dvm_module_release(m);
+}
+
+int main(void) {
+  void *fake = dlopen(getenv("DVM_CUDA_DRIVER"), RTLD_NOW | RTLD_LOCAL);
+  if (!fake) {
+    fprintf(stderr, "cannot open the fake driver: %s\n", dlerror());
+    return 1;
+  }
+  *(void **)&last_launch = dlsym(fake, "fake_last_launch");
+  *(void **)&fake_count = dlsym(fake, "fake_count");
+  if (!last_launch || !fake_count) return 1;
+  test_device();
+  test_matmul();
+  test_constants();
+  test_constant_views();
+  test_gemm();
+  test_gen();
+  test_gen_rows();
+  return harness_finish("cuda_fake");
+}

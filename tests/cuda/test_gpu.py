@@ -1,0 +1,139 @@
+"""GPU tests: every fixture model compiled with --target cpu,cuda and run
+with --device cuda and --device cpu at several shapes, compared within 1e-4
+relative; the cuBLAS matmul at awkward shapes (1, primes, past a tile,
+batch broadcasting, f16) against numpy. Without a CUDA device it says so
+and exits 77 (meson's skip)."""
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
+MODELS = os.environ.get("DVM_MODELS", os.path.join(HERE, "../models"))
+sys.path.insert(0, MODELS)
+rng = np.random.default_rng(11)
+
+
+def cuda_device():
+    """The reason there is no usable device, or None."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "libcuda.so.1 not found (no NVIDIA driver)"
+    n = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(n)) != 0 or n.value < 1:
+        return "no CUDA device"
+    return None
+
+
+def run(args, **kw):
+    return subprocess.run([DVM] + args, capture_output=True, text=True, **kw)
+
+
+def save(d, name, a):
+    path = os.path.join(d, name + ".npy")
+    np.save(path, a)
+    return path
+
+
+def compare(got, want, what):
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    tol = 1e-4 * np.abs(want.astype(np.float64)) + 1e-5
+    if got.shape != want.shape or not np.all(err <= tol):
+        worst = float(err.max()) if err.size else 0.0
+        raise AssertionError(f"{what}: shapes {got.shape} {want.shape}, worst error {worst}")
+
+
+def run_both(d, dvmb, feeds, tag):
+    """Runs on cuda and cpu; returns {output path suffix: (cuda, cpu)}."""
+    outs = {}
+    for dev in ("cuda", "cpu"):
+        args = ["run", dvmb, "--device", dev, "--output", f"{d}/{tag}_{dev}.npy"]
+        for k, v in feeds.items():
+            args += ["--input", f"{k}={save(d, tag + '_' + k, v)}"]
+        r = run(args)
+        if r.returncode != 0:
+            raise AssertionError(f"{tag} on {dev}: {r.stderr}")
+        outs[dev] = np.load(f"{d}/{tag}_{dev}.npy")
+    return outs
+
+
+def test_models(d, failures):
+    import test_models as tm  # the shapes and inputs of the CPU end-to-end test
+    for name, shapes_list in tm.CASES.items():
+        dvmb = os.path.join(d, name + ".dvmb")
+        r = run(["compile", os.path.join(MODELS, name + ".onnx"), "--target", "cpu,cuda", "-o", dvmb])
+        if r.returncode != 0:
+            failures.append(f"{name}: compile --target cpu,cuda: {r.stderr}")
+            continue
+        for i, shapes in enumerate(shapes_list):
+            try:
+                o = run_both(d, dvmb, tm.inputs(name, shapes), f"{name}{i}")
+                compare(o["cuda"], o["cpu"], f"{name} {shapes}")
+            except AssertionError as e:
+                failures.append(str(e))
+
+
+MATMUL = """.kernel matmul cuda 1
+.shapefn matmul
+.func "main@cuda" regs=7
+  .param a tensor {dt} [?, ?, ?]
+  .param b tensor {dt} [?, ?]
+  .result y tensor f32 [?, ?, ?]
+  copy r2, r0, cuda
+  copy r3, r1, cuda
+  shapefn matmul, (r4), (r2, r3)
+  alloc r5, f32, r4, cuda
+  invoke matmul, -, (r5), (r2, r3), ()
+  copy r6, r5, cpu
+  ret (r6)
+.end
+"""
+
+
+def test_matmul(d, failures):
+    for dt, npdt, tol in (("f32", np.float32, 1e-4), ("f16", np.float16, 2e-3)):
+        src = os.path.join(d, f"mm_{dt}.dvms")
+        with open(src, "w") as f:
+            f.write(MATMUL.format(dt=dt))
+        dvmb = os.path.join(d, f"mm_{dt}.dvmb")
+        r = run(["asm", src, "-o", dvmb])
+        if r.returncode != 0:
+            failures.append(f"asm matmul {dt}: {r.stderr}")
+            continue
+        for batch, m, k, n in ((1, 1, 1, 1), (3, 7, 13, 5), (2, 65, 129, 33), (5, 1, 768, 3), (1, 257, 31, 1)):
+            a = rng.standard_normal((batch, m, k)).astype(npdt)
+            b = rng.standard_normal((k, n)).astype(npdt)
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            r = run(["run", dvmb, "--device", "cuda", "--input", f"a={save(d, 'a', a)}",
+                     "--input", f"b={save(d, 'b', b)}", "--output", f"y={d}/y.npy"])
+            if r.returncode != 0:
+                failures.append(f"matmul {dt} {a.shape}x{b.shape}: {r.stderr}")
+                continue
+            got = np.load(f"{d}/y.npy")
+            err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+            if got.shape != want.shape or err > tol:
+                failures.append(f"matmul {dt} {a.shape}x{b.shape}: relative error {err}")
+
+
+def main():
+    why = cuda_device()
+    if why:
+        print(f"skipped: no CUDA device here ({why})")
+        return 77
+    failures = []
+    with tempfile.TemporaryDirectory() as d:
+        test_matmul(d, failures)
+        test_models(d, failures)
+    for f in failures:
+        print("FAIL:", f)
+    print(f"cuda gpu: {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

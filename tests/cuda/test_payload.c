@@ -1,0 +1,161 @@
+/* DVMG payloads (ops/cuda/payload.h), no GPU needed: a valid payload built
+ * here byte by byte, then every malformed variant of it, each rejected by
+ * the rule that names it; image choice per architecture; the occupancy
+ * cost model and grid sizes. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "ops/cuda/payload.h"
+#include "payload_fixture.h"
+
+static dvm_status *read_mutated(size_t size, void (*mutate)(uint8_t *p)) {
+  uint8_t *p = malloc(TOTAL);
+  build(p);
+  if (mutate) mutate(p);
+  dvm_gen_payload g;
+  dvm_status *st = dvm_gen_payload_read(p, size, &g);
+  free(p);
+  return st;
+}
+
+#define MUT(name, body) static void name(uint8_t *p) { body; }
+MUT(bad_magic, p[0] = 'X')
+MUT(bad_version, put16(p + 4, 2))
+MUT(bad_kind, p[6] = 3)
+MUT(zero_configs, p[7] = 0)
+MUT(many_configs, p[7] = DVM_GEN_MAX_CONFIGS + 1)
+MUT(zero_inputs, p[8] = 0)
+MUT(many_inputs, p[8] = DVM_GEN_MAX_IN + 1)
+MUT(zero_outputs, p[9] = 0)
+MUT(many_outputs, p[9] = DVM_GEN_MAX_OUT + 1)
+MUT(zero_tile, put16(p + 10, 0))
+MUT(big_tile, put16(p + 10, DVM_GEN_MAX_TILE + 1))
+MUT(zero_images, put32(p + 12, 0))
+MUT(many_images, put32(p + 12, 1000000))
+MUT(reserved, p[28] = 1)
+MUT(block_zero, put16(p + 32, 0))
+MUT(block_big, put16(p + 32, 2048))
+MUT(per_thread_zero, put16(p + 42, 0))
+MUT(shared_big, put32(p + 44, 1u << 30))
+MUT(bad_class, p[CLASSES_AT + 1] = 9)
+MUT(padding, p[CLASSES_AT + NIN] = 1)
+MUT(image_past_end, put32(p + TABLE_AT + 16 * 2 + 8, IMG_AT(2) + 8))
+MUT(image_size_overflow, put32(p + TABLE_AT + 16 * 1 + 12, 0xfffffff0u))
+MUT(image_unaligned, put32(p + TABLE_AT + 8, IMG_AT(0) + 4))
+MUT(image_in_tables, put32(p + TABLE_AT + 8, TABLE_AT))
+MUT(image_overlap, put32(p + TABLE_AT + 16 + 8, IMG_AT(0) + 8))
+MUT(image_over_source, put32(p + TABLE_AT + 8, SRC_AT))
+MUT(image_empty, put32(p + TABLE_AT + 16 + 12, 0))
+MUT(image_reserved, put32(p + TABLE_AT + 4, 7))
+MUT(image_arch, put32(p + TABLE_AT, 5))
+MUT(image_dup_arch, put32(p + TABLE_AT + 16, 80))
+MUT(image_not_elf, p[IMG_AT(1)] = 'X')
+MUT(source_past_end, put32(p + 20, TOTAL))
+MUT(source_unaligned, put32(p + 16, SRC_AT + 1))
+MUT(no_ptx, put32(p + 12, 2))
+
+static void test_read(void) {
+  dvm_gen_payload g;
+  uint8_t *p = malloc(TOTAL);
+  build(p);
+  CHECK_OK(dvm_gen_payload_read(p, TOTAL, &g));
+  CHECK(g.kind == DVM_GEN_ELEMENTWISE && g.nconfigs == 2 && g.nin == 3 && g.nout == 1);
+  CHECK(g.tile == 8 && g.nimages == 3 && g.configs[0].block == 128 && g.configs[1].shared == 1024);
+  CHECK(g.classes[2] == DVM_GEN_STRIDED && g.images[1].arch == 90 && g.images[1].size == IMG_SIZE);
+  CHECK(g.images[2].data == p + IMG_AT(2) && g.source_size == SRC_SIZE && g.source == (char *)p + SRC_AT);
+  free(p);
+
+  /* every truncation fails, never reads past the end */
+  for (size_t n = 0; n < TOTAL; n++) {
+    dvm_status *st = read_mutated(n, NULL);
+    CHECK(dvm_status_code(st) == DVM_CORRUPT);
+    dvm_status_free(st);
+  }
+  static const struct {
+    void (*mutate)(uint8_t *);
+    const char *msg;
+  } cases[] = {
+      {bad_magic, "bad magic"}, {bad_version, "version 2"}, {bad_kind, "kind 3"},
+      {zero_configs, "0 configs"}, {many_configs, "9 configs"}, {zero_inputs, "0 inputs"},
+      {many_inputs, "17 inputs"}, {zero_outputs, "0 outputs"}, {many_outputs, "9 outputs"},
+      {zero_tile, "tile 0"}, {big_tile, "tile 65"}, {zero_images, "0 images"},
+      {many_images, "1000000 images"}, {reserved, "reserved bytes"},
+      {block_zero, "config 0: block of 0"}, {block_big, "block of 2048"},
+      {per_thread_zero, "config 1: per_thread is 0"}, {shared_big, "shared memory"},
+      {bad_class, "input 1: class 9"}, {padding, "padding byte"},
+      {image_past_end, "image 2 (PTX): bytes"}, {image_size_overflow, "past the end"},
+      {image_unaligned, "image 0 (sm_80): offset"}, {image_in_tables, "inside the header"},
+      {image_overlap, "overlap"}, {image_over_source, "overlap"}, {image_empty, "is empty"},
+      {image_reserved, "reserved field is 7"}, {image_arch, "arch 5"},
+      {image_dup_arch, "same arch"}, {image_not_elf, "not a cubin"},
+      {source_past_end, "source: bytes"}, {source_unaligned, "source: offset"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    CHECK_ERR(read_mutated(TOTAL, cases[i].mutate), DVM_CORRUPT, cases[i].msg);
+  /* a table that fits once images are dropped is still whole */
+  CHECK_OK(read_mutated(TOTAL, no_ptx));
+}
+
+static void test_image(void) {
+  dvm_gen_payload g;
+  uint8_t *p = malloc(TOTAL);
+  build(p);
+  CHECK_OK(dvm_gen_payload_read(p, TOTAL, &g));
+  int i = -1;
+  CHECK_OK(dvm_gen_payload_image(&g, 80, &i));
+  CHECK(i == 0);
+  CHECK_OK(dvm_gen_payload_image(&g, 90, &i));
+  CHECK(i == 1);
+  CHECK_OK(dvm_gen_payload_image(&g, 86, &i)); /* no sm_86 cubin: the PTX */
+  CHECK(i == 2);
+  put32(p + 12, 2); /* sm_80 and sm_90 only */
+  CHECK_OK(dvm_gen_payload_read(p, TOTAL, &g));
+  CHECK_ERR(dvm_gen_payload_image(&g, 86, &i), DVM_UNAVAILABLE, "no cubin for this device (sm_86) and no PTX");
+  CHECK_ERR(dvm_gen_payload_image(&g, 75, &i), DVM_UNAVAILABLE, "it has sm_80, sm_90");
+  free(p);
+}
+
+static void test_choose(void) {
+  dvm_gen_payload g;
+  uint8_t *p = malloc(TOTAL);
+  build(p);
+  CHECK_OK(dvm_gen_payload_read(p, TOTAL, &g));
+  free(p);
+  /* config 0 covers 512 elements a block, config 1 256 */
+  dvm_gen_shape s = {1000, 1};
+  CHECK(dvm_gen_grid(&g, 0, s) == 2 && dvm_gen_grid(&g, 1, s) == 4);
+  s.n = 512;
+  CHECK(dvm_gen_grid(&g, 0, s) == 1);
+  s.n = 1;
+  CHECK(dvm_gen_grid(&g, 0, s) == 1 && dvm_gen_grid(&g, 1, s) == 1);
+  int bps[2] = {4, 8};
+  /* small n: one wave either way; config 1's threads do 1 element, not 4 */
+  s.n = 1000;
+  CHECK(dvm_gen_choose(&g, s, 132, bps) == 1);
+  /* 1e8 elements: config 0 is 195313 blocks in 370 waves of 528, 4 steps
+   * each (1480); config 1 390625 blocks in 370 waves of 1056, 1 step (370) */
+  s.n = 100000000;
+  CHECK(dvm_gen_choose(&g, s, 132, bps) == 1);
+  /* if config 1 fits only 1 block per SM: 2960 waves of 1 step lose */
+  int low1[2] = {4, 1};
+  CHECK(dvm_gen_choose(&g, s, 132, low1) == 0);
+  /* a config that cannot be resident is never chosen */
+  int only0[2] = {4, 0};
+  CHECK(dvm_gen_choose(&g, s, 132, only0) == 0);
+  int none[2] = {0, 0};
+  CHECK(dvm_gen_choose(&g, s, 132, none) == -1);
+  /* rows: one block per row; fewer steps per row wins at equal waves */
+  g.kind = DVM_GEN_ROWS;
+  s = (dvm_gen_shape){.n = 1000, .rows = 7};
+  CHECK(dvm_gen_grid(&g, 0, s) == 7 && dvm_gen_grid(&g, 1, s) == 7);
+  CHECK(dvm_gen_choose(&g, s, 132, bps) == 1); /* ceil(1000/256) = 4 steps < ceil(1000/128) = 8 */
+}
+
+int main(void) {
+  test_read();
+  test_image();
+  test_choose();
+  return harness_finish("cuda_payload");
+}
