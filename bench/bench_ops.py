@@ -9,15 +9,16 @@ intra_op_num_threads set to the same count, the same number of timed runs
 after the same warm-up; both report the median, and the table shows the
 lowest median of --rounds rounds that alternate the two sides (on a shared
 machine a round in which another process took a core is discarded
-rather than averaged in). MatMul is timed against
-ORT twice: with B a graph input, as dvm gets it, and with B an initializer,
-which ORT prepacks at load (what a model's weights get).
+rather than averaged in). MatMul is timed twice on each side: with B a
+graph input (a dvm parameter), and with B an initializer (a dvm module
+constant), which both prepack at load (what a model's weights get).
 
     python3 bench/bench_ops.py [--dvm build/tools/dvm] [--threads 1,2] [--rounds 3]
                                [--only matmul|softmax|layernorm] [--budget 0.5]
+                               [--rows 1,8,32,128,512]
 
 Prints one table row per case: ms for each side and the ratio dvm/ORT
-(below 1: dvm is faster). Each measurement runs for about --budget seconds
+(below 1: dvm is faster), then for MatMul the same with B constant. Each measurement runs for about --budget seconds
 (at least 10, at most 1000 iterations).
 """
 import argparse
@@ -37,17 +38,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "ops")
 import dvmop  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-MATMUL = [(m, k, n) for m in (1, 8, 128, 512) for k, n in ((768, 768), (768, 3072), (3072, 768),
-                                                            (3072, 3072))]
+MATMUL_KN = ((768, 768), (768, 3072), (3072, 768), (3072, 3072))
 SOFTMAX = [(1, 128, 768), (8, 128, 768), (1, 12, 128, 128)]
 LAYERNORM = [(1, 128, 768), (8, 128, 768)]
 
 
-def cases(only):
+def cases(only, rows):
     rng = np.random.default_rng(0)
     f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     if only in (None, "matmul"):
-        for m, k, n in MATMUL:
+        for m, k, n in ((m, k, n) for m in rows for k, n in MATMUL_KN):
             yield (f"matmul {m}x{k} * {k}x{n}", "matmul", [f(m, k), f(k, n)], [], "MatMul", {}, 1)
     if only in (None, "softmax"):
         for s in SOFTMAX:
@@ -60,10 +60,11 @@ def cases(only):
                    {"axis": -1, "epsilon": 1e-5}, 0)
 
 
-def dvm_time(dvm, tmp, kernel, inputs, attrs, threads, iters, warmup):
+def dvm_time(dvm, tmp, kernel, inputs, attrs, threads, iters, warmup, const_from=None):
     src, mod = os.path.join(tmp, f"{kernel}.dvms"), os.path.join(tmp, f"{kernel}.dvmb")
     with open(src, "w") as f:
-        f.write(dvmop.program(kernel, inputs, attrs, shapefn="same" if kernel == "softmax" else None))
+        f.write(dvmop.program(kernel, inputs, attrs, shapefn="same" if kernel == "softmax" else None,
+                              const_from=const_from))
     subprocess.run([dvm, "asm", src, "-o", mod], check=True, capture_output=True)
     r = subprocess.run([dvm, "bench", mod, "--threads", str(threads), "--iters", str(iters),
                         "--warmup", str(warmup)], check=True, capture_output=True, text=True)
@@ -109,13 +110,14 @@ def main():
     ap.add_argument("--dvm", default=os.path.join(ROOT, "build", "tools", "dvm"))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--only", choices=["matmul", "softmax", "layernorm"])
+    ap.add_argument("--rows", default="1,8,32,128,512", help="MatMul's M values")
     ap.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
     ap.add_argument("--rounds", type=int, default=3, help="measurements per side; the best counts")
     args = ap.parse_args()
     print(f"{'case':34} {'thr':>3} {'dvm ms':>9} {'ort ms':>9} {'dvm/ort':>8} "
-          f"{'ort(B const) ms':>15} {'dvm/ort(B const)':>16}")
+          f"{'B const: dvm ms':>15} {'ort ms':>9} {'dvm/ort':>8}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, kernel, inputs, attrs, op, oattrs, has_b in cases(args.only):
+        for name, kernel, inputs, attrs, op, oattrs, has_b in cases(args.only, [int(m) for m in args.rows.split(",")]):
             for threads in (int(t) for t in args.threads.split(",")):
                 sess, binding = ort_session(op, inputs, oattrs, threads, len(inputs))
                 t0 = time.perf_counter()
@@ -126,16 +128,18 @@ def main():
                 warmup = max(2, iters // 10)
                 if has_b:  # weights as ORT sees them in a model: prepacked at load
                     sess_c, binding_c = ort_session(op, inputs, oattrs, threads, 1)
-                t_ort = t_dvm = t_c = float("inf")
+                t_ort = t_dvm = t_c = t_dc = float("inf")
                 for _ in range(args.rounds):
                     t_ort = min(t_ort, ort_time(sess, binding, iters, warmup))
                     t_dvm = min(t_dvm, dvm_time(args.dvm, tmp, kernel, inputs, attrs, threads,
                                                 iters, warmup))
                     if has_b:
                         t_c = min(t_c, ort_time(sess_c, binding_c, iters, warmup))
+                        t_dc = min(t_dc, dvm_time(args.dvm, tmp, kernel, inputs, attrs, threads,
+                                                  iters, warmup, const_from=1))
                 row = f"{name:34} {threads:>3} {t_dvm:9.4f} {t_ort:9.4f} {t_dvm / t_ort:8.2f}"
                 if has_b:
-                    row += f" {t_c:15.4f} {t_dvm / t_c:16.2f}"
+                    row += f" {t_dc:15.4f} {t_c:9.4f} {t_dc / t_c:8.2f}"
                 print(row, flush=True)
 
 

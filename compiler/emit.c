@@ -26,6 +26,7 @@ struct dvmc_fn {
   VEC(dvm_sig) params;
   VEC(dvm_sig) results;
   VEC(dvm_sym) syms;
+  VEC(dvm_info) info;
   const char *loc;
 };
 
@@ -67,6 +68,7 @@ void dvmc_emit_destroy(dvmc_emit *e) {
     free(f->params.v);
     free(f->results.v);
     free(f->syms.v);
+    free(f->info.v);
     free(f);
   }
   free(e->strings.v);
@@ -180,6 +182,10 @@ int dvmc_fn_sym_find(const dvmc_fn *f, const char *name) {
 
 int dvmc_fn_sym_reg(const dvmc_fn *f, int sym) { return (int)f->syms.v[sym].reg; }
 
+void dvmc_fn_info(dvmc_fn *f, const char *key, const char *value) {
+  PUSH(f->e, f->info, ((dvm_info){copy(f->e, key), copy(f->e, value)}));
+}
+
 void dvmc_fn_loc(dvmc_fn *f, const char *node) { f->loc = node ? copy(f->e, node) : NULL; }
 
 void dvmc_fn_emit(dvmc_fn *f, dvm_opcode op, const int64_t *words, int nwords) {
@@ -198,6 +204,93 @@ uint32_t dvmc_fn_here(const dvmc_fn *f) { return (uint32_t)f->code.n; }
 
 void dvmc_fn_patch(dvmc_fn *f, uint32_t word, int64_t value) {
   if (word < f->code.n) f->code.v[word] = value;
+}
+
+const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords) {
+  *nwords = (uint32_t)f->code.n;
+  return f->code.v;
+}
+
+void dvmc_code_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),
+                        void *ctx) {
+  uint32_t w = pc + 1;
+  for (const char *f = dvm_opinfo_table[code[pc]].format; *f; f++) {
+    if (dvm_operand_is_list(*f)) {
+      int64_t n = code[w++];
+      for (int64_t k = 0; k < n; k++) fn(ctx, *f, w++);
+    } else {
+      fn(ctx, *f, w++);
+    }
+  }
+}
+
+typedef struct {
+  int64_t *code;
+  uint32_t at, from, end;
+} hoisting;
+
+static void move_target(void *ctx, char c, uint32_t word) {
+  hoisting *h = ctx;
+  int64_t t = h->code[word];
+  if (c != 'j' || t < h->at) return;
+  h->code[word] = t >= h->from ? h->at + (t - h->from) : t + (h->end - h->from);
+}
+
+typedef struct {
+  int64_t *code;
+  int64_t after, by;
+} shifting;
+
+static void shift_target(void *ctx, char c, uint32_t word) {
+  shifting *s = ctx;
+  if (c == 'j' && s->code[word] > s->after) s->code[word] += s->by;
+}
+
+void dvmc_fn_replace(dvmc_fn *f, uint32_t word, dvm_opcode op, const int64_t *words, int nwords) {
+  uint32_t old = dvm_instr_length(f->code.v, (uint32_t)f->code.n, word), len = 1 + (uint32_t)nwords;
+  if (!old) return; /* the verifier will say */
+  while (f->code.n - old + len > f->code.cap) { /* room for the longer one */
+    size_t n = f->code.n;
+    PUSH(f->e, f->code, 0);
+    if (f->code.n == n) return;
+    f->code.n = n;
+  }
+  int64_t *c = f->code.v;
+  memmove(c + word + len, c + word + old, (f->code.n - word - old) * sizeof *c);
+  f->code.n = f->code.n - old + len;
+  c[word] = op;
+  memcpy(c + word + 1, words, (size_t)nwords * sizeof *c);
+  shifting s = {c, word, (int64_t)len - old};
+  for (uint32_t pc = 0; pc < f->code.n; pc += dvm_instr_length(c, (uint32_t)f->code.n, pc))
+    dvmc_code_operands(c, pc, shift_target, &s);
+}
+
+/* Rotates n items of `size` bytes so that [mid, n) comes before [lo, mid). */
+static int rotate(void *base, size_t size, size_t lo, size_t mid, size_t n) {
+  char *b = base, *tmp = malloc((mid - lo) * size + 1);
+  if (!tmp) return 0;
+  memcpy(tmp, b + lo * size, (mid - lo) * size);
+  memmove(b + lo * size, b + mid * size, (n - mid) * size);
+  memcpy(b + (lo + n - mid) * size, tmp, (mid - lo) * size);
+  free(tmp);
+  return 1;
+}
+
+void dvmc_fn_hoist(dvmc_fn *f, uint32_t at, uint32_t from) {
+  uint32_t end = (uint32_t)f->code.n, ia = 0, ifrom = 0, i = 0, len;
+  if (at >= from || from >= end) return;
+  for (uint32_t pc = 0; pc < end; pc += len, i++) {
+    if (pc == at) ia = i;
+    if (pc == from) ifrom = i;
+    if (!(len = dvm_instr_length(f->code.v, end, pc))) return; /* the verifier will say */
+  }
+  if (!rotate(f->code.v, sizeof *f->code.v, at, from, end) || !rotate(f->src.v, sizeof *f->src.v, ia, ifrom, i)) {
+    f->e->oom = 1;
+    return;
+  }
+  hoisting h = {f->code.v, at, from, end};
+  for (uint32_t pc = 0; pc < end; pc += dvm_instr_length(f->code.v, end, pc))
+    dvmc_code_operands(f->code.v, pc, move_target, &h);
 }
 
 /* Copies a vector into the module's arena. */
@@ -236,6 +329,8 @@ dvm_status *dvmc_emit_finish(dvmc_emit *e, uint8_t **bytes, size_t *size) {
     d->ncode = (uint32_t)f->code.n;
     d->code = to_arena(e, f->code.v, f->code.n, sizeof(int64_t));
     d->src = to_arena(e, f->src.v, f->src.n, sizeof(char *));
+    d->ninfo = (uint32_t)f->info.n;
+    d->info = to_arena(e, f->info.v, f->info.n, sizeof(dvm_info));
   }
   if (e->oom) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = dvm_verify_module(m);

@@ -37,6 +37,8 @@ void dvmc_fn_result(dvmc_fn *f, const dvm_sig *sig);
 int dvmc_fn_sym(dvmc_fn *f, const char *name, int64_t lo, int64_t hi);
 int dvmc_fn_sym_find(const dvmc_fn *f, const char *name);
 int dvmc_fn_sym_reg(const dvmc_fn *f, int sym);
+/* A fact for tools (the .dvmb info section): "peak" = FORMULA. */
+void dvmc_fn_info(dvmc_fn *f, const char *key, const char *value);
 /* The source node of the instructions that follow (NULL: none). */
 void dvmc_fn_loc(dvmc_fn *f, const char *node);
 
@@ -51,6 +53,20 @@ void dvmc_fn_op3(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b, int64_t c);
  * an operand word at an offset once a target is known. */
 uint32_t dvmc_fn_here(const dvmc_fn *f);
 void dvmc_fn_patch(dvmc_fn *f, uint32_t word, int64_t value);
+
+/* The code so far, for passes that read it (the memory plan). */
+const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords);
+/* Moves the instructions from word `from` to the end so that they run at
+ * word `at`, before those that were there; jump targets and source
+ * locations follow. */
+void dvmc_fn_hoist(dvmc_fn *f, uint32_t at, uint32_t from);
+/* Replaces the instruction at word `word` by one of another length; jump
+ * targets after it follow. */
+void dvmc_fn_replace(dvmc_fn *f, uint32_t word, dvm_opcode op, const int64_t *words, int nwords);
+/* Calls fn(ctx, letter, word) for each operand word of the (well-formed)
+ * instruction at word pc, list items with their list's letter. */
+void dvmc_code_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),
+                        void *ctx);
 
 /* Verifies and writes the module; *bytes is malloc'ed. The first error met
  * while building (out of memory) is reported here too. */

@@ -400,6 +400,109 @@ const dvmc_expr *dvmc_max(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b)
 
 /* ---- queries ---- */
 
+/* Interval of e over the symbols' ranges, in 128 bits clamped to +-2^63
+ * after each step, so that the product or sum of two clamped values cannot
+ * wrap; false when no useful bound is known. */
+#define BIG ((__int128)1 << 63)
+static __int128 clamp(__int128 v) { return v > BIG ? BIG : v < -BIG ? -BIG : v; }
+
+static bool interval(const dvmc_expr *e, __int128 *lo, __int128 *hi) {
+  __int128 alo, ahi, blo, bhi;
+  switch (e->kind) {
+  case DVMC_E_CONST: *lo = *hi = e->value; return true;
+  case DVMC_E_SYM: *lo = e->lo, *hi = e->hi; return true;
+  case DVMC_E_SUM:
+    *lo = *hi = 0;
+    for (int i = 0; i < e->n; i++) {
+      if (!interval(e->args[i], &alo, &ahi)) return false;
+      __int128 c = e->coefs[i];
+      *lo = clamp(*lo + clamp(c > 0 ? c * alo : c * ahi));
+      *hi = clamp(*hi + clamp(c > 0 ? c * ahi : c * alo));
+    }
+    return true;
+  case DVMC_E_PRODUCT: /* factors known non-negative only */
+    *lo = *hi = 1;
+    for (int i = 0; i < e->n; i++) {
+      if (!interval(e->args[i], &alo, &ahi) || alo < 0) return false;
+      *lo = clamp(*lo * alo);
+      *hi = clamp(*hi * ahi);
+    }
+    return true;
+  case DVMC_E_FLOORDIV: /* by a positive constant, of a non-negative value */
+    if (!interval(e->args[0], &alo, &ahi) || !interval(e->args[1], &blo, &bhi) || blo != bhi || blo <= 0 || alo < 0)
+      return false;
+    *lo = alo / blo, *hi = ahi / blo;
+    return true;
+  case DVMC_E_MOD:
+    if (!interval(e->args[1], &blo, &bhi) || blo != bhi || blo <= 0) return false;
+    *lo = 0, *hi = blo - 1;
+    return true;
+  default: /* MIN, MAX */
+    if (!interval(e->args[0], &alo, &ahi) || !interval(e->args[1], &blo, &bhi)) return false;
+    *lo = e->kind == DVMC_E_MIN ? (alo < blo ? alo : blo) : (alo > blo ? alo : blo);
+    *hi = e->kind == DVMC_E_MIN ? (ahi < bhi ? ahi : bhi) : (ahi > bhi ? ahi : bhi);
+    return true;
+  }
+}
+
+/* The factors of a monomial: a product's, or itself (none for 1). */
+static int factors_of(const dvmc_expr *m, const dvmc_expr *const **f, const dvmc_expr **self) {
+  if (m->kind == DVMC_E_PRODUCT) {
+    *f = m->args;
+    return m->n;
+  }
+  *self = m;
+  *f = self;
+  return m->kind == DVMC_E_CONST ? 0 : 1;
+}
+
+/* Whether monomial a divides monomial b; *q = a lower bound of b / a.
+ * Factors are sorted the same way in both, so one walk does. */
+static bool divides(const dvmc_expr *a, const dvmc_expr *b, __int128 *q) {
+  const dvmc_expr *const *fa, *const *fb, *sa, *sb;
+  int na = factors_of(a, &fa, &sa), nb = factors_of(b, &fb, &sb), i = 0;
+  __int128 lo, hi;
+  *q = 1;
+  for (int j = 0; j < nb; j++) {
+    if (i < na && fa[i] == fb[j]) {
+      i++;
+    } else {
+      if (!interval(fb[j], &lo, &hi) || lo < 0) return false;
+      *q = clamp(*q * lo);
+    }
+  }
+  return i == na;
+}
+
+/* Interval arithmetic loses that 16*s^2 >= 512*s when s >= 32: each
+ * negative term is also checked against positive terms it divides, each
+ * worth its coefficient times the least value of the quotient. */
+static bool dominated(const dvmc_expr *e) {
+  if (e->kind != DVMC_E_SUM || e->n > 64) return false;
+  __int128 budget[64], lo, hi;
+  for (int j = 0; j < e->n; j++) {
+    if (!interval(e->args[j], &lo, &hi) || lo < 0) return false; /* monomials >= 0 */
+    budget[j] = e->coefs[j] > 0 ? e->coefs[j] : 0;
+  }
+  for (int i = 0; i < e->n; i++) {
+    __int128 need = e->coefs[i] < 0 ? -(__int128)e->coefs[i] : 0, q;
+    for (int j = 0; j < e->n && need > 0; j++) {
+      if (!budget[j] || !divides(e->args[i], e->args[j], &q) || q <= 0) continue;
+      __int128 use = (need + q - 1) / q < budget[j] ? (need + q - 1) / q : budget[j];
+      budget[j] -= use;
+      need -= use * q;
+    }
+    if (need > 0) return false;
+  }
+  return true;
+}
+
+bool dvmc_expr_nonneg(const dvmc_expr *e) {
+  __int128 lo, hi;
+  return e && ((interval(e, &lo, &hi) && lo >= 0) || dominated(e));
+}
+
+
 bool dvmc_expr_is_const(const dvmc_expr *e, int64_t *value) {
   if (!e || e->kind != DVMC_E_CONST) return false;
   if (value) *value = e->value;

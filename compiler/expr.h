@@ -42,6 +42,9 @@ const dvmc_expr *dvmc_max(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b)
  * accepts NULL operands (propagating NULL), so callers check once. */
 
 bool dvmc_expr_is_const(const dvmc_expr *e, int64_t *value);
+/* True when e >= 0 for every value of its symbols within their ranges
+ * (interval arithmetic: false means "not proven", not "negative"). */
+bool dvmc_expr_nonneg(const dvmc_expr *e);
 /* The symbol's name if e is a bare symbol, else NULL. */
 const char *dvmc_expr_sym_name(const dvmc_expr *e);
 

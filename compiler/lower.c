@@ -2,10 +2,12 @@
  *
  * v1 is straightforward and always correct: each node's output shapes come
  * from its kernel's shape function at run time (the op table in ops/ names
- * it), outputs are allocated from the pool, and the kernel is invoked;
- * registers are released after their last use so memory returns to the
- * pool as soon as a value is dead. ONNX attributes and constant inputs
+ * it), outputs are allocated (top-level ones of known size in the arena
+ * the memory plan lays out at the end, plan.h; the rest from the pool),
+ * and the kernel is invoked; registers are released after their last use,
+ * which is where the plan sees a value die. ONNX attributes and constant inputs
  * become kernel attributes as each op's rule below says. */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "infer.h"
 #include "lower.h"
 #include "onnx_import.h"
+#include "plan.h"
 
 typedef struct {
   const dvmc_value *v;
@@ -38,6 +41,10 @@ typedef struct {
   size_t nmemo, memo_cap;
   const dvmc_value **scoped; /* constants loaded there, dropped on leaving */
   size_t nscoped, scoped_cap;
+  int plan;                  /* memory planning on: top-level tensors are arena sites */
+  int arena;                 /* the arena's register */
+  dvmc_plan_site *sites;
+  int nsites, sites_cap;
 } lowering;
 
 /* ---- value -> register ---- */
@@ -88,6 +95,7 @@ static dvm_status *unsupported(const dvmc_node *n, const char *fmt, ...) {
 static int foldable(const lowering *L, const dvmc_value *v);
 static int shape_of_exprs(lowering *L, int n, const dvmc_expr *const *e);
 static int emit_int(lowering *L, int64_t v);
+static void emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims);
 
 /* A value loaded inside a branch or loop body (a constant, a folded shape)
  * is that region's: lower_graph drops it on leaving, so code after the
@@ -122,7 +130,7 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
     if (v->rank) w[2] = emit_int(L, v->nelems);
     dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 2 + v->rank);
     r = dvmc_fn_reg(L->f);
-    dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){r, DVM_I64, dims, DVM_DEVICE_CPU}, 4);
+    emit_alloc(L, r, DVM_I64, dims, v->rank, (const dvmc_expr *[]){dvmc_const(L->c->exprs, v->nelems)});
     k = dvmc_emit_kernel(L->e, "from_shape", DVM_DEVICE_CPU, 1, NULL, 0);
     dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, r, 0, 1, sh}, 7);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
@@ -133,6 +141,30 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
   if (r < 0) return dvm_status_new(DVM_INTERNAL, "value \"%s\" is used before it is defined", v->name);
   *out = r;
   return NULL;
+}
+
+/* ---- allocation ---- */
+
+/* Allocates tensor `reg` of shape register `shape`. At top level, with its
+ * dims known as expressions (dims not NULL), it is an arena site: an
+ * alloc_tensor whose offset operand the plan fills in at the end
+ * (finish_plan). */
+static void emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims) {
+  const dvmc_expr *bytes = dims ? dvmc_const(L->c->exprs, (int64_t)dvm_dtype_size(dt)) : NULL;
+  for (int d = 0; bytes && d < rank; d++) bytes = dvmc_mul(L->c->exprs, bytes, dims[d]);
+  if (L->plan && L->depth == 0 && bytes) {
+    if (L->nsites == L->sites_cap) {
+      int cap = L->sites_cap ? L->sites_cap * 2 : 64;
+      dvmc_plan_site *p = realloc(L->sites, (size_t)cap * sizeof *p);
+      if (p) L->sites = p, L->sites_cap = cap;
+    }
+    if (L->nsites < L->sites_cap) {
+      L->sites[L->nsites++] = (dvmc_plan_site){.word = dvmc_fn_here(L->f), .bytes = bytes};
+      dvmc_fn_emit(L->f, DVM_OP_ALLOC_TENSOR, (int64_t[]){reg, L->arena, L->arena, dt, shape}, 5);
+      return;
+    }
+  }
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){reg, dt, shape, DVM_DEVICE_CPU}, 4);
 }
 
 /* ---- attributes ---- */
@@ -537,7 +569,7 @@ static dvm_status *emit_call(lowering *L, const dvmc_node *n, const op_rule *r, 
     if ((st = out_dtype(n, r, i, &dt))) return st;
     outs[i] = dvmc_fn_reg(L->f);
     set_type(n->out[i], dt);
-    dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){outs[i], dt, shapes[i], DVM_DEVICE_CPU}, 4);
+    emit_alloc(L, (int)outs[i], dt, (int)shapes[i], n->out[i]->rank, known ? n->out[i]->dims : NULL);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
     if (!bind(L, n->out[i], (int)outs[i])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
@@ -1299,7 +1331,7 @@ static dvm_status *lower_group(lowering *L, const dvmc_graph *g, int first, int 
   w[nw++] = nout;
   for (int k = 0; k < nout; k++) {
     int r = dvmc_fn_reg(L->f);
-    dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){r, DVM_F32, shape_reg, DVM_DEVICE_CPU}, 4);
+    emit_alloc(L, r, DVM_F32, shape_reg, shape->rank, shape->dims);
     if (!bind(L, outs[k], r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     w[nw++] = r;
   }
@@ -1546,6 +1578,52 @@ static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r)
 
 /* ---- the function ---- */
 
+/* Whether every symbol e names is an identifier (the info section's rule). */
+static int identifiers_only(const dvmc_expr *e) {
+  const char *name = dvmc_expr_sym_name(e);
+  if (name)
+    return (isalpha((unsigned char)name[0]) || name[0] == '_') &&
+           strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") == strlen(name);
+  if (dvmc_expr_kind_of(e) == DVMC_E_CONST) return 1;
+  for (int i = 0; i < dvmc_expr_arity(e); i++)
+    if (!identifiers_only(dvmc_expr_arg(e, i))) return 0;
+  return 1;
+}
+
+/* Plans the arena (plan.h) once the code is complete: computes the slot
+ * offsets and allocates the arena right after the guards (emitted at the
+ * end, then moved to `head`), fills in each site's offset, and turns the
+ * sites left outside into plain allocs. */
+static dvm_status *finish_plan(lowering *L, uint32_t head) {
+  uint32_t ncode;
+  const int64_t *code = dvmc_fn_code(L->f, &ncode);
+  dvmc_plan p;
+  dvm_status *st = dvmc_plan_memory(L->c->exprs, code, ncode, L->sites, L->nsites, &p);
+  if (st) return st;
+  uint32_t from = dvmc_fn_here(L->f);
+  L->nmemo = 0; /* the body's registers are not set yet where this runs */
+  dvmc_fn_loc(L->f, "memory plan");
+  for (int i = 0; i < L->nsites; i++)
+    if (L->sites[i].slot >= 0) dvmc_fn_patch(L->f, L->sites[i].word + 3, expr_reg(L, p.offset[L->sites[i].slot]));
+  for (int i = L->nsites - 1; i >= 0; i--) /* backwards: a replacement moves what follows it */
+    if (L->sites[i].slot < 0) {
+      const int64_t *w = dvmc_fn_code(L->f, &ncode) + L->sites[i].word;
+      int64_t alloc[] = {w[1], w[4], w[5], DVM_DEVICE_CPU}; /* reg, dtype, shape */
+      dvmc_fn_replace(L->f, L->sites[i].word, DVM_OP_ALLOC, alloc, 4);
+      from--;
+    }
+  if (p.nslots) {
+    dvmc_fn_emit(L->f, DVM_OP_ALLOC_STORAGE, (int64_t[]){L->arena, expr_reg(L, p.arena), DVM_DEVICE_CPU, 64}, 4);
+    dvmc_fn_hoist(L->f, head, from);
+  }
+  /* the peak formula for tools, where the file can hold it: the verifier
+   * takes up to 4096 bytes naming symbols that are identifiers */
+  char buf[4097];
+  if (strlen(dvmc_expr_str(p.peak, buf, sizeof buf)) < sizeof buf - 1 && identifiers_only(p.peak)) dvmc_fn_info(L->f, "peak", buf);
+  dvmc_plan_free(&p);
+  return NULL;
+}
+
 static dvm_status *signature(lowering *L, const dvmc_value *v, dvm_sig *s) {
   memset(s, 0, sizeof *s);
   s->name = v->name;
@@ -1571,7 +1649,7 @@ static dvm_status *signature(lowering *L, const dvmc_value *v, dvm_sig *s) {
 
 dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opts, uint8_t **bytes,
                        size_t *size) {
-  lowering L = {.c = c, .g = g, .fuse = !(opts && opts->no_fusion)};
+  lowering L = {.c = c, .g = g, .fuse = !(opts && opts->no_fusion), .plan = !(opts && opts->no_plan)};
   dvm_status *st = dvmc_emit_create(&L.e);
   if (st) return st;
   L.f = dvmc_emit_func(L.e, opts && opts->function ? opts->function : "main");
@@ -1605,6 +1683,8 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
     dvmc_fn_loc(L.f, "input");
     dvmc_fn_op2(L.f, DVM_OP_GUARD, i, i);
   }
+  uint32_t head = dvmc_fn_here(L.f);
+  L.arena = dvmc_fn_reg(L.f);
   if ((st = lower_graph(&L, g))) goto done;
   dvmc_fn_loc(L.f, NULL);
   int64_t w[1 + 256];
@@ -1622,12 +1702,14 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
     dvmc_fn_result(L.f, &s);
   }
   dvmc_fn_emit(L.f, DVM_OP_RET, w, 1 + g->noutputs);
+  if (L.plan && (st = finish_plan(&L, head))) goto done;
   st = dvmc_emit_finish(L.e, bytes, size);
 done:
   free(L.map);
   free(L.scoped);
   free(L.memo);
   free(L.memo_reg);
+  free(L.sites);
   dvmc_emit_destroy(L.e);
   return st;
 }

@@ -9,6 +9,7 @@
 typedef struct dvmc_options {
   const char *function; /* name of the entry function; default "main" */
   int no_fusion;        /* keep every elementwise node its own kernel call */
+  int no_plan;          /* no arena: every tensor its own allocation */
 } dvmc_options;
 
 /* Compiles graph g into .dvmb bytes (*bytes malloc'ed). Errors name the

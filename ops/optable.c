@@ -5,11 +5,14 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cuda/kernels.h"
 
 static const dvm_kernel_def *const tables[] = {
 #define FAMILY(f) dvm_cpu_##f##_kernels,
 #include "ops/cpu/families.def"
 #undef FAMILY
+    dvm_cuda_blas_kernels,
+    dvm_cuda_gen_kernels,
 };
 
 /* A linear scan: lookups happen when a module is linked, not per call. */

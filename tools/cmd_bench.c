@@ -19,7 +19,7 @@ static const char usage_text[] =
     "  --threads N            kernel threads (default: all cores)\n"
     "  --iters N              timed invocations (default 100)\n"
     "  --warmup N             untimed invocations first (default 10)\n"
-    "  --device cpu|auto      (default auto, which is cpu)\n"
+    "  --device cpu|cuda|auto (default auto: cuda when present and compiled for, else cpu)\n"
     "prints median, p10, p90 and the peak pool memory, then one JSON line\n";
 
 typedef struct {
@@ -135,6 +135,7 @@ int dvm_cmd_bench(int argc, char **argv) {
   const char *fname = NULL;
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
+  int device_auto = 1;
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "s:D:r:f:t:n:w:d:h", opts, NULL)) != -1;) {
     switch (c) {
@@ -146,8 +147,8 @@ int dvm_cmd_bench(int argc, char **argv) {
     case 'n': iters = atoi(optarg); if (iters < 1) return dvm_cli_usage_error("bench", "--iters must be >= 1"); break;
     case 'w': warmup = atoi(optarg); if (warmup < 0) return dvm_cli_usage_error("bench", "--warmup must be >= 0"); break;
     case 'd':
-      if (strcmp(optarg, "auto") == 0) vo.device = DVM_DEVICE_CPU;
-      else if (!dvm_device_parse(optarg, &vo.device)) return dvm_cli_usage_error("bench", "unknown device \"%s\"", optarg);
+      device_auto = strcmp(optarg, "auto") == 0;
+      if (!device_auto && !dvm_device_parse(optarg, &vo.device)) return dvm_cli_usage_error("bench", "unknown device \"%s\"", optarg);
       break;
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
@@ -215,7 +216,12 @@ int dvm_cmd_bench(int argc, char **argv) {
     fill_random(t, lo, hi < lo ? lo : hi, &seed);
     args[p] = dvm_value_tensor(t);
   }
-  if ((st = dvm_vm_create(m, &vo, &vm))) {
+  if (device_auto) { /* say which, and why not the GPU */
+    char why[320];
+    vo.device = dvm_device_auto(m, why, sizeof why);
+    fprintf(stderr, "dvm: running on %s\n", why);
+  }
+  if ((st = dvm_vm_create(m, &vo, &vm)) || (st = dvm_vm_find_function(vm, dvm_function_name(m, f), &f))) {
     rc = dvm_cli_fail("bench", st);
     goto done;
   }
@@ -244,10 +250,13 @@ int dvm_cmd_bench(int argc, char **argv) {
   if (vo.threads) printf("%d threads\n", vo.threads);
   else printf("threads: all cores\n");
   printf("latency ms: median %.4f  p10 %.4f  p90 %.4f  min %.4f\n", med, p10, p90, times[0]);
-  printf("peak pool memory: %llu bytes\n", (unsigned long long)peak);
-  printf("{\"model\":\"%s\",\"function\":\"%s\",\"iters\":%d,\"median_ms\":%.6f,\"p10_ms\":%.6f,"
-         "\"p90_ms\":%.6f,\"min_ms\":%.6f,\"peak_bytes\":%llu}\n",
-         argv[optind], dvm_function_name(m, f), iters, med, p10, p90, times[0], (unsigned long long)peak);
+  double syncs = (double)s.host_syncs / (double)s.invocations;
+  printf("peak pool memory: %llu bytes (%s)\n", (unsigned long long)peak, dvm_device_name(vo.device));
+  if (vo.device == DVM_DEVICE_CUDA) printf("host syncs per invocation: %.2f\n", syncs);
+  printf("{\"model\":\"%s\",\"function\":\"%s\",\"device\":\"%s\",\"iters\":%d,\"median_ms\":%.6f,"
+         "\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"min_ms\":%.6f,\"peak_bytes\":%llu,\"host_syncs\":%.2f}\n",
+         argv[optind], dvm_function_name(m, f), dvm_device_name(vo.device), iters, med, p10, p90,
+         times[0], (unsigned long long)peak, syncs);
 done:
   free(times);
   for (int i = 0; i < np; i++) dvm_value_clear(&args[i]);

@@ -1,15 +1,258 @@
 /* dvm inspect: what a module holds, through the public API only. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/cuda/gen_abi.h"
 #include "cli.h"
+#include "dvm/debug.h"
+
+#define MAX_DIMS 64
+
+static const char usage[] =
+    "usage: dvm inspect MODEL.dvmb\n"
+    "       dvm inspect --memory MODEL.dvmb [--dim SYMBOL=N]...\n"
+    "  lists functions with their symbolic signatures, constants and kernels;\n"
+    "  --memory prints each function's peak memory as a formula of its symbols\n"
+    "  and, with a value for every symbol, its value\n";
+
+/* ---- the peak formula: integers, symbols, + - * ^, floordiv mod min max ---- */
+
+typedef struct {
+  const char *p;
+  const char *const *names; /* the symbols' values */
+  const int64_t *values;
+  int n;
+  const char *err; /* the first error */
+} formula;
+
+static int64_t sum(formula *f);
+
+static int64_t fail(formula *f, const char *err) {
+  if (!f->err) f->err = err;
+  return 0;
+}
+
+static void skip(formula *f) {
+  while (*f->p == ' ') f->p++;
+}
+
+static int64_t floordiv(formula *f, int64_t a, int64_t b, int mod) {
+  if (b == 0) return fail(f, "division by zero");
+  if (a == INT64_MIN && b == -1) return fail(f, "overflow");
+  int64_t q = a / b, r = a % b;
+  if (r && (r < 0) != (b < 0)) q--, r += b;
+  return mod ? r : q;
+}
+
+static int64_t atom(formula *f) {
+  skip(f);
+  if (*f->p == '(') {
+    f->p++;
+    int64_t v = sum(f);
+    skip(f);
+    if (*f->p++ != ')') return fail(f, "expected )");
+    return v;
+  }
+  if (*f->p >= '0' && *f->p <= '9') return strtoll(f->p, (char **)&f->p, 10);
+  size_t n = strspn(f->p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789");
+  if (!n) return fail(f, "expected a number or a name");
+  const char *name = f->p;
+  f->p += n;
+  skip(f);
+  if (*f->p == '(') { /* floordiv, mod, min, max of two */
+    f->p++;
+    int64_t a = sum(f);
+    skip(f);
+    if (*f->p++ != ',') return fail(f, "expected ,");
+    int64_t b = sum(f);
+    skip(f);
+    if (*f->p++ != ')') return fail(f, "expected )");
+    if (!strncmp(name, "floordiv", n) && n == 8) return floordiv(f, a, b, 0);
+    if (!strncmp(name, "mod", n) && n == 3) return floordiv(f, a, b, 1);
+    if (!strncmp(name, "min", n) && n == 3) return a < b ? a : b;
+    if (!strncmp(name, "max", n) && n == 3) return a > b ? a : b;
+    return fail(f, "unknown function");
+  }
+  for (int i = 0; i < f->n; i++)
+    if (strlen(f->names[i]) == n && !strncmp(f->names[i], name, n)) return f->values[i];
+  return fail(f, "a symbol has no value");
+}
+
+static int64_t power(formula *f) {
+  int64_t v = atom(f), r = 1;
+  skip(f);
+  if (*f->p != '^') return v;
+  f->p++;
+  skip(f);
+  for (int64_t e = strtoll(f->p, (char **)&f->p, 10); e > 0; e--)
+    if (__builtin_mul_overflow(r, v, &r)) return fail(f, "overflow");
+  return r;
+}
+
+static int64_t product(formula *f) {
+  int64_t v = power(f);
+  for (skip(f); *f->p == '*'; skip(f)) {
+    f->p++;
+    if (__builtin_mul_overflow(v, power(f), &v)) return fail(f, "overflow");
+  }
+  return v;
+}
+
+static int64_t sum(formula *f) {
+  skip(f);
+  int neg = *f->p == '-';
+  if (neg) f->p++;
+  int64_t v = product(f);
+  if (neg && __builtin_sub_overflow(0, v, &v)) return fail(f, "overflow");
+  for (skip(f); *f->p == '+' || *f->p == '-'; skip(f)) {
+    int minus = *f->p++ == '-';
+    int64_t t = product(f);
+    if (minus ? __builtin_sub_overflow(v, t, &v) : __builtin_add_overflow(v, t, &v)) return fail(f, "overflow");
+  }
+  return v;
+}
+
+static int inspect_memory(const char *path, int ndims, char **dims) {
+  dvm_module *m;
+  dvm_status *st = dvm_module_load_file(path, NULL, &m);
+  if (st) return dvm_cli_fail("inspect", st);
+  const char *names[MAX_DIMS];
+  int64_t values[MAX_DIMS];
+  for (int i = 0; i < ndims; i++) {
+    char *eq = strchr(dims[i], '='), *end;
+    values[i] = eq ? strtoll(eq + 1, &end, 10) : -1;
+    if (!eq || eq == dims[i] || !eq[1] || *end || values[i] < 0) {
+      dvm_module_release(m);
+      return dvm_cli_usage_error("inspect", "--dim %s: expected SYMBOL=N with N >= 0", dims[i]);
+    }
+    *eq = 0;
+    names[i] = dims[i];
+  }
+  int rc = DVM_EXIT_OK;
+  for (int fn = 0; fn < dvm_module_function_count(m) && rc == DVM_EXIT_OK; fn++) {
+    const char *peak = dvm_function_info(m, fn, "peak");
+    printf("function %s\n", dvm_function_name(m, fn));
+    if (!peak) {
+      printf("  peak: not recorded (compiled with --no-plan, or not by dvm compile)\n");
+      continue;
+    }
+    printf("  peak = %s bytes\n", peak);
+    int have = 0;
+    for (int s = 0; s < dvm_function_symbol_count(m, fn); s++) {
+      dvm_symbol_info y;
+      dvm_function_symbol(m, fn, s, &y);
+      for (int i = 0; i < ndims; i++)
+        if (!strcmp(names[i], y.name)) {
+          have++;
+          if (values[i] < y.lo || values[i] > y.hi)
+            rc = dvm_cli_usage_error("inspect", "--dim %s=%lld: outside the symbol's range %lld..%lld", y.name,
+                                     (long long)values[i], (long long)y.lo, (long long)y.hi);
+        }
+    }
+    if (rc != DVM_EXIT_OK || !ndims) continue;
+    formula f = {.p = peak, .names = names, .values = values, .n = ndims};
+    int64_t v = sum(&f);
+    if (!f.err && *f.p) f.err = "unexpected text";
+    if (f.err && have < dvm_function_symbol_count(m, fn)) {
+      rc = dvm_cli_usage_error("inspect", "function %s: give every symbol a value with --dim", dvm_function_name(m, fn));
+    } else if (f.err) {
+      rc = dvm_cli_fail("inspect", dvm_status_new(DVM_OUT_OF_RANGE, "function %s: peak formula: %s",
+                                                  dvm_function_name(m, fn), f.err));
+    } else {
+      fputs("  at", stdout);
+      for (int i = 0; i < ndims; i++) printf("%s %s=%lld", i ? "," : "", names[i], (long long)values[i]);
+      printf(": %lld bytes (%.1f MiB)\n", (long long)v, (double)v / (1 << 20));
+    }
+  }
+  dvm_module_release(m);
+  return rc;
+}
+
+/* ---- the kernel table, with the variant tables of generated kernels ---- */
+
+static unsigned rd16(const uint8_t *p) { return p[0] | p[1] << 8; }
+static uint32_t rd32(const uint8_t *p) {
+  return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A DVMG payload (ops/cuda/gen_abi.h): its kind, configs, input classes,
+ * images and the entry names each variant index runs. The file is not
+ * trusted: every table is checked against the payload's size. */
+static void print_gen(const uint8_t *p, size_t size) {
+  if (size < DVM_GEN_HEADER_SIZE || memcmp(p, DVM_GEN_MAGIC, 4) != 0) {
+    puts("    payload: not a DVMG payload");
+    return;
+  }
+  unsigned nconfigs = p[7], nin = p[8], nout = p[9], tile = rd16(p + 10);
+  uint32_t nimages = rd32(p + 12);
+  size_t classes = DVM_GEN_HEADER_SIZE + 8 * (size_t)nconfigs;
+  size_t images = (classes + nin + 7) & ~(size_t)7;
+  if (rd16(p + 4) != DVM_GEN_VERSION || tile == 0 || images > size || nimages > (size - images) / 16) {
+    printf("    payload: DVMG version %u, truncated or malformed\n", rd16(p + 4));
+    return;
+  }
+  printf("    %s, %u inputs, %u outputs, tile T = %u\n",
+         p[6] == DVM_GEN_ROWS ? "rows" : p[6] == DVM_GEN_ELEMENTWISE ? "elementwise" : "unknown kind",
+         nin, nout, tile);
+  for (unsigned c = 0; c < nconfigs; c++)
+    printf("    config %u: block %u, %u per thread, %u shared bytes\n", c,
+           rd16(p + DVM_GEN_HEADER_SIZE + 8 * c), rd16(p + DVM_GEN_HEADER_SIZE + 8 * c + 2),
+           rd32(p + DVM_GEN_HEADER_SIZE + 8 * c + 4));
+  static const char *const class_names[] = {"same", "scalar", "suffix", "strided"};
+  fputs("    inputs:", stdout);
+  for (unsigned k = 0; k < nin; k++)
+    printf(" %s", p[classes + k] <= DVM_GEN_STRIDED ? class_names[p[classes + k]] : "?");
+  fputs("\n    images:", stdout);
+  for (uint32_t i = 0; i < nimages; i++) {
+    uint32_t arch = rd32(p + images + 16 * i), bytes = rd32(p + images + 16 * i + 12);
+    if (arch) printf("%s sm_%u %u bytes", i ? "," : "", arch, bytes);
+    else printf("%s PTX %u bytes", i ? "," : "", bytes);
+  }
+  printf("\n    variants: 0..%u run dvm_c<config>_v<n mod %u>, %u runs dvm_c<config>_b "
+         "(bounds-checked baseline)\n", tile - 1, tile, tile);
+}
+
+static void print_kernels(const dvm_module *m) {
+  for (int k = 0; k < dvm_module_kernel_count(m); k++) {
+    dvm_kernel_info info;
+    dvm_module_kernel(m, k, &info);
+    printf("  kernel %d %s (%s, %d variant%s)\n", k, info.name, dvm_device_name(info.device),
+           info.nvariants, info.nvariants == 1 ? "" : "s");
+    if (info.device == DVM_DEVICE_CUDA && strncmp(info.name, "gen@", 4) == 0)
+      print_gen(info.payload, info.payload_size);
+  }
+}
 
 int dvm_cmd_inspect(int argc, char **argv) {
-  static const char usage[] = "usage: dvm inspect MODEL.dvmb\n"
-                              "  lists functions with their symbolic signatures, constants and kernels\n";
+  static const struct option opts[] = {
+      {"memory", no_argument, 0, 'm'}, {"dim", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+  char *dims[MAX_DIMS];
+  int ndims = 0, memory = 0;
+  optind = 1;
+  for (int c; (c = getopt_long(argc, argv, "mD:h", opts, NULL)) != -1;) {
+    switch (c) {
+    case 'm': memory = 1; break;
+    case 'D':
+      if (ndims == MAX_DIMS) return dvm_cli_usage_error("inspect", "too many --dim");
+      dims[ndims++] = optarg;
+      break;
+    case 'h': fputs(usage, stdout); return DVM_EXIT_OK;
+    default: fputs(usage, stderr); return DVM_EXIT_USAGE;
+    }
+  }
+  if (optind != argc - 1 || (ndims && !memory)) {
+    fputs(usage, stderr);
+    return DVM_EXIT_USAGE;
+  }
+  if (memory) return inspect_memory(argv[optind], ndims, dims);
   dvm_module *m;
-  int rc = dvm_cli_load_one("inspect", usage, argc, argv, &m);
-  if (rc >= 0) return rc;
-  printf("module %s\n", argv[1]);
+  dvm_status *st = dvm_module_load_file(argv[optind], NULL, &m);
+  if (st) return dvm_cli_fail("inspect", st);
+  printf("module %s\n", argv[optind]);
   printf("constants: %d (%zu bytes)\n", dvm_module_constant_count(m), dvm_module_constant_bytes(m));
   printf("kernels: %d\n", dvm_module_kernel_count(m));
+  print_kernels(m);
   int nf = dvm_module_function_count(m);
   printf("functions: %d\n", nf);
   for (int f = 0; f < nf; f++) {

@@ -18,7 +18,8 @@ static const char usage_text[] =
     "  --output FILE | --output NAME=FILE save results as .npy (in result order, or by name);\n"
     "                                     without it each result is summarized on stdout\n"
     "  --function NAME                    function to run (default: main, or the only one)\n"
-    "  --device cpu|auto                  where tensors live (default: auto, which is cpu)\n"
+    "  --device cpu|cuda|auto             where tensors live (default auto: cuda when a device is\n"
+    "                                     present and the model was compiled for it, else cpu)\n"
     "  --threads N                        kernel threads (default: all cores)\n"
     "  --show N                           elements to print per result (default 8, -1: all)\n"
     "  --stats                            print VM statistics after the run\n";
@@ -137,6 +138,7 @@ int dvm_cmd_run(int argc, char **argv) {
   const char *fname = NULL;
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
+  int device_auto = 1;
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "i:o:f:d:t:n:sh", opts, NULL)) != -1;) {
     switch (c) {
@@ -150,8 +152,8 @@ int dvm_cmd_run(int argc, char **argv) {
       break;
     case 'f': fname = optarg; break;
     case 'd':
-      if (strcmp(optarg, "auto") == 0) vo.device = DVM_DEVICE_CPU;
-      else if (!dvm_device_parse(optarg, &vo.device))
+      device_auto = strcmp(optarg, "auto") == 0;
+      if (!device_auto && !dvm_device_parse(optarg, &vo.device))
         return dvm_cli_usage_error("run", "unknown device \"%s\" (cpu, cuda, auto)", optarg);
       break;
     case 't': vo.threads = atoi(optarg); if (vo.threads < 1) return dvm_cli_usage_error("run", "--threads must be >= 1"); break;
@@ -200,7 +202,14 @@ int dvm_cmd_run(int argc, char **argv) {
       goto done;
     }
   }
-  if ((st = dvm_vm_create(m, &vo, &vm)) || (st = dvm_vm_invoke(vm, f, args, np, res, nr))) {
+  if (device_auto) { /* say which, and why not the GPU */
+    char why[320];
+    vo.device = dvm_device_auto(m, why, sizeof why);
+    fprintf(stderr, "dvm: running on %s\n", why);
+  }
+  if ((st = dvm_vm_create(m, &vo, &vm)) ||
+      (st = dvm_vm_find_function(vm, dvm_function_name(m, f), &f)) ||
+      (st = dvm_vm_invoke(vm, f, args, np, res, nr))) {
     rc = dvm_cli_fail("run", st);
     goto done;
   }
@@ -226,12 +235,17 @@ int dvm_cmd_run(int argc, char **argv) {
   if (stats) {
     dvm_vm_stats s;
     dvm_vm_get_stats(vm, &s);
-    const dvm_pool_stats *p = &s.pool[DVM_DEVICE_CPU];
-    printf("stats: instructions=%llu kernel_calls=%llu cpu_pool: in_use=%llu peak=%llu cached=%llu "
-           "allocs=%llu reuses=%llu\n",
-           (unsigned long long)s.instructions, (unsigned long long)s.kernel_calls,
-           (unsigned long long)p->in_use, (unsigned long long)p->peak, (unsigned long long)p->cached,
-           (unsigned long long)p->allocs, (unsigned long long)p->reuses);
+    printf("stats: instructions=%llu kernel_calls=%llu host_syncs=%llu", (unsigned long long)s.instructions,
+           (unsigned long long)s.kernel_calls, (unsigned long long)s.host_syncs);
+    for (int d = 0; d < DVM_DEVICE_COUNT; d++) {
+      const dvm_pool_stats *p = &s.pool[d];
+      if (d != DVM_DEVICE_CPU && !p->allocs) continue; /* a device this run never used */
+      printf(" %s_pool: in_use=%llu peak=%llu cached=%llu allocs=%llu reuses=%llu",
+             dvm_device_name((dvm_device_kind)d), (unsigned long long)p->in_use,
+             (unsigned long long)p->peak, (unsigned long long)p->cached,
+             (unsigned long long)p->allocs, (unsigned long long)p->reuses);
+    }
+    putchar('\n');
   }
 done:
   for (int i = 0; i < np; i++) dvm_value_clear(&args[i]);

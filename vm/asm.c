@@ -65,6 +65,7 @@ typedef struct {
   VEC(uint32_t) starts;
   VEC(const char *) src;
   VEC(dvm_sym) syms;
+  VEC(dvm_info) info;
   VEC(dvm_sig) params;
   VEC(dvm_sig) results;
   VEC(fixup) fixups;
@@ -374,6 +375,15 @@ static dvm_status *dir_sym(parser *ps) {
   return ok ? NULL : OOM();
 }
 
+static dvm_status *dir_info(parser *ps) {
+  dvm_info in;
+  TRY(name(ps, &in.key));
+  TRY(name(ps, &in.value));
+  int ok = 1;
+  VEC_PUSH(ps->info, in, ok);
+  return ok ? NULL : OOM();
+}
+
 static dvm_status *dir_sig(parser *ps, int result) {
   dvm_sig s = {0};
   s.rank = -1;
@@ -547,6 +557,8 @@ static dvm_status *end_func(parser *ps) {
   f->nsyms = (uint32_t)ps->syms.n;
   f->nparams = (uint32_t)ps->params.n;
   f->nresults = (uint32_t)ps->results.n;
+  f->ninfo = (uint32_t)ps->info.n;
+  COPY_OUT(f->info, ps->info);
   COPY_OUT(f->code, ps->code);
   COPY_OUT(f->syms, ps->syms);
   COPY_OUT(f->params, ps->params);
@@ -565,6 +577,7 @@ static dvm_status *func_line(parser *ps) {
     return end_func(ps);
   }
   if (strcmp(w, ".sym") == 0) { TRY(next(ps)); return dir_sym(ps); }
+  if (strcmp(w, ".info") == 0) { TRY(next(ps)); return dir_info(ps); }
   if (strcmp(w, ".param") == 0 || strcmp(w, ".result") == 0) {
     int result = w[1] == 'r';
     if (ps->starts.n) return ERR("%s must come before the first instruction", w);
@@ -679,7 +692,7 @@ dvm_status *dvm_asm_parse(const char *text, size_t len, const char *filename, dv
   st = parse(&ps, text, len);
   free(ps.strings.v); free(ps.consts.v); free(ps.kernels.v); free(ps.shapefns.v);
   free(ps.hostfns.v); free(ps.funcs.v); free(ps.code.v); free(ps.starts.v); free(ps.src.v);
-  free(ps.syms.v); free(ps.params.v); free(ps.results.v); free(ps.fixups.v); free(ps.labels.v);
+  free(ps.syms.v); free(ps.info.v); free(ps.params.v); free(ps.results.v); free(ps.fixups.v); free(ps.labels.v);
   if (!st) st = dvm_status_annotate(dvm_verify_module(m), "%s", filename);
   if (st) {
     dvm_module_release(m);

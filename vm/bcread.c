@@ -14,7 +14,7 @@ static const char *const section_names[DVM_SEC_COUNT + 1] = {
     [DVM_SEC_STRINGS] = "strings", [DVM_SEC_CONSTS] = "constants",
     [DVM_SEC_KERNELS] = "kernels", [DVM_SEC_SHAPEFNS] = "shape functions",
     [DVM_SEC_HOSTFNS] = "host functions", [DVM_SEC_FUNCS] = "functions",
-    [DVM_SEC_DATA] = "data",
+    [DVM_SEC_DATA] = "data", [DVM_SEC_INFO] = "info",
 };
 
 typedef struct {
@@ -313,15 +313,39 @@ static dvm_status *read_funcs(parser *ps) {
   return NULL;
 }
 
+/* Info records come grouped by function, in function order. */
+static dvm_status *read_info(parser *ps) {
+  dvm_module *m = ps->m;
+  dvm_reader *r = &ps->sec[DVM_SEC_INFO];
+  uint32_t n, prev = 0;
+  dvm_status *st = read_count(ps, DVM_SEC_INFO, 12, &n);
+  if (st) return st;
+  dvm_info *info = dvm_arena_alloc(&m->arena, n, sizeof(dvm_info));
+  if (!info && n) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t fn = dvm_reader_u32(r), key = dvm_reader_u32(r), value = dvm_reader_u32(r);
+    if (r->bad) return truncated("info", i);
+    if (fn >= m->nfuncs || fn < prev)
+      return CORRUPT("info: entry %u names function %u (of %u) out of order", i, fn, m->nfuncs);
+    if ((st = name_at(ps, key, "info", i, &info[i].key)) || (st = name_at(ps, value, "info", i, &info[i].value)))
+      return st;
+    dvm_func *f = &m->funcs[fn];
+    if (!f->ninfo) f->info = &info[i];
+    f->ninfo++;
+    prev = fn;
+  }
+  return NULL;
+}
+
 dvm_status *dvm_bc_read(dvm_module *m, const uint8_t *bytes, size_t size) {
   parser ps = {.m = m, .bytes = bytes, .size = size};
   dvm_status *st;
   if ((st = read_header(&ps)) || (st = read_strings(&ps)) || (st = read_consts(&ps)) ||
       (st = read_kernels(&ps)) || (st = read_shapefns(&ps)) || (st = read_hostfns(&ps)) ||
-      (st = read_funcs(&ps)))
+      (st = read_funcs(&ps)) || (st = read_info(&ps)))
     return st;
-  for (int id = 1; id < DVM_SEC_DATA; id++)
-    if (ps.sec[id].p && dvm_reader_left(&ps.sec[id]))
+  for (int id = 1; id <= DVM_SEC_COUNT; id++)
+    if (id != DVM_SEC_DATA && ps.sec[id].p && dvm_reader_left(&ps.sec[id]))
       return CORRUPT("%s: %zu bytes after the last entry", section_names[id],
                      dvm_reader_left(&ps.sec[id]));
   return NULL;

@@ -183,6 +183,11 @@ static void intern_all(interner *in, const dvm_module *m) {
   dvm_status_free(write_funcs(&scratch, in, m)); /* same traversal as the real write */
   if (scratch.oom) in->oom = 1;
   free(scratch.p);
+  for (uint32_t i = 0; i < m->nfuncs; i++)
+    for (uint32_t k = 0; k < m->funcs[i].ninfo; k++) {
+      intern(in, m->funcs[i].info[k].key);
+      intern(in, m->funcs[i].info[k].value);
+    }
 }
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -190,13 +195,17 @@ static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
   interner in = {0};
   intern_all(&in, m);
+  /* the info section is optional (1.1): without it the file is a 1.0 file */
+  uint32_t ninfo = 0;
+  for (uint32_t i = 0; i < m->nfuncs; i++) ninfo += m->funcs[i].ninfo;
+  int nsec = ninfo ? DVM_SEC_INFO : DVM_SEC_DATA;
   buf b = {0};
   uint64_t sec_off[DVM_SEC_COUNT + 1], sec_size[DVM_SEC_COUNT + 1];
   dvm_status *st = NULL;
 
   put(&b, DVM_BC_MAGIC, 8);
   put(&b, (uint8_t[DVM_BC_HEADER_SIZE - 8]){0}, DVM_BC_HEADER_SIZE - 8);
-  put(&b, (uint8_t[DVM_SEC_COUNT * 24]){0}, DVM_SEC_COUNT * 24);
+  put(&b, (uint8_t[DVM_SEC_COUNT * 24]){0}, (size_t)nsec * 24);
 
   /* Data layout first: constants then payloads, each 64-byte aligned. */
   uint64_t data_len = 0;
@@ -215,7 +224,7 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
     data_len = align_up(data_len + m->kernels[i].payload_size, DVM_BC_DATA_ALIGN);
   }
 
-  for (int id = 1; id <= DVM_SEC_COUNT; id++) {
+  for (int id = 1; id <= nsec; id++) {
     pad_to(&b, id == DVM_SEC_DATA ? DVM_BC_DATA_ALIGN : 8);
     sec_off[id] = b.len;
     switch (id) {
@@ -276,6 +285,15 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
         pad_to(&b, DVM_BC_DATA_ALIGN);
       }
       break;
+    case DVM_SEC_INFO:
+      put_u32(&b, ninfo);
+      for (uint32_t i = 0; i < m->nfuncs; i++)
+        for (uint32_t k = 0; k < m->funcs[i].ninfo; k++) {
+          put_u32(&b, i);
+          put_u32(&b, intern(&in, m->funcs[i].info[k].key));
+          put_u32(&b, intern(&in, m->funcs[i].info[k].value));
+        }
+      break;
     }
     sec_size[id] = b.len - sec_off[id];
   }
@@ -285,14 +303,14 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
   }
 
   /* Header and section table, then the checksum over everything after. */
-  buf h = {b.p + 8, 0, DVM_BC_HEADER_SIZE - 8 + DVM_SEC_COUNT * 24, 0};
+  buf h = {b.p + 8, 0, DVM_BC_HEADER_SIZE - 8 + (size_t)nsec * 24, 0};
   put_u16(&h, DVM_BC_MAJOR);
-  put_u16(&h, DVM_BC_MINOR);
-  put_u32(&h, DVM_SEC_COUNT);
+  put_u16(&h, ninfo ? DVM_BC_MINOR : 0);
+  put_u32(&h, (uint32_t)nsec);
   put_u64(&h, b.len);
   put_u32(&h, 0); /* checksum, below */
   put_u32(&h, 0); /* flags */
-  for (int id = 1; id <= DVM_SEC_COUNT; id++) {
+  for (int id = 1; id <= nsec; id++) {
     put_u32(&h, (uint32_t)id);
     put_u32(&h, 0);
     put_u64(&h, sec_off[id]);

@@ -17,7 +17,7 @@
 
 #define DVM_BC_MAGIC "\x89" "DVMB\r\n\x1a"
 #define DVM_BC_MAJOR 1
-#define DVM_BC_MINOR 0
+#define DVM_BC_MINOR 1
 #define DVM_BC_HEADER_SIZE 32
 #define DVM_BC_DATA_ALIGN 64
 
@@ -30,7 +30,8 @@ enum {
   DVM_SEC_HOSTFNS,
   DVM_SEC_FUNCS,
   DVM_SEC_DATA,
-  DVM_SEC_COUNT = DVM_SEC_DATA
+  DVM_SEC_INFO, /* since 1.1, optional: written only when a function has info */
+  DVM_SEC_COUNT = DVM_SEC_INFO
 };
 
 /* Limits the verifier enforces, so that no count can make us allocate or
@@ -58,6 +59,12 @@ typedef struct dvm_sym {
   int64_t lo, hi;
 } dvm_sym;
 
+/* A fact about a function for tools, such as its peak memory ("peak": a
+ * formula over its symbols, in bytes); the VM does not read it. */
+typedef struct dvm_info {
+  const char *key, *value;
+} dvm_info;
+
 typedef struct dvm_func {
   const char *name;
   uint32_t nregs, nparams, nresults, nsyms;
@@ -70,6 +77,8 @@ typedef struct dvm_func {
   const char **src; /* per instruction: source node name or NULL */
   uint32_t ndebug;  /* as read: (instruction, string) pairs, made into src */
   uint32_t *debug;
+  uint32_t ninfo;   /* section info (1.1) */
+  dvm_info *info;
 } dvm_func;
 
 typedef struct dvm_const {

@@ -93,3 +93,9 @@ void dvm_function_instr(const dvm_module *m, int f, int i, dvm_instr_info *out) 
 void dvm_function_print_instr(const dvm_module *m, int f, int i, FILE *out) {
   dvm_disasm_instr(m, &m->funcs[f], (uint32_t)i, out);
 }
+
+void dvm_module_kernel(const dvm_module *m, int k, dvm_kernel_info *out) {
+  const dvm_kernel_ref *r = &m->kernels[k];
+  *out = (dvm_kernel_info){r->name, (dvm_device_kind)r->device, (int)r->nvariants, r->payload,
+                           r->payload_size};
+}

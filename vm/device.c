@@ -1,9 +1,12 @@
 /* The device table: the CPU device, and the lookup that says why a device
  * is missing. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/stream.h"
 #include "device.h"
+#include "dvm/vm.h"
 
 static dvm_status *cpu_alloc(const dvm_device *d, size_t size, void **out) {
   /* 256-byte alignment serves every dtype and vector width we use */
@@ -39,9 +42,21 @@ static const dvm_device cpu_device = {
 dvm_status *dvm_device_get(dvm_device_kind kind, const dvm_device **out) {
   switch (kind) {
   case DVM_DEVICE_CPU: *out = &cpu_device; return NULL;
-  case DVM_DEVICE_CUDA:
-    return dvm_status_new(DVM_UNAVAILABLE,
-                          "the CUDA device is not available: this dvm has no CUDA device layer yet");
+  case DVM_DEVICE_CUDA: return dvm_cuda_device_entry(out);
   default: return dvm_status_new(DVM_INVALID_ARGUMENT, "unknown device %d", (int)kind);
   }
+}
+
+dvm_status *dvm_device_probe(dvm_device_kind kind, char *buf, size_t size) {
+  const dvm_device *dev;
+  dvm_status *st = dvm_device_get(kind, &dev);
+  if (st) return st;
+  if (kind != DVM_DEVICE_CUDA) {
+    snprintf(buf, size, "%s", dev->name);
+    return NULL;
+  }
+  const dvm_cuda_device *d;
+  if ((st = dvm_cuda_device_get(&d))) return st;
+  snprintf(buf, size, "cuda:0 (%s, sm_%d, %d SMs)", d->name, d->sm, d->sm_count);
+  return NULL;
 }

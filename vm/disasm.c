@@ -154,6 +154,13 @@ static void print_func(const dvm_module *m, const dvm_func *f, FILE *out) {
   }
   for (uint32_t p = 0; p < f->nparams; p++) print_sig(f, &f->params[p], "param", out);
   for (uint32_t p = 0; p < f->nresults; p++) print_sig(f, &f->results[p], "result", out);
+  for (uint32_t k = 0; k < f->ninfo; k++) {
+    fputs("  .info ", out);
+    dvm_disasm_name(f->info[k].key, out);
+    fputc(' ', out);
+    print_quoted(f->info[k].value, out);
+    fputc('\n', out);
+  }
   /* labels for jump targets */
   unsigned char *target = calloc(f->ninstr, 1);
   for (uint32_t i = 0; target && i < f->ninstr; i++) {
@@ -179,6 +186,31 @@ static void print_func(const dvm_module *m, const dvm_func *f, FILE *out) {
   fputs(".end\n", out);
 }
 
+/* A comment line summing up a generated CUDA kernel's variant table
+ * (the DVMG payload, ops/cuda/gen_abi.h); the assembler skips it. */
+static void print_gen_table(const dvm_kernel_ref *k, FILE *out) {
+  const uint8_t *p = k->payload;
+  size_t n = k->payload_size;
+  if (n < 32 || memcmp(p, "DVMG", 4) != 0) return;
+  unsigned nconfigs = p[7], nin = p[8], tile = p[10] | p[11] << 8;
+  uint32_t nimages = (uint32_t)p[12] | (uint32_t)p[13] << 8 | (uint32_t)p[14] << 16 | (uint32_t)p[15] << 24;
+  fprintf(out, "; %s, T=%u: variants v0..v%u by n mod %u, then the bounds-checked baseline; configs",
+          p[6] == 1 ? "elementwise" : p[6] == 2 ? "rows" : "unknown kind", tile, tile ? tile - 1 : 0, tile);
+  for (unsigned c = 0; c < nconfigs && 32 + 8 * (c + 1) <= n; c++)
+    fprintf(out, " %u:block %u x %u", c, p[32 + 8 * c] | p[33 + 8 * c] << 8,
+            p[34 + 8 * c] | p[35 + 8 * c] << 8);
+  size_t table = (32 + 8 * (size_t)nconfigs + nin + 7) & ~(size_t)7;
+  fputs("; images", out);
+  for (uint32_t i = 0; i < nimages && table + 16 * ((size_t)i + 1) <= n; i++) {
+    const uint8_t *e = p + table + 16 * i;
+    uint32_t arch = e[0] | e[1] << 8, size = (uint32_t)e[12] | (uint32_t)e[13] << 8 |
+                                             (uint32_t)e[14] << 16 | (uint32_t)e[15] << 24;
+    if (arch) fprintf(out, " sm_%u (%u bytes)", arch, size);
+    else fprintf(out, " ptx (%u bytes)", size);
+  }
+  fputc('\n', out);
+}
+
 void dvm_disasm_module(const dvm_module *m, FILE *out) {
   fprintf(out, "; dvm bytecode %d.%d\n", DVM_BC_MAJOR, DVM_BC_MINOR);
   for (uint32_t i = 0; i < m->nconsts; i++) {
@@ -201,6 +233,7 @@ void dvm_disasm_module(const dvm_module *m, FILE *out) {
       print_hex(k->payload, k->payload_size, out);
     }
     fputc('\n', out);
+    print_gen_table(k, out);
   }
   for (uint32_t i = 0; i < m->nshapefns; i++) {
     fputs(".shapefn ", out);

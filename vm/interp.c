@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cuda/stream.h"
 #include "hostfn.h"
 #include "opcode.h"
 #include "vmimpl.h"
@@ -159,6 +160,9 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_kernel_ref *k, dvm_value *R, 
   dvm_kernel_args a = {tin, (int)ins[0], tout, (int)outs[0], vm->scratch, (int)attrs[0],
                        variant, k->payload, k->payload_size, &vm->exec};
   vm->stats.kernel_calls++;
+  struct dvm_cuda_vm *cu;
+  if (k->def->device == DVM_DEVICE_CUDA && (st = dvm_vm_cuda(vm, &cu)))
+    return dvm_status_annotate(st, "kernel \"%s\"", k->name);
   return dvm_status_annotate(k->def->fn(&a), "kernel \"%s\"", k->name);
 }
 
@@ -201,16 +205,33 @@ static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int r
   return NULL;
 }
 
-static dvm_status *do_copy(dvm_vm *vm, const dvm_tensor *src, dvm_device_kind dev, dvm_value *dst) {
+/* A tensor already on `dev` is shared, not copied (the @cuda functions copy
+ * every input to the device, wherever it is), and so is a module constant's
+ * device copy after its first upload. Copies that touch CUDA run on the
+ * VM's stream; one to the host waits for it (a counted host sync). */
+static dvm_status *do_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_value *dst) {
+  dvm_device_kind sdev = (dvm_device_kind)src->storage->device;
+  int constant = dev == DVM_DEVICE_CUDA && src->storage == vm->m->data;
+  dvm_tensor *same = sdev == dev ? src : NULL;
+  if (!same && constant && vm->exec.cuda) same = dvm_cuda_vm_const_find(vm->exec.cuda, src);
+  if (same) {
+    dvm_tensor_retain(same);
+    reg_put(dst, (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = same});
+    return NULL;
+  }
   dvm_value tmp = {0};
   dvm_status *st = do_alloc(vm, dev, (dvm_dtype)src->dtype, src->rank, src->dims, &tmp);
   if (st) return st;
-  dvm_device_kind sdev = (dvm_device_kind)src->storage->device;
-  const dvm_device *d;
-  st = dvm_device_get(sdev != DVM_DEVICE_CPU ? sdev : dev, &d);
-  if (!st)
-    st = d->copy(d, dvm_tensor_ptr(tmp.u.tensor), dev, dvm_tensor_ptr(src), sdev,
-                 dvm_tensor_nbytes(src));
+  struct dvm_cuda_vm *cu;
+  void *to = dvm_tensor_ptr(tmp.u.tensor);
+  size_t n = dvm_tensor_nbytes(src);
+  if (sdev == DVM_DEVICE_CUDA || dev == DVM_DEVICE_CUDA) {
+    if (!(st = dvm_vm_cuda(vm, &cu))) st = dvm_cuda_vm_copy(cu, to, dev, dvm_tensor_ptr(src), sdev, n);
+    if (!st && constant) st = dvm_cuda_vm_const_add(cu, src, tmp.u.tensor);
+  } else {
+    const dvm_device *d;
+    if (!(st = dvm_device_get(dev, &d))) st = d->copy(d, to, dev, dvm_tensor_ptr(src), sdev, n);
+  }
   if (st) {
     dvm_value_clear(&tmp);
     return st;

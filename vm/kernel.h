@@ -14,6 +14,9 @@
 /* Per-VM execution context handed to kernels. */
 typedef struct dvm_exec {
   int threads; /* kernel threads this VM may use (>= 1) */
+  /* The VM's CUDA state (stream, cuBLAS handle, host-sync count: see
+   * vm/cuda/stream.h); set before any CUDA kernel of the VM runs. */
+  struct dvm_cuda_vm *cuda;
 } dvm_exec;
 
 typedef struct dvm_kernel_args {
@@ -42,6 +45,15 @@ typedef struct dvm_kernel_def {
    * 0 leaves the check to the kernel. The compiler refuses others up
    * front, naming the dtype, instead of failing at run time. */
   uint32_t dtypes;
+  /* Optional: when a module is linked, called once for each constant
+   * tensor t that the bytecode loads into a register this kernel reads as
+   * input `input`. It may build a form of t the kernel runs faster from
+   * (a weight in its microkernel's layout): *data (left NULL to decline)
+   * and *free_data. The linker attaches it to t; the kernel finds it with
+   * dvm_tensor_packed(t, its def, input) and runs from t's plain data where
+   * there is none (docs/kernels.md). */
+  dvm_status *(*prepack)(const dvm_tensor *t, int input, void **data,
+                         void (**free_data)(void *));
 } dvm_kernel_def;
 
 #define DVM_DTYPE_BIT(dt) (1u << (dt))

@@ -1,10 +1,57 @@
 /* Linking a verified module: kernels, shape functions and host functions by
- * name, and constant tensors over the module's bytes. */
+ * name, constant tensors over the module's bytes, and the forms of them
+ * that kernels prepack. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bytecode.h"
 #include "hostfn.h"
+#include "opcode.h"
+
+/* Lets the kernels that have a prepack hook build their forms of the
+ * constants f feeds them. A linear walk that knows which constant each
+ * register last got from `const` (forgotten on any other write): a guess,
+ * as a jump may bring another value, but a wrong one only wastes a form,
+ * since a kernel looks for its form on the tensor it is actually given. */
+static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
+  int64_t *known = malloc(sizeof(int64_t) * (f->nregs ? f->nregs : 1)); /* const index + 1, or 0 */
+  if (!known) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  memset(known, 0, sizeof(int64_t) * f->nregs);
+  dvm_status *st = NULL;
+  for (uint32_t i = 0; i < f->ninstr && !st; i++) {
+    const int64_t *c = f->code + f->starts[i];
+    if (c[0] == DVM_OP_CONST) {
+      known[c[1]] = c[2] + 1;
+      continue;
+    }
+    if (c[0] == DVM_OP_INVOKE) {
+      const dvm_kernel_def *def = m->kernels[c[1]].def;
+      const int64_t *outs = c + 3, *ins = outs + 1 + outs[0];
+      for (int64_t j = 0; j < ins[0] && def->prepack && !st; j++) {
+        int64_t r = ins[1 + j];
+        if (!known[r]) continue;
+        dvm_tensor *t = m->consts[known[r] - 1].tensor;
+        if (dvm_tensor_packed(t, def, (int)j)) continue;
+        void *data = NULL;
+        void (*free_data)(void *) = NULL;
+        st = def->prepack(t, (int)j, &data, &free_data);
+        if (!st && data) st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
+        if (st) st = dvm_status_annotate(st, "prepacking constant \"%s\" for kernel \"%s\"",
+                                         m->consts[known[r] - 1].name, m->kernels[c[1]].name);
+      }
+      continue; /* invoke writes tensors, not registers */
+    }
+    const char *fmt = dvm_opinfo_table[c[0]].format;
+    for (const int64_t *o = c + 1; *fmt; fmt++) { /* every other write forgets */
+      int64_t count = dvm_operand_is_list(*fmt) ? *o++ : 1;
+      for (int64_t q = 0; q < count; q++, o++)
+        if (*fmt == 'd' || *fmt == 'D' || *fmt == 'k') known[*o] = 0;
+    }
+  }
+  free(known);
+  return st;
+}
 
 dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
   for (uint32_t i = 0; i < m->nkernels; i++) {
@@ -43,6 +90,10 @@ dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
     size_t off = (size_t)((const uint8_t *)c->data - (const uint8_t *)m->bytes);
     dvm_status *st = dvm_tensor_view(m->data, off, (dvm_dtype)c->dtype, c->rank, c->dims, &c->tensor);
     if (st) return dvm_status_annotate(st, "constant \"%s\"", c->name);
+  }
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    dvm_status *st = prepack_function(m, &m->funcs[i]);
+    if (st) return dvm_status_annotate(st, "function \"%s\"", m->funcs[i].name);
   }
   return NULL;
 }

@@ -144,6 +144,13 @@ void dvm_function_symbol(const dvm_module *m, int f, int i, dvm_symbol_info *out
   out->hi = s->hi;
 }
 
+const char *dvm_function_info(const dvm_module *m, int f, const char *key) {
+  const dvm_func *fn = &m->funcs[f];
+  for (uint32_t i = 0; i < fn->ninfo; i++)
+    if (strcmp(fn->info[i].key, key) == 0) return fn->info[i].value;
+  return NULL;
+}
+
 int dvm_module_constant_count(const dvm_module *m) { return (int)m->nconsts; }
 
 size_t dvm_module_constant_bytes(const dvm_module *m) {

@@ -20,12 +20,25 @@ struct dvm_storage {
   void *ctx;
 };
 
+/* A form of a constant tensor that a kernel built for one of its inputs
+ * when the module was linked (dvm_kernel_def.prepack), e.g. a matmul weight
+ * in its microkernel's layout. Read-only from then on, so every VM and
+ * thread uses it without locking. */
+typedef struct dvm_packed {
+  struct dvm_packed *next;
+  const void *owner; /* the dvm_kernel_def that built it */
+  int input;         /* the input index it was built for */
+  void *data;
+  void (*free_data)(void *data);
+} dvm_packed;
+
 struct dvm_tensor {
   atomic_int refs;
   uint8_t dtype;
   uint8_t rank;
   dvm_storage *storage; /* holds one reference */
   size_t offset;        /* bytes into storage */
+  dvm_packed *packed;   /* forms built at link; freed with the tensor */
   int64_t dims[DVM_MAX_RANK];
 };
 
@@ -51,6 +64,19 @@ void dvm_storage_release(dvm_storage *s);
  * fits in the storage. */
 DVM_MUST_USE dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int rank,
                                          const int64_t *dims, dvm_tensor **out);
+
+/* Attaches `data`, a form of t that kernel `owner` built for its input
+ * `input`; t owns it from then on (free_data(data) when t is freed, or now
+ * on failure). Only while t is not yet shared: at link time. */
+DVM_MUST_USE dvm_status *dvm_tensor_attach_packed(dvm_tensor *t, const void *owner, int input,
+                                                  void *data, void (*free_data)(void *));
+
+/* The form `owner` built of t for its input `input`, or NULL. */
+static inline const void *dvm_tensor_packed(const dvm_tensor *t, const void *owner, int input) {
+  for (const dvm_packed *p = t->packed; p; p = p->next)
+    if (p->owner == owner && p->input == input) return p->data;
+  return NULL;
+}
 
 static inline void *dvm_tensor_ptr(const dvm_tensor *t) {
   return (char *)t->storage->ptr + t->offset;

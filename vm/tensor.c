@@ -132,6 +132,7 @@ dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int ran
   t->rank = (uint8_t)rank;
   t->storage = s;
   t->offset = offset;
+  t->packed = NULL;
   if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank); /* dims may be NULL at rank 0 */
   dvm_storage_retain(s);
   *out = t;
@@ -177,11 +178,29 @@ dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const int64_t *dims, void *d
   return st;
 }
 
+dvm_status *dvm_tensor_attach_packed(dvm_tensor *t, const void *owner, int input, void *data,
+                                     void (*free_data)(void *)) {
+  dvm_packed *p = malloc(sizeof *p);
+  if (!p) {
+    free_data(data);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  *p = (dvm_packed){t->packed, owner, input, data, free_data};
+  t->packed = p;
+  return NULL;
+}
+
 void dvm_tensor_retain(dvm_tensor *t) { atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed); }
 
 void dvm_tensor_release(dvm_tensor *t) {
   if (!t || atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
   dvm_storage_release(t->storage);
+  while (t->packed) {
+    dvm_packed *p = t->packed;
+    t->packed = p->next;
+    p->free_data(p->data);
+    free(p);
+  }
   free(t);
 }
 

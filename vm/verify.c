@@ -511,9 +511,40 @@ done:
   return st;
 }
 
+/* Info (section 1.1): the one key is "peak", a formula of integers, the
+ * function's symbols, + - * ^ ( ) , and floordiv, mod, min, max; tools
+ * evaluate it, so what it names must exist. */
+static dvm_status *check_info(const dvm_func *f) {
+  static const char ident[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789";
+  static const char *const fns[] = {"floordiv", "mod", "min", "max"};
+  for (uint32_t i = 0; i < f->ninfo; i++) {
+    const char *key = f->info[i].key, *p = f->info[i].value;
+    size_t len = strlen(p), ok = 0;
+    if (strcmp(key, "peak") != 0)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" is not a known key (peak)", f->name, key);
+    if (len > DVM_MAX_LIST)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" exceeds %d bytes", f->name, key, DVM_MAX_LIST);
+    while (ok < len && (strchr(ident, p[ok]) || strchr(" +-*^(),", p[ok]))) ok++;
+    if (ok < len)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\": character 0x%02x is not part of a formula",
+                            f->name, key, (unsigned char)p[ok]);
+    for (size_t n; *p; p += n ? n : 1) {
+      n = strspn(p, ident);
+      int known = !n || (*p >= '0' && *p <= '9');
+      for (uint32_t s = 0; s < f->nsyms && !known; s++)
+        known = strlen(f->syms[s].name) == n && strncmp(f->syms[s].name, p, n) == 0;
+      for (int k = 0; k < 4 && !known; k++) known = strlen(fns[k]) == n && strncmp(fns[k], p, n) == 0;
+      if (!known)
+        return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" names \"%.*s\", not a symbol of the function",
+                              f->name, key, (int)n, p);
+    }
+  }
+  return NULL;
+}
+
 static dvm_status *verify_func(dvm_module *m, dvm_func *f) {
   dvm_status *st;
-  if ((st = check_header(m, f)) || (st = decode(m, f))) return st;
+  if ((st = check_header(m, f)) || (st = check_info(f)) || (st = decode(m, f))) return st;
   vctx v = {m, f, 0, 0};
   for (uint32_t i = 0; i < f->ninstr; i++) {
     v.idx = i;

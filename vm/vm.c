@@ -1,12 +1,16 @@
 /* VM instances: creation, invocation through the API, statistics. */
+#include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cuda/stream.h"
 #include "dvm/debug.h"
 #include "vmimpl.h"
 
 #define DEFAULT_MAX_DEPTH 256
+
+static dvm_status *cuda_module_check(const dvm_module *m);
 
 void dvm_vm_options_init(dvm_vm_options *o) {
   memset(o, 0, sizeof *o);
@@ -34,7 +38,10 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
   /* the default device must exist: say so now rather than at the first allocation */
   dvm_pool *p;
   dvm_status *st = dvm_vm_pool(vm, vm->opts.device, &p);
+  if (!st && vm->opts.device == DVM_DEVICE_CUDA) st = cuda_module_check(m);
+  if (!st && vm->opts.device == DVM_DEVICE_CUDA) st = dvm_vm_cuda(vm, &vm->exec.cuda);
   if (st) {
+    for (int d = 0; d < DVM_DEVICE_COUNT; d++) dvm_pool_destroy(vm->pools[d]);
     free(vm->frames);
     free(vm);
     return st;
@@ -46,10 +53,69 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
   return NULL;
 }
 
+static int is_cuda_name(const char *name) {
+  size_t n = strlen(name), k = strlen(DVM_CUDA_SUFFIX);
+  return n > k && strcmp(name + n - k, DVM_CUDA_SUFFIX) == 0;
+}
+
+/* A CUDA VM runs the module's NAME@cuda functions: a module with none was
+ * compiled for the CPU only. */
+static dvm_status *cuda_module_check(const dvm_module *m) {
+  for (uint32_t i = 0; i < m->nfuncs; i++)
+    if (is_cuda_name(m->funcs[i].name)) return NULL;
+  return dvm_status_new(DVM_FAILED_PRECONDITION,
+                        "the module has no CUDA functions (NAME" DVM_CUDA_SUFFIX
+                        "): it was compiled for the CPU only; compile it with --target cpu,cuda");
+}
+
+dvm_status *dvm_vm_cuda(dvm_vm *vm, struct dvm_cuda_vm **out) {
+  if (!vm->exec.cuda) {
+    dvm_status *st = dvm_cuda_vm_create(&vm->stats.host_syncs, &vm->exec.cuda);
+    if (st) return st;
+  }
+  *out = vm->exec.cuda;
+  return NULL;
+}
+
+dvm_device_kind dvm_device_auto(const dvm_module *m, char *buf, size_t size) {
+  char dev[192];
+  /* the module first: a CPU-only module need not wait for the driver */
+  dvm_status *st = cuda_module_check(m);
+  if (!st) st = dvm_device_probe(DVM_DEVICE_CUDA, dev, sizeof dev);
+  if (!st) {
+    snprintf(buf, size, "%s", dev);
+    return DVM_DEVICE_CUDA;
+  }
+  snprintf(buf, size, "cpu (%s)", dvm_status_message(st));
+  dvm_status_free(st);
+  return DVM_DEVICE_CPU;
+}
+
+dvm_status *dvm_vm_find_function(const dvm_vm *vm, const char *name, int *out) {
+  const dvm_module *m = vm->m;
+  if (vm->opts.device != DVM_DEVICE_CUDA || is_cuda_name(name)) {
+    *out = dvm_module_find_function(m, name);
+    if (*out < 0) return dvm_status_new(DVM_NOT_FOUND, "no function \"%s\" in the module", name);
+    return NULL;
+  }
+  char full[256];
+  if ((size_t)snprintf(full, sizeof full, "%s" DVM_CUDA_SUFFIX, name) >= sizeof full)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "function name \"%.40s...\" is too long", name);
+  *out = dvm_module_find_function(m, full);
+  if (*out >= 0) return NULL;
+  return dvm_status_new(DVM_NOT_FOUND,
+                        "no function \"%s\" for CUDA in the module%s", full,
+                        dvm_module_find_function(m, name) >= 0
+                            ? " (it has the CPU one: run on the CPU, or compile with --target cpu,cuda)"
+                            : "");
+}
+
 void dvm_vm_destroy(dvm_vm *vm) {
   if (!vm) return;
-  for (int d = 0; d < DVM_DEVICE_COUNT; d++) dvm_pool_destroy(vm->pools[d]);
   dvm_vm_stop(vm);
+  /* waits for the stream, so no queued kernel still uses a pool block */
+  dvm_cuda_vm_destroy(vm->exec.cuda);
+  for (int d = 0; d < DVM_DEVICE_COUNT; d++) dvm_pool_destroy(vm->pools[d]);
   dvm_module_release(vm->m);
   free(vm->regs);
   free(vm->frames);

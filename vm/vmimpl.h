@@ -36,6 +36,11 @@ struct dvm_vm {
   dvm_vm_stats stats;
 };
 
+/* The VM's CUDA state (vm/cuda/stream.h), made on first use: at creation
+ * for a CUDA VM, at its first device copy or kernel for a CPU VM. */
+struct dvm_cuda_vm;
+DVM_MUST_USE dvm_status *dvm_vm_cuda(dvm_vm *vm, struct dvm_cuda_vm **out);
+
 /* The pool for a device, made on first use. */
 DVM_MUST_USE dvm_status *dvm_vm_pool(dvm_vm *vm, dvm_device_kind dev, dvm_pool **out);
 

@@ -1,5 +1,7 @@
 /* Products: matmul, gemm, einsum, all through one engine over oneDNN's
- * row-major dnnl_sgemm (f32).
+ * row-major dnnl_sgemm (f32), except matmul and gemm with a constant f32 B,
+ * which their prepack hooks pack when the module is linked, for 2 to 96
+ * rows: those run ops/cpu/pgemm.c's microkernel on the packed B.
  *
  *   matmul (in: A, B) -> Y
  *     ONNX MatMul (shapes and batch broadcasting: shapefuncs/matmul.h).
@@ -55,6 +57,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/pgemm.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
@@ -261,14 +264,70 @@ static dvm_status *product_run_split(const char *op, const product *p, int threa
 }
 
 /* A [rows, k] x B [k, n] with B the same for all rows: the linear layers
- * of transformers, [batch * seq, k] x [k, n]. The place where a B
- * prepacked once at load (a oneDNN memory in the matmul primitive's
- * blocked layout) would be passed instead of its plain pointer. */
+ * of transformers, [batch * seq, k] x [k, n], when B is not packed (see
+ * matmul): where, on an AVX-512 machine, a oneDNN matmul primitive with B
+ * in its blocked layout would plug in. */
 static dvm_status *linear(const char *op, int f64, int64_t rows, int64_t n, int64_t k,
                           const void *a, const void *b, void *c, int threads) {
   product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = rows, .n = n, .k = k, .lda = k, .ldb = n,
                .ldc = n, .alpha = 1, .a = a, .b = b, .c = c};
   return product_run_split(op, &p, threads);
+}
+
+/* ---- constant B, packed at link ----------------------------------------- */
+
+/* The kernels' indices in dvm_cpu_matmul_kernels: a packed form's owner. */
+enum { K_MATMUL, K_GEMM, K_EINSUM, K_END };
+
+/* matmul's input 1 when it is one f32 matrix (batch dims all 1): packed
+ * for the few-row path (pgemm.h). */
+static dvm_status *matmul_prepack(const dvm_tensor *t, int input, void **data,
+                                  void (**free_data)(void *)) {
+  if (input != 1 || t->dtype != DVM_F32 || t->rank < 2) return NULL;
+  for (int i = 0; i < t->rank - 2; i++)
+    if (t->dims[i] != 1) return NULL;
+  int64_t k = t->dims[t->rank - 2], n = t->dims[t->rank - 1];
+  *data = dvm_pgemm_pack(dvm_tensor_ptr(t), k, n, n, 1);
+  *free_data = dvm_pgemm_free;
+  return NULL;
+}
+
+/* gemm's B, a 2-D f32 input 1, packed as B and as its transpose: the
+ * transB attribute is a run-time register the linker does not know. */
+typedef struct gemm_packs {
+  dvm_pgemm_b *b[2]; /* [transB] */
+} gemm_packs;
+
+static void gemm_packs_free(void *p) {
+  gemm_packs *g = p;
+  dvm_pgemm_free(g->b[0]);
+  dvm_pgemm_free(g->b[1]);
+  free(g);
+}
+
+static dvm_status *gemm_prepack(const dvm_tensor *t, int input, void **data,
+                                void (**free_data)(void *)) {
+  if (input != 1 || t->dtype != DVM_F32 || t->rank != 2) return NULL;
+  gemm_packs *g = malloc(sizeof *g);
+  if (!g) return NULL;
+  int64_t r = t->dims[0], c = t->dims[1];
+  g->b[0] = dvm_pgemm_pack(dvm_tensor_ptr(t), r, c, c, 1);
+  g->b[1] = dvm_pgemm_pack(dvm_tensor_ptr(t), c, r, 1, c);
+  if (!g->b[0] || !g->b[1]) { /* no AVX2, or out of memory: the plain path */
+    gemm_packs_free(g);
+    return NULL;
+  }
+  *data = g;
+  *free_data = gemm_packs_free;
+  return NULL;
+}
+
+/* pb for a product of `rows` rows by [k, n] where the packed path is the
+ * faster one (pgemm.h), else NULL. */
+static const dvm_pgemm_b *packed_b(const dvm_pgemm_b *pb, int64_t rows, int64_t k, int64_t n) {
+  if (!pb || rows < DVM_PGEMM_MIN_ROWS || rows > DVM_PGEMM_MAX_ROWS || dvm_pgemm_k(pb) != k || dvm_pgemm_n(pb) != n)
+    return NULL;
+  return pb;
 }
 
 /* ---- matmul -------------------------------------------------------------- */
@@ -328,7 +387,13 @@ static dvm_status *matmul(const dvm_kernel_args *a) {
     p.sc[i] = batch * m * n;
     batch *= o->dims[i];
   }
-  if (ny == 1 && nx == batch) /* one B for a dense stack of A: one [batch * m, k] matrix */
+  const dvm_pgemm_b *packed =
+      ny == 1 && nx == batch && y->dtype == DVM_F32
+          ? packed_b(dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[K_MATMUL], 1), batch * m, k, n)
+          : NULL;
+  if (packed) /* a constant B packed at link, few rows */
+    dvm_pgemm_run(packed, batch * m, px, k, 1, 1, 0, pc, n, threads);
+  else if (ny == 1 && nx == batch) /* one B for a dense stack of A: one [batch * m, k] matrix */
     st = linear("matmul", f64, batch * m, n, k, px, py, pc, threads);
   else
     st = product_run("matmul", &p, threads);
@@ -380,7 +445,14 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
   product p = {.ta = ta ? 'T' : 'N', .tb = tb ? 'T' : 'N', .m = m, .n = n, .k = k,
                .lda = x->dims[1], .ldb = y->dims[1], .ldc = n, .alpha = alpha, .beta = b,
                .a = px, .b = py, .c = pc};
-  st = product_run_split(op, &p, dvm_kargs_threads(a));
+  const gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[K_GEMM], 1)
+                                            : NULL;
+  const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], m, k, n) : NULL;
+  if (packed) /* a constant B packed at link, few rows */
+    dvm_pgemm_run(packed, m, px, ta ? 1 : p.lda, ta ? p.lda : 1, (float)alpha, (float)b, pc, n,
+                  dvm_kargs_threads(a));
+  else
+    st = product_run_split(op, &p, dvm_kargs_threads(a));
   if (!st) out_store(o, pc);
   scratch_free(&s);
   return st;
@@ -915,8 +987,8 @@ static dvm_status *einsum(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
-    {"matmul", DVM_DEVICE_CPU, matmul, "matmul"},
-    {"gemm", DVM_DEVICE_CPU, gemm, "gemm"},
-    {"einsum", DVM_DEVICE_CPU, einsum, "einsum"},
-    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+    [K_MATMUL] = {"matmul", DVM_DEVICE_CPU, matmul, "matmul", .prepack = matmul_prepack},
+    [K_GEMM] = {"gemm", DVM_DEVICE_CPU, gemm, "gemm", .prepack = gemm_prepack},
+    [K_EINSUM] = {"einsum", DVM_DEVICE_CPU, einsum, "einsum"},
+    [K_END] = {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

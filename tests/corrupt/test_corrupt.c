@@ -227,7 +227,10 @@ static bytes splice(const bytes *v, size_t at, size_t del, const void *ins, size
   size_t pad = (DVM_BC_DATA_ALIGN - off % DVM_BC_DATA_ALIGN) % DVM_BC_DATA_ALIGN;
   memmove(out.p + off + pad, out.p + off, out.n - off);
   memset(out.p + off, 0, pad);
-  put_le(e + 8, off + pad, 8);
+  for (int id = 1; id <= DVM_SEC_COUNT; id++) { /* data and what follows it move */
+    uint8_t *f = out.p + L.entry[id];
+    if (get_le(f + 8, 8) >= off) put_le(f + 8, get_le(f + 8, 8) + pad, 8);
+  }
   out.n += pad;
   fix_header(&out);
   return out;
@@ -388,9 +391,9 @@ static void header(void) {
     snprintf(name, sizeof name, "magic: byte %d", i);
     corrupt(name, (size_t)i, 1, base.p[i] ^ 0x20, "bad magic");
   }
-  corrupt("version: major 2", 8, 2, 2, "unsupported version 2.0");
-  corrupt("version: major 0", 8, 2, 0, "unsupported version 0.0");
-  corrupt("version: minor 1", 10, 2, 1, "unsupported version 1.1");
+  corrupt("version: major 2", 8, 2, 2, "unsupported version 2.1");
+  corrupt("version: major 0", 8, 2, 0, "unsupported version 0.1");
+  corrupt("version: minor 2", 10, 2, 2, "unsupported version 1.2");
   corrupt("size: one more", 16, 8, base.n + 1, "header says the file is");
   corrupt("size: one less", 16, 8, base.n - 1, "header says the file is");
   corrupt("size: 2^64-1", 16, 8, UINT64_MAX, "header says the file is");
@@ -411,10 +414,10 @@ static void header(void) {
 
 static void section_table(void) {
   size_t e = L.entry[DVM_SEC_STRINGS];
-  corrupt("section-count: 8", 12, 4, DVM_SEC_COUNT + 1, "section count 8 exceeds 7");
+  corrupt("section-count: 9", 12, 4, DVM_SEC_COUNT + 1, "section count 9 exceeds 8");
   corrupt("section-count: 2^32-1", 12, 4, UINT32_MAX, "section count 4294967295 exceeds");
   /* with the data section left out, the constants point nowhere */
-  corrupt("section-missing: data", 12, 4, DVM_SEC_COUNT - 1, "outside the data section (0 bytes)");
+  corrupt("section-missing: data", 12, 4, DVM_SEC_DATA - 1, "outside the data section (0 bytes)");
   corrupt("section-id: unknown 99", e, 4, 99, "has unknown id 99");
   corrupt("section-id: 0", e, 4, 0, "has unknown id 0");
   corrupt("section-duplicate: strings twice", L.entry[DVM_SEC_CONSTS], 4, DVM_SEC_STRINGS,
@@ -836,6 +839,27 @@ static bytes assemble(const char *path) {
   return b;
 }
 
+/* The info section (1.1): records of (function, key, value). */
+static void info(void) {
+  size_t r = L.off[DVM_SEC_INFO] + 4; /* the base's one record, add_bias's peak */
+  if (!L.off[DVM_SEC_INFO] || get32(L.off[DVM_SEC_INFO]) != 1) {
+    fprintf(stderr, "base.dvms must have one .info record\n");
+    exit(1);
+  }
+  corrupt("info: absurd count", L.off[DVM_SEC_INFO], 4, UINT32_MAX, "info: count 4294967295 does not fit");
+  corrupt("info: short count", L.entry[DVM_SEC_INFO] + 16, 8, 2, "info: section too short for its count");
+  corrupt("info: trailing", L.off[DVM_SEC_INFO], 4, 0, "info: 12 bytes after the last entry");
+  corrupt("info: function out of range", r, 4, L.nfuncs, "info: entry 0 names function 2 (of 2) out of order");
+  corrupt("info: key string out of range", r + 4, 4, L.nstrings, "info: entry 0 names string");
+  corrupt("info: value string out of range", r + 8, 4, UINT32_MAX, "info: entry 0 names string");
+  corrupt("info: key not known", r + 4, 4, string_index("add_bias"), "info \"add_bias\" is not a known key");
+  corrupt("info: function without the symbol", r, 4, 0, "info \"peak\" names \"n\", not a symbol of the function");
+  corrupt("info: not a formula", r + 8, 4, string_index("twice"), "names \"twice\", not a symbol");
+  corrupt("info: bad character", r + 8, 4, string_index("i->i"), "character 0x3e is not part of a formula");
+  bytes v = splice(&base, r, 12, NULL, 0); /* the record cut, the count left at 1 */
+  expect("info: record truncated", v, DVM_CORRUPT, "info: count 1 does not fit");
+}
+
 static void write_valid_seed(const char *path) {
   bytes b = assemble(path);
   const char *stem = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -865,6 +889,7 @@ int main(int argc, char **argv) {
   tables();
   function_records();
   code();
+  info();
   if (seed_dir) {
     char path[512];
     snprintf(path, sizeof path, "%s/valid_base.dvmb", seed_dir);

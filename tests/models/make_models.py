@@ -14,8 +14,12 @@ symbolic dims so one .dvmb must serve every shape.
                   adds x to an accumulator trip-count times -> [n]
 
 Run: python3 tests/models/make_models.py (writes next to this file).
+`make_models.py --bert-base DIR` writes DIR/bert_base.onnx, the same encoder
+at BERT-base's sizes (12 layers, hidden 768, 12 heads, FFN 3072, vocabulary
+30522; 440 MB, not committed) for bench/bench_models.py.
 """
 import os
+import sys
 
 import numpy as np
 import onnx
@@ -34,11 +38,11 @@ def i64(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
 
 
-def save(graph, name):
+def save(graph, name, out_dir=HERE):
     model = helper.make_model(graph, opset_imports=OPSET, producer_name="dvm-fixtures")
     model.ir_version = 8
     onnx.checker.check_model(model)
-    onnx.save(model, os.path.join(HERE, name))
+    onnx.save(model, os.path.join(out_dir, name))
 
 
 def mlp():
@@ -59,7 +63,7 @@ def mlp():
     save(g, "mlp.onnx")
 
 
-def bert(layers=2, hidden=32, heads=4, vocab=100, max_pos=64, ffn=64):
+def bert(layers=2, hidden=32, heads=4, vocab=100, max_pos=64, ffn=64, name="bert.onnx", out_dir=HERE):
     dh = hidden // heads
     nodes, inits = [], []
     n = nodes.append
@@ -144,7 +148,7 @@ def bert(layers=2, hidden=32, heads=4, vocab=100, max_pos=64, ffn=64):
                            helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"])],
                           [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "seq", hidden])],
                           inits)
-    save(g, "bert.onnx")
+    save(g, name, out_dir)
 
 
 def resnet():
@@ -216,6 +220,10 @@ def control():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--bert-base"]:  # BERT-base's sizes, for benchmarks: not committed
+        bert(layers=12, hidden=768, heads=12, vocab=30522, max_pos=512, ffn=3072, name="bert_base.onnx",
+             out_dir=sys.argv[2])
+        sys.exit(0)
     mlp()
     bert()
     resnet()

@@ -95,3 +95,57 @@ def test_bert_is_folded_and_fused(compiled, tmp_path):
         subprocess.run(cmd + ["--output", out], check=True, capture_output=True)
         outs.append(np.load(out))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+
+
+def peak_of(path, **dims):
+    """`dvm inspect --memory`'s formula and its value at dims."""
+    cmd = [DVM, "inspect", "--memory", path] + [f"--dim={k}={v}" for k, v in dims.items()]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    formula = out.split("peak = ")[1].split(" bytes")[0]
+    return formula, int(out.split(": ")[-1].split(" bytes")[0])
+
+
+def test_bert_memory_plan(compiled, tmp_path):
+    """The BERT fixture's intermediates share one arena with reused slots;
+    inspect's peak formula evaluates as Python evaluates it, and the pool
+    really holds that much at its peak; --no-plan gives the same results."""
+    path, r = compiled["bert"]
+    assert r.returncode == 0, r.stderr
+    text = subprocess.run([DVM, "disasm", path], capture_output=True, text=True, check=True).stdout
+    assert text.count("alloc_storage ") == 1
+    sites = [l.split(",")[2].strip() for l in text.splitlines() if l.strip().startswith("alloc_tensor ")]
+    assert len(sites) > 2 * len(set(sites)) > 0, "tensors reuse arena slots"
+    plain = str(tmp_path / "plain.dvmb")
+    subprocess.run([DVM, "compile", os.path.join(HERE, "bert.onnx"), "-o", plain, "--no-plan"], check=True)
+    ptext = subprocess.run([DVM, "disasm", plain], capture_output=True, text=True, check=True).stdout
+    assert "alloc_storage" not in ptext and ".info" not in ptext
+    env = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max, "min": min}
+    for batch, seq in [(1, 1), (2, 13), (3, 64)]:
+        formula, value = peak_of(path, batch=batch, seq=seq)
+        assert value == eval(formula.replace("^", "**"), dict(env, batch=batch, seq=seq))
+        bench = subprocess.run([DVM, "bench", path, "--shape", f"ids={batch}x{seq}", "--shape", f"mask={batch}x{seq}",
+                                "--range", "ids=0..99", "--range", "mask=0..1", "--iters", "1", "--warmup", "0",
+                                "--threads", "1"], capture_output=True, text=True, check=True).stdout
+        assert int(bench.split('"peak_bytes":')[1].split(",")[0]) >= value
+        feeds = inputs("bert", {"ids": (batch, seq)})
+        outs = []
+        for mod in (path, plain):
+            cmd = [DVM, "run", mod]
+            for k, v in feeds.items():
+                p = str(tmp_path / (k + ".npy"))
+                np.save(p, v)
+                cmd += ["--input", f"{k}={p}"]
+            out = str(tmp_path / "out.npy")
+            subprocess.run(cmd + ["--output", out], check=True, capture_output=True)
+            outs.append(np.load(out))
+        np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_inspect_memory_errors(compiled):
+    path, _ = compiled["bert"]
+    r = subprocess.run([DVM, "inspect", "--memory", path, "--dim", "batch=2"], capture_output=True, text=True)
+    assert r.returncode == 2 and "give every symbol a value" in r.stderr
+    r = subprocess.run([DVM, "inspect", "--memory", path, "--dim", "seq=x"], capture_output=True, text=True)
+    assert r.returncode == 2 and "expected SYMBOL=N" in r.stderr
+    r = subprocess.run([DVM, "inspect", path, "--dim", "seq=2"], capture_output=True, text=True)
+    assert r.returncode == 2

@@ -50,14 +50,22 @@ def _attr_code(reg, a):
     raise TypeError(f"attribute {a!r}")
 
 
-def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1):
+def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1,
+            const_from=None):
     """The .dvms text of one call. outputs: [(dtype, shape)] to allocate, or
-    None to ask shape function `shapefn` (inputs then attributes)."""
+    None to ask shape function `shapefn` (inputs then attributes). Inputs
+    from index const_from on are module constants (loaded by `const`, so
+    kernels with a prepack hook get them packed at load), the others
+    parameters."""
+    nparam = len(inputs) if const_from is None else const_from
     lines = [f".kernel {kernel} cpu 1"]
+    for i, x in enumerate(inputs[nparam:], nparam):
+        dims = ", ".join(str(d) for d in x.shape)
+        lines.append(f'.const c{i} {DTYPES[x.dtype]} [{dims}] x"{x.tobytes().hex()}"')
     if outputs is None:
         lines.append(f".shapefn {shapefn or kernel}")
     n = len(inputs)
-    body, reg = [], n
+    body, reg = [f"  const r{i}, $c{i}" for i in range(nparam, n)], n
     attr_regs = []
     for a in attrs:
         code, used = _attr_code(reg, a)
@@ -90,7 +98,7 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
                 f"({', '.join(f'r{i}' for i in range(n))}), ({', '.join(attr_regs)})")
     body.append(f"  ret ({', '.join(out_regs)})")
     lines.append(f".func main regs={reg}")
-    for i, x in enumerate(inputs):
+    for i, x in enumerate(inputs[:nparam]):
         dims = ", ".join(str(d) for d in x.shape)
         lines.append(f"  .param x{i} tensor {DTYPES[x.dtype]} [{dims}]")
     for i in range(len(out_regs)):
@@ -100,19 +108,20 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
     return "\n".join(lines) + "\n"
 
 
-def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1):
+def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1,
+        const_from=None):
     """Runs the call; returns the list of outputs. Raises DvmError on failure."""
     inputs = [np.require(x, requirements="C") for x in inputs]  # keeps 0-d arrays 0-d
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "op.dvms")
         mod = os.path.join(tmp, "op.dvmb")
         with open(src, "w") as f:
-            f.write(program(kernel, inputs, attrs, outputs, shapefn, out_dtypes, nout))
+            f.write(program(kernel, inputs, attrs, outputs, shapefn, out_dtypes, nout, const_from))
         r = subprocess.run([DVM, "asm", src, "-o", mod], capture_output=True, text=True)
         if r.returncode:
             raise DvmError(r.returncode, r.stderr.strip())
         cmd = [DVM, "run", mod]
-        for i, x in enumerate(inputs):
+        for i, x in enumerate(inputs[:const_from]):
             p = os.path.join(tmp, f"x{i}.npy")
             np.save(p, x)
             cmd += ["--input", p]

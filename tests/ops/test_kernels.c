@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "asm.h"
 #include "harness.h"
 #include "kernel.h"
 #include "object.h"
@@ -401,6 +402,48 @@ static void test_matmul_errors(void) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dvm_tensor_release(all[i]);
 }
 
+/* The prepack hook: linking a module packs matmul's constant B when `const`
+ * loads it into the register the invoke reads as input 1, and not when
+ * another write replaced it first or the constant feeds input 0. */
+static void test_prepack(void) {
+  char src[2048], hex[60 * 8 + 1]; /* 60 floats of zeros */
+  memset(hex, '0', 60 * 8);
+  hex[60 * 8] = 0;
+  snprintf(src, sizeof src,
+           ".kernel matmul cpu 1\n"
+           ".const w f32 [3, 20] x\"%s\"\n"
+           ".const v f32 [3, 20] x\"%s\"\n"
+           ".func main regs=5\n"
+           "  .param x tensor f32 [2, 3]\n"
+           "  .result y any\n"
+           "  imm r1, 2\n  imm r2, 20\n  make_shape r3, (r1, r2)\n"
+           "  alloc r4, f32, r3, cpu\n"
+           "  const r1, $w\n"
+           "  invoke matmul, -, (r4), (r0, r1), ()\n"
+           "  const r2, $v\n  move r2, r0\n"
+           "  invoke matmul, -, (r4), (r0, r2), ()\n"
+           "  invoke matmul, -, (r4), (r1, r0), ()\n"
+           "  ret (r4)\n"
+           ".end\n",
+           hex, hex);
+  dvm_module *built = NULL, *m = NULL;
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  CHECK_OK(dvm_asm_parse(src, strlen(src), "prepack.dvms", &built));
+  CHECK_OK(dvm_bc_write(built, &bytes, &size));
+  CHECK_OK(dvm_module_load_memory(bytes, size, NULL, &m));
+  const dvm_kernel_def *mm = dvm_ops_find("matmul", DVM_DEVICE_CPU);
+  __builtin_cpu_init();
+  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  CHECK(mm->prepack != NULL);
+  CHECK((dvm_tensor_packed(m->consts[0].tensor, mm, 1) != NULL) == avx2);
+  CHECK(dvm_tensor_packed(m->consts[0].tensor, mm, 0) == NULL);
+  CHECK(dvm_tensor_packed(m->consts[1].tensor, mm, 1) == NULL);
+  dvm_module_release(m);
+  dvm_module_release(built);
+  free(bytes);
+}
+
 static void test_table(void) {
   CHECK(dvm_ops_find("add", DVM_DEVICE_CPU) != NULL);
   CHECK(dvm_ops_find("mul", DVM_DEVICE_CPU) != NULL);
@@ -419,5 +462,6 @@ int main(void) {
   test_matmul_sizes();
   test_matmul_batched();
   test_matmul_errors();
+  test_prepack();
   return harness_finish("kernels");
 }

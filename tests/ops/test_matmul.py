@@ -195,6 +195,28 @@ def test_matmul_errors():
         run1("matmul", [rand((2, 3)), rand((3, 4))], outputs=[(np.float32, (2, 5))])
 
 
+# B a module constant: matmul packs it at load (ops/cpu/pgemm.c) and runs
+# the packed path for 2..96 rows, sgemm outside; every row count 1..33,
+# panel edges (16 columns: N = 1, 15, 16, 17, 33) and K = 1 and primes.
+PACKED_SHAPES = ([((m, 13), (13, 17)) for m in range(1, 34)] +
+                 [((m, k), (k, n)) for m in (2, 7) for k in (1, 97) for n in (1, 15, 16, 33)] +
+                 [((2, 3, 5, 31), (31, 40)), ((4, 8, 29), (1, 29, 19)), ((97, 31), (31, 17)),
+                  ((96, 31), (31, 17)), ((3, 768), (768, 3072))])
+
+
+@pytest.mark.parametrize("a,b", PACKED_SHAPES)
+def test_matmul_constant_b(a, b):
+    x, y = rand(a), rand(b)
+    got = run1("matmul", [x, y], const_from=1)
+    close(got, np.matmul(x.astype(np.float64), y), k=a[-1])
+
+
+def test_matmul_constant_b_f16():
+    """An f16 constant B is not packed: the plain path converts it."""
+    x, y = rand((5, 13)), rand((13, 17), np.float16)
+    close(run1("matmul", [x, y], const_from=1), np.matmul(x.astype(np.float64), y), k=13)
+
+
 # ---- gemm -------------------------------------------------------------------
 
 def gemm_ref(a, b, c, ta, tb, alpha, beta):
@@ -243,6 +265,21 @@ def test_gemm_bf16():
     want = gemm_ref(a, b, c.astype(np.float64), 1, 0, 2.0, 0.5)
     (got,) = run_bf16("gemm", [a, b, c], [1, 0, 2.0, 0.5], [(BF16, (7, 9))])
     close(got, want, k=13, dtype=BF16)
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+@pytest.mark.parametrize("cs", [None, "n", ("m", "n")])
+@pytest.mark.parametrize("m,n,k", [(1, 17, 13), (2, 1, 1), (7, 33, 31), (33, 16, 97), (97, 17, 5)])
+def test_gemm_constant_b(ta, tb, cs, m, n, k):
+    """B (and C) module constants: B packed at load both ways (transB is a
+    run-time attribute), the packed path for 2..96 rows."""
+    a = rand((k, m) if ta else (m, k))
+    b = rand((n, k) if tb else (k, n))
+    c = None if cs is None else rand(tuple({"m": m, "n": n}.get(d, d) for d in cs))
+    alpha, beta = 0.5, -1.5
+    got = run1("gemm", [a, b] + ([c] if c is not None else []), [ta, tb, alpha, beta],
+               const_from=1)
+    close(got, gemm_ref(a, b, c, ta, tb, alpha, beta), k=k)
 
 
 def test_gemm_errors():

@@ -55,6 +55,20 @@ DVM_API void dvm_function_instr(const dvm_module *m, int f, int i, dvm_instr_inf
 /* Prints instruction i of f as `dvm disasm` does (no newline). */
 DVM_API void dvm_function_print_instr(const dvm_module *m, int f, int i, FILE *out);
 
+/* Kernel table entry k (0 <= k < dvm_module_kernel_count), for listings
+ * such as `dvm inspect`: the payload is the entry's bytes as the file has
+ * them (a fused program, a DVMG payload of generated CUDA kernels:
+ * docs/bytecode.md), borrowed for as long as m lives. */
+typedef struct dvm_kernel_info {
+  const char *name;
+  dvm_device_kind device;
+  int nvariants; /* how many the bytecode may select from (1: none) */
+  const void *payload;
+  size_t payload_size;
+} dvm_kernel_info;
+
+DVM_API void dvm_module_kernel(const dvm_module *m, int k, dvm_kernel_info *out);
+
 #ifdef __cplusplus
 }
 #endif

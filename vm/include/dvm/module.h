@@ -72,6 +72,10 @@ DVM_API int dvm_function_symbol_count(const dvm_module *m, int f);
 DVM_API void dvm_function_param(const dvm_module *m, int f, int i, dvm_param_info *out);
 DVM_API void dvm_function_result(const dvm_module *m, int f, int i, dvm_param_info *out);
 DVM_API void dvm_function_symbol(const dvm_module *m, int f, int i, dvm_symbol_info *out);
+/* A fact the compiler recorded for tools (the file's info section), or
+ * NULL: "peak" is the peak memory in bytes as a formula of the symbols
+ * (docs/bytecode.md, section 3.8). The string lives as long as m. */
+DVM_API const char *dvm_function_info(const dvm_module *m, int f, const char *key);
 
 /* Sizes for `dvm inspect`. */
 DVM_API int dvm_module_constant_count(const dvm_module *m);

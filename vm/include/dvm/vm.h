@@ -15,7 +15,11 @@ extern "C" {
 typedef struct dvm_vm dvm_vm;
 
 typedef struct dvm_vm_options {
-  dvm_device_kind device; /* where tensors are allocated by default */
+  /* Where tensors are allocated by default. DVM_DEVICE_CUDA needs a CUDA
+   * device (else dvm_vm_create fails with DVM_UNAVAILABLE saying why) and a
+   * module compiled with --target cuda; such a VM runs NAME@cuda for NAME
+   * (dvm_vm_find_function). */
+  dvm_device_kind device;
   int threads;            /* kernel threads; 0 = all cores */
   size_t pool_limit;      /* bytes held per device pool (in use + cached); 0 = none */
   int max_depth;          /* call frames; 0 = default (256) */
@@ -28,6 +32,23 @@ DVM_API void dvm_vm_options_init(dvm_vm_options *opts);
 DVM_API DVM_MUST_USE dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **out);
 DVM_API void dvm_vm_destroy(dvm_vm *vm); /* NULL is fine */
 DVM_API dvm_module *dvm_vm_module(const dvm_vm *vm); /* borrowed */
+
+/* The module function this VM runs for entry `name`: NAME itself on the
+ * CPU, NAME@cuda (the version compiled for CUDA) on a CUDA VM. Fails with
+ * DVM_NOT_FOUND naming what is missing. */
+#define DVM_CUDA_SUFFIX "@cuda"
+DVM_API DVM_MUST_USE dvm_status *dvm_vm_find_function(const dvm_vm *vm, const char *name, int *out);
+
+/* Whether a device of that kind is present: NULL and a description in buf
+ * ("cpu", "cuda:0 (NVIDIA H100 80GB HBM3, sm_90, 132 SMs)"), or a
+ * DVM_UNAVAILABLE status saying why not ("libcuda.so.1 not found (no
+ * NVIDIA driver)"). */
+DVM_API DVM_MUST_USE dvm_status *dvm_device_probe(dvm_device_kind kind, char *buf, size_t size);
+
+/* The device `--device auto` means for module m: CUDA when a device is
+ * present and m was compiled for it, else the CPU. buf says which and, for
+ * the CPU, why ("cpu (... libcuda.so.1 not found (no NVIDIA driver))"). */
+DVM_API dvm_device_kind dvm_device_auto(const dvm_module *m, char *buf, size_t size);
 
 /* Runs function `f` with `args` (borrowed for the call) and writes its
  * results into `results[0..nresults)`, each holding one reference: clear
@@ -54,7 +75,7 @@ typedef struct dvm_vm_stats {
   uint64_t invocations;
   uint64_t instructions; /* executed, all invocations */
   uint64_t kernel_calls;
-  uint64_t host_syncs;
+  uint64_t host_syncs; /* times the host waited for a device (CUDA stream), all invocations */
 } dvm_vm_stats;
 
 DVM_API void dvm_vm_get_stats(const dvm_vm *vm, dvm_vm_stats *out);

@@ -1,0 +1,34 @@
+/* A GEMM for few rows of A against a B packed once: the matmul and gemm
+ * kernels' path for constant weights (ops/cpu/pgemm.c). */
+#ifndef DVM_OPS_CPU_PGEMM_H
+#define DVM_OPS_CPU_PGEMM_H
+
+#include <stdint.h>
+
+/* The rows of A for which the packed path beats dnnl_sgemm, which packs B
+ * on every call (measured up to 96 rows, K and N in {768, 3072}:
+ * docs/performance.md). One row is a matrix-vector product bound by memory
+ * that sgemm reads in place faster than this kernel's one FMA chain. */
+#define DVM_PGEMM_MIN_ROWS 2
+#define DVM_PGEMM_MAX_ROWS 96
+
+typedef struct dvm_pgemm_b dvm_pgemm_b;
+
+/* B [k, n] packed, its element (l, j) read at b[l * sk + j * sn] (so a
+ * transposed B is sk = 1, sn = its row length). NULL where the packed path
+ * cannot run (no AVX2 and FMA on this CPU, k or n 0) or memory is short:
+ * callers then use the plain path. Free with dvm_pgemm_free. */
+dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn);
+void dvm_pgemm_free(void *pb);
+
+/* pb's k and n. */
+int64_t dvm_pgemm_k(const dvm_pgemm_b *pb);
+int64_t dvm_pgemm_n(const dvm_pgemm_b *pb);
+
+/* C = alpha A pb + beta C for C [m, n] with rows ldc apart and A [m, k]
+ * read at a[i * sm + l * sk] (beta 0: C is only written). Threads split
+ * pb's column panels. */
+void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
+                   float alpha, float beta, float *c, int64_t ldc, int threads);
+
+#endif

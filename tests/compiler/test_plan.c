@@ -1,0 +1,72 @@
+/* The memory plan's pieces on their own: proofs that one size is at least
+ * another (dvmc_expr_nonneg), and slot assignment over hand-written code
+ * whose live ranges are known. */
+#include <string.h>
+
+#include "dvm/tensor.h"
+#include "expr.h"
+#include "harness.h"
+#include "opcode.h"
+#include "plan.h"
+
+static void nonneg(dvmc_exprs *x) {
+  const dvmc_expr *s = dvmc_sym(x, "s"), *b = dvmc_sym(x, "b"), *k = dvmc_const(x, 512);
+  const dvmc_expr *s2 = dvmc_mul(x, s, s), *one = dvmc_const(x, 1);
+  CHECK(dvmc_expr_nonneg(dvmc_const(x, 0)));
+  CHECK(!dvmc_expr_nonneg(dvmc_const(x, -1)));
+  CHECK(dvmc_expr_nonneg(dvmc_mul(x, b, s2)));
+  CHECK(!dvmc_expr_nonneg(dvmc_sub(x, s, one))); /* s may be 0 */
+  /* 16*b*s^2 >= 512*b*s exactly when s >= 32 */
+  const dvmc_expr *d = dvmc_sub(x, dvmc_mul(x, dvmc_const(x, 16), dvmc_mul(x, b, s2)), dvmc_mul(x, k, dvmc_mul(x, b, s)));
+  CHECK(!dvmc_expr_nonneg(d));
+  dvmc_sym_set_range(x, s, 31, 64);
+  CHECK(!dvmc_expr_nonneg(d));
+  CHECK(dvmc_expr_nonneg(dvmc_sub(x, s, one)));
+  dvmc_sym_set_range(x, s, 32, 64);
+  CHECK(dvmc_expr_nonneg(d));
+  /* floordiv by a positive constant keeps a bound; by a symbol it does not */
+  CHECK(dvmc_expr_nonneg(dvmc_floordiv(x, s, dvmc_const(x, 7))));
+  CHECK(!dvmc_expr_nonneg(dvmc_sub(x, dvmc_floordiv(x, s, b), one)));
+}
+
+/* alloc_tensor rD, r0 (arena), r0 (offset), f32, r9 (a shape) */
+#define SITE(d) DVM_OP_ALLOC_TENSOR, d, 0, 0, DVM_F32, 9
+
+static void slots(dvmc_exprs *x) {
+  const dvmc_expr *n = dvmc_sym(x, "n"), *small = dvmc_mul(x, dvmc_const(x, 4), n),
+                  *big = dvmc_mul(x, dvmc_const(x, 8), n);
+  /* Placed largest first: r3 (8*n), then r1, dead before r3 is made, in
+   * r3's slot (4*n <= 8*n), then r2, live with both, in a new slot; r5
+   * reaches ret through its reshape r4, and r6 is made inside a loop: both
+   * keep their own allocation. */
+  int64_t code[] = {SITE(1),          DVM_OP_RELEASE, 1,          SITE(2),          SITE(3),
+                    DVM_OP_RELEASE,   2,              DVM_OP_RELEASE, 3,            SITE(5),
+                    DVM_OP_RESHAPE,   4, 5, 9,        DVM_OP_IMM,     7, 0,         SITE(6),
+                    DVM_OP_RELEASE,   6,              DVM_OP_JNZ,     7, 37,        DVM_OP_RET, 1, 4};
+  uint32_t at[] = {0, 8, 14, 24, 37}; /* the sites' words */
+  dvmc_plan_site sites[5];
+  const dvmc_expr *sizes[5] = {small, small, big, big, small};
+  for (int i = 0; i < 5; i++) sites[i] = (dvmc_plan_site){.word = at[i], .bytes = sizes[i]};
+  dvmc_plan p;
+  CHECK_OK(dvmc_plan_memory(x, code, sizeof code / sizeof *code, sites, 5, &p));
+  CHECK(sites[0].slot >= 0 && sites[2].slot == sites[0].slot);
+  CHECK(sites[1].slot >= 0 && sites[1].slot != sites[0].slot);
+  CHECK(sites[3].slot == -1); /* reaches ret through the reshape */
+  CHECK(sites[4].slot == -1); /* inside the loop */
+  CHECK(p.nslots == 2 && p.reused == 1);
+  char buf[256];
+  /* slot sizes round up to 64 bytes; the two outside count as they are */
+  dvmc_expr_str(p.arena, buf, sizeof buf);
+  CHECK(strstr(buf, "64*floordiv(8*n + 63, 64)") && strstr(buf, "64*floordiv(4*n + 63, 64)"));
+  CHECK(strstr(dvmc_expr_str(p.peak, buf, sizeof buf), "12*n") != NULL);
+  dvmc_plan_free(&p);
+}
+
+int main(void) {
+  dvmc_exprs *x;
+  CHECK_OK(dvmc_exprs_create(&x));
+  nonneg(x);
+  slots(x);
+  dvmc_exprs_destroy(x);
+  return harness_finish("plan");
+}
