@@ -232,7 +232,7 @@ typedef struct {
 static void move_target(void *ctx, char c, uint32_t word) {
   hoisting *h = ctx;
   int64_t t = h->code[word];
-  if (c != 'j' || t < h->at) return;
+  if (c != 'j' || t <= h->at) return; /* a jump to `at` runs the moved code too */
   h->code[word] = t >= h->from ? h->at + (t - h->from) : t + (h->end - h->from);
 }
 

@@ -57,8 +57,8 @@ void dvmc_fn_patch(dvmc_fn *f, uint32_t word, int64_t value);
 /* The code so far, for passes that read it (the memory plan). */
 const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords);
 /* Moves the instructions from word `from` to the end so that they run at
- * word `at`, before those that were there; jump targets and source
- * locations follow. */
+ * word `at`, before those that were there (a jump to `at` runs them too);
+ * jump targets and source locations follow. */
 void dvmc_fn_hoist(dvmc_fn *f, uint32_t at, uint32_t from);
 /* Replaces the instruction at word `word` by one of another length; jump
  * targets after it follow. */

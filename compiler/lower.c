@@ -2,7 +2,7 @@
  *
  * v1 is straightforward and always correct: each node's output shapes come
  * from its kernel's shape function at run time (the op table in ops/ names
- * it), outputs are allocated (top-level ones of known size in the arena
+ * it), outputs are allocated (top-level ones of known size in the slots
  * the memory plan lays out at the end, plan.h; the rest from the pool),
  * and the kernel is invoked; registers are released after their last use,
  * which is where the plan sees a value die. ONNX attributes and constant inputs
@@ -41,8 +41,8 @@ typedef struct {
   size_t nmemo, memo_cap;
   const dvmc_value **scoped; /* constants loaded there, dropped on leaving */
   size_t nscoped, scoped_cap;
-  int plan;                  /* memory planning on: top-level tensors are arena sites */
-  int arena;                 /* the arena's register */
+  int plan;                  /* memory planning on: top-level tensors are sites */
+  int arena;                 /* a placeholder: each site's storage and offset until the plan fills them */
   dvmc_plan_site *sites;
   int nsites, sites_cap;
 } lowering;
@@ -146,8 +146,8 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
 /* ---- allocation ---- */
 
 /* Allocates tensor `reg` of shape register `shape`. At top level, with its
- * dims known as expressions (dims not NULL), it is an arena site: an
- * alloc_tensor whose offset operand the plan fills in at the end
+ * dims known as expressions (dims not NULL), it is a site: an
+ * alloc_tensor whose storage and offset operands the plan fills in at the end
  * (finish_plan). */
 static void emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims) {
   const dvmc_expr *bytes = dims ? dvmc_const(L->c->exprs, (int64_t)dvm_dtype_size(dt)) : NULL;
@@ -1590,32 +1590,54 @@ static int identifiers_only(const dvmc_expr *e) {
   return 1;
 }
 
-/* Plans the arena (plan.h) once the code is complete: computes the slot
- * offsets and allocates the arena right after the guards (emitted at the
- * end, then moved to `head`), fills in each site's offset, and turns the
- * sites left outside into plain allocs. */
+/* Emits one instruction at the end and moves it to word `at`. */
+static void insert(lowering *L, uint32_t at, dvm_opcode op, const int64_t *words, int n) {
+  uint32_t from = dvmc_fn_here(L->f);
+  dvmc_fn_emit(L->f, op, words, n);
+  dvmc_fn_hoist(L->f, at, from);
+}
+
+/* Applies the memory plan (plan.h) once the code is complete: the slots'
+ * sizes are computed right after the guards (emitted at the end, then
+ * moved to `head`); each slot's storage is made just before its first site
+ * and its register released just after its last one (the views keep it
+ * until they die); the sites left outside become plain allocs. */
 static dvm_status *finish_plan(lowering *L, uint32_t head) {
   uint32_t ncode;
   const int64_t *code = dvmc_fn_code(L->f, &ncode);
   dvmc_plan p;
   dvm_status *st = dvmc_plan_memory(L->c->exprs, code, ncode, L->sites, L->nsites, &p);
   if (st) return st;
+  int *reg = malloc(2 * ((size_t)p.nslots + 1) * sizeof *reg), *size = reg + p.nslots + 1; /* storages, sizes */
+  if (!reg) {
+    dvmc_plan_free(&p);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
   uint32_t from = dvmc_fn_here(L->f);
   L->nmemo = 0; /* the body's registers are not set yet where this runs */
   dvmc_fn_loc(L->f, "memory plan");
-  for (int i = 0; i < L->nsites; i++)
-    if (L->sites[i].slot >= 0) dvmc_fn_patch(L->f, L->sites[i].word + 3, expr_reg(L, p.offset[L->sites[i].slot]));
-  for (int i = L->nsites - 1; i >= 0; i--) /* backwards: a replacement moves what follows it */
-    if (L->sites[i].slot < 0) {
-      const int64_t *w = dvmc_fn_code(L->f, &ncode) + L->sites[i].word;
-      int64_t alloc[] = {w[1], w[4], w[5], DVM_DEVICE_CPU}; /* reg, dtype, shape */
-      dvmc_fn_replace(L->f, L->sites[i].word, DVM_OP_ALLOC, alloc, 4);
-      from--;
+  int zero = expr_reg(L, dvmc_const(L->c->exprs, 0));
+  for (int k = 0; k < p.nslots; k++) size[k] = expr_reg(L, p.size[k]);
+  dvmc_fn_hoist(L->f, head, from);
+  uint32_t moved = dvmc_fn_here(L->f) - from;
+  for (int k = 0; k < p.nslots; k++) reg[k] = dvmc_fn_reg(L->f);
+  for (int i = L->nsites - 1; i >= 0; i--) { /* backwards: an insertion moves what follows it */
+    uint32_t w = L->sites[i].word + moved;
+    int k = L->sites[i].slot, last = 1, start = 1;
+    if (k < 0) {
+      const int64_t *c = dvmc_fn_code(L->f, &ncode) + w;
+      int64_t alloc[] = {c[1], c[4], c[5], DVM_DEVICE_CPU}; /* reg, dtype, shape */
+      dvmc_fn_replace(L->f, w, DVM_OP_ALLOC, alloc, 4);
+      continue;
     }
-  if (p.nslots) {
-    dvmc_fn_emit(L->f, DVM_OP_ALLOC_STORAGE, (int64_t[]){L->arena, expr_reg(L, p.arena), DVM_DEVICE_CPU, 64}, 4);
-    dvmc_fn_hoist(L->f, head, from);
+    for (int j = 0; j < L->nsites; j++)
+      if (L->sites[j].slot == k) start &= j >= i, last &= j <= i;
+    dvmc_fn_patch(L->f, w + 2, reg[k]);
+    dvmc_fn_patch(L->f, w + 3, zero);
+    if (last) insert(L, w + dvm_instr_length(dvmc_fn_code(L->f, &ncode), ncode, w), DVM_OP_RELEASE, (int64_t[]){reg[k]}, 1);
+    if (start) insert(L, w, DVM_OP_ALLOC_STORAGE, (int64_t[]){reg[k], size[k], DVM_DEVICE_CPU, 64}, 4);
   }
+  free(reg);
   /* the peak formula for tools, where the file can hold it: the verifier
    * takes up to 4096 bytes naming symbols that are identifiers */
   char buf[4097];

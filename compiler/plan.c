@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "opcode.h"
 #include "plan.h"
 
 typedef struct {
@@ -80,93 +81,41 @@ static int index_of(const code_view *v, uint32_t word) {
   return -1;
 }
 
-static int divisible64(const dvmc_expr *e) {
-  int64_t c;
-  if (dvmc_expr_is_const(e, &c)) return c % 64 == 0;
-  if (dvmc_expr_kind_of(e) == DVMC_E_MAX) return divisible64(dvmc_expr_arg(e, 0)) && divisible64(dvmc_expr_arg(e, 1));
-  if (dvmc_expr_kind_of(e) != DVMC_E_SUM) return 0;
-  for (int i = 0; i < dvmc_expr_arity(e); i++)
-    if (dvmc_expr_coef(e, i) % 64) return 0;
-  return 1;
-}
-
-/* Slots start at multiples of 64: their sizes are rounded up where they
- * might not be one (after the max: members compare unrounded). */
-static const dvmc_expr *align64(dvmc_exprs *x, const dvmc_expr *e) {
-  if (divisible64(e)) return e;
-  const dvmc_expr *k = dvmc_const(x, 64);
-  return dvmc_mul(x, k, dvmc_floordiv(x, dvmc_add(x, e, dvmc_const(x, 63)), k));
-}
-
-/* A slot's size is the max of its occupants' sizes, computed at run time
- * like the offsets: any dead slot can take any tensor. Members provably
- * below another are dropped, and a slot keeps a few, so that formulas stay
- * short. */
-#define SLOT_SIZES 4
+/* A slot is one storage, made at its first occupant's site and returned
+ * after its last occupant dies; it holds tensors of one size (the same
+ * interned expression) one after another. */
 typedef struct {
-  const dvmc_expr *sizes[SLOT_SIZES];
-  int nsizes;
-  int *live, nlive, cap; /* its occupants' live ranges: pairs of instructions */
+  const dvmc_expr *size;
+  int from, to; /* its first occupant's site, its last occupant's death */
 } slot;
 
-/* A planned tensor: its live range, its size, and that size at a typical
- * shape, which orders the placement (largest first) and nothing else. */
-typedef struct {
-  int site, from, to;
-  const dvmc_expr *size;
-  int64_t typical;
-} tensor;
-
-static int free_during(const slot *k, int from, int to) {
-  for (int j = 0; j < k->nlive; j++)
-    if (!(k->live[2 * j + 1] < from || to < k->live[2 * j])) return 0;
-  return 1;
-}
-
-static int occupy(slot *k, int from, int to) {
-  if (k->nlive == k->cap) {
-    int cap = k->cap ? 2 * k->cap : 8, *p = realloc(k->live, 2 * (size_t)cap * sizeof *p);
-    if (!p) return 0;
-    k->live = p, k->cap = cap;
+/* True when no instruction strictly between a and b may take memory from
+ * the pool: a slot kept across that gap costs nothing that allocating
+ * afresh at b would not, so chaining never raises the peak. */
+static int quiet(const code_view *v, const int64_t *code, int a, int b) {
+  for (int i = a + 1; i < b; i++) {
+    int64_t op = code[v->start[i]];
+    if ((dvm_opinfo_table[op].flags & (DVM_OPF_ALLOC | DVM_OPF_CALL)) || op == DVM_OP_ALLOC_TENSOR ||
+        op == DVM_OP_INVOKE || op == DVM_OP_SHAPEFN || op == DVM_OP_HOSTCALL)
+      return 0;
   }
-  k->live[2 * k->nlive] = from;
-  k->live[2 * k->nlive++ + 1] = to;
   return 1;
 }
 
-static bool typical_value(void *ctx, const char *name, int64_t *v) {
-  (void)ctx, (void)name;
-  *v = 128; /* a sequence length, a batch of images: only an ordering hint */
-  return true;
-}
-
-static int larger_first(const void *a, const void *b) {
-  const tensor *x = a, *y = b;
-  if (x->typical != y->typical) return x->typical > y->typical ? -1 : 1;
-  return x->site - y->site;
+/* The bytes live at instruction i: the slots and the tensors outside that
+ * span it. */
+static const dvmc_expr *live_at(dvmc_exprs *x, int i, const slot *slots, int nslots, const int *ofrom,
+                                const int *oto, const dvmc_expr *const *osize, int nout) {
+  const dvmc_expr *sum = dvmc_const(x, 0);
+  for (int k = 0; k < nslots; k++)
+    if (slots[k].from <= i && i <= slots[k].to) sum = dvmc_add(x, sum, slots[k].size);
+  for (int j = 0; j < nout; j++)
+    if (ofrom[j] <= i && i <= oto[j]) sum = dvmc_add(x, sum, osize[j]);
+  return sum;
 }
 
 static int le(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
   return a == b || dvmc_expr_nonneg(dvmc_sub(x, b, a));
-}
-
-/* How well slot k fits a tensor of `size`: 3 an equal member, 2 a larger
- * one, 1 room for another member, 0 none. */
-static int fit(dvmc_exprs *x, const slot *k, const dvmc_expr *size) {
-  int best = k->nsizes < SLOT_SIZES;
-  for (int j = 0; j < k->nsizes && best < 3; j++)
-    if (k->sizes[j] == size) best = 3;
-    else if (best < 2 && le(x, size, k->sizes[j])) best = 2;
-  return best;
-}
-
-static void add_size(dvmc_exprs *x, slot *k, const dvmc_expr *size) {
-  if (fit(x, k, size) >= 2) return;
-  int n = 0;
-  for (int j = 0; j < k->nsizes; j++) /* members the new one covers go */
-    if (!le(x, k->sizes[j], size)) k->sizes[n++] = k->sizes[j];
-  k->sizes[n++] = size;
-  k->nsizes = n;
 }
 
 dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode, dvmc_plan_site *sites, int nsites,
@@ -174,10 +123,10 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   memset(out, 0, sizeof *out);
   code_view v = {.code = code};
   dvm_status *st = NULL;
-  int *last = NULL, *esc = NULL, *in_loop = NULL;
+  int *last = NULL, *esc = NULL, *in_loop = NULL, *ofrom = NULL, *oto = NULL;
   slot *slots = NULL;
-  tensor *planned = NULL;
-  int nslots = 0, nplanned = 0;
+  const dvmc_expr **osize = NULL, **peaks = NULL;
+  int nslots = 0, nout = 0, npeaks = 0;
   v.start = malloc((ncode ? ncode : 1) * sizeof *v.start);
   if (!v.start) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   for (uint32_t pc = 0, len; pc < ncode; pc += len) {
@@ -193,9 +142,12 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   esc = calloc((size_t)v.nregs + 1, sizeof *esc);
   in_loop = calloc((size_t)v.n + 1, sizeof *in_loop);
   slots = calloc((size_t)nsites + 1, sizeof *slots);
-  planned = malloc(((size_t)nsites + 1) * sizeof *planned);
-  out->offset = malloc(((size_t)nsites + 1) * sizeof *out->offset);
-  if (!v.parent || !last || !esc || !in_loop || !slots || !planned || !out->offset) {
+  ofrom = malloc(((size_t)nsites + 1) * sizeof *ofrom);
+  oto = malloc(((size_t)nsites + 1) * sizeof *oto);
+  osize = malloc(((size_t)nsites + 1) * sizeof *osize);
+  peaks = malloc(((size_t)nsites + 1) * sizeof *peaks);
+  out->size = malloc(((size_t)nsites + 1) * sizeof *out->size);
+  if (!v.parent || !last || !esc || !in_loop || !slots || !ofrom || !oto || !osize || !peaks || !out->size) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     goto done;
   }
@@ -228,8 +180,7 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
       in_loop[h] = 1;
     }
   }
-  const dvmc_expr *outside = dvmc_const(x, 0);
-  for (int s = 0; s < nsites; s++) {
+  for (int s = 0; s < nsites; s++) { /* in code order, each chained to a slot or kept outside */
     dvmc_plan_site *p = &sites[s];
     int i = index_of(&v, p->word);
     if (i < 0 || code[p->word] != DVM_OP_ALLOC_TENSOR) {
@@ -239,56 +190,51 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
     int cls = find(v.parent, (int)code[p->word + 1]);
     p->slot = -1;
     if (in_loop[i] || esc[cls]) {
-      outside = dvmc_add(x, outside, p->bytes);
+      ofrom[nout] = i, oto[nout] = esc[cls] ? v.n : last[cls], osize[nout++] = p->bytes;
       continue;
     }
-    tensor *t = &planned[nplanned++];
-    *t = (tensor){.site = s, .from = i, .to = last[cls], .size = p->bytes};
-    dvm_status_free(dvmc_expr_eval(t->size, typical_value, NULL, &t->typical));
+    for (int k = 0; k < nslots; k++) /* the slot freed last, of this size, with nothing allocated since */
+      if (slots[k].size == p->bytes && slots[k].to < i && quiet(&v, code, slots[k].to, i) &&
+          (p->slot < 0 || slots[k].to > slots[p->slot].to))
+        p->slot = k;
+    if (p->slot >= 0) out->reused++;
+    else slots[p->slot = nslots++] = (slot){.size = p->bytes, .from = i};
+    slots[p->slot].to = last[cls] > i ? last[cls] : i;
   }
-  qsort(planned, (size_t)nplanned, sizeof *planned, larger_first);
-  for (int n = 0; n < nplanned; n++) { /* each in the best fitting slot free for its range */
-    tensor *t = &planned[n];
-    int best = 0, *at = &sites[t->site].slot;
-    for (int k = 0; k < nslots; k++) {
-      int f = free_during(&slots[k], t->from, t->to) ? fit(x, &slots[k], t->size) : 0;
-      if (f > best) best = f, *at = k;
-    }
-    if (*at >= 0) out->reused++;
-    else slots[*at = nslots++] = (slot){0};
-    add_size(x, &slots[*at], t->size);
-    if (!occupy(&slots[*at], t->from, t->to)) {
-      st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
-      goto done;
-    }
+  /* the peak: the largest of the sums live where a site is made, those
+   * provably below another dropped */
+  for (int s = 0; s < nsites; s++) {
+    const dvmc_expr *sum = live_at(x, index_of(&v, sites[s].word), slots, nslots, ofrom, oto, osize, nout);
+    int j, n = 0;
+    for (j = 0; j < npeaks && !le(x, sum, peaks[j]); j++) {}
+    if (j < npeaks) continue;
+    for (j = 0; j < npeaks; j++)
+      if (!le(x, peaks[j], sum)) peaks[n++] = peaks[j];
+    peaks[n++] = sum;
+    npeaks = n;
   }
-  const dvmc_expr *arena = dvmc_const(x, 0);
-  for (int k = 0; k < nslots; k++) {
-    const dvmc_expr *size = slots[k].sizes[0];
-    for (int j = 1; j < slots[k].nsizes; j++) size = dvmc_max(x, size, slots[k].sizes[j]);
-    size = align64(x, size);
-    out->offset[k] = arena;
-    arena = dvmc_add(x, arena, size);
-  }
+  out->peak = dvmc_const(x, 0);
+  for (int j = 0; j < npeaks; j++) out->peak = j ? dvmc_max(x, out->peak, peaks[j]) : peaks[j];
+  for (int k = 0; k < nslots; k++) out->size[k] = slots[k].size;
   out->nslots = nslots;
-  out->arena = arena;
-  out->peak = dvmc_add(x, arena, outside);
-  if (!arena || !outside || !out->peak) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (!out->peak) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
 done:
   free(v.start);
   free(v.parent);
   free(last);
   free(esc);
   free(in_loop);
-  for (int k = 0; slots && k < nslots; k++) free(slots[k].live);
+  free(ofrom);
+  free(oto);
+  free(osize);
+  free(peaks);
   free(slots);
-  free(planned);
   if (st) dvmc_plan_free(out);
   return st;
 }
 
 void dvmc_plan_free(dvmc_plan *p) {
-  free(p->offset);
-  p->offset = NULL;
+  free(p->size);
+  p->size = NULL;
   p->nslots = 0;
 }

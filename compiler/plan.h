@@ -1,15 +1,17 @@
-/* Memory planning: which top-level tensors share one arena per invocation,
- * and at what offsets.
+/* Memory planning: which top-level tensors share storage, one after
+ * another.
  *
  * Lowering emits each top-level tensor whose byte size is an expression of
- * the symbols as an `alloc_tensor` in the arena register (a site). The plan
- * reads the finished code: registers that alias (move, reshape, tuple,
- * get) form one class, live from its site to the last instruction that
- * names any of them, to the end of any loop that names one. Sites in a
- * loop and classes that reach `ret` (results) keep their own allocation;
- * the others take, in code order, a slot whose occupant is dead and whose
- * size is provably >= theirs (equal expressions first), or a new slot at
- * the end of the arena. Offsets are multiples of 64. */
+ * the symbols as an `alloc_tensor` (a site). The plan reads the finished
+ * code: registers that alias (move, reshape, tuple, get) form one class,
+ * live from its site to the last instruction that names any of them, to
+ * the end of any loop that names one. Sites in a loop and classes that
+ * reach `ret` (results) keep their own allocation; the others, in code
+ * order, join the slot of a dead tensor of the same size expression when
+ * nothing may allocate between that death and the site, or start a new
+ * slot. A slot is one storage from its first site to its last occupant's
+ * death, so at every allocation the plan holds at most what allocating
+ * each tensor at its site and returning it at its death would. */
 #ifndef DVMC_PLAN_H
 #define DVMC_PLAN_H
 
@@ -18,15 +20,14 @@
 typedef struct dvmc_plan_site {
   uint32_t word;          /* the site's alloc_tensor: its word offset */
   const dvmc_expr *bytes; /* the tensor's byte size */
-  int slot;               /* out: its arena slot, or -1: its own allocation */
+  int slot;               /* out: its slot, or -1: its own allocation */
 } dvmc_plan_site;
 
 typedef struct dvmc_plan {
   int nslots;
-  const dvmc_expr **offset; /* per slot (malloc'ed) */
-  const dvmc_expr *arena;   /* the arena's bytes */
-  const dvmc_expr *peak;    /* arena + the sites outside it */
-  int reused;               /* sites placed in a slot another site used before */
+  const dvmc_expr **size; /* per slot: its storage's bytes (malloc'ed) */
+  const dvmc_expr *peak;  /* the most bytes of sites live where one is made */
+  int reused;             /* sites placed in a slot another site used before */
 } dvmc_plan;
 
 /* Plans the sites (in code order) of the code words; *out is filled, free
