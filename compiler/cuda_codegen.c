@@ -302,6 +302,111 @@ dvm_status *dvmc_cuda_elementwise(const void *prog, size_t size, const uint8_t *
   return finish(&b, src);
 }
 
+/* ---- standalone elementwise ops ---- */
+
+/* The dtypes an op takes, by register type (docs/fused.md section 3). */
+enum { TF = 1, TI = 2, TB = 4 };
+
+static int dtype_set(dvm_dtype d) {
+  switch (d) {
+  case DVM_F32: case DVM_F16: case DVM_BF16: return TF;
+  case DVM_I32: case DVM_I64: return TI;
+  case DVM_BOOL: return TB;
+  default: return 0;
+  }
+}
+
+static dvm_dtype reg_type(dvm_dtype d) {
+  return dtype_set(d) == TF ? DVM_F32 : dtype_set(d) == TI ? DVM_I64 : DVM_BOOL;
+}
+
+/* The CPU kernels DVMF computes alike: DIV and POW of floats only (the
+ * CPU's integer forms truncate), comparisons to bool, equal not of bools
+ * (the CPU compares their bytes, DVMF their truth). Inputs are of one
+ * dtype, as the CPU kernels require, and so is the output unless `cmp`. */
+static const struct {
+  const char *name;
+  uint8_t op, nin, types, cmp;
+} single_ops[] = {
+    {"add", DVM_FUSED_ADD, 2, TF | TI, 0},         {"sub", DVM_FUSED_SUB, 2, TF | TI, 0},
+    {"mul", DVM_FUSED_MUL, 2, TF | TI, 0},         {"div", DVM_FUSED_DIV, 2, TF, 0},
+    {"pow", DVM_FUSED_POW, 2, TF, 0},              {"min", DVM_FUSED_MIN, 2, TF | TI, 0},
+    {"max", DVM_FUSED_MAX, 2, TF | TI, 0},         {"equal", DVM_FUSED_EQUAL, 2, TF | TI, 1},
+    {"less", DVM_FUSED_LESS, 2, TF | TI, 1},       {"greater", DVM_FUSED_GREATER, 2, TF | TI, 1},
+    {"less_equal", DVM_FUSED_LESS_EQUAL, 2, TF | TI, 1},
+    {"greater_equal", DVM_FUSED_GREATER_EQUAL, 2, TF | TI, 1},
+    {"and", DVM_FUSED_AND, 2, TB, 0},              {"or", DVM_FUSED_OR, 2, TB, 0},
+    {"xor", DVM_FUSED_XOR, 2, TB, 0},              {"not", DVM_FUSED_NOT, 1, TB, 0},
+    {"sqrt", DVM_FUSED_SQRT, 1, TF, 0},            {"exp", DVM_FUSED_EXP, 1, TF, 0},
+    {"log", DVM_FUSED_LOG, 1, TF, 0},              {"tanh", DVM_FUSED_TANH, 1, TF, 0},
+    {"erf", DVM_FUSED_ERF, 1, TF, 0},              {"sigmoid", DVM_FUSED_SIGMOID, 1, TF, 0},
+    {"reciprocal", DVM_FUSED_RECIPROCAL, 1, TF, 0}, {"relu", DVM_FUSED_RELU, 1, TF | TI, 0},
+    {"neg", DVM_FUSED_NEG, 1, TF | TI, 0},         {"abs", DVM_FUSED_ABS, 1, TF | TI, 0},
+    {"gelu", DVM_FUSED_GELU, 1, TF, 0},
+    {"clip", DVM_FUSED_MAX, 1, TF, 0}, /* then min: see below */
+};
+
+/* A cast DVMF rounds as the CPU does: not float to i32 (the CPU gives
+ * INT32_MIN outside i32, DVMF the low bits of INT64_MIN), not integer to
+ * bf16 (through f32, DVMF would round twice). */
+static int cast_exact(dvm_dtype from, dvm_dtype to) {
+  int f = dtype_set(from), t = dtype_set(to);
+  return f && t && !(f == TF && to == DVM_I32) && !(f == TI && to == DVM_BF16);
+}
+
+/* A known bound of clip, as a float; NaN (an error on the CPU) is not. */
+static int clip_bound(const dvmc_cuda_attr *a, double *v) {
+  *v = a->kind == DVMC_ATTR_INT ? (double)a->i : a->f;
+  return a->kind != DVMC_ATTR_UNKNOWN && *v == *v;
+}
+
+dvm_status *dvmc_cuda_op_program(const char *kernel, int nin, const dvm_dtype *dt, int nattrs,
+                                 const dvmc_cuda_attr *attrs, void **prog, size_t *size) {
+  *prog = NULL;
+  int q = -1;
+  for (int i = 0; i < (int)(sizeof single_ops / sizeof single_ops[0]) && q < 0; i++)
+    if (strcmp(kernel, single_ops[i].name) == 0) q = i;
+  int where = strcmp(kernel, "where") == 0, cast = strcmp(kernel, "cast") == 0;
+  dvm_fused_op op = q >= 0 ? (dvm_fused_op)single_ops[q].op : DVM_FUSED_OP_END;
+  double lo = 0, hi = 0;
+  if (where) { /* cond bool; x, y and the output of one dtype */
+    if (nin != 3 || nattrs || dt[0] != DVM_BOOL || dt[1] != dt[2] || dt[2] != dt[3] ||
+        !dtype_set(dt[1]))
+      return NULL;
+  } else if (cast) {
+    if (nin != 1 || nattrs || !cast_exact(dt[0], dt[1])) return NULL;
+  } else {
+    if (q < 0 || nin != single_ops[q].nin || !(dtype_set(dt[0]) & single_ops[q].types)) return NULL;
+    for (int k = 1; k < nin; k++)
+      if (dt[k] != dt[0]) return NULL;
+    if (dt[nin] != (single_ops[q].cmp ? DVM_BOOL : dt[0])) return NULL;
+    if (strcmp(kernel, "gelu") == 0) { /* approximate: 0 none, 1 tanh */
+      if (nattrs > 1 || (nattrs && (attrs[0].kind != DVMC_ATTR_INT || attrs[0].i < 0 || attrs[0].i > 1)))
+        return NULL;
+      if (nattrs && attrs[0].i) op = DVM_FUSED_GELU_TANH;
+    } else if (strcmp(kernel, "clip") == 0) {
+      if (nattrs != 2 || !clip_bound(&attrs[0], &lo) || !clip_bound(&attrs[1], &hi)) return NULL;
+    } else if (nattrs) {
+      return NULL;
+    }
+  }
+  dvm_fused_builder b;
+  dvm_fused_builder_init(&b);
+  int v[3] = {-1, -1, -1};
+  for (int k = 0; k < nin; k++) v[k] = dvm_fused_load(&b, dvm_fused_input(&b, dt[k]));
+  int out = dvm_fused_output(&b, dt[nin]), r;
+  if (where) r = dvm_fused_where(&b, v[0], v[1], v[2]);
+  else if (cast) r = dvm_fused_cast(&b, v[0], reg_type(dt[1]));
+  else if (strcmp(kernel, "clip") == 0) /* min(max(x, lo), hi): NaN stays, lo > hi gives hi */
+    r = dvm_fused_op2(&b, DVM_FUSED_MIN, dvm_fused_op2(&b, DVM_FUSED_MAX, v[0], dvm_fused_const_f32(&b, lo)),
+                      dvm_fused_const_f32(&b, hi));
+  else if (nin == 1) r = dvm_fused_op1(&b, op, v[0]);
+  else r = dvm_fused_op2(&b, op, v[0], v[1]);
+  dvm_fused_store(&b, out, r);
+  dvm_status *st = dvm_fused_builder_finish(&b, prog, size);
+  return st ? dvm_status_annotate(st, "CUDA codegen: kernel \"%s\"", kernel) : NULL;
+}
+
 /* ---- rows ---- */
 
 /* Block-wide reductions: warp shuffles, then one partial per warp through
@@ -488,14 +593,15 @@ static dvm_status *compile_images(const char *src, const char *name, void **img,
 }
 
 dvm_status *dvmc_cuda_payload(int kind, int nin, int nout, const uint8_t *classes,
-                              const char *src, const char *name, void **payload, size_t *size) {
+                              const dvm_dtype *dtypes, const char *src, const char *name,
+                              void **payload, size_t *size) {
   void *img[NIMAGES] = {0};
   size_t isz[NIMAGES] = {0};
   dvm_status *st = compile_images(src, name, img, isz);
   size_t srclen = strlen(src);
   size_t table = align8(DVM_GEN_HEADER_SIZE + 8 * DVMC_CUDA_NCONFIGS + (size_t)nin);
-  size_t off = align8(table + 16 * NIMAGES), src_off = off;
-  off = align8(off + srclen);
+  size_t dt_off = align8(table + 16 * NIMAGES), src_off = align8(dt_off + (size_t)(nin + nout));
+  size_t off = align8(src_off + srclen);
   size_t total = off;
   for (int i = 0; i < NIMAGES; i++) total += align8(isz[i]);
   uint8_t *p = st ? NULL : calloc(1, total);
@@ -511,6 +617,8 @@ dvm_status *dvmc_cuda_payload(int kind, int nin, int nout, const uint8_t *classe
     wr32(p + 12, NIMAGES);
     wr32(p + 16, (uint32_t)src_off);
     wr32(p + 20, (uint32_t)srclen);
+    wr32(p + 24, (uint32_t)dt_off);
+    for (int k = 0; k < nin + nout; k++) p[dt_off + (size_t)k] = (uint8_t)dtypes[k];
     for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++) {
       uint8_t *cf = p + DVM_GEN_HEADER_SIZE + 8 * c;
       wr16(cf, dvmc_cuda_blocks[c]);

@@ -25,6 +25,26 @@ extern const uint16_t dvmc_cuda_blocks[DVMC_CUDA_NCONFIGS];
 DVM_MUST_USE dvm_status *dvmc_cuda_elementwise(const void *prog, size_t size,
                                                const uint8_t *classes, char **src);
 
+/* An attribute of an invoke as the compiler knows it: an int or float
+ * immediate, or unknown until run time. */
+typedef struct dvmc_cuda_attr {
+  enum { DVMC_ATTR_UNKNOWN, DVMC_ATTR_INT, DVMC_ATTR_FLOAT } kind;
+  int64_t i;
+  double f;
+} dvmc_cuda_attr;
+
+/* The fused program that computes what CPU kernel `kernel` (add, where,
+ * gelu, clip, cast...; ops/cpu/binary.c, unary.c) computes for one call
+ * whose nin input dtypes and output dtype (dt[nin]) and attributes are
+ * these, so that a standalone elementwise op runs as a generated kernel.
+ * *prog (malloc'ed) is NULL where DVMF has no form with the CPU kernel's
+ * exact semantics (integer division, clip of integers, float to i32
+ * casts, mixed dtypes the CPU kernel refuses...): that call stays on the
+ * host. */
+DVM_MUST_USE dvm_status *dvmc_cuda_op_program(const char *kernel, int nin, const dvm_dtype *dt,
+                                              int nattrs, const dvmc_cuda_attr *attrs,
+                                              void **prog, size_t *size);
+
 typedef enum dvmc_rows_op {
   DVMC_ROWS_SOFTMAX,
   DVMC_ROWS_LOGSOFTMAX,
@@ -43,10 +63,11 @@ DVM_MUST_USE dvm_status *dvmc_cuda_rows(dvmc_rows_op op, int nin, const dvm_dtyp
                                         double epsilon, char **src);
 
 /* Compiles `src` with NVRTC (sm_80 and sm_90 cubins, compute_80 PTX) and
- * lays out the DVMG payload (*payload malloc'ed). `name` names the
+ * lays out the DVMG payload (*payload malloc'ed): classes of the nin
+ * inputs, dtypes of the inputs then the nout outputs. `name` names the
  * program in errors. */
 DVM_MUST_USE dvm_status *dvmc_cuda_payload(int kind, int nin, int nout, const uint8_t *classes,
-                                           const char *src, const char *name, void **payload,
-                                           size_t *size);
+                                           const dvm_dtype *dtypes, const char *src,
+                                           const char *name, void **payload, size_t *size);
 
 #endif

@@ -7,6 +7,7 @@
 #include "cuda_codegen.h"
 #include "nvrtc.h"
 #include "opcode.h"
+#include "ops/cpu/fused.h"
 #include "ops/cuda/gen_abi.h"
 #include "place_cuda.h"
 
@@ -124,8 +125,8 @@ static void scan(clone *c) {
     case DVM_OP_ALLOC_TENSOR_I:
       F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[3], F[o[0]].tshape_kind = 2, F[o[0]].tshape = o + 4;
       break;
-    case DVM_OP_COPY:
-    case DVM_OP_RESHAPE: F[o[0]].tensor = 1; break;
+    case DVM_OP_COPY: F[o[0]].tensor = 1; break;
+    case DVM_OP_RESHAPE: F[o[0]].tensor = 1, F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 2; break;
     case DVM_OP_MOVE: F[o[0]].tensor |= F[o[1]].tensor; break;
     case DVM_OP_CALL: {
       const dvm_func *g = &m->funcs[o[0]];
@@ -135,6 +136,14 @@ static void scan(clone *c) {
     }
     default: break;
     }
+  }
+  /* views and copies keep their source's dtype, known once it is
+   * written once (a source defined later stays unknown) */
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    const int64_t *o = f->code + f->starts[i] + 1;
+    int op = (int)o[-1];
+    if ((op == DVM_OP_RESHAPE || op == DVM_OP_COPY || op == DVM_OP_MOVE) && F[o[1]].writes <= 1)
+      F[o[0]].dtype = F[o[1]].dtype;
   }
 }
 
@@ -220,7 +229,7 @@ static uint32_t add_kernel(placer *p, const char *name, uint32_t nvariants, void
 
 /* The kernel for generated source `src` (taken), compiled once. */
 static int64_t gen_kernel(placer *p, char *src, int kind, int nin, int nout,
-                          const uint8_t *classes) {
+                          const uint8_t *classes, const dvm_dtype *dtypes) {
   for (size_t i = 0; i < p->gens.n; i++)
     if (strcmp(p->gens.v[i].src, src) == 0) {
       free(src);
@@ -230,7 +239,7 @@ static int64_t gen_kernel(placer *p, char *src, int kind, int nin, int nout,
   snprintf(name, sizeof name, "gen@%zu", p->gens.n);
   void *payload = NULL;
   size_t size = 0;
-  p->error = dvmc_cuda_payload(kind, nin, nout, classes, src, name, &payload, &size);
+  p->error = dvmc_cuda_payload(kind, nin, nout, classes, dtypes, src, name, &payload, &size);
   if (p->error) {
     free(src);
     return -1;
@@ -290,7 +299,50 @@ static int64_t rows_kernel(clone *c, dvmc_rows_op op, const int64_t *outs, const
   }
   char *src;
   if ((c->p->error = dvmc_cuda_rows(op, nin, dt, eps, &src))) return -1;
-  return gen_kernel(c->p, src, DVM_GEN_ROWS, nin, 1, classes);
+  return gen_kernel(c->p, src, DVM_GEN_ROWS, nin, 1, classes, dt);
+}
+
+/* A generated ELEMENTWISE kernel running fused program `prog`, its inputs
+ * classified against output 0; -1 on failure (p->error). */
+static int64_t elementwise_kernel(clone *c, const uint8_t *prog, size_t size, const int64_t *outs,
+                                  const int64_t *ins) {
+  int nin = prog[6], nout = prog[7];
+  uint8_t classes[DVM_GEN_MAX_IN];
+  dvm_dtype dt[DVM_GEN_MAX_IN + DVM_GEN_MAX_OUT];
+  for (int q = 0; q < nin + nout; q++) dt[q] = (dvm_dtype)prog[16 + q];
+  for (int q = 0; q < nin; q++) classes[q] = classify(c, ins[1 + q], outs[1]);
+  char *src;
+  if ((c->p->error = dvmc_cuda_elementwise(prog, size, classes, &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, nin, nout, classes, dt);
+}
+
+/* A standalone elementwise op (add, cast, where...) as a one-op fused
+ * program, when the dtypes of its operands and its attributes are known
+ * here and DVMF computes it exactly (dvmc_cuda_op_program); -1 otherwise. */
+static int64_t single_kernel(clone *c, const char *name, const int64_t *outs, const int64_t *ins,
+                             const int64_t *attrs) {
+  const fact *F = c->facts;
+  int nin = (int)ins[0];
+  if (outs[0] != 1 || nin > 3 || attrs[0] > 2) return -1;
+  dvm_dtype dt[4];
+  for (int k = 0; k <= nin; k++) {
+    const fact *t = &F[k < nin ? ins[1 + k] : outs[1]];
+    if (t->writes > 1 || t->dtype < 0) return -1;
+    dt[k] = (dvm_dtype)t->dtype;
+  }
+  dvmc_cuda_attr at[2] = {{0}};
+  for (int q = 0; q < attrs[0]; q++) {
+    const fact *a = &F[attrs[1 + q]];
+    if (a->writes == 1 && a->has_imm) at[q] = (dvmc_cuda_attr){DVMC_ATTR_INT, a->imm, 0};
+    else if (a->writes == 1 && a->has_fimm) at[q] = (dvmc_cuda_attr){DVMC_ATTR_FLOAT, 0, a->fimm};
+  }
+  void *prog = NULL;
+  size_t size = 0;
+  if ((c->p->error = dvmc_cuda_op_program(name, nin, dt, (int)attrs[0], at, &prog, &size)) || !prog)
+    return -1;
+  int64_t k = elementwise_kernel(c, prog, size, outs, ins);
+  free(prog);
+  return k;
 }
 
 static plan plan_invoke(clone *c, const int64_t *ins_word) {
@@ -306,24 +358,22 @@ static plan plan_invoke(clone *c, const int64_t *ins_word) {
     pl.kernel = add_kernel(p, name, 1, NULL, 0);
     return pl;
   }
+  pl.generated = 1;
   if (strncmp(k->name, "fused@", 6) == 0) {
-    uint8_t classes[DVM_GEN_MAX_IN];
-    for (int64_t q = 0; q < ins[0] && q < DVM_GEN_MAX_IN; q++)
-      classes[q] = classify(c, ins[1 + q], outs[1]);
-    char *src;
-    if ((p->error = dvmc_cuda_elementwise(k->payload, k->payload_size, classes, &src))) {
+    /* validated first: the program's header sizes what is read of it */
+    if ((p->error = dvm_fused_validate(k->payload, k->payload_size)) ||
+        (pl.kernel = elementwise_kernel(c, k->payload, k->payload_size, outs, ins)) < 0)
       p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
-      return pl;
-    }
-    pl.kernel = gen_kernel(p, src, DVM_GEN_ELEMENTWISE, (int)ins[0], (int)outs[0], classes);
-    pl.generated = 1;
     return pl;
   }
   for (size_t q = 0; q < sizeof rows_ops / sizeof rows_ops[0]; q++)
     if (strcmp(k->name, rows_ops[q].name) == 0) {
       pl.kernel = rows_kernel(c, rows_ops[q].op, outs, ins, attrs);
-      pl.generated = pl.rows = 1;
+      pl.rows = 1;
+      return pl;
     }
+  pl.kernel = single_kernel(c, k->name, outs, ins, attrs);
+  if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
   return pl;
 }
 

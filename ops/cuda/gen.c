@@ -166,11 +166,14 @@ static dvm_status *bind_input(const dvm_gen_payload *g, int k, const dvm_tensor 
     same &= in[d] == dims[d];
     broadcast &= in[d] == dims[d] || in[d] == 1;
   }
-  /* SUFFIX: past the leading 1s, the input's dims are the reference's */
+  /* SUFFIX: past the leading 1s, the input's dims are the reference's;
+   * for ROWS (a layer norm's scale, bias), n elements along the row or
+   * one, which is all the kernel reads (index j, or 0 when numel is 1) */
   for (int d = 0; d < DVM_GEN_MAX_RANK; d++) {
     lead &= in[d] == 1;
     if (!lead) suffix &= in[d] == dims[d];
   }
+  if (g->kind == DVM_GEN_ROWS) suffix &= numel == 1 || numel == dims[DVM_GEN_MAX_RANK - 1];
   p->numel[k] = numel;
   static const char *const names[] = {"same", "scalar", "suffix", "strided"};
   int cls = g->classes[k];
@@ -207,15 +210,16 @@ static dvm_status *call_shape(const dvm_gen_payload *g, const dvm_kernel_args *a
   return NULL;
 }
 
-/* Generated kernels read and write f32 (the payload carries no dtypes):
- * anything else would be read at the wrong width, past its end. */
-static dvm_status *check_f32(const dvm_kernel_args *a) {
+/* Each tensor of the dtype the kernel was generated for (the payload's
+ * table): another would be read at the wrong width, past its end. */
+static dvm_status *check_dtypes(const dvm_gen_payload *g, const dvm_kernel_args *a) {
   for (int i = 0; i < a->nin + a->nout; i++) {
     const dvm_tensor *t = i < a->nin ? a->in[i] : a->out[i - a->nin];
-    if (t->dtype != DVM_F32)
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: %s %d is %s; generated kernels take f32",
+    if (t->dtype != g->dtypes[i])
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: %s %d is %s; the kernel was generated for %s",
                             i < a->nin ? "input" : "output", i < a->nin ? i : i - a->nin,
-                            dvm_dtype_name((dvm_dtype)t->dtype));
+                            dvm_dtype_name((dvm_dtype)t->dtype),
+                            dvm_dtype_name((dvm_dtype)g->dtypes[i]));
   }
   return NULL;
 }
@@ -235,7 +239,7 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   dvm_status *st = lookup(cu, a, &l);
   if (st) return st;
   const dvm_gen_payload *g = &l->g;
-  if ((st = dvm_kargs_check(a, "gen", g->nin, g->nout, DVM_DEVICE_CUDA)) || (st = check_f32(a)))
+  if ((st = dvm_kargs_check(a, "gen", g->nin, g->nout, DVM_DEVICE_CUDA)) || (st = check_dtypes(g, a)))
     return st;
   dvm_gen_params p;
   memset(&p, 0, sizeof p);

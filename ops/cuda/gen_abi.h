@@ -8,10 +8,10 @@
  * struct below into each source through DVM_GEN_PARAMS_DECL, so the two
  * can never disagree.
  *
- * Payload ("DVMG", version 1), little-endian, offsets from its start:
+ * Payload ("DVMG", version 2), little-endian, offsets from its start:
  *
  *   0   4  magic "DVMG"
- *   4  u16 version (1)
+ *   4  u16 version (2)
  *   6  u8  kind: DVM_GEN_ELEMENTWISE or DVM_GEN_ROWS
  *   7  u8  nconfigs, 1..DVM_GEN_MAX_CONFIGS
  *   8  u8  nin, 1..DVM_GEN_MAX_IN
@@ -19,14 +19,16 @@
  *  10  u16 tile T: the variants per config, one per residue n mod T, 1..64
  *  12  u32 nimages
  *  16  u32 source offset, u32 source size (the CUDA C, for `dvm inspect`)
- *  24  8   reserved, 0
+ *  24  u32 dtypes offset: nin + nout bytes, each input's then each
+ *      output's dtype (.dvmb codes), which the launcher checks per call
+ *  28  4   reserved, 0
  *  32  configs: nconfigs x 8 bytes: u16 block (threads), u16 per_thread
  *      (elements a thread handles per tile step), u32 shared bytes
  *      then nin bytes: each input's dvm_gen_class
  *      then zero padding to a multiple of 8
  *      then images: nimages x 16 bytes: u32 arch (80, 90, ...; 0 = PTX),
  *      u32 reserved 0, u32 offset, u32 size
- *      then the source and image bytes (each at a multiple of 8).
+ *      then the dtypes, source and image bytes (each at a multiple of 8).
  *
  * Entry names in every image: "dvm_c<c>_v<r>" for config c and residue r
  * (0 <= r < T), with no per-element bounds checks, and "dvm_c<c>_b", the
@@ -44,7 +46,7 @@
 #define DVM_OPS_CUDA_GEN_ABI_H
 
 #define DVM_GEN_MAGIC "DVMG"
-#define DVM_GEN_VERSION 1
+#define DVM_GEN_VERSION 2
 #define DVM_GEN_HEADER_SIZE 32
 #define DVM_GEN_MAX_CONFIGS 8
 #define DVM_GEN_MAX_IN 16
@@ -59,7 +61,8 @@ enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2 };
 enum {
   DVM_GEN_SAME = 0,    /* the output's shape: element i */
   DVM_GEN_SCALAR = 1,  /* one element: element 0 */
-  DVM_GEN_SUFFIX = 2,  /* a trailing block of the output's shape: i % numel */
+  DVM_GEN_SUFFIX = 2,  /* ELEMENTWISE: the output's trailing dims (leading 1s
+                        * aside): i % numel; ROWS: n elements, or one */
   DVM_GEN_STRIDED = 3, /* anything else numpy allows: strides below */
 };
 

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dvm/tensor.h"
 #include "ops/cuda/payload.h"
 #include "reader.h"
 
@@ -70,13 +71,27 @@ static dvm_status *read_configs(dvm_reader *r, dvm_gen_payload *g) {
   return r->bad ? bad("the input classes' padding runs past the end") : NULL;
 }
 
-static dvm_status *read_images(dvm_reader *r, size_t size, span src, dvm_gen_payload *g) {
-  span used[DVM_GEN_MAX_IMAGES + 1] = {src};
+/* The dtype table: one known dtype per input and output. */
+static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
+  for (int k = 0; k < g->nin + g->nout; k++) {
+    g->dtypes[k] = p[s.off + (uint64_t)k];
+    if (g->dtypes[k] >= DVM_DTYPE_COUNT)
+      return bad("%s %d: dtype code %u is not a dtype", k < g->nin ? "input" : "output",
+                 k < g->nin ? k : k - g->nin, g->dtypes[k]);
+  }
+  return NULL;
+}
+
+/* The image table, and the spans of the dtypes, source and images. */
+static dvm_status *read_images(dvm_reader *r, size_t size, span dts, span src, dvm_gen_payload *g) {
+  span used[DVM_GEN_MAX_IMAGES + 2] = {dts, src};
   uint64_t data_start = r->pos + (uint64_t)g->nimages * IMAGE_RECORD;
   if (data_start > size)
     return bad("the image table (%d entries) ends at byte %llu, past the end (%zu)", g->nimages,
                (unsigned long long)data_start, size);
-  dvm_status *st = src.len ? check_span("source", src, size, data_start, NULL, 0) : NULL;
+  dvm_status *st = check_span("dtypes", dts, size, data_start, NULL, 0);
+  if (!st && src.len) st = check_span("source", src, size, data_start, used, 1);
+  if (!st) st = read_dtypes(r->p, dts, g);
   if (st) return st;
   for (int i = 0; i < g->nimages; i++) {
     dvm_gen_image *im = &g->images[i];
@@ -92,8 +107,8 @@ static dvm_status *read_images(dvm_reader *r, size_t size, span src, dvm_gen_pay
     if (im->size == 0) return bad("%s is empty", what);
     for (int j = 0; j < i; j++)
       if (g->images[j].arch == im->arch) return bad("%s: a second image for the same arch", what);
-    if ((st = check_span(what, s, size, data_start, used, i + 1))) return st;
-    used[i + 1] = s;
+    if ((st = check_span(what, s, size, data_start, used, i + 2))) return st;
+    used[i + 2] = s;
     im->data = r->p + s.off;
     /* a cubin is an ELF file: catch a PTX or garbage image filed under an sm */
     if (im->arch && (im->size < 4 || memcmp(im->data, "\177ELF", 4) != 0))
@@ -120,7 +135,8 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   uint32_t nimages = dvm_reader_u32(&r);
   span src = {dvm_reader_u32(&r), 0};
   src.len = g->source_size = dvm_reader_u32(&r);
-  uint64_t reserved = dvm_reader_u64(&r);
+  span dts = {dvm_reader_u32(&r), 0};
+  uint32_t reserved = dvm_reader_u32(&r);
   if (g->kind != DVM_GEN_ELEMENTWISE && g->kind != DVM_GEN_ROWS)
     return bad("kind %d, expected %d (elementwise) or %d (rows)", g->kind, DVM_GEN_ELEMENTWISE,
                DVM_GEN_ROWS);
@@ -134,13 +150,14 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
     return bad("tile %d, expected 1..%d", g->tile, DVM_GEN_MAX_TILE);
   if (nimages < 1 || nimages > DVM_GEN_MAX_IMAGES)
     return bad("%u images, expected 1..%d", nimages, DVM_GEN_MAX_IMAGES);
-  if (reserved) return bad("reserved bytes 24..31 are not 0");
+  if (reserved) return bad("reserved bytes 28..31 are not 0");
   g->nimages = (int)nimages;
+  dts.len = (uint64_t)g->nin + (uint64_t)g->nout;
   if (!dvm_reader_can_hold(&r, (uint64_t)g->nconfigs, CONFIG_RECORD) ||
       (uint64_t)g->nconfigs * CONFIG_RECORD + (uint64_t)g->nin > dvm_reader_left(&r))
     return bad("the config table and input classes run past the end (%zu)", size);
   dvm_status *st = read_configs(&r, g);
-  if (!st) st = read_images(&r, size, src, g);
+  if (!st) st = read_images(&r, size, dts, src, g);
   if (st) return st;
   g->source = src.len ? (const char *)p + src.off : "";
   return NULL;

@@ -31,6 +31,7 @@ typedef struct dvm_gen_payload {
   int kind, nconfigs, nin, nout, tile, nimages;
   dvm_gen_config configs[DVM_GEN_MAX_CONFIGS];
   uint8_t classes[DVM_GEN_MAX_IN];
+  uint8_t dtypes[DVM_GEN_MAX_IN + DVM_GEN_MAX_OUT]; /* inputs, then outputs */
   dvm_gen_image images[DVM_GEN_MAX_IMAGES];
   const char *source; /* not NUL-terminated; may be empty */
   uint32_t source_size;

@@ -12,22 +12,24 @@ enum { NIN = 3, NCONF = 2, NIMG = 3 };
 #define CLASSES_AT (32 + NCONF * 8)
 #define TABLE_AT ((CLASSES_AT + NIN + 7) / 8 * 8)
 #define DATA_AT (TABLE_AT + NIMG * 16)
-#define SRC_AT DATA_AT
+#define DTYPES_AT DATA_AT
+#define SRC_AT (DATA_AT + 8)
 #define SRC_SIZE 13
-#define IMG_AT(i) (DATA_AT + 16 + (i) * 24)
+#define IMG_AT(i) (DATA_AT + 24 + (i) * 24)
 #define IMG_SIZE 20
 #define TOTAL (IMG_AT(NIMG - 1) + IMG_SIZE)
 
 static void put16(uint8_t *p, unsigned v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static void put32(uint8_t *p, uint32_t v) { put16(p, v & 0xffff); put16(p + 2, v >> 16); }
 
-/* ELEMENTWISE, 3 inputs (same, scalar, strided), tile 8, configs of
- * 128x4 and 256x1 threads, images sm_80, sm_90 and PTX. */
+/* ELEMENTWISE, 3 inputs (same, scalar, strided), all f32 like its
+ * output, tile 8, configs of 128x4 and 256x1 threads, images sm_80, sm_90
+ * and PTX. */
 static void build(uint8_t *p) {
   static const uint32_t arch[NIMG] = {80, 90, 0};
   memset(p, 0, TOTAL);
   memcpy(p, "DVMG", 4);
-  put16(p + 4, 1);
+  put16(p + 4, 2);
   p[6] = DVM_GEN_ELEMENTWISE;
   p[7] = NCONF;
   p[8] = NIN;
@@ -36,6 +38,7 @@ static void build(uint8_t *p) {
   put32(p + 12, NIMG);
   put32(p + 16, SRC_AT);
   put32(p + 20, SRC_SIZE);
+  put32(p + 24, DTYPES_AT); /* f32 is code 0: the four dtype bytes are 0 */
   put16(p + 32, 128), put16(p + 34, 4), put32(p + 36, 0);
   put16(p + 40, 256), put16(p + 42, 1), put32(p + 44, 1024);
   p[CLASSES_AT] = DVM_GEN_SAME, p[CLASSES_AT + 1] = DVM_GEN_SCALAR, p[CLASSES_AT + 2] = DVM_GEN_STRIDED;

@@ -302,7 +302,7 @@ static const char gen_prog_tail[] =
     "\"\n"
     ".func \"main@cuda\" regs=9\n"
     "  .param x tensor f32 [?, ?]\n"
-    "  .param s tensor f32 [?]\n"
+    "  .param s tensor f32 *\n"
     "  .param b tensor f32 [?]\n"
     "  .param v int\n"
     "  .result y tensor f32 [?, ?]\n"
@@ -330,10 +330,26 @@ static dvm_status *run_gen(dvm_vm *vm, int64_t rows, int64_t cols, int64_t ns, i
   return st;
 }
 
+/* ROWS over x [3, 5] with a scale s of shape ds (rank 2) */
+static dvm_status *run_gen_scale(dvm_vm *vm, const int64_t *ds) {
+  unsigned seed = 2;
+  int64_t dx[2] = {3, 5}, nb = 5;
+  dvm_tensor *x = randn(2, dx, &seed), *s = randn(2, ds, &seed), *b = randn(1, &nb, &seed);
+  dvm_value args[4] = {dvm_value_tensor(x), dvm_value_tensor(s), dvm_value_tensor(b), dvm_value_int(5)};
+  dvm_value res = {0};
+  dvm_status *st = dvm_vm_invoke(vm, 0, args, 4, &res, 1);
+  dvm_value_clear(&res);
+  dvm_tensor_release(x);
+  dvm_tensor_release(s);
+  dvm_tensor_release(b);
+  return st;
+}
+
 static dvm_module *gen_module(int kind) {
   uint8_t payload[TOTAL];
   build(payload);
   payload[6] = (uint8_t)kind;
+  if (kind == DVM_GEN_ROWS) payload[CLASSES_AT + 1] = DVM_GEN_SUFFIX; /* a layer norm's scale */
   size_t n = strlen(gen_prog_head) + 2 * TOTAL + strlen(gen_prog_tail) + 1;
   char *text = malloc(n), *w = text;
   w += sprintf(w, "%s", gen_prog_head);
@@ -356,6 +372,13 @@ static void test_gen_rows(void) {
     CHECK(strcmp(l->entry, "dvm_c0_v5") == 0 && l->grid == 3 && l->block == 128);
     CHECK(l->params.n == 5 && l->params.rows == 3);
     CHECK_ERR(run_gen(vm, 3, 5, 1, 5, 7), DVM_INVALID_ARGUMENT, "expected n mod 8 = 5");
+    /* input 1 as a SUFFIX of a ROWS kernel (a layer norm's scale): the
+     * kernel reads n elements, or one; [1, 5] and [1, 1] are those, [3, 5]
+     * has the reference's dims but is neither */
+    CHECK_OK(run_gen_scale(vm, (const int64_t[]){1, 5}));
+    CHECK_OK(run_gen_scale(vm, (const int64_t[]){1, 1}));
+    CHECK_ERR(run_gen_scale(vm, (const int64_t[]){3, 5}), DVM_INVALID_ARGUMENT,
+              "input 1 is f32[3,5], which its class \"suffix\" does not allow");
   }
   dvm_vm_destroy(vm);
   dvm_module_release(m);
@@ -403,7 +426,7 @@ static void test_gen(void) {
   dvm_value args[4] = {dvm_value_tensor(xi), dvm_value_tensor(sv), dvm_value_tensor(bv), dvm_value_int(7)};
   dvm_value res = {0};
   CHECK_ERR(dvm_vm_invoke(vm, 0, args, 4, &res, 1), DVM_INVALID_ARGUMENT,
-            "gen: input 0 is i32; generated kernels take f32");
+            "gen: input 0 is i32; the kernel was generated for f32");
   dvm_tensor_release(xi);
   dvm_tensor_release(sv);
   dvm_tensor_release(bv);

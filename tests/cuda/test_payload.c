@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "dvm/tensor.h"
 #include "ops/cuda/payload.h"
 #include "payload_fixture.h"
 
@@ -22,7 +23,7 @@ static dvm_status *read_mutated(size_t size, void (*mutate)(uint8_t *p)) {
 
 #define MUT(name, body) static void name(uint8_t *p) { body; }
 MUT(bad_magic, p[0] = 'X')
-MUT(bad_version, put16(p + 4, 2))
+MUT(bad_version, put16(p + 4, 1))
 MUT(bad_kind, p[6] = 3)
 MUT(zero_configs, p[7] = 0)
 MUT(many_configs, p[7] = DVM_GEN_MAX_CONFIGS + 1)
@@ -55,6 +56,11 @@ MUT(image_not_elf, p[IMG_AT(1)] = 'X')
 MUT(source_past_end, put32(p + 20, TOTAL))
 MUT(source_unaligned, put32(p + 16, SRC_AT + 1))
 MUT(no_ptx, put32(p + 12, 2))
+MUT(bad_dtype, p[DTYPES_AT + 3] = DVM_DTYPE_COUNT)
+MUT(dtypes_past_end, put32(p + 24, (TOTAL + 7) / 8 * 8))
+MUT(dtypes_unaligned, put32(p + 24, DTYPES_AT + 2))
+MUT(dtypes_over_source, put32(p + 24, SRC_AT))
+MUT(image_over_dtypes, put32(p + TABLE_AT + 8, DTYPES_AT))
 
 static void test_read(void) {
   dvm_gen_payload g;
@@ -64,6 +70,7 @@ static void test_read(void) {
   CHECK(g.kind == DVM_GEN_ELEMENTWISE && g.nconfigs == 2 && g.nin == 3 && g.nout == 1);
   CHECK(g.tile == 8 && g.nimages == 3 && g.configs[0].block == 128 && g.configs[1].shared == 1024);
   CHECK(g.classes[2] == DVM_GEN_STRIDED && g.images[1].arch == 90 && g.images[1].size == IMG_SIZE);
+  CHECK(g.dtypes[0] == DVM_F32 && g.dtypes[3] == DVM_F32);
   CHECK(g.images[2].data == p + IMG_AT(2) && g.source_size == SRC_SIZE && g.source == (char *)p + SRC_AT);
   free(p);
 
@@ -77,7 +84,7 @@ static void test_read(void) {
     void (*mutate)(uint8_t *);
     const char *msg;
   } cases[] = {
-      {bad_magic, "bad magic"}, {bad_version, "version 2"}, {bad_kind, "kind 3"},
+      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 3"},
       {zero_configs, "0 configs"}, {many_configs, "9 configs"}, {zero_inputs, "0 inputs"},
       {many_inputs, "17 inputs"}, {zero_outputs, "0 outputs"}, {many_outputs, "9 outputs"},
       {zero_tile, "tile 0"}, {big_tile, "tile 65"}, {zero_images, "0 images"},
@@ -91,6 +98,9 @@ static void test_read(void) {
       {image_reserved, "reserved field is 7"}, {image_arch, "arch 5"},
       {image_dup_arch, "same arch"}, {image_not_elf, "not a cubin"},
       {source_past_end, "source: bytes"}, {source_unaligned, "source: offset"},
+      {bad_dtype, "output 0: dtype code 10 is not a dtype"}, {dtypes_past_end, "dtypes: bytes"},
+      {dtypes_unaligned, "dtypes: offset"}, {dtypes_over_source, "source: bytes"},
+      {image_over_dtypes, "image 0 (sm_80): bytes"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     CHECK_ERR(read_mutated(TOTAL, cases[i].mutate), DVM_CORRUPT, cases[i].msg);

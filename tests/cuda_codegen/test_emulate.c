@@ -292,9 +292,12 @@ static dvm_tensor *input_for(int cls, dvm_dtype dt, const int64_t *o) {
   }
 }
 
-/* One program with one class per input, at every shape, on the CPU and in
- * every config, variant n mod T and the baseline. */
-static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t *cls) {
+/* One program with one class per input, at every shape, against the CPU
+ * (kernel `fused` running it, or `kernel` with attrs when the program
+ * stands for that one op), in every config, variant n mod T and the
+ * baseline. */
+static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t *cls,
+                     const char *kernel, const dvm_value *attrs, int nattrs) {
   const uint8_t *h = prog;
   int nin = h[6], nout = h[7];
   for (size_t s = 0; s < sizeof ew_shapes / sizeof ew_shapes[0]; s++) {
@@ -305,7 +308,8 @@ static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t
       ref[k] = make((dvm_dtype)h[16 + nin + k], 3, o);
       out[k] = make((dvm_dtype)h[16 + nin + k], 3, o);
     }
-    CHECK_OK(cpu("fused", prog, size, in, nin, ref, nout, NULL, 0));
+    if (kernel) CHECK_OK(cpu(kernel, NULL, 0, in, nin, ref, nout, attrs, nattrs));
+    else CHECK_OK(cpu("fused", prog, size, in, nin, ref, nout, NULL, 0));
     int64_t n = o[0] * o[1] * o[2];
     double *atol = calloc((size_t)n, sizeof(double));
     for (int64_t i = 0; i < n; i++) atol[i] = 1e-6;
@@ -336,6 +340,97 @@ static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t
     free(atol);
     for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
     for (int k = 0; k < nout; k++) dvm_tensor_release(ref[k]), dvm_tensor_release(out[k]);
+  }
+}
+
+/* ---- standalone ops: dvmc_cuda_op_program ---- */
+
+#define AI(v) {DVMC_ATTR_INT, v, 0}
+#define AF(v) {DVMC_ATTR_FLOAT, 0, v}
+
+/* Single CPU kernels (dtypes: inputs, then the output) as one-op programs;
+ * every op, every register type, each conversion DVMF does exactly. */
+static const struct op_case {
+  const char *kernel;
+  int nin;
+  dvm_dtype dt[4];
+  int nattrs;
+  dvmc_cuda_attr at[2];
+} op_cases[] = {
+    {"add", 2, {DVM_F32, DVM_F32, DVM_F32}, 0, {{0}}},
+    {"sub", 2, {DVM_I32, DVM_I32, DVM_I32}, 0, {{0}}},
+    {"mul", 2, {DVM_I64, DVM_I64, DVM_I64}, 0, {{0}}},
+    {"div", 2, {DVM_BF16, DVM_BF16, DVM_BF16}, 0, {{0}}},
+    {"pow", 2, {DVM_F16, DVM_F16, DVM_F16}, 0, {{0}}},
+    {"min", 2, {DVM_F32, DVM_F32, DVM_F32}, 0, {{0}}},
+    {"max", 2, {DVM_I32, DVM_I32, DVM_I32}, 0, {{0}}},
+    {"equal", 2, {DVM_F32, DVM_F32, DVM_BOOL}, 0, {{0}}},
+    {"less", 2, {DVM_I64, DVM_I64, DVM_BOOL}, 0, {{0}}},
+    {"greater_equal", 2, {DVM_F16, DVM_F16, DVM_BOOL}, 0, {{0}}},
+    {"xor", 2, {DVM_BOOL, DVM_BOOL, DVM_BOOL}, 0, {{0}}},
+    {"where", 3, {DVM_BOOL, DVM_I64, DVM_I64, DVM_I64}, 0, {{0}}},
+    {"where", 3, {DVM_BOOL, DVM_BF16, DVM_BF16, DVM_BF16}, 0, {{0}}},
+    {"not", 1, {DVM_BOOL, DVM_BOOL}, 0, {{0}}},
+    {"sqrt", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
+    {"exp", 1, {DVM_F16, DVM_F16}, 0, {{0}}},
+    {"log", 1, {DVM_BF16, DVM_BF16}, 0, {{0}}},
+    {"tanh", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
+    {"erf", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
+    {"sigmoid", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
+    {"reciprocal", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
+    {"relu", 1, {DVM_I32, DVM_I32}, 0, {{0}}},
+    {"neg", 1, {DVM_I64, DVM_I64}, 0, {{0}}},
+    {"abs", 1, {DVM_F16, DVM_F16}, 0, {{0}}},
+    {"gelu", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
+    {"gelu", 1, {DVM_F32, DVM_F32}, 1, {AI(1)}},
+    {"clip", 1, {DVM_F32, DVM_F32}, 2, {AF(-0.5), AF(0.75)}},
+    {"clip", 1, {DVM_F16, DVM_F16}, 2, {AI(0), AF(INFINITY)}},
+    {"cast", 1, {DVM_I64, DVM_F32}, 0, {{0}}},
+    {"cast", 1, {DVM_F32, DVM_F16}, 0, {{0}}},
+    {"cast", 1, {DVM_BF16, DVM_I64}, 0, {{0}}},
+    {"cast", 1, {DVM_F32, DVM_BOOL}, 0, {{0}}},
+    {"cast", 1, {DVM_BOOL, DVM_BF16}, 0, {{0}}},
+    {"cast", 1, {DVM_I64, DVM_I32}, 0, {{0}}},
+    {"cast", 1, {DVM_I32, DVM_F16}, 0, {{0}}},
+};
+#define NOPS (int)(sizeof op_cases / sizeof op_cases[0])
+
+/* The attributes as the CPU kernel takes them. */
+static int cpu_attrs(const struct op_case *c, dvm_value *v) {
+  for (int q = 0; q < c->nattrs; q++)
+    v[q] = c->at[q].kind == DVMC_ATTR_INT ? dvm_value_int(c->at[q].i) : dvm_value_float(c->at[q].f);
+  return c->nattrs;
+}
+
+/* Calls that stay on the host: no exact DVMF form, or nothing the CPU
+ * kernel accepts. */
+static void op_program_refusals(void) {
+  static const struct op_case no[] = {
+      {"div", 2, {DVM_I32, DVM_I32, DVM_I32}, 0, {{0}}},        /* truncating */
+      {"pow", 2, {DVM_I64, DVM_I64, DVM_I64}, 0, {{0}}},
+      {"add", 2, {DVM_F32, DVM_F16, DVM_F32}, 0, {{0}}},        /* mixed */
+      {"add", 2, {DVM_F64, DVM_F64, DVM_F64}, 0, {{0}}},        /* no f64 in DVMF */
+      {"less", 2, {DVM_F32, DVM_F32, DVM_F32}, 0, {{0}}},       /* not to bool */
+      {"equal", 2, {DVM_BOOL, DVM_BOOL, DVM_BOOL}, 0, {{0}}},   /* bytes, not truth */
+      {"and", 2, {DVM_I32, DVM_I32, DVM_I32}, 0, {{0}}},
+      {"where", 3, {DVM_F32, DVM_F32, DVM_F32, DVM_F32}, 0, {{0}}},
+      {"cast", 1, {DVM_F32, DVM_I32}, 0, {{0}}},                /* INT32_MIN outside */
+      {"cast", 1, {DVM_I64, DVM_BF16}, 0, {{0}}},               /* two roundings */
+      {"cast", 1, {DVM_U8, DVM_F32}, 0, {{0}}},
+      {"clip", 1, {DVM_I32, DVM_I32}, 2, {AI(0), AI(5)}},       /* rounds bounds inward */
+      {"clip", 1, {DVM_F32, DVM_F32}, 2, {AF(NAN), AF(1)}},     /* an error on the CPU */
+      {"clip", 1, {DVM_F32, DVM_F32}, 2, {{0}, AF(1)}},         /* unknown bound */
+      {"gelu", 1, {DVM_F32, DVM_F32}, 1, {{0}}},
+      {"gelu", 1, {DVM_F32, DVM_F32}, 1, {AI(2)}},
+      {"relu", 1, {DVM_F32, DVM_F32}, 1, {AI(0)}},
+      {"transpose", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
+  };
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+    void *prog = (void *)1;
+    size_t size = 0;
+    CHECK_OK(dvmc_cuda_op_program(no[i].kernel, no[i].nin, no[i].dt, no[i].nattrs, no[i].at, &prog, &size));
+    if (prog) fprintf(stderr, "case %zu (%s): a program where the host must run it\n", i, no[i].kernel);
+    CHECK(prog == NULL);
   }
 }
 
@@ -450,7 +545,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
-  enum { NEW = NPROGS * 4, NU = NEW + NROWS * 2 };
+  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NU = NEW + NRU + NOPS };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -473,6 +568,24 @@ int main(int argc, char **argv) {
       rows_dtypes(q, mixed, dt);
       CHECK_OK(dvmc_cuda_rows(rows_ops[q].op, rows_ops[q].nin, dt, 1e-5, &u[NEW + 2 * q + mixed].src));
     }
+  /* unary ops read their input as SAME (the CPU wants the output's
+   * shape); the others take in turn pairs of classes that broadcast to
+   * the output (input_for), and where's third input any class */
+  static const uint8_t pairs[][2] = {
+      {DVM_GEN_SAME, DVM_GEN_SCALAR},    {DVM_GEN_SCALAR, DVM_GEN_SAME},
+      {DVM_GEN_SUFFIX, DVM_GEN_SAME},    {DVM_GEN_SAME, DVM_GEN_STRIDED},
+      {DVM_GEN_STRIDED, DVM_GEN_SUFFIX}, {DVM_GEN_SUFFIX, DVM_GEN_STRIDED}};
+  void *oprog[NOPS] = {0};
+  size_t osize[NOPS];
+  uint8_t ocls[NOPS][3] = {{0}};
+  for (int i = 0; i < NOPS; i++) {
+    const struct op_case *c = &op_cases[i];
+    if (c->nin > 1) ocls[i][0] = pairs[i % 6][0], ocls[i][1] = pairs[i % 6][1];
+    if (c->nin > 2) ocls[i][2] = (uint8_t)(i % 4);
+    CHECK_OK(dvmc_cuda_op_program(c->kernel, c->nin, c->dt, c->nattrs, c->at, &oprog[i], &osize[i]));
+    if (oprog[i]) CHECK_OK(dvmc_cuda_elementwise(oprog[i], osize[i], ocls[i], &u[NEW + NRU + i].src));
+  }
+  op_program_refusals();
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -480,7 +593,13 @@ int main(int argc, char **argv) {
     }
   units_build(u, NU);
   for (int i = 0; i < NEW; i++)
-    if (u[i].launch) ew_check(&u[i], prog[i / 4], size[i / 4], cls[i]);
+    if (u[i].launch) ew_check(&u[i], prog[i / 4], size[i / 4], cls[i], NULL, NULL, 0);
+  for (int i = 0; i < NOPS; i++)
+    if (u[NEW + NRU + i].launch) {
+      dvm_value attrs[2];
+      int nattrs = cpu_attrs(&op_cases[i], attrs);
+      ew_check(&u[NEW + NRU + i], oprog[i], osize[i], ocls[i], op_cases[i].kernel, attrs, nattrs);
+    }
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];
@@ -494,6 +613,7 @@ int main(int argc, char **argv) {
     if (u[i].so) dlclose(u[i].so);
   }
   for (int g = 0; g < NPROGS; g++) free(prog[g]);
+  for (int i = 0; i < NOPS; i++) free(oprog[i]);
   char rm[64];
   snprintf(rm, sizeof rm, "rm -rf %s", tmp_dir);
   CHECK(system(rm) == 0);
