@@ -670,8 +670,10 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
   memset(x->alias, -1, sizeof x->alias);
   x->cursor = 0;
   for (int i = 0; i < f->ninstrs; i++) {
+    /* the loads that gather (below): broadcast inputs but hoisted scalars */
     const dvm_tensor *t = f->ins[i].op == DVM_FUSED_LOAD ? a->in[f->ins[i].a] : NULL;
-    x->cursor |= t && dvm_tensor_numel(t) != total && dvm_tensor_numel(t) != 1;
+    int hoisted = t && dvm_tensor_numel(t) == 1 && f->writes[f->ins[i].dst] == 1;
+    x->cursor |= t && dvm_tensor_numel(t) != total && !hoisted;
   }
   x->row_blocks = x->cursor && x->plan.dims[0] >= ROW_BLOCK_MIN;
   /* an output over an input: stores wait for the end of the block */
