@@ -10,6 +10,9 @@
 typedef struct {
   dvmc_ctx *c;
   dvmc_exprs *x;
+  dvmc_graph *root; /* where constraints are collected */
+  int depth;        /* inside If branches and Loop bodies: > 0 */
+  int oom;
 } inf;
 
 bool dvmc_value_shape_known(const dvmc_value *v) {
@@ -85,6 +88,25 @@ static int norm_axis(int64_t axis, int rank) {
 
 /* ---- rules ---- */
 
+/* The broadcast of two dims. Where they are not provably equal and neither
+ * is provably 1, a top-level node (one that always runs) records the
+ * relation: equality when both are >= 2, else equality or one of them 1.
+ * Two different constants are left to the kernel's error. */
+static const dvmc_expr *bcast_dim(inf *I, const dvmc_node *n, const dvmc_expr *r, const dvmc_expr *e) {
+  const dvmc_expr *one = dvmc_const(I->x, 1);
+  if (!r || !e) return NULL;
+  if (e == r || e == one) return r;
+  if (r == one) return e;
+  int64_t lo1, hi1, lo2, hi2;
+  if (dvmc_expr_is_const(r, &lo1) && dvmc_expr_is_const(e, &lo2)) return NULL;
+  dvmc_sym_range(r, &lo1, &hi1);
+  dvmc_sym_range(e, &lo2, &hi2);
+  dvmc_constraint k = {lo1 >= 2 && lo2 >= 2 ? DVMC_REL_EQ : DVMC_REL_EQ_OR_ONE, r, e, n, false};
+  if (I->depth == 0 && !dvmc_graph_constrain(I->c, I->root, &k)) I->oom = 1;
+  /* a == b or one is 1: max when neither can be 0 */
+  return lo1 >= 1 && lo2 >= 1 ? dvmc_max(I->x, r, e) : NULL;
+}
+
 /* Numpy broadcasting of known dims; unknown where the relation is. */
 static void broadcast(inf *I, const dvmc_node *n, int first, int count) {
   int rank = 0;
@@ -93,26 +115,12 @@ static void broadcast(inf *I, const dvmc_node *n, int first, int count) {
     if (n->in[i]->rank > rank) rank = n->in[i]->rank;
   }
   const dvmc_expr *d[DVM_MAX_RANK];
-  const dvmc_expr *one = dvmc_const(I->x, 1);
   for (int k = 0; k < rank; k++) {
-    const dvmc_expr *r = one;
+    const dvmc_expr *r = dvmc_const(I->x, 1);
     for (int i = first; i < first + count; i++) {
       const dvmc_value *v = n->in[i];
       int j = k - (rank - v->rank);
-      if (j < 0) continue;
-      const dvmc_expr *e = v->dims[j];
-      if (!e || !r) {
-        r = NULL;
-      } else if (e == r || e == one) {
-      } else if (r == one) {
-        r = e;
-      } else {
-        int64_t lo1, hi1, lo2, hi2;
-        dvmc_sym_range(r, &lo1, &hi1);
-        dvmc_sym_range(e, &lo2, &hi2);
-        /* a == b or one is 1: max when neither can be 0 */
-        r = lo1 >= 1 && lo2 >= 1 ? dvmc_max(I->x, r, e) : NULL;
-      }
+      if (j >= 0) r = bcast_dim(I, n, r, v->dims[j]);
     }
     d[k] = r;
   }
@@ -135,9 +143,7 @@ static void matmul(inf *I, const dvmc_node *n) {
     int ia = i - (batch - (ra - 2)), ib = i - (batch - (rb - 2));
     const dvmc_expr *ea = ia >= 0 && ra >= 2 ? a->dims[ia] : dvmc_const(I->x, 1);
     const dvmc_expr *eb = ib >= 0 && rb >= 2 ? b->dims[ib] : dvmc_const(I->x, 1);
-    int64_t one;
-    d[k++] = ea == eb ? ea : dvmc_expr_is_const(ea, &one) && one == 1 ? eb
-           : dvmc_expr_is_const(eb, &one) && one == 1 ? ea : NULL;
+    d[k++] = bcast_dim(I, n, ea, eb);
   }
   if (ra >= 2) d[k++] = a->dims[ra - 2];
   if (rb >= 2) d[k++] = b->dims[rb - 1];
@@ -433,16 +439,46 @@ static void constant_of_shape(inf *I, const dvmc_node *n) {
   set_dtype(n->out[0], a && a->t ? a->t->dtype : DVM_F32);
 }
 
+/* A dim only the run time knows (NonZero's count, a runtime TopK k): a
+ * fresh symbol that lowering reads from the node's output once it has run
+ * (lower.c), so what follows is arithmetic on it. Top-level nodes only: a
+ * branch or loop body runs never or many times. */
+static const dvmc_expr *data_dim(inf *I, const char *hint) {
+  return I->depth == 0 ? dvmc_sym_fresh(I->x, hint) : NULL;
+}
+
+static void nonzero(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0) return;
+  const dvmc_expr *d[2] = {dvmc_const(I->x, x->rank), data_dim(I, "nnz")};
+  set_shape(n->out[0], 2, d);
+}
+
+/* TopK: the axis dim becomes k, known or read at run time. */
+static void topk(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0], *k = n->nin > 1 ? n->in[1] : NULL;
+  if (!x || x->rank < 1 || !k) return;
+  int axis = norm_axis(dvmc_attr_int(n, "axis", -1), x->rank);
+  if (axis < 0) return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
+  d[axis] = dvmc_value_elems_known(k) && k->nelems == 1 ? k->elems[0] : data_dim(I, "k");
+  for (int i = 0; i < n->nout && i < 2; i++) set_shape(n->out[i], x->rank, d);
+}
+
 /* Range: ceil((limit - start) / delta) elements, for a positive constant
- * delta and start and limit known as expressions. */
+ * delta and start and limit known as expressions; else read at run time. */
 static void range(inf *I, const dvmc_node *n) {
   if (n->nin != 3) return;
-  for (int i = 0; i < 3; i++)
-    if (!dvmc_value_elems_known(n->in[i]) || n->in[i]->nelems != 1) return;
+  const dvmc_expr *len = NULL;
+  int known = 1;
+  for (int i = 0; i < 3; i++) known &= dvmc_value_elems_known(n->in[i]) && n->in[i]->nelems == 1;
   int64_t delta;
-  if (!dvmc_expr_is_const(n->in[2]->elems[0], &delta) || delta <= 0) return;
-  const dvmc_expr *span = dvmc_sub(I->x, n->in[1]->elems[0], n->in[0]->elems[0]);
-  const dvmc_expr *len = dvmc_floordiv(I->x, dvmc_add(I->x, span, dvmc_const(I->x, delta - 1)), dvmc_const(I->x, delta));
+  if (known && dvmc_expr_is_const(n->in[2]->elems[0], &delta) && delta > 0) {
+    const dvmc_expr *span = dvmc_sub(I->x, n->in[1]->elems[0], n->in[0]->elems[0]);
+    len = dvmc_floordiv(I->x, dvmc_add(I->x, span, dvmc_const(I->x, delta - 1)), dvmc_const(I->x, delta));
+  }
+  if (!len) len = data_dim(I, "len");
   set_shape(n->out[0], 1, &len);
 }
 
@@ -512,14 +548,18 @@ static void infer_node(inf *I, const dvmc_node *n) {
   else if (!strcmp(n->op, "Shape")) shape_op(I, n);
   else if (!strcmp(n->op, "Expand")) expand(I, n);
   else if (!strcmp(n->op, "Range")) range(I, n);
+  else if (!strcmp(n->op, "NonZero")) nonzero(I, n);
+  else if (!strcmp(n->op, "TopK")) topk(I, n);
   else if (!strcmp(n->op, "ConstantOfShape")) constant_of_shape(I, n);
   else if (!strncmp(n->op, "Reduce", 6)) reduce(I, n, 0);
   else if (!strcmp(n->op, "ArgMax") || !strcmp(n->op, "ArgMin")) reduce(I, n, 1);
   else if (!strcmp(n->op, "Conv")) window(I, n, 1, 0);
   else if (!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool")) window(I, n, 0, 0);
   else if (!strcmp(n->op, "GlobalAveragePool") || !strcmp(n->op, "GlobalMaxPool")) window(I, n, 0, 1);
+  I->depth++;
   for (int a = 0; a < n->nattrs; a++)
     if (n->attrs[a].type == DVMC_ATTR_GRAPH && n->attrs[a].g) infer_graph(I, n->attrs[a].g);
+  I->depth--;
 }
 
 static void infer_graph(inf *I, dvmc_graph *g) {
@@ -527,8 +567,78 @@ static void infer_graph(inf *I, dvmc_graph *g) {
   for (int i = 0; i < g->nnodes; i++) infer_node(I, g->nodes[i]);
 }
 
-dvm_status *dvmc_infer(dvmc_ctx *c, dvmc_graph *g) {
-  inf I = {c, c->exprs};
-  infer_graph(&I, g);
+/* Forgets what inference found (node outputs that are not constants), so
+ * it can run again after unification. */
+static void reset_graph(dvmc_graph *g) {
+  for (int i = 0; i < g->nvalues; i++) {
+    dvmc_value *v = g->values[i];
+    if (!v->producer || v->constant) continue;
+    v->rank = -1;
+    v->elems = NULL;
+    v->nelems = 0;
+  }
+  for (int i = 0; i < g->nnodes; i++)
+    for (int a = 0; a < g->nodes[i]->nattrs; a++)
+      if (g->nodes[i]->attrs[a].g) reset_graph(g->nodes[i]->attrs[a].g);
+}
+
+/* The position of sym's first appearance among g's input dims, or -1. */
+static int input_pos(const dvmc_graph *g, const dvmc_expr *sym) {
+  for (int i = 0; i < g->ninputs; i++)
+    for (int d = 0; d < g->inputs[i]->rank; d++)
+      if (g->inputs[i]->dims[d] == sym) return i * DVM_MAX_RANK + d;
+  return -1;
+}
+
+/* Unifies the first pair of input symbols that a constraint says are
+ * equal: the later one is replaced by the earlier wherever inputs name it,
+ * which takes the intersection of their ranges. Sets *changed. */
+static dvm_status *unify(inf *I, dvmc_graph *g, int *changed) {
+  *changed = 0;
+  for (int i = 0; i < g->nconstraints; i++) {
+    dvmc_constraint *k = &g->constraints[i];
+    int pa = input_pos(g, k->a), pb = input_pos(g, k->b);
+    if (k->rel != DVMC_REL_EQ || k->unified || !dvmc_expr_sym_name(k->a) || !dvmc_expr_sym_name(k->b) ||
+        pa < 0 || pb < 0)
+      continue;
+    if (pb < pa) {
+      const dvmc_expr *t = k->a;
+      k->a = k->b;
+      k->b = t;
+    }
+    int64_t lo1, hi1, lo2, hi2;
+    dvmc_sym_range(k->a, &lo1, &hi1);
+    dvmc_sym_range(k->b, &lo2, &hi2);
+    if (lo2 > hi1 || lo1 > hi2)
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "node \"%s\" broadcasts %s (%lld..%lld) with %s (%lld..%lld): they must be equal, "
+                            "but their ranges do not meet",
+                            k->node->name, dvmc_expr_sym_name(k->a), (long long)lo1, (long long)hi1,
+                            dvmc_expr_sym_name(k->b), (long long)lo2, (long long)hi2);
+    dvmc_sym_set_range(I->x, k->a, lo1 > lo2 ? lo1 : lo2, hi1 < hi2 ? hi1 : hi2);
+    for (int v = 0; v < g->ninputs; v++)
+      for (int d = 0; d < g->inputs[v]->rank; d++)
+        if (g->inputs[v]->dims[d] == k->b) g->inputs[v]->dims[d] = k->a;
+    k->unified = true;
+    *changed = 1;
+    return NULL;
+  }
   return NULL;
+}
+
+dvm_status *dvmc_infer(dvmc_ctx *c, dvmc_graph *g) {
+  inf I = {c, c->exprs, g, 0, 0};
+  for (;;) {
+    infer_graph(&I, g);
+    if (I.oom) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    int changed;
+    dvm_status *st = unify(&I, g, &changed);
+    if (st || !changed) return st;
+    /* start again from the inputs; the relations found are found again */
+    int kept = 0;
+    for (int i = 0; i < g->nconstraints; i++)
+      if (g->constraints[i].unified) g->constraints[kept++] = g->constraints[i];
+    g->nconstraints = kept;
+    reset_graph(g);
+  }
 }

@@ -1,7 +1,9 @@
 /* Symbolic shape inference: each value's dtype, rank and dims as canonical
  * expressions over the input symbols, and the contents of small integer
  * tensors (the Shape -> Gather -> Concat chains of exported models) as
- * expressions too. What cannot be known stays unknown (NULL dims, rank -1):
+ * expressions too. A dim only the run time knows (NonZero's count) is a
+ * fresh symbol that lowering reads from the node's output. What cannot be
+ * known stays unknown (NULL dims, rank -1):
  * lowering then asks the kernel's shape function at run time, so inference
  * only ever makes code faster, never wrong; kernels still check every shape
  * they are given. */
@@ -10,7 +12,11 @@
 
 #include "ir.h"
 
-/* Infers g and its subgraphs in place. Fails only when out of memory. */
+/* Infers g and its subgraphs in place, collecting on g the relations among
+ * dims that its top-level broadcasts imply (ir.h). Input symbols that a
+ * relation says are equal are unified: the later is replaced by the earlier
+ * in g's inputs, and inference runs again. Fails when out of memory or when
+ * unified symbols' ranges do not meet. */
 DVM_MUST_USE dvm_status *dvmc_infer(dvmc_ctx *c, dvmc_graph *g);
 
 /* True when every dim of v is known. */

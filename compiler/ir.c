@@ -182,6 +182,23 @@ dvmc_node *dvmc_node_new(dvmc_ctx *c, dvmc_graph *g, const char *op, int nin, in
   return n;
 }
 
+bool dvmc_graph_constrain(dvmc_ctx *c, dvmc_graph *g, const dvmc_constraint *k) {
+  for (int i = 0; i < g->nconstraints; i++) {
+    const dvmc_constraint *o = &g->constraints[i];
+    if (o->rel == k->rel && ((o->a == k->a && o->b == k->b) || (o->a == k->b && o->b == k->a))) return true;
+  }
+  if (g->nconstraints == g->constraints_cap) { /* the arena cannot grow a block: copy */
+    int cap = g->constraints_cap ? 2 * g->constraints_cap : 8;
+    dvmc_constraint *p = dvm_arena_alloc(&c->arena, (size_t)cap, sizeof *p);
+    if (!p) return false;
+    if (g->nconstraints) memcpy(p, g->constraints, (size_t)g->nconstraints * sizeof *p);
+    g->constraints = p;
+    g->constraints_cap = cap;
+  }
+  g->constraints[g->nconstraints++] = *k;
+  return true;
+}
+
 /* ---- attributes ---- */
 
 const dvmc_attr *dvmc_attr_find(const dvmc_node *n, const char *name) {
@@ -477,4 +494,16 @@ void dvmc_graph_print(const dvmc_graph *g, FILE *out) {
   print_name(g->name, out);
   fputc('\n', out);
   print_body(g, 2, out);
+  for (int i = 0; i < g->nconstraints; i++) {
+    const dvmc_constraint *k = &g->constraints[i];
+    fputs("  constraint ", out);
+    dvmc_expr_print(k->b, out);
+    fputs(" == ", out);
+    dvmc_expr_print(k->a, out);
+    fputs(k->rel == DVMC_REL_EQ_OR_ONE ? ", or one of them is 1" : "", out);
+    fputs(k->unified ? " (unified)" : "", out);
+    fputs("  ; node ", out);
+    print_quoted(k->node->name, out);
+    fputc('\n', out);
+  }
 }

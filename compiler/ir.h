@@ -85,6 +85,21 @@ struct dvmc_node {
   int id;
 };
 
+/* A relation among dims that the model implies (a broadcast between two
+ * dims not provably equal), collected by inference on the top-level graph
+ * and checked right after the input guards. */
+typedef enum {
+  DVMC_REL_EQ,        /* a == b: both are >= 2, so the broadcast needs equality */
+  DVMC_REL_EQ_OR_ONE, /* a == b, or one of them is 1 */
+} dvmc_rel;
+
+typedef struct dvmc_constraint {
+  dvmc_rel rel;
+  const dvmc_expr *a, *b;
+  const dvmc_node *node; /* the node that implies it */
+  bool unified;          /* input symbol b was replaced by a everywhere */
+} dvmc_constraint;
+
 struct dvmc_graph {
   const char *name;
   dvmc_graph *parent;
@@ -94,6 +109,8 @@ struct dvmc_graph {
   dvmc_value **outputs;
   dvmc_value **values;  /* every value defined in this graph */
   int nodes_cap, values_cap;
+  dvmc_constraint *constraints; /* top-level graph only */
+  int nconstraints, constraints_cap;
 };
 
 /* The compilation context: arena, expressions, options. */
@@ -115,6 +132,9 @@ dvmc_value *dvmc_value_new(dvmc_ctx *c, dvmc_graph *g, const char *name);
 dvmc_value *dvmc_value_find(const dvmc_graph *g, const char *name);
 dvmc_node *dvmc_node_new(dvmc_ctx *c, dvmc_graph *g, const char *op, int nin, int nout);
 const dvmc_attr *dvmc_attr_find(const dvmc_node *n, const char *name);
+/* Records a relation unless g already has it (either order); false when
+ * out of memory. */
+bool dvmc_graph_constrain(dvmc_ctx *c, dvmc_graph *g, const dvmc_constraint *k);
 
 /* Attribute getters with defaults. */
 int64_t dvmc_attr_int(const dvmc_node *n, const char *name, int64_t dflt);

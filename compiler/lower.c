@@ -45,6 +45,9 @@ typedef struct {
   int arena;                 /* a placeholder: each site's storage and offset until the plan fills them */
   dvmc_plan_site *sites;
   int nsites, sites_cap;
+  const dvmc_expr **data_syms; /* symbols read from a node's output (infer.c's data_dim), */
+  int *data_regs;              /* and their registers */
+  int ndata, data_cap;
 } lowering;
 
 /* ---- value -> register ---- */
@@ -93,6 +96,7 @@ static dvm_status *unsupported(const dvmc_node *n, const char *fmt, ...) {
 }
 
 static int foldable(const lowering *L, const dvmc_value *v);
+static int bound(const lowering *L, const dvmc_expr *e, int data);
 static int shape_of_exprs(lowering *L, int n, const dvmc_expr *const *e);
 static int emit_int(lowering *L, int64_t v);
 static void emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims);
@@ -152,7 +156,8 @@ static dvm_status *reg_of(lowering *L, const dvmc_value *v, int *out) {
 static void emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims) {
   const dvmc_expr *bytes = dims ? dvmc_const(L->c->exprs, (int64_t)dvm_dtype_size(dt)) : NULL;
   for (int d = 0; bytes && d < rank; d++) bytes = dvmc_mul(L->c->exprs, bytes, dims[d]);
-  if (L->plan && L->depth == 0 && bytes) {
+  /* slot sizes are computed after the guards: only guard-bound symbols there */
+  if (L->plan && L->depth == 0 && bytes && bound(L, bytes, 0)) {
     if (L->nsites == L->sites_cap) {
       int cap = L->sites_cap ? L->sites_cap * 2 : 64;
       dvmc_plan_site *p = realloc(L->sites, (size_t)cap * sizeof *p);
@@ -194,17 +199,54 @@ static int emit_shape(lowering *L, int n, const int64_t *v) {
 
 /* ---- symbolic dims as code ---- */
 
-/* Whether e can be computed here: every symbol in it is bound by a guard. */
-static int emittable(const lowering *L, const dvmc_expr *e) {
+/* The register of a symbol read from a node's output, or -1. */
+static int data_reg(const lowering *L, const dvmc_expr *sym) {
+  for (int i = 0; i < L->ndata; i++)
+    if (L->data_syms[i] == sym) return L->data_regs[i];
+  return -1;
+}
+
+/* Whether every symbol of e is bound: by a guard, or (with data) read from
+ * a node's output. */
+static int bound(const lowering *L, const dvmc_expr *e, int data) {
   if (!e) return 0;
   switch (dvmc_expr_kind_of(e)) {
   case DVMC_E_CONST: return 1;
-  case DVMC_E_SYM: return dvmc_fn_sym_find(L->f, dvmc_expr_sym_name(e)) >= 0;
+  case DVMC_E_SYM: return dvmc_fn_sym_find(L->f, dvmc_expr_sym_name(e)) >= 0 || (data && data_reg(L, e) >= 0);
   default:
     for (int i = 0; i < dvmc_expr_arity(e); i++)
-      if (!emittable(L, dvmc_expr_arg(e, i))) return 0;
+      if (!bound(L, dvmc_expr_arg(e, i), data)) return 0;
     return 1;
   }
+}
+
+/* Whether e can be computed here. */
+static int emittable(const lowering *L, const dvmc_expr *e) { return bound(L, e, 1); }
+
+/* Reads the symbols that first appear in a top-level node's output dims
+ * (data-dependent dims, infer.c) from the output once the node has run. */
+static int bind_data_dims(lowering *L, const dvmc_node *n) {
+  for (int i = 0; i < n->nout; i++) {
+    const dvmc_value *v = n->out[i];
+    int t = v ? lookup(L, v) : -1;
+    for (int d = 0; t >= 0 && d < v->rank; d++) {
+      const dvmc_expr *e = v->dims[d];
+      if (!dvmc_expr_sym_name(e) || emittable(L, e)) continue;
+      if (L->ndata == L->data_cap) {
+        int cap = L->data_cap ? 2 * L->data_cap : 8;
+        const dvmc_expr **s = realloc(L->data_syms, (size_t)cap * sizeof *s);
+        if (s) L->data_syms = s;
+        int *r = s ? realloc(L->data_regs, (size_t)cap * sizeof *r) : NULL;
+        if (!r) return 0;
+        L->data_regs = r;
+        L->data_cap = cap;
+      }
+      L->data_syms[L->ndata] = e;
+      L->data_regs[L->ndata] = dvmc_fn_reg(L->f);
+      dvmc_fn_op3(L->f, DVM_OP_DIM, L->data_regs[L->ndata++], t, d);
+    }
+  }
+  return 1;
 }
 
 static int all_emittable(const lowering *L, int n, const dvmc_expr *const *e) {
@@ -222,7 +264,10 @@ static int expr_reg(lowering *L, const dvmc_expr *e) {
   int r;
   switch (dvmc_expr_kind_of(e)) {
   case DVMC_E_CONST: r = emit_int(L, dvmc_expr_value(e)); break;
-  case DVMC_E_SYM: return dvmc_fn_sym_reg(L->f, dvmc_fn_sym_find(L->f, dvmc_expr_sym_name(e)));
+  case DVMC_E_SYM: {
+    int k = dvmc_fn_sym_find(L->f, dvmc_expr_sym_name(e));
+    return k >= 0 ? dvmc_fn_sym_reg(L->f, k) : data_reg(L, e);
+  }
   case DVMC_E_SUM:
     r = -1;
     for (int i = 0; i < dvmc_expr_arity(e); i++) {
@@ -1398,6 +1443,10 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
     int folded = n->nout > 0;
     for (int k = 0; k < n->nout; k++) folded &= foldable(L, n->out[k]);
     if (!folded && ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r)))) break;
+    if (!folded && L->depth == 0 && !bind_data_dims(L, n)) {
+      st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+      break;
+    }
     for (int k = 0; k < reads[i].n; k++) { /* values whose last reader this was */
       int v = reads[i].ids[k], reg = lookup(L, g->values[v]);
       if (--uses[v] == 0 && reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
@@ -1486,9 +1535,43 @@ static int scalar_tensor(lowering *L, dvm_dtype dt, int v) {
   return t;
 }
 
+/* One Loop scan output: the body's value v, with a new axis 0, appended to
+ * accumulator `acc` (taken as is on iteration 0, else concatenated: each
+ * iteration copies what came before). */
+static dvm_status *append_scan(lowering *L, const dvmc_node *n, const dvmc_value *v, int acc, int i) {
+  int val;
+  dvm_status *st = reg_of(L, v, &val);
+  if (st) return st;
+  if (!v->typed) return unsupported(n, "scan output \"%s\" has no known dtype", v->name);
+  int axes = dvmc_fn_reg(L->f), zero = emit_int(L, 0), shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
+  int first = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes, 1, zero}, 3);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "unsqueeze"), 1, shape, 2, val, axes}, 6);
+  dvmc_fn_op3(L->f, DVM_OP_RESHAPE, u, val, shape);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, axes);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_op3(L->f, DVM_OP_EQ, first, i, zero);
+  uint32_t to_concat = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, first, 0);
+  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, u);
+  uint32_t to_done = dvmc_fn_here(L->f) + 1;
+  dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
+  dvmc_fn_patch(L->f, to_concat, dvmc_fn_here(L->f));
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "concat"), 1, shape, 3, acc, u, zero}, 7);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, v->dtype, shape, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "concat", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 2, acc, u, 1, zero}, 9);
+  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, out);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, out);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_patch(L->f, to_done, dvmc_fn_here(L->f));
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, u);
+  return NULL;
+}
+
 /* Loop: a counted and/or conditional loop in bytecode; loop-carried values
- * move from the body's outputs back to its inputs. Scan outputs are not
- * supported yet. */
+ * move from the body's outputs back to its inputs; scan outputs grow by
+ * concatenation (append_scan). */
 static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   const dvmc_attr *ba = dvmc_attr_find(n, "body");
   if (!ba || ba->type != DVMC_ATTR_GRAPH) return unsupported(n, "Loop needs a body graph");
@@ -1496,17 +1579,25 @@ static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r)
   int ncarried = n->nin - 2;
   if (ncarried < 0 || body->ninputs != ncarried + 2 || body->noutputs < ncarried + 1)
     return unsupported(n, "Loop body inputs/outputs do not match its %d loop-carried values", ncarried);
-  if (body->noutputs > ncarried + 1 || n->nout > ncarried)
-    return unsupported(n, "Loop scan outputs are not supported yet");
+  int nscan = body->noutputs - 1 - ncarried;
+  if (n->nout > ncarried + nscan)
+    return unsupported(n, "%d outputs for %d loop-carried values and %d scan outputs", n->nout, ncarried, nscan);
   for (int k = 0; k < ncarried; k++)
     if (!n->in[2 + k]) return unsupported(n, "loop-carried input %d is omitted", k);
   for (int k = 0; k < n->nout; k++)
-    if (!n->out[k]) return unsupported(n, "omitted outputs are not supported");
+    if (!n->out[k] && k < ncarried) return unsupported(n, "omitted loop-carried outputs are not supported");
   dvm_status *st;
   int sf = dvmc_emit_shapefn(L->e, "item");
   int trips = dvmc_fn_reg(L->f), cond = dvmc_fn_reg(L->f), i = dvmc_fn_reg(L->f), one = emit_int(L, 1);
-  int car[64], t;
-  if (ncarried > 64) return unsupported(n, "more than 64 loop-carried values");
+  int car[64], scan[64], t;
+  if (ncarried > 64 || nscan > 64) return unsupported(n, "more than 64 loop-carried values or scan outputs");
+  if (nscan) { /* scan accumulators start as empty tensors, replaced on iteration 0 */
+    int empty = dvmc_fn_reg(L->f);
+    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){empty, 1, emit_int(L, 0)}, 3);
+    for (int k = 0; k < nscan; k++)
+      dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){scan[k] = dvmc_fn_reg(L->f), DVM_F32, empty, DVM_DEVICE_CPU}, 4);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, empty);
+  }
   if (n->in[0]) {
     if ((st = reg_of(L, n->in[0], &t))) return st;
     dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, trips, 1, t}, 5);
@@ -1556,6 +1647,8 @@ static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r)
     if (reg != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
     if (body->outputs[1 + k]->typed && !n->out[k]->typed) set_type(n->out[k], body->outputs[1 + k]->dtype);
   }
+  for (int k = 0; k < nscan; k++)
+    if ((st = append_scan(L, n, body->outputs[1 + ncarried + k], scan[k], i))) return st;
   for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
     int reg = lookup(L, body->outputs[k]);
     int is_car = 0;
@@ -1568,9 +1661,25 @@ static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r)
   dvmc_fn_op1(L->f, DVM_OP_JMP, head);
   dvmc_fn_patch(L->f, exit1, dvmc_fn_here(L->f));
   dvmc_fn_patch(L->f, exit2, dvmc_fn_here(L->f));
-  for (int k = 0; k < n->nout; k++) {
+  for (int k = 0; k < n->nout && k < ncarried; k++) {
     if (n->in[2 + k] && n->in[2 + k]->typed && !n->out[k]->typed) set_type(n->out[k], n->in[2 + k]->dtype);
     if (!bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  int used = 0;
+  for (int k = ncarried; k < n->nout; k++) used |= n->out[k] != NULL;
+  if (used) { /* a scan output's element shape is the body's: none without an iteration */
+    int ran = dvmc_fn_reg(L->f), zero = emit_int(L, 0);
+    char msg[512];
+    snprintf(msg, sizeof msg, "node \"%s\" (Loop): no iteration ran, so its scan outputs have no shape "
+             "(empty scan outputs are not supported)", n->name);
+    dvmc_fn_op3(L->f, DVM_OP_GT, ran, i, zero);
+    dvmc_fn_op2(L->f, DVM_OP_CHECK, ran, dvmc_emit_string(L->e, msg));
+  }
+  for (int k = 0; k < nscan; k++) {
+    const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
+    if (o) set_type(o, body->outputs[1 + ncarried + k]->dtype);
+    if (o ? !bind(L, o, scan[k]) : 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    if (!o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);
   }
   (void)r;
   return NULL;
@@ -1646,6 +1755,46 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   return NULL;
 }
 
+/* A dim for messages: the first input dim that is e, else e's text. */
+static void describe_dim(const dvmc_graph *g, const dvmc_expr *e, char *buf, size_t size) {
+  char t[256];
+  dvmc_expr_str(e, t, sizeof t);
+  for (int i = 0; i < g->ninputs; i++)
+    for (int d = 0; d < g->inputs[i]->rank; d++)
+      if (g->inputs[i]->dims[d] == e) {
+        snprintf(buf, size, "input \"%s\" dim %d (%s)", g->inputs[i]->name, d, t);
+        return;
+      }
+  snprintf(buf, size, "dim %s", t);
+}
+
+/* The relations inference collected (ir.h), checked right after the guards
+ * so that inputs whose dims cannot broadcast fail there, named, rather than
+ * inside a kernel. Relations over dims no guard binds stay the kernels'. */
+static void emit_constraints(lowering *L, const dvmc_graph *g) {
+  for (int i = 0; i < g->nconstraints; i++) {
+    const dvmc_constraint *k = &g->constraints[i];
+    if (k->unified || !emittable(L, k->a) || !emittable(L, k->b)) continue;
+    dvmc_fn_loc(L->f, k->node->name);
+    int a = expr_reg(L, k->a), b = expr_reg(L, k->b), ok = dvmc_fn_reg(L->f);
+    dvmc_fn_op3(L->f, DVM_OP_EQ, ok, a, b);
+    if (k->rel == DVMC_REL_EQ_OR_ONE) {
+      int one = expr_reg(L, dvmc_const(L->c->exprs, 1));
+      for (int j = 0; j < 2; j++) { /* ok = ok || x == 1 */
+        int t = dvmc_fn_reg(L->f);
+        dvmc_fn_op3(L->f, DVM_OP_EQ, t, j ? b : a, one);
+        dvmc_fn_op3(L->f, DVM_OP_MAX, ok, ok, t);
+      }
+    }
+    char da[320], db[320], msg[1024];
+    describe_dim(g, k->a, da, sizeof da);
+    describe_dim(g, k->b, db, sizeof db);
+    snprintf(msg, sizeof msg, "%s must equal %s%s (they broadcast in node \"%s\")", db, da,
+             k->rel == DVMC_REL_EQ_OR_ONE ? " or one of them be 1" : "", k->node->name);
+    dvmc_fn_op2(L->f, DVM_OP_CHECK, ok, dvmc_emit_string(L->e, msg));
+  }
+}
+
 static dvm_status *signature(lowering *L, const dvmc_value *v, dvm_sig *s) {
   memset(s, 0, sizeof *s);
   s->name = v->name;
@@ -1657,7 +1806,7 @@ static dvm_status *signature(lowering *L, const dvmc_value *v, dvm_sig *s) {
     int64_t c;
     const char *sym = dvmc_expr_sym_name(v->dims[d]);
     if (dvmc_expr_is_const(v->dims[d], &c)) s->dims[d] = c;
-    else if (sym) {
+    else if (sym && data_reg(L, v->dims[d]) < 0) { /* a data-dependent dim is no guard's */
       int64_t lo, hi;
       dvmc_sym_range(v->dims[d], &lo, &hi);
       int k = dvmc_fn_sym(L->f, sym, lo, hi);
@@ -1705,6 +1854,7 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
     dvmc_fn_loc(L.f, "input");
     dvmc_fn_op2(L.f, DVM_OP_GUARD, i, i);
   }
+  emit_constraints(&L, g);
   uint32_t head = dvmc_fn_here(L.f);
   L.arena = dvmc_fn_reg(L.f);
   if ((st = lower_graph(&L, g))) goto done;
@@ -1731,6 +1881,8 @@ done:
   free(L.scoped);
   free(L.memo);
   free(L.memo_reg);
+  free(L.data_syms);
+  free(L.data_regs);
   free(L.sites);
   dvmc_emit_destroy(L.e);
   return st;

@@ -1,0 +1,95 @@
+"""Data-dependent dims (infer.c's data_dim): the output dims of NonZero, of
+TopK with a runtime k and of Range with runtime bounds are fresh symbols,
+read from the output once the node has run, so the shapes after them are
+arithmetic on that register (no shape function). Compared with ONNX
+Runtime at awkward sizes, empty results included."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+rng = np.random.default_rng(5)
+
+
+def dvm(*args):
+    p = subprocess.run([DVM, *args], capture_output=True, text=True, timeout=60)
+    for bad in ("Sanitizer", "runtime error:"):
+        assert bad not in p.stderr, p.stderr
+    return p
+
+
+def build(tmp, nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, d) for n, t, d in inputs],
+                          [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+                          [numpy_helper.from_array(np.array(v), k) for k, v in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    path = str(tmp / "m.onnx")
+    onnx.save(m, path)
+    out = str(tmp / "m.dvmb")
+    p = dvm("compile", path, "-o", out)
+    assert p.returncode == 0, p.stderr
+    return path, out, dvm("compile", path, "--dump-ir").stdout, dvm("disasm", out).stdout
+
+
+def check(tmp, path, mod, feeds):
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    cmd = ["run", mod]
+    for k, v in feeds.items():
+        np.save(tmp / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp / (k + '.npy')}"]
+    outs = [tmp / f"out{i}.npy" for i in range(len(want))]
+    for o in outs:
+        cmd += ["--output", str(o)]
+    p = dvm(*cmd)
+    assert p.returncode == 0, p.stderr
+    for o, w in zip(outs, want):
+        got = np.load(o)
+        assert got.shape == w.shape, (feeds, got.shape, w.shape)
+        np.testing.assert_allclose(got, w, rtol=1e-6)
+
+
+def shapefns(disasm):
+    return sorted(line.split()[1].rstrip(",") for line in disasm.splitlines() if line.split()[:1] == ["shapefn"])
+
+
+def test_nonzero_count_is_a_symbol(tmp_path):
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"], name="gt"),
+             helper.make_node("NonZero", ["pos"], ["nz"], name="nonzero"),
+             helper.make_node("Transpose", ["nz"], ["nzt"], perm=[1, 0], name="tr"),
+             helper.make_node("Gather", ["nzt", "zero_i"], ["rows"], axis=1, name="col0"),
+             helper.make_node("Gather", ["x", "rows"], ["g"], axis=0, name="gather"),
+             helper.make_node("Mul", ["g", "two"], ["o"], name="mul"),
+             helper.make_node("Shape", ["o"], ["s"], name="shape")]
+    path, mod, ir, asm = build(tmp_path, nodes, [("x", F, ["n", "m"])], [("o", F), ("s", I64)],
+                               [("zero", np.float32(0)), ("zero_i", np.int64(0)), ("two", np.float32(2))])
+    assert "%nz: i64[2, nnz0] = NonZero" in ir and "%o: f32[nnz0, m] = Mul" in ir, ir
+    assert "%s: i64[2] {nnz0, m} = Shape" in ir, ir
+    assert shapefns(asm) == ["nonzero"], asm  # everything after is arithmetic
+    assert "= r8.shape[1]" in asm and ".result o tensor f32 [?, m]" in asm, asm
+    for shape in [(1, 1), (7, 3), (13, 5), (2, 17)]:
+        check(tmp_path, path, mod, {"x": rng.standard_normal(shape).astype(np.float32)})
+    check(tmp_path, path, mod, {"x": -np.ones((3, 4), np.float32)})  # nnz0 = 0
+
+
+def test_runtime_topk_and_range(tmp_path):
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, name="topk"),
+             helper.make_node("Add", ["v", "v"], ["v2"], name="add"),
+             helper.make_node("Range", ["lo", "hi", "one"], ["r"], name="range"),
+             helper.make_node("Mul", ["r", "r"], ["r2"], name="sq")]
+    path, mod, ir, asm = build(
+        tmp_path, nodes, [("x", F, ["n", "m"]), ("k", I64, [1]), ("lo", I64, []), ("hi", I64, [])],
+        [("v2", F), ("i", I64), ("r2", I64)], [("one", np.int64(1))])
+    assert "%v2: f32[n, k0] = Add" in ir and "%i: i64[n, k0]" in ir, ir
+    assert "%r2: i64[len1] = Mul" in ir, ir
+    assert shapefns(asm) == ["range", "topk"], asm
+    for (n, m, k, lo, hi) in [(1, 1, 1, 0, 1), (3, 7, 5, 2, 13), (5, 17, 17, -3, 4), (2, 4, 0, 5, 5)]:
+        check(tmp_path, path, mod, {"x": rng.standard_normal((n, m)).astype(np.float32),
+                                    "k": np.array([k], np.int64), "lo": np.array(lo), "hi": np.array(hi)})

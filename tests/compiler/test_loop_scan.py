@@ -1,0 +1,80 @@
+"""Loop scan outputs (lower.c's append_scan): each iteration's value, with a
+new axis 0, concatenated; compared with ONNX Runtime for counted loops,
+loops that stop on their condition, and a refused empty scan."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
+F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+rng = np.random.default_rng(3)
+
+
+def vi(name, t, shape=None):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def loop_model(tmp, stop_after):
+    """acc += x each iteration; scans acc*it (f32) and Shape(acc) (i64);
+    the body's condition is it + 1 < stop_after."""
+    body = helper.make_graph([
+        helper.make_node("Add", ["acc", "x"], ["acc2"], name="accum"),
+        helper.make_node("Cast", ["it"], ["itf"], to=F, name="cast"),
+        helper.make_node("Mul", ["acc2", "itf"], ["sc"], name="scale"),
+        helper.make_node("Shape", ["acc2"], ["shp"], name="shape"),
+        helper.make_node("Add", ["it", "one"], ["next"], name="next"),
+        helper.make_node("Less", ["next", "stop"], ["cout"], name="less")],
+        "body", [vi("it", I64, []), vi("cin", B, []), vi("acc", F)],
+        [vi("cout", B, []), vi("acc2", F), vi("sc", F), vi("shp", I64)])
+    g = helper.make_graph([helper.make_node("Loop", ["n", "c", "x"], ["final", "scan", "scan2"], body=body,
+                                            name="loop")], "g", [vi("x", F, ["a", "b"]), vi("n", I64, [])],
+                          [vi("final", F), vi("scan", F), vi("scan2", I64)],
+                          [numpy_helper.from_array(np.array(True), "c"), numpy_helper.from_array(np.int64(1), "one"),
+                           numpy_helper.from_array(np.int64(stop_after), "stop")])
+    path = str(tmp / f"loop{stop_after}.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    mod = path.replace(".onnx", ".dvmb")
+    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return path, mod
+
+
+def run(tmp, mod, x, n):
+    np.save(tmp / "x.npy", x)
+    np.save(tmp / "n.npy", np.array(n, np.int64))
+    outs = [tmp / f"o{i}.npy" for i in range(3)]
+    cmd = [DVM, "run", mod, "--input", f"x={tmp / 'x.npy'}", "--input", f"n={tmp / 'n.npy'}"]
+    for o in outs:
+        cmd += ["--output", str(o)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    for bad in ("Sanitizer", "runtime error:"):
+        assert bad not in p.stderr, p.stderr
+    return p, [np.load(o) for o in outs] if p.returncode == 0 else None
+
+
+@pytest.mark.parametrize("stop_after", [1000, 4])
+def test_scan_outputs_match_onnxruntime(tmp_path, stop_after):
+    path, mod = loop_model(tmp_path, stop_after)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for shape, n in [((1, 1), 1), ((3, 5), 2), ((2, 17), 7), ((4, 3), 13)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        want = sess.run(None, {"x": x, "n": np.array(n, np.int64)})
+        p, got = run(tmp_path, mod, x, n)
+        assert p.returncode == 0, p.stderr
+        for g, w in zip(got, want):
+            assert g.shape == w.shape, (shape, n, g.shape, w.shape)
+            np.testing.assert_allclose(g, w, rtol=1e-5)
+
+
+def test_empty_scan_is_refused_by_name(tmp_path):
+    _, mod = loop_model(tmp_path, 1000)
+    p, _ = run(tmp_path, mod, np.ones((2, 3), np.float32), 0)
+    assert p.returncode != 0
+    assert 'node "loop" (Loop): no iteration ran, so its scan outputs have no shape' in p.stderr, p.stderr
