@@ -207,7 +207,8 @@ static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classe
     if (op == DVM_FUSED_LOAD) {
       static const char *const index[] = {[DVM_GEN_SAME] = "i", [DVM_GEN_SCALAR] = "0",
                                           [DVM_GEN_SUFFIX] = "i %% p.numel[%d]",
-                                          [DVM_GEN_STRIDED] = "dvm_strided(p, %d, i)"};
+                                          [DVM_GEN_STRIDED] = "dvm_strided(p, %d, i)",
+                                          [DVM_GEN_PERMUTED] = "dvm_strided(p, %d, i)"};
       snprintf(idx, sizeof idx, index[classes[a]], a);
       put(b, "  r%d = ", dst);
       st = load_expr(b, (dvm_dtype)in_dt[a], a, idx);
@@ -288,11 +289,15 @@ dvm_status *dvmc_cuda_elementwise(const void *prog, size_t size, const uint8_t *
   if (st) return dvm_status_annotate(st, "CUDA codegen");
   const uint8_t *p = prog;
   for (int k = 0; k < p[6]; k++)
-    if (classes[k] > DVM_GEN_STRIDED)
+    if (classes[k] > DVM_GEN_PERMUTED || (classes[k] == DVM_GEN_PERMUTED && p[6] != 1))
       return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: input %d has class %d", k,
                             classes[k]);
   buf b = {0};
   put(&b, "%s", prelude);
+  /* STRIDED and PERMUTED read alike: the classes keep their sources apart */
+  put(&b, "/* input classes:");
+  for (int k = 0; k < p[6]; k++) put(&b, " %d", classes[k]);
+  put(&b, " */\n");
   st = element_fn(&b, p, classes);
   for (int c = 0; c < DVMC_CUDA_NCONFIGS && !st; c++) elementwise_kernels(&b, c, dvmc_cuda_blocks[c]);
   if (st) {
@@ -405,6 +410,18 @@ dvm_status *dvmc_cuda_op_program(const char *kernel, int nin, const dvm_dtype *d
   dvm_fused_store(&b, out, r);
   dvm_status *st = dvm_fused_builder_finish(&b, prog, size);
   return st ? dvm_status_annotate(st, "CUDA codegen: kernel \"%s\"", kernel) : NULL;
+}
+
+dvm_status *dvmc_cuda_transpose_program(dvm_dtype dt, void **prog, size_t *size) {
+  *prog = NULL;
+  /* through a register, f16 and bf16 NaNs and bool bytes would change */
+  if (dt != DVM_F32 && dt != DVM_I32 && dt != DVM_I64) return NULL;
+  dvm_fused_builder b;
+  dvm_fused_builder_init(&b);
+  int x = dvm_fused_load(&b, dvm_fused_input(&b, dt));
+  dvm_fused_store(&b, dvm_fused_output(&b, dt), x);
+  dvm_status *st = dvm_fused_builder_finish(&b, prog, size);
+  return st ? dvm_status_annotate(st, "CUDA codegen: transpose") : NULL;
 }
 
 /* ---- rows ---- */

@@ -45,6 +45,12 @@ DVM_MUST_USE dvm_status *dvmc_cuda_op_program(const char *kernel, int nin, const
                                               int nattrs, const dvmc_cuda_attr *attrs,
                                               void **prog, size_t *size);
 
+/* The fused program of a transpose of dtype dt: one load, read as
+ * DVM_GEN_PERMUTED, one store. *prog is NULL for dtypes a register would
+ * not carry bit for bit (f16, bf16 NaNs; bool bytes): those stay on the
+ * host. */
+DVM_MUST_USE dvm_status *dvmc_cuda_transpose_program(dvm_dtype dt, void **prog, size_t *size);
+
 typedef enum dvmc_rows_op {
   DVMC_ROWS_SOFTMAX,
   DVMC_ROWS_LOGSOFTMAX,

@@ -255,6 +255,7 @@ typedef struct plan {
   int64_t kernel;  /* index in the new table; -1: on the host */
   int generated;   /* a gen kernel: set the variant, drop attrs */
   int rows;        /* its extent is the last dim of input 0, not numel of output 0 */
+  int keep_attrs;  /* a gen kernel that reads the attributes (a transpose's perm) */
 } plan;
 
 static int float_dt(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16; }
@@ -345,11 +346,38 @@ static int64_t single_kernel(clone *c, const char *name, const int64_t *outs, co
   return k;
 }
 
+/* A transpose as a generated copy whose one input is read through the
+ * perm (DVM_GEN_PERMUTED; the invoke keeps its perm attribute for the
+ * launcher), when its dtype is known and a register carries it exactly;
+ * -1 otherwise. */
+static int64_t transpose_kernel(clone *c, const int64_t *outs, const int64_t *ins,
+                                const int64_t *attrs) {
+  const fact *x = &c->facts[ins[1]], *y = &c->facts[outs[1]];
+  dimd d[DVM_MAX_RANK];
+  /* a rank the bytecode proves above the kernels' is left to the host; an
+   * unproven one is checked by the launcher */
+  if (ins[0] != 1 || outs[0] != 1 || attrs[0] > 1 || x->writes > 1 || y->writes > 1 ||
+      x->dtype < 0 || y->dtype != x->dtype || shape_of(c, ins[1], d) > DVM_GEN_MAX_RANK)
+    return -1;
+  void *prog = NULL;
+  size_t size = 0;
+  if ((c->p->error = dvmc_cuda_transpose_program((dvm_dtype)x->dtype, &prog, &size)) || !prog)
+    return -1;
+  uint8_t cls = DVM_GEN_PERMUTED;
+  dvm_dtype dt[2] = {(dvm_dtype)x->dtype, (dvm_dtype)x->dtype};
+  char *src;
+  int64_t k = -1;
+  if (!(c->p->error = dvmc_cuda_elementwise(prog, size, &cls, &src)))
+    k = gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, 1, 1, &cls, dt);
+  free(prog);
+  return k;
+}
+
 static plan plan_invoke(clone *c, const int64_t *ins_word) {
   placer *p = c->p;
   const dvm_kernel_ref *k = &p->m->kernels[ins_word[1]];
   const int64_t *outs = ins_word + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
-  plan pl = {-1, 0, 0};
+  plan pl = {-1, 0, 0, 0};
   if (k->device != DVM_DEVICE_CPU) return pl;
   if (strcmp(k->name, "matmul") == 0 || strcmp(k->name, "gemm") == 0) {
     /* names are unique in the table; the linker looks up what precedes '@' */
@@ -364,6 +392,11 @@ static plan plan_invoke(clone *c, const int64_t *ins_word) {
     if ((p->error = dvm_fused_validate(k->payload, k->payload_size)) ||
         (pl.kernel = elementwise_kernel(c, k->payload, k->payload_size, outs, ins)) < 0)
       p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
+    return pl;
+  }
+  if (strcmp(k->name, "transpose") == 0) {
+    pl.kernel = transpose_kernel(c, outs, ins, attrs);
+    pl.keep_attrs = 1;
     return pl;
   }
   for (size_t q = 0; q < sizeof rows_ops / sizeof rows_ops[0]; q++)
@@ -402,7 +435,7 @@ static void invoke_device(clone *c, const int64_t *w, const plan *pl) {
   PUSH(c->p, words, pl->kernel);
   PUSH(c->p, words, variant);
   for (const int64_t *o = outs; o < attrs; o++) PUSH(c->p, words, *o);
-  if (pl->generated) PUSH(c->p, words, 0);
+  if (pl->generated && !pl->keep_attrs) PUSH(c->p, words, 0);
   else for (int64_t q = 0; q <= attrs[0]; q++) PUSH(c->p, words, attrs[q]);
   if (words.v) emit(c, DVM_OP_INVOKE, words.v, (int)words.n);
   free(words.v);

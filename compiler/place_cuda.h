@@ -6,6 +6,8 @@
  * with their DVMG payload compiled by NVRTC and a variant register set
  * from the extent just before the call); softmax, log-softmax, layer norm
  * and reductions over the last axis become generated ROWS kernels;
+ * transposes of f32, i32 and i64 become generated copies reading their
+ * input through the perm (DVM_GEN_PERMUTED);
  * matmul and gemm run on the device by name; every other kernel runs on
  * the host between copies. Inputs are copied to the device on entry,
  * results back to the CPU before `ret`. The CPU functions stay as they

@@ -177,7 +177,7 @@ static uint32_t rd32(const uint8_t *p) {
 }
 
 /* A DVMG payload (ops/cuda/gen_abi.h): its kind, configs, input classes,
- * images and the entry names each variant index runs. The file is not
+ * dtypes, images and the entry names each variant index runs. The file is not
  * trusted: every table is checked against the payload's size. */
 static void print_gen(const uint8_t *p, size_t size) {
   if (size < DVM_GEN_HEADER_SIZE || memcmp(p, DVM_GEN_MAGIC, 4) != 0) {
@@ -199,10 +199,17 @@ static void print_gen(const uint8_t *p, size_t size) {
     printf("    config %u: block %u, %u per thread, %u shared bytes\n", c,
            rd16(p + DVM_GEN_HEADER_SIZE + 8 * c), rd16(p + DVM_GEN_HEADER_SIZE + 8 * c + 2),
            rd32(p + DVM_GEN_HEADER_SIZE + 8 * c + 4));
-  static const char *const class_names[] = {"same", "scalar", "suffix", "strided"};
+  static const char *const class_names[] = {"same", "scalar", "suffix", "strided", "permuted"};
   fputs("    inputs:", stdout);
   for (unsigned k = 0; k < nin; k++)
-    printf(" %s", p[classes + k] <= DVM_GEN_STRIDED ? class_names[p[classes + k]] : "?");
+    printf(" %s", p[classes + k] <= DVM_GEN_PERMUTED ? class_names[p[classes + k]] : "?");
+  uint32_t dtypes = rd32(p + 24);
+  fputs("\n    dtypes:", stdout);
+  for (unsigned k = 0; k < nin + nout; k++) {
+    int dt = dtypes <= size && nin + nout <= size - dtypes ? p[dtypes + k] : -1;
+    printf("%s %s", k == nin ? " ->" : "",
+           dt >= 0 && dt < DVM_DTYPE_COUNT ? dvm_dtype_name((dvm_dtype)dt) : "?");
+  }
   fputs("\n    images:", stdout);
   for (uint32_t i = 0; i < nimages; i++) {
     uint32_t arch = rd32(p + images + 16 * i), bytes = rd32(p + images + 16 * i + 12);

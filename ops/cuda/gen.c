@@ -4,7 +4,8 @@
  *     Runs entry dvm_c<c>_v<r> (r < T, the variant for n mod T == r) or
  *     dvm_c<c>_b (r == T, bounds-checked) of the payload's image for this
  *     device, config c chosen per call by the occupancy cost model
- *     (payload.h), on the VM's stream.
+ *     (payload.h), on the VM's stream. Attribute 0, where a PERMUTED input
+ *     has one, is transpose's perm.
  *
  * A payload is read, checked and loaded once per VM, at its first call:
  * the cubin for the device's exact sm, else the PTX JIT-compiled by the
@@ -245,8 +246,12 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   memset(&p, 0, sizeof p);
   dvm_gen_shape s;
   if ((st = call_shape(g, a, &s, &p)) || (st = check_variant(g, a->variant, s.n))) return st;
-  for (int k = 0; k < g->nin; k++)
-    if ((st = bind_input(g, k, a->in[k], p.dims, &p))) return st;
+  for (int k = 0; k < g->nin; k++) {
+    if (g->classes[k] == DVM_GEN_PERMUTED)
+      st = dvm_gen_permuted_strides(a->in[k], a->out[0], a->attrs, a->nattrs, p.strides[k]);
+    else st = bind_input(g, k, a->in[k], p.dims, &p);
+    if (st) return st;
+  }
   if (s.n == 0 || s.rows == 0) return NULL;
   for (int k = 0; k < g->nin; k++) p.ptr[k] = dvm_tensor_ptr(a->in[k]);
   for (int o = 0; o < g->nout; o++) p.ptr[g->nin + o] = dvm_tensor_ptr(a->out[o]);

@@ -8,7 +8,7 @@
  * struct below into each source through DVM_GEN_PARAMS_DECL, so the two
  * can never disagree.
  *
- * Payload ("DVMG", version 2), little-endian, offsets from its start:
+ * Payload ("DVMG", version 3), little-endian, offsets from its start:
  *
  *   0   4  magic "DVMG"
  *   4  u16 version (2)
@@ -46,7 +46,7 @@
 #define DVM_OPS_CUDA_GEN_ABI_H
 
 #define DVM_GEN_MAGIC "DVMG"
-#define DVM_GEN_VERSION 2
+#define DVM_GEN_VERSION 3
 #define DVM_GEN_HEADER_SIZE 32
 #define DVM_GEN_MAX_CONFIGS 8
 #define DVM_GEN_MAX_IN 16
@@ -64,14 +64,19 @@ enum {
   DVM_GEN_SUFFIX = 2,  /* ELEMENTWISE: the output's trailing dims (leading 1s
                         * aside): i % numel; ROWS: n elements, or one */
   DVM_GEN_STRIDED = 3, /* anything else numpy allows: strides below */
+  DVM_GEN_PERMUTED = 4, /* ELEMENTWISE, the only input (a transpose): output
+                         * dim d is input dim perm[d], perm being the call's
+                         * attribute 0 as for the CPU "transpose" (absent:
+                         * dims reversed); read through strides below that
+                         * the launcher computes from the perm */
 };
 
 /* The one kernel parameter (passed by value, well under the 4 KiB limit).
  * Pointers are inputs then outputs. dims is output 0's shape (ELEMENTWISE)
  * or input 0's (ROWS), right-aligned to DVM_GEN_MAX_RANK with leading 1s;
  * strides[k] are input k's element strides over those dims, 0 where it is
- * broadcast (only STRIDED inputs read them). numel[k] is input k's element
- * count (SUFFIX inputs use it). */
+ * broadcast (only STRIDED and PERMUTED inputs read them). numel[k] is
+ * input k's element count (SUFFIX inputs use it). */
 #define DVM_GEN_PARAMS_DECL                                   \
   typedef struct dvm_gen_params {                             \
     void *ptr[DVM_GEN_MAX_IN + DVM_GEN_MAX_OUT];              \

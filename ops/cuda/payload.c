@@ -2,9 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dvm/tensor.h"
+#include "object.h"
 #include "ops/cuda/payload.h"
 #include "reader.h"
+#include "shapefuncs/movement.h"
 
 #define IMAGE_RECORD 16
 #define CONFIG_RECORD 8
@@ -63,8 +64,11 @@ static dvm_status *read_configs(dvm_reader *r, dvm_gen_payload *g) {
   }
   for (int i = 0; i < g->nin; i++) {
     g->classes[i] = dvm_reader_u8(r);
-    if (g->classes[i] > DVM_GEN_STRIDED)
-      return bad("input %d: class %u, expected 0..%d", i, g->classes[i], DVM_GEN_STRIDED);
+    if (g->classes[i] > DVM_GEN_PERMUTED)
+      return bad("input %d: class %u, expected 0..%d", i, g->classes[i], DVM_GEN_PERMUTED);
+    /* the call's one perm attribute describes one input of an elementwise copy */
+    if (g->classes[i] == DVM_GEN_PERMUTED && (g->kind != DVM_GEN_ELEMENTWISE || g->nin != 1))
+      return bad("input %d: class permuted needs an elementwise kernel of one input", i);
   }
   while (r->pos % 8 && !r->bad)
     if (dvm_reader_u8(r)) return bad("padding byte %zu is not 0", r->pos - 1);
@@ -207,4 +211,35 @@ int dvm_gen_choose(const dvm_gen_payload *g, dvm_gen_shape s, int sm_count, cons
     }
   }
   return best;
+}
+
+dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
+                                     const dvm_value *attrs, int nattrs, long long *strides) {
+  dvm_value v[2] = {dvm_value_tensor((dvm_tensor *)x)}; /* read only */
+  if (nattrs > 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a permuted input takes at most one "
+                          "attribute (the perm), got %d", nattrs);
+  if (nattrs) v[1] = attrs[0];
+  dvm_transpose_info t;
+  dvm_status *st = dvm_transpose_infer(v, 1 + nattrs, &t);
+  if (st) return dvm_status_annotate(st, "gen");
+  if (t.rank > DVM_GEN_MAX_RANK)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: input 0 has rank %d, generated kernels "
+                          "take up to %d", t.rank, DVM_GEN_MAX_RANK);
+  int same = y->rank == t.rank;
+  for (int d = 0; same && d < t.rank; d++) same = y->dims[d] == t.dims[d];
+  if (!same) {
+    char ys[96], ts[96];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: output 0 is %s; the permuted input gives %s",
+                          dvm_shape_format(ys, sizeof ys, (dvm_dtype)y->dtype, y->rank, y->dims),
+                          dvm_shape_format(ts, sizeof ts, (dvm_dtype)y->dtype, t.rank, t.dims));
+  }
+  long long xs[DVM_GEN_MAX_RANK], stride = 1;
+  for (int d = x->rank - 1; d >= 0; d--) {
+    xs[d] = x->dims[d] == 1 ? 0 : stride;
+    stride *= x->dims[d];
+  }
+  int lead = DVM_GEN_MAX_RANK - t.rank;
+  for (int d = 0; d < DVM_GEN_MAX_RANK; d++) strides[d] = d < lead ? 0 : xs[t.perm[d - lead]];
+  return NULL;
 }

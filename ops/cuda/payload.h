@@ -10,6 +10,8 @@
 #include <stdint.h>
 
 #include "dvm/status.h"
+#include "dvm/tensor.h"
+#include "dvm/value.h"
 #include "ops/cuda/gen_abi.h"
 
 #define DVM_GEN_MAX_IMAGES 16
@@ -64,5 +66,14 @@ long long dvm_gen_grid(const dvm_gen_payload *g, int c, dvm_gen_shape s);
  * the lower index (the compiler lists its preferred first). Configs that
  * cannot run (0 blocks per SM) are skipped; -1 if none can. */
 int dvm_gen_choose(const dvm_gen_payload *g, dvm_gen_shape s, int sm_count, const int *blocks_per_sm);
+
+/* The strides (elements, over y's dims right-aligned to
+ * DVM_GEN_MAX_RANK) through which a PERMUTED input x is read when the
+ * call's attributes carry transpose's perm: y must be x transposed by it
+ * (the CPU "transpose"'s shape function decides, so the two agree).
+ * DVM_INVALID_ARGUMENT, naming the perm or the shapes, otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
+                                                  const dvm_value *attrs, int nattrs,
+                                                  long long *strides);
 
 #endif

@@ -29,7 +29,7 @@ static void build(uint8_t *p) {
   static const uint32_t arch[NIMG] = {80, 90, 0};
   memset(p, 0, TOTAL);
   memcpy(p, "DVMG", 4);
-  put16(p + 4, 2);
+  put16(p + 4, DVM_GEN_VERSION);
   p[6] = DVM_GEN_ELEMENTWISE;
   p[7] = NCONF;
   p[8] = NIN;

@@ -442,6 +442,73 @@ static void test_gen(void) {
   dvm_module_release(m);
 }
 
+/* A transpose: the one input PERMUTED, read through strides the launcher
+ * computes from the call's perm attribute; x [2, 3, 5] transposed by perm
+ * into an output of shape `out` (the launcher's check, not a shape
+ * function's). */
+static const char perm_tail[] =
+    "\"\n"
+    ".func \"main@cuda\" regs=12\n"
+    "  .param x tensor f32 [?, ?, ?]\n"
+    "  .param p0 int\n  .param p1 int\n  .param p2 int\n"
+    "  .param o0 int\n  .param o1 int\n  .param o2 int\n"
+    "  .param v int\n"
+    "  .result y tensor f32 *\n"
+    "  copy r8, r0, cuda\n"
+    "  make_shape r9, (r1, r2, r3)\n"
+    "  make_shape r10, (r4, r5, r6)\n"
+    "  alloc r11, f32, r10, cuda\n"
+    "  invoke gen, r7, (r11), (r8), (r9)\n"
+    "  ret (r11)\n"
+    ".end\n";
+
+static dvm_status *run_perm(dvm_vm *vm, const int64_t *perm, const int64_t *out, int64_t v) {
+  unsigned seed = 4;
+  int64_t dx[3] = {2, 3, 5};
+  dvm_tensor *x = randn(3, dx, &seed);
+  dvm_value args[8] = {dvm_value_tensor(x)};
+  for (int d = 0; d < 3; d++) args[1 + d] = dvm_value_int(perm[d]), args[4 + d] = dvm_value_int(out[d]);
+  args[7] = dvm_value_int(v);
+  dvm_value res = {0};
+  dvm_status *st = dvm_vm_invoke(vm, 0, args, 8, &res, 1);
+  dvm_value_clear(&res);
+  dvm_tensor_release(x);
+  return st;
+}
+
+static void test_gen_permuted(void) {
+  uint8_t payload[TOTAL];
+  build(payload);
+  payload[8] = 1;
+  payload[CLASSES_AT] = DVM_GEN_PERMUTED, payload[CLASSES_AT + 1] = payload[CLASSES_AT + 2] = 0;
+  size_t n = strlen(gen_prog_head) + 2 * TOTAL + strlen(perm_tail) + 1;
+  char *text = malloc(n), *w = text;
+  w += sprintf(w, "%s", gen_prog_head);
+  for (int i = 0; i < TOTAL; i++) w += sprintf(w, "%02x", payload[i]);
+  sprintf(w, "%s", perm_tail);
+  dvm_module *m = load(text);
+  free(text);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  if (vm) {
+    /* n = 30, variant 30 mod 8 = 6; output dim d reads x's dim perm[d] */
+    CHECK_OK(run_perm(vm, (const int64_t[]){2, 0, 1}, (const int64_t[]){5, 2, 3}, 6));
+    const dvm_gen_params *p = &last_launch()->params;
+    CHECK(strcmp(last_launch()->entry, "dvm_c1_v6") == 0 && p->n == 30);
+    CHECK(p->dims[3] == 5 && p->dims[4] == 2 && p->dims[5] == 3 && p->dims[2] == 1);
+    CHECK(p->strides[0][3] == 1 && p->strides[0][4] == 15 && p->strides[0][5] == 5);
+    CHECK(p->strides[0][2] == 0 && p->ptr[0] && p->ptr[1] && p->ptr[2] == NULL);
+    int launches = fake_count("launches");
+    CHECK_ERR(run_perm(vm, (const int64_t[]){2, 2, 1}, (const int64_t[]){5, 2, 3}, 6),
+              DVM_INVALID_ARGUMENT, "perm [2,2,1] is not a permutation");
+    CHECK_ERR(run_perm(vm, (const int64_t[]){2, 0, 1}, (const int64_t[]){5, 3, 2}, 6),
+              DVM_INVALID_ARGUMENT, "output 0 is f32[5,3,2]; the permuted input gives f32[5,2,3]");
+    CHECK(fake_count("launches") == launches);
+  }
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
 static void test_device(void) {
   char buf[256];
   CHECK_OK(dvm_device_probe(DVM_DEVICE_CUDA, buf, sizeof buf));
@@ -476,6 +543,7 @@ int main(void) {
   test_constant_views();
   test_gemm();
   test_gen();
+  test_gen_permuted();
   test_gen_rows();
   return harness_finish("cuda_fake");
 }

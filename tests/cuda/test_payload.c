@@ -1,6 +1,6 @@
 /* DVMG payloads (ops/cuda/payload.h), no GPU needed: a valid payload built
  * here byte by byte, then every malformed variant of it, each rejected by
- * the rule that names it; image choice per architecture; the occupancy
+ * the rule that names it; a permuted input's strides; image choice per architecture; the occupancy
  * cost model and grid sizes. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,6 +41,12 @@ MUT(block_big, put16(p + 32, 2048))
 MUT(per_thread_zero, put16(p + 42, 0))
 MUT(shared_big, put32(p + 44, 1u << 30))
 MUT(bad_class, p[CLASSES_AT + 1] = 9)
+MUT(old_version, put16(p + 4, 2))
+MUT(class_past_permuted, p[CLASSES_AT + 1] = DVM_GEN_PERMUTED + 1)
+MUT(permuted_of_three, p[CLASSES_AT + 2] = DVM_GEN_PERMUTED)
+MUT(permuted_rows, p[6] = DVM_GEN_ROWS; p[8] = 1; p[CLASSES_AT] = DVM_GEN_PERMUTED)
+MUT(permuted_one, p[8] = 1; p[CLASSES_AT] = DVM_GEN_PERMUTED; p[CLASSES_AT + 1] = 0;
+    p[CLASSES_AT + 2] = 0)
 MUT(padding, p[CLASSES_AT + NIN] = 1)
 MUT(image_past_end, put32(p + TABLE_AT + 16 * 2 + 8, IMG_AT(2) + 8))
 MUT(image_size_overflow, put32(p + TABLE_AT + 16 * 1 + 12, 0xfffffff0u))
@@ -92,6 +98,10 @@ static void test_read(void) {
       {block_zero, "config 0: block of 0"}, {block_big, "block of 2048"},
       {per_thread_zero, "config 1: per_thread is 0"}, {shared_big, "shared memory"},
       {bad_class, "input 1: class 9"}, {padding, "padding byte"},
+      {old_version, "version 2, this dvm reads version 3"},
+      {class_past_permuted, "input 1: class 5, expected 0..4"},
+      {permuted_of_three, "input 2: class permuted needs an elementwise kernel of one input"},
+      {permuted_rows, "input 0: class permuted needs an elementwise kernel of one input"},
       {image_past_end, "image 2 (PTX): bytes"}, {image_size_overflow, "past the end"},
       {image_unaligned, "image 0 (sm_80): offset"}, {image_in_tables, "inside the header"},
       {image_overlap, "overlap"}, {image_over_source, "overlap"}, {image_empty, "is empty"},
@@ -106,6 +116,33 @@ static void test_read(void) {
     CHECK_ERR(read_mutated(TOTAL, cases[i].mutate), DVM_CORRUPT, cases[i].msg);
   /* a table that fits once images are dropped is still whole */
   CHECK_OK(read_mutated(TOTAL, no_ptx));
+  /* the one input of an elementwise kernel may be permuted */
+  CHECK_OK(read_mutated(TOTAL, permuted_one));
+}
+
+/* A permuted input's strides over the output's right-aligned dims; the
+ * perm and the output's shape checked as the CPU transpose checks them. */
+static void test_permuted(void) {
+  dvm_tensor *x = NULL, *y = NULL, *bad = NULL;
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){2, 3, 5}, &x));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){5, 2, 3}, &y));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){5, 3, 2}, &bad));
+  long long s[DVM_GEN_MAX_RANK];
+  dvm_value perm = {.kind = DVM_VAL_SHAPE, .rank = 3, .u.dims = {2, 0, 1}};
+  CHECK_OK(dvm_gen_permuted_strides(x, y, &perm, 1, s));
+  CHECK(s[0] == 0 && s[1] == 0 && s[2] == 0 && s[3] == 1 && s[4] == 15 && s[5] == 5);
+  /* no perm: dims reversed */
+  CHECK_OK(dvm_gen_permuted_strides(x, bad, NULL, 0, s));
+  CHECK(s[3] == 1 && s[4] == 5 && s[5] == 15);
+  CHECK_ERR(dvm_gen_permuted_strides(x, bad, &perm, 1, s), DVM_INVALID_ARGUMENT,
+            "output 0 is f32[5,3,2]; the permuted input gives f32[5,2,3]");
+  dvm_value dup = {.kind = DVM_VAL_SHAPE, .rank = 3, .u.dims = {2, 2, 1}};
+  CHECK_ERR(dvm_gen_permuted_strides(x, y, &dup, 1, s), DVM_INVALID_ARGUMENT, "not a permutation");
+  dvm_value two[2] = {perm, perm};
+  CHECK_ERR(dvm_gen_permuted_strides(x, y, two, 2, s), DVM_INVALID_ARGUMENT, "at most one");
+  dvm_tensor_release(x);
+  dvm_tensor_release(y);
+  dvm_tensor_release(bad);
 }
 
 static void test_image(void) {
@@ -167,5 +204,6 @@ int main(void) {
   test_read();
   test_image();
   test_choose();
+  test_permuted();
   return harness_finish("cuda_payload");
 }

@@ -2,7 +2,7 @@
  * source for fused programs and ROWS kernels, compiled by g++ as C++ with
  * shim.h (the CUDA built-ins; ROWS blocks as real threads) into shared
  * objects, called with a filled dvm_gen_params, and compared with the CPU
- * kernels (fused, softmax, logsoftmax, layernorm, reduce_*) on random
+ * kernels (fused, transpose, softmax, logsoftmax, layernorm, reduce_*) on random
  * inputs with NaN, infinities and wrapping integers, at extents 1, primes,
  * T*k + r for every residue r and just past a block: every variant that
  * fits n and the baseline, every configuration, every input class.
@@ -23,6 +23,7 @@
 #include "ops/cpu/fused.h"
 #include "ops/cpu/vec.h"
 #include "ops/cuda/gen_abi.h"
+#include "ops/cuda/payload.h"
 
 extern char **environ;
 
@@ -434,6 +435,93 @@ static void op_program_refusals(void) {
   }
 }
 
+/* ---- transpose: one PERMUTED input ---- */
+
+static const dvm_dtype tr_dtypes[] = {DVM_F32, DVM_I32, DVM_I64};
+#define NTR (int)(sizeof tr_dtypes / sizeof tr_dtypes[0])
+
+/* Input shapes and perms (rank 0: none, dims reversed): n = 1, primes,
+ * every residue mod T, a BERT head split, rank 6, dims of 1. */
+static const struct {
+  int rank;
+  int64_t dims[DVM_GEN_MAX_RANK];
+  int nperm;
+  int64_t perm[DVM_GEN_MAX_RANK];
+} tr_cases[] = {
+    {1, {1}, 1, {0}},
+    {3, {2, 3, 5}, 3, {2, 0, 1}},
+    {3, {1, 7, 13}, 3, {0, 2, 1}},
+    {4, {3, 1, 43, 2}, 4, {3, 2, 1, 0}},
+    {2, {5, 129}, 2, {1, 0}},
+    {2, {17, 31}, 0, {0}},
+    {4, {1, 7, 12, 64}, 4, {0, 2, 1, 3}},
+    {4, {2, 13, 3, 11}, 4, {0, 2, 3, 1}},
+    {6, {2, 3, 4, 5, 1, 7}, 6, {5, 3, 1, 0, 2, 4}},
+};
+
+/* A generated transpose of dtype dt against the CPU transpose, every
+ * config, variant n mod T and the baseline; strides from the launcher's
+ * own dvm_gen_permuted_strides. */
+static void tr_check(const unit *u, dvm_dtype dt) {
+  for (size_t s = 0; s < sizeof tr_cases / sizeof tr_cases[0]; s++) {
+    int rank = tr_cases[s].rank;
+    int64_t yd[DVM_GEN_MAX_RANK];
+    for (int d = 0; d < rank; d++)
+      yd[d] = tr_cases[s].dims[tr_cases[s].nperm ? tr_cases[s].perm[d] : rank - 1 - d];
+    dvm_tensor *x = make(dt, rank, tr_cases[s].dims), *ref = make(dt, rank, yd),
+               *out = make(dt, rank, yd);
+    fill(x, 1);
+    dvm_value perm = {.kind = DVM_VAL_SHAPE, .rank = tr_cases[s].nperm};
+    for (int d = 0; d < tr_cases[s].nperm; d++) perm.u.dims[d] = tr_cases[s].perm[d];
+    int nattrs = tr_cases[s].nperm ? 1 : 0;
+    CHECK_OK(cpu("transpose", NULL, 0, &x, 1, &ref, 1, &perm, nattrs));
+    dvm_gen_params p;
+    params(&p, ref, &x, 1, &out, 1);
+    CHECK_OK(dvm_gen_permuted_strides(x, out, &perm, nattrs, p.strides[0]));
+    int64_t n = dvm_tensor_numel(ref);
+    p.n = n, p.rows = 1;
+    double *atol = calloc((size_t)n, sizeof(double));
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+      for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
+        char what[96];
+        snprintf(what, sizeof what, "transpose %s case %zu n %lld config %d variant %d",
+                 dvm_dtype_name(dt), s, (long long)n, c, v);
+        poison(out);
+        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+        CHECK(launch(u, c, v, (unsigned)((n + per_block - 1) / per_block), 0, &p) == 0);
+        /* bit for bit: a transpose moves values, NaNs included */
+        CHECK(memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)) == 0);
+        if (memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)))
+          fprintf(stderr, "%s: differs from the CPU\n", what);
+        if (v == T) break;
+      }
+    /* the check can fail: row-major strides over y's dims read x in its
+     * own order, a copy */
+    if (rank > 1) {
+      long long stride = 1;
+      for (int d = DVM_GEN_MAX_RANK - 1; d >= 0; d--) {
+        p.strides[0][d] = p.dims[d] == 1 ? 0 : stride;
+        stride *= p.dims[d];
+      }
+      poison(out);
+      CHECK(launch(u, 0, T, 1, 0, &p) == 0);
+      CHECK(!matches(out, ref, 1e-5, atol, NULL));
+    }
+    free(atol);
+    dvm_tensor_release(x);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+  /* f16, bf16 and bool stay on the host: a register would not carry them */
+  static const dvm_dtype host[] = {DVM_F16, DVM_BF16, DVM_BOOL, DVM_U8};
+  for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) {
+    void *prog = (void *)1;
+    size_t size = 0;
+    CHECK_OK(dvmc_cuda_transpose_program(host[i], &prog, &size));
+    CHECK(prog == NULL);
+  }
+}
+
 /* ---- rows ---- */
 
 static const struct {
@@ -545,7 +633,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
-  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NU = NEW + NRU + NOPS };
+  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NU = NTU + NTR };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -586,6 +674,14 @@ int main(int argc, char **argv) {
     if (oprog[i]) CHECK_OK(dvmc_cuda_elementwise(oprog[i], osize[i], ocls[i], &u[NEW + NRU + i].src));
   }
   op_program_refusals();
+  for (int i = 0; i < NTR; i++) {
+    void *tprog = NULL;
+    size_t tsize = 0;
+    uint8_t pcls = DVM_GEN_PERMUTED;
+    CHECK_OK(dvmc_cuda_transpose_program(tr_dtypes[i], &tprog, &tsize));
+    if (tprog) CHECK_OK(dvmc_cuda_elementwise(tprog, tsize, &pcls, &u[NTU + i].src));
+    free(tprog);
+  }
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -600,6 +696,8 @@ int main(int argc, char **argv) {
       int nattrs = cpu_attrs(&op_cases[i], attrs);
       ew_check(&u[NEW + NRU + i], oprog[i], osize[i], ocls[i], op_cases[i].kernel, attrs, nattrs);
     }
+  for (int i = 0; i < NTR; i++)
+    if (u[NTU + i].launch) tr_check(&u[NTU + i], tr_dtypes[i]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

@@ -21,12 +21,15 @@ for m in mlp bert resnet control; do
     continue
   fi
   [ "$mode" = images ] && { "$check" "$tmp/$m.dvmb" || fail=1; }
-  # bert's standalone adds and its cast (f32, i64 -> f32) run as generated
-  # kernels, not on the host
+  # bert's standalone adds, its cast (f32, i64 -> f32) and its transposes
+  # (a permuted input, the perm passed on) run as generated kernels, not on
+  # the host
   if [ "$mode" = images ] && [ $m = bert ]; then
     "$dvm" disasm "$tmp/$m.dvmb" | sed -n '/^\.func ".*@cuda"/,$p' >"$tmp/bert.cuda.dis"
     grep -q 'invoke *"gen@' "$tmp/bert.cuda.dis" || { echo "bert: no generated kernels"; fail=1; }
-    grep -Eq 'invoke +(add|cast),' "$tmp/bert.cuda.dis" && { echo "bert: add or cast left on the host"; fail=1; }
+    grep -Eq 'invoke +(add|cast|transpose),' "$tmp/bert.cuda.dis" &&
+      { echo "bert: add, cast or transpose left on the host"; fail=1; }
+    "$dvm" inspect "$tmp/$m.dvmb" | grep -q "inputs: permuted" || { echo "bert: no permuted input"; fail=1; }
   fi
 done
 [ "$mode" = images ] && exit $fail
