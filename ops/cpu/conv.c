@@ -16,7 +16,8 @@
  * "conv" and "conv_transpose".
  *
  * oneDNN picks its own (blocked) layouts for the call's shape: X and W are
- * reordered into them and Y back out of them on every call, which measured
+ * reordered into them and Y back out of them on every call (W only once
+ * when it is a module constant: see wforms below), which measured
  * faster than its kernels for the plain layouts (gemm-based) even with the
  * copies, except for pointwise (1x1, stride 1, unpadded) convs, which run as
  * a GEMM on X and Y in place. A primitive and its reorders cost milliseconds to make (JIT), so
@@ -360,6 +361,79 @@ static void cache_put(entry *e) {
   pthread_mutex_unlock(&cache.lock);
 }
 
+/* ---- constant W, kept in oneDNN's layouts -------------------------------- */
+
+/* The layout oneDNN wants W in depends on X's shape, the attributes and the
+ * thread count, which the linker does not know; so the prepack hook only
+ * gives a constant W this holder, and the first call that needs a layout
+ * reorders W into it once and keeps it here for every later call, VM and
+ * thread. A few layouts per W (a model calls with a few shape classes);
+ * past those, W is reordered on each call as for a non-constant W. */
+#define WFORMS_MAX 4
+
+typedef struct wforms {
+  pthread_mutex_t lock; /* guards n and f; a kept form is never changed */
+  int n;
+  struct {
+    dnnl_memory_desc_t md;
+    void *data;
+  } f[WFORMS_MAX];
+} wforms;
+
+static void wforms_free(void *p) {
+  wforms *w = p;
+  for (int i = 0; i < w->n; i++) free(w->f[i].data);
+  pthread_mutex_destroy(&w->lock);
+  free(w);
+}
+
+static dvm_status *conv_prepack(const dvm_tensor *t, int input, void **data,
+                                void (**free_data)(void *)) {
+  if (input != 1 || t->dtype != DVM_F32 || t->rank < 3 || t->rank > 5) return NULL;
+  wforms *w = calloc(1, sizeof *w);
+  if (!w || pthread_mutex_init(&w->lock, NULL) != 0) {
+    free(w);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "conv: no memory for the forms of weight W");
+  }
+  *data = w;
+  *free_data = wforms_free;
+  return NULL;
+}
+
+/* W (memory `from`) in e's layout: a kept form, or one made now by e's
+ * reorder; *out is NULL when all WFORMS_MAX hold other layouts. */
+static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, dnnl_memory_t from,
+                              dnnl_stream_t stream, dnnl_memory_t scratch, void **out) {
+  dvm_status *st = NULL;
+  dnnl_memory_t to = NULL;
+  void *data = NULL;
+  *out = NULL;
+  pthread_mutex_lock(&w->lock);
+  for (int i = 0; i < w->n && !*out; i++)
+    if (dnnl_memory_desc_equal(&w->f[i].md, &e->inner[WEI])) *out = w->f[i].data;
+  if (*out || w->n == WFORMS_MAX) goto out;
+  data = aligned_alloc(64, e->bytes[WEI]);
+  if (!data) {
+    st = dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for a %zu-byte form of W", op,
+                        e->bytes[WEI]);
+    goto out;
+  }
+  DNNL_TRY(op, "memory creation", dnnl_memory_create(&to, &e->inner[WEI], engine, data));
+  dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratch}};
+  DNNL_TRY(op, "reorder",
+           dnnl_primitive_execute(e->reorder[WEI], stream, 2 + (scratch != NULL), r));
+  DNNL_TRY(op, "stream wait", dnnl_stream_wait(stream));
+  w->f[w->n].md = e->inner[WEI];
+  w->f[w->n++].data = data;
+  *out = data;
+  data = NULL;
+out:
+  pthread_mutex_unlock(&w->lock);
+  if (to) dnnl_memory_destroy(to);
+  free(data);
+  return st;
+}
+
 /* Checks a call and builds its cache key. */
 static dvm_status *check(const dvm_kernel_args *a, bool transpose, key *k) {
   const char *op = transpose ? "conv_transpose" : "conv";
@@ -453,10 +527,19 @@ static dvm_status *run(const dvm_kernel_args *a, bool transpose) {
              dnnl_memory_desc_init_by_tag(&smd, 1, sdims, dnnl_u8, dnnl_a));
     DNNL_TRY(op, "memory creation", dnnl_memory_create(&scratch, &smd, engine, ws));
   }
+  /* the form's owner is this kernel's table entry (0 conv, 1
+   * conv_transpose); the holder is ours to lock, hence the cast */
+  wforms *wf = (wforms *)dvm_tensor_packed(a->in[1], &dvm_cpu_conv_kernels[transpose], 1);
+  void *kept = NULL;
+  if (wf && e->reorder[WEI]) {
+    st = wforms_get(op, wf, e, mem[WEI], c->stream, scratch, &kept);
+    if (st) goto out;
+    if (kept) DNNL_TRY(op, "memory handle", dnnl_memory_set_data_handle(inner[WEI], kept));
+  }
   /* the scratchpad goes last, so that leaving it out is a shorter count */
   int ns = scratch != NULL;
   for (int i = SRC; i <= WEI; i++)
-    if (e->reorder[i]) {
+    if (e->reorder[i] && !(i == WEI && kept)) {
       dnnl_exec_arg_t r[] = {
           {DNNL_ARG_FROM, mem[i]}, {DNNL_ARG_TO, inner[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
       DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->reorder[i], c->stream, 2 + ns, r));
@@ -490,7 +573,7 @@ static dvm_status *conv(const dvm_kernel_args *a) { return run(a, false); }
 static dvm_status *conv_transpose(const dvm_kernel_args *a) { return run(a, true); }
 
 const dvm_kernel_def dvm_cpu_conv_kernels[] = {
-    {"conv", DVM_DEVICE_CPU, conv, "conv"},
-    {"conv_transpose", DVM_DEVICE_CPU, conv_transpose, "conv_transpose"},
+    {"conv", DVM_DEVICE_CPU, conv, "conv", .prepack = conv_prepack},
+    {"conv_transpose", DVM_DEVICE_CPU, conv_transpose, "conv_transpose", .prepack = conv_prepack},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

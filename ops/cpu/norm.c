@@ -130,30 +130,98 @@ static inline float exp_le0(float x) {
   return p * dvm_ew_bits_f32(e << 23); /* a NaN x: p is NaN, whatever e */
 }
 
-/* A task per row of nr elements (the axis is the last one). */
+/* Rows up to this long reduce in GCC/Clang vectors of 8 floats, in
+ * registers (row_max, row_sum): `omp simd reduction` keeps its partial
+ * results in a per-lane array in memory and finishes each row with a scalar
+ * loop over it, a third of a 128-element row's time. Longer rows keep the
+ * omp simd reductions: their max loop (vmaxps, where a vector compare and
+ * blend take two steps) and their exp pass with the sum fused in run
+ * faster once the finishing cost is spread over the row (measured at 128
+ * and 768 elements, docs/performance.md). */
+#define SHORT_ROW 256
+
+/* Vector locals only: a vector passed by value would change the baseline
+ * build's ABI. */
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef int32_t vi8 __attribute__((vector_size(8 * sizeof(float))));
+
+static inline float max2(float a, float b) { return a > b ? a : b; }
+
+/* The max of x[0, n); a NaN among them may or may not be kept (the sum of
+ * exps then makes the row NaN anyway). Short rows in two partial maxes, so
+ * that the steps' latency overlaps. */
+static inline float row_max(const float *x, int64_t n) {
+  float r = -INFINITY;
+  if (n > SHORT_ROW) {
+#pragma omp simd reduction(max : r)
+    for (int64_t i = 0; i < n; i++) r = max2(x[i], r);
+    return r;
+  }
+  vf8 m0 = {r, r, r, r, r, r, r, r}, m1 = m0, v, w;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    memcpy(&v, x + i, sizeof v);
+    memcpy(&w, x + i + 8, sizeof w);
+    vi8 gv = v > m0, gw = w > m1;
+    m0 = (vf8)(((vi8)v & gv) | ((vi8)m0 & ~gv));
+    m1 = (vf8)(((vi8)w & gw) | ((vi8)m1 & ~gw));
+  }
+  vi8 g = m1 > m0;
+  m0 = (vf8)(((vi8)m1 & g) | ((vi8)m0 & ~g));
+  r = max2(max2(max2(m0[0], m0[1]), max2(m0[2], m0[3])),
+           max2(max2(m0[4], m0[5]), max2(m0[6], m0[7])));
+  for (; i < n; i++) r = max2(x[i], r);
+  return r;
+}
+
+/* The sum of a short row x[0, n), in two partial sums (as above). */
+static inline float row_sum(const float *x, int64_t n) {
+  vf8 s0 = {0}, s1 = {0}, v, w;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    memcpy(&v, x + i, sizeof v);
+    memcpy(&w, x + i + 8, sizeof w);
+    s0 += v;
+    s1 += w;
+  }
+  s0 += s1;
+  float r = ((s0[0] + s0[1]) + (s0[2] + s0[3])) + ((s0[4] + s0[5]) + (s0[6] + s0[7]));
+  for (; i < n; i++) r += x[i];
+  return r;
+}
+
+/* A task per row of nr elements (the axis is the last one). A short row's
+ * exps go to y (logsoftmax: to e, as it reads x again, which y may
+ * overwrite) and are summed from there, in L1. */
 DVM_VEC static void softmax_rows(const void *job, int64_t r0, int64_t r1) {
   const softmax_job *j = job;
   int64_t n = j->nr;
+  float e[SHORT_ROW];
   for (int64_t row = r0; row < r1; row++) {
     const float *x = j->x + row * n;
-    float *y = j->y + row * n;
-    float m = -INFINITY, s = 0;
-#pragma omp simd reduction(max : m)
-    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    float *y = j->y + row * n, *to = j->log ? e : y;
+    float m = row_max(x, n), s = 0;
     /* a NaN anywhere gives a NaN sum, so a NaN row, as it should */
-    if (j->log) {
+    if (n <= SHORT_ROW) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; i++) to[i] = exp_le0(x[i] - m);
+      s = row_sum(to, n);
+    } else if (j->log) {
 #pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < n; i++) s += exp_le0(x[i] - m);
+    } else {
+#pragma omp simd reduction(+ : s)
+      for (int64_t i = 0; i < n; i++) {
+        float v = exp_le0(x[i] - m);
+        y[i] = v;
+        s += v;
+      }
+    }
+    if (j->log) {
       float c = m + logf(s);
 #pragma omp simd
       for (int64_t i = 0; i < n; i++) y[i] = x[i] - c;
     } else {
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < n; i++) {
-        float e = exp_le0(x[i] - m);
-        y[i] = e;
-        s += e;
-      }
       float inv = 1.0f / s;
 #pragma omp simd
       for (int64_t i = 0; i < n; i++) y[i] *= inv;

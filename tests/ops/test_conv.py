@@ -66,12 +66,12 @@ def ref_conv_transpose(x, w, b, strides, pads, dilations, group, output_padding)
     return y
 
 
-def dvm_conv(x, w, b, strides, pads, dilations, group, output_padding=None):
+def dvm_conv(x, w, b, strides, pads, dilations, group, output_padding=None, const_from=None):
     ins = [x, w] + ([b] if b is not None else [])
     attrs = [Shape(strides), Shape(pads), Shape(dilations), group]
     if output_padding is None:
-        return run1("conv", ins, attrs)
-    return run1("conv_transpose", ins, attrs + [Shape(output_padding)])
+        return run1("conv", ins, attrs, const_from=const_from)
+    return run1("conv_transpose", ins, attrs + [Shape(output_padding)], const_from=const_from)
 
 
 def ort_run(op, inputs, attrs, opset=21):
@@ -207,6 +207,21 @@ def test_conv_transpose(xs, ws, strides, pads, dil, group, opad, bias):
         ort = ort_run("ConvTranspose", ins, dict(strides=strides, pads=pads, dilations=dil, group=group,
                                                  output_padding=opad))
         np.testing.assert_allclose(got, ort, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,opad,bias",
+                         [c[:6] + (None, c[6]) for c in CONV_CASES] + CONVT_CASES)
+def test_conv_const_weights(xs, ws, strides, pads, dil, group, opad, bias):
+    """W (and B) as module constants: W's prepacked form, kept in oneDNN's
+    layout after the first call, gives the reference's result."""
+    x, w = rand(*xs), rand(*ws)
+    m = ws[0] if opad is None else ws[1] * group
+    b = rand(m) if bias else None
+    got = dvm_conv(x, w, b, strides, pads, dil, group, opad, const_from=1)
+    want = (ref_conv(x, w, b, strides, pads, dil, group) if opad is None
+            else ref_conv_transpose(x, w, b, strides, pads, dil, group, opad))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("ins,attrs,msg", [
@@ -448,6 +463,7 @@ THREADS_DRIVER = r"""
  * checked against a direct loop. */
 static dvm_module *mod;
 static float w[3 * 2 * 9], b[3];
+static int nparams; /* 3, or 1 where W and B are module constants with w's and b's values */
 
 static void *work(void *arg) {
   int id = (int)(long)arg, bad = 0;
@@ -465,7 +481,7 @@ static void *work(void *arg) {
     if (dvm_tensor_wrap(DVM_F32, 4, wd, w, NULL, NULL, &wt) || dvm_tensor_wrap(DVM_F32, 1, bd, b, NULL, NULL, &bt))
       return (void *)1L;
     dvm_value args[3] = {dvm_value_tensor(x), dvm_value_tensor(wt), dvm_value_tensor(bt)}, r = {0};
-    dvm_status *st = dvm_vm_invoke(vm, 0, args, 3, &r, 1);
+    dvm_status *st = dvm_vm_invoke(vm, 0, args, nparams, &r, 1);
     if (st) {
       fprintf(stderr, "%s\n", dvm_status_message(st));
       dvm_status_free(st);
@@ -499,6 +515,7 @@ static void *work(void *arg) {
 int main(int argc, char **argv) {
   for (int i = 0; i < 54; i++) w[i] = (float)((i * 5) % 7) - 3;
   for (int i = 0; i < 3; i++) b[i] = (float)i;
+  nparams = argc > 2 ? atoi(argv[2]) : 3;
   dvm_status *st = dvm_module_load_file(argv[1], NULL, &mod);
   if (st) {
     fprintf(stderr, "%s\n", dvm_status_message(st));
@@ -519,13 +536,18 @@ int main(int argc, char **argv) {
 """
 
 
-def test_conv_threads(tmp_path):
-    """Many threads, one module, the shared primitive cache under eviction."""
+@pytest.mark.parametrize("const_w", [False, True])
+def test_conv_threads(tmp_path, const_w):
+    """Many threads, one module, the shared primitive cache under eviction;
+    with W and B constants, also W's kept forms made and shared at once."""
     from dvmop import DVM
     exe = build_driver(tmp_path, THREADS_DRIVER, ["libdvm.so"])
-    prog = program("conv", [np.zeros((1, 2, 5, 6), np.float32), np.zeros((3, 2, 3, 3), np.float32),
-                            np.zeros(3, np.float32)], [Shape((1, 1)), Shape((1,) * 4), Shape((1, 1)), 1])
+    w = ((np.arange(54) * 5) % 7 - 3).astype(np.float32).reshape(3, 2, 3, 3)  # the driver's w and b
+    b = np.arange(3, dtype=np.float32)
+    prog = program("conv", [np.zeros((1, 2, 5, 6), np.float32), w, b],
+                   [Shape((1, 1)), Shape((1,) * 4), Shape((1, 1)), 1], const_from=1 if const_w else None)
     (tmp_path / "conv.dvms").write_text(prog)
     subprocess.run([DVM, "asm", str(tmp_path / "conv.dvms"), "-o", str(tmp_path / "conv.dvmb")], check=True)
-    r = subprocess.run([exe, str(tmp_path / "conv.dvmb")], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([exe, str(tmp_path / "conv.dvmb"), "1" if const_w else "3"], capture_output=True,
+                       text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "OK", r.stdout + r.stderr

@@ -34,7 +34,9 @@ def softmax_ref(x, axis, log):
 
 SHAPES = [((7,), 0), ((3, 13), 1), ((3, 13), 0), ((2, 3, 31), -1), ((2, 3, 31), 1), ((2, 3, 31), -3),
           ((1, 12, 128, 128), -1), ((4, 65, 257), 1), ((1025, 1), 0), ((3, 1, 5), 1), ((2, 0, 3), 1),
-          ((3, 1025), 1), ((2, 3, 65), 0)]
+          ((3, 1025), 1), ((2, 3, 65), 0),
+          # rows about the 16-element steps of short rows and the short/long split at 256
+          ((2, 1), 1), ((5, 16), 1), ((3, 17), -1), ((2, 255), 1), ((3, 256), 1), ((2, 257), 1)]
 
 
 @pytest.mark.parametrize("op", ["softmax", "logsoftmax"])
@@ -72,6 +74,19 @@ def test_softmax_extremes():
     assert np.isnan(got[2]).all()
     got = run1("logsoftmax", [x[[0, 1, 3]]], [1], outputs=[(np.float32, (3, 4))])
     np.testing.assert_allclose(got, softmax_ref(x[[0, 1, 3]], 1, True), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["softmax", "logsoftmax"])
+@pytest.mark.parametrize("n", [40, 300])
+def test_softmax_nan_and_masked_rows(op, n):
+    """Short (n <= 256) and long rows: a NaN inside the vector steps poisons
+    only its row; -inf entries (masks) give 0 (-inf for logsoftmax)."""
+    x = rand((3, n), scale=4.0)
+    x[1, 5] = np.nan
+    x[2, 3:n:2] = -np.inf
+    got = run1(op, [x], [1], outputs=[(np.float32, x.shape)])
+    assert np.isnan(got[1]).all()
+    close(got[[0, 2]], softmax_ref(x[[0, 2]], 1, op == "logsoftmax"), np.float32)
 
 
 def test_softmax_errors():
