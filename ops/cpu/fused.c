@@ -511,6 +511,7 @@ enum {
   M_ROW_ALIAS, /* the same for a row of a broadcast input, blocks being rows */
   M_CONVERT,   /* a load of a same-shape input, converted or copied */
   M_GATHER,    /* a load of a broadcast input, row segment by row segment */
+  M_FILL,      /* a load of a scalar input into a reused register: every block */
   M_STORE_END,  /* a store run at the end of the block (an output overlaps an
                  * input: it is written after all reads of the block) */
   M_STORE_SNAP, /* the same, its register rewritten later: copied aside first */
@@ -582,7 +583,7 @@ static void run_instr(const exec *x, const finstr *in, void *const *reg, char *s
     int dt = f->in_dt[in->a];
     if (mode == M_GATHER) {
       gather(x, in->a, *c, n, reg[in->dst]);
-    } else if (mode == M_HOISTED) { /* a scalar: n copies */
+    } else if (mode == M_HOISTED || mode == M_FILL) { /* a scalar: n copies */
       char one[8];
       loads[dt](1, x->in[in->a], one);
       fill(f->rt[in->dst], n, one, reg[in->dst]);
@@ -670,10 +671,8 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
   memset(x->alias, -1, sizeof x->alias);
   x->cursor = 0;
   for (int i = 0; i < f->ninstrs; i++) {
-    /* the loads that gather (below): broadcast inputs but hoisted scalars */
     const dvm_tensor *t = f->ins[i].op == DVM_FUSED_LOAD ? a->in[f->ins[i].a] : NULL;
-    int hoisted = t && dvm_tensor_numel(t) == 1 && f->writes[f->ins[i].dst] == 1;
-    x->cursor |= t && dvm_tensor_numel(t) != total && !hoisted;
+    x->cursor |= t && dvm_tensor_numel(t) != total && dvm_tensor_numel(t) != 1;
   }
   x->row_blocks = x->cursor && x->plan.dims[0] >= ROW_BLOCK_MIN;
   /* an output over an input: stores wait for the end of the block */
@@ -696,8 +695,8 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
     const dvm_tensor *t = a->in[in->a];
     int64_t numel = dvm_tensor_numel(t);
     int contig = numel == total, row = x->row_blocks && x->plan.stride[0][in->a] != 0;
-    if (numel == 1 && once) {
-      x->mode[i] = M_HOISTED;
+    if (numel == 1) { /* a scalar: filled once, or per block when its register is reused */
+      x->mode[i] = once ? M_HOISTED : M_FILL;
       continue;
     }
     x->mode[i] = contig ? M_CONVERT : M_GATHER;
