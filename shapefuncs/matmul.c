@@ -66,6 +66,15 @@ dvm_status *dvm_gemm_shape(int ra, const int64_t *a, int rb, const int64_t *b, i
   return NULL;
 }
 
+dvm_status *dvm_gemm_attrs(const dvm_value attrs[4], int *trans_a, int *trans_b,
+                          double *alpha, double *beta) {
+  dvm_status *st = dvm_attr_flag("gemm", "transA", &attrs[0], trans_a);
+  if (!st) st = dvm_attr_flag("gemm", "transB", &attrs[1], trans_b);
+  if (!st) st = dvm_attr_float("gemm", "alpha", &attrs[2], alpha);
+  if (!st) st = dvm_attr_float("gemm", "beta", &attrs[3], beta);
+  return st;
+}
+
 /* (A, B[, C], transA:int, transB:int, alpha:float, beta:float) */
 static dvm_status *shapefn_gemm(const dvm_value *in, int nin, dvm_value *out, int nout) {
   dvm_status *st = dvm_shape_check_counts("gemm", nin, 6, 7, nout, 1);
@@ -73,11 +82,8 @@ static dvm_status *shapefn_gemm(const dvm_value *in, int nin, dvm_value *out, in
   int nt = nin - 4, rank[3] = {0, 0, -1}, ta = 0, tb = 0;
   const int64_t *dims[3] = {NULL, NULL, NULL};
   for (int i = 0; i < nt && !st; i++) st = dvm_shape_arg("gemm", &in[i], i, &rank[i], &dims[i]);
-  if (!st) st = dvm_attr_flag("gemm", "transA", &in[nt], &ta);
-  if (!st) st = dvm_attr_flag("gemm", "transB", &in[nt + 1], &tb);
   double alpha, beta;
-  if (!st) st = dvm_attr_float("gemm", "alpha", &in[nt + 2], &alpha);
-  if (!st) st = dvm_attr_float("gemm", "beta", &in[nt + 3], &beta);
+  if (!st) st = dvm_gemm_attrs(&in[nt], &ta, &tb, &alpha, &beta);
   int64_t dims_out[2];
   if (!st)
     st = dvm_gemm_shape(rank[0], dims[0], rank[1], dims[1], rank[2], dims[2], ta, tb, dims_out);

@@ -39,4 +39,9 @@ DVM_MUST_USE dvm_status *dvm_gemm_shape(int ra, const int64_t *a, int rb, const 
                                         int rc, const int64_t *c, int trans_a, int trans_b,
                                         int64_t out[2]);
 
+/* Gemm's four attributes, in order: transA, transB (0 or 1), alpha, beta
+ * (floats); the kernels and the shape function read them alike. */
+DVM_MUST_USE dvm_status *dvm_gemm_attrs(const dvm_value attrs[4], int *trans_a, int *trans_b,
+                                        double *alpha, double *beta);
+
 #endif

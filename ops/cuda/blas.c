@@ -365,10 +365,7 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
   double alpha = 0, beta = 0;
   dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CUDA);
   if (!st) st = dvm_attr_count(op, a->nattrs, 4, 4);
-  if (!st) st = dvm_attr_flag(op, "transA", &a->attrs[0], &ta);
-  if (!st) st = dvm_attr_flag(op, "transB", &a->attrs[1], &tb);
-  if (!st) st = dvm_attr_float(op, "alpha", &a->attrs[2], &alpha);
-  if (!st) st = dvm_attr_float(op, "beta", &a->attrs[3], &beta);
+  if (!st) st = dvm_gemm_attrs(a->attrs, &ta, &tb, &alpha, &beta);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->in[1], *c = a->nin > 2 ? a->in[2] : NULL, *o = a->out[0];
   int64_t dims[2];
