@@ -83,18 +83,23 @@ def test_bert_is_folded_and_fused(compiled, tmp_path):
     assert "\n  shapefn " not in text
     plain = str(tmp_path / "plain.dvmb")
     subprocess.run([DVM, "compile", os.path.join(HERE, "bert.onnx"), "-o", plain, "--no-fusion"], check=True)
-    feeds = inputs("bert", {"ids": (2, 9)})
-    outs = []
-    for mod in (path, plain):
-        cmd = [DVM, "run", mod]
-        for k, v in feeds.items():
-            p = str(tmp_path / (k + ".npy"))
-            np.save(p, v)
-            cmd += ["--input", f"{k}={p}"]
-        out = str(tmp_path / "out.npy")
-        subprocess.run(cmd + ["--output", out], check=True, capture_output=True)
-        outs.append(np.load(out))
+    outs = run_each((path, plain), inputs("bert", {"ids": (2, 9)}), tmp_path)
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+
+
+def run_each(mods, feeds, tmp_path):
+    """The output of `dvm run` of each module on the same inputs."""
+    cmd = []
+    for k, v in feeds.items():
+        p = str(tmp_path / (k + ".npy"))
+        np.save(p, v)
+        cmd += ["--input", f"{k}={p}"]
+    out = str(tmp_path / "out.npy")
+    outs = []
+    for mod in mods:
+        subprocess.run([DVM, "run", mod] + cmd + ["--output", out], check=True, capture_output=True)
+        outs.append(np.load(out))
+    return outs
 
 
 def peak_of(path, **dims):
@@ -156,17 +161,7 @@ def test_bert_memory_plan(compiled, tmp_path):
                                 "--range", "ids=0..99", "--range", "mask=0..1", "--iters", "1", "--warmup", "0",
                                 "--threads", "1"], capture_output=True, text=True, check=True).stdout
         assert int(bench.split('"peak_bytes":')[1].split(",")[0]) >= value
-        feeds = inputs("bert", {"ids": (batch, seq)})
-        outs = []
-        for mod in (path, plain):
-            cmd = [DVM, "run", mod]
-            for k, v in feeds.items():
-                p = str(tmp_path / (k + ".npy"))
-                np.save(p, v)
-                cmd += ["--input", f"{k}={p}"]
-            out = str(tmp_path / "out.npy")
-            subprocess.run(cmd + ["--output", out], check=True, capture_output=True)
-            outs.append(np.load(out))
+        outs = run_each((path, plain), inputs("bert", {"ids": (batch, seq)}), tmp_path)
         np.testing.assert_array_equal(outs[0], outs[1])
 
 
