@@ -670,16 +670,25 @@ static dvm_status *split(const dvm_kernel_args *a) {
   return NULL;
 }
 
-static dvm_status *expand(const dvm_kernel_args *a) {
+/* Expand and tile: (x, a shape) -> y, whose shape `infer` gives and y must
+ * have. */
+static dvm_status *shaped_by_values(const dvm_kernel_args *a, const char *op,
+                                    dvm_status *(*infer)(const dvm_value *, int, int *, int64_t *),
+                                    int *rank, int64_t *dims) {
   call_values cv;
+  dvm_status *st = begin(a, op, 2, 2, 1, &cv);
+  if (st) return st;
+  st = infer(cv.v, cv.n, rank, dims);
+  values_free(&cv);
+  return st ? st : dvm_cpu_check_shape(op, a->out[0], 0, *rank, dims);
+}
+
+static dvm_status *expand(const dvm_kernel_args *a) {
   int rank;
   int64_t dims[DVM_MAX_RANK];
-  dvm_status *st = begin(a, "expand", 2, 2, 1, &cv);
+  dvm_status *st = shaped_by_values(a, "expand", dvm_expand_infer, &rank, dims);
   if (st) return st;
-  st = dvm_expand_infer(cv.v, cv.n, &rank, dims);
-  values_free(&cv);
   const dvm_tensor *x = a->in[0], *y = a->out[0];
-  if (st || (st = dvm_cpu_check_shape("expand", y, 0, rank, dims))) return st;
   if (dvm_tensor_numel(y) == 0) return NULL;
   int64_t xs[DVM_MAX_RANK], ys[DVM_MAX_RANK];
   strides_of(x, xs);
@@ -695,15 +704,11 @@ static dvm_status *expand(const dvm_kernel_args *a) {
 }
 
 static dvm_status *tile(const dvm_kernel_args *a) {
-  call_values cv;
   int rank;
   int64_t dims[DVM_MAX_RANK];
-  dvm_status *st = begin(a, "tile", 2, 2, 1, &cv);
+  dvm_status *st = shaped_by_values(a, "tile", dvm_tile_infer, &rank, dims);
   if (st) return st;
-  st = dvm_tile_infer(cv.v, cv.n, &rank, dims);
-  values_free(&cv);
   const dvm_tensor *x = a->in[0], *y = a->out[0];
-  if (st || (st = dvm_cpu_check_shape("tile", y, 0, rank, dims))) return st;
   if (dvm_tensor_numel(y) == 0) return NULL;
   int64_t xs[DVM_MAX_RANK], ys[DVM_MAX_RANK];
   strides_of(x, xs);
