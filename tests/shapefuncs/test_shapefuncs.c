@@ -5,32 +5,7 @@
 #include "harness.h"
 #include "kernel.h"
 #include "object.h"
-
-/* An input written as text: "[2,3]" a shape value, "t[2,3]" an f32 tensor
- * of that shape, "i" an int, "n" a none. A shape may have more than
- * DVM_MAX_RANK dims (the value says so, its dims are cut) and negative dims. */
-static dvm_value input(const char *s, dvm_tensor **keep) {
-  dvm_value v = {0};
-  if (*s == 'i') return dvm_value_int(3);
-  if (*s == 'n') return v;
-  int tensor = *s == 't';
-  const char *p = s + tensor + 1; /* past "[" */
-  int rank = 0;
-  while (*p && *p != ']') {
-    char *end;
-    int64_t d = strtoll(p, &end, 10);
-    if (rank < DVM_MAX_RANK) v.u.dims[rank] = d;
-    rank++;
-    p = *end == ',' ? end + 1 : end;
-  }
-  v.kind = DVM_VAL_SHAPE;
-  v.rank = (uint8_t)rank;
-  if (tensor) {
-    CHECK_OK(dvm_tensor_create(DVM_F32, rank, v.u.dims, keep));
-    v = dvm_value_tensor(*keep);
-  }
-  return v;
-}
+#include "input.h"
 
 /* "[2,3]" for a shape value, "int" and so on for the rest. */
 static const char *show(const dvm_value *v, char *buf, size_t size) {
@@ -73,7 +48,7 @@ static const shape_case cases[] = {
     {"broadcast", {"t[2,3]", "t[3,3]"}, "broadcast: [2,3] vs [3,3]: dim -2 2 != 3"},
     {"broadcast", {"[2,1]", "[1,3]", "[4]"}, "broadcast: [2,3] vs [4]: dim -1 3 != 4"},
     {"broadcast", {"[2]"}, "broadcast: takes 2 or more inputs, got 1"},
-    {"broadcast", {"[2]", "i"}, "broadcast: input 1: expected a tensor or a shape, got int"},
+    {"broadcast", {"[2]", "i3"}, "broadcast: input 1: expected a tensor or a shape, got int"},
     {"broadcast", {"n", "[2]"}, "broadcast: input 0: expected a tensor or a shape, got none"},
     {"broadcast", {"[2,-1]", "[2]"}, "broadcast: input 0: dim 1 is negative (-1)"},
     {"broadcast", {"[1]", "[1,2,3,4,5,6,7,8,9]"}, "broadcast: input 1: shape rank 9 is over 8"},
@@ -101,7 +76,7 @@ static const shape_case cases[] = {
     {"matmul", {"t[3]", "t[]"}, "matmul: [3] x []: operands need rank >= 1"},
     {"matmul", {"[2,3]"}, "matmul: takes 2 inputs, got 1"},
     {"matmul", {"[2,3]", "[3,4]", "[4]"}, "matmul: takes 2 inputs, got 3"},
-    {"matmul", {"[2,3]", "i"}, "matmul: input 1: expected a tensor or a shape, got int"},
+    {"matmul", {"[2,3]", "i3"}, "matmul: input 1: expected a tensor or a shape, got int"},
     {"matmul", {"[-2,3]", "[3,4]"}, "matmul: input 0: dim 0 is negative (-2)"},
 };
 
