@@ -23,23 +23,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "kernel.h"
 #include "object.h"
 #include "ops/cpu/fused.h"
 
 #define ROW 1024 /* the inner dim; rows and columns broadcast along it */
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(dvm_status *st) {
-  if (!st) return;
-  fprintf(stderr, "bench_fused: %s\n", dvm_status_message(st));
-  exit(1);
-}
 
 static dvm_tensor *tensor(dvm_dtype dt, int64_t rows, int64_t cols) {
   int64_t dims[2] = {rows, cols};

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "asm.h"
+#include "bench.h"
 #include "dvm/dvm.h"
 
 static const char program[] =
@@ -65,18 +66,6 @@ static const char program[] =
     "  guard r0, 0\n"
     "  ret (r0)\n"
     ".end\n";
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void die(dvm_status *st) {
-  if (!st) return;
-  fprintf(stderr, "bench_vm: %s\n", dvm_status_message(st));
-  exit(1);
-}
 
 /* Best of `reps` runs of function f with n: seconds, and instructions per run. */
 static double time_loop(dvm_vm *vm, int f, int64_t n, int reps, double *instrs) {

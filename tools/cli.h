@@ -38,6 +38,9 @@ void dvm_cli_print_param(FILE *out, const dvm_param_info *p);
  * (returning -1, *m set; release it). */
 int dvm_cli_load_one(const char *cmd, const char *usage, int argc, char **argv, dvm_module **m);
 
+/* Seconds on the monotonic clock. */
+double dvm_cli_now(void);
+
 /* Reads a whole file into malloc'ed memory (NUL-terminated). */
 DVM_MUST_USE dvm_status *dvm_cli_read_file(const char *path, char **out, size_t *size);
 

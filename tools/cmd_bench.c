@@ -117,12 +117,6 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int dvm_cmd_bench(int argc, char **argv) {
   static const struct option opts[] = {
       {"shape", required_argument, 0, 's'}, {"dim", required_argument, 0, 'D'},
@@ -231,9 +225,9 @@ int dvm_cmd_bench(int argc, char **argv) {
     goto done;
   }
   for (int i = 0; i < warmup + iters; i++) {
-    double t0 = now();
+    double t0 = dvm_cli_now();
     st = dvm_vm_invoke(vm, f, args, np, res, nr);
-    double t = now() - t0;
+    double t = dvm_cli_now() - t0;
     if (st) {
       rc = dvm_cli_fail("bench", st);
       goto done;

@@ -25,12 +25,6 @@ static const char usage_text[] =
     "  --no-fusion              keep every elementwise node its own kernel call\n"
     "  --no-plan                no memory plan: every tensor its own allocation\n";
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int dvm_cmd_compile(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"target", required_argument, 0, 't'},
@@ -68,7 +62,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     return DVM_EXIT_USAGE;
   }
   int progress = isatty(STDERR_FILENO);
-  double t0 = now();
+  double t0 = dvm_cli_now();
   dvmc_ctx *c;
   dvmc_graph *g = NULL;
   dvm_status *st = dvmc_ctx_create(&c);
@@ -80,7 +74,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     rc = dvm_cli_fail("compile", st);
     goto done;
   }
-  if (progress) fprintf(stderr, "dvm compile: imported %d nodes (%.2fs)\n", g->nnodes, now() - t0);
+  if (progress) fprintf(stderr, "dvm compile: imported %d nodes (%.2fs)\n", g->nnodes, dvm_cli_now() - t0);
   for (int i = 0; i < ndims; i++) {
     char name[128];
     long long lo, hi;
@@ -118,7 +112,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     }
     free(bytes);
     bytes = placed;
-    if (progress) fprintf(stderr, "dvm compile: placed for CUDA (%.2fs)\n", now() - t0);
+    if (progress) fprintf(stderr, "dvm compile: placed for CUDA (%.2fs)\n", dvm_cli_now() - t0);
   }
   FILE *f = fopen(out, "wb");
   if (!f || fwrite(bytes, 1, size, f) != size || fclose(f) != 0) {
@@ -126,7 +120,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     rc = dvm_cli_fail("compile", dvm_status_new(DVM_IO, "%s: cannot write", out));
     goto done;
   }
-  if (progress) fprintf(stderr, "dvm compile: wrote %s, %zu bytes (%.2fs)\n", out, size, now() - t0);
+  if (progress) fprintf(stderr, "dvm compile: wrote %s, %zu bytes (%.2fs)\n", out, size, dvm_cli_now() - t0);
 done:
   free(bytes);
   dvmc_ctx_destroy(c);

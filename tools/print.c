@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -103,6 +104,12 @@ void dvm_cli_print_param(FILE *out, const dvm_param_info *p) {
     else fprintf(out, "%lld", (long long)p->dims[d].value);
   }
   fputc(']', out);
+}
+
+double dvm_cli_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 dvm_status *dvm_cli_read_file(const char *path, char **out, size_t *size) {
