@@ -35,6 +35,17 @@ class DvmError(Exception):
         self.message = message
 
 
+def _alloc_code(reg, dt, shape):
+    """Instructions that allocate a CPU tensor of dtype dt (a .dvms name) and
+    a static shape, in registers from reg on: (code, its register, registers
+    used)."""
+    n = len(shape)
+    code = [f"  imm r{reg + i}, {int(d)}" for i, d in enumerate(shape)]
+    code.append(f"  make_shape r{reg + n}, ({', '.join(f'r{reg + i}' for i in range(n))})")
+    code.append(f"  alloc r{reg + n + 1}, {dt}, r{reg + n}, cpu")
+    return code, f"r{reg + n + 1}", n + 2
+
+
 def _attr_code(reg, a):
     if isinstance(a, Shape):
         lines, regs = [], []
@@ -85,15 +96,10 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
             reg += 1
     else:
         for dt, shape in outputs:
-            dims = []
-            for d in shape:
-                body.append(f"  imm r{reg}, {int(d)}")
-                dims.append(f"r{reg}")
-                reg += 1
-            body.append(f"  make_shape r{reg}, ({', '.join(dims)})")
-            body.append(f"  alloc r{reg + 1}, {DTYPES[np.dtype(dt)]}, r{reg}, cpu")
-            out_regs.append(f"r{reg + 1}")
-            reg += 2
+            code, out, used = _alloc_code(reg, DTYPES[np.dtype(dt)], shape)
+            body += code
+            out_regs.append(out)
+            reg += used
     body.append(f"  invoke {kernel}, -, ({', '.join(out_regs)}), "
                 f"({', '.join(f'r{i}' for i in range(n))}), ({', '.join(attr_regs)})")
     body.append(f"  ret ({', '.join(out_regs)})")

@@ -84,15 +84,10 @@ def run_bf16(kernel, inputs, attrs, outputs, payload=None):
 
     def alloc(dt, shape):
         nonlocal reg
-        dims = []
-        for d in shape:
-            body.append(f"  imm r{reg}, {int(d)}")
-            dims.append(f"r{reg}")
-            reg += 1
-        body.append(f"  make_shape r{reg}, ({', '.join(dims)})")
-        body.append(f"  alloc r{reg + 1}, {dt}, r{reg}, cpu")
-        reg += 2
-        return f"r{reg - 1}"
+        code, out, used = dvmop._alloc_code(reg, dt, shape)
+        body.extend(code)
+        reg += used
+        return out
 
     out_regs = [alloc("bf16" if np.dtype(dt) == BF16 else dvmop.DTYPES[np.dtype(dt)], s)
                 for dt, s in outputs]
