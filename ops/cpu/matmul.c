@@ -811,6 +811,23 @@ static int64_t labs_size(const equation *e, int n, const int8_t *labs) {
  * labels ob (shared, kept: the batch), om (x's own) and on (y's own), in
  * that order, dense at dst (or new scratch when dst is NULL). x's and y's
  * labels outside keep are all shared (the others were summed out). */
+/* t as a batch of matrices [batch, rows, cols] over those label groups:
+ * in place where its layout allows, else after a copy into that order. */
+static dvm_status *mat_of(scratch *sc, const equation *e, lt *t, int nb, const int8_t *b, int nr,
+                          const int8_t *r, int nc, const int8_t *c, mat *out) {
+  if (as_mat(t, nb, b, nr, r, nc, c, out)) return NULL;
+  int8_t order[LT_MAX];
+  memcpy(order, b, (size_t)nb);
+  memcpy(order + nb, r, (size_t)nr);
+  memcpy(order + nb + nr, c, (size_t)nc);
+  lt dense;
+  dvm_status *st = lt_dense(sc, e, t, nb + nr + nc, order, &dense);
+  if (st) return st;
+  *t = dense;
+  as_mat(t, nb, b, nr, r, nc, c, out);
+  return NULL;
+}
+
 static dvm_status *contract(const dvm_kernel_args *a, scratch *sc, const equation *e, lt x, lt y,
                             labset keep, int nb, const int8_t *ob, int nm, const int8_t *om,
                             int nn, const int8_t *on, void *dst, lt *res) {
@@ -818,23 +835,9 @@ static dvm_status *contract(const dvm_kernel_args *a, scratch *sc, const equatio
   int nk = lt_select(&x, lt_labels(&y) & ~keep, ok);
   dvm_status *st;
   mat mx, my;
-  lt dense;
-  if (!as_mat(&x, nb, ob, nm, om, nk, ok, &mx)) { /* copy into [batch, m, k] */
-    memcpy(order, ob, (size_t)nb);
-    memcpy(order + nb, om, (size_t)nm);
-    memcpy(order + nb + nm, ok, (size_t)nk);
-    if ((st = lt_dense(sc, e, &x, nb + nm + nk, order, &dense))) return st;
-    x = dense;
-    as_mat(&x, nb, ob, nm, om, nk, ok, &mx);
-  }
-  if (!as_mat(&y, nb, ob, nk, ok, nn, on, &my)) { /* copy into [batch, k, n] */
-    memcpy(order, ob, (size_t)nb);
-    memcpy(order + nb, ok, (size_t)nk);
-    memcpy(order + nb + nk, on, (size_t)nn);
-    if ((st = lt_dense(sc, e, &y, nb + nk + nn, order, &dense))) return st;
-    y = dense;
-    as_mat(&y, nb, ob, nk, ok, nn, on, &my);
-  }
+  if ((st = mat_of(sc, e, &x, nb, ob, nm, om, nk, ok, &mx)) || /* [batch, m, k] */
+      (st = mat_of(sc, e, &y, nb, ob, nk, ok, nn, on, &my)))    /* [batch, k, n] */
+    return st;
   int64_t bt = labs_size(e, nb, ob), m = labs_size(e, nm, om), n = labs_size(e, nn, on);
   int64_t k = labs_size(e, nk, ok);
   if (!dst && !(dst = scratch_alloc(sc, bt * m * n, esz_of(e), 0))) return oom("einsum");
