@@ -189,7 +189,10 @@ static void cast_expr(buf *b, int from, int to, const char *x) {
            ": (-9223372036854775807ll - 1)", x);
 }
 
-/* The per-element function: the program run on element i. */
+/* The per-element function: the program run on element i. Stores wait
+ * for the end, their values kept aside, so that an output may be the
+ * memory of an input (the memory plan's in place, vm/kernel.h): every
+ * load of element i comes before any store to it. */
 static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classes) {
   int nin = prog[6], nout = prog[7], nregs = prog[8], ninstr = rd16(prog + 10);
   const uint8_t *in_dt = prog + 16, *out_dt = in_dt + nin, *rtype = out_dt + nout;
@@ -214,8 +217,7 @@ static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classe
       st = load_expr(b, (dvm_dtype)in_dt[a], a, idx);
       put(b, ";\n");
     } else if (op == DVM_FUSED_STORE) {
-      put(b, "  ");
-      st = store_stmt(b, (dvm_dtype)out_dt[dst], nin + dst, "i", x);
+      put(b, "  const %s s%d = r%d;\n", ctype[rtype[a]], k, a);
     } else if (op == DVM_FUSED_CONST) {
       uint64_t imm = 0;
       for (int q = 0; q < 8; q++) imm |= (uint64_t)c[8 + q] << (8 * q);
@@ -249,6 +251,15 @@ static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classe
       put(b, form, x, y, z);
       put(b, ";\n");
     }
+    if (st) return st;
+  }
+  for (int k = 0; k < ninstr; k++) {
+    const uint8_t *c = code + 16 * k;
+    char v[8];
+    if (c[0] != DVM_FUSED_STORE) continue;
+    snprintf(v, sizeof v, "s%d", k);
+    put(b, "  ");
+    dvm_status *st = store_stmt(b, (dvm_dtype)out_dt[c[1]], nin + c[1], "i", v);
     if (st) return st;
   }
   put(b, "}\n");

@@ -113,6 +113,10 @@ int dvmc_emit_kernel(dvmc_emit *e, const char *name, dvm_device_kind dev, uint32
   return e->kernels.n > n ? (int)n : -1;
 }
 
+const char *dvmc_emit_kernel_name(const dvmc_emit *e, int64_t k) {
+  return k >= 0 && (size_t)k < e->kernels.n ? e->kernels.v[k].name : NULL;
+}
+
 int dvmc_emit_shapefn(dvmc_emit *e, const char *name) {
   for (size_t i = 0; i < e->shapefns.n; i++)
     if (strcmp(e->shapefns.v[i].name, name) == 0) return (int)i;

@@ -23,6 +23,8 @@ int dvmc_emit_const(dvmc_emit *e, const char *name, const dvmc_tensor *t);
 int dvmc_emit_kernel(dvmc_emit *e, const char *name, dvm_device_kind dev, uint32_t nvariants,
                      const void *payload, size_t payload_size);
 int dvmc_emit_shapefn(dvmc_emit *e, const char *name);
+/* The name of kernel table entry k, or NULL. */
+const char *dvmc_emit_kernel_name(const dvmc_emit *e, int64_t k);
 int dvmc_emit_string(dvmc_emit *e, const char *s);
 
 /* Functions. */

@@ -570,12 +570,17 @@ static dvm_status *call_attrs(lowering *L, const dvmc_node *n, const char *spec,
   return NULL;
 }
 
+/* The CPU kernel of a kernel table name: its base, "fused@3" is "fused". */
+static const dvm_kernel_def *cpu_kernel(const char *name, char base[64]) {
+  snprintf(base, 64, "%.*s", (int)strcspn(name, "@"), name);
+  return dvm_ops_find(base, DVM_DEVICE_CPU);
+}
+
 /* Output shapes (the kernel's shape function, or input 0's shape),
  * allocation, the kernel call; attribute registers released after. */
 static dvm_status *emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c) {
   char base[64];
-  snprintf(base, sizeof base, "%.*s", (int)strcspn(c->kernel, "@"), c->kernel);
-  const dvm_kernel_def *k = dvm_ops_find(base, DVM_DEVICE_CPU);
+  const dvm_kernel_def *k = cpu_kernel(c->kernel, base);
   if (!k) return unsupported(n, "kernel \"%s\" is not in this dvm", base);
   const dvmc_value *in0 = n->nin ? n->in[0] : NULL;
   if (k->dtypes && in0 && in0->typed && !(k->dtypes & DVM_DTYPE_BIT(in0->dtype))) {
@@ -1706,6 +1711,15 @@ static void insert(lowering *L, uint32_t at, dvm_opcode op, const int64_t *words
   dvmc_fn_hoist(L->f, at, from);
 }
 
+/* The memory plan's question: may this kernel's output 0 take an input's
+ * memory (dvm_kernel_def.inplace). */
+static int kernel_inplace(void *ctx, int64_t k) {
+  const char *name = dvmc_emit_kernel_name(ctx, k);
+  char base[64];
+  const dvm_kernel_def *def = name ? cpu_kernel(name, base) : NULL;
+  return def && def->inplace;
+}
+
 /* Applies the memory plan (plan.h) once the code is complete: the slots'
  * sizes are computed right after the guards (emitted at the end, then
  * moved to `head`); each slot's storage is made just before its first site
@@ -1715,7 +1729,7 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   uint32_t ncode;
   const int64_t *code = dvmc_fn_code(L->f, &ncode);
   dvmc_plan p;
-  dvm_status *st = dvmc_plan_memory(L->c->exprs, code, ncode, L->sites, L->nsites, &p);
+  dvm_status *st = dvmc_plan_memory(L->c->exprs, code, ncode, L->sites, L->nsites, kernel_inplace, L->e, &p);
   if (st) return st;
   int *reg = malloc(2 * ((size_t)p.nslots + 1) * sizeof *reg), *size = reg + p.nslots + 1; /* storages, sizes */
   if (!reg) {

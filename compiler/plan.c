@@ -114,16 +114,60 @@ static const dvmc_expr *live_at(dvmc_exprs *x, int i, const slot *slots, int nsl
   return sum;
 }
 
+typedef struct {
+  int64_t reg;
+  int named;
+} named_ctx;
+
+static void names_reg(void *ctx, char c, int64_t w) {
+  named_ctx *n = ctx;
+  n->named |= is_reg(c) && w == n->reg;
+}
+
+/* The instruction after i that first names register r, when it is an
+ * invoke writing r as its output 0 (the site's own call); else -1. */
+static int own_call(const code_view *v, int i, int64_t r) {
+  for (int h = i + 1; h < v->n; h++) {
+    named_ctx n = {r, 0};
+    operands(v, h, names_reg, &n);
+    if (!n.named) continue;
+    const int64_t *c = v->code + v->start[h];
+    return c[0] == DVM_OP_INVOKE && c[3] >= 1 && c[4] == r ? h : -1;
+  }
+  return -1;
+}
+
+typedef struct {
+  int *parent, cls, read;
+} reads_ctx;
+
+static void reads_cls(void *ctx, char c, int64_t w) {
+  reads_ctx *r = ctx;
+  r->read |= is_reg(c) && w >= 0 && find(r->parent, (int)w) == r->cls;
+}
+
+/* True when class cls is only released after instruction j: its data is
+ * dead once j has read it. */
+static int dead_after(const code_view *v, int cls, int j, int last) {
+  for (int h = j + 1; h <= last; h++) {
+    reads_ctx r = {v->parent, cls, 0};
+    if (v->code[v->start[h]] == DVM_OP_RELEASE) continue;
+    operands(v, h, reads_cls, &r);
+    if (r.read) return 0;
+  }
+  return 1;
+}
+
 static int le(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
   return a == b || dvmc_expr_nonneg(dvmc_sub(x, b, a));
 }
 
 dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode, dvmc_plan_site *sites, int nsites,
-                             dvmc_plan *out) {
+                             dvmc_plan_inplace_fn inplace, void *ctx, dvmc_plan *out) {
   memset(out, 0, sizeof *out);
   code_view v = {.code = code};
   dvm_status *st = NULL;
-  int *last = NULL, *esc = NULL, *in_loop = NULL, *ofrom = NULL, *oto = NULL;
+  int *last = NULL, *esc = NULL, *in_loop = NULL, *ofrom = NULL, *oto = NULL, *site_of = NULL;
   slot *slots = NULL;
   const dvmc_expr **osize = NULL, **peaks = NULL;
   int nslots = 0, nout = 0, npeaks = 0;
@@ -140,6 +184,7 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   v.parent = malloc(((size_t)v.nregs + 1) * sizeof *v.parent);
   last = malloc(((size_t)v.nregs + 1) * sizeof *last);
   esc = calloc((size_t)v.nregs + 1, sizeof *esc);
+  site_of = malloc(((size_t)v.nregs + 1) * sizeof *site_of);
   in_loop = calloc((size_t)v.n + 1, sizeof *in_loop);
   slots = calloc((size_t)nsites + 1, sizeof *slots);
   ofrom = malloc(((size_t)nsites + 1) * sizeof *ofrom);
@@ -147,11 +192,11 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   osize = malloc(((size_t)nsites + 1) * sizeof *osize);
   peaks = malloc(((size_t)nsites + 1) * sizeof *peaks);
   out->size = malloc(((size_t)nsites + 1) * sizeof *out->size);
-  if (!v.parent || !last || !esc || !in_loop || !slots || !ofrom || !oto || !osize || !peaks || !out->size) {
+  if (!v.parent || !last || !esc || !site_of || !in_loop || !slots || !ofrom || !oto || !osize || !peaks || !out->size) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     goto done;
   }
-  for (int r = 0; r < v.nregs; r++) v.parent[r] = r, last[r] = -1;
+  for (int r = 0; r < v.nregs; r++) v.parent[r] = r, last[r] = -1, site_of[r] = -1;
   /* alias classes: these results share their operands' storage */
   for (int i = 0; i < v.n; i++) {
     int64_t op = code[v.start[i]];
@@ -180,6 +225,15 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
       in_loop[h] = 1;
     }
   }
+  for (int s = 0; s < nsites; s++) { /* the site of each class: -2 where it has several */
+    int64_t r = code[sites[s].word + 1];
+    if (r < 0 || r >= v.nregs) {
+      st = dvm_status_new(DVM_INTERNAL, "memory plan: site at word %u has no register", sites[s].word);
+      goto done;
+    }
+    int *o = &site_of[find(v.parent, (int)r)];
+    *o = *o == -1 ? s : -2;
+  }
   for (int s = 0; s < nsites; s++) { /* in code order, each chained to a slot or kept outside */
     dvmc_plan_site *p = &sites[s];
     int i = index_of(&v, p->word);
@@ -193,7 +247,22 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
       ofrom[nout] = i, oto[nout] = esc[cls] ? v.n : last[cls], osize[nout++] = p->bytes;
       continue;
     }
-    for (int k = 0; k < nslots; k++) /* the slot freed last, of this size, with nothing allocated since */
+    /* in place: the storage of an input of this size that dies in the
+     * site's own call (only releases follow), when that kernel allows it
+     * and the input is its slot's last occupant */
+    int j = inplace ? own_call(&v, i, code[p->word + 1]) : -1;
+    const int64_t *call = j >= 0 ? code + v.start[j] : NULL;
+    if (call && inplace(ctx, call[1])) {
+      const int64_t *in = call + 4 + call[3];
+      for (int q = 1; q <= in[0] && p->slot < 0; q++) {
+        int c = in[q] >= 0 ? find(v.parent, (int)in[q]) : -1, t = c >= 0 ? site_of[c] : -1;
+        if (t >= 0 && t < s && sites[t].slot >= 0 && sites[t].bytes == p->bytes && last[c] >= j &&
+            slots[sites[t].slot].to == last[c] && dead_after(&v, c, j, last[c]))
+          p->slot = sites[t].slot, out->inplace++;
+      }
+    }
+    int in_place = p->slot >= 0;
+    for (int k = 0; k < nslots && !in_place; k++) /* the slot freed last, of this size, with nothing allocated since */
       if (slots[k].size == p->bytes && slots[k].to < i && quiet(&v, code, slots[k].to, i) &&
           (p->slot < 0 || slots[k].to > slots[p->slot].to))
         p->slot = k;
@@ -223,6 +292,7 @@ done:
   free(v.parent);
   free(last);
   free(esc);
+  free(site_of);
   free(in_loop);
   free(ofrom);
   free(oto);

@@ -7,11 +7,14 @@
  * live from its site to the last instruction that names any of them, to
  * the end of any loop that names one. Sites in a loop and classes that
  * reach `ret` (results) keep their own allocation; the others, in code
- * order, join the slot of a dead tensor of the same size expression when
- * nothing may allocate between that death and the site, or start a new
- * slot. A slot is one storage from its first site to its last occupant's
- * death, so at every allocation the plan holds at most what allocating
- * each tensor at its site and returning it at its death would. */
+ * order, take the slot of an input of the same size expression that dies
+ * in the site's own call when that kernel allows it (in place), else join
+ * the slot of a dead tensor of that size when nothing may allocate between
+ * that death and the site, or start a new slot. A slot is one storage from
+ * its first site to its last occupant's death, so at every allocation the
+ * plan holds at most what allocating each tensor at its site and
+ * returning it at its death would, and one tensor less at each call done
+ * in place. */
 #ifndef DVMC_PLAN_H
 #define DVMC_PLAN_H
 
@@ -28,12 +31,17 @@ typedef struct dvmc_plan {
   const dvmc_expr **size; /* per slot: its storage's bytes (malloc'ed) */
   const dvmc_expr *peak;  /* the most bytes of sites live where one is made */
   int reused;             /* sites placed in a slot another site used before */
+  int inplace;            /* of those, sites that took their own call's input's */
 } dvmc_plan;
 
-/* Plans the sites (in code order) of the code words; *out is filled, free
- * it with dvmc_plan_free. */
+/* Whether kernel table entry `kernel` lets its output 0 take the memory of
+ * an input (dvm_kernel_def.inplace). */
+typedef int (*dvmc_plan_inplace_fn)(void *ctx, int64_t kernel);
+
+/* Plans the sites (in code order) of the code words; inplace (NULL: never)
+ * answers for kernels. *out is filled, free it with dvmc_plan_free. */
 DVM_MUST_USE dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode, dvmc_plan_site *sites,
-                                          int nsites, dvmc_plan *out);
+                                          int nsites, dvmc_plan_inplace_fn inplace, void *ctx, dvmc_plan *out);
 void dvmc_plan_free(dvmc_plan *p);
 
 #endif

@@ -54,6 +54,12 @@ typedef struct dvm_kernel_def {
    * there is none (docs/kernels.md). */
   dvm_status *(*prepack)(const dvm_tensor *t, int input, void **data,
                          void (**free_data)(void *));
+  /* Set when output 0 may be the very memory of any input of its byte
+   * size: every element of that input is read before the output element
+   * at the same index is written. The compiler's memory plan then lets an
+   * output take a dying input's storage (compiler/plan.h); the CUDA kernel
+   * placed for the op must allow the same. */
+  int inplace;
 } dvm_kernel_def;
 
 #define DVM_DTYPE_BIT(dt) (1u << (dt))

@@ -1002,6 +1002,6 @@ dvm_status *dvm_fused_builder_finish(dvm_fused_builder *b, void **payload, size_
 }
 
 const dvm_kernel_def dvm_cpu_fused_kernels[] = {
-    {"fused", DVM_DEVICE_CPU, fused, "broadcast"},
+    {"fused", DVM_DEVICE_CPU, fused, "broadcast", .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

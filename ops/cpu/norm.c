@@ -496,9 +496,9 @@ static dvm_status *batchnorm(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_norm_kernels[] = {
-    {"softmax", DVM_DEVICE_CPU, softmax, "same"},
-    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same"},
-    {"layernorm", DVM_DEVICE_CPU, layernorm, "layernorm"},
-    {"batchnorm", DVM_DEVICE_CPU, batchnorm, "same"},
+    {"softmax", DVM_DEVICE_CPU, softmax, "same", .inplace = 1},
+    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .inplace = 1},
+    {"layernorm", DVM_DEVICE_CPU, layernorm, "layernorm", .inplace = 1},
+    {"batchnorm", DVM_DEVICE_CPU, batchnorm, "same", .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -50,7 +50,7 @@ static void slots(dvmc_exprs *x) {
   dvmc_plan_site sites[7];
   for (int i = 0; i < 7; i++) sites[i] = (dvmc_plan_site){.word = at[i], .bytes = sizes[i]};
   dvmc_plan p;
-  CHECK_OK(dvmc_plan_memory(x, code, sizeof code / sizeof *code, sites, 7, &p));
+  CHECK_OK(dvmc_plan_memory(x, code, sizeof code / sizeof *code, sites, 7, NULL, NULL, &p));
   CHECK(sites[0].slot == 0 && sites[1].slot == 0);
   CHECK(sites[2].slot == 1);
   CHECK(sites[3].slot == 2); /* not 0: the alloc between */
@@ -64,11 +64,52 @@ static void slots(dvmc_exprs *x) {
   dvmc_plan_free(&p);
 }
 
+/* invoke kernel k: out (rO), in (the list) */
+#define CALL1(k, o, i) DVM_OP_INVOKE, k, -1, 1, o, 1, i, 0
+
+static int kernel_one(void *ctx, int64_t k) {
+  (void)ctx;
+  return k == 1;
+}
+
+static void in_place(dvmc_exprs *x) {
+  const dvmc_expr *n = dvmc_sym(x, "n"), *small = dvmc_mul(x, dvmc_const(x, 4), n),
+                  *big = dvmc_mul(x, dvmc_const(x, 12), n);
+  /* kernel 1 allows in place, 0 and 2 do not. r2 = k1(r1) takes r1's
+   * storage (r1 dies in that call: only released after); r3 = k1(r2) may
+   * not (r2 is read after); r5 = k2(r3, r2) may not (k2); r6 = k1(r5) may
+   * not (another size). */
+  int64_t code[] = {SITE(1),        DVM_OP_INVOKE, 0, -1, 1, 1, 0, 0,
+                    SITE(2),        CALL1(1, 2, 1), DVM_OP_RELEASE, 1,
+                    SITE(3),        CALL1(1, 3, 2),
+                    SITE(5),        DVM_OP_INVOKE, 2, -1, 1, 5, 2, 3, 2, 0, DVM_OP_RELEASE, 2, DVM_OP_RELEASE, 3,
+                    SITE(6),        CALL1(1, 6, 5), DVM_OP_RELEASE, 5, DVM_OP_RELEASE, 6,
+                    DVM_OP_RET, 0};
+  uint32_t at[] = {0, 13, 29, 43, 62};
+  const dvmc_expr *sizes[] = {small, small, small, small, big};
+  dvmc_plan_site sites[5];
+  for (int i = 0; i < 5; i++) sites[i] = (dvmc_plan_site){.word = at[i], .bytes = sizes[i]};
+  dvmc_plan p;
+  CHECK_OK(dvmc_plan_memory(x, code, sizeof code / sizeof *code, sites, 5, kernel_one, NULL, &p));
+  CHECK(sites[0].slot == 0 && sites[1].slot == 0);
+  CHECK(sites[2].slot == 1 && sites[3].slot == 2 && sites[4].slot == 3);
+  CHECK(p.reused == 1 && p.inplace == 1 && p.nslots == 4);
+  /* at r5's site: r2 (in r1's slot), r3, r5; at r6's: r5, r6 */
+  CHECK(p.peak == dvmc_add(x, small, big));
+  dvmc_plan_free(&p);
+  /* without in place, r2 needs its own slot (r1 and r2 live at its site),
+   * which r3 takes once r1 is released */
+  CHECK_OK(dvmc_plan_memory(x, code, sizeof code / sizeof *code, sites, 5, NULL, NULL, &p));
+  CHECK(sites[1].slot == 1 && sites[2].slot == 0 && p.inplace == 0 && p.nslots == 4);
+  dvmc_plan_free(&p);
+}
+
 int main(void) {
   dvmc_exprs *x;
   CHECK_OK(dvmc_exprs_create(&x));
   nonneg(x);
   slots(x);
+  in_place(x);
   dvmc_exprs_destroy(x);
   return harness_finish("plan");
 }

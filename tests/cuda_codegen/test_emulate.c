@@ -267,10 +267,22 @@ static void prog_logic(dvm_fused_builder *b) {
   dvm_fused_store(b, o32, i);
 }
 
+/* A load after a store: output 0 over input 1 (in place) must not change
+ * what the load reads. Three inputs, so that every rotation of classes
+ * broadcasts to the output. */
+static void prog_late(dvm_fused_builder *b) {
+  int x = dvm_fused_load(b, dvm_fused_input(b, DVM_F32));
+  int in1 = dvm_fused_input(b, DVM_F32);
+  int z = dvm_fused_load(b, dvm_fused_input(b, DVM_F32));
+  int o0 = dvm_fused_output(b, DVM_F32), o1 = dvm_fused_output(b, DVM_F32);
+  dvm_fused_store(b, o0, dvm_fused_op2(b, DVM_FUSED_MUL, x, z));
+  dvm_fused_store(b, o1, dvm_fused_op2(b, DVM_FUSED_SUB, dvm_fused_load(b, in1), x));
+}
+
 static const struct {
   const char *name;
   void (*build)(dvm_fused_builder *);
-} progs[] = {{"math", prog_math}, {"logic", prog_logic}};
+} progs[] = {{"math", prog_math}, {"logic", prog_logic}, {"late", prog_late}};
 #define NPROGS (int)(sizeof progs / sizeof progs[0])
 
 /* Output shapes: n = 1, primes, every residue mod T, past a block's tile
@@ -332,6 +344,20 @@ static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t
         }
         if (v == T) break;
       }
+    /* output 0 over each same-shape input of its element size, as the
+     * memory plan's in place gives it: the same results */
+    for (int k = 0; k < nin; k++) {
+      if (cls[k] != DVM_GEN_SAME || dvm_dtype_size(in[k]->dtype) != dvm_dtype_size(out[0]->dtype)) continue;
+      dvm_gen_params ip = p;
+      for (int v = (int)(n % T); v <= T; v += T) {
+        char what[96];
+        snprintf(what, sizeof what, "elementwise in place over input %d n %lld variant %d", k, (long long)n, v);
+        memcpy(dvm_tensor_ptr(out[0]), dvm_tensor_ptr(in[k]), dvm_tensor_nbytes(in[k]));
+        ip.ptr[k] = ip.ptr[nin] = dvm_tensor_ptr(out[0]);
+        CHECK(launch(u, 0, v, (unsigned)((n + 255) / 256), 0, &ip) == 0);
+        for (int j = 0; j < nout; j++) CHECK(matches(out[j], ref[j], 1e-5, atol, what));
+      }
+    }
     /* the check can fail: variant 0 leaves the n mod T tail unwritten */
     if (n % T) {
       poison(out[0]);
@@ -615,6 +641,16 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
         CHECK(matches(out, ref, 1e-5, atol, name));
         if (v == T) break;
       }
+    /* y over x, as the memory plan's in place gives it */
+    if (!reduce && dt[0] == dt[nin]) {
+      dvm_gen_params ip = p;
+      memcpy(dvm_tensor_ptr(out), dvm_tensor_ptr(in[0]), dvm_tensor_nbytes(out));
+      ip.ptr[0] = ip.ptr[nin] = dvm_tensor_ptr(out);
+      snprintf(name, sizeof name, "%s (%d inputs, %s) n %lld in place", rows_ops[q].kernel, nin,
+               dvm_dtype_name(dt[0]), (long long)n);
+      CHECK(launch(u, 0, (int)(n % T), (unsigned)rows, 1, &ip) == 0);
+      CHECK(matches(out, ref, 1e-5, atol, name));
+    }
     free(atol);
     for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
     dvm_tensor_release(ref);

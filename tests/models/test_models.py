@@ -126,7 +126,8 @@ def bench_peak(path, shapes):
 def test_plan_peak_not_above_pool(model, compiled, tmp_path):
     """With the plan, the pool's measured peak is never above that of
     allocating each tensor at its site and returning it at its death
-    (--no-plan), at every shape the model is tested at and a larger one."""
+    (--no-plan), at every shape the model is tested at and a larger one,
+    and well below it where calls run in place."""
     path, r = compiled[model]
     assert r.returncode == 0, r.stderr
     plain = str(tmp_path / "plain.dvmb")
@@ -136,6 +137,10 @@ def test_plan_peak_not_above_pool(model, compiled, tmp_path):
     for shapes in CASES[model] + [larger[model]]:
         planned, pooled = bench_peak(path, shapes), bench_peak(plain, shapes)
         assert 0 < planned <= pooled, f"{shapes}: plan {planned} > no-plan {pooled}"
+    # outputs taking a dying input's storage (softmax over the attention
+    # scores, the convolutions' fused activations) lower the peak itself
+    if model in ("bert", "resnet"):
+        assert planned < 0.75 * pooled, f"{larger[model]}: plan {planned}, no-plan {pooled}"
 
 
 def test_bert_memory_plan(compiled, tmp_path):

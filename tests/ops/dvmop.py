@@ -62,14 +62,16 @@ def _attr_code(reg, a):
 
 
 def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1,
-            const_from=None):
+            const_from=None, inplace=None):
     """The .dvms text of one call. outputs: [(dtype, shape)] to allocate, or
     None to ask shape function `shapefn` (inputs then attributes). Inputs
     from index const_from on are module constants (loaded by `const`, so
     kernels with a prepack hook get them packed at load), the others
-    parameters."""
+    parameters. inplace=k: input k is copied into a storage and output 0
+    made in that same memory, as the compiler's memory plan does for
+    kernels that allow it."""
     nparam = len(inputs) if const_from is None else const_from
-    lines = [f".kernel {kernel} cpu 1"]
+    lines = [f".kernel {kernel} cpu 1"] + ([".kernel identity cpu 1"] if inplace is not None else [])
     for i, x in enumerate(inputs[nparam:], nparam):
         dims = ", ".join(str(d) for d in x.shape)
         lines.append(f'.const c{i} {DTYPES[x.dtype]} [{dims}] x"{x.tobytes().hex()}"')
@@ -83,6 +85,15 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
         body += code
         attr_regs.append(f"r{reg}")
         reg += used
+    in_regs = [f"r{i}" for i in range(n)]
+    if inplace is not None:  # storage rS holds a copy of input k, rT
+        x = inputs[inplace]
+        rb, rs, rz, rsh, rt = (f"r{reg + i}" for i in range(5))
+        reg += 5
+        body += [f"  imm {rb}, {max(x.nbytes, 1)}", f"  alloc_storage {rs}, {rb}, cpu, 64", f"  imm {rz}, 0",
+                 f"  shape_of {rsh}, r{inplace}", f"  alloc_tensor {rt}, {rs}, {rz}, {DTYPES[x.dtype]}, {rsh}",
+                 f"  invoke identity, -, ({rt}), (r{inplace}), ()"]
+        in_regs[inplace] = rt
     out_regs = []
     if outputs is None:
         dts = out_dtypes or [inputs[0].dtype] * nout
@@ -100,8 +111,12 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
             body += code
             out_regs.append(out)
             reg += used
+    if inplace is not None:  # output 0 in the storage instead: alloc rO, dt, shape, cpu
+        i = next(i for i, l in enumerate(body) if l.startswith(f"  alloc {out_regs[0]},"))
+        o, dt, shape = (w.strip() for w in body[i].split("alloc ")[1].split(",")[:3])
+        body[i] = f"  alloc_tensor {o}, {rs}, {rz}, {dt}, {shape}"
     body.append(f"  invoke {kernel}, -, ({', '.join(out_regs)}), "
-                f"({', '.join(f'r{i}' for i in range(n))}), ({', '.join(attr_regs)})")
+                f"({', '.join(in_regs)}), ({', '.join(attr_regs)})")
     body.append(f"  ret ({', '.join(out_regs)})")
     lines.append(f".func main regs={reg}")
     for i, x in enumerate(inputs[:nparam]):
@@ -115,14 +130,14 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
 
 
 def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1,
-        const_from=None):
+        const_from=None, inplace=None):
     """Runs the call; returns the list of outputs. Raises DvmError on failure."""
     inputs = [np.require(x, requirements="C") for x in inputs]  # keeps 0-d arrays 0-d
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "op.dvms")
         mod = os.path.join(tmp, "op.dvmb")
         with open(src, "w") as f:
-            f.write(program(kernel, inputs, attrs, outputs, shapefn, out_dtypes, nout, const_from))
+            f.write(program(kernel, inputs, attrs, outputs, shapefn, out_dtypes, nout, const_from, inplace))
         r = subprocess.run([DVM, "asm", src, "-o", mod], capture_output=True, text=True)
         if r.returncode:
             raise DvmError(r.returncode, r.stderr.strip())

@@ -1,0 +1,100 @@
+"""Kernels that declare `inplace` (vm/kernel.h): output 0 written into the
+very memory of an input of its byte size gives the same bytes as a fresh
+output. The compiler's memory plan relies on it (compiler/plan.h), so every
+kernel so marked is here, at shapes that cross thread chunks, short and long
+rows and strided axes, each aliased input in turn."""
+import numpy as np
+import pytest
+
+from dvmop import run
+from test_fused import GELU_WB, MASK_FILL, SOFTMAX_EXP, run_fused
+
+rng = np.random.default_rng(11)
+BIG = (3, 40009)  # several thread chunks, an odd tail
+
+
+def f32(shape, lo=-3.0, hi=3.0):
+    return rng.uniform(lo, hi, shape).astype(np.float32)
+
+
+def boolean(shape):
+    return rng.integers(0, 2, shape).astype(np.bool_)
+
+
+UNARY = {"sqrt": ((), 0.0), "exp": ((), -3.0), "log": ((), 0.01), "tanh": ((), -3.0), "erf": ((), -3.0),
+         "sigmoid": ((), -3.0), "gelu": ((0,), -3.0), "reciprocal": ((), 0.5), "relu": ((), -3.0),
+         "neg": ((), -3.0), "abs": ((), -3.0), "clip": ((-1.0, 0.5), -3.0)}
+BINARY = ["add", "sub", "mul", "div", "pow", "min", "max"]
+COMPARE = ["equal", "less", "greater", "less_equal", "greater_equal"]
+LOGIC = ["and", "or", "xor"]
+
+# kernel -> [(inputs, attrs, how outputs are shaped, aliased input indices, nout)]
+CASES = {}
+for op, (attrs, lo) in UNARY.items():
+    CASES[op] = [([f32(s, lo)], list(attrs), "same", [0], 1) for s in [(7,), BIG]]
+CASES["not"] = [([boolean(BIG)], [], "same", [0], 1)]
+for op in BINARY:
+    CASES[op] = [([f32(BIG, 0.5), f32(BIG, 0.5)], [], "broadcast", [0, 1], 1),
+                 ([f32((5, 1, 33), 0.5), f32((33,), 0.5)], [], "broadcast", [0], 1),
+                 ([f32((1,), 0.5), f32((4, 17), 0.5)], [], "broadcast", [1], 1)]
+for op in COMPARE:  # one-byte inputs: the output has their size
+    CASES[op] = [([rng.integers(0, 4, BIG).astype(np.uint8), rng.integers(0, 4, (40009,)).astype(np.uint8)],
+                  [], "broadcast", [0], 1)]
+for op in LOGIC:
+    CASES[op] = [([boolean(BIG), boolean(BIG)], [], "broadcast", [0, 1], 1)]
+CASES["where"] = [([boolean(BIG), f32(BIG), f32((40009,))], [], "broadcast", [1], 1)]
+CASES["softmax"] = CASES["logsoftmax"] = [
+    ([f32(s, -9, 9)], [axis], "same", [0], 1)
+    for s, axis in [((4, 128), -1), ((3, 1025), 1), ((2, 65, 33), 1), ((6, 7), 0)]] + [
+    ([f32((3, 77), -9, 9).astype(np.float16)], [-1], "same", [0], 1)]
+CASES["layernorm"] = [([f32((4, 96)), f32((96,)), f32((96,))], [-1, 1e-5], "layernorm", [0], n) for n in (1, 3)] + [
+    ([f32((2, 5, 300)), f32((5, 300))], [1, 1e-5], "layernorm", [0], 1)]
+CASES["batchnorm"] = [([f32((2, 3, 77)), f32((3,)), f32((3,)), f32((3,)), f32((3,), 0.5)], [1e-5], "same", [0], 1)]
+
+
+def cases():
+    out = []
+    for kernel, calls in CASES.items():
+        for c, (inputs, attrs, shapefn, aliased, nout) in enumerate(calls):
+            for k in aliased:
+                out.append(pytest.param(kernel, inputs, attrs, shapefn, k, nout, id=f"{kernel}-{c}-in{k}"))
+    return out
+
+
+@pytest.mark.parametrize("kernel,inputs,attrs,shapefn,k,nout", cases())
+def test_inplace(kernel, inputs, attrs, shapefn, k, nout):
+    dts = [np.bool_] if kernel in COMPARE else [np.float32] if kernel == "where" else None
+    fresh = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout)
+    shared = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout, inplace=k)
+    assert fresh[0].nbytes == inputs[k].nbytes
+    for a, b in zip(fresh, shared):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("payload,inputs,k", [
+    (GELU_WB, [f32(BIG), f32((40009,)), f32(BIG)], 0),
+    (GELU_WB, [f32(BIG), f32((40009,)), f32(BIG)], 2),
+    (SOFTMAX_EXP, [f32((5, 300)), f32((5, 1))], 0),
+    (MASK_FILL, [boolean((3, 300)), f32((3, 300))], 1)])
+def test_fused_inplace(payload, inputs, k, monkeypatch):
+    """The fused kernel with output 0 over input k: run_fused through the
+    same program text, with the input copied into output 0's storage."""
+    import dvmop
+    fresh = run_fused(payload, inputs, [np.float32])[0]
+    program = dvmop.program
+
+    def aliased(*a, **kw):
+        return program(*a, **kw, inplace=k)
+    monkeypatch.setattr(dvmop, "program", aliased)
+    shared = run_fused(payload, inputs, [np.float32])[0]
+    np.testing.assert_array_equal(fresh, shared)
+
+
+def test_every_inplace_kernel_is_here():
+    """The kernels marked in ops/cpu are exactly those tested above."""
+    import glob
+    import os
+    import re
+    text = "".join(open(p).read() for p in glob.glob(os.path.join(os.path.dirname(__file__), "../../ops/cpu/*.c")))
+    marked = set(re.findall(r'\{"(\w+)", DVM_DEVICE_CPU, [^}]*\.inplace = 1\}', text))
+    assert marked == set(CASES) | {"fused"}
