@@ -101,11 +101,24 @@ static const dvmc_expr *bcast_dim(inf *I, const dvmc_node *n, const dvmc_expr *r
   if (dvmc_expr_is_const(r, &lo1) && dvmc_expr_is_const(e, &lo2)) return NULL;
   dvmc_sym_range(r, &lo1, &hi1);
   dvmc_sym_range(e, &lo2, &hi2);
-  dvmc_constraint k = {lo1 >= 2 && lo2 >= 2 ? DVMC_REL_EQ : DVMC_REL_EQ_OR_ONE, r, e, n, false};
+  dvmc_constraint k = {lo1 >= 2 && lo2 >= 2 ? DVMC_REL_EQ : DVMC_REL_EQ_OR_ONE, r, e, n, false, "they broadcast"};
   if (I->depth == 0 && !dvmc_graph_constrain(I->c, I->root, &k)) I->oom = 1;
   /* a == b or one is 1: max when neither can be 0 */
   return lo1 >= 1 && lo2 >= 1 ? dvmc_max(I->x, r, e) : NULL;
 }
+
+/* Dims an op needs equal (a matrix product's inner dims, concat's inputs
+ * off its axis): where not provably equal, a top-level node records the
+ * relation, as for broadcasts. Two different constants are left to the
+ * kernel's error. */
+static void require_equal(inf *I, const dvmc_node *n, const dvmc_expr *a, const dvmc_expr *b, const char *why) {
+  int64_t ca, cb;
+  if (!a || !b || a == b || (dvmc_expr_is_const(a, &ca) && dvmc_expr_is_const(b, &cb))) return;
+  dvmc_constraint k = {DVMC_REL_EQ, a, b, n, false, why};
+  if (I->depth == 0 && !dvmc_graph_constrain(I->c, I->root, &k)) I->oom = 1;
+}
+
+static const char inner[] = "they are the inner dims of a matrix product";
 
 /* Numpy broadcasting of known dims; unknown where the relation is. */
 static void broadcast(inf *I, const dvmc_node *n, int first, int count) {
@@ -145,16 +158,18 @@ static void matmul(inf *I, const dvmc_node *n) {
     const dvmc_expr *eb = ib >= 0 && rb >= 2 ? b->dims[ib] : dvmc_const(I->x, 1);
     d[k++] = bcast_dim(I, n, ea, eb);
   }
+  require_equal(I, n, a->dims[ra - 1], b->dims[rb >= 2 ? rb - 2 : 0], inner);
   if (ra >= 2) d[k++] = a->dims[ra - 2];
   if (rb >= 2) d[k++] = b->dims[rb - 1];
   if (k <= DVM_MAX_RANK) set_shape(n->out[0], k, d);
 }
 
-static void gemm(const dvmc_node *n) {
+static void gemm(inf *I, const dvmc_node *n) {
   const dvmc_value *a = n->in[0], *b = n->nin > 1 ? n->in[1] : NULL;
   if (!a || !b || a->rank != 2 || b->rank != 2) return;
-  const dvmc_expr *d[2] = {a->dims[dvmc_attr_int(n, "transA", 0) ? 1 : 0],
-                           b->dims[dvmc_attr_int(n, "transB", 0) ? 0 : 1]};
+  int ta = dvmc_attr_int(n, "transA", 0) != 0, tb = dvmc_attr_int(n, "transB", 0) != 0;
+  require_equal(I, n, a->dims[ta ? 0 : 1], b->dims[tb ? 1 : 0], inner);
+  const dvmc_expr *d[2] = {a->dims[ta ? 1 : 0], b->dims[tb ? 0 : 1]};
   set_shape(n->out[0], 2, d);
 }
 
@@ -276,6 +291,8 @@ static void concat(inf *I, const dvmc_node *n) {
   for (int i = 1; i < n->nin; i++) {
     if (!n->in[i] || n->in[i]->rank != x->rank) return;
     d[axis] = d[axis] && n->in[i]->dims[axis] ? dvmc_add(I->x, d[axis], n->in[i]->dims[axis]) : NULL;
+    for (int k = 0; k < x->rank; k++)
+      if (k != axis) require_equal(I, n, x->dims[k], n->in[i]->dims[k], "they are concatenated along another axis");
   }
   for (int i = 0; all && i < n->nin; i++) {
     all = dvmc_value_elems_known(n->in[i]) && ne + n->in[i]->nelems <= MAX_ELEMS;
@@ -537,7 +554,7 @@ static void infer_node(inf *I, const dvmc_node *n) {
     if ((!strcmp(n->op, "Cast") || !strcmp(n->op, "Identity")) && dvmc_value_elems_known(n->in[0]))
       set_elems(I, n->out[0], n->in[0]->nelems, n->in[0]->elems);
   } else if (!strcmp(n->op, "MatMul")) matmul(I, n);
-  else if (!strcmp(n->op, "Gemm")) gemm(n);
+  else if (!strcmp(n->op, "Gemm")) gemm(I, n);
   else if (!strcmp(n->op, "Transpose")) transpose(n);
   else if (!strcmp(n->op, "Reshape")) reshape(I, n);
   else if (!strcmp(n->op, "Squeeze")) squeeze_unsqueeze(I, n, 0);
@@ -611,10 +628,10 @@ static dvm_status *unify(inf *I, dvmc_graph *g, int *changed) {
     dvmc_sym_range(k->b, &lo2, &hi2);
     if (lo2 > hi1 || lo1 > hi2)
       return dvm_status_new(DVM_INVALID_ARGUMENT,
-                            "node \"%s\" broadcasts %s (%lld..%lld) with %s (%lld..%lld): they must be equal, "
+                            "node \"%s\": %s (%lld..%lld) and %s (%lld..%lld) must be equal (%s), "
                             "but their ranges do not meet",
                             k->node->name, dvmc_expr_sym_name(k->a), (long long)lo1, (long long)hi1,
-                            dvmc_expr_sym_name(k->b), (long long)lo2, (long long)hi2);
+                            dvmc_expr_sym_name(k->b), (long long)lo2, (long long)hi2, k->why);
     dvmc_sym_set_range(I->x, k->a, lo1 > lo2 ? lo1 : lo2, hi1 < hi2 ? hi1 : hi2);
     for (int v = 0; v < g->ninputs; v++)
       for (int d = 0; d < g->inputs[v]->rank; d++)

@@ -504,6 +504,6 @@ void dvmc_graph_print(const dvmc_graph *g, FILE *out) {
     fputs(k->unified ? " (unified)" : "", out);
     fputs("  ; node ", out);
     print_quoted(k->node->name, out);
-    fputc('\n', out);
+    fprintf(out, ": %s\n", k->why);
   }
 }

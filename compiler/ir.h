@@ -98,6 +98,7 @@ typedef struct dvmc_constraint {
   const dvmc_expr *a, *b;
   const dvmc_node *node; /* the node that implies it */
   bool unified;          /* input symbol b was replaced by a everywhere */
+  const char *why;       /* for messages: "they broadcast", ... */
 } dvmc_constraint;
 
 struct dvmc_graph {

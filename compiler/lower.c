@@ -1783,7 +1783,7 @@ static void describe_dim(const dvmc_graph *g, const dvmc_expr *e, char *buf, siz
 }
 
 /* The relations inference collected (ir.h), checked right after the guards
- * so that inputs whose dims cannot broadcast fail there, named, rather than
+ * so that inputs whose dims do not fit fail there, named, rather than
  * inside a kernel. Relations over dims no guard binds stay the kernels'. */
 static void emit_constraints(lowering *L, const dvmc_graph *g) {
   for (int i = 0; i < g->nconstraints; i++) {
@@ -1803,8 +1803,8 @@ static void emit_constraints(lowering *L, const dvmc_graph *g) {
     char da[320], db[320], msg[1024];
     describe_dim(g, k->a, da, sizeof da);
     describe_dim(g, k->b, db, sizeof db);
-    snprintf(msg, sizeof msg, "%s must equal %s%s (they broadcast in node \"%s\")", db, da,
-             k->rel == DVMC_REL_EQ_OR_ONE ? " or one of them be 1" : "", k->node->name);
+    snprintf(msg, sizeof msg, "%s must equal %s%s (%s in node \"%s\")", db, da,
+             k->rel == DVMC_REL_EQ_OR_ONE ? " or one of them be 1" : "", k->why, k->node->name);
     dvmc_fn_op2(L->f, DVM_OP_CHECK, ok, dvmc_emit_string(L->e, msg));
   }
 }

@@ -1,4 +1,5 @@
-"""Relations among input dims that a model's broadcasts imply (infer.h):
+"""Relations among input dims that a model's broadcasts, matrix products and
+concatenations imply (infer.h):
 collected by inference, shown by --dump-ir, unified when --dim ranges force
 equality, and checked right after the input guards so that inputs that
 cannot broadcast fail there with a message naming them, not in a kernel.
@@ -91,7 +92,8 @@ def test_ranges_that_force_equality_unify_the_symbols(tmp_path):
     assert 'input "y" dim 1 (seq) must be 5, the value of seq bound by an earlier input, got 7' in p.stderr, p.stderr
     p = dvm("compile", path, "--dim", "seq=2..6", "--dim", "seq2=8..64", "--dump-ir")
     assert p.returncode != 0
-    assert 'node "add" broadcasts seq (2..6) with seq2 (8..64): they must be equal' in p.stderr, p.stderr
+    assert ('node "add": seq (2..6) and seq2 (8..64) must be equal (they broadcast), '
+            'but their ranges do not meet') in p.stderr, p.stderr
 
 
 def test_expression_and_matmul_batch_constraints(tmp_path):
@@ -122,6 +124,62 @@ def test_expression_and_matmul_batch_constraints(tmp_path):
     np.testing.assert_allclose(got, a @ b, rtol=1e-5)
     p, _ = run(mod, tmp_path, a=a, b=f32(2, 4, 2))
     assert '(check), node "mm": input "b" dim 0 (b2) must equal input "a" dim 0 (b1)' in p.stderr, p.stderr
+
+
+def test_inner_dims_unify(tmp_path):
+    """A matrix product's inner dims (MatMul, Gemm either way round) are one
+    symbol after inference: the product's input then fails at its guard,
+    named, and a value built from it has the other input's dim."""
+    for op, attrs, bdims in [("MatMul", {}, ["k2", "n"]), ("Gemm", {}, ["k2", "n"]),
+                             ("Gemm", {"transB": 1}, ["n", "k2"])]:
+        nodes = [helper.make_node(op, ["a", "b"], ["p"], name="mm", **attrs),
+                 helper.make_node("Relu", ["p"], ["o"], name="relu")]
+        path = save(tmp_path, nodes, [("a", ["m", "k"]), ("b", bdims)], name=f"{op}{len(attrs)}.onnx")
+        ir = dvm("compile", path, "--dump-ir").stdout
+        assert ('constraint k2 == k (unified)  ; node "mm": they are the inner dims of a matrix product'
+                in ir), ir
+        mod = compile_(path)
+        a, b = f32(3, 5), f32(5, 7)
+        p, got = run(mod, tmp_path, a=a, b=b.T.copy() if attrs else b)
+        assert p.returncode == 0, p.stderr
+        np.testing.assert_allclose(got, np.maximum(a @ b, 0), rtol=1e-5, atol=1e-6)
+        p, _ = run(mod, tmp_path, a=a, b=f32(7, 6) if attrs else f32(6, 7))
+        assert p.returncode != 0
+        assert 'must be 5, the value of k bound by an earlier input, got 6' in p.stderr, p.stderr
+
+
+def test_concat_other_axes(tmp_path):
+    """Concatenated inputs agree off the axis: symbols unify (the guards then
+    bind b1 for both inputs), an expression becomes a check."""
+    nodes = [helper.make_node("Concat", ["x", "y"], ["c"], axis=1, name="cat"),
+             helper.make_node("Concat", ["x", "y"], ["d"], axis=1, name="cat2"),
+             helper.make_node("Add", ["c", "d"], ["o"], name="add")]
+    path = save(tmp_path, nodes, [("x", ["b1", "s"]), ("y", ["b2", "t"])])
+    ir = dvm("compile", path, "--dump-ir").stdout
+    assert 'constraint b2 == b1 (unified)  ; node "cat": they are concatenated along another axis' in ir, ir
+    assert "input  %y: f32[b1, t]" in ir and "%o: f32[b1, t + s] = Add" in ir, ir
+    mod = compile_(path)
+    x, y = f32(2, 3), f32(2, 4)
+    p, got = run(mod, tmp_path, x=x, y=y)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(got, 2 * np.concatenate([x, y], 1), rtol=1e-6)
+    p, _ = run(mod, tmp_path, x=x, y=f32(3, 4))
+    assert 'input "y" dim 0 (b1) must be 2, the value of b1 bound by an earlier input, got 3' in p.stderr, p.stderr
+
+    one = helper.make_tensor("one", F, [1, 1], [0.5])
+    nodes = [helper.make_node("Concat", ["x", "one"], ["xc"], axis=0, name="cat"),
+             helper.make_node("Concat", ["xc", "y"], ["o"], axis=1, name="cat2")]
+    path = save(tmp_path, nodes, [("x", ["n", 1]), ("y", ["m", 2])], [one], name="cat_expr.onnx")
+    ir = dvm("compile", path, "--dump-ir").stdout
+    assert 'constraint m == n + 1  ; node "cat2": they are concatenated along another axis' in ir, ir
+    mod = compile_(path)
+    x, y = f32(3, 1), f32(4, 2)
+    p, got = run(mod, tmp_path, x=x, y=y)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(got, np.concatenate([np.concatenate([x, [[0.5]]]), y], 1), rtol=1e-6)
+    p, _ = run(mod, tmp_path, x=x, y=f32(3, 2))
+    assert ('(check), node "cat2": input "y" dim 0 (m) must equal dim n + 1 '
+            '(they are concatenated along another axis in node "cat2")') in p.stderr, p.stderr
 
 
 def test_branch_broadcasts_are_not_entry_checks(tmp_path):
