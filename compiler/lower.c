@@ -1803,9 +1803,9 @@ static void emit_constraints(lowering *L, const dvmc_graph *g) {
     char da[320], db[320], msg[1024];
     describe_dim(g, k->a, da, sizeof da);
     describe_dim(g, k->b, db, sizeof db);
-    snprintf(msg, sizeof msg, "%s must equal %s%s (%s in node \"%s\")", db, da,
+    snprintf(msg, sizeof msg, "%s must equal %s%s (%s in node \"%s\"), got {} and {}", db, da,
              k->rel == DVMC_REL_EQ_OR_ONE ? " or one of them be 1" : "", k->why, k->node->name);
-    dvmc_fn_op2(L->f, DVM_OP_CHECK, ok, dvmc_emit_string(L->e, msg));
+    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 2, b, a}, 5);
   }
 }
 

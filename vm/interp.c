@@ -46,6 +46,27 @@ static dvm_status *kind_error(int operand, int64_t reg, const dvm_value *v, dvm_
                         (long long)reg, dvm_kind_name((dvm_kind)v->kind), dvm_kind_name(want));
 }
 
+/* check_with's failure: the message with each "{}" replaced by the next
+ * int of the register list (count, then registers). */
+static dvm_status *check_message(const char *fmt, const dvm_value *R, const int64_t *list) {
+  char buf[2048];
+  size_t n = 0;
+  int64_t next = 0;
+  for (int64_t i = 0; i < list[0]; i++)
+    if (R[list[1 + i]].kind != DVM_VAL_INT) return kind_error(2, list[1 + i], &R[list[1 + i]], DVM_VAL_INT);
+  for (const char *p = fmt; *p && n < sizeof buf - 1; p++) {
+    if (p[0] == '{' && p[1] == '}' && next < list[0]) {
+      int w = snprintf(buf + n, sizeof buf - n, "%lld", (long long)R[list[1 + next++]].u.i);
+      n = w > 0 && (size_t)w < sizeof buf - n ? n + (size_t)w : sizeof buf - 1;
+      p++;
+    } else {
+      buf[n++] = *p;
+    }
+  }
+  buf[n] = 0;
+  return dvm_status_new(DVM_FAILED_PRECONDITION, "%s", buf);
+}
+
 static int64_t floordiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
@@ -633,6 +654,12 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
     NEXT();
   }
   CASE(FATAL) { FAIL(dvm_status_new(DVM_FAILED_PRECONDITION, "%s", m->strings[o[0]])); }
+  CASE(CHECK_WITH) {
+    NEED(0, DVM_VAL_INT);
+    if (!R[o[0]].u.i) FAIL(check_message(m->strings[o[1]], R, o + 2));
+    pc += 4 + (uint32_t)o[2];
+    NEXT();
+  }
 
 #ifndef DVM_COMPUTED_GOTO
     case DVM_OP_COUNT: break;

@@ -395,6 +395,9 @@ static dvm_status *step_types(tstate *t) {
     break;
   }
   case DVM_OP_CHECK: st = need(t, 0, o[0], K_INT); break;
+  case DVM_OP_CHECK_WITH:
+    if (!(st = need(t, 0, o[0], K_INT))) st = need_list(t, 2, o + 2, K_INT);
+    break;
   case DVM_OP_COUNT: break;
   }
   return st;
