@@ -20,6 +20,7 @@ static const char usage_text[] =
     "  --iters N              timed invocations (default 100)\n"
     "  --warmup N             untimed invocations first (default 10)\n"
     "  --device cpu|cuda|auto (default auto: cuda when present and compiled for, else cpu)\n"
+    "  --tf32                 CUDA f32 matrix products may use TF32 tensor cores\n"
     "prints median, p10, p90 and the peak pool memory, then one JSON line\n";
 
 typedef struct {
@@ -123,7 +124,7 @@ int dvm_cmd_bench(int argc, char **argv) {
       {"range", required_argument, 0, 'r'}, {"function", required_argument, 0, 'f'},
       {"threads", required_argument, 0, 't'}, {"iters", required_argument, 0, 'n'},
       {"warmup", required_argument, 0, 'w'}, {"device", required_argument, 0, 'd'},
-      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   named shapes[MAX_INPUTS], dims[MAX_INPUTS], ranges[MAX_INPUTS];
   int nshapes = 0, ndims = 0, nranges = 0, iters = 100, warmup = 10;
   const char *fname = NULL;
@@ -144,6 +145,7 @@ int dvm_cmd_bench(int argc, char **argv) {
       device_auto = strcmp(optarg, "auto") == 0;
       if (!device_auto && !dvm_device_parse(optarg, &vo.device)) return dvm_cli_usage_error("bench", "unknown device \"%s\"", optarg);
       break;
+    case 'T': vo.allow_tf32 = 1; break;
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }

@@ -21,6 +21,8 @@ static const char usage_text[] =
     "  --device cpu|cuda|auto             where tensors live (default auto: cuda when a device is\n"
     "                                     present and the model was compiled for it, else cpu)\n"
     "  --threads N                        kernel threads (default: all cores)\n"
+    "  --tf32                             CUDA f32 matrix products may use TF32 tensor cores\n"
+    "                                     (default: exact f32)\n"
     "  --show N                           elements to print per result (default 8, -1: all)\n"
     "  --stats                            print VM statistics after the run\n";
 
@@ -132,7 +134,8 @@ int dvm_cmd_run(int argc, char **argv) {
       {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
       {"function", required_argument, 0, 'f'}, {"device", required_argument, 0, 'd'},
       {"threads", required_argument, 0, 't'}, {"show", required_argument, 0, 'n'},
-      {"stats", no_argument, 0, 's'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"stats", no_argument, 0, 's'}, {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   binding ins[MAX_BINDINGS], outs[MAX_BINDINGS];
   int nin = 0, nout = 0, show = 8, stats = 0;
   const char *fname = NULL;
@@ -159,6 +162,7 @@ int dvm_cmd_run(int argc, char **argv) {
     case 't': vo.threads = atoi(optarg); if (vo.threads < 1) return dvm_cli_usage_error("run", "--threads must be >= 1"); break;
     case 'n': show = atoi(optarg); break;
     case 's': stats = 1; break;
+    case 'T': vo.allow_tf32 = 1; break;
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }

@@ -14,6 +14,7 @@
 /* Per-VM execution context handed to kernels. */
 typedef struct dvm_exec {
   int threads; /* kernel threads this VM may use (>= 1) */
+  int allow_tf32; /* dvm_vm_options.allow_tf32 */
   /* The VM's CUDA state (stream, cuBLAS handle, host-sync count: see
    * vm/cuda/stream.h); set before any CUDA kernel of the VM runs. */
   struct dvm_cuda_vm *cuda;

@@ -139,7 +139,7 @@ dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int ran
   return NULL;
 }
 
-static void free_data(void *p) { free(p); }
+static void free_aligned(void *p) { free(p); }
 
 dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims, dvm_tensor **out) {
   size_t bytes;
@@ -151,7 +151,7 @@ dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims, dvm_t
   void *data = aligned_alloc(64, padded ? padded : 64);
   if (!data) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_storage *s = NULL;
-  st = dvm_storage_wrap(DVM_DEVICE_CPU, data, bytes, free_data, data, &s);
+  st = dvm_storage_wrap(DVM_DEVICE_CPU, data, bytes, free_aligned, data, &s);
   if (st) {
     free(data);
     return st;

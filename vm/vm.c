@@ -30,6 +30,7 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
   if (vm->opts.max_depth <= 0) vm->opts.max_depth = DEFAULT_MAX_DEPTH;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   vm->exec.threads = vm->opts.threads > 0 ? vm->opts.threads : (cores > 0 ? (int)cores : 1);
+  vm->exec.allow_tf32 = vm->opts.allow_tf32 != 0;
   vm->frames = calloc((size_t)vm->opts.max_depth, sizeof *vm->frames);
   if (!vm->frames) {
     free(vm);

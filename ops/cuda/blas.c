@@ -7,8 +7,8 @@
  * Shapes and shape functions are the CPU kernels' (shapefuncs/matmul.h).
  * A and B share one dtype, f32, f16 or bf16; Y is that dtype or f32; the
  * products accumulate in f32 (CUBLAS_COMPUTE_32F), so f32 is exact f32 by
- * default: DVM_CUDA_TF32=1 in the environment allows TF32 tensor cores
- * (CUBLAS_COMPUTE_32F_FAST_TF32), faster and with a 10-bit mantissa.
+ * default: a VM created with allow_tf32 lets f32 products use TF32 tensor
+ * cores (CUBLAS_COMPUTE_32F_FAST_TF32), faster and with a 10-bit mantissa.
  *
  * Row-major products are column-major ones transposed: Y = A B is Y^T =
  * B^T A^T, which cuBLAS reads straight from the row-major buffers. Batches
@@ -102,7 +102,6 @@ typedef struct blas_vm {
   const dvm_cuda_device *dev;
   CUstream stream;
   cublasHandle_t h;
-  int compute; /* CUBLAS_COMPUTE_32F, or _FAST_TF32 when allowed */
   CUdeviceptr scratch;
   size_t scratch_size;
 } blas_vm;
@@ -128,8 +127,6 @@ static dvm_status *blas_vm_get(dvm_cuda_vm *cu, blas_vm **out) {
   if (!b) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   b->dev = cu->dev;
   b->stream = cu->stream;
-  const char *tf32 = getenv("DVM_CUDA_TF32");
-  b->compute = tf32 && strcmp(tf32, "1") == 0 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   dvm_status *st = dvm_cuda_enter(cu->dev);
   if (!st) st = BLAS(cublasCreate_v2, &b->h);
   if (!st) st = BLAS(cublasSetStream_v2, b->h, cu->stream);
@@ -258,11 +255,13 @@ typedef struct gemm_call {
   float alpha, beta;
 } gemm_call;
 
-static dvm_status *run(blas_vm *bv, const gemm_call *g) {
+static dvm_status *run(int tf32, blas_vm *bv, const gemm_call *g) {
+  /* f32 inputs may take TF32 tensor cores where the VM allows it */
+  int compute = tf32 && g->ab_type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   return BLAS(cublasGemmStridedBatchedEx, bv->h, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
               g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n, (int)g->m, (int)g->k, &g->alpha, g->b,
               g->ab_type, (int)g->ldb, g->sb, g->a, g->ab_type, (int)g->lda, g->sa, &g->beta, g->y,
-              g->y_type, (int)g->ldy, g->sy, (int)g->batch, bv->compute, CUBLAS_GEMM_DEFAULT);
+              g->y_type, (int)g->ldy, g->sy, (int)g->batch, compute, CUBLAS_GEMM_DEFAULT);
 }
 
 static dvm_status *zero(dvm_cuda_vm *cu, const dvm_tensor *o) {
@@ -312,7 +311,7 @@ static dvm_status *matmul(const dvm_kernel_args *a) {
     g.a = (const char *)dvm_tensor_ptr(x) + offa * (int64_t)ex;
     g.b = (const char *)dvm_tensor_ptr(y) + offb * (int64_t)ex;
     g.y = (char *)dvm_tensor_ptr(o) + offc * (int64_t)eo;
-    st = run(bv, &g);
+    st = run(a->exec->allow_tf32, bv, &g);
   }
   return st;
 }
@@ -322,7 +321,7 @@ static dvm_status *outer(blas_vm *bv, int type, int64_t m, int64_t n, const void
                          void *y) {
   gemm_call g = {.m = m, .n = n, .k = 1, .lda = 1, .ldb = n, .ldy = n, .batch = 1, .a = u, .b = v,
                  .y = y, .ab_type = type, .y_type = type, .alpha = 1, .beta = 0};
-  return run(bv, &g);
+  return run(0, bv, &g); /* exact: it copies C into Y */
 }
 
 /* Y = C broadcast to [m, n] (C's dtype is Y's). */
@@ -396,7 +395,7 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
                  .y = dvm_tensor_ptr(o), .ab_type = cuda_type((dvm_dtype)x->dtype),
                  .y_type = cuda_type((dvm_dtype)o->dtype), .alpha = (float)alpha,
                  .beta = use_c ? (float)beta : 0};
-  return run(bv, &g);
+  return run(a->exec->allow_tf32, bv, &g);
 }
 
 #define CUBLAS_DTYPES (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))

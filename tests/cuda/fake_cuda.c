@@ -29,11 +29,12 @@ typedef struct fake_launch {
 } fake_launch;
 static fake_launch last;
 static int launches, syncs, allocs, frees, modules;
+static int last_compute; /* cuBLAS compute type of the last product: 68 f32, 77 TF32 */
 API const fake_launch *fake_last_launch(void) { return &last; }
 API int fake_count(const char *what) {
   return !strcmp(what, "launches") ? launches : !strcmp(what, "syncs") ? syncs
        : !strcmp(what, "allocs") ? allocs : !strcmp(what, "frees") ? frees
-       : !strcmp(what, "modules") ? modules : -1;
+       : !strcmp(what, "modules") ? modules : !strcmp(what, "compute") ? last_compute : -1;
 }
 
 API CUresult cuInit(unsigned f) { return 0; }
@@ -127,7 +128,8 @@ API int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k,
                                    const void *a, int at, int lda, long long sa, const void *b, int bt,
                                    int ldb, long long sb, const void *beta, void *c, int ct, int ldc,
                                    long long sc, int batch, int compute, int algo) {
-  if (at != 0 || bt != 0 || ct != 0 || compute != 68) return 15;
+  if (at != 0 || bt != 0 || ct != 0 || (compute != 68 && compute != 77)) return 15;
+  last_compute = compute;
   float al = *(const float *)alpha, be = *(const float *)beta;
   for (int p = 0; p < batch; p++) {
     const float *A = (const float *)a + p * sa, *B = (const float *)b + p * sb;

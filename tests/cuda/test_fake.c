@@ -37,14 +37,17 @@ static dvm_module *load(const char *text) {
   return m;
 }
 
-static dvm_vm *cuda_vm(dvm_module *m) {
+static dvm_vm *cuda_vm_tf32(dvm_module *m, int tf32) {
   dvm_vm_options o;
   dvm_vm_options_init(&o);
   o.device = DVM_DEVICE_CUDA;
+  o.allow_tf32 = tf32;
   dvm_vm *vm = NULL;
   CHECK_OK(dvm_vm_create(m, &o, &vm));
   return vm;
 }
+
+static dvm_vm *cuda_vm(dvm_module *m) { return cuda_vm_tf32(m, 0); }
 
 static dvm_tensor *randn(int rank, const int64_t *dims, unsigned *seed) {
   dvm_tensor *t = NULL;
@@ -131,6 +134,15 @@ static void test_matmul(void) {
   dvm_value_clear(&res);
   dvm_vm_get_stats(vm, &st);
   CHECK(st.pool[DVM_DEVICE_CUDA].allocs == allocs && st.pool[DVM_DEVICE_CUDA].reuses >= 3);
+  /* exact f32 products by default (CUBLAS_COMPUTE_32F); TF32 where the VM allows it */
+  CHECK(fake_count("compute") == 68);
+  dvm_vm *fast = cuda_vm_tf32(m, 1);
+  if (fast) {
+    CHECK_OK(dvm_vm_invoke(fast, f, args, 2, &res, 1));
+    dvm_value_clear(&res);
+    CHECK(fake_count("compute") == 77);
+    dvm_vm_destroy(fast);
+  }
   /* a driver failure is a status naming the call; the VM stays usable */
   dvm_vm_destroy(vm);
   vm = cuda_vm(m);

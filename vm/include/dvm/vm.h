@@ -24,6 +24,9 @@ typedef struct dvm_vm_options {
   size_t pool_limit;      /* bytes held per device pool (in use + cached); 0 = none */
   int max_depth;          /* call frames; 0 = default (256) */
   uint64_t step_limit;    /* instructions per invocation; 0 = none */
+  /* CUDA f32 matrix products may use TF32 tensor cores (10-bit mantissa
+   * products, faster); 0 (the default) keeps them exact f32. */
+  int allow_tf32;
 } dvm_vm_options;
 
 DVM_API void dvm_vm_options_init(dvm_vm_options *opts);
