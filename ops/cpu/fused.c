@@ -20,7 +20,8 @@
  * thread's stack (L1-sized in all), so intermediates never reach memory.
  * Loads of same-shape f32/i64 inputs read the input in place; loads of
  * scalars and constants are done once per thread; broadcast inputs are
- * gathered a row segment at a time. Stores run where the program has them
+ * gathered a row segment at a time, or copied from pos mod their size when
+ * they repeat along the leading dims. Stores run where the program has them
  * or, when an output is the memory of an input, at the end of the block
  * (so an output may be the same memory as a same-shape input). */
 #include <math.h>
@@ -511,6 +512,8 @@ enum {
   M_ROW_ALIAS, /* the same for a row of a broadcast input, blocks being rows */
   M_CONVERT,   /* a load of a same-shape input, converted or copied */
   M_GATHER,    /* a load of a broadcast input, row segment by row segment */
+  M_SUFFIX,    /* a load of an input that repeats along the leading dims (a
+                * bias [n] over [m, n]): copies from element pos mod its size */
   M_FILL,      /* a load of a scalar input into a reused register: every block */
   M_STORE_END,  /* a store run at the end of the block (an output overlaps an
                  * input: it is written after all reads of the block) */
@@ -530,6 +533,7 @@ typedef struct exec {
   size_t staging_off;
   int64_t block;
   uint8_t contig[DVM_FUSED_MAX_INPUTS];    /* the input has the output's shape */
+  int64_t numel[DVM_FUSED_MAX_INPUTS];
   const char *in_end[DVM_FUSED_MAX_INPUTS]; /* past each input's last byte */
   int cursor;     /* a load needs the broadcast cursor */
   int row_blocks; /* blocks end at row ends */
@@ -553,6 +557,17 @@ static void gather(const exec *x, int k, dvm_ew_cursor c, int64_t n, char *dst) 
     }
     at += len;
     dvm_ew_cursor_advance(&x->plan, &c, len);
+  }
+}
+
+/* A load of suffix input k (M_SUFFIX) into dst: n elements from pos. */
+static void load_suffix(const exec *x, int k, int64_t pos, int64_t n, char *dst) {
+  int dt = x->f->in_dt[k];
+  size_t esz = dvm_dtype_size((dvm_dtype)dt), rsz = rt_size[rt_of_io(dt)];
+  int64_t m = x->numel[k], off = pos % m;
+  for (int64_t at = 0, len; at < n; at += len, off = 0) {
+    len = m - off < n - at ? m - off : n - at;
+    loads[dt](len, x->in[k] + off * (int64_t)esz, dst + at * (int64_t)rsz);
   }
 }
 
@@ -583,6 +598,8 @@ static void run_instr(const exec *x, const finstr *in, void *const *reg, char *s
     int dt = f->in_dt[in->a];
     if (mode == M_GATHER) {
       gather(x, in->a, *c, n, reg[in->dst]);
+    } else if (mode == M_SUFFIX) {
+      load_suffix(x, in->a, pos, n, reg[in->dst]);
     } else if (mode == M_HOISTED || mode == M_FILL) { /* a scalar: n copies */
       char one[8];
       loads[dt](1, x->in[in->a], one);
@@ -651,6 +668,16 @@ static void exec_range(void *ctx, int64_t s, int64_t e) {
   if (x->stream) dvm_ew_stream_fence();
 }
 
+/* t repeats along o's leading dims: past its own leading 1s, its dims are
+ * o's last ones, so output element i reads t's element i mod numel(t). */
+static int is_suffix(const dvm_tensor *t, const dvm_tensor *o) {
+  int lead = 0;
+  while (lead < t->rank && t->dims[lead] == 1) lead++;
+  int r = t->rank - lead;
+  if (r > o->rank) return 0;
+  return memcmp(t->dims + lead, o->dims + o->rank - r, sizeof(int64_t) * (size_t)r) == 0;
+}
+
 static int overlaps(const dvm_tensor *a, const dvm_tensor *b) {
   const char *pa = dvm_tensor_ptr(a), *pb = dvm_tensor_ptr(b);
   return pa < pb + dvm_tensor_nbytes(b) && pb < pa + dvm_tensor_nbytes(a);
@@ -665,16 +692,24 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
   for (int k = 0; k < f->nin; k++) {
     x->in[k] = dvm_tensor_ptr(a->in[k]);
     x->in_end[k] = x->in[k] + dvm_tensor_nbytes(a->in[k]);
-    x->contig[k] = dvm_tensor_numel(a->in[k]) == total;
+    x->numel[k] = dvm_tensor_numel(a->in[k]);
+    x->contig[k] = x->numel[k] == total;
   }
   for (int k = 0; k < f->nout; k++) x->out[k] = dvm_tensor_ptr(a->out[k]);
   memset(x->alias, -1, sizeof x->alias);
-  x->cursor = 0;
+  /* broadcast inputs: rows at least ROW_BLOCK_MIN long are read in place,
+   * blocks ending at row ends (the cursor knows where); below, a suffix
+   * input is copied from pos mod its size, any other gathered (the
+   * cursor again) */
+  int bcast = 0, other = 0;
   for (int i = 0; i < f->ninstrs; i++) {
     const dvm_tensor *t = f->ins[i].op == DVM_FUSED_LOAD ? a->in[f->ins[i].a] : NULL;
-    x->cursor |= t && dvm_tensor_numel(t) != total && dvm_tensor_numel(t) != 1;
+    if (!t || dvm_tensor_numel(t) == total || dvm_tensor_numel(t) == 1) continue;
+    bcast = 1;
+    other |= !is_suffix(t, o);
   }
-  x->row_blocks = x->cursor && x->plan.dims[0] >= ROW_BLOCK_MIN;
+  x->row_blocks = bcast && x->plan.dims[0] >= ROW_BLOCK_MIN;
+  x->cursor = x->row_blocks || other;
   /* an output over an input: stores wait for the end of the block */
   int overlap = 0;
   for (int k = 0; k < f->nin; k++)
@@ -699,7 +734,7 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
       x->mode[i] = once ? M_HOISTED : M_FILL;
       continue;
     }
-    x->mode[i] = contig ? M_CONVERT : M_GATHER;
+    x->mode[i] = contig ? M_CONVERT : !row && is_suffix(t, o) ? M_SUFFIX : M_GATHER;
     /* read in place: the same dtype (bools are normalized to 0/1 on load),
      * and no output over the input, which a block's stores would change
      * under the reads of later blocks' */

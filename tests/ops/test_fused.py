@@ -86,6 +86,23 @@ def test_gelu_bias(n, m):
     assert np.max(ulps(got, want, np.float32), initial=0) <= 5
 
 
+@pytest.mark.parametrize("xs,ws,bs", [
+    ((1500, 33), (33,), (33,)),          # suffix inputs past one thread's chunk: pos mod 33 at chunk starts
+    ((3, 5, 7), (1, 7), (5, 7)),         # suffixes with a leading 1, of two lengths
+    ((1500, 33), (33,), (1500, 1)),      # a suffix next to a column (the cursor for that one)
+    ((4, 300), (300,), (4, 1)),          # rows of 300: read in place, blocks at row ends
+    ((2, 3, 4), (3, 1), (4,)),           # [3, 1] is no suffix of [2, 3, 4]
+])
+def test_broadcast_loads(xs, ws, bs):
+    """Broadcast inputs that repeat along the leading dims are copied from
+    their element pos mod size, others gathered: the same results."""
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, bs))
+    got = run_fused(GELU_WB, [x, w, b], [np.float32], shapefn="broadcast")[0]
+    want = gelu64((x * w + b).astype(np.float32).astype(np.float64))
+    assert got.shape == np.broadcast_shapes(xs, ws, bs)
+    assert np.max(ulps(got, want, np.float32), initial=0) <= 5
+
+
 SOFTMAX_EXP = encode(["f32", "f32"], ["f32"], ["f32", "f32"],
                      [("load", 0, 0), ("load", 1, 1), ("sub", 0, 0, 1), ("exp", 0, 0), ("store", 0, 0)])
 
