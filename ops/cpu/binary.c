@@ -117,8 +117,8 @@ void dvm_ew_cursor_advance(const dvm_ew_plan *p, dvm_ew_cursor *c, int64_t n) {
   }
 }
 
-void dvm_ew_walk(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, char *out,
-                 size_t out_esz, int64_t s, int64_t e) {
+static void walk_rows(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, char *out,
+                      size_t out_esz, int64_t s, int64_t e) {
   dvm_ew_cursor c;
   const char *ptr[DVM_EW_MAX_IN];
   dvm_ew_cursor_seek(p, &c, s);
@@ -128,6 +128,47 @@ void dvm_ew_walk(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, 
     fn(n, ptr, out + c.pos * (int64_t)out_esz);
     dvm_ew_cursor_advance(p, &c, n);
   }
+}
+
+/* Rows shorter than WIDE_ROWS elements cost a call each: where every input
+ * either runs on across rows or repeats its row (a bias [4] over [m, 4]),
+ * calls take whole rows WIDE_ROWS elements at a time, the repeating inputs
+ * read from their row laid end to end. */
+#define WIDE_ROWS 256
+#define WIDE_IN 3
+
+static int wide(const dvm_ew_plan *p) {
+  if (p->rank != 2 || p->dims[0] > WIDE_ROWS / 4 || p->nin > WIDE_IN) return 0;
+  for (int k = 0; k < p->nin; k++) {
+    int64_t s0 = p->stride[0][k], s1 = p->stride[1][k];
+    if (s1 != s0 * p->dims[0] && !(s1 == 0 && s0 != 0)) return 0;
+  }
+  return 1;
+}
+
+static void walk_wide(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, char *out,
+                      size_t out_esz, int64_t s, int64_t e) {
+  _Alignas(64) char rep[WIDE_IN][WIDE_ROWS * 8];
+  const char *ptr[WIDE_IN];
+  int64_t r = p->dims[0], span = WIDE_ROWS / r * r;
+  for (int k = 0; k < p->nin; k++)
+    if (p->stride[1][k] == 0 && p->stride[0][k] != 0)
+      for (int64_t i = 0; i < span; i += r) memcpy(rep[k] + i * p->stride[0][k], in[k], (size_t)(r * p->stride[0][k]));
+  int64_t pos = s + (r - s % r) % r; /* the first row start */
+  if (pos > e) pos = e;
+  walk_rows(p, fn, in, out, out_esz, s, pos);
+  for (int64_t n; (n = (e - pos) / r * r) > 0; pos += n) {
+    if (n > span) n = span;
+    for (int k = 0; k < p->nin; k++)
+      ptr[k] = p->stride[1][k] == 0 && p->stride[0][k] != 0 ? rep[k] : in[k] + pos / r * p->stride[1][k];
+    fn(n, ptr, out + pos * (int64_t)out_esz);
+  }
+  walk_rows(p, fn, in, out, out_esz, pos, e);
+}
+
+void dvm_ew_walk(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, char *out,
+                 size_t out_esz, int64_t s, int64_t e) {
+  (wide(p) ? walk_wide : walk_rows)(p, fn, in, out, out_esz, s, e);
 }
 
 void dvm_ew_parallel(const dvm_kernel_args *a, int64_t total, int64_t min_chunk,

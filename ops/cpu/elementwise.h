@@ -54,7 +54,10 @@ void dvm_ew_cursor_advance(const dvm_ew_plan *p, dvm_ew_cursor *c, int64_t n);
 typedef void (*dvm_ew_row_fn)(int64_t n, const char *const *in, char *out);
 
 /* Runs fn over the rows of output elements [s, e); out_esz is the output's
- * element size. */
+ * element size. Short rows (up to 64 elements) of a two-dim plan whose
+ * inputs each run on across rows or repeat their row (a bias [4] over
+ * [m, 4]) go to fn 256 elements at a time, the repeating inputs from their
+ * row laid end to end. */
 void dvm_ew_walk(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, char *out,
                  size_t out_esz, int64_t s, int64_t e);
 
