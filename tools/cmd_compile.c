@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fold.h"
 #include "ir.h"
 #include "infer.h"
 #include "lower.h"
@@ -75,6 +76,12 @@ int dvm_cmd_compile(int argc, char **argv) {
     goto done;
   }
   if (progress) fprintf(stderr, "dvm compile: imported %d nodes (%.2fs)\n", g->nnodes, dvm_cli_now() - t0);
+  int folded = 0;
+  if ((st = dvmc_fold(c, g, &folded))) {
+    rc = dvm_cli_fail("compile", st);
+    goto done;
+  }
+  if (progress && folded) fprintf(stderr, "dvm compile: folded %d BatchNormalization nodes into Convs\n", folded);
   for (int i = 0; i < ndims; i++) {
     char name[128];
     long long lo, hi;
