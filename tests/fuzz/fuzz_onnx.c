@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fold.h"
 #include "onnx_import.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -80,6 +81,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     require(n1 == n2 && memcmp(a, b, n1) == 0);
     free(a);
     free(b);
+    /* the rewrites on constants keep the graph well formed */
+    int folded = 0;
+    require(dvmc_fold(c, g, &folded) == NULL);
+    check_graph(g, 0);
   }
   dvmc_ctx_destroy(c);
   return 0;
