@@ -53,7 +53,7 @@ typedef struct fact {
   const int64_t *tshape; /* a tensor's shape: a make_shape register (1 word) or an immediate list */
   int tshape_kind;       /* 0 none, 1 register, 2 immediate list, 3 constant, 4 parameter */
   int8_t out_dev;        /* the device of the first invoke that writes it, -1 none */
-  uint8_t allocated;     /* by `alloc` (which follows out_dev), not a view */
+  uint8_t allocated;     /* by `alloc` or `alloc_tensor` (which follow out_dev), not a view */
 } fact;
 
 typedef struct clone {
@@ -119,8 +119,9 @@ static void scan(clone *c) {
       F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[1], F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 2;
       F[o[0]].allocated = 1;
       break;
-    case DVM_OP_ALLOC_TENSOR:
+    case DVM_OP_ALLOC_TENSOR: /* follows out_dev too: on the host it leaves its storage */
       F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[3], F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 4;
+      F[o[0]].allocated = 1;
       break;
     case DVM_OP_ALLOC_TENSOR_I:
       F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[3], F[o[0]].tshape_kind = 2, F[o[0]].tshape = o + 4;
@@ -505,6 +506,12 @@ static void rewrite(clone *c, uint32_t i, int after_guards) {
   case DVM_OP_ALLOC_STORAGE:
     emit(c, DVM_OP_ALLOC_STORAGE, (int64_t[]){w[1], w[2], DVM_DEVICE_CUDA, w[4]}, 4);
     return;
+  case DVM_OP_ALLOC_TENSOR: /* a host kernel's output: a host tensor, not a copy of the slot's */
+    if (c->facts[w[1]].out_dev == DVM_DEVICE_CPU && c->facts[w[1]].writes == 1) {
+      emit(c, DVM_OP_ALLOC, (int64_t[]){w[1], w[4], w[5], DVM_DEVICE_CPU}, 4);
+      return;
+    }
+    break;
   case DVM_OP_INVOKE: {
     plan pl = plan_invoke(c, w);
     if (pl.kernel >= 0) invoke_device(c, w, &pl);
