@@ -21,8 +21,10 @@
  * Loads of same-shape f32/i64 inputs read the input in place; loads of
  * scalars and constants are done once per thread; broadcast inputs are
  * gathered a row segment at a time, or copied from pos mod their size when
- * they repeat along the leading dims. Stores run where the program has them
- * or, when an output is the memory of an input, at the end of the block
+ * they repeat along the leading dims. A register stored last in an output's
+ * dtype is that output's memory, its store nothing; other stores run where
+ * the program has them or, when an output is the memory of an input, at
+ * the end of the block
  * (so an output may be the same memory as a same-shape input). */
 #include <math.h>
 #include <stdarg.h>
@@ -510,6 +512,7 @@ enum {
   M_ALIAS,     /* a load of a same-shape input in the register's dtype, written
                 * once: the register points into the input */
   M_ROW_ALIAS, /* the same for a row of a broadcast input, blocks being rows */
+  M_STORED,    /* a store of a register that is the output itself: nothing */
   M_CONVERT,   /* a load of a same-shape input, converted or copied */
   M_GATHER,    /* a load of a broadcast input, row segment by row segment */
   M_SUFFIX,    /* a load of an input that repeats along the leading dims (a
@@ -529,6 +532,7 @@ typedef struct exec {
   size_t reg_off[DVM_FUSED_MAX_REGS]; /* in the scratch; unused for aliases */
   size_t snap_off[DVM_FUSED_MAX_INSTRS]; /* M_STORE_SNAP copies, in the scratch */
   int8_t alias[DVM_FUSED_MAX_REGS];   /* the input an aliased register reads, or -1 */
+  int8_t out_alias[DVM_FUSED_MAX_REGS]; /* the output a register is written in, or -1 */
   uint8_t alias_mode[DVM_FUSED_MAX_REGS];
   size_t staging_off;
   int64_t block;
@@ -649,6 +653,7 @@ static void exec_range(void *ctx, int64_t s, int64_t e) {
       if (k >= 0)
         reg[r] = (char *)x->in[k] + (x->alias_mode[r] == M_ALIAS ? pos * (int64_t)rt_size[f->rt[r]]
                                                                  : c.off[k]);
+      if (x->out_alias[r] >= 0) reg[r] = x->out[x->out_alias[r]] + pos * (int64_t)rt_size[f->rt[r]];
     }
     for (int k = 0; x->stream && k < f->nin; k++)
       if (x->contig[k]) prefetch(x->in[k], x->in_end[k], pos + PREFETCH_BLOCKS * x->block, n, f->in_dt[k]);
@@ -697,6 +702,10 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
   }
   for (int k = 0; k < f->nout; k++) x->out[k] = dvm_tensor_ptr(a->out[k]);
   memset(x->alias, -1, sizeof x->alias);
+  memset(x->out_alias, -1, sizeof x->out_alias);
+  int64_t out_bytes = 0;
+  for (int k = 0; k < f->nout; k++) out_bytes += (int64_t)dvm_tensor_nbytes(a->out[k]);
+  x->stream = out_bytes >= DVM_EW_STREAM_MIN_BYTES;
   /* broadcast inputs: rows at least ROW_BLOCK_MIN long are read in place,
    * blocks ending at row ends (the cursor knows where); below, a suffix
    * input is copied from pos mod its size, any other gathered (the
@@ -721,6 +730,34 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
       for (int j = i + 1; j < f->ninstrs; j++)
         rewritten |= f->ins[j].op != DVM_FUSED_STORE && f->ins[j].dst == in->a;
       x->mode[i] = !overlap ? M_RUN : rewritten ? M_STORE_SNAP : M_STORE_END;
+      /* a register of the output's dtype that every write sets block by
+       * block, none after this store, lives in the output itself: its
+       * values before the last write pass through the output's memory.
+       * Not with streaming stores, which want the copy; over an input only
+       * when that input is exactly the output's memory and all its loads
+       * come before the register's first write (the block read, then
+       * written at the same positions). */
+      int blockwise = 1, first = -1;
+      for (int j = 0; j < i; j++)
+        if (f->ins[j].op != DVM_FUSED_STORE && f->ins[j].dst == in->a) {
+          if (first < 0) first = j;
+          blockwise &= x->mode[j] != M_HOISTED && x->mode[j] != M_ALIAS && x->mode[j] != M_ROW_ALIAS;
+        }
+      blockwise &= first >= 0;
+      for (int k = 0; k < f->nin && blockwise; k++) {
+        const dvm_tensor *t = a->in[k], *out = a->out[in->dst];
+        if (!overlaps(t, out)) continue;
+        blockwise = dvm_tensor_ptr(t) == dvm_tensor_ptr(out) && x->numel[k] == total &&
+                    dvm_tensor_nbytes(t) == dvm_tensor_nbytes(out);
+        for (int j = first; j < f->ninstrs && blockwise; j++)
+          blockwise = f->ins[j].op != DVM_FUSED_LOAD || f->ins[j].a != k;
+      }
+      if ((x->mode[i] == M_RUN || x->mode[i] == M_STORE_END) && !x->stream && !rewritten && blockwise &&
+          x->out_alias[in->a] < 0 && rt_dtype[f->rt[in->a]] == f->out_dt[in->dst] &&
+          f->out_dt[in->dst] != DVM_BOOL) {
+        x->mode[i] = M_STORED;
+        x->out_alias[in->a] = (int8_t)in->dst;
+      }
       continue;
     }
     /* a register written once keeps its value for the whole call */
@@ -745,14 +782,11 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
       x->alias_mode[in->dst] = x->mode[i];
     }
   }
-  int64_t out_bytes = 0;
-  for (int k = 0; k < f->nout; k++) out_bytes += (int64_t)dvm_tensor_nbytes(a->out[k]);
-  x->stream = out_bytes >= DVM_EW_STREAM_MIN_BYTES;
   /* registers, store copies, and the staging block (4 bytes an element:
    * f16, bf16, i32) */
   size_t per_elem = x->stream ? 4 : 0;
   for (int r = 0; r < f->nregs; r++)
-    if (x->alias[r] < 0) per_elem += rt_size[f->rt[r]];
+    if (x->alias[r] < 0 && x->out_alias[r] < 0) per_elem += rt_size[f->rt[r]];
   for (int i = 0; i < f->ninstrs; i++)
     if (x->mode[i] == M_STORE_SNAP) per_elem += rt_size[f->rt[f->ins[i].a]];
   int64_t block = per_elem ? (int64_t)(SCRATCH / per_elem) & ~(int64_t)63 : MAX_BLOCK;
@@ -761,7 +795,7 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
   size_t off = 0;
   for (int r = 0; r < f->nregs; r++) {
     x->reg_off[r] = off;
-    if (x->alias[r] < 0) off += ((size_t)x->block * rt_size[f->rt[r]] + 63) & ~(size_t)63;
+    if (x->alias[r] < 0 && x->out_alias[r] < 0) off += ((size_t)x->block * rt_size[f->rt[r]] + 63) & ~(size_t)63;
   }
   for (int i = 0; i < f->ninstrs; i++)
     if (x->mode[i] == M_STORE_SNAP) {

@@ -103,6 +103,26 @@ def test_broadcast_loads(xs, ws, bs):
     assert np.max(ulps(got, want, np.float32), initial=0) <= 5
 
 
+# registers written once: r2 is made in output 0 itself, then read again
+# (r3) and stored a second time (output 2: a copy); r4 is stored as f16
+WRITTEN_ONCE = encode(["f32", "f32"], ["f32", "f32", "f32", "f16"], ["f32"] * 5,
+                      [("load", 0, 0), ("load", 1, 1), ("add", 2, 0, 1), ("store", 0, 2), ("mul", 3, 2, 0),
+                       ("store", 1, 3), ("store", 2, 2), ("neg", 4, 3), ("store", 3, 4)])
+
+
+@pytest.mark.parametrize("xs,ys", [((7,), (7,)), ((3, 1025), (1025,)), ((300, 257), (300, 1)), ((5000, 33), (33,))])
+def test_outputs_written_in_place(xs, ys):
+    """A register written once in an output's dtype lives in the output:
+    the same results as through a register of its own."""
+    x, y = (rng.standard_normal(s).astype(np.float32) for s in (xs, ys))
+    o0, o1, o2, o3 = run_fused(WRITTEN_ONCE, [x, y], [np.float32, np.float32, np.float32, np.float16])
+    s = x + y
+    np.testing.assert_array_equal(o0, s)
+    np.testing.assert_array_equal(o1, s * x)
+    np.testing.assert_array_equal(o2, s)
+    np.testing.assert_array_equal(o3, (-(s * x)).astype(np.float16))
+
+
 SOFTMAX_EXP = encode(["f32", "f32"], ["f32"], ["f32", "f32"],
                      [("load", 0, 0), ("load", 1, 1), ("sub", 0, 0, 1), ("exp", 0, 0), ("store", 0, 0)])
 
