@@ -782,6 +782,39 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
       x->alias_mode[in->dst] = x->mode[i];
     }
   }
+  /* an input that is exactly an output's memory (the memory plan's in
+   * place) may still be read in place when every read of its register
+   * comes no later than the first write into that output: each op reads
+   * and writes the same positions */
+  for (int i = 0; overlap && i < f->ninstrs; i++) {
+    const finstr *in = &f->ins[i];
+    if (in->op != DVM_FUSED_LOAD || x->mode[i] != M_CONVERT || f->writes[in->dst] != 1 ||
+        rt_dtype[f->rt[in->dst]] != a->in[in->a]->dtype || a->in[in->a]->dtype == DVM_BOOL)
+      continue;
+    int last_read = i, first_write = f->ninstrs, exact = 1;
+    for (int j = i + 1; j < f->ninstrs; j++) {
+      const finstr *u = &f->ins[j];
+      int kind = optab[u->op].kind;
+      int reads = (kind != K_LOAD && kind != K_CONST && u->a == in->dst) ||
+                  ((kind == K_BINARY || kind == K_WHERE) && u->b == in->dst) || (kind == K_WHERE && u->c == in->dst);
+      /* a store at the end of the block reads there */
+      if (reads) last_read = x->mode[j] == M_STORE_END ? f->ninstrs : j;
+    }
+    for (int k = 0; k < f->nout; k++) {
+      const dvm_tensor *t = a->in[in->a], *out = a->out[k];
+      if (!overlaps(t, out)) continue;
+      exact &= dvm_tensor_ptr(t) == dvm_tensor_ptr(out) && dvm_tensor_nbytes(t) == dvm_tensor_nbytes(out);
+      /* over an input, stores wait for the block's end: within it only
+       * registers living in the output write it */
+      for (int j = 0; j < f->ninstrs; j++)
+        if (f->ins[j].op != DVM_FUSED_STORE && x->out_alias[f->ins[j].dst] == k && j < first_write) first_write = j;
+    }
+    if (exact && x->contig[in->a] && last_read <= first_write) {
+      x->mode[i] = M_ALIAS;
+      x->alias[in->dst] = (int8_t)in->a;
+      x->alias_mode[in->dst] = M_ALIAS;
+    }
+  }
   /* registers, store copies, and the staging block (4 bytes an element:
    * f16, bf16, i32) */
   size_t per_elem = x->stream ? 4 : 0;

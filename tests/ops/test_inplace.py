@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dvmop import run
-from test_fused import GELU_WB, MASK_FILL, SOFTMAX_EXP, run_fused
+from test_fused import GELU_WB, MASK_FILL, SOFTMAX_EXP, encode, run_fused
 
 rng = np.random.default_rng(11)
 BIG = (3, 40009)  # several thread chunks, an odd tail
@@ -71,23 +71,36 @@ def test_inplace(kernel, inputs, attrs, shapefn, k, nout):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("payload,inputs,k", [
-    (GELU_WB, [f32(BIG), f32((40009,)), f32(BIG)], 0),
-    (GELU_WB, [f32(BIG), f32((40009,)), f32(BIG)], 2),
-    (SOFTMAX_EXP, [f32((5, 300)), f32((5, 1))], 0),
-    (MASK_FILL, [boolean((3, 300)), f32((3, 300))], 1)])
-def test_fused_inplace(payload, inputs, k, monkeypatch):
+# x is read again after output 0 (over x) is first written: x may not be
+# read in place there; READ_FIRST reads it only up to that write, so it may
+READ_LATE = encode(["f32", "f32"], ["f32", "f32"], ["f32"] * 4,
+                   [("load", 0, 0), ("load", 1, 1), ("add", 2, 0, 1), ("store", 0, 2), ("mul", 3, 0, 1),
+                    ("store", 1, 3)])
+READ_FIRST = encode(["f32", "f32"], ["f32"], ["f32"] * 4,
+                    [("load", 0, 0), ("load", 1, 1), ("mul", 2, 0, 1), ("add", 3, 2, 0), ("relu", 3, 3),
+                     ("store", 0, 3)])
+
+
+@pytest.mark.parametrize("payload,inputs,k,nout", [
+    (READ_LATE, [f32(BIG), f32(BIG)], 0, 2),
+    (READ_FIRST, [f32(BIG), f32((40009,))], 0, 1),
+    (GELU_WB, [f32(BIG), f32((40009,)), f32(BIG)], 0, 1),
+    (GELU_WB, [f32(BIG), f32((40009,)), f32(BIG)], 2, 1),
+    (SOFTMAX_EXP, [f32((5, 300)), f32((5, 1))], 0, 1),
+    (MASK_FILL, [boolean((3, 300)), f32((3, 300))], 1, 1)])
+def test_fused_inplace(payload, inputs, k, nout, monkeypatch):
     """The fused kernel with output 0 over input k: run_fused through the
     same program text, with the input copied into output 0's storage."""
     import dvmop
-    fresh = run_fused(payload, inputs, [np.float32])[0]
+    fresh = run_fused(payload, inputs, [np.float32] * nout)
     program = dvmop.program
 
     def aliased(*a, **kw):
         return program(*a, **kw, inplace=k)
     monkeypatch.setattr(dvmop, "program", aliased)
-    shared = run_fused(payload, inputs, [np.float32])[0]
-    np.testing.assert_array_equal(fresh, shared)
+    shared = run_fused(payload, inputs, [np.float32] * nout)
+    for a, b in zip(fresh, shared):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_every_inplace_kernel_is_here():
