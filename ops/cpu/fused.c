@@ -782,13 +782,16 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
       x->alias_mode[in->dst] = x->mode[i];
     }
   }
-  /* an input that is exactly an output's memory (the memory plan's in
-   * place) may still be read in place when every read of its register
-   * comes no later than the first write into that output: each op reads
-   * and writes the same positions */
+  /* with an output over an input, a load may still read in place (its
+   * register not already an output's memory): an input no output
+   * overlaps, or one exactly an output's memory (the memory plan's in
+   * place) when every read of its register comes no later than the first
+   * write into that output, as each op reads and writes the same
+   * positions */
   for (int i = 0; overlap && i < f->ninstrs; i++) {
     const finstr *in = &f->ins[i];
     if (in->op != DVM_FUSED_LOAD || x->mode[i] != M_CONVERT || f->writes[in->dst] != 1 ||
+        x->out_alias[in->dst] >= 0 ||
         rt_dtype[f->rt[in->dst]] != a->in[in->a]->dtype || a->in[in->a]->dtype == DVM_BOOL)
       continue;
     int last_read = i, first_write = f->ninstrs, exact = 1;
