@@ -115,46 +115,38 @@ static const dvmc_expr *live_at(dvmc_exprs *x, int i, const slot *slots, int nsl
 }
 
 typedef struct {
-  int64_t reg;
-  int named;
-} named_ctx;
+  int *parent, cls, named;
+} names_ctx;
 
-static void names_reg(void *ctx, char c, int64_t w) {
-  named_ctx *n = ctx;
-  n->named |= is_reg(c) && w == n->reg;
+static void names_cls(void *ctx, char c, int64_t w) {
+  names_ctx *n = ctx;
+  n->named |= is_reg(c) && w >= 0 && find(n->parent, (int)w) == n->cls;
 }
 
-/* The instruction after i that first names register r, when it is an
- * invoke writing r as its output 0 (the site's own call); else -1. */
+/* Whether instruction h names a register of class cls. */
+static int names(const code_view *v, int h, int cls) {
+  names_ctx n = {v->parent, cls, 0};
+  operands(v, h, names_cls, &n);
+  return n.named;
+}
+
+/* The instruction after i that first names register r's class, when it is
+ * an invoke writing r as its output 0 (the site's own call); else -1. */
 static int own_call(const code_view *v, int i, int64_t r) {
+  int cls = find(v->parent, (int)r);
   for (int h = i + 1; h < v->n; h++) {
-    named_ctx n = {r, 0};
-    operands(v, h, names_reg, &n);
-    if (!n.named) continue;
+    if (!names(v, h, cls)) continue;
     const int64_t *c = v->code + v->start[h];
     return c[0] == DVM_OP_INVOKE && c[3] >= 1 && c[4] == r ? h : -1;
   }
   return -1;
 }
 
-typedef struct {
-  int *parent, cls, read;
-} reads_ctx;
-
-static void reads_cls(void *ctx, char c, int64_t w) {
-  reads_ctx *r = ctx;
-  r->read |= is_reg(c) && w >= 0 && find(r->parent, (int)w) == r->cls;
-}
-
 /* True when class cls is only released after instruction j: its data is
  * dead once j has read it. */
 static int dead_after(const code_view *v, int cls, int j, int last) {
-  for (int h = j + 1; h <= last; h++) {
-    reads_ctx r = {v->parent, cls, 0};
-    if (v->code[v->start[h]] == DVM_OP_RELEASE) continue;
-    operands(v, h, reads_cls, &r);
-    if (r.read) return 0;
-  }
+  for (int h = j + 1; h <= last; h++)
+    if (v->code[v->start[h]] != DVM_OP_RELEASE && names(v, h, cls)) return 0;
   return 1;
 }
 

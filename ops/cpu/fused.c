@@ -201,6 +201,15 @@ static const opinfo optab[DVM_FUSED_OP_END] = {
     [DVM_FUSED_RECIPROCAL] = {"reciprocal", K_UNARY, 0, {F(reciprocal)}},
 };
 
+/* The registers (or values) an instruction of opcode op with operands a,
+ * b, c reads: -1 where it reads none. A store reads its a. */
+static void reads_of(int op, int a, int b, int c, int reads[3]) {
+  int kind = optab[op].kind;
+  reads[0] = kind == K_LOAD || kind == K_CONST ? -1 : a;
+  reads[1] = kind == K_BINARY || kind == K_WHERE ? b : -1;
+  reads[2] = kind == K_WHERE ? c : -1;
+}
+
 const char *dvm_fused_op_name(int op) {
   return op > 0 && op < DVM_FUSED_OP_END ? optab[op].name : NULL;
 }
@@ -688,6 +697,11 @@ static int overlaps(const dvm_tensor *a, const dvm_tensor *b) {
   return pa < pb + dvm_tensor_nbytes(b) && pb < pa + dvm_tensor_nbytes(a);
 }
 
+/* a and b are the same memory (the memory plan's in place). */
+static int exactly(const dvm_tensor *a, const dvm_tensor *b) {
+  return dvm_tensor_ptr(a) == dvm_tensor_ptr(b) && dvm_tensor_nbytes(a) == dvm_tensor_nbytes(b);
+}
+
 /* Decides per call how each instruction runs and where registers live. */
 static void plan_exec(exec *x, const dvm_kernel_args *a) {
   const fprog *f = x->f;
@@ -712,10 +726,10 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
    * cursor again) */
   int bcast = 0, other = 0;
   for (int i = 0; i < f->ninstrs; i++) {
-    const dvm_tensor *t = f->ins[i].op == DVM_FUSED_LOAD ? a->in[f->ins[i].a] : NULL;
-    if (!t || dvm_tensor_numel(t) == total || dvm_tensor_numel(t) == 1) continue;
+    int k = f->ins[i].a;
+    if (f->ins[i].op != DVM_FUSED_LOAD || x->contig[k] || x->numel[k] == 1) continue;
     bcast = 1;
-    other |= !is_suffix(t, o);
+    other |= !is_suffix(a->in[k], o);
   }
   x->row_blocks = bcast && x->plan.dims[0] >= ROW_BLOCK_MIN;
   x->cursor = x->row_blocks || other;
@@ -737,22 +751,20 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
        * when that input is exactly the output's memory and all its loads
        * come before the register's first write (the block read, then
        * written at the same positions). */
-      int blockwise = 1, first = -1;
+      int ok = 1, first = -1;
       for (int j = 0; j < i; j++)
         if (f->ins[j].op != DVM_FUSED_STORE && f->ins[j].dst == in->a) {
           if (first < 0) first = j;
-          blockwise &= x->mode[j] != M_HOISTED && x->mode[j] != M_ALIAS && x->mode[j] != M_ROW_ALIAS;
+          ok &= x->mode[j] != M_HOISTED && x->mode[j] != M_ALIAS && x->mode[j] != M_ROW_ALIAS;
         }
-      blockwise &= first >= 0;
-      for (int k = 0; k < f->nin && blockwise; k++) {
-        const dvm_tensor *t = a->in[k], *out = a->out[in->dst];
-        if (!overlaps(t, out)) continue;
-        blockwise = dvm_tensor_ptr(t) == dvm_tensor_ptr(out) && x->numel[k] == total &&
-                    dvm_tensor_nbytes(t) == dvm_tensor_nbytes(out);
-        for (int j = first; j < f->ninstrs && blockwise; j++)
-          blockwise = f->ins[j].op != DVM_FUSED_LOAD || f->ins[j].a != k;
+      ok &= first >= 0;
+      for (int k = 0; k < f->nin && ok; k++) {
+        if (!overlaps(a->in[k], a->out[in->dst])) continue;
+        ok = exactly(a->in[k], a->out[in->dst]) && x->contig[k];
+        for (int j = first; j < f->ninstrs && ok; j++)
+          ok = f->ins[j].op != DVM_FUSED_LOAD || f->ins[j].a != k;
       }
-      if ((x->mode[i] == M_RUN || x->mode[i] == M_STORE_END) && !x->stream && !rewritten && blockwise &&
+      if ((x->mode[i] == M_RUN || x->mode[i] == M_STORE_END) && !x->stream && !rewritten && ok &&
           x->out_alias[in->a] < 0 && rt_dtype[f->rt[in->a]] == f->out_dt[in->dst] &&
           f->out_dt[in->dst] != DVM_BOOL) {
         x->mode[i] = M_STORED;
@@ -765,9 +777,8 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
     x->mode[i] = in->op == DVM_FUSED_CONST && once ? M_HOISTED : M_RUN;
     if (in->op != DVM_FUSED_LOAD) continue;
     const dvm_tensor *t = a->in[in->a];
-    int64_t numel = dvm_tensor_numel(t);
-    int contig = numel == total, row = x->row_blocks && x->plan.stride[0][in->a] != 0;
-    if (numel == 1) { /* a scalar: filled once, or per block when its register is reused */
+    int contig = x->contig[in->a], row = x->row_blocks && x->plan.stride[0][in->a] != 0;
+    if (x->numel[in->a] == 1) { /* a scalar: filled once, or per block when its register is reused */
       x->mode[i] = once ? M_HOISTED : M_FILL;
       continue;
     }
@@ -788,31 +799,28 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
    * place) when every read of its register comes no later than the first
    * write into that output, as each op reads and writes the same
    * positions */
+  int first_write[DVM_FUSED_MAX_OUTPUTS]; /* in the block, per output */
+  for (int k = 0; k < f->nout; k++) first_write[k] = f->ninstrs;
+  for (int j = f->ninstrs - 1; overlap && j >= 0; j--) /* over an input, only registers living in the output write it */
+    if (f->ins[j].op != DVM_FUSED_STORE && x->out_alias[f->ins[j].dst] >= 0)
+      first_write[x->out_alias[f->ins[j].dst]] = j;
   for (int i = 0; overlap && i < f->ninstrs; i++) {
     const finstr *in = &f->ins[i];
+    const dvm_tensor *t = a->in[in->a];
     if (in->op != DVM_FUSED_LOAD || x->mode[i] != M_CONVERT || f->writes[in->dst] != 1 ||
-        x->out_alias[in->dst] >= 0 ||
-        rt_dtype[f->rt[in->dst]] != a->in[in->a]->dtype || a->in[in->a]->dtype == DVM_BOOL)
+        x->out_alias[in->dst] >= 0 || rt_dtype[f->rt[in->dst]] != t->dtype || t->dtype == DVM_BOOL)
       continue;
-    int last_read = i, first_write = f->ninstrs, exact = 1;
+    int last_read = i, ok = 1, reads[3];
     for (int j = i + 1; j < f->ninstrs; j++) {
       const finstr *u = &f->ins[j];
-      int kind = optab[u->op].kind;
-      int reads = (kind != K_LOAD && kind != K_CONST && u->a == in->dst) ||
-                  ((kind == K_BINARY || kind == K_WHERE) && u->b == in->dst) || (kind == K_WHERE && u->c == in->dst);
+      reads_of(u->op, u->a, u->b, u->c, reads);
       /* a store at the end of the block reads there */
-      if (reads) last_read = x->mode[j] == M_STORE_END ? f->ninstrs : j;
+      if (reads[0] == in->dst || reads[1] == in->dst || reads[2] == in->dst)
+        last_read = x->mode[j] == M_STORE_END ? f->ninstrs : j;
     }
-    for (int k = 0; k < f->nout; k++) {
-      const dvm_tensor *t = a->in[in->a], *out = a->out[k];
-      if (!overlaps(t, out)) continue;
-      exact &= dvm_tensor_ptr(t) == dvm_tensor_ptr(out) && dvm_tensor_nbytes(t) == dvm_tensor_nbytes(out);
-      /* over an input, stores wait for the block's end: within it only
-       * registers living in the output write it */
-      for (int j = 0; j < f->ninstrs; j++)
-        if (f->ins[j].op != DVM_FUSED_STORE && x->out_alias[f->ins[j].dst] == k && j < first_write) first_write = j;
-    }
-    if (exact && x->contig[in->a] && last_read <= first_write) {
+    for (int k = 0; k < f->nout; k++)
+      if (overlaps(t, a->out[k])) ok &= exactly(t, a->out[k]) && last_read <= first_write[k];
+    if (ok) {
       x->mode[i] = M_ALIAS;
       x->alias[in->dst] = (int8_t)in->a;
       x->alias_mode[in->dst] = M_ALIAS;
@@ -1000,14 +1008,6 @@ void dvm_fused_store(dvm_fused_builder *b, int output, int v) {
   if (emit(b, DVM_FUSED_STORE, -1, v, 0, 0, 0) == 0) b->instrs[b->ninstrs - 1].dst = (int16_t)output;
 }
 
-/* The values instruction `in` reads (-1: none). */
-static void reads_of(const struct dvm_fused_binstr *in, int reads[3]) {
-  int kind = optab[in->op].kind;
-  reads[0] = kind == K_LOAD || kind == K_CONST ? -1 : in->a;
-  reads[1] = kind == K_BINARY || kind == K_WHERE ? in->b : -1;
-  reads[2] = kind == K_WHERE ? in->c : -1;
-}
-
 /* Registers for values: loads and consts get one of their own (written
  * once, so a load may read its input in place and a const is set once per
  * thread); other values reuse the register of a value of their type whose
@@ -1020,7 +1020,7 @@ static dvm_status *assign(const dvm_fused_builder *b, uint8_t *reg_of, uint8_t *
   for (int v = 0; v < b->nvalues; v++) last[v] = -1;
   for (int i = 0; i < b->ninstrs; i++) {
     const struct dvm_fused_binstr *in = &b->instrs[i];
-    reads_of(in, reads);
+    reads_of(in->op, in->a, in->b, in->c, reads);
     for (int k = 0; k < 3; k++)
       if (reads[k] >= 0) last[reads[k]] = (int16_t)i;
     if (in->op == DVM_FUSED_LOAD || in->op == DVM_FUSED_CONST) pinned[in->dst] = 1;
@@ -1029,7 +1029,7 @@ static dvm_status *assign(const dvm_fused_builder *b, uint8_t *reg_of, uint8_t *
   *nregs = 0;
   for (int i = 0; i < b->ninstrs; i++) {
     const struct dvm_fused_binstr *in = &b->instrs[i];
-    reads_of(in, reads);
+    reads_of(in->op, in->a, in->b, in->c, reads);
     for (int k = 0; k < 3; k++)
       if (reads[k] >= 0 && last[reads[k]] == i) {
         last[reads[k]] = -1; /* freed once, even if read twice here */

@@ -35,14 +35,23 @@ class DvmError(Exception):
         self.message = message
 
 
-def _alloc_code(reg, dt, shape):
-    """Instructions that allocate a CPU tensor of dtype dt (a .dvms name) and
-    a static shape, in registers from reg on: (code, its register, registers
-    used)."""
+def _new_tensor(out, dt, shape, storage=None):
+    """The instruction making tensor register `out` of dtype dt (a .dvms name)
+    and shape register `shape`: from the pool, or at offset 0 of a storage
+    given as (its register, a register holding 0)."""
+    if storage:
+        return f"  alloc_tensor {out}, {storage[0]}, {storage[1]}, {dt}, {shape}"
+    return f"  alloc {out}, {dt}, {shape}, cpu"
+
+
+def _alloc_code(reg, dt, shape, storage=None):
+    """Instructions that make a CPU tensor of dtype dt and a static shape
+    (as _new_tensor), in registers from reg on: (code, its register,
+    registers used)."""
     n = len(shape)
     code = [f"  imm r{reg + i}, {int(d)}" for i, d in enumerate(shape)]
     code.append(f"  make_shape r{reg + n}, ({', '.join(f'r{reg + i}' for i in range(n))})")
-    code.append(f"  alloc r{reg + n + 1}, {dt}, r{reg + n}, cpu")
+    code.append(_new_tensor(f"r{reg + n + 1}", dt, f"r{reg + n}", storage))
     return code, f"r{reg + n + 1}", n + 2
 
 
@@ -85,10 +94,11 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
         body += code
         attr_regs.append(f"r{reg}")
         reg += used
-    in_regs = [f"r{i}" for i in range(n)]
-    if inplace is not None:  # storage rS holds a copy of input k, rT
+    in_regs, storage = [f"r{i}" for i in range(n)], None
+    if inplace is not None:  # storage rS holds a copy of input k, rT; output 0 goes there
         x = inputs[inplace]
         rb, rs, rz, rsh, rt = (f"r{reg + i}" for i in range(5))
+        storage = (rs, rz)
         reg += 5
         body += [f"  imm {rb}, {max(x.nbytes, 1)}", f"  alloc_storage {rs}, {rb}, cpu, 64", f"  imm {rz}, 0",
                  f"  shape_of {rsh}, r{inplace}", f"  alloc_tensor {rt}, {rs}, {rz}, {DTYPES[x.dtype]}, {rsh}",
@@ -102,19 +112,15 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
         ins = ", ".join([f"r{i}" for i in range(n)] + attr_regs)
         body.append(f"  shapefn {shapefn or kernel}, ({', '.join(shape_regs)}), ({ins})")
         for i, dt in enumerate(dts):
-            body.append(f"  alloc r{reg}, {DTYPES[np.dtype(dt)]}, {shape_regs[i]}, cpu")
+            body.append(_new_tensor(f"r{reg}", DTYPES[np.dtype(dt)], shape_regs[i], storage if i == 0 else None))
             out_regs.append(f"r{reg}")
             reg += 1
     else:
-        for dt, shape in outputs:
-            code, out, used = _alloc_code(reg, DTYPES[np.dtype(dt)], shape)
+        for i, (dt, shape) in enumerate(outputs):
+            code, out, used = _alloc_code(reg, DTYPES[np.dtype(dt)], shape, storage if i == 0 else None)
             body += code
             out_regs.append(out)
             reg += used
-    if inplace is not None:  # output 0 in the storage instead: alloc rO, dt, shape, cpu
-        i = next(i for i, l in enumerate(body) if l.startswith(f"  alloc {out_regs[0]},"))
-        o, dt, shape = (w.strip() for w in body[i].split("alloc ")[1].split(",")[:3])
-        body[i] = f"  alloc_tensor {o}, {rs}, {rz}, {dt}, {shape}"
     body.append(f"  invoke {kernel}, -, ({', '.join(out_regs)}), "
                 f"({', '.join(in_regs)}), ({', '.join(attr_regs)})")
     body.append(f"  ret ({', '.join(out_regs)})")
