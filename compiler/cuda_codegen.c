@@ -318,6 +318,45 @@ dvm_status *dvmc_cuda_elementwise(const void *prog, size_t size, const uint8_t *
   return finish(&b, src);
 }
 
+/* ---- gather ---- */
+
+/* Element i of the output [outer, m, inner] copies data[o, k, q] bit for
+ * bit, k being indices[j] (negative counts from the end); an index out of
+ * range is recorded in the error record (the first to find one fills it)
+ * and nothing is read or written for it. */
+static const char gather_elem[] =
+    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+    "  const long long inner = p.dims[%1$d], m = p.dims[%2$d], size = p.numel[0];\n"
+    "  const long long q = i %% inner, j = (i / inner) %% m, o = i / inner / m;\n"
+    "  const long long raw = (long long)((const %3$s *)p.ptr[1])[j];\n"
+    "  const long long k = raw < 0 ? raw + size : raw;\n"
+    "  if (k < 0 || k >= size) {\n"
+    "    unsigned long long *e = (unsigned long long *)p.ptr[3];\n"
+    "    if (atomicCAS(e, 0ull, 1ull) == 0ull) {\n"
+    "      e[1] = (unsigned long long)j, e[2] = (unsigned long long)raw, e[3] = (unsigned long long)size;\n"
+    "    }\n"
+    "    return;\n"
+    "  }\n"
+    "  ((%4$s *)p.ptr[2])[i] = ((const %4$s *)p.ptr[0])[(o * size + k) * inner + q];\n"
+    "}\n";
+
+dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **src) {
+  static const char *const bits[9] = {[1] = "unsigned char", [2] = "unsigned short",
+                                      [4] = "unsigned int", [8] = "unsigned long long"};
+  size_t es = dvm_dtype_size(data);
+  if (idx != DVM_I32 && idx != DVM_I64)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: gather indices are %s (want i32 or i64)",
+                          dvm_dtype_name(idx));
+  if (es > 8 || !bits[es])
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: gather of %s", dvm_dtype_name(data));
+  buf b = {0};
+  put(&b, "%s", prelude);
+  put(&b, gather_elem, DVM_GEN_MAX_RANK - 1, DVM_GEN_MAX_RANK - 2, idx == DVM_I32 ? "int" : "long long",
+      bits[es]);
+  for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++) elementwise_kernels(&b, c, dvmc_cuda_blocks[c]);
+  return finish(&b, src);
+}
+
 /* ---- standalone elementwise ops ---- */
 
 /* The dtypes an op takes, by register type (docs/fused.md section 3). */

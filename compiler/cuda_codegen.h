@@ -1,7 +1,7 @@
 /* CUDA C for generated kernels (ops/cuda/gen_abi.h is the contract with
- * their launcher): elementwise kernels from a fused program (docs/fused.md)
- * and ROWS kernels (softmax, log-softmax, layer norm, reductions over the
- * last axis), each as T variants with a fully known tail plus one
+ * their launcher): elementwise kernels from a fused program (docs/fused.md),
+ * ROWS kernels (softmax, log-softmax, layer norm, reductions over the
+ * last axis) and GATHER kernels, each as T variants with a fully known tail plus one
  * bounds-checked baseline, for every block configuration; then the DVMG
  * payload that carries the source and NVRTC's images (docs/cuda.md). */
 #ifndef DVMC_CUDA_CODEGEN_H
@@ -50,6 +50,11 @@ DVM_MUST_USE dvm_status *dvmc_cuda_op_program(const char *kernel, int nin, const
  * not carry bit for bit (f16, bf16 NaNs; bool bytes): those stay on the
  * host. */
 DVM_MUST_USE dvm_status *dvmc_cuda_transpose_program(dvm_dtype dt, void **prog, size_t *size);
+
+/* A GATHER kernel (gen_abi.h) of data of dtype `data` (any, copied bit
+ * for bit) by indices of dtype `idx` (i32 or i64), as ELEMENTWISE
+ * kernels tile the output. *src is malloc'ed. */
+DVM_MUST_USE dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **src);
 
 typedef enum dvmc_rows_op {
   DVMC_ROWS_SOFTMAX,

@@ -374,6 +374,22 @@ static int64_t transpose_kernel(clone *c, const int64_t *outs, const int64_t *in
   return k;
 }
 
+/* A gather as a generated GATHER kernel, when the dtypes of its data and
+ * indices are known (the invoke keeps its axis attribute); -1 otherwise. */
+static int64_t gather_kernel(clone *c, const int64_t *outs, const int64_t *ins,
+                             const int64_t *attrs) {
+  const fact *x = &c->facts[ins[1]], *idx = &c->facts[ins[2]], *y = &c->facts[outs[1]];
+  if (ins[0] != 2 || outs[0] != 1 || attrs[0] > 1 || x->writes > 1 || idx->writes > 1 ||
+      y->writes > 1 || x->dtype < 0 || y->dtype != x->dtype ||
+      (idx->dtype != DVM_I32 && idx->dtype != DVM_I64))
+    return -1;
+  dvm_dtype dt[3] = {(dvm_dtype)x->dtype, (dvm_dtype)idx->dtype, (dvm_dtype)x->dtype};
+  uint8_t classes[2] = {DVM_GEN_SAME, DVM_GEN_SAME}; /* unused: the launcher binds a gather */
+  char *src;
+  if ((c->p->error = dvmc_cuda_gather(dt[0], dt[1], &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_GATHER, 2, 1, classes, dt);
+}
+
 static plan plan_invoke(clone *c, const int64_t *ins_word) {
   placer *p = c->p;
   const dvm_kernel_ref *k = &p->m->kernels[ins_word[1]];
@@ -395,8 +411,9 @@ static plan plan_invoke(clone *c, const int64_t *ins_word) {
       p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
     return pl;
   }
-  if (strcmp(k->name, "transpose") == 0) {
-    pl.kernel = transpose_kernel(c, outs, ins, attrs);
+  int transpose = strcmp(k->name, "transpose") == 0;
+  if (transpose || strcmp(k->name, "gather") == 0) { /* both keep their attribute */
+    pl.kernel = transpose ? transpose_kernel(c, outs, ins, attrs) : gather_kernel(c, outs, ins, attrs);
     pl.keep_attrs = 1;
     return pl;
   }

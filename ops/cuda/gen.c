@@ -5,7 +5,9 @@
  *     dvm_c<c>_b (r == T, bounds-checked) of the payload's image for this
  *     device, config c chosen per call by the occupancy cost model
  *     (payload.h), on the VM's stream. Attribute 0, where a PERMUTED input
- *     has one, is transpose's perm.
+ *     has one, is transpose's perm; of a GATHER kernel, the axis. A
+ *     GATHER kernel also gets the VM's device error record, which the
+ *     VM's next host wait reads (vm/cuda/stream.h).
  *
  * A payload is read, checked and loaded once per VM, at its first call:
  * the cubin for the device's exact sm, else the PTX JIT-compiled by the
@@ -27,6 +29,8 @@
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/payload.h"
 #include "ops/kargs.h"
+
+_Static_assert(DVM_CUDA_ERROR_WORDS == DVM_GEN_ERROR_WORDS, "one device error record layout");
 
 #define NAME_MAX_LEN 32
 #define JIT_LOG 4096
@@ -195,7 +199,9 @@ static dvm_status *bind_input(const dvm_gen_payload *g, int k, const dvm_tensor 
 static dvm_status *call_shape(const dvm_gen_payload *g, const dvm_kernel_args *a, dvm_gen_shape *s,
                               dvm_gen_params *p) {
   const dvm_tensor *ref = g->kind == DVM_GEN_ROWS ? a->in[0] : a->out[0];
-  dvm_status *st = align_dims(ref, g->kind == DVM_GEN_ROWS ? "input 0" : "output 0", p->dims);
+  /* a gather's dims are its [outer, m, inner], whatever its rank */
+  dvm_status *st = g->kind == DVM_GEN_GATHER ? NULL
+                 : align_dims(ref, g->kind == DVM_GEN_ROWS ? "input 0" : "output 0", p->dims);
   if (st) return st;
   long long total = dvm_tensor_numel(ref);
   s->n = g->kind == DVM_GEN_ROWS ? (ref->rank ? ref->dims[ref->rank - 1] : 1) : total;
@@ -246,15 +252,21 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   memset(&p, 0, sizeof p);
   dvm_gen_shape s;
   if ((st = call_shape(g, a, &s, &p)) || (st = check_variant(g, a->variant, s.n))) return st;
-  for (int k = 0; k < g->nin; k++) {
+  if (g->kind == DVM_GEN_GATHER)
+    st = dvm_gen_gather_extents(a->in[0], a->in[1], a->out[0], a->attrs, a->nattrs, p.dims, &p.numel[0]);
+  for (int k = 0; k < g->nin && !st && g->kind != DVM_GEN_GATHER; k++) {
     if (g->classes[k] == DVM_GEN_PERMUTED)
       st = dvm_gen_permuted_strides(a->in[k], a->out[0], a->attrs, a->nattrs, p.strides[k]);
     else st = bind_input(g, k, a->in[k], p.dims, &p);
-    if (st) return st;
   }
-  if (s.n == 0 || s.rows == 0) return NULL;
+  if (st || s.n == 0 || s.rows == 0) return st;
   for (int k = 0; k < g->nin; k++) p.ptr[k] = dvm_tensor_ptr(a->in[k]);
   for (int o = 0; o < g->nout; o++) p.ptr[g->nin + o] = dvm_tensor_ptr(a->out[o]);
+  if (g->kind == DVM_GEN_GATHER) {
+    CUdeviceptr errors;
+    if ((st = dvm_cuda_vm_errors(cu, &errors))) return st;
+    p.ptr[g->nin + g->nout] = (void *)(uintptr_t)errors;
+  }
   p.n = s.n;
   p.rows = s.rows;
   int c = dvm_gen_choose(g, s, cu->dev->sm_count, l->blocks_per_sm);

@@ -11,8 +11,8 @@
  * Payload ("DVMG", version 3), little-endian, offsets from its start:
  *
  *   0   4  magic "DVMG"
- *   4  u16 version (2)
- *   6  u8  kind: DVM_GEN_ELEMENTWISE or DVM_GEN_ROWS
+ *   4  u16 version (3)
+ *   6  u8  kind: DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS or DVM_GEN_GATHER
  *   7  u8  nconfigs, 1..DVM_GEN_MAX_CONFIGS
  *   8  u8  nin, 1..DVM_GEN_MAX_IN
  *   9  u8  nout, 1..DVM_GEN_MAX_OUT
@@ -41,7 +41,16 @@
  *     input k is read per its class. Variant = n mod T.
  *   DVM_GEN_ROWS: rows of length n along the innermost axis of input 0
  *     (softmax, log-softmax, layer norm, reductions over the last axis);
- *     rows = numel(input 0) / n; one block per row. Variant = n mod T. */
+ *     rows = numel(input 0) / n; one block per row. Variant = n mod T.
+ *   DVM_GEN_GATHER: ONNX Gather, inputs data and indices (i32 or i64),
+ *     one output of data's dtype; the call's attribute 0 is the axis (the
+ *     CPU "gather"'s). n = elements of the output, seen as [outer, m,
+ *     inner] (m = indices' elements): dims holds those three right-aligned,
+ *     numel[0] is data's size along the axis. An index outside [-size,
+ *     size) is not read: the kernel records it in the VM's device error
+ *     record (ptr[nin + nout], DVM_GEN_ERROR_WORDS words, word 0 set by
+ *     the first to find one), reported at the VM's next host wait.
+ *     Variant = n mod T. */
 #ifndef DVM_OPS_CUDA_GEN_ABI_H
 #define DVM_OPS_CUDA_GEN_ABI_H
 
@@ -54,7 +63,11 @@
 #define DVM_GEN_MAX_TILE 64
 #define DVM_GEN_MAX_RANK 6
 
-enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2 };
+enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2, DVM_GEN_GATHER = 3 };
+
+/* The device error record: a flag, then the kind's details (GATHER: the
+ * position in the indices, the index, the axis's size). */
+#define DVM_GEN_ERROR_WORDS 4
 
 /* How an input is indexed, decided at compile time from symbolic shapes
  * and checked by the launcher against the actual shapes on every call. */

@@ -83,6 +83,12 @@ static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
       return bad("%s %d: dtype code %u is not a dtype", k < g->nin ? "input" : "output",
                  k < g->nin ? k : k - g->nin, g->dtypes[k]);
   }
+  if (g->kind != DVM_GEN_GATHER) return NULL;
+  if (g->dtypes[1] != DVM_I32 && g->dtypes[1] != DVM_I64)
+    return bad("gather: indices are %s, expected i32 or i64", dvm_dtype_name((dvm_dtype)g->dtypes[1]));
+  if (g->dtypes[2] != g->dtypes[0])
+    return bad("gather: output is %s, data %s", dvm_dtype_name((dvm_dtype)g->dtypes[2]),
+               dvm_dtype_name((dvm_dtype)g->dtypes[0]));
   return NULL;
 }
 
@@ -141,9 +147,11 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   src.len = g->source_size = dvm_reader_u32(&r);
   span dts = {dvm_reader_u32(&r), 0};
   uint32_t reserved = dvm_reader_u32(&r);
-  if (g->kind != DVM_GEN_ELEMENTWISE && g->kind != DVM_GEN_ROWS)
-    return bad("kind %d, expected %d (elementwise) or %d (rows)", g->kind, DVM_GEN_ELEMENTWISE,
-               DVM_GEN_ROWS);
+  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_GATHER)
+    return bad("kind %d, expected %d (elementwise), %d (rows) or %d (gather)", g->kind,
+               DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER);
+  if (g->kind == DVM_GEN_GATHER && (g->nin != 2 || g->nout != 1))
+    return bad("a gather takes 2 inputs and 1 output, not %d and %d", g->nin, g->nout);
   if (g->nconfigs < 1 || g->nconfigs > DVM_GEN_MAX_CONFIGS)
     return bad("%d configs, expected 1..%d", g->nconfigs, DVM_GEN_MAX_CONFIGS);
   if (g->nin < 1 || g->nin > DVM_GEN_MAX_IN)
@@ -241,5 +249,35 @@ dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
   }
   int lead = DVM_GEN_MAX_RANK - t.rank;
   for (int d = 0; d < DVM_GEN_MAX_RANK; d++) strides[d] = d < lead ? 0 : xs[t.perm[d - lead]];
+  return NULL;
+}
+
+dvm_status *dvm_gen_gather_extents(const dvm_tensor *data, const dvm_tensor *idx, const dvm_tensor *y,
+                                   const dvm_value *attrs, int nattrs, long long *dims,
+                                   long long *size) {
+  dvm_value v[3] = {dvm_value_tensor((dvm_tensor *)data), dvm_value_tensor((dvm_tensor *)idx)};
+  if (nattrs > 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a gather takes at most one attribute (the "
+                          "axis), got %d", nattrs);
+  if (nattrs) v[2] = attrs[0];
+  dvm_gather_info info;
+  dvm_status *st = dvm_gather_infer(v, 2 + nattrs, &info);
+  if (st) return dvm_status_annotate(st, "gen");
+  int same = y->rank == info.rank;
+  for (int d = 0; same && d < info.rank; d++) same = y->dims[d] == info.dims[d];
+  if (!same) {
+    char ys[96], gs[96];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: output 0 is %s; the gather gives %s",
+                          dvm_shape_format(ys, sizeof ys, (dvm_dtype)y->dtype, y->rank, y->dims),
+                          dvm_shape_format(gs, sizeof gs, (dvm_dtype)y->dtype, info.rank, info.dims));
+  }
+  long long outer = 1, inner = 1;
+  for (int d = 0; d < info.axis; d++) outer *= data->dims[d];
+  for (int d = info.axis + 1; d < data->rank; d++) inner *= data->dims[d];
+  for (int d = 0; d < DVM_GEN_MAX_RANK - 3; d++) dims[d] = 1;
+  dims[DVM_GEN_MAX_RANK - 3] = outer;
+  dims[DVM_GEN_MAX_RANK - 2] = dvm_tensor_numel(idx);
+  dims[DVM_GEN_MAX_RANK - 1] = inner;
+  *size = data->dims[info.axis];
   return NULL;
 }

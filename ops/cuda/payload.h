@@ -76,4 +76,12 @@ DVM_MUST_USE dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm
                                                   const dvm_value *attrs, int nattrs,
                                                   long long *strides);
 
+/* A GATHER call's extents: dims (DVM_GEN_MAX_RANK, right-aligned) get
+ * [outer, m, inner] of the output, *size data's size along the axis
+ * (attribute 0, as for the CPU "gather", whose shape function decides and
+ * checks y's shape). DVM_INVALID_ARGUMENT, naming what is wrong, otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_gather_extents(const dvm_tensor *data, const dvm_tensor *idx,
+                                                const dvm_tensor *y, const dvm_value *attrs,
+                                                int nattrs, long long *dims, long long *size);
+
 #endif

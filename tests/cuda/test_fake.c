@@ -357,19 +357,24 @@ static dvm_status *run_gen_scale(dvm_vm *vm, const int64_t *ds) {
   return st;
 }
 
+/* A module of kernel "gen" with this payload, and the function `tail` */
+static dvm_module *payload_module(const uint8_t *payload, const char *tail) {
+  size_t n = strlen(gen_prog_head) + 2 * TOTAL + strlen(tail) + 1;
+  char *text = malloc(n), *w = text;
+  w += sprintf(w, "%s", gen_prog_head);
+  for (int i = 0; i < TOTAL; i++) w += sprintf(w, "%02x", payload[i]);
+  sprintf(w, "%s", tail);
+  dvm_module *m = load(text);
+  free(text);
+  return m;
+}
+
 static dvm_module *gen_module(int kind) {
   uint8_t payload[TOTAL];
   build(payload);
   payload[6] = (uint8_t)kind;
   if (kind == DVM_GEN_ROWS) payload[CLASSES_AT + 1] = DVM_GEN_SUFFIX; /* a layer norm's scale */
-  size_t n = strlen(gen_prog_head) + 2 * TOTAL + strlen(gen_prog_tail) + 1;
-  char *text = malloc(n), *w = text;
-  w += sprintf(w, "%s", gen_prog_head);
-  for (int i = 0; i < TOTAL; i++) w += sprintf(w, "%02x", payload[i]);
-  sprintf(w, "%s", gen_prog_tail);
-  dvm_module *m = load(text);
-  free(text);
-  return m;
+  return payload_module(payload, gen_prog_tail);
 }
 
 /* ROWS: one block per row of input 0's innermost dim, n = that dim */
@@ -493,13 +498,7 @@ static void test_gen_permuted(void) {
   build(payload);
   payload[8] = 1;
   payload[CLASSES_AT] = DVM_GEN_PERMUTED, payload[CLASSES_AT + 1] = payload[CLASSES_AT + 2] = 0;
-  size_t n = strlen(gen_prog_head) + 2 * TOTAL + strlen(perm_tail) + 1;
-  char *text = malloc(n), *w = text;
-  w += sprintf(w, "%s", gen_prog_head);
-  for (int i = 0; i < TOTAL; i++) w += sprintf(w, "%02x", payload[i]);
-  sprintf(w, "%s", perm_tail);
-  dvm_module *m = load(text);
-  free(text);
+  dvm_module *m = payload_module(payload, perm_tail);
   if (!m) return;
   dvm_vm *vm = cuda_vm(m);
   if (vm) {
@@ -515,6 +514,85 @@ static void test_gen_permuted(void) {
               DVM_INVALID_ARGUMENT, "perm [2,2,1] is not a permutation");
     CHECK_ERR(run_perm(vm, (const int64_t[]){2, 0, 1}, (const int64_t[]){5, 3, 2}, 6),
               DVM_INVALID_ARGUMENT, "output 0 is f32[5,3,2]; the permuted input gives f32[5,2,3]");
+    CHECK(fake_count("launches") == launches);
+  }
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
+/* A gather of x [2, 7, 5] by i64 indices along axis a into an output of
+ * shape (o0, o1, o2), copied to the host: that copy is the host wait at
+ * which a bad index recorded on the device is reported. */
+static const char gather_tail[] =
+    "\"\n"
+    ".func \"main@cuda\" regs=12\n"
+    "  .param x tensor f32 [?, ?, ?]\n"
+    "  .param i tensor i64 *\n"
+    "  .param a int\n"
+    "  .param o0 int\n  .param o1 int\n  .param o2 int\n"
+    "  .param v int\n"
+    "  .result y tensor f32 *\n"
+    "  copy r7, r0, cuda\n"
+    "  copy r8, r1, cuda\n"
+    "  make_shape r9, (r3, r4, r5)\n"
+    "  alloc r10, f32, r9, cuda\n"
+    "  invoke gen, r6, (r10), (r7, r8), (r2)\n"
+    "  copy r11, r10, cpu\n"
+    "  ret (r11)\n"
+    ".end\n";
+
+static dvm_status *run_gather(dvm_vm *vm, int64_t nidx, int64_t axis, const int64_t *out, int64_t v) {
+  unsigned seed = 5;
+  int64_t dx[3] = {2, 7, 5};
+  dvm_tensor *x = randn(3, dx, &seed), *idx = NULL;
+  CHECK_OK(dvm_tensor_create(DVM_I64, 1, &nidx, &idx));
+  for (int64_t j = 0; j < nidx; j++) ((int64_t *)dvm_tensor_data(idx))[j] = j % 7;
+  dvm_value args[8] = {dvm_value_tensor(x), dvm_value_tensor(idx), dvm_value_int(axis)};
+  for (int d = 0; d < 3; d++) args[3 + d] = dvm_value_int(out[d]);
+  args[6] = dvm_value_int(v);
+  dvm_value res = {0};
+  dvm_status *st = dvm_vm_invoke(vm, 0, args, 7, &res, 1);
+  dvm_value_clear(&res);
+  dvm_tensor_release(x);
+  dvm_tensor_release(idx);
+  return st;
+}
+
+static void test_gen_gather(void) {
+  uint8_t payload[TOTAL];
+  build(payload);
+  payload[6] = DVM_GEN_GATHER, payload[8] = 2, payload[CLASSES_AT + 2] = 0;
+  payload[DTYPES_AT + 1] = DVM_I64;
+  dvm_module *m = payload_module(payload, gather_tail);
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  if (vm) {
+    /* 3 indices along axis 1: y [2, 3, 5], n = 30, variant 6 */
+    CHECK_OK(run_gather(vm, 3, 1, (const int64_t[]){2, 3, 5}, 6));
+    const dvm_gen_params *p = &last_launch()->params;
+    CHECK(strcmp(last_launch()->entry, "dvm_c1_v6") == 0 && p->n == 30);
+    CHECK(p->dims[2] == 1 && p->dims[3] == 2 && p->dims[4] == 3 && p->dims[5] == 5 && p->numel[0] == 7);
+    CHECK(p->ptr[0] && p->ptr[1] && p->ptr[2] && p->ptr[3] && p->ptr[4] == NULL);
+    /* what a kernel records (the stand-in runs none) fails the next host
+     * wait, once: the record is cleared */
+    long long *record = p->ptr[3];
+    CHECK(record[0] == 0);
+    record[0] = 1, record[1] = 2, record[2] = 9, record[3] = 7;
+    dvm_vm_stats st0, st1;
+    dvm_vm_get_stats(vm, &st0);
+    CHECK_ERR(run_gather(vm, 3, 1, (const int64_t[]){2, 3, 5}, 6), DVM_INVALID_ARGUMENT,
+              "gather on cuda: indices[2] = 9 is out of range for an axis of size 7 (checked on "
+              "the device, reported at the next host wait)");
+    dvm_vm_get_stats(vm, &st1);
+    CHECK(st1.host_syncs == st0.host_syncs + 1 && record[0] == 0);
+    CHECK_OK(run_gather(vm, 3, 1, (const int64_t[]){2, 3, 5}, 6));
+    /* the launcher checks the call as the CPU gather's shape function does */
+    int launches = fake_count("launches");
+    CHECK_ERR(run_gather(vm, 3, 1, (const int64_t[]){2, 5, 3}, 6), DVM_INVALID_ARGUMENT,
+              "output 0 is f32[2,5,3]; the gather gives f32[2,3,5]");
+    CHECK_ERR(run_gather(vm, 3, 3, (const int64_t[]){2, 3, 5}, 6), DVM_INVALID_ARGUMENT, "axis");
+    CHECK_ERR(run_gather(vm, 3, 1, (const int64_t[]){2, 3, 5}, 5), DVM_INVALID_ARGUMENT,
+              "variant 5 does not fit n = 30");
     CHECK(fake_count("launches") == launches);
   }
   dvm_vm_destroy(vm);
@@ -556,6 +634,7 @@ int main(void) {
   test_gemm();
   test_gen();
   test_gen_permuted();
+  test_gen_gather();
   test_gen_rows();
   return harness_finish("cuda_fake");
 }

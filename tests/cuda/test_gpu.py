@@ -1,7 +1,8 @@
 """GPU tests: every fixture model compiled with --target cpu,cuda and run
 with --device cuda and --device cpu at several shapes, compared within 1e-4
-relative; the cuBLAS matmul at awkward shapes (1, primes, past a tile,
-batch broadcasting, f16) against numpy. Without a CUDA device it says so
+relative; a token id out of range, which the device gather records and
+the next host wait reports; the cuBLAS matmul at awkward shapes (1,
+primes, past a tile, batch broadcasting, f16) against numpy. Without a CUDA device it says so
 and exits 77 (meson's skip)."""
 import ctypes
 import os
@@ -78,6 +79,21 @@ def test_models(d, failures):
                 failures.append(str(e))
 
 
+def test_bad_index(d, failures):
+    """The embedding gather on the device: a bad id fails the run with the
+    device's record of it (position 13 of the flattened [2, 9] ids)."""
+    import test_models as tm
+    dvmb = os.path.join(d, "bert.dvmb")
+    feeds = tm.inputs("bert", {"ids": (2, 9)})
+    feeds["ids"][1, 4] = 10**6
+    args = ["run", dvmb, "--device", "cuda"]
+    for k, v in feeds.items():
+        args += ["--input", f"{k}={save(d, 'bad_' + k, v)}"]
+    r = run(args)
+    if r.returncode == 0 or "indices[13] = 1000000 is out of range" not in r.stderr:
+        failures.append(f"bert with a bad id on cuda: exit {r.returncode}, {r.stderr.strip()}")
+
+
 MATMUL = """.kernel matmul cuda 1
 .shapefn matmul
 .func "main@cuda" regs=7
@@ -129,6 +145,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         test_matmul(d, failures)
         test_models(d, failures)
+        test_bad_index(d, failures)
     for f in failures:
         print("FAIL:", f)
     print(f"cuda gpu: {len(failures)} failed")

@@ -24,7 +24,13 @@ static dvm_status *read_mutated(size_t size, void (*mutate)(uint8_t *p)) {
 #define MUT(name, body) static void name(uint8_t *p) { body; }
 MUT(bad_magic, p[0] = 'X')
 MUT(bad_version, put16(p + 4, 1))
-MUT(bad_kind, p[6] = 3)
+MUT(bad_kind, p[6] = 4)
+/* a gather: data f32, indices i64, output f32 (the fixture's third input
+ * becomes padding) */
+MUT(gather_ok, p[6] = DVM_GEN_GATHER; p[8] = 2; p[CLASSES_AT + 2] = 0; p[DTYPES_AT + 1] = DVM_I64)
+MUT(gather_three, p[6] = DVM_GEN_GATHER)
+MUT(gather_f32_indices, gather_ok(p); p[DTYPES_AT + 1] = DVM_F32)
+MUT(gather_cast, gather_ok(p); p[DTYPES_AT + 2] = DVM_F16)
 MUT(zero_configs, p[7] = 0)
 MUT(many_configs, p[7] = DVM_GEN_MAX_CONFIGS + 1)
 MUT(zero_inputs, p[8] = 0)
@@ -90,7 +96,10 @@ static void test_read(void) {
     void (*mutate)(uint8_t *);
     const char *msg;
   } cases[] = {
-      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 3"},
+      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 4"},
+      {gather_three, "a gather takes 2 inputs and 1 output, not 3 and 1"},
+      {gather_f32_indices, "gather: indices are f32, expected i32 or i64"},
+      {gather_cast, "gather: output is f16, data f32"},
       {zero_configs, "0 configs"}, {many_configs, "9 configs"}, {zero_inputs, "0 inputs"},
       {many_inputs, "17 inputs"}, {zero_outputs, "0 outputs"}, {many_outputs, "9 outputs"},
       {zero_tile, "tile 0"}, {big_tile, "tile 65"}, {zero_images, "0 images"},
@@ -118,6 +127,33 @@ static void test_read(void) {
   CHECK_OK(read_mutated(TOTAL, no_ptx));
   /* the one input of an elementwise kernel may be permuted */
   CHECK_OK(read_mutated(TOTAL, permuted_one));
+  CHECK_OK(read_mutated(TOTAL, gather_ok));
+}
+
+/* A gather's [outer, m, inner] and axis size, the output's shape and the
+ * axis checked as the CPU gather checks them. */
+static void test_gather(void) {
+  dvm_tensor *x = NULL, *idx = NULL, *y = NULL, *bad = NULL;
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){2, 7, 5}, &x));
+  CHECK_OK(dvm_tensor_create(DVM_I64, 2, (int64_t[]){3, 4}, &idx));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 4, (int64_t[]){2, 3, 4, 5}, &y));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){2, 12, 5}, &bad));
+  memset(dvm_tensor_data(idx), 0, dvm_tensor_nbytes(idx));
+  long long dims[DVM_GEN_MAX_RANK], size = 0;
+  dvm_value axis = dvm_value_int(1), neg = dvm_value_int(-2), far = dvm_value_int(3);
+  CHECK_OK(dvm_gen_gather_extents(x, idx, y, &axis, 1, dims, &size));
+  CHECK(dims[0] == 1 && dims[2] == 1 && dims[3] == 2 && dims[4] == 12 && dims[5] == 5 && size == 7);
+  CHECK_OK(dvm_gen_gather_extents(x, idx, y, &neg, 1, dims, &size));
+  CHECK(dims[3] == 2 && dims[4] == 12 && dims[5] == 5 && size == 7);
+  CHECK_ERR(dvm_gen_gather_extents(x, idx, bad, &axis, 1, dims, &size), DVM_INVALID_ARGUMENT,
+            "output 0 is f32[2,12,5]; the gather gives f32[2,3,4,5]");
+  CHECK_ERR(dvm_gen_gather_extents(x, idx, y, &far, 1, dims, &size), DVM_INVALID_ARGUMENT, "axis");
+  dvm_value two[2] = {axis, axis};
+  CHECK_ERR(dvm_gen_gather_extents(x, idx, y, two, 2, dims, &size), DVM_INVALID_ARGUMENT, "at most one");
+  dvm_tensor_release(x);
+  dvm_tensor_release(idx);
+  dvm_tensor_release(y);
+  dvm_tensor_release(bad);
 }
 
 /* A permuted input's strides over the output's right-aligned dims; the
@@ -205,5 +241,6 @@ int main(void) {
   test_image();
   test_choose();
   test_permuted();
+  test_gather();
   return harness_finish("cuda_payload");
 }

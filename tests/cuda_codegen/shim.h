@@ -48,6 +48,13 @@ static void __syncthreads(void) {
   else swapcontext(&dvm_emu_ctx[threadIdx.x], &dvm_emu_launcher);
 }
 
+/* threads run one at a time: compare-and-swap is a plain one */
+static unsigned long long atomicCAS(unsigned long long *a, unsigned long long cmp, unsigned long long v) {
+  unsigned long long old = *a;
+  if (old == cmp) *a = v;
+  return old;
+}
+
 static float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
   unsigned me = threadIdx.x, other = me ^ (unsigned)lane_mask;
   /* the partner must be in the same warp, and the whole warp taking part */

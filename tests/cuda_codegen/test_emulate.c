@@ -548,6 +548,95 @@ static void tr_check(const unit *u, dvm_dtype dt) {
   }
 }
 
+/* ---- gather ---- */
+
+/* data and index dtypes: every element size, both index dtypes */
+static const dvm_dtype ga_dtypes[][2] = {
+    {DVM_F32, DVM_I64}, {DVM_F16, DVM_I32}, {DVM_I64, DVM_I64}, {DVM_U8, DVM_I32}};
+#define NGA (int)(sizeof ga_dtypes / sizeof ga_dtypes[0])
+
+/* data shapes, axes and index shapes: an embedding lookup by a batch of
+ * token ids, n = 1, primes, inner 1, every residue mod T, a rank-0 index,
+ * a negative axis, just past a block and its tile */
+static const struct {
+  int rank;
+  int64_t dims[4];
+  int axis, irank;
+  int64_t idims[2];
+} ga_cases[] = {
+    {2, {13, 5}, 0, 2, {2, 3}}, {1, {7}, 0, 1, {1}},       {3, {3, 11, 4}, 1, 1, {5}},
+    {3, {2, 3, 17}, -1, 1, {9}}, {2, {5, 4}, 1, 0, {0}},   {2, {6, 3}, 0, 1, {7}},
+    {2, {1031, 1}, 0, 1, {513}}, {4, {2, 3, 5, 2}, 2, 2, {2, 2}},
+};
+
+static void fill_bytes(dvm_tensor *t) {
+  uint8_t *p = dvm_tensor_ptr(t);
+  for (size_t i = 0; i < dvm_tensor_nbytes(t); i++) p[i] = (uint8_t)(rnd() >> 56);
+}
+
+static void set_index(dvm_tensor *t, int64_t j, int64_t v) {
+  if (t->dtype == DVM_I32) ((int32_t *)dvm_tensor_ptr(t))[j] = (int32_t)v;
+  else ((int64_t *)dvm_tensor_ptr(t))[j] = v;
+}
+
+/* A generated gather against the CPU gather, bit for bit, every config,
+ * variant n mod T and the baseline, extents from the launcher's own
+ * dvm_gen_gather_extents; then indices out of range on either side, which
+ * the kernel must record (position, index, size) instead of reading. */
+static void ga_check(const unit *u, const dvm_dtype *dt) {
+  for (size_t s = 0; s < sizeof ga_cases / sizeof ga_cases[0]; s++) {
+    int rank = ga_cases[s].rank, irank = ga_cases[s].irank;
+    int axis = ga_cases[s].axis < 0 ? ga_cases[s].axis + rank : ga_cases[s].axis;
+    int64_t size = ga_cases[s].dims[axis], yd[6], yr = 0;
+    for (int d = 0; d < axis; d++) yd[yr++] = ga_cases[s].dims[d];
+    for (int d = 0; d < irank; d++) yd[yr++] = ga_cases[s].idims[d];
+    for (int d = axis + 1; d < rank; d++) yd[yr++] = ga_cases[s].dims[d];
+    dvm_tensor *in[2] = {make(dt[0], rank, ga_cases[s].dims), make(dt[1], irank, ga_cases[s].idims)};
+    dvm_tensor *ref = make(dt[0], (int)yr, yd), *out = make(dt[0], (int)yr, yd);
+    fill_bytes(in[0]);
+    int64_t m = dvm_tensor_numel(in[1]), n = dvm_tensor_numel(ref);
+    for (int64_t j = 0; j < m; j++) set_index(in[1], j, (int64_t)(rnd() % (uint64_t)(2 * size)) - size);
+    dvm_value ax = dvm_value_int(ga_cases[s].axis);
+    CHECK_OK(cpu("gather", NULL, 0, in, 2, &ref, 1, &ax, 1));
+    long long record[DVM_GEN_ERROR_WORDS] = {0};
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    CHECK_OK(dvm_gen_gather_extents(in[0], in[1], out, &ax, 1, p.dims, &p.numel[0]));
+    p.ptr[0] = dvm_tensor_ptr(in[0]), p.ptr[1] = dvm_tensor_ptr(in[1]);
+    p.ptr[2] = dvm_tensor_ptr(out), p.ptr[3] = record;
+    p.n = n, p.rows = 1;
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+      for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
+        poison(out);
+        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+        unsigned grid = (unsigned)((n + per_block - 1) / per_block);
+        CHECK(launch(u, c, v, grid, 0, &p) == 0);
+        int same = memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)) == 0;
+        CHECK(same && record[0] == 0);
+        if (!same || record[0])
+          fprintf(stderr, "gather %s by %s case %zu n %lld config %d variant %d: %s\n",
+                  dvm_dtype_name(dt[0]), dvm_dtype_name(dt[1]), s, (long long)n, c, v,
+                  same ? "an error was recorded" : "differs from the CPU");
+        if (v == T) break;
+      }
+    /* one bad index past each end; the CPU refuses it too */
+    int64_t j = m / 2, bad[2] = {size, -size - 1};
+    for (int b = 0; b < 2; b++) {
+      set_index(in[1], j, bad[b]);
+      memset(record, 0, sizeof record);
+      CHECK(launch(u, 0, T, 1, 0, &p) == 0);
+      CHECK(record[0] == 1 && record[1] == j && record[2] == bad[b] && record[3] == size);
+      dvm_status *refused = cpu("gather", NULL, 0, in, 2, &ref, 1, &ax, 1);
+      CHECK(refused != NULL);
+      dvm_status_free(refused);
+    }
+    dvm_tensor_release(in[0]);
+    dvm_tensor_release(in[1]);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+}
+
 /* ---- rows ---- */
 
 static const struct {
@@ -669,7 +758,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
-  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NU = NTU + NTR };
+  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NGU = NTU + NTR, NU = NGU + NGA };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -718,6 +807,7 @@ int main(int argc, char **argv) {
     if (tprog) CHECK_OK(dvmc_cuda_elementwise(tprog, tsize, &pcls, &u[NTU + i].src));
     free(tprog);
   }
+  for (int i = 0; i < NGA; i++) CHECK_OK(dvmc_cuda_gather(ga_dtypes[i][0], ga_dtypes[i][1], &u[NGU + i].src));
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -734,6 +824,8 @@ int main(int argc, char **argv) {
     }
   for (int i = 0; i < NTR; i++)
     if (u[NTU + i].launch) tr_check(&u[NTU + i], tr_dtypes[i]);
+  for (int i = 0; i < NGA; i++)
+    if (u[NGU + i].launch) ga_check(&u[NGU + i], ga_dtypes[i]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

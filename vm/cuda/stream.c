@@ -46,6 +46,8 @@ void dvm_cuda_vm_destroy(dvm_cuda_vm *s) {
   for (size_t i = 0; i < s->consts_cap; i++) dvm_tensor_release(s->consts[i].dev);
   free(s->consts);
   if (s->staging) (void)a->cuMemFreeHost(s->staging);
+  if (s->errors) (void)a->cuMemFree_v2(s->errors);
+  if (s->errors_host) (void)a->cuMemFreeHost(s->errors_host);
   if (s->staging_free) (void)a->cuEventDestroy_v2(s->staging_free);
   if (s->stream) (void)a->cuStreamDestroy_v2(s->stream);
   free(s);
@@ -98,9 +100,46 @@ static dvm_status *wait_counted(dvm_cuda_vm *s, dvm_status *st) {
   return st;
 }
 
+#define ERROR_BYTES (DVM_CUDA_ERROR_WORDS * sizeof(long long))
+
+dvm_status *dvm_cuda_vm_errors(dvm_cuda_vm *s, CUdeviceptr *out) {
+  const dvm_cuda_api *a = s->dev->api;
+  dvm_status *st = NULL;
+  if (!s->errors && !(st = dvm_cuda_enter(s->dev))) {
+    if (!s->errors_host && (st = DVM_CU(a, cuMemAllocHost_v2, (void **)&s->errors_host, ERROR_BYTES)))
+      return st;
+    memset(s->errors_host, 0, ERROR_BYTES);
+    if ((st = DVM_CU(a, cuMemAlloc_v2, &s->errors, ERROR_BYTES))) return st;
+    if ((st = DVM_CU(a, cuMemsetD32Async, s->errors, 0, ERROR_BYTES / 4, s->stream))) {
+      (void)a->cuMemFree_v2(s->errors);
+      s->errors = 0;
+    }
+  }
+  *out = s->errors;
+  return st;
+}
+
+/* What the record says, once the stream is idle; the record cleared. */
+static dvm_status *recorded(dvm_cuda_vm *s) {
+  long long *e = s->errors_host;
+  if (!e[0]) return NULL;
+  dvm_status *st = dvm_status_new(DVM_INVALID_ARGUMENT,
+                                  "gather on cuda: indices[%lld] = %lld is out of range for an "
+                                  "axis of size %lld (checked on the device, reported at the "
+                                  "next host wait)", e[1], e[2], e[3]);
+  memset(e, 0, ERROR_BYTES);
+  dvm_status *clear = DVM_CU(s->dev->api, cuMemsetD32Async, s->errors, 0, ERROR_BYTES / 4, s->stream);
+  dvm_status_free(clear); /* a broken stream fails the next call anyway */
+  return st;
+}
+
 dvm_status *dvm_cuda_vm_sync(dvm_cuda_vm *s) {
+  const dvm_cuda_api *a = s->dev->api;
   dvm_status *st = dvm_cuda_enter(s->dev);
-  return st ? st : wait_counted(s, DVM_CU(s->dev->api, cuStreamSynchronize, s->stream));
+  if (!st && s->errors)
+    st = DVM_CU(a, cuMemcpyDtoHAsync_v2, s->errors_host, s->errors, ERROR_BYTES, s->stream);
+  if (!st) st = wait_counted(s, DVM_CU(a, cuStreamSynchronize, s->stream));
+  return st || !s->errors ? st : recorded(s);
 }
 
 /* The staging buffer, at least n bytes, free for the host to use: waits

@@ -17,6 +17,10 @@
 #include "device.h"
 #include "object.h"
 
+/* The words of the device error record: as DVM_GEN_ERROR_WORDS of
+ * ops/cuda/gen_abi.h, whose kernels write it (checked there). */
+#define DVM_CUDA_ERROR_WORDS 4
+
 enum { DVM_CUDA_SLOT_BLAS, DVM_CUDA_SLOT_GEN, DVM_CUDA_SLOTS };
 
 typedef struct dvm_cuda_vm {
@@ -27,6 +31,11 @@ typedef struct dvm_cuda_vm {
   CUevent staging_free; /* recorded after the last upload from staging */
   int staging_busy;
   uint64_t *syncs; /* the VM's host_syncs statistic */
+  /* the device error record of kernels that check their data (a gather's
+   * indices: ops/cuda/gen_abi.h), and its pinned host copy, read at every
+   * wait; made at first use */
+  CUdeviceptr errors;
+  long long *errors_host;
   /* device copies of module constants, uploaded once per VM: an open
    * addressing table from a constant's bytes (offset, dtype, shape) to its
    * copy (one reference) */
@@ -59,7 +68,13 @@ dvm_tensor *dvm_cuda_vm_const_find(const dvm_cuda_vm *s, const dvm_tensor *host)
 /* Remembers `dev` (retained) as the device copy of `host`. */
 DVM_MUST_USE dvm_status *dvm_cuda_vm_const_add(dvm_cuda_vm *s, const dvm_tensor *host, dvm_tensor *dev);
 
-/* Waits for everything queued on the stream (one counted sync). */
+/* Waits for everything queued on the stream (one counted sync). A check
+ * that a kernel recorded on the device since the last wait (an index out
+ * of range) is reported here, as the wait's error, and the record cleared. */
 DVM_MUST_USE dvm_status *dvm_cuda_vm_sync(dvm_cuda_vm *s);
+
+/* The device error record (DVM_CUDA_ERROR_WORDS zeroed words), made at
+ * first use. */
+DVM_MUST_USE dvm_status *dvm_cuda_vm_errors(dvm_cuda_vm *s, CUdeviceptr *out);
 
 #endif
