@@ -53,6 +53,17 @@ static dvm_status *finish(buf *b, char **src) {
   return NULL;
 }
 
+/* The opening of entry r (r == DVMC_CUDA_TILE: the baseline), bounded for
+ * the largest configuration's block. */
+static void entry(buf *b, int r) {
+  int most = 0;
+  for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+    if (dvmc_cuda_blocks[c] > most) most = dvmc_cuda_blocks[c];
+  put(b, "extern \"C\" __global__ void __launch_bounds__(%d) ", most);
+  if (r < DVMC_CUDA_TILE) put(b, "dvm_v%d(const dvm_gen_params p) {\n", r);
+  else put(b, "dvm_b(const dvm_gen_params p) {\n");
+}
+
 /* Everything a generated source needs, written without headers so that
  * NVRTC and a host C++ compiler (the emulation test) read it alike. The
  * conversions are those of docs/fused.md section 3. */
@@ -266,14 +277,13 @@ static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classe
   return NULL;
 }
 
-/* The kernels of one configuration: tiles of DVMC_CUDA_TILE elements per
- * thread-step, a grid-stride loop over the full tiles; variant r then
- * runs the r leftover elements as straight-line code in one thread, the
- * baseline checks every element's index instead. */
-static void elementwise_kernels(buf *b, int c, int block) {
+/* The entries, shared by every configuration (launch shapes): tiles of
+ * DVMC_CUDA_TILE elements per thread-step, a grid-stride loop over the
+ * full tiles; variant r then runs the r leftover elements as straight-line
+ * code in one thread, the baseline checks every element's index instead. */
+static void elementwise_kernels(buf *b) {
   for (int r = 0; r <= DVMC_CUDA_TILE; r++) {
-    if (r < DVMC_CUDA_TILE) put(b, "extern \"C\" __global__ void __launch_bounds__(%d) dvm_c%d_v%d(const dvm_gen_params p) {\n", block, c, r);
-    else put(b, "extern \"C\" __global__ void __launch_bounds__(%d) dvm_c%d_b(const dvm_gen_params p) {\n", block, c);
+    entry(b, r);
     put(b, "  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
            "  const long long stride = (long long)gridDim.x * blockDim.x;\n");
     if (r == DVMC_CUDA_TILE) {
@@ -310,7 +320,7 @@ dvm_status *dvmc_cuda_elementwise(const void *prog, size_t size, const uint8_t *
   for (int k = 0; k < p[6]; k++) put(&b, " %d", classes[k]);
   put(&b, " */\n");
   st = element_fn(&b, p, classes);
-  for (int c = 0; c < DVMC_CUDA_NCONFIGS && !st; c++) elementwise_kernels(&b, c, dvmc_cuda_blocks[c]);
+  if (!st) elementwise_kernels(&b);
   if (st) {
     free(b.s);
     return st;
@@ -353,7 +363,7 @@ dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **src) {
   put(&b, "%s", prelude);
   put(&b, gather_elem, DVM_GEN_MAX_RANK - 1, DVM_GEN_MAX_RANK - 2, idx == DVM_I32 ? "int" : "long long",
       bits[es]);
-  for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++) elementwise_kernels(&b, c, dvmc_cuda_blocks[c]);
+  elementwise_kernels(&b);
   return finish(&b, src);
 }
 
@@ -592,16 +602,13 @@ dvm_status *dvmc_cuda_rows(dvmc_rows_op op, int nin, const dvm_dtype *dt, double
   buf y = {0};
   int reduce = op >= DVMC_ROWS_SUM;
   if (!st) st = store_stmt(&y, dt[nin], nin, reduce ? "row" : "row * n + J", "(%s)");
-  for (int c = 0; c < DVMC_CUDA_NCONFIGS && !st && !y.oom; c++)
-    for (int r = 0; r <= DVMC_CUDA_TILE; r++) {
-      int block = dvmc_cuda_blocks[c];
-      if (r < DVMC_CUDA_TILE) put(&b, "extern \"C\" __global__ void __launch_bounds__(%d) dvm_c%d_v%d(const dvm_gen_params p) {\n", block, c, r);
-      else put(&b, "extern \"C\" __global__ void __launch_bounds__(%d) dvm_c%d_b(const dvm_gen_params p) {\n", block, c);
-      put(&b, "  const long long n = p.n, tiles = n / %d;\n", DVMC_CUDA_TILE);
-      put(&b, "  for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {\n");
-      rows_body(&b, op, nin, r, y.s);
-      put(&b, "  __syncthreads();\n  }\n}\n");
-    }
+  for (int r = 0; r <= DVMC_CUDA_TILE && !st && !y.oom; r++) {
+    entry(&b, r);
+    put(&b, "  const long long n = p.n, tiles = n / %d;\n", DVMC_CUDA_TILE);
+    put(&b, "  for (long long row = blockIdx.x; row < p.rows; row += gridDim.x) {\n");
+    rows_body(&b, op, nin, r, y.s);
+    put(&b, "  __syncthreads();\n  }\n}\n");
+  }
   if (y.oom) b.oom = 1;
   free(y.s);
   if (st) {

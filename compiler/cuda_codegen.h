@@ -2,7 +2,7 @@
  * their launcher): elementwise kernels from a fused program (docs/fused.md),
  * ROWS kernels (softmax, log-softmax, layer norm, reductions over the
  * last axis) and GATHER kernels, each as T variants with a fully known tail plus one
- * bounds-checked baseline, for every block configuration; then the DVMG
+ * bounds-checked baseline, launched in any of the block configurations; then the DVMG
  * payload that carries the source and NVRTC's images (docs/cuda.md). */
 #ifndef DVMC_CUDA_CODEGEN_H
 #define DVMC_CUDA_CODEGEN_H

@@ -218,7 +218,7 @@ static void print_gen(const uint8_t *p, size_t size) {
     if (arch) printf("%s sm_%u %u bytes", i ? "," : "", arch, bytes);
     else printf("%s PTX %u bytes", i ? "," : "", bytes);
   }
-  printf("\n    variants: 0..%u run dvm_c<config>_v<n mod %u>, %u runs dvm_c<config>_b "
+  printf("\n    variants: 0..%u run dvm_v<n mod %u>, %u runs dvm_b "
          "(bounds-checked baseline)\n", tile - 1, tile, tile);
 }
 

@@ -1,9 +1,9 @@
 /* "gen": the launcher of generated CUDA kernels (DVMG payloads, gen_abi.h).
  *
  *   gen (in: x0..x{nin-1}; out: y0..y{nout-1}; variant r; payload DVMG)
- *     Runs entry dvm_c<c>_v<r> (r < T, the variant for n mod T == r) or
- *     dvm_c<c>_b (r == T, bounds-checked) of the payload's image for this
- *     device, config c chosen per call by the occupancy cost model
+ *     Runs entry dvm_v<r> (r < T, the variant for n mod T == r) or dvm_b
+ *     (r == T, bounds-checked) of the payload's image for this device, in
+ *     the launch shape of config c chosen per call by the occupancy cost model
  *     (payload.h), on the VM's stream. Attribute 0, where a PERMUTED input
  *     has one, is transpose's perm; of a GATHER kernel, the axis. A
  *     GATHER kernel also gets the VM's device error record, which the
@@ -40,7 +40,7 @@ typedef struct loaded {
   dvm_gen_payload g;
   CUmodule mod;
   int blocks_per_sm[DVM_GEN_MAX_CONFIGS];
-  CUfunction fn[DVM_GEN_MAX_CONFIGS][DVM_GEN_MAX_TILE + 1]; /* [c][r], r == tile: baseline */
+  CUfunction fn[DVM_GEN_MAX_TILE + 1]; /* [r], r == tile: the baseline */
 } loaded;
 
 typedef struct cache {
@@ -76,27 +76,28 @@ static dvm_status *load_image(const dvm_cuda_device *d, const dvm_gen_image *im,
 
 static dvm_status *resolve(const dvm_cuda_device *d, loaded *l) {
   const dvm_gen_payload *g = &l->g;
-  for (int c = 0; c < g->nconfigs; c++) {
-    for (int r = 0; r <= g->tile; r++) {
-      char name[NAME_MAX_LEN];
-      if (r < g->tile) snprintf(name, sizeof name, "dvm_c%d_v%d", c, r);
-      else snprintf(name, sizeof name, "dvm_c%d_b", c);
-      dvm_status *st = DVM_CU(d->api, cuModuleGetFunction, &l->fn[c][r], l->mod, name);
-      if (st) return dvm_status_annotate(st, "entry \"%s\"", name);
-    }
-    const dvm_gen_config *k = &g->configs[c];
-    if ((int)k->shared > d->smem_optin)
-      return dvm_status_new(DVM_UNAVAILABLE, "config %d needs %u bytes of shared memory; %s allows %d",
-                            c, k->shared, d->name, d->smem_optin);
-    dvm_status *st = NULL;
-    for (int r = 0; r <= g->tile && !st && k->shared > 48 * 1024; r++)
-      st = DVM_CU(d->api, cuFuncSetAttribute, l->fn[c][r], DVM_CU_FUNC_MAX_DYNAMIC_SHARED, (int)k->shared);
-    if (!st)
-      st = DVM_CU(d->api, cuOccupancyMaxActiveBlocksPerMultiprocessor, &l->blocks_per_sm[c],
-                  l->fn[c][g->tile], k->block, k->shared);
-    if (st) return dvm_status_annotate(st, "config %d", c);
+  uint32_t shared = 0;
+  for (int r = 0; r <= g->tile; r++) {
+    char name[NAME_MAX_LEN];
+    if (r < g->tile) snprintf(name, sizeof name, "dvm_v%d", r);
+    else snprintf(name, sizeof name, "dvm_b");
+    dvm_status *st = DVM_CU(d->api, cuModuleGetFunction, &l->fn[r], l->mod, name);
+    if (st) return dvm_status_annotate(st, "entry \"%s\"", name);
   }
-  return NULL;
+  for (int c = 0; c < g->nconfigs; c++) {
+    if ((int)g->configs[c].shared > d->smem_optin)
+      return dvm_status_new(DVM_UNAVAILABLE, "config %d needs %u bytes of shared memory; %s allows %d",
+                            c, g->configs[c].shared, d->name, d->smem_optin);
+    if (g->configs[c].shared > shared) shared = g->configs[c].shared;
+  }
+  dvm_status *st = NULL;
+  for (int r = 0; r <= g->tile && !st && shared > 48 * 1024; r++)
+    st = DVM_CU(d->api, cuFuncSetAttribute, l->fn[r], DVM_CU_FUNC_MAX_DYNAMIC_SHARED, (int)shared);
+  for (int c = 0; c < g->nconfigs && !st; c++)
+    if ((st = DVM_CU(d->api, cuOccupancyMaxActiveBlocksPerMultiprocessor, &l->blocks_per_sm[c],
+                     l->fn[g->tile], g->configs[c].block, g->configs[c].shared)))
+      st = dvm_status_annotate(st, "config %d", c);
+  return st;
 }
 
 static dvm_status *load(const dvm_cuda_device *d, const dvm_kernel_args *a, loaded **out) {
@@ -279,7 +280,7 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   const cache *cc = cu->slot[DVM_CUDA_SLOT_GEN];
   int64_t r = cc->baseline ? g->tile : a->variant;
   if ((st = dvm_cuda_enter(cu->dev))) return st;
-  return DVM_CU(cu->dev->api, cuLaunchKernel, l->fn[c][r], (unsigned)grid, 1, 1, k->block, 1, 1,
+  return DVM_CU(cu->dev->api, cuLaunchKernel, l->fn[r], (unsigned)grid, 1, 1, k->block, 1, 1,
                 k->shared, cu->stream, params, NULL);
 }
 

@@ -8,10 +8,10 @@
  * struct below into each source through DVM_GEN_PARAMS_DECL, so the two
  * can never disagree.
  *
- * Payload ("DVMG", version 3), little-endian, offsets from its start:
+ * Payload ("DVMG", version 4), little-endian, offsets from its start:
  *
  *   0   4  magic "DVMG"
- *   4  u16 version (3)
+ *   4  u16 version (4)
  *   6  u8  kind: DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS or DVM_GEN_GATHER
  *   7  u8  nconfigs, 1..DVM_GEN_MAX_CONFIGS
  *   8  u8  nin, 1..DVM_GEN_MAX_IN
@@ -30,10 +30,11 @@
  *      u32 reserved 0, u32 offset, u32 size
  *      then the dtypes, source and image bytes (each at a multiple of 8).
  *
- * Entry names in every image: "dvm_c<c>_v<r>" for config c and residue r
- * (0 <= r < T), with no per-element bounds checks, and "dvm_c<c>_b", the
- * bounds-checked baseline. Variant index r < T picks "v<r>"; index T picks
- * the baseline. The .dvmb kernel table entry has nvariants = T + 1, and the
+ * Entry names in every image: "dvm_v<r>" for residue r (0 <= r < T), with
+ * no per-element bounds checks, and "dvm_b", the bounds-checked baseline,
+ * each launched with any config's block (configs are launch shapes; since
+ * version 4 they share the entries, which halved NVRTC's work). Variant
+ * index r < T picks "dvm_v<r>"; index T picks the baseline. The .dvmb kernel table entry has nvariants = T + 1, and the
  * bytecode computes the variant with `mod` of the split extent (below).
  *
  * Kinds:
@@ -55,7 +56,7 @@
 #define DVM_OPS_CUDA_GEN_ABI_H
 
 #define DVM_GEN_MAGIC "DVMG"
-#define DVM_GEN_VERSION 3
+#define DVM_GEN_VERSION 4
 #define DVM_GEN_HEADER_SIZE 32
 #define DVM_GEN_MAX_CONFIGS 8
 #define DVM_GEN_MAX_IN 16

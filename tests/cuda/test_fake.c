@@ -386,7 +386,7 @@ static void test_gen_rows(void) {
     /* x [3, 5]: 3 rows of 5, variant 5; both configs take 1 step: the first */
     CHECK_OK(run_gen(vm, 3, 5, 1, 5, 5));
     const fake_launch *l = last_launch();
-    CHECK(strcmp(l->entry, "dvm_c0_v5") == 0 && l->grid == 3 && l->block == 128);
+    CHECK(strcmp(l->entry, "dvm_v5") == 0 && l->grid == 3 && l->block == 128);
     CHECK(l->params.n == 5 && l->params.rows == 3);
     CHECK_ERR(run_gen(vm, 3, 5, 1, 5, 7), DVM_INVALID_ARGUMENT, "expected n mod 8 = 5");
     /* input 1 as a SUFFIX of a ROWS kernel (a layer norm's scale): the
@@ -411,7 +411,7 @@ static void test_gen(void) {
    * of 1 step, config 0 one wave of 4 */
   CHECK_OK(run_gen(vm, 3, 5, 1, 5, 7));
   const fake_launch *l = last_launch();
-  CHECK(strcmp(l->entry, "dvm_c1_v7") == 0 && l->grid == 1 && l->block == 256 && l->shared == 1024);
+  CHECK(strcmp(l->entry, "dvm_v7") == 0 && l->grid == 1 && l->block == 256 && l->shared == 1024);
   const dvm_gen_params *p = &l->params;
   CHECK(p->n == 15 && p->rows == 1 && p->dims[4] == 3 && p->dims[5] == 5 && p->dims[0] == 1);
   CHECK(p->strides[0][4] == 5 && p->strides[0][5] == 1 && p->strides[0][3] == 0);
@@ -420,12 +420,12 @@ static void test_gen(void) {
   CHECK(p->ptr[0] && p->ptr[1] && p->ptr[2] && p->ptr[3] && p->ptr[4] == NULL);
   /* the baseline variant, and a second call that loads nothing again */
   CHECK_OK(run_gen(vm, 3, 5, 1, 5, 8));
-  CHECK(strcmp(last_launch()->entry, "dvm_c1_b") == 0);
+  CHECK(strcmp(last_launch()->entry, "dvm_b") == 0);
   CHECK(fake_count("modules") == modules + 1);
   /* x [64, 64]: 4096 elements, config 0 is 8 blocks of 4 steps (one wave),
    * config 1 16 blocks of 1 step: config 1 again */
   CHECK_OK(run_gen(vm, 64, 64, 1, 64, 0));
-  CHECK(strcmp(last_launch()->entry, "dvm_c1_v0") == 0 && last_launch()->grid == 16);
+  CHECK(strcmp(last_launch()->entry, "dvm_v0") == 0 && last_launch()->grid == 16);
   /* what the launcher refuses, before launching */
   int launches = fake_count("launches");
   CHECK_ERR(run_gen(vm, 3, 5, 1, 5, 3), DVM_INVALID_ARGUMENT,
@@ -453,7 +453,7 @@ static void test_gen(void) {
   setenv("DVM_CUDA_BASELINE", "1", 1);
   vm = cuda_vm(m);
   CHECK_OK(run_gen(vm, 3, 5, 1, 5, 7));
-  CHECK(strcmp(last_launch()->entry, "dvm_c1_b") == 0);
+  CHECK(strcmp(last_launch()->entry, "dvm_b") == 0);
   unsetenv("DVM_CUDA_BASELINE");
   dvm_vm_destroy(vm);
   dvm_module_release(m);
@@ -505,7 +505,7 @@ static void test_gen_permuted(void) {
     /* n = 30, variant 30 mod 8 = 6; output dim d reads x's dim perm[d] */
     CHECK_OK(run_perm(vm, (const int64_t[]){2, 0, 1}, (const int64_t[]){5, 2, 3}, 6));
     const dvm_gen_params *p = &last_launch()->params;
-    CHECK(strcmp(last_launch()->entry, "dvm_c1_v6") == 0 && p->n == 30);
+    CHECK(strcmp(last_launch()->entry, "dvm_v6") == 0 && p->n == 30);
     CHECK(p->dims[3] == 5 && p->dims[4] == 2 && p->dims[5] == 3 && p->dims[2] == 1);
     CHECK(p->strides[0][3] == 1 && p->strides[0][4] == 15 && p->strides[0][5] == 5);
     CHECK(p->strides[0][2] == 0 && p->ptr[0] && p->ptr[1] && p->ptr[2] == NULL);
@@ -570,7 +570,7 @@ static void test_gen_gather(void) {
     /* 3 indices along axis 1: y [2, 3, 5], n = 30, variant 6 */
     CHECK_OK(run_gather(vm, 3, 1, (const int64_t[]){2, 3, 5}, 6));
     const dvm_gen_params *p = &last_launch()->params;
-    CHECK(strcmp(last_launch()->entry, "dvm_c1_v6") == 0 && p->n == 30);
+    CHECK(strcmp(last_launch()->entry, "dvm_v6") == 0 && p->n == 30);
     CHECK(p->dims[2] == 1 && p->dims[3] == 2 && p->dims[4] == 3 && p->dims[5] == 5 && p->numel[0] == 7);
     CHECK(p->ptr[0] && p->ptr[1] && p->ptr[2] && p->ptr[3] && p->ptr[4] == NULL);
     /* what a kernel records (the stand-in runs none) fails the next host

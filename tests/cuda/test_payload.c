@@ -47,7 +47,7 @@ MUT(block_big, put16(p + 32, 2048))
 MUT(per_thread_zero, put16(p + 42, 0))
 MUT(shared_big, put32(p + 44, 1u << 30))
 MUT(bad_class, p[CLASSES_AT + 1] = 9)
-MUT(old_version, put16(p + 4, 2))
+MUT(old_version, put16(p + 4, 3))
 MUT(class_past_permuted, p[CLASSES_AT + 1] = DVM_GEN_PERMUTED + 1)
 MUT(permuted_of_three, p[CLASSES_AT + 2] = DVM_GEN_PERMUTED)
 MUT(permuted_rows, p[6] = DVM_GEN_ROWS; p[8] = 1; p[CLASSES_AT] = DVM_GEN_PERMUTED)
@@ -107,7 +107,7 @@ static void test_read(void) {
       {block_zero, "config 0: block of 0"}, {block_big, "block of 2048"},
       {per_thread_zero, "config 1: per_thread is 0"}, {shared_big, "shared memory"},
       {bad_class, "input 1: class 9"}, {padding, "padding byte"},
-      {old_version, "version 2, this dvm reads version 3"},
+      {old_version, "version 3, this dvm reads version 4"},
       {class_past_permuted, "input 1: class 5, expected 0..4"},
       {permuted_of_three, "input 2: class permuted needs an elementwise kernel of one input"},
       {permuted_rows, "input 0: class permuted needs an elementwise kernel of one input"},

@@ -2,7 +2,7 @@
  * function NAME has a clone NAME@cuda; every generated kernel ("gen@N",
  * device cuda) has a DVMG payload with nvariants = T + 1, an sm_80 and an
  * sm_90 cubin and a PTX image, and every image holds every entry name
- * dvm_c<c>_v<r> (r < T) and dvm_c<c>_b. Reads the payload with its own
+ * dvm_v<r> (r < T) and dvm_b. Reads the payload with its own
  * code, from the layout in ops/cuda/gen_abi.h. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,16 +42,15 @@ static void check_gen(const dvm_kernel_ref *k, int *ngen) {
     CHECK((uint64_t)off + size <= k->payload_size && size > 0);
     if ((uint64_t)off + size > k->payload_size) continue;
     seen[arch == 80 ? 0 : arch == 90 ? 1 : arch == 0 ? 2 : 0] = 1;
-    for (unsigned c = 0; c < nconfigs; c++)
-      for (unsigned r = 0; r <= tile; r++) {
-        char name[32];
-        if (r < tile) snprintf(name, sizeof name, "dvm_c%u_v%u", c, r);
-        else snprintf(name, sizeof name, "dvm_c%u_b", c);
-        if (!has_entry(p + off, size, arch, name)) {
-          fprintf(stderr, "%s: image %u (arch %u) lacks %s\n", k->name, i, arch, name);
-          CHECK(0);
-        }
+    for (unsigned r = 0; r <= tile; r++) {
+      char name[32];
+      if (r < tile) snprintf(name, sizeof name, "dvm_v%u", r);
+      else snprintf(name, sizeof name, "dvm_b");
+      if (!has_entry(p + off, size, arch, name)) {
+        fprintf(stderr, "%s: image %u (arch %u) lacks %s\n", k->name, i, arch, name);
+        CHECK(0);
       }
+    }
   }
   CHECK(seen[0] && seen[1] && seen[2]);
 }

@@ -189,8 +189,8 @@ static dvm_status *cpu(const char *name, const void *payload, size_t size, dvm_t
 static int launch(const unit *u, int c, int variant, unsigned grid, int threaded,
                   const dvm_gen_params *p) {
   char name[32];
-  if (variant < T) snprintf(name, sizeof name, "dvm_c%d_v%d", c, variant);
-  else snprintf(name, sizeof name, "dvm_c%d_b", c);
+  if (variant < T) snprintf(name, sizeof name, "dvm_v%d", variant);
+  else snprintf(name, sizeof name, "dvm_b");
   void *k = u->so ? dlsym(u->so, name) : NULL;
   CHECK(k != NULL);
   if (!k) return -1;

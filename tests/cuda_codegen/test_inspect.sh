@@ -26,7 +26,7 @@ for want in "gen@0 (cuda, 5 variants)" "elementwise, 2 inputs, 1 outputs, tile T
     "config 0: block 128, 4 per thread" "config 1: block 256, 4 per thread" "inputs: same suffix" \
     "dtypes: f32 f32 -> f32" \
     "images: sm_80 " ", sm_90 " ", PTX " \
-    "variants: 0..3 run dvm_c<config>_v<n mod 4>, 4 runs dvm_c<config>_b" \
+    "variants: 0..3 run dvm_v<n mod 4>, 4 runs dvm_b" \
     "matmul@cuda (cuda, 1 variant)" "matmul (cpu, 1 variant)"; do
   grep -qF "$want" "$tmp/out" || { echo "inspect lacks: $want"; fail=1; }
 done
