@@ -536,10 +536,6 @@ static void rewrite(clone *c, uint32_t i, int after_guards) {
     return;
   }
   case DVM_OP_SHAPEFN: shapefn_host(c, w, len); return;
-  case DVM_OP_RET:
-    for (int64_t q = 0; q < w[1]; q++)
-      if (c->facts[w[2 + q]].tensor) copy_to(c, w[2 + q], w[2 + q], DVM_DEVICE_CPU);
-    break;
   default: break;
   }
   /* anything else as it is, calls going to the clones */

@@ -36,7 +36,8 @@ dvm_status *dvm_vm_step(dvm_vm *vm, uint64_t n, int *finished) {
     return st;
   }
   *finished = vm->nframes == 0;
-  return NULL;
+  if (*finished && (st = dvm_vm_deliver(vm, vm->held, vm->nheld))) dvm_vm_stop(vm);
+  return st;
 }
 
 int dvm_vm_take_results(dvm_vm *vm, dvm_value *results, int n) {

@@ -230,7 +230,7 @@ static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int r
  * every input to the device, wherever it is), and so is a module constant's
  * device copy after its first upload. Copies that touch CUDA run on the
  * VM's stream; one to the host waits for it (a counted host sync). */
-static dvm_status *do_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_value *dst) {
+dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_value *dst) {
   dvm_device_kind sdev = (dvm_device_kind)src->storage->device;
   int constant = dev == DVM_DEVICE_CUDA && src->storage == vm->m->data;
   dvm_tensor *same = sdev == dev ? src : NULL;
@@ -609,7 +609,7 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   }
   CASE(COPY) {
     NEED(1, DVM_VAL_TENSOR);
-    TRY(do_copy(vm, R[o[1]].u.tensor, (dvm_device_kind)o[2], &R[o[0]]));
+    TRY(dvm_vm_copy(vm, R[o[1]].u.tensor, (dvm_device_kind)o[2], &R[o[0]]));
     pc += 4;
     NEXT();
   }

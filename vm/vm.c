@@ -195,10 +195,26 @@ dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs, dv
   return NULL;
 }
 
+dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n) {
+  dvm_status *st = NULL;
+  int wait = 0;
+  for (int i = 0; i < n && !st; i++) {
+    if (results[i].kind != DVM_VAL_TENSOR || results[i].u.tensor->storage->device == DVM_DEVICE_CPU)
+      continue;
+    if (vm->opts.results_on_device) wait = 1;
+    else st = dvm_vm_copy(vm, results[i].u.tensor, DVM_DEVICE_CPU, &results[i]);
+  }
+  struct dvm_cuda_vm *cu;
+  if (!st && wait && !(st = dvm_vm_cuda(vm, &cu))) st = dvm_cuda_vm_sync(cu);
+  for (int i = 0; i < n && st; i++) dvm_value_clear(&results[i]);
+  return st;
+}
+
 dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
                           int nresults) {
   dvm_status *st = dvm_vm_begin(vm, f, args, nargs, results, nresults);
-  return st ? st : dvm_interp_run(vm, vm->nframes - 1, UINT64_MAX);
+  if (!st) st = dvm_interp_run(vm, vm->nframes - 1, UINT64_MAX);
+  return st ? st : dvm_vm_deliver(vm, results, nresults);
 }
 
 void dvm_vm_interrupt(dvm_vm *vm) { atomic_store(&vm->interrupt, 1); }

@@ -55,6 +55,15 @@ DVM_MUST_USE dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget);
 DVM_MUST_USE dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs,
                                       dvm_value *results, int nresults);
 
+/* `copy`: src on device dev into *dst (released first), shared when it is
+ * already there (see interp.c). */
+DVM_MUST_USE dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_value *dst);
+
+/* The entry function's results as the caller gets them: tensors a device
+ * holds copied to the host, or, with opts.results_on_device, left there once
+ * the device has finished writing them. On failure every result is cleared. */
+DVM_MUST_USE dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n);
+
 /* Pops every frame, releasing registers (after a failed or abandoned run). */
 void dvm_interp_unwind(dvm_vm *vm, int stop);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "bytecode.h"
+#include "dvm/dlpack.h"
 #include "dvm/dvm.h"
 #include "harness.h"
 #include "ops/cuda/gen_abi.h"
@@ -37,17 +38,18 @@ static dvm_module *load(const char *text) {
   return m;
 }
 
-static dvm_vm *cuda_vm_tf32(dvm_module *m, int tf32) {
+static dvm_vm *cuda_vm_with(dvm_module *m, int tf32, int results_on_device) {
   dvm_vm_options o;
   dvm_vm_options_init(&o);
   o.device = DVM_DEVICE_CUDA;
   o.allow_tf32 = tf32;
+  o.results_on_device = results_on_device;
   dvm_vm *vm = NULL;
   CHECK_OK(dvm_vm_create(m, &o, &vm));
   return vm;
 }
 
-static dvm_vm *cuda_vm(dvm_module *m) { return cuda_vm_tf32(m, 0); }
+static dvm_vm *cuda_vm(dvm_module *m) { return cuda_vm_with(m, 0, 0); }
 
 static dvm_tensor *randn(int rank, const int64_t *dims, unsigned *seed) {
   dvm_tensor *t = NULL;
@@ -136,7 +138,7 @@ static void test_matmul(void) {
   CHECK(st.pool[DVM_DEVICE_CUDA].allocs == allocs && st.pool[DVM_DEVICE_CUDA].reuses >= 3);
   /* exact f32 products by default (CUBLAS_COMPUTE_32F); TF32 where the VM allows it */
   CHECK(fake_count("compute") == 68);
-  dvm_vm *fast = cuda_vm_tf32(m, 1);
+  dvm_vm *fast = cuda_vm_with(m, 1, 0);
   if (fast) {
     CHECK_OK(dvm_vm_invoke(fast, f, args, 2, &res, 1));
     dvm_value_clear(&res);
@@ -334,7 +336,8 @@ static dvm_status *run_gen(dvm_vm *vm, int64_t rows, int64_t cols, int64_t ns, i
   dvm_value args[4] = {dvm_value_tensor(x), dvm_value_tensor(s), dvm_value_tensor(b), dvm_value_int(v)};
   dvm_value res = {0};
   dvm_status *st = dvm_vm_invoke(vm, 0, args, 4, &res, 1);
-  if (!st) CHECK(res.kind == DVM_VAL_TENSOR && dvm_tensor_device(res.u.tensor) == DVM_DEVICE_CUDA);
+  /* the program returns its device tensor; the VM delivers it to the host */
+  if (!st) CHECK(res.kind == DVM_VAL_TENSOR && dvm_tensor_device(res.u.tensor) == DVM_DEVICE_CPU);
   dvm_value_clear(&res);
   dvm_tensor_release(x);
   dvm_tensor_release(s);
@@ -599,6 +602,52 @@ static void test_gen_gather(void) {
   dvm_module_release(m);
 }
 
+/* A device tensor the function returns: copied to the host by default (a
+ * counted wait); with results_on_device left there, the VM having waited
+ * for it, and handed on through DLPack as a CUDA tensor. It outlives its VM. */
+static void test_results_on_device(void) {
+  dvm_module *m = gen_module(DVM_GEN_ELEMENTWISE);
+  if (!m) return;
+  unsigned seed = 6;
+  int64_t dx[2] = {3, 5}, one = 1, five = 5;
+  dvm_tensor *x = randn(2, dx, &seed), *s = randn(1, &one, &seed), *b = randn(1, &five, &seed);
+  dvm_value args[4] = {dvm_value_tensor(x), dvm_value_tensor(s), dvm_value_tensor(b), dvm_value_int(7)};
+  dvm_tensor *kept = NULL;
+  for (int on_device = 0; on_device < 2; on_device++) {
+    dvm_vm *vm = cuda_vm_with(m, 0, on_device);
+    if (!vm) break;
+    dvm_value res = {0};
+    dvm_vm_stats st;
+    CHECK_OK(dvm_vm_invoke(vm, 0, args, 4, &res, 1));
+    dvm_vm_get_stats(vm, &st);
+    CHECK(st.host_syncs == 1 && res.kind == DVM_VAL_TENSOR);
+    if (res.kind == DVM_VAL_TENSOR) {
+      dvm_tensor *y = res.u.tensor;
+      CHECK(dvm_tensor_device(y) == (on_device ? DVM_DEVICE_CUDA : DVM_DEVICE_CPU));
+      CHECK(dvm_tensor_numel(y) == 15);
+      if (on_device) {
+        DLManagedTensor *dl = NULL;
+        CHECK_OK(dvm_tensor_to_dlpack(y, &dl));
+        if (dl) {
+          CHECK(dl->dl_tensor.device.device_type == kDLCUDA && dl->dl_tensor.data == dvm_tensor_data(y));
+          dl->deleter(dl);
+        }
+        kept = y;
+        res.kind = DVM_VAL_NONE; /* held past the VM */
+      }
+    }
+    dvm_value_clear(&res);
+    dvm_vm_destroy(vm);
+  }
+  /* its pool lives until this last storage goes */
+  if (kept) CHECK(dvm_tensor_device(kept) == DVM_DEVICE_CUDA);
+  dvm_tensor_release(kept);
+  dvm_tensor_release(x);
+  dvm_tensor_release(s);
+  dvm_tensor_release(b);
+  dvm_module_release(m);
+}
+
 static void test_device(void) {
   char buf[256];
   CHECK_OK(dvm_device_probe(DVM_DEVICE_CUDA, buf, sizeof buf));
@@ -635,6 +684,7 @@ int main(void) {
   test_gen();
   test_gen_permuted();
   test_gen_gather();
+  test_results_on_device();
   test_gen_rows();
   return harness_finish("cuda_fake");
 }

@@ -27,6 +27,11 @@ typedef struct dvm_vm_options {
   /* CUDA f32 matrix products may use TF32 tensor cores (10-bit mantissa
    * products, faster); 0 (the default) keeps them exact f32. */
   int allow_tf32;
+  /* Tensor results a device holds are copied to the host before
+   * dvm_vm_invoke returns (the default), or, when set, returned where they
+   * are (dvm_tensor_device says where; dvm_tensor_to_dlpack passes them on
+   * without a copy), the VM having waited for the device to finish them. */
+  int results_on_device;
 } dvm_vm_options;
 
 DVM_API void dvm_vm_options_init(dvm_vm_options *opts);
