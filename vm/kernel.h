@@ -20,6 +20,15 @@ typedef struct dvm_exec {
   struct dvm_cuda_vm *cuda;
 } dvm_exec;
 
+/* An invoke's attribute as the linker guesses it from a linear walk: the
+ * value an `imm` put in its register, if one did and nothing wrote it since
+ * (a jump may bring another: a kernel uses a hint to choose what to
+ * prepare, never to compute). */
+typedef struct dvm_attr_hint {
+  int known;
+  int64_t value;
+} dvm_attr_hint;
+
 typedef struct dvm_kernel_args {
   dvm_tensor *const *in;
   int nin;
@@ -52,9 +61,10 @@ typedef struct dvm_kernel_def {
    * (a weight in its microkernel's layout): *data (left NULL to decline)
    * and *free_data. The linker attaches it to t; the kernel finds it with
    * dvm_tensor_packed(t, its def, input) and runs from t's plain data where
-   * there is none (docs/kernels.md). */
-  dvm_status *(*prepack)(const dvm_tensor *t, int input, void **data,
-                         void (**free_data)(void *));
+   * there is none (docs/kernels.md). `attrs` say which of the invoke's
+   * nattrs attributes the linker saw loaded by `imm`, and their values. */
+  dvm_status *(*prepack)(const dvm_tensor *t, int input, const struct dvm_attr_hint *attrs,
+                         int nattrs, void **data, void (**free_data)(void *));
   /* Set when output 0 may be the very memory of any input of its byte
    * size: every element of that input is read before the output element
    * at the same index is written. The compiler's memory plan then lets an

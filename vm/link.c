@@ -11,34 +11,44 @@
 
 /* Lets the kernels that have a prepack hook build their forms of the
  * constants f feeds them. A linear walk that knows which constant each
- * register last got from `const` (forgotten on any other write): a guess,
- * as a jump may bring another value, but a wrong one only wastes a form,
- * since a kernel looks for its form on the tensor it is actually given. */
+ * register last got from `const`, and which value from `imm` (forgotten on
+ * any other write): a guess, as a jump may bring another value, but a wrong
+ * one only wastes a form or misses one, since a kernel looks for its form
+ * on the tensor it is actually given. */
+#define HINTS 16 /* hints for an invoke's first attributes: more than any hook reads */
+
+typedef struct known {
+  int64_t konst; /* const index + 1, or 0 */
+  dvm_attr_hint imm;
+} known;
+
 static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
-  int64_t *known = malloc(sizeof(int64_t) * (f->nregs ? f->nregs : 1)); /* const index + 1, or 0 */
-  if (!known) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  memset(known, 0, sizeof(int64_t) * f->nregs);
+  known *kn = calloc(f->nregs ? f->nregs : 1, sizeof *kn);
+  if (!kn) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = NULL;
   for (uint32_t i = 0; i < f->ninstr && !st; i++) {
     const int64_t *c = f->code + f->starts[i];
-    if (c[0] == DVM_OP_CONST) {
-      known[c[1]] = c[2] + 1;
+    if (c[0] == DVM_OP_CONST || c[0] == DVM_OP_IMM) {
+      kn[c[1]] = c[0] == DVM_OP_CONST ? (known){c[2] + 1, {0, 0}} : (known){0, {1, c[2]}};
       continue;
     }
     if (c[0] == DVM_OP_INVOKE) {
       const dvm_kernel_def *def = m->kernels[c[1]].def;
-      const int64_t *outs = c + 3, *ins = outs + 1 + outs[0];
+      const int64_t *outs = c + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+      dvm_attr_hint hints[HINTS];
+      int nattrs = attrs[0] < HINTS ? (int)attrs[0] : HINTS;
+      for (int a = 0; a < nattrs; a++) hints[a] = kn[attrs[1 + a]].imm;
       for (int64_t j = 0; j < ins[0] && def->prepack && !st; j++) {
         int64_t r = ins[1 + j];
-        if (!known[r]) continue;
-        dvm_tensor *t = m->consts[known[r] - 1].tensor;
+        if (!kn[r].konst) continue;
+        dvm_tensor *t = m->consts[kn[r].konst - 1].tensor;
         if (dvm_tensor_packed(t, def, (int)j)) continue;
         void *data = NULL;
         void (*free_data)(void *) = NULL;
-        st = def->prepack(t, (int)j, &data, &free_data);
+        st = def->prepack(t, (int)j, hints, nattrs, &data, &free_data);
         if (!st && data) st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
         if (st) st = dvm_status_annotate(st, "prepacking constant \"%s\" for kernel \"%s\"",
-                                         m->consts[known[r] - 1].name, m->kernels[c[1]].name);
+                                         m->consts[kn[r].konst - 1].name, m->kernels[c[1]].name);
       }
       continue; /* invoke writes tensors, not registers */
     }
@@ -46,10 +56,10 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
     for (const int64_t *o = c + 1; *fmt; fmt++) { /* every other write forgets */
       int64_t count = dvm_operand_is_list(*fmt) ? *o++ : 1;
       for (int64_t q = 0; q < count; q++, o++)
-        if (*fmt == 'd' || *fmt == 'D' || *fmt == 'k') known[*o] = 0;
+        if (*fmt == 'd' || *fmt == 'D' || *fmt == 'k') kn[*o] = (known){0, {0, 0}};
     }
   }
-  free(known);
+  free(kn);
   return st;
 }
 

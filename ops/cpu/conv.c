@@ -387,8 +387,8 @@ static void wforms_free(void *p) {
   free(w);
 }
 
-static dvm_status *conv_prepack(const dvm_tensor *t, int input, void **data,
-                                void (**free_data)(void *)) {
+static dvm_status *conv_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
+                                int nattrs, void **data, void (**free_data)(void *)) {
   if (input != 1 || t->dtype != DVM_F32 || t->rank < 3 || t->rank > 5) return NULL;
   wforms *w = calloc(1, sizeof *w);
   if (!w || pthread_mutex_init(&w->lock, NULL) != 0) {

@@ -281,8 +281,8 @@ enum { K_MATMUL, K_GEMM, K_EINSUM, K_END };
 
 /* matmul's input 1 when it is one f32 matrix (batch dims all 1): packed
  * for the few-row path (pgemm.h). */
-static dvm_status *matmul_prepack(const dvm_tensor *t, int input, void **data,
-                                  void (**free_data)(void *)) {
+static dvm_status *matmul_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
+                                  int nattrs, void **data, void (**free_data)(void *)) {
   if (input != 1 || t->dtype != DVM_F32 || t->rank < 2) return NULL;
   for (int i = 0; i < t->rank - 2; i++)
     if (t->dims[i] != 1) return NULL;
@@ -292,28 +292,26 @@ static dvm_status *matmul_prepack(const dvm_tensor *t, int input, void **data,
   return NULL;
 }
 
-/* gemm's B, a 2-D f32 input 1, packed as B and as its transpose: the
- * transB attribute is a run-time register the linker does not know. */
-typedef struct gemm_packs {
-  dvm_pgemm_b *b[2]; /* [transB] */
-} gemm_packs;
-
 static void gemm_packs_free(void *p) {
-  gemm_packs *g = p;
+  dvm_gemm_packs *g = p;
   dvm_pgemm_free(g->b[0]);
   dvm_pgemm_free(g->b[1]);
   free(g);
 }
 
-static dvm_status *gemm_prepack(const dvm_tensor *t, int input, void **data,
-                                void (**free_data)(void *)) {
+/* gemm's B, a 2-D f32 input 1, packed as the product reads it: transB is
+ * a register, packed for the value an `imm` gives it where the linker saw
+ * one (attribute 1), else both ways. */
+static dvm_status *gemm_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
+                                int nattrs, void **data, void (**free_data)(void *)) {
   if (input != 1 || t->dtype != DVM_F32 || t->rank != 2) return NULL;
-  gemm_packs *g = malloc(sizeof *g);
+  dvm_gemm_packs *g = calloc(1, sizeof *g);
   if (!g) return NULL;
   int64_t r = t->dims[0], c = t->dims[1];
-  g->b[0] = dvm_pgemm_pack(dvm_tensor_ptr(t), r, c, c, 1);
-  g->b[1] = dvm_pgemm_pack(dvm_tensor_ptr(t), c, r, 1, c);
-  if (!g->b[0] || !g->b[1]) { /* no AVX2, or out of memory: the plain path */
+  int tb = nattrs > 1 && attrs[1].known ? attrs[1].value != 0 : -1;
+  if (tb != 1) g->b[0] = dvm_pgemm_pack(dvm_tensor_ptr(t), r, c, c, 1);
+  if (tb != 0) g->b[1] = dvm_pgemm_pack(dvm_tensor_ptr(t), c, r, 1, c);
+  if ((tb != 1 && !g->b[0]) || (tb != 0 && !g->b[1])) { /* no AVX2, or no memory: the plain path */
     gemm_packs_free(g);
     return NULL;
   }
@@ -442,7 +440,7 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
   product p = {.ta = ta ? 'T' : 'N', .tb = tb ? 'T' : 'N', .m = m, .n = n, .k = k,
                .lda = x->dims[1], .ldb = y->dims[1], .ldc = n, .alpha = alpha, .beta = b,
                .a = px, .b = py, .c = pc};
-  const gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[K_GEMM], 1)
+  const dvm_gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[K_GEMM], 1)
                                             : NULL;
   const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], m, k, n) : NULL;
   if (packed) /* a constant B packed at link, few rows */

@@ -14,6 +14,12 @@
 
 typedef struct dvm_pgemm_b dvm_pgemm_b;
 
+/* gemm's packed forms of a constant B, one per transB (ops/cpu/matmul.c);
+ * a form the linker saw no use for is NULL. */
+typedef struct dvm_gemm_packs {
+  dvm_pgemm_b *b[2];
+} dvm_gemm_packs;
+
 /* B [k, n] packed, its element (l, j) read at b[l * sk + j * sn] (so a
  * transposed B is sk = 1, sn = its row length). NULL where the packed path
  * cannot run (no AVX2 and FMA on this CPU, k or n 0) or memory is short:

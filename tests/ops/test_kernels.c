@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "kernel.h"
 #include "object.h"
+#include "ops/cpu/pgemm.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
@@ -439,6 +440,38 @@ static void test_prepack(void) {
   CHECK((dvm_tensor_packed(m->consts[0].tensor, mm, 1) != NULL) == avx2);
   CHECK(dvm_tensor_packed(m->consts[0].tensor, mm, 0) == NULL);
   CHECK(dvm_tensor_packed(m->consts[1].tensor, mm, 1) == NULL);
+  dvm_module_release(m);
+  dvm_module_release(built);
+  free(bytes);
+
+  /* gemm packs B for the transB an `imm` gives (w: 1), both ways when the
+   * register's value is not known at link (v: a move) */
+  snprintf(src, sizeof src,
+           ".kernel gemm cpu 1\n"
+           ".const w f32 [20, 3] x\"%s\"\n"
+           ".const v f32 [20, 3] x\"%s\"\n"
+           ".func main regs=11\n"
+           "  .param x tensor f32 [2, 3]\n"
+           "  .result y any\n"
+           "  imm r1, 2\n  imm r2, 20\n  make_shape r3, (r1, r2)\n"
+           "  alloc r4, f32, r3, cpu\n"
+           "  imm r5, 0\n  imm r6, 1\n  fimm r7, 1.0\n  fimm r8, 0.0\n"
+           "  const r9, $w\n"
+           "  invoke gemm, -, (r4), (r0, r9), (r5, r6, r7, r8)\n"
+           "  const r10, $v\n  move r6, r6\n"
+           "  invoke gemm, -, (r4), (r0, r10), (r5, r6, r7, r8)\n"
+           "  ret (r4)\n"
+           ".end\n",
+           hex, hex);
+  CHECK_OK(dvm_asm_parse(src, strlen(src), "prepack_gemm.dvms", &built));
+  CHECK_OK(dvm_bc_write(built, &bytes, &size));
+  CHECK_OK(dvm_module_load_memory(bytes, size, NULL, &m));
+  const dvm_kernel_def *gm = dvm_ops_find("gemm", DVM_DEVICE_CPU);
+  const dvm_gemm_packs *w = dvm_tensor_packed(m->consts[0].tensor, gm, 1);
+  const dvm_gemm_packs *v = dvm_tensor_packed(m->consts[1].tensor, gm, 1);
+  CHECK((w != NULL) == avx2 && (v != NULL) == avx2);
+  if (w) CHECK(w->b[0] == NULL && w->b[1] != NULL);
+  if (v) CHECK(v->b[0] != NULL && v->b[1] != NULL);
   dvm_module_release(m);
   dvm_module_release(built);
   free(bytes);
