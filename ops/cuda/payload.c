@@ -221,6 +221,18 @@ int dvm_gen_choose(const dvm_gen_payload *g, dvm_gen_shape s, int sm_count, cons
   return best;
 }
 
+/* y has the shape (rank, dims) that the CPU kernel's shape function gives
+ * for the call, which `what` names. */
+static dvm_status *check_output(const dvm_tensor *y, int rank, const int64_t *dims, const char *what) {
+  int same = y->rank == rank;
+  for (int d = 0; same && d < rank; d++) same = y->dims[d] == dims[d];
+  if (same) return NULL;
+  char ys[96], gs[96];
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: output 0 is %s; %s gives %s",
+                        dvm_shape_format(ys, sizeof ys, (dvm_dtype)y->dtype, y->rank, y->dims), what,
+                        dvm_shape_format(gs, sizeof gs, (dvm_dtype)y->dtype, rank, dims));
+}
+
 dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
                                      const dvm_value *attrs, int nattrs, long long *strides) {
   dvm_value v[2] = {dvm_value_tensor((dvm_tensor *)x)}; /* read only */
@@ -234,14 +246,7 @@ dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
   if (t.rank > DVM_GEN_MAX_RANK)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: input 0 has rank %d, generated kernels "
                           "take up to %d", t.rank, DVM_GEN_MAX_RANK);
-  int same = y->rank == t.rank;
-  for (int d = 0; same && d < t.rank; d++) same = y->dims[d] == t.dims[d];
-  if (!same) {
-    char ys[96], ts[96];
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: output 0 is %s; the permuted input gives %s",
-                          dvm_shape_format(ys, sizeof ys, (dvm_dtype)y->dtype, y->rank, y->dims),
-                          dvm_shape_format(ts, sizeof ts, (dvm_dtype)y->dtype, t.rank, t.dims));
-  }
+  if ((st = check_output(y, t.rank, t.dims, "the permuted input"))) return st;
   long long xs[DVM_GEN_MAX_RANK], stride = 1;
   for (int d = x->rank - 1; d >= 0; d--) {
     xs[d] = x->dims[d] == 1 ? 0 : stride;
@@ -263,14 +268,7 @@ dvm_status *dvm_gen_gather_extents(const dvm_tensor *data, const dvm_tensor *idx
   dvm_gather_info info;
   dvm_status *st = dvm_gather_infer(v, 2 + nattrs, &info);
   if (st) return dvm_status_annotate(st, "gen");
-  int same = y->rank == info.rank;
-  for (int d = 0; same && d < info.rank; d++) same = y->dims[d] == info.dims[d];
-  if (!same) {
-    char ys[96], gs[96];
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: output 0 is %s; the gather gives %s",
-                          dvm_shape_format(ys, sizeof ys, (dvm_dtype)y->dtype, y->rank, y->dims),
-                          dvm_shape_format(gs, sizeof gs, (dvm_dtype)y->dtype, info.rank, info.dims));
-  }
+  if ((st = check_output(y, info.rank, info.dims, "the gather"))) return st;
   long long outer = 1, inner = 1;
   for (int d = 0; d < info.axis; d++) outer *= data->dims[d];
   for (int d = info.axis + 1; d < data->rank; d++) inner *= data->dims[d];
