@@ -255,11 +255,11 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   if ((st = call_shape(g, a, &s, &p)) || (st = check_variant(g, a->variant, s.n))) return st;
   if (g->kind == DVM_GEN_GATHER)
     st = dvm_gen_gather_extents(a->in[0], a->in[1], a->out[0], a->attrs, a->nattrs, p.dims, &p.numel[0]);
-  for (int k = 0; k < g->nin && !st && g->kind != DVM_GEN_GATHER; k++) {
-    if (g->classes[k] == DVM_GEN_PERMUTED)
-      st = dvm_gen_permuted_strides(a->in[k], a->out[0], a->attrs, a->nattrs, p.strides[k]);
-    else st = bind_input(g, k, a->in[k], p.dims, &p);
-  }
+  else
+    for (int k = 0; k < g->nin && !st; k++)
+      st = g->classes[k] == DVM_GEN_PERMUTED
+               ? dvm_gen_permuted_strides(a->in[k], a->out[0], a->attrs, a->nattrs, p.strides[k])
+               : bind_input(g, k, a->in[k], p.dims, &p);
   if (st || s.n == 0 || s.rows == 0) return st;
   for (int k = 0; k < g->nin; k++) p.ptr[k] = dvm_tensor_ptr(a->in[k]);
   for (int o = 0; o < g->nout; o++) p.ptr[g->nin + o] = dvm_tensor_ptr(a->out[o]);
