@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev                        # fuzzers and sanitizers
   libedit-dev tmux                                # dvm repl; its terminal test
   python3 python3-pip                             # fixture generators, references
+  python3-torch python3-onnx                      # PyTorch exports of test models (Debian's python3)
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -27,6 +28,11 @@ fi
 python3 -c "import numpy, pytest, onnx, onnxruntime" 2>/dev/null ||
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
   python3 -m pip install -q --break-system-packages -r requirements.txt
+
+# Models as PyTorch exports them, for the tests (generated, never committed).
+[ -f build-data/exported/bert_tiny.onnx ] ||
+  /usr/bin/python3 tests/exported/export_models.py build-data/exported >/dev/null 2>&1 ||
+  { echo "setup: exporting the PyTorch test models failed"; exit 1; }
 
 [ -d build ] || meson setup build >/dev/null
 ninja -C build >/dev/null

@@ -377,10 +377,14 @@ const dvmc_expr *dvmc_mod(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b)
 }
 
 /* Conservative bounds of constants and symbols. */
+static bool interval(const dvmc_expr *e, __int128 *lo, __int128 *hi);
+
+/* e's interval over its symbols' ranges, clamped to int64. */
 static void bounds(const dvmc_expr *e, int64_t *lo, int64_t *hi) {
-  if (e->kind == DVMC_E_CONST) *lo = *hi = e->value;
-  else if (e->kind == DVMC_E_SYM) *lo = e->lo, *hi = e->hi;
-  else *lo = INT64_MIN, *hi = INT64_MAX;
+  __int128 l, h;
+  if (!interval(e, &l, &h)) l = INT64_MIN, h = INT64_MAX;
+  *lo = l < INT64_MIN ? INT64_MIN : (int64_t)l;
+  *hi = h > INT64_MAX ? INT64_MAX : (int64_t)h;
 }
 
 static const dvmc_expr *minmax(dvmc_exprs *x, dvmc_expr_kind k, const dvmc_expr *a, const dvmc_expr *b) {

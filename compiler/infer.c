@@ -81,6 +81,29 @@ static int ints_of(const dvmc_node *n, const char *attr, int input, int64_t *out
   return a ? -1 : -2; /* -2: absent */
 }
 
+/* A list attribute or input as expressions: an attribute's ints, or an
+ * input's known contents (constants or dims, as Shape -> Gather chains make
+ * them). Returns the count, -1 when unknown, -2 when absent. */
+static int exprs_of(inf *I, const dvmc_node *n, const char *attr, int input, const dvmc_expr **out, int max) {
+  const dvmc_attr *a = attr ? dvmc_attr_find(n, attr) : NULL;
+  if (a) {
+    if (a->type != DVMC_ATTR_INTS || a->n > max) return -1;
+    for (int i = 0; i < a->n; i++) out[i] = dvmc_const(I->x, a->ints[i]);
+    return a->n;
+  }
+  if (input < 0 || input >= n->nin || !n->in[input]) return -2;
+  const dvmc_value *v = n->in[input];
+  if (!dvmc_value_elems_known(v) || v->nelems > max) return -1;
+  for (int i = 0; i < v->nelems; i++) out[i] = v->elems[i];
+  return v->nelems;
+}
+
+static int is(const dvmc_node *n, const char *const *ops) {
+  for (int i = 0; ops[i]; i++)
+    if (!strcmp(n->op, ops[i])) return 1;
+  return 0;
+}
+
 static int norm_axis(int64_t axis, int rank) {
   if (axis < 0) axis += rank;
   return axis >= 0 && axis < rank ? (int)axis : -1;
@@ -98,6 +121,20 @@ static const dvmc_expr *bcast_dim(inf *I, const dvmc_node *n, const dvmc_expr *r
   if (e == r || e == one) return r;
   if (r == one) return e;
   int64_t lo1, hi1, lo2, hi2;
+  /* a against min(a, X) (a slice of a fixed-size table by a dim, as the
+   * position ids of BERT exports): they broadcast only when equal, that
+   * is a <= X; the run checks it, and the result is a */
+  for (int k = 0; k < 2; k++) {
+    const dvmc_expr *a = k ? e : r, *m = k ? r : e;
+    if (dvmc_expr_kind_of(m) == DVMC_E_MIN && (dvmc_expr_arg(m, 0) == a || dvmc_expr_arg(m, 1) == a)) {
+      const dvmc_expr *other = dvmc_expr_arg(m, 0) == a ? dvmc_expr_arg(m, 1) : dvmc_expr_arg(m, 0);
+      dvmc_sym_range(other, &lo1, &hi1);
+      if (lo1 < 2) break; /* min(a, 1) broadcasts against any a */
+      dvmc_constraint k2 = {DVMC_REL_EQ, a, m, n, false, "they broadcast"};
+      if (I->depth == 0 && !dvmc_graph_constrain(I->c, I->root, &k2)) I->oom = 1;
+      return a;
+    }
+  }
   if (dvmc_expr_is_const(r, &lo1) && dvmc_expr_is_const(e, &lo2)) return NULL;
   dvmc_sym_range(r, &lo1, &hi1);
   dvmc_sym_range(e, &lo2, &hi2);
@@ -499,6 +536,241 @@ static void range(inf *I, const dvmc_node *n) {
   set_shape(n->out[0], 1, &len);
 }
 
+
+/* One axis of Slice, as ONNX specifies: a negative start or end counts from
+ * the end of dim d, then start is clamped to [0, d] ([0, d-1] for a
+ * negative step) and end to [0, d] ([-1, d-1]); "to the end" (INT64_MAX,
+ * INT64_MIN) is clamped like any other. Expressions other than constants
+ * must be provably non-negative. NULL when unknown. */
+static const dvmc_expr *slice_len(inf *I, const dvmc_expr *d, const dvmc_expr *s, const dvmc_expr *e, int64_t t) {
+  const int64_t huge = (int64_t)1 << 62;
+  const dvmc_expr *bound[2], *lo = dvmc_const(I->x, t > 0 ? 0 : -1);
+  const dvmc_expr *top = t > 0 ? d : dvmc_sub(I->x, d, dvmc_const(I->x, 1));
+  for (int k = 0; k < 2; k++) {
+    const dvmc_expr *v = k ? e : s, *low = k ? lo : dvmc_const(I->x, 0);
+    int64_t c;
+    if (!v || !d) return NULL;
+    if (dvmc_expr_is_const(v, &c) && c >= huge) v = top;
+    else if (dvmc_expr_is_const(v, &c) && c <= -huge) v = low;
+    else if (dvmc_expr_is_const(v, &c) && c < 0) v = dvmc_max(I->x, low, dvmc_add(I->x, d, v));
+    else if (!dvmc_expr_nonneg(v)) return NULL;
+    bound[k] = dvmc_min(I->x, v, top);
+  }
+  const dvmc_expr *span = t > 0 ? dvmc_sub(I->x, bound[1], bound[0]) : dvmc_sub(I->x, bound[0], bound[1]);
+  int64_t a = t > 0 ? t : -t;
+  const dvmc_expr *len = dvmc_floordiv(I->x, dvmc_add(I->x, span, dvmc_const(I->x, a - 1)), dvmc_const(I->x, a));
+  return dvmc_max(I->x, dvmc_const(I->x, 0), len);
+}
+
+static void slice(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0) return;
+  const dvmc_expr *st[DVM_MAX_RANK], *en[DVM_MAX_RANK], *ax[DVM_MAX_RANK], *sp[DVM_MAX_RANK];
+  int old = n->opset < 10;
+  int ns = exprs_of(I, n, old ? "starts" : NULL, 1, st, DVM_MAX_RANK);
+  int ne = exprs_of(I, n, old ? "ends" : NULL, 2, en, DVM_MAX_RANK);
+  int na = exprs_of(I, n, old ? "axes" : NULL, 3, ax, DVM_MAX_RANK);
+  int np = old ? -2 : exprs_of(I, n, NULL, 4, sp, DVM_MAX_RANK);
+  if (ns < 0 || ne != ns || (na != -2 && na != ns) || (np != -2 && np != ns)) return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
+  int64_t lo[DVM_MAX_RANK], hi[DVM_MAX_RANK], step[DVM_MAX_RANK];
+  int consts = x->rank == 1 && dvmc_value_elems_known(x);
+  for (int i = 0; i < ns; i++) {
+    int64_t a = i, t = 1;
+    if ((na >= 0 && !dvmc_expr_is_const(ax[i], &a)) || (np >= 0 && !dvmc_expr_is_const(sp[i], &t)) || t == 0) return;
+    int k = norm_axis(a, x->rank);
+    if (k < 0) return;
+    d[k] = slice_len(I, x->dims[k], st[i], en[i], t);
+    consts = consts && dvmc_expr_is_const(st[i], &lo[i]) && dvmc_expr_is_const(en[i], &hi[i]);
+    step[i] = t;
+  }
+  set_shape(n->out[0], x->rank, d);
+  if (consts && ns == 1) { /* a slice of a shape: its contents, clamped as above */
+    int64_t len = x->nelems, s = lo[0], e = hi[0], t = step[0];
+    s = s < 0 ? s + len : s;
+    e = e < 0 ? e + len : e;
+    s = t > 0 ? (s < 0 ? 0 : s > len ? len : s) : (s < 0 ? 0 : s > len - 1 ? len - 1 : s);
+    e = t > 0 ? (e < 0 ? 0 : e > len ? len : e) : (e < -1 ? -1 : e > len - 1 ? len - 1 : e);
+    const dvmc_expr *el[MAX_ELEMS];
+    int m = 0;
+    for (int64_t j = s; t > 0 ? j < e : j > e; j += t) el[m++] = x->elems[j];
+    set_elems(I, n->out[0], m, el);
+  }
+}
+
+/* Split into the sizes of input 1 (attribute "split" before opset 13), or
+ * into num_outputs (the outputs) parts of ceil(d / parts), the last the rest. */
+static void split(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0) return;
+  int axis = norm_axis(dvmc_attr_int(n, "axis", 0), x->rank);
+  if (axis < 0 || !x->dims[axis]) return;
+  const dvmc_expr *sizes[64];
+  int k = exprs_of(I, n, n->opset < 13 ? "split" : NULL, 1, sizes, 64);
+  if (k == -1 || (k >= 0 && k != n->nout) || n->nout > 64) return;
+  if (k < 0) {
+    const dvmc_expr *parts = dvmc_const(I->x, n->nout);
+    const dvmc_expr *each = dvmc_floordiv(I->x, dvmc_add(I->x, x->dims[axis], dvmc_const(I->x, n->nout - 1)), parts);
+    for (int i = 0; i < n->nout; i++)
+      sizes[i] = i < n->nout - 1 ? each : dvmc_sub(I->x, x->dims[axis], dvmc_mul(I->x, each, dvmc_const(I->x, n->nout - 1)));
+  }
+  const dvmc_expr *d[DVM_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
+  for (int i = 0; i < n->nout; i++) {
+    d[axis] = sizes[i];
+    set_shape(n->out[i], x->rank, d);
+  }
+}
+
+static void tile(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  const dvmc_expr *r[DVM_MAX_RANK], *d[DVM_MAX_RANK];
+  if (!x || x->rank < 0 || exprs_of(I, n, NULL, 1, r, DVM_MAX_RANK) != x->rank) return;
+  for (int i = 0; i < x->rank; i++) d[i] = dvmc_mul(I->x, x->dims[i], r[i]);
+  set_shape(n->out[0], x->rank, d);
+}
+
+/* Pad: begins and ends from input 1 ("pads" before opset 11), on the axes
+ * of input 3 (opset 18) or all. */
+static void pad(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0) return;
+  const dvmc_expr *p[2 * DVM_MAX_RANK], *ax[DVM_MAX_RANK], *d[DVM_MAX_RANK];
+  int np = exprs_of(I, n, n->opset < 11 ? "pads" : NULL, 1, p, 2 * DVM_MAX_RANK);
+  int na = exprs_of(I, n, NULL, 3, ax, DVM_MAX_RANK);
+  int naxes = na == -2 ? x->rank : na;
+  if (np != 2 * naxes || na == -1) return;
+  for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
+  for (int i = 0; i < naxes; i++) {
+    int64_t a = i;
+    if (na >= 0 && !dvmc_expr_is_const(ax[i], &a)) return;
+    int k = norm_axis(a, x->rank);
+    if (k < 0) return;
+    d[k] = dvmc_add(I->x, d[k], dvmc_add(I->x, p[i], p[naxes + i]));
+  }
+  set_shape(n->out[0], x->rank, d);
+}
+
+/* floor(d * s) for a float scale, exactly: s is p / 2^k. */
+static const dvmc_expr *scaled(inf *I, const dvmc_expr *d, double s) {
+  int k = 0;
+  while (s != (double)(int64_t)s && k < 30) s *= 2, k++;
+  if (s != (double)(int64_t)s || s < 0) return NULL;
+  return dvmc_floordiv(I->x, dvmc_mul(I->x, d, dvmc_const(I->x, (int64_t)s)), dvmc_const(I->x, (int64_t)1 << k));
+}
+
+/* Resize (and Upsample): sizes when given, else floor(d * scale). */
+static void resize(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0) return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  int sizes_at = n->opset >= 11 ? 3 : -1, scales_at = n->opset >= 11 ? 2 : 1;
+  if (sizes_at >= 0 && sizes_at < n->nin && n->in[sizes_at]) {
+    if (exprs_of(I, n, NULL, sizes_at, d, DVM_MAX_RANK) != x->rank || dvmc_attr_find(n, "axes")) return;
+    set_shape(n->out[0], x->rank, d);
+    return;
+  }
+  const dvmc_value *sv = scales_at < n->nin ? n->in[scales_at] : NULL;
+  const dvmc_tensor *t = sv ? sv->constant : NULL;
+  const dvmc_attr *sa = dvmc_attr_find(n, "scales");
+  if (dvmc_attr_find(n, "axes")) return;
+  for (int i = 0; i < x->rank; i++) {
+    double s;
+    if (t && t->dtype == DVM_F32 && t->rank == 1 && t->dims[0] == x->rank) s = ((const float *)t->data)[i];
+    else if (!t && sa && sa->type == DVMC_ATTR_FLOATS && sa->n == x->rank) s = sa->floats[i];
+    else return;
+    if (!(d[i] = x->dims[i] ? scaled(I, x->dims[i], (float)s) : NULL)) return;
+  }
+  set_shape(n->out[0], x->rank, d);
+}
+
+/* ConvTranspose with explicit pads (or none): stride (in - 1) +
+ * output_padding + dil (k - 1) + 1 - pads, or output_shape when given. */
+static void conv_transpose(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0], *w = n->nin > 1 ? n->in[1] : NULL;
+  if (!x || !w || x->rank < 3 || w->rank != x->rank || !w->dims[1]) return;
+  int sp = x->rank - 2;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  d[0] = x->dims[0];
+  d[1] = dvmc_mul(I->x, w->dims[1], dvmc_const(I->x, dvmc_attr_int(n, "group", 1)));
+  int64_t s[DVM_MAX_RANK], dl[DVM_MAX_RANK], p[2 * DVM_MAX_RANK], op[DVM_MAX_RANK], os[DVM_MAX_RANK];
+  int nos = ints_of(n, "output_shape", -1, os, DVM_MAX_RANK);
+  if (strcmp(dvmc_attr_string(n, "auto_pad", "NOTSET"), "NOTSET") != 0 && nos < 0) return;
+  int ns = ints_of(n, "strides", -1, s, DVM_MAX_RANK), nd = ints_of(n, "dilations", -1, dl, DVM_MAX_RANK);
+  int np = ints_of(n, "pads", -1, p, 2 * DVM_MAX_RANK), no = ints_of(n, "output_padding", -1, op, DVM_MAX_RANK);
+  if ((ns != -2 && ns != sp) || (nd != -2 && nd != sp) || (np != -2 && np != 2 * sp) || (no != -2 && no != sp) ||
+      (nos != -2 && nos != sp))
+    return;
+  for (int i = 0; i < sp; i++) {
+    int64_t k, st = ns == -2 ? 1 : s[i], di = nd == -2 ? 1 : dl[i], pads = np == -2 ? 0 : p[i] + p[sp + i];
+    if (nos == sp) {
+      d[2 + i] = dvmc_const(I->x, os[i]);
+      continue;
+    }
+    if (!dvmc_expr_is_const(w->dims[2 + i], &k) || !x->dims[2 + i]) return;
+    const dvmc_expr *in = dvmc_sub(I->x, x->dims[2 + i], dvmc_const(I->x, 1));
+    d[2 + i] = dvmc_add(I->x, dvmc_mul(I->x, in, dvmc_const(I->x, st)),
+                        dvmc_const(I->x, (no == -2 ? 0 : op[i]) + di * (k - 1) + 1 - pads));
+  }
+  set_shape(n->out[0], x->rank, d);
+}
+
+/* Size: a scalar whose content is the product of the dims. */
+static void size_op(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  set_shape(n->out[0], 0, NULL);
+  const dvmc_expr *p = x && x->rank >= 0 ? prod(I, x, 0, x->rank) : NULL;
+  if (p) set_elems(I, n->out[0], 1, &p);
+}
+
+/* Equal, Where, Min, Max on contents: what the exporters' shape logic
+ * (expand with -1, clamped lengths) computes. A comparison is known where
+ * the expressions are the same (true) or their ranges do not meet (false). */
+static void elem_select(inf *I, const dvmc_node *n) {
+  static const char *const ops[] = {"Equal", "Where", "Min", "Max", NULL};
+  int nin = n->nin, len = 0;
+  if (!is(n, ops) || (!strcmp(n->op, "Where") ? nin != 3 : nin != 2)) return;
+  for (int i = 0; i < nin; i++) {
+    if (!dvmc_value_elems_known(n->in[i])) return;
+    if (n->in[i]->nelems > len) len = n->in[i]->nelems;
+  }
+  for (int i = 0; i < nin; i++)
+    if (n->in[i]->nelems != len && n->in[i]->nelems != 1) return;
+  const dvmc_expr *e[MAX_ELEMS], *one = dvmc_const(I->x, 1), *zero = dvmc_const(I->x, 0);
+  for (int i = 0; i < len; i++) {
+    const dvmc_expr *a = n->in[0]->elems[n->in[0]->nelems == 1 ? 0 : i];
+    const dvmc_expr *b = n->in[1]->elems[n->in[1]->nelems == 1 ? 0 : i];
+    int64_t alo, ahi, blo, bhi, c;
+    if (!strcmp(n->op, "Equal")) {
+      dvmc_sym_range(a, &alo, &ahi);
+      dvmc_sym_range(b, &blo, &bhi);
+      e[i] = a == b ? one : (ahi < blo || bhi < alo) ? zero : NULL;
+    } else if (!strcmp(n->op, "Where")) {
+      const dvmc_expr *y = n->in[2]->elems[n->in[2]->nelems == 1 ? 0 : i];
+      e[i] = dvmc_expr_is_const(a, &c) ? (c ? b : y) : NULL;
+    } else {
+      e[i] = !strcmp(n->op, "Min") ? dvmc_min(I->x, a, b) : dvmc_max(I->x, a, b);
+    }
+    if (!e[i]) return;
+  }
+  set_elems(I, n->out[0], len, e);
+}
+
+/* ConstantOfShape of a small known length: its contents are the value. */
+static void constant_elems(inf *I, const dvmc_node *n) {
+  const dvmc_value *o = n->out[0];
+  const dvmc_attr *a = dvmc_attr_find(n, "value");
+  int64_t len, v = 0;
+  if (!o || o->rank != 1 || !o->dims[0] || !dvmc_expr_is_const(o->dims[0], &len) || len > MAX_ELEMS) return;
+  if (a && a->t && a->t->dtype == DVM_I64 && a->t->nbytes == 8) v = *(const int64_t *)a->t->data;
+  else if (a && a->t && a->t->dtype == DVM_I32 && a->t->nbytes == 4) v = *(const int32_t *)a->t->data;
+  else if (a) return;
+  const dvmc_expr *e[MAX_ELEMS];
+  for (int64_t i = 0; i < len; i++) e[i] = dvmc_const(I->x, v);
+  set_elems(I, (dvmc_value *)o, (int)len, e);
+}
+
 /* ---- dtypes ---- */
 
 static void dtypes(const dvmc_node *n) {
@@ -526,12 +798,6 @@ static void dtypes(const dvmc_node *n) {
 
 /* ---- the pass ---- */
 
-static int is(const dvmc_node *n, const char *const *ops) {
-  for (int i = 0; ops[i]; i++)
-    if (!strcmp(n->op, ops[i])) return 1;
-  return 0;
-}
-
 static void infer_graph(inf *I, dvmc_graph *g);
 
 static void infer_node(inf *I, const dvmc_node *n) {
@@ -549,6 +815,7 @@ static void infer_node(inf *I, const dvmc_node *n) {
   if (is(n, binary)) {
     broadcast(I, n, 0, n->nin);
     elem_arith(I, n);
+    elem_select(I, n);
   } else if (is(n, unary)) {
     same_shape(n, 0);
     if ((!strcmp(n->op, "Cast") || !strcmp(n->op, "Identity")) && dvmc_value_elems_known(n->in[0]))
@@ -567,7 +834,15 @@ static void infer_node(inf *I, const dvmc_node *n) {
   else if (!strcmp(n->op, "Range")) range(I, n);
   else if (!strcmp(n->op, "NonZero")) nonzero(I, n);
   else if (!strcmp(n->op, "TopK")) topk(I, n);
-  else if (!strcmp(n->op, "ConstantOfShape")) constant_of_shape(I, n);
+  else if (!strcmp(n->op, "ConstantOfShape")) constant_of_shape(I, n), constant_elems(I, n);
+  else if (!strcmp(n->op, "Slice")) slice(I, n);
+  else if (!strcmp(n->op, "Split")) split(I, n);
+  else if (!strcmp(n->op, "Tile")) tile(I, n);
+  else if (!strcmp(n->op, "Pad")) pad(I, n);
+  else if (!strcmp(n->op, "Resize")) resize(I, n);
+  else if (!strcmp(n->op, "ConvTranspose")) conv_transpose(I, n);
+  else if (!strcmp(n->op, "Size")) size_op(I, n);
+  else if (!strcmp(n->op, "GatherElements") && n->nin > 1 && n->in[1]) set_shape(n->out[0], n->in[1]->rank, n->in[1]->dims);
   else if (!strncmp(n->op, "Reduce", 6)) reduce(I, n, 0);
   else if (!strcmp(n->op, "ArgMax") || !strcmp(n->op, "ArgMin")) reduce(I, n, 1);
   else if (!strcmp(n->op, "Conv")) window(I, n, 1, 0);

@@ -507,3 +507,58 @@ void dvmc_graph_print(const dvmc_graph *g, FILE *out) {
     fprintf(out, ": %s\n", k->why);
   }
 }
+
+/* A JSON string: control bytes as \u00XX, so any name reads back. */
+static void print_json_string(const char *s, FILE *out) {
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p == '"' || *p == '\\')
+      fprintf(out, "\\%c", *p);
+    else if (*p < 0x20 || *p == 0x7f)
+      fprintf(out, "\\u%04x", *p);
+    else
+      fputc(*p, out);
+  fputc('"', out);
+}
+
+void dvmc_graph_print_shapes(const dvmc_graph *g, FILE *out) {
+  fputs("{\"values\": [", out);
+  int first = 1;
+  for (int i = 0; i < g->nvalues; i++) {
+    const dvmc_value *v = g->values[i];
+    int input = 0;
+    for (int k = 0; k < g->ninputs; k++) input |= g->inputs[k] == v;
+    if (!v->producer && !input) continue; /* constants, and values a rewrite left unmade */
+    fputs(first ? "\n  {\"name\": " : ",\n  {\"name\": ", out);
+    first = 0;
+    print_json_string(v->name, out);
+    fputs(", \"dtype\": ", out);
+    if (v->typed)
+      print_json_string(dvm_dtype_name(v->dtype), out);
+    else
+      fputs("null", out);
+    fputs(", \"dims\": ", out);
+    if (v->rank < 0) {
+      fputs("null", out);
+    } else {
+      fputc('[', out);
+      for (int d = 0; d < v->rank; d++) {
+        char buf[512];
+        if (d) fputs(", ", out);
+        if (v->dims[d])
+          print_json_string(dvmc_expr_str(v->dims[d], buf, sizeof buf), out);
+        else
+          fputs("null", out);
+      }
+      fputc(']', out);
+    }
+    if (v->producer) {
+      fputs(", \"node\": ", out);
+      print_json_string(v->producer->name, out);
+      fputs(", \"op\": ", out);
+      print_json_string(v->producer->op, out);
+    }
+    fputc('}', out);
+  }
+  fputs("\n]}\n", out);
+}

@@ -145,5 +145,9 @@ const char *dvmc_attr_string(const dvmc_node *n, const char *name, const char *d
 /* Prints the graph as text (dvm compile --dump-ir). */
 void dvmc_graph_print(const dvmc_graph *g, FILE *out);
 void dvmc_value_print_type(const dvmc_value *v, FILE *out); /* "f32[batch, seq, 768]" */
+/* Writes g's inputs and node outputs as JSON: name, dtype, dims as
+ * expression strings (null where unknown; dims null for an unknown rank),
+ * and the producing node and op (dvm compile --dump-shapes). */
+void dvmc_graph_print_shapes(const dvmc_graph *g, FILE *out);
 
 #endif

@@ -22,6 +22,7 @@ static const char usage_text[] =
     "                           function stays, so the file runs anywhere)\n"
     "  --dim NAME=LO..HI        the range of a symbolic dim (checked by the input guards)\n"
     "  --dump-ir                print the imported graph and stop unless -o is given\n"
+    "  --dump-shapes FILE       write every value's inferred dtype and dims as JSON\n"
     "  --function NAME          name of the entry function (default main)\n"
     "  --no-fusion              keep every elementwise node its own kernel call\n"
     "  --no-plan                no memory plan: every tensor its own allocation\n";
@@ -30,14 +31,15 @@ int dvm_cmd_compile(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"target", required_argument, 0, 't'},
       {"dim", required_argument, 0, 'D'},    {"dump-ir", no_argument, 0, 'I'},
+      {"dump-shapes", required_argument, 0, 'S'},
       {"function", required_argument, 0, 'f'}, {"no-fusion", no_argument, 0, 'N'},
       {"no-plan", no_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  const char *out = NULL, *dims[MAX_DIMS];
+  const char *out = NULL, *shapes = NULL, *dims[MAX_DIMS];
   int ndims = 0, dump = 0, cuda = 0;
   dvmc_options co = {0};
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "o:t:D:If:NPh", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:f:NPh", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
@@ -51,6 +53,7 @@ int dvm_cmd_compile(int argc, char **argv) {
       dims[ndims++] = optarg;
       break;
     case 'I': dump = 1; break;
+    case 'S': shapes = optarg; break;
     case 'f': co.function = optarg; break;
     case 'N': co.no_fusion = 1; break;
     case 'P': co.no_plan = 1; break;
@@ -58,7 +61,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }
   }
-  if (optind != argc - 1 || (!out && !dump)) {
+  if (optind != argc - 1 || (!out && !dump && !shapes)) {
     fputs(usage_text, stderr);
     return DVM_EXIT_USAGE;
   }
@@ -106,6 +109,14 @@ int dvm_cmd_compile(int argc, char **argv) {
     goto done;
   }
   if (dump) dvmc_graph_print(g, stdout);
+  if (shapes) {
+    FILE *f = fopen(shapes, "w");
+    if (f) dvmc_graph_print_shapes(g, f);
+    if (!f || ferror(f) | fclose(f)) {
+      rc = dvm_cli_fail("compile", dvm_status_new(DVM_IO, "%s: cannot write", shapes));
+      goto done;
+    }
+  }
   if (!out) goto done;
   if ((st = dvmc_lower(c, g, &co, &bytes, &size))) {
     rc = dvm_cli_fail("compile", dvm_status_annotate(st, "%s", argv[optind]));

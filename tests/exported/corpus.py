@@ -1,0 +1,44 @@
+"""The corpus of models nobody here designed, with their inputs: PyTorch
+exports that setup.sh makes with export_models.py (into build-data/exported, or
+$DVM_EXPORTED), and the fixture models."""
+import os
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DVM = os.environ.get("DVM", os.path.join(ROOT, "build", "tools", "dvm"))
+EXPORTED = os.environ.get("DVM_EXPORTED", os.path.join(ROOT, "build-data", "exported"))
+
+# model -> (file, input name -> (dtype, dims with symbols, int range), bindings)
+SEQ = [dict(batch=1, seq=1), dict(batch=2, seq=7), dict(batch=3, seq=13)]
+IMG = [dict(batch=1, height=32, width=32), dict(batch=2, height=64, width=96), dict(batch=1, height=40, width=56)]
+MODELS = {
+    "bert_tiny": (os.path.join(EXPORTED, "bert_tiny.onnx"),
+                  {"input_ids": ("i64", ["batch", "seq"], 1000), "attention_mask": ("i64", ["batch", "seq"], 2),
+                   "token_type_ids": ("i64", ["batch", "seq"], 2)}, SEQ),
+    "gpt2_tiny": (os.path.join(EXPORTED, "gpt2_tiny.onnx"), {"input_ids": ("i64", ["batch", "seq"], 1000)}, SEQ),
+    "yolo_tiny": (os.path.join(EXPORTED, "yolo_tiny.onnx"), {"images": ("f32", ["batch", 3, "height", "width"], 0)}, IMG),
+    "speech_tiny": (os.path.join(EXPORTED, "speech_tiny.onnx"), {"audio": ("f32", ["batch", "samples"], 0)},
+                    [dict(batch=1, samples=1600), dict(batch=2, samples=3203), dict(batch=3, samples=401)]),
+    "bert_fixture": (os.path.join(ROOT, "tests", "models", "bert.onnx"),
+                     {"ids": ("i64", ["batch", "seq"], 50), "mask": ("i64", ["batch", "seq"], 2)}, SEQ),
+    "resnet_fixture": (os.path.join(ROOT, "tests", "models", "resnet.onnx"),
+                       {"image": ("f32", ["batch", 3, "height", "width"], 0)},
+                       [dict(batch=1, height=32, width=32), dict(batch=2, height=17, width=23)]),
+    "mlp_fixture": (os.path.join(ROOT, "tests", "models", "mlp.onnx"), {"x": ("f32", ["batch", 16], 0)},
+                    [dict(batch=1), dict(batch=5)]),
+}
+
+
+def feeds_for(spec, env, rng):
+    feeds = {}
+    for name, (dt, dims, hi) in spec.items():
+        shape = [env[d] if isinstance(d, str) else d for d in dims]
+        if dt == "i64":
+            feeds[name] = rng.integers(0, hi, size=shape, dtype=np.int64)
+            if name.endswith("mask"):
+                feeds[name][..., 0] = 1
+        else:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
