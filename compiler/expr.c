@@ -346,6 +346,23 @@ done:
   return r;
 }
 
+/* floordiv(floordiv(y, b) + k, c) is floordiv(y + k b, b c) for constants
+ * b, c > 0 (floor(y/b) + k = floor((y + kb)/b), and floors of floors by
+ * positive integers nest): strided windows stacked keep one division. */
+static const dvmc_expr *nested_div(dvmc_exprs *x, const dvmc_expr *a, int64_t c) {
+  const dvmc_expr *inner = a->kind == DVMC_E_FLOORDIV ? a : NULL;
+  int64_t k = 0, b, kb, bc;
+  if (a->kind == DVMC_E_SUM && a->n == 2)
+    for (int i = 0; i < 2; i++) {
+      if (a->args[i]->kind == DVMC_E_CONST) k = a->coefs[i];
+      else if (a->args[i]->kind == DVMC_E_FLOORDIV && a->coefs[i] == 1) inner = a->args[i];
+    }
+  if (!inner || (a->kind == DVMC_E_SUM && !k) || !dvmc_expr_is_const(inner->args[1], &b) || b <= 0 ||
+      __builtin_mul_overflow(k, b, &kb) || __builtin_mul_overflow(b, c, &bc))
+    return NULL;
+  return dvmc_floordiv(x, dvmc_add(x, inner->args[0], dvmc_const(x, kb)), dvmc_const(x, bc));
+}
+
 const dvmc_expr *dvmc_floordiv(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
   if (!a || !b) return NULL;
   int64_t va, vb;
@@ -354,6 +371,8 @@ const dvmc_expr *dvmc_floordiv(dvmc_exprs *x, const dvmc_expr *a, const dvmc_exp
   if (ca && cb) return (va == INT64_MIN && vb == -1) ? NULL : dvmc_const(x, fdiv(va, vb));
   if (cb && vb == 1) return a;
   if (cb && vb > 0 && divides_all(a, vb)) return rescale(x, a, 1, vb);
+  const dvmc_expr *nested = cb && vb > 0 ? nested_div(x, a, vb) : NULL;
+  if (nested) return nested;
   if (a == b) return dvmc_const(x, 1); /* dims divided by themselves: assumed non-zero */
   const dvmc_expr *q = exact_div(x, a, b);
   if (q) return q;

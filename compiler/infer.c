@@ -12,6 +12,7 @@ typedef struct {
   dvmc_exprs *x;
   dvmc_graph *root; /* where constraints are collected */
   int depth;        /* inside If branches and Loop bodies: > 0 */
+  int narrowed;     /* a symbol's range was narrowed: infer again */
   int oom;
 } inf;
 
@@ -130,6 +131,15 @@ static const dvmc_expr *bcast_dim(inf *I, const dvmc_node *n, const dvmc_expr *r
       const dvmc_expr *other = dvmc_expr_arg(m, 0) == a ? dvmc_expr_arg(m, 1) : dvmc_expr_arg(m, 0);
       dvmc_sym_range(other, &lo1, &hi1);
       if (lo1 < 2) break; /* min(a, 1) broadcasts against any a */
+      int64_t c, alo, ahi;
+      dvmc_sym_range(a, &alo, &ahi);
+      if (I->depth == 0 && dvmc_expr_sym_name(a) && dvmc_expr_is_const(other, &c) && c >= alo) {
+        /* an input symbol: its range ends at c, the input guard checks it,
+         * and inference runs again with min(a, c) = a */
+        dvmc_sym_set_range(I->x, a, alo, c < ahi ? c : ahi);
+        I->narrowed = 1;
+        return a;
+      }
       dvmc_constraint k2 = {DVMC_REL_EQ, a, m, n, false, "they broadcast"};
       if (I->depth == 0 && !dvmc_graph_constrain(I->c, I->root, &k2)) I->oom = 1;
       return a;
@@ -919,13 +929,15 @@ static dvm_status *unify(inf *I, dvmc_graph *g, int *changed) {
 }
 
 dvm_status *dvmc_infer(dvmc_ctx *c, dvmc_graph *g) {
-  inf I = {c, c->exprs, g, 0, 0};
+  inf I = {c, c->exprs, g, 0, 0, 0};
   for (;;) {
+    I.narrowed = 0;
     infer_graph(&I, g);
     if (I.oom) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     int changed;
     dvm_status *st = unify(&I, g, &changed);
-    if (st || !changed) return st;
+    if (st) return st;
+    if (!changed && !I.narrowed) return NULL;
     /* start again from the inputs; the relations found are found again */
     int kept = 0;
     for (int i = 0; i < g->nconstraints; i++)

@@ -241,18 +241,20 @@ int dvm_cmd_bench(int argc, char **argv) {
   double med = times[iters / 2], p10 = times[iters / 10], p90 = times[(iters * 9) / 10 < iters ? (iters * 9) / 10 : iters - 1];
   dvm_vm_stats s;
   dvm_vm_get_stats(vm, &s);
-  uint64_t peak = s.pool[vo.device].peak;
+  uint64_t peak = s.pool[vo.device].peak, asked = s.pool[vo.device].peak_requested;
   printf("%s: %d iterations after %d warm-up, ", dvm_function_name(m, f), iters, warmup);
   if (vo.threads) printf("%d threads\n", vo.threads);
   else printf("threads: all cores\n");
   printf("latency ms: median %.4f  p10 %.4f  p90 %.4f  min %.4f\n", med, p10, p90, times[0]);
   double syncs = (double)s.host_syncs / (double)s.invocations;
-  printf("peak pool memory: %llu bytes (%s)\n", (unsigned long long)peak, dvm_device_name(vo.device));
+  printf("peak pool memory: %llu bytes (%s; %llu bytes requested)\n", (unsigned long long)peak,
+         dvm_device_name(vo.device), (unsigned long long)asked);
   if (vo.device == DVM_DEVICE_CUDA) printf("host syncs per invocation: %.2f\n", syncs);
   printf("{\"model\":\"%s\",\"function\":\"%s\",\"device\":\"%s\",\"iters\":%d,\"median_ms\":%.6f,"
-         "\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"min_ms\":%.6f,\"peak_bytes\":%llu,\"host_syncs\":%.2f}\n",
+         "\"p10_ms\":%.6f,\"p90_ms\":%.6f,\"min_ms\":%.6f,\"peak_bytes\":%llu,"
+         "\"peak_requested_bytes\":%llu,\"host_syncs\":%.2f}\n",
          argv[optind], dvm_function_name(m, f), dvm_device_name(vo.device), iters, med, p10, p90,
-         times[0], (unsigned long long)peak, syncs);
+         times[0], (unsigned long long)peak, (unsigned long long)asked, syncs);
 done:
   free(times);
   for (int i = 0; i < np; i++) dvm_value_clear(&args[i]);

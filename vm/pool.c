@@ -120,6 +120,8 @@ dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage *
   }
   p->stats.in_use += block;
   if (p->stats.in_use > p->stats.peak) p->stats.peak = p->stats.in_use;
+  p->stats.requested += size;
+  if (p->stats.requested > p->stats.peak_requested) p->stats.peak_requested = p->stats.requested;
   p->outstanding++;
   pthread_mutex_unlock(&p->lock);
   atomic_init(&s->refs, 1);
@@ -136,6 +138,7 @@ void dvm_pool_return(dvm_storage *s) {
   int c = size_class(s->block, &block);
   pthread_mutex_lock(&p->lock);
   p->stats.in_use -= s->block;
+  p->stats.requested -= s->size;
   p->outstanding--;
   if (p->owner_gone) {
     p->dev->free(p->dev, s->ptr);

@@ -46,3 +46,56 @@ def test_exported_model_matches_ort(model, tmp_path):
         for g, w in zip(got, want):
             assert g.shape == w.shape, env
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=str(env))
+
+
+def shape_args(spec, env):
+    args = []
+    for name, (dt, dims, hi) in spec.items():
+        args += ["--shape", name + "=" + "x".join(str(env[d] if isinstance(d, str) else d) for d in dims)]
+        if dt == "i64":
+            args += ["--range", f"{name}=0..{hi - 1}"]
+    return args
+
+
+@pytest.mark.parametrize("model", EXPORTS)
+def test_memory_formula_is_the_measured_peak(model, tmp_path):
+    """`dvm inspect --memory` at a shape equals the bytes the pool was asked
+    for at its peak while running that shape (dvm bench's
+    peak_requested_bytes): the plan covers every tensor."""
+    onnx_path, spec, bindings = MODELS[model]
+    dvmb = tmp_path / f"{model}.dvmb"
+    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb)], check=True)
+    for env in bindings:
+        dims = [f"--dim={k}={v}" for k, v in env.items()]
+        out = subprocess.run([DVM, "inspect", "--memory", str(dvmb), *dims], capture_output=True, text=True,
+                             check=True).stdout
+        predicted = int(out.split(": ")[-1].split(" bytes")[0])
+        bench = subprocess.run([DVM, "bench", str(dvmb), *shape_args(spec, env), "--iters", "1", "--warmup", "0",
+                                "--threads", "1"], capture_output=True, text=True, check=True).stdout
+        measured = int(bench.split('"peak_requested_bytes":')[1].split(",")[0])
+        assert predicted == measured, f"{env}: inspect says {predicted} bytes, the run asked for {measured}"
+
+
+def test_bert_export_chains_fused(tmp_path):
+    """In the exported BERT, the decomposed LayerNorm and GELU and the mask
+    and residual arithmetic run as fused kernels: per layer, no elementwise
+    op but the bias adds (one Add after each product) is its own call."""
+    onnx_path = MODELS["bert_tiny"][0]
+    dvmb = tmp_path / "bert.dvmb"
+    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb)], check=True)
+    text = subprocess.run([DVM, "disasm", str(dvmb)], capture_output=True, text=True, check=True).stdout
+    per_layer, loc = {}, ""
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith(".loc"):
+            loc = s.split(None, 1)[1].strip('"')
+        elif s.startswith("invoke") and loc.startswith("/layers."):
+            kernel = s.split()[1].rstrip(",").strip('"').split("@")[0]
+            per_layer.setdefault(loc.split("/")[1], []).append(kernel)
+    assert sorted(per_layer) == ["layers.0", "layers.1"], per_layer.keys()
+    for layer, kernels in per_layer.items():
+        counts = {k: kernels.count(k) for k in set(kernels)}
+        standalone = {k: c for k, c in counts.items() if k in ("sub", "mul", "div", "pow", "sqrt", "erf", "tanh")}
+        assert not standalone, f"{layer}: {counts}"
+        assert counts.get("add", 0) <= 6 and counts["fused"] >= 8, f"{layer}: {counts}"
+        assert len(kernels) <= 30, f"{layer}: {len(kernels)} kernel calls: {counts}"

@@ -72,6 +72,8 @@ DVM_API void dvm_vm_interrupt(dvm_vm *vm);
 typedef struct dvm_pool_stats {
   uint64_t in_use;    /* bytes handed out now */
   uint64_t peak;      /* most bytes in use at once */
+  uint64_t requested; /* bytes asked for by the storages in use (before rounding to blocks) */
+  uint64_t peak_requested; /* most such bytes at once: what dvm inspect --memory predicts */
   uint64_t cached;    /* bytes held for reuse */
   uint64_t allocs;    /* allocations from the system */
   uint64_t reuses;    /* allocations served from the cache */
