@@ -4,6 +4,7 @@
 
 #include "infer.h"
 #include "onnx_import.h"
+#include "ops.h"
 
 #define MAX_ELEMS 16 /* contents tracked for integer tensors up to this size */
 
@@ -781,87 +782,153 @@ static void constant_elems(inf *I, const dvmc_node *n) {
   set_elems(I, (dvmc_value *)o, (int)len, e);
 }
 
-/* ---- dtypes ---- */
-
-static void dtypes(const dvmc_node *n) {
-  static const char *const to_bool[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-                                        "And", "Or", "Xor", "Not", NULL};
-  static const char *const to_i64[] = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", NULL};
-  dvm_dtype dt;
-  int fixed = 0;
-  for (int i = 0; to_bool[i]; i++)
-    if (!strcmp(n->op, to_bool[i])) dt = DVM_BOOL, fixed = 1;
-  for (int i = 0; to_i64[i]; i++)
-    if (!strcmp(n->op, to_i64[i])) dt = DVM_I64, fixed = 1;
-  if (!strcmp(n->op, "Cast")) {
-    if (!dvmc_onnx_dtype(dvmc_attr_int(n, "to", 0), &dt)) return;
-    fixed = 1;
+/* Forgets the shapes and contents inference found for g's node outputs. */
+static void reset_values(dvmc_graph *g) {
+  for (int i = 0; i < g->nvalues; i++) {
+    dvmc_value *v = g->values[i];
+    if (!v->producer || v->constant) continue;
+    v->rank = -1;
+    v->elems = NULL;
+    v->nelems = 0;
   }
-  if (!fixed) {
-    const dvmc_value *src = !strcmp(n->op, "Where") && n->nin > 1 ? n->in[1] : n->nin ? n->in[0] : NULL;
-    if (!strcmp(n->op, "ConstantOfShape") || !src || !src->typed) return;
-    dt = src->dtype;
-  }
-  if (n->nout && n->out[0] && !n->out[0]->typed) set_dtype(n->out[0], dt);
-  if (!strcmp(n->op, "TopK") && n->nout > 1 && n->out[1]) set_dtype(n->out[1], DVM_I64);
 }
 
-/* ---- the pass ---- */
+/* ---- the rules of the op table (ops.def's SHAPE column) ---- */
+
+static void rule_broadcast(inf *I, const dvmc_node *n) {
+  broadcast(I, n, 0, n->nin);
+  elem_arith(I, n);
+  elem_select(I, n);
+}
+
+/* Output 0 has input 0's shape (and for Cast and Identity its contents). */
+static void rule_same(inf *I, const dvmc_node *n) {
+  same_shape(n, 0);
+  if ((!strcmp(n->op, "Cast") || !strcmp(n->op, "Identity")) && dvmc_value_elems_known(n->in[0]))
+    set_elems(I, n->out[0], n->in[0]->nelems, n->in[0]->elems);
+}
+
+static void rule_matmul(inf *I, const dvmc_node *n) { matmul(I, n); }
+static void rule_gemm(inf *I, const dvmc_node *n) { gemm(I, n); }
+static void rule_transpose(inf *I, const dvmc_node *n) { (void)I, transpose(n); }
+static void rule_reshape(inf *I, const dvmc_node *n) { reshape(I, n); }
+static void rule_squeeze(inf *I, const dvmc_node *n) { squeeze_unsqueeze(I, n, 0); }
+static void rule_unsqueeze(inf *I, const dvmc_node *n) { squeeze_unsqueeze(I, n, 1); }
+static void rule_flatten(inf *I, const dvmc_node *n) { flatten(I, n); }
+static void rule_concat(inf *I, const dvmc_node *n) { concat(I, n); }
+static void rule_gather(inf *I, const dvmc_node *n) { gather(I, n); }
+static void rule_shape(inf *I, const dvmc_node *n) { shape_op(I, n); }
+static void rule_expand(inf *I, const dvmc_node *n) { expand(I, n); }
+static void rule_range(inf *I, const dvmc_node *n) { range(I, n); }
+static void rule_nonzero(inf *I, const dvmc_node *n) { nonzero(I, n); }
+static void rule_topk(inf *I, const dvmc_node *n) { topk(I, n); }
+static void rule_slice(inf *I, const dvmc_node *n) { slice(I, n); }
+static void rule_split(inf *I, const dvmc_node *n) { split(I, n); }
+static void rule_tile(inf *I, const dvmc_node *n) { tile(I, n); }
+static void rule_pad(inf *I, const dvmc_node *n) { pad(I, n); }
+static void rule_resize(inf *I, const dvmc_node *n) { resize(I, n); }
+static void rule_conv_transpose(inf *I, const dvmc_node *n) { conv_transpose(I, n); }
+static void rule_size(inf *I, const dvmc_node *n) { size_op(I, n); }
+static void rule_reduce(inf *I, const dvmc_node *n) { reduce(I, n, 0); }
+static void rule_arg(inf *I, const dvmc_node *n) { reduce(I, n, 1); }
+static void rule_conv(inf *I, const dvmc_node *n) { window(I, n, 1, 0); }
+static void rule_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 0); }
+static void rule_global_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 1); }
+
+static void rule_constant_of_shape(inf *I, const dvmc_node *n) {
+  constant_of_shape(I, n);
+  constant_elems(I, n);
+}
+
+static void rule_gather_elements(inf *I, const dvmc_node *n) {
+  (void)I;
+  if (n->nin > 1 && n->in[1]) set_shape(n->out[0], n->in[1]->rank, n->in[1]->dims);
+}
+
+static bool same_dims(const dvmc_value *a, const dvmc_value *b) {
+  if (!a || !b || a->rank < 0 || a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (!a->dims[d] || a->dims[d] != b->dims[d]) return false;
+  return true;
+}
 
 static void infer_graph(inf *I, dvmc_graph *g);
 
+/* If: an output whose shape both branches agree on has it. */
+static void rule_if(inf *I, const dvmc_node *n) {
+  const dvmc_attr *t = dvmc_attr_find(n, "then_branch"), *e = dvmc_attr_find(n, "else_branch");
+  if (!t || !e || !t->g || !e->g) return;
+  for (int i = 0; i < n->nout && i < t->g->noutputs && i < e->g->noutputs; i++)
+    if (same_dims(t->g->outputs[i], e->g->outputs[i]))
+      set_shape(n->out[i], t->g->outputs[i]->rank, t->g->outputs[i]->dims);
+}
+
+/* Loop: a loop-carried value whose shape the body keeps has it (the body
+ * is inferred with its inputs at the initial values' shapes; an input
+ * whose shape the body changes is inferred again as unknown); a scan
+ * output is [trip count, its per-iteration shape], the trip count read at
+ * run time at top level. */
+static void rule_loop(inf *I, const dvmc_node *n) {
+  const dvmc_attr *b = dvmc_attr_find(n, "body");
+  dvmc_graph *g = b ? b->g : NULL;
+  int carried = n->nin - 2;
+  if (!g || carried < 0 || g->ninputs != carried + 2 || g->noutputs < carried + 1) return;
+  for (int pass = 0; pass < 2; pass++) {
+    int again = 0;
+    for (int k = 0; k < carried; k++) {
+      const dvmc_value *body_out = g->outputs[k + 1];
+      dvmc_value *body_in = g->inputs[k + 2];
+      if (pass == 0 && n->in[k + 2]) set_shape(body_in, n->in[k + 2]->rank, n->in[k + 2]->dims);
+      if (pass == 1 && !same_dims(body_in, body_out)) body_in->rank = -1;
+    }
+    I->depth++;
+    infer_graph(I, g);
+    I->depth--;
+    for (int k = 0; k < carried; k++) again |= g->inputs[k + 2]->rank >= 0 && !same_dims(g->inputs[k + 2], g->outputs[k + 1]);
+    if (!again) break;
+    reset_values(g);
+  }
+  for (int k = 0; k < carried && k < n->nout; k++)
+    if (same_dims(g->inputs[k + 2], g->outputs[k + 1])) set_shape(n->out[k], g->inputs[k + 2]->rank, g->inputs[k + 2]->dims);
+  const dvmc_expr *trips = NULL;
+  for (int k = carried; k < n->nout && k + 1 < g->noutputs; k++) {
+    const dvmc_value *o = g->outputs[k + 1];
+    if (!dvmc_value_shape_known(o) || o->rank + 1 > DVM_MAX_RANK) continue;
+    if (!trips && !(trips = data_dim(I, "trips"))) return;
+    const dvmc_expr *d[DVM_MAX_RANK];
+    d[0] = trips;
+    for (int i = 0; i < o->rank; i++) d[i + 1] = o->dims[i];
+    set_shape(n->out[k], o->rank + 1, d);
+  }
+}
+
+typedef void (*shape_rule)(inf *I, const dvmc_node *n);
+#define rule__ NULL
+static const shape_rule rules[] = {
+#define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) rule_##shape,
+#include "ops.def"
+#undef OP
+};
+
+/* ---- the pass ---- */
+
 static void infer_node(inf *I, const dvmc_node *n) {
-  static const char *const binary[] = {"Add", "Sub", "Mul", "Div", "Pow", "Min", "Max", "Equal", "Less",
-                                       "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
-                                       "Where", NULL};
-  static const char *const unary[] = {"Relu", "Exp", "Log", "Sqrt", "Tanh", "Erf", "Sigmoid", "Gelu", "Neg",
-                                      "Abs", "Not", "Reciprocal", "Clip", "Cast", "Identity", "Dropout",
-                                      "Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
-                                      "CumSum", "Trilu", NULL};
   for (int i = 0; i < n->nin; i++)
     if (n->in[i]) const_elems(I, n->in[i]);
   if (!n->nout || !n->out[0]) return;
-  dtypes(n);
-  if (is(n, binary)) {
-    broadcast(I, n, 0, n->nin);
-    elem_arith(I, n);
-    elem_select(I, n);
-  } else if (is(n, unary)) {
-    same_shape(n, 0);
-    if ((!strcmp(n->op, "Cast") || !strcmp(n->op, "Identity")) && dvmc_value_elems_known(n->in[0]))
-      set_elems(I, n->out[0], n->in[0]->nelems, n->in[0]->elems);
-  } else if (!strcmp(n->op, "MatMul")) matmul(I, n);
-  else if (!strcmp(n->op, "Gemm")) gemm(I, n);
-  else if (!strcmp(n->op, "Transpose")) transpose(n);
-  else if (!strcmp(n->op, "Reshape")) reshape(I, n);
-  else if (!strcmp(n->op, "Squeeze")) squeeze_unsqueeze(I, n, 0);
-  else if (!strcmp(n->op, "Unsqueeze")) squeeze_unsqueeze(I, n, 1);
-  else if (!strcmp(n->op, "Flatten")) flatten(I, n);
-  else if (!strcmp(n->op, "Concat")) concat(I, n);
-  else if (!strcmp(n->op, "Gather")) gather(I, n);
-  else if (!strcmp(n->op, "Shape")) shape_op(I, n);
-  else if (!strcmp(n->op, "Expand")) expand(I, n);
-  else if (!strcmp(n->op, "Range")) range(I, n);
-  else if (!strcmp(n->op, "NonZero")) nonzero(I, n);
-  else if (!strcmp(n->op, "TopK")) topk(I, n);
-  else if (!strcmp(n->op, "ConstantOfShape")) constant_of_shape(I, n), constant_elems(I, n);
-  else if (!strcmp(n->op, "Slice")) slice(I, n);
-  else if (!strcmp(n->op, "Split")) split(I, n);
-  else if (!strcmp(n->op, "Tile")) tile(I, n);
-  else if (!strcmp(n->op, "Pad")) pad(I, n);
-  else if (!strcmp(n->op, "Resize")) resize(I, n);
-  else if (!strcmp(n->op, "ConvTranspose")) conv_transpose(I, n);
-  else if (!strcmp(n->op, "Size")) size_op(I, n);
-  else if (!strcmp(n->op, "GatherElements") && n->nin > 1 && n->in[1]) set_shape(n->out[0], n->in[1]->rank, n->in[1]->dims);
-  else if (!strncmp(n->op, "Reduce", 6)) reduce(I, n, 0);
-  else if (!strcmp(n->op, "ArgMax") || !strcmp(n->op, "ArgMin")) reduce(I, n, 1);
-  else if (!strcmp(n->op, "Conv")) window(I, n, 1, 0);
-  else if (!strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool")) window(I, n, 0, 0);
-  else if (!strcmp(n->op, "GlobalAveragePool") || !strcmp(n->op, "GlobalMaxPool")) window(I, n, 0, 1);
-  I->depth++;
-  for (int a = 0; a < n->nattrs; a++)
+  int loop = n->def && rules[dvmc_op_index(n->def)] == rule_loop;
+  I->depth++; /* subgraphs first: If's and Loop's outputs come from them */
+  for (int a = 0; a < n->nattrs && !loop; a++)
     if (n->attrs[a].type == DVMC_ATTR_GRAPH && n->attrs[a].g) infer_graph(I, n->attrs[a].g);
   I->depth--;
+  if (n->def && rules[dvmc_op_index(n->def)]) rules[dvmc_op_index(n->def)](I, n);
+  for (int i = 0; i < n->nout; i++) {
+    dvm_dtype dt;
+    bool known;
+    dvm_status *st = n->out[i] && !n->out[i]->typed ? dvmc_op_out_dtype(n, i, &dt, &known) : NULL;
+    if (st) dvm_status_free(st); /* a bad "to": lowering reports it */
+    else if (n->out[i] && !n->out[i]->typed && known) set_dtype(n->out[i], dt);
+  }
 }
 
 static void infer_graph(inf *I, dvmc_graph *g) {
@@ -872,13 +939,7 @@ static void infer_graph(inf *I, dvmc_graph *g) {
 /* Forgets what inference found (node outputs that are not constants), so
  * it can run again after unification. */
 static void reset_graph(dvmc_graph *g) {
-  for (int i = 0; i < g->nvalues; i++) {
-    dvmc_value *v = g->values[i];
-    if (!v->producer || v->constant) continue;
-    v->rank = -1;
-    v->elems = NULL;
-    v->nelems = 0;
-  }
+  reset_values(g);
   for (int i = 0; i < g->nnodes; i++)
     for (int a = 0; a < g->nodes[i]->nattrs; a++)
       if (g->nodes[i]->attrs[a].g) reset_graph(g->nodes[i]->attrs[a].g);

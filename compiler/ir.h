@@ -75,6 +75,7 @@ typedef struct dvmc_attr {
 struct dvmc_node {
   const char *name;   /* never NULL: imported names, or "OpType_N" */
   const char *op;     /* ONNX op type */
+  const struct dvmc_op *def; /* its row in the op table (ops.h), NULL if dvm has none */
   const char *domain; /* "" for the default domain */
   int opset;          /* the model's opset for that domain */
   int nin, nout;

@@ -17,6 +17,7 @@
 #include "kernel.h"
 #include "infer.h"
 #include "lower.h"
+#include "ops.h"
 #include "onnx_import.h"
 #include "plan.h"
 
@@ -478,42 +479,14 @@ struct op_rule {
   const char *dtype;  /* output dtype: NULL = input 0's, "bool", "i64", "in1", "to" */
   int nin;            /* inputs passed to the kernel (rest are attributes); -1 = all */
   lower_fn lower;     /* NULL: the generic kernel lowering */
-  int min_opset;      /* the first opset with these semantics; 0 = 11 */
+  int min_opset;      /* the first opset with these semantics */
 };
 
-/* The dtype of output i. The rule lists one entry per output (the last
- * repeats): "bool", "i64", "to" (Cast's attribute), "in1" (input 1's), or
- * empty for input 0's. */
-static dvm_status *out_dtype(const dvmc_node *n, const op_rule *r, int i, dvm_dtype *out) {
-  char field[16] = "";
-  const char *p = r->dtype ? r->dtype : "";
-  for (int k = 0;; k++) {
-    size_t l = strcspn(p, ",");
-    if (k == i || !p[l]) {
-      snprintf(field, sizeof field, "%.*s", (int)l, p);
-      break;
-    }
-    p += l + 1;
-  }
-  if (!strcmp(field, "bool") || !strcmp(field, "i64")) {
-    *out = field[0] == 'b' ? DVM_BOOL : DVM_I64;
-    return NULL;
-  }
-  if (!strcmp(field, "to")) {
-    int64_t to = dvmc_attr_int(n, "to", 0);
-    if (dvmc_onnx_dtype(to, out)) return NULL;
-    return unsupported(n, "cast to ONNX type %lld is not supported", (long long)to);
-  }
-  if (n->out[i]->typed) { /* set by the caller of a synthesized node */
-    *out = n->out[i]->dtype;
-    return NULL;
-  }
-  const dvmc_value *src = !strcmp(field, "in1") ? (n->nin > 1 ? n->in[1] : NULL) : (n->nin ? n->in[0] : NULL);
-  if (src && src->typed) {
-    *out = src->dtype;
-    return NULL;
-  }
-  return unsupported(n, "cannot tell the dtype of output %d", i);
+/* The dtype of output i, by the op table's rule (ops.c). */
+static dvm_status *out_dtype(const dvmc_node *n, int i, dvm_dtype *out) {
+  bool known;
+  dvm_status *st = dvmc_op_out_dtype(n, i, out, &known);
+  return st ? st : known ? NULL : unsupported(n, "cannot tell the dtype of output %d", i);
 }
 
 /* Lowering decides dtypes as it goes: later nodes read them. */
@@ -616,7 +589,7 @@ static dvm_status *emit_call(lowering *L, const dvmc_node *n, const op_rule *r, 
   }
   for (int i = 0; i < nout; i++) {
     dvm_dtype dt = DVM_F32;
-    if ((st = out_dtype(n, r, i, &dt))) return st;
+    if ((st = out_dtype(n, i, &dt))) return st;
     outs[i] = dvmc_fn_reg(L->f);
     set_type(n->out[i], dt);
     emit_alloc(L, (int)outs[i], dt, (int)shapes[i], n->out[i]->rank, known ? n->out[i]->dims : NULL);
@@ -1078,92 +1051,13 @@ static dvm_status *lower_softmax(lowering *L, const dvmc_node *n, const op_rule 
   return lower_kernel(L, n, r);
 }
 
-/* The table: one line per ONNX op. Attribute specs follow lower_attr; the
- * kernels' own conventions are documented at the top of their files. */
+/* The lowering columns of the op table (ops.def), by row. */
+#define lower__ NULL
 static const op_rule rules[] = {
-    /* elementwise, broadcasting */
-    {"Add", "add", NULL, NULL, -1, NULL},
-    {"Sub", "sub", NULL, NULL, -1, NULL},
-    {"Mul", "mul", NULL, NULL, -1, NULL},
-    {"Div", "div", NULL, NULL, -1, NULL},
-    {"Pow", "pow", NULL, NULL, -1, lower_pow},
-    {"Equal", "equal", NULL, "bool", -1, NULL},
-    {"Less", "less", NULL, "bool", -1, NULL},
-    {"Greater", "greater", NULL, "bool", -1, NULL},
-    {"LessOrEqual", "less_equal", NULL, "bool", -1, NULL},
-    {"GreaterOrEqual", "greater_equal", NULL, "bool", -1, NULL},
-    {"And", "and", NULL, "bool", -1, NULL},
-    {"Or", "or", NULL, "bool", -1, NULL},
-    {"Xor", "xor", NULL, "bool", -1, NULL},
-    {"Where", "where", NULL, "in1", -1, NULL},
-    {"Min", "min", NULL, NULL, -1, lower_nary},
-    {"Max", "max", NULL, NULL, -1, lower_nary},
-    /* elementwise, one input */
-    {"Sqrt", "sqrt", NULL, NULL, 1, NULL},
-    {"Exp", "exp", NULL, NULL, 1, NULL},
-    {"Log", "log", NULL, NULL, 1, NULL},
-    {"Tanh", "tanh", NULL, NULL, 1, NULL},
-    {"Erf", "erf", NULL, NULL, 1, NULL},
-    {"Sigmoid", "sigmoid", NULL, NULL, 1, NULL},
-    {"Reciprocal", "reciprocal", NULL, NULL, 1, NULL},
-    {"Relu", "relu", NULL, NULL, 1, NULL},
-    {"Neg", "neg", NULL, NULL, 1, NULL},
-    {"Abs", "abs", NULL, NULL, 1, NULL},
-    {"Not", "not", NULL, "bool", 1, NULL, 1},
-    {"Gelu", "gelu", "approximate:e(none,tanh)=none", NULL, 1, NULL},
-    {"Clip", "clip", "min|@1:f=-inf max|@2:f=inf", NULL, 1, NULL},
-    {"Cast", "cast", NULL, "to", 1, NULL},
-    {"Identity", NULL, NULL, NULL, 1, lower_alias},
-    {"Dropout", NULL, NULL, NULL, 1, lower_alias},
-    /* products, normalizations, reductions */
-    {"MatMul", "matmul", NULL, NULL, -1, NULL},
-    {"Einsum", "einsum", NULL, NULL, -1, lower_einsum},
-    {"Gemm", "gemm", "transA:i=0 transB:i=0 alpha:f=1 beta:f=1", NULL, -1, NULL},
-    {"Softmax", "softmax", "axis:i=-1", NULL, 1, lower_softmax},
-    {"LogSoftmax", "logsoftmax", "axis:i=-1", NULL, 1, lower_softmax},
-    {"LayerNormalization", "layernorm", "axis:i=-1 epsilon:f=1e-5", NULL, 3, NULL},
-    {"BatchNormalization", "batchnorm", "epsilon:f=1e-5", NULL, 5, NULL},
-    {"ReduceSum", "reduce_sum", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
-    {"ReduceMean", "reduce_mean", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
-    {"ReduceMax", "reduce_max", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
-    {"ReduceMin", "reduce_min", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
-    {"ReduceProd", "reduce_prod", "axes|@1:s keepdims:i=1 noop_with_empty_axes:i=0", NULL, 1, NULL},
-    {"ArgMax", "argmax", "axis:i=0 keepdims:i=1 select_last_index:i=0", "i64", 1, NULL},
-    {"ArgMin", "argmin", "axis:i=0 keepdims:i=1 select_last_index:i=0", "i64", 1, NULL},
-    {"CumSum", "cumsum", "@1:i exclusive:i=0 reverse:i=0", NULL, 1, NULL},
-    {"TopK", "topk", "axis:i=-1 largest:i=1 sorted:i=1", ",i64", 2, NULL},
-    /* data movement */
-    {"Transpose", "transpose", "perm:s?", NULL, 1, NULL},
-    {"Gather", "gather", "axis:i=0", NULL, 2, NULL},
-    {"GatherElements", "gather_elements", "axis:i=0", NULL, 2, NULL},
-    {"Slice", "slice", NULL, NULL, 5, NULL},
-    {"Concat", "concat", "axis:i", NULL, -1, NULL},
-    {"Split", "split", "axis:i=0 num_outputs:i?", NULL, 2, NULL},
-    {"Expand", "expand", NULL, NULL, 2, NULL},
-    {"Tile", "tile", NULL, NULL, 2, NULL},
-    {"Pad", "pad", "mode:e(constant,reflect,edge,wrap)=constant", NULL, 4, NULL},
-    {"Trilu", "trilu", "upper:i=1", NULL, 2, NULL},
-    {"Reshape", "reshape", "allowzero:i=0", NULL, 2, lower_view},
-    {"Flatten", "flatten", "axis:i=1", NULL, 1, lower_view},
-    {"Squeeze", "squeeze", "axes|@1:s?", NULL, 1, lower_view},
-    {"Unsqueeze", "unsqueeze", "axes|@1:s", NULL, 1, lower_view},
-    /* generators and shapes */
-    {"NonZero", "nonzero", NULL, "i64", 1, NULL},
-    {"Range", "range", NULL, NULL, 3, NULL},
-    {"ConstantOfShape", NULL, NULL, NULL, 1, lower_constant_of_shape},
-    {"Shape", "shape", "start:i=0 end:i?", "i64", 1, NULL},
-    {"Size", "size", NULL, "i64", 1, NULL},
-    /* convolutions and pools */
-    {"Conv", "conv", "strides:s pads:s dilations:s group:i=1", NULL, 3, lower_window},
-    {"ConvTranspose", "conv_transpose", "strides:s pads:s dilations:s group:i=1 output_padding:s", NULL, 3, NULL},
-    {"MaxPool", "max_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 storage_order:i=0", ",i64", 1, lower_window},
-    {"AveragePool", "average_pool", "kernel_shape:s strides:s pads:s dilations:s ceil_mode:i=0 count_include_pad:i=0", NULL, 1, lower_window},
-    {"GlobalAveragePool", "global_average_pool", NULL, NULL, 1, NULL},
-    {"GlobalMaxPool", "global_max_pool", NULL, NULL, 1, NULL},
-    {"Resize", "resize", NULL, NULL, 1, lower_resize},
-    /* control flow */
-    {"If", NULL, "then_branch:g else_branch:g", NULL, 1, lower_if},
-    {"Loop", NULL, "body:g", NULL, -1, lower_loop},
+#define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
+  {#name, kernel, attrs, dtype, nin, lower_##lower, opset},
+#include "ops.def"
+#undef OP
 };
 
 /* Attributes a rule does not map change the op's meaning: refuse them
@@ -1197,11 +1091,7 @@ static dvm_status *check_attrs(const dvmc_node *n, const op_rule *r) {
   return NULL;
 }
 
-static const op_rule *find_rule(const char *op) {
-  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
-    if (!strcmp(rules[i].op, op)) return &rules[i];
-  return NULL;
-}
+static const op_rule *find_rule(const dvmc_node *n) { return n->def ? &rules[dvmc_op_index(n->def)] : NULL; }
 
 /* Lowers the nodes of g (the main graph or a branch or loop body). Values
  * of g are released after their last use in g; values of enclosing graphs
@@ -1253,24 +1143,10 @@ static void node_uses(const dvmc_graph *g, const dvmc_node *n, int *mark, int st
  * values broadcastable to that shape (checked symbolically) or f32 scalar
  * constants; values used outside the group are its outputs. */
 
-static const struct {
-  const char *op;
-  dvm_fused_op fop;
-  int arity;
-} fusable_ops[] = {
-    {"Add", DVM_FUSED_ADD, 2},   {"Sub", DVM_FUSED_SUB, 2},       {"Mul", DVM_FUSED_MUL, 2},
-    {"Div", DVM_FUSED_DIV, 2},   {"Pow", DVM_FUSED_POW, 2},       {"Min", DVM_FUSED_MIN, 2},
-    {"Max", DVM_FUSED_MAX, 2},   {"Relu", DVM_FUSED_RELU, 1},     {"Neg", DVM_FUSED_NEG, 1},
-    {"Abs", DVM_FUSED_ABS, 1},   {"Sqrt", DVM_FUSED_SQRT, 1},     {"Exp", DVM_FUSED_EXP, 1},
-    {"Log", DVM_FUSED_LOG, 1},   {"Tanh", DVM_FUSED_TANH, 1},     {"Erf", DVM_FUSED_ERF, 1},
-    {"Sigmoid", DVM_FUSED_SIGMOID, 1}, {"Reciprocal", DVM_FUSED_RECIPROCAL, 1},
-};
-
+/* The op table's fused-program op of an f32 elementwise node, or -1. */
 static int fused_op_of(const dvmc_node *n) {
-  for (size_t i = 0; i < sizeof fusable_ops / sizeof fusable_ops[0]; i++)
-    if (!strcmp(n->op, fusable_ops[i].op) && n->nin == fusable_ops[i].arity && n->nout == 1 && !n->nattrs)
-      return (int)i;
-  return -1;
+  int arity = n->def && n->def->nin == 1 ? 1 : 2;
+  return n->def && n->def->fused >= 0 && n->nin == arity && n->nout == 1 && !n->nattrs ? n->def->fused : -1;
 }
 
 static int is_f32(const dvmc_value *v) { return v && v->typed && v->dtype == DVM_F32; }
@@ -1351,9 +1227,8 @@ static dvm_status *lower_group(lowering *L, const dvmc_graph *g, int first, int 
       }
       ops[k] = found;
     }
-    int f = fused_op_of(n);
-    next_val[i - first] = n->nin == 1 ? dvm_fused_op1(&b, fusable_ops[f].fop, ops[0])
-                                      : dvm_fused_op2(&b, fusable_ops[f].fop, ops[0], ops[1]);
+    dvm_fused_op f = (dvm_fused_op)fused_op_of(n);
+    next_val[i - first] = n->nin == 1 ? dvm_fused_op1(&b, f, ops[0]) : dvm_fused_op2(&b, f, ops[0], ops[1]);
     /* escapes: read after the group or kept for the caller */
     const dvmc_value *o = n->out[0];
     int read_inside = 0;
@@ -1416,7 +1291,7 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
   int group_end = 0; /* nodes before it belong to the fused group emitted last */
   for (int i = 0; i < g->nnodes && !st; i++) {
     const dvmc_node *n = g->nodes[i];
-    const op_rule *r = find_rule(n->op);
+    const op_rule *r = find_rule(n);
     dvmc_fn_loc(L->f, n->name);
     if (i >= group_end && L->fuse) {
       int end = group_at(L, g, i);
@@ -1441,8 +1316,8 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
       st = unsupported(n, "the op is not supported");
       break;
     }
-    if (n->opset < (r->min_opset ? r->min_opset : 11)) {
-      st = unsupported(n, "opsets before %d are not supported for %s", r->min_opset ? r->min_opset : 11, n->op);
+    if (n->opset < r->min_opset) {
+      st = unsupported(n, "opsets before %d are not supported for %s", r->min_opset, n->op);
       break;
     }
     int folded = n->nout > 0;

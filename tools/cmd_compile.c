@@ -11,6 +11,7 @@
 #include "infer.h"
 #include "lower.h"
 #include "onnx_import.h"
+#include "ops.h"
 #include "place_cuda.h"
 
 #define MAX_DIMS 64
@@ -23,15 +24,29 @@ static const char usage_text[] =
     "  --dim NAME=LO..HI        the range of a symbolic dim (checked by the input guards)\n"
     "  --dump-ir                print the imported graph and stop unless -o is given\n"
     "  --dump-shapes FILE       write every value's inferred dtype and dims as JSON\n"
+    "  --list-ops               print the ONNX ops dvm compiles (a Markdown table) and exit\n"
     "  --function NAME          name of the entry function (default main)\n"
     "  --no-fusion              keep every elementwise node its own kernel call\n"
     "  --no-plan                no memory plan: every tensor its own allocation\n";
+
+/* The op table (compiler/ops.def) as docs/compiler.md shows it. */
+static int list_ops(void) {
+  printf("| ONNX op | kernel | from opset | shape rule | fuses | output dtype |\n| --- | --- | --- | --- | --- | --- |\n");
+  for (int i = 0; i < dvmc_op_count(); i++) {
+    const dvmc_op *op = dvmc_op_at(i);
+    printf("| %s | %s%s%s | %d | %s | %s | %s |\n", op->name, op->kernel ? "`" : "",
+           op->kernel ? op->kernel : "(own lowering)", op->kernel ? "`" : "", op->min_opset,
+           op->shape_rule ? "yes" : "no: at run time", op->fused >= 0 ? "yes" : "",
+           op->dtype ? op->dtype : "input 0's");
+  }
+  return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
+}
 
 int dvm_cmd_compile(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"target", required_argument, 0, 't'},
       {"dim", required_argument, 0, 'D'},    {"dump-ir", no_argument, 0, 'I'},
-      {"dump-shapes", required_argument, 0, 'S'},
+      {"dump-shapes", required_argument, 0, 'S'}, {"list-ops", no_argument, 0, 'L'},
       {"function", required_argument, 0, 'f'}, {"no-fusion", no_argument, 0, 'N'},
       {"no-plan", no_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -39,7 +54,7 @@ int dvm_cmd_compile(int argc, char **argv) {
   int ndims = 0, dump = 0, cuda = 0;
   dvmc_options co = {0};
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:f:NPh", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NPh", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
@@ -57,6 +72,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     case 'f': co.function = optarg; break;
     case 'N': co.no_fusion = 1; break;
     case 'P': co.no_plan = 1; break;
+    case 'L': return list_ops();
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }

@@ -1,0 +1,87 @@
+/* The op table as data (ops.h), and the output dtype rules. */
+#include <string.h>
+
+#include "onnx_import.h"
+#include "ops.h"
+#include "ops/cpu/fused.h"
+
+#define DVM_FUSED__ (-1)
+#define PRESENT(x) (sizeof #x > 2) /* a column other than _ */
+
+static const dvmc_op table[] = {
+#define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
+  {#name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
+#include "ops.def"
+#undef OP
+};
+
+int dvmc_op_count(void) { return (int)(sizeof table / sizeof table[0]); }
+const dvmc_op *dvmc_op_at(int i) { return &table[i]; }
+
+/* A linear scan: once per node at import. */
+const dvmc_op *dvmc_op_find(const char *name) {
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (!strcmp(table[i].name, name)) return &table[i];
+  return NULL;
+}
+
+/* The rule's field for output i: fields are comma-separated, the last
+ * repeats. */
+static void field(const char *rule, int i, char out[16]) {
+  const char *p = rule ? rule : "";
+  for (int k = 0;; k++) {
+    size_t l = strcspn(p, ",");
+    if (k == i || !p[l]) {
+      snprintf(out, 16, "%.*s", (int)l, p);
+      return;
+    }
+    p += l + 1;
+  }
+}
+
+/* Output i of an If (either branch) or a Loop (its body's output i + 1,
+ * or for a loop-carried value its initial value). */
+static const dvmc_value *body_source(const dvmc_node *n, int i) {
+  if (!strcmp(n->op, "If")) {
+    for (int a = 0; a < n->nattrs; a++) {
+      const dvmc_graph *g = n->attrs[a].type == DVMC_ATTR_GRAPH ? n->attrs[a].g : NULL;
+      if (g && i < g->noutputs && g->outputs[i] && g->outputs[i]->typed) return g->outputs[i];
+    }
+    return NULL;
+  }
+  const dvmc_attr *b = dvmc_attr_find(n, "body");
+  const dvmc_graph *g = b && b->type == DVMC_ATTR_GRAPH ? b->g : NULL;
+  if (g && i + 1 < g->noutputs && g->outputs[i + 1] && g->outputs[i + 1]->typed) return g->outputs[i + 1];
+  return i + 2 < n->nin ? n->in[i + 2] : NULL;
+}
+
+dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *known) {
+  char f[16];
+  *known = true;
+  field(n->def ? n->def->dtype : NULL, i, f);
+  if (!strcmp(f, "bool") || !strcmp(f, "i64")) {
+    *out = f[0] == 'b' ? DVM_BOOL : DVM_I64;
+    return NULL;
+  }
+  if (!strcmp(f, "to")) {
+    int64_t to = dvmc_attr_int(n, "to", 0);
+    if (dvmc_onnx_dtype(to, out)) return NULL;
+    return dvm_status_new(DVM_UNIMPLEMENTED, "node \"%s\" (%s, opset %d): cast to ONNX type %lld is not supported",
+                          n->name, n->op, n->opset, (long long)to);
+  }
+  if (!strcmp(f, "value")) {
+    const dvmc_attr *a = dvmc_attr_find(n, "value");
+    *out = a && a->t ? a->t->dtype : DVM_F32;
+    return NULL;
+  }
+  if (n->out[i] && n->out[i]->typed) { /* set by inference, or by whoever made the node */
+    *out = n->out[i]->dtype;
+    return NULL;
+  }
+  const dvmc_value *src = !strcmp(f, "body") ? body_source(n, i)
+                          : !strcmp(f, "in1") ? (n->nin > 1 ? n->in[1] : NULL)
+                                              : (n->nin ? n->in[0] : NULL);
+  *known = src && src->typed;
+  if (*known) *out = src->dtype;
+  return NULL;
+}
