@@ -37,6 +37,13 @@ static void set_shape(dvmc_value *v, int rank, const dvmc_expr *const *dims) {
   for (int d = 0; d < rank; d++) v->dims[d] = dims[d];
 }
 
+/* The rank alone: dims the rule cannot tell stay NULL (at top level they
+ * become symbols read from the output: fill_data_dims). */
+static void set_rank(dvmc_value *v, int rank) {
+  const dvmc_expr *none[DVM_MAX_RANK] = {0};
+  if (v && v->rank < 0) set_shape(v, rank, none);
+}
+
 static void set_dtype(dvmc_value *v, dvm_dtype dt) {
   if (!v) return;
   v->typed = true;
@@ -812,7 +819,16 @@ static void rule_matmul(inf *I, const dvmc_node *n) { matmul(I, n); }
 static void rule_gemm(inf *I, const dvmc_node *n) { gemm(I, n); }
 static void rule_transpose(inf *I, const dvmc_node *n) { (void)I, transpose(n); }
 static void rule_reshape(inf *I, const dvmc_node *n) { reshape(I, n); }
-static void rule_squeeze(inf *I, const dvmc_node *n) { squeeze_unsqueeze(I, n, 0); }
+/* Squeeze by axes computed at run time: the rank still follows from their
+ * count. */
+static void rule_squeeze(inf *I, const dvmc_node *n) {
+  squeeze_unsqueeze(I, n, 0);
+  const dvmc_value *x = n->in[0], *axes = n->nin > 1 ? n->in[1] : NULL;
+  int64_t k;
+  if (x && x->rank >= 0 && axes && axes->rank == 1 && axes->dims[0] && dvmc_expr_is_const(axes->dims[0], &k) &&
+      k > 0 && k <= x->rank)
+    set_rank(n->out[0], x->rank - (int)k);
+}
 static void rule_unsqueeze(inf *I, const dvmc_node *n) { squeeze_unsqueeze(I, n, 1); }
 static void rule_flatten(inf *I, const dvmc_node *n) { flatten(I, n); }
 static void rule_concat(inf *I, const dvmc_node *n) { concat(I, n); }
@@ -821,18 +837,49 @@ static void rule_shape(inf *I, const dvmc_node *n) { shape_op(I, n); }
 static void rule_expand(inf *I, const dvmc_node *n) { expand(I, n); }
 static void rule_range(inf *I, const dvmc_node *n) { range(I, n); }
 static void rule_nonzero(inf *I, const dvmc_node *n) { nonzero(I, n); }
-static void rule_topk(inf *I, const dvmc_node *n) { topk(I, n); }
-static void rule_slice(inf *I, const dvmc_node *n) { slice(I, n); }
-static void rule_split(inf *I, const dvmc_node *n) { split(I, n); }
-static void rule_tile(inf *I, const dvmc_node *n) { tile(I, n); }
-static void rule_pad(inf *I, const dvmc_node *n) { pad(I, n); }
-static void rule_resize(inf *I, const dvmc_node *n) { resize(I, n); }
-static void rule_conv_transpose(inf *I, const dvmc_node *n) { conv_transpose(I, n); }
+/* Ops whose outputs have input 0's rank whatever their dims: where the
+ * rule cannot tell the dims, the rank still holds. */
+static void keep_rank(const dvmc_node *n) {
+  for (int i = 0; i < n->nout; i++)
+    if (n->in[0] && n->in[0]->rank >= 0) set_rank(n->out[i], n->in[0]->rank);
+}
+
+static void rule_topk(inf *I, const dvmc_node *n) { topk(I, n), keep_rank(n); }
+static void rule_slice(inf *I, const dvmc_node *n) { slice(I, n), keep_rank(n); }
+static void rule_split(inf *I, const dvmc_node *n) { split(I, n), keep_rank(n); }
+static void rule_tile(inf *I, const dvmc_node *n) { tile(I, n), keep_rank(n); }
+static void rule_pad(inf *I, const dvmc_node *n) { pad(I, n), keep_rank(n); }
+static void rule_resize(inf *I, const dvmc_node *n) { resize(I, n), keep_rank(n); }
+static void rule_conv_transpose(inf *I, const dvmc_node *n) { conv_transpose(I, n), keep_rank(n); }
 static void rule_size(inf *I, const dvmc_node *n) { size_op(I, n); }
-static void rule_reduce(inf *I, const dvmc_node *n) { reduce(I, n, 0); }
+static void rule_reduce(inf *I, const dvmc_node *n) {
+  reduce(I, n, 0);
+  if (dvmc_attr_int(n, "keepdims", 1)) keep_rank(n);
+}
+
+/* LayerNormalization: Y as X; Mean and InvStdDev keep X's dims before the
+ * axis and are 1 from it on. */
+static void rule_layernorm(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  same_shape(n, 0);
+  if (!x || x->rank < 0) return;
+  int axis = norm_axis(dvmc_attr_int(n, "axis", -1), x->rank);
+  const dvmc_expr *d[DVM_MAX_RANK];
+  if (axis < 0) return;
+  for (int i = 0; i < x->rank; i++) d[i] = i < axis ? x->dims[i] : dvmc_const(I->x, 1);
+  for (int i = 1; i < n->nout; i++) set_shape(n->out[i], x->rank, d);
+}
+
+/* BatchNormalization: Y as X; training mode's running mean and variance
+ * as the scale, [C]. */
+static void rule_batchnorm(inf *I, const dvmc_node *n) {
+  (void)I;
+  same_shape(n, 0);
+  for (int i = 1; i < n->nout && n->nin > 1 && n->in[1]; i++) set_shape(n->out[i], n->in[1]->rank, n->in[1]->dims);
+}
 static void rule_arg(inf *I, const dvmc_node *n) { reduce(I, n, 1); }
-static void rule_conv(inf *I, const dvmc_node *n) { window(I, n, 1, 0); }
-static void rule_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 0); }
+static void rule_conv(inf *I, const dvmc_node *n) { window(I, n, 1, 0), keep_rank(n); }
+static void rule_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 0), keep_rank(n); }
 static void rule_global_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 1); }
 
 static void rule_constant_of_shape(inf *I, const dvmc_node *n) {
@@ -843,6 +890,50 @@ static void rule_constant_of_shape(inf *I, const dvmc_node *n) {
 static void rule_gather_elements(inf *I, const dvmc_node *n) {
   (void)I;
   if (n->nin > 1 && n->in[1]) set_shape(n->out[0], n->in[1]->rank, n->in[1]->dims);
+}
+
+/* Einsum without ellipses: each letter's dim from the inputs that name it
+ * (repeated ones must be equal), the output's from its letters (implicit:
+ * the letters named once, in alphabetical order). */
+static void rule_einsum(inf *I, const dvmc_node *n) {
+  const char *eq = dvmc_attr_string(n, "equation", NULL);
+  if (!eq || strstr(eq, "...")) return;
+  const dvmc_expr *dim[128] = {0};
+  int count[128] = {0}, in = 0, pos = 0;
+  const char *p = eq;
+  for (; *p && !(p[0] == '-' && p[1] == '>'); p++) {
+    unsigned char ch = (unsigned char)*p;
+    if (ch == ',') {
+      if (in >= n->nin || !n->in[in] || n->in[in]->rank != pos) return;
+      in++, pos = 0;
+    } else if (ch < 128 && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) {
+      const dvmc_value *v = in < n->nin ? n->in[in] : NULL;
+      if (!v || pos >= v->rank || !v->dims[pos]) return;
+      if (dim[ch] && dim[ch] != v->dims[pos]) require_equal(I, n, dim[ch], v->dims[pos], "einsum names them with one letter");
+      if (!dim[ch]) dim[ch] = v->dims[pos];
+      count[ch]++, pos++;
+    } else if (ch != ' ') {
+      return;
+    }
+  }
+  if (in != n->nin - 1 || !n->in[in] || n->in[in]->rank != pos) return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  int r = 0;
+  if (*p) {
+    for (p += 2; *p; p++) {
+      unsigned char ch = (unsigned char)*p;
+      if (ch == ' ') continue;
+      if (ch >= 128 || !dim[ch] || r == DVM_MAX_RANK) return;
+      d[r++] = dim[ch];
+    }
+  } else {
+    for (int ch = 'A'; ch <= 'z'; ch++)
+      if (count[ch] == 1) {
+        if (r == DVM_MAX_RANK) return;
+        d[r++] = dim[ch];
+      }
+  }
+  set_shape(n->out[0], r, d);
 }
 
 static bool same_dims(const dvmc_value *a, const dvmc_value *b) {
@@ -922,6 +1013,11 @@ static void infer_node(inf *I, const dvmc_node *n) {
     if (n->attrs[a].type == DVMC_ATTR_GRAPH && n->attrs[a].g) infer_graph(I, n->attrs[a].g);
   I->depth--;
   if (n->def && rules[dvmc_op_index(n->def)]) rules[dvmc_op_index(n->def)](I, n);
+  /* at top level a dim no rule can tell is a symbol read from the output
+   * once the node has run (lower.c), so what follows is arithmetic on it */
+  for (int i = 0; i < n->nout && I->depth == 0; i++)
+    for (int d = 0; n->out[i] && d < n->out[i]->rank; d++)
+      if (!n->out[i]->dims[d]) n->out[i]->dims[d] = data_dim(I, "d");
   for (int i = 0; i < n->nout; i++) {
     dvm_dtype dt;
     bool known;
@@ -987,6 +1083,40 @@ static dvm_status *unify(inf *I, dvmc_graph *g, int *changed) {
     return NULL;
   }
   return NULL;
+}
+
+/* Why node n's outputs are unknown while its inputs are known, or NULL
+ * when they are known or the loss came from an input. */
+static const char *lost_at(const dvmc_node *n) {
+  int out_unknown = 0;
+  for (int i = 0; i < n->nout; i++) out_unknown |= n->out[i] && !dvmc_value_shape_known(n->out[i]);
+  if (!out_unknown) return NULL;
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && !dvmc_value_shape_known(n->in[i])) return NULL;
+  if (!n->def) return "dvm does not know this op";
+  if (!n->def->shape_rule) return "the op has no symbolic shape rule";
+  if (!strcmp(n->op, "NonZero") || !strcmp(n->op, "TopK") || !strcmp(n->op, "Range"))
+    return "its output's size depends on data (inside a branch or loop body)";
+  for (int i = 1; i < n->nin; i++) {
+    const dvmc_value *v = n->in[i];
+    if (v && v->typed && (v->dtype == DVM_I64 || v->dtype == DVM_I32) && !dvmc_value_elems_known(v))
+      return "an integer input it reads (shape, axes, sizes) is computed from data";
+  }
+  return "its rule cannot tell from these attributes and inputs";
+}
+
+int dvmc_infer_unknown(dvmc_graph *g, int *total, const dvmc_node **first) {
+  int unknown = 0;
+  *total = 0;
+  *first = NULL;
+  for (int i = 0; i < g->nnodes; i++) {
+    dvmc_node *n = g->nodes[i];
+    n->shape_lost = lost_at(n);
+    if (n->shape_lost && !*first) *first = n;
+    for (int k = 0; k < n->nout; k++)
+      if (n->out[k]) ++*total, unknown += !dvmc_value_shape_known(n->out[k]);
+  }
+  return unknown;
 }
 
 dvm_status *dvmc_infer(dvmc_ctx *c, dvmc_graph *g) {

@@ -19,6 +19,12 @@
  * unified symbols' ranges do not meet. */
 DVM_MUST_USE dvm_status *dvmc_infer(dvmc_ctx *c, dvmc_graph *g);
 
+/* After dvmc_infer: how many of g's node outputs (of *total) have shapes
+ * inference could not tell; each node where such a loss starts (its inputs
+ * known, an output not) gets the reason in shape_lost, and *first is the
+ * first of them. Fusion and memory planning skip those values. */
+int dvmc_infer_unknown(dvmc_graph *g, int *total, const dvmc_node **first);
+
 /* True when every dim of v is known. */
 bool dvmc_value_shape_known(const dvmc_value *v);
 /* True when v's contents are known expressions (elems). */

@@ -453,6 +453,7 @@ static void print_node(const dvmc_node *n, int ind, FILE *out) {
   if (shown) fputc('}', out);
   fputs("  ; node ", out);
   print_quoted(n->name, out);
+  if (n->shape_lost) fprintf(out, "  ; shapes unknown from here: %s", n->shape_lost);
   fputc('\n', out);
   for (int i = 0; i < n->nattrs; i++) {
     const dvmc_attr *a = &n->attrs[i];

@@ -76,6 +76,7 @@ struct dvmc_node {
   const char *name;   /* never NULL: imported names, or "OpType_N" */
   const char *op;     /* ONNX op type */
   const struct dvmc_op *def; /* its row in the op table (ops.h), NULL if dvm has none */
+  const char *shape_lost;    /* why inference lost its output shapes here, or NULL (infer.h) */
   const char *domain; /* "" for the default domain */
   int opset;          /* the model's opset for that domain */
   int nin, nout;

@@ -46,6 +46,7 @@ typedef struct {
   int arena;                 /* a placeholder: each site's storage and offset until the plan fills them */
   dvmc_plan_site *sites;
   int nsites, sites_cap;
+  int unplanned;             /* tensors left to the pool: sized at run time, or in a branch or body */
   const dvmc_expr **data_syms; /* symbols read from a node's output (infer.c's data_dim), */
   int *data_regs;              /* and their registers */
   int ndata, data_cap;
@@ -170,6 +171,7 @@ static void emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, 
       return;
     }
   }
+  L->unplanned++;
   dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){reg, dt, shape, DVM_DEVICE_CPU}, 4);
 }
 
@@ -1639,7 +1641,12 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   /* the peak formula for tools, where the file can hold it: the verifier
    * takes up to 4096 bytes naming symbols that are identifiers */
   char buf[4097];
-  if (strlen(dvmc_expr_str(p.peak, buf, sizeof buf)) < sizeof buf - 1 && identifiers_only(p.peak)) dvmc_fn_info(L->f, "peak", buf);
+  if (strlen(dvmc_expr_str(p.peak, buf, sizeof buf)) < sizeof buf - 1 && identifiers_only(p.peak)) {
+    dvmc_fn_info(L->f, "peak", buf);
+    /* tensors the formula does not count make it a lower bound */
+    snprintf(buf, sizeof buf, "%d", L->unplanned);
+    if (L->unplanned) dvmc_fn_info(L->f, "unplanned", buf);
+  }
   dvmc_plan_free(&p);
   return NULL;
 }

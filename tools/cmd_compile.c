@@ -124,6 +124,15 @@ int dvm_cmd_compile(int argc, char **argv) {
     rc = dvm_cli_fail("compile", st);
     goto done;
   }
+  int total;
+  const dvmc_node *lost;
+  int unknown = dvmc_infer_unknown(g, &total, &lost);
+  if (unknown && lost)
+    fprintf(stderr, "dvm compile: %d of %d values have unknown shapes; fusion and memory planning skip them; "
+            "first at node \"%s\" (%s): %s\n", unknown, total, lost->name, lost->op, lost->shape_lost);
+  else if (unknown)
+    fprintf(stderr, "dvm compile: %d of %d values have unknown shapes; fusion and memory planning skip them\n",
+            unknown, total);
   if (dump) dvmc_graph_print(g, stdout);
   if (shapes) {
     FILE *f = fopen(shapes, "w");

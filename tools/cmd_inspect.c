@@ -137,7 +137,11 @@ static int inspect_memory(const char *path, int ndims, char **dims) {
       printf("  peak: not recorded (compiled with --no-plan, or not by dvm compile)\n");
       continue;
     }
+    const char *unplanned = dvm_function_info(m, fn, "unplanned");
     printf("  peak = %s bytes\n", peak);
+    if (unplanned)
+      printf("  (a lower bound: %s tensors are sized only at run time or made inside If or Loop bodies, "
+             "and the pool holds them beside this)\n", unplanned);
     int have = 0;
     for (int s = 0; s < dvm_function_symbol_count(m, fn); s++) {
       dvm_symbol_info y;

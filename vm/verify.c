@@ -514,17 +514,19 @@ done:
   return st;
 }
 
-/* Info (section 1.1): the one key is "peak", a formula of integers, the
- * function's symbols, + - * ^ ( ) , and floordiv, mod, min, max; tools
- * evaluate it, so what it names must exist. */
+/* Info (section 1.1): "peak", a formula of integers, the function's
+ * symbols, + - * ^ ( ) , and floordiv, mod, min, max (tools evaluate it, so
+ * what it names must exist), and "unplanned", the count of tensors the
+ * formula leaves out (the same rules hold it). */
 static dvm_status *check_info(const dvm_func *f) {
   static const char ident[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789";
   static const char *const fns[] = {"floordiv", "mod", "min", "max"};
   for (uint32_t i = 0; i < f->ninfo; i++) {
     const char *key = f->info[i].key, *p = f->info[i].value;
     size_t len = strlen(p), ok = 0;
-    if (strcmp(key, "peak") != 0)
-      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" is not a known key (peak)", f->name, key);
+    if (strcmp(key, "peak") != 0 && strcmp(key, "unplanned") != 0)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" is not a known key (peak, unplanned)",
+                            f->name, key);
     if (len > DVM_MAX_LIST)
       return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" exceeds %d bytes", f->name, key, DVM_MAX_LIST);
     while (ok < len && (strchr(ident, p[ok]) || strchr(" +-*^(),", p[ok]))) ok++;
