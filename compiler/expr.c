@@ -414,6 +414,8 @@ static const dvmc_expr *minmax(dvmc_exprs *x, dvmc_expr_kind k, const dvmc_expr 
   bounds(b, &blo, &bhi);
   if (ahi <= blo) return k == DVMC_E_MIN ? a : b;
   if (bhi <= alo) return k == DVMC_E_MIN ? b : a;
+  int64_t diff; /* a and b a constant apart: min(n + 1, n + 3) is n + 1 */
+  if (dvmc_expr_is_const(dvmc_sub(x, b, a), &diff)) return (diff >= 0) == (k == DVMC_E_MIN) ? a : b;
   const dvmc_expr *args[2] = {a->id < b->id ? a : b, a->id < b->id ? b : a};
   return intern(x, k, 0, NULL, 2, args, NULL);
 }

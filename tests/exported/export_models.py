@@ -155,7 +155,9 @@ class Yolo(nn.Module):
 
 
 class Speech(nn.Module):
-    """A conv front end over raw audio, as small keyword and VAD nets have."""
+    """A conv front end over raw audio, as small keyword and VAD nets have,
+    with a causal convolution trimmed by size arithmetic (Shape, Gather,
+    Sub, Slice)."""
 
     def __init__(self, c=32):
         super().__init__()
@@ -163,12 +165,16 @@ class Speech(nn.Module):
         self.bn1 = nn.BatchNorm1d(c)
         self.conv2 = nn.Conv1d(c, c, 3, stride=2, padding=1)
         self.conv3 = nn.Conv1d(c, c, 3, padding=1)
+        self.causal = nn.Conv1d(c, c, 3, padding=2)
         self.fc = nn.Linear(c, 2)
 
     def forward(self, audio):
         x = torch.relu(self.bn1(self.conv1(audio.unsqueeze(1))))
         x = torch.relu(self.conv2(x))
         x = x + torch.relu(self.conv3(x))
+        # a causal convolution as TCNs write it: pad both sides, drop the end
+        y = self.causal(x)
+        x = x + y[:, :, : y.size(2) - 2]
         frames = self.fc(x.transpose(1, 2))
         return torch.softmax(frames, dim=-1), x.mean(dim=2)
 

@@ -5,7 +5,10 @@ intermediate from ONNX Runtime), and every value whose shape ONNX
 Runtime's symbolic inference knows (and gets the rank of right: it takes
 Squeeze by axes it cannot read to squeeze nothing) must be known to dvm, a
 dim that depends on data as a symbol read at run time, as ORT makes a fresh
-symbol."""
+symbol. (Unlike test_shapes.py this does not require dvm's dims to be
+functions of the input symbols wherever ORT's are: here every input dim is
+an independent symbol, and ORT's auto_merge then assumes what the model
+does not say, such as two inputs' dims equal where they may broadcast.)"""
 import glob
 import json
 import os
