@@ -501,12 +501,29 @@ static void range(inf *I, const dvmc_node *n) {
 
 /* ---- dtypes ---- */
 
+/* Loop, If and Scan: each output takes the dtype of the body output it comes
+ * from (a Loop body's outputs start with the condition), not of the node's
+ * first input; so this runs after the bodies are inferred. */
+static void control_dtypes(const dvmc_node *n) {
+  static const char *const bodies[] = {"body", "then_branch", "else_branch", NULL};
+  int skip = !strcmp(n->op, "Loop");
+  for (int i = 0; bodies[i]; i++) {
+    const dvmc_attr *a = dvmc_attr_find(n, bodies[i]);
+    if (!a || a->type != DVMC_ATTR_GRAPH || !a->g) continue;
+    for (int k = 0; k < n->nout && skip + k < a->g->noutputs; k++) {
+      const dvmc_value *b = a->g->outputs[skip + k];
+      if (n->out[k] && !n->out[k]->typed && b && b->typed) set_dtype(n->out[k], b->dtype);
+    }
+  }
+}
+
 static void dtypes(const dvmc_node *n) {
   static const char *const to_bool[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
                                         "And", "Or", "Xor", "Not", NULL};
   static const char *const to_i64[] = {"Shape", "Size", "NonZero", "ArgMax", "ArgMin", NULL};
   dvm_dtype dt;
   int fixed = 0;
+  if (!strcmp(n->op, "Loop") || !strcmp(n->op, "If") || !strcmp(n->op, "Scan")) return;
   for (int i = 0; to_bool[i]; i++)
     if (!strcmp(n->op, to_bool[i])) dt = DVM_BOOL, fixed = 1;
   for (int i = 0; to_i64[i]; i++)
@@ -577,6 +594,7 @@ static void infer_node(inf *I, const dvmc_node *n) {
   for (int a = 0; a < n->nattrs; a++)
     if (n->attrs[a].type == DVMC_ATTR_GRAPH && n->attrs[a].g) infer_graph(I, n->attrs[a].g);
   I->depth--;
+  control_dtypes(n);
 }
 
 static void infer_graph(inf *I, dvmc_graph *g) {
