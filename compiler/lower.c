@@ -1746,15 +1746,14 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   for (int k = 0; k < p.nslots; k++) reg[k] = dvmc_fn_reg(L->f);
   for (int i = L->nsites - 1; i >= 0; i--) { /* backwards: an insertion moves what follows it */
     uint32_t w = L->sites[i].word + moved;
-    int k = L->sites[i].slot, last = 1, start = 1;
+    int k = L->sites[i].slot;
     if (k < 0) {
       const int64_t *c = dvmc_fn_code(L->f, &ncode) + w;
       int64_t alloc[] = {c[1], c[4], c[5], DVM_DEVICE_CPU}; /* reg, dtype, shape */
       dvmc_fn_replace(L->f, w, DVM_OP_ALLOC, alloc, 4);
       continue;
     }
-    for (int j = 0; j < L->nsites; j++)
-      if (L->sites[j].slot == k) start &= j >= i, last &= j <= i;
+    int start = p.first[k] == i, last = p.last[k] == i;
     dvmc_fn_patch(L->f, w + 2, reg[k]);
     dvmc_fn_patch(L->f, w + 3, zero);
     if (last) insert(L, w + dvm_instr_length(dvmc_fn_code(L->f, &ncode), ncode, w), DVM_OP_RELEASE, (int64_t[]){reg[k]}, 1);

@@ -184,7 +184,10 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   osize = malloc(((size_t)nsites + 1) * sizeof *osize);
   peaks = malloc(((size_t)nsites + 1) * sizeof *peaks);
   out->size = malloc(((size_t)nsites + 1) * sizeof *out->size);
-  if (!v.parent || !last || !esc || !site_of || !in_loop || !slots || !ofrom || !oto || !osize || !peaks || !out->size) {
+  out->first = malloc(2 * ((size_t)nsites + 1) * sizeof *out->first);
+  out->last = out->first ? out->first + nsites + 1 : NULL;
+  if (!v.parent || !last || !esc || !site_of || !in_loop || !slots || !ofrom || !oto || !osize || !peaks || !out->size ||
+      !out->first) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     goto done;
   }
@@ -259,8 +262,9 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
           (p->slot < 0 || slots[k].to > slots[p->slot].to))
         p->slot = k;
     if (p->slot >= 0) out->reused++;
-    else slots[p->slot = nslots++] = (slot){.size = p->bytes, .from = i};
+    else slots[p->slot = nslots++] = (slot){.size = p->bytes, .from = i}, out->first[p->slot] = s;
     slots[p->slot].to = last[cls] > i ? last[cls] : i;
+    out->last[p->slot] = s;
   }
   /* the peak: the largest of the sums live where a site is made, those
    * provably below another dropped */
@@ -297,6 +301,8 @@ done:
 
 void dvmc_plan_free(dvmc_plan *p) {
   free(p->size);
+  free(p->first);
   p->size = NULL;
+  p->first = p->last = NULL;
   p->nslots = 0;
 }
