@@ -86,13 +86,28 @@ static int lookup(const lowering *L, const dvmc_value *v) {
   return L->map[i].v ? L->map[i].reg : -1;
 }
 
+static dvm_status *node_status(dvm_code code, const dvmc_node *n, const char *fmt, va_list ap) {
+  return dvm_status_annotate(dvm_status_newv(code, fmt, ap), "node \"%s\" (%s, opset %d)", n->name, n->op,
+                             n->opset);
+}
+
 static dvm_status *unsupported(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
 static dvm_status *unsupported(const dvmc_node *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  dvm_status *st = dvm_status_newv(DVM_UNIMPLEMENTED, fmt, ap);
+  dvm_status *st = node_status(DVM_UNIMPLEMENTED, n, fmt, ap);
   va_end(ap);
-  return dvm_status_annotate(st, "node \"%s\" (%s, opset %d)", n->name, n->op, n->opset);
+  return st;
+}
+
+/* A model that is wrong (not one dvm cannot do): a bad attribute value. */
+static dvm_status *invalid(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
+static dvm_status *invalid(const dvmc_node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dvm_status *st = node_status(DVM_INVALID_ARGUMENT, n, fmt, ap);
+  va_end(ap);
+  return st;
 }
 
 static int foldable(const lowering *L, const dvmc_value *v);
@@ -1197,6 +1212,39 @@ static dvm_status *check_attrs(const dvmc_node *n, const op_rule *r) {
   return NULL;
 }
 
+/* Values no model may give, refused by node and attribute before anything
+ * is emitted (ONNX Runtime refuses them too): window attributes of the
+ * convolutions and pools, and an output dim inference found negative (a
+ * window larger than its padded input). */
+static dvm_status *check_values(const dvmc_node *n) {
+  static const struct {
+    const char *name;
+    int64_t min;
+  } least[] = {{"pads", 0}, {"output_padding", 0}, {"strides", 1}, {"dilations", 1}, {"kernel_shape", 1}, {"group", 1}};
+  int window = !strcmp(n->op, "Conv") || !strcmp(n->op, "ConvTranspose") || !strcmp(n->op, "MaxPool") ||
+               !strcmp(n->op, "AveragePool");
+  for (int i = 0; window && i < n->nattrs; i++) {
+    const dvmc_attr *a = &n->attrs[i];
+    for (size_t k = 0; k < sizeof least / sizeof least[0]; k++) {
+      if (strcmp(a->name, least[k].name)) continue;
+      if (a->type == DVMC_ATTR_INT && a->i < least[k].min)
+        return invalid(n, "attribute %s = %lld must be >= %lld", a->name, (long long)a->i, (long long)least[k].min);
+      for (int j = 0; a->type == DVMC_ATTR_INTS && j < a->n; j++)
+        if (a->ints[j] < least[k].min)
+          return invalid(n, "attribute %s[%d] = %lld must be >= %lld", a->name, j, (long long)a->ints[j],
+                         (long long)least[k].min);
+    }
+  }
+  for (int k = 0; k < n->nout; k++)
+    for (int d = 0; n->out[k] && d < n->out[k]->rank; d++) {
+      int64_t v;
+      if (n->out[k]->dims[d] && dvmc_expr_is_const(n->out[k]->dims[d], &v) && v < 0)
+        return invalid(n, "output \"%s\" dim %d would be %lld: the attributes do not fit the input's shape",
+                       n->out[k]->name, d, (long long)v);
+    }
+  return NULL;
+}
+
 static const op_rule *find_rule(const char *op) {
   for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
     if (!strcmp(rules[i].op, op)) return &rules[i];
@@ -1447,7 +1495,9 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
     }
     int folded = n->nout > 0;
     for (int k = 0; k < n->nout; k++) folded &= foldable(L, n->out[k]);
-    if (!folded && ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r)))) break;
+    if (!folded && ((st = check_attrs(n, r)) || (st = check_values(n)) ||
+                    (st = (r->lower ? r->lower : lower_kernel)(L, n, r))))
+      break;
     if (!folded && L->depth == 0 && !bind_data_dims(L, n)) {
       st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
       break;

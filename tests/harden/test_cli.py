@@ -192,3 +192,27 @@ def test_cpu_only_module_runs_quietly(tmp_path, matmul):
     assert p.returncode == 0 and p.stderr == "", p.stderr
     p = dvm("run", matmul, "--input", tmp_path / "x.npy", "--verbose")
     assert p.stderr.startswith("dvm: running on cpu"), p.stderr
+
+
+# ---- bad attribute values at compile time ---------------------------------------
+
+@pytest.mark.parametrize("op,kw,w,fragment", [
+    ("Conv", dict(pads=[-5, -5, -5, -5]), (4, 2, 3, 3), "attribute pads[0] = -5 must be >= 0"),
+    ("Conv", dict(strides=[1, 0]), (4, 2, 3, 3), "attribute strides[1] = 0 must be >= 1"),
+    ("Conv", dict(dilations=[-1, 1]), (4, 2, 3, 3), "attribute dilations[0] = -1 must be >= 1"),
+    ("Conv", dict(group=0), (4, 2, 3, 3), "attribute group = 0 must be >= 1"),
+    ("Conv", {}, (4, 2, 11, 11), 'output "y" dim 2 would be -2'),
+    ("MaxPool", dict(kernel_shape=[2, -2]), None, "attribute kernel_shape[1] = -2 must be >= 1"),
+    ("AveragePool", dict(kernel_shape=[2, 2], pads=[0, -1, 0, 0]), None, "attribute pads[1] = -1 must be >= 0"),
+])
+def test_bad_attribute_values_are_named_at_compile_time(tmp_path, op, kw, w, fragment):
+    """Issue 18: negative Conv pads gave "internal error: the compiler emitted bytecode
+    the verifier refuses"; now the node and the attribute, exit 2."""
+    inits = [numpy_helper.from_array(np.ones(w, np.float32), "w")] if w else []
+    node = helper.make_node(op, ["x", "w"] if w else ["x"], ["y"], name="n1", **kw)
+    g = helper.make_graph([node], "g", [vi("x", F, [1, 2, 8, 8])], [vi("y", F)], inits)
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    p = dvm("compile", path, "-o", tmp_path / "bad.dvmb")
+    assert p.returncode == 2, p.stderr
+    assert f'node "n1" ({op}, opset 17): {fragment}' in p.stderr and "internal error" not in p.stderr, p.stderr
