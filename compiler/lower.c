@@ -1754,13 +1754,6 @@ static int identifiers_only(const dvmc_expr *e) {
   return 1;
 }
 
-/* Emits one instruction at the end and moves it to word `at`. */
-static void insert(lowering *L, uint32_t at, dvm_opcode op, const int64_t *words, int n) {
-  uint32_t from = dvmc_fn_here(L->f);
-  dvmc_fn_emit(L->f, op, words, n);
-  dvmc_fn_hoist(L->f, at, from);
-}
-
 /* The memory plan's question: may this kernel's output 0 take an input's
  * memory (dvm_kernel_def.inplace). */
 static int kernel_inplace(void *ctx, int64_t k) {
@@ -1794,22 +1787,30 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   dvmc_fn_hoist(L->f, head, from);
   uint32_t moved = dvmc_fn_here(L->f) - from;
   for (int k = 0; k < p.nslots; k++) reg[k] = dvmc_fn_reg(L->f);
-  for (int i = L->nsites - 1; i >= 0; i--) { /* backwards: an insertion moves what follows it */
+  /* the edits, in code order (sites are), made in one pass over the code */
+  dvmc_fn_edit *ed = malloc(2 * ((size_t)L->nsites + 1) * sizeof *ed);
+  int ned = 0;
+  code = dvmc_fn_code(L->f, &ncode);
+  for (int i = 0; ed && i < L->nsites; i++) {
     uint32_t w = L->sites[i].word + moved;
     int k = L->sites[i].slot;
-    if (k < 0) {
-      const int64_t *c = dvmc_fn_code(L->f, &ncode) + w;
-      int64_t alloc[] = {c[1], c[4], c[5], DVM_DEVICE_CPU}; /* reg, dtype, shape */
-      dvmc_fn_replace(L->f, w, DVM_OP_ALLOC, alloc, 4);
+    if (k < 0) { /* a plain alloc: reg, dtype, shape */
+      ed[ned++] = (dvmc_fn_edit){w, 1, DVM_OP_ALLOC, {code[w + 1], code[w + 4], code[w + 5], DVM_DEVICE_CPU}, 4};
       continue;
     }
-    int start = p.first[k] == i, last = p.last[k] == i;
     dvmc_fn_patch(L->f, w + 2, reg[k]);
     dvmc_fn_patch(L->f, w + 3, zero);
-    if (last) insert(L, w + dvm_instr_length(dvmc_fn_code(L->f, &ncode), ncode, w), DVM_OP_RELEASE, (int64_t[]){reg[k]}, 1);
-    if (start) insert(L, w, DVM_OP_ALLOC_STORAGE, (int64_t[]){reg[k], size[k], DVM_DEVICE_CPU, 64}, 4);
+    if (p.first[k] == i) ed[ned++] = (dvmc_fn_edit){w, 0, DVM_OP_ALLOC_STORAGE, {reg[k], size[k], DVM_DEVICE_CPU, 64}, 4};
+    if (p.last[k] == i) ed[ned++] = (dvmc_fn_edit){w + dvm_instr_length(code, ncode, w), 0, DVM_OP_RELEASE, {reg[k]}, 1};
   }
+  int oom = !ed;
+  if (ed) dvmc_fn_edit_code(L->f, ed, ned);
+  free(ed);
   free(reg);
+  if (oom) {
+    dvmc_plan_free(&p);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
   /* the peak formula for tools, where the file can hold it: the verifier
    * takes up to 4096 bytes naming symbols that are identifiers */
   char buf[4097];
