@@ -152,18 +152,19 @@ static void first_names(const code_view *v, int *named, int *next, int *scratch)
   }
 }
 
-/* Open addressing from a size expression to the newest slot of that size;
- * older ones follow through `next_same`. */
+/* Open addressing from a size expression to the newest slot of that size
+ * (-1: none now); older ones follow through `next_same`. A size keeps its
+ * entry once made, so that a list emptied cannot cut another's probe. */
 typedef struct {
-  const slot *slots;
+  const dvmc_expr **key;
   int *head, mask;
 } by_size;
 
 static int *head_of(by_size *h, const dvmc_expr *size) {
-  size_t k = ((uintptr_t)size >> 4) * 0x9e3779b97f4a7c15u;
-  for (;; k++) {
-    int *e = &h->head[k & (size_t)h->mask];
-    if (*e < 0 || h->slots[*e].size == size) return e;
+  for (size_t k = ((uintptr_t)size >> 4) * 0x9e3779b97f4a7c15u;; k++) {
+    size_t e = k & (size_t)h->mask;
+    if (!h->key[e]) h->key[e] = size;
+    if (h->key[e] == size) return &h->head[e];
   }
 }
 
@@ -180,7 +181,7 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   int *site_at = NULL, *next_same = NULL, *heads = NULL;
   slot *slots = NULL;
   span *spans = NULL;
-  const dvmc_expr **live = NULL, **peaks = NULL;
+  const dvmc_expr **live = NULL, **peaks = NULL, **keys = NULL;
   int nslots = 0, nspans = 0, npeaks = 0, mask = 15;
   v.start = malloc((ncode ? ncode : 1) * sizeof *v.start);
   if (!v.start) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -203,6 +204,7 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   site_at = malloc(2 * ((size_t)nsites + 1) * sizeof *site_at);
   next_same = site_at ? site_at + nsites + 1 : NULL;
   heads = malloc(((size_t)mask + 1) * sizeof *heads);
+  keys = calloc((size_t)mask + 1, sizeof *keys);
   slots = calloc((size_t)nsites + 1, sizeof *slots);
   spans = malloc(2 * ((size_t)nsites + 1) * sizeof *spans);
   live = malloc(((size_t)nsites + 1) * sizeof *live);
@@ -210,13 +212,13 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   out->size = malloc(((size_t)nsites + 1) * sizeof *out->size);
   out->first = malloc(2 * ((size_t)nsites + 1) * sizeof *out->first);
   out->last = out->first ? out->first + nsites + 1 : NULL;
-  if (!v.parent || !last || !esc || !site_of || !named || !in_loop || !calm || !site_at || !heads || !slots || !spans ||
+  if (!v.parent || !last || !esc || !site_of || !named || !in_loop || !calm || !site_at || !heads || !keys || !slots || !spans ||
       !live || !peaks || !out->size || !out->first) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     goto done;
   }
   for (int k = 0; k <= mask; k++) heads[k] = -1;
-  by_size sized = {slots, heads, mask};
+  by_size sized = {keys, heads, mask};
   for (int r = 0; r < v.nregs; r++) v.parent[r] = r, last[r] = -1, site_of[r] = -1;
   /* alias classes: these results share their operands' storage */
   for (int i = 0; i < v.n; i++) {
@@ -348,6 +350,7 @@ done:
   free(calm);
   free(site_at);
   free(heads);
+  free(keys);
   free(spans);
   free(live);
   free(peaks);
