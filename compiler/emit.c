@@ -1,4 +1,5 @@
 /* Building bytecode modules (see emit.h). */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,31 +243,58 @@ static void move_target(void *ctx, char c, uint32_t word) {
 
 typedef struct {
   int64_t *code;
-  int64_t after, by;
-} shifting;
+  const uint32_t *moved; /* old word -> new word */
+} remapping;
 
-static void shift_target(void *ctx, char c, uint32_t word) {
-  shifting *s = ctx;
-  if (c == 'j' && s->code[word] > s->after) s->code[word] += s->by;
+static void remap_target(void *ctx, char c, uint32_t word) {
+  remapping *r = ctx;
+  if (c == 'j') r->code[word] = r->moved[r->code[word]];
 }
 
-void dvmc_fn_replace(dvmc_fn *f, uint32_t word, dvm_opcode op, const int64_t *words, int nwords) {
-  uint32_t old = dvm_instr_length(f->code.v, (uint32_t)f->code.n, word), len = 1 + (uint32_t)nwords;
-  if (!old) return; /* the verifier will say */
-  while (f->code.n - old + len > f->code.cap) { /* room for the longer one */
-    size_t n = f->code.n;
-    PUSH(f->e, f->code, 0);
-    if (f->code.n == n) return;
-    f->code.n = n;
+void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n) {
+  size_t old_n = f->code.n, new_n = old_n, ninstr = f->src.n;
+  for (int k = 0; k < n; k++) {
+    assert(k == 0 || edits[k - 1].at <= edits[k].at);
+    new_n += 1 + (size_t)edits[k].nwords;
+    if (edits[k].replace) new_n -= dvm_instr_length(f->code.v, (uint32_t)old_n, edits[k].at);
+    ninstr += !edits[k].replace;
   }
-  int64_t *c = f->code.v;
-  memmove(c + word + len, c + word + old, (f->code.n - word - old) * sizeof *c);
-  f->code.n = f->code.n - old + len;
-  c[word] = op;
-  memcpy(c + word + 1, words, (size_t)nwords * sizeof *c);
-  shifting s = {c, word, (int64_t)len - old};
-  for (uint32_t pc = 0; pc < f->code.n; pc += dvm_instr_length(c, (uint32_t)f->code.n, pc))
-    dvmc_code_operands(c, pc, shift_target, &s);
+  int64_t *code = malloc((new_n + 1) * sizeof *code);
+  const char **src = malloc((ninstr + 1) * sizeof *src);
+  uint32_t *moved = malloc((old_n + 1) * sizeof *moved);
+  if (!code || !src || !moved) {
+    free(code), free(src), free(moved);
+    f->e->oom = 1;
+    return;
+  }
+  size_t w = 0, i = 0;
+  int k = 0;
+  for (uint32_t pc = 0, len, ii = 0; pc < old_n; pc += len, ii++) {
+    if (!(len = dvm_instr_length(f->code.v, (uint32_t)old_n, pc))) break; /* the verifier will say */
+    moved[pc] = (uint32_t)w;
+    int kept = 1;
+    for (; k < n && edits[k].at == pc; k++) {
+      code[w++] = edits[k].op;
+      memcpy(code + w, edits[k].words, (size_t)edits[k].nwords * sizeof *code);
+      w += (size_t)edits[k].nwords;
+      src[i++] = edits[k].replace ? f->src.v[ii] : f->loc;
+      kept &= !edits[k].replace;
+    }
+    if (kept) {
+      memcpy(code + w, f->code.v + pc, len * sizeof *code);
+      w += len;
+      src[i++] = f->src.v[ii];
+    }
+  }
+  moved[old_n] = (uint32_t)w;
+  remapping r = {code, moved};
+  for (uint32_t pc = 0; pc < w; pc += dvm_instr_length(code, (uint32_t)w, pc))
+    dvmc_code_operands(code, pc, remap_target, &r);
+  free(moved);
+  free(f->code.v);
+  free(f->src.v);
+  f->code.v = code, f->code.n = w, f->code.cap = new_n + 1;
+  f->src.v = src, f->src.n = i, f->src.cap = ninstr + 1;
 }
 
 /* Rotates n items of `size` bytes so that [mid, n) comes before [lo, mid). */

@@ -62,9 +62,20 @@ const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords);
  * word `at`, before those that were there (a jump to `at` runs them too);
  * jump targets and source locations follow. */
 void dvmc_fn_hoist(dvmc_fn *f, uint32_t at, uint32_t from);
-/* Replaces the instruction at word `word` by one of another length; jump
- * targets after it follow. */
-void dvmc_fn_replace(dvmc_fn *f, uint32_t word, dvm_opcode op, const int64_t *words, int nwords);
+/* One edit of the code for dvmc_fn_edit_code: an instruction (op and its
+ * operand words) put before the instruction at word `at`, or replacing it. */
+typedef struct dvmc_fn_edit {
+  uint32_t at;       /* the first word of an instruction of the code */
+  int replace;       /* 1: replaces that instruction; 0: goes before it */
+  dvm_opcode op;
+  int64_t words[4];
+  int nwords;
+} dvmc_fn_edit;
+/* Applies edits, sorted by `at` (several at one word go in the order
+ * given, a replacement last), in one pass over the code: a jump to `at`
+ * runs what was put before it (as with dvmc_fn_hoist), jump targets after
+ * it follow, new instructions take the current source location. */
+void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n);
 /* Calls fn(ctx, letter, word) for each operand word of the (well-formed)
  * instruction at word pc, list items with their list's letter. */
 void dvmc_code_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),

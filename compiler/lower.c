@@ -88,13 +88,28 @@ static int lookup(const lowering *L, const dvmc_value *v) {
   return L->map[i].v ? L->map[i].reg : -1;
 }
 
+static dvm_status *node_status(dvm_code code, const dvmc_node *n, const char *fmt, va_list ap) {
+  return dvm_status_annotate(dvm_status_newv(code, fmt, ap), "node \"%s\" (%s, opset %d)", n->name, n->op,
+                             n->opset);
+}
+
 static dvm_status *unsupported(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
 static dvm_status *unsupported(const dvmc_node *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  dvm_status *st = dvm_status_newv(DVM_UNIMPLEMENTED, fmt, ap);
+  dvm_status *st = node_status(DVM_UNIMPLEMENTED, n, fmt, ap);
   va_end(ap);
-  return dvm_status_annotate(st, "node \"%s\" (%s, opset %d)", n->name, n->op, n->opset);
+  return st;
+}
+
+/* A model that is wrong (not one dvm cannot do): a bad attribute value. */
+static dvm_status *invalid(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
+static dvm_status *invalid(const dvmc_node *n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  dvm_status *st = node_status(DVM_INVALID_ARGUMENT, n, fmt, ap);
+  va_end(ap);
+  return st;
 }
 
 static int foldable(const lowering *L, const dvmc_value *v);
@@ -1093,6 +1108,39 @@ static dvm_status *check_attrs(const dvmc_node *n, const op_rule *r) {
   return NULL;
 }
 
+/* Values no model may give, refused by node and attribute before anything
+ * is emitted (ONNX Runtime refuses them too): window attributes of the
+ * convolutions and pools, and an output dim inference found negative (a
+ * window larger than its padded input). */
+static dvm_status *check_values(const dvmc_node *n) {
+  static const struct {
+    const char *name;
+    int64_t min;
+  } least[] = {{"pads", 0}, {"output_padding", 0}, {"strides", 1}, {"dilations", 1}, {"kernel_shape", 1}, {"group", 1}};
+  int window = !strcmp(n->op, "Conv") || !strcmp(n->op, "ConvTranspose") || !strcmp(n->op, "MaxPool") ||
+               !strcmp(n->op, "AveragePool");
+  for (int i = 0; window && i < n->nattrs; i++) {
+    const dvmc_attr *a = &n->attrs[i];
+    for (size_t k = 0; k < sizeof least / sizeof least[0]; k++) {
+      if (strcmp(a->name, least[k].name)) continue;
+      if (a->type == DVMC_ATTR_INT && a->i < least[k].min)
+        return invalid(n, "attribute %s = %lld must be >= %lld", a->name, (long long)a->i, (long long)least[k].min);
+      for (int j = 0; a->type == DVMC_ATTR_INTS && j < a->n; j++)
+        if (a->ints[j] < least[k].min)
+          return invalid(n, "attribute %s[%d] = %lld must be >= %lld", a->name, j, (long long)a->ints[j],
+                         (long long)least[k].min);
+    }
+  }
+  for (int k = 0; k < n->nout; k++)
+    for (int d = 0; n->out[k] && d < n->out[k]->rank; d++) {
+      int64_t v;
+      if (n->out[k]->dims[d] && dvmc_expr_is_const(n->out[k]->dims[d], &v) && v < 0)
+        return invalid(n, "output \"%s\" dim %d would be %lld: the attributes do not fit the input's shape",
+                       n->out[k]->name, d, (long long)v);
+    }
+  return NULL;
+}
+
 static const op_rule *find_rule(const dvmc_node *n) { return n->def ? &rules[dvmc_op_index(n->def)] : NULL; }
 
 /* Lowers the nodes of g (the main graph or a branch or loop body). Values
@@ -1324,7 +1372,9 @@ static dvm_status *lower_graph(lowering *L, const dvmc_graph *g) {
     }
     int folded = n->nout > 0;
     for (int k = 0; k < n->nout; k++) folded &= foldable(L, n->out[k]);
-    if (!folded && ((st = check_attrs(n, r)) || (st = (r->lower ? r->lower : lower_kernel)(L, n, r)))) break;
+    if (!folded && ((st = check_attrs(n, r)) || (st = check_values(n)) ||
+                    (st = (r->lower ? r->lower : lower_kernel)(L, n, r))))
+      break;
     if (!folded && L->depth == 0 && !bind_data_dims(L, n)) {
       st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
       break;
@@ -1581,13 +1631,6 @@ static int identifiers_only(const dvmc_expr *e) {
   return 1;
 }
 
-/* Emits one instruction at the end and moves it to word `at`. */
-static void insert(lowering *L, uint32_t at, dvm_opcode op, const int64_t *words, int n) {
-  uint32_t from = dvmc_fn_here(L->f);
-  dvmc_fn_emit(L->f, op, words, n);
-  dvmc_fn_hoist(L->f, at, from);
-}
-
 /* The memory plan's question: may this kernel's output 0 take an input's
  * memory (dvm_kernel_def.inplace). */
 static int kernel_inplace(void *ctx, int64_t k) {
@@ -1621,23 +1664,30 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   dvmc_fn_hoist(L->f, head, from);
   uint32_t moved = dvmc_fn_here(L->f) - from;
   for (int k = 0; k < p.nslots; k++) reg[k] = dvmc_fn_reg(L->f);
-  for (int i = L->nsites - 1; i >= 0; i--) { /* backwards: an insertion moves what follows it */
+  /* the edits, in code order (sites are), made in one pass over the code */
+  dvmc_fn_edit *ed = malloc(2 * ((size_t)L->nsites + 1) * sizeof *ed);
+  int ned = 0;
+  code = dvmc_fn_code(L->f, &ncode);
+  for (int i = 0; ed && i < L->nsites; i++) {
     uint32_t w = L->sites[i].word + moved;
-    int k = L->sites[i].slot, last = 1, start = 1;
-    if (k < 0) {
-      const int64_t *c = dvmc_fn_code(L->f, &ncode) + w;
-      int64_t alloc[] = {c[1], c[4], c[5], DVM_DEVICE_CPU}; /* reg, dtype, shape */
-      dvmc_fn_replace(L->f, w, DVM_OP_ALLOC, alloc, 4);
+    int k = L->sites[i].slot;
+    if (k < 0) { /* a plain alloc: reg, dtype, shape */
+      ed[ned++] = (dvmc_fn_edit){w, 1, DVM_OP_ALLOC, {code[w + 1], code[w + 4], code[w + 5], DVM_DEVICE_CPU}, 4};
       continue;
     }
-    for (int j = 0; j < L->nsites; j++)
-      if (L->sites[j].slot == k) start &= j >= i, last &= j <= i;
     dvmc_fn_patch(L->f, w + 2, reg[k]);
     dvmc_fn_patch(L->f, w + 3, zero);
-    if (last) insert(L, w + dvm_instr_length(dvmc_fn_code(L->f, &ncode), ncode, w), DVM_OP_RELEASE, (int64_t[]){reg[k]}, 1);
-    if (start) insert(L, w, DVM_OP_ALLOC_STORAGE, (int64_t[]){reg[k], size[k], DVM_DEVICE_CPU, 64}, 4);
+    if (p.first[k] == i) ed[ned++] = (dvmc_fn_edit){w, 0, DVM_OP_ALLOC_STORAGE, {reg[k], size[k], DVM_DEVICE_CPU, 64}, 4};
+    if (p.last[k] == i) ed[ned++] = (dvmc_fn_edit){w + dvm_instr_length(code, ncode, w), 0, DVM_OP_RELEASE, {reg[k]}, 1};
   }
+  int oom = !ed;
+  if (ed) dvmc_fn_edit_code(L->f, ed, ned);
+  free(ed);
   free(reg);
+  if (oom) {
+    dvmc_plan_free(&p);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
   /* the peak formula for tools, where the file can hold it: the verifier
    * takes up to 4096 bytes naming symbols that are identifiers */
   char buf[4097];

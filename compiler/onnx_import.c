@@ -232,6 +232,40 @@ static bool parse_u64(const char *s, uint64_t *out) {
   return v <= INT64_MAX;
 }
 
+/* Opens `path`, a file under `dir` named by a model, only once its real path
+ * (every link resolved) is known to lie inside `dir`'s real path: the text
+ * check above cannot see a link in the model's folder that leads out of it.
+ * The resolved path is opened with O_NOFOLLOW, so its last component cannot
+ * have been swapped for a link since. On success `*fd` is open and `*sb` its
+ * status; the caller closes it. */
+static dvm_status *open_inside(const char *dir, const char *path, const char *tn, int *fd,
+                               struct stat *sb) {
+  char *root = realpath(dir, NULL), *real = root ? realpath(path, NULL) : NULL;
+  dvm_status *st = NULL;
+  if (!real) {
+    int err = errno;
+    st = fail(err == ENOENT ? DVM_NOT_FOUND : err == ENOMEM ? DVM_OUT_OF_MEMORY : DVM_IO,
+              "tensor %s: cannot open external data file %s: %s", Q(tn), Q(path), strerror(err));
+  } else {
+    size_t n = strlen(root);
+    bool inside = strcmp(root, "/") == 0 || (strncmp(real, root, n) == 0 && real[n] == '/');
+    if (!inside)
+      st = CORRUPT("tensor %s: external data path %s escapes the model's directory (it resolves "
+                   "to %s, outside %s)",
+                   Q(tn), Q(path), Q(real), Q(root));
+    else if ((*fd = open(real, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)) < 0 ||
+             fstat(*fd, sb) != 0) {
+      int err = errno;
+      st = fail(err == ENOENT ? DVM_NOT_FOUND : DVM_IO,
+                "tensor %s: cannot open external data file %s: %s", Q(tn), Q(path),
+                strerror(err));
+    }
+  }
+  free(real);
+  free(root);
+  return st;
+}
+
 /* Reads nbytes of external data (data_location EXTERNAL) into the arena. */
 static dvm_status *read_external(imp *im, const Onnx__TensorProto *tp, const char *tn,
                                  size_t nbytes, const void **data) {
@@ -273,12 +307,11 @@ static dvm_status *read_external(imp *im, const Onnx__TensorProto *tp, const cha
   char *path = malloc(plen);
   if (!path) return OOM();
   snprintf(path, plen, "%s/%s", im->model_dir, loc);
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = -1;
   struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) != 0) {
-    int err = errno;
-    st = fail(err == ENOENT ? DVM_NOT_FOUND : DVM_IO, "tensor %s: cannot open external data file %s: %s",
-              Q(tn), Q(path), strerror(err));
+  st = open_inside(im->model_dir, path, tn, &fd, &sb);
+  if (st) {
+    /* named by open_inside */
   } else if (!S_ISREG(sb.st_mode)) {
     st = CORRUPT("tensor %s: external data file %s is not a regular file", Q(tn), Q(path));
   } else if ((uint64_t)sb.st_size < offset || (uint64_t)sb.st_size - offset < nbytes) {

@@ -89,65 +89,83 @@ typedef struct {
   int from, to; /* its first occupant's site, its last occupant's death */
 } slot;
 
-/* True when no instruction strictly between a and b may take memory from
- * the pool: a slot kept across that gap costs nothing that allocating
- * afresh at b would not, so chaining never raises the peak. */
-static int quiet(const code_view *v, const int64_t *code, int a, int b) {
-  for (int i = a + 1; i < b; i++) {
-    int64_t op = code[v->start[i]];
-    if ((dvm_opinfo_table[op].flags & (DVM_OPF_ALLOC | DVM_OPF_CALL)) || op == DVM_OP_ALLOC_TENSOR ||
-        op == DVM_OP_INVOKE || op == DVM_OP_SHAPEFN || op == DVM_OP_HOSTCALL)
-      return 0;
-  }
-  return 1;
+/* Whether instruction i may take memory from the pool. */
+static int noisy(const code_view *v, int i) {
+  int64_t op = v->code[v->start[i]];
+  return (dvm_opinfo_table[op].flags & (DVM_OPF_ALLOC | DVM_OPF_CALL)) || op == DVM_OP_ALLOC_TENSOR ||
+         op == DVM_OP_INVOKE || op == DVM_OP_SHAPEFN || op == DVM_OP_HOSTCALL;
 }
 
-/* The bytes live at instruction i: the slots and the tensors outside that
- * span it. */
-static const dvmc_expr *live_at(dvmc_exprs *x, int i, const slot *slots, int nslots, const int *ofrom,
-                                const int *oto, const dvmc_expr *const *osize, int nout) {
-  const dvmc_expr *sum = dvmc_const(x, 0);
-  for (int k = 0; k < nslots; k++)
-    if (slots[k].from <= i && i <= slots[k].to) sum = dvmc_add(x, sum, slots[k].size);
-  for (int j = 0; j < nout; j++)
-    if (ofrom[j] <= i && i <= oto[j]) sum = dvmc_add(x, sum, osize[j]);
-  return sum;
-}
-
+/* A span of instructions [at, to] that holds `size` bytes. */
 typedef struct {
-  int *parent, cls, named;
-} names_ctx;
+  int at, to;
+  const dvmc_expr *size;
+} span;
 
-static void names_cls(void *ctx, char c, int64_t w) {
-  names_ctx *n = ctx;
-  n->named |= is_reg(c) && w >= 0 && find(n->parent, (int)w) == n->cls;
+static int by_at(const void *a, const void *b) {
+  int x = ((const span *)a)->at, y = ((const span *)b)->at;
+  return (x > y) - (x < y);
 }
 
-/* Whether instruction h names a register of class cls. */
-static int names(const code_view *v, int h, int cls) {
-  names_ctx n = {v->parent, cls, 0};
-  operands(v, h, names_cls, &n);
-  return n.named;
-}
-
-/* The instruction after i that first names register r's class, when it is
- * an invoke writing r as its output 0 (the site's own call); else -1. */
-static int own_call(const code_view *v, int i, int64_t r) {
-  int cls = find(v->parent, (int)r);
-  for (int h = i + 1; h < v->n; h++) {
-    if (!names(v, h, cls)) continue;
-    const int64_t *c = v->code + v->start[h];
-    return c[0] == DVM_OP_INVOKE && c[3] >= 1 && c[4] == r ? h : -1;
+/* The bytes live where each site is made (the spans that cover its
+ * instruction), in one sweep in code order: a span's size joins the
+ * running sum where it starts and leaves it after it ends. Sums are
+ * canonical polynomials, so adding and taking away gives the same
+ * expression as summing the live set afresh. `spans` (n) is used as
+ * scratch; live[s] is site s's sum (NULL: out of memory). */
+static void live_at_sites(dvmc_exprs *x, const int *site_at, int nsites, span *spans, int n,
+                          const dvmc_expr **live) {
+  span *ends = spans + n;
+  for (int k = 0; k < n; k++) ends[k] = (span){spans[k].to, 0, spans[k].size};
+  qsort(spans, (size_t)n, sizeof *spans, by_at);
+  qsort(ends, (size_t)n, sizeof *ends, by_at);
+  const dvmc_expr *sum = dvmc_const(x, 0);
+  for (int s = 0, a = 0, e = 0; s < nsites; s++) {
+    for (; a < n && spans[a].at <= site_at[s]; a++) sum = dvmc_add(x, sum, spans[a].size);
+    for (; e < n && ends[e].at < site_at[s]; e++) sum = dvmc_sub(x, sum, ends[e].size);
+    live[s] = sum;
   }
-  return -1;
 }
 
-/* True when class cls is only released after instruction j: its data is
- * dead once j has read it. */
-static int dead_after(const code_view *v, int cls, int j, int last) {
-  for (int h = j + 1; h <= last; h++)
-    if (v->code[v->start[h]] != DVM_OP_RELEASE && names(v, h, cls)) return 0;
-  return 1;
+/* For each instruction i, the class named last by an instruction other
+ * than `release` (named[cls]), and for each alloc_tensor the instruction
+ * after it that first names its register's class (next[i], -1: none): one
+ * pass each way over the code. */
+typedef struct {
+  const code_view *v;
+  int i, *at;
+} naming;
+
+static void name_at(void *ctx, char c, int64_t w) {
+  naming *m = ctx;
+  if (is_reg(c) && w >= 0) m->at[find(m->v->parent, (int)w)] = m->i;
+}
+
+static void first_names(const code_view *v, int *named, int *next, int *scratch) {
+  for (int r = 0; r < v->nregs; r++) named[r] = -1, scratch[r] = -1;
+  for (int i = 0; i < v->n; i++)
+    if (v->code[v->start[i]] != DVM_OP_RELEASE) operands(v, i, name_at, &(naming){v, i, named});
+  for (int i = v->n - 1; i >= 0; i--) {
+    const int64_t *c = v->code + v->start[i];
+    next[i] = c[0] == DVM_OP_ALLOC_TENSOR && c[1] >= 0 ? scratch[find(v->parent, (int)c[1])] : -1;
+    operands(v, i, name_at, &(naming){v, i, scratch});
+  }
+}
+
+/* Open addressing from a size expression to the newest slot of that size
+ * (-1: none now); older ones follow through `next_same`. A size keeps its
+ * entry once made, so that a list emptied cannot cut another's probe. */
+typedef struct {
+  const dvmc_expr **key;
+  int *head, mask;
+} by_size;
+
+static int *head_of(by_size *h, const dvmc_expr *size) {
+  for (size_t k = ((uintptr_t)size >> 4) * 0x9e3779b97f4a7c15u;; k++) {
+    size_t e = k & (size_t)h->mask;
+    if (!h->key[e]) h->key[e] = size;
+    if (h->key[e] == size) return &h->head[e];
+  }
 }
 
 static int le(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
@@ -159,10 +177,12 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   memset(out, 0, sizeof *out);
   code_view v = {.code = code};
   dvm_status *st = NULL;
-  int *last = NULL, *esc = NULL, *in_loop = NULL, *ofrom = NULL, *oto = NULL, *site_of = NULL;
+  int *last = NULL, *esc = NULL, *in_loop = NULL, *site_of = NULL, *named = NULL, *calm = NULL;
+  int *site_at = NULL, *next_same = NULL, *heads = NULL;
   slot *slots = NULL;
-  const dvmc_expr **osize = NULL, **peaks = NULL;
-  int nslots = 0, nout = 0, npeaks = 0;
+  span *spans = NULL;
+  const dvmc_expr **live = NULL, **peaks = NULL, **keys = NULL;
+  int nslots = 0, nspans = 0, npeaks = 0, mask = 15;
   v.start = malloc((ncode ? ncode : 1) * sizeof *v.start);
   if (!v.start) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   for (uint32_t pc = 0, len; pc < ncode; pc += len) {
@@ -173,21 +193,32 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
     v.start[v.n++] = pc;
   }
   for (int i = 0; i < v.n; i++) operands(&v, i, max_reg, &v.nregs);
+  while (mask < 2 * nsites) mask = mask * 2 + 1;
   v.parent = malloc(((size_t)v.nregs + 1) * sizeof *v.parent);
   last = malloc(((size_t)v.nregs + 1) * sizeof *last);
   esc = calloc((size_t)v.nregs + 1, sizeof *esc);
   site_of = malloc(((size_t)v.nregs + 1) * sizeof *site_of);
+  named = malloc(2 * ((size_t)v.nregs + 1) * sizeof *named);
   in_loop = calloc((size_t)v.n + 1, sizeof *in_loop);
+  calm = malloc(2 * ((size_t)v.n + 1) * sizeof *calm);
+  site_at = malloc(2 * ((size_t)nsites + 1) * sizeof *site_at);
+  next_same = site_at ? site_at + nsites + 1 : NULL;
+  heads = malloc(((size_t)mask + 1) * sizeof *heads);
+  keys = calloc((size_t)mask + 1, sizeof *keys);
   slots = calloc((size_t)nsites + 1, sizeof *slots);
-  ofrom = malloc(((size_t)nsites + 1) * sizeof *ofrom);
-  oto = malloc(((size_t)nsites + 1) * sizeof *oto);
-  osize = malloc(((size_t)nsites + 1) * sizeof *osize);
+  spans = malloc(2 * ((size_t)nsites + 1) * sizeof *spans);
+  live = malloc(((size_t)nsites + 1) * sizeof *live);
   peaks = malloc(((size_t)nsites + 1) * sizeof *peaks);
   out->size = malloc(((size_t)nsites + 1) * sizeof *out->size);
-  if (!v.parent || !last || !esc || !site_of || !in_loop || !slots || !ofrom || !oto || !osize || !peaks || !out->size) {
+  out->first = malloc(2 * ((size_t)nsites + 1) * sizeof *out->first);
+  out->last = out->first ? out->first + nsites + 1 : NULL;
+  if (!v.parent || !last || !esc || !site_of || !named || !in_loop || !calm || !site_at || !heads || !keys || !slots || !spans ||
+      !live || !peaks || !out->size || !out->first) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     goto done;
   }
+  for (int k = 0; k <= mask; k++) heads[k] = -1;
+  by_size sized = {keys, heads, mask};
   for (int r = 0; r < v.nregs; r++) v.parent[r] = r, last[r] = -1, site_of[r] = -1;
   /* alias classes: these results share their operands' storage */
   for (int i = 0; i < v.n; i++) {
@@ -217,6 +248,14 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
       in_loop[h] = 1;
     }
   }
+  /* calm[i]: the last instruction before i that may take memory from the
+   * pool (-1: none); first_names fills named (per class) and next */
+  int *next = calm + v.n + 1;
+  for (int i = 0, h = -1; i < v.n; i++) {
+    calm[i] = h;
+    if (noisy(&v, i)) h = i;
+  }
+  first_names(&v, named, next, named + v.nregs + 1);
   for (int s = 0; s < nsites; s++) { /* the site of each class: -2 where it has several */
     int64_t r = code[sites[s].word + 1];
     if (r < 0 || r >= v.nregs) {
@@ -234,38 +273,59 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
       goto done;
     }
     int cls = find(v.parent, (int)code[p->word + 1]);
+    site_at[s] = i;
     p->slot = -1;
     if (in_loop[i] || esc[cls]) {
-      ofrom[nout] = i, oto[nout] = esc[cls] ? v.n : last[cls], osize[nout++] = p->bytes;
+      spans[nspans++] = (span){i, esc[cls] ? v.n : last[cls], p->bytes};
       continue;
     }
     /* in place: the storage of an input of this size that dies in the
-     * site's own call (only releases follow), when that kernel allows it
-     * and the input is its slot's last occupant */
-    int j = inplace ? own_call(&v, i, code[p->word + 1]) : -1;
+     * site's own call (the first instruction after the site that names its
+     * register, an invoke writing it as output 0; only releases name the
+     * input after it), when that kernel allows it and the input is its
+     * slot's last occupant */
+    int j = inplace ? next[i] : -1;
     const int64_t *call = j >= 0 ? code + v.start[j] : NULL;
-    if (call && inplace(ctx, call[1])) {
+    if (call && call[0] == DVM_OP_INVOKE && call[3] >= 1 && call[4] == code[p->word + 1] && inplace(ctx, call[1])) {
       const int64_t *in = call + 4 + call[3];
       for (int q = 1; q <= in[0] && p->slot < 0; q++) {
         int c = in[q] >= 0 ? find(v.parent, (int)in[q]) : -1, t = c >= 0 ? site_of[c] : -1;
         if (t >= 0 && t < s && sites[t].slot >= 0 && sites[t].bytes == p->bytes && last[c] >= j &&
-            slots[sites[t].slot].to == last[c] && dead_after(&v, c, j, last[c]))
+            slots[sites[t].slot].to == last[c] && named[c] <= j)
           p->slot = sites[t].slot, out->inplace++;
       }
     }
-    int in_place = p->slot >= 0;
-    for (int k = 0; k < nslots && !in_place; k++) /* the slot freed last, of this size, with nothing allocated since */
-      if (slots[k].size == p->bytes && slots[k].to < i && quiet(&v, code, slots[k].to, i) &&
-          (p->slot < 0 || slots[k].to > slots[p->slot].to))
+    /* else the slot of this size freed last with nothing allocated since
+     * (calm[i] <= its end; the earliest slot of those ending together).
+     * A slot that ended before calm[i] never qualifies again (calm only
+     * grows, and a slot grows only by being chosen): it leaves the list. */
+    int in_place = p->slot >= 0, *e = head_of(&sized, p->bytes);
+    for (int *link = e; !in_place && *link >= 0;) {
+      int k = *link;
+      if (slots[k].to < calm[i]) {
+        *link = next_same[k];
+        continue;
+      }
+      if (slots[k].to < i &&
+          (p->slot < 0 || slots[k].to > slots[p->slot].to || (slots[k].to == slots[p->slot].to && k < p->slot)))
         p->slot = k;
+      link = &next_same[k];
+    }
     if (p->slot >= 0) out->reused++;
-    else slots[p->slot = nslots++] = (slot){.size = p->bytes, .from = i};
+    else {
+      slots[p->slot = nslots++] = (slot){.size = p->bytes, .from = i}, out->first[p->slot] = s;
+      next_same[p->slot] = *e;
+      *e = p->slot;
+    }
     slots[p->slot].to = last[cls] > i ? last[cls] : i;
+    out->last[p->slot] = s;
   }
+  for (int k = 0; k < nslots; k++) spans[nspans++] = (span){slots[k].from, slots[k].to, slots[k].size};
+  live_at_sites(x, site_at, nsites, spans, nspans, live);
   /* the peak: the largest of the sums live where a site is made, those
    * provably below another dropped */
   for (int s = 0; s < nsites; s++) {
-    const dvmc_expr *sum = live_at(x, index_of(&v, sites[s].word), slots, nslots, ofrom, oto, osize, nout);
+    const dvmc_expr *sum = live[s];
     int j, n = 0;
     for (j = 0; j < npeaks && !le(x, sum, peaks[j]); j++) {}
     if (j < npeaks) continue;
@@ -285,10 +345,14 @@ done:
   free(last);
   free(esc);
   free(site_of);
+  free(named);
   free(in_loop);
-  free(ofrom);
-  free(oto);
-  free(osize);
+  free(calm);
+  free(site_at);
+  free(heads);
+  free(keys);
+  free(spans);
+  free(live);
   free(peaks);
   free(slots);
   if (st) dvmc_plan_free(out);
@@ -297,6 +361,8 @@ done:
 
 void dvmc_plan_free(dvmc_plan *p) {
   free(p->size);
+  free(p->first);
   p->size = NULL;
+  p->first = p->last = NULL;
   p->nslots = 0;
 }

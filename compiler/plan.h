@@ -29,6 +29,7 @@ typedef struct dvmc_plan_site {
 typedef struct dvmc_plan {
   int nslots;
   const dvmc_expr **size; /* per slot: its storage's bytes (malloc'ed) */
+  int *first, *last;      /* per slot: the index of its first and last site (malloc'ed) */
   const dvmc_expr *peak;  /* the most bytes of sites live where one is made */
   int reused;             /* sites placed in a slot another site used before */
   int inplace;            /* of those, sites that took their own call's input's */

@@ -41,10 +41,13 @@ dvm_status *dvm_argreduce_attrs(const char *op, int rank, const int64_t *dims,
   if (!st) st = dvm_attr_axis(op, "axis", &attrs[0], rank, axis);
   if (!st) st = dvm_attr_flag(op, "keepdims", &attrs[1], keepdims);
   if (!st) st = dvm_attr_flag(op, "select_last_index", &attrs[2], last);
-  if (!st && dims[*axis] == 0)
-    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: axis %d is empty: no index to return", op,
+  if (st || dims[*axis] != 0) return st;
+  /* an empty axis has no index to return, unless there is nothing to
+   * return it for (an empty output, as ONNX Runtime gives for [0, 0]) */
+  for (int d = 0; d < rank; d++)
+    if (d != *axis && dims[d] == 0) return NULL;
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: axis %d is empty: no index to return", op,
                         *axis);
-  return st;
 }
 
 void dvm_reduce_dims(int rank, const int64_t *dims, unsigned mask, int keepdims, int *out_rank,

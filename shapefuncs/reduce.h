@@ -10,7 +10,8 @@
  *   axes in [-rank, rank), no repeats; empty axes reduce all of them, or
  *   none (the shape is data's) when noop_with_empty_axes is 1.
  * "argreduce" (data; axis:int, keepdims:int, select_last_index:int):
- *   data's shape with axis dropped (or 1); that axis must not be empty.
+ *   data's shape with axis dropped (or 1); that axis must not be empty
+ *   unless another is (the output is then empty too).
  * "topk" (x, k; axis:int, largest:int, sorted:int) -> 2 shapes, values and
  *   indices: x's shape with dim `axis` = k. Data-dependent: k is an
  *   integer tensor of one element on the host (or an int), 0 <= k <= dim.

@@ -38,10 +38,16 @@ void dvm_cli_print_param(FILE *out, const dvm_param_info *p);
  * (returning -1, *m set; release it). */
 int dvm_cli_load_one(const char *cmd, const char *usage, int argc, char **argv, dvm_module **m);
 
+/* The device `--device auto` means for m (dvm_device_auto). It says which
+ * on stderr, and why not CUDA, when m has CUDA functions or with verbose:
+ * a CPU-only module runs quietly. */
+dvm_device_kind dvm_cli_auto_device(const dvm_module *m, int verbose);
+
 /* Seconds on the monotonic clock. */
 double dvm_cli_now(void);
 
-/* Reads a whole file into malloc'ed memory (NUL-terminated). */
+/* Reads a whole regular file (others are refused: no FIFO waits, no
+ * endless device) into malloc'ed memory (NUL-terminated). */
 DVM_MUST_USE dvm_status *dvm_cli_read_file(const char *path, char **out, size_t *size);
 
 #endif

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "runlimits.h"
 
 #define MAX_INPUTS 64
 
@@ -21,6 +22,8 @@ static const char usage_text[] =
     "  --warmup N             untimed invocations first (default 10)\n"
     "  --device cpu|cuda|auto (default auto: cuda when present and compiled for, else cpu)\n"
     "  --tf32                 CUDA f32 matrix products may use TF32 tensor cores\n"
+    "  --verbose              say which device auto picked, and why\n"
+    DVM_CLI_LIMIT_USAGE
     "prints median, p10, p90 and the peak pool memory, then one JSON line\n";
 
 typedef struct {
@@ -124,15 +127,17 @@ int dvm_cmd_bench(int argc, char **argv) {
       {"range", required_argument, 0, 'r'}, {"function", required_argument, 0, 'f'},
       {"threads", required_argument, 0, 't'}, {"iters", required_argument, 0, 'n'},
       {"warmup", required_argument, 0, 'w'}, {"device", required_argument, 0, 'd'},
-      {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {"verbose", no_argument, 0, 'v'},
+      DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
   named shapes[MAX_INPUTS], dims[MAX_INPUTS], ranges[MAX_INPUTS];
-  int nshapes = 0, ndims = 0, nranges = 0, iters = 100, warmup = 10;
+  int nshapes = 0, ndims = 0, nranges = 0, iters = 100, warmup = 10, verbose = 0, bad;
+  double timeout = 0;
   const char *fname = NULL;
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
   int device_auto = 1;
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "s:D:r:f:t:n:w:d:h", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "s:D:r:f:t:n:w:d:hv", opts, NULL)) != -1;) {
     switch (c) {
     case 's': if (nshapes == MAX_INPUTS || !parse_named(optarg, &shapes[nshapes++])) return dvm_cli_usage_error("bench", "bad --shape %s", optarg); break;
     case 'D': if (ndims == MAX_INPUTS || !parse_named(optarg, &dims[ndims++])) return dvm_cli_usage_error("bench", "bad --dim %s", optarg); break;
@@ -146,6 +151,10 @@ int dvm_cmd_bench(int argc, char **argv) {
       if (!device_auto && !dvm_device_parse(optarg, &vo.device)) return dvm_cli_usage_error("bench", "unknown device \"%s\"", optarg);
       break;
     case 'T': vo.allow_tf32 = 1; break;
+    case 'v': verbose = 1; break;
+    case 'S': case 'O': case 'M':
+      if ((bad = dvm_cli_limit_option("bench", c, optarg, &vo, &timeout))) return bad;
+      break;
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }
@@ -212,11 +221,7 @@ int dvm_cmd_bench(int argc, char **argv) {
     fill_random(t, lo, hi < lo ? lo : hi, &seed);
     args[p] = dvm_value_tensor(t);
   }
-  if (device_auto) { /* say which, and why not the GPU */
-    char why[320];
-    vo.device = dvm_device_auto(m, why, sizeof why);
-    fprintf(stderr, "dvm: running on %s\n", why);
-  }
+  if (device_auto) vo.device = dvm_cli_auto_device(m, verbose);
   if ((st = dvm_vm_create(m, &vo, &vm)) || (st = dvm_vm_find_function(vm, dvm_function_name(m, f), &f))) {
     rc = dvm_cli_fail("bench", st);
     goto done;
@@ -226,17 +231,23 @@ int dvm_cmd_bench(int argc, char **argv) {
     rc = dvm_cli_fail("bench", dvm_status_new(DVM_OUT_OF_MEMORY, ""));
     goto done;
   }
+  dvm_cli_watch(vm, timeout); /* the limits cover all the invocations */
   for (int i = 0; i < warmup + iters; i++) {
     double t0 = dvm_cli_now();
     st = dvm_vm_invoke(vm, f, args, np, res, nr);
     double t = dvm_cli_now() - t0;
+    if (!st && dvm_cli_stopped()) /* between two invocations */
+      st = dvm_status_new(DVM_INTERRUPTED, "function \"%s\", after invocation %d of %d: interrupted",
+                          dvm_function_name(m, f), i + 1, warmup + iters);
     if (st) {
-      rc = dvm_cli_fail("bench", st);
+      dvm_cli_unwatch();
+      rc = dvm_cli_run_fail("bench", st);
       goto done;
     }
     for (int r = 0; r < nr; r++) dvm_value_clear(&res[r]);
     if (i >= warmup) times[i - warmup] = t * 1e3;
   }
+  dvm_cli_unwatch();
   qsort(times, (size_t)iters, sizeof(double), cmp_double);
   double med = times[iters / 2], p10 = times[iters / 10], p90 = times[(iters * 9) / 10 < iters ? (iters * 9) / 10 : iters - 1];
   dvm_vm_stats s;

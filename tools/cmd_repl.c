@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "npy.h"
+#include "runlimits.h"
 
 #define MAX_INPUTS 64
 #define MAX_BREAKS 64
@@ -473,13 +474,16 @@ static const char usage_text[] =
     "usage: dvm repl MODEL.dvmb [--input FILE | --input NAME=FILE]... [--function NAME]\n"
     "                [--device cpu|auto] [--script FILE]\n"
     "  an interactive debugger for the bytecode; `help` at its prompt lists the commands.\n"
-    "  Commands are read from --script FILE, or from standard input when it is not a terminal.\n";
+    "  Commands are read from --script FILE, or from standard input when it is not a terminal.\n"
+    "  --max-steps N          an invocation stops after N instructions\n"
+    "  --memory-limit BYTES   most bytes each device pool may hold (suffix K, M or G: 1024s)\n";
 
 int dvm_cmd_repl(int argc, char **argv) {
   static const struct option opts[] = {
       {"input", required_argument, 0, 'i'}, {"function", required_argument, 0, 'f'},
       {"device", required_argument, 0, 'd'}, {"script", required_argument, 0, 's'},
-      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"help", no_argument, 0, 'h'}, {"max-steps", required_argument, 0, 'S'},
+      {"memory-limit", required_argument, 0, 'M'}, {0, 0, 0, 0}};
   const char *fname = NULL, *script = NULL, *ins[MAX_INPUTS];
   int nin = 0;
   dvm_vm_options vo;
@@ -497,6 +501,12 @@ int dvm_cmd_repl(int argc, char **argv) {
       else if (!dvm_device_parse(optarg, &vo.device)) return dvm_cli_usage_error("repl", "unknown device \"%s\"", optarg);
       break;
     case 's': script = optarg; break;
+    case 'S': case 'M': {
+      double unused;
+      int bad = dvm_cli_limit_option("repl", c, optarg, &vo, &unused);
+      if (bad) return bad;
+      break;
+    }
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }

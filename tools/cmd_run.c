@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "npy.h"
 #include "onnx_import.h"
+#include "runlimits.h"
 
 #define MAX_BINDINGS 64
 
@@ -24,7 +25,10 @@ static const char usage_text[] =
     "  --tf32                             CUDA f32 matrix products may use TF32 tensor cores\n"
     "                                     (default: exact f32)\n"
     "  --show N                           elements to print per result (default 8, -1: all)\n"
-    "  --stats                            print VM statistics after the run\n";
+    "  --stats                            print VM statistics after the run\n"
+    "  --verbose                          say which device auto picked, and why (always said\n"
+    "                                     for a module with CUDA functions)\n"
+    DVM_CLI_LIMIT_USAGE;
 
 typedef struct {
   const char *name; /* NULL: positional */
@@ -135,15 +139,16 @@ int dvm_cmd_run(int argc, char **argv) {
       {"function", required_argument, 0, 'f'}, {"device", required_argument, 0, 'd'},
       {"threads", required_argument, 0, 't'}, {"show", required_argument, 0, 'n'},
       {"stats", no_argument, 0, 's'}, {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"verbose", no_argument, 0, 'v'}, DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
   binding ins[MAX_BINDINGS], outs[MAX_BINDINGS];
-  int nin = 0, nout = 0, show = 8, stats = 0;
+  int nin = 0, nout = 0, show = 8, stats = 0, verbose = 0, bad;
+  double timeout = 0;
   const char *fname = NULL;
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
   int device_auto = 1;
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "i:o:f:d:t:n:sh", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "i:o:f:d:t:n:shv", opts, NULL)) != -1;) {
     switch (c) {
     case 'i':
       if (nin == MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --input");
@@ -163,6 +168,10 @@ int dvm_cmd_run(int argc, char **argv) {
     case 'n': show = atoi(optarg); break;
     case 's': stats = 1; break;
     case 'T': vo.allow_tf32 = 1; break;
+    case 'v': verbose = 1; break;
+    case 'S': case 'O': case 'M':
+      if ((bad = dvm_cli_limit_option("run", c, optarg, &vo, &timeout))) return bad;
+      break;
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }
@@ -206,15 +215,16 @@ int dvm_cmd_run(int argc, char **argv) {
       goto done;
     }
   }
-  if (device_auto) { /* say which, and why not the GPU */
-    char why[320];
-    vo.device = dvm_device_auto(m, why, sizeof why);
-    fprintf(stderr, "dvm: running on %s\n", why);
-  }
-  if ((st = dvm_vm_create(m, &vo, &vm)) ||
-      (st = dvm_vm_find_function(vm, dvm_function_name(m, f), &f)) ||
-      (st = dvm_vm_invoke(vm, f, args, np, res, nr))) {
+  if (device_auto) vo.device = dvm_cli_auto_device(m, verbose);
+  if ((st = dvm_vm_create(m, &vo, &vm)) || (st = dvm_vm_find_function(vm, dvm_function_name(m, f), &f))) {
     rc = dvm_cli_fail("run", st);
+    goto done;
+  }
+  dvm_cli_watch(vm, timeout);
+  st = dvm_vm_invoke(vm, f, args, np, res, nr);
+  dvm_cli_unwatch();
+  if (st) {
+    rc = dvm_cli_run_fail("run", st);
     goto done;
   }
   for (int r = 0; r < nr; r++) {

@@ -1,4 +1,5 @@
 /* The dvm command: subcommand dispatch and shared error reporting. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,27 @@ int dvm_cli_load_one(const char *cmd, const char *usage, int argc, char **argv, 
   return st ? dvm_cli_fail(cmd, st) : -1;
 }
 
+/* What a command printed may have failed to go out (a full disk,
+ * /dev/full): that is the command's failure too. Returns its exit code. */
+static int flushed(const char *cmd, int rc) {
+  if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+  fprintf(stderr, "dvm %s: error: writing to standard output: %s\n", cmd, strerror(errno));
+  return rc ? rc : DVM_EXIT_RUNTIME;
+}
+
+dvm_device_kind dvm_cli_auto_device(const dvm_module *m, int verbose) {
+  char why[320];
+  dvm_device_kind d = dvm_device_auto(m, why, sizeof why);
+  int cuda_functions = 0;
+  for (int f = 0; f < dvm_module_function_count(m); f++) {
+    const char *name = dvm_function_name(m, f);
+    size_t n = strlen(name), k = strlen(DVM_CUDA_SUFFIX);
+    cuda_functions |= n > k && strcmp(name + n - k, DVM_CUDA_SUFFIX) == 0;
+  }
+  if (verbose || cuda_functions) fprintf(stderr, "dvm: running on %s\n", why);
+  return d;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -69,10 +91,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
     usage(stdout);
-    return DVM_EXIT_OK;
+    return flushed("help", DVM_EXIT_OK);
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    if (strcmp(argv[1], commands[i].name) == 0) return flushed(argv[1], commands[i].fn(argc - 1, argv + 1));
   fprintf(stderr, "dvm: unknown command \"%s\"\n", argv[1]);
   usage(stderr);
   return DVM_EXIT_USAGE;

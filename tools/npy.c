@@ -10,6 +10,8 @@
  * that would need an evaluator. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +356,12 @@ static dvm_status *check_encoding(const hparse *h) {
 
 /* ---- reading ---- */
 
+/* The longest header read: numpy writes under 128 bytes for dvm's ranks
+ * and itself refuses over 10000 unless told otherwise. */
+#define MAX_HEADER 65536u
+/* The most bytes a file's preamble and header take. */
+#define MAX_PREFIX (12 + (size_t)MAX_HEADER)
+
 /* Checks magic and version and returns the header text in *h. */
 static dvm_status *read_preamble(dvm_reader *r, const char *what, hparse *h) {
   size_t size = dvm_reader_left(r), have = size < 6 ? size : 6;
@@ -370,6 +378,8 @@ static dvm_status *read_preamble(dvm_reader *r, const char *what, hparse *h) {
     return npy_error(what, "truncated: %zu bytes, a version %u.0 preamble needs %zu", size, major,
                      8 + len_size);
   uint32_t hlen = (uint32_t)dvm_reader_le(r, len_size);
+  if (hlen > MAX_HEADER)
+    return npy_error(what, "header length %u is over dvm's limit of %u bytes", hlen, MAX_HEADER);
   const uint8_t *text = dvm_reader_take(r, hlen);
   if (!text)
     return npy_error(what, "header length %u runs past the end (%zu bytes follow the preamble)",
@@ -416,23 +426,31 @@ static dvm_status *check_bools(const uint8_t *p, int64_t numel, const char *what
   return NULL;
 }
 
-/* Checks the data size against the shape, then makes the tensor. */
-static dvm_status *read_data(dvm_reader *r, const char *what, const npy_header *hd,
-                             dvm_tensor **out) {
+/* The data bytes the header's shape and dtype need; `have` of them follow
+ * the header, which must be exactly that (have = SIZE_MAX: not known yet). */
+static dvm_status *check_data_size(const char *what, const npy_header *hd, size_t have,
+                                   int64_t *numel, size_t *nbytes) {
   char shape[200];
   dvm_shape_format(shape, sizeof shape, hd->dt, hd->rank, hd->dims);
-  int64_t numel;
-  dvm_status *st = dvm_shape_numel(hd->rank, hd->dims, &numel);
+  dvm_status *st = dvm_shape_numel(hd->rank, hd->dims, numel);
   if (st) {
     dvm_status_free(st);
     return npy_error(what, "header: shape %s has more elements than int64 can count", shape);
   }
-  size_t isz = dvm_dtype_size(hd->dt), nbytes;
-  if (dvm_mul_overflows((size_t)numel, isz, &nbytes))
+  if (dvm_mul_overflows((size_t)*numel, dvm_dtype_size(hd->dt), nbytes) || *nbytes == SIZE_MAX)
     return npy_error(what, "header: shape %s is too large: its byte size overflows", shape);
-  if (dvm_reader_left(r) != nbytes)
-    return npy_error(what, "data is %zu bytes, shape %s needs %zu", dvm_reader_left(r), shape,
-                     nbytes);
+  if (have != SIZE_MAX && have != *nbytes)
+    return npy_error(what, "data is %zu bytes, shape %s needs %zu", have, shape, *nbytes);
+  return NULL;
+}
+
+/* Checks the data size against the shape, then makes the tensor. */
+static dvm_status *read_data(dvm_reader *r, const char *what, const npy_header *hd,
+                             dvm_tensor **out) {
+  int64_t numel;
+  size_t isz = dvm_dtype_size(hd->dt), nbytes;
+  dvm_status *st = check_data_size(what, hd, dvm_reader_left(r), &numel, &nbytes);
+  if (st) return st;
   const uint8_t *src = dvm_reader_take(r, nbytes);
   dvm_tensor *t;
   if ((st = dvm_tensor_create(hd->dt, hd->rank, hd->dims, &t)))
@@ -449,57 +467,95 @@ static dvm_status *read_data(dvm_reader *r, const char *what, const npy_header *
   return NULL;
 }
 
+/* Preamble and header; r is left at the data. */
+static dvm_status *read_header(dvm_reader *r, const char *what, npy_header *hd) {
+  hparse h = {.what = what};
+  dvm_status *st = read_preamble(r, what, &h);
+  if (!st) st = check_encoding(&h);
+  if (!st) st = parse_dict(&h, hd);
+  return st;
+}
+
 dvm_status *dvm_npy_read_memory(const void *data, size_t size, const char *what,
                                 dvm_tensor **out) {
   dvm_reader r = dvm_reader_make(data, size);
   if (!what) what = ".npy data";
-  hparse h = {.what = what};
   npy_header hd = {0};
-  dvm_status *st = read_preamble(&r, what, &h);
-  if (!st) st = check_encoding(&h);
-  if (!st) st = parse_dict(&h, &hd);
+  dvm_status *st = read_header(&r, what, &hd);
   if (!st) st = read_data(&r, what, &hd, out);
   return st;
 }
 
-/* Reads all of `fd`. The size fstat saw sizes the buffer, which still grows
- * for pipes and for files that grow meanwhile. Reading rather than mapping
- * means a file truncated under us is a short read, not a SIGBUS. */
-static dvm_status *read_all(int fd, const char *path, size_t hint, uint8_t **out, size_t *size) {
-  size_t cap = hint < 4096 ? 4096 : hint + 1, len = 0;
-  uint8_t *buf = malloc(cap);
-  for (;;) {
-    if (buf && len == cap) {
-      uint8_t *more = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-      if (!more) free(buf);
-      buf = more;
-      cap *= 2;
+/* Seconds a stream (pipe, FIFO) may send nothing before reading it fails:
+ * a FIFO nobody writes to must not hold the reader forever. */
+#define STREAM_WAIT_S 10
+
+/* Reads up to n bytes of fd at buf, fewer only at the end of the file;
+ * *got says how many. */
+static dvm_status *read_upto(int fd, const char *path, bool stream, uint8_t *buf, size_t n,
+                             size_t *got) {
+  *got = 0;
+  while (*got < n) {
+    if (stream) {
+      struct pollfd p = {fd, POLLIN, 0};
+      int k = poll(&p, 1, STREAM_WAIT_S * 1000);
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) return os_error(path, "cannot read");
+      if (k == 0) return npy_error(path, "no data came for %d s", STREAM_WAIT_S);
     }
-    if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory");
-    ssize_t k = read(fd, buf + len, cap - len);
+    ssize_t k = read(fd, buf + *got, n - *got);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (k < 0) return os_error(path, "cannot read");
     if (k == 0) break;
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      free(buf);
-      return os_error(path, "cannot read");
-    }
-    len += (size_t)k;
+    *got += (size_t)k;
   }
-  *out = buf;
-  *size = len;
   return NULL;
 }
 
+/* The bytes of preamble and header, from the first 12 of a file (or fewer:
+ * then what read_header will say is wrong). */
+static size_t prefix_length(const uint8_t *p, size_t n) {
+  if (n < 12 || memcmp(p, npy_magic, 6) != 0 || p[6] < 1 || p[6] > 3) return n;
+  uint32_t hlen = p[6] == 1 ? (uint32_t)(p[8] | p[9] << 8)
+                            : (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
+                                  (uint32_t)p[11] << 24;
+  return hlen > MAX_HEADER ? n : (p[6] == 1 ? 10 : 12) + (size_t)hlen;
+}
+
+/* Reads no more than the header claims: preamble and header first, then a
+ * regular file's size must be theirs plus the data's before the data is
+ * read, and a stream (pipe, FIFO, device) is read for the data's bytes and
+ * one more, to see that it ends there. The open never blocks (a FIFO
+ * without a writer); a stream that stalls fails after STREAM_WAIT_S. */
 dvm_status *dvm_npy_read_file(const char *path, dvm_tensor **out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return os_error(path, "cannot open");
   struct stat sb;
-  uint8_t *buf = NULL;
-  size_t size = 0;
-  dvm_status *st = fstat(fd, &sb) != 0 ? os_error(path, "cannot stat")
-                   : read_all(fd, path, sb.st_size > 0 ? (size_t)sb.st_size : 0, &buf, &size);
+  uint8_t *buf = malloc(MAX_PREFIX);
+  size_t got = 0, more = 0;
+  bool stream = false;
+  dvm_status *st = NULL;
+  if (!buf) st = dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory");
+  else if (fstat(fd, &sb) != 0) st = os_error(path, "cannot stat");
+  else if (!(st = read_upto(fd, path, stream = !S_ISREG(sb.st_mode), buf, 12, &got)) && got == 12)
+    st = read_upto(fd, path, stream, buf + 12, prefix_length(buf, 12) - 12, &more);
+  got += more;
+  dvm_reader r = dvm_reader_make(buf, got);
+  npy_header hd = {0};
+  int64_t numel;
+  size_t nbytes, head;
+  if (!st && !(st = read_header(&r, path, &hd))) {
+    head = got - dvm_reader_left(&r);
+    size_t have = stream ? SIZE_MAX : (size_t)sb.st_size > head ? (size_t)sb.st_size - head : 0;
+    if (!(st = check_data_size(path, &hd, have, &numel, &nbytes))) {
+      uint8_t *all = realloc(buf, head + nbytes + 1);
+      if (!all) st = dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for %zu bytes of data", path, nbytes);
+      else if (!(st = read_upto(fd, path, stream, (buf = all) + head, nbytes + stream, &more)))
+        got = head + more; /* read_data says if it is short, or (a stream) longer */
+    }
+  }
   close(fd);
-  if (!st) st = dvm_npy_read_memory(buf, size, path, out);
+  if (!st) st = dvm_npy_read_memory(buf, got, path, out);
   free(buf);
   return st;
 }

@@ -1,9 +1,12 @@
 /* Printing tensors and values for the command line. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -113,23 +116,25 @@ double dvm_cli_now(void) {
 }
 
 dvm_status *dvm_cli_read_file(const char *path, char **out, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return dvm_status_new(errno == ENOENT ? DVM_NOT_FOUND : DVM_IO, "%s: %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n - 1, f);
-    if (n < cap - 1) break;
-    char *b = realloc(buf, cap *= 2);
-    if (!b) free(buf);
-    buf = b;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the open */
+  if (fd < 0) return dvm_status_new(errno == ENOENT ? DVM_NOT_FOUND : DVM_IO, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  char *buf = NULL;
+  size_t n = 0;
+  dvm_status *st = NULL;
+  if (fstat(fd, &sb) != 0) st = dvm_status_new(DVM_IO, "%s: %s", path, strerror(errno));
+  else if (!S_ISREG(sb.st_mode)) st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: not a regular file", path);
+  else if (!(buf = malloc((size_t)sb.st_size + 1))) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  while (!st && n < (size_t)sb.st_size) { /* no more than the size fstat saw */
+    ssize_t k = read(fd, buf + n, (size_t)sb.st_size - n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) st = dvm_status_new(DVM_IO, "%s: read error: %s", path, k < 0 ? strerror(errno) : "the file shrank");
+    else n += (size_t)k;
   }
-  int err = ferror(f);
-  fclose(f);
-  if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  if (err) {
+  close(fd);
+  if (st) {
     free(buf);
-    return dvm_status_new(DVM_IO, "%s: read error", path);
+    return st;
   }
   buf[n] = 0;
   *out = buf;

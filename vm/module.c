@@ -72,7 +72,7 @@ dvm_status *dvm_module_load_memory(const void *data, size_t size, const dvm_load
 
 dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
                                  dvm_module **out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused, not waited on */
   if (fd < 0)
     return dvm_status_new(errno == ENOENT ? DVM_NOT_FOUND : DVM_IO, "%s: %s", path, strerror(errno));
   struct stat sb;

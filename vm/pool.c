@@ -108,9 +108,14 @@ dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage *
     void *ptr = NULL;
     dvm_status *st = s ? p->dev->alloc(p->dev, block, &ptr) : dvm_status_new(DVM_OUT_OF_MEMORY, "");
     if (st) {
+      unsigned long long in_use = p->stats.in_use;
       pthread_mutex_unlock(&p->lock);
       free(s);
-      return dvm_status_annotate(st, "allocating %zu bytes on %s", size, p->dev->name);
+      if (dvm_status_code(st) != DVM_OUT_OF_MEMORY)
+        return dvm_status_annotate(st, "allocating %zu bytes on %s", size, p->dev->name);
+      dvm_status_free(st); /* the bare one: say how much, so the caller can say where */
+      return dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory allocating %zu bytes on %s (%llu in use)",
+                            size, p->dev->name, in_use);
     }
     s->ptr = ptr;
     s->block = block;

@@ -45,7 +45,10 @@ static char *vformat(const char *fmt, va_list ap) {
 }
 
 dvm_status *dvm_status_newv(dvm_code code, const char *fmt, va_list ap) {
-  if (code == DVM_OUT_OF_MEMORY) return &oom_status;
+  /* an out-of-memory status with a message (what, how many bytes) takes
+   * memory if there is some; without one, or without memory, it is the
+   * preallocated one */
+  if (code == DVM_OUT_OF_MEMORY && !fmt[0]) return &oom_status;
   dvm_status *st = malloc(sizeof *st);
   if (!st) return &oom_status;
   st->code = code;

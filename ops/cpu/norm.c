@@ -217,10 +217,10 @@ DVM_VEC static void softmax_rows(const void *job, int64_t r0, int64_t r1) {
         s += v;
       }
     }
-    if (j->log) {
-      float c = m + logf(s);
+    if (j->log) { /* (x - m) - log(s): m + log(s) would lose log(s) when m is large */
+      float ls = logf(s);
 #pragma omp simd
-      for (int64_t i = 0; i < n; i++) y[i] = x[i] - c;
+      for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - ls;
     } else {
       float inv = 1.0f / s;
 #pragma omp simd
@@ -250,10 +250,10 @@ DVM_VEC static void softmax_cols(const void *job, int64_t t0, int64_t t1) {
       for (int64_t r = 0; r < nr; r++)
 #pragma omp simd
         for (int64_t i = 0; i < c; i++) s[i] += exp_le0(x[r * ni + i] - m[i]);
-      for (int64_t i = 0; i < c; i++) s[i] = m[i] + logf(s[i]);
+      for (int64_t i = 0; i < c; i++) s[i] = logf(s[i]);
       for (int64_t r = 0; r < nr; r++)
 #pragma omp simd
-        for (int64_t i = 0; i < c; i++) y[r * ni + i] = x[r * ni + i] - s[i];
+        for (int64_t i = 0; i < c; i++) y[r * ni + i] = (x[r * ni + i] - m[i]) - s[i];
     } else {
       for (int64_t r = 0; r < nr; r++)
 #pragma omp simd
@@ -341,6 +341,22 @@ typedef struct layernorm_job {
   float eps;
 } layernorm_job;
 
+/* One row in double, for rows whose f32 sums overflow (|x| near the f32
+ * range's end): the mean and the variance are then finite, and so is y, as
+ * the spec's formula gives (a constant row of 3e38 gives 0, as in ONNX
+ * Runtime). Returns the inverse standard deviation. */
+static float layernorm_row_wide(const float *x, const float *g, const float *b, float *y, int64_t n,
+                                float eps, float *mean_out) {
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; i++) sum += x[i];
+  double mean = sum / (double)n;
+  for (int64_t i = 0; i < n; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+  double inv = 1.0 / sqrt(sq / (double)n + eps);
+  for (int64_t i = 0; i < n; i++) y[i] = (float)(((double)x[i] - mean) * inv * g[i] + (b ? b[i] : 0.0f));
+  *mean_out = (float)mean;
+  return (float)inv;
+}
+
 /* A task per row of n elements. */
 DVM_VEC static void layernorm_rows(const void *job, int64_t r0, int64_t r1) {
   const layernorm_job *j = job;
@@ -357,7 +373,9 @@ DVM_VEC static void layernorm_rows(const void *job, int64_t r0, int64_t r1) {
 #pragma omp simd reduction(+ : sq)
     for (int64_t i = 0; i < n; i++) sq += (x[i] - mean) * (x[i] - mean);
     float inv = 1.0f / sqrtf(sq / (float)n + j->eps);
-    if (b) {
+    if (!isfinite(sq)) { /* overflowed (or an inf/NaN in x, which stays NaN) */
+      inv = layernorm_row_wide(x, g, b, y, n, j->eps, &mean);
+    } else if (b) {
 #pragma omp simd
       for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + b[i];
     } else {

@@ -9,14 +9,17 @@
  *     input of opset 13/18 into one): axes in [-rank, rank), no repeats;
  *     empty axes reduce every axis, or none (a copy) when
  *     noop_with_empty_axes = 1. Shape function "reduce". An empty reduction
- *     gives 0 (sum), 1 (prod), NaN (mean), and for max/min the lowest/highest
- *     value of the dtype (-inf/+inf for floats), as ONNX opset 18 says.
+ *     gives 0 (sum), 1 (prod), 0 (mean: undefined in ONNX, 0 in ONNX
+ *     Runtime), and for max/min the lowest/highest value of the dtype
+ *     (-inf/+inf for floats), as ONNX opset 18 says.
  *     Integer sums and products wrap.
  *   argmax, argmin (in: data; attrs: axis:int, keepdims:int, select_last_index:int)
  *     -> indices i64; data f32, f64, f16, bf16, i32, i64. The first (or,
  *     with select_last_index, the last) extreme; a NaN counts as the
  *     largest value for argmax and the smallest for argmin, as in NumPy.
- *     Shape function "argreduce".
+ *     An empty axis is an error unless the output is empty too (data
+ *     [0, 0] gives an empty i64 array, as in ONNX Runtime). Shape function
+ *     "argreduce".
  *   cumsum (in: x; attrs: axis:int, exclusive:int, reverse:int) -> y
  *     ONNX CumSum with the axis as an attribute, not a 0-d tensor input (the
  *     compiler reads the constant). f32, f64, i32, i64, f16/bf16 summed in
@@ -181,9 +184,9 @@ static int compute_dtype(int dt) { return dt == DVM_F16 || dt == DVM_BF16 ? DVM_
 /* The value of an empty reduction in compute dtype cdt, written to *out. */
 static void empty_value(int op, int cdt, void *out) {
   /* a pass over no rows writes its INIT */
-  if (op == R_MEAN) {
-    if (cdt == DVM_F32) *(float *)out = NAN;
-    else *(double *)out = NAN;
+  if (op == R_MEAN) { /* the spec says undefined; ONNX Runtime gives 0 */
+    if (cdt == DVM_F32) *(float *)out = 0;
+    else *(double *)out = 0;
     return;
   }
   pass_job j = {out, out, 0, 1};

@@ -632,6 +632,38 @@ def test_external_data_refused_paths(tmp_path, location, fragment):
     error(external_model(d, location), "corrupt", 'tensor "w": external data', fragment)
 
 
+def test_external_data_links_out_of_the_folder_refused(tmp_path):
+    """Issue 18: a link in the model's folder that leads out of it (to a file, or a
+    folder on the way) is refused after resolving, like ONNX Runtime's "External data
+    path escapes model directory"; the file's bytes never become a constant."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "w.bin").write_bytes(np.array([7, 8, 9], np.float32).tobytes())
+    d = tmp_path / "m"
+    d.mkdir()
+    os.symlink(secret / "w.bin", d / "link.bin")
+    os.symlink(secret, d / "out")
+    os.symlink("../secret/w.bin", d / "rel.bin")
+    for loc in ("link.bin", "out/w.bin", "rel.bin", "./out/w.bin"):
+        p = run(external_model(d, loc))
+        assert p.returncode == 1 and "7.0" not in p.stdout, p.stdout
+        assert "escapes the model's directory" in p.stderr, p.stderr
+        assert 'tensor "w": external data path' in p.stderr, p.stderr
+
+
+def test_external_data_links_inside_the_folder_allowed(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "w.bin").write_bytes(np.array([4, 5, 6], np.float32).tobytes())
+    os.symlink("data/w.bin", tmp_path / "link.bin")
+    os.symlink("data", tmp_path / "d2")
+    for loc in ("link.bin", "d2/w.bin"):
+        assert const_line(dump(external_model(tmp_path, loc)), "w") == "f32[3] = [4.0, 5.0, 6.0]"
+    # The model's own folder may be reached through a link.
+    os.symlink(tmp_path, tmp_path.parent / (tmp_path.name + "_link"))
+    m = tmp_path.parent / (tmp_path.name + "_link") / "model.onnx"
+    assert const_line(dump(m), "w") == "f32[3] = [4.0, 5.0, 6.0]"
+
+
 def test_external_data_missing_file(tmp_path):
     error(external_model(tmp_path, "absent.bin"), "not found", "cannot open external data file")
 

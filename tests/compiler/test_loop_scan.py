@@ -78,3 +78,47 @@ def test_empty_scan_is_refused_by_name(tmp_path):
     p, _ = run(tmp_path, mod, np.ones((2, 3), np.float32), 0)
     assert p.returncode != 0
     assert 'node "loop" (Loop): no iteration ran, so its scan outputs have no shape' in p.stderr, p.stderr
+
+
+def test_loop_and_if_results_keep_their_body_dtypes(tmp_path):
+    """Issue 18: a Loop's outputs took its trip count's dtype (i64), so an f32 Loop
+    result feeding Mul/Softmax/ReduceSum failed at run time; an If's took its
+    condition's. Both come from the bodies now; checked against ONNX Runtime and in
+    `dvm inspect`."""
+    body = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["acc2"]),
+                              helper.make_node("Identity", ["cin"], ["cout"])],
+                             "body", [vi("it", I64, []), vi("cin", B, []), vi("acc", F)],
+                             [vi("cout", B, []), vi("acc2", F)])
+    then_g = helper.make_graph([helper.make_node("Neg", ["s"], ["t"])], "then", [], [vi("t", F)])
+    else_g = helper.make_graph([helper.make_node("Abs", ["s"], ["e"])], "else", [], [vi("e", F)])
+    nodes = [helper.make_node("Loop", ["n", "c", "x"], ["acc_final"], body=body, name="loop"),
+             helper.make_node("Mul", ["acc_final", "x"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["s"], axis=-1),
+             helper.make_node("ReduceSum", ["s"], ["rs"], keepdims=0),
+             helper.make_node("Greater", ["rs", "zero"], ["pos"]),
+             helper.make_node("If", ["pos"], ["branch"], then_branch=then_g, else_branch=else_g, name="if"),
+             helper.make_node("Add", ["branch", "s"], ["y"])]
+    g = helper.make_graph(nodes, "g", [vi("x", F, ["a", "b"]), vi("n", I64, [])], [vi("y", F), vi("acc_final", F)],
+                          [numpy_helper.from_array(np.array(True), "c"),
+                           numpy_helper.from_array(np.float32(0), "zero")])
+    path, untyped = str(tmp_path / "dtypes.onnx"), str(tmp_path / "untyped.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    # dvm is given the graph output "acc_final" without its dtype (ORT refuses that)
+    g.output[1].type.tensor_type.elem_type = 0
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), untyped)
+    mod = str(tmp_path / "dtypes.dvmb")
+    p = subprocess.run([DVM, "compile", untyped, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([DVM, "inspect", mod], capture_output=True, text=True, timeout=60)
+    assert "output acc_final: tensor f32" in p.stdout, p.stdout
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x, "n": np.array(3, np.int64)})
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "n.npy", np.array(3, np.int64))
+    p = subprocess.run([DVM, "run", mod, "--input", f"x={tmp_path / 'x.npy'}", "--input", f"n={tmp_path / 'n.npy'}",
+                        "--output", str(tmp_path / "y.npy"), "--output", str(tmp_path / "a.npy")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for got, w in zip([np.load(tmp_path / "y.npy"), np.load(tmp_path / "a.npy")], want):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)

@@ -23,10 +23,13 @@ grep -q "the CUDA device is not available: /nonexistent/libcuda.so.1 not found (
 
 "$DVM" run "$tmp/fib.dvmb" -f fib -i n=10 >"$tmp/out" 2>"$tmp/err" || fail "run (auto) failed: $(cat "$tmp/err")"
 grep -qx "f: int 55" "$tmp/out" || fail "run (auto): wrong result: $(cat "$tmp/out")"
+[ ! -s "$tmp/err" ] || fail "run (auto) of a CPU-only module is not quiet: $(cat "$tmp/err")"
+"$DVM" run "$tmp/fib.dvmb" -f fib -i n=10 --verbose >"$tmp/out" 2>"$tmp/err" || fail "run --verbose failed: $(cat "$tmp/err")"
 grep -q "^dvm: running on cpu (the module has no CUDA functions" "$tmp/err" ||
-  fail "run (auto) of a CPU-only module does not say why it runs on the cpu: $(cat "$tmp/err")"
+  fail "run --verbose of a CPU-only module does not say why it runs on the cpu: $(cat "$tmp/err")"
 
 # a module with both versions: auto falls back to the CPU one, saying why
+# (without --verbose: the module was compiled for CUDA)
 cat >"$tmp/both.dvms" <<'DVMS'
 .func main regs=2
   .param x int

@@ -76,6 +76,21 @@ def test_softmax_extremes():
     np.testing.assert_allclose(got, softmax_ref(x[[0, 1, 3]], 1, True), rtol=1e-6)
 
 
+@pytest.mark.parametrize("n", [4, 300])
+@pytest.mark.parametrize("cols", [False, True])
+def test_logsoftmax_large_values(n, cols):
+    """(x - max) - log(sum): x - (max + log(sum)) lost log(sum) once max was large
+    (issue 18: [v, v, 0, 0] gave -0.6875 at v = 1e6, 0 at 1e8; want -log 2)."""
+    for v in (1e4, 1e6, 1e7, 1e8, 3e38):
+        x = np.zeros((2, n), np.float32)
+        x[:, :2] = v
+        if cols:
+            got = run1("logsoftmax", [np.ascontiguousarray(x.T)], [0], outputs=[(np.float32, (n, 2))]).T
+        else:
+            got = run1("logsoftmax", [x], [1], outputs=[(np.float32, x.shape)])
+        np.testing.assert_allclose(got[:, :2], -np.log(2.0), rtol=1e-6)
+
+
 @pytest.mark.parametrize("op", ["softmax", "logsoftmax"])
 @pytest.mark.parametrize("n", [40, 300])
 def test_softmax_nan_and_masked_rows(op, n):
@@ -137,6 +152,21 @@ def test_layernorm_nout(nout):
     assert len(ys) == nout
     for got, want in zip(ys, layernorm_ref(x, g, b, -1, 1e-3)):
         close(got, want, np.float32, 16)
+
+
+def test_layernorm_range_edges():
+    """Rows whose f32 sums overflow (issue 18: a constant row of 3e38 gave NaN; ONNX
+    Runtime gives 0) are done again in double: exact results, NaN only from an inf or
+    NaN in x."""
+    x = np.array([[3e38] * 4, [-3.4e38] * 4, [3e38, -3e38, 3e38, -3e38], [1e20, 2e20, 3e20, 4e20],
+                  [1, 2, 3, 4], [np.inf, 1, 2, 3]], np.float32)
+    g, b = np.ones(4, np.float32), np.full(4, 0.5, np.float32)
+    y, mean, inv = run("layernorm", [x, g, b], [-1, 1e-5], nout=3)
+    want = layernorm_ref(x[:5], g, b, -1, 1e-5)
+    close(y[:5], want[0], np.float32, 16)
+    np.testing.assert_array_equal(y[:2], 0.5)
+    np.testing.assert_allclose(mean[:5], want[1], rtol=1e-6)
+    assert np.isnan(y[5]).all()
 
 
 @pytest.mark.parametrize("dx,dp,dy", [(np.float16, np.float16, np.float16),

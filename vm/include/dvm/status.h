@@ -43,7 +43,8 @@ typedef struct dvm_status dvm_status;
 
 /* A new status with a printf-style message. Never returns NULL: if the
  * message cannot be allocated the preallocated out-of-memory status is
- * returned instead. */
+ * returned instead, as it is for DVM_OUT_OF_MEMORY with an empty message
+ * (that one is never annotated). */
 DVM_API dvm_status *dvm_status_new(dvm_code code, const char *fmt, ...) DVM_PRINTF(2, 3);
 DVM_API dvm_status *dvm_status_newv(dvm_code code, const char *fmt, va_list ap);
 
