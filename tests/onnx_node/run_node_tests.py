@@ -86,6 +86,15 @@ def last_line(text, rc):
     return text.splitlines()[-1] if text else f"exit {rc}"
 
 
+def sanitizer_report(text):
+    """The first line of an AddressSanitizer/UBSan report in text, or None
+    (UBSan may report and go on with exit status 0)."""
+    for line in text.splitlines():
+        if "Sanitizer" in line or "runtime error:" in line:
+            return line.strip()
+    return None
+
+
 def run_one(dvm, data_dir, row):
     name = row["test"]
     test_dir = os.path.join(data_dir, name)
@@ -98,6 +107,8 @@ def run_one(dvm, data_dir, row):
                                capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
             return name, "fail", "compile timed out"
+        if sanitizer_report(r.stderr):
+            return name, "fail", "compile: " + sanitizer_report(r.stderr)
         if r.returncode != 0:
             msg = last_line(r.stderr, r.returncode)
             explicit = r.returncode == 2 and (LOWERING_REFUSAL.search(msg) or
@@ -116,8 +127,8 @@ def run_one(dvm, data_dir, row):
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
             return name, "fail", "run timed out"
-        if r.returncode != 0:
-            return name, "fail", "run: " + last_line(r.stderr, r.returncode)
+        if sanitizer_report(r.stderr) or r.returncode != 0:
+            return name, "fail", "run: " + (sanitizer_report(r.stderr) or last_line(r.stderr, r.returncode))
         from onnx import TensorProto, numpy_helper
         for i, f in enumerate(outputs):
             t = TensorProto()
