@@ -9,7 +9,7 @@ Layout of OUT (default tests/onnx_node/data, git-ignored):
     OUT/<test>/test_data_set_0/input_N.pb  (+ input_N.npy for NumPy dtypes)
     OUT/<test>/test_data_set_0/output_N.pb (+ output_N.npy for NumPy dtypes)
     OUT/index.tsv   test, op_type, opset, ops, expanded, rtol, atol, ort, ort_message
-    OUT/stamp       onnx and onnxruntime versions and this script's hash
+    OUT/stamp       onnx and onnxruntime versions, a hash of this script and ops_subset.txt
     OUT/ops_subset/ links to the tests of ops_subset.txt, with their index.tsv:
                     the cases tests/ops/ checks single kernels against
 
@@ -38,9 +38,11 @@ from run_node_tests import compare, tolerances  # noqa: E402
 def stamp_text():
     import onnx
     import onnxruntime
-    with open(os.path.abspath(__file__), "rb") as f:
-        mine = hashlib.sha256(f.read()).hexdigest()[:16]
-    return f"onnx {onnx.__version__}\nonnxruntime {onnxruntime.__version__}\ngen {mine}\n"
+    digest = hashlib.sha256()
+    for path in (os.path.abspath(__file__), os.path.join(HERE, "ops_subset.txt")):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return f"onnx {onnx.__version__}\nonnxruntime {onnxruntime.__version__}\ngen {digest.hexdigest()[:16]}\n"
 
 
 def as_proto(value, vi):
