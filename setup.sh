@@ -28,6 +28,10 @@ fi
 python3 -c "import numpy, pytest, onnx, onnxruntime" 2>/dev/null ||
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
   python3 -m pip install -q --break-system-packages -r requirements.txt
+# The ONNX node suite's data (tests/onnx_node/data), from the installed onnx.
+python3 tests/onnx_node/gen_node_data.py
+# The ONNX files that the silero-vad and rapidocr-onnxruntime wheels ship.
+python3 tests/real/fetch_models.py
 
 # Models as PyTorch exports them, for the tests (generated, never committed).
 [ -f build-data/exported/bert_tiny.onnx ] ||

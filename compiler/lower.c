@@ -1501,6 +1501,46 @@ static dvm_status *append_scan(lowering *L, const dvmc_node *n, const dvmc_value
   return NULL;
 }
 
+/* When no iteration ran, each used scan output is empty: [0, the body
+ * value's dims] of the body value's dtype, as ONNX Runtime makes it (a dim
+ * that cannot be computed outside the body is 0, an unknown rank gives
+ * [0]). The shapes are made before the branch, where the memo of top-level
+ * expressions stays valid. */
+static dvm_status *empty_scans(lowering *L, const dvmc_node *n, const dvmc_graph *body, int ncarried,
+                               int nscan, const int *scan, int i) {
+  int shapes[64], any = 0, zero = emit_int(L, 0);
+  for (int k = 0; k < nscan; k++) {
+    const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
+    const dvmc_value *bv = body->outputs[1 + ncarried + k];
+    shapes[k] = -1;
+    if (!o) continue;
+    if (!bv->typed) return unsupported(n, "scan output \"%s\" has no known dtype", bv->name);
+    int rank = bv->rank >= 0 && bv->rank < DVM_MAX_RANK ? bv->rank : 0;
+    int64_t w[3 + DVM_MAX_RANK];
+    w[2] = zero;
+    for (int d = 0; d < rank; d++) w[3 + d] = emittable(L, bv->dims[d]) ? expr_reg(L, bv->dims[d]) : zero;
+    w[0] = shapes[k] = dvmc_fn_reg(L->f);
+    w[1] = rank + 1;
+    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 3 + rank);
+    any = 1;
+  }
+  if (!any) return NULL;
+  int none = dvmc_fn_reg(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_EQ, none, i, zero);
+  uint32_t skip = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, none, 0);
+  for (int k = 0; k < nscan; k++) {
+    if (shapes[k] < 0) continue;
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);
+    dvmc_fn_emit(L->f, DVM_OP_ALLOC,
+                 (int64_t[]){scan[k], body->outputs[1 + ncarried + k]->dtype, shapes[k], DVM_DEVICE_CPU}, 4);
+  }
+  dvmc_fn_patch(L->f, skip, dvmc_fn_here(L->f));
+  for (int k = 0; k < nscan; k++)
+    if (shapes[k] >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[k]);
+  return NULL;
+}
+
 /* Loop: a counted and/or conditional loop in bytecode; loop-carried values
  * move from the body's outputs back to its inputs; scan outputs grow by
  * concatenation (append_scan). */
@@ -1597,16 +1637,7 @@ static dvm_status *lower_loop(lowering *L, const dvmc_node *n, const op_rule *r)
     if (n->in[2 + k] && n->in[2 + k]->typed && !n->out[k]->typed) set_type(n->out[k], n->in[2 + k]->dtype);
     if (!bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  int used = 0;
-  for (int k = ncarried; k < n->nout; k++) used |= n->out[k] != NULL;
-  if (used) { /* a scan output's element shape is the body's: none without an iteration */
-    int ran = dvmc_fn_reg(L->f), zero = emit_int(L, 0);
-    char msg[512];
-    snprintf(msg, sizeof msg, "node \"%s\" (Loop): no iteration ran, so its scan outputs have no shape "
-             "(empty scan outputs are not supported)", n->name);
-    dvmc_fn_op3(L->f, DVM_OP_GT, ran, i, zero);
-    dvmc_fn_op2(L->f, DVM_OP_CHECK, ran, dvmc_emit_string(L->e, msg));
-  }
+  if ((st = empty_scans(L, n, body, ncarried, nscan, scan, i))) return st;
   for (int k = 0; k < nscan; k++) {
     const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
     if (o) set_type(o, body->outputs[1 + ncarried + k]->dtype);

@@ -503,7 +503,9 @@ static dvm_status *set_const(imp *im, dvmc_value *v, const dvmc_tensor *t) {
 /* ---- types ---- */
 
 /* Checks a declared type, and when v is given sets its dtype and dims.
- * `role` and `name` say what the type belongs to. */
+ * `role` and `name` say what the type belongs to. A dim_value below 1 is
+ * an unknown dim, as a missing one is: exporters write -1 (Paddle) or 0
+ * for "any size" where dim_param belongs. */
 static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *role,
                              const char *name, dvmc_value *v) {
   if (!tp) return NULL;
@@ -534,8 +536,6 @@ static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *rol
   for (size_t i = 0; shape && i < shape->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *d = shape->dim[i];
     if (d->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) continue;
-    if (d->dim_value < 0)
-      return CORRUPT("%s %s: dim %zu is %" PRId64 ", negative", role, Q(name), i, d->dim_value);
     if (d->dim_value > MAX_ELEMS)
       return CORRUPT("%s %s: dim %zu is %" PRId64 ", more than dvm's limit of 2^48", role,
                      Q(name), i, d->dim_value);
@@ -548,7 +548,7 @@ static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *rol
   for (size_t i = 0; i < shape->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *d = shape->dim[i];
     const dvmc_expr *e;
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value > 0)
       e = dvmc_const(im->c->exprs, d->dim_value);
     else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
              d->dim_param && d->dim_param[0])

@@ -33,7 +33,7 @@ import dvmop
 from test_unary import BF16, bf16_round, run_chain, via_bf16
 from test_unary import run1 as call  # keeps 0-d inputs 0-d
 
-NODE = "/work/shared/onnx-node/tests"
+NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 
 # Every pattern of the inner row (vector-vector, scalar-vector,
 # vector-scalar), merged and unmerged dims, sizes past block boundaries,

@@ -16,7 +16,7 @@ from dvmop import DvmError, Shape, program, run1
 
 rng = np.random.default_rng(0)
 ROOT = os.path.join(os.path.dirname(__file__), "../..")
-NODE_TESTS = "/work/shared/onnx-node/tests"
+NODE_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 
 
 def span(k, d):

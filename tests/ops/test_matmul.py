@@ -24,7 +24,7 @@ from dvmop import DvmError, Shape, run, run1
 
 rng = np.random.default_rng(0)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-NODE = "/work/shared/onnx-node/tests"
+NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 
 
 def rand(shape, dtype=np.float32):

@@ -627,7 +627,7 @@ def test_wrong_outputs():
 
 # ---- the ONNX backend node tests ----
 
-NODE_DIR = "/work/shared/onnx-node/tests"
+NODE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 NODE_OPS = {"Transpose", "Gather", "GatherElements", "Slice", "Concat", "Split", "Expand", "Tile",
             "Pad", "Trilu", "Reshape", "Squeeze", "Unsqueeze", "Flatten"}
 

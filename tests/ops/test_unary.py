@@ -20,7 +20,7 @@ from dvmop import DTYPES, DvmError
 
 rng = np.random.default_rng(1)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-NODE = "/work/shared/onnx-node/tests"
+NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 
 SHAPES = [(), (1,), (7,), (13,), (31, 17), (65,), (257,), (1025,), (3, 0), (70001,)]
 
