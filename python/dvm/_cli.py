@@ -1,0 +1,191 @@
+"""python -m dvm compile|run|inspect: the same commands, options and exit
+codes as the dvm command (docs/cli.md), through the Python package."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import _dvm
+from ._module import Module, ValueInfo, compile as _compile, load
+
+EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
+# dvm status codes that are the user's input (as the C command maps them)
+_USAGE_CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "CORRUPT", "IO", "UNAVAILABLE", "UNIMPLEMENTED"}
+
+
+def _fail(cmd: str, e: Exception) -> int:
+    print(f"dvm {cmd}: error: {e}", file=sys.stderr)
+    code = getattr(e, "code", None)
+    return EXIT_USAGE if code in _USAGE_CODES or isinstance(e, (OSError, ValueError)) else EXIT_RUNTIME
+
+
+def _split(arg: str) -> Tuple[Optional[str], str]:
+    """NAME=VALUE, or a plain path (no '=' before any '/') bound by position."""
+    eq, slash = arg.find("="), arg.find("/")
+    if eq > 0 and (slash < 0 or eq < slash):
+        return arg[:eq], arg[eq + 1:]
+    return None, arg
+
+
+def _dims(args: Sequence[str], cmd: str, ranged: bool) -> Dict[str, object]:
+    out: Dict[str, object] = {}
+    for a in args:
+        name, _, val = a.partition("=")
+        try:
+            if ranged:
+                lo, _, hi = val.partition("..")
+                out[name] = (int(lo), int(hi))
+            else:
+                out[name] = int(val)
+        except ValueError:
+            raise ValueError(f"--dim {a}: expected NAME={'LO..HI' if ranged else 'VALUE'}") from None
+    return out
+
+
+def _shape(v: ValueInfo) -> str:
+    if v.kind != "tensor":
+        return v.kind
+    dims = "?" if v.shape is None else ", ".join("?" if d is None else str(d) for d in v.shape)
+    return f"tensor {v.dtype}[{dims}]"
+
+
+def cmd_compile(a: argparse.Namespace) -> int:
+    opts = {"fusion": not a.no_fusion, "plan": not a.no_plan}
+    if a.function:
+        opts["function"] = a.function
+    m = _compile(a.model, dims=_dims(a.dim, "compile", True), target=a.target, **opts)
+    m.save(a.output)
+    return EXIT_OK
+
+
+def _load_input(v: ValueInfo, text: str) -> object:
+    if v.kind == "int":
+        return int(text, 0)
+    if v.kind == "float":
+        return float(text)
+    return np.load(text)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    m = load(a.model)
+    fname = a.function or ("main" if "main" in m.functions or len(m.functions) != 1 else next(iter(m.functions)))
+    fn = m.functions.get(fname)
+    if fn is None:
+        print(f"dvm run: error: no function \"{fname}\" in {a.model}", file=sys.stderr)
+        return EXIT_USAGE
+    slots: List[Optional[str]] = [None] * len(fn.inputs)
+    names = [v.name for v in fn.inputs]
+    pos = 0
+    for b in a.input:
+        name, value = _split(b)
+        if name is not None:
+            if name not in names:
+                raise ValueError(f"function \"{fname}\" has no input named \"{name}\"")
+            k = names.index(name)
+        else:
+            while pos < len(slots) and slots[pos] is not None:
+                pos += 1
+            if pos >= len(slots):
+                raise ValueError(f"function \"{fname}\" takes {len(slots)} inputs; \"{value}\" is one too many")
+            k = pos
+        slots[k] = value
+    for k, s in enumerate(slots):
+        if s is None:
+            raise ValueError(f"function \"{fname}\" takes {len(slots)} inputs; input {k} (\"{names[k]}\") is missing")
+    inputs = {v.name: _load_input(v, s) for v, s in zip(fn.inputs, slots)}
+    if a.device == "auto":
+        print(f"dvm: running on {m.auto_device[1]}", file=sys.stderr)
+    res = m.run(inputs, function=fname, device=a.device, threads=a.threads)
+    outs: Dict[str, str] = {}
+    order = [v.name for v in fn.outputs]
+    for i, b in enumerate(a.output):
+        name, value = _split(b)
+        outs[name if name is not None else order[i]] = value
+    for name, val in res.items():
+        if name in outs:
+            np.save(outs[name], np.asarray(val))
+        else:
+            print(f"{name}: {_summary(val, a.show)}")
+    return EXIT_OK
+
+
+def _summary(val: object, show: int) -> str:
+    if not isinstance(val, np.ndarray):
+        return repr(val)
+    x = val.astype(np.float64) if val.dtype.kind in "fb" or val.dtype.name == "bfloat16" else val
+    head = f"{val.dtype}{list(val.shape)}"
+    if x.size and x.dtype.kind == "f":
+        fin = x[np.isfinite(x)]
+        if fin.size:
+            head += f" min={fin.min():.6g} max={fin.max():.6g} mean={fin.mean():.6g}"
+        head += f" nan={int(np.isnan(x).sum())} inf={int(np.isinf(x).sum())}"
+    elif x.size:
+        head += f" min={x.min()} max={x.max()}"
+    flat = val.reshape(-1)
+    n = flat.size if show < 0 else min(show, flat.size)
+    items = ", ".join(f"{e:.6g}" if isinstance(e, float) else str(e) for e in flat[:n].tolist())
+    return f"{head} [{items}{', ...' if n < flat.size else ''}]"
+
+
+def cmd_inspect(a: argparse.Namespace) -> int:
+    m = load(a.model)
+    values = _dims(a.dim, "inspect", False)
+    sizes = m._sizes()
+    print(f"{a.model}: {len(m.functions)} functions, {sizes['constants']} constants "
+          f"({sizes['constant_bytes']} bytes), {sizes['kernels']} kernels")
+    for fn in m.functions.values():
+        ins = ", ".join(f"{v.name}: {_shape(v)}" for v in fn.inputs)
+        outs = ", ".join(f"{v.name}: {_shape(v)}" for v in fn.outputs)
+        print(f"function {fn.name}({ins}) -> ({outs})")
+        for s, (lo, hi) in fn.symbols.items():
+            print(f"  {s} in {lo}..{hi}")
+        if a.memory:
+            if fn.peak_memory is None:
+                print("  peak: not recorded (compiled with --no-plan, or not by dvm compile)")
+                continue
+            print(f"  peak = {fn.peak_memory} bytes")
+            if values:
+                print(f"  peak at {', '.join(f'{k}={v}' for k, v in values.items())}: "
+                      f"{fn.peak_bytes(**values)} bytes")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dvm", description="dvm from Python: compile, run, inspect")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="an ONNX model to a .dvmb")
+    c.add_argument("model")
+    c.add_argument("-o", "--output", required=True)
+    c.add_argument("--target", default="cpu", help="cpu or cpu,cuda")
+    c.add_argument("--dim", action="append", default=[], metavar="NAME=LO..HI", help="a symbolic dim's range")
+    c.add_argument("--function", help="name of the entry function (default main)")
+    c.add_argument("--no-fusion", action="store_true")
+    c.add_argument("--no-plan", action="store_true")
+    c.set_defaults(run=cmd_compile)
+    r = sub.add_parser("run", help="run a function of a .dvmb on .npy inputs")
+    r.add_argument("model")
+    r.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE")
+    r.add_argument("--output", action="append", default=[], metavar="[NAME=]FILE")
+    r.add_argument("--function")
+    r.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
+    r.add_argument("--threads", type=int)
+    r.add_argument("--show", type=int, default=8)
+    r.set_defaults(run=cmd_run)
+    i = sub.add_parser("inspect", help="functions, symbolic signatures, peak memory")
+    i.add_argument("model")
+    i.add_argument("--memory", action="store_true", help="print each function's peak memory formula")
+    i.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE")
+    i.set_defaults(run=cmd_inspect)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        return a.run(a)
+    except (_dvm.Error, OSError, ValueError) as e:
+        return _fail(a.command, e)
