@@ -8,7 +8,7 @@ import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _dvm
 from ._module import Module, compile as _compile
@@ -92,6 +92,37 @@ def _provider_names(providers: Optional[Sequence[Any]]) -> List[str]:
     return names
 
 
+_ONNX_ELEM = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+              9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+
+
+def _onnx_facts(data: Optional[bytes]) -> Tuple[ModelMetadata, Dict[str, NodeArg]]:
+    """The metadata and the declared graph inputs and outputs of an ONNX
+    model, which onnxruntime reports as they are declared; nothing without
+    the onnx package (the module's own signatures are used then)."""
+    if data is None:
+        return ModelMetadata(), {}
+    try:
+        import onnx
+    except ImportError:
+        return ModelMetadata(), {}
+    mp = onnx.load_model_from_string(data)
+    meta = ModelMetadata(mp.producer_name, mp.graph.name, mp.domain, mp.doc_string, mp.graph.doc_string,
+                         mp.model_version if mp.HasField("model_version") else 2**63 - 1,
+                         {p.key: p.value for p in mp.metadata_props})
+    declared = {}
+    for v in list(mp.graph.input) + list(mp.graph.output):
+        t = v.type.tensor_type
+        if not v.type.HasField("tensor_type") or not t.elem_type:
+            continue
+        shape = None
+        if t.HasField("shape"):
+            shape = [d.dim_param if d.HasField("dim_param") else d.dim_value if d.HasField("dim_value") else None
+                     for d in t.shape.dim]
+        declared[v.name] = NodeArg(v.name, shape, f"tensor({_ONNX_ELEM.get(t.elem_type, t.elem_type)})")
+    return meta, declared
+
+
 class InferenceSession:
     """onnxruntime.InferenceSession's common surface over dvm.
 
@@ -123,8 +154,9 @@ class InferenceSession:
         fn = self._module.functions.get("main")
         if fn is None:
             raise _dvm.Error("dvm.InferenceSession: the module has no function \"main\"")
-        self._inputs = [self._node_arg(v) for v in fn.inputs]
-        self._outputs = [self._node_arg(v) for v in fn.outputs]
+        self._meta, declared = _onnx_facts(self._onnx)
+        self._inputs = [declared.get(v.name) or self._node_arg(v) for v in fn.inputs]
+        self._outputs = [declared.get(v.name) or self._node_arg(v) for v in fn.outputs]
         self._output_names = [o.name for o in self._outputs]
 
     def _compiled(self, data: bytes, cuda: bool) -> Module:
@@ -179,16 +211,9 @@ class InferenceSession:
         return self._options
 
     def get_modelmeta(self) -> ModelMetadata:
-        """The ONNX model's metadata (read with the onnx package); empty for a .dvmb."""
-        if self._onnx is None:
-            return ModelMetadata()
-        try:
-            import onnx
-        except ImportError as e:
-            raise _dvm.Error("get_modelmeta needs the onnx package (pip install onnx)") from e
-        mp = onnx.load_model_from_string(self._onnx)
-        return ModelMetadata(mp.producer_name, mp.graph.name, mp.domain, mp.doc_string, mp.graph.doc_string,
-                             mp.model_version, {p.key: p.value for p in mp.metadata_props})
+        """The ONNX model's metadata (read with the onnx package when it is
+        installed); empty for a .dvmb."""
+        return self._meta
 
     def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any],
             run_options: Any = None) -> List[Any]:

@@ -1,0 +1,97 @@
+"""DLPack in and out (PyTorch when installed), and python -m dvm."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import MODELS, model
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import dvm
+
+
+@pytest.fixture(scope="module")
+def reshape_module():
+    """flat = Reshape(x, [-1]) (a view of the input), twice = x + x."""
+    return dvm.compile(model([h.make_node("Reshape", ["x", "s"], ["flat"]), h.make_node("Add", ["x", "x"], ["twice"])],
+                             [("x", T.FLOAT, ["n", 4])], [("flat", T.FLOAT, None), ("twice", T.FLOAT, None)],
+                             [h.make_tensor("s", T.INT64, [1], [-1])]))
+
+
+class Producer:
+    """Any object that speaks DLPack, and nothing else."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_dlpack_in_and_out_without_copies(reshape_module):
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = reshape_module.run({"x": Producer(x)})
+    assert out["flat"].ctypes.data == x.ctypes.data  # read in place
+    np.testing.assert_array_equal(out["twice"], x + x)
+    t = out["twice"].base
+    assert isinstance(t, dvm.Tensor) and t.__dlpack_device__() == (1, 0)
+    y = np.from_dlpack(t)  # dvm.Tensor speaks DLPack too
+    assert y.ctypes.data == out["twice"].ctypes.data and y.shape == (2, 4)
+    z = np.from_dlpack(out["twice"])  # and so do the arrays dvm returns
+    assert z.ctypes.data == out["twice"].ctypes.data
+    with pytest.raises(dvm.InvalidInput, match="not dense row-major"):
+        reshape_module.run({"x": Producer(np.arange(8, dtype=np.float32).reshape(4, 2).T)})
+
+
+def test_results_on_device_on_the_cpu(reshape_module):
+    out = reshape_module.run([np.ones((1, 4), np.float32)], device="cpu", results_on_device=True)
+    np.testing.assert_array_equal(out["twice"], [[2, 2, 2, 2]])  # the CPU's results are arrays
+
+
+def test_torch_dlpack(reshape_module):
+    torch = pytest.importorskip(
+        "torch", reason="PyTorch is not installed for this Python (Debian's python3-torch serves /usr/bin/python3 only)")
+    x = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+    out = reshape_module.run({"x": x})
+    assert out["flat"].ctypes.data == x.data_ptr()
+    t = torch.from_dlpack(out["twice"])
+    assert t.data_ptr() == out["twice"].ctypes.data
+    assert torch.equal(t, x + x)
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "dvm", *args], capture_output=True, text=True)
+
+
+def test_python_m_dvm(tmp_path):
+    bert = os.path.join(MODELS, "bert.onnx")
+    out = str(tmp_path / "bert.dvmb")
+    r = run_cli("compile", bert, "-o", out, "--dim", "batch=1..8", "--dim", "seq=1..32")
+    assert r.returncode == 0, r.stderr
+    r = run_cli("inspect", out, "--memory", "--dim", "batch=2", "--dim", "seq=8")
+    assert r.returncode == 0, r.stderr
+    assert "function main(ids: tensor int64[batch, seq], mask: tensor int64[batch, seq])" in r.stdout
+    assert "seq in 1..32" in r.stdout and "peak at batch=2, seq=8:" in r.stdout
+    ids, mask = np.ones((2, 5), np.int64), np.ones((2, 5), np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "mask.npy", mask)
+    res = str(tmp_path / "hidden.npy")
+    r = run_cli("run", out, "--input", f"ids={tmp_path / 'ids.npy'}", "--input", str(tmp_path / "mask.npy"),
+                "--output", res, "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    want = dvm.load(out).run({"ids": ids, "mask": mask})["hidden"]
+    np.testing.assert_array_equal(np.load(res), want)
+    r = run_cli("run", out, "--input", f"ids={tmp_path / 'ids.npy'}", "--input", f"mask={tmp_path / 'ids.npy'}")
+    assert r.returncode == 0 and r.stdout.startswith("hidden: float32[2, 5, 32] min=")
+    np.save(tmp_path / "long.npy", np.ones((1, 40), np.int64))
+    r = run_cli("run", out, "--input", str(tmp_path / "long.npy"), "--input", str(tmp_path / "long.npy"))
+    assert r.returncode == 2 and 'input "ids" dim 1 (seq) must be <= 32, got 40' in r.stderr
+    r = run_cli("run", out, "--input", str(tmp_path / "ids.npy"))
+    assert r.returncode == 2 and 'input 1 ("mask") is missing' in r.stderr
+    r = run_cli("compile", str(tmp_path / "missing.onnx"), "-o", out)
+    assert r.returncode == 2 and "error:" in r.stderr
