@@ -65,7 +65,8 @@ def test_torch_dlpack(reshape_module):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "dvm", *args], capture_output=True, text=True)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))  # this dvm
+    return subprocess.run([sys.executable, "-m", "dvm", *args], env=env, capture_output=True, text=True)
 
 
 def test_python_m_dvm(tmp_path):
