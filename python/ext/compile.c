@@ -15,7 +15,7 @@
 #define MAX_DIMS 64
 
 const char dvm_py_compile_doc[] =
-    "compile(model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None) -> bytes\n\n"
+    "compile($module, model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None)\n--\n\n"
     "Compiles an ONNX model (a path, or the model's bytes) to .dvmb bytes. dims is a list of\n"
     "(name, lo, hi) symbol ranges. Use dvm.compile, which returns a Module.";
 

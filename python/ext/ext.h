@@ -15,6 +15,9 @@
 #define NO_IMPORT_ARRAY
 #endif
 #include <numpy/arrayobject.h>
+#if NPY_ABI_VERSION < 0x02000000 /* NumPy 1.x headers (NumPy 2 has the accessor) */
+#define PyDataType_ELSIZE(d) ((npy_intp)(d)->elsize)
+#endif
 
 #include "dvm/dlpack.h"
 #include "dvm/dvm.h"

@@ -325,7 +325,7 @@ static PyObject *module_close(ModuleObject *self, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"run", (PyCFunction)(void (*)(void))module_run, METH_VARARGS | METH_KEYWORDS,
-     "run(inputs, *, function=\"main\", device=\"auto\", threads=None, results_on_device=False) -> dict\n\n"
+     "run($self, inputs, *, function='main', device='auto', threads=None, results_on_device=False)\n--\n\n"
      "Runs a function of the module. `inputs` is a dict (input name: value) or a list in the\n"
      "function's order; a value is a NumPy array (used in place when C-contiguous, aligned and\n"
      "native-endian), any object with __dlpack__ (a CPU torch tensor...), a Python scalar or a\n"

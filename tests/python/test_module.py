@@ -184,5 +184,6 @@ def test_help_on_every_public_name():
         assert inspect.getdoc(getattr(dvm.Module, meth)), meth
     for meth in ("run", "get_inputs", "get_outputs", "get_modelmeta"):
         assert inspect.getdoc(getattr(dvm.InferenceSession, meth)), meth
+    assert "results_on_device" in str(inspect.signature(dvm.Module.run))
     assert os.path.exists(os.path.join(os.path.dirname(dvm.__file__), "py.typed"))
     assert os.path.exists(os.path.join(os.path.dirname(dvm.__file__), "_dvm.pyi"))

@@ -1,6 +1,7 @@
 """One Module called from many Python threads at once, and no leak over
 many calls."""
 import gc
+import os
 import threading
 import tracemalloc
 
@@ -93,4 +94,6 @@ def test_no_leak_over_10000_calls(add_module):
     rss1 = rss_kib()
     assert grown < 64 * 1024, f"Python allocations grew by {grown} bytes over 30000 calls"
     print(f"tracemalloc: {grown} bytes, RSS: {rss1 - rss0} KiB")
+    if os.environ.get("DVM_SANITIZED"):
+        return  # ASan keeps freed memory in quarantine: RSS grows by design
     assert rss1 - rss0 < 1024, f"RSS grew by {rss1 - rss0} KiB over 30000 calls"
