@@ -42,24 +42,36 @@ def test_eight_threads_one_module_different_shapes(bert, add_module):
 
 
 def test_gil_is_released_while_running(bert):
-    """Another Python thread makes progress while a long call runs."""
+    """Another Python thread runs during a call: it stamps the time at each
+    step, and some stamps fall inside a call. With a switch interval far
+    longer than the test, the calling thread gives the GIL up only where it
+    releases it, so a call that held the GIL would contain no stamp."""
+    import sys
+    import time
     feeds = bert_inputs(np.random.default_rng(4), 8, 64)
-    ticks = []
+    stamps, calls = [], []
     done = threading.Event()
 
     def ticker():
         while not done.is_set():
-            ticks.append(1)
+            stamps.append(time.perf_counter())
+            time.sleep(0)  # lets the caller have the GIL back
 
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(100)
     th = threading.Thread(target=ticker)
     th.start()
     try:
-        for _ in range(3):
+        for _ in range(10):
+            t0 = time.perf_counter()
             bert.run(feeds, threads=1)
+            calls.append((t0, time.perf_counter()))
     finally:
         done.set()
         th.join()
-    assert len(ticks) > 100
+        sys.setswitchinterval(interval)
+    inside = sum(1 for t in stamps for a, b in calls if a < t < b)
+    assert inside > 0
 
 
 def rss_kib():
