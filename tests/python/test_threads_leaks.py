@@ -6,6 +6,7 @@ import threading
 import tracemalloc
 
 import numpy as np
+import pytest
 from conftest import bert_inputs
 
 
@@ -48,6 +49,9 @@ def test_gil_is_released_while_running(bert):
     releases it, so a call that held the GIL would contain no stamp."""
     import sys
     import time
+    if os.environ.get("DVM_SANITIZED"):
+        pytest.skip("under the preloaded ASan runtime the stamping thread seldom runs during calls "
+                    "(1 stamp in 10 calls, seen on 2026-11-25); checked in the normal build")
     feeds = bert_inputs(np.random.default_rng(4), 8, 64)
     stamps, calls = [], []
     done = threading.Event()
