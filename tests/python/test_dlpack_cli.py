@@ -96,3 +96,28 @@ def test_python_m_dvm(tmp_path):
     assert r.returncode == 2 and 'input 1 ("mask") is missing' in r.stderr
     r = run_cli("compile", str(tmp_path / "missing.onnx"), "-o", out)
     assert r.returncode == 2 and "error:" in r.stderr
+
+
+def test_cuda_target():
+    """compile(target="cpu,cuda") adds NAME@cuda (NVRTC, no GPU needed);
+    "auto" runs where it can and says why; results can stay on the GPU."""
+    try:
+        m = dvm.compile(os.path.join(MODELS, "mlp.onnx"), target="cpu,cuda")
+    except dvm.Error as e:
+        pytest.skip(f"no CUDA code generation here: {e}")
+    assert list(m.functions) == ["main"] and [s[0] for s in m._signatures()] == ["main", "main@cuda"]
+    x = np.random.default_rng(5).standard_normal((3, 16)).astype(np.float32)
+    want = m.run([x], device="cpu")["y"]
+    present, why = dvm._dvm.probe("cuda")
+    dev, reason = m.auto_device
+    if not present:
+        assert dev == "cpu" and why in reason
+        with pytest.raises(dvm.DeviceError, match="not available"):
+            m.run([x], device="cuda")
+        return
+    assert dev == "cuda"
+    np.testing.assert_allclose(m.run([x])["y"], want, rtol=1e-4, atol=1e-5)
+    t = m.run([x], results_on_device=True)["y"]
+    assert isinstance(t, dvm.Tensor) and t.device == "cuda" and t.__dlpack_device__()[0] == 2
+    with pytest.raises(dvm.InvalidInput, match="on the cuda device"):
+        t.numpy()
