@@ -285,11 +285,13 @@ static PyObject *module_run(ModuleObject *self, PyObject *args, PyObject *kwargs
   int np = dvm_function_param_count(self->m, f), nr = dvm_function_result_count(self->m, f);
   Py_ssize_t nargs = is_dict ? np : PySequence_Fast_GET_SIZE(inputs);
   PyObject *result = NULL, *items[MAX_ARGS];
-  dvm_value argv[MAX_ARGS] = {{0}}, resv[MAX_ARGS];
+  dvm_value argv[MAX_ARGS], resv[MAX_ARGS]; /* only the first nargs are cleared: they are large */
   if (nargs > MAX_ARGS || nr > MAX_ARGS) {
     PyErr_Format(dvm_py_InvalidInput, "more than %d inputs or results", MAX_ARGS);
+    nargs = 0;
     goto done;
   }
+  memset(argv, 0, sizeof argv[0] * (size_t)nargs);
   if (is_dict) {
     if (bind_dict(self, f, inputs, np, items) < 0) goto done;
   } else {
@@ -313,7 +315,7 @@ static PyObject *module_run(ModuleObject *self, PyObject *args, PyObject *kwargs
     Py_XDECREF(val);
   }
 done:
-  for (Py_ssize_t i = 0; i < nargs && i < MAX_ARGS; i++) dvm_value_clear(&argv[i]);
+  for (Py_ssize_t i = 0; i < nargs; i++) dvm_value_clear(&argv[i]);
   put_back(self, &o, vm);
   return result;
 }
