@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,8 +31,8 @@ def _split(arg: str) -> Tuple[Optional[str], str]:
     return None, arg
 
 
-def _dims(args: Sequence[str], cmd: str, ranged: bool) -> Dict[str, object]:
-    out: Dict[str, object] = {}
+def _dims(args: Sequence[str], cmd: str, ranged: bool) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
     for a in args:
         name, _, val = a.partition("=")
         try:
@@ -96,7 +96,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     for k, s in enumerate(slots):
         if s is None:
             raise ValueError(f"function \"{fname}\" takes {len(slots)} inputs; input {k} (\"{names[k]}\") is missing")
-    inputs = {v.name: _load_input(v, s) for v, s in zip(fn.inputs, slots)}
+    inputs = {v.name: _load_input(v, str(s)) for v, s in zip(fn.inputs, slots)}
     if a.device == "auto":
         print(f"dvm: running on {m.auto_device[1]}", file=sys.stderr)
     res = m.run(inputs, function=fname, device=a.device, threads=a.threads)

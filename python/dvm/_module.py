@@ -69,7 +69,7 @@ def _eval_formula(text: str, values: Mapping[str, int]) -> int:
     src = text.replace("^", "**")
     ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.Pow: operator.pow, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-    funcs = {"floordiv": operator.floordiv, "mod": operator.mod, "min": min, "max": max}
+    funcs: Dict[str, Any] = {"floordiv": operator.floordiv, "mod": operator.mod, "min": min, "max": max}
 
     def ev(n: ast.AST) -> int:
         if isinstance(n, ast.Expression):

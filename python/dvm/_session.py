@@ -183,7 +183,7 @@ class InferenceSession:
     @staticmethod
     def _node_arg(v: Any) -> NodeArg:
         dtype = v.dtype if isinstance(v.dtype, str) or v.dtype is None else v.dtype.name
-        kind = _ORT_TYPES.get(dtype, f"tensor({dtype})") if v.kind == "tensor" else v.kind
+        kind = _ORT_TYPES.get(str(dtype), f"tensor({dtype})") if v.kind == "tensor" else v.kind
         return NodeArg(v.name, list(v.shape) if v.shape is not None else None, kind)
 
     def get_inputs(self) -> List[NodeArg]:
