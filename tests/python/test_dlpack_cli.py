@@ -150,3 +150,46 @@ def test_cuda_target():
     assert isinstance(t, dvm.Tensor) and t.device == "cuda" and t.__dlpack_device__()[0] == 2
     with pytest.raises(dvm.InvalidInput, match="on the cuda device"):
         t.numpy()
+
+
+NUMPY1_CHECK = """
+import numpy as np, dvm
+from onnx import TensorProto as T, helper as h
+assert np.__version__.startswith("1."), np.__version__
+types = {"float32": T.FLOAT, "float16": T.FLOAT16, "float64": T.DOUBLE, "int8": T.INT8, "int16": T.INT16,
+         "int32": T.INT32, "int64": T.INT64, "uint8": T.UINT8, "bool": T.BOOL, "bfloat16": T.BFLOAT16}
+for name, t in types.items():
+    vi = lambda n: h.make_tensor_value_info(n, t, None if n != "x" else ["n", 3])
+    g = h.make_graph([h.make_node("Concat", ["x", "x"], ["y"], axis=0)], "g", [vi("x")], [vi("y")])
+    m = dvm.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    # without ml_dtypes, bfloat16 is uint16 bit patterns both ways
+    x = (np.arange(6).reshape(2, 3) % 2).astype("uint16" if name == "bfloat16" else name)
+    if name == "bfloat16":
+        x = x * 0x3f80  # 0.0 and 1.0
+        try:
+            import ml_dtypes
+            x = x.view(ml_dtypes.bfloat16)
+        except ImportError:
+            pass
+    try:
+        y = m.run({"x": x})["y"]
+    except dvm.InvalidInput:
+        assert name == "bfloat16"  # uint16 arrays are not bfloat16 inputs
+        continue
+    assert (y == np.concatenate([x, x])).all() and y.dtype == x.dtype, name
+print("ok", np.__version__)
+"""
+
+
+def test_numpy_1x():
+    """The extension, built against NumPy 2's headers, under NumPy 1.x:
+    Debian's /usr/bin/python3 (python3-numpy 1.24, python3-onnx) when it is
+    the same Python version."""
+    python = "/usr/bin/python3"
+    probe = subprocess.run([python, "-c", "import sys, numpy, onnx; print(sys.version_info[:2], numpy.__version__)"],
+                           capture_output=True, text=True) if os.path.exists(python) else None
+    if (not probe or probe.returncode != 0 or not probe.stdout.startswith(str(sys.version_info[:2]) + " 1.")):
+        pytest.skip("no /usr/bin/python3 of this Python version with NumPy 1.x and onnx (Debian: python3-numpy, python3-onnx)")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))
+    r = subprocess.run([python, "-c", NUMPY1_CHECK], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("ok 1."), r.stderr
