@@ -54,6 +54,18 @@ def _shape(v: ValueInfo) -> str:
 
 
 def cmd_compile(a: argparse.Namespace) -> int:
+    if not a.output and not a.dump_ir:
+        print("dvm compile: error: give -o MODEL.dvmb (or --dump-ir)", file=sys.stderr)
+        return EXIT_USAGE
+    if a.dump_ir:  # the compiler's own listing, as `dvm compile --dump-ir` prints it
+        targets = [t.strip() for t in a.target.split(",")]
+        data, ir = _dvm.compile(a.model, [(k, lo, hi) for k, (lo, hi) in _dims(a.dim, "compile", True).items()],
+                                function=a.function, cuda="cuda" in targets, fusion=not a.no_fusion,
+                                plan=not a.no_plan, dump_ir=True, lower=bool(a.output))
+        print(ir, end="")
+        if a.output:
+            Module(data).save(a.output)
+        return EXIT_OK
     opts = {"fusion": not a.no_fusion, "plan": not a.no_plan}
     if a.function:
         opts["function"] = a.function
@@ -99,7 +111,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     inputs = {v.name: _load_input(v, str(s)) for v, s in zip(fn.inputs, slots)}
     if a.device == "auto":
         print(f"dvm: running on {m.auto_device[1]}", file=sys.stderr)
-    res = m.run(inputs, function=fname, device=a.device, threads=a.threads)
+    res = m.run(inputs, function=fname, device=a.device, threads=a.threads, tf32=a.tf32)
     outs: Dict[str, str] = {}
     order = [v.name for v in fn.outputs]
     for i, b in enumerate(a.output):
@@ -159,7 +171,8 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="an ONNX model to a .dvmb")
     c.add_argument("model")
-    c.add_argument("-o", "--output", required=True)
+    c.add_argument("-o", "--output")
+    c.add_argument("--dump-ir", action="store_true", help="print the imported graph (and stop unless -o is given)")
     c.add_argument("--target", default="cpu", help="cpu or cpu,cuda")
     c.add_argument("--dim", action="append", default=[], metavar="NAME=LO..HI", help="a symbolic dim's range")
     c.add_argument("--function", help="name of the entry function (default main)")
@@ -173,6 +186,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--function")
     r.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
     r.add_argument("--threads", type=int)
+    r.add_argument("--tf32", action="store_true", help="CUDA f32 matrix products may use TF32 tensor cores")
     r.add_argument("--show", type=int, default=8)
     r.set_defaults(run=cmd_run)
     i = sub.add_parser("inspect", help="functions, symbolic signatures, peak memory")

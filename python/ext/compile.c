@@ -15,19 +15,24 @@
 #define MAX_DIMS 64
 
 const char dvm_py_compile_doc[] =
-    "compile($module, model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None)\n--\n\n"
+    "compile($module, model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None,\n"
+    "        dump_ir=False, lower=True)\n--\n\n"
     "Compiles an ONNX model (a path, or the model's bytes) to .dvmb bytes. dims is a list of\n"
-    "(name, lo, hi) symbol ranges. Use dvm.compile, which returns a Module.";
+    "(name, lo, hi) symbol ranges. With dump_ir, returns (bytes or None, the inferred graph as\n"
+    "`dvm compile --dump-ir` prints it); lower=False stops before lowering (bytes None).\n"
+    "Use dvm.compile, which returns a Module.";
 
 typedef struct {
   char name[128];
   long long lo, hi;
 } dim_range;
 
-/* Everything after import, without the GIL. */
+/* Everything after import, without the GIL; *ir (when ir is not NULL)
+ * gets the inferred graph's listing (malloc'ed), and lowering is skipped
+ * unless `lower`. */
 static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *dims, int ndims,
-                                 const dvmc_options *co, int cuda, const char *what, uint8_t **bytes,
-                                 size_t *size) {
+                                 const dvmc_options *co, int cuda, int lower, char **ir, const char *what,
+                                 uint8_t **bytes, size_t *size) {
   int folded = 0;
   dvm_status *st = dvmc_fold(c, g, &folded);
   if (st) return st;
@@ -43,6 +48,14 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *di
     dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, dims[i].name), dims[i].lo, dims[i].hi);
   }
   if ((st = dvmc_infer(c, g))) return st;
+  if (ir) {
+    size_t len;
+    FILE *f = open_memstream(ir, &len);
+    if (!f) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    dvmc_graph_print(g, f);
+    fclose(f);
+  }
+  if (!lower) return NULL;
   if ((st = dvmc_lower(c, g, co, bytes, size))) return dvm_status_annotate(st, "%s", what);
   if (cuda) {
     uint8_t *placed;
@@ -84,12 +97,13 @@ static int parse_dims(PyObject *list, dim_range *dims, int *ndims) {
 }
 
 PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
-  static char *kw[] = {"model", "dims", "function", "cuda", "fusion", "plan", "model_dir", NULL};
+  static char *kw[] = {"model", "dims", "function", "cuda", "fusion", "plan", "model_dir", "dump_ir", "lower", NULL};
   PyObject *model, *dims_obj, *dir_obj = Py_None;
   const char *function = NULL;
-  int cuda = 0, fusion = 1, plan = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppO:compile", kw, &model, &dims_obj, &function, &cuda,
-                                   &fusion, &plan, &dir_obj))
+  int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1;
+  char *ir = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOpp:compile", kw, &model, &dims_obj, &function, &cuda,
+                                   &fusion, &plan, &dir_obj, &dump_ir, &lower))
     return NULL;
   dim_range dims[MAX_DIMS];
   int ndims = 0;
@@ -117,7 +131,7 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   if (!st)
     st = path ? dvmc_import_onnx(c, what, &g)
               : dvmc_import_onnx_memory(c, view.buf, (size_t)view.len, dir ? PyBytes_AS_STRING(dir) : NULL, &g);
-  if (!st) st = compile_graph(c, g, dims, ndims, &co, cuda, what, &bytes, &size);
+  if (!st) st = compile_graph(c, g, dims, ndims, &co, cuda, lower, dump_ir ? &ir : NULL, what, &bytes, &size);
   dvmc_ctx_destroy(c);
   Py_END_ALLOW_THREADS
   if (have_view) PyBuffer_Release(&view);
@@ -126,10 +140,13 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   free(fn_copy);
   if (st) {
     free(bytes);
+    free(ir);
     return dvm_py_raise(st, 1);
   }
-  PyObject *out = PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)size);
+  PyObject *out = bytes ? PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)size) : (Py_INCREF(Py_None), Py_None);
   free(bytes);
+  if (out && dump_ir) out = Py_BuildValue("(Ns)", out, ir ? ir : "");
+  free(ir);
   return out;
 fail:
   if (have_view) PyBuffer_Release(&view);

@@ -3,13 +3,13 @@
  *
  * The C API's threading contract is one VM per thread at a time. A Module
  * keeps idle VMs per configuration (device, kernel threads, where results
- * stay); a call takes one (or creates one), runs it with the GIL released,
+ * stay, TF32); a call takes one (or creates one), runs it with the GIL released,
  * and puts it back. The lists are touched only while holding the GIL. */
 #include <string.h>
 
 #include "ext.h"
 
-#define MAX_CONFIGS 8 /* distinct (device, threads, results_on_device) */
+#define MAX_CONFIGS 8 /* distinct (device, threads, results_on_device, tf32) */
 #define MAX_IDLE 32   /* idle VMs kept per configuration; more are destroyed */
 #define MAX_ARGS 256
 
@@ -197,7 +197,8 @@ static PyObject *module_sizes(ModuleObject *self, PyObject *unused) {
 static vm_list *config_for(ModuleObject *self, const dvm_vm_options *o) {
   for (int c = 0; c < self->nconfigs; c++) {
     const dvm_vm_options *k = &self->configs[c].opts;
-    if (k->device == o->device && k->threads == o->threads && k->results_on_device == o->results_on_device)
+    if (k->device == o->device && k->threads == o->threads && k->results_on_device == o->results_on_device &&
+        k->allow_tf32 == o->allow_tf32)
       return &self->configs[c];
   }
   if (self->nconfigs == MAX_CONFIGS) { /* rarely: forget the idle VMs of the first */
@@ -248,17 +249,18 @@ static int bind_dict(ModuleObject *self, int f, PyObject *inputs, int np, PyObje
 }
 
 static PyObject *module_run(ModuleObject *self, PyObject *args, PyObject *kwargs) {
-  static char *kw[] = {"inputs", "function", "device", "threads", "results_on_device", NULL};
+  static char *kw[] = {"inputs", "function", "device", "threads", "results_on_device", "tf32", NULL};
   PyObject *inputs, *threads_obj = Py_None;
   const char *fname = "main", *devname = "auto";
-  int on_device = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ssOp:run", kw, &inputs, &fname, &devname, &threads_obj,
-                                   &on_device))
+  int on_device = 0, tf32 = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$ssOpp:run", kw, &inputs, &fname, &devname, &threads_obj,
+                                   &on_device, &tf32))
     return NULL;
   if (check_loaded(self) < 0) return NULL;
   dvm_vm_options o;
   dvm_vm_options_init(&o);
   o.results_on_device = on_device;
+  o.allow_tf32 = tf32;
   if (strcmp(devname, "auto") == 0) o.device = self->auto_device;
   else if (!dvm_device_parse(devname, &o.device))
     return PyErr_Format(PyExc_ValueError, "unknown device \"%s\" (cpu, cuda, auto)", devname);
@@ -327,14 +329,15 @@ static PyObject *module_close(ModuleObject *self, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"run", (PyCFunction)(void (*)(void))module_run, METH_VARARGS | METH_KEYWORDS,
-     "run($self, inputs, *, function='main', device='auto', threads=None, results_on_device=False)\n--\n\n"
+     "run($self, inputs, *, function='main', device='auto', threads=None, results_on_device=False, tf32=False)\n--\n\n"
      "Runs a function of the module. `inputs` is a dict (input name: value) or a list in the\n"
      "function's order; a value is a NumPy array (used in place when C-contiguous, aligned and\n"
      "native-endian), any object with __dlpack__ (a CPU torch tensor...), a Python scalar or a\n"
      "sequence. Returns {result name: value}: NumPy arrays over the VM's result memory (no copy;\n"
      "their base is a dvm.Tensor), or dvm.Tensor objects for results left on a device when\n"
      "results_on_device=True. device is \"cpu\", \"cuda\" or \"auto\" (cuda when present and the module\n"
-     "was compiled for it); threads is the number of kernel threads (None: all cores).\n"
+     "was compiled for it); threads is the number of kernel threads (None: all cores); tf32 lets\n"
+     "CUDA f32 matrix products use TF32 tensor cores.\n"
      "Safe to call from many threads at once: each call runs on a VM of its own, without the GIL.\n"
      "Errors raise dvm.InvalidInput (wrong or missing inputs) or another dvm.Error with the VM's\n"
      "message."},

@@ -123,6 +123,10 @@ def test_python_m_dvm(tmp_path):
     assert r.returncode == 2 and 'input "ids" dim 1 (seq) must be <= 32, got 40' in r.stderr
     r = run_cli("run", out, "--input", str(tmp_path / "ids.npy"))
     assert r.returncode == 2 and 'input 1 ("mask") is missing' in r.stderr
+    r = run_cli("compile", bert, "--dump-ir", "--dim", "seq=1..32")
+    dvm_exe = os.environ.get("DVM", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools", "dvm"))
+    c = subprocess.run([dvm_exe, "compile", bert, "--dump-ir", "--dim", "seq=1..32"], capture_output=True, text=True)
+    assert r.returncode == 0 and c.returncode == 0 and r.stdout == c.stdout  # as the C command prints it
     r = run_cli("compile", str(tmp_path / "missing.onnx"), "-o", out)
     assert r.returncode == 2 and "error:" in r.stderr
 
