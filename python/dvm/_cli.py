@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _dvm
-from ._module import Module, ValueInfo, compile as _compile, load
+from ._module import Module, ValueInfo, _eval_formula, compile as _compile, load
 
 EXIT_OK, EXIT_RUNTIME, EXIT_USAGE = 0, 1, 2
 # dvm status codes that are the user's input (as the C command maps them)
@@ -44,13 +44,6 @@ def _dims(args: Sequence[str], cmd: str, ranged: bool) -> Dict[str, Any]:
         except ValueError:
             raise ValueError(f"--dim {a}: expected NAME={'LO..HI' if ranged else 'VALUE'}") from None
     return out
-
-
-def _shape(v: ValueInfo) -> str:
-    if v.kind != "tensor":
-        return v.kind
-    dims = "?" if v.shape is None else ", ".join("?" if d is None else str(d) for d in v.shape)
-    return f"tensor {v.dtype}[{dims}]"
 
 
 def cmd_compile(a: argparse.Namespace) -> int:
@@ -143,26 +136,67 @@ def _summary(val: object, show: int) -> str:
     return f"{head} [{items}{', ...' if n < flat.size else ''}]"
 
 
+_DVM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int8": "i8",
+               "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}
+
+
+def _param(p: Tuple[str, str, Optional[str], Optional[List[Any]]]) -> str:
+    """A signature entry as the C command prints it: "x: tensor f32[batch, 4]"."""
+    name, kind, dtype, dims = p
+    text = f"{name}: {kind}"
+    if kind == "tensor":
+        text += f" {_DVM_DTYPES.get(str(dtype), dtype)}"
+    if kind not in ("tensor", "shape"):
+        return text
+    if dims is None:
+        return text + "[*]"
+    return text + "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
 def cmd_inspect(a: argparse.Namespace) -> int:
+    if a.dim and not a.memory:
+        print("dvm inspect: error: --dim needs --memory", file=sys.stderr)
+        return EXIT_USAGE
     m = load(a.model)
     values = _dims(a.dim, "inspect", False)
+    if a.memory:
+        return _inspect_memory(m, values)
     sizes = m._sizes()
-    print(f"{a.model}: {len(m.functions)} functions, {sizes['constants']} constants "
-          f"({sizes['constant_bytes']} bytes), {sizes['kernels']} kernels")
-    for fn in m.functions.values():
-        ins = ", ".join(f"{v.name}: {_shape(v)}" for v in fn.inputs)
-        outs = ", ".join(f"{v.name}: {_shape(v)}" for v in fn.outputs)
-        print(f"function {fn.name}({ins}) -> ({outs})")
-        for s, (lo, hi) in fn.symbols.items():
-            print(f"  {s} in {lo}..{hi}")
-        if a.memory:
-            if fn.peak_memory is None:
-                print("  peak: not recorded (compiled with --no-plan, or not by dvm compile)")
-                continue
-            print(f"  peak = {fn.peak_memory} bytes")
-            if values:
-                print(f"  peak at {', '.join(f'{k}={v}' for k, v in values.items())}: "
-                      f"{fn.peak_bytes(**values)} bytes")
+    print(f"module {a.model}")
+    print(f"constants: {sizes['constants']} ({sizes['constant_bytes']} bytes)")
+    print(f"kernels: {sizes['kernels']}")
+    for k, (name, device, variants) in enumerate(m._kernels()):
+        print(f"  kernel {k} {name} ({device}, {variants} variant{'' if variants == 1 else 's'})")
+    sigs = m._signatures()
+    print(f"functions: {len(sigs)}")
+    for name, params, results, symbols, _ in sigs:
+        print(f"\nfunction {name}")
+        for s, lo, hi in symbols:
+            print(f"  symbol {s} in {lo}..{hi}")
+        for p in params:
+            print(f"  input  {_param(p)}")
+        for r in results:
+            print(f"  output {_param(r)}")
+    return EXIT_OK
+
+
+def _inspect_memory(m: Module, values: Dict[str, Any]) -> int:
+    for name, _, _, symbols, peak in m._signatures():
+        print(f"function {name}")
+        if peak is None:
+            print("  peak: not recorded (compiled with --no-plan, or not by dvm compile)")
+            continue
+        print(f"  peak = {peak} bytes")
+        for s, lo, hi in symbols:
+            if s in values and not lo <= values[s] <= hi:
+                raise ValueError(f"--dim {s}={values[s]}: outside the symbol's range {lo}..{hi}")
+        if not values:
+            continue
+        if any(s not in values for s, _, _ in symbols):
+            raise ValueError(f"function {name}: give every symbol a value with --dim")
+        v = _eval_formula(peak, values)
+        at = ", ".join(f"{k}={x}" for k, x in values.items())
+        print(f"  at {at}: {v} bytes ({v / (1 << 20):.1f} MiB)")
     return EXIT_OK
 
 

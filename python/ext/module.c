@@ -181,6 +181,20 @@ static PyObject *module_signatures(ModuleObject *self, PyObject *unused) {
   return out;
 }
 
+static PyObject *module_kernels(ModuleObject *self, PyObject *unused) {
+  if (check_loaded(self) < 0) return NULL;
+  int n = dvm_module_kernel_count(self->m);
+  PyObject *out = PyList_New(n);
+  for (int k = 0; out && k < n; k++) {
+    dvm_kernel_info info;
+    dvm_module_kernel(self->m, k, &info);
+    PyObject *o = Py_BuildValue("(ssi)", info.name, dvm_device_name(info.device), info.nvariants);
+    if (!o) Py_CLEAR(out);
+    else PyList_SET_ITEM(out, k, o);
+  }
+  return out;
+}
+
 static PyObject *module_auto_device(ModuleObject *self, void *unused) {
   if (check_loaded(self) < 0) return NULL;
   return Py_BuildValue("(sO)", dvm_device_name(self->auto_device), self->auto_why);
@@ -345,6 +359,8 @@ static PyMethodDef module_methods[] = {
      "_signatures() -> [(name, params, results, symbols, peak)]: the raw signatures, which\n"
      "Module.functions presents."},
     {"_sizes", (PyCFunction)module_sizes, METH_NOARGS, "_sizes() -> {constants, constant_bytes, kernels}."},
+    {"_kernels", (PyCFunction)module_kernels, METH_NOARGS,
+     "_kernels() -> [(name, device, variants)]: the kernel table, for inspect."},
     {"close_vms", (PyCFunction)module_close, METH_NOARGS,
      "close_vms() -> None: frees the idle VMs (and the memory their pools cache); the next run makes new ones."},
     {NULL, NULL, 0, NULL}};
