@@ -118,22 +118,30 @@ def cmd_run(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _summary(val: object, show: int) -> str:
-    if not isinstance(val, np.ndarray):
+def _summary(val: Any, show: int) -> str:
+    """A result in one line, as the C command prints it (tools/print.c)."""
+    if isinstance(val, bool) or not isinstance(val, (np.ndarray, _dvm.Tensor, tuple, int, float)):
         return repr(val)
-    x = val.astype(np.float64) if val.dtype.kind in "fb" or val.dtype.name == "bfloat16" else val
-    head = f"{val.dtype}{list(val.shape)}"
-    if x.size and x.dtype.kind == "f":
-        fin = x[np.isfinite(x)]
-        if fin.size:
-            head += f" min={fin.min():.6g} max={fin.max():.6g} mean={fin.mean():.6g}"
-        head += f" nan={int(np.isnan(x).sum())} inf={int(np.isinf(x).sum())}"
-    elif x.size:
-        head += f" min={x.min()} max={x.max()}"
-    flat = val.reshape(-1)
-    n = flat.size if show < 0 else min(show, flat.size)
-    items = ", ".join(f"{e:.6g}" if isinstance(e, float) else str(e) for e in flat[:n].tolist())
-    return f"{head} [{items}{', ...' if n < flat.size else ''}]"
+    if isinstance(val, int):
+        return f"int {val}"
+    if isinstance(val, float):
+        return f"float {val:.17g}"
+    if isinstance(val, tuple):
+        return "tuple (" + "; ".join(_summary(v, show) for v in val) + ")"
+    if isinstance(val, _dvm.Tensor):  # left on a device
+        return f"{_DVM_DTYPES.get(val.dtype, val.dtype)}[{','.join(map(str, val.shape))}] on {val.device}"
+    dtype = _DVM_DTYPES.get(val.dtype.name, "u16" if val.dtype == np.uint16 else val.dtype.name)
+    is_float = dtype in ("f32", "f16", "bf16", "f64")
+    x = val.reshape(-1).astype(np.float64)
+    text = f"{dtype}[{','.join(map(str, val.shape))}]"
+    fin = x[np.isfinite(x)].tolist()
+    if fin:  # the C command's plain left-to-right double sum
+        text += f" min={min(fin):.6g} max={max(fin):.6g} mean={sum(fin) / len(fin):.6g}"
+    if is_float:
+        text += f" nan={int(np.isnan(x).sum())} inf={int(np.isinf(x).sum())}"
+    k = x.size if show < 0 or show > x.size else show
+    items = ", ".join((f"{e:.6g}" if is_float else f"{e:.0f}") for e in x[:k].tolist())
+    return f"{text} [{items}{', ...' if k < x.size else ''}]"
 
 
 _DVM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int8": "i8",

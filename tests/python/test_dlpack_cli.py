@@ -118,8 +118,10 @@ def test_python_m_dvm(tmp_path):
     assert r.returncode == 0, r.stderr
     want = dvm.load(out).run({"ids": ids, "mask": mask})["hidden"]
     np.testing.assert_array_equal(np.load(res), want)
-    r = run_cli("run", out, "--input", f"ids={tmp_path / 'ids.npy'}", "--input", f"mask={tmp_path / 'ids.npy'}")
-    assert r.returncode == 0 and r.stdout.startswith("hidden: float32[2, 5, 32] min=")
+    args = ["run", out, "--input", f"ids={tmp_path / 'ids.npy'}", "--input", f"mask={tmp_path / 'ids.npy'}", "--show", "5"]
+    r = run_cli(*args)
+    c = subprocess.run([dvm_exe, *args], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("hidden: f32[2,5,32] min=") and r.stdout == c.stdout
     np.save(tmp_path / "long.npy", np.ones((1, 40), np.int64))
     r = run_cli("run", out, "--input", str(tmp_path / "long.npy"), "--input", str(tmp_path / "long.npy"))
     assert r.returncode == 2 and 'input "ids" dim 1 (seq) must be <= 32, got 40' in r.stderr
