@@ -299,7 +299,16 @@ int dvm_py_to_value(PyObject *obj, const dvm_param_info *p, dvm_value *out) {
     want = descr_of(p->dtype);
   }
   PyObject *arr = PyArray_FromAny(obj, want, 0, 0, NPY_ARRAY_CARRAY_RO | NPY_ARRAY_NOTSWAPPED, NULL);
-  if (!arr) return -1;
+  if (!arr) { /* NumPy's reason, as an input error naming the input */
+    if (!PyErr_ExceptionMatches(PyExc_ValueError) && !PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_Format(dvm_py_InvalidInput, "input \"%s\": %S", p->name, value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return -1;
+  }
   if (wrap_array((PyArrayObject *)arr, p, out) < 0) {
     Py_DECREF(arr);
     return -1;

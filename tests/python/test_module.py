@@ -135,6 +135,8 @@ def test_errors_carry_the_vms_message(add_module, bert):
         bert.run({"ids": np.zeros((1, 65), np.int64), "mask": np.ones((1, 65), np.int64)})
     with pytest.raises(dvm.InvalidInput, match="NumPy dtype uint16 has no dvm dtype"):
         add_module.run({"x": x.astype(np.uint16), "y": x})
+    with pytest.raises(dvm.InvalidInput, match='input "y": could not convert string to float'):
+        add_module.run({"x": x, "y": ["a", "b", "c"]})
     with pytest.raises(dvm.Error, match='no function "nope"'):
         add_module.run({"x": x, "y": x}, function="nope")
     with pytest.raises(ValueError, match="unknown device"):
