@@ -3,7 +3,6 @@ codes as the dvm command (docs/cli.md), through the Python package."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 

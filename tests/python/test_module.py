@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import MODELS, ONNX_TYPES, add_model, model
+from conftest import ONNX_TYPES, add_model, model
 from onnx import TensorProto as T
 from onnx import helper as h
 
