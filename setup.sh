@@ -14,6 +14,7 @@ packages=(
   libedit-dev tmux                                # dvm repl; its terminal test
   python3 python3-pip                             # fixture generators, references
   python3-torch python3-onnx                      # PyTorch exports of test models (Debian's python3)
+  python3-dev python3-venv                        # the Python package (python/)
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -45,3 +46,17 @@ echo "setup: built build/tools/dvm; compiling and running the BERT-style fixture
 build/tools/dvm compile tests/models/bert.onnx -o build/bert.dvmb --dim batch=1..64 --dim seq=1..64
 build/tools/dvm inspect build/bert.dvmb | sed -n '/^function/,$p'
 build/tools/dvm run build/bert.dvmb --input ids=examples/bert_ids.npy --input mask=examples/bert_mask.npy
+
+# The Python package as users install it (docs/python.md): `pip install .`
+# into build/venv, which builds the project again with meson-python; redone
+# when the checkout changed since the last time.
+stamp=$( (git rev-parse HEAD; git status --porcelain -- python pyproject.toml meson.build) 2>/dev/null | sha256sum)
+if [ "$(cat build/venv/.dvm-stamp 2>/dev/null)" != "$stamp" ]; then
+  echo "setup: pip install . into build/venv (builds the Python package; a few minutes)"
+  rm -rf build/venv
+  python3 -m venv build/venv
+  build/venv/bin/pip install -q .
+  echo "$stamp" > build/venv/.dvm-stamp
+fi
+echo "setup: the same model from the installed Python package:"
+(cd build && venv/bin/python -m dvm run bert.dvmb --input ids=../examples/bert_ids.npy --input mask=../examples/bert_mask.npy)

@@ -151,6 +151,8 @@ const char *dvm_function_info(const dvm_module *m, int f, const char *key) {
   return NULL;
 }
 
+bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t) { return t->storage == m->data; }
+
 int dvm_module_constant_count(const dvm_module *m) { return (int)m->nconsts; }
 
 size_t dvm_module_constant_bytes(const dvm_module *m) {

@@ -77,6 +77,12 @@ DVM_API void dvm_function_symbol(const dvm_module *m, int f, int i, dvm_symbol_i
  * (docs/bytecode.md, section 3.8). The string lives as long as m. */
 DVM_API const char *dvm_function_info(const dvm_module *m, int f, const char *key);
 
+/* Whether t's memory is m's constant data (a result may be a module
+ * constant or a view of one): it is shared by every VM and may be mapped
+ * read-only, so it must not be written. Embedders that hand results on as
+ * writable buffers (the Python package) mark these read-only. */
+DVM_API bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t);
+
 /* Sizes for `dvm inspect`. */
 DVM_API int dvm_module_constant_count(const dvm_module *m);
 DVM_API size_t dvm_module_constant_bytes(const dvm_module *m);

@@ -1,0 +1,242 @@
+"""dvm.InferenceSession: ONNX Runtime's common session surface over a dvm
+Module, so that code written for onnxruntime runs on dvm unchanged for the
+common cases. An .onnx model is compiled on first use and the .dvmb cached
+under a hash of the model's bytes (DVM_CACHE_DIR, default ~/.cache/dvm)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _dvm
+from ._module import Module, compile as _compile
+
+# ONNX Runtime's spelling of element types, by dvm dtype name.
+_ORT_TYPES = {
+    "float32": "tensor(float)", "float16": "tensor(float16)", "bfloat16": "tensor(bfloat16)",
+    "float64": "tensor(double)", "int8": "tensor(int8)", "int16": "tensor(int16)",
+    "int32": "tensor(int32)", "int64": "tensor(int64)", "uint8": "tensor(uint8)", "bool": "tensor(bool)",
+}
+_PROVIDERS = ("CPUExecutionProvider", "CUDAExecutionProvider")
+_DVMB_MAGIC = b"\x89DVMB\r\n\x1a"
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """An input or output as onnxruntime.NodeArg describes it: name, shape
+    (ints and symbol names; None where unknown) and type ("tensor(float)")."""
+    name: str
+    shape: Optional[List[Any]]
+    type: str
+
+
+@dataclass
+class ModelMetadata:
+    """onnxruntime.ModelMetadata: the ONNX model's producer, graph name,
+    domain, descriptions, version and custom metadata (empty for a .dvmb)."""
+    producer_name: str = ""
+    graph_name: str = ""
+    domain: str = ""
+    description: str = ""
+    graph_description: str = ""
+    version: int = 0
+    custom_metadata_map: Dict[str, str] = field(default_factory=dict)
+
+
+class SessionOptions:
+    """The part of onnxruntime.SessionOptions that dvm reads:
+    intra_op_num_threads (kernel threads; 0 = all cores). The other
+    attributes are accepted and ignored (dvm compiles once, ahead of time)."""
+
+    def __init__(self) -> None:
+        self.intra_op_num_threads = 0
+        self.inter_op_num_threads = 0
+        self.graph_optimization_level = None
+        self.log_severity_level = 2
+        self.enable_profiling = False
+
+
+class RunOptions:
+    """Accepted by InferenceSession.run for onnxruntime compatibility; dvm reads none of it."""
+
+    def __init__(self) -> None:
+        self.log_severity_level = 2
+        self.terminate = False
+
+
+def _cache_dir() -> str:
+    d = os.environ.get("DVM_CACHE_DIR")
+    if d:
+        return d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dvm")
+
+
+def _compiler_id() -> bytes:
+    """Ties cached files to the compiler that made them: the extension's size
+    and modification time (a rebuilt dvm recompiles)."""
+    st = os.stat(_dvm.__file__)
+    return f"{st.st_size}:{st.st_mtime_ns}".encode()
+
+
+def _provider_names(providers: Optional[Sequence[Any]]) -> List[str]:
+    names = []
+    for p in providers or ["CPUExecutionProvider"]:
+        name = p[0] if isinstance(p, (tuple, list)) else p
+        if name not in _PROVIDERS:
+            raise _dvm.Error(f"dvm.InferenceSession: provider {name!r} is not supported "
+                             f"(supported: {', '.join(_PROVIDERS)})")
+        names.append(name)
+    return names
+
+
+_ONNX_ELEM = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+              9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+
+
+def _onnx_facts(data: Optional[bytes]) -> Tuple[ModelMetadata, Dict[str, NodeArg]]:
+    """The metadata and the declared graph inputs and outputs of an ONNX
+    model, which onnxruntime reports as they are declared; nothing without
+    the onnx package (the module's own signatures are used then)."""
+    if data is None:
+        return ModelMetadata(), {}
+    try:
+        import onnx
+    except ImportError:
+        return ModelMetadata(), {}
+    mp = onnx.load_model_from_string(data)
+    meta = ModelMetadata(mp.producer_name, mp.graph.name, mp.domain, mp.doc_string, mp.graph.doc_string,
+                         mp.model_version if mp.HasField("model_version") else 2**63 - 1,
+                         {p.key: p.value for p in mp.metadata_props})
+    declared = {}
+    for v in list(mp.graph.input) + list(mp.graph.output):
+        t = v.type.tensor_type
+        if not v.type.HasField("tensor_type") or not t.elem_type:
+            continue
+        shape = None
+        if t.HasField("shape"):
+            shape = [d.dim_param if d.HasField("dim_param") else d.dim_value if d.HasField("dim_value") else None
+                     for d in t.shape.dim]
+        declared[v.name] = NodeArg(v.name, shape, f"tensor({_ONNX_ELEM.get(t.elem_type, t.elem_type)})")
+    return meta, declared
+
+
+class InferenceSession:
+    """onnxruntime.InferenceSession's common surface over dvm.
+
+    InferenceSession(path_or_bytes, sess_options=None, providers=None):
+    path_or_bytes is an .onnx model (compiled on first use, the .dvmb cached
+    by content hash under DVM_CACHE_DIR or ~/.cache/dvm) or a .dvmb.
+    providers: CPUExecutionProvider, and CUDAExecutionProvider, which compiles
+    for CUDA too and runs there when a device is present. sess_options:
+    intra_op_num_threads is read. run, get_inputs, get_outputs,
+    get_modelmeta, get_providers work as in onnxruntime; io_binding and
+    profiling are not supported (they raise dvm.Error)."""
+
+    def __init__(self, path_or_bytes: Union[str, "os.PathLike[str]", bytes], sess_options: Any = None,
+                 providers: Optional[Sequence[Any]] = None, provider_options: Any = None, **kwargs: Any):
+        self._providers = _provider_names(providers)
+        self._options = sess_options if sess_options is not None else SessionOptions()
+        threads = int(getattr(self._options, "intra_op_num_threads", 0) or 0)
+        self._threads = threads if threads > 0 else None
+        cuda = "CUDAExecutionProvider" in self._providers and _dvm.probe("cuda")[0]
+        self._device = "cuda" if cuda else "cpu"
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            self._model_path, data = None, bytes(path_or_bytes)
+        else:
+            self._model_path = os.fspath(path_or_bytes)
+            with open(self._model_path, "rb") as f:
+                data = f.read()
+        self._onnx = None if data[:8] == _DVMB_MAGIC else data
+        self._module = Module(data) if self._onnx is None else self._compiled(data, cuda)
+        fn = self._module.functions.get("main")
+        if fn is None:
+            raise _dvm.Error("dvm.InferenceSession: the module has no function \"main\"")
+        self._meta, declared = _onnx_facts(self._onnx)
+        self._inputs = [declared.get(v.name) or self._node_arg(v) for v in fn.inputs]
+        self._outputs = [declared.get(v.name) or self._node_arg(v) for v in fn.outputs]
+        self._output_names = [o.name for o in self._outputs]
+
+    def _compiled(self, data: bytes, cuda: bool) -> Module:
+        target = "cpu,cuda" if cuda else "cpu"
+        key = hashlib.sha256(data + b"\0" + target.encode() + b"\0" + _compiler_id()).hexdigest()
+        cached = os.path.join(_cache_dir(), key + ".dvmb")
+        if os.path.exists(cached):
+            try:
+                return Module(cached)
+            except _dvm.Error:
+                pass  # stale or damaged: compile again
+        model: Any = self._model_path if self._model_path else data
+        m = _compile(model, target=target)
+        try:  # written whole, then renamed, so readers never see half a file
+            os.makedirs(os.path.dirname(cached), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")
+            os.close(fd)
+            m.save(tmp)
+            os.replace(tmp, cached)
+        except OSError:
+            pass  # no cache: still usable
+        return m
+
+    @staticmethod
+    def _node_arg(v: Any) -> NodeArg:
+        dtype = v.dtype if isinstance(v.dtype, str) or v.dtype is None else v.dtype.name
+        kind = _ORT_TYPES.get(str(dtype), f"tensor({dtype})") if v.kind == "tensor" else v.kind
+        return NodeArg(v.name, list(v.shape) if v.shape is not None else None, kind)
+
+    def get_inputs(self) -> List[NodeArg]:
+        """The model's inputs (NodeArg: name, shape, type)."""
+        return list(self._inputs)
+
+    def get_outputs(self) -> List[NodeArg]:
+        """The model's outputs (NodeArg: name, shape, type)."""
+        return list(self._outputs)
+
+    def get_overridable_initializers(self) -> List[NodeArg]:
+        """None: dvm compiles initializers into the module as constants."""
+        return []
+
+    def get_providers(self) -> List[str]:
+        """The providers in use: CPUExecutionProvider, preceded by CUDAExecutionProvider when running there."""
+        return (["CUDAExecutionProvider"] if self._device == "cuda" else []) + ["CPUExecutionProvider"]
+
+    def get_provider_options(self) -> Dict[str, Dict[str, str]]:
+        """An empty option map per provider in use."""
+        return {p: {} for p in self.get_providers()}
+
+    def get_session_options(self) -> Any:
+        """The sess_options given (or the defaults)."""
+        return self._options
+
+    def get_modelmeta(self) -> ModelMetadata:
+        """The ONNX model's metadata (read with the onnx package when it is
+        installed); empty for a .dvmb."""
+        return self._meta
+
+    def run(self, output_names: Optional[Sequence[str]], input_feed: Mapping[str, Any],
+            run_options: Any = None) -> List[Any]:
+        """Runs the model: input_feed maps input names to arrays; returns the
+        outputs named in output_names (all of them for None or []) as a list
+        of NumPy arrays, in that order."""
+        res = self._module.run(input_feed, device=self._device, threads=self._threads)
+        names = output_names or self._output_names
+        try:
+            return [res[n] for n in names]
+        except KeyError as e:
+            raise _dvm.InvalidInput(f"no output named {e.args[0]!r} (outputs: {self._output_names})") from None
+
+    @property
+    def module(self) -> Module:
+        """The dvm.Module the session runs."""
+        return self._module
+
+    _UNSUPPORTED = ("run_with_iobinding", "io_binding", "run_with_ort_values", "run_with_ortvaluevector",
+                    "end_profiling", "get_profiling_start_time_ns", "set_providers", "run_async")
+
+    def __getattr__(self, name: str) -> Any:
+        if name in InferenceSession._UNSUPPORTED:
+            raise _dvm.Error(f"dvm.InferenceSession.{name} is not supported (dvm supports run, get_inputs, "
+                             "get_outputs, get_modelmeta, get_providers)")
+        raise AttributeError(name)

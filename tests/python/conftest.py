@@ -1,0 +1,46 @@
+"""Fixtures for the Python package's tests: small ONNX models made here
+with onnx.helper, and the fixture models of tests/models."""
+import os
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import dvm
+
+MODELS = os.environ.get("DVM_MODELS", os.path.join(os.path.dirname(__file__), "..", "models"))
+
+ONNX_TYPES = {"float32": T.FLOAT, "float16": T.FLOAT16, "bfloat16": T.BFLOAT16, "float64": T.DOUBLE,
+              "int8": T.INT8, "int16": T.INT16, "int32": T.INT32, "int64": T.INT64, "uint8": T.UINT8,
+              "bool": T.BOOL}
+
+
+def model(nodes, inputs, outputs, inits=()):
+    """An ONNX ModelProto (opset 17) from nodes and (name, onnx type, dims) inputs/outputs."""
+    vi = lambda n, t, d: h.make_tensor_value_info(n, t, d)
+    g = h.make_graph(nodes, "g", [vi(*i) for i in inputs], [vi(*o) for o in outputs], list(inits))
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def add_model(shape=("n",)):
+    """z = x + y over float32 tensors of `shape`."""
+    return model([h.make_node("Add", ["x", "y"], ["z"])],
+                 [("x", T.FLOAT, list(shape)), ("y", T.FLOAT, list(shape))], [("z", T.FLOAT, None)])
+
+
+@pytest.fixture(scope="session")
+def add_module():
+    return dvm.compile(add_model())
+
+
+@pytest.fixture(scope="session")
+def bert():
+    return dvm.compile(os.path.join(MODELS, "bert.onnx"), dims={"batch": (1, 64), "seq": (1, 64)})
+
+
+def bert_inputs(rng, batch, seq):
+    ids = rng.integers(0, 100, (batch, seq)).astype(np.int64)
+    mask = np.ones((batch, seq), np.int64)
+    mask[:, seq // 2 + 1:] = 0
+    return {"ids": ids, "mask": mask}

@@ -1,0 +1,191 @@
+"""dvm.compile, dvm.load, Module: signatures, saving, running, dtypes, zero copy, errors."""
+import inspect
+import os
+
+import numpy as np
+import pytest
+from conftest import ONNX_TYPES, add_model, model
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import dvm
+
+
+def array_of(dtype, shape, rng):
+    """Values that every dtype holds exactly."""
+    vals = rng.integers(0, 2 if dtype == "bool" else 100, shape)
+    if dtype == "bfloat16":
+        import ml_dtypes
+        return vals.astype(ml_dtypes.bfloat16)
+    return vals.astype(dtype)
+
+
+def test_compile_from_path_bytes_and_proto(tmp_path):
+    mp = add_model()
+    path = tmp_path / "add.onnx"
+    path.write_bytes(mp.SerializeToString())
+    x, y = np.arange(3, dtype=np.float32), np.ones(3, np.float32)
+    for src in (str(path), path, mp.SerializeToString(), mp):
+        out = dvm.compile(src).run({"x": x, "y": y})
+        np.testing.assert_array_equal(out["z"], x + y)
+
+
+def test_signatures(bert):
+    fn = bert.functions["main"]
+    assert [(v.name, v.kind, v.dtype, v.shape) for v in fn.inputs] == [
+        ("ids", "tensor", np.dtype(np.int64), ["batch", "seq"]),
+        ("mask", "tensor", np.dtype(np.int64), ["batch", "seq"])]
+    assert [(v.name, v.dtype, v.shape) for v in fn.outputs] == [("hidden", np.dtype(np.float32), ["batch", "seq", 32])]
+    assert fn.symbols == {"batch": (1, 64), "seq": (1, 64)}
+    assert "batch" in fn.peak_memory and "seq" in fn.peak_memory
+    assert fn.peak_bytes(batch=2, seq=8) > 0
+    with pytest.raises(dvm.InvalidInput, match="seq"):
+        fn.peak_bytes(batch=2)
+
+
+def test_save_and_load_maps_the_file(bert, tmp_path):
+    path = tmp_path / "bert.dvmb"
+    bert.save(path)
+    m = dvm.load(path)
+    m.save(tmp_path / "copy.dvmb")
+    assert (tmp_path / "copy.dvmb").read_bytes() == path.read_bytes()
+    assert m.functions["main"].symbols == bert.functions["main"].symbols
+    rng = np.random.default_rng(0)
+    from conftest import bert_inputs
+    feeds = bert_inputs(rng, 2, 5)
+    np.testing.assert_array_equal(m.run(feeds)["hidden"], bert.run(feeds)["hidden"])
+
+
+@pytest.mark.parametrize("dtype", list(ONNX_TYPES))
+def test_round_trip_every_dtype(dtype):
+    t = ONNX_TYPES[dtype]
+    m = dvm.compile(model([h.make_node("Identity", ["x"], ["same"]),
+                           h.make_node("Concat", ["x", "x"], ["twice"], axis=0)],
+                          [("x", t, ["n", 3])], [("same", t, None), ("twice", t, None)]))
+    assert str(m.functions["main"].inputs[0].dtype) == dtype
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 5):
+        x = array_of(dtype, (n, 3), rng)
+        out = m.run({"x": x})
+        assert out["same"].dtype == x.dtype and out["twice"].dtype == x.dtype
+        np.testing.assert_array_equal(out["same"], x)
+        np.testing.assert_array_equal(out["twice"], np.concatenate([x, x]))
+
+
+def test_zero_copy_in_and_out():
+    m = dvm.compile(model([h.make_node("Reshape", ["x", "s"], ["flat"]), h.make_node("Add", ["x", "x"], ["sum"])],
+                          [("x", T.FLOAT, ["n", 4])], [("flat", T.FLOAT, None), ("sum", T.FLOAT, None)],
+                          [h.make_tensor("s", T.INT64, [1], [-1])]))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    out = m.run([x])
+    # the VM's view of the input is the input's own memory, and the result wraps it
+    assert out["flat"].ctypes.data == x.ctypes.data
+    assert isinstance(out["flat"].base, dvm.Tensor) and out["flat"].base.data_ptr == x.ctypes.data
+    # a computed result is the VM's memory, wrapped, not copied
+    s = out["sum"]
+    assert not s.flags.owndata and isinstance(s.base, dvm.Tensor) and s.base.data_ptr == s.ctypes.data
+    np.testing.assert_array_equal(s, x + x)
+    s += 1  # results are the caller's, writable
+    np.testing.assert_array_equal(x, np.arange(12, dtype=np.float32).reshape(3, 4))  # input untouched
+    # a non-contiguous input is copied to a contiguous one (and still right)
+    xt = np.arange(12, dtype=np.float32).reshape(4, 3).T
+    np.testing.assert_array_equal(m.run([xt])["sum"], xt + xt)
+    # a non-native byte order is converted
+    xb = x.astype(">f4")
+    np.testing.assert_array_equal(m.run([xb])["sum"], x + x)
+
+
+def test_constant_results_are_read_only():
+    c = h.make_tensor("c", T.FLOAT, [3], [1.0, 2.0, 3.0])
+    m = dvm.compile(model([h.make_node("Identity", ["c"], ["k"]), h.make_node("Identity", ["x"], ["y"])],
+                          [("x", T.FLOAT, [3])], [("k", T.FLOAT, None), ("y", T.FLOAT, None)], [c]))
+    out = m.run({"x": np.zeros(3, np.float32)})
+    np.testing.assert_array_equal(out["k"], [1, 2, 3])
+    if out["k"].base is not None and not out["k"].flags.owndata:  # a view of the module's constant
+        assert not out["k"].flags.writeable
+        with pytest.raises(ValueError):
+            out["k"][0] = 5
+
+
+def test_scalars_lists_and_call(add_module):
+    out = add_module.run({"x": [1.0, 2.0], "y": [3.0, 4.0]})
+    np.testing.assert_array_equal(out["z"], [4, 6])
+    m = dvm.compile(add_model(shape=()))
+    assert m.run({"x": 1.5, "y": 2})["z"] == np.float32(3.5)
+    np.testing.assert_array_equal(add_module(np.ones(2, np.float32), np.ones(2, np.float32))["z"], [2, 2])
+    np.testing.assert_array_equal(add_module(x=np.ones(1, np.float32), y=np.ones(1, np.float32))["z"], [2])
+
+
+def test_errors_carry_the_vms_message(add_module, bert):
+    x = np.ones(3, np.float32)
+    with pytest.raises(dvm.InvalidInput, match=r'input "x": dtype must be f32, got i64') as e:
+        add_module.run({"x": x.astype(np.int64), "y": x})
+    assert e.value.code == "INVALID_ARGUMENT" and isinstance(e.value, dvm.Error)
+    with pytest.raises(dvm.InvalidInput, match=r'input "y": rank must be 1, got 2'):
+        add_module.run({"x": x, "y": x.reshape(1, 3)})
+    with pytest.raises(dvm.InvalidInput, match=r'input "y" dim 0 \(n\) must be 3, the value of n bound by an earlier input, got 2'):
+        add_module.run({"x": x, "y": x[:2]})
+    with pytest.raises(dvm.InvalidInput, match=r'input 1 \("y"\) is empty'):
+        add_module.run({"x": x})
+    with pytest.raises(dvm.InvalidInput, match=r'takes 2 inputs, got 3'):
+        add_module.run([x, x, x])
+    with pytest.raises(dvm.InvalidInput, match=r"has no input named 'w'"):
+        add_module.run({"x": x, "y": x, "w": x})
+    with pytest.raises(dvm.InvalidInput, match=r'input "ids" dim 1 \(seq\) must be <= 64, got 65'):
+        bert.run({"ids": np.zeros((1, 65), np.int64), "mask": np.ones((1, 65), np.int64)})
+    with pytest.raises(dvm.InvalidInput, match="NumPy dtype uint16 has no dvm dtype"):
+        add_module.run({"x": x.astype(np.uint16), "y": x})
+    with pytest.raises(dvm.InvalidInput, match='input "y": could not convert string to float'):
+        add_module.run({"x": x, "y": ["a", "b", "c"]})
+    with pytest.raises(dvm.Error, match='no function "nope"'):
+        add_module.run({"x": x, "y": x}, function="nope")
+    with pytest.raises(ValueError, match="unknown device"):
+        add_module.run({"x": x, "y": x}, device="tpu")
+    with pytest.raises(dvm.Error, match="bad magic"):
+        dvm.Module(b"not a module at all, just some bytes")
+    with pytest.raises(dvm.Error) as e:
+        dvm.load("/nonexistent/x.dvmb")
+    assert e.value.code in ("NOT_FOUND", "IO")
+
+
+def test_compile_errors():
+    bad = model([h.make_node("NoSuchOp", ["x"], ["y"])], [("x", T.FLOAT, [2])], [("y", T.FLOAT, None)])
+    with pytest.raises(dvm.UnsupportedOp, match="NoSuchOp") as e:
+        dvm.compile(bad)
+    assert isinstance(e.value, dvm.CompileError)
+    with pytest.raises(dvm.CompileError):
+        dvm.compile(b"\x08\x07garbage")
+    with pytest.raises(dvm.CompileError, match='no input of the model has a dim named "zzz"'):
+        dvm.compile(add_model(), dims={"zzz": (1, 2)})
+    with pytest.raises(TypeError, match="unknown options"):
+        dvm.compile(add_model(), fast=True)
+    m = dvm.compile(add_model(), dims={"n": (2, 4)})
+    with pytest.raises(dvm.InvalidInput, match=r"must be >= 2, got 1"):
+        m.run({"x": np.ones(1, np.float32), "y": np.ones(1, np.float32)})
+
+
+def test_device_auto_and_cuda_absent(add_module):
+    dev, why = add_module.auto_device
+    assert dev in ("cpu", "cuda") and why
+    ok, what = dvm._dvm.probe("cuda")
+    if not ok:
+        with pytest.raises(dvm.DeviceError, match="CUDA|cuda"):
+            add_module.run({"x": [1.0], "y": [2.0]}, device="cuda")
+        with pytest.raises(dvm.DeviceError):
+            dvm.device_info("cuda")
+
+
+def test_help_on_every_public_name():
+    for name in dvm.__all__:
+        obj = getattr(dvm, name)
+        if name == "__version__":
+            continue
+        doc = inspect.getdoc(obj)
+        assert doc and len(doc) > 20, f"dvm.{name} has no useful docstring"
+    for meth in ("run", "save", "functions"):
+        assert inspect.getdoc(getattr(dvm.Module, meth)), meth
+    for meth in ("run", "get_inputs", "get_outputs", "get_modelmeta"):
+        assert inspect.getdoc(getattr(dvm.InferenceSession, meth)), meth
+    assert "results_on_device" in str(inspect.signature(dvm.Module.run))
+    assert os.path.exists(os.path.join(os.path.dirname(dvm.__file__), "py.typed"))
+    assert os.path.exists(os.path.join(os.path.dirname(dvm.__file__), "_dvm.pyi"))

@@ -1,0 +1,96 @@
+"""dvm.InferenceSession against onnxruntime.InferenceSession on the fixture
+models: the same calling code runs with either module and gives the same
+outputs."""
+import os
+
+import numpy as np
+import onnxruntime
+import pytest
+from conftest import MODELS, add_model
+
+import dvm
+
+SHAPES = {  # the shapes of tests/models/test_models.py, by model
+    "mlp": [{"x": (1, 16)}, {"x": (7, 16)}, {"x": (64, 16)}],
+    "bert": [{"ids": (1, 1)}, {"ids": (2, 13)}, {"ids": (3, 64)}],
+    "resnet": [{"image": (1, 3, 8, 8)}, {"image": (2, 3, 17, 23)}],
+    "control": [{"x": (1,)}, {"x": (31,)}, {"x": (100,)}],
+}
+NUMPY_OF = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
+
+
+def user_code(rt, path, shapes, seed):
+    """What a user of onnxruntime writes; `rt` is onnxruntime or dvm."""
+    sess = rt.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in sess.get_inputs():
+        shape = shapes.get(inp.name) or shapes["ids"]  # the mask has the ids' shape
+        if NUMPY_OF[inp.type] == np.int64:
+            feeds[inp.name] = (rng.integers(0, 100, shape) if inp.name == "ids" else np.ones(shape)).astype(np.int64)
+        else:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+    names = [o.name for o in sess.get_outputs()]
+    everything = sess.run(None, feeds)
+    last_only = sess.run(names[-1:], feeds)
+    sig = ([(i.name, i.type, i.shape) for i in sess.get_inputs()], [(o.name, o.type) for o in sess.get_outputs()])
+    return sig, everything, last_only
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_same_outputs_as_onnxruntime(name):
+    path = os.path.join(MODELS, name + ".onnx")
+    for i, shapes in enumerate(SHAPES[name]):
+        want_sig, want, want_last = user_code(onnxruntime, path, shapes, i)
+        got_sig, got, got_last = user_code(dvm, path, shapes, i)
+        assert got_sig == want_sig
+        assert len(got) == len(want)
+        for g, w in zip(got + got_last, want + want_last):
+            assert isinstance(g, np.ndarray) and g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{name} {shapes}")
+
+
+def test_cache_and_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("DVM_CACHE_DIR", str(tmp_path / "cache"))
+    path = os.path.join(MODELS, "mlp.onnx")
+    s1 = dvm.InferenceSession(path)
+    cached = os.listdir(tmp_path / "cache")
+    assert len(cached) == 1 and cached[0].endswith(".dvmb")
+    first = os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns
+    with open(path, "rb") as f:
+        s2 = dvm.InferenceSession(f.read())  # same bytes: the same cached file, not compiled again
+    assert os.listdir(tmp_path / "cache") == cached
+    assert os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns == first
+    s3 = dvm.InferenceSession(tmp_path / "cache" / cached[0])  # a .dvmb directly
+    x = np.ones((3, 16), np.float32)
+    outs = [s.run(None, {"x": x})[0] for s in (s1, s2, s3)]
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    # a damaged cache file is compiled again
+    (tmp_path / "cache" / cached[0]).write_bytes(b"junk")
+    np.testing.assert_array_equal(dvm.InferenceSession(path).run(None, {"x": x})[0], outs[0])
+
+
+def test_metadata_options_and_unsupported(tmp_path):
+    path = os.path.join(MODELS, "bert.onnx")
+    want = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]).get_modelmeta()
+    opts = dvm.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = dvm.InferenceSession(path, sess_options=opts)
+    got = sess.get_modelmeta()
+    for key in ("producer_name", "graph_name", "domain", "description", "version", "custom_metadata_map"):
+        assert getattr(got, key) == getattr(want, key), key
+    assert sess.get_providers() in (["CPUExecutionProvider"], ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    sess2 = dvm.InferenceSession(path, sess_options=onnxruntime.SessionOptions())  # ORT's options work too
+    assert sess2.get_inputs()[0].name == "ids"
+    with pytest.raises(dvm.Error, match="provider 'TensorrtExecutionProvider' is not supported"):
+        dvm.InferenceSession(path, providers=["TensorrtExecutionProvider"])
+    with pytest.raises(dvm.Error, match="io_binding is not supported"):
+        sess.io_binding()
+    with pytest.raises(dvm.InvalidInput, match="no output named 'nope'"):
+        sess.run(["nope"], {"ids": np.ones((1, 2), np.int64), "mask": np.ones((1, 2), np.int64)})
+    with pytest.raises(dvm.InvalidInput, match='input "ids": dtype must be i64, got f32'):
+        sess.run(None, {"ids": np.ones((1, 2), np.float32), "mask": np.ones((1, 2), np.int64)})
+    m = dvm.InferenceSession(add_model().SerializeToString())
+    assert [(i.name, i.type, i.shape) for i in m.get_inputs()] == [("x", "tensor(float)", ["n"]),
+                                                                 ("y", "tensor(float)", ["n"])]
