@@ -82,8 +82,10 @@ static void unit_finish(unit *u) {
 
 /* Compiles all units, two g++ at a time. */
 static void units_build(unit *all, int n) {
-  unit *u[n];
+  unit **u = malloc(sizeof *u * (size_t)n);
   int m = 0;
+  CHECK(u != NULL);
+  if (!u) return;
   for (int i = 0; i < n; i++)
     if (all[i].src) u[m++] = &all[i];
   for (int i = 0; i < m; i++) {
@@ -91,6 +93,7 @@ static void units_build(unit *all, int n) {
     unit_start(u[i], i);
   }
   for (int i = m > 2 ? m - 2 : 0; i < m; i++) unit_finish(u[i]);
+  free(u);
 }
 
 /* ---- tensors ---- */
