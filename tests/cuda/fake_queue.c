@@ -148,6 +148,17 @@ static void gemm(const fake_gemm *g) {
   }
 }
 
+/* FAKE_CUDA_TRACE=PATH: one line per kernel run, "entry grid block n",
+ * for tests that want to know which variants ran */
+static void trace(const op *o) {
+  const char *path = getenv("FAKE_CUDA_TRACE");
+  FILE *f = path && *path ? fopen(path, "a") : NULL;
+  if (!f) return;
+  fprintf(f, "%s %ux%ux%u %ux%ux%u %lld\n", o->f->name, o->grid[0], o->grid[1], o->grid[2], o->block[0],
+          o->block[1], o->block[2], o->params->n);
+  fclose(f);
+}
+
 static void run(op *o) {
   switch (o->kind) {
   case COPY: memcpy(o->dst, o->src, o->n); break;
@@ -164,6 +175,7 @@ static void run(op *o) {
     if (o->f->kernel) {
       /* the schedules in turn: lowest thread first, highest, random */
       int rc = fake_module_run(o->f, o->grid, o->block, (int)(launches % 3), launches, o->params);
+      trace(o);
       launches++;
       fake_kernels_run++;
       if (rc) {
