@@ -39,9 +39,10 @@ def shapes(model):
     return [{"x": rng.standard_normal((n,), dtype=np.float32)} for n in (1, 5, 6, 11)]
 
 # host waits per invocation (docs/cuda.md, Measured): one, for the
-# result, where every op runs on the device; resnet's Conv, BatchNorm and
-# pooling have no CUDA kernel and read their inputs on the host; control's
-# Loop and If read their conditions there
+# result, where every op runs on the device; resnet's Conv and pooling
+# have no CUDA kernel and read their inputs on the host; control's
+# whole-tensor ReduceSum runs there, and its If and Loop read their
+# conditions there
 HOST_SYNCS = {"mlp": 1, "bert": 1, "resnet": 8, "control": 6}
 
 tmp = tempfile.mkdtemp()
