@@ -1,8 +1,8 @@
 """The fixture models compiled with --target cpu,cuda and run with
 `dvm run --device cuda` on the stand-in driver (tests/cuda/fake_cuda.c),
 which runs every generated kernel on the host with the emulation of
-shim.h: the results must equal the CPU run's within 1e-4 relative, at four
-shapes per model, with the duplicated-tail variants and again with the
+shim.h: the results must equal the CPU run's and ONNX Runtime's within
+1e-4 relative, at four shapes per model, with the duplicated-tail variants and again with the
 bounds-checked baseline (DVM_CUDA_BASELINE=1). Across the runs every
 variant dvm_v0..dvm_v{T-1} and the baseline must have run. Host syncs per
 invocation are counted and checked.
@@ -16,6 +16,7 @@ import sys
 import tempfile
 
 import numpy as np
+import onnxruntime as ort
 
 dvm, models, fake = sys.argv[1:4]
 TILE = 4
@@ -51,6 +52,11 @@ env.setdefault("FAKE_CUDA_CACHE", os.path.join(tmp, "cache"))
 failures = []
 
 
+def relative_error(got, want):
+    err = np.abs(got.astype(np.float64) - want) / np.maximum(np.abs(want), 1e-2)
+    return float(np.nanmax(err)) if err.size else 0.0
+
+
 def run(args, extra_env=None):
     return subprocess.run([dvm] + args, env=dict(env, **(extra_env or {})), capture_output=True, text=True)
 
@@ -71,6 +77,7 @@ for model in ("mlp", "bert", "resnet", "control"):
             skip(c.stderr.strip())
         failures.append(f"{model}: compile failed: {c.stderr.strip()}")
         continue
+    session = ort.InferenceSession(os.path.join(models, model + ".onnx"), providers=["CPUExecutionProvider"])
     for k, inputs in enumerate(shapes(model)):
         args = ["run", dvmb]
         for name, value in inputs.items():
@@ -84,6 +91,7 @@ for model in ("mlp", "bert", "resnet", "control"):
             failures.append(f"{what}: the CPU run failed: {c.stderr.strip()}")
             continue
         ref = np.load(cpu_out)
+        onnx = session.run(None, inputs)[0]
         for mode, extra in (("variants", {}), ("baseline", {"DVM_CUDA_BASELINE": "1"})):
             out = os.path.join(tmp, "cuda.npy")
             c = run(args + ["--device", "cuda", "--stats", "--output", out], extra)
@@ -92,12 +100,15 @@ for model in ("mlp", "bert", "resnet", "control"):
                 continue
             got = np.load(out)
             syncs = re.search(r"host_syncs=(\d+)", c.stdout)
-            err = np.abs(got.astype(np.float64) - ref) / np.maximum(np.abs(ref), 1e-2)
-            worst = float(np.nanmax(err)) if err.size else 0.0
+            worst = relative_error(got, ref)
+            worst_ort = relative_error(got, onnx) if got.shape == onnx.shape else float("inf")
             same_nan = np.array_equal(np.isnan(got), np.isnan(ref))
-            print(f"{what} ({mode}): max relative error {worst:.2e}, host_syncs={syncs and syncs[1]}")
+            print(f"{what} ({mode}): max relative error {worst:.2e} to the CPU, {worst_ort:.2e} to ONNX Runtime,"
+                  f" host_syncs={syncs and syncs[1]}")
             if got.shape != ref.shape or not same_nan or not worst <= 1e-4:
                 failures.append(f"{what} ({mode}): differs from the CPU by {worst:.2e} (shape {got.shape})")
+            if not worst_ort <= 1e-4:
+                failures.append(f"{what} ({mode}): differs from ONNX Runtime by {worst_ort:.2e}")
             if not syncs or int(syncs[1]) != HOST_SYNCS[model]:
                 failures.append(f"{what} ({mode}): {syncs and syncs[1]} host syncs, expected {HOST_SYNCS[model]}")
 
