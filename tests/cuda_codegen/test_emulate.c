@@ -732,13 +732,16 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
     p.n = n, p.rows = rows;
     for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
       for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
-        snprintf(name, sizeof name, "%s (%d inputs, %s) n %lld config %d variant %d",
-                 rows_ops[q].kernel, nin, dvm_dtype_name(dt[0]), (long long)n, c, v);
-        poison(out);
-        /* one block per row, as the launcher does; the baseline with
-         * fewer, through the kernel's grid-stride loop over rows */
-        CHECK(launch(u, c, v, (unsigned)(v == T ? rows - 1 : rows), &p) == 0);
-        CHECK(matches(out, ref, 1e-5, atol, name));
+        /* three launches in a row: each of the emulation's schedules */
+        for (int sched = 0; sched < 3; sched++) {
+          snprintf(name, sizeof name, "%s (%d inputs, %s) n %lld config %d variant %d",
+                   rows_ops[q].kernel, nin, dvm_dtype_name(dt[0]), (long long)n, c, v);
+          poison(out);
+          /* one block per row, as the launcher does; the baseline with
+           * fewer, through the kernel's grid-stride loop over rows */
+          CHECK(launch(u, c, v, (unsigned)(v == T ? rows - 1 : rows), &p) == 0);
+          CHECK(matches(out, ref, 1e-5, atol, name));
+        }
         if (v == T) break;
       }
     /* y over x, as the memory plan's in place gives it */
