@@ -6,8 +6,9 @@
 # bench/bench_cuda.py, and writes REPORT_DIR/report.md (each step's
 # command, exit status, time and the tail of its log) next to the full
 # logs. Exits 0 only when every step passed; a step that cannot run (no
-# device, no compute-sanitizer) is written down as not run, and counts as
-# a failure: the point of this command is to have run everything.
+# device, no compute-sanitizer, GPU tests or bench that skipped) is
+# written down as not run, and counts as a failure: the point of this
+# command is to have run everything.
 # usage: tests/cuda/gpu_verify.sh [REPORT_DIR]   (default: gpu-report)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -60,7 +61,14 @@ dvm=$build/tools/dvm
 if [ -x "$dvm" ]; then
   # every suite: the unit, cli and cuda suites (the stand-in driver's
   # tests among them) and the gpu suite, which runs here for real
-  step suite meson test -C "$build" --print-errorlogs --num-processes 1
+  step suite meson test -C "$build" --print-errorlogs
+  # the gpu suite must have run, not skipped (skips pass in meson's count)
+  gpu=$(python3 -c "import json,sys; [print(t['result'], (t.get('stdout') or '').strip()[-300:]) for t in map(json.loads, open(sys.argv[1])) if t['name'].endswith('/ cuda_gpu')]" \
+        "$build/meson-logs/testlog.json")
+  case $gpu in
+    OK*) echo "GPU tests (cuda_gpu) ran and passed." >>"$report"; echo >>"$report" ;;
+    *) not_run "gpu tests" "cuda_gpu did not pass: ${gpu:-no result}" ;;
+  esac
   for tool in memcheck racecheck synccheck initcheck; do
     if [ -n "$sanitizer" ]; then
       step "sanitizer-$tool" env DVM="$dvm" DVM_MODELS=tests/models "$sanitizer" --tool "$tool" \
@@ -70,6 +78,7 @@ if [ -x "$dvm" ]; then
     fi
   done
   step bench python3 bench/bench_cuda.py --dvm "$dvm"
+  grep -q "no CUDA device" "$out/bench.log" && not_run "bench numbers" "bench_cuda.py found no device"
 else
   not_run suite "the build failed"
 fi
