@@ -64,6 +64,19 @@ static void entry(buf *b, int r) {
   else put(b, "dvm_b(const dvm_gen_params p) {\n");
 }
 
+/* DVM_CUDA_MUTATE=NAME makes the generated code wrong in one named way,
+ * so that tests/cuda_codegen/test_mutations.sh can prove the emulation
+ * catches each: "sync_before_partials" and "sync_after_partials" drop a
+ * block reduction's __syncthreads, "shuffle_lane" makes its shuffles read
+ * the wrong lane, "tail_last" drops a variant's last tail element. */
+static int mutated(const char *name) {
+  const char *m = getenv("DVM_CUDA_MUTATE");
+  return m && strcmp(m, name) == 0;
+}
+
+/* The last element of a tail of r, which "tail_last" drops. */
+static int tail(int r) { return r && mutated("tail_last") ? r - 1 : r; }
+
 /* Everything a generated source needs, written without headers so that
  * NVRTC and a host C++ compiler (the emulation test) read it alike. The
  * conversions are those of docs/fused.md section 3. */
@@ -297,7 +310,7 @@ static void elementwise_kernels(buf *b) {
     put(b, "  }\n");
     if (r) {
       put(b, "  if (first == 0) {\n    const long long i = tiles * %d;\n", DVMC_CUDA_TILE);
-      for (int q = 0; q < r; q++) put(b, "    dvm_elem(p, i + %d);\n", q);
+      for (int q = 0; q < tail(r); q++) put(b, "    dvm_elem(p, i + %d);\n", q);
       put(b, "  }\n");
     }
     put(b, "}\n");
@@ -488,18 +501,23 @@ dvm_status *dvmc_cuda_transpose_program(dvm_dtype dt, void **prog, size_t *size)
 
 /* Block-wide reductions: warp shuffles, then one partial per warp through
  * shared memory; every thread gets the result. Blocks are whole warps. */
-static const char block_reduce[] =
-    "static __device__ __forceinline__ float dvm_block_%1$s(float v) {\n"
-    "  __shared__ float part[32];\n"
-    "  for (int o = 16; o > 0; o >>= 1) { float w = __shfl_xor_sync(0xffffffffu, v, o); v = %2$s; }\n"
-    "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-    "  __syncthreads();\n"
-    "  if (lane == 0) part[warp] = v;\n"
-    "  __syncthreads();\n"
-    "  v = lane < (int)(blockDim.x >> 5) ? part[lane] : %3$s;\n"
-    "  for (int o = 16; o > 0; o >>= 1) { float w = __shfl_xor_sync(0xffffffffu, v, o); v = %2$s; }\n"
-    "  return v;\n"
-    "}\n";
+static void block_reduce(buf *b, const char *name, const char *op, const char *identity) {
+  const char *lane = mutated("shuffle_lane") ? "o ^ 1" : "o";
+  put(b, "static __device__ __forceinline__ float dvm_block_%s(float v) {\n"
+         "  __shared__ float part[32];\n", name);
+  put(b, "  for (int o = 16; o > 0; o >>= 1) { float w = __shfl_xor_sync(0xffffffffu, v, %s); v = %s; }\n",
+      lane, op);
+  put(b, "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n");
+  /* part holds the block's previous reduction (layer norm sums twice):
+   * every thread must have read it before it is written again */
+  if (!mutated("sync_before_partials")) put(b, "  __syncthreads();\n");
+  put(b, "  if (lane == 0) part[warp] = v;\n");
+  if (!mutated("sync_after_partials")) put(b, "  __syncthreads();\n");
+  put(b, "  v = lane < (int)(blockDim.x >> 5) ? part[lane] : %s;\n", identity);
+  put(b, "  for (int o = 16; o > 0; o >>= 1) { float w = __shfl_xor_sync(0xffffffffu, v, %s); v = %s; }\n",
+      lane, op);
+  put(b, "  return v;\n}\n");
+}
 
 /* The NaN-keeping combinations, and their identities. */
 #define SUM_OP "v + w"
@@ -523,7 +541,7 @@ static void row_loop(buf *b, int r, const char *body) {
   put(b, "  }\n");
   if (r) {
     put(b, "  if (threadIdx.x == 0) {\n");
-    for (int q = 0; q < r; q++)
+    for (int q = 0; q < tail(r); q++)
       put(b, "    { const long long J = tiles * %d + %d; %s }\n", DVMC_CUDA_TILE, q, body);
     put(b, "  }\n");
   }
@@ -584,9 +602,9 @@ dvm_status *dvmc_cuda_rows(dvmc_rows_op op, int nin, const dvm_dtype *dt, double
                             k < nin ? "input" : "output", k < nin ? k : 0, dvm_dtype_name(dt[k]));
   buf b = {0};
   put(&b, "%s", prelude);
-  put(&b, block_reduce, "sum", SUM_OP, "0.0f");
-  put(&b, block_reduce, "max", MAX_OP, NEG_INF);
-  put(&b, block_reduce, "min", MIN_OP, POS_INF);
+  block_reduce(&b, "sum", SUM_OP, "0.0f");
+  block_reduce(&b, "max", MAX_OP, NEG_INF);
+  block_reduce(&b, "min", MIN_OP, POS_INF);
   float eps = (float)epsilon;
   uint32_t eps_bits;
   memcpy(&eps_bits, &eps, sizeof eps_bits);

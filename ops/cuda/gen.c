@@ -71,7 +71,8 @@ static dvm_status *load_image(const dvm_cuda_device *d, const dvm_gen_image *im,
   dvm_status *st = DVM_CU(d->api, cuModuleLoadDataEx, mod, img, 2, opt, val);
   free(img);
   if (st && log[0]) st = dvm_status_annotate(st, "JIT log: %.*s", (int)sizeof log, log);
-  return st ? dvm_status_annotate(st, "loading the %s image", im->arch ? "cubin" : "PTX") : NULL;
+  const char *kind = im->arch == DVM_GEN_SOURCE_SM ? "CUDA C source" : im->arch ? "cubin" : "PTX";
+  return st ? dvm_status_annotate(st, "loading the %s image", kind) : NULL;
 }
 
 static dvm_status *resolve(const dvm_cuda_device *d, loaded *l) {
@@ -103,10 +104,10 @@ static dvm_status *resolve(const dvm_cuda_device *d, loaded *l) {
 static dvm_status *load(const dvm_cuda_device *d, const dvm_kernel_args *a, loaded **out) {
   loaded *l = calloc(1, sizeof *l);
   if (!l) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  int img = 0;
+  dvm_gen_image img;
   dvm_status *st = dvm_gen_payload_read(a->payload, a->payload_size, &l->g);
   if (!st) st = dvm_gen_payload_image(&l->g, d->sm, &img);
-  if (!st) st = load_image(d, &l->g.images[img], &l->mod);
+  if (!st) st = load_image(d, &img, &l->mod);
   if (!st && (st = resolve(d, l))) (void)d->api->cuModuleUnload(l->mod);
   if (st) {
     free(l);

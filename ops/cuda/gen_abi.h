@@ -18,7 +18,8 @@
  *   9  u8  nout, 1..DVM_GEN_MAX_OUT
  *  10  u16 tile T: the variants per config, one per residue n mod T, 1..64
  *  12  u32 nimages
- *  16  u32 source offset, u32 source size (the CUDA C, for `dvm inspect`)
+ *  16  u32 source offset, u32 source size (the CUDA C: the image the host
+ *      emulation compiles, DVM_GEN_SOURCE_SM in payload.h)
  *  24  u32 dtypes offset: nin + nout bytes, each input's then each
  *      output's dtype (.dvmb codes), which the launcher checks per call
  *  28  4   reserved, 0

@@ -175,17 +175,23 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   return NULL;
 }
 
-dvm_status *dvm_gen_payload_image(const dvm_gen_payload *g, int sm, int *index) {
+dvm_status *dvm_gen_payload_image(const dvm_gen_payload *g, int sm, dvm_gen_image *out) {
+  if (sm == DVM_GEN_SOURCE_SM) {
+    if (!g->source_size)
+      return dvm_status_new(DVM_UNAVAILABLE, "generated kernel carries no CUDA C source for the host emulation");
+    *out = (dvm_gen_image){DVM_GEN_SOURCE_SM, (const uint8_t *)g->source, g->source_size};
+    return NULL;
+  }
   int ptx = -1;
   for (int i = 0; i < g->nimages; i++) {
     if ((int)g->images[i].arch == sm) {
-      *index = i;
+      *out = g->images[i];
       return NULL;
     }
     if (g->images[i].arch == 0) ptx = i;
   }
   if (ptx >= 0) {
-    *index = ptx;
+    *out = g->images[ptx];
     return NULL;
   }
   char have[DVM_GEN_MAX_IMAGES * 8] = "", *w = have;

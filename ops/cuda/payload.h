@@ -44,10 +44,17 @@ typedef struct dvm_gen_payload {
  * "DVMG payload: image 1 (sm_90): bytes 400..9000 are past the end (812)". */
 DVM_MUST_USE dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *out);
 
+/* Compute capability 0.1, which no NVIDIA device has: the host emulation
+ * (the stand-in driver, tests/cuda/fake_cuda.c) reports it, and is handed
+ * the payload's CUDA C source as its image, which it compiles for the
+ * host (docs/cuda-runtime.md). */
+#define DVM_GEN_SOURCE_SM 1
+
 /* The image for a device of compute capability `sm` (80, 90, ...): the
- * cubin built for exactly it, else the PTX (JIT-compiled by the driver).
- * DVM_UNAVAILABLE, listing what there is, when neither. */
-DVM_MUST_USE dvm_status *dvm_gen_payload_image(const dvm_gen_payload *g, int sm, int *index);
+ * cubin built for exactly it, else the PTX (JIT-compiled by the driver);
+ * for DVM_GEN_SOURCE_SM the source, arch DVM_GEN_SOURCE_SM. *out points
+ * into g. DVM_UNAVAILABLE, listing what there is, when none fits. */
+DVM_MUST_USE dvm_status *dvm_gen_payload_image(const dvm_gen_payload *g, int sm, dvm_gen_image *out);
 
 /* The extent n and row count of a call: ELEMENTWISE n = elements of
  * output 0, rows 1; ROWS n = innermost dim of input 0, rows = the rest. */

@@ -56,7 +56,9 @@ expect 2 'no input named "nope"' -- "$dvm" run "$tmp/matmul.dvmb" --input nope="
 expect 2 'truncated.npy' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/truncated.npy"
 expect 2 'no function "other"' -- "$dvm" run "$tmp/matmul.dvmb" --function other --input "$fx/x_3x2_f32.npy"
 expect 2 'unknown device' -- "$dvm" run "$tmp/matmul.dvmb" --device tpu
-expect 2 'CUDA device is not available' -- "$dvm" run "$tmp/matmul.dvmb" --device cuda --input "$fx/x_3x2_f32.npy"
+# (no CUDA driver, so that this holds on a machine with a GPU too)
+expect 2 'CUDA device is not available' -- env DVM_CUDA_DRIVER=/nonexistent/libcuda.so.1 \
+  "$dvm" run "$tmp/matmul.dvmb" --device cuda --input "$fx/x_3x2_f32.npy"
 head -c 100 "$tmp/matmul.dvmb" > "$tmp/cut.dvmb"
 expect 2 'header says the file is' -- "$dvm" run "$tmp/cut.dvmb"
 expect 2 'bad magic' -- "$dvm" inspect "$fx/x_3x2_f32.npy"

@@ -86,7 +86,7 @@ DVMS
 python3 -c "import numpy as np; np.save('$tmp/x.npy', np.array([[1, 2]], np.float32))"
 DVM_CUDA_DRIVER=$FAKE DVM_CUBLAS=$FAKE "$DVM" run "$tmp/mmc.dvmb" -i "x=$tmp/x.npy" --stats >"$tmp/out" 2>"$tmp/err" ||
   fail "run (auto) on the stand-in driver failed: $(cat "$tmp/err")"
-grep -qx "dvm: running on cuda:0 (dvm fake GPU, sm_90, 132 SMs)" "$tmp/err" ||
+grep -qx "dvm: running on cuda:0 (dvm fake GPU, sm_1, 132 SMs)" "$tmp/err" ||
   fail "run (auto) does not say it runs on cuda: $(cat "$tmp/err")"
 grep -q "y: f32\[1,3\] .*\[9, 12, 15\]" "$tmp/out" || fail "wrong result on cuda: $(cat "$tmp/out")"
 grep -q "host_syncs=1 .*cuda_pool: in_use=256" "$tmp/out" || fail "--stats on cuda: $(cat "$tmp/out")"

@@ -186,17 +186,23 @@ static void test_image(void) {
   uint8_t *p = malloc(TOTAL);
   build(p);
   CHECK_OK(dvm_gen_payload_read(p, TOTAL, &g));
-  int i = -1;
-  CHECK_OK(dvm_gen_payload_image(&g, 80, &i));
-  CHECK(i == 0);
-  CHECK_OK(dvm_gen_payload_image(&g, 90, &i));
-  CHECK(i == 1);
-  CHECK_OK(dvm_gen_payload_image(&g, 86, &i)); /* no sm_86 cubin: the PTX */
-  CHECK(i == 2);
+  dvm_gen_image im;
+  CHECK_OK(dvm_gen_payload_image(&g, 80, &im));
+  CHECK(im.arch == 80 && im.data == p + IMG_AT(0));
+  CHECK_OK(dvm_gen_payload_image(&g, 90, &im));
+  CHECK(im.arch == 90 && im.data == p + IMG_AT(1));
+  CHECK_OK(dvm_gen_payload_image(&g, 86, &im)); /* no sm_86 cubin: the PTX */
+  CHECK(im.arch == 0 && im.data == p + IMG_AT(2));
+  /* the host emulation gets the CUDA C source */
+  CHECK_OK(dvm_gen_payload_image(&g, DVM_GEN_SOURCE_SM, &im));
+  CHECK(im.arch == DVM_GEN_SOURCE_SM && im.data == p + SRC_AT && im.size == SRC_SIZE);
   put32(p + 12, 2); /* sm_80 and sm_90 only */
   CHECK_OK(dvm_gen_payload_read(p, TOTAL, &g));
-  CHECK_ERR(dvm_gen_payload_image(&g, 86, &i), DVM_UNAVAILABLE, "no cubin for this device (sm_86) and no PTX");
-  CHECK_ERR(dvm_gen_payload_image(&g, 75, &i), DVM_UNAVAILABLE, "it has sm_80, sm_90");
+  CHECK_ERR(dvm_gen_payload_image(&g, 86, &im), DVM_UNAVAILABLE, "no cubin for this device (sm_86) and no PTX");
+  CHECK_ERR(dvm_gen_payload_image(&g, 75, &im), DVM_UNAVAILABLE, "it has sm_80, sm_90");
+  put32(p + 20, 0); /* no source */
+  CHECK_OK(dvm_gen_payload_read(p, TOTAL, &g));
+  CHECK_ERR(dvm_gen_payload_image(&g, DVM_GEN_SOURCE_SM, &im), DVM_UNAVAILABLE, "no CUDA C source");
   free(p);
 }
 

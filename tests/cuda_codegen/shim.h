@@ -1,21 +1,28 @@
 /* Host emulation of the CUDA C that compiler/cuda_codegen.c emits, so that
- * g++ builds the generated kernels into a shared object which
- * test_emulate.c runs on the CPU, without a GPU. The test compiles
- * `#include "shim.h"`, the generated source, `#include "shim_launch.h"`
- * (the launcher, which needs the source's dvm_gen_params).
+ * g++ builds the generated kernels into a shared object that runs on the
+ * CPU without a GPU: test_emulate.c calls it directly, and the stand-in
+ * driver (tests/cuda/fake_cuda.c) compiles each module's source with it at
+ * load. A source is compiled as `#include "shim.h"`, the generated CUDA C,
+ * `#include "shim_launch.h"` (the block scheduler, which needs the
+ * source's dvm_gen_params).
  *
- * Threaded mode (ROWS kernels): every thread of a block is a coroutine
- * (ucontext) with its own stack; __syncthreads switches back to the
- * launcher, which resumes each thread in turn, so all of them run up to
- * the barrier before any passes it. A warp shuffle writes the thread's
- * value to an exchange array, waits at a barrier, reads its partner's, and
- * waits again (the generated code reaches every shuffle with the whole
- * block, as it must reach __syncthreads). Blocks run one after another, so
- * __shared__ is plain static storage. Serial mode (ELEMENTWISE kernels,
- * which never synchronize): the threads of each block run one after
- * another; a barrier reached there is an error. */
-#include <stdio.h>
+ * Faithful where races hide (docs/cuda.md, "What the emulation proves"):
+ * - every thread of a block is a coroutine (ucontext) with its own stack;
+ *   a thread runs until it reaches a barrier, a shuffle or its end, and
+ *   then the scheduler picks another by the launch's schedule: always the
+ *   lowest-numbered runnable thread, always the highest, or a random one;
+ * - __syncthreads is the only block-wide barrier: it releases when every
+ *   thread of the block has reached it (a thread that ended first is a
+ *   divergence, reported);
+ * - __shfl_xor_sync exchanges within one warp of 32 lanes: it releases
+ *   when the 32 lanes of that warp have reached it, and each gets its
+ *   partner's value; other warps run on (or not) as the schedule says;
+ * - __shared__ variables live in one section of the object, poisoned
+ *   (0xff bytes, a NaN in every float) at each block's start;
+ * - blocks run one at a time in the schedule's order (forward, reversed
+ *   or shuffled), so atomics are atomic: nothing else runs meanwhile. */
 #include <stdlib.h>
+#include <string.h>
 #include <ucontext.h>
 
 /* libm's functions that the generated code calls, declared here: <math.h>
@@ -29,7 +36,8 @@ float expf(float), logf(float), tanhf(float), erff(float), erfcf(float), powf(fl
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
-#define __shared__ static
+/* one section for all of them, which the scheduler poisons per block */
+#define __shared__ static __attribute__((section("dvm_emu_shared")))
 
 struct dvm_emu_dim {
   unsigned x, y, z;
@@ -37,34 +45,39 @@ struct dvm_emu_dim {
 static dvm_emu_dim threadIdx, blockIdx, blockDim, gridDim;
 
 /* what went wrong, for dvm_emu_launch to report */
-enum { DVM_EMU_SERIAL_BARRIER = 1, DVM_EMU_BAD_SHUFFLE, DVM_EMU_DIVERGED, DVM_EMU_BAD_LAUNCH };
-static int dvm_emu_error;
-static int dvm_emu_threaded;
-static ucontext_t dvm_emu_launcher, dvm_emu_ctx[1024];
-static float dvm_emu_xchg[1024];
+enum { DVM_EMU_BAD_SHUFFLE = 1, DVM_EMU_DIVERGED, DVM_EMU_BAD_LAUNCH, DVM_EMU_NO_MEMORY };
 
-static void __syncthreads(void) {
-  if (!dvm_emu_threaded) dvm_emu_error = DVM_EMU_SERIAL_BARRIER;
-  else swapcontext(&dvm_emu_ctx[threadIdx.x], &dvm_emu_launcher);
+/* where a thread stands */
+enum { DVM_EMU_RUNNABLE, DVM_EMU_AT_BARRIER, DVM_EMU_AT_SHUFFLE, DVM_EMU_ENDED };
+
+struct dvm_emu_thread {
+  ucontext_t ctx;
+  int state;
+  unsigned mask;  /* of the shuffle it waits at */
+  int lane_mask;
+  float value;    /* its value, then its partner's */
+};
+static dvm_emu_thread dvm_emu_th[1024];
+static unsigned dvm_emu_self; /* the running thread's linear index */
+static ucontext_t dvm_emu_scheduler;
+
+static void dvm_emu_stop(int state) {
+  dvm_emu_th[dvm_emu_self].state = state;
+  swapcontext(&dvm_emu_th[dvm_emu_self].ctx, &dvm_emu_scheduler);
 }
 
-/* threads run one at a time: compare-and-swap is a plain one */
+static void __syncthreads(void) { dvm_emu_stop(DVM_EMU_AT_BARRIER); }
+
+static float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+  dvm_emu_thread *t = &dvm_emu_th[dvm_emu_self];
+  t->mask = mask, t->lane_mask = lane_mask, t->value = v;
+  dvm_emu_stop(DVM_EMU_AT_SHUFFLE);
+  return t->value;
+}
+
+/* nothing else runs between the read and the write */
 static unsigned long long atomicCAS(unsigned long long *a, unsigned long long cmp, unsigned long long v) {
   unsigned long long old = *a;
   if (old == cmp) *a = v;
   return old;
-}
-
-static float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
-  unsigned me = threadIdx.x, other = me ^ (unsigned)lane_mask;
-  /* the partner must be in the same warp, and the whole warp taking part */
-  if (mask != 0xffffffffu || other / 32 != me / 32 || other >= blockDim.x) {
-    dvm_emu_error = DVM_EMU_BAD_SHUFFLE;
-    other = me;
-  }
-  dvm_emu_xchg[me] = v;
-  __syncthreads();
-  float w = dvm_emu_xchg[other];
-  __syncthreads();
-  return w;
 }

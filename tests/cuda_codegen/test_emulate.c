@@ -6,7 +6,7 @@
  * inputs with NaN, infinities and wrapping integers, at extents 1, primes,
  * T*k + r for every residue r and just past a block: every variant that
  * fits n and the baseline, every configuration, every input class.
- * A wrong variant is shown to fail. usage: test_emulate SHIM_DIR. Skips
+ * A wrong variant is shown to fail. usage: test_emulate SHIM_DIR [rows] (rows: the ROWS kernels only). Skips
  * (77) without g++. */
 #include <dlfcn.h>
 #include <math.h>
@@ -29,8 +29,8 @@ extern char **environ;
 
 #define T DVMC_CUDA_TILE
 
-typedef int (*launch_fn)(void *kernel, unsigned grid, unsigned block, int threaded,
-                         const dvm_gen_params *p);
+typedef int (*launch_fn)(void *kernel, const unsigned *grid, const unsigned *block, int schedule,
+                         unsigned long long seed, const dvm_gen_params *p);
 
 /* One generated source on its way to a loaded shared object. */
 typedef struct unit {
@@ -81,12 +81,19 @@ static void unit_finish(unit *u) {
 }
 
 /* Compiles all units, two g++ at a time. */
-static void units_build(unit *u, int n) {
-  for (int i = 0; i < n; i++) {
-    if (i >= 2) unit_finish(&u[i - 2]);
-    unit_start(&u[i], i);
+static void units_build(unit *all, int n) {
+  unit **u = malloc(sizeof *u * (size_t)n);
+  int m = 0;
+  CHECK(u != NULL);
+  if (!u) return;
+  for (int i = 0; i < n; i++)
+    if (all[i].src) u[m++] = &all[i];
+  for (int i = 0; i < m; i++) {
+    if (i >= 2) unit_finish(u[i - 2]);
+    unit_start(u[i], i);
   }
-  for (int i = n > 2 ? n - 2 : 0; i < n; i++) unit_finish(&u[i]);
+  for (int i = m > 2 ? m - 2 : 0; i < m; i++) unit_finish(u[i]);
+  free(u);
 }
 
 /* ---- tensors ---- */
@@ -185,16 +192,20 @@ static dvm_status *cpu(const char *name, const void *payload, size_t size, dvm_t
   return k->fn(&a);
 }
 
-/* Runs entry `variant` (T: the baseline) of config c; 0 on success. */
-static int launch(const unit *u, int c, int variant, unsigned grid, int threaded,
-                  const dvm_gen_params *p) {
+/* Runs entry `variant` (T: the baseline) of config c; 0 on success.
+ * Launches take the emulation's schedules in turn (lowest thread first,
+ * highest first, random), the random one seeded by the launch's number. */
+static int launch(const unit *u, int c, int variant, unsigned grid, const dvm_gen_params *p) {
+  static unsigned long long launches;
   char name[32];
   if (variant < T) snprintf(name, sizeof name, "dvm_v%d", variant);
   else snprintf(name, sizeof name, "dvm_b");
   void *k = u->so ? dlsym(u->so, name) : NULL;
   CHECK(k != NULL);
   if (!k) return -1;
-  int rc = u->launch(k, grid, dvmc_cuda_blocks[c], threaded, p);
+  unsigned g[3] = {grid, 1, 1}, b[3] = {dvmc_cuda_blocks[c], 1, 1};
+  launches++;
+  int rc = u->launch(k, g, b, (int)(launches % 3), launches, p);
   if (rc) fprintf(stderr, "%s: the emulation reports %d\n", name, rc);
   return rc;
 }
@@ -336,7 +347,7 @@ static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t
                  cls[0], cls[1], cls[2], nin > 3 ? cls[3] : 0, (long long)n, c, v);
         for (int k = 0; k < nout; k++) poison(out[k]);
         long long per_block = (long long)dvmc_cuda_blocks[c] * T;
-        CHECK(launch(u, c, v, (unsigned)((n + per_block - 1) / per_block), 0, &p) == 0);
+        CHECK(launch(u, c, v, (unsigned)((n + per_block - 1) / per_block), &p) == 0);
         for (int k = 0; k < nout; k++) {
           char whatk[128];
           snprintf(whatk, sizeof whatk, "%s output %d", what, k);
@@ -354,14 +365,14 @@ static void ew_check(const unit *u, const void *prog, size_t size, const uint8_t
         snprintf(what, sizeof what, "elementwise in place over input %d n %lld variant %d", k, (long long)n, v);
         memcpy(dvm_tensor_ptr(out[0]), dvm_tensor_ptr(in[k]), dvm_tensor_nbytes(in[k]));
         ip.ptr[k] = ip.ptr[nin] = dvm_tensor_ptr(out[0]);
-        CHECK(launch(u, 0, v, (unsigned)((n + 255) / 256), 0, &ip) == 0);
+        CHECK(launch(u, 0, v, (unsigned)((n + 255) / 256), &ip) == 0);
         for (int j = 0; j < nout; j++) CHECK(matches(out[j], ref[j], 1e-5, atol, what));
       }
     }
     /* the check can fail: variant 0 leaves the n mod T tail unwritten */
     if (n % T) {
       poison(out[0]);
-      CHECK(launch(u, 0, 0, 1, 0, &p) == 0);
+      CHECK(launch(u, 0, 0, 1, &p) == 0);
       CHECK(!matches(out[0], ref[0], 1e-5, atol, NULL));
     }
     free(atol);
@@ -514,7 +525,7 @@ static void tr_check(const unit *u, dvm_dtype dt) {
                  dvm_dtype_name(dt), s, (long long)n, c, v);
         poison(out);
         long long per_block = (long long)dvmc_cuda_blocks[c] * T;
-        CHECK(launch(u, c, v, (unsigned)((n + per_block - 1) / per_block), 0, &p) == 0);
+        CHECK(launch(u, c, v, (unsigned)((n + per_block - 1) / per_block), &p) == 0);
         /* bit for bit: a transpose moves values, NaNs included */
         CHECK(memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)) == 0);
         if (memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)))
@@ -530,7 +541,7 @@ static void tr_check(const unit *u, dvm_dtype dt) {
         stride *= p.dims[d];
       }
       poison(out);
-      CHECK(launch(u, 0, T, 1, 0, &p) == 0);
+      CHECK(launch(u, 0, T, 1, &p) == 0);
       CHECK(!matches(out, ref, 1e-5, atol, NULL));
     }
     free(atol);
@@ -610,7 +621,7 @@ static void ga_check(const unit *u, const dvm_dtype *dt) {
         poison(out);
         long long per_block = (long long)dvmc_cuda_blocks[c] * T;
         unsigned grid = (unsigned)((n + per_block - 1) / per_block);
-        CHECK(launch(u, c, v, grid, 0, &p) == 0);
+        CHECK(launch(u, c, v, grid, &p) == 0);
         int same = memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)) == 0;
         CHECK(same && record[0] == 0);
         if (!same || record[0])
@@ -624,7 +635,7 @@ static void ga_check(const unit *u, const dvm_dtype *dt) {
     for (int b = 0; b < 2; b++) {
       set_index(in[1], j, bad[b]);
       memset(record, 0, sizeof record);
-      CHECK(launch(u, 0, T, 1, 0, &p) == 0);
+      CHECK(launch(u, 0, T, 1, &p) == 0);
       CHECK(record[0] == 1 && record[1] == j && record[2] == bad[b] && record[3] == size);
       dvm_status *refused = cpu("gather", NULL, 0, in, 2, &ref, 1, &ax, 1);
       CHECK(refused != NULL);
@@ -721,13 +732,16 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
     p.n = n, p.rows = rows;
     for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
       for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
-        snprintf(name, sizeof name, "%s (%d inputs, %s) n %lld config %d variant %d",
-                 rows_ops[q].kernel, nin, dvm_dtype_name(dt[0]), (long long)n, c, v);
-        poison(out);
-        /* one block per row, as the launcher does; the baseline with
-         * fewer, through the kernel's grid-stride loop over rows */
-        CHECK(launch(u, c, v, (unsigned)(v == T ? rows - 1 : rows), 1, &p) == 0);
-        CHECK(matches(out, ref, 1e-5, atol, name));
+        /* three launches in a row: each of the emulation's schedules */
+        for (int sched = 0; sched < 3; sched++) {
+          snprintf(name, sizeof name, "%s (%d inputs, %s) n %lld config %d variant %d",
+                   rows_ops[q].kernel, nin, dvm_dtype_name(dt[0]), (long long)n, c, v);
+          poison(out);
+          /* one block per row, as the launcher does; the baseline with
+           * fewer, through the kernel's grid-stride loop over rows */
+          CHECK(launch(u, c, v, (unsigned)(v == T ? rows - 1 : rows), &p) == 0);
+          CHECK(matches(out, ref, 1e-5, atol, name));
+        }
         if (v == T) break;
       }
     /* y over x, as the memory plan's in place gives it */
@@ -737,7 +751,7 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
       ip.ptr[0] = ip.ptr[nin] = dvm_tensor_ptr(out);
       snprintf(name, sizeof name, "%s (%d inputs, %s) n %lld in place", rows_ops[q].kernel, nin,
                dvm_dtype_name(dt[0]), (long long)n);
-      CHECK(launch(u, 0, (int)(n % T), (unsigned)rows, 1, &ip) == 0);
+      CHECK(launch(u, 0, (int)(n % T), (unsigned)rows, &ip) == 0);
       CHECK(matches(out, ref, 1e-5, atol, name));
     }
     free(atol);
@@ -748,8 +762,8 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: test_emulate SHIM_DIR\n");
+  if (argc != 2 && !(argc == 3 && strcmp(argv[2], "rows") == 0)) {
+    fprintf(stderr, "usage: test_emulate SHIM_DIR [rows]\n");
     return 2;
   }
   shim_dir = argv[1];
@@ -813,6 +827,9 @@ int main(int argc, char **argv) {
       fprintf(stderr, "a source was not generated\n");
       return harness_finish("test_emulate");
     }
+  /* "rows": the ROWS kernels only (test_mutations.sh) */
+  for (int i = 0; i < NU && argc == 3; i++)
+    if (i < NEW || i >= NEW + NRU) free(u[i].src), u[i].src = NULL;
   units_build(u, NU);
   for (int i = 0; i < NEW; i++)
     if (u[i].launch) ew_check(&u[i], prog[i / 4], size[i / 4], cls[i], NULL, NULL, 0);

@@ -31,10 +31,10 @@ for m in mlp bert resnet control; do
       { echo "bert: add, cast, transpose or gather left on the host"; fail=1; }
     "$dvm" inspect "$tmp/$m.dvmb" | grep -q "inputs: permuted" || { echo "bert: no permuted input"; fail=1; }
     "$dvm" inspect "$tmp/$m.dvmb" | grep -q "gather, 2 inputs" || { echo "bert: no generated gather"; fail=1; }
-    # on the stand-in driver (it runs no kernels: counts only), the host
-    # waits once per call, for the result: the embedding Gather runs on the
-    # device, and outputs of host kernels are made on the host, not copied
-    # from their device slots.
+    # on the stand-in driver the host waits once per call, for the result:
+    # the embedding Gather runs on the device, and outputs of host kernels
+    # are made on the host, not copied from their device slots
+    # (test_standin.py compares the results with the CPU's).
     python3 -c "import numpy as np; np.save('$tmp/ids.npy', np.ones((2, 8), np.int64))"
     DVM_CUDA_DRIVER=$fake DVM_CUBLAS=$fake "$dvm" run "$tmp/$m.dvmb" -i "ids=$tmp/ids.npy" -i "mask=$tmp/ids.npy" \
       --stats >"$tmp/out" 2>&1 || { cat "$tmp/out"; fail=1; }
