@@ -1058,6 +1058,44 @@ static dvm_status *lower_resize(lowering *L, const dvmc_node *n, const op_rule *
 
 /* Softmax before opset 13 flattens to 2-D at the axis: the same as opset
  * 13's only when the axis is the last one. */
+static int is_f32(const dvmc_value *v);
+
+/* HardSigmoid, max(0, min(1, alpha x + beta)), and HardSwish, x times it
+ * with alpha 1/6 and beta 1/2: one call of the fused kernel on a program
+ * of those steps (f32), with the shapes of an elementwise call. */
+static dvm_status *lower_hard(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (!n->nin || !is_f32(n->in[0]))
+    return unsupported(n, "dtype %s is not supported (f32 only)",
+                       n->nin && n->in[0] && n->in[0]->typed ? dvm_dtype_name(n->in[0]->dtype) : "?");
+  int swish = !strcmp(n->op, "HardSwish");
+  double alpha = swish ? 1.0 / 6 : dvmc_attr_float(n, "alpha", 0.2), beta = swish ? 0.5 : dvmc_attr_float(n, "beta", 0.5);
+  dvm_fused_builder b;
+  dvm_fused_builder_init(&b);
+  dvm_fused_input(&b, DVM_F32);
+  int x = dvm_fused_load(&b, 0);
+  int v = dvm_fused_op2(&b, DVM_FUSED_MUL, x, dvm_fused_const_f32(&b, alpha));
+  v = dvm_fused_op2(&b, DVM_FUSED_ADD, v, dvm_fused_const_f32(&b, beta));
+  v = dvm_fused_op2(&b, DVM_FUSED_MAX, v, dvm_fused_const_f32(&b, 0));
+  v = dvm_fused_op2(&b, DVM_FUSED_MIN, v, dvm_fused_const_f32(&b, 1));
+  if (swish) v = dvm_fused_op2(&b, DVM_FUSED_MUL, x, v);
+  dvm_fused_store(&b, dvm_fused_output(&b, DVM_F32), v);
+  void *payload;
+  size_t size;
+  dvm_status *st = dvm_fused_builder_finish(&b, &payload, &size);
+  if (st) return dvm_status_annotate(st, "node \"%s\" (%s)", n->name, n->op);
+  char name[32];
+  snprintf(name, sizeof name, "fused@%d", L->fused++);
+  call c = {0};
+  if (!(st = call_inputs(L, n, r, &c))) {
+    c.kernel = name;
+    c.payload = payload;
+    c.payload_size = size;
+    st = emit_call(L, n, r, &c);
+  }
+  free(payload);
+  return st;
+}
+
 static dvm_status *lower_softmax(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (n->opset < 13) {
     int64_t axis = dvmc_attr_int(n, "axis", 1), rank = n->in[0]->rank;

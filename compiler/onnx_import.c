@@ -502,10 +502,18 @@ static dvm_status *set_const(imp *im, dvmc_value *v, const dvmc_tensor *t) {
 
 /* ---- types ---- */
 
+/* A dim_param that names a dim: an identifier. Exporters write "?" (Paddle)
+ * for "any size", on several dims that need not be equal. */
+static bool identifier(const char *s) {
+  if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return false;
+  return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") == strlen(s);
+}
+
 /* Checks a declared type, and when v is given sets its dtype and dims.
  * `role` and `name` say what the type belongs to. A dim_value below 1 is
- * an unknown dim, as a missing one is: exporters write -1 (Paddle) or 0
- * for "any size" where dim_param belongs. */
+ * an unknown dim, as a missing one is, and so is a dim_param that is not an
+ * identifier: exporters write -1 (Paddle), 0 or "?" for "any size" where a
+ * named dim belongs. Each such dim is its own fresh symbol. */
 static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *role,
                              const char *name, dvmc_value *v) {
   if (!tp) return NULL;
@@ -550,8 +558,8 @@ static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *rol
     const dvmc_expr *e;
     if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value > 0)
       e = dvmc_const(im->c->exprs, d->dim_value);
-    else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
-             d->dim_param && d->dim_param[0])
+    else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param &&
+             identifier(d->dim_param))
       e = dvmc_sym(im->c->exprs, d->dim_param);
     else
       e = dvmc_sym_fresh(im->c->exprs, "unk");

@@ -573,7 +573,8 @@ static dvm_status *conv(const dvm_kernel_args *a) { return run(a, false); }
 static dvm_status *conv_transpose(const dvm_kernel_args *a) { return run(a, true); }
 
 const dvm_kernel_def dvm_cpu_conv_kernels[] = {
-    {"conv", DVM_DEVICE_CPU, conv, "conv", .prepack = conv_prepack},
-    {"conv_transpose", DVM_DEVICE_CPU, conv_transpose, "conv_transpose", .prepack = conv_prepack},
+    {"conv", DVM_DEVICE_CPU, conv, "conv", .prepack = conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"conv_transpose", DVM_DEVICE_CPU, conv_transpose, "conv_transpose", .prepack = conv_prepack,
+     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

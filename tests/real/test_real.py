@@ -24,10 +24,6 @@ rng = np.random.default_rng(7)
 CHUNKS = int(os.environ.get("DVM_REAL_CHUNKS", "50"))
 
 # model file -> what `dvm compile` says today (after "dvm compile: error: PATH: ").
-# With HardSigmoid rewritten as Mul, Add, Clip (by hand, 2026-11-25): det
-# compiles and matches ONNX Runtime (1e-5 x max |ref| at 1x96x160 and
-# 2x224x320); cls and rec then stop at Softmax of opset 11/12 with axis 1/3
-# (the 2-D coercion of Softmax before opset 13).
 UNSUPPORTED = {
     "silero_vad.onnx":
         'node "If_0_then_branch__Inline_0__/decoder/rnn/LSTM" (LSTM, opset 16): the op is not supported',
@@ -36,10 +32,6 @@ UNSUPPORTED = {
     "silero_vad_half.onnx": 'node "/decoder/rnn/LSTM" (LSTM, opset 16): the op is not supported',
     "silero_vad_openvino_16k.onnx":
         'node "F2::If_0_then_branch__Inline_0__/decoder/rnn/LSTM" (LSTM, opset 16): the op is not supported',
-    "ch_PP-OCRv4_det_infer.onnx": 'node "p2o.HardSigmoid.0" (HardSigmoid, opset 12): the op is not supported',
-    "ch_PP-OCRv4_rec_infer.onnx": 'node "p2o.HardSigmoid.0" (HardSigmoid, opset 12): the op is not supported',
-    "ch_ppocr_mobile_v2.0_cls_infer.onnx":
-        'node "HardSigmoid@0" (HardSigmoid, opset 11): the op is not supported',
 }
 
 
