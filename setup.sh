@@ -12,6 +12,7 @@ packages=(
   protobuf-c-compiler libprotobuf-c-dev           # the ONNX importer
   clang libclang-rt-14-dev                        # fuzzers and sanitizers
   libedit-dev tmux                                # dvm repl; its terminal test
+  libmicrohttpd-dev libjansson-dev                # dvm serve: HTTP and JSON
   python3 python3-pip                             # fixture generators, references
 )
 missing=()
@@ -24,7 +25,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Python packages for fixture generators and reference checks.
-python3 -c "import numpy, pytest, onnx, onnxruntime" 2>/dev/null ||
+python3 -c "import numpy, pytest, onnx, onnxruntime, tritonclient.http" 2>/dev/null ||
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
   python3 -m pip install -q --break-system-packages -r requirements.txt
 

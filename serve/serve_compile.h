@@ -1,0 +1,11 @@
+/* The one piece of serve/ that needs the compiler (libdvmc). */
+#ifndef DVM_SERVE_COMPILE_H
+#define DVM_SERVE_COMPILE_H
+
+#include "serve.h"
+
+/* Compiles an ONNX file with cfg's function name and dim ranges and loads
+ * the result. `*out` holds one reference; release it. */
+DVM_MUST_USE dvm_status *dvms_compile_onnx(const char *path, const dvms_config *cfg, dvm_module **out);
+
+#endif
