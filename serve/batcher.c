@@ -77,6 +77,21 @@ static void unlink_job(dvms_model *m, dvms_job *j) {
   m->queued--;
 }
 
+/* 0 (no priority given) ranks after every level, as Triton's default. */
+static uint64_t rank(const dvms_job *j) { return j->req->priority ? (uint64_t)j->req->priority : UINT64_MAX; }
+
+/* Queues job after every job of its priority or a higher one (FIFO within a level). */
+static void insert(dvms_model *m, dvms_job *job) {
+  dvms_job *after = m->tail;
+  while (after && rank(after) > rank(job)) after = after->prev;
+  job->prev = after;
+  job->next = after ? after->next : m->head;
+  if (job->next) job->next->prev = job;
+  else m->tail = job;
+  if (after) after->next = job;
+  else m->head = job;
+}
+
 /* Rows queued that could join head's batch, up to max_batch. */
 static int64_t ready_rows(const dvms_model *m, const dvms_job *head) {
   int64_t rows = 0;
@@ -391,10 +406,7 @@ dvm_status *dvms_batcher_submit(dvms_model *m, dvms_job *job, dvms_request *req,
     st = dvm_status_new(DVM_RESOURCE_EXHAUSTED, "model %s: %lld requests are queued (max_queue)", m->name,
                         (long long)m->queued);
   } else {
-    job->prev = m->tail;
-    if (m->tail) m->tail->next = job;
-    else m->head = job;
-    m->tail = job;
+    insert(m, job);
     m->queued++;
     pthread_cond_broadcast(&m->work);
   }

@@ -223,6 +223,10 @@ static dvm_status *parse(const json_t *root, const uint8_t *bin, size_t bin_size
     if (t && (!json_is_integer(t) || json_integer_value(t) < 0))
       return bad("timeout must be a non-negative integer (microseconds)");
     if (t) req->timeout_us = json_integer_value(t);
+    const json_t *pr = json_object_get(params, "priority");
+    if (pr && (!json_is_integer(pr) || json_integer_value(pr) < 0))
+      return bad("priority must be a non-negative integer");
+    if (pr) req->priority = json_integer_value(pr);
   }
   const json_t *inputs = json_object_get(root, "inputs");
   if (!json_is_array(inputs)) return bad("\"inputs\" must be an array");

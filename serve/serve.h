@@ -67,6 +67,7 @@ typedef struct dvms_request {
   int64_t sym[DVMS_MAX_SYMS];          /* the value of each symbol, -1 if unbound */
   int want[DVMS_MAX_IO];               /* per output: DVMS_OUT_* */
   int64_t timeout_us;                  /* parameters.timeout; 0 = none given */
+  int64_t priority;                    /* parameters.priority: 1 first, 2 next, ...; 0 = last */
 } dvms_request;
 
 /* Parses an infer request body against `sigs`. header_len is the

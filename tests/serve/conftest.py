@@ -21,12 +21,14 @@ MODELS = os.path.join(ROOT, "tests", "models")
 # Model configs (docs/serving.md): bert batches and pads by length bucket;
 # slow waits long in its queue (for cancellation, timeouts, queue limits);
 # tight has a pool too small for long sequences; mlp is an .onnx compiled
-# at load; bad is a truncated .dvmb; plain has no config (no batching).
+# at load; bad is a truncated .dvmb; plain has no config (no batching);
+# prio has one worker and a long queue delay (request priorities).
 CONFIGS = {
     "bert": "batch = batch\nmax_batch = 8\nqueue_delay_us = 20000\npad = seq\n"
             "pad_value = ids:0\npad_value = mask:0\nworkers = 2\n",
     "slow": "batch = batch\nmax_batch = 64\nqueue_delay_us = 600000\nmax_queue = 3\n",
     "tight": "pool_limit = 60000\n",
+    "prio": "batch = batch\nmax_batch = 2\nqueue_delay_us = 400000\nworkers = 1\n",
     "mlp": "batch = batch\ndim = batch=1..64\nmax_batch = 4\n",
 }
 
@@ -35,7 +37,7 @@ def build_repo(root):
     bert = os.path.join(root, "bert.dvmb")
     subprocess.run([DVM, "compile", os.path.join(MODELS, "bert.onnx"), "-o", bert,
                     "--dim", "batch=1..64", "--dim", "seq=1..64"], check=True)
-    for name in ("bert", "slow", "tight", "plain"):
+    for name in ("bert", "slow", "tight", "plain", "prio"):
         os.makedirs(os.path.join(root, "repo", name, "1"))
         shutil.copy(bert, os.path.join(root, "repo", name, "1", "model.dvmb"))
     os.makedirs(os.path.join(root, "repo", "bert", "2"))

@@ -251,3 +251,21 @@ def test_sigterm_drains(repo, tmp_path):
     assert out and out[0][0] == 200, out
     log = s.log_text()
     assert '"path":"/v2/models/slow/infer","status":200' in log and "dvm serve: stopped" in log, log
+
+
+def test_priority(server, repo):
+    """Three requests that cannot share a batch (different lengths, no
+    padding): priority 1, sent last, is answered first."""
+    done = {}
+    def go(name, length, priority, delay):
+        time.sleep(delay)
+        ids, mask = sentence(np.random.default_rng(length), length)
+        status, _, _ = post(server, "/v2/models/prio/infer", bert_json(ids, mask, parameters={"priority": priority}))
+        done[name] = (status, time.monotonic())
+    threads = [threading.Thread(target=go, args=a) for a in (("a", 5, 0, 0), ("b", 6, 0, 0.1), ("c", 7, 1, 0.2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(v[0] == 200 for v in done.values()), done
+    assert done["c"][1] < done["a"][1] < done["b"][1], done
