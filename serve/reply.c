@@ -6,9 +6,17 @@
  * the same float) is twice as short and several times faster to write
  * than a json_real per element (docs/serving.md). */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "serve.h"
+
+/* JSON has no NaN or infinity: those are written as null (binary output
+ * keeps them). */
+static void write_real(dvms_buf *b, double x, const char *fmt) {
+  if (isfinite(x)) dvms_buf_printf(b, fmt, x);
+  else dvms_buf_put(b, "null", 4);
+}
 
 static void write_data(dvms_buf *b, const dvm_tensor *t) {
   const void *d = dvm_tensor_data(t);
@@ -17,8 +25,8 @@ static void write_data(dvms_buf *b, const dvm_tensor *t) {
   for (int64_t i = 0; i < n; i++) {
     if (i) dvms_buf_put(b, ",", 1);
     switch (dvm_tensor_dtype(t)) {
-    case DVM_F32: dvms_buf_printf(b, "%.9g", (double)((const float *)d)[i]); break;
-    case DVM_F64: dvms_buf_printf(b, "%.17g", ((const double *)d)[i]); break;
+    case DVM_F32: write_real(b, (double)((const float *)d)[i], "%.9g"); break;
+    case DVM_F64: write_real(b, ((const double *)d)[i], "%.17g"); break;
     case DVM_I8: dvms_buf_printf(b, "%d", ((const int8_t *)d)[i]); break;
     case DVM_I16: dvms_buf_printf(b, "%d", ((const int16_t *)d)[i]); break;
     case DVM_I32: dvms_buf_printf(b, "%" PRId32, ((const int32_t *)d)[i]); break;
