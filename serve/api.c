@@ -71,7 +71,7 @@ static void model_config(dvms_model *m, dvms_http_reply *rp) {
   if (m->batch_sym >= 0)
     dvms_buf_printf(b, ",\"dynamic_batching\":{\"max_queue_delay_microseconds\":%" PRId64 "}", c->queue_delay_us);
   dvms_buf_printf(b, ",\"instance_group\":[{\"count\":%d,\"kind\":\"%s\"}]", m->nworkers,
-                  strcmp(c->device, "cuda") == 0 ? "KIND_GPU" : "KIND_CPU");
+                  m->device == DVM_DEVICE_CUDA ? "KIND_GPU" : "KIND_CPU");
   write_sigs(b, "input", m->sigs.in, m->sigs.nin);
   write_sigs(b, "output", m->sigs.out, m->sigs.nout);
   dvms_buf_put(b, "}", 1);

@@ -181,8 +181,8 @@ static void record_pool(dvms_model *m, int w) {
   dvm_vm_stats st;
   dvm_vm_get_stats(m->vms[w], &st);
   pthread_mutex_lock(&m->mu);
-  m->pool_in_use[w] = st.pool[DVM_DEVICE_CPU].in_use;
-  m->pool_peak[w] = st.pool[DVM_DEVICE_CPU].peak;
+  m->pool_in_use[w] = st.pool[m->device].in_use;
+  m->pool_peak[w] = st.pool[m->device].peak;
   uint64_t in_use = 0, peak = 0;
   for (int i = 0; i < m->nworkers; i++) {
     in_use += m->pool_in_use[i];
@@ -342,7 +342,9 @@ dvm_status *dvms_batcher_start(dvms_model *m, int threads) {
   o.threads = threads;
   o.pool_limit = (size_t)m->cfg.pool_limit;
   if (strcmp(m->cfg.device, "cuda") == 0) o.device = DVM_DEVICE_CUDA;
-  else if (strcmp(m->cfg.device, "auto") == 0) o.device = dvm_device_auto(m->module, NULL, 0);
+  char why[256];
+  if (strcmp(m->cfg.device, "auto") == 0) o.device = dvm_device_auto(m->module, why, sizeof why);
+  m->device = o.device;
   for (int w = 0; w < n; w++) {
     dvm_status *st = dvm_vm_create(m->module, &o, &m->vms[w]);
     if (!st) st = dvm_vm_find_function(m->vms[w], m->cfg.function, &m->function);

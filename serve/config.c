@@ -12,7 +12,7 @@ void dvms_config_defaults(dvms_config *c) {
   c->max_batch = 8;
   c->queue_delay_us = 2000;
   c->max_queue = 256;
-  strcpy(c->device, "cpu");
+  strcpy(c->device, "auto");
 }
 
 static char *trim(char *s) {

@@ -102,7 +102,7 @@ typedef struct dvms_config {
   int pad_to_max;            /* pad_to_max = 1: pad to the symbol's maximum (a baseline) */
   int workers;               /* workers = N (VMs); 0 = the server's --workers */
   int threads;               /* threads = N kernel threads per worker; 0 = cores / workers */
-  char device[16];           /* device = cpu | cuda | auto */
+  char device[16];           /* device = auto | cpu | cuda */
   int64_t max_queue;         /* max_queue = 256 queued requests */
   int64_t timeout_us;        /* timeout_us = 0 (none): default per-request deadline */
   int64_t pool_limit;        /* pool_limit = BYTES per VM pool (0: none) */
@@ -137,6 +137,7 @@ struct dvms_model {
   atomic_int refs;
   dvm_module *module;
   int function;
+  dvm_device_kind device; /* where its VMs run */
   dvms_sigs sigs;
   dvms_config cfg;
   int batch_sym, pad_sym; /* symbol indices or -1 */
