@@ -233,15 +233,17 @@ static dvm_status *run_batch(dvms_model *m, int w, dvms_job **jobs, int n) {
     const dvm_tensor *first = jobs[0]->req->inputs[i];
     job_dims(m, &s->in[i], dvm_tensor_dims(first), rows, len, dims);
     if ((st = dvm_tensor_create(s->in[i].dtype, s->in[i].rank, dims, &in[i]))) break;
+    int64_t mine = 0;
+    for (int j = 0; j < n; j++) mine += dvm_tensor_numel(jobs[j]->req->inputs[i]);
     elements += dvm_tensor_numel(in[i]);
-    fill_value(in[i], m->pad_value[i]);
+    real += mine;
+    if (mine < dvm_tensor_numel(in[i])) fill_value(in[i], m->pad_value[i]); /* some of it is padding */
     char *dst = dvm_tensor_data(in[i]);
     for (int j = 0; j < n; j++) {
       const dvm_tensor *t = jobs[j]->req->inputs[i];
       copy_block(dst, dims, dvm_tensor_data(t), dvm_tensor_dims(t), dvm_tensor_dims(t), s->in[i].rank,
                  dvm_dtype_size(s->in[i].dtype));
       dst += row_bytes(in[i]) * (size_t)jobs[j]->rows;
-      real += dvm_tensor_numel(t);
     }
   }
   double t0 = dvms_now();

@@ -156,11 +156,14 @@ def main():
     try:
         if a.rss:
             run_cell(server, "batching", pool, 1000, 16, False, 600)
-            rss0 = server.rss_kb()
-            r = run_cell(server, "batching", pool, a.rss, 16, False, 3600)
-            rss1 = server.rss_kb()
-            print(f"{r['n']} requests (+1000 warm-up), lost {r['lost']}, wrong {r['wrong']}: "
-                  f"RSS {rss0} kB after warm-up, {rss1} kB after ({100 * (rss1 - rss0) / rss0:+.1f}%)")
+            rss = [server.rss_kb()]
+            n = lost = wrong = 0
+            while n < a.rss:
+                r = run_cell(server, "batching", pool, min(5000, a.rss - n), 16, False, 3600)
+                n, lost, wrong = n + r["n"], lost + r["lost"], wrong + r["wrong"]
+                rss.append(server.rss_kb())
+            print(f"{n} requests after 1000 to warm up, lost {lost}, wrong {wrong}; RSS in kB after the warm-up "
+                  f"and every 5000: {' '.join(map(str, rss))} ({100 * (rss[-1] - rss[0]) / rss[0]:+.1f}%)")
             return
         print(f"{time.strftime('%Y-%m-%d')}, {cpu_model()}; server --threads {a.threads}, {a.workers} workers "
               f"per model; lengths {lo}..{hi}; {a.requests} requests per cell\n")
