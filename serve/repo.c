@@ -399,10 +399,8 @@ int dvms_repo_ready(dvms_repo *r) {
 
 void dvms_repo_close(dvms_repo *r) {
   if (!r) return;
-  for (int i = 0; i < r->nentries; i++) {
-    dvm_status_free(dvms_repo_unload(r, r->entries[i]->name));
-    free(r->entries[i]);
-  }
+  for (int i = 0; i < r->nentries; i++) dvm_status_free(dvms_repo_unload(r, r->entries[i]->name));
+  for (int i = 0; i < r->nentries; i++) free(r->entries[i]);
   pthread_mutex_destroy(&r->mu);
   pthread_mutex_destroy(&r->load);
   free(r->root);

@@ -254,18 +254,21 @@ def test_sigterm_drains(repo, tmp_path):
 
 
 def test_priority(server, repo):
-    """Three requests that cannot share a batch (different lengths, no
-    padding): priority 1, sent last, is answered first."""
+    """prio: one worker, batches of 2, 400 ms queue delay. a (length 5) and
+    b (length 6) wait in the queue; c (length 6, priority 1) goes to the
+    head, finds b to fill its batch and runs at once, 200 ms before a.
+    Without priorities a would run first (at the end of its window), then
+    b with c."""
     done = {}
     def go(name, length, priority, delay):
         time.sleep(delay)
         ids, mask = sentence(np.random.default_rng(length), length)
         status, _, _ = post(server, "/v2/models/prio/infer", bert_json(ids, mask, parameters={"priority": priority}))
         done[name] = (status, time.monotonic())
-    threads = [threading.Thread(target=go, args=a) for a in (("a", 5, 0, 0), ("b", 6, 0, 0.1), ("c", 7, 1, 0.2))]
+    threads = [threading.Thread(target=go, args=a) for a in (("a", 5, 0, 0), ("b", 6, 0, 0.1), ("c", 6, 1, 0.2))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert all(v[0] == 200 for v in done.values()), done
-    assert done["c"][1] < done["a"][1] < done["b"][1], done
+    assert done["c"][1] < done["a"][1] - 0.1 and done["b"][1] < done["a"][1] - 0.1, done
