@@ -186,10 +186,8 @@ static void models(dvms_api *api, char **p, int n, const dvms_http_request *rq, 
   if (!m) {
     char msg[400];
     snprintf(msg, sizeof msg, "model \"%s\"%s%s is not loaded", p[2], version ? " version " : "", version ? version : "");
-    {
     error(rp, 404, msg);
     return;
-  }
   }
   if (!action) model_metadata(api, m, rp);
   else if (strcmp(action, "ready") == 0) ok_json(rp);
@@ -207,10 +205,8 @@ static void repository(dvms_api *api, char **p, int n, const dvms_http_request *
   }
   if (n == 3 && strcmp(p[2], "index") == 0) {
     dvms_repo_index(api->repo, &rp->body);
-    {
     ok_json(rp);
     return;
-  }
   }
   if (n != 5 || strcmp(p[2], "models") != 0) {
     error(rp, 404, "no such route");

@@ -155,6 +155,8 @@ static dvm_status *check_batching(dvms_model *m) {
     if (has && !given)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "pad = %s: input \"%s\" has it but no pad_value", c->pad, s->in[i].name);
   }
+  if (m->batch_sym >= 0 && m->cfg.max_batch > s->sym_hi[m->batch_sym]) /* a batch the guards would refuse */
+    m->cfg.max_batch = (int)s->sym_hi[m->batch_sym];
   if (m->pad_sym >= 0 && c->pad_to_max && s->sym_hi[m->pad_sym] > (1 << 20))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "pad_to_max: symbol %s has no small maximum (%lld)", c->pad,
                           (long long)s->sym_hi[m->pad_sym]);
