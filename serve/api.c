@@ -190,7 +190,7 @@ static void models(dvms_api *api, char **p, int n, const dvms_http_request *rq, 
     return;
   }
   if (!action) model_metadata(api, m, rp);
-  else if (strcmp(action, "ready") == 0) ok_json(rp);
+  else if (strcmp(action, "ready") == 0) rp->status = 200; /* health answers are the status, no body */
   else if (strcmp(action, "config") == 0) model_config(m, rp);
   else if (strcmp(action, "infer") == 0) infer(api, m, rq, rp);
   else error(rp, 404, "no such route");
@@ -245,7 +245,7 @@ void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply
   } else if (n == 3 && strcmp(p[1], "health") == 0 && get) {
     if (strcmp(p[2], "live") == 0) rp->status = 200;
     else if (strcmp(p[2], "ready") == 0)
-      rp->status = !rq->draining && dvms_repo_ready(api->repo) ? 200 : 503;
+      rp->status = !rq->draining && dvms_repo_ready(api->repo) ? 200 : 400; /* the v2 spec: 4xx is false */
     else error(rp, 404, "no such route");
   } else if (n >= 3 && strcmp(p[1], "models") == 0) {
     models(api, p, n, rq, rp);
