@@ -75,6 +75,7 @@ static void unlink_job(dvms_model *m, dvms_job *j) {
   else m->tail = j->prev;
   j->next = j->prev = NULL;
   m->queued--;
+  dvms_metrics_queue(m->metrics, m->name, m->queued);
 }
 
 /* 0 (no priority given) ranks after every level, as Triton's default. */
@@ -412,6 +413,7 @@ dvm_status *dvms_batcher_submit(dvms_model *m, dvms_job *job, dvms_request *req,
   } else {
     insert(m, job);
     m->queued++;
+    dvms_metrics_queue(m->metrics, m->name, m->queued);
     pthread_cond_broadcast(&m->work);
   }
   pthread_mutex_unlock(&m->mu);

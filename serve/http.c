@@ -146,15 +146,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   } else if (r->body.failed) {
     reply_error(&rp, 507, "out of memory reading the body");
   } else {
-    atomic_fetch_add(&s->inflight, 1);
+    /* Only requests that came before the drain are waited for: later ones
+     * get a quick 503, and a steady stream of them must not hold it up. */
+    int draining = atomic_load(&s->draining);
+    if (!draining) atomic_fetch_add(&s->inflight, 1);
     dvms_http_request rq = {.method = method, .url = url, .body = (const uint8_t *)r->body.data,
-                            .size = r->body.len, .draining = atomic_load(&s->draining),
-                            .gone = client_gone, .gone_ctx = c};
+                            .size = r->body.len, .draining = draining, .gone = client_gone, .gone_ctx = c};
     const char *hl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
     if (hl && !parse_size(hl, &rq.header_len)) rq.bad_header_len = 1;
     if (!rq.body) rq.body = (const uint8_t *)"";
     dvms_api_handle(&s->api, &rq, &rp);
-    atomic_fetch_sub(&s->inflight, 1);
+    if (!draining) atomic_fetch_sub(&s->inflight, 1);
   }
   size_t out = rp.body.len;
   enum MHD_Result ok = send_reply(s, c, &rp);

@@ -1,7 +1,7 @@
 /* Prometheus text metrics (exposition format 0.0.4), per model: requests
  * by outcome, queue and compute time histograms, the batch-size histogram,
- * elements computed and elements that were padding, pool bytes in use and
- * peak; and HTTP responses by status code. One mutex: updates are a few
+ * elements computed and elements that were padding, requests queued now,
+ * pool bytes in use and peak; and HTTP responses by status code. One mutex: updates are a few
  * additions per request. */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +29,7 @@ typedef struct series {
   hist queue, compute, batch;
   uint64_t real_elements, padded_elements;
   uint64_t pool_in_use, pool_peak;
+  int64_t queued;
 } series;
 
 struct dvms_metrics {
@@ -103,6 +104,13 @@ void dvms_metrics_pool(dvms_metrics *m, const char *model, uint64_t in_use, uint
   pthread_mutex_unlock(&m->mu);
 }
 
+void dvms_metrics_queue(dvms_metrics *m, const char *model, int64_t queued) {
+  pthread_mutex_lock(&m->mu);
+  series *s = find(m, model);
+  if (s) s->queued = queued;
+  pthread_mutex_unlock(&m->mu);
+}
+
 void dvms_metrics_http(dvms_metrics *m, unsigned status) {
   pthread_mutex_lock(&m->mu);
   m->http[status < 600 ? status : 0]++;
@@ -149,6 +157,8 @@ void dvms_metrics_write(dvms_metrics *m, dvms_buf *b) {
   FAMILY("dvm_padding_elements_total", "counter", "Input elements that were padding (waste).",
          dvms_buf_printf(b, "dvm_padding_elements_total{model=\"%s\"} %llu\n", s->model,
                          (unsigned long long)s->padded_elements));
+  FAMILY("dvm_queued_requests", "gauge", "Requests waiting in the model's queue now.",
+         dvms_buf_printf(b, "dvm_queued_requests{model=\"%s\"} %lld\n", s->model, (long long)s->queued));
   FAMILY("dvm_pool_bytes_in_use", "gauge", "Bytes the model's VM pools hand out now.",
          dvms_buf_printf(b, "dvm_pool_bytes_in_use{model=\"%s\"} %llu\n", s->model,
                          (unsigned long long)s->pool_in_use));

@@ -124,6 +124,7 @@ void dvms_metrics_request(dvms_metrics *m, const char *model, int outcome, doubl
 void dvms_metrics_batch(dvms_metrics *m, const char *model, int rows, double compute_s,
                         int64_t real_elements, int64_t padded_elements);
 void dvms_metrics_pool(dvms_metrics *m, const char *model, uint64_t in_use, uint64_t peak);
+void dvms_metrics_queue(dvms_metrics *m, const char *model, int64_t queued);
 void dvms_metrics_http(dvms_metrics *m, unsigned status);
 void dvms_metrics_write(dvms_metrics *m, dvms_buf *b);
 

@@ -209,7 +209,7 @@ def test_deadline_and_queue_limit(server, repo):
 
 def test_metrics_text(server):
     text = server.metrics()
-    for name in ("dvm_requests_total", "dvm_queue_seconds_bucket", "dvm_compute_seconds_sum",
+    for name in ("dvm_requests_total", "dvm_queue_seconds_bucket", "dvm_queued_requests", "dvm_compute_seconds_sum",
                  "dvm_batch_size_count", "dvm_padding_elements_total", "dvm_pool_bytes_in_use",
                  "dvm_pool_bytes_peak", "dvm_http_responses_total"):
         assert f"# TYPE {name.replace('_bucket', '').replace('_sum', '').replace('_count', '')} " in text
@@ -244,7 +244,9 @@ def test_sigterm_drains(repo, tmp_path):
     out = []
     t = threading.Thread(target=lambda: out.append(post(s, "/v2/models/slow/infer", bert_json(ids, mask))))
     t.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 30
+    while metric(s.metrics(), "dvm_queued_requests", model="slow") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
     rc = s.stop()
     t.join()
     assert rc == 0
@@ -272,3 +274,48 @@ def test_priority(server, repo):
         t.join()
     assert all(v[0] == 200 for v in done.values()), done
     assert done["c"][1] < done["a"][1] - 0.1 and done["b"][1] < done["a"][1] - 0.1, done
+
+
+def test_sigterm_under_load(repo, tmp_path):
+    """SIGTERM while 16 clients keep sending on keep-alive connections: the
+    server exits 0 promptly; every answer is a right result or a 503."""
+    rng = np.random.default_rng(10)
+    pool = [sentence(rng, n) for n in (3, 9, 17, 30, 64)]
+    refs = [reference(repo, ids, mask) for ids, mask in pool]
+    s = Server(repo, str(tmp_path / "serve.log"))
+    stop = threading.Event()
+    codes, errors = [], []
+    def client(seed):
+        rng = np.random.default_rng(seed)
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        while not stop.is_set():
+            k = int(rng.integers(len(pool)))
+            ids, mask = pool[k]
+            try:
+                c.request("POST", "/v2/models/bert/versions/1/infer", body=bert_json(ids, mask))
+                r = c.getresponse()
+                data = r.read()
+            except (OSError, http.client.HTTPException):
+                break  # the server closed the connection: it is going away
+            codes.append(r.status)
+            if r.status == 200:
+                out = json.loads(data)["outputs"][0]
+                got = np.array(out["data"], dtype=np.float32).reshape(out["shape"])
+                if not np.allclose(got, refs[k], rtol=1e-4, atol=1e-5):
+                    errors.append("wrong result")
+            elif r.status != 503:
+                errors.append(data)
+        c.close()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    t0 = time.monotonic()
+    rc = s.stop()
+    took = time.monotonic() - t0
+    stop.set()
+    for t in threads:
+        t.join()
+    assert rc == 0 and took < 10, (rc, took)
+    assert not errors, errors[:3]
+    assert codes.count(200) > 0
