@@ -193,6 +193,7 @@ typedef struct dvms_repo dvms_repo;
 typedef struct dvms_repo_options {
   int workers;           /* default VMs per model */
   int cores;             /* kernel threads to share among a model's workers */
+  const char *cache_dir; /* compiled model.onnx files are kept here; NULL: none */
   dvms_metrics *metrics; /* borrowed */
 } dvms_repo_options;
 

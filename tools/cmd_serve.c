@@ -19,6 +19,7 @@ static const char usage_text[] =
     "  --max-elements N     largest tensor in a request, in elements (default 16777216)\n"
     "  --max-connections N  open connections at once (default 256)\n"
     "  --drain-seconds S    on SIGTERM, how long to wait for requests in flight (default 30)\n"
+    "  --cache-dir DIR      keep model.onnx files compiled at load here, for the next load\n"
     "  --no-access-log      no JSON access log on stderr\n"
     "Layout: REPO/NAME/VERSION/model.dvmb (or model.onnx), optional REPO/NAME/config.\n";
 
@@ -39,10 +40,12 @@ int dvm_cmd_serve(int argc, char **argv) {
       {"workers", required_argument, 0, 'w'}, {"threads", required_argument, 0, 't'},
       {"max-body", required_argument, 0, 'b'}, {"max-elements", required_argument, 0, 'e'},
       {"max-connections", required_argument, 0, 'c'}, {"drain-seconds", required_argument, 0, 'd'},
-      {"no-access-log", no_argument, 0, 'n'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"cache-dir", required_argument, 0, 'C'}, {"no-access-log", no_argument, 0, 'n'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   dvms_server_options so;
   dvms_server_options_init(&so);
   so.access_log = stderr;
+  const char *cache_dir = NULL;
   long long workers = 1, threads = sysconf(_SC_NPROCESSORS_ONLN), x, drain = 30;
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
@@ -55,6 +58,7 @@ int dvm_cmd_serve(int argc, char **argv) {
     case 'e': if (!number("--max-elements", optarg, 1, 1LL << 40, &x)) return DVM_EXIT_USAGE; so.max_elements = x; break;
     case 'c': if (!number("--max-connections", optarg, 1, 100000, &x)) return DVM_EXIT_USAGE; so.max_connections = (int)x; break;
     case 'd': if (!number("--drain-seconds", optarg, 0, 3600, &drain)) return DVM_EXIT_USAGE; break;
+    case 'C': cache_dir = optarg; break;
     case 'n': so.access_log = NULL; break;
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
@@ -76,7 +80,8 @@ int dvm_cmd_serve(int argc, char **argv) {
   dvms_repo *repo = NULL;
   dvms_server *server = NULL;
   dvm_status *st = dvms_metrics_create(&metrics);
-  dvms_repo_options ro = {.workers = (int)workers, .cores = (int)threads, .metrics = metrics};
+  dvms_repo_options ro = {.workers = (int)workers, .cores = (int)threads, .cache_dir = cache_dir,
+                          .metrics = metrics};
   if (!st) st = dvms_repo_open(argv[optind], &ro, &repo);
   if (!st) st = dvms_server_start(repo, metrics, &so, &server);
   if (st) {

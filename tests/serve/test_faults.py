@@ -319,3 +319,26 @@ def test_sigterm_under_load(repo, tmp_path):
     assert rc == 0 and took < 10, (rc, took)
     assert not errors, errors[:3]
     assert codes.count(200) > 0
+
+
+def test_onnx_cache(repo, tmp_path):
+    """--cache-dir keeps mlp's compiled .dvmb; a reload maps it; a corrupt
+    entry is compiled again and rewritten."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    s = Server(repo, str(tmp_path / "serve.log"), "--cache-dir", str(cache))
+    try:
+        files = list(cache.glob("mlp-*.dvmb"))
+        assert len(files) == 1, list(cache.iterdir())
+        good = files[0].read_bytes()
+        x = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 16], "data": list(range(16))}]}
+        first = post(s, "/v2/models/mlp/infer", json.dumps(x))
+        assert first[0] == 200
+        assert post(s, "/v2/repository/models/mlp/load", "{}")[0] == 200  # from the cache
+        assert post(s, "/v2/models/mlp/infer", json.dumps(x))[2] == first[2]
+        files[0].write_bytes(good[:100])
+        assert post(s, "/v2/repository/models/mlp/load", "{}")[0] == 200  # compiled again
+        assert files[0].read_bytes() == good
+        assert post(s, "/v2/models/mlp/infer", json.dumps(x))[2] == first[2]
+    finally:
+        assert s.stop() == 0
