@@ -12,8 +12,10 @@ rows per invocation, padding share, lost and wrong responses.
 
   python3 tests/serve/load_test.py [--requests 400] [--concurrency 1,4,16,64]
   python3 tests/serve/load_test.py --rss 20000   # RSS over many requests
+  python3 tests/models/make_models.py --bert-base /tmp/bb
+  python3 tests/serve/load_test.py --model /tmp/bb/bert_base.onnx --lengths 4..128 --pool 16 ...
 
-The fixture's position table has 64 rows, so lengths stop at 64."""
+The fixture's position table has 64 rows, so its lengths stop at 64."""
 import argparse
 import http.client
 import json
@@ -40,11 +42,11 @@ MODES = {
 }
 
 
-def make_repo(tmp, workers):
+def make_repo(tmp, workers, model, max_len):
     import subprocess
     bert = os.path.join(tmp, "bert.dvmb")
-    subprocess.run([DVM, "compile", os.path.join(os.path.dirname(DVM), "..", "..", "tests", "models", "bert.onnx"),
-                    "-o", bert, "--dim", "batch=1..64", "--dim", "seq=1..64"], check=True)
+    subprocess.run([DVM, "compile", model, "-o", bert, "--dim", "batch=1..64", "--dim", f"seq=1..{max_len}"],
+                   check=True)
     for name, cfg in MODES.items():
         d = os.path.join(tmp, "repo", name, "1")
         os.makedirs(d)
@@ -122,7 +124,7 @@ def run_cell(server, model, pool, n, concurrency, exact, seconds):
     d = lambda name: metric(after, name, model=model) - metric(before, name, model=model)  # noqa: E731
     lat.sort()
     return {"n": len(lat), "rps": len(lat) / wall, "p50": 1e3 * statistics.median(lat),
-            "p99": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], "lost": lost[0] + (n - len(lat) - lost[0]),
+            "p99": 1e3 * lat[min(len(lat) - 1, int(0.99 * len(lat)))], "lost": lost[0],
             "wrong": wrong[0], "rows": d("dvm_batch_size_sum") / max(1, d("dvm_batch_size_count")),
             "pad": d("dvm_padding_elements_total") / max(1, d("dvm_input_elements_total")), "diff": worst[0]}
 
@@ -142,14 +144,18 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2, help="kernel threads shared by a model's workers")
     ap.add_argument("--rss", type=int, default=0, help="only: send this many requests, report RSS")
+    ap.add_argument("--model", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models",
+                                                    "bert.onnx"), help="a BERT-style ONNX model (ids, mask)")
+    ap.add_argument("--pool", type=int, default=0, help="distinct inputs checked (default: one per length)")
     a = ap.parse_args()
     lo, hi = map(int, a.lengths.split(".."))
     tmp = tempfile.mkdtemp(prefix="dvm-load-")
-    repo = make_repo(tmp, a.workers)
+    repo = make_repo(tmp, a.workers, a.model, hi)
     rng = np.random.default_rng(2026)
     pool = []
-    for length in range(lo, hi + 1):
-        ids = rng.integers(1, 100, size=(1, length), dtype=np.int64)
+    lengths = range(lo, hi + 1) if not a.pool else np.linspace(lo, hi, a.pool).round().astype(int)
+    for length in lengths:
+        ids = rng.integers(1, 100, size=(1, int(length)), dtype=np.int64)
         mask = np.ones_like(ids)
         pool.append((ids, mask, reference(repo, ids, mask)))
     server = Server(repo, os.path.join(tmp, "serve.log"), "--threads", str(a.threads), "--no-access-log")
@@ -165,8 +171,9 @@ def main():
             print(f"{n} requests after 1000 to warm up, lost {lost}, wrong {wrong}; RSS in kB after the warm-up "
                   f"and every 5000: {' '.join(map(str, rss))} ({100 * (rss[-1] - rss[0]) / rss[0]:+.1f}%)")
             return
-        print(f"{time.strftime('%Y-%m-%d')}, {cpu_model()}; server --threads {a.threads}, {a.workers} workers "
-              f"per model; lengths {lo}..{hi}; {a.requests} requests per cell\n")
+        print(f"{time.strftime('%Y-%m-%d')}, {cpu_model()}; {os.path.basename(a.model)}; server --threads "
+              f"{a.threads}, {a.workers} workers per model; lengths {lo}..{hi}; {a.requests} requests per cell "
+              f"(at most {a.seconds:g} s)\n")
         print("| mode | concurrency | req/s | p50 ms | p99 ms | rows/invocation | padding | lost | wrong | max diff |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for mode in MODES:
