@@ -12,6 +12,7 @@ packages=(
   protobuf-c-compiler libprotobuf-c-dev           # the ONNX importer
   clang libclang-rt-14-dev                        # fuzzers and sanitizers
   libedit-dev tmux                                # dvm repl; its terminal test
+  libmicrohttpd-dev libjansson-dev                # dvm serve: HTTP and JSON
   python3 python3-pip                             # fixture generators, references
   python3-torch python3-onnx                      # PyTorch exports of test models (Debian's python3)
   python3-dev python3-venv                        # the Python package (python/)
@@ -26,7 +27,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Python packages for fixture generators and reference checks.
-python3 -c "import numpy, pytest, onnx, onnxruntime" 2>/dev/null ||
+python3 -c "import numpy, pytest, onnx, onnxruntime, tritonclient.http" 2>/dev/null ||
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
   python3 -m pip install -q --break-system-packages -r requirements.txt
 # The ONNX node suite's data (tests/onnx_node/data), from the installed onnx.

@@ -1,0 +1,103 @@
+/* model.onnx in a repository, compiled at load the way `dvm compile` does
+ * (tools/cmd_compile.c): import, fold, symbol ranges from the config's
+ * `dim` lines, infer, lower; the bytes are loaded as a module. With a cache
+ * folder, the .dvmb is kept there under a key of the file's identity
+ * (path, size, modification time) and the compile settings, and a later
+ * load maps it instead of compiling; a cache entry that fails to load is
+ * compiled again, and a cache that cannot be written is only not used. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fold.h"
+#include "infer.h"
+#include "ir.h"
+#include "lower.h"
+#include "onnx_import.h"
+#include "serve_compile.h"
+
+static dvm_status *set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec) {
+  char name[64];
+  long long lo, hi;
+  if (sscanf(spec, "%63[^=]=%lld..%lld", name, &lo, &hi) != 3 || lo < 0 || hi < lo)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "dim %s: expected NAME=LO..HI with 0 <= LO <= HI", spec);
+  for (int k = 0; k < g->ninputs; k++)
+    for (int d = 0; d < g->inputs[k]->rank; d++) {
+      const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);
+      if (s && strcmp(s, name) == 0) {
+        dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, name), lo, hi);
+        return NULL;
+      }
+    }
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "dim %s: no input of the model has a dim named \"%s\"", spec, name);
+}
+
+static dvm_status *compile(const char *path, const dvms_config *cfg, uint8_t **bytes, size_t *size) {
+  dvmc_ctx *c;
+  dvm_status *st = dvmc_ctx_create(&c);
+  if (st) return st;
+  dvmc_graph *g = NULL;
+  int folded;
+  dvmc_options co = {.function = cfg->function};
+  if (!(st = dvmc_import_onnx(c, path, &g)) && !(st = dvmc_fold(c, g, &folded))) {
+    for (int i = 0; i < cfg->ndims && !st; i++) st = set_dim(c, g, cfg->dims[i]);
+    if (!st && !(st = dvmc_infer(c, g))) st = dvmc_lower(c, g, &co, bytes, size);
+  }
+  dvmc_ctx_destroy(c);
+  return st;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* CACHE/NAME-KEY.dvmb for the ONNX file at path and cfg; 0 if unstattable. */
+static int cache_path(const char *cache, const char *name, const char *path, const dvms_config *cfg,
+                      char *out, size_t size) {
+  struct stat sb;
+  char *abs = realpath(path, NULL);
+  if (!abs || stat(abs, &sb) != 0) {
+    free(abs);
+    return 0;
+  }
+  uint64_t h = fnv(0xcbf29ce484222325ull, abs, strlen(abs) + 1);
+  free(abs);
+  int64_t id[3] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
+  h = fnv(h, id, sizeof id);
+  h = fnv(h, cfg->function, strlen(cfg->function) + 1);
+  for (int i = 0; i < cfg->ndims; i++) h = fnv(h, cfg->dims[i], strlen(cfg->dims[i]) + 1);
+  return snprintf(out, size, "%s/%s-%016llx.dvmb", cache, name, (unsigned long long)h) < (int)size;
+}
+
+/* Writes bytes to path through a temporary file and a rename, so a reader
+ * never maps half a file; failure leaves no file. */
+static void cache_write(const char *path, const uint8_t *bytes, size_t size) {
+  char tmp[1200];
+  snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  int ok = fwrite(bytes, 1, size, f) == size;
+  ok &= fclose(f) == 0;
+  if (!ok || rename(tmp, path) != 0) remove(tmp);
+}
+
+dvm_status *dvms_compile_onnx(const char *path, const char *name, const dvms_config *cfg, const char *cache,
+                              dvm_module **out) {
+  char cached[1100];
+  int use_cache = cache && cache_path(cache, name, path, cfg, cached, sizeof cached);
+  if (use_cache) {
+    dvm_status *st = dvm_module_load_file(cached, NULL, out);
+    if (!st) return NULL;
+    dvm_status_free(st); /* absent or stale: compile it */
+  }
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  dvm_status *st = compile(path, cfg, &bytes, &size);
+  if (!st) st = dvm_module_load_memory(bytes, size, NULL, out);
+  if (!st && use_cache) cache_write(cached, bytes, size);
+  free(bytes);
+  return dvm_status_annotate(st, "compiling %s", path);
+}

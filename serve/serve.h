@@ -1,0 +1,273 @@
+/* dvm serve: an inference server on the Open Inference Protocol (KServe v2
+ * REST) over libdvm's public API. The pieces, one file each:
+ *
+ *   http.c     the HTTP front (libmicrohttpd, a thread per connection):
+ *              bodies, limits, disconnect watch, access log, shutdown
+ *   api.c      the KServe v2 routes: health, metadata, infer, repository
+ *   request.c  an infer request's JSON (+ binary tensor data) to tensors
+ *   reply.c    an infer response to JSON (+ binary tensor data)
+ *   config.c   a model's `config` file
+ *   repo.c     the model repository: load, unload, look up, index
+ *   batcher.c  a model's queue and its workers (a VM each): dynamic
+ *              batching along the batch symbol, padding in buckets
+ *   metrics.c  Prometheus text metrics
+ *
+ * Nothing here prints except through the access log FILE the caller gives;
+ * errors are dvm_status values. Design and rules: docs/serving.md. */
+#ifndef DVM_SERVE_H
+#define DVM_SERVE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dvm/dvm.h"
+
+#define DVMS_MAX_IO 16   /* inputs or outputs of a served function */
+#define DVMS_MAX_SYMS 16 /* symbols of a served function */
+
+/* ---- a growable byte buffer (request.c, reply.c, api.c) ---- */
+typedef struct dvms_buf {
+  char *data;
+  size_t len, cap;
+  int failed; /* an allocation failed: the content is incomplete */
+} dvms_buf;
+void dvms_buf_put(dvms_buf *b, const void *p, size_t n);
+void dvms_buf_printf(dvms_buf *b, const char *fmt, ...) DVM_PRINTF(2, 3);
+void dvms_buf_json_string(dvms_buf *b, const char *s); /* quoted and escaped */
+void dvms_buf_free(dvms_buf *b);
+
+/* ---- signatures: what a request is checked against ---- */
+typedef struct dvms_sig {
+  char name[64];
+  dvm_dtype dtype;
+  int rank;
+  int64_t dims[DVM_MAX_RANK]; /* >= 0 constant, -1 any */
+  int sym[DVM_MAX_RANK];      /* index into dvms_sigs.syms, or -1 */
+} dvms_sig;
+
+typedef struct dvms_sigs {
+  dvms_sig in[DVMS_MAX_IO], out[DVMS_MAX_IO];
+  int nin, nout;
+  char sym_name[DVMS_MAX_SYMS][64];
+  int64_t sym_lo[DVMS_MAX_SYMS], sym_hi[DVMS_MAX_SYMS];
+  int nsyms;
+} dvms_sigs;
+
+/* The KServe v2 datatype name of a dvm dtype ("FP32", "INT64", ...). */
+const char *dvms_datatype_name(dvm_dtype dt);
+
+/* ---- an infer request, parsed ---- */
+enum { DVMS_OUT_NONE = 0, DVMS_OUT_JSON, DVMS_OUT_BINARY };
+
+typedef struct dvms_request {
+  char *id;                            /* NULL when the request has none */
+  dvm_tensor *inputs[DVMS_MAX_IO];     /* in signature order; one reference each */
+  int64_t sym[DVMS_MAX_SYMS];          /* the value of each symbol, -1 if unbound */
+  int want[DVMS_MAX_IO];               /* per output: DVMS_OUT_* */
+  int64_t timeout_us;                  /* parameters.timeout; 0 = none given */
+  int64_t priority;                    /* parameters.priority: 1 first, 2 next, ...; 0 = last */
+} dvms_request;
+
+/* Parses an infer request body against `sigs`. header_len is the
+ * Inference-Header-Content-Length (0: the whole body is JSON); binary
+ * tensor data follows the header in input order. No input may exceed
+ * max_elements elements. Fails with DVM_INVALID_ARGUMENT naming the
+ * input and the fact; on failure `req` holds nothing. */
+DVM_MUST_USE dvm_status *dvms_request_parse(const uint8_t *body, size_t size, size_t header_len,
+                                            const dvms_sigs *sigs, int64_t max_elements,
+                                            dvms_request *req);
+void dvms_request_clear(dvms_request *req);
+
+/* Writes the response for results `outs` (nout of them, in signature
+ * order; NULL where not wanted) into b; *header_len is the JSON part's
+ * length when any output is binary, else 0. */
+void dvms_reply_write(dvms_buf *b, const char *model, int64_t version, const dvms_request *req,
+                      const dvms_sigs *sigs, dvm_tensor *const *outs, size_t *header_len);
+
+/* ---- a model's config file ---- */
+#define DVMS_MAX_BUCKETS 16
+typedef struct dvms_config {
+  char function[64];         /* function = main */
+  char batch[64];            /* batch = SYMBOL (empty: no batching) */
+  int max_batch;             /* max_batch = 8 (rows per invocation) */
+  int64_t queue_delay_us;    /* queue_delay_us = 2000 */
+  char pad[64];              /* pad = SYMBOL (empty: no padding) */
+  char pad_input[DVMS_MAX_IO][64];
+  double pad_value[DVMS_MAX_IO];
+  int npad_inputs;           /* pad_value = INPUT:VALUE (one line each) */
+  int64_t buckets[DVMS_MAX_BUCKETS];
+  int nbuckets;              /* pad_buckets = 16 32 64 (default 8 16 32 64 ...) */
+  int pad_to_max;            /* pad_to_max = 1: pad to the symbol's maximum (a baseline) */
+  int workers;               /* workers = N (VMs); 0 = the server's --workers */
+  int threads;               /* threads = N kernel threads per worker; 0 = cores / workers */
+  char device[16];           /* device = auto | cpu | cuda */
+  int64_t max_queue;         /* max_queue = 256 queued requests */
+  int64_t timeout_us;        /* timeout_us = 0 (none): default per-request deadline */
+  int64_t pool_limit;        /* pool_limit = BYTES per VM pool (0: none) */
+  char dims[8][96];
+  int ndims;                 /* dim = NAME=LO..HI, for model.onnx compiled at load */
+} dvms_config;
+
+void dvms_config_defaults(dvms_config *c);
+/* Reads `key = value` lines ('#' comments) from path into c. */
+DVM_MUST_USE dvm_status *dvms_config_read(const char *path, dvms_config *c);
+
+/* ---- metrics ---- */
+typedef struct dvms_metrics dvms_metrics;
+enum { DVMS_OK, DVMS_CLIENT_ERROR, DVMS_TIMEOUT, DVMS_OVERLOAD, DVMS_POOL, DVMS_FAILED,
+       DVMS_CANCELLED, DVMS_OUTCOMES };
+DVM_MUST_USE dvm_status *dvms_metrics_create(dvms_metrics **out);
+void dvms_metrics_destroy(dvms_metrics *m);
+void dvms_metrics_request(dvms_metrics *m, const char *model, int outcome, double queue_s);
+void dvms_metrics_batch(dvms_metrics *m, const char *model, int rows, double compute_s,
+                        int64_t real_elements, int64_t padded_elements);
+void dvms_metrics_pool(dvms_metrics *m, const char *model, uint64_t in_use, uint64_t peak);
+void dvms_metrics_queue(dvms_metrics *m, const char *model, int64_t queued);
+void dvms_metrics_http(dvms_metrics *m, unsigned status);
+void dvms_metrics_write(dvms_metrics *m, dvms_buf *b);
+
+/* ---- a loaded model version, its queue and workers ---- */
+typedef struct dvms_job dvms_job;
+typedef struct dvms_model dvms_model;
+
+struct dvms_model {
+  char name[128];
+  int64_t version;
+  atomic_int refs;
+  dvm_module *module;
+  int function;
+  dvm_device_kind device; /* where its VMs run */
+  dvms_sigs sigs;
+  dvms_config cfg;
+  int batch_sym, pad_sym; /* symbol indices or -1 */
+  double pad_value[DVMS_MAX_IO];
+  dvms_metrics *metrics;
+  /* the queue */
+  pthread_mutex_t mu;
+  pthread_cond_t work;
+  dvms_job *head, *tail;
+  int64_t queued;
+  int stop;
+  /* the workers */
+  int nworkers, nstarted;
+  pthread_t *threads;
+  dvm_vm **vms;
+  uint64_t *pool_in_use, *pool_peak; /* per worker, under mu */
+};
+
+enum { DVMS_JOB_QUEUED, DVMS_JOB_RUNNING, DVMS_JOB_DONE };
+
+struct dvms_job {
+  dvms_job *next, *prev;
+  dvms_request *req;
+  int state;
+  int64_t rows;           /* the request's batch dim (1 when unbatched) */
+  double enqueued, started, finished, deadline; /* seconds (monotonic); deadline 0 = none */
+  int batch_rows;         /* rows of the invocation it ran in */
+  dvm_tensor *outs[DVMS_MAX_IO];
+  dvm_status *status;     /* on failure */
+  pthread_cond_t done;
+};
+
+/* Starts the workers of a loaded model. */
+DVM_MUST_USE dvm_status *dvms_batcher_start(dvms_model *m, int threads);
+/* Stops them after the queue is empty (they finish what is queued). */
+void dvms_batcher_stop(dvms_model *m);
+/* Queues a job (req borrowed until the job is done). Fails with
+ * DVM_RESOURCE_EXHAUSTED when max_queue requests are waiting. */
+DVM_MUST_USE dvm_status *dvms_batcher_submit(dvms_model *m, dvms_job *job, dvms_request *req,
+                                             double timeout_s);
+/* Waits until the job is done or `until` (monotonic seconds) passes;
+ * returns 1 when done. */
+int dvms_batcher_wait(dvms_model *m, dvms_job *job, double until);
+/* Takes a job off the queue if it has not started (deadline passed, client
+ * gone): returns 1 if taken, 0 if it is running or done (then wait). */
+int dvms_batcher_cancel(dvms_model *m, dvms_job *job);
+void dvms_job_clear(dvms_job *job);
+double dvms_now(void);
+
+/* ---- the repository ---- */
+typedef struct dvms_repo dvms_repo;
+typedef struct dvms_repo_options {
+  int workers;           /* default VMs per model */
+  int cores;             /* kernel threads to share among a model's workers */
+  const char *cache_dir; /* compiled model.onnx files are kept here; NULL: none */
+  dvms_metrics *metrics; /* borrowed */
+} dvms_repo_options;
+
+DVM_MUST_USE dvm_status *dvms_repo_open(const char *root, const dvms_repo_options *o, dvms_repo **out);
+void dvms_repo_close(dvms_repo *r); /* unloads everything */
+/* Loads (or reloads) every version of model `name`: the new versions
+ * replace the old ones only when all of them loaded. */
+DVM_MUST_USE dvm_status *dvms_repo_load(dvms_repo *r, const char *name);
+/* Loads every model in the repository; failures are recorded in the index
+ * (and counted in *failed) without stopping the others. */
+void dvms_repo_load_all(dvms_repo *r, int *loaded, int *failed);
+DVM_MUST_USE dvm_status *dvms_repo_unload(dvms_repo *r, const char *name);
+/* The model `name` at `version` (NULL: the highest), with a reference the
+ * caller releases with dvms_model_release; NULL when not loaded. */
+dvms_model *dvms_repo_get(dvms_repo *r, const char *name, const char *version);
+void dvms_model_release(dvms_model *m);
+/* All versions loaded of `name` (ascending) into vs; returns the count. */
+int dvms_repo_versions(dvms_repo *r, const char *name, int64_t *vs, int max);
+/* The repository index as Triton writes it: [{"name","version","state","reason"}]. */
+void dvms_repo_index(dvms_repo *r, dvms_buf *b);
+/* 1 when every model that should be loaded is loaded. */
+int dvms_repo_ready(dvms_repo *r);
+
+/* ---- the server ---- */
+typedef struct dvms_server_options {
+  const char *host;       /* "127.0.0.1" */
+  int port;               /* 8000 */
+  size_t max_body;        /* bytes, default 64 MiB */
+  int64_t max_elements;   /* per tensor, default 16M */
+  int max_connections;    /* default 256 */
+  FILE *access_log;       /* a JSON line per request; NULL: none */
+} dvms_server_options;
+
+typedef struct dvms_server dvms_server;
+void dvms_server_options_init(dvms_server_options *o);
+DVM_MUST_USE dvm_status *dvms_server_start(dvms_repo *repo, dvms_metrics *metrics,
+                                           const dvms_server_options *o, dvms_server **out);
+/* The port it listens on (the one chosen when asked for port 0). */
+int dvms_server_port(const dvms_server *s);
+/* Graceful stop: no new connections, new requests answered 503, waits up
+ * to drain_s for those in flight, then closes. */
+void dvms_server_stop(dvms_server *s, double drain_s);
+
+/* The route handler behind http.c (api.c): fills status, body and headers. */
+typedef struct dvms_http_request {
+  const char *method, *url;
+  const uint8_t *body;
+  size_t size;
+  size_t header_len;        /* Inference-Header-Content-Length, 0 if absent */
+  int bad_header_len;       /* the header was present but not a number */
+  int draining;             /* the server is shutting down */
+  int (*gone)(void *ctx);   /* 1 once the client has disconnected */
+  void *gone_ctx;
+} dvms_http_request;
+
+typedef struct dvms_http_reply {
+  unsigned status;
+  dvms_buf body;
+  const char *content_type;
+  size_t header_len;        /* >0: send Inference-Header-Content-Length */
+  int retry_after;          /* >0: send Retry-After */
+  /* for the access log */
+  char model[128];
+  char id[64];
+  double queue_ms, compute_ms;
+  int batch_rows;
+} dvms_http_reply;
+
+typedef struct dvms_api {
+  dvms_repo *repo;
+  dvms_metrics *metrics;
+  int64_t max_elements;
+} dvms_api;
+
+void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply *rp);
+
+#endif

@@ -1,0 +1,89 @@
+/* Fuzz target for dvm serve's infer-request parser (serve/request.c) and
+ * response writer (serve/reply.c). The first byte chooses the framing: odd
+ * means the next two bytes (little-endian) are the
+ * Inference-Header-Content-Length and binary tensor data follows the JSON;
+ * the rest is the body. Any input must give a request that keeps every
+ * promise (signature dtypes and ranks, symbol ranges, the element limit)
+ * or an invalid-argument error; a parsed request's response must be valid
+ * JSON of the length the writer reports. A broken promise aborts. */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_ELEMENTS 4096
+
+static void require(int ok) {
+  if (!ok) abort();
+}
+
+/* ids i64[batch, seq], mask f32[batch, seq], flags bool[3] -> hidden f32[batch, seq, 4] */
+static void signature(dvms_sigs *s) {
+  *s = (dvms_sigs){.nin = 3, .nout = 1, .nsyms = 2};
+  strcpy(s->sym_name[0], "batch");
+  strcpy(s->sym_name[1], "seq");
+  s->sym_lo[0] = s->sym_lo[1] = 1;
+  s->sym_hi[0] = 64;
+  s->sym_hi[1] = 128;
+  const struct { const char *name; dvm_dtype dt; int rank; } io[] = {
+      {"ids", DVM_I64, 2}, {"mask", DVM_F32, 2}, {"flags", DVM_BOOL, 1}, {"hidden", DVM_F32, 3}};
+  for (int i = 0; i < 4; i++) {
+    dvms_sig *g = i < 3 ? &s->in[i] : &s->out[0];
+    strcpy(g->name, io[i].name);
+    g->dtype = io[i].dt;
+    g->rank = io[i].rank;
+    for (int d = 0; d < g->rank; d++) {
+      g->dims[d] = -1;
+      g->sym[d] = d < 2 ? d : -1;
+    }
+  }
+  s->in[2].dims[0] = 3;
+  s->in[2].sym[0] = -1;
+  s->out[0].dims[2] = 4;
+  s->out[0].sym[2] = -1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 3) return 0;
+  dvms_sigs sigs;
+  signature(&sigs);
+  size_t header_len = data[0] & 1 ? (size_t)data[1] | (size_t)data[2] << 8 : 0;
+  dvms_request req;
+  dvm_status *st = dvms_request_parse(data + 3, size - 3, header_len, &sigs, MAX_ELEMENTS, &req);
+  if (st) {
+    require(dvm_status_code(st) == DVM_INVALID_ARGUMENT || dvm_status_code(st) == DVM_OUT_OF_MEMORY);
+    require(dvm_status_message(st)[0] != 0);
+    dvm_status_free(st);
+    return 0;
+  }
+  for (int i = 0; i < sigs.nin; i++) {
+    const dvm_tensor *t = req.inputs[i];
+    require(t && dvm_tensor_dtype(t) == sigs.in[i].dtype && dvm_tensor_rank(t) == sigs.in[i].rank);
+    require(dvm_tensor_numel(t) <= MAX_ELEMENTS);
+    for (int d = 0; d < sigs.in[i].rank; d++) {
+      int k = sigs.in[i].sym[d];
+      int64_t v = dvm_tensor_dims(t)[d];
+      require(k < 0 ? v == sigs.in[i].dims[d] : v == req.sym[k] && v >= sigs.sym_lo[k] && v <= sigs.sym_hi[k]);
+    }
+  }
+  require(req.want[0] >= DVMS_OUT_JSON && req.want[0] <= DVMS_OUT_BINARY);
+  /* the mask stands in for the output */
+  dvms_buf b = {0};
+  size_t json_len;
+  dvm_tensor *outs[1] = {req.inputs[1]};
+  dvms_reply_write(&b, "fuzz\"model", 1, &req, &sigs, outs, &json_len);
+  require(!b.failed);
+  size_t expect = json_len ? b.len - json_len : 0;
+  require(expect == (req.want[0] == DVMS_OUT_BINARY ? dvm_tensor_nbytes(outs[0]) : 0));
+  json_error_t err;
+  json_t *back = json_loadb(b.data, json_len ? json_len : b.len, 0, &err);
+  require(back != NULL);
+  json_decref(back);
+  dvms_buf_free(&b);
+  dvms_request_clear(&req);
+  return 0;
+}

@@ -1,0 +1,344 @@
+"""Fault tests: malformed HTTP and JSON, wrong dtypes, shapes and sizes,
+huge declared sizes with small bodies, unknown models, clients that go away
+mid-request, a corrupt .dvmb, the pool limit, a full queue, deadlines,
+memory across many requests, and SIGTERM. After each, the server must
+still answer a good request correctly."""
+import http.client
+import json
+import socket
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from conftest import Server, metric, reference, sentence
+
+
+def post(server, path, body, headers=None, timeout=30):
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    c.request("POST", path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, dict(r.getheaders()), data
+
+
+def bert_json(ids, mask, **extra):
+    return json.dumps({"inputs": [
+        {"name": "ids", "datatype": "INT64", "shape": list(ids.shape), "data": ids.flatten().tolist()},
+        {"name": "mask", "datatype": "INT64", "shape": list(mask.shape), "data": mask.flatten().tolist()}],
+        **extra})
+
+
+def assert_healthy(server, repo, model="bert"):
+    ids, mask = sentence(np.random.default_rng(5), 6)
+    status, _, data = post(server, f"/v2/models/{model}/versions/1/infer", bert_json(ids, mask))
+    assert status == 200, data
+    out = json.loads(data)["outputs"][0]
+    got = np.array(out["data"], dtype=np.float32).reshape(out["shape"])
+    np.testing.assert_array_equal(got, reference(repo, ids, mask))
+
+
+def raw(server, data, read=True, timeout=2):
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
+    s.sendall(data)
+    reply = b""
+    if read:
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        except socket.timeout:
+            pass
+    s.close()
+    return reply
+
+
+def test_malformed_http(server, repo):
+    for junk in (b"\x00\x01\x02garbage\r\n\r\n", b"GET\r\n\r\n", b"POST /v2/models/bert/infer HTTP/1.1\r\n"
+                 b"Content-Length: abc\r\n\r\n", b"POST /v2 HTTP/9.9\r\nHost: x\r\n\r\n",
+                 b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\n\r\n"):
+        reply = raw(server, junk)
+        assert reply == b"" or reply.startswith(b"HTTP/1.1 4") or reply.startswith(b"HTTP/1.1 5"), reply[:100]
+        assert_healthy(server, repo)
+
+
+def test_malformed_json_and_values(server, repo):
+    ids, mask = sentence(np.random.default_rng(1), 4)
+    good = json.loads(bert_json(ids, mask))
+    bodies = {
+        "{": "malformed JSON",
+        "[]": "must be a JSON object",
+        '{"inputs": 3}': "\"inputs\" must be an array",
+        '{"inputs": [], "inputs": []}': "malformed JSON",
+        json.dumps({**good, "id": 5}): "\"id\" must be a string",
+    }
+    def variant(i, **kw):
+        b = json.loads(json.dumps(good))
+        b["inputs"][i].update(kw)
+        return json.dumps(b)
+    bodies[variant(0, datatype="FP32")] = "datatype FP32, expected INT64"
+    bodies[variant(0, shape=[1, 5])] = "data has 4 elements, its shape needs 5"
+    bodies[variant(0, shape=[1, -4])] = "non-negative"
+    bodies[variant(0, data=[1, 2, 3, "x"])] = "element 3 is not an integer"
+    bodies[variant(0, data=[1, 2, 3, 4, 5])] = "more elements than its shape"
+    bodies[variant(0, data=[1, 2, 3, 2 ** 63])] = "malformed JSON|out of range|not an integer"
+    bodies[variant(0, shape=[2 ** 40, 2 ** 40], data=[])] = "must be in 1..64"
+    bodies[variant(0, shape=[40, 64], data=[])] = "more than 2048 elements"  # --max-elements
+    bodies[variant(0, name="nope")] = "no such input"
+    bodies[variant(1, name="ids")] = "given twice"
+    bodies[variant(0, data=[[[[[[[[[[1]]]]]]]]]])] = "nested too deeply"
+    for body, message in bodies.items():
+        status, _, data = post(server, "/v2/models/bert/infer", body)
+        assert status == 400, (body[:80], data)
+        err = json.loads(data)["error"]
+        assert any(m in err for m in message.split("|")), (body[:80], err)
+    assert_healthy(server, repo)
+
+
+def binary_request(ids, mask, sizes=None, tail=b""):
+    header = json.dumps({"inputs": [
+        {"name": n, "datatype": "INT64", "shape": list(x.shape), "parameters": {"binary_data_size": s}}
+        for n, x, s in (("ids", ids, (sizes or {}).get("ids", ids.nbytes)),
+                        ("mask", mask, (sizes or {}).get("mask", mask.nbytes)))]}).encode()
+    return header, header + ids.tobytes() + mask.tobytes() + tail
+
+
+def test_binary_sizes(server, repo):
+    ids, mask = sentence(np.random.default_rng(2), 8)
+    header, body = binary_request(ids, mask)
+    hl = {"Inference-Header-Content-Length": str(len(header))}
+    status, headers, data = post(server, "/v2/models/bert/infer", body, hl)
+    assert status == 200
+    cases = [
+        (binary_request(ids, mask, {"ids": 10 ** 12}), None, "binary_data_size is 1000000000000"),
+        (binary_request(ids, mask, tail=b"xx"), None, "130 bytes of binary data follow the header, the inputs use 128"),
+        ((header, body[:-8]), None, "only 56 bytes of binary data remain"),
+        ((header, body), str(len(body) + 100), "larger than the body"),
+        ((header, body), "12x", "not a number"),
+        ((header, body), str(len(header) - 3), "malformed JSON"),
+    ]
+    for (h, b), hlen, message in cases:
+        status, _, data = post(server, "/v2/models/bert/infer", b,
+                               {"Inference-Header-Content-Length": hlen or str(len(h))})
+        assert status == 400 and message in json.loads(data)["error"], data
+    assert_healthy(server, repo)
+
+
+def test_huge_declared_sizes(server, repo):
+    # A Content-Length past the limit is refused before the body is read.
+    reply = raw(server, b"POST /v2/models/bert/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{")
+    assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+    # A large Content-Length with a small body, then the client leaves.
+    raw(server, b"POST /v2/models/bert/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 50000000\r\n\r\n{\"inp",
+        read=False)
+    assert_healthy(server, repo)
+
+
+def test_unknown_routes_and_models(server, repo):
+    for method, path, status in (("POST", "/v2/models/nosuch/infer", 404), ("GET", "/v3", 404),
+                                 ("GET", "/v2/models/bert/infer", 405), ("POST", "/v2/models/bert", 405),
+                                 ("POST", "/v2/models/bert/versions/x/infer", 404),
+                                 ("POST", "/v2/repository/models/nosuch/unload", 404),
+                                 ("GET", "/v2/repository/index", 405)):
+        c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        c.request(method, path, body="{}" if method == "POST" else None)
+        r = c.getresponse()
+        assert r.status == status, (method, path, r.status)
+        assert "error" in json.loads(r.read())
+        c.close()
+    assert_healthy(server, repo)
+
+
+def test_corrupt_model_in_repository(server, repo):
+    status, _, data = post(server, "/v2/repository/models/bad/load", "{}")
+    assert status == 400 and "truncated" in json.loads(data)["error"]
+    status, _, data = post(server, "/v2/models/bad/infer", "{}")
+    assert status == 404
+    assert_healthy(server, repo)
+
+
+def test_pool_limit(server, repo):
+    """tight's pool holds 60000 bytes: seq 8 fits, seq 64 does not (507)."""
+    ids, mask = sentence(np.random.default_rng(3), 64)
+    status, _, data = post(server, "/v2/models/tight/infer", bert_json(ids, mask))
+    assert status == 507 and "RESOURCE_EXHAUSTED" not in data.decode() and "pool" in data.decode(), data
+    assert_healthy(server, repo, "tight")
+    status, _, _ = post(server, "/v2/models/tight/infer", bert_json(ids, mask))
+    assert status == 507
+    assert_healthy(server, repo, "tight")
+    assert metric(server.metrics(), "dvm_requests_total", model="tight", outcome="pool_exhausted") == 2
+
+
+def test_client_disconnect_cancels_queued_work(server, repo):
+    """slow waits 0.6 s for a batch: a client that leaves before is cancelled."""
+    before = metric(server.metrics(), "dvm_requests_total", model="slow", outcome="cancelled") \
+        if "slow" in server.metrics() else 0
+    ids, mask = sentence(np.random.default_rng(4), 5)
+    body = bert_json(ids, mask).encode()
+    raw(server, b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
+        read=False)
+    time.sleep(1.0)
+    after = metric(server.metrics(), "dvm_requests_total", model="slow", outcome="cancelled")
+    assert after == before + 1
+    assert_healthy(server, repo, "slow")
+
+
+def test_deadline_and_queue_limit(server, repo):
+    ids, mask = sentence(np.random.default_rng(6), 5)
+    status, _, data = post(server, "/v2/models/slow/infer", bert_json(ids, mask, parameters={"timeout": 50000}))
+    assert status == 504 and "deadline" in json.loads(data)["error"]
+    # max_queue = 3: of 6 requests at once, some are turned away with Retry-After
+    results = []
+    def go():
+        results.append(post(server, "/v2/models/slow/infer", bert_json(ids, mask)))
+    threads = [threading.Thread(target=go) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(r[0] for r in results)
+    assert 200 in codes and 503 in codes, codes
+    assert all(r[1].get("Retry-After") == "1" for r in results if r[0] == 503)
+    assert_healthy(server, repo, "slow")
+
+
+def test_metrics_text(server):
+    text = server.metrics()
+    for name in ("dvm_requests_total", "dvm_queue_seconds_bucket", "dvm_queued_requests", "dvm_compute_seconds_sum",
+                 "dvm_batch_size_count", "dvm_padding_elements_total", "dvm_pool_bytes_in_use",
+                 "dvm_pool_bytes_peak", "dvm_http_responses_total"):
+        assert f"# TYPE {name.replace('_bucket', '').replace('_sum', '').replace('_count', '')} " in text
+        assert name in text
+    assert metric(text, "dvm_requests_total", model="bert", outcome="success") > 0
+
+
+def test_rss_flat_across_varying_shapes(server, repo):
+    """RSS after a warm-up and after many more requests of varying shapes
+    stays within 10% (docs/serving.md has a 20,000-request run)."""
+    rng = np.random.default_rng(8)
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    def burst(n):
+        for _ in range(n):
+            ids, mask = sentence(rng, int(rng.integers(1, 65)), int(rng.integers(1, 4)))
+            c.request("POST", "/v2/models/plain/infer", body=bert_json(ids, mask))
+            r = c.getresponse()
+            r.read()
+            assert r.status == 200
+    burst(300)
+    rss0 = server.rss_kb()
+    burst(900)
+    rss1 = server.rss_kb()
+    c.close()
+    assert rss1 <= rss0 * 1.10, (rss0, rss1)
+
+
+def test_sigterm_drains(repo, tmp_path):
+    """SIGTERM while a request waits in a queue: it is answered, exit 0."""
+    s = Server(repo, str(tmp_path / "serve.log"))
+    ids, mask = sentence(np.random.default_rng(9), 5)
+    out = []
+    t = threading.Thread(target=lambda: out.append(post(s, "/v2/models/slow/infer", bert_json(ids, mask))))
+    t.start()
+    deadline = time.monotonic() + 30
+    while metric(s.metrics(), "dvm_queued_requests", model="slow") == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    rc = s.stop()
+    t.join()
+    assert rc == 0
+    assert out and out[0][0] == 200, out
+    log = s.log_text()
+    assert '"path":"/v2/models/slow/infer","status":200' in log and "dvm serve: stopped" in log, log
+
+
+def test_priority(server, repo):
+    """prio: one worker, batches of 2, 400 ms queue delay. a (length 5) and
+    b (length 6) wait in the queue; c (length 6, priority 1) goes to the
+    head, finds b to fill its batch and runs at once, 200 ms before a.
+    Without priorities a would run first (at the end of its window), then
+    b with c."""
+    done = {}
+    def go(name, length, priority, delay):
+        time.sleep(delay)
+        ids, mask = sentence(np.random.default_rng(length), length)
+        status, _, _ = post(server, "/v2/models/prio/infer", bert_json(ids, mask, parameters={"priority": priority}))
+        done[name] = (status, time.monotonic())
+    threads = [threading.Thread(target=go, args=a) for a in (("a", 5, 0, 0), ("b", 6, 0, 0.1), ("c", 6, 1, 0.2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(v[0] == 200 for v in done.values()), done
+    assert done["c"][1] < done["a"][1] - 0.1 and done["b"][1] < done["a"][1] - 0.1, done
+
+
+def test_sigterm_under_load(repo, tmp_path):
+    """SIGTERM while 16 clients keep sending on keep-alive connections: the
+    server exits 0 promptly; every answer is a right result or a 503."""
+    rng = np.random.default_rng(10)
+    pool = [sentence(rng, n) for n in (3, 9, 17, 30, 64)]
+    refs = [reference(repo, ids, mask) for ids, mask in pool]
+    s = Server(repo, str(tmp_path / "serve.log"))
+    stop = threading.Event()
+    codes, errors = [], []
+    def client(seed):
+        rng = np.random.default_rng(seed)
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        while not stop.is_set():
+            k = int(rng.integers(len(pool)))
+            ids, mask = pool[k]
+            try:
+                c.request("POST", "/v2/models/bert/versions/1/infer", body=bert_json(ids, mask))
+                r = c.getresponse()
+                data = r.read()
+            except (OSError, http.client.HTTPException):
+                break  # the server closed the connection: it is going away
+            codes.append(r.status)
+            if r.status == 200:
+                out = json.loads(data)["outputs"][0]
+                got = np.array(out["data"], dtype=np.float32).reshape(out["shape"])
+                if not np.allclose(got, refs[k], rtol=1e-4, atol=1e-5):
+                    errors.append("wrong result")
+            elif r.status != 503:
+                errors.append(data)
+        c.close()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    time.sleep(1.5)
+    t0 = time.monotonic()
+    rc = s.stop()
+    took = time.monotonic() - t0
+    stop.set()
+    for t in threads:
+        t.join()
+    assert rc == 0 and took < 10, (rc, took)
+    assert not errors, errors[:3]
+    assert codes.count(200) > 0
+
+
+def test_onnx_cache(repo, tmp_path):
+    """--cache-dir keeps mlp's compiled .dvmb; a reload maps it; a corrupt
+    entry is compiled again and rewritten."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    s = Server(repo, str(tmp_path / "serve.log"), "--cache-dir", str(cache))
+    try:
+        files = list(cache.glob("mlp-*.dvmb"))
+        assert len(files) == 1, list(cache.iterdir())
+        good = files[0].read_bytes()
+        x = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 16], "data": list(range(16))}]}
+        first = post(s, "/v2/models/mlp/infer", json.dumps(x))
+        assert first[0] == 200
+        assert post(s, "/v2/repository/models/mlp/load", "{}")[0] == 200  # from the cache
+        assert post(s, "/v2/models/mlp/infer", json.dumps(x))[2] == first[2]
+        files[0].write_bytes(good[:100])
+        assert post(s, "/v2/repository/models/mlp/load", "{}")[0] == 200  # compiled again
+        assert files[0].read_bytes() == good
+        assert post(s, "/v2/models/mlp/infer", json.dumps(x))[2] == first[2]
+    finally:
+        assert s.stop() == 0
