@@ -8,6 +8,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 DVM = os.environ.get("DVM", os.path.join(ROOT, "build", "tools", "dvm"))
+REAL = os.path.join(ROOT, "tests", "real", "models")
 EXPORTED = os.environ.get("DVM_EXPORTED", os.path.join(ROOT, "build-data", "exported"))
 
 # model -> (file, input name -> (dtype, dims with symbols, int range), bindings)
@@ -21,6 +22,12 @@ MODELS = {
     "yolo_tiny": (os.path.join(EXPORTED, "yolo_tiny.onnx"), {"images": ("f32", ["batch", 3, "height", "width"], 0)}, IMG),
     "speech_tiny": (os.path.join(EXPORTED, "speech_tiny.onnx"), {"audio": ("f32", ["batch", "samples"], 0)},
                     [dict(batch=1, samples=1600), dict(batch=2, samples=3203), dict(batch=3, samples=401)]),
+    # shipped in PyPI wheels (tests/real/fetch_models.py, at setup); Paddle's
+    # unnamed dims are the fresh symbols unk0, unk1, ...
+    "ppocr_det": (os.path.join(REAL, "ch_PP-OCRv4_det_infer.onnx"), {"x": ("f32", ["unk0", 3, "unk1", "unk2"], 0)},
+                  [dict(unk0=1, unk1=64, unk2=96), dict(unk0=2, unk1=96, unk2=160)]),
+    "ppocr_rec": (os.path.join(REAL, "ch_PP-OCRv4_rec_infer.onnx"), {"x": ("f32", ["unk0", 3, "unk1", "unk2"], 0)},
+                  [dict(unk0=1, unk1=48, unk2=80), dict(unk0=3, unk1=48, unk2=320)]),
     "bert_fixture": (os.path.join(ROOT, "tests", "models", "bert.onnx"),
                      {"ids": ("i64", ["batch", "seq"], 50), "mask": ("i64", ["batch", "seq"], 2)}, SEQ),
     "resnet_fixture": (os.path.join(ROOT, "tests", "models", "resnet.onnx"),
