@@ -101,7 +101,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         if s is None:
             raise ValueError(f"function \"{fname}\" takes {len(slots)} inputs; input {k} (\"{names[k]}\") is missing")
     inputs = {v.name: _load_input(v, str(s)) for v, s in zip(fn.inputs, slots)}
-    if a.device == "auto":
+    if a.device == "auto" and any(name.endswith("@cuda") for name in m.functions):
+        # as the dvm command: said only where a CUDA function could run
         print(f"dvm: running on {m.auto_device[1]}", file=sys.stderr)
     res = m.run(inputs, function=fname, device=a.device, threads=a.threads, tf32=a.tf32)
     outs: Dict[str, str] = {}
