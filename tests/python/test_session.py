@@ -94,3 +94,41 @@ def test_metadata_options_and_unsupported(tmp_path):
     m = dvm.InferenceSession(add_model().SerializeToString())
     assert [(i.name, i.type, i.shape) for i in m.get_inputs()] == [("x", "tensor(float)", ["n"]),
                                                                  ("y", "tensor(float)", ["n"])]
+
+
+REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "real", "models")
+REAL_CASES = {  # the ONNX files the silero-vad and rapidocr-onnxruntime wheels ship (tests/real)
+    "ch_PP-OCRv4_det_infer.onnx": [{"x": (1, 3, 64, 96)}, {"x": (2, 3, 96, 160)}],
+    "ch_PP-OCRv4_rec_infer.onnx": [{"x": (1, 3, 48, 80)}, {"x": (3, 3, 48, 320)}],
+    "ch_ppocr_mobile_v2.0_cls_infer.onnx": [{"x": (2, 3, 48, 192)}],
+    "silero_vad_op18_ifless.onnx": [{"input": (1, 512), "state": (2, 1, 128), "sr": ()},
+                                    {"input": (3, 256), "state": (2, 3, 128), "sr": ()}],
+}
+
+
+def real_model_code(rt, path, shapes, seed):
+    """The same user code for a packaged model: feeds by the session's own
+    input list, all outputs."""
+    sess = rt.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in sess.get_inputs():
+        if inp.name == "sr":
+            feeds["sr"] = np.array(16000 if shapes["input"][1] == 512 else 8000, np.int64)
+        else:
+            feeds[inp.name] = (0.5 * rng.standard_normal(shapes[inp.name])).astype(np.float32)
+    return sess.run(None, feeds)
+
+
+@pytest.mark.parametrize("name", sorted(REAL_CASES))
+def test_packaged_models_same_outputs_as_onnxruntime(name):
+    path = os.path.join(REAL, name)
+    if not os.path.exists(path):
+        pytest.fail(f"{path} is missing: setup.sh fetches it (tests/real/fetch_models.py)")
+    for i, shapes in enumerate(REAL_CASES[name]):
+        want, got = real_model_code(onnxruntime, path, shapes, i), real_model_code(dvm, path, shapes, i)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype, (name, shapes)
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(w).max())),
+                                       err_msg=f"{name} {shapes}")
