@@ -203,6 +203,22 @@ bool dvmc_graph_constrain(dvmc_ctx *c, dvmc_graph *g, const dvmc_constraint *k) 
 
 /* ---- attributes ---- */
 
+dvm_status *dvmc_graph_set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec) {
+  char name[128];
+  long long lo, hi;
+  if (sscanf(spec, "%127[^=]=%lld..%lld", name, &lo, &hi) != 3 || lo < 0 || hi < lo)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: expected NAME=LO..HI with 0 <= LO <= HI", spec);
+  for (int k = 0; k < g->ninputs; k++)
+    for (int d = 0; d < g->inputs[k]->rank; d++) {
+      const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);
+      if (s && strcmp(s, name) == 0) {
+        dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, name), lo, hi);
+        return NULL;
+      }
+    }
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: no input of the model has a dim named \"%s\"", spec, name);
+}
+
 const dvmc_attr *dvmc_attr_find(const dvmc_node *n, const char *name) {
   for (int i = 0; i < n->nattrs; i++)
     if (strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];

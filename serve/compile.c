@@ -18,22 +18,6 @@
 #include "onnx_import.h"
 #include "serve_compile.h"
 
-static dvm_status *set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec) {
-  char name[64];
-  long long lo, hi;
-  if (sscanf(spec, "%63[^=]=%lld..%lld", name, &lo, &hi) != 3 || lo < 0 || hi < lo)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "dim %s: expected NAME=LO..HI with 0 <= LO <= HI", spec);
-  for (int k = 0; k < g->ninputs; k++)
-    for (int d = 0; d < g->inputs[k]->rank; d++) {
-      const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);
-      if (s && strcmp(s, name) == 0) {
-        dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, name), lo, hi);
-        return NULL;
-      }
-    }
-  return dvm_status_new(DVM_INVALID_ARGUMENT, "dim %s: no input of the model has a dim named \"%s\"", spec, name);
-}
-
 static dvm_status *compile(const char *path, const dvms_config *cfg, uint8_t **bytes, size_t *size) {
   dvmc_ctx *c;
   dvm_status *st = dvmc_ctx_create(&c);
@@ -42,7 +26,7 @@ static dvm_status *compile(const char *path, const dvms_config *cfg, uint8_t **b
   int folded;
   dvmc_options co = {.function = cfg->function};
   if (!(st = dvmc_import_onnx(c, path, &g)) && !(st = dvmc_fold(c, g, &folded))) {
-    for (int i = 0; i < cfg->ndims && !st; i++) st = set_dim(c, g, cfg->dims[i]);
+    for (int i = 0; i < cfg->ndims && !st; i++) st = dvm_status_annotate(dvmc_graph_set_dim(c, g, cfg->dims[i]), "dim");
     if (!st && !(st = dvmc_infer(c, g))) st = dvmc_lower(c, g, &co, bytes, size);
   }
   dvmc_ctx_destroy(c);

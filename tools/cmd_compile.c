@@ -101,25 +101,12 @@ int dvm_cmd_compile(int argc, char **argv) {
     goto done;
   }
   if (progress && folded) fprintf(stderr, "dvm compile: folded %d BatchNormalization nodes into Convs\n", folded);
-  for (int i = 0; i < ndims; i++) {
-    char name[128];
-    long long lo, hi;
-    if (sscanf(dims[i], "%127[^=]=%lld..%lld", name, &lo, &hi) != 3 || lo < 0 || hi < lo) {
-      rc = dvm_cli_usage_error("compile", "--dim %s: expected NAME=LO..HI with 0 <= LO <= HI", dims[i]);
+  for (int i = 0; i < ndims; i++)
+    if ((st = dvmc_graph_set_dim(c, g, dims[i]))) {
+      rc = dvm_cli_usage_error("compile", "--dim %s", dvm_status_message(st));
+      dvm_status_free(st);
       goto done;
     }
-    int found = 0;
-    for (int k = 0; k < g->ninputs; k++)
-      for (int d = 0; d < g->inputs[k]->rank; d++) {
-        const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);
-        found |= s && strcmp(s, name) == 0;
-      }
-    if (!found) {
-      rc = dvm_cli_usage_error("compile", "--dim %s: no input of the model has a dim named \"%s\"", dims[i], name);
-      goto done;
-    }
-    dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, name), lo, hi);
-  }
   if ((st = dvmc_infer(c, g))) {
     rc = dvm_cli_fail("compile", st);
     goto done;

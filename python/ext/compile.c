@@ -37,15 +37,9 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *di
   dvm_status *st = dvmc_fold(c, g, &folded);
   if (st) return st;
   for (int i = 0; i < ndims; i++) {
-    int found = 0;
-    for (int k = 0; k < g->ninputs; k++)
-      for (int d = 0; d < g->inputs[k]->rank; d++) {
-        const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);
-        found |= s && strcmp(s, dims[i].name) == 0;
-      }
-    if (!found)
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "dims: no input of the model has a dim named \"%s\"", dims[i].name);
-    dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, dims[i].name), dims[i].lo, dims[i].hi);
+    char spec[192];
+    snprintf(spec, sizeof spec, "%.127s=%lld..%lld", dims[i].name, dims[i].lo, dims[i].hi);
+    if ((st = dvmc_graph_set_dim(c, g, spec))) return dvm_status_annotate(st, "dims");
   }
   if ((st = dvmc_infer(c, g))) return st;
   if (ir) {
