@@ -199,7 +199,7 @@ static void same_shape(const dvmc_node *n, int out) {
   if (n->nin && n->in[0] && out < n->nout && n->out[out]) set_shape(n->out[out], n->in[0]->rank, n->in[0]->dims);
 }
 
-static void matmul(inf *I, const dvmc_node *n) {
+static void rule_matmul(inf *I, const dvmc_node *n) {
   const dvmc_value *a = n->in[0], *b = n->nin > 1 ? n->in[1] : NULL;
   if (!a || !b || a->rank < 1 || b->rank < 1) return;
   int ra = a->rank, rb = b->rank;
@@ -219,7 +219,7 @@ static void matmul(inf *I, const dvmc_node *n) {
   if (k <= DVM_MAX_RANK) set_shape(n->out[0], k, d);
 }
 
-static void gemm(inf *I, const dvmc_node *n) {
+static void rule_gemm(inf *I, const dvmc_node *n) {
   const dvmc_value *a = n->in[0], *b = n->nin > 1 ? n->in[1] : NULL;
   if (!a || !b || a->rank != 2 || b->rank != 2) return;
   int ta = dvmc_attr_int(n, "transA", 0) != 0, tb = dvmc_attr_int(n, "transB", 0) != 0;
@@ -228,7 +228,8 @@ static void gemm(inf *I, const dvmc_node *n) {
   set_shape(n->out[0], 2, d);
 }
 
-static void transpose(const dvmc_node *n) {
+static void rule_transpose(inf *I, const dvmc_node *n) {
+  (void)I;
   const dvmc_value *x = n->in[0];
   if (!x || x->rank < 0) return;
   int64_t perm[DVM_MAX_RANK];
@@ -250,7 +251,7 @@ static const dvmc_expr *prod(inf *I, const dvmc_value *v, int lo, int hi) {
 }
 
 /* Reshape to a target known as expressions: 0 copies, -1 is the rest. */
-static void reshape(inf *I, const dvmc_node *n) {
+static void rule_reshape(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0], *s = n->nin > 1 ? n->in[1] : NULL;
   if (!x || !dvmc_value_elems_known(s) || s->nelems > DVM_MAX_RANK) return;
   const dvmc_expr *d[DVM_MAX_RANK];
@@ -324,7 +325,7 @@ static void squeeze_unsqueeze(inf *I, const dvmc_node *n, int unsqueeze) {
   if (dvmc_value_elems_known(x)) set_elems(I, n->out[0], x->nelems, x->elems);
 }
 
-static void flatten(inf *I, const dvmc_node *n) {
+static void rule_flatten(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0];
   if (!x || x->rank < 0) return;
   int axis = (int)dvmc_attr_int(n, "axis", 1);
@@ -334,7 +335,7 @@ static void flatten(inf *I, const dvmc_node *n) {
   set_shape(n->out[0], 2, d);
 }
 
-static void concat(inf *I, const dvmc_node *n) {
+static void rule_concat(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0];
   if (!x || x->rank < 0) return;
   int axis = norm_axis(dvmc_attr_int(n, "axis", 0), x->rank);
@@ -357,7 +358,7 @@ static void concat(inf *I, const dvmc_node *n) {
   if (all) set_elems(I, n->out[0], ne, elems);
 }
 
-static void gather(inf *I, const dvmc_node *n) {
+static void rule_gather(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0], *idx = n->nin > 1 ? n->in[1] : NULL;
   if (!x || !idx || x->rank < 1 || idx->rank < 0 || x->rank + idx->rank - 1 > DVM_MAX_RANK) return;
   int axis = norm_axis(dvmc_attr_int(n, "axis", 0), x->rank);
@@ -381,7 +382,7 @@ static void gather(inf *I, const dvmc_node *n) {
   }
 }
 
-static void shape_op(inf *I, const dvmc_node *n) {
+static void rule_shape(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0];
   if (!x || x->rank < 0) return;
   int64_t lo = dvmc_attr_int(n, "start", 0), hi = dvmc_attr_int(n, "end", x->rank);
@@ -491,7 +492,7 @@ static void window(inf *I, const dvmc_node *n, int conv, int global) {
   set_shape(n->out[0], x->rank, d);
 }
 
-static void expand(inf *I, const dvmc_node *n) {
+static void rule_expand(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0], *s = n->nin > 1 ? n->in[1] : NULL;
   if (!x || x->rank < 0 || !dvmc_value_elems_known(s) || s->nelems > DVM_MAX_RANK) return;
   dvmc_value shape = {.rank = s->nelems};
@@ -519,7 +520,7 @@ static const dvmc_expr *data_dim(inf *I, const char *hint) {
   return I->depth == 0 ? dvmc_sym_fresh(I->x, hint) : NULL;
 }
 
-static void nonzero(inf *I, const dvmc_node *n) {
+static void rule_nonzero(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0];
   if (!x || x->rank < 0) return;
   const dvmc_expr *d[2] = {dvmc_const(I->x, x->rank), data_dim(I, "nnz")};
@@ -540,7 +541,7 @@ static void topk(inf *I, const dvmc_node *n) {
 
 /* Range: ceil((limit - start) / delta) elements, for a positive constant
  * delta and start and limit known as expressions; else read at run time. */
-static void range(inf *I, const dvmc_node *n) {
+static void rule_range(inf *I, const dvmc_node *n) {
   if (n->nin != 3) return;
   const dvmc_expr *len = NULL;
   int known = 1;
@@ -735,7 +736,7 @@ static void conv_transpose(inf *I, const dvmc_node *n) {
 }
 
 /* Size: a scalar whose content is the product of the dims. */
-static void size_op(inf *I, const dvmc_node *n) {
+static void rule_size(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0];
   set_shape(n->out[0], 0, NULL);
   const dvmc_expr *p = x && x->rank >= 0 ? prod(I, x, 0, x->rank) : NULL;
@@ -815,10 +816,6 @@ static void rule_same(inf *I, const dvmc_node *n) {
     set_elems(I, n->out[0], n->in[0]->nelems, n->in[0]->elems);
 }
 
-static void rule_matmul(inf *I, const dvmc_node *n) { matmul(I, n); }
-static void rule_gemm(inf *I, const dvmc_node *n) { gemm(I, n); }
-static void rule_transpose(inf *I, const dvmc_node *n) { (void)I, transpose(n); }
-static void rule_reshape(inf *I, const dvmc_node *n) { reshape(I, n); }
 /* Squeeze by axes computed at run time: the rank still follows from their
  * count. */
 static void rule_squeeze(inf *I, const dvmc_node *n) {
@@ -830,13 +827,6 @@ static void rule_squeeze(inf *I, const dvmc_node *n) {
     set_rank(n->out[0], x->rank - (int)k);
 }
 static void rule_unsqueeze(inf *I, const dvmc_node *n) { squeeze_unsqueeze(I, n, 1); }
-static void rule_flatten(inf *I, const dvmc_node *n) { flatten(I, n); }
-static void rule_concat(inf *I, const dvmc_node *n) { concat(I, n); }
-static void rule_gather(inf *I, const dvmc_node *n) { gather(I, n); }
-static void rule_shape(inf *I, const dvmc_node *n) { shape_op(I, n); }
-static void rule_expand(inf *I, const dvmc_node *n) { expand(I, n); }
-static void rule_range(inf *I, const dvmc_node *n) { range(I, n); }
-static void rule_nonzero(inf *I, const dvmc_node *n) { nonzero(I, n); }
 /* Ops whose outputs have input 0's rank whatever their dims: where the
  * rule cannot tell the dims, the rank still holds. */
 static void keep_rank(const dvmc_node *n) {
@@ -851,7 +841,6 @@ static void rule_tile(inf *I, const dvmc_node *n) { tile(I, n), keep_rank(n); }
 static void rule_pad(inf *I, const dvmc_node *n) { pad(I, n), keep_rank(n); }
 static void rule_resize(inf *I, const dvmc_node *n) { resize(I, n), keep_rank(n); }
 static void rule_conv_transpose(inf *I, const dvmc_node *n) { conv_transpose(I, n), keep_rank(n); }
-static void rule_size(inf *I, const dvmc_node *n) { size_op(I, n); }
 static void rule_reduce(inf *I, const dvmc_node *n) {
   reduce(I, n, 0);
   if (dvmc_attr_int(n, "keepdims", 1)) keep_rank(n);
