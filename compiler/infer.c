@@ -514,7 +514,7 @@ static void constant_of_shape(inf *I, const dvmc_node *n) {
 
 /* A dim only the run time knows (NonZero's count, a runtime TopK k): a
  * fresh symbol that lowering reads from the node's output once it has run
- * (lower.c), so what follows is arithmetic on it. Top-level nodes only: a
+ * (lower_values.c), so what follows is arithmetic on it. Top-level nodes only: a
  * branch or loop body runs never or many times. */
 static const dvmc_expr *data_dim(inf *I, const char *hint) {
   return I->depth == 0 ? dvmc_sym_fresh(I->x, hint) : NULL;
@@ -1003,7 +1003,7 @@ static void infer_node(inf *I, const dvmc_node *n) {
   I->depth--;
   if (n->def && rules[dvmc_op_index(n->def)]) rules[dvmc_op_index(n->def)](I, n);
   /* at top level a dim no rule can tell is a symbol read from the output
-   * once the node has run (lower.c), so what follows is arithmetic on it */
+   * once the node has run (lower_values.c), so what follows is arithmetic on it */
   for (int i = 0; i < n->nout && I->depth == 0; i++)
     for (int d = 0; n->out[i] && d < n->out[i]->rank; d++)
       if (!n->out[i]->dims[d]) n->out[i]->dims[d] = data_dim(I, "d");

@@ -11,7 +11,7 @@
 typedef struct dvmc_op {
   const char *name;   /* ONNX op type */
   const char *kernel; /* CPU kernel, or NULL for special lowerings */
-  const char *attrs;  /* kernel attribute specs (lower.c) */
+  const char *attrs;  /* kernel attribute specs (lower_call.c) */
   const char *dtype;  /* output dtype rule (ops.def) */
   int nin;            /* inputs passed to the kernel; -1 all */
   int min_opset;

@@ -1,4 +1,4 @@
-"""Loop scan outputs (lower.c's append_scan): each iteration's value, with a
+"""Loop scan outputs (lower_control.c's append_scan): each iteration's value, with a
 new axis 0, concatenated; compared with ONNX Runtime for counted loops,
 loops that stop on their condition, and empty scans (no iteration)."""
 import os

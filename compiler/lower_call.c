@@ -1,0 +1,272 @@
+/* The generic lowering: a node's inputs and attributes (the op table's
+ * ATTRS spec) become one kernel call, with its output shapes (from
+ * inference, or the kernel's shape function at run time) and allocations. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lowering.h"
+#include "ops.h"
+/* One attribute from the rule's spec: SOURCES:K, SOURCES:K=DEFAULT or
+ * SOURCES:K? (optional: left out when absent; optional ones come last).
+ * SOURCES is an ONNX attribute name, @N (constant input N), or several
+ * separated by | (the first present wins: attributes moved to inputs in
+ * later opsets). K is i (int), f (float), s (ints as a shape) or
+ * e(a,b,c) (a string, as its index in the list). Returns the register, -1
+ * when an optional attribute is absent, -2 with *st set on error. */
+int lw_lower_attr(lowering *L, const dvmc_node *n, const char *spec, size_t len, dvm_status **st) {
+  char buf[160];
+  if (len >= sizeof buf) len = sizeof buf - 1;
+  memcpy(buf, spec, len);
+  buf[len] = 0;
+  int optional = buf[len - 1] == '?';
+  if (optional) buf[len - 1] = 0;
+  char *colon = strchr(buf, ':');
+  if (!colon) {
+    *st = dvm_status_new(DVM_INTERNAL, "bad attribute spec %s", spec);
+    return -2;
+  }
+  *colon++ = 0;
+  char kind = *colon;
+  char *eq = strchr(colon, '=');
+  if (eq) *eq++ = 0;
+  const dvmc_attr *a = NULL;
+  const dvmc_value *in = NULL;
+  int idx = -1;
+  for (char *src = strtok(buf, "|"); src && !a && !in; src = strtok(NULL, "|")) {
+    if (src[0] == '@') {
+      idx = atoi(src + 1);
+      in = idx < n->nin ? n->in[idx] : NULL;
+    } else {
+      a = dvmc_attr_find(n, src);
+    }
+  }
+  if (!a && !in && optional) return -1;
+  if (in && !in->constant) { /* computed at run time: read on the host */
+    int t, r = dvmc_fn_reg(L->f);
+    if ((*st = lw_reg_of(L, in, &t))) return -2;
+    const char *fn = kind == 'f' ? "itemf" : kind == 's' ? "ints" : kind == 'i' ? "item" : NULL;
+    if (!fn) {
+      *st = lw_unsupported(n, "input %d (\"%s\") must be a constant here", idx, in->name);
+      return -2;
+    }
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, fn), 1, r, 1, t}, 5);
+    return r;
+  }
+  switch (kind) {
+  case 'i': {
+    int64_t v = eq ? strtoll(eq, NULL, 0) : 0;
+    if (a && a->type != DVMC_ATTR_INT) {
+      *st = lw_unsupported(n, "attribute \"%s\" must be an int", a->name);
+      return -2;
+    }
+    if (a && a->type == DVMC_ATTR_INT) v = a->i;
+    else if (in && lw_const_ints(in, &v, 1) != 1) {
+      *st = lw_unsupported(n, "input %d must be a one-element integer", idx);
+      return -2;
+    }
+    return lw_emit_int(L, v);
+  }
+  case 'f': {
+    double v = eq ? strtod(eq, NULL) : 0;
+    if (a && a->type != DVMC_ATTR_FLOAT && a->type != DVMC_ATTR_INT) {
+      *st = lw_unsupported(n, "attribute \"%s\" must be a number", a->name);
+      return -2;
+    }
+    if (a && a->type == DVMC_ATTR_FLOAT) v = a->f;
+    else if (a && a->type == DVMC_ATTR_INT) v = (double)a->i;
+    else if (in && !lw_const_float(in, &v)) {
+      *st = lw_unsupported(n, "input %d must be a one-element number", idx);
+      return -2;
+    }
+    return lw_emit_float(L, v);
+  }
+  case 's': {
+    int64_t v[DVM_MAX_RANK];
+    int k = 0;
+    if (a) {
+      if (a->type != DVMC_ATTR_INTS || a->n > DVM_MAX_RANK) {
+        *st = lw_unsupported(n, "attribute \"%s\" must be a list of at most %d ints", a->name, DVM_MAX_RANK);
+        return -2;
+      }
+      k = a->n;
+      if (k) memcpy(v, a->ints, sizeof(int64_t) * (size_t)k);
+    } else if (in && (k = lw_const_ints(in, v, DVM_MAX_RANK)) < 0) {
+      *st = lw_unsupported(n, "input %d must be a constant list of at most %d integers", idx, DVM_MAX_RANK);
+      return -2;
+    }
+    return lw_emit_shape(L, k, v);
+  }
+  case 'e': { /* e(a,b,c) */
+    const char *want = a && a->type == DVMC_ATTR_STRING ? a->s : eq;
+    int i = 0;
+    for (const char *p = colon + 2; *p && *p != ')'; i++) {
+      size_t l = strcspn(p, ",)");
+      if (want && strlen(want) == l && !strncmp(p, want, l)) return lw_emit_int(L, i);
+      p += l + (p[l] == ',');
+    }
+    *st = lw_unsupported(n, "attribute \"%s\" = \"%s\" is not supported", a ? a->name : "?", want ? want : "");
+    return -2;
+  }
+  default: *st = dvm_status_new(DVM_INTERNAL, "bad attribute spec %s", spec); return -2;
+  }
+}
+
+/* The dtype of output i, by the op table's rule (ops.c). */
+static dvm_status *out_dtype(const dvmc_node *n, int i, dvm_dtype *out) {
+  bool known;
+  dvm_status *st = dvmc_op_out_dtype(n, i, out, &known);
+  return st ? st : known ? NULL : lw_unsupported(n, "cannot tell the dtype of output %d", i);
+}
+
+/* Lowering decides dtypes as it goes: later nodes read them. */
+void lw_set_type(const dvmc_value *v, dvm_dtype dt) {
+  dvmc_value *w = (dvmc_value *)v;
+  w->typed = true;
+  w->dtype = dt;
+}
+
+/* The node's inputs that go to the kernel (the rule's count; trailing
+ * omitted ones dropped). */
+dvm_status *lw_call_inputs(lowering *L, const dvmc_node *n, const op_rule *r, call *c) {
+  int nin = r->nin < 0 ? n->nin : (r->nin < n->nin ? r->nin : n->nin);
+  while (nin > 0 && !n->in[nin - 1]) nin--;
+  if (nin > 64) return lw_unsupported(n, "more than 64 inputs");
+  for (int i = 0; i < nin; i++) {
+    int reg;
+    dvm_status *st;
+    if (!n->in[i]) return lw_unsupported(n, "omitted optional input %d before a present one", i);
+    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
+    c->ins[i] = reg;
+  }
+  c->nin = nin;
+  c->kernel = r->kernel;
+  return NULL;
+}
+
+/* The attributes of the rule's spec, in order; `pads_reg` (when >= 0)
+ * stands for the "pads" attribute. */
+dvm_status *lw_call_attrs(lowering *L, const dvmc_node *n, const char *spec, int pads_reg, call *c) {
+  dvm_status *st = NULL;
+  for (const char *p = spec ? spec : ""; *p;) {
+    while (*p == ' ') p++;
+    size_t len = strcspn(p, " ");
+    if (!len) break;
+    int reg = pads_reg >= 0 && !strncmp(p, "pads:", 5) ? pads_reg : lw_lower_attr(L, n, p, len, &st);
+    if (reg == -2) return st;
+    if (reg >= 0) {
+      if (c->nattrs == 32) return lw_unsupported(n, "more than 32 attributes");
+      c->attrs[c->nattrs++] = reg;
+    }
+    p += len;
+  }
+  return NULL;
+}
+
+/* The CPU kernel of a kernel table name: its base, "fused@3" is "fused". */
+const dvm_kernel_def *lw_cpu_kernel(const char *name, char base[64]) {
+  snprintf(base, 64, "%.*s", (int)strcspn(name, "@"), name);
+  return dvm_ops_find(base, DVM_DEVICE_CPU);
+}
+
+/* Output shapes (the kernel's shape function, or input 0's shape),
+ * allocation, the kernel call; attribute registers released after. */
+dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c) {
+  char base[64];
+  const dvm_kernel_def *k = lw_cpu_kernel(c->kernel, base);
+  if (!k) return lw_unsupported(n, "kernel \"%s\" is not in this dvm", base);
+  const dvmc_value *in0 = n->nin ? n->in[0] : NULL;
+  if (k->dtypes && in0 && in0->typed && !(k->dtypes & DVM_DTYPE_BIT(in0->dtype))) {
+    char list[128] = "";
+    for (int d = 0; d < DVM_DTYPE_COUNT; d++)
+      if (k->dtypes & DVM_DTYPE_BIT(d))
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", dvm_dtype_name((dvm_dtype)d));
+    return lw_unsupported(n, "dtype %s is not supported (kernel %s takes %s)", dvm_dtype_name(in0->dtype), base, list);
+  }
+  int nout = n->nout;
+  while (nout > 0 && !n->out[nout - 1]) nout--; /* trailing omitted optional outputs */
+  for (int i = 0; i < nout; i++)
+    if (!n->out[i]) return lw_unsupported(n, "omitted output %d before a present one", i);
+  if (!nout || nout > 16) return lw_unsupported(n, "%d outputs", nout);
+  int64_t outs[16], shapes[16], w[3 + 16 + 1 + 64 + 1 + 32];
+  int nw = 0, known = 1;
+  dvm_status *st;
+  for (int i = 0; i < nout; i++)
+    known &= dvmc_value_shape_known(n->out[i]) && lw_all_emittable(L, n->out[i]->rank, n->out[i]->dims);
+  if (known) { /* inference knows the shapes: arithmetic, no shape function */
+    for (int i = 0; i < nout; i++) shapes[i] = lw_shape_of_exprs(L, n->out[i]->rank, n->out[i]->dims);
+  } else if (k->shapefn) {
+    w[nw++] = dvmc_emit_shapefn(L->e, k->shapefn);
+    w[nw++] = nout;
+    for (int i = 0; i < nout; i++) w[nw++] = shapes[i] = dvmc_fn_reg(L->f);
+    w[nw++] = c->nin + c->nattrs;
+    for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
+    for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+  } else {
+    if (!c->nin) return lw_unsupported(n, "kernel \"%s\" has no shape function and no input", base);
+    for (int i = 0; i < nout; i++) dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, shapes[i] = dvmc_fn_reg(L->f), c->ins[0]);
+  }
+  for (int i = 0; i < nout; i++) {
+    dvm_dtype dt = DVM_F32;
+    if ((st = out_dtype(n, i, &dt))) return st;
+    outs[i] = dvmc_fn_reg(L->f);
+    lw_set_type(n->out[i], dt);
+    lw_emit_alloc(L, (int)outs[i], dt, (int)shapes[i], n->out[i]->rank, known ? n->out[i]->dims : NULL);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
+    if (!lw_bind(L, n->out[i], (int)outs[i])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  nw = 0;
+  w[nw++] = dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, c->payload, c->payload_size);
+  w[nw++] = -1;
+  w[nw++] = nout;
+  for (int i = 0; i < nout; i++) w[nw++] = outs[i];
+  w[nw++] = c->nin;
+  for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
+  w[nw++] = c->nattrs;
+  for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
+  for (int i = 0; i < c->nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c->attrs[i]);
+  return NULL;
+}
+
+/* The generic lowering: the rule's inputs and attributes, then the call. */
+dvm_status *lw_lower_kernel(lowering *L, const dvmc_node *n, const op_rule *r) {
+  call c = {0};
+  dvm_status *st;
+  if ((st = lw_call_inputs(L, n, r, &c)) || (st = lw_call_attrs(L, n, r->attrs, -1, &c))) return st;
+  return lw_emit_call(L, n, r, &c);
+}
+
+/* Values no model may give, refused by node and attribute before anything
+ * is emitted (ONNX Runtime refuses them too): window attributes of the
+ * convolutions and pools, and an output dim inference found negative (a
+ * window larger than its padded input). */
+dvm_status *lw_check_values(const dvmc_node *n) {
+  static const struct {
+    const char *name;
+    int64_t min;
+  } least[] = {{"pads", 0}, {"output_padding", 0}, {"strides", 1}, {"dilations", 1}, {"kernel_shape", 1}, {"group", 1}};
+  int window = !strcmp(n->op, "Conv") || !strcmp(n->op, "ConvTranspose") || !strcmp(n->op, "MaxPool") ||
+               !strcmp(n->op, "AveragePool");
+  for (int i = 0; window && i < n->nattrs; i++) {
+    const dvmc_attr *a = &n->attrs[i];
+    for (size_t k = 0; k < sizeof least / sizeof least[0]; k++) {
+      if (strcmp(a->name, least[k].name)) continue;
+      if (a->type == DVMC_ATTR_INT && a->i < least[k].min)
+        return lw_invalid(n, "attribute %s = %lld must be >= %lld", a->name, (long long)a->i, (long long)least[k].min);
+      for (int j = 0; a->type == DVMC_ATTR_INTS && j < a->n; j++)
+        if (a->ints[j] < least[k].min)
+          return lw_invalid(n, "attribute %s[%d] = %lld must be >= %lld", a->name, j, (long long)a->ints[j],
+                         (long long)least[k].min);
+    }
+  }
+  for (int k = 0; k < n->nout; k++)
+    for (int d = 0; n->out[k] && d < n->out[k]->rank; d++) {
+      int64_t v;
+      if (n->out[k]->dims[d] && dvmc_expr_is_const(n->out[k]->dims[d], &v) && v < 0)
+        return lw_invalid(n, "output \"%s\" dim %d would be %lld: the attributes do not fit the input's shape",
+                       n->out[k]->name, d, (long long)v);
+    }
+  return NULL;
+}
+

@@ -1,0 +1,249 @@
+/* Control flow: If and Loop as jumps in the bytecode, their subgraphs
+ * lowered inline (lw_lower_graph at depth > 0). */
+#include <stdint.h>
+
+#include "lowering.h"
+
+/* If: the condition read on the host, then each branch inline, its outputs
+ * moved into the If's. */
+dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const dvmc_attr *then_a = dvmc_attr_find(n, "then_branch"), *else_a = dvmc_attr_find(n, "else_branch");
+  if (!then_a || !else_a || then_a->type != DVMC_ATTR_GRAPH || else_a->type != DVMC_ATTR_GRAPH)
+    return lw_unsupported(n, "If needs then_branch and else_branch graphs");
+  const dvmc_graph *br[2] = {then_a->g, else_a->g};
+  for (int k = 0; k < n->nout; k++)
+    if (!n->out[k]) return lw_unsupported(n, "omitted outputs are not supported");
+  if (!n->nin || !n->in[0]) return lw_unsupported(n, "If needs its condition");
+  for (int b = 0; b < 2; b++)
+    if (br[b]->noutputs != n->nout)
+      return lw_unsupported(n, "a branch has %d outputs, the If %d", br[b]->noutputs, n->nout);
+  int cond, c = dvmc_fn_reg(L->f);
+  dvm_status *st = lw_reg_of(L, n->in[0], &cond);
+  if (st) return st;
+  int sf = dvmc_emit_shapefn(L->e, "item");
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, c, 1, cond}, 5);
+  int out[64];
+  if (n->nout > 64) return lw_unsupported(n, "more than 64 outputs");
+  for (int k = 0; k < n->nout; k++) out[k] = dvmc_fn_reg(L->f);
+  uint32_t jz_at = dvmc_fn_here(L->f) + 2, jmp_at = 0; /* the target words to patch */
+  dvmc_fn_op2(L->f, DVM_OP_JZ, c, 0);
+  for (int b = 0; b < 2; b++) {
+    if (b == 1) {
+      jmp_at = dvmc_fn_here(L->f) + 1;
+      dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
+      dvmc_fn_patch(L->f, jz_at, dvmc_fn_here(L->f));
+    }
+    L->depth++;
+    st = lw_lower_graph(L, br[b]);
+    L->depth--;
+    if (st) return st;
+    dvmc_fn_loc(L->f, n->name);
+    for (int k = 0; k < n->nout; k++) {
+      int reg;
+      if ((st = lw_reg_of(L, br[b]->outputs[k], &reg))) return st;
+      dvmc_fn_op2(L->f, DVM_OP_MOVE, out[k], reg);
+      if (lw_owns(br[b], br[b]->outputs[k])) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      if (br[b]->outputs[k]->typed) lw_set_type(n->out[k], br[b]->outputs[k]->dtype);
+    }
+  }
+  dvmc_fn_patch(L->f, jmp_at, dvmc_fn_here(L->f));
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, c);
+  for (int k = 0; k < n->nout; k++)
+    if (!lw_bind(L, n->out[k], out[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  (void)r;
+  return NULL;
+}
+
+/* A scalar tensor of dtype dt holding the int in register v (Loop's
+ * iteration number and condition, as its body sees them). */
+static int scalar_tensor(lowering *L, dvm_dtype dt, int v) {
+  int s = dvmc_fn_reg(L->f), t = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){s, 0}, 2);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){t, dt, s, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, t, 0, 1, v}, 7);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  return t;
+}
+
+/* One Loop scan output: the body's value v, with a new axis 0, appended to
+ * accumulator `acc` (taken as is on iteration 0, else concatenated: each
+ * iteration copies what came before). */
+static dvm_status *append_scan(lowering *L, const dvmc_node *n, const dvmc_value *v, int acc, int i) {
+  int val;
+  dvm_status *st = lw_reg_of(L, v, &val);
+  if (st) return st;
+  if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
+  int axes = dvmc_fn_reg(L->f), zero = lw_emit_int(L, 0), shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
+  int first = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes, 1, zero}, 3);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "unsqueeze"), 1, shape, 2, val, axes}, 6);
+  dvmc_fn_op3(L->f, DVM_OP_RESHAPE, u, val, shape);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, axes);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_op3(L->f, DVM_OP_EQ, first, i, zero);
+  uint32_t to_concat = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, first, 0);
+  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, u);
+  uint32_t to_done = dvmc_fn_here(L->f) + 1;
+  dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
+  dvmc_fn_patch(L->f, to_concat, dvmc_fn_here(L->f));
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "concat"), 1, shape, 3, acc, u, zero}, 7);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, v->dtype, shape, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "concat", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 2, acc, u, 1, zero}, 9);
+  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, out);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, out);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_patch(L->f, to_done, dvmc_fn_here(L->f));
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, u);
+  return NULL;
+}
+
+/* When no iteration ran, each used scan output is empty: [0, the body
+ * value's dims] of the body value's dtype, as ONNX Runtime makes it (a dim
+ * that cannot be computed outside the body is 0, an unknown rank gives
+ * [0]). The shapes are made before the branch, where the memo of top-level
+ * expressions stays valid. */
+static dvm_status *empty_scans(lowering *L, const dvmc_node *n, const dvmc_graph *body, int ncarried,
+                               int nscan, const int *scan, int i) {
+  int shapes[64], any = 0, zero = lw_emit_int(L, 0);
+  for (int k = 0; k < nscan; k++) {
+    const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
+    const dvmc_value *bv = body->outputs[1 + ncarried + k];
+    shapes[k] = -1;
+    if (!o) continue;
+    if (!bv->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", bv->name);
+    int rank = bv->rank >= 0 && bv->rank < DVM_MAX_RANK ? bv->rank : 0;
+    int64_t w[3 + DVM_MAX_RANK];
+    w[2] = zero;
+    for (int d = 0; d < rank; d++) w[3 + d] = lw_emittable(L, bv->dims[d]) ? lw_expr_reg(L, bv->dims[d]) : zero;
+    w[0] = shapes[k] = dvmc_fn_reg(L->f);
+    w[1] = rank + 1;
+    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 3 + rank);
+    any = 1;
+  }
+  if (!any) return NULL;
+  int none = dvmc_fn_reg(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_EQ, none, i, zero);
+  uint32_t skip = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, none, 0);
+  for (int k = 0; k < nscan; k++) {
+    if (shapes[k] < 0) continue;
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);
+    dvmc_fn_emit(L->f, DVM_OP_ALLOC,
+                 (int64_t[]){scan[k], body->outputs[1 + ncarried + k]->dtype, shapes[k], DVM_DEVICE_CPU}, 4);
+  }
+  dvmc_fn_patch(L->f, skip, dvmc_fn_here(L->f));
+  for (int k = 0; k < nscan; k++)
+    if (shapes[k] >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[k]);
+  return NULL;
+}
+
+/* Loop: a counted and/or conditional loop in bytecode; loop-carried values
+ * move from the body's outputs back to its inputs; scan outputs grow by
+ * concatenation (append_scan). */
+dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const dvmc_attr *ba = dvmc_attr_find(n, "body");
+  if (!ba || ba->type != DVMC_ATTR_GRAPH) return lw_unsupported(n, "Loop needs a body graph");
+  const dvmc_graph *body = ba->g;
+  int ncarried = n->nin - 2;
+  if (ncarried < 0 || body->ninputs != ncarried + 2 || body->noutputs < ncarried + 1)
+    return lw_unsupported(n, "Loop body inputs/outputs do not match its %d loop-carried values", ncarried);
+  int nscan = body->noutputs - 1 - ncarried;
+  if (n->nout > ncarried + nscan)
+    return lw_unsupported(n, "%d outputs for %d loop-carried values and %d scan outputs", n->nout, ncarried, nscan);
+  for (int k = 0; k < ncarried; k++)
+    if (!n->in[2 + k]) return lw_unsupported(n, "loop-carried input %d is omitted", k);
+  for (int k = 0; k < n->nout; k++)
+    if (!n->out[k] && k < ncarried) return lw_unsupported(n, "omitted loop-carried outputs are not supported");
+  dvm_status *st;
+  int sf = dvmc_emit_shapefn(L->e, "item");
+  int trips = dvmc_fn_reg(L->f), cond = dvmc_fn_reg(L->f), i = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1);
+  int car[64], scan[64], t;
+  if (ncarried > 64 || nscan > 64) return lw_unsupported(n, "more than 64 loop-carried values or scan outputs");
+  if (nscan) { /* scan accumulators start as empty tensors, replaced on iteration 0 */
+    int empty = dvmc_fn_reg(L->f);
+    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){empty, 1, lw_emit_int(L, 0)}, 3);
+    for (int k = 0; k < nscan; k++)
+      dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){scan[k] = dvmc_fn_reg(L->f), DVM_F32, empty, DVM_DEVICE_CPU}, 4);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, empty);
+  }
+  if (n->in[0]) {
+    if ((st = lw_reg_of(L, n->in[0], &t))) return st;
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, trips, 1, t}, 5);
+  } else {
+    dvmc_fn_op2(L->f, DVM_OP_IMM, trips, INT64_MAX);
+  }
+  if (n->in[1]) {
+    if ((st = lw_reg_of(L, n->in[1], &t))) return st;
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, t}, 5);
+  } else {
+    dvmc_fn_op2(L->f, DVM_OP_IMM, cond, 1);
+  }
+  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
+  for (int k = 0; k < ncarried; k++) {
+    int reg;
+    if ((st = lw_reg_of(L, n->in[2 + k], &reg))) return st;
+    car[k] = dvmc_fn_reg(L->f);
+    dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
+  }
+  uint32_t head = dvmc_fn_here(L->f);
+  int go = dvmc_fn_reg(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_LT, go, i, trips);
+  uint32_t exit1 = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  uint32_t exit2 = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, cond, 0);
+  /* the body's inputs: iteration number, condition, carried values */
+  int it = scalar_tensor(L, DVM_I64, i), ct = scalar_tensor(L, DVM_BOOL, cond);
+  if (!lw_bind(L, body->inputs[0], it) || !lw_bind(L, body->inputs[1], ct)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  lw_set_type(body->inputs[0], DVM_I64);
+  lw_set_type(body->inputs[1], DVM_BOOL);
+  for (int k = 0; k < ncarried; k++) {
+    if (!lw_bind(L, body->inputs[2 + k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    if (n->in[2 + k]->typed) lw_set_type(body->inputs[2 + k], n->in[2 + k]->dtype);
+  }
+  L->depth++;
+  st = lw_lower_graph(L, body);
+  L->depth--;
+  if (st) return st;
+  dvmc_fn_loc(L->f, n->name);
+  int nc;
+  if ((st = lw_reg_of(L, body->outputs[0], &nc))) return st;
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, nc}, 5);
+  for (int k = 0; k < ncarried; k++) {
+    int reg;
+    if ((st = lw_reg_of(L, body->outputs[1 + k], &reg))) return st;
+    if (reg != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
+    if (body->outputs[1 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], body->outputs[1 + k]->dtype);
+  }
+  for (int k = 0; k < nscan; k++)
+    if ((st = append_scan(L, n, body->outputs[1 + ncarried + k], scan[k], i))) return st;
+  for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
+    int reg = lw_lookup(L, body->outputs[k]);
+    int is_car = 0;
+    for (int c = 0; c < ncarried; c++) is_car |= reg == car[c];
+    if (reg >= 0 && !is_car && lw_owns(body, body->outputs[k])) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+  }
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, it);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, ct);
+  dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);
+  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
+  dvmc_fn_patch(L->f, exit1, dvmc_fn_here(L->f));
+  dvmc_fn_patch(L->f, exit2, dvmc_fn_here(L->f));
+  for (int k = 0; k < n->nout && k < ncarried; k++) {
+    if (n->in[2 + k] && n->in[2 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], n->in[2 + k]->dtype);
+    if (!lw_bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  if ((st = empty_scans(L, n, body, ncarried, nscan, scan, i))) return st;
+  for (int k = 0; k < nscan; k++) {
+    const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
+    if (o) lw_set_type(o, body->outputs[1 + ncarried + k]->dtype);
+    if (o ? !lw_bind(L, o, scan[k]) : 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    if (!o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);
+  }
+  (void)r;
+  return NULL;
+}
+

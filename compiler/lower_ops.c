@@ -1,0 +1,513 @@
+/* The op table's lowering columns (ops.def), and the special lowerings of
+ * ops that are more than one kernel call with their attributes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lowering.h"
+#include "ops.h"
+#include "ops/cpu/fused.h"
+/* Reshape, Squeeze, Unsqueeze, Flatten: a shape function and a view. */
+dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
+  int data, attr_regs[4], na = 0;
+  if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs one input and one output");
+  dvm_status *st = lw_reg_of(L, n->in[0], &data);
+  if (st) return st;
+  if (dvmc_value_shape_known(n->out[0]) && lw_all_emittable(L, n->out[0]->rank, n->out[0]->dims)) {
+    int shape = lw_shape_of_exprs(L, n->out[0]->rank, n->out[0]->dims), out = dvmc_fn_reg(L->f);
+    dvmc_fn_op3(L->f, DVM_OP_RESHAPE, out, data, shape);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+    if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
+    return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  int64_t w[16];
+  int nw = 0;
+  int sf = dvmc_emit_shapefn(L->e, r->kernel);
+  int shape = dvmc_fn_reg(L->f);
+  int64_t ins[4] = {data};
+  int nins = 1;
+  if (!strcmp(n->op, "Reshape")) { /* the target shape is a tensor input */
+    int s;
+    if (n->nin < 2 || !n->in[1]) return lw_unsupported(n, "Reshape needs a shape input");
+    if ((st = lw_reg_of(L, n->in[1], &s))) return st;
+    ins[nins++] = s;
+  }
+  for (const char *p = r->attrs ? r->attrs : ""; *p;) {
+    while (*p == ' ') p++;
+    size_t len = strcspn(p, " ");
+    if (!len) break;
+    int reg = lw_lower_attr(L, n, p, len, &st);
+    if (reg == -2) return st;
+    if (reg >= 0) attr_regs[na++] = reg;
+    p += len;
+  }
+  w[nw++] = sf;
+  w[nw++] = 1;
+  w[nw++] = shape;
+  w[nw++] = nins + na;
+  for (int i = 0; i < nins; i++) w[nw++] = ins[i];
+  for (int i = 0; i < na; i++) w[nw++] = attr_regs[i];
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+  int out = dvmc_fn_reg(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_RESHAPE, out, data, shape);
+  if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  for (int i = 0; i < na; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, attr_regs[i]);
+  return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}
+
+/* Identity, Dropout (inference): the output is the input. */
+dvm_status *lw_lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
+  int reg;
+  for (int i = 1; i < n->nout; i++)
+    if (n->out[i] && n->out[i]->uses) return lw_unsupported(n, "output %d is not supported", i);
+  if (!n->in[0] || !n->out[0]) return lw_unsupported(n, "needs its input and output");
+  dvm_status *st = lw_reg_of(L, n->in[0], &reg);
+  if (st) return st;
+  int out = dvmc_fn_reg(L->f);
+  dvmc_fn_op2(L->f, DVM_OP_MOVE, out, reg);
+  if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
+  return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}
+
+/* ConstantOfShape: the value attribute gives the dtype and the fill. */
+dvm_status *lw_lower_constant_of_shape(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs one input and one output");
+  const dvmc_attr *a = dvmc_attr_find(n, "value");
+  dvm_dtype dt = DVM_F32;
+  double f = 0;
+  int is_float = 1;
+  if (a) {
+    if (a->type != DVMC_ATTR_TENSOR || !a->t || a->t->nbytes != dvm_dtype_size(a->t->dtype))
+      return lw_unsupported(n, "attribute \"value\" must be a one-element tensor");
+    dt = a->t->dtype;
+    is_float = dt == DVM_F32 || dt == DVM_F64 || dt == DVM_F16 || dt == DVM_BF16;
+    if (!lw_const_float(&(dvmc_value){.constant = a->t}, &f) && dt != DVM_BOOL && dt != DVM_U8 && dt != DVM_I8)
+      return lw_unsupported(n, "attribute \"value\" of dtype %s is not supported", dvm_dtype_name(dt));
+    if (dt == DVM_BOOL || dt == DVM_U8) f = *(const uint8_t *)a->t->data;
+    if (dt == DVM_I8) f = *(const int8_t *)a->t->data;
+  }
+  int shape;
+  dvm_status *st = lw_reg_of(L, n->in[0], &shape);
+  if (st) return st;
+  int val = is_float ? lw_emit_float(L, f) : lw_emit_int(L, (int64_t)f);
+  int sf = dvmc_emit_shapefn(L->e, "constant_of_shape"), s = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, s, 2, shape, val}, 6);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, s, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "constant_of_shape", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 1, shape, 1, val}, 8);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, val);
+  lw_set_type(n->out[0], dt);
+  (void)r;
+  return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}
+
+/* Min, Max (and Sum, Mean's relatives): n-ary, folded pairwise left to
+ * right through the binary kernel; one input is a copy. */
+dvm_status *lw_lower_nary(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->nin < 1 || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs inputs and one output");
+  if (n->nin == 1) return lw_lower_alias(L, n, r);
+  const dvmc_value *acc = n->in[0];
+  for (int i = 1; i < n->nin; i++) {
+    dvmc_value *tmp = i == n->nin - 1 ? n->out[0] : dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+    if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    dvmc_value *ins[2] = {(dvmc_value *)acc, n->in[i]};
+    dvmc_node pair = *n;
+    pair.nin = 2;
+    pair.in = ins;
+    pair.nout = 1;
+    pair.out = &tmp;
+    dvm_status *st = lw_lower_kernel(L, &pair, r);
+    if (st) return st;
+    if (i > 1) { /* the previous partial result is dead */
+      int reg = lw_lookup(L, acc);
+      if (reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    }
+    acc = tmp;
+  }
+  return NULL;
+}
+
+/* A new value: a cast of v to dt, through the cast kernel. */
+static dvm_status *cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out) {
+  static const op_rule cast = {"Cast", "cast", NULL, NULL, 1, NULL};
+  dvmc_value *c = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+  if (!c) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  lw_set_type(c, dt);
+  dvmc_node node = *n;
+  node.nin = 1;
+  node.in = &v;
+  node.nout = 1;
+  node.out = &c;
+  *out = c;
+  return lw_lower_kernel(L, &node, &cast);
+}
+
+/* Pow with an exponent of another dtype (ONNX allows it): both computed in
+ * the float dtype among them, the result cast back to the base's. */
+dvm_status *lw_lower_pow(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->nin != 2 || !n->in[0] || !n->in[1] || !n->in[0]->typed || !n->in[1]->typed || n->in[0]->dtype == n->in[1]->dtype)
+    return lw_lower_kernel(L, n, r);
+  dvm_dtype a = n->in[0]->dtype, b = n->in[1]->dtype;
+  int af = a == DVM_F32 || a == DVM_F64 || a == DVM_F16 || a == DVM_BF16;
+  dvm_dtype work = af ? a : b;
+  dvmc_value *x = n->in[0], *y = n->in[1], *out = n->out[0], *tmp;
+  dvm_status *st = NULL;
+  if (x->dtype != work && (st = cast_value(L, n, x, work, &x))) return st;
+  if (y->dtype != work && (st = cast_value(L, n, y, work, &y))) return st;
+  tmp = work == a ? out : dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+  if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  lw_set_type(tmp, work);
+  dvmc_value *ins[2] = {x, y};
+  dvmc_node pair = *n;
+  pair.in = ins;
+  pair.out = &tmp;
+  pair.nout = 1;
+  if ((st = lw_lower_kernel(L, &pair, r))) return st;
+  if (tmp != out) {
+    dvmc_value *back;
+    if ((st = cast_value(L, n, tmp, a, &back))) return st;
+    int reg = lw_lookup(L, back);
+    if (!lw_bind(L, out, reg)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    lw_set_type(out, a);
+  }
+  return NULL;
+}
+
+/* Conv and the pools with auto_pad SAME_UPPER, SAME_LOWER or VALID: their
+ * pads depend on the input's spatial dims, so the auto_pads shape function
+ * computes them where the node runs. */
+dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const char *mode = dvmc_attr_string(n, "auto_pad", "NOTSET");
+  static const char *const modes[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
+  int m = -1;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(mode, modes[i])) m = i;
+  if (m < 0) return lw_unsupported(n, "auto_pad \"%s\" is not supported", mode);
+  if (m == 0) return lw_lower_kernel(L, n, r);
+  if (!strncmp(n->op, "ConvTranspose", 13)) return lw_unsupported(n, "ConvTranspose with auto_pad is not supported");
+  if (dvmc_attr_find(n, "pads")) return lw_unsupported(n, "both auto_pad and pads are given");
+  /* the pads computed, then the rule's attributes with pads replaced */
+  dvm_status *st = NULL;
+  int x, k;
+  if ((st = lw_reg_of(L, n->in[0], &x))) return st;
+  int conv = !strcmp(n->op, "Conv");
+  if (conv) {
+    if (n->nin < 2 || !n->in[1]) return lw_unsupported(n, "Conv needs W");
+    if ((st = lw_reg_of(L, n->in[1], &k))) return st;
+  } else if ((k = lw_lower_attr(L, n, "kernel_shape:s", 14, &st)) < 0) {
+    return st;
+  }
+  int s = lw_lower_attr(L, n, "strides:s", 9, &st), d = lw_lower_attr(L, n, "dilations:s", 11, &st);
+  if (s < 0 || d < 0) return st;
+  int mr = lw_emit_int(L, m), pads = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "auto_pads"), 1, pads, 5, x, k, s, d, mr}, 9);
+  call c = {0};
+  if (!(st = lw_call_inputs(L, n, r, &c)) && !(st = lw_call_attrs(L, n, r->attrs, pads, &c))) st = lw_emit_call(L, n, r, &c);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, mr);
+  if (!conv) dvmc_fn_op1(L->f, DVM_OP_RELEASE, k);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, d);
+  return st;
+}
+
+/* Einsum: the equation is the kernel's payload (one kernel entry per
+ * equation, "einsum@N"), and the output shape's sources, which shape
+ * function "einsum" reads, are worked out here (shapefuncs/matmul.h). */
+dvm_status *lw_lower_einsum(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const char *eq = dvmc_attr_string(n, "equation", NULL);
+  if (!eq) return lw_unsupported(n, "Einsum needs an equation");
+  char terms[17][64];
+  int nterms = 0;
+  const char *arrow = strstr(eq, "->");
+  size_t lhs = arrow ? (size_t)(arrow - eq) : strlen(eq);
+  char cur[64];
+  size_t cl = 0;
+  for (size_t i = 0; i <= lhs; i++) { /* split the inputs, dropping spaces */
+    char c = i < lhs ? eq[i] : ',';
+    if (c == ' ') continue;
+    if (c == ',') {
+      if (nterms == 17 || cl >= sizeof cur) return lw_unsupported(n, "equation \"%s\" is too long", eq);
+      cur[cl] = 0;
+      strcpy(terms[nterms++], cur);
+      cl = 0;
+    } else if (cl + 1 < sizeof cur) {
+      cur[cl++] = c;
+    }
+  }
+  if (nterms != n->nin) return lw_unsupported(n, "equation \"%s\" has %d inputs, the node %d", eq, nterms, n->nin);
+  /* each input's labels with "..." expanded to its ellipsis dims ('.' + k) */
+  int lab[16][DVM_MAX_RANK], nl[16], ell_start[16], ell_len[16], emax = 0;
+  for (int i = 0; i < nterms; i++) {
+    const char *t = terms[i];
+    const char *dots = strstr(t, "...");
+    int letters = (int)strlen(t) - (dots ? 3 : 0);
+    int rank = n->in[i] ? n->in[i]->rank : -1;
+    if (dots && rank < 0) return lw_unsupported(n, "\"...\" needs input %d's rank, which is not known here", i);
+    ell_len[i] = dots ? rank - letters : 0;
+    if (ell_len[i] < 0 || (!dots && rank >= 0 && rank != letters) || letters + ell_len[i] > DVM_MAX_RANK)
+      return lw_unsupported(n, "equation \"%s\" does not match input %d", eq, i);
+    nl[i] = 0;
+    ell_start[i] = -1;
+    for (const char *p = t; *p;) {
+      if (!strncmp(p, "...", 3)) {
+        ell_start[i] = nl[i];
+        for (int k = 0; k < ell_len[i]; k++) lab[i][nl[i]++] = 256 + k;
+        p += 3;
+      } else {
+        lab[i][nl[i]++] = (unsigned char)*p++;
+      }
+    }
+    if (ell_len[i] > emax) emax = ell_len[i];
+  }
+  /* the output's labels: given, or implicit (ellipsis, then letters seen once, sorted) */
+  int out[DVM_MAX_RANK], no = 0, has_ell = 0;
+  if (arrow) {
+    for (const char *p = arrow + 2; *p; p++) {
+      if (*p == ' ') continue;
+      if (!strncmp(p, "...", 3)) {
+        for (int k = 0; k < emax && no < DVM_MAX_RANK; k++) out[no++] = -1 - k;
+        has_ell = 1;
+        p += 2;
+      } else if (no < DVM_MAX_RANK) {
+        out[no++] = (unsigned char)*p;
+      } else {
+        return lw_unsupported(n, "output of more than %d dims", DVM_MAX_RANK);
+      }
+    }
+  } else {
+    for (int k = 0; k < emax; k++) out[no++] = -1 - k;
+    has_ell = emax > 0;
+    for (int c = 'A'; c <= 'z'; c++) {
+      int seen = 0;
+      for (int i = 0; i < nterms; i++)
+        for (int j = 0; j < nl[i]; j++) seen += lab[i][j] == c;
+      if (seen == 1 && no < DVM_MAX_RANK) out[no++] = c;
+    }
+  }
+  (void)has_ell;
+  int64_t dims[DVM_MAX_RANK];
+  for (int o = 0; o < no; o++) {
+    int64_t code = 0;
+    int shift = 0;
+    for (int i = 0; i < nterms && shift < 64; i++)
+      for (int j = 0; j < nl[i]; j++) {
+        int match;
+        if (out[o] >= 0) match = lab[i][j] == out[o] && !code;
+        else { /* ellipsis dim e, right-aligned across inputs */
+          int e = -1 - out[o], k = e - (emax - ell_len[i]);
+          match = k >= 0 && j == ell_start[i] + k;
+        }
+        if (!match) continue;
+        code |= (int64_t)(i * 16 + j + (shift ? 1 : 0)) << shift;
+        shift += 8;
+        if (out[o] >= 0) break;
+      }
+    if (!shift) return lw_unsupported(n, "output label %c of \"%s\" is in no input", out[o] > 0 ? out[o] : '.', eq);
+    dims[o] = code;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "einsum@%d", L->einsums++);
+  dvm_status *st = NULL;
+  call c = {0};
+  if ((st = lw_call_inputs(L, n, r, &c))) return st;
+  c.kernel = name;
+  c.payload = eq;
+  c.payload_size = strlen(eq);
+  c.attrs[c.nattrs++] = lw_emit_shape(L, no, dims);
+  return lw_emit_call(L, n, r, &c);
+}
+
+/* Resize: the output sizes as the kernel's first attribute (from the sizes
+ * input, or computed where the node runs from the scales input), then the
+ * modes, then the model's scales when it gave them (the kernel maps
+ * coordinates with those). `axes` expands to every dim. */
+dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
+  static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
+  static const char *const coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                                       "tf_half_pixel_for_nearest", "half_pixel_symmetric", NULL};
+  static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
+  const char *const *tables[3] = {modes, coords, nearests};
+  const char *names[3] = {"mode", "coordinate_transformation_mode", "nearest_mode"};
+  const char *dflt[3] = {"nearest", "half_pixel", "round_prefer_floor"};
+  int64_t enums[3];
+  for (int t = 0; t < 3; t++) {
+    const char *v = dvmc_attr_string(n, names[t], dflt[t]);
+    enums[t] = -1;
+    for (int i = 0; tables[t][i]; i++)
+      if (!strcmp(v, tables[t][i])) enums[t] = i;
+    if (enums[t] < 0) return lw_unsupported(n, "%s \"%s\" is not supported", names[t], v);
+  }
+  if (strcmp(dvmc_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch"))
+    return lw_unsupported(n, "keep_aspect_ratio_policy other than stretch is not supported");
+  const dvmc_value *x = n->nin > 0 ? n->in[0] : NULL;
+  int opset10 = n->opset < 11;
+  const dvmc_value *scales = opset10 ? (n->nin > 1 ? n->in[1] : NULL) : (n->nin > 2 ? n->in[2] : NULL);
+  const dvmc_value *sizes = opset10 ? NULL : (n->nin > 3 ? n->in[3] : NULL);
+  if (scales && scales->constant && scales->constant->nbytes == 0) scales = NULL; /* "" given as empty */
+  if (!x || (!scales == !sizes)) return lw_unsupported(n, "exactly one of scales and sizes is needed");
+  const dvmc_tensor *given = scales ? scales->constant : sizes->constant;
+  const dvmc_attr *axes = dvmc_attr_find(n, "axes");
+  int rank = x->rank;
+  if (!given && (axes || rank < 0))
+    return lw_unsupported(n, "%s computed at run time needs the input's rank and no axes", scales ? "scales" : "sizes");
+  int64_t nvals = given ? (given->rank ? given->dims[0] : 1) : rank;
+  if (rank < 0) rank = (int)nvals;
+  if (rank > DVM_MAX_RANK || (axes ? axes->n != nvals : nvals != rank))
+    return lw_unsupported(n, "%lld %s for an input of rank %d", (long long)nvals, scales ? "scales" : "sizes", rank);
+  /* per dim: a scale (1 where axes leave a dim), or a size (-1: keep) */
+  double sc[DVM_MAX_RANK];
+  int64_t sz[DVM_MAX_RANK];
+  for (int d = 0; d < rank; d++) sc[d] = 1, sz[d] = -1;
+  for (int64_t i = 0; given && i < nvals; i++) {
+    int64_t d = axes ? axes->ints[i] : i;
+    if (d < 0) d += rank;
+    if (d < 0 || d >= rank) return lw_unsupported(n, "axis %lld is out of range", (long long)(axes ? axes->ints[i] : i));
+    if (scales) {
+      if (given->dtype != DVM_F32) return lw_unsupported(n, "scales must be f32");
+      sc[d] = ((const float *)given->data)[i];
+    } else {
+      if (given->dtype != DVM_I64) return lw_unsupported(n, "sizes must be i64");
+      sz[d] = ((const int64_t *)given->data)[i];
+    }
+  }
+  dvm_status *st;
+  call c = {0};
+  int xr;
+  if ((st = lw_reg_of(L, x, &xr))) return st;
+  c.kernel = r->kernel;
+  c.ins[c.nin++] = xr;
+  int sizes_reg = dvmc_fn_reg(L->f), vals[DVM_MAX_RANK];
+  if (!given) { /* the model computes them: read on the host */
+    int t;
+    if ((st = lw_reg_of(L, scales ? scales : sizes, &t))) return st;
+    if (sizes) {
+      dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "ints"), 1, sizes_reg, 1, t}, 5);
+    } else {
+      int64_t w[4 + DVM_MAX_RANK + 1];
+      int nw = 0;
+      w[nw++] = dvmc_emit_shapefn(L->e, "floats");
+      w[nw++] = rank;
+      for (int d = 0; d < rank; d++) w[nw++] = vals[d] = dvmc_fn_reg(L->f);
+      w[nw++] = 1;
+      w[nw++] = t;
+      dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+    }
+  } else {
+    for (int d = 0; d < rank; d++) vals[d] = scales ? lw_emit_float(L, sc[d]) : lw_emit_int(L, sz[d]);
+  }
+  if (scales || given) { /* the sizes attribute, from x's dims */
+    int64_t w[4 + 2 + DVM_MAX_RANK];
+    int nw = 0, by = lw_emit_int(L, scales ? 0 : 1);
+    w[nw++] = dvmc_emit_shapefn(L->e, "resize_sizes");
+    w[nw++] = 1;
+    w[nw++] = sizes_reg;
+    w[nw++] = 2 + rank;
+    w[nw++] = xr;
+    w[nw++] = by;
+    for (int d = 0; d < rank; d++) w[nw++] = vals[d];
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, by);
+  }
+  c.attrs[c.nattrs++] = sizes_reg;
+  for (int t = 0; t < 3; t++) c.attrs[c.nattrs++] = lw_emit_int(L, enums[t]);
+  c.attrs[c.nattrs++] = lw_emit_float(L, dvmc_attr_float(n, "cubic_coeff_a", -0.75));
+  c.attrs[c.nattrs++] = lw_emit_int(L, dvmc_attr_int(n, "exclude_outside", 0));
+  c.attrs[c.nattrs++] = lw_emit_int(L, dvmc_attr_int(n, "antialias", 0));
+  if (scales)
+    for (int d = 0; d < rank; d++) c.attrs[c.nattrs++] = vals[d];
+  else if (given)
+    for (int d = 0; d < rank; d++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, vals[d]);
+  return lw_emit_call(L, n, r, &c);
+}
+
+
+/* HardSigmoid, max(0, min(1, alpha x + beta)), and HardSwish, x times it
+ * with alpha 1/6 and beta 1/2: one call of the fused kernel on a program
+ * of those steps (f32), with the shapes of an elementwise call. */
+dvm_status *lw_lower_hard(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (!n->nin || !lw_is_f32(n->in[0]))
+    return lw_unsupported(n, "dtype %s is not supported (f32 only)",
+                       n->nin && n->in[0] && n->in[0]->typed ? dvm_dtype_name(n->in[0]->dtype) : "?");
+  int swish = !strcmp(n->op, "HardSwish");
+  double alpha = swish ? 1.0 / 6 : dvmc_attr_float(n, "alpha", 0.2), beta = swish ? 0.5 : dvmc_attr_float(n, "beta", 0.5);
+  dvm_fused_builder b;
+  dvm_fused_builder_init(&b);
+  dvm_fused_input(&b, DVM_F32);
+  int x = dvm_fused_load(&b, 0);
+  int v = dvm_fused_op2(&b, DVM_FUSED_MUL, x, dvm_fused_const_f32(&b, alpha));
+  v = dvm_fused_op2(&b, DVM_FUSED_ADD, v, dvm_fused_const_f32(&b, beta));
+  v = dvm_fused_op2(&b, DVM_FUSED_MAX, v, dvm_fused_const_f32(&b, 0));
+  v = dvm_fused_op2(&b, DVM_FUSED_MIN, v, dvm_fused_const_f32(&b, 1));
+  if (swish) v = dvm_fused_op2(&b, DVM_FUSED_MUL, x, v);
+  dvm_fused_store(&b, dvm_fused_output(&b, DVM_F32), v);
+  void *payload;
+  size_t size;
+  dvm_status *st = dvm_fused_builder_finish(&b, &payload, &size);
+  if (st) return dvm_status_annotate(st, "node \"%s\" (%s)", n->name, n->op);
+  char name[32];
+  snprintf(name, sizeof name, "fused@%d", L->fused++);
+  call c = {0};
+  if (!(st = lw_call_inputs(L, n, r, &c))) {
+    c.kernel = name;
+    c.payload = payload;
+    c.payload_size = size;
+    st = lw_emit_call(L, n, r, &c);
+  }
+  free(payload);
+  return st;
+}
+
+/* Softmax before opset 13 flattens to 2-D at the axis: the same as opset
+ * 13's only when the axis is the last one. */
+dvm_status *lw_lower_softmax(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->opset < 13) {
+    int64_t axis = dvmc_attr_int(n, "axis", 1), rank = n->in[0]->rank;
+    if (!(axis == -1 || (rank >= 0 && axis == rank - 1)))
+      return lw_unsupported(n, "%s before opset 13 with axis %lld (2-D coercion) is not supported", n->op,
+                         (long long)axis);
+  }
+  return lw_lower_kernel(L, n, r);
+}
+
+/* The lowering columns of the op table (ops.def), by row. */
+#define lw_lower__ NULL
+static const op_rule rules[] = {
+#define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
+  {#name, kernel, attrs, dtype, nin, lw_lower_##lower, opset},
+#include "ops.def"
+#undef OP
+};
+
+/* Attributes a rule does not map change the op's meaning: refuse them
+ * rather than compute something else. */
+dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
+  static const char *const harmless[] = {"training_mode", "seed", "momentum", NULL};
+  for (int i = 0; i < n->nattrs; i++) {
+    const char *name = n->attrs[i].name;
+    int known = 0;
+    for (const char *p = r->attrs ? r->attrs : ""; *p && !known;) {
+      size_t l = strcspn(p, ":| ");
+      known = strlen(name) == l && !strncmp(p, name, l);
+      p += l;
+      p += strspn(p, "|");
+      if (*p == ':') p += strcspn(p, " ");
+      p += strspn(p, " ");
+    }
+    if (!strcmp(name, "to") && r->dtype && !strcmp(r->dtype, "to")) known = 1;
+    if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
+    if (!strcmp(name, "kernel_shape") && !strncmp(n->op, "Conv", 4)) known = 1; /* W's shape says it */
+    if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&
+        (r->lower == lw_lower_window || !strcmp(n->attrs[i].s, "NOTSET")))
+      known = 1;
+    if (!strcmp(name, "equation") && r->lower == lw_lower_einsum) known = 1;
+    if (r->lower == lw_lower_resize) known = 1; /* lw_lower_resize reads or refuses each */
+    for (int k = 0; harmless[k] && !known; k++)
+      known = !strcmp(name, harmless[k]) && (n->attrs[i].type != DVMC_ATTR_INT || n->attrs[i].i == 0 ||
+                                             strcmp(name, "training_mode") != 0);
+    if (!known) return lw_unsupported(n, "attribute \"%s\" is not supported", name);
+  }
+  return NULL;
+}
+
+const op_rule *lw_find_rule(const dvmc_node *n) { return n->def ? &rules[dvmc_op_index(n->def)] : NULL; }

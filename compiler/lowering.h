@@ -1,0 +1,136 @@
+/* The lowering's shared state and functions, for its files only (the
+ * compiler's entry point is lower.h):
+ *
+ *   lower.c          the walk over a graph (use counts, releases), the
+ *                    function's signature and guards, the memory plan
+ *   lower_values.c   values to registers, constants, allocation, symbolic
+ *                    dims as scalar code
+ *   lower_call.c     attributes and the generic kernel call
+ *   lower_ops.c      the op table's lowering columns and the special
+ *                    lowerings of single ops
+ *   lower_fuse.c     elementwise chains as one fused kernel call
+ *   lower_control.c  If and Loop
+ *
+ * Names shared between these files start with lw_; a special lowering
+ * named X in ops.def is lw_lower_X. */
+#ifndef DVMC_LOWERING_H
+#define DVMC_LOWERING_H
+
+#include "emit.h"
+#include "infer.h"
+#include "ir.h"
+#include "kernel.h"
+#include "plan.h"
+
+typedef struct {
+  const dvmc_value *v;
+  int reg;
+} binding;
+
+typedef struct {
+  dvmc_ctx *c;
+  dvmc_emit *e;
+  dvmc_fn *f;
+  binding *map; /* open addressing on the value pointer */
+  size_t cap, n;
+  const dvmc_graph *g;
+  int depth;                 /* inside branches and loop bodies: > 0 */
+  int einsums;               /* einsum kernel entries so far */
+  int fused;                 /* fused kernel entries so far */
+  int fuse;                  /* fusion on */
+  const dvmc_expr **memo;    /* expressions computed in top-level code, */
+  int *memo_reg;             /* and their registers (they dominate the rest) */
+  size_t nmemo, memo_cap;
+  const dvmc_value **scoped; /* constants loaded there, dropped on leaving */
+  size_t nscoped, scoped_cap;
+  int plan;                  /* memory planning on: top-level tensors are sites */
+  int arena;                 /* a placeholder: each site's storage and offset until the plan fills them */
+  dvmc_plan_site *sites;
+  int nsites, sites_cap;
+  int unplanned;             /* tensors left to the pool: sized at run time, or in a branch or body */
+  const dvmc_expr **data_syms; /* symbols read from a node's output (infer.c's data_dim), */
+  int *data_regs;              /* and their registers */
+  int ndata, data_cap;
+} lowering;
+
+typedef struct op_rule op_rule;
+typedef dvm_status *(*lower_fn)(lowering *L, const dvmc_node *n, const op_rule *r);
+
+/* A row of the op table (ops.def) as the lowering reads it. */
+struct op_rule {
+  const char *op;     /* ONNX op type */
+  const char *kernel; /* kernel, or NULL for special lowerings */
+  const char *attrs;  /* attribute specs, space separated (lw_lower_attr) */
+  const char *dtype;  /* output dtype rule (ops.c) */
+  int nin;            /* inputs passed to the kernel (rest are attributes); -1 = all */
+  lower_fn lower;     /* NULL: the generic kernel lowering */
+  int min_opset;      /* the first opset with these semantics */
+};
+
+/* One kernel call being put together: the generic lowering fills it from
+ * the rule; special lowerings adjust it (computed pads, a payload). */
+typedef struct {
+  const char *kernel; /* the kernel table entry's name ("einsum@0") */
+  const void *payload;
+  size_t payload_size;
+  int64_t ins[64], attrs[32];
+  int nin, nattrs;
+} call;
+
+/* The values of a graph one node reads (ids), each once. */
+typedef struct {
+  int *ids;
+  int n, cap;
+  int oom;
+} id_list;
+
+/* lower_values.c */
+int lw_bind(lowering *L, const dvmc_value *v, int reg); /* 0: out of memory */
+int lw_lookup(const lowering *L, const dvmc_value *v);  /* the register, or -1 */
+dvm_status *lw_unsupported(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
+dvm_status *lw_invalid(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
+DVM_MUST_USE dvm_status *lw_reg_of(lowering *L, const dvmc_value *v, int *out);
+void lw_emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims);
+int lw_emit_int(lowering *L, int64_t v);
+int lw_emit_float(lowering *L, double v);
+int lw_emit_shape(lowering *L, int n, const int64_t *v);
+int lw_data_reg(const lowering *L, const dvmc_expr *sym);
+int lw_emittable(const lowering *L, const dvmc_expr *e);
+int lw_all_emittable(const lowering *L, int n, const dvmc_expr *const *e);
+int lw_bind_data_dims(lowering *L, const dvmc_node *n); /* 0: out of memory */
+int lw_expr_reg(lowering *L, const dvmc_expr *e);
+int lw_shape_of_exprs(lowering *L, int n, const dvmc_expr *const *e);
+int lw_foldable(const lowering *L, const dvmc_value *v);
+int lw_const_ints(const dvmc_value *v, int64_t *out, int max);
+int lw_const_float(const dvmc_value *v, double *out);
+int lw_is_f32(const dvmc_value *v);
+
+/* lower_call.c */
+int lw_lower_attr(lowering *L, const dvmc_node *n, const char *spec, size_t len, dvm_status **st);
+void lw_set_type(const dvmc_value *v, dvm_dtype dt);
+DVM_MUST_USE dvm_status *lw_call_inputs(lowering *L, const dvmc_node *n, const op_rule *r, call *c);
+DVM_MUST_USE dvm_status *lw_call_attrs(lowering *L, const dvmc_node *n, const char *spec, int pads_reg, call *c);
+const dvm_kernel_def *lw_cpu_kernel(const char *name, char base[64]);
+DVM_MUST_USE dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c);
+DVM_MUST_USE dvm_status *lw_lower_kernel(lowering *L, const dvmc_node *n, const op_rule *r);
+DVM_MUST_USE dvm_status *lw_check_values(const dvmc_node *n);
+
+/* lower_ops.c: the special lowerings of ops.def's LOWER column */
+const op_rule *lw_find_rule(const dvmc_node *n);
+DVM_MUST_USE dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r);
+#define LW_LOWER(x) dvm_status *lw_lower_##x(lowering *L, const dvmc_node *n, const op_rule *r);
+LW_LOWER(view) LW_LOWER(alias) LW_LOWER(constant_of_shape) LW_LOWER(nary) LW_LOWER(pow) LW_LOWER(window)
+LW_LOWER(einsum) LW_LOWER(resize) LW_LOWER(hard) LW_LOWER(softmax)
+LW_LOWER(if) LW_LOWER(loop) /* lower_control.c */
+#undef LW_LOWER
+
+/* lower_fuse.c */
+int lw_group_at(const lowering *L, const dvmc_graph *g, int i);
+DVM_MUST_USE dvm_status *lw_lower_group(lowering *L, const dvmc_graph *g, int first, int end, const int *uses,
+                                        const id_list *reads);
+
+/* lower.c */
+int lw_owns(const dvmc_graph *g, const dvmc_value *v);
+DVM_MUST_USE dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g);
+
+#endif
