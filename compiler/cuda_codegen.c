@@ -178,23 +178,9 @@ static const struct {
     {DVM_FUSED_NEG, "-%1$s", "(long long)(0ull - (unsigned long long)%1$s)"},
     {DVM_FUSED_ABS, "fabsf(%1$s)", "%1$s < 0 ? (long long)(0ull - (unsigned long long)%1$s) : %1$s"},
     {DVM_FUSED_RELU, "%1$s < 0.0f ? 0.0f : %1$s", "%1$s < 0 ? 0ll : %1$s"},
-    {DVM_FUSED_SQRT, "sqrtf(%1$s)", NULL},
-    {DVM_FUSED_EXP, "expf(%1$s)", NULL},
-    {DVM_FUSED_LOG, "logf(%1$s)", NULL},
-    {DVM_FUSED_TANH, "tanhf(%1$s)", NULL},
-    {DVM_FUSED_ERF, "erff(%1$s)", NULL},
-    {DVM_FUSED_SIGMOID, "1.0f / (1.0f + expf(-%1$s))", NULL},
-    /* erfc keeps the digits of 1 + erf(x / sqrt 2) in the negative tail,
-     * as the sigmoid form does for the tanh form; -inf gives -0, as on
-     * the CPU, not -inf * 0 */
-    {DVM_FUSED_GELU,
-     "%1$s == dvm_bits(0xff800000u) ? -0.0f : 0.5f * %1$s * erfcf(-0.70710678118654752f * %1$s)",
-     NULL},
-    {DVM_FUSED_GELU_TANH,
-     "%1$s == dvm_bits(0xff800000u) ? -0.0f : %1$s / (1.0f + expf(-2.0f * (0.79788456080286536f * "
-     "(%1$s + 0.044715f * %1$s * %1$s * %1$s))))",
-     NULL},
-    {DVM_FUSED_RECIPROCAL, "1.0f / %1$s", NULL},
+#define X(name, code, text, own, f32, f64, cuda) {DVM_FUSED_##name, cuda, NULL},
+    DVM_UNARY_MATH(X)
+#undef X
 };
 
 static const char *const ctype[] = {[DVM_F32] = "float", [DVM_I64] = "long long",
@@ -415,12 +401,15 @@ static const struct {
     {"greater_equal", DVM_FUSED_GREATER_EQUAL, 2, TF | TI, 1},
     {"and", DVM_FUSED_AND, 2, TB, 0},              {"or", DVM_FUSED_OR, 2, TB, 0},
     {"xor", DVM_FUSED_XOR, 2, TB, 0},              {"not", DVM_FUSED_NOT, 1, TB, 0},
-    {"sqrt", DVM_FUSED_SQRT, 1, TF, 0},            {"exp", DVM_FUSED_EXP, 1, TF, 0},
-    {"log", DVM_FUSED_LOG, 1, TF, 0},              {"tanh", DVM_FUSED_TANH, 1, TF, 0},
-    {"erf", DVM_FUSED_ERF, 1, TF, 0},              {"sigmoid", DVM_FUSED_SIGMOID, 1, TF, 0},
-    {"reciprocal", DVM_FUSED_RECIPROCAL, 1, TF, 0}, {"relu", DVM_FUSED_RELU, 1, TF | TI, 0},
-    {"neg", DVM_FUSED_NEG, 1, TF | TI, 0},         {"abs", DVM_FUSED_ABS, 1, TF | TI, 0},
-    {"gelu", DVM_FUSED_GELU, 1, TF, 0},
+    {"relu", DVM_FUSED_RELU, 1, TF | TI, 0},       {"neg", DVM_FUSED_NEG, 1, TF | TI, 0},
+    {"abs", DVM_FUSED_ABS, 1, TF | TI, 0},         {"gelu", DVM_FUSED_GELU, 1, TF, 0},
+#define OWN_1(name, text) {text, DVM_FUSED_##name, 1, TF, 0},
+#define OWN_0(name, text)
+#define X(name, code, text, own, ...) OWN_##own(name, text)
+    DVM_UNARY_MATH(X)
+#undef X
+#undef OWN_0
+#undef OWN_1
     {"clip", DVM_FUSED_MAX, 1, TF, 0}, /* then min: see below */
 };
 

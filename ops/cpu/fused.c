@@ -108,15 +108,9 @@ LOOP(abs_f32, float, float, fabsf(x))
 LOOP(abs_i64, int64_t, int64_t, x < 0 ? -(uint64_t)x : (uint64_t)x)
 LOOP(relu_f32, float, float, DVM_EW_MAX(x, 0.0f))
 LOOP(relu_i64, int64_t, int64_t, DVM_EW_MAX(x, (int64_t)0))
-LOOP(sqrt_f32, float, float, sqrtf(x))
-LOOP(exp_f32, float, float, dvm_ew_expf(x))
-LOOP(log_f32, float, float, dvm_ew_logf(x))
-LOOP(tanh_f32, float, float, dvm_ew_tanhf(x))
-LOOP(erf_f32, float, float, dvm_ew_erff(x))
-LOOP(sigmoid_f32, float, float, dvm_ew_sigmoidf(x))
-LOOP(gelu_f32, float, float, dvm_ew_geluf(x))
-LOOP(gelu_tanh_f32, float, float, dvm_ew_gelu_tanhf(x))
-LOOP(reciprocal_f32, float, float, 1.0f / x)
+#define X(name, code, text, own, f32, ...) LOOP(math_##name, float, float, f32)
+DVM_UNARY_MATH(X)
+#undef X
 LOOP(mov_f32, float, float, x)
 LOOP(mov_i64, int64_t, int64_t, x)
 LOOP(mov_bool, uint8_t, uint8_t, x)
@@ -190,15 +184,9 @@ static const opinfo optab[DVM_FUSED_OP_END] = {
     [DVM_FUSED_NEG] = {"neg", K_UNARY, 0, {F(neg), I(neg)}},
     [DVM_FUSED_ABS] = {"abs", K_UNARY, 0, {F(abs), I(abs)}},
     [DVM_FUSED_RELU] = {"relu", K_UNARY, 0, {F(relu), I(relu)}},
-    [DVM_FUSED_SQRT] = {"sqrt", K_UNARY, 0, {F(sqrt)}},
-    [DVM_FUSED_EXP] = {"exp", K_UNARY, 0, {F(exp)}},
-    [DVM_FUSED_LOG] = {"log", K_UNARY, 0, {F(log)}},
-    [DVM_FUSED_TANH] = {"tanh", K_UNARY, 0, {F(tanh)}},
-    [DVM_FUSED_ERF] = {"erf", K_UNARY, 0, {F(erf)}},
-    [DVM_FUSED_SIGMOID] = {"sigmoid", K_UNARY, 0, {F(sigmoid)}},
-    [DVM_FUSED_GELU] = {"gelu", K_UNARY, 0, {F(gelu)}},
-    [DVM_FUSED_GELU_TANH] = {"gelu_tanh", K_UNARY, 0, {F(gelu_tanh)}},
-    [DVM_FUSED_RECIPROCAL] = {"reciprocal", K_UNARY, 0, {F(reciprocal)}},
+#define X(name, code, text, ...) [DVM_FUSED_##name] = {text, K_UNARY, 0, {[RT_F32] = math_##name}},
+    DVM_UNARY_MATH(X)
+#undef X
 };
 
 /* The registers (or values) an instruction of opcode op with operands a,

@@ -20,6 +20,7 @@
 
 #include "dvm/status.h"
 #include "dvm/tensor.h"
+#include "ops/cpu/unary_math.h"
 
 #define DVM_FUSED_MAGIC "DVMF"
 #define DVM_FUSED_VERSION 1
@@ -30,7 +31,8 @@
 #define DVM_FUSED_MAX_REGS 32
 #define DVM_FUSED_MAX_INSTRS 256
 
-/* Opcodes, as encoded (docs/fused.md has each one's operands and types). */
+/* Opcodes, as encoded (docs/fused.md has each one's operands and types):
+ * X(NAME, CODE, TEXT, ...), the float math ones with unary_math.h's columns. */
 #define DVM_FUSED_OPS(X)                                                       \
   X(LOAD, 1, "load")                                                           \
   X(STORE, 2, "store")                                                         \
@@ -57,18 +59,10 @@
   X(NEG, 23, "neg")                                                            \
   X(ABS, 24, "abs")                                                            \
   X(RELU, 25, "relu")                                                          \
-  X(SQRT, 26, "sqrt")                                                          \
-  X(EXP, 27, "exp")                                                            \
-  X(LOG, 28, "log")                                                            \
-  X(TANH, 29, "tanh")                                                          \
-  X(ERF, 30, "erf")                                                            \
-  X(SIGMOID, 31, "sigmoid")                                                    \
-  X(GELU, 32, "gelu")                                                          \
-  X(GELU_TANH, 33, "gelu_tanh")                                                \
-  X(RECIPROCAL, 34, "reciprocal")
+  DVM_UNARY_MATH(X)
 
 typedef enum dvm_fused_op {
-#define X(name, code, text) DVM_FUSED_##name = code,
+#define X(name, code, text, ...) DVM_FUSED_##name = code,
   DVM_FUSED_OPS(X)
 #undef X
   DVM_FUSED_OP_END

@@ -1,7 +1,8 @@
 /* Elementwise kernels of one input; the output has the input's shape (shape
  * function "same").
  *
- *   sqrt, exp, log, tanh, erf, sigmoid, reciprocal (in: X) -> Y
+ *   the float math ops of unary_math.h with kernels of their own (sqrt,
+ *       exp, log, tanh, erf, sigmoid, reciprocal, ...) (in: X) -> Y
  *       f32 f64, and f16 bf16 computed in f32 and rounded once.
  *       f32 math is dvm's own vectorized code (ops/cpu/elementwise_math.h,
  *       errors of about 1-2 ulp); f64 is libm's.
@@ -41,6 +42,7 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/unary_math.h"
 #include "ops/kargs.h"
 #include "shapefuncs/shape.h"
 
@@ -78,23 +80,14 @@ IABS(iabs64, int64_t, uint64_t)
 static uint8_t uabs8(uint8_t x) { return x; }
 
 /* The ops, on a compute value v of type C (U: C's unsigned twin). */
-#define SQRT(C, U, v, p) _Generic((v), float: sqrtf, double: sqrt)(v)
-#define EXP(C, U, v, p) _Generic((v), float: dvm_ew_expf, double: exp)(v)
-#define LOG(C, U, v, p) _Generic((v), float: dvm_ew_logf, double: log)(v)
-#define TANH(C, U, v, p) _Generic((v), float: dvm_ew_tanhf, double: tanh)(v)
-#define ERF(C, U, v, p) _Generic((v), float: dvm_ew_erff, double: erf)(v)
-#define SIGMOID(C, U, v, p) _Generic((v), float: dvm_ew_sigmoidf, double: sigmoid_d)(v)
-#define GELU(C, U, v, p) _Generic((v), float: dvm_ew_geluf, double: gelu_d)(v)
-#define GELU_TANH(C, U, v, p) _Generic((v), float: dvm_ew_gelu_tanhf, double: gelu_tanh_d)(v)
-#define RECIP(C, U, v, p) ((C)1 / (v))
-#define RELU(C, U, v, p) DVM_EW_MAX(v, (C)0)
-#define NEG(C, U, v, p) (C)(-(U)(v))
-#define ABS(C, U, v, p) _Generic((v), float: fabsf, double: fabs, int8_t: iabs8, int16_t: iabs16, \
+#define RELU(C, U, v, p, name) DVM_EW_MAX(v, (C)0)
+#define NEG(C, U, v, p, name) (C)(-(U)(v))
+#define ABS(C, U, v, p, name) _Generic((v), float: fabsf, double: fabs, int8_t: iabs8, int16_t: iabs16, \
     int32_t: iabs32, int64_t: iabs64, uint8_t: uabs8)(v)
-#define NOT(C, U, v, p) ((v) == 0)
+#define NOT(C, U, v, p, name) ((v) == 0)
 #define LO(v, p) _Generic((v), float: (p)->lo_f, double: (p)->lo_d, default: (p)->lo_i)
 #define HI(v, p) _Generic((v), float: (p)->hi_f, double: (p)->hi_d, default: (p)->hi_i)
-#define CLIP(C, U, v, p) clip_##C(v, (C)LO(v, p), (C)HI(v, p))
+#define CLIP(C, U, v, p, name) clip_##C(v, (C)LO(v, p), (C)HI(v, p))
 
 #define CLIP_FN(C, SEL)                                   \
   static inline C clip_##C(C v, C lo, C hi) {             \
@@ -106,30 +99,39 @@ CLIP_FN(int16_t, DVM_EW_ISEL) CLIP_FN(int32_t, DVM_EW_ISEL) CLIP_FN(int64_t, DVM
 CLIP_FN(uint8_t, DVM_EW_ISEL)
 
 
-#define UN_LOOP(name, OP, TS, C, U, LD, ST)                                               \
-  DVM_EW_CLONES static void name(int64_t n, const void *px, void *po, const params *p) { \
+#define UN_LOOP(fn, OP, name, TS, C, U, LD, ST)                                         \
+  DVM_EW_CLONES static void fn(int64_t n, const void *px, void *po, const params *p) {   \
     const TS *x = px;                                                                     \
     TS *o = po;                                                                           \
     (void)p;                                                                              \
     _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
       C v = LD(x[i]);                                                                     \
-      o[i] = ST(OP(C, U, v, p));                                                          \
+      o[i] = ST(OP(C, U, v, p, name));                                                    \
     }                                                                                     \
   }
-#define UN(op, OP, dt) UN_(op##_##dt, OP, T_##dt)
+#define UN(op, OP, dt) UN_(op##_##dt, OP, op, T_##dt)
 #define UN_(name, OP, ...) UN_LOOP(name, OP, __VA_ARGS__)
 #define FLOATS(op, OP) UN(op, OP, f32) UN(op, OP, f64) UN(op, OP, f16) UN(op, OP, bf16)
 #define NUMS(op, OP) FLOATS(op, OP) UN(op, OP, i8) UN(op, OP, i16) UN(op, OP, i32) UN(op, OP, i64) \
     UN(op, OP, u8)
 
-FLOATS(sqrt, SQRT) FLOATS(exp, EXP) FLOATS(log, LOG) FLOATS(tanh, TANH) FLOATS(erf, ERF)
-FLOATS(sigmoid, SIGMOID) FLOATS(gelu, GELU) FLOATS(gelu_tanh, GELU_TANH)
-FLOATS(reciprocal, RECIP)
+/* unary_math.h's rows: f32 (f16 and bf16 computed in it) and f64 */
+#define X(name, code, text, own, f32, f64, cuda)            \
+  static inline float math_f32_##name(float x) { return f32; } \
+  static inline double math_f64_##name(double x) { return f64; }
+DVM_UNARY_MATH(X)
+#undef X
+#define MATH(C, U, v, p, name) _Generic((v), float: math_f32_##name, double: math_f64_##name)(v)
+#define X(name, ...) FLOATS(name, MATH)
+DVM_UNARY_MATH(X)
+#undef X
 NUMS(relu, RELU) NUMS(neg, NEG) NUMS(abs, ABS) NUMS(clip, CLIP)
 UN(not, NOT, bool)
 
 typedef enum op_id {
-  OP_SQRT, OP_EXP, OP_LOG, OP_TANH, OP_ERF, OP_SIGMOID, OP_GELU, OP_GELU_TANH, OP_RECIPROCAL,
+#define X(name, ...) OP_##name,
+  DVM_UNARY_MATH(X)
+#undef X
   OP_RELU, OP_NEG, OP_ABS, OP_NOT, OP_CLIP, OP_COUNT
 } op_id;
 
@@ -144,15 +146,9 @@ typedef struct op_def {
     [DVM_I64] = op##_i64, [DVM_U8] = op##_u8
 
 static const op_def ops[OP_COUNT] = {
-    [OP_SQRT] = {"sqrt", {F_FLOATS(sqrt)}},
-    [OP_EXP] = {"exp", {F_FLOATS(exp)}},
-    [OP_LOG] = {"log", {F_FLOATS(log)}},
-    [OP_TANH] = {"tanh", {F_FLOATS(tanh)}},
-    [OP_ERF] = {"erf", {F_FLOATS(erf)}},
-    [OP_SIGMOID] = {"sigmoid", {F_FLOATS(sigmoid)}},
-    [OP_GELU] = {"gelu", {F_FLOATS(gelu)}},
-    [OP_GELU_TANH] = {"gelu", {F_FLOATS(gelu_tanh)}},
-    [OP_RECIPROCAL] = {"reciprocal", {F_FLOATS(reciprocal)}},
+#define X(name, code, text, ...) [OP_##name] = {text, {F_FLOATS(name)}},
+    DVM_UNARY_MATH(X)
+#undef X
     [OP_RELU] = {"relu", {F_NUMS(relu)}},
     [OP_NEG] = {"neg", {F_NUMS(neg)}},
     [OP_ABS] = {"abs", {F_NUMS(abs)}},
@@ -416,27 +412,28 @@ static dvm_status *cast(const dvm_kernel_args *a) {
 
 #define KERNEL(name, id) \
   static dvm_status *name(const dvm_kernel_args *a) { return unary(a, id, 0, NULL); }
-KERNEL(sqrt_, OP_SQRT)
-KERNEL(exp_, OP_EXP)
-KERNEL(log_, OP_LOG)
-KERNEL(tanh_, OP_TANH)
-KERNEL(erf_, OP_ERF)
-KERNEL(sigmoid, OP_SIGMOID)
-KERNEL(reciprocal, OP_RECIPROCAL)
+/* unary_math.h's rows with kernels of their own */
+#define OWN_1(name) KERNEL(kernel_##name, OP_##name)
+#define OWN_0(name)
+#define X(name, code, text, own, ...) OWN_##own(name)
+DVM_UNARY_MATH(X)
+#undef X
+#undef OWN_1
+#undef OWN_0
 KERNEL(relu, OP_RELU)
 KERNEL(neg, OP_NEG)
 KERNEL(abs_, OP_ABS)
 KERNEL(not_, OP_NOT)
 
 const dvm_kernel_def dvm_cpu_unary_kernels[] = {
-    {"sqrt", DVM_DEVICE_CPU, sqrt_, "same", .inplace = 1},
-    {"exp", DVM_DEVICE_CPU, exp_, "same", .inplace = 1},
-    {"log", DVM_DEVICE_CPU, log_, "same", .inplace = 1},
-    {"tanh", DVM_DEVICE_CPU, tanh_, "same", .inplace = 1},
-    {"erf", DVM_DEVICE_CPU, erf_, "same", .inplace = 1},
-    {"sigmoid", DVM_DEVICE_CPU, sigmoid, "same", .inplace = 1},
+#define OWN_1(name, text) {text, DVM_DEVICE_CPU, kernel_##name, "same", .inplace = 1},
+#define OWN_0(name, text)
+#define X(name, code, text, own, ...) OWN_##own(name, text)
+    DVM_UNARY_MATH(X)
+#undef X
+#undef OWN_1
+#undef OWN_0
     {"gelu", DVM_DEVICE_CPU, gelu, "same", .inplace = 1},
-    {"reciprocal", DVM_DEVICE_CPU, reciprocal, "same", .inplace = 1},
     {"relu", DVM_DEVICE_CPU, relu, "same", .inplace = 1},
     {"neg", DVM_DEVICE_CPU, neg, "same", .inplace = 1},
     {"abs", DVM_DEVICE_CPU, abs_, "same", .inplace = 1},

@@ -3,6 +3,8 @@ encoded here with struct from docs/fused.md (independently of the C
 builder), chains at awkward sizes and broadcasts, every dtype, and corrupt
 payloads, each refused with its rule's message."""
 import math
+import os
+import re
 import struct
 
 import ml_dtypes
@@ -11,7 +13,7 @@ import pytest
 
 import dvmop
 from dvmop import DvmError
-from test_unary import BF16, bf16_round, reference, run_chain, run_text, ulps
+from test_unary import BF16, bf16_round, reference, run1, run_chain, run_text, ulps
 
 rng = np.random.default_rng(3)
 
@@ -479,3 +481,29 @@ def test_mutated_payloads():
             run_fused(bytes(p), ins, [np.float32], shape=(3, 5))
         except DvmError as e:
             assert e.rc == 2 and 'kernel "fused": fused: ' in e.message, e.message
+
+
+def _math_rows():
+    """(text, own kernel?) of every row of ops/cpu/unary_math.h."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../ops/cpu/unary_math.h")
+    rows = re.findall(r'^\s*X\(\w+, (\d+), "(\w+)", ([01]),', open(path).read(), re.M)
+    assert len(rows) >= 9, rows
+    return [(text, own == "1", int(code)) for code, text, own in rows]
+
+
+@pytest.mark.parametrize("text,own,code", _math_rows())
+def test_math_rows_fused_equals_kernel(text, own, code):
+    """The fused program's loop and the unary kernel are made from the
+    same row: bit-identical results, and the opcode this test file knows."""
+    assert OPS[text] == code
+    x = np.concatenate([rng.standard_normal(1000) * 4, [0.0, -0.0, 1e-30, -1e-30, 88.0, -88.0, 20.0,
+                                                        -20.0, np.inf, -np.inf, np.nan]]).astype(np.float32)
+    if text in ("sqrt", "log"):
+        x = np.abs(x)
+    prog = encode(["f32"], ["f32"], ["f32"], [("load", 0, 0), (text, 0, 0), ("store", 0, 0)])
+    fused = run_fused(prog, [x], [np.float32])[0]
+    if own:
+        kernel = run1(text, [x], shapefn="same")
+    else:  # gelu's two forms: the gelu kernel's approximate attribute
+        kernel = run1("gelu", [x], [1 if text == "gelu_tanh" else 0], shapefn="same")
+    np.testing.assert_array_equal(fused.view(np.uint32), kernel.view(np.uint32))
