@@ -982,6 +982,27 @@ static void rule_loop(inf *I, const dvmc_node *n) {
   }
 }
 
+/* DynamicQuantizeLinear: y as x; its scale and zero point are scalars. */
+static void rule_dynamic_quantize(inf *I, const dvmc_node *n) {
+  (void)I;
+  same_shape(n, 0);
+  for (int i = 1; i < n->nout; i++) set_shape(n->out[i], 0, NULL);
+}
+
+/* QLinearMatMul and QLinearConv: MatMul's and Conv's rules on a and b (x
+ * and w), which sit at inputs 0 and 3 between their scales and zero
+ * points. */
+static void on_operands(inf *I, const dvmc_node *n, void (*rule)(inf *, const dvmc_node *)) {
+  if (n->nin < 4) return;
+  dvmc_value *ops[2] = {n->in[0], n->in[3]};
+  dvmc_node m = *n;
+  m.in = ops;
+  m.nin = 2;
+  rule(I, &m);
+}
+static void rule_qlinear_matmul(inf *I, const dvmc_node *n) { on_operands(I, n, rule_matmul); }
+static void rule_qlinear_conv(inf *I, const dvmc_node *n) { on_operands(I, n, rule_conv); }
+
 typedef void (*shape_rule)(inf *I, const dvmc_node *n);
 #define rule__ NULL
 static const shape_rule rules[] = {
