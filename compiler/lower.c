@@ -1108,6 +1108,23 @@ static dvm_status *lower_softmax(lowering *L, const dvmc_node *n, const op_rule 
 
 /* The lowering columns of the op table (ops.def), by row. */
 #define lower__ NULL
+/* com.microsoft SkipLayerNormalization: outputs 0 (the normalized sum)
+ * and 3 (the sum) are the kernel's 0 and 1; the mean and inverse standard
+ * deviation (1, 2) are not computed. */
+static dvm_status *lower_skip_layernorm(lowering *L, const dvmc_node *n, const op_rule *r) {
+  for (int i = 1; i < 3 && i < n->nout; i++)
+    if (n->out[i]) return unsupported(n, "output %d (mean or inverse standard deviation) is not supported", i);
+  if (n->nout > 4) return unsupported(n, "%d outputs", n->nout);
+  dvmc_value *outs[2] = {n->out[0], n->nout > 3 ? n->out[3] : NULL};
+  dvmc_node m = *n;
+  m.out = outs;
+  m.nout = 2;
+  call c = {0};
+  dvm_status *st;
+  if ((st = call_inputs(L, &m, r, &c)) || (st = call_attrs(L, &m, r->attrs, -1, &c))) return st;
+  return emit_call(L, &m, r, &c);
+}
+
 static const op_rule rules[] = {
 #define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
   {#name, kernel, attrs, dtype, nin, lower_##lower, opset},

@@ -11,8 +11,11 @@
 
 static const dvmc_op table[] = {
 #define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
-  {#name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
+  {"", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
+#define MSOP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
+  {"com.microsoft", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
 #include "ops.def"
+#undef MSOP
 #undef OP
 };
 
@@ -20,9 +23,10 @@ int dvmc_op_count(void) { return (int)(sizeof table / sizeof table[0]); }
 const dvmc_op *dvmc_op_at(int i) { return &table[i]; }
 
 /* A linear scan: once per node at import. */
-const dvmc_op *dvmc_op_find(const char *name) {
+const dvmc_op *dvmc_op_find(const char *domain, const char *name) {
+  if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (!strcmp(table[i].name, name)) return &table[i];
+    if (!strcmp(table[i].name, name) && !strcmp(table[i].domain, domain)) return &table[i];
   return NULL;
 }
 

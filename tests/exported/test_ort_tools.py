@@ -38,8 +38,13 @@ from corpus import DVM, MODELS, feeds_for  # noqa: E402
 SHAPES = [dict(batch=1, seq=1), dict(batch=2, seq=7), dict(batch=3, seq=13), dict(batch=1, seq=64)]
 # model -> (optimizer model_type, heads, hidden) of export_models.py's tiny sizes
 BASES = {"bert_tiny": ("bert", 2, 64), "gpt2_tiny": ("gpt2", 2, 64)}
-# the transformed models dvm runs today
-VARIANTS = ["bert_tiny:quantized", "gpt2_tiny:quantized"]
+# the transformed models dvm runs; the com.microsoft ops in them (ONNX Runtime
+# 1.32): BERT optimized: EmbedLayerNormalization, Attention,
+# SkipLayerNormalization, BiasGelu; GPT-2 optimized (and then quantized):
+# SkipLayerNormalization, FastGelu; quantize_dynamic alone writes only
+# default-domain ops (DynamicQuantizeLinear, MatMulInteger, ...)
+VARIANTS = ["bert_tiny:quantized", "gpt2_tiny:quantized", "bert_tiny:optimized", "gpt2_tiny:optimized",
+            "gpt2_tiny:optimized_quantized"]
 
 
 def transform(base, how, outdir):
@@ -93,3 +98,13 @@ def test_transformed_model_matches_ort(variant, tmp_path):
             err = float(d.max(initial=0))
             bound = (5e-3 if "quantized" in how else 1e-4) * scale
             assert err <= bound, f"{variant} {env} output {i}: max error {err}, bound {bound}"
+
+
+def test_quantized_bert_attention_is_refused_by_name(tmp_path):
+    """BERT optimized then quantized has QEmbedLayerNormalization and
+    QAttention, which dvm does not have yet: compiling it must fail with an
+    unsupported-op error that names the op, not with a wrong model."""
+    path = transform("bert_tiny", "optimized_quantized", str(tmp_path))
+    assert {"QAttention", "QEmbedLayerNormalization"} <= set(ms_ops(path))
+    r = subprocess.run([DVM, "compile", path, "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
+    assert r.returncode == 2 and "QEmbedLayerNormalization" in r.stderr and "not supported" in r.stderr, r.stderr
