@@ -1031,6 +1031,25 @@ static void rule_attention(inf *I, const dvmc_node *n) {
   set_shape(n->out[0], 3, d);
 }
 
+/* com.microsoft FusedMatMul: MatMul's rule on the operands with their
+ * last two dims swapped where transA or transB says. */
+static void rule_fused_matmul(inf *I, const dvmc_node *n) {
+  if (n->nin < 2 || !n->in[0] || !n->in[1]) return;
+  dvmc_value ops[2] = {*n->in[0], *n->in[1]};
+  dvmc_value *p[2] = {&ops[0], &ops[1]};
+  for (int k = 0; k < 2; k++) {
+    if (!dvmc_attr_int(n, k ? "transB" : "transA", 0)) continue;
+    if (ops[k].rank < 2) return;
+    const dvmc_expr *t = ops[k].dims[ops[k].rank - 1];
+    ops[k].dims[ops[k].rank - 1] = ops[k].dims[ops[k].rank - 2];
+    ops[k].dims[ops[k].rank - 2] = t;
+  }
+  dvmc_node m = *n;
+  m.in = p;
+  m.nin = 2;
+  rule_matmul(I, &m);
+}
+
 typedef void (*shape_rule)(inf *I, const dvmc_node *n);
 #define rule__ NULL
 static const shape_rule rules[] = {

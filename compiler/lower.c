@@ -1155,6 +1155,11 @@ static dvm_status *check_attrs(const dvmc_node *n, const op_rule *r) {
       known = 1;
     if (!strcmp(name, "equation") && r->lower == lower_einsum) known = 1;
     if (r->lower == lower_resize) known = 1; /* lower_resize reads or refuses each */
+    /* the layernorm kernel computes in f32, which stash_type 1 asks for
+     * (ONNX Runtime writes it on its fused LayerNormalization) */
+    if (!strcmp(name, "stash_type") && n->attrs[i].type == DVMC_ATTR_INT && n->attrs[i].i == 1 && r->kernel &&
+        !strcmp(r->kernel, "layernorm"))
+      known = 1;
     for (int k = 0; harmless[k] && !known; k++)
       known = !strcmp(name, harmless[k]) && (n->attrs[i].type != DVMC_ATTR_INT || n->attrs[i].i == 0 ||
                                              strcmp(name, "training_mode") != 0);

@@ -3,7 +3,7 @@
  * operands the zero points and scales sit between.
  *
  *   "dynamic_quantize_linear" (x) -> x's shape, [], []
- *   "matmul_integer" (a, b[, a_zp[, b_zp]]) -> matmul(a, b)
+ *   "matmul_integer" (a, b, up to 5 more) -> matmul(a, b)
  *   "qlinear_matmul" (a, a_scale, a_zp, b, ...) -> matmul(a, b)
  *   "conv_integer" (x, w[, x_zp[, w_zp]], 4 conv attrs) -> conv(x, w)
  *   "qlinear_conv" (x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B],
@@ -38,7 +38,7 @@ static dvm_status *product(const char *fn, const dvm_value *in, int ia, int ib, 
 }
 
 static dvm_status *shapefn_matmul_integer(const dvm_value *in, int nin, dvm_value *out, int nout) {
-  dvm_status *st = dvm_shape_check_counts("matmul_integer", nin, 2, 4, nout, 1);
+  dvm_status *st = dvm_shape_check_counts("matmul_integer", nin, 2, 7, nout, 1);
   return st ? st : product("matmul_integer", in, 0, 1, out);
 }
 

@@ -5,8 +5,9 @@
  *   fast_gelu(in: x[, bias]) -> y
  *     y = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), v = x + bias;
  *     bias is [H], x's last dim.
- *   bias_gelu(in: a, bias) -> y
- *     y = 0.5 v (1 + erf(v / sqrt 2)), v = a + bias; bias [H].
+ *   bias_gelu(in: a[, bias]) -> y
+ *     y = 0.5 v (1 + erf(v / sqrt 2)), v = a + bias; bias [H] (without
+ *     it, com.microsoft Gelu).
  *   skip_layernorm(in: x, skip, gamma[, beta[, bias]]; attrs: epsilon:float)
  *       -> y[, sum]
  *     sum = x + skip + bias, y = layernorm(sum) over the last dim H, times
@@ -26,10 +27,21 @@
  *     masked scores get mask_filter_value added, as ONNX Runtime does.
  *     unidirectional 1 masks keys after the query (causal).
  *
+ *   fused_matmul(in: a, b; attrs: transA, transB, alpha:float, transBatchA,
+ *       transBatchB) -> y
+ *     alpha * op(a) op(b) with MatMul's broadcasting; op transposes the
+ *     last two dims when trans* is 1; transBatch* must be 0.
+ *   fused_gemm(in: a, b[, c]; attrs: transA, transB, alpha, beta,
+ *       activation:int, activation_alpha:float) -> y
+ *     act(alpha op(a) op(b) + beta c), Gemm's shapes; activation 0 Relu,
+ *     1 Tanh, 2 Sigmoid, 3 LeakyRelu (slope activation_alpha).
+ *
  * Ids out of their table's range fail naming the position. Shape function
- * "embed_layernorm" (y [B, S, H], mask_index [B]) and "attention"
- * ([B, S, 3H / 3]). */
+ * "embed_layernorm" (y [B, S, H], mask_index [B]), "attention"
+ * ([B, S, 3H / 3]), "fused_matmul" and "fused_gemm". Products go to
+ * oneDNN's sgemm. */
 #include <math.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +49,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
+#include "shapefuncs/matmul.h"
 #include "shapefuncs/shape.h"
 
 static dvm_status *want_f32(const char *op, const dvm_kernel_args *a, int n) {
@@ -68,7 +81,7 @@ static dvm_status *counts(const dvm_kernel_args *a, const char *op, int lo, int 
 /* ---- the GELUs ---- */
 
 static dvm_status *gelu_with_bias(const dvm_kernel_args *a, const char *op, int tanh_form) {
-  dvm_status *st = counts(a, op, 1 + !tanh_form, 2, 1, 1);
+  dvm_status *st = counts(a, op, 1, 2, 1, 1);
   if (!st) st = want_f32(op, a, a->nin);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *b = a->nin > 1 ? a->in[1] : NULL;
@@ -224,11 +237,10 @@ static dvm_status *attention(const dvm_kernel_args *a) {
   if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
   float *p = qkv + B * S * H3; /* one row of scores */
   const float *xp = dvm_tensor_ptr(x), *wp = dvm_tensor_ptr(w), *bp = dvm_tensor_ptr(bias);
-  for (int64_t r = 0; r < B * S; r++) {
-    float *o = qkv + r * H3;
-    for (int64_t j = 0; j < H3; j++) o[j] = bp[j];
-    for (int64_t k = 0; k < Hin; k++)
-      for (int64_t j = 0; j < H3; j++) o[j] += xp[r * Hin + k] * wp[k * H3 + j];
+  for (int64_t r = 0; r < B * S; r++) memcpy(qkv + r * H3, bp, sizeof(float) * (size_t)H3);
+  if (B * S > 0 && Hin > 0 && dnnl_sgemm('N', 'N', B * S, H3, Hin, 1.0f, xp, Hin, wp, H3, 1.0f, qkv, H3) != dnnl_success) {
+    free(qkv);
+    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
   }
   const int32_t *mp = mask ? dvm_tensor_ptr(mask) : NULL;
   float *yp = dvm_tensor_ptr(a->out[0]);
@@ -257,11 +269,128 @@ static dvm_status *attention(const dvm_kernel_args *a) {
   return NULL;
 }
 
+/* ---- products ---- */
+
+/* a [.., M, K] (stored transposed when ta) times b [.., K, N] (when tb) into
+ * y [.., M, N] by batches with MatMul's broadcasting; rank >= 2 each (1-D
+ * operands made 2-D by the caller), y's batch dims broadcast from theirs. */
+static dvm_status *sgemm_batches(const char *op, const float *a, int ra, const int64_t *da, int ta, const float *b,
+                                 int rb, const int64_t *db, int tb, float alpha, float *y, int ry, const int64_t *dy) {
+  int64_t M = dy[ry - 2], N = dy[ry - 1], K = ta ? da[ra - 2] : da[ra - 1];
+  int nb = ry - 2;
+  int64_t batches = 1;
+  for (int d = 0; d < nb; d++) batches *= dy[d];
+  for (int64_t bi = 0; bi < batches; bi++) {
+    int64_t oa = 0, ob = 0, sa = da[ra - 2] * da[ra - 1], sb = db[rb - 2] * db[rb - 1], rem = bi;
+    for (int d = nb - 1; d >= 0; d--) {
+      int64_t i = rem % dy[d];
+      rem /= dy[d];
+      int la = ra - 2 - (nb - d), lb = rb - 2 - (nb - d);
+      if (la >= 0) oa += (da[la] == 1 ? 0 : i) * sa, sa *= da[la];
+      if (lb >= 0) ob += (db[lb] == 1 ? 0 : i) * sb, sb *= db[lb];
+    }
+    float *yp = y + bi * M * N;
+    if (!M || !N) continue;
+    if (!K) {
+      memset(yp, 0, sizeof(float) * (size_t)(M * N));
+      continue;
+    }
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a + oa, da[ra - 1], b + ob, db[rb - 1], 0.0f, yp,
+                   N) != dnnl_success)
+      return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  }
+  return NULL;
+}
+
+/* The dims of a 2-D-or-more operand as the product reads it: a 1-D a is
+ * [1, K], a 1-D b [K, 1]; trans swaps the last two. */
+static void operand_dims(const dvm_tensor *t, int is_b, int trans, int *r, int64_t *d) {
+  *r = t->rank < 2 ? 2 : t->rank;
+  if (t->rank < 2) {
+    d[0] = is_b ? (t->rank ? t->dims[0] : 1) : 1;
+    d[1] = is_b ? 1 : (t->rank ? t->dims[0] : 1);
+  } else {
+    memcpy(d, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  }
+  if (trans) {
+    int64_t x = d[*r - 1];
+    d[*r - 1] = d[*r - 2];
+    d[*r - 2] = x;
+  }
+}
+
+static dvm_status *fused_matmul(const dvm_kernel_args *a) {
+  const char *op = "fused_matmul";
+  int64_t ta = 0, tb = 0, tba = 0, tbb = 0;
+  double alpha = 1;
+  dvm_status *st = counts(a, op, 2, 2, 1, 1);
+  if (!st) st = want_f32(op, a, 2);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 5, 5);
+  if (!st) st = dvm_attr_int(op, "transA", &a->attrs[0], &ta);
+  if (!st) st = dvm_attr_int(op, "transB", &a->attrs[1], &tb);
+  if (!st) st = dvm_attr_float(op, "alpha", &a->attrs[2], &alpha);
+  if (!st) st = dvm_attr_int(op, "transBatchA", &a->attrs[3], &tba);
+  if (!st) st = dvm_attr_int(op, "transBatchB", &a->attrs[4], &tbb);
+  if (st) return st;
+  if (tba || tbb) return dvm_status_new(DVM_UNIMPLEMENTED, "%s: transBatchA and transBatchB are not supported", op);
+  const dvm_tensor *x = a->in[0], *w = a->in[1];
+  if ((ta && x->rank < 2) || (tb && w->rank < 2))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a transposed operand must have rank >= 2", op);
+  int ra, rb, ry;
+  int64_t da[DVM_MAX_RANK], db[DVM_MAX_RANK], dy[DVM_MAX_RANK];
+  operand_dims(x, 0, (int)ta, &ra, da);
+  operand_dims(w, 1, (int)tb, &rb, db);
+  if ((st = dvm_matmul_shape(ra, da, rb, db, &ry, dy))) return st;
+  /* the stored dims (untransposed) for the batch strides and leading dims */
+  operand_dims(x, 0, 0, &ra, da);
+  operand_dims(w, 1, 0, &rb, db);
+  return sgemm_batches(op, dvm_tensor_ptr(x), ra, da, (int)ta, dvm_tensor_ptr(w), rb, db, (int)tb, (float)alpha,
+                       dvm_tensor_ptr(a->out[0]), ry, dy);
+}
+
+static dvm_status *fused_gemm(const dvm_kernel_args *a) {
+  const char *op = "fused_gemm";
+  int ta, tb;
+  double alpha, beta, act_alpha;
+  int64_t act;
+  dvm_status *st = counts(a, op, 2, 3, 1, 1);
+  if (!st) st = want_f32(op, a, a->nin);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 6, 6);
+  if (!st) st = dvm_gemm_attrs(a->attrs, &ta, &tb, &alpha, &beta);
+  if (!st) st = dvm_attr_int(op, "activation", &a->attrs[4], &act);
+  if (!st) st = dvm_attr_float(op, "activation_alpha", &a->attrs[5], &act_alpha);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *c = a->nin > 2 ? a->in[2] : NULL;
+  int64_t dy[2];
+  if ((st = dvm_gemm_shape(x->rank, x->dims, w->rank, w->dims, c ? c->rank : -1, c ? c->dims : NULL, ta, tb, dy)))
+    return st;
+  int64_t M = dy[0], N = dy[1], K = ta ? x->dims[0] : x->dims[1];
+  float *y = dvm_tensor_ptr(a->out[0]);
+  const float *cp = c ? dvm_tensor_ptr(c) : NULL;
+  /* c broadcast to [M, N]: its last dim is N or 1, its first (if 2-D) M or 1 */
+  int64_t cn = c && c->rank ? c->dims[c->rank - 1] : 1, cm = c && c->rank == 2 ? c->dims[0] : 1;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++)
+      y[i * N + j] = cp && beta != 0 ? (float)beta * cp[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0.0f;
+  if (M && N && K &&
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, (float)alpha, dvm_tensor_ptr(x), x->dims[1],
+                 dvm_tensor_ptr(w), w->dims[1], 1.0f, y, N) != dnnl_success)
+    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  for (int64_t i = 0; i < M * N; i++) {
+    float v = y[i];
+    y[i] = act == 0 ? (v > 0 ? v : 0) : act == 1 ? tanhf(v) : act == 2 ? 1.0f / (1.0f + expf(-v))
+                                                              : (v > 0 ? v : (float)act_alpha * v);
+  }
+  return NULL;
+}
+
 const dvm_kernel_def dvm_cpu_contrib_kernels[] = {
     {"fast_gelu", DVM_DEVICE_CPU, fast_gelu, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"bias_gelu", DVM_DEVICE_CPU, bias_gelu, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"skip_layernorm", DVM_DEVICE_CPU, skip_layernorm, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"embed_layernorm", DVM_DEVICE_CPU, embed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
     {"attention", DVM_DEVICE_CPU, attention, "attention", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"fused_matmul", DVM_DEVICE_CPU, fused_matmul, "fused_matmul", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"fused_gemm", DVM_DEVICE_CPU, fused_gemm, "fused_gemm", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

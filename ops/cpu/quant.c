@@ -30,6 +30,14 @@
  *       attrs: as conv_integer) -> y
  *     the i32 convolution plus B (i32 [M]) requantized as qlinear_matmul;
  *     w_scale and w_zp one element or [M]. Shape function "qlinear_conv".
+ *   dynamic_quantize_matmul(in: a f32, b, b_scale[, b_zp[, bias]]) -> y f32
+ *     com.microsoft DynamicQuantizeMatMul: a quantized to u8 as
+ *     dynamic_quantize_linear does, then y = acc * a_scale * b_scale +
+ *     bias (b_scale, b_zp and bias one element or [N]).
+ *   matmul_integer_to_float(in: a, b, a_scale, b_scale[, a_zp[, b_zp[,
+ *       bias]]]) -> y f32
+ *     com.microsoft MatMulIntegerToFloat: the same from a quantized a.
+ *     Both: shape function "matmul_integer".
  *
  * The products widen their operands, zero points subtracted, into i32
  * scratch once and accumulate in i32 (exact: |a - zp| <= 255, so sums of up
@@ -208,6 +216,18 @@ static dvm_status *dequantize_linear(const dvm_kernel_args *a) {
   return NULL;
 }
 
+/* DynamicQuantizeLinear's u8 scale and zero point for x[0..n). */
+static void dynamic_params(const float *x, int64_t n, float *scale, uint8_t *zp) {
+  float lo = 0, hi = 0;
+  for (int64_t i = 0; i < n; i++) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  float z = nearbyintf(-lo / *scale);
+  *zp = (uint8_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+}
+
 static dvm_status *dynamic_quantize_linear(const dvm_kernel_args *a) {
   const char *op = "dynamic_quantize_linear";
   dvm_status *st = dvm_kargs_check(a, op, 1, 3, DVM_DEVICE_CPU);
@@ -219,14 +239,9 @@ static dvm_status *dynamic_quantize_linear(const dvm_kernel_args *a) {
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: outputs must be y u8, scale f32 [], zero point u8 []", op);
   const float *xp = dvm_tensor_ptr(x);
   int64_t n = dvm_tensor_numel(x);
-  float lo = 0, hi = 0;
-  for (int64_t i = 0; i < n; i++) {
-    lo = xp[i] < lo ? xp[i] : lo;
-    hi = xp[i] > hi ? xp[i] : hi;
-  }
-  float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-  float z = nearbyintf(-lo / scale);
-  uint8_t zp = (uint8_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+  float scale;
+  uint8_t zp;
+  dynamic_params(xp, n, &scale, &zp);
   uint8_t *yp = dvm_tensor_ptr(a->out[0]);
   for (int64_t i = 0; i < n; i++) store_q(yp, DVM_U8, i, xp[i] / scale, zp);
   *(float *)dvm_tensor_ptr(a->out[1]) = scale;
@@ -298,6 +313,25 @@ static void int_matmul(const int32_t *a, int ra, const int64_t *da, const int32_
   }
 }
 
+/* An f32 tensor quantized as DynamicQuantizeLinear does, widened with its
+ * zero point subtracted; its scale in the last element (one more than
+ * numel), as the bits of a float. */
+static int32_t *dynamic_widen(const dvm_tensor *t) {
+  int64_t n = dvm_tensor_numel(t);
+  int32_t *w = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  if (!w) return NULL;
+  const float *x = dvm_tensor_ptr(t);
+  float scale;
+  uint8_t zp;
+  dynamic_params(x, n, &scale, &zp);
+  for (int64_t i = 0; i < n; i++) {
+    float r = nearbyintf(x[i] / scale) + (float)zp;
+    w[i] = (r < 0 ? 0 : r > 255 ? 255 : (int32_t)r) - zp;
+  }
+  memcpy(&w[n], &scale, sizeof scale);
+  return w;
+}
+
 /* The checks and widening of a product's operands: a with a_zp (per row),
  * b with b_zp (per column); y's dims into ry, dy. */
 typedef struct product {
@@ -309,7 +343,8 @@ typedef struct product {
 static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_tensor *azp, const dvm_tensor *b,
                                  const dvm_tensor *bzp, product *p) {
   memset(p, 0, sizeof *p);
-  if (!is_byte(a->dtype)) return bad_dtype(op, "a", a, "u8 or i8");
+  if (!is_byte(a->dtype) && !(a->dtype == DVM_F32 && !strcmp(op, "dynamic_quantize_matmul")))
+    return bad_dtype(op, "a", a, "u8 or i8");
   if (!is_byte(b->dtype)) return bad_dtype(op, "b", b, "u8 or i8");
   dvm_status *st = dvm_matmul_shape(a->rank, a->dims, b->rank, b->dims, &p->ry, p->dy);
   if (st) return st;
@@ -321,7 +356,7 @@ static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_
   if ((st = check_zp(op, "a's zero point", azp, a, M, "per row")) ||
       (st = check_zp(op, "b's zero point", bzp, b, N, "per column")))
     return st;
-  p->a = widen(a, azp, K, M);
+  p->a = a->dtype == DVM_F32 ? dynamic_widen(a) : widen(a, azp, K, M);
   p->b = widen(b, bzp, 1, N);
   if (!p->a || !p->b) {
     free(p->a), free(p->b);
@@ -519,6 +554,75 @@ static dvm_status *qlinear_conv(const dvm_kernel_args *a) {
   return st;
 }
 
+/* y (f32) = acc * a_scale * b_scale[column] + bias[column]. */
+static dvm_status *to_float(const char *op, const int32_t *acc, float a_scale, const dvm_tensor *bs,
+                            const dvm_tensor *bias, int64_t N, dvm_tensor *y) {
+  if (y->dtype != DVM_F32) return bad_dtype(op, "y", y, "f32");
+  if (bs->dtype != DVM_F32) return bad_dtype(op, "b's scale", bs, "f32");
+  if (dvm_tensor_numel(bs) != 1 && (bs->rank != 1 || bs->dims[0] != N))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: b's scale must have one element or %lld", op, (long long)N);
+  if (bias && (bias->dtype != DVM_F32 || bias->rank != 1 || bias->dims[0] != N))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: bias must be f32 [%lld]", op, (long long)N);
+  const float *bsp = dvm_tensor_ptr(bs), *bp = bias ? dvm_tensor_ptr(bias) : NULL;
+  int per = dvm_tensor_numel(bs) != 1;
+  float *yp = dvm_tensor_ptr(y);
+  for (int64_t i = 0, n = dvm_tensor_numel(y); i < n; i++)
+    yp[i] = (float)acc[i] * (a_scale * bsp[per ? i % N : 0]) + (bp ? bp[i % N] : 0.0f);
+  return NULL;
+}
+
+/* The product of a (u8/i8, or f32 quantized on the fly) and b into y as
+ * f32: acc * a_scale * b_scale + bias. */
+static dvm_status *product_to_float(const char *op, const dvm_kernel_args *a, const dvm_tensor *azp,
+                                    const dvm_tensor *as, const dvm_tensor *bzp, const dvm_tensor *bs,
+                                    const dvm_tensor *bias) {
+  dvm_tensor *const *in = a->in;
+  dvm_tensor *y = a->out[0];
+  product p;
+  dvm_status *st = product_begin(op, in[0], azp, in[1], bzp, &p);
+  if (st) return st;
+  int64_t n = dvm_tensor_numel(y), N = in[1]->rank == 1 ? 1 : in[1]->dims[in[1]->rank - 1];
+  float a_scale = 0;
+  if (as && (as->dtype != DVM_F32 || dvm_tensor_numel(as) != 1))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a's scale must be one f32", op);
+  else if (as)
+    a_scale = *(const float *)dvm_tensor_ptr(as);
+  else
+    memcpy(&a_scale, &p.a[dvm_tensor_numel(in[0])], sizeof a_scale);
+  int32_t *acc = st ? NULL : malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (!st && !acc) st = oom(op);
+  else if (!st && (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry)))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
+  if (!st) {
+    product_run(&p, in[0], in[1], acc);
+    st = to_float(op, acc, a_scale, bs, bias, N, y);
+  }
+  free(acc), free(p.a), free(p.b);
+  return st;
+}
+
+/* com.microsoft DynamicQuantizeMatMul (A f32, B, b_scale[, b_zp[, bias]]). */
+static dvm_status *dynamic_quantize_matmul(const dvm_kernel_args *a) {
+  const char *op = "dynamic_quantize_matmul";
+  if (a->nin < 3 || a->nin > 5 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 3 to 5 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->in[0]->dtype != DVM_F32) return bad_dtype(op, "a", a->in[0], "f32");
+  return product_to_float(op, a, NULL, NULL, a->nin > 3 ? a->in[3] : NULL, a->in[2], a->nin > 4 ? a->in[4] : NULL);
+}
+
+/* com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale[, a_zp[, b_zp[, bias]]]). */
+static dvm_status *matmul_integer_to_float(const dvm_kernel_args *a) {
+  const char *op = "matmul_integer_to_float";
+  if (a->nin < 4 || a->nin > 7 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 4 to 7 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  return product_to_float(op, a, a->nin > 4 ? a->in[4] : NULL, a->in[2], a->nin > 5 ? a->in[5] : NULL, a->in[3],
+                          a->nin > 6 ? a->in[6] : NULL);
+}
+
 const dvm_kernel_def dvm_cpu_quant_kernels[] = {
     {"quantize_linear", DVM_DEVICE_CPU, quantize_linear, NULL, .dtypes = DVM_DTYPES_FLOAT & ~DVM_DTYPE_BIT(DVM_F64)},
     {"dequantize_linear", DVM_DEVICE_CPU, dequantize_linear, NULL,
@@ -532,6 +636,10 @@ const dvm_kernel_def dvm_cpu_quant_kernels[] = {
     {"conv_integer", DVM_DEVICE_CPU, conv_integer, "conv_integer",
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     {"qlinear_conv", DVM_DEVICE_CPU, qlinear_conv, "qlinear_conv",
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    {"dynamic_quantize_matmul", DVM_DEVICE_CPU, dynamic_quantize_matmul, "matmul_integer",
+     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"matmul_integer_to_float", DVM_DEVICE_CPU, matmul_integer_to_float, "matmul_integer",
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -2,8 +2,10 @@
 GPT-2-style decoder (build-data/exported) passed through
 onnxruntime.transformers.optimizer.optimize_model (pure-Python fusions,
 opt_level 0: the com.microsoft ops those fusions write) and
-onnxruntime.quantization.quantize_dynamic (u8 activations, i8 weights), made
-here at test time into a temporary directory. Each is compiled once with
+onnxruntime.quantization.quantize_dynamic (u8 activations, i8 weights), and
+those saved again by an ONNX Runtime session at ORT_ENABLE_EXTENDED (what
+optimize_model's opt_level 2 or a session's optimized_model_filepath
+writes), made here at test time into a temporary directory. Each is compiled once with
 dvm and run from that one .dvmb at several (batch, seq), compared with ONNX
 Runtime running the same transformed model.
 
@@ -42,12 +44,28 @@ BASES = {"bert_tiny": ("bert", 2, 64), "gpt2_tiny": ("gpt2", 2, 64)}
 # 1.32): BERT optimized: EmbedLayerNormalization, Attention,
 # SkipLayerNormalization, BiasGelu; GPT-2 optimized (and then quantized):
 # SkipLayerNormalization, FastGelu; quantize_dynamic alone writes only
-# default-domain ops (DynamicQuantizeLinear, MatMulInteger, ...)
+# default-domain ops (DynamicQuantizeLinear, MatMulInteger, ...). Saved by
+# an ORT session (+ort): BERT quantized: MatMulIntegerToFloat,
+# DynamicQuantizeMatMul, FusedMatMul, Gelu, SkipLayerNormalization (and a
+# default-domain LayerNormalization with stash_type); GPT-2 quantized:
+# DynamicQuantizeMatMul, FastGelu, SkipLayerNormalization; BERT optimized:
+# FusedGemm besides the optimizer's ops.
 VARIANTS = ["bert_tiny:quantized", "gpt2_tiny:quantized", "bert_tiny:optimized", "gpt2_tiny:optimized",
-            "gpt2_tiny:optimized_quantized"]
+            "gpt2_tiny:optimized_quantized", "bert_tiny:quantized+ort", "gpt2_tiny:quantized+ort",
+            "bert_tiny:optimized+ort", "gpt2_tiny:optimized_quantized+ort"]
+
+
+def saved_by_session(src, path):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = path
+    ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    return path
 
 
 def transform(base, how, outdir):
+    if how.endswith("+ort"):
+        return saved_by_session(transform(base, how[:-4], outdir), os.path.join(outdir, f"{base}_{how[:-4]}_ort.onnx"))
     src, _, _ = MODELS[base]
     if not os.path.exists(src):
         pytest.fail(f"{src} is missing: setup.sh exports it (tests/exported/export_models.py)")

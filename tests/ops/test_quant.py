@@ -26,14 +26,17 @@ def qrange(dt):
     return int(i.min), int(i.max)
 
 
-def run_both(tmp_path, op, inputs, outputs, opset=21, **attrs):
-    """inputs: name -> array (all graph inputs); outputs: [(name, np dtype)].
-    Returns (dvm's outputs, ORT's)."""
+def run_both(tmp_path, op, inputs, outputs, opset=21, domain="", **attrs):
+    """inputs: name -> array (all graph inputs; "" leaves an optional one
+    out); outputs: [(name, np dtype)]. Returns (dvm's outputs, ORT's)."""
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    names = list(inputs)
+    inputs = {k: v for k, v in inputs.items() if k}
     vi = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype.type], list(v.shape)) for k, v in inputs.items()]
     vo = [helper.make_tensor_value_info(k, ONNX_TYPE[t], None) for k, t in outputs]
-    node = helper.make_node(op, list(inputs), [k for k, _ in outputs], **attrs)
-    model = helper.make_model(helper.make_graph([node], "g", vi, vo), opset_imports=[helper.make_opsetid("", opset)])
+    node = helper.make_node(op, names, [k for k, _ in outputs], domain=domain, **attrs)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(helper.make_graph([node], "g", vi, vo), opset_imports=opsets)
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
