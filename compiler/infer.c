@@ -982,6 +982,74 @@ static void rule_loop(inf *I, const dvmc_node *n) {
   }
 }
 
+/* DynamicQuantizeLinear: y as x; its scale and zero point are scalars. */
+static void rule_dynamic_quantize(inf *I, const dvmc_node *n) {
+  (void)I;
+  same_shape(n, 0);
+  for (int i = 1; i < n->nout; i++) set_shape(n->out[i], 0, NULL);
+}
+
+/* QLinearMatMul and QLinearConv: MatMul's and Conv's rules on a and b (x
+ * and w), which sit at inputs 0 and 3 between their scales and zero
+ * points. */
+static void on_operands(inf *I, const dvmc_node *n, void (*rule)(inf *, const dvmc_node *)) {
+  if (n->nin < 4) return;
+  dvmc_value *ops[2] = {n->in[0], n->in[3]};
+  dvmc_node m = *n;
+  m.in = ops;
+  m.nin = 2;
+  rule(I, &m);
+}
+static void rule_qlinear_matmul(inf *I, const dvmc_node *n) { on_operands(I, n, rule_matmul); }
+static void rule_qlinear_conv(inf *I, const dvmc_node *n) { on_operands(I, n, rule_conv); }
+
+/* com.microsoft SkipLayerNormalization: the output and the sum (output 3)
+ * as the input. */
+static void rule_skip_layernorm(inf *I, const dvmc_node *n) {
+  (void)I;
+  same_shape(n, 0);
+  if (n->nout > 3 && n->in[0]) set_shape(n->out[3], n->in[0]->rank, n->in[0]->dims);
+}
+
+/* com.microsoft EmbedLayerNormalization: [B, S, H] from the ids and the
+ * word table, mask_index [B]; the embedding sum (output 2) as output 0. */
+static void rule_embed_layernorm(inf *I, const dvmc_node *n) {
+  (void)I;
+  const dvmc_value *ids = n->in[0], *word = n->nin > 2 ? n->in[2] : NULL;
+  if (!ids || !word || ids->rank != 2 || word->rank != 2) return;
+  const dvmc_expr *d[3] = {ids->dims[0], ids->dims[1], word->dims[1]};
+  for (int i = 0; i < n->nout; i++) set_shape(n->out[i], i == 1 ? 1 : 3, d);
+}
+
+/* com.microsoft Attention: [B, S, H] from x [B, S, Hin] and the packed
+ * weights [Hin, 3H]. */
+static void rule_attention(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0], *w = n->nin > 1 ? n->in[1] : NULL;
+  int64_t h3;
+  if (!x || !w || x->rank != 3 || w->rank != 2 || !w->dims[1] || !dvmc_expr_is_const(w->dims[1], &h3) || h3 % 3) return;
+  const dvmc_expr *d[3] = {x->dims[0], x->dims[1], dvmc_const(I->x, h3 / 3)};
+  set_shape(n->out[0], 3, d);
+}
+
+/* com.microsoft FusedMatMul: MatMul's rule on the operands with their
+ * last two dims swapped where transA or transB says. */
+static void rule_fused_matmul(inf *I, const dvmc_node *n) {
+  if (n->nin < 2 || !n->in[0] || !n->in[1]) return;
+  dvmc_value ops[2] = {*n->in[0], *n->in[1]};
+  dvmc_value *p[2] = {&ops[0], &ops[1]};
+  for (int k = 0; k < 2; k++) {
+    if (!dvmc_attr_int(n, k ? "transB" : "transA", 0)) continue;
+    if (ops[k].rank < 2) return;
+    const dvmc_expr *t = ops[k].dims[ops[k].rank - 1];
+    ops[k].dims[ops[k].rank - 1] = ops[k].dims[ops[k].rank - 2];
+    ops[k].dims[ops[k].rank - 2] = t;
+  }
+  dvmc_node m = *n;
+  m.in = p;
+  m.nin = 2;
+  rule_matmul(I, &m);
+}
+
 typedef void (*shape_rule)(inf *I, const dvmc_node *n);
 #define rule__ NULL
 static const shape_rule rules[] = {

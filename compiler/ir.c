@@ -168,7 +168,7 @@ dvmc_node *dvmc_node_new(dvmc_ctx *c, dvmc_graph *g, const char *op, int nin, in
   size_t oplen = strlen(op), genlen = strlen(gen);
   char *name = dvm_arena_alloc(&c->arena, oplen + genlen + 1, 1);
   n->op = dvm_arena_strdup(&c->arena, op);
-  n->def = dvmc_op_find(op);
+  n->def = dvmc_op_find("", op);
   n->domain = "";
   n->opset = c->opset;
   n->nin = nin;

@@ -470,6 +470,23 @@ dvm_status *lw_lower_softmax(lowering *L, const dvmc_node *n, const op_rule *r) 
   return lw_lower_kernel(L, n, r);
 }
 
+/* com.microsoft SkipLayerNormalization: outputs 0 (the normalized sum)
+ * and 3 (the sum) are the kernel's 0 and 1; the mean and inverse standard
+ * deviation (1, 2) are not computed. */
+dvm_status *lw_lower_skip_layernorm(lowering *L, const dvmc_node *n, const op_rule *r) {
+  for (int i = 1; i < 3 && i < n->nout; i++)
+    if (n->out[i]) return lw_unsupported(n, "output %d (mean or inverse standard deviation) is not supported", i);
+  if (n->nout > 4) return lw_unsupported(n, "%d outputs", n->nout);
+  dvmc_value *outs[2] = {n->out[0], n->nout > 3 ? n->out[3] : NULL};
+  dvmc_node m = *n;
+  m.out = outs;
+  m.nout = 2;
+  call c = {0};
+  dvm_status *st;
+  if ((st = lw_call_inputs(L, &m, r, &c)) || (st = lw_call_attrs(L, &m, r->attrs, -1, &c))) return st;
+  return lw_emit_call(L, &m, r, &c);
+}
+
 /* The lowering columns of the op table (ops.def), by row. */
 #define lw_lower__ NULL
 static const op_rule rules[] = {
@@ -502,6 +519,11 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
       known = 1;
     if (!strcmp(name, "equation") && r->lower == lw_lower_einsum) known = 1;
     if (r->lower == lw_lower_resize) known = 1; /* lw_lower_resize reads or refuses each */
+    /* the layernorm kernel computes in f32, which stash_type 1 asks for
+     * (ONNX Runtime writes it on its fused LayerNormalization) */
+    if (!strcmp(name, "stash_type") && n->attrs[i].type == DVMC_ATTR_INT && n->attrs[i].i == 1 && r->kernel &&
+        !strcmp(r->kernel, "layernorm"))
+      known = 1;
     for (int k = 0; harmless[k] && !known; k++)
       known = !strcmp(name, harmless[k]) && (n->attrs[i].type != DVMC_ATTR_INT || n->attrs[i].i == 0 ||
                                              strcmp(name, "training_mode") != 0);

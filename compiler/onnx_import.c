@@ -19,6 +19,7 @@
 
 #include "onnx.pb-c.h"
 #include "onnx_import.h"
+#include "ops.h"
 
 #define OPSET_MIN 1 /* each op's own floor is lowering's (min_opset) */
 #define OPSET_MAX 27 /* the newest ONNX; lowering checks each op's semantics */
@@ -941,9 +942,10 @@ static dvm_status *import_constant(imp *im, dvmc_graph *g, const Onnx__NodeProto
 static dvm_status *import_node(imp *im, dvmc_graph *g, const Onnx__NodeProto *np) {
   const char *op = str(np->op_type), *domain = str(np->domain);
   if (!op[0]) return CORRUPT("has no op_type");
-  if (domain[0] && strcmp(domain, "ai.onnx") != 0)
+  int contrib = !strcmp(domain, "com.microsoft"); /* ONNX Runtime's contrib ops */
+  if (domain[0] && strcmp(domain, "ai.onnx") != 0 && !contrib)
     return UNSUPPORTED("is in domain %s, which dvm does not support (only the default ONNX "
-                       "domain)",
+                       "domain and com.microsoft)",
                        Q(domain));
   if (np->n_input > INT_MAX / 2 || np->n_output > INT_MAX / 2)
     return CORRUPT("has too many inputs or outputs");
@@ -951,6 +953,10 @@ static dvm_status *import_node(imp *im, dvmc_graph *g, const Onnx__NodeProto *np
   dvmc_node *n = dvmc_node_new(im->c, g, op, (int)np->n_input, (int)np->n_output);
   if (!n) return OOM();
   if (np->name && np->name[0]) n->name = np->name;
+  if (contrib) {
+    n->domain = "com.microsoft";
+    n->def = dvmc_op_find(n->domain, op);
+  }
   dvm_status *st = NULL;
   for (int i = 0; i < n->nin && !st; i++) {
     const char *in = str(np->input[i]);

@@ -1,4 +1,5 @@
 /* The op table as data (ops.h), and the output dtype rules. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx_import.h"
@@ -10,8 +11,11 @@
 
 static const dvmc_op table[] = {
 #define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
-  {#name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
+  {"", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
+#define MSOP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
+  {"com.microsoft", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
 #include "ops.def"
+#undef MSOP
 #undef OP
 };
 
@@ -19,9 +23,10 @@ int dvmc_op_count(void) { return (int)(sizeof table / sizeof table[0]); }
 const dvmc_op *dvmc_op_at(int i) { return &table[i]; }
 
 /* A linear scan: once per node at import. */
-const dvmc_op *dvmc_op_find(const char *name) {
+const dvmc_op *dvmc_op_find(const char *domain, const char *name) {
+  if (!domain || !strcmp(domain, "ai.onnx")) domain = "";
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (!strcmp(table[i].name, name)) return &table[i];
+    if (!strcmp(table[i].name, name) && !strcmp(table[i].domain, domain)) return &table[i];
   return NULL;
 }
 
@@ -59,10 +64,17 @@ dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *k
   char f[16];
   *known = true;
   field(n->def ? n->def->dtype : NULL, i, f);
-  if (!strcmp(f, "bool") || !strcmp(f, "i64")) {
-    *out = f[0] == 'b' ? DVM_BOOL : DVM_I64;
-    return NULL;
+  char *bar = strchr(f, '|'); /* "inN|DT": input N's dtype, DT when N is absent */
+  if (bar) {
+    *bar = 0;
+    int k = atoi(f + 2);
+    if (k >= n->nin || !n->in[k]) memmove(f, bar + 1, strlen(bar + 1) + 1);
   }
+  for (int d = 0; d < DVM_DTYPE_COUNT; d++)
+    if (!strcmp(f, dvm_dtype_name((dvm_dtype)d))) {
+      *out = (dvm_dtype)d;
+      return NULL;
+    }
   if (!strcmp(f, "to")) {
     int64_t to = dvmc_attr_int(n, "to", 0);
     if (dvmc_onnx_dtype(to, out)) return NULL;
@@ -79,7 +91,7 @@ dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *k
     return NULL;
   }
   const dvmc_value *src = !strcmp(f, "body") ? body_source(n, i)
-                          : !strcmp(f, "in1") ? (n->nin > 1 ? n->in[1] : NULL)
+                          : !strncmp(f, "in", 2) ? (atoi(f + 2) < n->nin ? n->in[atoi(f + 2)] : NULL)
                                               : (n->nin ? n->in[0] : NULL);
   *known = src && src->typed;
   if (*known) *out = src->dtype;

@@ -9,6 +9,7 @@
 #include "ir.h"
 
 typedef struct dvmc_op {
+  const char *domain; /* "" (the default ONNX domain) or "com.microsoft" */
   const char *name;   /* ONNX op type */
   const char *kernel; /* CPU kernel, or NULL for special lowerings */
   const char *attrs;  /* kernel attribute specs (lower_call.c) */
@@ -20,8 +21,9 @@ typedef struct dvmc_op {
   bool special;       /* lowered by its own function, not the generic call */
 } dvmc_op;
 
-/* The row of a default-domain op, or NULL. */
-const dvmc_op *dvmc_op_find(const char *name);
+/* The row of op `name` of `domain` ("" or "ai.onnx": the default one), or
+ * NULL. */
+const dvmc_op *dvmc_op_find(const char *domain, const char *name);
 int dvmc_op_count(void);
 const dvmc_op *dvmc_op_at(int i);
 static inline int dvmc_op_index(const dvmc_op *op) { return (int)(op - dvmc_op_at(0)); }

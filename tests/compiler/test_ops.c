@@ -19,7 +19,7 @@ static int listed(const char *name) {
 }
 
 static int known_dtype_rule(const char *rule) {
-  static const char *const fields[] = {"", "bool", "i64", "in1", "to", "value", "body", NULL};
+  static const char *const fields[] = {"", "bool", "i64", "in1", "to", "value", "body", "u8", "f32", "i32", "in2|u8", "in7", "in2", "f32,i32", NULL};
   for (const char *p = rule ? rule : "";;) {
     size_t l = strcspn(p, ",");
     int ok = 0;
@@ -34,7 +34,7 @@ int main(void) {
   CHECK(dvmc_op_count() >= 76);
   for (int i = 0; i < dvmc_op_count(); i++) {
     const dvmc_op *op = dvmc_op_at(i);
-    CHECK(dvmc_op_find(op->name) == op);
+    CHECK(dvmc_op_find(op->domain, op->name) == op);
     CHECK(op->kernel || op->special);
     if (op->kernel) { /* a view's "kernel" is the shape function of its lowering */
       int found = dvm_ops_find(op->kernel, DVM_DEVICE_CPU) || (op->special && dvm_shapefn_find(op->kernel));
@@ -51,6 +51,8 @@ int main(void) {
     CHECK(op->shape_rule != listed(op->name));
     CHECK(op->min_opset >= 1 && op->min_opset <= 23);
   }
-  CHECK(dvmc_op_find("NoSuchOp") == NULL);
+  CHECK(dvmc_op_find("", "NoSuchOp") == NULL);
+  CHECK(dvmc_op_find("ai.onnx", "MatMul") == dvmc_op_find("", "MatMul"));
+  CHECK(dvmc_op_find("com.microsoft", "MatMul") == NULL);
   return harness_finish("ops");
 }

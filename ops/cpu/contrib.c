@@ -1,0 +1,396 @@
+/* ONNX Runtime's contrib ops (domain com.microsoft) that its transformers
+ * optimizer writes for BERT- and GPT-2-style models, with its CPU
+ * semantics; f32.
+ *
+ *   fast_gelu(in: x[, bias]) -> y
+ *     y = 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), v = x + bias;
+ *     bias is [H], x's last dim.
+ *   bias_gelu(in: a[, bias]) -> y
+ *     y = 0.5 v (1 + erf(v / sqrt 2)), v = a + bias; bias [H] (without
+ *     it, com.microsoft Gelu).
+ *   skip_layernorm(in: x, skip, gamma[, beta[, bias]]; attrs: epsilon:float)
+ *       -> y[, sum]
+ *     sum = x + skip + bias, y = layernorm(sum) over the last dim H, times
+ *     gamma plus beta; skip has x's shape; gamma, beta, bias [H].
+ *   embed_layernorm(in: ids, segment_ids, word, pos, seg, gamma, beta[, mask
+ *       [, position_ids]]; attrs: epsilon:float) -> y, mask_index
+ *     y[b, s] = layernorm(word[ids[b, s]] + pos[position_ids[b, s] or s] +
+ *     seg[segment_ids[b, s]]) * gamma + beta; ids etc. i32 [B, S] (position
+ *     ids may be [1, S]); mask_index i32 [B]: the count of ones in mask's
+ *     row (0 without a mask), as ONNX Runtime computes it.
+ *   attention(in: x, weights, bias[, mask_index]; attrs: num_heads:int,
+ *       unidirectional:int, scale:float, mask_filter_value:float) -> y
+ *     qkv = x [B, S, Hin] . weights [Hin, 3H] + bias; per head (H / N
+ *     wide) softmax(q k^T * scale + mask) v, heads concatenated: [B, S, H].
+ *     scale 0 means 1/sqrt(H / N). mask_index: i32 [B] (keys from that
+ *     position on are masked: right padding) or [B, S] (0 masks a key);
+ *     masked scores get mask_filter_value added, as ONNX Runtime does.
+ *     unidirectional 1 masks keys after the query (causal).
+ *
+ *   fused_matmul(in: a, b; attrs: transA, transB, alpha:float, transBatchA,
+ *       transBatchB) -> y
+ *     alpha * op(a) op(b) with MatMul's broadcasting; op transposes the
+ *     last two dims when trans* is 1; transBatch* must be 0.
+ *   fused_gemm(in: a, b[, c]; attrs: transA, transB, alpha, beta,
+ *       activation:int, activation_alpha:float) -> y
+ *     act(alpha op(a) op(b) + beta c), Gemm's shapes; activation 0 Relu,
+ *     1 Tanh, 2 Sigmoid, 3 LeakyRelu (slope activation_alpha).
+ *
+ * Ids out of their table's range fail naming the position. Shape function
+ * "embed_layernorm" (y [B, S, H], mask_index [B]), "attention"
+ * ([B, S, 3H / 3]), "fused_matmul" and "fused_gemm". Products go to
+ * oneDNN's sgemm. */
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/kernels.h"
+#include "ops/kargs.h"
+#include "shapefuncs/attr.h"
+#include "shapefuncs/matmul.h"
+#include "shapefuncs/shape.h"
+
+static dvm_status *want_f32(const char *op, const dvm_kernel_args *a, int n) {
+  for (int i = 0; i < n; i++)
+    if (a->in[i]->dtype != DVM_F32)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d is %s: want f32", op, i,
+                            dvm_dtype_name((dvm_dtype)a->in[i]->dtype));
+  return NULL;
+}
+
+static int64_t last_dim(const dvm_tensor *t) { return t->rank ? t->dims[t->rank - 1] : 1; }
+
+/* A vector input that must be [h]. */
+static dvm_status *want_vec(const char *op, const char *what, const dvm_tensor *t, int64_t h) {
+  if (t->rank == 1 && t->dims[0] == h) return NULL;
+  char s[DVM_SHAPE_STR_SIZE];
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s must be [%lld]", op, what,
+                        dvm_shape_str(s, t->rank, t->dims), (long long)h);
+}
+
+static dvm_status *counts(const dvm_kernel_args *a, const char *op, int lo, int hi, int nout_lo,
+                          int nout_hi) {
+  if (a->nin < lo || a->nin > hi || a->nout < nout_lo || a->nout > nout_hi)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d to %d inputs and %d to %d outputs, got %d and %d",
+                          op, lo, hi, nout_lo, nout_hi, a->nin, a->nout);
+  return dvm_kargs_check(a, op, a->nin, a->nout, DVM_DEVICE_CPU);
+}
+
+/* ---- the GELUs ---- */
+
+static dvm_status *gelu_with_bias(const dvm_kernel_args *a, const char *op, int tanh_form) {
+  dvm_status *st = counts(a, op, 1, 2, 1, 1);
+  if (!st) st = want_f32(op, a, a->nin);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *b = a->nin > 1 ? a->in[1] : NULL;
+  int64_t h = last_dim(x), n = dvm_tensor_numel(x);
+  if (b && (st = want_vec(op, "bias", b, h))) return st;
+  const float *xp = dvm_tensor_ptr(x), *bp = b ? dvm_tensor_ptr(b) : NULL;
+  float *yp = dvm_tensor_ptr(a->out[0]);
+  for (int64_t i = 0; i < n; i++) {
+    float v = xp[i] + (bp ? bp[i % h] : 0.0f);
+    yp[i] = tanh_form ? 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))
+                      : 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+  }
+  return NULL;
+}
+
+static dvm_status *fast_gelu(const dvm_kernel_args *a) { return gelu_with_bias(a, "fast_gelu", 1); }
+static dvm_status *bias_gelu(const dvm_kernel_args *a) { return gelu_with_bias(a, "bias_gelu", 0); }
+
+/* ---- layer norms ---- */
+
+/* y = (v - mean) / sqrt(var + eps) * gamma + beta over one row of h. */
+static void norm_row(const float *v, int64_t h, float eps, const float *gamma, const float *beta, float *y) {
+  double sum = 0, sq = 0;
+  for (int64_t j = 0; j < h; j++) sum += v[j];
+  float mean = (float)(sum / (double)h);
+  for (int64_t j = 0; j < h; j++) sq += (double)(v[j] - mean) * (v[j] - mean);
+  float inv = 1.0f / sqrtf((float)(sq / (double)h) + eps);
+  for (int64_t j = 0; j < h; j++) y[j] = (v[j] - mean) * inv * gamma[j] + (beta ? beta[j] : 0.0f);
+}
+
+static dvm_status *epsilon_of(const char *op, const dvm_kernel_args *a, float *eps) {
+  double e = 0;
+  dvm_status *st = dvm_attr_count(op, a->nattrs, 1, 1);
+  if (!st) st = dvm_attr_float(op, "epsilon", &a->attrs[0], &e);
+  *eps = (float)e;
+  return st;
+}
+
+static dvm_status *skip_layernorm(const dvm_kernel_args *a) {
+  const char *op = "skip_layernorm";
+  float eps;
+  dvm_status *st = counts(a, op, 3, 5, 1, 2);
+  if (!st) st = want_f32(op, a, a->nin);
+  if (!st) st = epsilon_of(op, a, &eps);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *skip = a->in[1];
+  int64_t h = last_dim(x), n = dvm_tensor_numel(x);
+  char sx[DVM_SHAPE_STR_SIZE], ss[DVM_SHAPE_STR_SIZE];
+  if (skip->rank != x->rank || memcmp(skip->dims, x->dims, sizeof(int64_t) * (size_t)x->rank))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: skip %s must have x's shape %s", op,
+                          dvm_shape_str(ss, skip->rank, skip->dims), dvm_shape_str(sx, x->rank, x->dims));
+  const char *names[] = {"gamma", "beta", "bias"};
+  for (int i = 2; i < a->nin; i++)
+    if ((st = want_vec(op, names[i - 2], a->in[i], h))) return st;
+  const float *xp = dvm_tensor_ptr(x), *sp = dvm_tensor_ptr(skip), *gamma = dvm_tensor_ptr(a->in[2]);
+  const float *beta = a->nin > 3 ? dvm_tensor_ptr(a->in[3]) : NULL, *bias = a->nin > 4 ? dvm_tensor_ptr(a->in[4]) : NULL;
+  float *yp = dvm_tensor_ptr(a->out[0]);
+  float *sum = a->nout > 1 ? dvm_tensor_ptr(a->out[1]) : malloc(sizeof(float) * (size_t)(h ? h : 1));
+  if (!sum) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  for (int64_t r = 0; h && r < n / h; r++) {
+    float *v = a->nout > 1 ? sum + r * h : sum;
+    for (int64_t j = 0; j < h; j++) v[j] = xp[r * h + j] + sp[r * h + j] + (bias ? bias[j] : 0.0f);
+    norm_row(v, h, eps, gamma, beta, yp + r * h);
+  }
+  if (a->nout == 1) free(sum);
+  return NULL;
+}
+
+static dvm_status *embed_layernorm(const dvm_kernel_args *a) {
+  const char *op = "embed_layernorm";
+  float eps;
+  dvm_status *st = counts(a, op, 7, 9, 2, 2);
+  if (!st) st = epsilon_of(op, a, &eps);
+  if (st) return st;
+  dvm_tensor *const *in = a->in;
+  for (int i = 0; i < a->nin; i++) {
+    int want = i >= 2 && i <= 6 ? DVM_F32 : DVM_I32;
+    if (in[i]->dtype != want)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d is %s: want %s", op, i,
+                            dvm_dtype_name((dvm_dtype)in[i]->dtype), dvm_dtype_name((dvm_dtype)want));
+  }
+  const dvm_tensor *ids = in[0];
+  if (ids->rank != 2) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input ids must be [batch, seq]", op);
+  int64_t B = ids->dims[0], S = ids->dims[1], H = last_dim(in[2]);
+  char s1[DVM_SHAPE_STR_SIZE];
+  for (int i = 1; i < a->nin; i++) {
+    const dvm_tensor *t = in[i];
+    int ok = i >= 2 && i <= 4 ? t->rank == 2 && t->dims[1] == H
+             : i >= 5 && i <= 6 ? t->rank == 1 && t->dims[0] == H
+             : t->rank == 2 && t->dims[1] == S && (t->dims[0] == B || (i == 8 && t->dims[0] == 1));
+    if (!ok)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d %s does not fit ids [%lld, %lld] and hidden %lld", op,
+                            i, dvm_shape_str(s1, t->rank, t->dims), (long long)B, (long long)S, (long long)H);
+  }
+  const int32_t *idp = dvm_tensor_ptr(ids), *segp = dvm_tensor_ptr(in[1]);
+  const int32_t *mask = a->nin > 7 ? dvm_tensor_ptr(in[7]) : NULL, *posp = a->nin > 8 ? dvm_tensor_ptr(in[8]) : NULL;
+  const float *tab[3] = {dvm_tensor_ptr(in[2]), dvm_tensor_ptr(in[3]), dvm_tensor_ptr(in[4])};
+  float *yp = dvm_tensor_ptr(a->out[0]);
+  int32_t *mi = dvm_tensor_ptr(a->out[1]);
+  float *v = malloc(sizeof(float) * (size_t)(H ? H : 1));
+  if (!v) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  for (int64_t b = 0; b < B; b++) {
+    int32_t ones = 0;
+    for (int64_t s = 0; s < S; s++) {
+      int64_t k = b * S + s;
+      int64_t row[3] = {idp[k], posp ? posp[(in[8]->dims[0] == 1 ? 0 : b * S) + s] : s, segp[k]};
+      for (int t = 0; t < 3; t++)
+        if (row[t] < 0 || row[t] >= in[2 + t]->dims[0]) {
+          free(v);
+          return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s id %lld at [%lld, %lld] is out of range [0, %lld)", op,
+                                t == 0 ? "input" : t == 1 ? "position" : "segment", (long long)row[t], (long long)b,
+                                (long long)s, (long long)in[2 + t]->dims[0]);
+        }
+      for (int64_t j = 0; j < H; j++) v[j] = tab[0][row[0] * H + j] + tab[1][row[1] * H + j] + tab[2][row[2] * H + j];
+      norm_row(v, H, eps, dvm_tensor_ptr(in[5]), dvm_tensor_ptr(in[6]), yp + k * H);
+      ones += mask && mask[k] == 1;
+    }
+    mi[b] = ones;
+  }
+  free(v);
+  return NULL;
+}
+
+/* ---- attention ---- */
+
+static dvm_status *attention(const dvm_kernel_args *a) {
+  const char *op = "attention";
+  dvm_status *st = counts(a, op, 3, 4, 1, 1);
+  if (!st) st = want_f32(op, a, 3);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 4, 4);
+  int64_t heads = 0, uni = 0;
+  double scale = 0, filter = 0;
+  if (!st) st = dvm_attr_int(op, "num_heads", &a->attrs[0], &heads);
+  if (!st) st = dvm_attr_int(op, "unidirectional", &a->attrs[1], &uni);
+  if (!st) st = dvm_attr_float(op, "scale", &a->attrs[2], &scale);
+  if (!st) st = dvm_attr_float(op, "mask_filter_value", &a->attrs[3], &filter);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *mask = a->nin > 3 ? a->in[3] : NULL;
+  char sx[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE];
+  if (x->rank != 3 || w->rank != 2 || w->dims[0] != x->dims[2] || w->dims[1] % 3 || heads < 1 ||
+      (w->dims[1] / 3) % heads)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: x %s and weights %s must be [B, S, Hin] and [Hin, 3H], H "
+                          "divisible by num_heads %lld", op, dvm_shape_str(sx, x->rank, x->dims),
+                          dvm_shape_str(sw, w->rank, w->dims), (long long)heads);
+  int64_t B = x->dims[0], S = x->dims[1], Hin = x->dims[2], H3 = w->dims[1], H = H3 / 3, hs = H / heads;
+  if ((st = want_vec(op, "bias", bias, H3))) return st;
+  if (mask && (mask->dtype != DVM_I32 || !((mask->rank == 1 && mask->dims[0] == B) ||
+                                           (mask->rank == 2 && mask->dims[0] == B && mask->dims[1] == S))))
+    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: mask_index %s: only i32 [B] (end positions) or [B, S] (0/1) masks "
+                          "are supported", op, dvm_shape_str(sx, mask->rank, mask->dims));
+  float sc = scale != 0 ? (float)scale : 1.0f / sqrtf((float)hs);
+  float *qkv = malloc(sizeof(float) * (size_t)(B * S * H3 + S + 1));
+  if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  float *p = qkv + B * S * H3; /* one row of scores */
+  const float *xp = dvm_tensor_ptr(x), *wp = dvm_tensor_ptr(w), *bp = dvm_tensor_ptr(bias);
+  for (int64_t r = 0; r < B * S; r++) memcpy(qkv + r * H3, bp, sizeof(float) * (size_t)H3);
+  if (B * S > 0 && Hin > 0 && dnnl_sgemm('N', 'N', B * S, H3, Hin, 1.0f, xp, Hin, wp, H3, 1.0f, qkv, H3) != dnnl_success) {
+    free(qkv);
+    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  }
+  const int32_t *mp = mask ? dvm_tensor_ptr(mask) : NULL;
+  float *yp = dvm_tensor_ptr(a->out[0]);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t hd = 0; hd < heads; hd++)
+      for (int64_t i = 0; i < S; i++) {
+        const float *q = qkv + (b * S + i) * H3 + hd * hs;
+        float mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < S; j++) {
+          const float *k = qkv + (b * S + j) * H3 + H + hd * hs;
+          float d = 0;
+          for (int64_t e = 0; e < hs; e++) d += q[e] * k[e];
+          int masked = (uni && j > i) || (mp && (mask->rank == 1 ? j >= mp[b] : mp[b * S + j] == 0));
+          p[j] = d * sc + (masked ? (float)filter : 0.0f);
+          mx = p[j] > mx ? p[j] : mx;
+        }
+        for (int64_t j = 0; j < S; j++) sum += p[j] = expf(p[j] - mx);
+        float *y = yp + (b * S + i) * H + hd * hs;
+        for (int64_t e = 0; e < hs; e++) y[e] = 0;
+        for (int64_t j = 0; j < S; j++) {
+          const float *v = qkv + (b * S + j) * H3 + 2 * H + hd * hs;
+          for (int64_t e = 0; e < hs; e++) y[e] += p[j] / sum * v[e];
+        }
+      }
+  free(qkv);
+  return NULL;
+}
+
+/* ---- products ---- */
+
+/* a [.., M, K] (stored transposed when ta) times b [.., K, N] (when tb) into
+ * y [.., M, N] by batches with MatMul's broadcasting; rank >= 2 each (1-D
+ * operands made 2-D by the caller), y's batch dims broadcast from theirs. */
+static dvm_status *sgemm_batches(const char *op, const float *a, int ra, const int64_t *da, int ta, const float *b,
+                                 int rb, const int64_t *db, int tb, float alpha, float *y, int ry, const int64_t *dy) {
+  int64_t M = dy[ry - 2], N = dy[ry - 1], K = ta ? da[ra - 2] : da[ra - 1];
+  int nb = ry - 2;
+  int64_t batches = 1;
+  for (int d = 0; d < nb; d++) batches *= dy[d];
+  for (int64_t bi = 0; bi < batches; bi++) {
+    int64_t oa = 0, ob = 0, sa = da[ra - 2] * da[ra - 1], sb = db[rb - 2] * db[rb - 1], rem = bi;
+    for (int d = nb - 1; d >= 0; d--) {
+      int64_t i = rem % dy[d];
+      rem /= dy[d];
+      int la = ra - 2 - (nb - d), lb = rb - 2 - (nb - d);
+      if (la >= 0) oa += (da[la] == 1 ? 0 : i) * sa, sa *= da[la];
+      if (lb >= 0) ob += (db[lb] == 1 ? 0 : i) * sb, sb *= db[lb];
+    }
+    float *yp = y + bi * M * N;
+    if (!M || !N) continue;
+    if (!K) {
+      memset(yp, 0, sizeof(float) * (size_t)(M * N));
+      continue;
+    }
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a + oa, da[ra - 1], b + ob, db[rb - 1], 0.0f, yp,
+                   N) != dnnl_success)
+      return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  }
+  return NULL;
+}
+
+/* The dims of a 2-D-or-more operand as the product reads it: a 1-D a is
+ * [1, K], a 1-D b [K, 1]; trans swaps the last two. */
+static void operand_dims(const dvm_tensor *t, int is_b, int trans, int *r, int64_t *d) {
+  *r = t->rank < 2 ? 2 : t->rank;
+  if (t->rank < 2) {
+    d[0] = is_b ? (t->rank ? t->dims[0] : 1) : 1;
+    d[1] = is_b ? 1 : (t->rank ? t->dims[0] : 1);
+  } else {
+    memcpy(d, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  }
+  if (trans) {
+    int64_t x = d[*r - 1];
+    d[*r - 1] = d[*r - 2];
+    d[*r - 2] = x;
+  }
+}
+
+static dvm_status *fused_matmul(const dvm_kernel_args *a) {
+  const char *op = "fused_matmul";
+  int64_t ta = 0, tb = 0, tba = 0, tbb = 0;
+  double alpha = 1;
+  dvm_status *st = counts(a, op, 2, 2, 1, 1);
+  if (!st) st = want_f32(op, a, 2);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 5, 5);
+  if (!st) st = dvm_attr_int(op, "transA", &a->attrs[0], &ta);
+  if (!st) st = dvm_attr_int(op, "transB", &a->attrs[1], &tb);
+  if (!st) st = dvm_attr_float(op, "alpha", &a->attrs[2], &alpha);
+  if (!st) st = dvm_attr_int(op, "transBatchA", &a->attrs[3], &tba);
+  if (!st) st = dvm_attr_int(op, "transBatchB", &a->attrs[4], &tbb);
+  if (st) return st;
+  if (tba || tbb) return dvm_status_new(DVM_UNIMPLEMENTED, "%s: transBatchA and transBatchB are not supported", op);
+  const dvm_tensor *x = a->in[0], *w = a->in[1];
+  if ((ta && x->rank < 2) || (tb && w->rank < 2))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a transposed operand must have rank >= 2", op);
+  int ra, rb, ry;
+  int64_t da[DVM_MAX_RANK], db[DVM_MAX_RANK], dy[DVM_MAX_RANK];
+  operand_dims(x, 0, (int)ta, &ra, da);
+  operand_dims(w, 1, (int)tb, &rb, db);
+  if ((st = dvm_matmul_shape(ra, da, rb, db, &ry, dy))) return st;
+  /* the stored dims (untransposed) for the batch strides and leading dims */
+  operand_dims(x, 0, 0, &ra, da);
+  operand_dims(w, 1, 0, &rb, db);
+  return sgemm_batches(op, dvm_tensor_ptr(x), ra, da, (int)ta, dvm_tensor_ptr(w), rb, db, (int)tb, (float)alpha,
+                       dvm_tensor_ptr(a->out[0]), ry, dy);
+}
+
+static dvm_status *fused_gemm(const dvm_kernel_args *a) {
+  const char *op = "fused_gemm";
+  int ta, tb;
+  double alpha, beta, act_alpha;
+  int64_t act;
+  dvm_status *st = counts(a, op, 2, 3, 1, 1);
+  if (!st) st = want_f32(op, a, a->nin);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 6, 6);
+  if (!st) st = dvm_gemm_attrs(a->attrs, &ta, &tb, &alpha, &beta);
+  if (!st) st = dvm_attr_int(op, "activation", &a->attrs[4], &act);
+  if (!st) st = dvm_attr_float(op, "activation_alpha", &a->attrs[5], &act_alpha);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *c = a->nin > 2 ? a->in[2] : NULL;
+  int64_t dy[2];
+  if ((st = dvm_gemm_shape(x->rank, x->dims, w->rank, w->dims, c ? c->rank : -1, c ? c->dims : NULL, ta, tb, dy)))
+    return st;
+  int64_t M = dy[0], N = dy[1], K = ta ? x->dims[0] : x->dims[1];
+  float *y = dvm_tensor_ptr(a->out[0]);
+  const float *cp = c ? dvm_tensor_ptr(c) : NULL;
+  /* c broadcast to [M, N]: its last dim is N or 1, its first (if 2-D) M or 1 */
+  int64_t cn = c && c->rank ? c->dims[c->rank - 1] : 1, cm = c && c->rank == 2 ? c->dims[0] : 1;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++)
+      y[i * N + j] = cp && beta != 0 ? (float)beta * cp[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0.0f;
+  if (M && N && K &&
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, (float)alpha, dvm_tensor_ptr(x), x->dims[1],
+                 dvm_tensor_ptr(w), w->dims[1], 1.0f, y, N) != dnnl_success)
+    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  for (int64_t i = 0; i < M * N; i++) {
+    float v = y[i];
+    y[i] = act == 0 ? (v > 0 ? v : 0) : act == 1 ? tanhf(v) : act == 2 ? 1.0f / (1.0f + expf(-v))
+                                                              : (v > 0 ? v : (float)act_alpha * v);
+  }
+  return NULL;
+}
+
+const dvm_kernel_def dvm_cpu_contrib_kernels[] = {
+    {"fast_gelu", DVM_DEVICE_CPU, fast_gelu, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"bias_gelu", DVM_DEVICE_CPU, bias_gelu, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"skip_layernorm", DVM_DEVICE_CPU, skip_layernorm, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"embed_layernorm", DVM_DEVICE_CPU, embed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
+    {"attention", DVM_DEVICE_CPU, attention, "attention", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"fused_matmul", DVM_DEVICE_CPU, fused_matmul, "fused_matmul", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"fused_gemm", DVM_DEVICE_CPU, fused_gemm, "fused_gemm", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};

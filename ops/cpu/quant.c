@@ -1,0 +1,645 @@
+/* Quantization: the linear (de)quantizers and the integer products of the
+ * ONNX default domain, as ONNX Runtime runs them on the CPU.
+ *
+ *   quantize_linear(in: x, scale[, zp]; attrs: axis:int, block_size:int) -> y
+ *     y = saturate(round_half_even(x / scale) + zp); x and scale f32, f16 or
+ *     bf16; zp and y u8, i8 or i16 (u8 and zp 0 when zp is absent). scale
+ *     and zp: one element (per tensor), [x.dims[axis]] (per axis), or, with
+ *     block_size > 0, x's shape with dim `axis` ceil(dim / block_size)
+ *     (blocked). y has x's shape.
+ *   dequantize_linear(in: x, scale[, zp]; attrs: axis:int, block_size:int) -> y
+ *     y = (x - zp) * scale, in f32 then stored as scale's dtype; x and zp
+ *     u8, i8, i16 or i32; scale and zp shaped as above.
+ *   dynamic_quantize_linear(in: x f32) -> y u8, y_scale f32 [], y_zp u8 []
+ *     scale = (max(x, 0) - min(x, 0)) / 255 (1 when that is 0, as ONNX
+ *     Runtime), zp = saturate(round_half_even(-min(x, 0) / scale)), y as
+ *     quantize_linear. Shape function "dynamic_quantize_linear".
+ *   matmul_integer(in: a, b[, a_zp[, b_zp]]) -> y i32
+ *     ONNX MatMulInteger: (a - a_zp) x (b - b_zp) with MatMul's shapes and
+ *     broadcasting; a, b u8 or i8; a_zp one element or [M] (per row), b_zp
+ *     one element or [N] (per column). Shape function "matmul".
+ *   qlinear_matmul(in: a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) -> y
+ *     the i32 product above requantized: y = saturate(round_half_even(acc *
+ *     a_scale * b_scale / y_scale) + y_zp); scales f32 or f16 (b_scale and
+ *     b_zp may be [N]); y has y_zp's dtype. Shape function "qlinear_matmul".
+ *   conv_integer(in: x, w[, x_zp[, w_zp]]; attrs: strides, pads, dilations,
+ *       group) -> y i32
+ *     ONNX ConvInteger, Conv's geometry (shapefuncs/window.h); x_zp one
+ *     element, w_zp one element or [M]. Shape function "conv_integer".
+ *   qlinear_conv(in: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp[, B];
+ *       attrs: as conv_integer) -> y
+ *     the i32 convolution plus B (i32 [M]) requantized as qlinear_matmul;
+ *     w_scale and w_zp one element or [M]. Shape function "qlinear_conv".
+ *   dynamic_quantize_matmul(in: a f32, b, b_scale[, b_zp[, bias]]) -> y f32
+ *     com.microsoft DynamicQuantizeMatMul: a quantized to u8 as
+ *     dynamic_quantize_linear does, then y = acc * a_scale * b_scale +
+ *     bias (b_scale, b_zp and bias one element or [N]).
+ *   matmul_integer_to_float(in: a, b, a_scale, b_scale[, a_zp[, b_zp[,
+ *       bias]]]) -> y f32
+ *     com.microsoft MatMulIntegerToFloat: the same from a quantized a.
+ *     Both: shape function "matmul_integer".
+ *
+ * The products widen their operands, zero points subtracted, into i32
+ * scratch once and accumulate in i32 (exact: |a - zp| <= 255, so sums of up
+ * to 2^15 products cannot overflow; longer ones are refused). Requantizing
+ * computes in f32, as ONNX Runtime's MLAS does, so results equal its own
+ * up to the rounding of acc * scale when that lands within an f32 ulp of a
+ * half. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/vec.h"
+#include "ops/kargs.h"
+#include "shapefuncs/attr.h"
+#include "shapefuncs/matmul.h"
+#include "shapefuncs/shape.h"
+#include "shapefuncs/window.h"
+
+#define MAX_K (1 << 15) /* longest i32 dot product that cannot overflow */
+
+static dvm_status *oom(const char *op) {
+  return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+}
+
+static dvm_status *bad_dtype(const char *op, const char *what, const dvm_tensor *t, const char *want) {
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s is %s: want %s", op, what,
+                        dvm_dtype_name((dvm_dtype)t->dtype), want);
+}
+
+static int is_int(int dt) { return dt == DVM_U8 || dt == DVM_I8 || dt == DVM_I16 || dt == DVM_I32; }
+static int is_byte(int dt) { return dt == DVM_U8 || dt == DVM_I8; }
+static int is_float(int dt) { return dvm_vec_is_float(dt); }
+
+static int32_t int_at(const dvm_tensor *t, int64_t i) {
+  const void *p = dvm_tensor_ptr(t);
+  switch (t->dtype) {
+  case DVM_U8: return ((const uint8_t *)p)[i];
+  case DVM_I8: return ((const int8_t *)p)[i];
+  case DVM_I16: return ((const int16_t *)p)[i];
+  default: return ((const int32_t *)p)[i];
+  }
+}
+
+static float float_at(const dvm_tensor *t, int64_t i) {
+  const void *p = dvm_tensor_ptr(t);
+  switch (t->dtype) {
+  case DVM_F16: return dvm_f16_to_f32(((const uint16_t *)p)[i]);
+  case DVM_BF16: return dvm_bf16_to_f32(((const uint16_t *)p)[i]);
+  default: return ((const float *)p)[i];
+  }
+}
+
+static void range_of(int dt, int32_t *lo, int32_t *hi) {
+  *lo = dt == DVM_U8 ? 0 : dt == DVM_I8 ? -128 : -32768;
+  *hi = dt == DVM_U8 ? 255 : dt == DVM_I8 ? 127 : 32767;
+}
+
+/* round_half_even(v) + zp, saturated to dtype dt, stored at y[i]. */
+static void store_q(void *y, int dt, int64_t i, float v, int32_t zp) {
+  int32_t lo, hi;
+  range_of(dt, &lo, &hi);
+  float r = nearbyintf(v) + (float)zp; /* the default rounding mode: half to even */
+  int32_t q = r < (float)lo ? lo : r > (float)hi ? hi : (int32_t)r;
+  if (dt == DVM_U8) ((uint8_t *)y)[i] = (uint8_t)q;
+  else if (dt == DVM_I8) ((int8_t *)y)[i] = (int8_t)q;
+  else ((int16_t *)y)[i] = (int16_t)q;
+}
+
+/* ---- quantize_linear, dequantize_linear ---- */
+
+/* Where each element of x finds its scale and zero point: x seen as
+ * [outer, len, inner] around `axis`; scale is per tensor (1 element), per
+ * axis ([len]) or blocked ([outer, ceil(len / block), inner]). */
+typedef struct qparams {
+  int64_t outer, len, inner, block; /* block 0: per tensor or per axis */
+  int per_axis;
+} qparams;
+
+static dvm_status *qparams_of(const char *op, const dvm_tensor *x, const dvm_tensor *scale,
+                              const dvm_tensor *zp, const dvm_value *attrs, int nattrs, qparams *q) {
+  int64_t axis = 1, block = 0;
+  dvm_status *st = dvm_attr_count(op, nattrs, 2, 2);
+  if (!st) st = dvm_attr_int(op, "axis", &attrs[0], &axis);
+  if (!st) st = dvm_attr_int(op, "block_size", &attrs[1], &block);
+  if (st) return st;
+  char sx[DVM_SHAPE_STR_SIZE], ss[DVM_SHAPE_STR_SIZE];
+  if (zp && (zp->rank != scale->rank || memcmp(zp->dims, scale->dims, sizeof(int64_t) * (size_t)scale->rank)))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: zero point %s must have the scale's shape %s", op,
+                          dvm_shape_str(sx, zp->rank, zp->dims), dvm_shape_str(ss, scale->rank, scale->dims));
+  memset(q, 0, sizeof *q);
+  q->outer = dvm_tensor_numel(x), q->len = 1, q->inner = 1;
+  if (dvm_tensor_numel(scale) == 1 && block == 0) return NULL; /* per tensor */
+  int ax = 0;
+  if (x->rank == 0 || (st = dvm_attr_axis_in(op, "axis", axis, x->rank, &ax)))
+    return st ? st : dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a scalar x takes one scale", op);
+  q->outer = 1, q->len = x->dims[ax];
+  for (int d = 0; d < ax; d++) q->outer *= x->dims[d];
+  for (int d = ax + 1; d < x->rank; d++) q->inner *= x->dims[d];
+  if (block < 0) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: block_size %lld is negative", op, (long long)block);
+  if (block == 0) {
+    if (scale->rank != 1 || scale->dims[0] != q->len)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: scale %s must have one element or [%lld] (x %s, axis %d)", op,
+                            dvm_shape_str(ss, scale->rank, scale->dims), (long long)q->len,
+                            dvm_shape_str(sx, x->rank, x->dims), ax);
+    q->per_axis = 1;
+    return NULL;
+  }
+  int ok = scale->rank == x->rank;
+  for (int d = 0; ok && d < x->rank; d++)
+    ok = scale->dims[d] == (d == ax ? (x->dims[d] + block - 1) / block : x->dims[d]);
+  if (!ok)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: scale %s does not block x %s along axis %d by %lld", op,
+                          dvm_shape_str(ss, scale->rank, scale->dims), dvm_shape_str(sx, x->rank, x->dims), ax,
+                          (long long)block);
+  q->block = block;
+  return NULL;
+}
+
+/* The scale index of element (o, a, i). */
+static int64_t qindex(const qparams *q, int64_t o, int64_t a, int64_t i) {
+  if (q->block) return (o * ((q->len + q->block - 1) / q->block) + a / q->block) * q->inner + i;
+  return q->per_axis ? a : 0;
+}
+
+static dvm_status *quantize_linear(const dvm_kernel_args *a) {
+  const char *op = "quantize_linear";
+  if (a->nin < 2 || a->nin > 3 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 or 3 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *s = a->in[1], *zp = a->nin > 2 ? a->in[2] : NULL;
+  dvm_tensor *y = a->out[0];
+  if (!is_float(x->dtype)) return bad_dtype(op, "x", x, "f32, f16 or bf16");
+  if (s->dtype != x->dtype) return bad_dtype(op, "scale", s, dvm_dtype_name((dvm_dtype)x->dtype));
+  int want = zp ? zp->dtype : DVM_U8;
+  if (y->dtype != want || (y->dtype != DVM_U8 && y->dtype != DVM_I8 && y->dtype != DVM_I16))
+    return bad_dtype(op, "y", y, zp ? "the zero point's dtype, u8, i8 or i16" : "u8");
+  qparams q;
+  if ((st = qparams_of(op, x, s, zp, a->attrs, a->nattrs, &q))) return st;
+  void *yp = dvm_tensor_ptr(y);
+  for (int64_t o = 0, e = 0; o < q.outer; o++)
+    for (int64_t k = 0; k < q.len; k++)
+      for (int64_t i = 0; i < q.inner; i++, e++) {
+        int64_t j = qindex(&q, o, k, i);
+        store_q(yp, y->dtype, e, float_at(x, e) / float_at(s, j), zp ? int_at(zp, j) : 0);
+      }
+  return NULL;
+}
+
+static dvm_status *dequantize_linear(const dvm_kernel_args *a) {
+  const char *op = "dequantize_linear";
+  if (a->nin < 2 || a->nin > 3 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 or 3 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *s = a->in[1], *zp = a->nin > 2 ? a->in[2] : NULL;
+  dvm_tensor *y = a->out[0];
+  if (!is_int(x->dtype)) return bad_dtype(op, "x", x, "u8, i8, i16 or i32");
+  if (zp && zp->dtype != x->dtype) return bad_dtype(op, "the zero point", zp, dvm_dtype_name((dvm_dtype)x->dtype));
+  if (!is_float(s->dtype)) return bad_dtype(op, "scale", s, "f32, f16 or bf16");
+  if (y->dtype != s->dtype) return bad_dtype(op, "y", y, dvm_dtype_name((dvm_dtype)s->dtype));
+  qparams q;
+  if ((st = qparams_of(op, x, s, zp, a->attrs, a->nattrs, &q))) return st;
+  void *yp = dvm_tensor_ptr(y);
+  for (int64_t o = 0, e = 0; o < q.outer; o++)
+    for (int64_t k = 0; k < q.len; k++)
+      for (int64_t i = 0; i < q.inner; i++, e++) {
+        int64_t j = qindex(&q, o, k, i);
+        float v = (float)(int_at(x, e) - (zp ? int_at(zp, j) : 0)) * float_at(s, j);
+        dvm_vec_store(y->dtype, &v, (char *)yp + e * dvm_dtype_size((dvm_dtype)y->dtype), 1);
+      }
+  return NULL;
+}
+
+/* DynamicQuantizeLinear's u8 scale and zero point for x[0..n). */
+static void dynamic_params(const float *x, int64_t n, float *scale, uint8_t *zp) {
+  float lo = 0, hi = 0;
+  for (int64_t i = 0; i < n; i++) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+  }
+  *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  float z = nearbyintf(-lo / *scale);
+  *zp = (uint8_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+}
+
+static dvm_status *dynamic_quantize_linear(const dvm_kernel_args *a) {
+  const char *op = "dynamic_quantize_linear";
+  dvm_status *st = dvm_kargs_check(a, op, 1, 3, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0];
+  if (x->dtype != DVM_F32) return bad_dtype(op, "x", x, "f32");
+  if (a->out[0]->dtype != DVM_U8 || a->out[1]->dtype != DVM_F32 || a->out[2]->dtype != DVM_U8 ||
+      dvm_tensor_numel(a->out[1]) != 1 || dvm_tensor_numel(a->out[2]) != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: outputs must be y u8, scale f32 [], zero point u8 []", op);
+  const float *xp = dvm_tensor_ptr(x);
+  int64_t n = dvm_tensor_numel(x);
+  float scale;
+  uint8_t zp;
+  dynamic_params(xp, n, &scale, &zp);
+  uint8_t *yp = dvm_tensor_ptr(a->out[0]);
+  for (int64_t i = 0; i < n; i++) store_q(yp, DVM_U8, i, xp[i] / scale, zp);
+  *(float *)dvm_tensor_ptr(a->out[1]) = scale;
+  *(uint8_t *)dvm_tensor_ptr(a->out[2]) = zp;
+  return NULL;
+}
+
+/* ---- the integer products ---- */
+
+/* t widened to i32 with its zero point subtracted: zp is one element, or
+ * (per_n > 0) one per index (i / per_div) % per_n, the row or column or
+ * output channel that element belongs to. */
+static int32_t *widen(const dvm_tensor *t, const dvm_tensor *zp, int64_t per_div, int64_t per_n) {
+  int64_t n = dvm_tensor_numel(t);
+  int32_t *w = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (!w) return NULL;
+  int64_t nz = zp ? dvm_tensor_numel(zp) : 0;
+  for (int64_t i = 0; i < n; i++)
+    w[i] = int_at(t, i) - (nz == 1 ? int_at(zp, 0) : nz ? int_at(zp, (i / per_div) % per_n) : 0);
+  return w;
+}
+
+static dvm_status *check_zp(const char *op, const char *what, const dvm_tensor *zp, const dvm_tensor *of,
+                            int64_t per, const char *per_what) {
+  if (!zp) return NULL;
+  if (zp->dtype != of->dtype) return bad_dtype(op, what, zp, dvm_dtype_name((dvm_dtype)of->dtype));
+  if (dvm_tensor_numel(zp) == 1 && zp->rank <= 1) return NULL;
+  if (zp->rank == 1 && zp->dims[0] == per) return NULL;
+  char s[DVM_SHAPE_STR_SIZE];
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s must have one element or %lld (%s)", op, what,
+                        dvm_shape_str(s, zp->rank, zp->dims), (long long)per, per_what);
+}
+
+/* The batched i32 product of widened a [.., M, K] and b [.., K, N] into
+ * acc, shaped y (MatMul's broadcasting of the batch dims). */
+static void int_matmul(const int32_t *a, int ra, const int64_t *da, const int32_t *b, int rb, const int64_t *db,
+                       int ry, const int64_t *dy, int32_t *acc) {
+  int64_t M = ra == 1 ? 1 : da[ra - 2], K = da[ra - 1], N = rb == 1 ? 1 : db[rb - 1];
+  int nb = ry - (ra > 1) - (rb > 1); /* batch dims of y */
+  int64_t batches = 1;
+  for (int d = 0; d < nb; d++) batches *= dy[d];
+  for (int64_t bi = 0; bi < batches; bi++) {
+    /* the batch index in a and b: y's, right-aligned, 0 where they have 1 */
+    int64_t oa = 0, ob = 0, sa = M * K, sb = K * N, rem = bi;
+    for (int d = nb - 1; d >= 0; d--) {
+      int64_t i = rem % dy[d];
+      rem /= dy[d];
+      int la = ra - 2 - (nb - d), lb = rb - 2 - (nb - d);
+      if (la >= 0 && ra > 2) {
+        oa += (da[la] == 1 ? 0 : i) * sa;
+        sa *= da[la];
+      }
+      if (lb >= 0 && rb > 2) {
+        ob += (db[lb] == 1 ? 0 : i) * sb;
+        sb *= db[lb];
+      }
+    }
+    const int32_t *ap = a + oa, *bp = b + ob;
+    int32_t *yp = acc + bi * M * N;
+    for (int64_t m = 0; m < M; m++) {
+      int32_t *row = yp + m * N;
+      memset(row, 0, sizeof(int32_t) * (size_t)N);
+      for (int64_t k = 0; k < K; k++) {
+        int32_t av = ap[m * K + k];
+        const int32_t *brow = bp + k * N;
+        for (int64_t n = 0; n < N; n++) row[n] += av * brow[n];
+      }
+    }
+  }
+}
+
+/* An f32 tensor quantized as DynamicQuantizeLinear does, widened with its
+ * zero point subtracted; its scale in the last element (one more than
+ * numel), as the bits of a float. */
+static int32_t *dynamic_widen(const dvm_tensor *t) {
+  int64_t n = dvm_tensor_numel(t);
+  int32_t *w = malloc(sizeof(int32_t) * (size_t)(n + 1));
+  if (!w) return NULL;
+  const float *x = dvm_tensor_ptr(t);
+  float scale;
+  uint8_t zp;
+  dynamic_params(x, n, &scale, &zp);
+  for (int64_t i = 0; i < n; i++) {
+    float r = nearbyintf(x[i] / scale) + (float)zp;
+    w[i] = (r < 0 ? 0 : r > 255 ? 255 : (int32_t)r) - zp;
+  }
+  memcpy(&w[n], &scale, sizeof scale);
+  return w;
+}
+
+/* The checks and widening of a product's operands: a with a_zp (per row),
+ * b with b_zp (per column); y's dims into ry, dy. */
+typedef struct product {
+  int32_t *a, *b;
+  int ry;
+  int64_t dy[DVM_MAX_RANK];
+} product;
+
+static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_tensor *azp, const dvm_tensor *b,
+                                 const dvm_tensor *bzp, product *p) {
+  memset(p, 0, sizeof *p);
+  if (!is_byte(a->dtype) && !(a->dtype == DVM_F32 && !strcmp(op, "dynamic_quantize_matmul")))
+    return bad_dtype(op, "a", a, "u8 or i8");
+  if (!is_byte(b->dtype)) return bad_dtype(op, "b", b, "u8 or i8");
+  dvm_status *st = dvm_matmul_shape(a->rank, a->dims, b->rank, b->dims, &p->ry, p->dy);
+  if (st) return st;
+  int64_t M = a->rank == 1 ? 1 : a->dims[a->rank - 2], K = a->dims[a->rank - 1];
+  int64_t N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  if (K > MAX_K)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: inner dim %lld is over %d, where i32 sums may overflow", op,
+                          (long long)K, MAX_K);
+  if ((st = check_zp(op, "a's zero point", azp, a, M, "per row")) ||
+      (st = check_zp(op, "b's zero point", bzp, b, N, "per column")))
+    return st;
+  p->a = a->dtype == DVM_F32 ? dynamic_widen(a) : widen(a, azp, K, M);
+  p->b = widen(b, bzp, 1, N);
+  if (!p->a || !p->b) {
+    free(p->a), free(p->b);
+    return oom(op);
+  }
+  return NULL;
+}
+
+/* A 1-D a is [1, K] and a 1-D b [K, 1]: their added dims put back into
+ * y's dims for the batched product. */
+static void product_run(const product *p, const dvm_tensor *a, const dvm_tensor *b, int32_t *acc) {
+  int64_t da[2] = {1, a->dims[0]}, db[2] = {b->dims[0], 1}, dy[DVM_MAX_RANK + 2];
+  int ry = p->ry;
+  memcpy(dy, p->dy, sizeof(int64_t) * (size_t)ry);
+  if (a->rank == 1) {
+    memmove(dy + ry, dy + ry - (b->rank > 1), sizeof(int64_t) * (b->rank > 1));
+    dy[ry++ - (b->rank > 1)] = 1;
+  }
+  if (b->rank == 1) dy[ry++] = 1;
+  int_matmul(p->a, a->rank == 1 ? 2 : a->rank, a->rank == 1 ? da : a->dims, p->b, b->rank == 1 ? 2 : b->rank,
+             b->rank == 1 ? db : b->dims, ry, dy, acc);
+}
+
+static dvm_status *matmul_integer(const dvm_kernel_args *a) {
+  const char *op = "matmul_integer";
+  if (a->nin < 2 || a->nin > 4 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 to 4 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  product p;
+  if ((st = product_begin(op, a->in[0], a->nin > 2 ? a->in[2] : NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL, &p)))
+    return st;
+  dvm_tensor *y = a->out[0];
+  if (y->dtype != DVM_I32 || y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y must be i32 of the product's shape", op);
+  else
+    product_run(&p, a->in[0], a->in[1], dvm_tensor_ptr(y));
+  free(p.a), free(p.b);
+  return st;
+}
+
+/* acc (n elements, channel (i / inner) % channels) times in_scale *
+ * w_scale[channel] / y_scale, plus y_zp, into y. */
+static dvm_status *requantize(const char *op, const int32_t *acc, int64_t n, int64_t inner, int64_t channels,
+                              const dvm_tensor *in_s, const dvm_tensor *w_s, const dvm_tensor *y_s,
+                              const dvm_tensor *y_zp, dvm_tensor *y) {
+  const dvm_tensor *sc[3] = {in_s, w_s, y_s};
+  for (int i = 0; i < 3; i++)
+    if (sc[i]->dtype != DVM_F32 && sc[i]->dtype != DVM_F16) return bad_dtype(op, "a scale", sc[i], "f32 or f16");
+  if (!is_byte(y_zp->dtype) || y->dtype != y_zp->dtype) return bad_dtype(op, "y", y, "y's zero point's dtype, u8 or i8");
+  if (dvm_tensor_numel(in_s) != 1 || dvm_tensor_numel(y_s) != 1 || dvm_tensor_numel(y_zp) != 1 ||
+      (dvm_tensor_numel(w_s) != 1 && (w_s->rank != 1 || w_s->dims[0] != channels)))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: scales and y's zero point must have one element (the weight's "
+                          "scale may have %lld)", op, (long long)channels);
+  int per = dvm_tensor_numel(w_s) != 1;
+  int32_t zp = int_at(y_zp, 0);
+  void *yp = dvm_tensor_ptr(y);
+  for (int64_t i = 0; i < n; i++) {
+    float m = float_at(in_s, 0) * float_at(w_s, per ? (i / inner) % channels : 0) / float_at(y_s, 0);
+    store_q(yp, y->dtype, i, (float)acc[i] * m, zp);
+  }
+  return NULL;
+}
+
+static dvm_status *qlinear_matmul(const dvm_kernel_args *a) {
+  const char *op = "qlinear_matmul";
+  dvm_status *st = dvm_kargs_check(a, op, 8, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  dvm_tensor *const *in = a->in;
+  product p;
+  if ((st = product_begin(op, in[0], in[2], in[3], in[5], &p))) return st;
+  dvm_tensor *y = a->out[0];
+  int64_t n = dvm_tensor_numel(y), N = in[3]->rank == 1 ? 1 : in[3]->dims[in[3]->rank - 1];
+  int32_t *acc = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (!acc) st = oom(op);
+  else if (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
+  if (!st) {
+    product_run(&p, in[0], in[3], acc);
+    st = requantize(op, acc, n, 1, N, in[1], in[4], in[6], in[7], y);
+  }
+  free(acc), free(p.a), free(p.b);
+  return st;
+}
+
+/* The i32 convolution of widened x and w into acc (Y's shape). */
+static void int_conv(const int32_t *x, const int64_t *dx, const int32_t *w, const int64_t *dw, const int64_t *dy,
+                     int sp, const dvm_window *win, int64_t group, int32_t *acc) {
+  int64_t N = dx[0], C = dx[1], M = dw[0], cg = C / group, mg = M / group;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, p[3] = {0};
+  for (int i = 0; i < sp; i++) {
+    in[i] = dx[2 + i], out[i] = dy[2 + i], k[i] = dw[2 + i];
+    s[i] = win->stride[i], d[i] = win->dilation[i], p[i] = win->pad_begin[i];
+  }
+  int64_t isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2], ksz = k[0] * k[1] * k[2];
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t m = 0; m < M; m++) {
+      int64_t g = m / mg;
+      int32_t *yp = acc + (n * M + m) * osz;
+      for (int64_t o0 = 0; o0 < out[0]; o0++)
+        for (int64_t o1 = 0; o1 < out[1]; o1++)
+          for (int64_t o2 = 0; o2 < out[2]; o2++) {
+            int32_t sum = 0;
+            for (int64_t c = 0; c < cg; c++) {
+              const int32_t *xp = x + (n * C + g * cg + c) * isz, *wp = w + (m * cg + c) * ksz;
+              for (int64_t k0 = 0; k0 < k[0]; k0++) {
+                int64_t i0 = o0 * s[0] - p[0] + k0 * d[0];
+                if (i0 < 0 || i0 >= in[0]) continue;
+                for (int64_t k1 = 0; k1 < k[1]; k1++) {
+                  int64_t i1 = o1 * s[1] - p[1] + k1 * d[1];
+                  if (i1 < 0 || i1 >= in[1]) continue;
+                  for (int64_t k2 = 0; k2 < k[2]; k2++) {
+                    int64_t i2 = o2 * s[2] - p[2] + k2 * d[2];
+                    if (i2 < 0 || i2 >= in[2]) continue;
+                    sum += xp[(i0 * in[1] + i1) * in[2] + i2] * wp[(k0 * k[1] + k1) * k[2] + k2];
+                  }
+                }
+              }
+            }
+            yp[(o0 * out[1] + o1) * out[2] + o2] = sum;
+          }
+    }
+}
+
+/* A convolution's checks, widening and i32 result into acc (allocated,
+ * Y's shape; the caller frees it). */
+static dvm_status *conv_acc(const char *op, const dvm_tensor *x, const dvm_tensor *xzp, const dvm_tensor *w,
+                            const dvm_tensor *wzp, const dvm_value *attrs, int nattrs, const dvm_tensor *y,
+                            int32_t **acc) {
+  *acc = NULL;
+  if (!is_byte(x->dtype)) return bad_dtype(op, "x", x, "u8 or i8");
+  if (!is_byte(w->dtype)) return bad_dtype(op, "w", w, "u8 or i8");
+  dvm_window win;
+  int64_t group, dy[DVM_MAX_RANK];
+  dvm_status *st = dvm_conv_setup(false, x->rank, x->dims, w->rank, w->dims, -1, NULL, attrs, nattrs, &win, &group, dy);
+  if (st) return st;
+  if (y->rank != x->rank || memcmp(y->dims, dy, sizeof(int64_t) * (size_t)y->rank))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the convolution's shape", op);
+  int64_t ksz = 1, M = w->dims[0];
+  for (int i = 2; i < w->rank; i++) ksz *= w->dims[i];
+  if (w->dims[1] * ksz > MAX_K)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: %lld products per output are over %d, where i32 sums may overflow",
+                          op, (long long)(w->dims[1] * ksz), MAX_K);
+  if (xzp && (dvm_tensor_numel(xzp) != 1 || xzp->dtype != x->dtype))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: x's zero point must be one element of x's dtype", op);
+  if ((st = check_zp(op, "w's zero point", wzp, w, M, "per output channel"))) return st;
+  int32_t *xw = widen(x, xzp, 1, 1), *ww = widen(w, wzp, w->dims[1] * ksz, M);
+  int64_t n = dvm_tensor_numel(y);
+  *acc = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (xw && ww && *acc) int_conv(xw, x->dims, ww, w->dims, dy, x->rank - 2, &win, group, *acc);
+  else st = oom(op);
+  free(xw), free(ww);
+  return st;
+}
+
+static dvm_status *conv_integer(const dvm_kernel_args *a) {
+  const char *op = "conv_integer";
+  if (a->nin < 2 || a->nin > 4 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 to 4 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  dvm_tensor *y = a->out[0];
+  if (y->dtype != DVM_I32) return bad_dtype(op, "y", y, "i32");
+  int32_t *acc;
+  st = conv_acc(op, a->in[0], a->nin > 2 ? a->in[2] : NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL, a->attrs,
+                a->nattrs, y, &acc);
+  if (!st) memcpy(dvm_tensor_ptr(y), acc, sizeof(int32_t) * (size_t)dvm_tensor_numel(y));
+  free(acc);
+  return st;
+}
+
+static dvm_status *qlinear_conv(const dvm_kernel_args *a) {
+  const char *op = "qlinear_conv";
+  if ((a->nin != 8 && a->nin != 9) || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 8 or 9 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  dvm_tensor *const *in = a->in;
+  dvm_tensor *y = a->out[0];
+  int32_t *acc;
+  if ((st = conv_acc(op, in[0], in[2], in[3], in[5], a->attrs, a->nattrs, y, &acc))) {
+    free(acc);
+    return st;
+  }
+  int64_t M = in[3]->dims[0], n = dvm_tensor_numel(y), inner = 1;
+  for (int i = 2; i < y->rank; i++) inner *= y->dims[i];
+  if (a->nin == 9) {
+    const dvm_tensor *b = in[8];
+    if (b->dtype != DVM_I32 || b->rank != 1 || b->dims[0] != M)
+      st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: B must be i32 [%lld]", op, (long long)M);
+    for (int64_t i = 0; !st && i < n; i++) acc[i] += int_at(b, (i / inner) % M);
+  }
+  if (!st) st = requantize(op, acc, n, inner, M, in[1], in[4], in[6], in[7], y);
+  free(acc);
+  return st;
+}
+
+/* y (f32) = acc * a_scale * b_scale[column] + bias[column]. */
+static dvm_status *to_float(const char *op, const int32_t *acc, float a_scale, const dvm_tensor *bs,
+                            const dvm_tensor *bias, int64_t N, dvm_tensor *y) {
+  if (y->dtype != DVM_F32) return bad_dtype(op, "y", y, "f32");
+  if (bs->dtype != DVM_F32) return bad_dtype(op, "b's scale", bs, "f32");
+  if (dvm_tensor_numel(bs) != 1 && (bs->rank != 1 || bs->dims[0] != N))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: b's scale must have one element or %lld", op, (long long)N);
+  if (bias && (bias->dtype != DVM_F32 || bias->rank != 1 || bias->dims[0] != N))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: bias must be f32 [%lld]", op, (long long)N);
+  const float *bsp = dvm_tensor_ptr(bs), *bp = bias ? dvm_tensor_ptr(bias) : NULL;
+  int per = dvm_tensor_numel(bs) != 1;
+  float *yp = dvm_tensor_ptr(y);
+  for (int64_t i = 0, n = dvm_tensor_numel(y); i < n; i++)
+    yp[i] = (float)acc[i] * (a_scale * bsp[per ? i % N : 0]) + (bp ? bp[i % N] : 0.0f);
+  return NULL;
+}
+
+/* The product of a (u8/i8, or f32 quantized on the fly) and b into y as
+ * f32: acc * a_scale * b_scale + bias. */
+static dvm_status *product_to_float(const char *op, const dvm_kernel_args *a, const dvm_tensor *azp,
+                                    const dvm_tensor *as, const dvm_tensor *bzp, const dvm_tensor *bs,
+                                    const dvm_tensor *bias) {
+  dvm_tensor *const *in = a->in;
+  dvm_tensor *y = a->out[0];
+  product p;
+  dvm_status *st = product_begin(op, in[0], azp, in[1], bzp, &p);
+  if (st) return st;
+  int64_t n = dvm_tensor_numel(y), N = in[1]->rank == 1 ? 1 : in[1]->dims[in[1]->rank - 1];
+  float a_scale = 0;
+  if (as && (as->dtype != DVM_F32 || dvm_tensor_numel(as) != 1))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a's scale must be one f32", op);
+  else if (as)
+    a_scale = *(const float *)dvm_tensor_ptr(as);
+  else
+    memcpy(&a_scale, &p.a[dvm_tensor_numel(in[0])], sizeof a_scale);
+  int32_t *acc = st ? NULL : malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (!st && !acc) st = oom(op);
+  else if (!st && (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry)))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
+  if (!st) {
+    product_run(&p, in[0], in[1], acc);
+    st = to_float(op, acc, a_scale, bs, bias, N, y);
+  }
+  free(acc), free(p.a), free(p.b);
+  return st;
+}
+
+/* com.microsoft DynamicQuantizeMatMul (A f32, B, b_scale[, b_zp[, bias]]). */
+static dvm_status *dynamic_quantize_matmul(const dvm_kernel_args *a) {
+  const char *op = "dynamic_quantize_matmul";
+  if (a->nin < 3 || a->nin > 5 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 3 to 5 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->in[0]->dtype != DVM_F32) return bad_dtype(op, "a", a->in[0], "f32");
+  return product_to_float(op, a, NULL, NULL, a->nin > 3 ? a->in[3] : NULL, a->in[2], a->nin > 4 ? a->in[4] : NULL);
+}
+
+/* com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale[, a_zp[, b_zp[, bias]]]). */
+static dvm_status *matmul_integer_to_float(const dvm_kernel_args *a) {
+  const char *op = "matmul_integer_to_float";
+  if (a->nin < 4 || a->nin > 7 || a->nout != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 4 to 7 inputs and 1 output", op);
+  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  return product_to_float(op, a, a->nin > 4 ? a->in[4] : NULL, a->in[2], a->nin > 5 ? a->in[5] : NULL, a->in[3],
+                          a->nin > 6 ? a->in[6] : NULL);
+}
+
+const dvm_kernel_def dvm_cpu_quant_kernels[] = {
+    {"quantize_linear", DVM_DEVICE_CPU, quantize_linear, NULL, .dtypes = DVM_DTYPES_FLOAT & ~DVM_DTYPE_BIT(DVM_F64)},
+    {"dequantize_linear", DVM_DEVICE_CPU, dequantize_linear, NULL,
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8) | DVM_DTYPE_BIT(DVM_I16) | DVM_DTYPE_BIT(DVM_I32)},
+    {"dynamic_quantize_linear", DVM_DEVICE_CPU, dynamic_quantize_linear, "dynamic_quantize_linear",
+     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"matmul_integer", DVM_DEVICE_CPU, matmul_integer, "matmul_integer",
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    {"qlinear_matmul", DVM_DEVICE_CPU, qlinear_matmul, "qlinear_matmul",
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    {"conv_integer", DVM_DEVICE_CPU, conv_integer, "conv_integer",
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    {"qlinear_conv", DVM_DEVICE_CPU, qlinear_conv, "qlinear_conv",
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    {"dynamic_quantize_matmul", DVM_DEVICE_CPU, dynamic_quantize_matmul, "matmul_integer",
+     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"matmul_integer_to_float", DVM_DEVICE_CPU, matmul_integer_to_float, "matmul_integer",
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};

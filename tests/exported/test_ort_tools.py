@@ -1,0 +1,128 @@
+"""Models after ONNX Runtime's own tools: the PyTorch exports of BERT and the
+GPT-2-style decoder (build-data/exported) passed through
+onnxruntime.transformers.optimizer.optimize_model (pure-Python fusions,
+opt_level 0: the com.microsoft ops those fusions write) and
+onnxruntime.quantization.quantize_dynamic (u8 activations, i8 weights), and
+those saved again by an ONNX Runtime session at ORT_ENABLE_EXTENDED (what
+optimize_model's opt_level 2 or a session's optimized_model_filepath
+writes), made here at test time into a temporary directory. Each is compiled once with
+dvm and run from that one .dvmb at several (batch, seq), compared with ONNX
+Runtime running the same transformed model.
+
+Tolerance: max |dvm - ORT| <= 1e-4 * max |ORT| per output for the float
+models. The quantized ones compute the same integers as ORT (dvm's
+DynamicQuantizeLinear makes the same scale and zero point and rounds
+x / scale half to even as MLAS does; MatMulInteger sums exactly in i32):
+they match to ~3e-7 relative at most shapes. But their f32 epilogues
+(scales, LayerNorm, softmax, GELU) differ from ORT's in operation order by
+an ulp or so, and where a value feeding the next DynamicQuantizeLinear lies
+within that of a rounding boundary its u8 code differs by one step, which
+moves that row of the next product by scale_a * |w| (measured: 2e-3 of
+max |ORT| on 1% of the elements, once in 12 random shapes of the GPT-2
+model; and where the f32 max |x| of a small tensor moves by an ulp, its
+scale does, and every code with it: 1.5e-3 of max |ORT| on BERT's pooler
+output). So for them: max error <= 5e-3 * max |ORT|, a few steps of
+the activations' quantization; a wrong kernel errs by the output's
+magnitude."""
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from corpus import DVM, MODELS, feeds_for  # noqa: E402
+
+SHAPES = [dict(batch=1, seq=1), dict(batch=2, seq=7), dict(batch=3, seq=13), dict(batch=1, seq=64)]
+# model -> (optimizer model_type, heads, hidden) of export_models.py's tiny sizes
+BASES = {"bert_tiny": ("bert", 2, 64), "gpt2_tiny": ("gpt2", 2, 64)}
+# the transformed models dvm runs; the com.microsoft ops in them (ONNX Runtime
+# 1.32): BERT optimized: EmbedLayerNormalization, Attention,
+# SkipLayerNormalization, BiasGelu; GPT-2 optimized (and then quantized):
+# SkipLayerNormalization, FastGelu; quantize_dynamic alone writes only
+# default-domain ops (DynamicQuantizeLinear, MatMulInteger, ...). Saved by
+# an ORT session (+ort): BERT quantized: MatMulIntegerToFloat,
+# DynamicQuantizeMatMul, FusedMatMul, Gelu, SkipLayerNormalization (and a
+# default-domain LayerNormalization with stash_type); GPT-2 quantized:
+# DynamicQuantizeMatMul, FastGelu, SkipLayerNormalization; BERT optimized:
+# FusedGemm besides the optimizer's ops.
+VARIANTS = ["bert_tiny:quantized", "gpt2_tiny:quantized", "bert_tiny:optimized", "gpt2_tiny:optimized",
+            "gpt2_tiny:optimized_quantized", "bert_tiny:quantized+ort", "gpt2_tiny:quantized+ort",
+            "bert_tiny:optimized+ort", "gpt2_tiny:optimized_quantized+ort"]
+
+
+def saved_by_session(src, path):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    so.optimized_model_filepath = path
+    ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+    return path
+
+
+def transform(base, how, outdir):
+    if how.endswith("+ort"):
+        return saved_by_session(transform(base, how[:-4], outdir), os.path.join(outdir, f"{base}_{how[:-4]}_ort.onnx"))
+    src, _, _ = MODELS[base]
+    if not os.path.exists(src):
+        pytest.fail(f"{src} is missing: setup.sh exports it (tests/exported/export_models.py)")
+    from onnxruntime.quantization import quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+    path = os.path.join(outdir, f"{base}_{how}.onnx")
+    model_type, heads, hidden = BASES[base]
+    if how in ("optimized", "optimized_quantized"):
+        opt = optimize_model(src, model_type=model_type, num_heads=heads, hidden_size=hidden, opt_level=0)
+        opt.save_model_to_file(path if how == "optimized" else path + ".opt.onnx")
+        src = path + ".opt.onnx"
+    if how in ("quantized", "optimized_quantized"):
+        # the optimizer's com.microsoft outputs have no ONNX type inference
+        quantize_dynamic(src, path, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return path
+
+
+def ms_ops(path):
+    return sorted({n.op_type for n in onnx.load(path).graph.node if n.domain == "com.microsoft"})
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_transformed_model_matches_ort(variant, tmp_path):
+    base, how = variant.split(":")
+    path = transform(base, how, str(tmp_path))
+    dvmb = tmp_path / "model.dvmb"
+    r = subprocess.run([DVM, "compile", path, "-o", str(dvmb)], capture_output=True, text=True)
+    assert r.returncode == 0, f"{variant} ({', '.join(ms_ops(path)) or 'default domain only'}): {r.stderr}"
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    _, spec, _ = MODELS[base]
+    spec = {k: v for k, v in spec.items() if k in {i.name for i in sess.get_inputs()}}
+    rng = np.random.default_rng(5)
+    for env in SHAPES:
+        feeds = feeds_for(spec, env, rng)
+        want = sess.run(None, feeds)
+        cmd = [DVM, "run", str(dvmb)]
+        for k, v in feeds.items():
+            np.save(tmp_path / f"{k}.npy", v)
+            cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
+        for i in range(len(want)):
+            cmd += ["--output", str(tmp_path / f"out{i}.npy")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, f"{variant} {env}: {r.stderr}"
+        for i, w in enumerate(want):
+            g = np.load(tmp_path / f"out{i}.npy")
+            assert g.shape == w.shape, (variant, env)
+            scale, d = float(np.abs(w).max(initial=0)), np.abs(g.astype(np.float64) - w)
+            err = float(d.max(initial=0))
+            bound = (5e-3 if "quantized" in how else 1e-4) * scale
+            assert err <= bound, f"{variant} {env} output {i}: max error {err}, bound {bound}"
+
+
+def test_quantized_bert_attention_is_refused_by_name(tmp_path):
+    """BERT optimized then quantized has QEmbedLayerNormalization and
+    QAttention, which dvm does not have yet: compiling it must fail with an
+    unsupported-op error that names the op, not with a wrong model."""
+    path = transform("bert_tiny", "optimized_quantized", str(tmp_path))
+    assert {"QAttention", "QEmbedLayerNormalization"} <= set(ms_ops(path))
+    r = subprocess.run([DVM, "compile", path, "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
+    assert r.returncode == 2 and "QEmbedLayerNormalization" in r.stderr and "not supported" in r.stderr, r.stderr

@@ -1,0 +1,182 @@
+"""ONNX Runtime's contrib ops (domain com.microsoft, ops/cpu/contrib.c) as
+single-node models, dvm against ONNX Runtime's CPU kernels at awkward
+shapes (0-size batch or sequence, 1, primes): max error <= 1e-5 * max |ORT|
+(f32 sums in another order)."""
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from dvmop import DVM
+from test_quant import run_both
+
+rng = np.random.default_rng(11)
+MS = "com.microsoft"
+
+
+def f32(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def close(got, want):
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
+        if w.dtype.kind == "f":
+            assert np.abs(g - w).max(initial=0) <= 1e-5 * max(np.abs(w).max(initial=0), 1)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+SHAPES = [(0, 4), (1, 1), (3, 7), (2, 5, 13), (2, 0, 3)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("op", ["FastGelu", "BiasGelu"])
+def test_gelus(tmp_path, shape, op):
+    close(*run_both(tmp_path, op, {"x": f32(*shape) * 3, "b": f32(shape[-1])}, [("y", np.float32)], domain=MS))
+
+
+def test_fast_gelu_without_bias(tmp_path):
+    close(*run_both(tmp_path, "FastGelu", {"x": f32(3, 5) * 3}, [("y", np.float32)], domain=MS))
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 7), (3, 1, 64), (1, 0, 5)])
+@pytest.mark.parametrize("extra", [0, 1, 2])  # gamma; + beta; + beta and bias
+@pytest.mark.parametrize("with_sum", [False, True])
+def test_skip_layer_normalization(tmp_path, shape, extra, with_sum):
+    h = shape[-1]
+    inputs = {"x": f32(*shape), "s": f32(*shape), "g": f32(h)}
+    if extra >= 1:
+        inputs["b"] = f32(h)
+    if extra == 2:
+        inputs["bias"] = f32(h)
+    close(*run_skip(tmp_path, inputs, with_sum))
+
+
+def run_skip(tmp_path, inputs, with_sum):
+    """SkipLayerNormalization with outputs 1 and 2 (mean, inverse std dev)
+    left out and output 3 (the sum) present or not: run_both's models have
+    no gaps in their outputs."""
+    outs = ["y", "", "", "sum"] if with_sum else ["y"]
+    vi = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in inputs.items()]
+    vo = [helper.make_tensor_value_info(k, TensorProto.FLOAT, None) for k in outs if k]
+    node = helper.make_node("SkipLayerNormalization", list(inputs), outs, domain=MS, epsilon=1e-5)
+    model = helper.make_model(helper.make_graph([node], "g", vi, vo),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], check=True)
+    cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
+    for k, v in inputs.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
+    for i in range(len(want)):
+        cmd += ["--output", str(tmp_path / f"o{i}.npy")]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return [np.load(tmp_path / f"o{i}.npy") for i in range(len(want))], want
+
+
+@pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (0, 3)])
+@pytest.mark.parametrize("with_positions", [False, True])
+def test_embed_layer_normalization(tmp_path, bs, with_positions):
+    b, s = bs
+    h, vocab = 5, 11
+    mask = rng.integers(0, 2, (b, s)).astype(np.int32)
+    inputs = {"ids": rng.integers(0, vocab, (b, s)).astype(np.int32),
+              "seg": rng.integers(0, 2, (b, s)).astype(np.int32), "word": f32(vocab, h), "pos": f32(16, h),
+              "segt": f32(2, h), "g": f32(h), "beta": f32(h), "mask": mask}
+    if with_positions:
+        inputs["posids"] = rng.integers(0, 16, (1, s)).astype(np.int32)
+    close(*run_both(tmp_path, "EmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
+                    opset=17, domain=MS, epsilon=1e-5))
+
+
+@pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (1, 0)])
+@pytest.mark.parametrize("mask", ["none", "end", "raw"])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_attention(tmp_path, bs, mask, heads):
+    b, s = bs
+    hin, h = 5, 3 * heads * 2
+    inputs = {"x": f32(b, s, hin), "w": f32(hin, 3 * h) * 0.5, "bias": f32(3 * h)}
+    if mask == "end":
+        inputs["m"] = rng.integers(1, s + 1 if s else 2, (b,)).astype(np.int32)
+    elif mask == "raw":
+        m = rng.integers(0, 2, (b, s)).astype(np.int32)
+        m[:, :1] = 1
+        inputs["m"] = m
+    close(*run_both(tmp_path, "Attention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
+
+
+@pytest.mark.parametrize("s", [1, 6])
+def test_attention_unidirectional(tmp_path, s):
+    inputs = {"x": f32(2, s, 4), "w": f32(4, 12), "bias": f32(12)}
+    close(*run_both(tmp_path, "Attention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=2,
+                    unidirectional=1))
+
+
+MATMULS = [((5,), (5, 3)), ((4, 5), (5,)), ((1, 1), (1, 1)), ((0, 7), (7, 3)), ((3, 0), (0, 2)),
+           ((13, 17), (17, 11)), ((2, 7, 5), (5, 3)), ((3, 1, 4, 5), (2, 5, 6))]
+
+
+@pytest.mark.parametrize("shapes", MATMULS)
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_fused_matmul(tmp_path, shapes, trans):
+    (sa, sb), (ta, tb) = shapes, trans
+    if (ta and len(sa) < 2) or (tb and len(sb) < 2):
+        pytest.skip("a transposed operand has rank >= 2")
+    a, b = f32(*sa), f32(*sb)
+    if ta:
+        a = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+    if tb:
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2))
+    got, want = run_both(tmp_path, "FusedMatMul", {"a": a, "b": b}, [("y", np.float32)], domain=MS, alpha=0.37,
+                         transA=ta, transB=tb)
+    if len(sa) < 2 or len(sb) < 2:  # ORT 1.32 errs with a 1-D operand and the other transposed: NumPy says
+        want = [(0.37 * np.matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b))
+                .astype(np.float32)]
+    close(got, want)
+
+
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (7, 5, 3), (0, 4, 2), (3, 0, 5), (2, 13, 11)])
+@pytest.mark.parametrize("act", ["Relu", "Tanh", "Sigmoid", "LeakyRelu"])
+@pytest.mark.parametrize("c", [None, "row", "full"])
+def test_fused_gemm(tmp_path, mkn, act, c):
+    m, k, n = mkn
+    inputs = {"a": f32(k, m), "b": f32(n, k)}
+    if c:
+        inputs["c"] = f32(n) if c == "row" else f32(m, n)
+    close(*run_both(tmp_path, "FusedGemm", inputs, [("y", np.float32)], domain=MS, activation=act, transA=1,
+                    transB=1, alpha=0.8, beta=0.6, **({"activation_alpha": 0.2} if act == "LeakyRelu" else {})))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_gelu(tmp_path, shape):
+    close(*run_both(tmp_path, "Gelu", {"x": f32(*shape) * 3}, [("y", np.float32)], domain=MS))
+
+
+def i8(*shape):
+    return rng.integers(-128, 128, shape).astype(np.int8)
+
+
+@pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((7, 13), (13, 5)), ((2, 3, 17), (17, 11)), ((0, 4), (4, 3))])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_dynamic_quantize_matmul(tmp_path, shapes, per_column):
+    sa, sb = shapes
+    n = sb[-1]
+    inputs = {"a": f32(*sa), "b": i8(*sb), "bs": rng.uniform(0.01, 0.1, (n,) if per_column else ()).astype(np.float32),
+              "bz": np.zeros((n,) if per_column else (), np.int8), "bias": f32(n)}
+    close(*run_both(tmp_path, "DynamicQuantizeMatMul", inputs, [("y", np.float32)], domain=MS))
+
+
+@pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((7, 13), (13, 5)), ((2, 3, 17), (17, 11)), ((0, 4), (4, 3))])
+def test_matmul_integer_to_float(tmp_path, shapes):
+    sa, sb = shapes
+    n = sb[-1]
+    inputs = {"a": rng.integers(0, 256, sa).astype(np.uint8), "b": i8(*sb), "as": np.array(0.02, np.float32),
+              "bs": np.array(0.05, np.float32), "az": np.array(7, np.uint8), "bz": np.array(-3, np.int8),
+              "bias": f32(n)}
+    close(*run_both(tmp_path, "MatMulIntegerToFloat", inputs, [("y", np.float32)], domain=MS))

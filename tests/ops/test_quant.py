@@ -1,0 +1,203 @@
+"""The quantization kernels (ops/cpu/quant.c) through the whole stack: one
+ONNX node per model, compiled with `dvm compile`, run with `dvm run`, and
+compared with ONNX Runtime running the same model, at awkward shapes (0-size
+dims, 1, primes, broadcast batch dims), per tensor, per axis and blocked,
+with every integer type both take. Integer outputs must be equal; float
+outputs (DequantizeLinear) within 1e-6 relative."""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from dvmop import DVM
+
+rng = np.random.default_rng(7)
+ONNX_TYPE = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.int16: TensorProto.INT16,
+             np.uint16: TensorProto.UINT16, np.int32: TensorProto.INT32, np.float32: TensorProto.FLOAT,
+             np.float16: TensorProto.FLOAT16}
+
+
+def qrange(dt):
+    i = np.iinfo(dt)
+    return int(i.min), int(i.max)
+
+
+def run_both(tmp_path, op, inputs, outputs, opset=21, domain="", **attrs):
+    """inputs: name -> array (all graph inputs; "" leaves an optional one
+    out); outputs: [(name, np dtype)]. Returns (dvm's outputs, ORT's)."""
+    inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    names = list(inputs)
+    inputs = {k: v for k, v in inputs.items() if k}
+    vi = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype.type], list(v.shape)) for k, v in inputs.items()]
+    vo = [helper.make_tensor_value_info(k, ONNX_TYPE[t], None) for k, t in outputs]
+    node = helper.make_node(op, names, [k for k, _ in outputs], domain=domain, **attrs)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(helper.make_graph([node], "g", vi, vo), opset_imports=opsets)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
+    for k, v in inputs.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
+    for i in range(len(outputs)):
+        cmd += ["--output", str(tmp_path / f"o{i}.npy")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [np.load(tmp_path / f"o{i}.npy") for i in range(len(outputs))], want
+
+
+def check(got, want):
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+# (x shape, axis, block_size): per tensor (axis None), per axis, blocked
+LAYOUTS = [((0, 3), None, 0), ((1,), None, 0), ((7, 13), None, 0), ((2, 5, 3), 1, 0), ((3, 0, 2), 2, 0),
+           ((11, 7), 0, 0), ((4, 7, 5), -1, 0), ((2, 7, 3), 1, 3), ((13, 4), 0, 5), ((5, 9), 1, 1)]
+
+
+def scale_shape(shape, axis, block):
+    if axis is None:
+        return ()
+    a = axis % len(shape)
+    if not block:
+        return (shape[a],)
+    return tuple(-(-d // block) if i == a else d for i, d in enumerate(shape))
+
+
+def attrs_of(axis, block):
+    return ({} if axis is None else {"axis": axis}) | ({"block_size": block} if block else {})
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("qt", [np.uint8, np.int8, np.int16])
+def test_quantize_linear(tmp_path, layout, qt):
+    shape, axis, block = layout
+    ss = scale_shape(shape, axis, block)
+    x = (rng.standard_normal(shape) * 40).astype(np.float32)
+    x.flat[:3] = [0.5, 1.5, -2.5][: x.size]  # ties round to even
+    lo, hi = qrange(qt)
+    scale = rng.uniform(0.05, 1.0, ss).astype(np.float32)
+    if x.size:
+        scale.flat[0] = 1.0
+    zp = rng.integers(lo // 4, hi // 4, ss).astype(qt)
+    if x.size:
+        zp.flat[0] = 0
+    check(*run_both(tmp_path, "QuantizeLinear", {"x": x, "s": scale, "z": zp}, [("y", qt)], **attrs_of(axis, block)))
+
+
+def test_quantize_linear_without_zero_point_is_u8(tmp_path):
+    x = (rng.standard_normal((3, 5)) * 100).astype(np.float32)
+    check(*run_both(tmp_path, "QuantizeLinear", {"x": x, "s": np.float32(0.5)}, [("y", np.uint8)]))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("qt", [np.uint8, np.int8, np.int16, np.int32])
+def test_dequantize_linear(tmp_path, layout, qt):
+    shape, axis, block = layout
+    ss = scale_shape(shape, axis, block)
+    lo, hi = qrange(qt) if qt != np.int32 else (-(1 << 20), 1 << 20)
+    x = rng.integers(lo, hi, shape, endpoint=True).astype(qt)
+    scale = rng.uniform(0.01, 2.0, ss).astype(np.float32)
+    inputs = {"x": x, "s": scale}
+    if qt != np.int32:  # an i32 zero point must be 0: left out
+        inputs["z"] = rng.integers(lo // 4, hi // 4, ss).astype(qt)
+    check(*run_both(tmp_path, "DequantizeLinear", inputs, [("y", np.float32)], **attrs_of(axis, block)))
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (1, 1), (7, 13), (3, 0, 5), (2, 31, 17)])
+@pytest.mark.parametrize("kind", ["normal", "positive", "negative", "zero"])
+def test_dynamic_quantize_linear(tmp_path, shape, kind):
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    x = {"normal": x, "positive": np.abs(x), "negative": -np.abs(x), "zero": np.zeros_like(x)}[kind]
+    check(*run_both(tmp_path, "DynamicQuantizeLinear", {"x": x}, [("y", np.uint8), ("s", np.float32),
+                                                                   ("z", np.uint8)], opset=13))
+
+
+# (a shape, b shape): 1-D operands, 0 and 1 and prime dims, broadcast batches
+PRODUCTS = [((5,), (5, 3)), ((4, 5), (5,)), ((5,), (5,)), ((1, 1), (1, 1)), ((0, 7), (7, 3)), ((3, 0), (0, 2)),
+            ((13, 17), (17, 11)), ((2, 7, 5), (5, 3)), ((3, 1, 4, 5), (2, 5, 6)), ((1, 3, 2), (4, 1, 2, 7))]
+
+
+def operand(qt, shape):
+    lo, hi = qrange(qt)
+    return rng.integers(lo, hi, shape, endpoint=True).astype(qt)
+
+
+@pytest.mark.parametrize("shapes", PRODUCTS)
+@pytest.mark.parametrize("types", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8)])
+def test_matmul_integer(tmp_path, shapes, types):
+    (sa, sb), (ta, tb) = shapes, types
+    a, b = operand(ta, sa), operand(tb, sb)
+    inputs = {"a": a, "b": b, "az": operand(ta, ()), "bz": operand(tb, ())}
+    got, want = run_both(tmp_path, "MatMulInteger", inputs, [("y", np.int32)], opset=13)
+    if a.shape[-1] == 0:  # ORT 1.32 leaves such outputs unwritten: NumPy says 0
+        want = [np.matmul(a.astype(np.int32) - inputs["az"], b.astype(np.int32) - inputs["bz"]).astype(np.int32)]
+    check(got, want)
+
+
+def test_matmul_integer_per_column_zero_point(tmp_path):
+    a, b = operand(np.uint8, (4, 7)), operand(np.uint8, (7, 5))
+    inputs = {"a": a, "b": b, "az": operand(np.uint8, ()), "bz": operand(np.uint8, (5,))}
+    check(*run_both(tmp_path, "MatMulInteger", inputs, [("y", np.int32)], opset=13))
+
+
+def test_matmul_integer_without_zero_points(tmp_path):
+    check(*run_both(tmp_path, "MatMulInteger", {"a": operand(np.uint8, (3, 5)), "b": operand(np.int8, (5, 2))},
+                    [("y", np.int32)], opset=13))
+
+
+@pytest.mark.parametrize("shapes", PRODUCTS[3:])
+@pytest.mark.parametrize("qt", [np.uint8, np.int8])
+@pytest.mark.parametrize("st", [np.float32, np.float16])
+def test_qlinear_matmul(tmp_path, shapes, qt, st):
+    sa, sb = shapes
+    s = lambda v: np.array(v, st)  # noqa: E731
+    inputs = {"a": operand(qt, sa), "as": s(0.02), "az": operand(qt, ()), "b": operand(qt, sb), "bs": s(0.011),
+              "bz": operand(qt, ()), "ys": s(0.7), "yz": operand(qt, ())}
+    got, want = run_both(tmp_path, "QLinearMatMul", inputs, [("y", qt)], opset=21)
+    if sa[-1] == 0:  # ORT 1.32 leaves such outputs unwritten: the sums are 0, y is y's zero point
+        want = [np.full(want[0].shape, inputs["yz"], qt)]
+    check(got, want)
+
+
+# (x shape, w shape, attrs)
+CONVS = [((1, 1, 1, 1), (1, 1, 1, 1), {}), ((2, 3, 7, 5), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+         ((1, 4, 11, 13), (6, 2, 3, 2), {"group": 2, "strides": [2, 3], "dilations": [2, 1]}),
+         ((1, 2, 13), (3, 2, 5), {"pads": [2, 1], "strides": [2]}), ((0, 2, 5, 5), (3, 2, 3, 3), {}),
+         ((1, 2, 3, 5, 7), (2, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1]}),
+         ((2, 6, 5, 5), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]})]
+
+
+@pytest.mark.parametrize("conv", CONVS)
+@pytest.mark.parametrize("types", [(np.uint8, np.uint8), (np.uint8, np.int8)])
+def test_conv_integer(tmp_path, conv, types):
+    sx, sw, attrs = conv
+    (tx, tw) = types
+    inputs = {"x": operand(tx, sx), "w": operand(tw, sw), "xz": operand(tx, ()), "wz": operand(tw, ())}
+    check(*run_both(tmp_path, "ConvInteger", inputs, [("y", np.int32)], opset=13, **attrs))
+
+
+@pytest.mark.parametrize("conv", CONVS)
+@pytest.mark.parametrize("qt", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qlinear_conv(tmp_path, conv, qt, per_channel):
+    sx, sw, attrs = conv
+    m = sw[0]
+    ws = rng.uniform(0.001, 0.01, (m,) if per_channel else ()).astype(np.float32)
+    wz = np.zeros((m,) if per_channel else (), qt)  # ORT takes only 0 for per-channel weights
+    inputs = {"x": operand(qt, sx), "xs": np.float32(0.05), "xz": operand(qt, ()), "w": operand(qt, sw),
+              "ws": ws, "wz": wz, "ys": np.float32(0.3), "yz": operand(qt, ()),
+              "b": rng.integers(-500, 500, (m,)).astype(np.int32)}
+    check(*run_both(tmp_path, "QLinearConv", inputs, [("y", qt)], opset=13, **attrs))
