@@ -44,6 +44,12 @@ int dvm_cli_load_one(const char *cmd, const char *usage, int argc, char **argv, 
  * a CPU-only module runs quietly. */
 dvm_device_kind dvm_cli_auto_device(const dvm_module *m, int verbose);
 
+/* --profile / --trace FILE: a profile attached to vm (with trace events
+ * when trace is not NULL); then detached, printed to stdout (if print) and
+ * the trace written. */
+DVM_MUST_USE dvm_status *dvm_cli_profile_attach(dvm_vm *vm, const char *trace, dvm_profile **out);
+DVM_MUST_USE dvm_status *dvm_cli_profile_finish(dvm_vm *vm, dvm_profile *p, const char *trace, int print);
+
 /* Seconds on the monotonic clock. */
 double dvm_cli_now(void);
 

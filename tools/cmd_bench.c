@@ -23,6 +23,9 @@ static const char usage_text[] =
     "  --device cpu|cuda|auto (default auto: cuda when present and compiled for, else cpu)\n"
     "  --tf32                 CUDA f32 matrix products may use TF32 tensor cores\n"
     "  --verbose              say which device auto picked, and why\n"
+    "  --profile              after the timed runs, profile up to 20 more invocations and print\n"
+    "                         time per call site, op and instruction class\n"
+    "  --trace FILE           write those invocations as a Chrome trace (JSON; opens in Perfetto)\n"
     DVM_CLI_LIMIT_USAGE
     "prints median, p10, p90 and the peak pool memory, then one JSON line\n";
 
@@ -128,11 +131,12 @@ int dvm_cmd_bench(int argc, char **argv) {
       {"threads", required_argument, 0, 't'}, {"iters", required_argument, 0, 'n'},
       {"warmup", required_argument, 0, 'w'}, {"device", required_argument, 0, 'd'},
       {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {"verbose", no_argument, 0, 'v'},
-      DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
+      {"profile", no_argument, 0, 'P'}, {"trace", required_argument, 0, 'R'}, DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
   named shapes[MAX_INPUTS], dims[MAX_INPUTS], ranges[MAX_INPUTS];
-  int nshapes = 0, ndims = 0, nranges = 0, iters = 100, warmup = 10, verbose = 0, bad;
+  int nshapes = 0, ndims = 0, nranges = 0, iters = 100, warmup = 10, verbose = 0, profile = 0, bad;
   double timeout = 0;
-  const char *fname = NULL;
+  const char *fname = NULL, *trace = NULL;
+  dvm_profile *prof = NULL;
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
   int device_auto = 1;
@@ -152,6 +156,8 @@ int dvm_cmd_bench(int argc, char **argv) {
       break;
     case 'T': vo.allow_tf32 = 1; break;
     case 'v': verbose = 1; break;
+    case 'P': profile = 1; break;
+    case 'R': trace = optarg; break;
     case 'S': case 'O': case 'M':
       if ((bad = dvm_cli_limit_option("bench", c, optarg, &vo, &timeout))) return bad;
       break;
@@ -266,10 +272,28 @@ int dvm_cmd_bench(int argc, char **argv) {
          "\"peak_requested_bytes\":%llu,\"host_syncs\":%.2f}\n",
          argv[optind], dvm_function_name(m, f), dvm_device_name(vo.device), iters, med, p10, p90,
          times[0], (unsigned long long)peak, (unsigned long long)asked, syncs);
+  if (profile || trace) { /* separate from the timed runs, which it would slow down */
+    fflush(stdout);
+    if ((st = dvm_cli_profile_attach(vm, trace, &prof))) {
+      rc = dvm_cli_fail("bench", st);
+      goto done;
+    }
+    for (int i = 0; i < (iters < 20 ? iters : 20) && !st; i++) {
+      st = dvm_vm_invoke(vm, f, args, np, res, nr);
+      for (int r = 0; r < nr && !st; r++) dvm_value_clear(&res[r]);
+    }
+    if (st) {
+      rc = dvm_cli_run_fail("bench", st);
+      goto done;
+    }
+    putchar('\n');
+    if ((st = dvm_cli_profile_finish(vm, prof, trace, profile))) rc = dvm_cli_fail("bench", st);
+  }
 done:
   free(times);
   for (int i = 0; i < np; i++) dvm_value_clear(&args[i]);
   dvm_vm_destroy(vm);
+  dvm_profile_destroy(prof);
   dvm_module_release(m);
   return rc;
 }

@@ -26,6 +26,8 @@ static const char usage_text[] =
     "                                     (default: exact f32)\n"
     "  --show N                           elements to print per result (default 8, -1: all)\n"
     "  --stats                            print VM statistics after the run\n"
+    "  --profile                          print time per call site, op and instruction class\n"
+    "  --trace FILE                       write a Chrome trace (JSON; opens in Perfetto)\n"
     "  --verbose                          say which device auto picked, and why (always said\n"
     "                                     for a module with CUDA functions)\n"
     DVM_CLI_LIMIT_USAGE;
@@ -139,11 +141,13 @@ int dvm_cmd_run(int argc, char **argv) {
       {"function", required_argument, 0, 'f'}, {"device", required_argument, 0, 'd'},
       {"threads", required_argument, 0, 't'}, {"show", required_argument, 0, 'n'},
       {"stats", no_argument, 0, 's'}, {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
-      {"verbose", no_argument, 0, 'v'}, DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
+      {"verbose", no_argument, 0, 'v'}, {"profile", no_argument, 0, 'P'},
+      {"trace", required_argument, 0, 'R'}, DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
   binding ins[MAX_BINDINGS], outs[MAX_BINDINGS];
-  int nin = 0, nout = 0, show = 8, stats = 0, verbose = 0, bad;
+  int nin = 0, nout = 0, show = 8, stats = 0, verbose = 0, profile = 0, bad;
   double timeout = 0;
-  const char *fname = NULL;
+  const char *fname = NULL, *trace = NULL;
+  dvm_profile *prof = NULL;
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
   int device_auto = 1;
@@ -167,6 +171,8 @@ int dvm_cmd_run(int argc, char **argv) {
     case 't': vo.threads = atoi(optarg); if (vo.threads < 1) return dvm_cli_usage_error("run", "--threads must be >= 1"); break;
     case 'n': show = atoi(optarg); break;
     case 's': stats = 1; break;
+    case 'P': profile = 1; break;
+    case 'R': trace = optarg; break;
     case 'T': vo.allow_tf32 = 1; break;
     case 'v': verbose = 1; break;
     case 'S': case 'O': case 'M':
@@ -220,6 +226,10 @@ int dvm_cmd_run(int argc, char **argv) {
     rc = dvm_cli_fail("run", st);
     goto done;
   }
+  if ((profile || trace) && (st = dvm_cli_profile_attach(vm, trace, &prof))) {
+    rc = dvm_cli_fail("run", st);
+    goto done;
+  }
   dvm_cli_watch(vm, timeout);
   st = dvm_vm_invoke(vm, f, args, np, res, nr);
   dvm_cli_unwatch();
@@ -261,10 +271,12 @@ int dvm_cmd_run(int argc, char **argv) {
     }
     putchar('\n');
   }
+  if (prof && (st = dvm_cli_profile_finish(vm, prof, trace, profile))) rc = dvm_cli_fail("run", st);
 done:
   for (int i = 0; i < np; i++) dvm_value_clear(&args[i]);
   for (int i = 0; i < nr; i++) dvm_value_clear(&res[i]);
   dvm_vm_destroy(vm);
+  dvm_profile_destroy(prof);
   dvm_module_release(m);
   return rc;
 }

@@ -126,6 +126,7 @@ dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage *
   p->stats.in_use += block;
   if (p->stats.in_use > p->stats.peak) p->stats.peak = p->stats.in_use;
   p->stats.requested += size;
+  p->stats.requested_total += size;
   if (p->stats.requested > p->stats.peak_requested) p->stats.peak_requested = p->stats.requested;
   p->outstanding++;
   pthread_mutex_unlock(&p->lock);

@@ -213,7 +213,7 @@ dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n) {
 dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
                           int nresults) {
   dvm_status *st = dvm_vm_begin(vm, f, args, nargs, results, nresults);
-  if (!st) st = dvm_interp_run(vm, vm->nframes - 1, UINT64_MAX);
+  if (!st) st = vm->profile ? dvm_profile_run(vm, vm->nframes - 1) : dvm_interp_run(vm, vm->nframes - 1, UINT64_MAX);
   return st ? st : dvm_vm_deliver(vm, results, nresults);
 }
 

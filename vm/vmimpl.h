@@ -34,6 +34,7 @@ struct dvm_vm {
   dvm_value *held;    /* results of a started invocation, until taken */
   int nheld;
   dvm_vm_stats stats;
+  struct dvm_profile *profile; /* attached by dvm_vm_set_profile, or NULL */
 };
 
 /* The VM's CUDA state (vm/cuda/stream.h), made on first use: at creation
@@ -63,6 +64,10 @@ DVM_MUST_USE dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kin
  * holds copied to the host, or, with opts.results_on_device, left there once
  * the device has finished writing them. On failure every result is cleared. */
 DVM_MUST_USE dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n);
+
+/* Runs like dvm_interp_run(vm, stop, UINT64_MAX), one instruction at a
+ * time, into vm->profile (profile.c). */
+DVM_MUST_USE dvm_status *dvm_profile_run(dvm_vm *vm, int stop);
 
 /* Pops every frame, releasing registers (after a failed or abandoned run). */
 void dvm_interp_unwind(dvm_vm *vm, int stop);

@@ -1,19 +1,22 @@
 /* The packed-B GEMM for few rows (pgemm.h): matmul and gemm with a
  * constant B, packed once when the module is linked.
  *
- * Layout: B's columns cut into panels of NR = 16; panel p holds, for each
- * l in [0, k), the 16 floats B[l, 16p .. 16p + 16) (the last panel padded
- * with zeros), so the microkernel streams one panel front to back. It
- * keeps an r x 16 block of C (r <= MR = 6) in 2r of the 16 ymm registers
- * and, per l, broadcasts r values of A against two vectors of the panel.
- * Rows are cut into blocks of nearly equal size (8 rows: 4 + 4, not 6 + 2,
- * so no block wastes most of its loads); threads take whole panels, and
- * run all row blocks of a panel while it is in their cache.
+ * Layout: B's columns cut into panels of NR floats (16 for AVX2, 32 for
+ * AVX-512: two vector registers); panel p holds, for each l in [0, k), the
+ * NR floats B[l, NR p .. NR p + NR) (the last panel padded with zeros), so
+ * the microkernel streams one panel front to back. It keeps an r x NR block
+ * of C (r <= MR: 6 rows in 12 of the 16 ymm registers with AVX2, 12 rows in
+ * 24 of the 32 zmm with AVX-512) and, per l, broadcasts r values of A
+ * against the panel's two vectors. Rows are cut into blocks of nearly equal
+ * size (8 rows: 4 + 4, not 6 + 2, so no block wastes most of its loads);
+ * threads take whole panels, and run all row blocks of a panel while it is
+ * in their cache.
  *
  * Why: dnnl_sgemm packs B on every call, which at M = 8 costs more than
- * the product; ONNX Runtime packs constant weights at load. AVX2 and FMA
- * only (the machines here); elsewhere pack declines and callers keep
- * sgemm. Sums run in order over l with FMA, so results differ from
+ * the product; ONNX Runtime packs constant weights at load. The variant
+ * (ops/cpu/isa.h) is the one chosen for the process when B is packed, and
+ * the packed B remembers it; without AVX2 and FMA pack declines and callers
+ * keep sgemm. Sums run in order over l with FMA, so results differ from
  * sgemm's in the last bits, as sgemm's differ between its own paths. */
 #include "ops/cpu/pgemm.h"
 
@@ -24,12 +27,15 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/vec.h"
 
-#define NR 16
+#define NR 16 /* AVX2 */
 #define MR 6
+#define NR512 32
+#define MR512 12
 
 struct dvm_pgemm_b {
-  int64_t k, n, panels;
-  float *data; /* panels * k * NR floats, 64-byte aligned */
+  int64_t k, n, panels, nr;
+  dvm_isa isa;
+  float *data; /* panels * k * nr floats, 64-byte aligned */
 };
 
 int64_t dvm_pgemm_k(const dvm_pgemm_b *pb) { return pb->k; }
@@ -45,15 +51,20 @@ void dvm_pgemm_free(void *p) {
 #include <immintrin.h>
 
 #define TARGET __attribute__((target("avx2,fma")))
+#define TARGET512 __attribute__((target("avx512f,avx2,fma")))
 
 dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn) {
-  __builtin_cpu_init();
-  if (k <= 0 || n <= 0 || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-    return NULL;
+  return dvm_pgemm_pack_isa(dvm_isa_chosen(), b, k, n, sk, sn);
+}
+
+dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk,
+                                int64_t sn) {
+  if (k <= 0 || n <= 0 || isa == DVM_ISA_GENERIC || !dvm_isa_supported(isa)) return NULL;
   dvm_pgemm_b *pb = malloc(sizeof *pb);
-  int64_t panels = (n + NR - 1) / NR;
+  const int64_t nr = isa == DVM_ISA_AVX512F ? NR512 : NR;
+  int64_t panels = (n + nr - 1) / nr;
   size_t bytes;
-  if (!pb || dvm_mul_overflows((size_t)(panels * NR), (size_t)k * sizeof(float), &bytes) ||
+  if (!pb || dvm_mul_overflows((size_t)(panels * nr), (size_t)k * sizeof(float), &bytes) ||
       !(pb->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) {
     free(pb);
     return NULL;
@@ -61,25 +72,31 @@ dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, in
   pb->k = k;
   pb->n = n;
   pb->panels = panels;
+  pb->nr = nr;
+  pb->isa = isa;
   for (int64_t p = 0; p < panels; p++) {
-    float *dst = pb->data + p * k * NR;
-    int64_t j0 = p * NR, w = n - j0 < NR ? n - j0 : NR;
-    for (int64_t l = 0; l < k; l++, dst += NR) {
+    float *dst = pb->data + p * k * nr;
+    int64_t j0 = p * nr, w = n - j0 < nr ? n - j0 : nr;
+    for (int64_t l = 0; l < k; l++, dst += nr) {
       int64_t j = 0;
       for (; j < w; j++) dst[j] = b[l * sk + (j0 + j) * sn];
-      for (; j < NR; j++) dst[j] = 0;
+      for (; j < nr; j++) dst[j] = 0;
     }
   }
   return pb;
 }
 
-typedef struct job {
+typedef struct job job;
+typedef void (*tile_fn)(const job *, int64_t, int64_t);
+
+struct job {
   const dvm_pgemm_b *pb;
   int64_t m, sm, sk, ldc, blocks;
   const float *a;
   float alpha, beta;
   float *c;
-} job;
+  const tile_fn *tiles; /* by rows, 1 .. MR of the variant */
+};
 
 /* C[i0 .. i0 + r, panel p] from r rows of A; r is a constant where it is
  * inlined, so the accumulators stay in registers. */
@@ -118,8 +135,42 @@ TARGET static inline __attribute__((always_inline)) void tile(int r, const job *
   }
 }
 
-#define TILE(R)                                                             \
-  TARGET static void tile##R(const job *jb, int64_t i0, int64_t p) { tile(R, jb, i0, p); }
+/* The AVX-512 tile: as tile, with 32-column panels in two zmm per row and
+ * the last panel's columns past n masked off. */
+TARGET512 static inline __attribute__((always_inline)) void tile512(int r, const job *jb, int64_t i0,
+                                                                    int64_t p) {
+  const dvm_pgemm_b *pb = jb->pb;
+  const int64_t k = pb->k, sm = jb->sm, sk = jb->sk;
+  const float *b = pb->data + p * k * NR512, *a = jb->a + i0 * sm;
+  __m512 c0[MR512], c1[MR512];
+  _Pragma("GCC unroll 12") for (int i = 0; i < r; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t l = 0; l < k; l++, b += NR512) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    _Pragma("GCC unroll 12") for (int i = 0; i < r; i++) {
+      __m512 av = _mm512_set1_ps(a[l * sk + i * sm]);
+      c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+    }
+  }
+  int64_t j0 = p * NR512, w = pb->n - j0 < NR512 ? pb->n - j0 : NR512;
+  __mmask16 m0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
+  __mmask16 m1 = w >= 32 ? 0xffff : w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0;
+  __m512 alpha = _mm512_set1_ps(jb->alpha), beta = _mm512_set1_ps(jb->beta);
+  _Pragma("GCC unroll 12") for (int i = 0; i < r; i++) {
+    float *ci = jb->c + (i0 + i) * jb->ldc + j0;
+    __m512 v0 = _mm512_mul_ps(alpha, c0[i]), v1 = _mm512_mul_ps(alpha, c1[i]);
+    if (jb->beta != 0) {
+      v0 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m0, ci), v0);
+      v1 = _mm512_fmadd_ps(beta, _mm512_maskz_loadu_ps(m1, ci + 16), v1);
+    }
+    _mm512_mask_storeu_ps(ci, m0, v0);
+    _mm512_mask_storeu_ps(ci + 16, m1, v1);
+  }
+}
+
+#define TILE(R)                                                                                  \
+  TARGET static void tile##R(const job *jb, int64_t i0, int64_t p) { tile(R, jb, i0, p); }        \
+  TARGET512 static void tile512_##R(const job *jb, int64_t i0, int64_t p) { tile512(R, jb, i0, p); }
 TILE(1)
 TILE(2)
 TILE(3)
@@ -127,30 +178,56 @@ TILE(4)
 TILE(5)
 TILE(6)
 #undef TILE
+#define TILE(R) \
+  TARGET512 static void tile512_##R(const job *jb, int64_t i0, int64_t p) { tile512(R, jb, i0, p); }
+TILE(7)
+TILE(8)
+TILE(9)
+TILE(10)
+TILE(11)
+TILE(12)
+#undef TILE
 
-static void (*const tiles[MR + 1])(const job *, int64_t, int64_t) = {
-    NULL, tile1, tile2, tile3, tile4, tile5, tile6};
+static const tile_fn tiles_avx2[MR + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
+static const tile_fn tiles_avx512[MR512 + 1] = {
+    NULL, tile512_1, tile512_2, tile512_3, tile512_4, tile512_5, tile512_6,
+    tile512_7, tile512_8, tile512_9, tile512_10, tile512_11, tile512_12};
 
 static void panels(const void *arg, int64_t p0, int64_t p1) {
   const job *jb = arg;
   for (int64_t p = p0; p < p1; p++)
     for (int64_t q = 0; q < jb->blocks; q++) {
       int64_t i0 = jb->m * q / jb->blocks, i1 = jb->m * (q + 1) / jb->blocks;
-      tiles[i1 - i0](jb, i0, p);
+      jb->tiles[i1 - i0](jb, i0, p);
     }
 }
 
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
                    float alpha, float beta, float *c, int64_t ldc, int threads) {
-  job jb = {pb, m, sm, sk, ldc, (m + MR - 1) / MR, a, alpha, beta, c};
+  int avx512 = pb->isa == DVM_ISA_AVX512F;
+  int64_t mr = avx512 ? MR512 : MR;
+  job jb = {pb, m, sm, sk, ldc, (m + mr - 1) / mr, a, alpha, beta, c, avx512 ? tiles_avx512 : tiles_avx2};
   dvm_vec_parallel(threads, pb->panels, panels, &jb);
 }
 
-#else /* no AVX2 kernel for this target: pack declines, run is never reached */
+dvm_isa dvm_pgemm_isa(const dvm_pgemm_b *pb) { return pb->isa; }
+
+#else /* no vector kernel for this target: pack declines, run is never reached */
 
 dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn) {
   (void)b, (void)k, (void)n, (void)sk, (void)sn;
   return NULL;
+}
+
+dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk,
+                                int64_t sn) {
+  (void)isa, (void)b, (void)k, (void)n, (void)sk, (void)sn;
+  return NULL;
+}
+
+dvm_isa dvm_pgemm_isa(const dvm_pgemm_b *pb) {
+  (void)pb;
+  return DVM_ISA_GENERIC;
 }
 
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,

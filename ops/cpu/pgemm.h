@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "ops/cpu/isa.h"
+
 /* The rows of A for which the packed path beats dnnl_sgemm, which packs B
  * on every call (measured up to 96 rows, K and N in {768, 3072}:
  * docs/performance.md). One row is a matrix-vector product bound by memory
@@ -21,11 +23,17 @@ typedef struct dvm_gemm_packs {
 } dvm_gemm_packs;
 
 /* B [k, n] packed, its element (l, j) read at b[l * sk + j * sn] (so a
- * transposed B is sk = 1, sn = its row length). NULL where the packed path
- * cannot run (no AVX2 and FMA on this CPU, k or n 0) or memory is short:
- * callers then use the plain path. Free with dvm_pgemm_free. */
+ * transposed B is sk = 1, sn = its row length), for the process's variant
+ * (dvm_isa_chosen: AVX-512 F or AVX2 + FMA). NULL where the packed path
+ * cannot run (neither on this CPU, k or n 0) or memory is short: callers
+ * then use the plain path. Free with dvm_pgemm_free. */
 dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn);
+/* The same for a given variant (tests, benchmarks); NULL for
+ * DVM_ISA_GENERIC or one this CPU lacks. */
+dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk,
+                                int64_t sn);
 void dvm_pgemm_free(void *pb);
+dvm_isa dvm_pgemm_isa(const dvm_pgemm_b *pb); /* the variant pb was packed for */
 
 /* pb's k and n. */
 int64_t dvm_pgemm_k(const dvm_pgemm_b *pb);

@@ -76,6 +76,17 @@ expect 1 'function "dies", instruction 0 \(fatal\).*this function always fails' 
 expect 0 '"median_ms":' -- "$dvm" bench "$tmp/matmul.dvmb" --dim batch=16 --iters 5 --warmup 1
 expect 0 'latency ms: median' -- "$dvm" bench "$tmp/guard.dvmb" --shape ids=2x7 --shape mask=2x7 --range ids=0..3 --iters 3
 expect 2 'dim 0 is batch: give --dim batch=N' -- "$dvm" bench "$tmp/matmul.dvmb"
+# --profile: per-site, per-op and per-class tables; --trace: Chrome trace JSON
+expect 0 'invoke@[0-9]+ +- +matmul f32\[3,2\] f32\[2,3\] -> f32\[3,3\]' -- \
+  "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy" --profile
+expect 0 'instruction class' -- "$dvm" bench "$tmp/matmul.dvmb" --dim batch=4 --iters 3 --warmup 0 --profile
+expect 0 'trace: 6 events written' -- "$dvm" bench "$tmp/matmul.dvmb" --dim batch=4 --iters 3 --warmup 0 \
+  --trace "$tmp/trace.json"
+expect 0 '^3 3$' -- python3 -c 'import json, sys
+e = json.load(open(sys.argv[1]))["traceEvents"]
+print(sum(x.get("cat") == "kernel" and x["name"] == "matmul" and x["ph"] == "X" for x in e),
+      sum(x.get("cat") == "invocation" and x["dur"] > 0 for x in e))' "$tmp/trace.json"
+expect 2 'cannot write trace' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy" --trace "$tmp/no/t.json"
 expect 2 'input "x" dim 1 must be 2, got 5' -- "$dvm" bench "$tmp/matmul.dvmb" --shape x=3x5
 
 # every subcommand has --help

@@ -434,10 +434,9 @@ static void test_prepack(void) {
   CHECK_OK(dvm_bc_write(built, &bytes, &size));
   CHECK_OK(dvm_module_load_memory(bytes, size, NULL, &m));
   const dvm_kernel_def *mm = dvm_ops_find("matmul", DVM_DEVICE_CPU);
-  __builtin_cpu_init();
-  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  int packs = dvm_isa_chosen() != DVM_ISA_GENERIC;
   CHECK(mm->prepack != NULL);
-  CHECK((dvm_tensor_packed(m->consts[0].tensor, mm, 1) != NULL) == avx2);
+  CHECK((dvm_tensor_packed(m->consts[0].tensor, mm, 1) != NULL) == packs);
   CHECK(dvm_tensor_packed(m->consts[0].tensor, mm, 0) == NULL);
   CHECK(dvm_tensor_packed(m->consts[1].tensor, mm, 1) == NULL);
   dvm_module_release(m);
@@ -469,12 +468,72 @@ static void test_prepack(void) {
   const dvm_kernel_def *gm = dvm_ops_find("gemm", DVM_DEVICE_CPU);
   const dvm_gemm_packs *w = dvm_tensor_packed(m->consts[0].tensor, gm, 1);
   const dvm_gemm_packs *v = dvm_tensor_packed(m->consts[1].tensor, gm, 1);
-  CHECK((w != NULL) == avx2 && (v != NULL) == avx2);
+  CHECK((w != NULL) == packs && (v != NULL) == packs);
   if (w) CHECK(w->b[0] == NULL && w->b[1] != NULL);
   if (v) CHECK(v->b[0] != NULL && v->b[1] != NULL);
   dvm_module_release(m);
   dvm_module_release(built);
   free(bytes);
+}
+
+/* Each packed-GEMM variant this CPU has, against a double-precision
+ * reference: row counts across the block splits, panel tails, B plain and
+ * transposed, alpha and beta, one and two threads. */
+static void test_pgemm_variants(void) {
+  static const int64_t ms[] = {1, 2, 5, 6, 7, 12, 13, 25, 96}, ns[] = {1, 15, 16, 17, 31, 32, 33, 100};
+  static const int64_t ks[] = {1, 9, 70};
+  int ran = 0;
+  for (int isa = DVM_ISA_AVX2; isa < DVM_ISA_COUNT; isa++) {
+    if (!dvm_isa_supported((dvm_isa)isa)) {
+      CHECK(dvm_pgemm_pack_isa((dvm_isa)isa, (const float[]){1}, 1, 1, 1, 1) == NULL);
+      continue;
+    }
+    ran++;
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+      for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+        for (int tb = 0; tb < 2; tb++) {
+          int64_t k = ks[ki], n = ns[ni], mmax = 96;
+          float *b = malloc(sizeof(float) * (size_t)(k * n)), *a = malloc(sizeof(float) * (size_t)(mmax * k));
+          float *c = malloc(sizeof(float) * (size_t)(mmax * n));
+          for (int64_t i = 0; i < k * n; i++) b[i] = (float)((int64_t)(rnd() % 17) - 8) / 8;
+          for (int64_t i = 0; i < mmax * k; i++) a[i] = (float)((int64_t)(rnd() % 13) - 6) / 4;
+          /* B [k, n] at b[l * n + j], or stored transposed [n, k] at b[j * k + l] */
+          int64_t sk = tb ? 1 : n, sn = tb ? k : 1;
+          dvm_pgemm_b *pb = dvm_pgemm_pack_isa((dvm_isa)isa, b, k, n, sk, sn);
+          CHECK(pb && (int)dvm_pgemm_isa(pb) == isa && dvm_pgemm_k(pb) == k && dvm_pgemm_n(pb) == n);
+          for (size_t mi = 0; pb && mi < sizeof ms / sizeof *ms; mi++) {
+            int64_t m = ms[mi];
+            float alpha = mi % 2 ? 0.5f : 1, beta = mi % 3 == 1 ? -2 : 0;
+            for (int64_t i = 0; i < m * n; i++) c[i] = (float)(i % 5);
+            dvm_pgemm_run(pb, m, a, k, 1, alpha, beta, c, n, 1 + (int)(mi % 2));
+            int bad = 0;
+            for (int64_t i = 0; i < m; i++)
+              for (int64_t j = 0; j < n; j++) {
+                double want = beta * (double)((i * n + j) % 5);
+                double dot = 0;
+                for (int64_t l = 0; l < k; l++) dot += (double)a[i * k + l] * b[l * sk + j * sn];
+                want += alpha * dot;
+                bad += fabs(c[i * n + j] - want) > 1e-4 * (1 + fabs(want));
+              }
+            if (bad)
+              fprintf(stderr, "pgemm %s m=%lld k=%lld n=%lld transB=%d: %d wrong\n", dvm_isa_name((dvm_isa)isa),
+                      (long long)m, (long long)k, (long long)n, tb, bad);
+            CHECK(bad == 0);
+          }
+          dvm_pgemm_free(pb);
+          free(a);
+          free(b);
+          free(c);
+        }
+  }
+  /* the chosen variant is supported, and is the best one unless
+   * DVM_CPU_ISA names a lower one (meson runs this test both ways) */
+  dvm_isa chosen = dvm_isa_chosen();
+  CHECK(dvm_isa_supported(chosen));
+  const char *want = getenv("DVM_CPU_ISA");
+  if (want && dvm_isa_supported(DVM_ISA_AVX2) && strcmp(want, "avx2") == 0) CHECK(chosen == DVM_ISA_AVX2);
+  if (!want) CHECK(chosen + 1 == DVM_ISA_COUNT || !dvm_isa_supported((dvm_isa)(chosen + 1)));
+  printf("packed GEMM variants run: %d (chosen: %s)\n", ran, dvm_isa_name(chosen));
 }
 
 static void test_table(void) {
@@ -496,5 +555,6 @@ int main(void) {
   test_matmul_batched();
   test_matmul_errors();
   test_prepack();
+  test_pgemm_variants();
   return harness_finish("kernels");
 }

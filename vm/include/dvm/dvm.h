@@ -8,5 +8,6 @@
 #include "dvm/module.h"
 #include "dvm/vm.h"
 #include "dvm/debug.h"
+#include "dvm/profile.h"
 
 #endif

@@ -78,6 +78,7 @@ typedef struct dvm_pool_stats {
   uint64_t allocs;    /* allocations from the system */
   uint64_t reuses;    /* allocations served from the cache */
   uint64_t limit;     /* 0 = none */
+  uint64_t requested_total; /* bytes asked for by every allocation so far (for profiles) */
 } dvm_pool_stats;
 
 typedef struct dvm_vm_stats {

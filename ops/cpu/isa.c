@@ -1,0 +1,44 @@
+/* The CPU kernels' instruction set (isa.h). */
+#include "ops/cpu/isa.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cpu/elementwise.h"
+
+static const char *const names[DVM_ISA_COUNT] = {"generic", "avx2", "avx512f"};
+
+const char *dvm_isa_name(dvm_isa isa) { return isa < DVM_ISA_COUNT ? names[isa] : "?"; }
+
+int dvm_isa_supported(dvm_isa isa) {
+#if DVM_EW_X86
+  __builtin_cpu_init();
+  int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  switch (isa) {
+  case DVM_ISA_GENERIC: return 1;
+  case DVM_ISA_AVX2: return avx2;
+  case DVM_ISA_AVX512F: return avx2 && __builtin_cpu_supports("avx512f");
+  default: return 0;
+  }
+#else
+  return isa == DVM_ISA_GENERIC;
+#endif
+}
+
+static dvm_isa chosen;
+
+static void choose(void) {
+  int best = DVM_ISA_COUNT - 1;
+  while (best > DVM_ISA_GENERIC && !dvm_isa_supported((dvm_isa)best)) best--;
+  const char *want = getenv("DVM_CPU_ISA");
+  for (int i = 0; want && i < best; i++)
+    if (strcmp(want, names[i]) == 0) best = i;
+  chosen = (dvm_isa)best;
+}
+
+dvm_isa dvm_isa_chosen(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, choose);
+  return chosen;
+}
