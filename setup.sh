@@ -16,6 +16,7 @@ packages=(
   python3 python3-pip                             # fixture generators, references
   python3-torch python3-onnx                      # PyTorch exports of test models (Debian's python3)
   python3-dev python3-venv                        # the Python package (python/)
+  python3-matplotlib                              # the load-test plot of docs/performance.md
 )
 missing=()
 for p in "${packages[@]}"; do
