@@ -16,7 +16,7 @@ packages=(
   python3 python3-pip                             # fixture generators, references
   python3-torch python3-onnx                      # PyTorch exports of test models (Debian's python3)
   python3-dev python3-venv                        # the Python package (python/)
-  python3-matplotlib                              # bench/bench_exported.py --plot (Debian's python3)
+  python3-matplotlib                              # plots of docs/performance.md (bench, serve load test)
 )
 missing=()
 for p in "${packages[@]}"; do

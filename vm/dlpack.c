@@ -26,9 +26,18 @@ static void release_managed(void *ctx) {
 
 dvm_status *dvm_tensor_from_dlpack(DLManagedTensor *src, dvm_tensor **out) {
   const DLTensor *t = &src->dl_tensor;
-  if (t->device.device_type != kDLCPU)
-    return dvm_status_new(DVM_UNIMPLEMENTED, "DLPack device type %d: only CPU tensors can be imported",
-                          (int)t->device.device_type);
+  dvm_device_kind dev;
+  if (t->device.device_type == kDLCPU) {
+    dev = DVM_DEVICE_CPU;
+  } else if (t->device.device_type == kDLCUDA && t->device.device_id == 0) {
+    dev = DVM_DEVICE_CUDA; /* dvm runs on the first CUDA device (vm/cuda/cuapi.c) */
+  } else if (t->device.device_type == kDLCUDA) {
+    return dvm_status_new(DVM_UNIMPLEMENTED, "DLPack tensor on CUDA device %d: dvm runs on device 0 only",
+                          (int)t->device.device_id);
+  } else {
+    return dvm_status_new(DVM_UNIMPLEMENTED, "DLPack device type %d: only CPU (1) and CUDA (2) tensors "
+                          "can be imported", (int)t->device.device_type);
+  }
   int dt = -1;
   for (size_t i = 0; i < sizeof dl_types / sizeof dl_types[0]; i++)
     if (t->dtype.code == dl_types[i].code && t->dtype.bits == dl_types[i].bits && t->dtype.lanes == 1)
@@ -49,8 +58,8 @@ dvm_status *dvm_tensor_from_dlpack(DLManagedTensor *src, dvm_tensor **out) {
     }
   }
   dvm_tensor *r;
-  dvm_status *st = dvm_tensor_wrap((dvm_dtype)dt, t->ndim, t->shape,
-                                   (char *)t->data + t->byte_offset, release_managed, src, &r);
+  dvm_status *st = dvm_tensor_wrap_on(dev, (dvm_dtype)dt, t->ndim, t->shape, (char *)t->data + t->byte_offset,
+                                      release_managed, src, &r);
   if (st) return st;
   *out = r;
   return NULL;

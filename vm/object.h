@@ -60,6 +60,10 @@ DVM_MUST_USE dvm_status *dvm_storage_wrap(dvm_device_kind dev, void *ptr, size_t
 void dvm_storage_retain(dvm_storage *s);
 void dvm_storage_release(dvm_storage *s);
 
+/* dvm_tensor_wrap for memory on `dev` (a device address for CUDA). */
+DVM_MUST_USE dvm_status *dvm_tensor_wrap_on(dvm_device_kind dev, dvm_dtype dt, int rank, const int64_t *dims,
+                                            void *data, void (*deleter)(void *), void *ctx, dvm_tensor **out);
+
 /* A tensor view of `s` (retained) at byte `offset`; checks that the view
  * fits in the storage. */
 DVM_MUST_USE dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int rank,

@@ -163,12 +163,17 @@ dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims, dvm_t
 
 dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const int64_t *dims, void *data,
                             void (*deleter)(void *), void *ctx, dvm_tensor **out) {
+  return dvm_tensor_wrap_on(DVM_DEVICE_CPU, dt, rank, dims, data, deleter, ctx, out);
+}
+
+dvm_status *dvm_tensor_wrap_on(dvm_device_kind dev, dvm_dtype dt, int rank, const int64_t *dims, void *data,
+                               void (*deleter)(void *), void *ctx, dvm_tensor **out) {
   size_t bytes;
   dvm_status *st = tensor_bytes(dt, rank, dims, &bytes);
   if (st) return st;
   if (!data && bytes) return dvm_status_new(DVM_INVALID_ARGUMENT, "tensor data is NULL");
   dvm_storage *s = NULL;
-  st = dvm_storage_wrap(DVM_DEVICE_CPU, data, bytes, deleter, ctx, &s);
+  st = dvm_storage_wrap(dev, data, bytes, deleter, ctx, &s);
   if (st) return st;
   st = dvm_tensor_view(s, 0, dt, rank, dims, out);
   if (st) {

@@ -161,6 +161,28 @@ dvm_status *dvm_vm_push_frame(dvm_vm *vm, uint32_t f, const int64_t *dsts) {
   return NULL;
 }
 
+/* Tensor inputs on the CUDA device (imported with DLPack, or results left
+ * there) go to NAME@cuda functions only: CPU kernels cannot read them. One
+ * that no pool of dvm made (DLPack) may still be written by its producer on
+ * a stream dvm does not know, so the device is waited for once. */
+static dvm_status *device_args_check(dvm_vm *vm, const dvm_func *fn, const dvm_value *args, int nargs) {
+  int foreign = 0;
+  for (int i = 0; i < nargs; i++) {
+    if (args[i].kind != DVM_VAL_TENSOR || args[i].u.tensor->storage->device == DVM_DEVICE_CPU) continue;
+    if (!is_cuda_name(fn->name))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" input %d (\"%s\") is on the %s device; "
+                            "this function runs on the CPU: run on cuda, or pass a host tensor", fn->name, i,
+                            fn->params[i].name, dvm_device_name((dvm_device_kind)args[i].u.tensor->storage->device));
+    foreign |= args[i].u.tensor->storage->pool == NULL;
+  }
+  if (!foreign) return NULL;
+  const dvm_device *d;
+  dvm_status *st = dvm_device_get(DVM_DEVICE_CUDA, &d);
+  if (!st) st = d->sync(d);
+  vm->stats.host_syncs++;
+  return st;
+}
+
 dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
                          int nresults) {
   const dvm_module *m = vm->m;
@@ -180,8 +202,9 @@ dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs, dv
     if (args[i].kind == DVM_VAL_NONE || args[i].kind >= DVM_KIND_COUNT)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" input %d (\"%s\") is empty",
                             fn->name, i, fn->params[i].name);
-  dvm_status *st = dvm_vm_push_frame(vm, (uint32_t)f, NULL);
+  dvm_status *st = device_args_check(vm, fn, args, nargs);
   if (st) return st;
+  if ((st = dvm_vm_push_frame(vm, (uint32_t)f, NULL))) return st;
   dvm_value *R = vm->regs + vm->frames[vm->nframes - 1].base;
   for (int i = 0; i < nargs; i++) {
     R[i] = args[i];

@@ -14,6 +14,7 @@ docs/python.md has the details."""
 from ._dvm import (CompileError, DeviceError, Error, InvalidInput, OutOfMemory, Tensor,
                    UnsupportedOp)
 from ._dvm import probe as _probe
+from ._iobinding import IOBinding, OrtValue
 from ._module import Function, Module, ValueInfo, compile, load
 from ._session import InferenceSession, ModelMetadata, NodeArg, RunOptions, SessionOptions
 
@@ -39,6 +40,6 @@ def get_device() -> str:
 
 
 __all__ = ["compile", "load", "Module", "Function", "ValueInfo", "Tensor", "InferenceSession",
-           "SessionOptions", "RunOptions", "NodeArg", "ModelMetadata", "Error", "InvalidInput",
+           "SessionOptions", "RunOptions", "NodeArg", "ModelMetadata", "IOBinding", "OrtValue", "Error", "InvalidInput",
            "CompileError", "UnsupportedOp", "OutOfMemory", "DeviceError", "device_info",
            "get_available_providers", "get_device", "__version__"]

@@ -104,7 +104,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.device == "auto" and any(name.endswith("@cuda") for name in m.functions):
         # as the dvm command: said only where a CUDA function could run
         print(f"dvm: running on {m.auto_device[1]}", file=sys.stderr)
-    res = m.run(inputs, function=fname, device=a.device, threads=a.threads, tf32=a.tf32)
+    res, stats = m.run_with_stats(inputs, function=fname, device=a.device, threads=a.threads, tf32=a.tf32)
     outs: Dict[str, str] = {}
     order = [v.name for v in fn.outputs]
     for i, b in enumerate(a.output):
@@ -115,7 +115,20 @@ def cmd_run(a: argparse.Namespace) -> int:
             np.save(outs[name], np.asarray(val))
         else:
             print(f"{name}: {_summary(val, a.show)}")
+    if a.stats:
+        print(_stats_line(stats))
     return EXIT_OK
+
+
+def _stats_line(s: Dict[str, Any]) -> str:
+    """The line `dvm run --stats` prints (tools/cmd_run.c)."""
+    text = f"stats: instructions={s['instructions']} kernel_calls={s['kernel_calls']} host_syncs={s['host_syncs']}"
+    for dev in ("cpu", "cuda"):
+        p = s.get(f"{dev}_pool")
+        if p is not None:
+            text += (f" {dev}_pool: in_use={p['in_use']} peak={p['peak']} cached={p['cached']}"
+                     f" allocs={p['allocs']} reuses={p['reuses']}")
+    return text
 
 
 def _summary(val: Any, show: int) -> str:
@@ -230,6 +243,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int)
     r.add_argument("--tf32", action="store_true", help="CUDA f32 matrix products may use TF32 tensor cores")
     r.add_argument("--show", type=int, default=8)
+    r.add_argument("--stats", action="store_true", help="print VM statistics after the run")
     r.set_defaults(run=cmd_run)
     i = sub.add_parser("inspect", help="functions, symbolic signatures, peak memory")
     i.add_argument("model")

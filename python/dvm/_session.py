@@ -11,14 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _dvm
+from ._iobinding import ORT_TYPES as _ORT_TYPES, IOBinding, OrtValue
 from ._module import Module, compile as _compile
 
-# ONNX Runtime's spelling of element types, by dvm dtype name.
-_ORT_TYPES = {
-    "float32": "tensor(float)", "float16": "tensor(float16)", "bfloat16": "tensor(bfloat16)",
-    "float64": "tensor(double)", "int8": "tensor(int8)", "int16": "tensor(int16)",
-    "int32": "tensor(int32)", "int64": "tensor(int64)", "uint8": "tensor(uint8)", "bool": "tensor(bool)",
-}
 _PROVIDERS = ("CPUExecutionProvider", "CUDAExecutionProvider")
 _DVMB_MAGIC = b"\x89DVMB\r\n\x1a"
 
@@ -132,8 +127,9 @@ class InferenceSession:
     providers: CPUExecutionProvider, and CUDAExecutionProvider, which compiles
     for CUDA too and runs there when a device is present. sess_options:
     intra_op_num_threads is read. run, get_inputs, get_outputs,
-    get_modelmeta, get_providers work as in onnxruntime; io_binding and
-    profiling are not supported (they raise dvm.Error)."""
+    get_modelmeta, get_providers work as in onnxruntime; so do io_binding,
+    run_with_iobinding and run_with_ort_values for what dvm.IOBinding
+    supports; profiling is not supported (it raises dvm.Error)."""
 
     def __init__(self, path_or_bytes: Union[str, "os.PathLike[str]", bytes], sess_options: Any = None,
                  providers: Optional[Sequence[Any]] = None, provider_options: Any = None, **kwargs: Any):
@@ -227,16 +223,38 @@ class InferenceSession:
         except KeyError as e:
             raise _dvm.InvalidInput(f"no output named {e.args[0]!r} (outputs: {self._output_names})") from None
 
+    def io_binding(self) -> IOBinding:
+        """An IOBinding for run_with_iobinding (dvm.IOBinding says what it supports)."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options: Any = None) -> None:
+        """Runs on the bound inputs; the bound outputs are then in iobinding.get_outputs()."""
+        iobinding._run()
+
+    def run_with_ort_values(self, output_names: Optional[Sequence[str]], input_dict_ort_values: Mapping[str, Any],
+                            run_options: Any = None) -> List[OrtValue]:
+        """As run, with OrtValue inputs (read in place) and OrtValue outputs,
+        left on the device the session runs on."""
+        feeds = {k: v._value if isinstance(v, OrtValue) else v for k, v in input_dict_ort_values.items()}
+        res = self._module.run(feeds, device=self._device, threads=self._threads,
+                               results_on_device=self._device == "cuda")
+        names = output_names or self._output_names
+        try:
+            return [OrtValue(res[n]) for n in names]
+        except KeyError as e:
+            raise _dvm.InvalidInput(f"no output named {e.args[0]!r} (outputs: {self._output_names})") from None
+
     @property
     def module(self) -> Module:
         """The dvm.Module the session runs."""
         return self._module
 
-    _UNSUPPORTED = ("run_with_iobinding", "io_binding", "run_with_ort_values", "run_with_ortvaluevector",
-                    "end_profiling", "get_profiling_start_time_ns", "set_providers", "run_async")
+    _UNSUPPORTED = ("run_with_ortvaluevector", "end_profiling", "get_profiling_start_time_ns", "set_providers",
+                    "run_async")
 
     def __getattr__(self, name: str) -> Any:
         if name in InferenceSession._UNSUPPORTED:
             raise _dvm.Error(f"dvm.InferenceSession.{name} is not supported (dvm supports run, get_inputs, "
-                             "get_outputs, get_modelmeta, get_providers)")
+                             "get_outputs, get_modelmeta, get_providers, io_binding, run_with_iobinding, "
+                             "run_with_ort_values)")
         raise AttributeError(name)

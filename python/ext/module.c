@@ -262,7 +262,30 @@ static int bind_dict(ModuleObject *self, int f, PyObject *inputs, int np, PyObje
   return 0;
 }
 
-static PyObject *module_run(ModuleObject *self, PyObject *args, PyObject *kwargs) {
+/* What one invocation did: the counters as differences over the call, the
+ * pools' gauges as the VM has them after it (peak: since the VM was made;
+ * VMs are reused across calls). */
+static PyObject *stats_dict(const dvm_vm_stats *before, const dvm_vm_stats *after) {
+  PyObject *d = Py_BuildValue("{s:K,s:K,s:K}", "instructions",
+                              (unsigned long long)(after->instructions - before->instructions), "kernel_calls",
+                              (unsigned long long)(after->kernel_calls - before->kernel_calls), "host_syncs",
+                              (unsigned long long)(after->host_syncs - before->host_syncs));
+  for (int dev = 0; d && dev < DVM_DEVICE_COUNT; dev++) {
+    const dvm_pool_stats *p = &after->pool[dev], *q = &before->pool[dev];
+    if (dev != DVM_DEVICE_CPU && !p->allocs) continue; /* a device this VM never used */
+    PyObject *o = Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "in_use", (unsigned long long)p->in_use, "peak",
+                                (unsigned long long)p->peak, "cached", (unsigned long long)p->cached, "allocs",
+                                (unsigned long long)(p->allocs - q->allocs), "reuses",
+                                (unsigned long long)(p->reuses - q->reuses));
+    char key[32];
+    snprintf(key, sizeof key, "%s_pool", dvm_device_name((dvm_device_kind)dev));
+    if (!o || PyDict_SetItemString(d, key, o) < 0) Py_CLEAR(d);
+    Py_XDECREF(o);
+  }
+  return d;
+}
+
+static PyObject *run_impl(ModuleObject *self, PyObject *args, PyObject *kwargs, int want_stats) {
   static char *kw[] = {"inputs", "function", "device", "threads", "results_on_device", "tf32", NULL};
   PyObject *inputs, *threads_obj = Py_None;
   const char *fname = "main", *devname = "auto";
@@ -319,8 +342,11 @@ static PyObject *module_run(ModuleObject *self, PyObject *args, PyObject *kwargs
     else info = (dvm_param_info){.name = "(extra)", .kind = DVM_VAL_NONE, .rank = -1};
     if (items[i] && dvm_py_to_value(items[i], &info, &argv[i]) < 0) goto done;
   }
+  dvm_vm_stats before, after;
+  dvm_vm_get_stats(vm, &before);
   Py_BEGIN_ALLOW_THREADS st = dvm_vm_invoke(vm, f, argv, (int)nargs, resv, nr);
-  Py_END_ALLOW_THREADS if (st) {
+  Py_END_ALLOW_THREADS dvm_vm_get_stats(vm, &after);
+  if (st) {
     dvm_py_raise(st, 0);
     goto done;
   }
@@ -330,10 +356,24 @@ static PyObject *module_run(ModuleObject *self, PyObject *args, PyObject *kwargs
     if (!val || PyDict_SetItem(result, PyTuple_GET_ITEM(self->result_names[f], r), val) < 0) Py_CLEAR(result);
     Py_XDECREF(val);
   }
+  if (result && want_stats) {
+    PyObject *s = stats_dict(&before, &after);
+    PyObject *pair = s ? PyTuple_Pack(2, result, s) : NULL;
+    Py_XDECREF(s);
+    Py_SETREF(result, pair);
+  }
 done:
   for (Py_ssize_t i = 0; i < nargs; i++) dvm_value_clear(&argv[i]);
   put_back(self, &o, vm);
   return result;
+}
+
+static PyObject *module_run(ModuleObject *self, PyObject *args, PyObject *kwargs) {
+  return run_impl(self, args, kwargs, 0);
+}
+
+static PyObject *module_run_with_stats(ModuleObject *self, PyObject *args, PyObject *kwargs) {
+  return run_impl(self, args, kwargs, 1);
 }
 
 static PyObject *module_close(ModuleObject *self, PyObject *unused) {
@@ -355,6 +395,14 @@ static PyMethodDef module_methods[] = {
      "Safe to call from many threads at once: each call runs on a VM of its own, without the GIL.\n"
      "Errors raise dvm.InvalidInput (wrong or missing inputs) or another dvm.Error with the VM's\n"
      "message."},
+    {"run_with_stats", (PyCFunction)(void (*)(void))module_run_with_stats, METH_VARARGS | METH_KEYWORDS,
+     "run_with_stats($self, inputs, *, function='main', device='auto', threads=None, results_on_device=False, "
+     "tf32=False)\n--\n\n"
+     "As run, and returns (results, stats): what this call did, as `dvm run --stats` prints it.\n"
+     "stats = {\"instructions\", \"kernel_calls\", \"host_syncs\": counts over this call;\n"
+     "\"cpu_pool\" (and \"cuda_pool\" where the call used the device): {\"in_use\", \"peak\",\n"
+     "\"cached\": bytes after the call (peak since the VM was made: VMs are reused across calls),\n"
+     "\"allocs\", \"reuses\": allocations from the system and from the pool's cache during it}}."},
     {"_signatures", (PyCFunction)module_signatures, METH_NOARGS,
      "_signatures() -> [(name, params, results, symbols, peak)]: the raw signatures, which\n"
      "Module.functions presents."},

@@ -53,6 +53,21 @@ def test_results_on_device_on_the_cpu(reshape_module):
     np.testing.assert_array_equal(out["twice"], [[2, 2, 2, 2]])  # the CPU's results are arrays
 
 
+def test_run_with_stats_counts_one_call(reshape_module):
+    """The counters are this call's, also on a VM that ran before."""
+    x = np.ones((3, 4), np.float32)
+    m = dvm.compile(model([h.make_node("Add", ["x", "x"], ["y"]), h.make_node("Mul", ["y", "x"], ["z"])],
+                          [("x", T.FLOAT, ["n", 4])], [("z", T.FLOAT, None)]), fusion=False)
+    out1, s1 = m.run_with_stats([x], device="cpu")
+    del out1  # its memory goes back to the VM's pool, for the second call
+    out2, s2 = m.run_with_stats([x], device="cpu")
+    np.testing.assert_array_equal(out2["z"], 2 * x * x)
+    assert s1["kernel_calls"] == s2["kernel_calls"] == 2 and s1["host_syncs"] == 0
+    assert s1["instructions"] == s2["instructions"] > 2
+    assert s2["cpu_pool"]["allocs"] == 0 and s2["cpu_pool"]["reuses"] >= 1  # the second call's only
+    assert "cuda_pool" not in s1
+
+
 TORCH_CHECK = """
 import numpy as np, torch, dvm
 from onnx import TensorProto as T, helper as h
@@ -122,6 +137,11 @@ def test_python_m_dvm(tmp_path):
     r = run_cli(*args)
     c = subprocess.run([dvm_exe, *args], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("hidden: f32[2,5,32] min=") and r.stdout == c.stdout
+    r = run_cli(*args, "--stats", "--device", "cpu", "--threads", "1")
+    c = subprocess.run([dvm_exe, *args, "--stats", "--device", "cpu", "--threads", "1"], capture_output=True, text=True)
+    assert r.returncode == 0 and c.returncode == 0, r.stderr
+    assert "\nstats: instructions=" in r.stdout and " cpu_pool: in_use=" in r.stdout
+    assert r.stdout == c.stdout  # the same counts and pool figures as the C command's fresh VM
     np.save(tmp_path / "long.npy", np.ones((1, 40), np.int64))
     r = run_cli("run", out, "--input", str(tmp_path / "long.npy"), "--input", str(tmp_path / "long.npy"))
     assert r.returncode == 2 and 'input "ids" dim 1 (seq) must be <= 32, got 40' in r.stderr
@@ -200,3 +220,70 @@ def test_numpy_1x():
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))
     r = subprocess.run([python, "-c", NUMPY1_CHECK], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("ok 1."), r.stderr
+
+
+STANDIN_CHECK = """
+import numpy as np, dvm
+from onnx import TensorProto as T, helper as h
+vi = lambda n, d: h.make_tensor_value_info(n, T.FLOAT, d)
+g = h.make_graph([h.make_node("Add", ["x", "x"], ["y"])], "g", [vi("x", ["n", 4])], [vi("y", None)])
+m = dvm.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), target="cpu,cuda")
+assert m.auto_device[0] == "cuda", m.auto_device
+x = np.arange(12, dtype=np.float32).reshape(3, 4)
+t = m.run({"x": x}, results_on_device=True)["y"]           # 2x, left on the (stand-in) device
+assert isinstance(t, dvm.Tensor) and t.device == "cuda" and t.__dlpack_device__() == (2, 0)
+
+class Producer:                                             # a foreign CUDA DLPack producer
+    def __init__(self, t): self.t = t
+    def __dlpack__(self, stream=None, **kw): return self.t.__dlpack__()
+    def __dlpack_device__(self): return self.t.__dlpack_device__()
+
+for src in (t, Producer(t)):
+    out, stats = m.run_with_stats({"x": src}, results_on_device=True)
+    u = out["y"]                                            # 4x, computed from the device input in place
+    assert u.device == "cuda"
+    back = m.run({"x": Producer(u)}, device="cuda")["y"]    # 8x, copied to the host at the end
+    np.testing.assert_array_equal(back, 8 * x)
+    # the imported input was not uploaded again: no copy to the device, the one wait for the producer
+    assert stats["host_syncs"] == 2, stats                  # the producer's wait and the result's
+try:
+    m.run({"x": t}, device="cpu")
+    raise SystemExit("a CUDA tensor ran on the CPU")
+except dvm.InvalidInput as e:
+    assert 'input 0 ("x") is on the cuda device' in str(e), e
+# the session's IO binding: outputs left on the device and bound back in place
+sess = dvm.InferenceSession(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString(),
+                            providers=["CUDAExecutionProvider"])
+assert sess.get_providers()[0] == "CUDAExecutionProvider"
+io = sess.io_binding()
+io.bind_cpu_input("x", x)
+io.bind_output("y", "cuda")
+sess.run_with_iobinding(io)
+v = io.get_outputs()[0]
+assert v.device_name() == "cuda" and v.shape() == [3, 4] and v.data_type() == "tensor(float)"
+io.bind_ortvalue_input("x", v)                             # 2x, on the device, read in place
+io.bind_output("y", "cpu")
+sess.run_with_iobinding(io)
+np.testing.assert_array_equal(io.copy_outputs_to_cpu()[0], 4 * x)
+w = sess.run_with_ort_values(None, {"x": dvm.OrtValue.from_dlpack(Producer(t))})[0]
+assert w.device_name() == "cuda"
+np.testing.assert_array_equal(m.run({"x": w}, device="cuda")["y"], 8 * x)
+print("ok")
+"""
+
+
+def test_cuda_dlpack_inputs_on_the_standin():
+    """CUDA tensors in through DLPack, in place, on the stand-in driver
+    (tests/cuda/fake_cuda.c, which runs generated kernels on the host and
+    faults when the host touches device memory); a CPU function refuses them."""
+    fake = os.environ.get("DVM_FAKE_CUDA")
+    if not fake or not os.path.exists(fake):
+        pytest.skip("DVM_FAKE_CUDA (the stand-in driver, built by meson) is not set")
+    try:
+        dvm.compile(os.path.join(MODELS, "mlp.onnx"), target="cpu,cuda")
+    except dvm.Error as e:
+        pytest.skip(f"no CUDA code generation here: {e}")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)),
+               DVM_CUDA_DRIVER=fake, DVM_CUBLAS=fake)
+    r = subprocess.run([sys.executable, "-c", STANDIN_CHECK], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

@@ -85,8 +85,8 @@ def test_metadata_options_and_unsupported(tmp_path):
     assert sess2.get_inputs()[0].name == "ids"
     with pytest.raises(dvm.Error, match="provider 'TensorrtExecutionProvider' is not supported"):
         dvm.InferenceSession(path, providers=["TensorrtExecutionProvider"])
-    with pytest.raises(dvm.Error, match="io_binding is not supported"):
-        sess.io_binding()
+    with pytest.raises(dvm.Error, match="end_profiling is not supported"):
+        sess.end_profiling()
     with pytest.raises(dvm.InvalidInput, match="no output named 'nope'"):
         sess.run(["nope"], {"ids": np.ones((1, 2), np.int64), "mask": np.ones((1, 2), np.int64)})
     with pytest.raises(dvm.InvalidInput, match='input "ids": dtype must be i64, got f32'):
@@ -132,3 +132,43 @@ def test_packaged_models_same_outputs_as_onnxruntime(name):
             assert g.shape == w.shape and g.dtype == w.dtype, (name, shapes)
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(w).max())),
                                        err_msg=f"{name} {shapes}")
+
+
+def iobinding_code(rt, path, x):
+    """onnxruntime's IO binding and OrtValue calls, as a user writes them."""
+    sess = rt.InferenceSession(path, providers=["CPUExecutionProvider"])
+    io = sess.io_binding()
+    io.bind_cpu_input("x", x)
+    io.bind_output("y", "cpu")
+    sess.run_with_iobinding(io)
+    first = io.copy_outputs_to_cpu()[0]
+    v = io.get_outputs()[0]
+    facts = (v.device_name(), v.shape(), v.data_type(), v.is_tensor())
+    io.clear_binding_inputs()
+    io.bind_ortvalue_input("x", rt.OrtValue.ortvalue_from_numpy(2 * x))
+    sess.run_with_iobinding(io)
+    second = io.copy_outputs_to_cpu()[0]
+    third = sess.run_with_ort_values(["y"], {"x": rt.OrtValue.ortvalue_from_numpy(3 * x)})[0]
+    return facts, first, second, third.numpy(), third.data_type()
+
+
+def test_iobinding_as_onnxruntime():
+    path = os.path.join(MODELS, "mlp.onnx")
+    x = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
+    want, got = iobinding_code(onnxruntime, path, x), iobinding_code(dvm, path, x)
+    assert got[0] == want[0] and got[4] == want[4]
+    for g, w in zip(got[1:4], want[1:4]):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    sess = dvm.InferenceSession(path)
+    io = sess.io_binding()
+    with pytest.raises(dvm.Error, match="raw buffer pointer is not supported"):
+        io.bind_input("x", "cpu", 0, np.float32, [5, 16], x.ctypes.data)
+    with pytest.raises(dvm.Error, match="preallocated buffer is not supported"):
+        io.bind_output("y", "cpu", 0, np.float32, [5, 4], 12345)
+    io.bind_cpu_input("x", x)
+    io.bind_output("y", "cuda")
+    if sess.get_providers()[0] != "CUDAExecutionProvider":
+        with pytest.raises(dvm.InvalidInput, match="session runs on the CPU"):
+            sess.run_with_iobinding(io)
+    with pytest.raises(dvm.Error, match="is not supported"):
+        dvm.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
