@@ -1234,6 +1234,8 @@ static void node_uses(const dvmc_graph *g, const dvmc_node *n, int *mark, int st
 /* The op table's fused-program op of an f32 elementwise node, or -1. */
 static int fused_op_of(const dvmc_node *n) {
   int arity = n->def && n->def->nin == 1 ? 1 : 2;
+  if (n->def && n->def->fused == DVM_FUSED_GELU && n->nin == 1 && n->nout == 1 && n->nattrs == 1 &&
+      !strcmp(dvmc_attr_string(n, "approximate", ""), "tanh")) return DVM_FUSED_GELU_TANH; /* the one fused op with an attribute */
   return n->def && n->def->fused >= 0 && n->nin == arity && n->nout == 1 && !n->nattrs ? n->def->fused : -1;
 }
 
