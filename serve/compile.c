@@ -1,6 +1,6 @@
 /* model.onnx in a repository, compiled at load the way `dvm compile` does
  * (tools/cmd_compile.c): import, fold, symbol ranges from the config's
- * `dim` lines, infer, lower; the bytes are loaded as a module. With a cache
+ * `dim` lines, infer, graph rewrites, lower; the bytes are loaded as a module. With a cache
  * folder, the .dvmb is kept there under a key of the file's identity
  * (path, size, modification time) and the compile settings, and a later
  * load maps it instead of compiling; a cache entry that fails to load is
@@ -16,6 +16,7 @@
 #include "ir.h"
 #include "lower.h"
 #include "onnx_import.h"
+#include "pass.h"
 #include "serve_compile.h"
 
 static dvm_status *compile(const char *path, const dvms_config *cfg, uint8_t **bytes, size_t *size) {
@@ -27,7 +28,7 @@ static dvm_status *compile(const char *path, const dvms_config *cfg, uint8_t **b
   dvmc_options co = {.function = cfg->function};
   if (!(st = dvmc_import_onnx(c, path, &g)) && !(st = dvmc_fold(c, g, &folded))) {
     for (int i = 0; i < cfg->ndims && !st; i++) st = dvm_status_annotate(dvmc_graph_set_dim(c, g, cfg->dims[i]), "dim");
-    if (!st && !(st = dvmc_infer(c, g))) st = dvmc_lower(c, g, &co, bytes, size);
+    if (!st && !(st = dvmc_infer(c, g)) && !(st = dvmc_passes_run(c, g, 0, NULL))) st = dvmc_lower(c, g, &co, bytes, size);
   }
   dvmc_ctx_destroy(c);
   return st;

@@ -12,6 +12,7 @@
 #include "lower.h"
 #include "onnx_import.h"
 #include "ops.h"
+#include "pass.h"
 #include "place_cuda.h"
 
 #define MAX_DIMS 64
@@ -25,6 +26,8 @@ static const char usage_text[] =
     "  --dump-ir                print the imported graph and stop unless -o is given\n"
     "  --dump-shapes FILE       write every value's inferred dtype and dims as JSON\n"
     "  --list-ops               print the ONNX ops dvm compiles (a Markdown table) and exit\n"
+    "  --disable PASS           skip graph rewrite PASS (repeatable; --list-passes names them)\n"
+    "  --list-passes            print the graph rewrites, in the order they run, and exit\n"
     "  --function NAME          name of the entry function (default main)\n"
     "  --no-fusion              keep every elementwise node its own kernel call\n"
     "  --no-plan                no memory plan: every tensor its own allocation\n";
@@ -43,19 +46,27 @@ static int list_ops(void) {
   return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
 }
 
+/* The graph rewrites (compiler/pass.c's table), one per line. */
+static int list_passes(void) {
+  for (int i = 0; i < dvmc_pass_count(); i++) printf("%-10s %s\n", dvmc_pass_at(i)->name, dvmc_pass_at(i)->what);
+  return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
+}
+
 int dvm_cmd_compile(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"target", required_argument, 0, 't'},
       {"dim", required_argument, 0, 'D'},    {"dump-ir", no_argument, 0, 'I'},
       {"dump-shapes", required_argument, 0, 'S'}, {"list-ops", no_argument, 0, 'L'},
       {"function", required_argument, 0, 'f'}, {"no-fusion", no_argument, 0, 'N'},
-      {"no-plan", no_argument, 0, 'P'},
+      {"no-plan", no_argument, 0, 'P'}, {"disable", required_argument, 0, 'X'},
+      {"list-passes", no_argument, 0, 'R'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *out = NULL, *shapes = NULL, *dims[MAX_DIMS];
   int ndims = 0, dump = 0, cuda = 0;
+  uint32_t disabled = 0;
   dvmc_options co = {0};
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NPh", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NPX:Rh", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
@@ -74,6 +85,13 @@ int dvm_cmd_compile(int argc, char **argv) {
     case 'N': co.no_fusion = 1; break;
     case 'P': co.no_plan = 1; break;
     case 'L': return list_ops();
+    case 'R': return list_passes();
+    case 'X': {
+      int p = dvmc_pass_find(optarg);
+      if (p < 0) return dvm_cli_usage_error("compile", "--disable %s: no such pass (--list-passes names them)", optarg);
+      disabled |= 1u << p;
+      break;
+    }
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }
@@ -112,6 +130,13 @@ int dvm_cmd_compile(int argc, char **argv) {
     rc = dvm_cli_fail("compile", st);
     goto done;
   }
+  int rewrites[32] = {0};
+  if ((st = dvmc_passes_run(c, g, disabled, rewrites))) {
+    rc = dvm_cli_fail("compile", st);
+    goto done;
+  }
+  for (int i = 0; progress && i < dvmc_pass_count(); i++)
+    if (rewrites[i]) fprintf(stderr, "dvm compile: pass %s rewrote %d patterns\n", dvmc_pass_at(i)->name, rewrites[i]);
   int total;
   const dvmc_node *lost;
   int unknown = dvmc_infer_unknown(g, &total, &lost);

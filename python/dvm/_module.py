@@ -181,18 +181,19 @@ def compile(model: Any, *, dims: Optional[Mapping[str, Any]] = None, target: str
     a range(lo, hi + 1) works too); target: "cpu" or "cpu,cuda" (adds a CUDA
     version of each function, compiled with NVRTC). options: function="main"
     (the entry's name), fusion=True, plan=True (False: --no-fusion,
-    --no-plan). Raises dvm.UnsupportedOp naming the node for ops dvm does
+    --no-plan), disable=() (graph rewrites to skip, as --disable). Raises dvm.UnsupportedOp naming the node for ops dvm does
     not take, dvm.CompileError for other failures."""
     parts = [t.strip() for t in target.split(",") if t.strip()]
     bad = [t for t in parts if t not in ("cpu", "cuda")]
     if bad or not parts:
         raise ValueError(f"unknown target {target!r} (cpu, cpu,cuda)")
-    known = {"function", "fusion", "plan"}
+    known = {"function", "fusion", "plan", "disable"}
     extra = set(options) - known
     if extra:
         raise TypeError(f"dvm.compile: unknown options {sorted(extra)} (known: {sorted(known)})")
+    disable = options.get("disable", ())
     src, model_dir = _model_bytes(model)
     data = _dvm.compile(src, _dim_list(dims), cuda="cuda" in parts, model_dir=model_dir,
                         function=options.get("function"), fusion=bool(options.get("fusion", True)),
-                        plan=bool(options.get("plan", True)))
+                        plan=bool(options.get("plan", True)), disable=(disable,) if isinstance(disable, str) else tuple(disable))
     return Module(data)

@@ -1,6 +1,7 @@
 /* dvm._dvm.compile: an ONNX model to .dvmb bytes with the compiler library,
  * through the passes `dvm compile` runs (tools/cmd_compile.c), in the same
- * order: import, fold, symbol ranges, inference, lowering, CUDA placement. */
+ * order: import, fold, symbol ranges, inference, graph rewrites, lowering,
+ * CUDA placement. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,16 +11,18 @@
 #include "ir.h"
 #include "lower.h"
 #include "onnx_import.h"
+#include "pass.h"
 #include "place_cuda.h"
 
 #define MAX_DIMS 64
 
 const char dvm_py_compile_doc[] =
     "compile($module, model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None,\n"
-    "        dump_ir=False, lower=True)\n--\n\n"
+    "        dump_ir=False, lower=True, disable=())\n--\n\n"
     "Compiles an ONNX model (a path, or the model's bytes) to .dvmb bytes. dims is a list of\n"
     "(name, lo, hi) symbol ranges. With dump_ir, returns (bytes or None, the inferred graph as\n"
     "`dvm compile --dump-ir` prints it); lower=False stops before lowering (bytes None).\n"
+    "disable: names of graph rewrites to skip (`dvm compile --list-passes`).\n"
     "Use dvm.compile, which returns a Module.";
 
 typedef struct {
@@ -31,8 +34,8 @@ typedef struct {
  * gets the inferred graph's listing (malloc'ed), and lowering is skipped
  * unless `lower`. */
 static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *dims, int ndims,
-                                 const dvmc_options *co, int cuda, int lower, char **ir, const char *what,
-                                 uint8_t **bytes, size_t *size) {
+                                 const dvmc_options *co, uint32_t disabled, int cuda, int lower, char **ir,
+                                 const char *what, uint8_t **bytes, size_t *size) {
   int folded = 0;
   dvm_status *st = dvmc_fold(c, g, &folded);
   if (st) return st;
@@ -41,7 +44,7 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *di
     snprintf(spec, sizeof spec, "%.127s=%lld..%lld", dims[i].name, dims[i].lo, dims[i].hi);
     if ((st = dvmc_graph_set_dim(c, g, spec))) return dvm_status_annotate(st, "dims");
   }
-  if ((st = dvmc_infer(c, g))) return st;
+  if ((st = dvmc_infer(c, g)) || (st = dvmc_passes_run(c, g, disabled, NULL))) return st;
   if (ir) {
     size_t len;
     FILE *f = open_memstream(ir, &len);
@@ -58,6 +61,26 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *di
     *bytes = placed;
   }
   return NULL;
+}
+
+/* disable: an iterable of pass names, as a mask of their indices. */
+static int parse_disable(PyObject *names, uint32_t *mask) {
+  PyObject *it = PyObject_GetIter(names), *item;
+  if (!it) return -1;
+  while ((item = PyIter_Next(it))) {
+    const char *name = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
+    int p = name ? dvmc_pass_find(name) : -1;
+    if (p < 0) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "disable: no pass %R (dvm compile --list-passes)", item);
+      Py_DECREF(item);
+      Py_DECREF(it);
+      return -1;
+    }
+    *mask |= 1u << p;
+    Py_DECREF(item);
+  }
+  Py_DECREF(it);
+  return PyErr_Occurred() ? -1 : 0;
 }
 
 static int parse_dims(PyObject *list, dim_range *dims, int *ndims) {
@@ -91,14 +114,17 @@ static int parse_dims(PyObject *list, dim_range *dims, int *ndims) {
 }
 
 PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
-  static char *kw[] = {"model", "dims", "function", "cuda", "fusion", "plan", "model_dir", "dump_ir", "lower", NULL};
-  PyObject *model, *dims_obj, *dir_obj = Py_None;
+  static char *kw[] = {"model", "dims", "function", "cuda", "fusion", "plan", "model_dir", "dump_ir", "lower",
+                       "disable", NULL};
+  PyObject *model, *dims_obj, *dir_obj = Py_None, *disable_obj = NULL;
   const char *function = NULL;
   int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1;
   char *ir = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOpp:compile", kw, &model, &dims_obj, &function, &cuda,
-                                   &fusion, &plan, &dir_obj, &dump_ir, &lower))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppO:compile", kw, &model, &dims_obj, &function, &cuda,
+                                   &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj))
     return NULL;
+  uint32_t disabled = 0;
+  if (disable_obj && parse_disable(disable_obj, &disabled) < 0) return NULL;
   dim_range dims[MAX_DIMS];
   int ndims = 0;
   if (parse_dims(dims_obj, dims, &ndims) < 0) return NULL;
@@ -125,7 +151,7 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   if (!st)
     st = path ? dvmc_import_onnx(c, what, &g)
               : dvmc_import_onnx_memory(c, view.buf, (size_t)view.len, dir ? PyBytes_AS_STRING(dir) : NULL, &g);
-  if (!st) st = compile_graph(c, g, dims, ndims, &co, cuda, lower, dump_ir ? &ir : NULL, what, &bytes, &size);
+  if (!st) st = compile_graph(c, g, dims, ndims, &co, disabled, cuda, lower, dump_ir ? &ir : NULL, what, &bytes, &size);
   dvmc_ctx_destroy(c);
   Py_END_ALLOW_THREADS
   if (have_view) PyBuffer_Release(&view);

@@ -1,0 +1,66 @@
+/* Graph rewrites on symbolic shapes, run after inference and before
+ * lowering: each pass (pass_*.c) replaces a pattern that exporters spell
+ * out in small ops (a decomposed LayerNorm, GELU) by the one op whose
+ * kernel does it in one pass over memory. A pass rewrites only what it
+ * proves: every dim compared is the same interned expression, every
+ * constant is the exact value, and every intermediate is read by nothing
+ * outside the pattern. Each can be switched off (`dvm compile --disable
+ * NAME`) to compare results.
+ *
+ * The table of passes (name, one line, the function) is here; the helpers
+ * below are what the passes share. */
+#ifndef DVMC_PASS_H
+#define DVMC_PASS_H
+
+#include <stdint.h>
+
+#include "ir.h"
+
+typedef struct dvmc_pass {
+  const char *name; /* for --disable and --list-passes */
+  const char *what; /* one line */
+  /* Rewrites g's top-level nodes; adds the number of rewrites to *count. */
+  DVM_MUST_USE dvm_status *(*run)(dvmc_ctx *c, dvmc_graph *g, int *count);
+} dvmc_pass;
+
+int dvmc_pass_count(void);
+const dvmc_pass *dvmc_pass_at(int i);
+/* The index of the pass named name, or -1. */
+int dvmc_pass_find(const char *name);
+
+/* Runs, in table order, each pass whose bit (1 << index) is clear in
+ * `disabled` on g and its subgraphs, after dvmc_infer; counts (NULL, or
+ * dvmc_pass_count() ints, zeroed by the caller) gets each pass's number of
+ * rewrites. Fails only when out of memory. */
+DVM_MUST_USE dvm_status *dvmc_passes_run(dvmc_ctx *c, dvmc_graph *g, uint32_t disabled, int *counts);
+
+/* ---- for the passes ------------------------------------------------------- */
+
+/* v's producer when it is a default-domain `op` node of g with one output,
+ * and v is read exactly `uses` times (so by nothing outside the pattern
+ * that reads it that often, and not a graph output); else NULL. */
+dvmc_node *dvmc_pass_only(const dvmc_graph *g, const dvmc_value *v, const char *op, int uses);
+/* v is a one-element f32 constant: true and *out its value. */
+bool dvmc_pass_scalar(const dvmc_value *v, float *out);
+/* v is a one-element f32 constant equal to x exactly. */
+bool dvmc_pass_scalar_is(const dvmc_value *v, float x);
+/* a and b are f32 with the same rank and the same known dims. */
+bool dvmc_pass_same_shape(const dvmc_value *a, const dvmc_value *b);
+/* n's input that is not `v` of a two-input node, or NULL when neither or
+ * both are v (for the commutative Add and Mul). */
+dvmc_value *dvmc_pass_other(const dvmc_node *n, const dvmc_value *v);
+
+/* Replaces the nodes `dead` (all of g, the one that makes `out` among
+ * them) by one node `op`(in...) with attributes attrs (copied) that makes
+ * `out`, in the place of out's producer so the order stays topological.
+ * The dead nodes' slots are left NULL until dvmc_passes_run compacts g.
+ * NULL, or an out-of-memory status. */
+DVM_MUST_USE dvm_status *dvmc_pass_replace(dvmc_ctx *c, dvmc_graph *g, dvmc_node *const *dead, int ndead,
+                                           const char *op, dvmc_value *const *in, int nin, dvmc_value *out,
+                                           const dvmc_attr *attrs, int nattrs);
+
+/* The passes, in the order they run (pass.c's table). */
+DVM_MUST_USE dvm_status *dvmc_pass_layernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_gelu(dvmc_ctx *c, dvmc_graph *g, int *count);
+
+#endif
