@@ -2,7 +2,9 @@
  * the kernels' inputs.
  *
  *   "embed_layernorm" (ids [B, S], segment_ids, word [V, H], ...) -> [B, S, H], [B]
+ *     (also qembed_layernorm's)
  *   "attention" (x [B, S, Hin], weights [Hin, 3H], ...) -> [B, S, H]
+ *     (also qattention's)
  *   "fused_matmul" (a, b, transA, transB, alpha, transBatchA, transBatchB)
  *       -> matmul(op(a), op(b))
  *   "fused_gemm" (a, b[, c], transA, transB, alpha, beta, 2 more) -> Gemm's */
@@ -16,7 +18,7 @@
 static dvm_status *shapefn_embed_layernorm(const dvm_value *in, int nin, dvm_value *out, int nout) {
   int ri, rw;
   const int64_t *ids, *word;
-  dvm_status *st = dvm_shape_check_counts("embed_layernorm", nin, 8, 10, nout, 2);
+  dvm_status *st = dvm_shape_check_counts("embed_layernorm", nin, 8, 19, nout, 2);
   if (!st) st = dvm_shape_arg("embed_layernorm", &in[0], 0, &ri, &ids);
   if (!st) st = dvm_shape_arg("embed_layernorm", &in[2], 2, &rw, &word);
   if (st) return st;
@@ -30,7 +32,7 @@ static dvm_status *shapefn_embed_layernorm(const dvm_value *in, int nin, dvm_val
 static dvm_status *shapefn_attention(const dvm_value *in, int nin, dvm_value *out, int nout) {
   int rx, rw;
   const int64_t *x, *w;
-  dvm_status *st = dvm_shape_check_counts("attention", nin, 7, 8, nout, 1);
+  dvm_status *st = dvm_shape_check_counts("attention", nin, 7, 12, nout, 1);
   if (!st) st = dvm_shape_arg("attention", &in[0], 0, &rx, &x);
   if (!st) st = dvm_shape_arg("attention", &in[1], 1, &rw, &w);
   if (st) return st;

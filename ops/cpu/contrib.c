@@ -27,6 +27,13 @@
  *     masked scores get mask_filter_value added, as ONNX Runtime does.
  *     unidirectional 1 masks keys after the query (causal).
  *
+ *   qembed_layernorm(in: ids, segment_ids, word, pos, seg, gamma, beta, mask,
+ *       5 scales, 5 zero points; attrs: epsilon:float) -> y, mask_index
+ *     com.microsoft QEmbedLayerNormalization: embed_layernorm with the
+ *     tables, gamma and beta as u8/i8 codes, dequantized row by row.
+ *   qattention(in: x, weights, bias, x_scale, w_scale[, mask_index[, x_zp[,
+ *       w_zp]]]; attrs: as attention) -> y
+ *     com.microsoft QAttention: attention from u8/i8 x and weights.
  *   fused_matmul(in: a, b; attrs: transA, transB, alpha:float, transBatchA,
  *       transBatchB) -> y
  *     alpha * op(a) op(b) with MatMul's broadcasting; op transposes the
@@ -47,6 +54,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/quant.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/matmul.h"
@@ -150,102 +158,165 @@ static dvm_status *skip_layernorm(const dvm_kernel_args *a) {
   return NULL;
 }
 
+/* An embedding table or a vector: f32, or u8/i8 codes with a scale and a
+ * zero point (QEmbedLayerNormalization's). */
+typedef struct table {
+  const dvm_tensor *t;
+  float scale;
+  int32_t zp;
+} table;
+
+static void row_of(const table *tb, int64_t r, int64_t h, float *out) {
+  if (tb->t->dtype == DVM_F32) {
+    memcpy(out, (const float *)dvm_tensor_ptr(tb->t) + r * h, sizeof(float) * (size_t)h);
+    return;
+  }
+  for (int64_t j = 0; j < h; j++) out[j] = (float)(dvm_cpu_quant_int_at(tb->t, r * h + j) - tb->zp) * tb->scale;
+}
+
+/* EmbedLayerNormalization from ids and segment ids (i32 [B, S]), the word,
+ * position and segment tables, gamma and beta (tab[0..5)), the mask and
+ * position ids (i32, or NULL). */
+static dvm_status *embed(const char *op, const dvm_tensor *ids, const dvm_tensor *seg, const table *tab,
+                         const dvm_tensor *mask, const dvm_tensor *pos, float eps, dvm_tensor *y, dvm_tensor *mi) {
+  const dvm_tensor *ints[4] = {ids, seg, mask, pos};
+  for (int i = 0; i < 4; i++)
+    if (ints[i] && ints[i]->dtype != DVM_I32)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: ids, segment ids, mask and position ids must be i32", op);
+  if (ids->rank != 2) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input ids must be [batch, seq]", op);
+  int64_t B = ids->dims[0], S = ids->dims[1], H = last_dim(tab[0].t);
+  char s1[DVM_SHAPE_STR_SIZE];
+  for (int i = 0; i < 5; i++) {
+    const dvm_tensor *t = tab[i].t;
+    if (t->rank != (i < 3 ? 2 : 1) || t->dims[t->rank - 1] != H)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s does not fit hidden size %lld", op,
+                            i < 3 ? "an embedding table" : "gamma or beta", dvm_shape_str(s1, t->rank, t->dims),
+                            (long long)H);
+  }
+  for (int i = 1; i < 4; i++) {
+    const dvm_tensor *t = ints[i];
+    if (t && !(t->rank == 2 && t->dims[1] == S && (t->dims[0] == B || (i == 3 && t->dims[0] == 1))))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s does not fit ids [%lld, %lld]", op,
+                            i == 1 ? "segment ids" : i == 2 ? "mask" : "position ids",
+                            dvm_shape_str(s1, t->rank, t->dims), (long long)B, (long long)S);
+  }
+  const int32_t *idp = dvm_tensor_ptr(ids), *segp = dvm_tensor_ptr(seg);
+  const int32_t *mp = mask ? dvm_tensor_ptr(mask) : NULL, *posp = pos ? dvm_tensor_ptr(pos) : NULL;
+  float *yp = dvm_tensor_ptr(y);
+  int32_t *mip = dvm_tensor_ptr(mi);
+  float *v = malloc(sizeof(float) * (size_t)(5 * H + 1)), *gamma = v + 2 * H, *beta = v + 3 * H;
+  if (!v) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  row_of(&tab[3], 0, H, gamma);
+  row_of(&tab[4], 0, H, beta);
+  for (int64_t b = 0; b < B; b++) {
+    int32_t ones = 0;
+    for (int64_t s = 0; s < S; s++) {
+      int64_t k = b * S + s;
+      int64_t row[3] = {idp[k], posp ? posp[(pos->dims[0] == 1 ? 0 : b * S) + s] : s, segp[k]};
+      for (int t = 0; t < 3; t++) {
+        if (row[t] < 0 || row[t] >= tab[t].t->dims[0]) {
+          free(v);
+          return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s id %lld at [%lld, %lld] is out of range [0, %lld)", op,
+                                t == 0 ? "input" : t == 1 ? "position" : "segment", (long long)row[t], (long long)b,
+                                (long long)s, (long long)tab[t].t->dims[0]);
+        }
+        row_of(&tab[t], row[t], H, t ? v + H : v);
+        for (int64_t j = 0; t && j < H; j++) v[j] += v[H + j];
+      }
+      norm_row(v, H, eps, gamma, beta, yp + k * H);
+      ones += mp && mp[k] == 1;
+    }
+    mip[b] = ones;
+  }
+  free(v);
+  return NULL;
+}
+
 static dvm_status *embed_layernorm(const dvm_kernel_args *a) {
   const char *op = "embed_layernorm";
   float eps;
   dvm_status *st = counts(a, op, 7, 9, 2, 2);
   if (!st) st = epsilon_of(op, a, &eps);
   if (st) return st;
-  dvm_tensor *const *in = a->in;
-  for (int i = 0; i < a->nin; i++) {
-    int want = i >= 2 && i <= 6 ? DVM_F32 : DVM_I32;
-    if (in[i]->dtype != want)
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d is %s: want %s", op, i,
-                            dvm_dtype_name((dvm_dtype)in[i]->dtype), dvm_dtype_name((dvm_dtype)want));
+  table tab[5];
+  for (int i = 0; i < 5; i++) {
+    if (a->in[2 + i]->dtype != DVM_F32)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d is %s: want f32", op, 2 + i,
+                            dvm_dtype_name((dvm_dtype)a->in[2 + i]->dtype));
+    tab[i] = (table){a->in[2 + i], 1, 0};
   }
-  const dvm_tensor *ids = in[0];
-  if (ids->rank != 2) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input ids must be [batch, seq]", op);
-  int64_t B = ids->dims[0], S = ids->dims[1], H = last_dim(in[2]);
-  char s1[DVM_SHAPE_STR_SIZE];
-  for (int i = 1; i < a->nin; i++) {
-    const dvm_tensor *t = in[i];
-    int ok = i >= 2 && i <= 4 ? t->rank == 2 && t->dims[1] == H
-             : i >= 5 && i <= 6 ? t->rank == 1 && t->dims[0] == H
-             : t->rank == 2 && t->dims[1] == S && (t->dims[0] == B || (i == 8 && t->dims[0] == 1));
-    if (!ok)
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d %s does not fit ids [%lld, %lld] and hidden %lld", op,
-                            i, dvm_shape_str(s1, t->rank, t->dims), (long long)B, (long long)S, (long long)H);
+  return embed(op, a->in[0], a->in[1], tab, a->nin > 7 ? a->in[7] : NULL, a->nin > 8 ? a->in[8] : NULL, eps,
+               a->out[0], a->out[1]);
+}
+
+/* com.microsoft QEmbedLayerNormalization: the tables, gamma and beta as
+ * u8/i8 codes (inputs 2-6) with their scales (8-12) and zero points
+ * (13-17), all one element; input 7 the mask. */
+static dvm_status *qembed_layernorm(const dvm_kernel_args *a) {
+  const char *op = "qembed_layernorm";
+  float eps;
+  dvm_status *st = counts(a, op, 18, 18, 2, 2);
+  if (!st) st = epsilon_of(op, a, &eps);
+  if (st) return st;
+  table tab[5];
+  for (int i = 0; i < 5; i++) {
+    const dvm_tensor *q = a->in[2 + i], *s = a->in[8 + i], *z = a->in[13 + i];
+    if ((q->dtype != DVM_U8 && q->dtype != DVM_I8) || z->dtype != q->dtype || s->dtype != DVM_F32 ||
+        dvm_tensor_numel(s) != 1 || dvm_tensor_numel(z) != 1)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d must be u8 or i8 codes with one f32 scale and one "
+                            "zero point of their dtype", op, 2 + i);
+    tab[i] = (table){q, *(const float *)dvm_tensor_ptr(s), dvm_cpu_quant_int_at(z, 0)};
   }
-  const int32_t *idp = dvm_tensor_ptr(ids), *segp = dvm_tensor_ptr(in[1]);
-  const int32_t *mask = a->nin > 7 ? dvm_tensor_ptr(in[7]) : NULL, *posp = a->nin > 8 ? dvm_tensor_ptr(in[8]) : NULL;
-  const float *tab[3] = {dvm_tensor_ptr(in[2]), dvm_tensor_ptr(in[3]), dvm_tensor_ptr(in[4])};
-  float *yp = dvm_tensor_ptr(a->out[0]);
-  int32_t *mi = dvm_tensor_ptr(a->out[1]);
-  float *v = malloc(sizeof(float) * (size_t)(H ? H : 1));
-  if (!v) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
-  for (int64_t b = 0; b < B; b++) {
-    int32_t ones = 0;
-    for (int64_t s = 0; s < S; s++) {
-      int64_t k = b * S + s;
-      int64_t row[3] = {idp[k], posp ? posp[(in[8]->dims[0] == 1 ? 0 : b * S) + s] : s, segp[k]};
-      for (int t = 0; t < 3; t++)
-        if (row[t] < 0 || row[t] >= in[2 + t]->dims[0]) {
-          free(v);
-          return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s id %lld at [%lld, %lld] is out of range [0, %lld)", op,
-                                t == 0 ? "input" : t == 1 ? "position" : "segment", (long long)row[t], (long long)b,
-                                (long long)s, (long long)in[2 + t]->dims[0]);
-        }
-      for (int64_t j = 0; j < H; j++) v[j] = tab[0][row[0] * H + j] + tab[1][row[1] * H + j] + tab[2][row[2] * H + j];
-      norm_row(v, H, eps, dvm_tensor_ptr(in[5]), dvm_tensor_ptr(in[6]), yp + k * H);
-      ones += mask && mask[k] == 1;
-    }
-    mi[b] = ones;
-  }
-  free(v);
-  return NULL;
+  return embed(op, a->in[0], a->in[1], tab, a->in[7], NULL, eps, a->out[0], a->out[1]);
 }
 
 /* ---- attention ---- */
 
-static dvm_status *attention(const dvm_kernel_args *a) {
-  const char *op = "attention";
-  dvm_status *st = counts(a, op, 3, 4, 1, 1);
-  if (!st) st = want_f32(op, a, 3);
-  if (!st) st = dvm_attr_count(op, a->nattrs, 4, 4);
-  int64_t heads = 0, uni = 0;
+typedef struct attn {
+  int64_t heads, uni, B, S, Hin, H3;
+  float scale, filter;
+  const dvm_tensor *mask;
+} attn;
+
+/* The attributes (from attrs[0]: num_heads, unidirectional, scale,
+ * mask_filter_value) and the shapes of x, the weights, the bias and the
+ * mask. */
+static dvm_status *attn_setup(const char *op, const dvm_kernel_args *a, const dvm_tensor *mask, attn *t) {
+  dvm_status *st = dvm_attr_count(op, a->nattrs, 4, 4);
   double scale = 0, filter = 0;
-  if (!st) st = dvm_attr_int(op, "num_heads", &a->attrs[0], &heads);
-  if (!st) st = dvm_attr_int(op, "unidirectional", &a->attrs[1], &uni);
+  memset(t, 0, sizeof *t);
+  if (!st) st = dvm_attr_int(op, "num_heads", &a->attrs[0], &t->heads);
+  if (!st) st = dvm_attr_int(op, "unidirectional", &a->attrs[1], &t->uni);
   if (!st) st = dvm_attr_float(op, "scale", &a->attrs[2], &scale);
   if (!st) st = dvm_attr_float(op, "mask_filter_value", &a->attrs[3], &filter);
   if (st) return st;
-  const dvm_tensor *x = a->in[0], *w = a->in[1], *bias = a->in[2], *mask = a->nin > 3 ? a->in[3] : NULL;
+  const dvm_tensor *x = a->in[0], *w = a->in[1];
   char sx[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE];
-  if (x->rank != 3 || w->rank != 2 || w->dims[0] != x->dims[2] || w->dims[1] % 3 || heads < 1 ||
-      (w->dims[1] / 3) % heads)
+  if (x->rank != 3 || w->rank != 2 || w->dims[0] != x->dims[2] || w->dims[1] % 3 || t->heads < 1 ||
+      (w->dims[1] / 3) % t->heads)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: x %s and weights %s must be [B, S, Hin] and [Hin, 3H], H "
                           "divisible by num_heads %lld", op, dvm_shape_str(sx, x->rank, x->dims),
-                          dvm_shape_str(sw, w->rank, w->dims), (long long)heads);
-  int64_t B = x->dims[0], S = x->dims[1], Hin = x->dims[2], H3 = w->dims[1], H = H3 / 3, hs = H / heads;
-  if ((st = want_vec(op, "bias", bias, H3))) return st;
-  if (mask && (mask->dtype != DVM_I32 || !((mask->rank == 1 && mask->dims[0] == B) ||
-                                           (mask->rank == 2 && mask->dims[0] == B && mask->dims[1] == S))))
+                          dvm_shape_str(sw, w->rank, w->dims), (long long)t->heads);
+  t->B = x->dims[0], t->S = x->dims[1], t->Hin = x->dims[2], t->H3 = w->dims[1];
+  if ((st = want_vec(op, "bias", a->in[2], t->H3))) return st;
+  if (a->in[2]->dtype != DVM_F32) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: bias must be f32", op);
+  if (mask && (mask->dtype != DVM_I32 || !((mask->rank == 1 && mask->dims[0] == t->B) ||
+                                           (mask->rank == 2 && mask->dims[0] == t->B && mask->dims[1] == t->S))))
     return dvm_status_new(DVM_UNIMPLEMENTED, "%s: mask_index %s: only i32 [B] (end positions) or [B, S] (0/1) masks "
                           "are supported", op, dvm_shape_str(sx, mask->rank, mask->dims));
-  float sc = scale != 0 ? (float)scale : 1.0f / sqrtf((float)hs);
-  float *qkv = malloc(sizeof(float) * (size_t)(B * S * H3 + S + 1));
-  if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
-  float *p = qkv + B * S * H3; /* one row of scores */
-  const float *xp = dvm_tensor_ptr(x), *wp = dvm_tensor_ptr(w), *bp = dvm_tensor_ptr(bias);
-  for (int64_t r = 0; r < B * S; r++) memcpy(qkv + r * H3, bp, sizeof(float) * (size_t)H3);
-  if (B * S > 0 && Hin > 0 && dnnl_sgemm('N', 'N', B * S, H3, Hin, 1.0f, xp, Hin, wp, H3, 1.0f, qkv, H3) != dnnl_success) {
-    free(qkv);
-    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
-  }
-  const int32_t *mp = mask ? dvm_tensor_ptr(mask) : NULL;
-  float *yp = dvm_tensor_ptr(a->out[0]);
+  t->mask = mask;
+  t->scale = scale != 0 ? (float)scale : 1.0f / sqrtf((float)(t->H3 / 3 / t->heads));
+  t->filter = (float)filter;
+  return NULL;
+}
+
+/* Attention over the projected qkv [B, S, 3H] into y [B, S, H]; p is one
+ * row of scores (S floats). */
+static void attend(const attn *t, const float *qkv, float *p, float *yp) {
+  int64_t B = t->B, S = t->S, H3 = t->H3, H = H3 / 3, hs = H / t->heads;
+  const int32_t *mp = t->mask ? dvm_tensor_ptr(t->mask) : NULL;
   for (int64_t b = 0; b < B; b++)
-    for (int64_t hd = 0; hd < heads; hd++)
+    for (int64_t hd = 0; hd < t->heads; hd++)
       for (int64_t i = 0; i < S; i++) {
         const float *q = qkv + (b * S + i) * H3 + hd * hs;
         float mx = -INFINITY, sum = 0;
@@ -253,8 +324,8 @@ static dvm_status *attention(const dvm_kernel_args *a) {
           const float *k = qkv + (b * S + j) * H3 + H + hd * hs;
           float d = 0;
           for (int64_t e = 0; e < hs; e++) d += q[e] * k[e];
-          int masked = (uni && j > i) || (mp && (mask->rank == 1 ? j >= mp[b] : mp[b * S + j] == 0));
-          p[j] = d * sc + (masked ? (float)filter : 0.0f);
+          int masked = (t->uni && j > i) || (mp && (t->mask->rank == 1 ? j >= mp[b] : mp[b * S + j] == 0));
+          p[j] = d * t->scale + (masked ? t->filter : 0.0f);
           mx = p[j] > mx ? p[j] : mx;
         }
         for (int64_t j = 0; j < S; j++) sum += p[j] = expf(p[j] - mx);
@@ -265,7 +336,74 @@ static dvm_status *attention(const dvm_kernel_args *a) {
           for (int64_t e = 0; e < hs; e++) y[e] += p[j] / sum * v[e];
         }
       }
+}
+
+static dvm_status *attention(const dvm_kernel_args *a) {
+  const char *op = "attention";
+  attn t;
+  dvm_status *st = counts(a, op, 3, 4, 1, 1);
+  if (!st) st = want_f32(op, a, 3);
+  if (!st) st = attn_setup(op, a, a->nin > 3 ? a->in[3] : NULL, &t);
+  if (st) return st;
+  int64_t BS = t.B * t.S;
+  float *qkv = malloc(sizeof(float) * (size_t)(BS * t.H3 + t.S + 1));
+  if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  const float *bp = dvm_tensor_ptr(a->in[2]);
+  for (int64_t r = 0; r < BS; r++) memcpy(qkv + r * t.H3, bp, sizeof(float) * (size_t)t.H3);
+  if (BS > 0 && t.Hin > 0 &&
+      dnnl_sgemm('N', 'N', BS, t.H3, t.Hin, 1.0f, dvm_tensor_ptr(a->in[0]), t.Hin, dvm_tensor_ptr(a->in[1]), t.H3,
+                 1.0f, qkv, t.H3) != dnnl_success) {
+    free(qkv);
+    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  }
+  attend(&t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
   free(qkv);
+  return NULL;
+}
+
+/* com.microsoft QAttention (x, weights as u8/i8 codes, bias, x_scale,
+ * w_scale[, mask[, x_zp[, w_zp]]]): qkv = (x - x_zp)(w - w_zp) x_scale
+ * w_scale + bias, then as attention. The codes are summed as f32 through
+ * sgemm: exact while Hin * 255 * 255 < 2^24 (Hin <= 258), as ONNX Runtime's
+ * i32 sums; w_scale and w_zp one element or [3H]. */
+static dvm_status *qattention(const dvm_kernel_args *a) {
+  const char *op = "qattention";
+  attn t;
+  dvm_status *st = counts(a, op, 5, 8, 1, 1);
+  if (!st) st = attn_setup(op, a, a->nin > 5 ? a->in[5] : NULL, &t);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *xs = a->in[3], *ws = a->in[4];
+  const dvm_tensor *xz = a->nin > 6 ? a->in[6] : NULL, *wz = a->nin > 7 ? a->in[7] : NULL;
+  int per = dvm_tensor_numel(ws) != 1;
+  if ((x->dtype != DVM_U8 && x->dtype != DVM_I8) || (w->dtype != DVM_U8 && w->dtype != DVM_I8) ||
+      xs->dtype != DVM_F32 || ws->dtype != DVM_F32 || dvm_tensor_numel(xs) != 1 ||
+      (per && (ws->rank != 1 || ws->dims[0] != t.H3)) || (xz && (xz->dtype != x->dtype || dvm_tensor_numel(xz) != 1)) ||
+      (wz && (wz->dtype != w->dtype || (dvm_tensor_numel(wz) != 1 && (wz->rank != 1 || wz->dims[0] != t.H3)))))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: x and w must be u8 or i8 codes with f32 scales and zero points "
+                          "of their dtypes (one element; w's may have %lld)", op, (long long)t.H3);
+  int64_t BS = t.B * t.S, nx = BS * t.Hin, nw = t.Hin * t.H3;
+  int32_t *xi = dvm_cpu_quant_widen(x, xz, 1, 1), *wi = dvm_cpu_quant_widen(w, wz, 1, t.H3);
+  float *buf = malloc(sizeof(float) * (size_t)(nx + nw + BS * t.H3 + t.S + 1));
+  if (!xi || !wi || !buf) {
+    free(xi), free(wi), free(buf);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  }
+  float *xf = buf, *wf = buf + nx, *qkv = wf + nw;
+  for (int64_t i = 0; i < nx; i++) xf[i] = (float)xi[i];
+  for (int64_t i = 0; i < nw; i++) wf[i] = (float)wi[i];
+  free(xi), free(wi);
+  if (BS > 0 && t.H3 > 0) memset(qkv, 0, sizeof(float) * (size_t)(BS * t.H3));
+  if (BS > 0 && t.Hin > 0 &&
+      dnnl_sgemm('N', 'N', BS, t.H3, t.Hin, 1.0f, xf, t.Hin, wf, t.H3, 0.0f, qkv, t.H3) != dnnl_success) {
+    free(buf);
+    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  }
+  const float *bp = dvm_tensor_ptr(a->in[2]), *wsp = dvm_tensor_ptr(ws);
+  float x_scale = *(const float *)dvm_tensor_ptr(xs);
+  for (int64_t r = 0; r < BS; r++)
+    for (int64_t j = 0; j < t.H3; j++) qkv[r * t.H3 + j] = qkv[r * t.H3 + j] * (x_scale * wsp[per ? j : 0]) + bp[j];
+  attend(&t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
+  free(buf);
   return NULL;
 }
 
@@ -390,6 +528,9 @@ const dvm_kernel_def dvm_cpu_contrib_kernels[] = {
     {"skip_layernorm", DVM_DEVICE_CPU, skip_layernorm, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"embed_layernorm", DVM_DEVICE_CPU, embed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
     {"attention", DVM_DEVICE_CPU, attention, "attention", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"qembed_layernorm", DVM_DEVICE_CPU, qembed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
+    {"qattention", DVM_DEVICE_CPU, qattention, "attention",
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     {"fused_matmul", DVM_DEVICE_CPU, fused_matmul, "fused_matmul", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"fused_gemm", DVM_DEVICE_CPU, fused_gemm, "fused_gemm", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},

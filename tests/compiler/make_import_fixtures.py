@@ -126,6 +126,35 @@ def shapes():
                  [vi("y", I64, None)], inits)
 
 
+def quant_contrib():
+    """The quantization ops and ONNX Runtime's com.microsoft ops, with their
+    attributes (axis, block_size, strides, epsilon, num_heads, ...)."""
+    U8, I8, I32 = TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32
+    ms = "com.microsoft"
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "qs", "qz"]),
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q2"], axis=1, block_size=2),
+        helper.make_node("DequantizeLinear", ["q2", "s", "z"], ["d"], axis=1, block_size=2),
+        helper.make_node("MatMulInteger", ["q", "wq", "qz", "wz"], ["mi"]),
+        helper.make_node("ConvInteger", ["ci", "cw"], ["co"], strides=[2, 2], pads=[1, 1, 1, 1], group=1),
+        helper.make_node("SkipLayerNormalization", ["d", "d", "g", "", ""], ["sl", "", "", "sum"], domain=ms,
+                         epsilon=1e-5),
+        helper.make_node("Attention", ["e", "aw", "ab", "m"], ["at"], domain=ms, num_heads=2, unidirectional=0,
+                         mask_filter_value=-1e4),
+        helper.make_node("FusedGemm", ["d", "gw"], ["fg"], domain=ms, activation="LeakyRelu", activation_alpha=0.1,
+                         transB=1),
+        helper.make_node("FusedMatMul", ["d", "gw"], ["fm"], domain=ms, alpha=0.5, transB=1, transBatchA=0),
+    ]
+    inputs = [vi("x", F, ["n", 4]), vi("s", F, ["n", 2]), vi("z", U8, ["n", 2]), vi("wq", U8, [4, 3]),
+              vi("wz", U8, []), vi("ci", U8, [1, 1, 5, 5]), vi("cw", U8, [1, 1, 3, 3]), vi("g", F, [4]),
+              vi("e", F, [1, "t", 4]), vi("aw", F, [4, 12]), vi("ab", F, [12]), vi("m", I32, [1]),
+              vi("gw", F, [3, 4])]
+    outputs = [vi(k, F, None) for k in ["sl", "sum", "at", "fg", "fm"]] + [vi("mi", I32, None), vi("co", I32, None)]
+    m = model(nodes, inputs, outputs, opset=21)
+    m.opset_import.append(helper.make_opsetid(ms, 1))
+    return m
+
+
 def broken(m, edit):
     m = onnx.ModelProto.FromString(m.SerializeToString())
     edit(m)
@@ -135,7 +164,8 @@ def broken(m, edit):
 def main():
     os.makedirs(OUT, exist_ok=True)
     valid = {"mlp": mlp(), "encodings": encodings(), "constants": constants(), "attributes": attributes(),
-             "if": if_model(), "loop": loop_model(), "scan": scan_model(), "shapes": shapes()}
+             "if": if_model(), "loop": loop_model(), "scan": scan_model(), "shapes": shapes(),
+             "quant_contrib": quant_contrib()}
     files = {f"valid_{k}.onnx": m.SerializeToString() for k, m in valid.items()}
     small = mlp()
 

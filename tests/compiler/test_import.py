@@ -395,7 +395,7 @@ def test_no_default_opset(tmp_path):
     error(save(m, tmp_path), "corrupt", "imports no opset of the default ONNX domain")
 
 
-@pytest.mark.parametrize("domain", ["com.microsoft", "ai.onnx.ml"])
+@pytest.mark.parametrize("domain", ["org.pytorch.aten", "ai.onnx.ml"])
 def test_unknown_domain(tmp_path, domain):
     n = helper.make_node("Gelu", ["x"], ["y"], name="g1", domain=domain)
     m = model([n], [vi("x", F, [2])], [vi("y", F, None)],

@@ -180,3 +180,54 @@ def test_matmul_integer_to_float(tmp_path, shapes):
               "bs": np.array(0.05, np.float32), "az": np.array(7, np.uint8), "bz": np.array(-3, np.int8),
               "bias": f32(n)}
     close(*run_both(tmp_path, "MatMulIntegerToFloat", inputs, [("y", np.float32)], domain=MS))
+
+
+def test_contrib_op_dvm_lacks_is_refused_by_name(tmp_path):
+    """A com.microsoft op without a row in the op table is refused at
+    compile time naming the node and the op."""
+    node = helper.make_node("Rfft", ["x"], ["y"], name="r1", domain=MS)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
+              tmp_path / "m.onnx")
+    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and 'node "r1" (Rfft' in r.stderr and "not supported" in r.stderr, r.stderr
+
+
+def codes(dt, *shape):
+    lo, hi = (0, 256) if dt == np.uint8 else (-128, 128)
+    return rng.integers(lo, hi, shape).astype(dt)
+
+
+@pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (0, 3)])
+@pytest.mark.parametrize("dt", [np.uint8, np.int8])
+def test_qembed_layer_normalization(tmp_path, bs, dt):
+    b, s = bs
+    h, vocab = 5, 11
+    inputs = {"ids": rng.integers(0, vocab, (b, s)).astype(np.int32),
+              "seg": rng.integers(0, 2, (b, s)).astype(np.int32), "word": codes(dt, vocab, h),
+              "pos": codes(dt, 16, h), "segt": codes(dt, 2, h), "g": codes(dt, h), "beta": codes(dt, h),
+              "mask": rng.integers(0, 2, (b, s)).astype(np.int32)}
+    for k in ["word", "pos", "segt", "g", "beta"]:
+        inputs[k + "_s"] = np.array(rng.uniform(0.01, 0.1), np.float32)
+    for k in ["word", "pos", "segt", "g", "beta"]:
+        inputs[k + "_z"] = codes(dt)
+    close(*run_both(tmp_path, "QEmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
+                    opset=17, domain=MS, epsilon=1e-5))
+
+
+@pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (1, 0)])
+@pytest.mark.parametrize("types", [(np.uint8, np.int8), (np.uint8, np.uint8)])
+@pytest.mark.parametrize("mask", ["end", "raw"])
+def test_qattention(tmp_path, bs, types, mask):
+    b, s = bs
+    hin, heads, h = 7, 2, 12
+    tx, tw = types
+    m = (rng.integers(1, s + 1 if s else 2, (b,)) if mask == "end" else rng.integers(0, 2, (b, s))).astype(np.int32)
+    if mask == "raw":
+        m[:, :1] = 1
+    inputs = {"x": codes(tx, b, s, hin), "w": codes(tw, hin, 3 * h), "bias": f32(3 * h),
+              "xs": np.array(0.02, np.float32), "ws": np.array(0.01, np.float32), "m": m, "xz": codes(tx),
+              "wz": codes(tw)}
+    close(*run_both(tmp_path, "QAttention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
