@@ -2,7 +2,7 @@
 """dvm next to ONNX Runtime on models as PyTorch exports them.
 
     PYTHONPATH=build/python python3 bench/bench_exported.py [--quick] [--threads 1,2]
-        [--rounds 3] [--budget 1.0] [--only SUBSTRING] [--json FILE] [--plot FILE.png] [--no-rss]
+        [--rounds 3] [--budget 1.0] [--min-runs 5] [--only WORD,WORD] [--json FILE] [--plot FILE.png] [--no-rss]
 
 The models: BERT-base (batch 1 x seq 8/32/128/384 and 8 x 128), a GPT-2-style
 decoder (6 layers, 128 tokens), a ResNet-18-style CNN (224x224 and
@@ -25,6 +25,11 @@ difference relative to the output's largest magnitude). Peak RSS is
 measured in separate processes (one runtime each, the Python interpreter
 and NumPy included), at the first thread count.
 
+--min-runs (default 5) bounds the timed runs per measurement from below
+for the large points; --rss-runs the runs in each RSS process.
+
+--markdown JSON...: the tables of earlier --json runs, for docs/performance.md.
+
 --quick: BERT-tiny and small shapes, one round, short budgets, no RSS: a
 check that the script works, not a measurement. --plot writes latency
 against sequence length for BERT (matplotlib, through /usr/bin/python3).
@@ -32,7 +37,6 @@ against sequence length for BERT (matplotlib, through /usr/bin/python3).
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -149,6 +153,23 @@ def plot(results_json, png):
     fig.savefig(png, dpi=110)
 
 
+def markdown(paths):
+    """The results of one or more --json files as one Markdown table."""
+    rows = []
+    for p in paths:
+        with open(p) as f:
+            rows += json.load(f)["results"]
+    print("| model | shape | threads | dvm ms | ORT ms | dvm / ORT | max diff | peak RSS dvm / ORT, MB |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        if "skipped" in r:
+            print(f"| {r['model']} | {r['shape']} | | | | skipped: {r['skipped']} | | |")
+            continue
+        rss = f"{r['rss_dvm_mb']:.0f} / {r['rss_ort_mb']:.0f}" if r.get("rss_dvm_mb") and r.get("rss_ort_mb") else ""
+        print(f"| {r['model']} | {r['shape']} | {r['threads']} | {r['dvm_ms']:.3f} | {r['ort_ms']:.3f} | "
+              f"{r['ratio']:.2f} | {r['max_rel_diff']:.1e} | {rss} |")
+
+
 # ---- the cases ----
 
 def bert_feeds(vocab):
@@ -210,11 +231,11 @@ def session(runtime, path, threads):
     return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
-def median_ms(sess, feeds, budget):
+def median_ms(sess, feeds, budget, min_runs):
     sess.run(None, feeds)
     sess.run(None, feeds)
     times, end = [], time.perf_counter() + budget
-    while len(times) < 5 or (time.perf_counter() < end and len(times) < 1000):
+    while len(times) < min_runs or (time.perf_counter() < end and len(times) < 1000):
         t0 = time.perf_counter()
         sess.run(None, feeds)
         times.append(time.perf_counter() - t0)
@@ -238,7 +259,10 @@ def rss_child(runtime, path, feeds_npz, threads, iters):
     sess = session(runtime, path, threads)
     for _ in range(iters):
         sess.run(None, feeds)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0)
+    # VmHWM, not getrusage's ru_maxrss: that one survives exec and so still
+    # holds the forking parent's size
+    with open("/proc/self/status") as f:
+        print(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024.0)
 
 
 def peak_rss(runtime, path, feeds, threads, iters):
@@ -266,18 +290,24 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=1.0, help="seconds per measurement")
-    ap.add_argument("--only", help="run only models or shapes whose label contains this")
+    ap.add_argument("--min-runs", type=int, default=5, help="timed runs per measurement, at least")
+    ap.add_argument("--rss-runs", type=int, default=3, help="runs in each peak-RSS process")
+    ap.add_argument("--only", help="run only the points whose 'model shape' label contains one of these "
+                    "comma-separated words")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--plot", help="PNG of BERT latency against sequence length")
     ap.add_argument("--no-rss", action="store_true")
     ap.add_argument("--export", help=argparse.SUPPRESS)
     ap.add_argument("--plot-from", nargs=2, help=argparse.SUPPRESS)
     ap.add_argument("--rss-child", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--markdown", nargs="+", metavar="JSON", help="print --json results as a Markdown table and exit")
     a = ap.parse_args()
     if a.export:
         return export_models(a.export, a.quick)
     if a.plot_from:
         return plot(*a.plot_from)
+    if a.markdown:
+        return markdown(a.markdown)
     if a.rss_child:
         r, path, npz, threads, iters = a.rss_child
         return rss_child(r, path, npz, int(threads), int(iters))
@@ -302,7 +332,7 @@ def main():
     print(f"{'model':28} {'shape':14} {'thr':>3} {'dvm ms':>10} {'ORT ms':>10} {'dvm/ORT':>8} {'max diff':>9}"
           f" {'RSS dvm MB':>10} {'RSS ORT MB':>10}", flush=True)
     for model, shape, path, make, batch, seq in cases(a.quick):
-        if a.only and a.only not in model and a.only not in shape:
+        if a.only and not any(w in f"{model} {shape}" for w in a.only.split(",")):
             continue
         row = {"model": model, "shape": shape, "batch": batch, "seq": seq}
         if not os.path.exists(path):
@@ -321,13 +351,14 @@ def main():
         diff = max_rel_diff(got, want)
         rss = (None, None)
         if not a.no_rss and not a.quick:
-            rss = tuple(peak_rss(r, path, feeds, threads[0], 5) for r in ("dvm", "ort"))
+            rss = tuple(peak_rss(r, path, feeds, threads[0], a.rss_runs) for r in ("dvm", "ort"))
         for t in threads:
             dvm_s, ort_s = sessions[t]
             best = {"dvm": float("inf"), "ort": float("inf")}
             for k in range(rounds):
                 for side in (("dvm", "ort") if k % 2 == 0 else ("ort", "dvm")):
-                    best[side] = min(best[side], median_ms(dvm_s if side == "dvm" else ort_s, feeds, budget))
+                    best[side] = min(best[side], median_ms(dvm_s if side == "dvm" else ort_s, feeds, budget,
+                                                                 a.min_runs))
             r = dict(row, threads=t, dvm_ms=best["dvm"], ort_ms=best["ort"], ratio=best["dvm"] / best["ort"],
                      max_rel_diff=diff, rss_dvm_mb=rss[0] if t == threads[0] else None,
                      rss_ort_mb=rss[1] if t == threads[0] else None)
@@ -335,10 +366,10 @@ def main():
             fmt = lambda v: f"{v:10.0f}" if v else f"{'':10}"  # noqa: E731
             print(f"{model:28} {shape:14} {t:3d} {r['dvm_ms']:10.3f} {r['ort_ms']:10.3f} {r['ratio']:8.2f}"
                   f" {diff:9.1e} {fmt(r['rss_dvm_mb'])} {fmt(r['rss_ort_mb'])}", flush=True)
+            if a.json:  # after each point, so a long run that is stopped keeps what it measured
+                with open(a.json, "w") as f:
+                    json.dump(info, f, indent=1)
         del sessions
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(info, f, indent=1)
     if a.plot:
         tmp = a.json or os.path.join(DATA, "results.json")
         if not a.json:
