@@ -91,22 +91,71 @@ _ONNX_ELEM = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "in
               9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 16: "bfloat16"}
 
 
+def _varint(buf: memoryview, i: int) -> Tuple[int, int]:
+    v = shift = 0
+    while True:
+        if i >= len(buf) or shift > 63:
+            raise ValueError("a truncated varint")
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
+def _fields(buf: memoryview, wanted: Tuple[int, ...]) -> Dict[int, List[Any]]:
+    """The fields numbered in `wanted` of one protobuf message, by number:
+    ints for varints, memoryviews (no copies) for length-delimited ones.
+    The rest (a model's initializers and nodes) are skipped unread."""
+    out: Dict[int, List[Any]] = {n: [] for n in wanted}
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint(buf, i)
+        elif wire == 2:
+            n, i = _varint(buf, i)
+            if i + n > len(buf):
+                raise ValueError("a field runs past its message")
+            v, i = buf[i:i + n], i + n
+        elif wire in (1, 5):
+            v, i = None, i + (8 if wire == 1 else 4)
+        else:
+            raise ValueError(f"wire type {wire}")
+        if num in out:
+            out[num].append(v)
+    return out
+
+
 def _onnx_facts(data: Optional[bytes]) -> Tuple[ModelMetadata, Dict[str, NodeArg]]:
     """The metadata and the declared graph inputs and outputs of an ONNX
     model, which onnxruntime reports as they are declared; nothing without
-    the onnx package (the module's own signatures are used then)."""
+    the onnx package (the module's own signatures are used then). Only the
+    model's header fields and the graph's inputs and outputs are parsed:
+    parsing the whole model would hold a second copy of its weights."""
     if data is None:
         return ModelMetadata(), {}
     try:
         import onnx
     except ImportError:
         return ModelMetadata(), {}
-    mp = onnx.load_model_from_string(data)
-    meta = ModelMetadata(mp.producer_name, mp.graph.name, mp.domain, mp.doc_string, mp.graph.doc_string,
-                         mp.model_version if mp.HasField("model_version") else 2**63 - 1,
-                         {p.key: p.value for p in mp.metadata_props})
+    try:  # ModelProto: producer_name 2, domain 4, model_version 5, doc_string 6, graph 7, metadata_props 14
+        m = _fields(memoryview(data), (2, 4, 5, 6, 7, 14))
+        g = _fields(m[7][-1], (2, 10, 11, 12)) if m[7] else {2: [], 10: [], 11: [], 12: []}
+    except ValueError:
+        return ModelMetadata(), {}  # the compiler has said what is wrong with it, if anything
+
+    def text(vals: List[Any]) -> str:
+        return bytes(vals[-1]).decode("utf-8", "replace") if vals else ""
+
+    props = [onnx.StringStringEntryProto.FromString(bytes(p)) for p in m[14]]
+    meta = ModelMetadata(text(m[2]), text(g[2]), text(m[4]), text(m[6]), text(g[10]),
+                         m[5][-1] if m[5] else 2**63 - 1, {p.key: p.value for p in props})
     declared = {}
-    for v in list(mp.graph.input) + list(mp.graph.output):
+    for raw in g[11] + g[12]:
+        v = onnx.ValueInfoProto.FromString(bytes(raw))
         t = v.type.tensor_type
         if not v.type.HasField("tensor_type") or not t.elem_type:
             continue
@@ -145,27 +194,37 @@ class InferenceSession:
             self._model_path = os.fspath(path_or_bytes)
             with open(self._model_path, "rb") as f:
                 data = f.read()
-        self._onnx = None if data[:8] == _DVMB_MAGIC else data
-        self._module = Module(data) if self._onnx is None else self._compiled(data, cuda)
+        if data[:8] == _DVMB_MAGIC:
+            self._meta, declared = _onnx_facts(None)
+            self._module = Module(data)
+        else:
+            self._meta, declared = _onnx_facts(data)
+            target = "cpu,cuda" if cuda else "cpu"
+            h = hashlib.sha256(data)
+            h.update(b"\0" + target.encode() + b"\0" + _compiler_id())
+            # a model read from a file is compiled from the file: its bytes
+            # here are dropped first, not held beside the compiler's
+            source: Any = self._model_path if self._model_path else data
+            del data
+            self._module = self._compiled(source, h.hexdigest(), target)
         fn = self._module.functions.get("main")
         if fn is None:
             raise _dvm.Error("dvm.InferenceSession: the module has no function \"main\"")
-        self._meta, declared = _onnx_facts(self._onnx)
         self._inputs = [declared.get(v.name) or self._node_arg(v) for v in fn.inputs]
         self._outputs = [declared.get(v.name) or self._node_arg(v) for v in fn.outputs]
         self._output_names = [o.name for o in self._outputs]
 
-    def _compiled(self, data: bytes, cuda: bool) -> Module:
-        target = "cpu,cuda" if cuda else "cpu"
-        key = hashlib.sha256(data + b"\0" + target.encode() + b"\0" + _compiler_id()).hexdigest()
+    @staticmethod
+    def _compiled(source: Any, key: str, target: str) -> Module:
+        """The module compiled from source (a path or bytes) for target, from
+        the cache when it holds one under key."""
         cached = os.path.join(_cache_dir(), key + ".dvmb")
         if os.path.exists(cached):
             try:
                 return Module(cached)
             except _dvm.Error:
                 pass  # stale or damaged: compile again
-        model: Any = self._model_path if self._model_path else data
-        m = _compile(model, target=target)
+        m = _compile(source, target=target)
         try:  # written whole, then renamed, so readers never see half a file
             os.makedirs(os.path.dirname(cached), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")
