@@ -13,7 +13,7 @@
 /* The op table's fused-program op of an f32 elementwise node, or -1. */
 static int fused_op_of(const dvmc_node *n) {
   int arity = n->def && n->def->nin == 1 ? 1 : 2;
-  /* the one fused op with an attribute */
+  /* the one fused op with an attribute: Gelu's approximate="tanh" */
   if (n->def && n->def->fused == DVM_FUSED_GELU && n->nin == 1 && n->nout == 1 && n->nattrs == 1 &&
       !strcmp(dvmc_attr_string(n, "approximate", ""), "tanh"))
     return DVM_FUSED_GELU_TANH;

@@ -53,12 +53,12 @@ def cmd_compile(a: argparse.Namespace) -> int:
         targets = [t.strip() for t in a.target.split(",")]
         data, ir = _dvm.compile(a.model, [(k, lo, hi) for k, (lo, hi) in _dims(a.dim, "compile", True).items()],
                                 function=a.function, cuda="cuda" in targets, fusion=not a.no_fusion,
-                                plan=not a.no_plan, dump_ir=True, lower=bool(a.output))
+                                plan=not a.no_plan, dump_ir=True, lower=bool(a.output), disable=a.disable)
         print(ir, end="")
         if a.output:
             Module(data).save(a.output)
         return EXIT_OK
-    opts = {"fusion": not a.no_fusion, "plan": not a.no_plan}
+    opts = {"fusion": not a.no_fusion, "plan": not a.no_plan, "disable": a.disable}
     if a.function:
         opts["function"] = a.function
     m = _compile(a.model, dims=_dims(a.dim, "compile", True), target=a.target, **opts)
@@ -233,6 +233,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--function", help="name of the entry function (default main)")
     c.add_argument("--no-fusion", action="store_true")
     c.add_argument("--no-plan", action="store_true")
+    c.add_argument("--disable", action="append", default=[], metavar="PASS", help="skip a graph rewrite")
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a function of a .dvmb on .npy inputs")
     r.add_argument("model")

@@ -243,3 +243,11 @@ def test_exports(tmp_path, model_name):
         feeds = feeds_for(spec, env, np.random.default_rng(4))
         x, y = run(tmp_path, a, feeds, 1), run(tmp_path, b, feeds, 1)
         np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-5, err_msg=str(env))
+
+
+def test_cli():
+    r = subprocess.run([DVM, "compile", "--list-passes"], capture_output=True, text=True)
+    assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["layernorm", "gelu"], r.stdout
+    r = subprocess.run([DVM, "compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "--disable nosuch: no such pass" in r.stderr, r.stderr

@@ -150,6 +150,11 @@ def test_python_m_dvm(tmp_path):
     r = run_cli("compile", bert, "--dump-ir", "--dim", "seq=1..32")
     c = subprocess.run([dvm_exe, "compile", bert, "--dump-ir", "--dim", "seq=1..32"], capture_output=True, text=True)
     assert r.returncode == 0 and c.returncode == 0 and r.stdout == c.stdout  # as the C command prints it
+    args = ["compile", bert, "--dump-ir", "--disable", "gelu"]
+    r, c = run_cli(*args), subprocess.run([dvm_exe, *args], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == c.stdout and "= Erf(" in r.stdout
+    r = run_cli("compile", bert, "-o", out, "--disable", "nosuch")
+    assert r.returncode == 2 and "no pass 'nosuch'" in r.stderr
     r = run_cli("compile", str(tmp_path / "missing.onnx"), "-o", out)
     assert r.returncode == 2 and "error:" in r.stderr
 
