@@ -25,6 +25,12 @@ DVM_MUST_USE dvm_status *dvmc_infer(dvmc_ctx *c, dvmc_graph *g);
  * first of them. Fusion and memory planning skip those values. */
 int dvmc_infer_unknown(dvmc_graph *g, int *total, const dvmc_node **first);
 
+/* After dvmc_infer: calls warn (when not NULL) with a message for each
+ * value of g and its subgraphs whose declared type (a graph output's,
+ * value_info's: ir.h) contradicts the inferred one, and returns how many
+ * (declared.c). The inferred type is the one used. */
+int dvmc_infer_disagreements(const dvmc_graph *g, void (*warn)(void *ctx, const char *msg), void *ctx);
+
 /* True when every dim of v is known. */
 bool dvmc_value_shape_known(const dvmc_value *v);
 /* True when v's contents are known expressions (elems). */

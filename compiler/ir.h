@@ -30,6 +30,17 @@ typedef struct dvmc_tensor {
   size_t nbytes;
 } dvmc_tensor;
 
+/* A type the model declares for a value that is not a graph input (a graph
+ * output, a value_info entry). Inference does not read it; after inference
+ * the two are compared, and a disagreement is a warning (declared.c). */
+typedef struct dvmc_declared {
+  const char *role;           /* "output" or "value_info" */
+  bool typed;                 /* an element type was declared */
+  dvm_dtype dtype;
+  int rank;                   /* -1: no shape declared */
+  int64_t dims[DVM_MAX_RANK]; /* a fixed dim, or -1: symbolic or unknown */
+} dvmc_declared;
+
 typedef struct dvmc_value {
   const char *name;
   bool typed;       /* dtype known */
@@ -45,6 +56,7 @@ typedef struct dvmc_value {
   int nelems;
   int uses;
   int id; /* index in its graph's value list */
+  const dvmc_declared *declared; /* what the model declares for it, or NULL */
 } dvmc_value;
 
 typedef enum {

@@ -570,6 +570,25 @@ static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *rol
   return NULL;
 }
 
+/* Keeps the type tp declares for v (a graph output, value_info) for the
+ * check after inference; the first declaration of a value counts. */
+static dvm_status *declare(imp *im, dvmc_value *v, const Onnx__TypeProto *tp, const char *role) {
+  if (!v || v->declared || !tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE) return NULL;
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  dvmc_declared *d = dvm_arena_alloc(&im->c->arena, 1, sizeof *d);
+  if (!d) return OOM();
+  d->role = role;
+  d->typed = tt->has_elem_type && tt->elem_type && dvmc_onnx_dtype(tt->elem_type, &d->dtype);
+  d->rank = tt->shape ? (int)tt->shape->n_dim : -1; /* read_type checked the rank */
+  for (int i = 0; i < d->rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *dim = tt->shape->dim[i];
+    d->dims[i] = dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && dim->dim_value > 0
+                     ? dim->dim_value : -1;
+  }
+  v->declared = d;
+  return NULL;
+}
+
 /* ---- attributes ---- */
 
 static const char *const attr_type_names[] = {
@@ -1058,13 +1077,16 @@ static dvm_status *import_graph(imp *im, const Onnx__GraphProto *gp, const char 
     if (st) return st;
     dvmc_value *v = dvmc_value_find(g, vn);
     if (!v) return CORRUPT("output %s is not defined", Q(vn));
+    if ((st = declare(im, v, vi->type, "output"))) return st;
     v->uses++;
     g->outputs[g->noutputs++] = v;
   }
   if (!parent && !g->noutputs) return CORRUPT("graph %s has no outputs", Q(g->name));
   for (size_t i = 0; i < gp->n_value_info; i++) {
-    st = read_type(im, gp->value_info[i]->type, "value_info", str(gp->value_info[i]->name), NULL);
-    if (st) return st;
+    const Onnx__ValueInfoProto *vi = gp->value_info[i];
+    if ((st = read_type(im, vi->type, "value_info", str(vi->name), NULL))) return st;
+    dvmc_value *v = dvmc_value_find(g, str(vi->name));
+    if (v && v->producer && (st = declare(im, v, vi->type, "value_info"))) return st;
   }
   *out = g;
   return NULL;

@@ -52,6 +52,12 @@ static int list_passes(void) {
   return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
 }
 
+/* A declared type that inference contradicts: said, and compiling goes on. */
+static void warn(void *ctx, const char *msg) {
+  (void)ctx;
+  fprintf(stderr, "dvm compile: warning: %s\n", msg);
+}
+
 int dvm_cmd_compile(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"target", required_argument, 0, 't'},
@@ -130,6 +136,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     rc = dvm_cli_fail("compile", st);
     goto done;
   }
+  dvmc_infer_disagreements(g, warn, NULL);
   int rewrites[32] = {0};
   if ((st = dvmc_passes_run(c, g, disabled, rewrites))) {
     rc = dvm_cli_fail("compile", st);

@@ -33,9 +33,12 @@ typedef struct {
 /* Everything after import, without the GIL; *ir (when ir is not NULL)
  * gets the inferred graph's listing (malloc'ed), and lowering is skipped
  * unless `lower`. */
+/* One warning per line, for dvm_py_compile to raise as Python warnings. */
+static void collect_warning(void *ctx, const char *msg) { fprintf(ctx, "%s\n", msg); }
+
 static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *dims, int ndims,
                                  const dvmc_options *co, uint32_t disabled, int cuda, int lower, char **ir,
-                                 const char *what, uint8_t **bytes, size_t *size) {
+                                 char **warnings, const char *what, uint8_t **bytes, size_t *size) {
   int folded = 0;
   dvm_status *st = dvmc_fold(c, g, &folded);
   if (st) return st;
@@ -44,7 +47,13 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *di
     snprintf(spec, sizeof spec, "%.127s=%lld..%lld", dims[i].name, dims[i].lo, dims[i].hi);
     if ((st = dvmc_graph_set_dim(c, g, spec))) return dvm_status_annotate(st, "dims");
   }
-  if ((st = dvmc_infer(c, g)) || (st = dvmc_passes_run(c, g, disabled, NULL))) return st;
+  if ((st = dvmc_infer(c, g))) return st;
+  size_t wlen;
+  FILE *w = open_memstream(warnings, &wlen);
+  if (!w) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvmc_infer_disagreements(g, collect_warning, w);
+  fclose(w);
+  if ((st = dvmc_passes_run(c, g, disabled, NULL))) return st;
   if (ir) {
     size_t len;
     FILE *f = open_memstream(ir, &len);
@@ -119,7 +128,7 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   PyObject *model, *dims_obj, *dir_obj = Py_None, *disable_obj = NULL;
   const char *function = NULL;
   int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1;
-  char *ir = NULL;
+  char *ir = NULL, *warnings = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppO:compile", kw, &model, &dims_obj, &function, &cuda,
                                    &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj))
     return NULL;
@@ -151,13 +160,26 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   if (!st)
     st = path ? dvmc_import_onnx(c, what, &g)
               : dvmc_import_onnx_memory(c, view.buf, (size_t)view.len, dir ? PyBytes_AS_STRING(dir) : NULL, &g);
-  if (!st) st = compile_graph(c, g, dims, ndims, &co, disabled, cuda, lower, dump_ir ? &ir : NULL, what, &bytes, &size);
+  if (!st) st = compile_graph(c, g, dims, ndims, &co, disabled, cuda, lower, dump_ir ? &ir : NULL, &warnings, what,
+                            &bytes, &size);
   dvmc_ctx_destroy(c);
   Py_END_ALLOW_THREADS
   if (have_view) PyBuffer_Release(&view);
   Py_XDECREF(path);
   Py_XDECREF(dir);
   free(fn_copy);
+  /* declared types that inference contradicts: UserWarnings, as the CLI's "warning:" lines */
+  for (char *line = warnings, *end; !st && line && *line; line = end + 1) {
+    end = strchr(line, '\n');
+    *end = 0;
+    if (PyErr_WarnEx(PyExc_UserWarning, line, 1) < 0) {
+      free(warnings);
+      free(bytes);
+      free(ir);
+      return NULL;
+    }
+  }
+  free(warnings);
   if (st) {
     free(bytes);
     free(ir);

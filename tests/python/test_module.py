@@ -164,6 +164,17 @@ def test_compile_disable_passes(bert):
         dvm.compile(add_model(), disable="nosuch")
 
 
+def test_compile_warns_of_contradicted_declarations():
+    """A declared output type that inference contradicts is a UserWarning
+    (as `dvm compile` prints it), and the module uses the inferred type."""
+    m = model([h.make_node("Neg", ["x"], ["y"], name="n")], [("x", T.FLOAT, ["N", 4])], [("y", T.FLOAT, ["N", 3])])
+    with pytest.warns(UserWarning) as w:
+        mod = dvm.compile(m)
+    assert [str(x.message) for x in w] == [
+        'output "y" is declared f32[?, 3], inference gives f32[N, 4] (node "n"): the declaration is ignored']
+    x = np.ones((2, 4), np.float32)
+    np.testing.assert_array_equal(mod.run({"x": x})["y"], -x)
+
 def test_compile_errors():
     bad = model([h.make_node("NoSuchOp", ["x"], ["y"])], [("x", T.FLOAT, [2])], [("y", T.FLOAT, None)])
     with pytest.raises(dvm.UnsupportedOp, match="NoSuchOp") as e:

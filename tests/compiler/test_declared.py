@@ -1,0 +1,72 @@
+"""Types a model declares for its outputs and value_info that contradict
+inference (declared.c): dvm compile says so in one warning line per value
+naming it, both types and its node, and compiles with the inferred type (as
+ONNX Runtime warns and runs); declarations that agree, or only name
+symbols, give no warning. (The Python package raises them as UserWarnings:
+tests/python/test_module.py.)"""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def relu_neg(tmp, out_decl, h_decl=None):
+    """x [N, 4] -> Relu -> h -> Neg -> y, with y declared out_decl = (elem,
+    shape) and h declared h_decl (or not at all)."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="r"), helper.make_node("Neg", ["h"], ["y"], name="n")]
+    vis = [helper.make_tensor_value_info("h", *h_decl)] if h_decl else []
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, ["N", 4])],
+                          [helper.make_tensor_value_info("y", *out_decl)], value_info=vis)
+    path = tmp / "m.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return str(path)
+
+
+def compile_(path):
+    p = subprocess.run([DVM, "compile", path, "-o", path + ".dvmb"], capture_output=True, text=True, timeout=60)
+    for bad in ("Sanitizer", "runtime error:"):
+        assert bad not in p.stderr, p.stderr
+    assert p.returncode == 0, p.stderr
+    return [l for l in p.stderr.splitlines() if "warning:" in l]
+
+
+def run(path, x):
+    np.save(path + ".x.npy", x)
+    p = subprocess.run([DVM, "run", path + ".dvmb", "--input", path + ".x.npy", "--output", path + ".y.npy"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return np.load(path + ".y.npy")
+
+
+@pytest.mark.parametrize("out_decl,h_decl,want", [
+    ((F, ["N", 3]), None, ['output "y" is declared f32[?, 3], inference gives f32[N, 4] (node "n")']),
+    ((F, [2, 4, 1]), None, ['output "y" is declared f32[2, 4, 1], inference gives f32[N, 4] (node "n")']),
+    ((I64, ["N", 4]), None, ['output "y" is declared i64[?, 4], inference gives f32[N, 4] (node "n")']),
+    ((F, ["N", 4]), (F, ["N", 5]), ['value_info "h" is declared f32[?, 5], inference gives f32[N, 4] (node "r")']),
+])
+def test_contradiction_is_a_warning(tmp_path, out_decl, h_decl, want):
+    path = relu_neg(tmp_path, out_decl, h_decl)
+    got = compile_(path)
+    assert len(got) == len(want), got
+    for line, w in zip(got, want):
+        assert line == f"dvm compile: warning: {w}: the declaration is ignored", line
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(run(path, x), -np.maximum(x, 0))  # the inferred type is used
+
+
+@pytest.mark.parametrize("out_decl,h_decl", [
+    ((F, ["N", 4]), (F, ["N", 4])),
+    ((F, ["batch", "d"]), (F, [None, None])),  # other or unknown symbols contradict nothing
+    ((F, None), None),                         # no shape declared
+])
+def test_agreement_is_silent(tmp_path, out_decl, h_decl):
+    assert compile_(relu_neg(tmp_path, out_decl, h_decl)) == []
+
