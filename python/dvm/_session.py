@@ -231,9 +231,11 @@ class InferenceSession:
             os.close(fd)
             m.save(tmp)
             os.replace(tmp, cached)
+            # the cached file, memory-mapped, instead of the compiled bytes
+            # (which a module made from bytes holds twice: docs/python.md)
+            return Module(cached)
         except OSError:
-            pass  # no cache: still usable
-        return m
+            return m  # no cache: still usable
 
     @staticmethod
     def _node_arg(v: Any) -> NodeArg:
