@@ -11,7 +11,8 @@ seq --seq, f32 weights as initializers):
         kernels costs in dvm (a VM dispatch, shape work and allocations per
         step and op; the body's elementwise ops are not fused)
 Both compiled by `dvm compile`, run from Python in this process, one kernel
-thread (--threads); the table has the lowest of --rounds median times.
+thread (--threads); the table has the lowest of --rounds median wall
+times and the lowest of --rounds mean CPU times per call.
 
     PYTHONPATH=build/python python3 bench/bench_rnn.py [--seq 100] [--batch 1]
 """
@@ -95,13 +96,17 @@ def loop_model(w, r, b):
 
 
 def timed(call, reps):
+    """Median wall time per call and mean CPU time of this process per
+    call, microseconds (on a loaded shared machine the CPU time is the one
+    to compare: wall time there is mostly waiting for a core)."""
     call()
     t = []
+    c0 = time.process_time()
     for _ in range(reps):
         t0 = time.perf_counter()
         call()
         t.append(time.perf_counter() - t0)
-    return statistics.median(t) * 1e6
+    return statistics.median(t) * 1e6, (time.process_time() - c0) / reps * 1e6
 
 
 def main():
@@ -133,13 +138,14 @@ def main():
             for _ in range(args.rounds):
                 d.append(timed(lambda: dm.run({"X": x}, threads=args.threads), args.reps))
                 o.append(timed(lambda: sess.run(None, {"X": x}), args.reps))
-            res[name] = {"dvm_us": min(d), "ort_us": min(o)}
+            res[name] = {"dvm_us": min(t for t, _ in d), "ort_us": min(t for t, _ in o),
+                         "dvm_cpu_us": min(c for _, c in d), "ort_cpu_us": min(c for _, c in o)}
     err = float(np.abs(outs["lstm"] - outs["loop"]).max())
     print(f"seq {args.seq} batch {args.batch} threads {args.threads}, input {I} hidden {H}; "
           f"max |lstm - loop| = {err:.1e}")
-    print(f"{'form':6} {'dvm us':>9} {'ORT us':>9}")
+    print(f"{'form':6} {'dvm us':>9} {'ORT us':>9} {'dvm cpu':>9} {'ORT cpu':>9}")
     for k, v in res.items():
-        print(f"{k:6} {v['dvm_us']:9.1f} {v['ort_us']:9.1f}")
+        print(f"{k:6} {v['dvm_us']:9.1f} {v['ort_us']:9.1f} {v['dvm_cpu_us']:9.1f} {v['ort_cpu_us']:9.1f}")
     print(json.dumps({"bench": "rnn", "seq": args.seq, "batch": args.batch, "threads": args.threads,
                       "max_abs_diff": err, **{k + "_" + s: v[s] for k, v in res.items() for s in v}}))
 

@@ -10,7 +10,8 @@ bare 512, the state fed back), from Python, in this process:
 Each measurement runs --chunks consecutive chunks and keeps the median time
 per chunk; the table shows the lowest median of --rounds rounds that
 alternate the sides (on a shared machine a round in which another process
-took a core is discarded rather than averaged in).
+took a core is discarded rather than averaged in), and the lowest mean CPU
+time of this process per chunk (under load, wall time is mostly waiting).
 
     PYTHONPATH=build/python python3 bench/bench_silero.py [--threads 1] [--batch 1]
 
@@ -45,13 +46,15 @@ def chunks(batch, n, count, rate):
 
 
 def per_chunk(call, feeds, batch):
+    """Median wall time and mean CPU time of this process per chunk, us."""
     state = np.zeros((2, batch, 128), np.float32)
     times = []
+    c0 = time.process_time()
     for f in feeds:
         t0 = time.perf_counter()
         state = call({**f, "state": state})
         times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+    return statistics.median(times) * 1e6, (time.process_time() - c0) / len(feeds) * 1e6
 
 
 def main():
@@ -83,11 +86,13 @@ def main():
             for _ in range(args.rounds):
                 d.append(per_chunk(dvm_call, feeds, args.batch))
                 o.append(per_chunk(ort_call, feeds, args.batch))
+            dw, ow, dc, oc = (min(x[i] for x in v) for v, i in ((d, 0), (o, 0), (d, 1), (o, 1)))
             rows.append({"model": name, "samples": n, "batch": args.batch, "threads": args.threads,
-                         "dvm_us": min(d), "ort_us": min(o), "ratio": min(d) / min(o)})
-    print(f"{'model':32} {'dvm us':>9} {'ORT us':>9} {'dvm/ORT':>8}")
+                         "dvm_us": dw, "ort_us": ow, "dvm_cpu_us": dc, "ort_cpu_us": oc})
+    print(f"{'model':32} {'dvm us':>9} {'ORT us':>9} {'dvm/ORT':>8} {'dvm cpu':>9} {'ORT cpu':>9} {'dvm/ORT':>8}")
     for r in rows:
-        print(f"{r['model']:32} {r['dvm_us']:9.1f} {r['ort_us']:9.1f} {r['ratio']:8.2f}")
+        print(f"{r['model']:32} {r['dvm_us']:9.1f} {r['ort_us']:9.1f} {r['dvm_us'] / r['ort_us']:8.2f} "
+              f"{r['dvm_cpu_us']:9.1f} {r['ort_cpu_us']:9.1f} {r['dvm_cpu_us'] / r['ort_cpu_us']:8.2f}")
     print(json.dumps({"bench": "silero", "rows": rows}))
 
 
