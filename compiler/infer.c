@@ -1050,6 +1050,28 @@ static void rule_fused_matmul(inf *I, const dvmc_node *n) {
   rule_matmul(I, &m);
 }
 
+/* RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] and the states [dirs,
+ * batch, hidden] (layout 1: batch first), seq, batch from X, dirs from W
+ * (or the direction), hidden from R (or hidden_size). */
+static void rule_rnn(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0], *w = n->nin > 1 ? n->in[1] : NULL, *r = n->nin > 2 ? n->in[2] : NULL;
+  if (!x || x->rank != 3) return;
+  int layout = dvmc_attr_int(n, "layout", 0) != 0;
+  const char *dir = dvmc_attr_string(n, "direction", "forward");
+  int64_t hs = dvmc_attr_int(n, "hidden_size", 0);
+  const dvmc_expr *seq = x->dims[layout ? 1 : 0], *batch = x->dims[layout ? 0 : 1];
+  const dvmc_expr *dirs = w && w->rank == 3 && w->dims[0] ? w->dims[0] : dvmc_const(I->x, strcmp(dir, "bidirectional") ? 1 : 2);
+  const dvmc_expr *hidden = r && r->rank == 3 && r->dims[2] ? r->dims[2] : hs > 0 ? dvmc_const(I->x, hs) : NULL;
+  const dvmc_expr *y[4] = {seq, dirs, batch, hidden}, *s[3] = {dirs, batch, hidden};
+  if (layout) y[0] = batch, y[1] = seq, y[2] = dirs, s[0] = batch, s[1] = dirs;
+  set_rank(n->out[0], 4);
+  if (seq && batch && hidden) set_shape(n->out[0], 4, y);
+  for (int i = 1; i < n->nout; i++) {
+    set_rank(n->out[i], 3);
+    if (batch && hidden) set_shape(n->out[i], 3, s);
+  }
+}
+
 typedef void (*shape_rule)(inf *I, const dvmc_node *n);
 #define rule__ NULL
 static const shape_rule rules[] = {

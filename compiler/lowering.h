@@ -10,6 +10,7 @@
  *                    lowerings of single ops
  *   lower_fuse.c     elementwise chains as one fused kernel call
  *   lower_control.c  If and Loop
+ *   lower_rnn.c      RNN, GRU, LSTM
  *
  * Names shared between these files start with lw_; a special lowering
  * named X in ops.def is lw_lower_X. */
@@ -122,6 +123,7 @@ DVM_MUST_USE dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r);
 LW_LOWER(view) LW_LOWER(alias) LW_LOWER(constant_of_shape) LW_LOWER(nary) LW_LOWER(pow) LW_LOWER(window)
 LW_LOWER(einsum) LW_LOWER(resize) LW_LOWER(hard) LW_LOWER(softmax) LW_LOWER(skip_layernorm)
 LW_LOWER(if) LW_LOWER(loop) /* lower_control.c */
+LW_LOWER(rnn)              /* lower_rnn.c */
 #undef LW_LOWER
 
 /* lower_fuse.c */

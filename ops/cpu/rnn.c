@@ -1,0 +1,472 @@
+/* Recurrent ops: ONNX RNN, GRU and LSTM (opset 14: layout), one kernel
+ * call per node that runs the whole sequence.
+ *
+ *   rnn, gru, lstm (in: X, W, R[, B][, sequence_lens][, initial_h][, initial_c][, P];
+ *       attrs: present:int, direction:int, layout:int, clip:float, extra:int,
+ *              then per activation kind:int, alpha:float, beta:float) -> Y, Y_h[, Y_c]
+ *     The inputs are the node's present ones in ONNX order; bit i of
+ *     `present` (3 <= i <= 7) says ONNX input i (B, sequence_lens,
+ *     initial_h, initial_c, P) is there, and bit 8 + j that output j is
+ *     wanted (an unwanted one is still passed, any shape, and left alone).
+ *     direction 0 forward, 1 reverse, 2 bidirectional; clip bounds every
+ *     gate's input (inf: none); extra is GRU's linear_before_reset and
+ *     LSTM's input_forget (0 for RNN). The activations, one per function
+ *     (RNN f; GRU f, g; LSTM f, g, h) and direction, forward's first; kind
+ *     indexes dvm_rnn_act_names. X, W, R, B, initial states, P and outputs
+ *     f32, sequence_lens i32 in [0, seq]. Shapes: shapefuncs/rnn.h; W's
+ *     gate order is ONNX's (LSTM i, o, f, c; GRU z, r, h), P is
+ *     [dirs, 3 hidden] (i, o, f). A batch entry past its length keeps its
+ *     state and gets zeros in Y; going in reverse it starts at its own
+ *     last step; one of length 0 (or seq 0) gets zero states in Y_h and Y_c, as ONNX
+ *     Runtime gives it (the spec does not say).
+ *
+ * How: per direction, one sgemm projects X for all steps at once (with
+ * both biases added, except GRU's recurrent h bias under
+ * linear_before_reset); then per step one sgemm of the state against R
+ * for the whole batch (GRU without linear_before_reset: two, the second on
+ * r * h) and one pass over each batch row for the gates. A bytecode loop
+ * over a cell kernel would do the same arithmetic with a VM dispatch,
+ * shape work and allocation per step on top. */
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/elementwise_math.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/rnn.h"
+#include "ops/cpu/vec.h"
+#include "ops/kargs.h"
+#include "shapefuncs/attr.h"
+#include "shapefuncs/rnn.h"
+#include "shapefuncs/shape.h"
+
+#define ERR(...) dvm_status_new(DVM_INVALID_ARGUMENT, __VA_ARGS__)
+
+const char *const dvm_rnn_act_names[DVM_RNN_ACT_COUNT] = {
+    "Relu",     "Tanh",      "Sigmoid", "Affine",   "LeakyRelu", "ThresholdedRelu",
+    "ScaledTanh", "HardSigmoid", "Elu", "Softsign", "Softplus",
+};
+
+typedef struct act {
+  int kind;
+  float alpha, beta;
+} act;
+
+/* x = f(clip(x)) over n floats. */
+DVM_VEC static void activate(const act *f, float clip, float *x, int64_t n) {
+  if (clip < INFINITY)
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = x[i] < -clip ? -clip : x[i] > clip ? clip : x[i];
+  float a = f->alpha, b = f->beta;
+  switch (f->kind) {
+  case DVM_RNN_RELU:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+    break;
+  case DVM_RNN_TANH:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = dvm_ew_tanhf(x[i]);
+    break;
+  case DVM_RNN_SIGMOID:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = dvm_ew_sigmoidf(x[i]);
+    break;
+  case DVM_RNN_AFFINE:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = a * x[i] + b;
+    break;
+  case DVM_RNN_LEAKYRELU:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = x[i] >= 0 ? x[i] : a * x[i];
+    break;
+  case DVM_RNN_THRESHOLDEDRELU:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = x[i] > a ? x[i] : 0;
+    break;
+  case DVM_RNN_SCALEDTANH:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = a * dvm_ew_tanhf(b * x[i]);
+    break;
+  case DVM_RNN_HARDSIGMOID:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {
+      float v = a * x[i] + b;
+      x[i] = v < 0 ? 0 : v > 1 ? 1 : v;
+    }
+    break;
+  case DVM_RNN_ELU:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = x[i] >= 0 ? x[i] : a * (dvm_ew_expf(x[i]) - 1);
+    break;
+  case DVM_RNN_SOFTSIGN:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1 + fabsf(x[i]));
+    break;
+  default: /* softplus, log(1 + e^x) without overflow */
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++)
+      x[i] = (x[i] > 0 ? x[i] : 0) + dvm_ew_logf(1 + dvm_ew_expf(-fabsf(x[i])));
+    break;
+  }
+}
+
+enum { K_RNN, K_GRU, K_LSTM };
+
+/* One call, as the kernel reads it. */
+typedef struct rnn {
+  const char *op;
+  int kind, gates, nact; /* nact: activations per direction */
+  dvm_rnn_dims d;
+  int64_t layout;
+  int dir, extra, wt, rt; /* wt, rt: W, R transposed ([dirs, k, n]) */
+  float clip;
+  act acts[2 * 3];
+  const float *x, *w, *r, *b, *p, *h0, *c0;
+  const int32_t *lens;
+  float *y, *yh, *yc;
+} rnn;
+
+/* The weights' products, by how many rows of A there are and which form
+ * of the weight (B) there is: W and R as the model has them, [n, k] rows,
+ * or transposed to [k, n] (by the prepack hook at link, when constant; R
+ * also per call when the sequence is long enough to repay it).
+ *   few rows, B^T: row updates, each row of B^T read once for all rows of
+ *     A, the sums in registers, no horizontal sums;
+ *   few rows, B: dot products of rows (a horizontal sum per element);
+ *   more rows: sgemm, which packs B itself.
+ * sgemm at few rows packs all of B on every call (all of R, each step).
+ * One row, input 64, hidden 128, 100 steps, 1 thread (bench/bench_rnn.py):
+ * sgemm 1107 us, dot products 1327 us, row updates 506 us. */
+#define FEW_ROWS 16
+
+/* R transposed per call from this many steps on (the transpose costs
+ * about what a few steps of dot products do). */
+#define TRANSPOSE_STEPS 4
+
+/* C [m, n] (rows ldc apart) = A [m, k] B^T, B [n, k] rows ldb apart, by
+ * dot products. */
+DVM_VEC static void product_dots(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                                 int64_t ldb, float *c, int64_t ldc) {
+  for (int64_t j = 0; j < n; j++) {
+    const float *bj = b + j * ldb;
+    for (int64_t i = 0; i < m; i++) {
+      const float *ai = a + i * k;
+      float s = 0;
+      _Pragma("omp simd reduction(+ : s)") for (int64_t l = 0; l < k; l++) s += ai[l] * bj[l];
+      c[i * ldc + j] = s;
+    }
+  }
+}
+
+/* Eight floats, loaded from and stored to any float address. */
+typedef float v8 __attribute__((vector_size(32), aligned(4)));
+
+/* Columns of C one accumulator block holds: 8 AVX registers. */
+#define BLOCK 64
+
+/* C [m, n] (rows ldc apart) = A [m, k] B, B [k, n] with rows ldb apart:
+ * per row of A and block of BLOCK columns, the sums stay in registers over
+ * all of k (GCC's vector types: with `omp simd` on an array it kept them in
+ * memory). */
+DVM_VEC static void product_rows(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                                 int64_t ldb, float *c, int64_t ldc) {
+  int64_t full = n - n % BLOCK;
+  for (int64_t i = 0; i < m; i++) {
+    const float *ai = a + i * k;
+    for (int64_t j0 = 0; j0 < full; j0 += BLOCK) {
+      v8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
+      for (int64_t l = 0; l < k; l++) {
+        const v8 *bl = (const v8 *)(b + l * ldb + j0);
+        float x = ai[l];
+        s0 += x * bl[0], s1 += x * bl[1], s2 += x * bl[2], s3 += x * bl[3];
+        s4 += x * bl[4], s5 += x * bl[5], s6 += x * bl[6], s7 += x * bl[7];
+      }
+      v8 *ci = (v8 *)(c + i * ldc + j0);
+      ci[0] = s0, ci[1] = s1, ci[2] = s2, ci[3] = s3, ci[4] = s4, ci[5] = s5, ci[6] = s6, ci[7] = s7;
+    }
+    if (full == n) continue;
+    float *ci = c + i * ldc + full;
+    memset(ci, 0, sizeof(float) * (size_t)(n - full));
+    for (int64_t l = 0; l < k; l++) {
+      const float *bl = b + l * ldb + full;
+      float x = ai[l];
+      _Pragma("omp simd") for (int64_t j = 0; j < n - full; j++) ci[j] += x * bl[j];
+    }
+  }
+}
+
+/* C [m, n] (rows ldc apart) = A [m, k] times the weight b: transposed
+ * (bt: [k, n], rows ldb apart) or not ([n, k], rows ldb apart). */
+static dvm_status *product(const char *op, int64_t m, int64_t n, int64_t k, const float *a,
+                           const float *b, int bt, int64_t ldb, float *c, int64_t ldc) {
+  if (!m || !n) return NULL;
+  if (m <= FEW_ROWS || !k) {
+    if (bt) product_rows(m, n, k, a, b, ldb, c, ldc);
+    else product_dots(m, n, k, a, b, ldb, c, ldc);
+    return NULL;
+  }
+  dnnl_status_t s = dnnl_sgemm('N', bt ? 'N' : 'T', m, n, k, 1.0f, a, k, b, ldb, 0.0f, c, ldc);
+  if (s == dnnl_success) return NULL;
+  return dvm_status_new(DVM_INTERNAL, "%s: dnnl_sgemm(%lld, %lld, %lld) failed: %s", op,
+                        (long long)m, (long long)n, (long long)k, dnnl_status2str(s));
+}
+
+/* W [dirs, n, k] (or R) as [dirs, k, n]: the form the products read. */
+static void transpose_dirs(const float *w, int64_t dirs, int64_t n, int64_t k, float *wt) {
+  for (int64_t d = 0; d < dirs; d++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t l = 0; l < k; l++) wt[(d * k + l) * n + j] = w[(d * n + j) * k + l];
+}
+
+/* Element offsets of step t, batch b, direction dir in X's rows, Y and a
+ * state, by layout. */
+static int64_t x_row(const rnn *c, int64_t t, int64_t b) {
+  return c->layout ? b * c->d.seq + t : t * c->d.batch + b;
+}
+static int64_t y_at(const rnn *c, int64_t t, int dir, int64_t b) {
+  const dvm_rnn_dims *d = &c->d;
+  return (c->layout ? (b * d->seq + t) * d->dirs + dir : (t * d->dirs + dir) * d->batch + b) * d->hidden;
+}
+static int64_t state_at(const rnn *c, int dir, int64_t b) {
+  return (c->layout ? b * c->d.dirs + dir : dir * c->d.batch + b) * c->d.hidden;
+}
+
+/* The cell of one batch row at one step: pre holds its gates' inputs from
+ * X and the state (gates x hidden), h and cs its state, updated. */
+DVM_VEC static void lstm_cell(const rnn *c, const act *f, const float *p, float *pre, float *h, float *cs) {
+  int64_t H = c->d.hidden;
+  float *gi = pre, *go = pre + H, *gf = pre + 2 * H, *gc = pre + 3 * H;
+  if (p)
+    for (int64_t k = 0; k < H; k++) gi[k] += p[k] * cs[k], gf[k] += p[2 * H + k] * cs[k];
+  activate(&f[0], c->clip, gi, H);
+  if (c->extra) /* input_forget: the forget gate is 1 - the input gate */
+    for (int64_t k = 0; k < H; k++) gf[k] = 1 - gi[k];
+  else
+    activate(&f[0], c->clip, gf, H);
+  activate(&f[1], c->clip, gc, H);
+  for (int64_t k = 0; k < H; k++) cs[k] = gf[k] * cs[k] + gi[k] * gc[k];
+  if (p)
+    for (int64_t k = 0; k < H; k++) go[k] += p[H + k] * cs[k];
+  activate(&f[0], c->clip, go, H);
+  memcpy(gc, cs, sizeof(float) * (size_t)H);
+  activate(&f[2], INFINITY, gc, H);
+  for (int64_t k = 0; k < H; k++) h[k] = go[k] * gc[k];
+}
+
+/* One direction over the whole sequence. xp: [rows of X, gates x hidden]
+ * scratch; hp: [batch, gates x hidden]; h, cs, rh: [batch, hidden]. */
+static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h, float *cs,
+                           float *rh) {
+  const dvm_rnn_dims *d = &c->d;
+  int64_t H = d->hidden, G = c->gates, GH = G * H, S = d->seq, B = d->batch;
+  const float *w = c->w + dir * GH * d->input, *r = c->r + dir * GH * H;
+  const float *bias = c->b ? c->b + dir * 2 * GH : NULL, *p = c->p ? c->p + dir * 3 * H : NULL;
+  const act *f = &c->acts[dir * c->nact];
+  int reverse = c->dir == 1 || dir == 1, gru_lbr = c->kind == K_GRU && c->extra;
+  dvm_status *st = product(c->op, S * B, GH, d->input, c->x, w, c->wt, c->wt ? GH : d->input, xp, GH);
+  if (st) return st;
+  if (bias)
+    for (int64_t i = 0; i < S * B; i++)
+      for (int64_t k = 0; k < GH; k++) /* GRU's recurrent h bias goes inside r * (.) */
+        xp[i * GH + k] += bias[k] + (gru_lbr && k >= 2 * H ? 0 : bias[GH + k]);
+  for (int64_t b = 0; b < B; b++) {
+    float *hb = h + b * H, *cb = cs + b * H;
+    if (c->h0) memcpy(hb, c->h0 + state_at(c, dir, b), sizeof(float) * (size_t)H);
+    else memset(hb, 0, sizeof(float) * (size_t)H);
+    if (c->c0) memcpy(cb, c->c0 + state_at(c, dir, b), sizeof(float) * (size_t)H);
+    else memset(cb, 0, sizeof(float) * (size_t)H);
+  }
+  for (int64_t s = 0; s < S; s++) {
+    /* GRU without linear_before_reset multiplies by R_h only after r */
+    int64_t n1 = c->kind == K_GRU && !c->extra ? 2 * H : GH;
+    if ((st = product(c->op, B, n1, H, h, r, c->rt, c->rt ? GH : H, hp, GH))) return st;
+    if (c->kind == K_GRU) { /* z and r first, for every row */
+      for (int64_t b = 0; b < B; b++) {
+        int64_t len = c->lens ? c->lens[b] : S, t = reverse ? len - 1 - s : s;
+        float *pre = hp + b * GH;
+        if (s >= len) continue;
+        const float *xr = xp + x_row(c, t, b) * GH;
+        for (int64_t k = 0; k < 2 * H; k++) pre[k] += xr[k];
+        activate(&f[0], c->clip, pre, 2 * H);
+        for (int64_t k = 0; k < H; k++) rh[b * H + k] = pre[H + k] * h[b * H + k];
+      }
+      if (!c->extra && (st = product(c->op, B, H, H, rh, c->rt ? r + 2 * H : r + 2 * H * H, c->rt, c->rt ? GH : H, hp + 2 * H, GH))) return st;
+    }
+    for (int64_t b = 0; b < B; b++) {
+      int64_t len = c->lens ? c->lens[b] : S, t = reverse ? len - 1 - s : s;
+      if (s >= len) continue;
+      float *pre = hp + b * GH, *hb = h + b * H;
+      const float *xr = xp + x_row(c, t, b) * GH;
+      if (c->kind == K_LSTM) {
+        for (int64_t k = 0; k < GH; k++) pre[k] += xr[k];
+        lstm_cell(c, f, p, pre, hb, cs + b * H);
+      } else if (c->kind == K_GRU) {
+        float *z = pre, *rg = pre + H, *gh = pre + 2 * H;
+        if (c->extra) /* h~ = g(x W_h + r * (h R_h + Rb_h)) */
+          for (int64_t k = 0; k < H; k++) gh[k] = xr[2 * H + k] + rg[k] * (gh[k] + (bias ? bias[GH + 2 * H + k] : 0));
+        else
+          for (int64_t k = 0; k < H; k++) gh[k] += xr[2 * H + k];
+        activate(&f[1], c->clip, gh, H);
+        for (int64_t k = 0; k < H; k++) hb[k] = (1 - z[k]) * gh[k] + z[k] * hb[k];
+      } else {
+        for (int64_t k = 0; k < H; k++) pre[k] += xr[k];
+        activate(&f[0], c->clip, pre, H);
+        memcpy(hb, pre, sizeof(float) * (size_t)H);
+      }
+      if (c->y) memcpy(c->y + y_at(c, t, dir, b), hb, sizeof(float) * (size_t)H);
+    }
+  }
+  for (int64_t b = 0; b < B; b++) { /* an empty sequence's states are 0, as ONNX Runtime has them */
+    int empty = (c->lens ? c->lens[b] : S) == 0;
+    if (empty) memset(h + b * H, 0, sizeof(float) * (size_t)H), memset(cs + b * H, 0, sizeof(float) * (size_t)H);
+    if (c->yh) memcpy(c->yh + state_at(c, dir, b), h + b * H, sizeof(float) * (size_t)H);
+    if (c->yc) memcpy(c->yc + state_at(c, dir, b), cs + b * H, sizeof(float) * (size_t)H);
+  }
+  return NULL;
+}
+
+/* Fails unless tensor t (ONNX input or output `what`) is f32 (or i32)
+ * with exactly these dims. */
+static dvm_status *check_tensor(const char *op, const char *what, const dvm_tensor *t,
+                                dvm_dtype dt, int rank, const int64_t *dims) {
+  char a[DVM_SHAPE_STR_SIZE], b[DVM_SHAPE_STR_SIZE];
+  if (t->dtype != dt)
+    return ERR("%s: %s must be %s, got %s", op, what, dvm_dtype_name(dt), dvm_dtype_name((dvm_dtype)t->dtype));
+  int ok = t->rank == rank;
+  for (int i = 0; ok && i < rank; i++) ok = t->dims[i] == dims[i];
+  if (!ok)
+    return ERR("%s: %s must be %s, got %s", op, what, dvm_shape_str(a, rank, dims),
+               dvm_shape_str(b, t->rank, t->dims));
+  return NULL;
+}
+
+/* Reads the attributes and checks every tensor; fills c. */
+static dvm_status *setup(const dvm_kernel_args *a, int kind, rnn *c) {
+  static const char *const ops[] = {"rnn", "gru", "lstm"};
+  static const int gates[] = {1, 3, 4}, nacts[] = {1, 2, 3};
+  static const char *const in_names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+  static const char *const out_names[] = {"Y", "Y_h", "Y_c"};
+  const char *op = ops[kind];
+  int nout = kind == K_LSTM ? 3 : 2, nin = a->nin;
+  int64_t present, dir, layout, extra;
+  double clip;
+  *c = (rnn){.op = op, .kind = kind, .gates = gates[kind], .nact = nacts[kind]};
+  if (nin < 3 || nin > (kind == K_LSTM ? 8 : 6))
+    return ERR("%s: takes 3 to %d inputs, got %d", op, kind == K_LSTM ? 8 : 6, nin);
+  dvm_status *st = dvm_kargs_check(a, op, nin, nout, DVM_DEVICE_CPU);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 5, 5 + 6 * c->nact);
+  if (!st) st = dvm_attr_int(op, "present", &a->attrs[0], &present);
+  if (!st) st = dvm_attr_int(op, "direction", &a->attrs[1], &dir);
+  if (!st) st = dvm_attr_int(op, "layout", &a->attrs[2], &layout);
+  if (!st) st = dvm_attr_float(op, "clip", &a->attrs[3], &clip);
+  if (!st) st = dvm_attr_int(op, "extra", &a->attrs[4], &extra);
+  if (st) return st;
+  if (dir < 0 || dir > 2) return ERR("%s: direction must be 0, 1 or 2, got %lld", op, (long long)dir);
+  if (extra && kind == K_RNN) return ERR("%s: extra must be 0, got %lld", op, (long long)extra);
+  c->dir = (int)dir, c->layout = layout, c->extra = extra != 0, c->clip = clip > 0 ? (float)clip : INFINITY;
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *r = a->in[2];
+  if ((st = dvm_rnn_dims_of(op, c->gates, layout, x->rank, x->dims, w->rank, w->dims, r->rank, r->dims, &c->d)))
+    return st;
+  int dirs = (int)c->d.dirs;
+  if ((dir == 2) != (dirs == 2))
+    return ERR("%s: W has %d direction%s, the direction attribute says %s", op, dirs,
+               dirs == 1 ? "" : "s", dir == 2 ? "bidirectional" : "one");
+  int nattrs = 5 + 3 * dirs * c->nact;
+  if (a->nattrs != nattrs) return ERR("%s: takes %d attributes here, got %d", op, nattrs, a->nattrs);
+  for (int i = 0; i < dirs * c->nact; i++) {
+    int64_t k;
+    double al, be;
+    const dvm_value *v = &a->attrs[5 + 3 * i];
+    if ((st = dvm_attr_int(op, "activation", &v[0], &k)) || (st = dvm_attr_float(op, "alpha", &v[1], &al)) ||
+        (st = dvm_attr_float(op, "beta", &v[2], &be)))
+      return st;
+    if (k < 0 || k >= DVM_RNN_ACT_COUNT) return ERR("%s: activation %lld is not one of %d", op, (long long)k, DVM_RNN_ACT_COUNT);
+    c->acts[i] = (act){(int)k, (float)al, (float)be};
+  }
+  const dvm_tensor *in[8] = {x, w, r};
+  int next = 3;
+  for (int i = 3; i < 8; i++)
+    if (present >> i & 1) {
+      if (next >= nin || (i == 7 && kind != K_LSTM) || (i == 6 && kind != K_LSTM))
+        return ERR("%s: attribute present says input %s is there, but it is not", op, in_names[i]);
+      in[i] = a->in[next++];
+    }
+  if (next != nin) return ERR("%s: got %d inputs, attribute present names %d", op, nin, next);
+  int64_t GH = c->gates * c->d.hidden, sdims[3], ydims[4];
+  dvm_rnn_state_shape(&c->d, layout, sdims);
+  dvm_rnn_y_shape(&c->d, layout, ydims);
+  const int64_t bd[2] = {dirs, 2 * GH}, ld[1] = {c->d.batch}, pd[2] = {dirs, 3 * c->d.hidden};
+  for (int i = 0; i < 3 && !st; i++) st = check_tensor(op, in_names[i], in[i], DVM_F32, in[i]->rank, in[i]->dims);
+  if (!st && in[3]) st = check_tensor(op, "B", in[3], DVM_F32, 2, bd);
+  if (!st && in[4]) st = check_tensor(op, "sequence_lens", in[4], DVM_I32, 1, ld);
+  if (!st && in[5]) st = check_tensor(op, "initial_h", in[5], DVM_F32, 3, sdims);
+  if (!st && in[6]) st = check_tensor(op, "initial_c", in[6], DVM_F32, 3, sdims);
+  if (!st && in[7]) st = check_tensor(op, "P", in[7], DVM_F32, 2, pd);
+  float *outs[3] = {NULL, NULL, NULL};
+  for (int j = 0; j < nout && !st; j++)
+    if (present >> (8 + j) & 1) {
+      st = j ? check_tensor(op, out_names[j], a->out[j], DVM_F32, 3, sdims)
+             : check_tensor(op, "Y", a->out[0], DVM_F32, 4, ydims);
+      outs[j] = dvm_tensor_ptr(a->out[j]);
+    }
+  if (st) return st;
+  c->x = dvm_tensor_ptr(x), c->w = dvm_tensor_ptr(w), c->r = dvm_tensor_ptr(r);
+  c->b = in[3] ? dvm_tensor_ptr(in[3]) : NULL;
+  c->lens = in[4] ? dvm_tensor_ptr(in[4]) : NULL;
+  c->h0 = in[5] ? dvm_tensor_ptr(in[5]) : NULL;
+  c->c0 = in[6] ? dvm_tensor_ptr(in[6]) : NULL;
+  c->p = in[7] ? dvm_tensor_ptr(in[7]) : NULL;
+  c->y = outs[0], c->yh = outs[1], c->yc = outs[2];
+  for (int64_t b = 0; c->lens && b < c->d.batch; b++)
+    if (c->lens[b] < 0 || c->lens[b] > c->d.seq)
+      return ERR("%s: sequence_lens[%lld] is %d, outside [0, %lld]", op, (long long)b, c->lens[b],
+                 (long long)c->d.seq);
+  return NULL;
+}
+
+static dvm_status *run(const dvm_kernel_args *a, int kind) {
+  rnn c;
+  dvm_status *st = setup(a, kind, &c);
+  if (st) return st;
+  int threads = dvm_kargs_threads(a);
+  if (threads != omp_get_max_threads()) omp_set_num_threads(threads);
+  const dvm_rnn_dims *d = &c.d;
+  int64_t GH = c.gates * d->hidden;
+  size_t rows = (size_t)(d->seq * d->batch), bh = (size_t)(d->batch * d->hidden);
+  /* xp, hp, h, c, r*h */
+  float *xp = calloc(1, sizeof(float) * (rows * (size_t)GH + (size_t)(d->batch * GH) + 3 * bh + 1));
+  if (!xp) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %zu steps of scratch", c.op, rows);
+  float *hp = xp + rows * (size_t)GH, *h = hp + d->batch * GH, *cs = h + bh, *rh = cs + bh;
+  /* W and R transposed where packed at link; R here for a long sequence */
+  const float *wt = dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
+  const float *rt = dvm_tensor_packed(a->in[2], &dvm_cpu_rnn_kernels[kind], 2);
+  float *tr = NULL;
+  if (!rt && d->seq >= TRANSPOSE_STEPS && (tr = malloc(sizeof(float) * (size_t)(d->dirs * GH * d->hidden))))
+    transpose_dirs(c.r, d->dirs, GH, d->hidden, tr), rt = tr;
+  if (wt) c.w = wt, c.wt = 1;
+  if (rt) c.r = rt, c.rt = 1;
+  if (c.y && c.lens) memset(c.y, 0, sizeof(float) * rows * (size_t)(d->dirs * d->hidden));
+  for (int dir = 0; dir < d->dirs && !st; dir++) st = run_dir(&c, dir, xp, hp, h, cs, rh);
+  free(tr);
+  free(xp);
+  return st;
+}
+
+/* W (input 1) and R (input 2), constant f32 [dirs, n, k], transposed
+ * once at link to [dirs, k, n], the form the products read. */
+static dvm_status *rnn_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
+                               int nattrs, void **data, void (**free_data)(void *)) {
+  (void)attrs, (void)nattrs;
+  if ((input != 1 && input != 2) || t->dtype != DVM_F32 || t->rank != 3) return NULL;
+  size_t n = (size_t)(t->dims[0] * t->dims[1] * t->dims[2]);
+  float *p = malloc(sizeof(float) * (n ? n : 1));
+  if (!p) return NULL; /* the kernel transposes per call instead */
+  transpose_dirs(dvm_tensor_ptr(t), t->dims[0], t->dims[1], t->dims[2], p);
+  *data = p;
+  *free_data = free;
+  return NULL;
+}
+
+static dvm_status *rnn_kernel(const dvm_kernel_args *a) { return run(a, K_RNN); }
+static dvm_status *gru_kernel(const dvm_kernel_args *a) { return run(a, K_GRU); }
+static dvm_status *lstm_kernel(const dvm_kernel_args *a) { return run(a, K_LSTM); }
+
+#define F32 DVM_DTYPE_BIT(DVM_F32)
+const dvm_kernel_def dvm_cpu_rnn_kernels[] = {
+    [K_RNN] = {"rnn", DVM_DEVICE_CPU, rnn_kernel, "rnn", F32, .prepack = rnn_prepack},
+    [K_GRU] = {"gru", DVM_DEVICE_CPU, gru_kernel, "rnn", F32, .prepack = rnn_prepack},
+    [K_LSTM] = {"lstm", DVM_DEVICE_CPU, lstm_kernel, "rnn", F32, .prepack = rnn_prepack},
+    [K_LSTM + 1] = {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
+};
