@@ -182,15 +182,15 @@ static void record_pool(dvms_model *m, int w) {
   dvm_vm_stats st;
   dvm_vm_get_stats(m->vms[w], &st);
   pthread_mutex_lock(&m->mu);
-  m->pool_in_use[w] = st.pool[m->device].in_use;
-  m->pool_peak[w] = st.pool[m->device].peak;
-  uint64_t in_use = 0, peak = 0;
+  m->pools[w] = st.pool[m->device];
+  dvm_pool_stats sum = {0};
   for (int i = 0; i < m->nworkers; i++) {
-    in_use += m->pool_in_use[i];
-    peak += m->pool_peak[i];
+    sum.in_use += m->pools[i].in_use;
+    sum.peak += m->pools[i].peak;
+    sum.cached += m->pools[i].cached;
   }
   pthread_mutex_unlock(&m->mu);
-  dvms_metrics_pool(m->metrics, m->name, in_use, peak);
+  dvms_metrics_pool(m->metrics, m->name, &sum);
 }
 
 static dvm_status *invoke(dvms_model *m, int w, dvm_tensor *const *inputs, dvm_value *results) {
@@ -336,9 +336,8 @@ dvm_status *dvms_batcher_start(dvms_model *m, int threads) {
   int n = m->nworkers;
   m->threads = calloc((size_t)n, sizeof *m->threads);
   m->vms = calloc((size_t)n, sizeof *m->vms);
-  m->pool_in_use = calloc((size_t)n, sizeof *m->pool_in_use);
-  m->pool_peak = calloc((size_t)n, sizeof *m->pool_peak);
-  if (!m->threads || !m->vms || !m->pool_in_use || !m->pool_peak)
+  m->pools = calloc((size_t)n, sizeof *m->pools);
+  if (!m->threads || !m->vms || !m->pools)
     return dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: workers", m->name);
   dvm_vm_options o;
   dvm_vm_options_init(&o);
@@ -390,8 +389,7 @@ void dvms_batcher_stop(dvms_model *m) {
   for (int w = 0; w < m->nworkers; w++) dvm_vm_destroy(m->vms[w]);
   free(m->threads);
   free(m->vms);
-  free(m->pool_in_use);
-  free(m->pool_peak);
+  free(m->pools);
   m->threads = NULL;
   pthread_cond_destroy(&m->work);
   pthread_mutex_destroy(&m->mu);

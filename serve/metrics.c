@@ -28,7 +28,7 @@ typedef struct series {
   uint64_t outcomes[DVMS_OUTCOMES];
   hist queue, compute, batch;
   uint64_t real_elements, padded_elements;
-  uint64_t pool_in_use, pool_peak;
+  uint64_t pool_in_use, pool_peak, pool_cached;
   int64_t queued;
 } series;
 
@@ -94,12 +94,13 @@ void dvms_metrics_batch(dvms_metrics *m, const char *model, int rows, double com
   pthread_mutex_unlock(&m->mu);
 }
 
-void dvms_metrics_pool(dvms_metrics *m, const char *model, uint64_t in_use, uint64_t peak) {
+void dvms_metrics_pool(dvms_metrics *m, const char *model, const dvm_pool_stats *sum) {
   pthread_mutex_lock(&m->mu);
   series *s = find(m, model);
   if (s) {
-    s->pool_in_use = in_use;
-    s->pool_peak = peak;
+    s->pool_in_use = sum->in_use;
+    s->pool_peak = sum->peak;
+    s->pool_cached = sum->cached;
   }
   pthread_mutex_unlock(&m->mu);
 }
@@ -165,6 +166,9 @@ void dvms_metrics_write(dvms_metrics *m, dvms_buf *b) {
   FAMILY("dvm_pool_bytes_peak", "gauge", "Most bytes the model's VM pools handed out at once.",
          dvms_buf_printf(b, "dvm_pool_bytes_peak{model=\"%s\"} %llu\n", s->model,
                          (unsigned long long)s->pool_peak));
+  FAMILY("dvm_pool_bytes_cached", "gauge", "Bytes the model's VM pools keep for reuse (freed blocks, by size class).",
+         dvms_buf_printf(b, "dvm_pool_bytes_cached{model=\"%s\"} %llu\n", s->model,
+                         (unsigned long long)s->pool_cached));
   dvms_buf_printf(b, "# HELP dvm_http_responses_total HTTP responses by status code.\n"
                      "# TYPE dvm_http_responses_total counter\n");
   for (unsigned c = 100; c < 600; c++)

@@ -208,7 +208,7 @@ static dvm_status *load_version(dvms_repo *r, const char *name, int64_t version,
     dvms_model_release(m);
     return dvm_status_annotate(st, "model %s version %lld", name, (long long)version);
   }
-  dvms_metrics_pool(m->metrics, name, 0, 0); /* its series exist from now on, at zero */
+  dvms_metrics_pool(m->metrics, name, &(dvm_pool_stats){0}); /* its series exist from now on, at zero */
   *out = m;
   return NULL;
 }

@@ -123,7 +123,8 @@ void dvms_metrics_destroy(dvms_metrics *m);
 void dvms_metrics_request(dvms_metrics *m, const char *model, int outcome, double queue_s);
 void dvms_metrics_batch(dvms_metrics *m, const char *model, int rows, double compute_s,
                         int64_t real_elements, int64_t padded_elements);
-void dvms_metrics_pool(dvms_metrics *m, const char *model, uint64_t in_use, uint64_t peak);
+/* The model's pools, summed over its workers: in_use, peak, cached. */
+void dvms_metrics_pool(dvms_metrics *m, const char *model, const dvm_pool_stats *sum);
 void dvms_metrics_queue(dvms_metrics *m, const char *model, int64_t queued);
 void dvms_metrics_http(dvms_metrics *m, unsigned status);
 void dvms_metrics_write(dvms_metrics *m, dvms_buf *b);
@@ -154,7 +155,7 @@ struct dvms_model {
   int nworkers, nstarted;
   pthread_t *threads;
   dvm_vm **vms;
-  uint64_t *pool_in_use, *pool_peak; /* per worker, under mu */
+  dvm_pool_stats *pools; /* per worker (the model's device), under mu */
 };
 
 enum { DVMS_JOB_QUEUED, DVMS_JOB_RUNNING, DVMS_JOB_DONE };

@@ -41,12 +41,15 @@ int dvm_cmd_asm(int argc, char **argv) {
 }
 
 int dvm_cmd_disasm(int argc, char **argv) {
-  static const char usage[] = "usage: dvm disasm MODEL.dvmb\n"
-                              "  prints the module as .dvms text (dvm asm reads it back to the same file)\n";
+  static const char usage[] = "usage: dvm disasm [--kernel-source] MODEL.dvmb\n"
+                              "  prints the module as .dvms text (dvm asm reads it back to the same file);\n"
+                              "  --kernel-source: then the CUDA C of each generated kernel, as comments\n";
+  int sources = argc == 3 && strcmp(argv[1], "--kernel-source") == 0;
   dvm_module *m;
-  int rc = dvm_cli_load_one("disasm", usage, argc, argv, &m);
+  int rc = dvm_cli_load_one("disasm", usage, argc - sources, argv + sources, &m);
   if (rc >= 0) return rc;
   dvm_disasm_module(m, stdout);
+  if (sources) dvm_disasm_gen_sources(m, stdout);
   dvm_module_release(m);
   return DVM_EXIT_OK;
 }

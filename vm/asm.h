@@ -16,6 +16,10 @@ DVM_MUST_USE dvm_status *dvm_asm_parse(const char *text, size_t len, const char 
  * same file bytes. */
 void dvm_disasm_module(const dvm_module *m, FILE *out);
 
+/* Prints the CUDA C source each generated kernel's payload carries
+ * (ops/cuda/gen_abi.h) as comment lines, which the assembler skips. */
+void dvm_disasm_gen_sources(const dvm_module *m, FILE *out);
+
 /* Prints one instruction (no label, no newline) with its synopsis. */
 void dvm_disasm_instr(const dvm_module *m, const dvm_func *f, uint32_t index, FILE *out);
 

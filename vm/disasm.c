@@ -211,6 +211,28 @@ static void print_gen_table(const dvm_kernel_ref *k, FILE *out) {
   fputc('\n', out);
 }
 
+static uint32_t le32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+void dvm_disasm_gen_sources(const dvm_module *m, FILE *out) {
+  for (uint32_t i = 0; i < m->nkernels; i++) {
+    const dvm_kernel_ref *k = &m->kernels[i];
+    const uint8_t *p = k->payload;
+    if (k->payload_size < 32 || memcmp(p, "DVMG", 4) != 0) continue;
+    uint32_t off = le32(p + 16), size = le32(p + 20);
+    if (off > k->payload_size || size > k->payload_size - off) continue; /* no source in it */
+    fprintf(out, "; kernel %u ", i);
+    dvm_disasm_name(k->name, out);
+    fprintf(out, ": CUDA C source, %u bytes\n;   ", size);
+    for (uint32_t c = 0; c < size; c++) {
+      if (p[off + c] == '\n') fputs(c + 1 < size ? "\n;   " : "", out);
+      else if (p[off + c]) fputc(p[off + c], out);
+    }
+    fputc('\n', out);
+  }
+}
+
 void dvm_disasm_module(const dvm_module *m, FILE *out) {
   fprintf(out, "; dvm bytecode %d.%d\n", DVM_BC_MAJOR, DVM_BC_MINOR);
   for (uint32_t i = 0; i < m->nconsts; i++) {

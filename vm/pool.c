@@ -79,6 +79,26 @@ void dvm_pool_destroy(dvm_pool *p) {
   if (last) free_pool(p);
 }
 
+/* On a miss, a CPU pool frees cached blocks, largest classes first, until
+ * the cache and the new block fit in twice the peak in use: with shapes that vary
+ * (a server batching sentences of every length), blocks of classes no
+ * longer asked for would otherwise pile up (to 6x the peak for a BERT VM
+ * fed random batch x length: docs/performance.md). A shape that repeats
+ * never misses, so it keeps every block. A CUDA pool keeps all: freeing
+ * there waits for the device. Lock held. */
+static void make_room_locked(dvm_pool *p, size_t block) {
+  if (p->dev->kind != DVM_DEVICE_CPU) return;
+  for (int c = NCLASSES - 1; c >= 0 && p->stats.cached && p->stats.cached + block > 2 * p->stats.peak; c--) {
+    while (p->free[c] && p->stats.cached + block > 2 * p->stats.peak) {
+      dvm_storage *s = p->free[c];
+      p->free[c] = s->ctx;
+      p->stats.cached -= s->block;
+      p->dev->free(p->dev, s->ptr);
+      free(s);
+    }
+  }
+}
+
 dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage **out) {
   if (align == 0 || (align & (align - 1)) || align > DVM_POOL_MAX_ALIGN)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "alignment %zu is not a power of two up to %d",
@@ -95,6 +115,7 @@ dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage *
     p->stats.reuses++;
   } else {
     uint64_t limit = p->stats.limit;
+    make_room_locked(p, block);
     if (limit && p->stats.in_use + p->stats.cached + block > limit) trim_locked(p);
     if (limit && p->stats.in_use + block > limit) {
       dvm_pool_stats now = p->stats;

@@ -342,10 +342,10 @@ static PyObject *run_impl(ModuleObject *self, PyObject *args, PyObject *kwargs, 
     else info = (dvm_param_info){.name = "(extra)", .kind = DVM_VAL_NONE, .rank = -1};
     if (items[i] && dvm_py_to_value(items[i], &info, &argv[i]) < 0) goto done;
   }
-  dvm_vm_stats before, after;
-  dvm_vm_get_stats(vm, &before);
+  dvm_vm_stats before = {0}, after = {0}; /* only when asked: each reads the pools under their locks */
+  if (want_stats) dvm_vm_get_stats(vm, &before);
   Py_BEGIN_ALLOW_THREADS st = dvm_vm_invoke(vm, f, argv, (int)nargs, resv, nr);
-  Py_END_ALLOW_THREADS dvm_vm_get_stats(vm, &after);
+  Py_END_ALLOW_THREADS if (want_stats) dvm_vm_get_stats(vm, &after);
   if (st) {
     dvm_py_raise(st, 0);
     goto done;

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,12 +92,15 @@ static CUresult build(const char *src, char *so, size_t sosize, char *log, size_
   h = fnv(h, src, strlen(src));
   snprintf(so, sosize, "%s/%016llx.so", dir, (unsigned long long)h);
   if (access(so, R_OK) == 0) return 0;
-  /* made under names of this process's own, then renamed: other test
-   * processes may build the same source at once */
+  /* made under names of this build's own, then renamed: other test
+   * processes, and other threads of this one (dvm serve's workers each
+   * load the module), may build the same source at once */
+  static atomic_uint builds;
+  unsigned n = atomic_fetch_add(&builds, 1);
   char cc[300], tmp[300], errs[300];
-  snprintf(cc, sizeof cc, "%s/%016llx.%d.cc", dir, (unsigned long long)h, (int)getpid());
-  snprintf(tmp, sizeof tmp, "%s/%016llx.%d.so", dir, (unsigned long long)h, (int)getpid());
-  snprintf(errs, sizeof errs, "%s/%016llx.%d.log", dir, (unsigned long long)h, (int)getpid());
+  snprintf(cc, sizeof cc, "%s/%016llx.%d.%u.cc", dir, (unsigned long long)h, (int)getpid(), n);
+  snprintf(tmp, sizeof tmp, "%s/%016llx.%d.%u.so", dir, (unsigned long long)h, (int)getpid(), n);
+  snprintf(errs, sizeof errs, "%s/%016llx.%d.%u.log", dir, (unsigned long long)h, (int)getpid(), n);
   FILE *f = fopen(cc, "w");
   if (!f) {
     snprintf(log, logsize, "fake_cuda: cannot write %s", cc);

@@ -31,4 +31,15 @@ for want in "gen@0 (cuda, 5 variants)" "elementwise, 2 inputs, 1 outputs, tile T
   grep -qF "$want" "$tmp/out" || { echo "inspect lacks: $want"; fail=1; }
 done
 [ $fail = 0 ] || cat "$tmp/out"
+# dvm disasm --kernel-source: each generated kernel's CUDA C from its
+# payload, as comments, so the text still assembles to the same file
+"$dvm" disasm --kernel-source "$tmp/mlp.dvmb" >"$tmp/mlp.dvms" || fail=1
+n=$(grep -c '^; kernel [0-9]* "gen@[0-9]*": CUDA C source, [0-9]* bytes$' "$tmp/mlp.dvms")
+[ "$n" = 2 ] || { echo "disasm --kernel-source: $n sources, expected 2"; fail=1; }
+for want in '__global__ void __launch_bounds__(256) dvm_v0(const dvm_gen_params p)' 'dvm_b(const dvm_gen_params p)'; do
+  grep -qF "$want" "$tmp/mlp.dvms" || { echo "disasm --kernel-source lacks: $want"; fail=1; }
+done
+"$dvm" asm "$tmp/mlp.dvms" -o "$tmp/again.dvmb" && cmp -s "$tmp/mlp.dvmb" "$tmp/again.dvmb" \
+  || { echo "disasm --kernel-source does not assemble back to the same file"; fail=1; }
+"$dvm" disasm "$tmp/mlp.dvmb" | grep -q "CUDA C source" && { echo "sources printed without the option"; fail=1; }
 exit $fail

@@ -147,12 +147,17 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2, help="kernel threads shared by a model's workers")
     ap.add_argument("--rss", type=int, default=0, help="only: send this many requests, report RSS")
+    ap.add_argument("--max-growth", type=float, default=None,
+                    help="with --rss: exit 1 when RSS grew by more than this percentage, or a response was lost or wrong")
     ap.add_argument("--model", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models",
                                                     "bert.onnx"), help="a BERT-style ONNX model (ids, mask)")
     ap.add_argument("--tol", type=float, default=1e-4,
                     help="batched results may differ by tol * (1 + max |reference|)")
     ap.add_argument("--pool", type=int, default=0, help="distinct inputs checked (default: one per length)")
     a = ap.parse_args()
+    if a.rss and a.max_growth is not None and os.environ.get("DVM_SANITIZED"):
+        print("SKIP: RSS is not flat under AddressSanitizer (it holds freed memory in quarantine)")
+        sys.exit(77)
     global TOL
     TOL = a.tol
     lo, hi = map(int, a.lengths.split(".."))
@@ -168,15 +173,27 @@ def main():
     server = Server(repo, os.path.join(tmp, "serve.log"), "--threads", str(a.threads), "--no-access-log")
     try:
         if a.rss:
+            # warm-up: the longest inputs first, so that the VM pools meet
+            # the largest batches (16 x the longest) before the count starts
+            run_cell(server, "batching", pool[-1:], 1000, 16, False, 600)
             run_cell(server, "batching", pool, 1000, 16, False, 600)
             rss = [server.rss_kb()]
+            pools = lambda: "%d/%d" % tuple(metric(server.metrics(), f"dvm_pool_bytes_{k}", model="batching") // 1024
+                                            for k in ("peak", "cached"))  # noqa: E731
+            peaks = [pools()]
             n = lost = wrong = 0
             while n < a.rss:
                 r = run_cell(server, "batching", pool, min(5000, a.rss - n), 16, False, 3600)
                 n, lost, wrong = n + r["n"], lost + r["lost"], wrong + r["wrong"]
                 rss.append(server.rss_kb())
-            print(f"{n} requests after 1000 to warm up, lost {lost}, wrong {wrong}; RSS in kB after the warm-up "
-                  f"and every 5000: {' '.join(map(str, rss))} ({100 * (rss[-1] - rss[0]) / rss[0]:+.1f}%)")
+                peaks.append(pools())
+            growth = 100 * (max(rss) - rss[0]) / rss[0]
+            print(f"{n} requests after 2000 to warm up (1000 of the longest), lost {lost}, wrong {wrong}; RSS in kB after the warm-up "
+                  f"and every 5000: {' '.join(map(str, rss))} ({100 * (rss[-1] - rss[0]) / rss[0]:+.1f}%, "
+                  f"most {growth:+.1f}%); the VM pools' peak in use / cached, kB, at the same points: {' '.join(peaks)}")
+            if a.max_growth is not None and (growth > a.max_growth or lost or wrong or n < a.rss):
+                sys.exit(f"load_test.py: RSS grew {growth:.1f}% (limit {a.max_growth}%), {n} of {a.rss} sent, "
+                         f"{lost} lost, {wrong} wrong")
             return
         print(f"{time.strftime('%Y-%m-%d')}, {cpu_model()}; {os.path.basename(a.model)}; server --threads "
               f"{a.threads}, {a.workers} workers per model; lengths {lo}..{hi}; {a.requests} requests per cell "

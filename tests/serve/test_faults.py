@@ -211,7 +211,7 @@ def test_metrics_text(server):
     text = server.metrics()
     for name in ("dvm_requests_total", "dvm_queue_seconds_bucket", "dvm_queued_requests", "dvm_compute_seconds_sum",
                  "dvm_batch_size_count", "dvm_padding_elements_total", "dvm_pool_bytes_in_use",
-                 "dvm_pool_bytes_peak", "dvm_http_responses_total"):
+                 "dvm_pool_bytes_peak", "dvm_pool_bytes_cached", "dvm_http_responses_total"):
         assert f"# TYPE {name.replace('_bucket', '').replace('_sum', '').replace('_count', '')} " in text
         assert name in text
     assert metric(text, "dvm_requests_total", model="bert", outcome="success") > 0

@@ -119,6 +119,33 @@ static void test_pool_limit(dvm_module *m) {
   dvm_tensor_release(small);
 }
 
+static void invoke_once(dvm_vm *vm, int64_t n) {
+  dvm_tensor *x = vec(n, 0);
+  dvm_value a[2] = {dvm_value_tensor(x), dvm_value_tensor(x)}, r;
+  CHECK_OK(dvm_vm_invoke(vm, 0, a, 2, &r, 1));
+  dvm_value_clear(&r);
+  dvm_tensor_release(x);
+}
+
+/* Shapes that vary: a CPU pool keeps at most twice its peak in use cached
+ * (on a miss it frees blocks of classes no longer asked for); a shape that
+ * repeats still reuses its block every time. */
+static void test_pool_varying_shapes(dvm_module *m) {
+  dvm_vm *vm;
+  CHECK_OK(dvm_vm_create(m, NULL, &vm));
+  for (int64_t n = 1000; n >= 100; n -= 50) invoke_once(vm, n); /* one result block at a time, 13 classes */
+  dvm_vm_stats st;
+  dvm_vm_get_stats(vm, &st);
+  const dvm_pool_stats *p = &st.pool[DVM_DEVICE_CPU];
+  CHECK(p->peak == 4096 && p->in_use == 0);
+  CHECK(p->cached <= 2 * p->peak); /* without the bound it kept a block of every class */
+  uint64_t allocs = p->allocs;
+  for (int i = 0; i < 10; i++) invoke_once(vm, 100);
+  dvm_vm_get_stats(vm, &st);
+  CHECK(st.pool[DVM_DEVICE_CPU].allocs == allocs);
+  dvm_vm_destroy(vm);
+}
+
 static void test_load_errors(void) {
   dvm_module *m;
   CHECK_ERR(dvm_module_load_file("/nonexistent/x.dvmb", NULL, &m), DVM_NOT_FOUND, "x.dvmb");
@@ -187,6 +214,7 @@ int main(void) {
   test_signatures(m);
   test_invoke(m);
   test_pool_limit(m);
+  test_pool_varying_shapes(m);
   dvm_module_release(m);
   test_load_errors();
   test_tensors();
