@@ -1125,6 +1125,15 @@ static dvm_status *lower_skip_layernorm(lowering *L, const dvmc_node *n, const o
   return emit_call(L, &m, r, &c);
 }
 
+/* com.microsoft Attention and QAttention without their past state,
+ * attention bias or past length (inputs from 4 and 8 on): refused by
+ * name rather than dropped. */
+static dvm_status *lower_contrib_attention(lowering *L, const dvmc_node *n, const op_rule *r) {
+  for (int i = n->op[0] == 'Q' ? 8 : 4; i < n->nin; i++)
+    if (n->in[i]) return unsupported(n, "input %d (past state or attention bias) is not supported", i);
+  return lower_kernel(L, n, r);
+}
+
 static const op_rule rules[] = {
 #define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
   {#name, kernel, attrs, dtype, nin, lower_##lower, opset},
