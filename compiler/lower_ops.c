@@ -487,6 +487,15 @@ dvm_status *lw_lower_skip_layernorm(lowering *L, const dvmc_node *n, const op_ru
   return lw_emit_call(L, &m, r, &c);
 }
 
+/* com.microsoft Attention and QAttention without their past state,
+ * attention bias or past length (inputs from 4 and 8 on): refused by
+ * name rather than dropped. */
+dvm_status *lw_lower_contrib_attention(lowering *L, const dvmc_node *n, const op_rule *r) {
+  for (int i = n->op[0] == 'Q' ? 8 : 4; i < n->nin; i++)
+    if (n->in[i]) return lw_unsupported(n, "input %d (past state or attention bias) is not supported", i);
+  return lw_lower_kernel(L, n, r);
+}
+
 /* The lowering columns of the op table (ops.def), by row. */
 #define lw_lower__ NULL
 static const op_rule rules[] = {

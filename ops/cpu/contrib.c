@@ -48,6 +48,7 @@
  * ([B, S, 3H / 3]), "fused_matmul" and "fused_gemm". Products go to
  * oneDNN's sgemm. */
 #include <math.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,12 @@ static dvm_status *want_f32(const char *op, const dvm_kernel_args *a, int n) {
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d is %s: want f32", op, i,
                             dvm_dtype_name((dvm_dtype)a->in[i]->dtype));
   return NULL;
+}
+
+/* oneDNN's sgemm runs on OpenMP's thread count: the VM's, not all cores. */
+static void sgemm_threads(const dvm_kernel_args *a) {
+  int threads = dvm_kargs_threads(a);
+  if (threads != omp_get_max_threads()) omp_set_num_threads(threads);
 }
 
 static int64_t last_dim(const dvm_tensor *t) { return t->rank ? t->dims[t->rank - 1] : 1; }
@@ -310,35 +317,38 @@ static dvm_status *attn_setup(const char *op, const dvm_kernel_args *a, const dv
   return NULL;
 }
 
-/* Attention over the projected qkv [B, S, 3H] into y [B, S, H]; p is one
- * row of scores (S floats). */
-static void attend(const attn *t, const float *qkv, float *p, float *yp) {
-  int64_t B = t->B, S = t->S, H3 = t->H3, H = H3 / 3, hs = H / t->heads;
+/* Attention over the projected qkv [B, S, 3H] into y [B, S, H], per batch
+ * and head: scores = q k^T * scale (sgemm on the strided head slices),
+ * masked, softmax by rows, times v (sgemm into y's head columns). p is
+ * S * S floats of scratch. */
+static dvm_status *attend(const char *op, const attn *t, const float *qkv, float *p, float *yp) {
+  int64_t S = t->S, H3 = t->H3, H = H3 / 3, hs = H / t->heads;
   const int32_t *mp = t->mask ? dvm_tensor_ptr(t->mask) : NULL;
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t hd = 0; hd < t->heads; hd++)
+  if (!S || !hs) return NULL;
+  for (int64_t b = 0; b < t->B; b++)
+    for (int64_t hd = 0; hd < t->heads; hd++) {
+      const float *q = qkv + b * S * H3 + hd * hs;
+      if (dnnl_sgemm('N', 'T', S, S, hs, t->scale, q, H3, q + H, H3, 0.0f, p, S) != dnnl_success)
+        return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
       for (int64_t i = 0; i < S; i++) {
-        const float *q = qkv + (b * S + i) * H3 + hd * hs;
-        float mx = -INFINITY, sum = 0;
+        float *row = p + i * S, mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < S; j++) {
-          const float *k = qkv + (b * S + j) * H3 + H + hd * hs;
-          float d = 0;
-          for (int64_t e = 0; e < hs; e++) d += q[e] * k[e];
           int masked = (t->uni && j > i) || (mp && (t->mask->rank == 1 ? j >= mp[b] : mp[b * S + j] == 0));
-          p[j] = d * t->scale + (masked ? t->filter : 0.0f);
-          mx = p[j] > mx ? p[j] : mx;
+          row[j] += masked ? t->filter : 0.0f;
+          mx = row[j] > mx ? row[j] : mx;
         }
-        for (int64_t j = 0; j < S; j++) sum += p[j] = expf(p[j] - mx);
-        float *y = yp + (b * S + i) * H + hd * hs;
-        for (int64_t e = 0; e < hs; e++) y[e] = 0;
-        for (int64_t j = 0; j < S; j++) {
-          const float *v = qkv + (b * S + j) * H3 + 2 * H + hd * hs;
-          for (int64_t e = 0; e < hs; e++) y[e] += p[j] / sum * v[e];
-        }
+        for (int64_t j = 0; j < S; j++) sum += row[j] = expf(row[j] - mx);
+        for (int64_t j = 0; j < S; j++) row[j] /= sum;
       }
+      if (dnnl_sgemm('N', 'N', S, hs, S, 1.0f, p, S, q + 2 * H, H3, 0.0f, yp + b * S * H + hd * hs, H) !=
+          dnnl_success)
+        return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+    }
+  return NULL;
 }
 
 static dvm_status *attention(const dvm_kernel_args *a) {
+  sgemm_threads(a);
   const char *op = "attention";
   attn t;
   dvm_status *st = counts(a, op, 3, 4, 1, 1);
@@ -346,7 +356,7 @@ static dvm_status *attention(const dvm_kernel_args *a) {
   if (!st) st = attn_setup(op, a, a->nin > 3 ? a->in[3] : NULL, &t);
   if (st) return st;
   int64_t BS = t.B * t.S;
-  float *qkv = malloc(sizeof(float) * (size_t)(BS * t.H3 + t.S + 1));
+  float *qkv = malloc(sizeof(float) * (size_t)(BS * t.H3 + t.S * t.S + 1));
   if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
   const float *bp = dvm_tensor_ptr(a->in[2]);
   for (int64_t r = 0; r < BS; r++) memcpy(qkv + r * t.H3, bp, sizeof(float) * (size_t)t.H3);
@@ -356,9 +366,9 @@ static dvm_status *attention(const dvm_kernel_args *a) {
     free(qkv);
     return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
   }
-  attend(&t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
+  st = attend(op, &t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
   free(qkv);
-  return NULL;
+  return st;
 }
 
 /* com.microsoft QAttention (x, weights as u8/i8 codes, bias, x_scale,
@@ -367,6 +377,7 @@ static dvm_status *attention(const dvm_kernel_args *a) {
  * sgemm: exact while Hin * 255 * 255 < 2^24 (Hin <= 258), as ONNX Runtime's
  * i32 sums; w_scale and w_zp one element or [3H]. */
 static dvm_status *qattention(const dvm_kernel_args *a) {
+  sgemm_threads(a);
   const char *op = "qattention";
   attn t;
   dvm_status *st = counts(a, op, 5, 8, 1, 1);
@@ -383,7 +394,7 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
                           "of their dtypes (one element; w's may have %lld)", op, (long long)t.H3);
   int64_t BS = t.B * t.S, nx = BS * t.Hin, nw = t.Hin * t.H3;
   int32_t *xi = dvm_cpu_quant_widen(x, xz, 1, 1), *wi = dvm_cpu_quant_widen(w, wz, 1, t.H3);
-  float *buf = malloc(sizeof(float) * (size_t)(nx + nw + BS * t.H3 + t.S + 1));
+  float *buf = malloc(sizeof(float) * (size_t)(nx + nw + BS * t.H3 + t.S * t.S + 1));
   if (!xi || !wi || !buf) {
     free(xi), free(wi), free(buf);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
@@ -402,9 +413,9 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
   float x_scale = *(const float *)dvm_tensor_ptr(xs);
   for (int64_t r = 0; r < BS; r++)
     for (int64_t j = 0; j < t.H3; j++) qkv[r * t.H3 + j] = qkv[r * t.H3 + j] * (x_scale * wsp[per ? j : 0]) + bp[j];
-  attend(&t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
+  st = attend(op, &t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
   free(buf);
-  return NULL;
+  return st;
 }
 
 /* ---- products ---- */
@@ -458,6 +469,7 @@ static void operand_dims(const dvm_tensor *t, int is_b, int trans, int *r, int64
 }
 
 static dvm_status *fused_matmul(const dvm_kernel_args *a) {
+  sgemm_threads(a);
   const char *op = "fused_matmul";
   int64_t ta = 0, tb = 0, tba = 0, tbb = 0;
   double alpha = 1;
@@ -487,6 +499,7 @@ static dvm_status *fused_matmul(const dvm_kernel_args *a) {
 }
 
 static dvm_status *fused_gemm(const dvm_kernel_args *a) {
+  sgemm_threads(a);
   const char *op = "fused_gemm";
   int ta, tb;
   double alpha, beta, act_alpha;

@@ -231,3 +231,18 @@ def test_qattention(tmp_path, bs, types, mask):
               "xs": np.array(0.02, np.float32), "ws": np.array(0.01, np.float32), "m": m, "xz": codes(tx),
               "wz": codes(tw)}
     close(*run_both(tmp_path, "QAttention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
+
+
+def test_attention_past_state_is_refused_by_name(tmp_path):
+    x, w, bias = f32(1, 3, 4), f32(4, 12), f32(12)
+    past = f32(2, 1, 2, 0, 2)
+    node = helper.make_node("Attention", ["x", "w", "b", "", "past"], ["y", "present"], name="a1", domain=MS,
+                            num_heads=2)
+    ins = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape))
+           for k, v in {"x": x, "w": w, "b": bias, "past": past}.items()]
+    g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
+              tmp_path / "m.onnx")
+    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and 'node "a1" (Attention' in r.stderr and "not supported" in r.stderr, r.stderr
