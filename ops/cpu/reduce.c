@@ -5,6 +5,11 @@
  *     f32, f64, i32, i64, and f16/bf16 computed in f32; reduce_max and
  *     reduce_min also take bool. Output dtype = data's.
  *   reduce_mean (same) -> reduced; f32, f64, f16, bf16.
+ *   reduce_l1, reduce_l2, reduce_sum_square, reduce_log_sum,
+ *     reduce_log_sum_exp (same) -> reduced; f32, f64, f16, bf16: the sum of
+ *     |x|, sqrt of the sum of x^2, the sum of x^2, log of the sum, and
+ *     log of the sum of exp (computed as m + log sum exp(x - m), m the
+ *     max, so large x do not overflow). Empty: 0, 0, 0, -inf, -inf.
  *     ONNX ReduceX with axes as an attribute (the compiler turns the axes
  *     input of opset 13/18 into one): axes in [-rank, rank), no repeats;
  *     empty axes reduce every axis, or none (a copy) when
@@ -100,9 +105,12 @@ static dvm_status *as_f32(const char *op, const dvm_tensor *t, const float **out
 
 /* ---- reduce_* ------------------------------------------------------------ */
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_OPS };
-static const char *const reduce_names[R_OPS] = {"reduce_sum", "reduce_mean", "reduce_max",
-                                                "reduce_min", "reduce_prod"};
+/* The ops from R_L1 on are sums of a mapped input (|x|, x^2, exp(x - max)),
+ * some mapped after (sqrt, log, + max): see mapped(). */
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_SUM_SQUARE, R_LOG_SUM, R_LOG_SUM_EXP, R_OPS };
+static const char *const reduce_names[R_OPS] = {
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1",
+    "reduce_l2", "reduce_sum_square", "reduce_log_sum", "reduce_log_sum_exp"};
 
 /* One pass over [no, nr, ni]: out[o, i] = op over r of in[o, r, i]; a
  * task is one o and a chunk of COL_CHUNK columns. */
@@ -177,6 +185,11 @@ static const dvm_vec_range_fn passes[R_OPS][DVM_DTYPE_COUNT] = {
                [DVM_BOOL] = min_u8},
     [R_PROD] = {[DVM_F32] = prod_f32, [DVM_F64] = prod_f64, [DVM_I32] = prod_i32,
                 [DVM_I64] = prod_i64},
+    [R_L1] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_L2] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_SUM_SQUARE] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_LOG_SUM] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_LOG_SUM_EXP] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
 };
 
 static int compute_dtype(int dt) { return dt == DVM_F16 || dt == DVM_BF16 ? DVM_F32 : dt; }
@@ -279,6 +292,89 @@ static dvm_status *reduce_passes(const dvm_kernel_args *a, int op, int cdt, int 
   return NULL;
 }
 
+/* For each element of an input of dims (rank, dims), the index of its
+ * reduced output (the reduced axes in mask dropped), in row-major order. */
+static void out_index(int rank, const int64_t *dims, unsigned mask, int64_t *oi) {
+  int64_t stride[DVM_MAX_RANK], idx[DVM_MAX_RANK] = {0}, s = 1, n = 1, cur = 0;
+  for (int d = rank - 1; d >= 0; d--) {
+    stride[d] = mask & (1u << d) ? 0 : s;
+    if (!(mask & (1u << d))) s *= dims[d];
+    n *= dims[d];
+  }
+  for (int64_t i = 0; i < n; i++) {
+    oi[i] = cur;
+    for (int d = rank - 1; d >= 0; d--) { /* the next multi-index */
+      cur += stride[d];
+      if (++idx[d] < dims[d]) break;
+      cur -= stride[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* The sums of a mapped input, on a copy of x in compute dtype T: L1 sums
+ * |x|, L2 and SumSquare x^2 (L2 then takes the sqrt), LogSum x (then the
+ * log), LogSumExp exp(x - m) with m the reduced max (then log + m; m is
+ * taken as 0 where it is not finite, so all -inf gives -inf). */
+#define MAPPED(name, T, SUFFIX)                                                           \
+  static dvm_status *name(const dvm_kernel_args *a, int op, unsigned mask, T *x, T *out) { \
+    const dvm_tensor *t = a->in[0];                                                      \
+    int64_t n = dvm_tensor_numel(t), nout = dvm_tensor_numel(a->out[0]);                 \
+    T *m = NULL;                                                                         \
+    int64_t *oi = NULL;                                                                  \
+    dvm_status *st = NULL;                                                               \
+    if (op == R_LOG_SUM_EXP) {                                                           \
+      if (!(m = malloc(sizeof(T) * (size_t)nout)) || !(oi = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)))) { \
+        free(m);                                                                         \
+        return oom(reduce_names[op]);                                                    \
+      }                                                                                  \
+      if (n) st = reduce_passes(a, R_MAX, SUFFIX, t->rank, t->dims, mask, x, m);          \
+      else for (int64_t i = 0; i < nout; i++) m[i] = 0;                                  \
+      for (int64_t i = 0; i < nout; i++) m[i] = isfinite(m[i]) ? m[i] : 0;               \
+      out_index(t->rank, t->dims, mask, oi);                                             \
+      for (int64_t i = 0; i < n; i++) x[i] = exp(x[i] - m[oi[i]]);                        \
+    } else if (op == R_L1) {                                                             \
+      for (int64_t i = 0; i < n; i++) x[i] = fabs(x[i]);                                  \
+    } else if (op != R_LOG_SUM) {                                                        \
+      for (int64_t i = 0; i < n; i++) x[i] = x[i] * x[i];                                 \
+    }                                                                                    \
+    if (!st && n) st = reduce_passes(a, R_SUM, SUFFIX, t->rank, t->dims, mask, x, out);   \
+    else if (!st) for (int64_t i = 0; i < nout; i++) out[i] = 0;                         \
+    for (int64_t i = 0; !st && i < nout; i++)                                            \
+      out[i] = op == R_L2 ? sqrt(out[i]) : op == R_LOG_SUM ? log(out[i])                 \
+             : op == R_LOG_SUM_EXP ? log(out[i]) + m[i] : out[i];                        \
+    free(m);                                                                             \
+    free(oi);                                                                            \
+    return st;                                                                           \
+  }
+MAPPED(mapped_f32, float, DVM_F32)
+MAPPED(mapped_f64, double, DVM_F64)
+
+/* The mapped ops: x copied to the compute dtype, mapped, reduced. */
+static dvm_status *mapped(const dvm_kernel_args *a, int op, unsigned mask) {
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int64_t n = dvm_tensor_numel(x), nout = dvm_tensor_numel(y);
+  if (x->dtype == DVM_F64) {
+    double *c = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!c) return oom(reduce_names[op]);
+    if (n) memcpy(c, dvm_tensor_ptr(x), sizeof(double) * (size_t)n);
+    dvm_status *st = mapped_f64(a, op, mask, c, dvm_tensor_ptr(y));
+    free(c);
+    return st;
+  }
+  float *c = malloc(sizeof(float) * (size_t)(n ? n : 1)), *out = c ? malloc(sizeof(float) * (size_t)nout) : NULL;
+  if (!out) {
+    free(c);
+    return oom(reduce_names[op]);
+  }
+  dvm_vec_load(x->dtype, dvm_tensor_ptr(x), c, n);
+  dvm_status *st = mapped_f32(a, op, mask, c, out);
+  if (!st) dvm_vec_store(y->dtype, out, dvm_tensor_ptr(y), nout);
+  free(c);
+  free(out);
+  return st;
+}
+
 static dvm_status *reduce(const dvm_kernel_args *a, int op) {
   unsigned mask;
   dvm_status *st = reduce_check(a, op, &mask);
@@ -286,6 +382,7 @@ static dvm_status *reduce(const dvm_kernel_args *a, int op) {
   const dvm_tensor *x = a->in[0], *y = a->out[0];
   int64_t nout = dvm_tensor_numel(y), nin = dvm_tensor_numel(x), count = 1;
   if (nout == 0) return NULL;
+  if (op >= R_L1) return mapped(a, op, mask);
   for (int d = 0; d < x->rank; d++)
     if (mask & (1u << d)) count *= x->dims[d];
   int cdt = compute_dtype(x->dtype);
@@ -322,6 +419,11 @@ REDUCE_KERNEL(reduce_mean, R_MEAN)
 REDUCE_KERNEL(reduce_max, R_MAX)
 REDUCE_KERNEL(reduce_min, R_MIN)
 REDUCE_KERNEL(reduce_prod, R_PROD)
+REDUCE_KERNEL(reduce_l1, R_L1)
+REDUCE_KERNEL(reduce_l2, R_L2)
+REDUCE_KERNEL(reduce_sum_square, R_SUM_SQUARE)
+REDUCE_KERNEL(reduce_log_sum, R_LOG_SUM)
+REDUCE_KERNEL(reduce_log_sum_exp, R_LOG_SUM_EXP)
 
 /* ---- argmax, argmin ------------------------------------------------------ */
 
@@ -648,6 +750,11 @@ const dvm_kernel_def dvm_cpu_reduce_kernels[] = {
     {"reduce_max", DVM_DEVICE_CPU, reduce_max, "reduce"},
     {"reduce_min", DVM_DEVICE_CPU, reduce_min, "reduce"},
     {"reduce_prod", DVM_DEVICE_CPU, reduce_prod, "reduce"},
+    {"reduce_l1", DVM_DEVICE_CPU, reduce_l1, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_l2", DVM_DEVICE_CPU, reduce_l2, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_sum_square", DVM_DEVICE_CPU, reduce_sum_square, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_log_sum", DVM_DEVICE_CPU, reduce_log_sum, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_log_sum_exp", DVM_DEVICE_CPU, reduce_log_sum_exp, "reduce", .dtypes = DVM_DTYPES_FLOAT},
     {"argmax", DVM_DEVICE_CPU, argmax, "argreduce"},
     {"argmin", DVM_DEVICE_CPU, argmin, "argreduce"},
     {"cumsum", DVM_DEVICE_CPU, cumsum, "same"},
