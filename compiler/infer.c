@@ -876,6 +876,16 @@ static void rule_constant_of_shape(inf *I, const dvmc_node *n) {
   constant_elems(I, n);
 }
 
+/* NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss: the loss has the
+ * target's shape (reduction none) or none; SCE's log_prob the input's. */
+static void rule_nll_loss(inf *I, const dvmc_node *n) {
+  (void)I;
+  const dvmc_value *t = n->nin > 1 ? n->in[1] : NULL;
+  if (strcmp(dvmc_attr_string(n, "reduction", "mean"), "none")) set_shape(n->out[0], 0, NULL);
+  else if (t) set_shape(n->out[0], t->rank, t->dims);
+  same_shape(n, 1);
+}
+
 static void rule_gather_elements(inf *I, const dvmc_node *n) {
   (void)I;
   if (n->nin > 1 && n->in[1]) set_shape(n->out[0], n->in[1]->rank, n->in[1]->dims);

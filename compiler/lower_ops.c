@@ -496,6 +496,33 @@ dvm_status *lw_lower_contrib_attention(lowering *L, const dvmc_node *n, const op
   return lw_lower_kernel(L, n, r);
 }
 
+/* SoftmaxCrossEntropyLoss: log_prob = LogSoftmax over axis 1 (output 1,
+ * or a value of its own), then NegativeLogLikelihoodLoss of it with the
+ * labels and weights, reduction and ignore_index. */
+dvm_status *lw_lower_sce(lowering *L, const dvmc_node *n, const op_rule *r) {
+  static const op_rule logsoftmax = {"LogSoftmax", "logsoftmax", "axis:i=1", NULL, 1, NULL, 13};
+  static const op_rule nll = {"NegativeLogLikelihoodLoss", "nll_loss", NULL, NULL, 3, NULL, 13};
+  if (n->nin < 2 || !n->in[0] || !n->in[1] || !n->nout || !n->out[0])
+    return lw_unsupported(n, "needs scores, labels and a loss output");
+  dvmc_value *lp = n->nout > 1 && n->out[1] ? n->out[1] : dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+  if (!lp) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvmc_value *x = n->in[0];
+  dvmc_node step = *n;
+  step.nin = 1;
+  step.in = &x;
+  step.nout = 1;
+  step.out = &lp;
+  dvm_status *st = lw_lower_kernel(L, &step, &logsoftmax);
+  if (st) return st;
+  dvmc_value *ins[3] = {lp, n->in[1], n->nin > 2 ? n->in[2] : NULL};
+  op_rule loss = nll;
+  loss.attrs = r->attrs;
+  step.nin = n->nin > 2 ? 3 : 2;
+  step.in = ins;
+  step.out = n->out;
+  return lw_lower_kernel(L, &step, &loss);
+}
+
 /* The lowering columns of the op table (ops.def), by row. */
 #define lw_lower__ NULL
 static const op_rule rules[] = {

@@ -22,7 +22,7 @@
 #include "ops.h"
 
 #define OPSET_MIN 1 /* each op's own floor is lowering's (min_opset) */
-#define OPSET_MAX 27 /* the newest ONNX; lowering checks each op's semantics */
+#define OPSET_MAX 28 /* the newest ONNX; lowering checks each op's semantics */
 /* Protobuf message nesting (a subgraph is three levels: graph, node,
  * attribute), and the most attributes one node may carry. */
 #define MAX_NESTING 100

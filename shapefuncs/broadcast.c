@@ -38,7 +38,8 @@ dvm_status *dvm_shapefn_broadcast(const dvm_value *in, int nin, dvm_value *out, 
   if (!st) st = dvm_shape_arg("broadcast", &in[0], 0, &rank, &di);
   if (st) return st;
   memcpy(dims, di, sizeof(int64_t) * (size_t)rank);
-  for (int i = 1; i < nin; i++) {
+  /* numbers after the first two are the kernel's attributes (mod's fmod) */
+  for (int i = 1; i < nin && (i < 2 || (in[i].kind != DVM_VAL_INT && in[i].kind != DVM_VAL_FLOAT)); i++) {
     st = dvm_shape_arg("broadcast", &in[i], i, &ri, &di);
     if (!st) st = dvm_broadcast_shape(rank, dims, ri, di, &rank, dims);
     if (st) return st;

@@ -18,7 +18,8 @@ DVM_MUST_USE dvm_status *dvm_broadcast_shape(int ra, const int64_t *a, int rb, c
                                              int *rank, int64_t *out);
 
 /* Shape function "broadcast": 2 or more tensors or shapes -> their
- * broadcast shape. */
+ * broadcast shape; numbers after them (a kernel's attributes) are not
+ * read. */
 dvm_status *dvm_shapefn_broadcast(const dvm_value *in, int nin, dvm_value *out, int nout);
 
 /* Shape function "same": a tensor or shape, then anything (the kernel's

@@ -186,7 +186,50 @@ static dvm_status *shapefn_layernorm(const dvm_value *in, int nin, dvm_value *ou
   return NULL;
 }
 
+dvm_status *dvm_nll_loss_check(const char *op, const dvm_value *in, int nin, int *reduction,
+                                int64_t *ignore, int *rank, const int64_t **dims) {
+  int rx, rt, rw = -1;
+  const int64_t *dx, *dt, *dw = NULL;
+  int64_t red;
+  dvm_status *st = nin < 4 || nin > 5 ? dvm_status_new(DVM_INVALID_ARGUMENT,
+                                                       "%s: takes input, target[, weight], reduction, "
+                                                       "ignore_index; got %d arguments", op, nin)
+                                      : NULL;
+  if (!st) st = dvm_shape_arg(op, &in[0], 0, &rx, &dx);
+  if (!st) st = dvm_shape_arg(op, &in[1], 1, &rt, &dt);
+  if (!st && nin == 5) st = dvm_shape_arg(op, &in[2], 2, &rw, &dw);
+  if (!st) st = dvm_attr_int(op, "reduction", &in[nin - 2], &red);
+  if (!st) st = dvm_attr_int(op, "ignore_index", &in[nin - 1], ignore);
+  if (st) return st;
+  if (red < 0 || red > 2)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: reduction must be 0 (none), 1 (sum) or 2 (mean)", op);
+  int ok = rx >= 2 && rt == rx - 1 && dt[0] == dx[0] && (rw < 0 || (rw == 1 && dw[0] == dx[1]));
+  for (int d = 2; ok && d < rx; d++) ok = dt[d - 1] == dx[d];
+  if (!ok) {
+    char sx[DVM_SHAPE_STR_SIZE], stt[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: input %s and target %s (and weight) do not match: want [N, C, d...], "
+                          "[N, d...] and [C]", op, dvm_shape_str(sx, rx, dx), dvm_shape_str(stt, rt, dt));
+  }
+  *reduction = (int)red;
+  *rank = red ? 0 : rt;
+  *dims = dt;
+  return NULL;
+}
+
+static dvm_status *shapefn_nll_loss(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int reduction, rank;
+  int64_t ignore;
+  const int64_t *dims;
+  dvm_status *st = dvm_shape_check_counts("nll_loss", nin, 4, 5, nout, 1);
+  if (!st) st = dvm_nll_loss_check("nll_loss", in, nin, &reduction, &ignore, &rank, &dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], rank, dims);
+  return NULL;
+}
+
 const dvm_shapefn_def dvm_shapefn_reduce_table[] = {
+    {"nll_loss", shapefn_nll_loss},
     {"reduce", shapefn_reduce},
     {"argreduce", shapefn_argreduce},
     {"topk", shapefn_topk},

@@ -52,4 +52,12 @@ DVM_MUST_USE dvm_status *dvm_layernorm_check(const char *op, int rank, const int
                                              const int64_t *bias, const dvm_value *attrs,
                                              int nattrs, int *axis, double *epsilon);
 
+/* NegativeLogLikelihoodLoss: input [N, C, d...], target [N, d...],
+ * optional weight [C], then attrs reduction (0 none, 1 sum, 2 mean) and
+ * ignore_index; the output's shape: target's for none, else []. Checks
+ * the shapes agree. */
+DVM_MUST_USE dvm_status *dvm_nll_loss_check(const char *op, const dvm_value *in, int nin,
+                                            int *reduction, int64_t *ignore, int *rank,
+                                            const int64_t **dims);
+
 #endif

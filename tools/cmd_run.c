@@ -16,7 +16,8 @@ static const char usage_text[] =
     "  --input FILE | --input NAME=FILE  bind the next (or the named) input: a .npy file or an\n"
     "                                     ONNX TensorProto .pb file for tensors, a number for\n"
     "                                     int/float inputs\n"
-    "  --output FILE | --output NAME=FILE save results as .npy (in result order, or by name);\n"
+    "  --output FILE | --output NAME=FILE save results as .npy, or as an ONNX TensorProto when\n"
+    "                                     FILE ends in .pb (in result order, or by name);\n"
     "                                     without it each result is summarized on stdout\n"
     "  --function NAME                    function to run (default: main, or the only one)\n"
     "  --device cpu|cuda|auto             where tensors live (default auto: cuda when a device is\n"
@@ -104,6 +105,44 @@ static dvm_status *read_pb(const char *path, dvm_tensor **out) {
   return st;
 }
 
+/* An ONNX TensorProto file: dims, data_type and raw_data (little-endian,
+ * as ONNX stores it; dvm builds for little-endian hosts only). The one way
+ * out for dtypes .npy lacks (bf16). */
+static size_t put_varint(uint8_t *b, uint64_t v) {
+  size_t n = 0;
+  for (; v >= 0x80; v >>= 7) b[n++] = (uint8_t)(v | 0x80);
+  b[n++] = (uint8_t)v;
+  return n;
+}
+
+static dvm_status *write_pb(const char *path, const dvm_tensor *t) {
+  static const int onnx_type[DVM_DTYPE_COUNT] = {
+      [DVM_F32] = 1, [DVM_F16] = 10, [DVM_BF16] = 16, [DVM_F64] = 11, [DVM_I8] = 3,
+      [DVM_I16] = 5, [DVM_I32] = 6,  [DVM_I64] = 7,   [DVM_U8] = 2,   [DVM_BOOL] = 9};
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: writing .pb needs a CPU tensor", path);
+  uint8_t head[16 * (DVM_MAX_RANK + 3)];
+  size_t n = 0, nbytes = dvm_tensor_nbytes(t);
+  for (int i = 0; i < dvm_tensor_rank(t); i++) {
+    head[n++] = 0x08; /* field 1 (dims), varint */
+    n += put_varint(head + n, (uint64_t)dvm_tensor_dims(t)[i]);
+  }
+  head[n++] = 0x10; /* field 2 (data_type), varint */
+  n += put_varint(head + n, (uint64_t)onnx_type[dvm_tensor_dtype(t)]);
+  head[n++] = 0x4a; /* field 9 (raw_data), length-delimited */
+  n += put_varint(head + n, nbytes);
+  FILE *f = fopen(path, "wb");
+  if (!f) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cannot create", path);
+  int ok = fwrite(head, 1, n, f) == n && (!nbytes || fwrite(dvm_tensor_data(t), 1, nbytes, f) == nbytes);
+  if (fclose(f) != 0) ok = 0;
+  return ok ? NULL : dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cannot write", path);
+}
+
+static int ends_with_pb(const char *path) {
+  size_t len = strlen(path);
+  return len > 3 && !strcmp(path + len - 3, ".pb");
+}
+
 static dvm_status *load_input(const dvm_param_info *p, const char *value, dvm_value *out) {
   char *end;
   if (p->kind == DVM_VAL_INT) {
@@ -121,8 +160,7 @@ static dvm_status *load_input(const dvm_param_info *p, const char *value, dvm_va
     return NULL;
   }
   dvm_tensor *t;
-  size_t len = strlen(value);
-  dvm_status *st = len > 3 && !strcmp(value + len - 3, ".pb") ? read_pb(value, &t) : dvm_npy_read_file(value, &t);
+  dvm_status *st = ends_with_pb(value) ? read_pb(value, &t) : dvm_npy_read_file(value, &t);
   if (st) return dvm_status_annotate(st, "input \"%s\"", p->name);
   *out = dvm_value_tensor(t);
   return NULL;
@@ -246,7 +284,7 @@ int dvm_cmd_run(int argc, char **argv) {
                                  info.name, dvm_kind_name((dvm_kind)res[r].kind));
         goto done;
       }
-      if ((st = dvm_npy_write_file(out_slots[r], res[r].u.tensor))) {
+      if ((st = (ends_with_pb(out_slots[r]) ? write_pb : dvm_npy_write_file)(out_slots[r], res[r].u.tensor))) {
         rc = dvm_cli_fail("run", st);
         goto done;
       }

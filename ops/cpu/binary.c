@@ -16,11 +16,22 @@
  *       NaN compares unequal to everything.
  *   and, or, xor (in: A, B) -> C, all bool. A bool byte other than 0 is true;
  *       outputs are 0 or 1.
+ *   mod (in: A, B; attrs: fmod:int) -> C, the dtypes of add: ONNX Mod, the
+ *       remainder of the floored division (the sign of B) for fmod 0, of the
+ *       truncated one (C's %, fmod()) for fmod 1; an integer zero divisor
+ *       fails as in div.
+ *   bitwise_and, bitwise_or, bitwise_xor (in: A, B) -> C; bit_shift (in: A,
+ *       B; attrs: direction:int, 0 left, 1 right) -> C: i8 i16 i32 i64 u8.
+ *       Right shifts of signed values are arithmetic; a shift by a negative
+ *       amount or the width or more gives -1 (negative A shifted right) or 0.
  *   where (in: C bool, X, Y) -> Z: C ? X : Y elementwise, all three
  *       broadcast; X, Y and Z of one dtype, any dtype.
  *
  * Outputs are checked to have the broadcast shape. An output may be the
- * same memory as an input of its own shape and dtype size.
+ * same memory as an input of its own shape and dtype size; not for the
+ * comparisons: a broadcast input of another dtype can have the output's
+ * byte size and not its shape (i64 [2, 1] < i64 [2] -> bool [2, 2]), and
+ * the memory plan matches sizes in bytes.
  *
  * The inner row of the broadcast plan (elementwise.h) has each input
  * advancing or repeated, so every op has one vectorized loop per pattern:
@@ -319,6 +330,37 @@ enum { ROW_VV, ROW_SV, ROW_VS, ROW_KINDS };
 #define AND(C, U, x, y) (((x) != 0) & ((y) != 0))
 #define OR(C, U, x, y) (((x) != 0) | ((y) != 0))
 #define XOR(C, U, x, y) (((x) != 0) ^ ((y) != 0))
+#define BIT_AND(C, U, x, y) (C)((U)(x) & (U)(y))
+#define BIT_OR(C, U, x, y) (C)((U)(x) | (U)(y))
+#define BIT_XOR(C, U, x, y) (C)((U)(x) ^ (U)(y))
+/* Mod: fmod 1 truncates (the sign of x), fmod 0 floors (the sign of y).
+ * A zero integer divisor never reaches these (an error before the loop);
+ * INT_MIN % -1 is 0. */
+#define TMOD(C, U, x, y) ((y) == -1 || (y) == 0 ? (C)0 : (C)((x) % (y)))
+#define UMOD(C, U, x, y) ((y) == 0 ? (C)0 : (C)((x) % (y)))
+#define FLOOR_IMOD(C, U, x, y) floor_mod(TMOD(C, U, x, y), y)
+#define FMOD(C, U, x, y) _Generic((x), float: fmodf, double: fmod)(x, y)
+#define FLOOR_FMOD(C, U, x, y) _Generic((x), float: floor_fmodf, double: floor_fmod)(x, y)
+/* BitShift: a shift by a negative amount or by the width or more leaves
+ * only the sign fill (-1 for a negative x shifted right, else 0). */
+#define BITS(x) (uint64_t)(sizeof(x) * 8)
+#define OUT_OF_RANGE(x, y) ((uint64_t)(int64_t)(y) >= BITS(x))
+#define SIGN_FILL(C, x) ((x) > 0 || (x) == 0 ? (C)0 : (C)-1)
+#define SHL(C, U, x, y) (OUT_OF_RANGE(x, y) ? (C)0 : (C)((U)(x) << (y)))
+#define SHR(C, U, x, y) (OUT_OF_RANGE(x, y) ? SIGN_FILL(C, x) : (C)((x) >> (y)))
+
+/* the truncated remainder r of x by y moved to y's sign */
+static inline int64_t floor_mod(int64_t r, int64_t y) { return r != 0 && (r < 0) != (y < 0) ? r + y : r; }
+#define FLOOR_FMOD_FN(name, T, FM)                                \
+  static inline T name(T x, T y) {                                \
+    T r = FM(x, y);                                               \
+    if (r != 0 && (r < 0) != (y < 0)) return r + y;               \
+    return r == 0 ? copysign##T##_(0, y) : r;                     \
+  }
+#define copysignfloat_ copysignf
+#define copysigndouble_ copysign
+FLOOR_FMOD_FN(floor_fmodf, float, fmodf)
+FLOOR_FMOD_FN(floor_fmod, double, fmod)
 
 /* x^e modulo 2^64 (the low bits serve narrower types); e < 0 as 1/x^-e
  * truncated. */
@@ -370,6 +412,10 @@ FLOATS(CMP, greater, GT) INTS(CMP, greater, GT)
 FLOATS(CMP, less_equal, LE) INTS(CMP, less_equal, LE)
 FLOATS(CMP, greater_equal, GE) INTS(CMP, greater_equal, GE)
 CMP(and, AND, bool) CMP(or, OR, bool) CMP(xor, XOR, bool)
+INTS(ARITH, bitwise_and, BIT_AND) INTS(ARITH, bitwise_or, BIT_OR) INTS(ARITH, bitwise_xor, BIT_XOR)
+INTS(ARITH, shl, SHL) INTS(ARITH, shr, SHR)
+FLOATS(ARITH, fmod, FMOD) SINTS(ARITH, fmod, TMOD) ARITH(fmod, UMOD, u8)
+FLOATS(ARITH, mod, FLOOR_FMOD) SINTS(ARITH, mod, FLOOR_IMOD) ARITH(mod, UMOD, u8)
 
 /* Float pow: libm's, except that an exponent of 2 (variance, squared
  * error) is a multiply and vectorizes; in the vector-scalar loop it is
@@ -407,7 +453,8 @@ POW_FLOAT(f32) POW_FLOAT(f64) POW_FLOAT(f16) POW_FLOAT(bf16)
 typedef enum op_id {
   OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MIN, OP_MAX,
   OP_EQUAL, OP_LESS, OP_GREATER, OP_LESS_EQUAL, OP_GREATER_EQUAL,
-  OP_AND, OP_OR, OP_XOR, OP_COUNT
+  OP_AND, OP_OR, OP_XOR, OP_BITWISE_AND, OP_BITWISE_OR, OP_BITWISE_XOR, OP_SHL, OP_SHR,
+  OP_MOD, OP_FMOD, OP_COUNT
 } op_id;
 
 typedef struct op_def {
@@ -439,6 +486,13 @@ static const op_def ops[OP_COUNT] = {
     [OP_AND] = {"and", 1, {[DVM_BOOL] = R3(and_bool)}},
     [OP_OR] = {"or", 1, {[DVM_BOOL] = R3(or_bool)}},
     [OP_XOR] = {"xor", 1, {[DVM_BOOL] = R3(xor_bool)}},
+    [OP_BITWISE_AND] = {"bitwise_and", 0, {R_INTS(bitwise_and)}},
+    [OP_BITWISE_OR] = {"bitwise_or", 0, {R_INTS(bitwise_or)}},
+    [OP_BITWISE_XOR] = {"bitwise_xor", 0, {R_INTS(bitwise_xor)}},
+    [OP_SHL] = {"bit_shift", 0, {R_INTS(shl)}},
+    [OP_SHR] = {"bit_shift", 0, {R_INTS(shr)}},
+    [OP_MOD] = {"mod", 0, {R_NUM(mod)}},
+    [OP_FMOD] = {"mod", 0, {R_NUM(fmod)}},
 };
 
 static dvm_status *check(const dvm_kernel_args *a, const op_def *op) {
@@ -506,11 +560,11 @@ static dvm_status *binary(const dvm_kernel_args *a, op_id id) {
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->in[1];
   if (dvm_tensor_numel(a->out[0]) == 0) return NULL;
-  if (id == OP_DIV && x->dtype >= DVM_I8 && x->dtype <= DVM_U8) {
+  if ((id == OP_DIV || id == OP_MOD || id == OP_FMOD) && x->dtype >= DVM_I8 && x->dtype <= DVM_U8) {
     int64_t z = find_zero(dvm_tensor_ptr(y), dvm_dtype_size((dvm_dtype)y->dtype), dvm_tensor_numel(y));
     if (z >= 0)
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "div: integer division by zero (divisor element %lld)",
-                            (long long)z);
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: integer division by zero (divisor element %lld)",
+                            op->name, (long long)z);
   }
   /* by bit: input 0 advances, input 1 advances; both scalar is one element */
   const dvm_ew_row_fn *r = op->rows[x->dtype];
@@ -584,6 +638,20 @@ KERNEL(greater_equal, OP_GREATER_EQUAL)
 KERNEL(and_, OP_AND)
 KERNEL(or_, OP_OR)
 KERNEL(xor_, OP_XOR)
+KERNEL(bitwise_and, OP_BITWISE_AND)
+KERNEL(bitwise_or, OP_BITWISE_OR)
+KERNEL(bitwise_xor, OP_BITWISE_XOR)
+
+/* An op whose variant is its one int attribute (0 picks `if0`). */
+static dvm_status *by_flag(const dvm_kernel_args *a, const char *name, op_id if0, op_id if1) {
+  if (a->nattrs != 1 || a->attrs[0].kind != DVM_VAL_INT || (uint64_t)a->attrs[0].u.i > 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes one attribute, the int 0 or 1", name);
+  return binary(a, a->attrs[0].u.i ? if1 : if0);
+}
+/* attrs: fmod (0: floored, 1: truncated) */
+static dvm_status *mod(const dvm_kernel_args *a) { return by_flag(a, "mod", OP_MOD, OP_FMOD); }
+/* attrs: direction (0: left, 1: right) */
+static dvm_status *bit_shift(const dvm_kernel_args *a) { return by_flag(a, "bit_shift", OP_SHL, OP_SHR); }
 
 const dvm_kernel_def dvm_cpu_binary_kernels[] = {
     {"add", DVM_DEVICE_CPU, add, "broadcast", .inplace = 1},
@@ -593,14 +661,19 @@ const dvm_kernel_def dvm_cpu_binary_kernels[] = {
     {"pow", DVM_DEVICE_CPU, pow_, "broadcast", .inplace = 1},
     {"min", DVM_DEVICE_CPU, min_, "broadcast", .inplace = 1},
     {"max", DVM_DEVICE_CPU, max_, "broadcast", .inplace = 1},
-    {"equal", DVM_DEVICE_CPU, equal, "broadcast", .inplace = 1},
-    {"less", DVM_DEVICE_CPU, less, "broadcast", .inplace = 1},
-    {"greater", DVM_DEVICE_CPU, greater, "broadcast", .inplace = 1},
-    {"less_equal", DVM_DEVICE_CPU, less_equal, "broadcast", .inplace = 1},
-    {"greater_equal", DVM_DEVICE_CPU, greater_equal, "broadcast", .inplace = 1},
+    {"equal", DVM_DEVICE_CPU, equal, "broadcast"},
+    {"less", DVM_DEVICE_CPU, less, "broadcast"},
+    {"greater", DVM_DEVICE_CPU, greater, "broadcast"},
+    {"less_equal", DVM_DEVICE_CPU, less_equal, "broadcast"},
+    {"greater_equal", DVM_DEVICE_CPU, greater_equal, "broadcast"},
     {"and", DVM_DEVICE_CPU, and_, "broadcast", .inplace = 1},
     {"or", DVM_DEVICE_CPU, or_, "broadcast", .inplace = 1},
     {"xor", DVM_DEVICE_CPU, xor_, "broadcast", .inplace = 1},
     {"where", DVM_DEVICE_CPU, where, "broadcast", .inplace = 1},
+    {"bitwise_and", DVM_DEVICE_CPU, bitwise_and, "broadcast", .inplace = 1},
+    {"bitwise_or", DVM_DEVICE_CPU, bitwise_or, "broadcast", .inplace = 1},
+    {"bitwise_xor", DVM_DEVICE_CPU, bitwise_xor, "broadcast", .inplace = 1},
+    {"bit_shift", DVM_DEVICE_CPU, bit_shift, "broadcast", .inplace = 1},
+    {"mod", DVM_DEVICE_CPU, mod, "broadcast", .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -985,7 +985,8 @@ static dvm_status *einsum(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
-    [K_MATMUL] = {"matmul", DVM_DEVICE_CPU, matmul, "matmul", .prepack = matmul_prepack},
+    [K_MATMUL] = {"matmul", DVM_DEVICE_CPU, matmul, "matmul", .prepack = matmul_prepack,
+                  .dtypes = DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16)},
     [K_GEMM] = {"gemm", DVM_DEVICE_CPU, gemm, "gemm", .prepack = gemm_prepack},
     [K_EINSUM] = {"einsum", DVM_DEVICE_CPU, einsum, "einsum"},
     [K_END] = {NULL, DVM_DEVICE_CPU, NULL, NULL},

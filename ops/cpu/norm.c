@@ -10,6 +10,9 @@
  *     on; Scale and B broadcast to those dims. X, Scale, B, Y: f32, f16 or
  *     bf16 each; Mean and InvStdDev (X's shape with those dims 1; stash_type
  *     1, computed in f32) f32, f16 or bf16. Shape function "layernorm".
+ *   rmsnorm (in: X, Scale[, B]; attrs: axis:int, epsilon:float) -> Y
+ *     ONNX RMSNormalization (opset 23): layernorm with the mean taken as
+ *     0, x / sqrt(mean(x^2) + epsilon) * Scale (+ B); the same dtypes.
  *   batchnorm (in: X, scale, B, input_mean, input_var; attrs: epsilon:float) -> Y
  *     ONNX BatchNormalization in inference mode (training_mode = 0): X is
  *     [N, C, ...] (rank >= 2), the others [C]; all f32, f16 or bf16. Y has
@@ -339,6 +342,7 @@ typedef struct layernorm_job {
   float *y, *mean, *inv;         /* mean, inv may be NULL */
   int64_t n;
   float eps;
+  int rms; /* RMSNormalization: the mean taken as 0 */
 } layernorm_job;
 
 /* One row in double, for rows whose f32 sums overflow (|x| near the f32
@@ -346,9 +350,9 @@ typedef struct layernorm_job {
  * the spec's formula gives (a constant row of 3e38 gives 0, as in ONNX
  * Runtime). Returns the inverse standard deviation. */
 static float layernorm_row_wide(const float *x, const float *g, const float *b, float *y, int64_t n,
-                                float eps, float *mean_out) {
+                                float eps, int rms, float *mean_out) {
   double sum = 0, sq = 0;
-  for (int64_t i = 0; i < n; i++) sum += x[i];
+  for (int64_t i = 0; i < n && !rms; i++) sum += x[i];
   double mean = sum / (double)n;
   for (int64_t i = 0; i < n; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
   double inv = 1.0 / sqrt(sq / (double)n + eps);
@@ -366,15 +370,17 @@ DVM_VEC static void layernorm_rows(const void *job, int64_t r0, int64_t r1) {
     const float *x = j->x + row * n;
     float *y = j->y + row * n;
     float sum = 0, sq = 0;
+    if (!j->rms) {
 #pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; i++) sum += x[i];
+      for (int64_t i = 0; i < n; i++) sum += x[i];
+    }
     float mean = sum / (float)n;
     /* two passes: the variance of x - mean does not cancel */
 #pragma omp simd reduction(+ : sq)
     for (int64_t i = 0; i < n; i++) sq += (x[i] - mean) * (x[i] - mean);
     float inv = 1.0f / sqrtf(sq / (float)n + j->eps);
     if (!isfinite(sq)) { /* overflowed (or an inf/NaN in x, which stays NaN) */
-      inv = layernorm_row_wide(x, g, b, y, n, j->eps, &mean);
+      inv = layernorm_row_wide(x, g, b, y, n, j->eps, j->rms, &mean);
     } else if (b) {
 #pragma omp simd
       for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + b[i];
@@ -387,9 +393,9 @@ DVM_VEC static void layernorm_rows(const void *job, int64_t r0, int64_t r1) {
   }
 }
 
-static dvm_status *layernorm(const dvm_kernel_args *a) {
-  static const char op[] = "layernorm";
-  if (a->nin < 2 || a->nin > 3 || a->nout < 1 || a->nout > 3)
+/* layernorm, or rmsnorm (rms: no mean, one output) */
+static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms) {
+  if (a->nin < 2 || a->nin > 3 || a->nout < 1 || a->nout > (rms ? 1 : 3))
     return dvm_status_new(DVM_INVALID_ARGUMENT,
                           "%s: takes 2 or 3 inputs and 1 to 3 outputs, got %d and %d", op, a->nin,
                           a->nout);
@@ -430,7 +436,7 @@ static dvm_status *layernorm(const dvm_kernel_args *a) {
     free(params);
     return st;
   }
-  layernorm_job j = {io.x, params, NULL, io.y, NULL, NULL, n, (float)eps};
+  layernorm_job j = {io.x, params, NULL, io.y, NULL, NULL, n, (float)eps, rms};
   expand_param(g, x->rank, x->dims, n, params);
   if (b) expand_param(b, x->rank, x->dims, n, params + n), j.bias = params + n;
   if (a->nout > 1) j.mean = a->out[1]->dtype == DVM_F32 ? dvm_tensor_ptr(a->out[1]) : params + 2 * n;
@@ -445,6 +451,9 @@ static dvm_status *layernorm(const dvm_kernel_args *a) {
   free(params);
   return NULL;
 }
+
+static dvm_status *layernorm(const dvm_kernel_args *a) { return norm_layer(a, "layernorm", 0); }
+static dvm_status *rmsnorm(const dvm_kernel_args *a) { return norm_layer(a, "rmsnorm", 1); }
 
 /* ---- batchnorm ----------------------------------------------------------- */
 
@@ -513,10 +522,13 @@ static dvm_status *batchnorm(const dvm_kernel_args *a) {
   return NULL;
 }
 
+#define F32_F16_BF16 (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))
+
 const dvm_kernel_def dvm_cpu_norm_kernels[] = {
-    {"softmax", DVM_DEVICE_CPU, softmax, "same", .inplace = 1},
-    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .inplace = 1},
+    {"softmax", DVM_DEVICE_CPU, softmax, "same", .dtypes = F32_F16_BF16, .inplace = 1},
+    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .dtypes = F32_F16_BF16, .inplace = 1},
     {"layernorm", DVM_DEVICE_CPU, layernorm, "layernorm", .inplace = 1},
+    {"rmsnorm", DVM_DEVICE_CPU, rmsnorm, "layernorm", .inplace = 1},
     {"batchnorm", DVM_DEVICE_CPU, batchnorm, "same", .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

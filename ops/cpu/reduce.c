@@ -5,6 +5,11 @@
  *     f32, f64, i32, i64, and f16/bf16 computed in f32; reduce_max and
  *     reduce_min also take bool. Output dtype = data's.
  *   reduce_mean (same) -> reduced; f32, f64, f16, bf16.
+ *   reduce_l1, reduce_l2, reduce_sum_square, reduce_log_sum,
+ *     reduce_log_sum_exp (same) -> reduced; f32, f64, f16, bf16: the sum of
+ *     |x|, sqrt of the sum of x^2, the sum of x^2, log of the sum, and
+ *     log of the sum of exp (computed as m + log sum exp(x - m), m the
+ *     max, so large x do not overflow). Empty: 0, 0, 0, -inf, -inf.
  *     ONNX ReduceX with axes as an attribute (the compiler turns the axes
  *     input of opset 13/18 into one): axes in [-rank, rank), no repeats;
  *     empty axes reduce every axis, or none (a copy) when
@@ -24,6 +29,19 @@
  *     ONNX CumSum with the axis as an attribute, not a 0-d tensor input (the
  *     compiler reads the constant). f32, f64, i32, i64, f16/bf16 summed in
  *     f32. y has x's shape and dtype (shape function "same").
+ *   nll_loss (in: input, target[, weight]; attrs: reduction:int (0 none,
+ *     1 sum, 2 mean), ignore_index:int) -> loss: ONNX
+ *     NegativeLogLikelihoodLoss; input [N, C, d...] and weight [C] f32,
+ *     f64, f16 or bf16, target [N, d...] i64 or i32 in [0, C) unless
+ *     ignored; loss [N, d...] (none) or [] in input's dtype. Mean over
+ *     nothing (every target ignored) is NaN. Shape function "nll_loss".
+ *   hardmax (in: x; attrs: axis:int) -> y: ONNX Hardmax, 1 at the first
+ *     maximum along the axis, 0 elsewhere; f32, f64, f16, bf16.
+ *   lp_normalization (in: x; attrs: axis:int, p:int) -> y: ONNX
+ *     LpNormalization, x over its L1 or L2 norm along the axis; f32, f64,
+ *     f16, bf16 (computed in double).
+ *   cumprod (the same) -> y: ONNX CumProd, running products, as cumsum
+ *     (integers wrap).
  *   topk (in: x, k; attrs: axis:int, largest:int, sorted:int) -> values, indices
  *     ONNX TopK: k is a host i64 (or i32) tensor of one element, 0 <= k <=
  *     the axis' dim; values have x's dtype (f32, f64, f16, bf16, i32, i64),
@@ -100,9 +118,12 @@ static dvm_status *as_f32(const char *op, const dvm_tensor *t, const float **out
 
 /* ---- reduce_* ------------------------------------------------------------ */
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_OPS };
-static const char *const reduce_names[R_OPS] = {"reduce_sum", "reduce_mean", "reduce_max",
-                                                "reduce_min", "reduce_prod"};
+/* The ops from R_L1 on are sums of a mapped input (|x|, x^2, exp(x - max)),
+ * some mapped after (sqrt, log, + max): see mapped(). */
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_PROD, R_L1, R_L2, R_SUM_SQUARE, R_LOG_SUM, R_LOG_SUM_EXP, R_OPS };
+static const char *const reduce_names[R_OPS] = {
+    "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1",
+    "reduce_l2", "reduce_sum_square", "reduce_log_sum", "reduce_log_sum_exp"};
 
 /* One pass over [no, nr, ni]: out[o, i] = op over r of in[o, r, i]; a
  * task is one o and a chunk of COL_CHUNK columns. */
@@ -177,6 +198,11 @@ static const dvm_vec_range_fn passes[R_OPS][DVM_DTYPE_COUNT] = {
                [DVM_BOOL] = min_u8},
     [R_PROD] = {[DVM_F32] = prod_f32, [DVM_F64] = prod_f64, [DVM_I32] = prod_i32,
                 [DVM_I64] = prod_i64},
+    [R_L1] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_L2] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_SUM_SQUARE] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_LOG_SUM] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
+    [R_LOG_SUM_EXP] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
 };
 
 static int compute_dtype(int dt) { return dt == DVM_F16 || dt == DVM_BF16 ? DVM_F32 : dt; }
@@ -279,6 +305,89 @@ static dvm_status *reduce_passes(const dvm_kernel_args *a, int op, int cdt, int 
   return NULL;
 }
 
+/* For each element of an input of dims (rank, dims), the index of its
+ * reduced output (the reduced axes in mask dropped), in row-major order. */
+static void out_index(int rank, const int64_t *dims, unsigned mask, int64_t *oi) {
+  int64_t stride[DVM_MAX_RANK], idx[DVM_MAX_RANK] = {0}, s = 1, n = 1, cur = 0;
+  for (int d = rank - 1; d >= 0; d--) {
+    stride[d] = mask & (1u << d) ? 0 : s;
+    if (!(mask & (1u << d))) s *= dims[d];
+    n *= dims[d];
+  }
+  for (int64_t i = 0; i < n; i++) {
+    oi[i] = cur;
+    for (int d = rank - 1; d >= 0; d--) { /* the next multi-index */
+      cur += stride[d];
+      if (++idx[d] < dims[d]) break;
+      cur -= stride[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* The sums of a mapped input, on a copy of x in compute dtype T: L1 sums
+ * |x|, L2 and SumSquare x^2 (L2 then takes the sqrt), LogSum x (then the
+ * log), LogSumExp exp(x - m) with m the reduced max (then log + m; m is
+ * taken as 0 where it is not finite, so all -inf gives -inf). */
+#define MAPPED(name, T, SUFFIX)                                                           \
+  static dvm_status *name(const dvm_kernel_args *a, int op, unsigned mask, T *x, T *out) { \
+    const dvm_tensor *t = a->in[0];                                                      \
+    int64_t n = dvm_tensor_numel(t), nout = dvm_tensor_numel(a->out[0]);                 \
+    T *m = NULL;                                                                         \
+    int64_t *oi = NULL;                                                                  \
+    dvm_status *st = NULL;                                                               \
+    if (op == R_LOG_SUM_EXP) {                                                           \
+      if (!(m = malloc(sizeof(T) * (size_t)nout)) || !(oi = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)))) { \
+        free(m);                                                                         \
+        return oom(reduce_names[op]);                                                    \
+      }                                                                                  \
+      if (n) st = reduce_passes(a, R_MAX, SUFFIX, t->rank, t->dims, mask, x, m);          \
+      else for (int64_t i = 0; i < nout; i++) m[i] = 0;                                  \
+      for (int64_t i = 0; i < nout; i++) m[i] = isfinite(m[i]) ? m[i] : 0;               \
+      out_index(t->rank, t->dims, mask, oi);                                             \
+      for (int64_t i = 0; i < n; i++) x[i] = exp(x[i] - m[oi[i]]);                        \
+    } else if (op == R_L1) {                                                             \
+      for (int64_t i = 0; i < n; i++) x[i] = fabs(x[i]);                                  \
+    } else if (op != R_LOG_SUM) {                                                        \
+      for (int64_t i = 0; i < n; i++) x[i] = x[i] * x[i];                                 \
+    }                                                                                    \
+    if (!st && n) st = reduce_passes(a, R_SUM, SUFFIX, t->rank, t->dims, mask, x, out);   \
+    else if (!st) for (int64_t i = 0; i < nout; i++) out[i] = 0;                         \
+    for (int64_t i = 0; !st && i < nout; i++)                                            \
+      out[i] = op == R_L2 ? sqrt(out[i]) : op == R_LOG_SUM ? log(out[i])                 \
+             : op == R_LOG_SUM_EXP ? log(out[i]) + m[i] : out[i];                        \
+    free(m);                                                                             \
+    free(oi);                                                                            \
+    return st;                                                                           \
+  }
+MAPPED(mapped_f32, float, DVM_F32)
+MAPPED(mapped_f64, double, DVM_F64)
+
+/* The mapped ops: x copied to the compute dtype, mapped, reduced. */
+static dvm_status *mapped(const dvm_kernel_args *a, int op, unsigned mask) {
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int64_t n = dvm_tensor_numel(x), nout = dvm_tensor_numel(y);
+  if (x->dtype == DVM_F64) {
+    double *c = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!c) return oom(reduce_names[op]);
+    if (n) memcpy(c, dvm_tensor_ptr(x), sizeof(double) * (size_t)n);
+    dvm_status *st = mapped_f64(a, op, mask, c, dvm_tensor_ptr(y));
+    free(c);
+    return st;
+  }
+  float *c = malloc(sizeof(float) * (size_t)(n ? n : 1)), *out = c ? malloc(sizeof(float) * (size_t)nout) : NULL;
+  if (!out) {
+    free(c);
+    return oom(reduce_names[op]);
+  }
+  dvm_vec_load(x->dtype, dvm_tensor_ptr(x), c, n);
+  dvm_status *st = mapped_f32(a, op, mask, c, out);
+  if (!st) dvm_vec_store(y->dtype, out, dvm_tensor_ptr(y), nout);
+  free(c);
+  free(out);
+  return st;
+}
+
 static dvm_status *reduce(const dvm_kernel_args *a, int op) {
   unsigned mask;
   dvm_status *st = reduce_check(a, op, &mask);
@@ -286,6 +395,7 @@ static dvm_status *reduce(const dvm_kernel_args *a, int op) {
   const dvm_tensor *x = a->in[0], *y = a->out[0];
   int64_t nout = dvm_tensor_numel(y), nin = dvm_tensor_numel(x), count = 1;
   if (nout == 0) return NULL;
+  if (op >= R_L1) return mapped(a, op, mask);
   for (int d = 0; d < x->rank; d++)
     if (mask & (1u << d)) count *= x->dims[d];
   int cdt = compute_dtype(x->dtype);
@@ -322,6 +432,11 @@ REDUCE_KERNEL(reduce_mean, R_MEAN)
 REDUCE_KERNEL(reduce_max, R_MAX)
 REDUCE_KERNEL(reduce_min, R_MIN)
 REDUCE_KERNEL(reduce_prod, R_PROD)
+REDUCE_KERNEL(reduce_l1, R_L1)
+REDUCE_KERNEL(reduce_l2, R_L2)
+REDUCE_KERNEL(reduce_sum_square, R_SUM_SQUARE)
+REDUCE_KERNEL(reduce_log_sum, R_LOG_SUM)
+REDUCE_KERNEL(reduce_log_sum_exp, R_LOG_SUM_EXP)
 
 /* ---- argmax, argmin ------------------------------------------------------ */
 
@@ -421,7 +536,7 @@ typedef struct cumsum_job {
   int exclusive, reverse;
 } cumsum_job;
 
-#define CUMSUM(name, T, U)                                                                  \
+#define CUMSUM(name, T, U, OP, INIT)                                                        \
   DVM_VEC static void name(const void *job, int64_t o0, int64_t o1) {                      \
     const cumsum_job *j = job;                                                              \
     int64_t nr = j->nr, ni = j->ni, step = j->reverse ? -ni : ni, exclusive = j->exclusive; \
@@ -430,47 +545,54 @@ typedef struct cumsum_job {
       const T *xs = (const T *)j->x + first;                                                \
       T *ys = (T *)j->y + first;                                                            \
       if (exclusive)                                                                        \
-        _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) ys[i] = 0;                     \
+        _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) ys[i] = INIT;                  \
       else                                                                                  \
         _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) ys[i] = xs[i];                 \
-      /* y[r] = y[r-1] + x[r], or x[r-1] when exclusive */                                  \
+      /* y[r] = y[r-1] op x[r], or x[r-1] when exclusive */                                 \
       for (int64_t r = 1; r < nr; r++) {                                                    \
         T *yr = ys + r * step;                                                              \
         const T *prev = yr - step, *xr = xs + (r - exclusive) * step;                       \
-        _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) yr[i] = (T)((U)prev[i] + (U)xr[i]); \
+        _Pragma("omp simd") for (int64_t i = 0; i < ni; i++) yr[i] = (T)OP(U, prev[i], xr[i]); \
       }                                                                                     \
     }                                                                                       \
   }
 
-CUMSUM(cumsum_f32, float, float)
-CUMSUM(cumsum_f64, double, double)
-CUMSUM(cumsum_i32, int32_t, uint32_t)
-CUMSUM(cumsum_i64, int64_t, uint64_t)
+CUMSUM(cumsum_f32, float, float, ADD, 0)
+CUMSUM(cumsum_f64, double, double, ADD, 0)
+CUMSUM(cumsum_i32, int32_t, uint32_t, ADD, 0)
+CUMSUM(cumsum_i64, int64_t, uint64_t, ADD, 0)
+CUMSUM(cumprod_f32, float, float, MUL, 1)
+CUMSUM(cumprod_f64, double, double, MUL, 1)
+CUMSUM(cumprod_i32, int32_t, uint32_t, MUL, 1)
+CUMSUM(cumprod_i64, int64_t, uint64_t, MUL, 1)
 
-static const dvm_vec_range_fn cumsums[DVM_DTYPE_COUNT] = {
-    [DVM_F32] = cumsum_f32, [DVM_F64] = cumsum_f64, [DVM_I32] = cumsum_i32,
-    [DVM_I64] = cumsum_i64,
+/* by product (0 sum, 1 product) and compute dtype */
+static const dvm_vec_range_fn cumsums[2][DVM_DTYPE_COUNT] = {
+    {[DVM_F32] = cumsum_f32, [DVM_F64] = cumsum_f64, [DVM_I32] = cumsum_i32, [DVM_I64] = cumsum_i64},
+    {[DVM_F32] = cumprod_f32, [DVM_F64] = cumprod_f64, [DVM_I32] = cumprod_i32, [DVM_I64] = cumprod_i64},
 };
 
-static dvm_status *cumsum(const dvm_kernel_args *a) {
-  dvm_status *st = dvm_kargs_check(a, "cumsum", 1, 1, DVM_DEVICE_CPU);
+/* cumsum, or cumprod (prod set) */
+static dvm_status *cumulative(const dvm_kernel_args *a, int prod) {
+  const char *name = prod ? "cumprod" : "cumsum";
+  dvm_status *st = dvm_kargs_check(a, name, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->out[0];
   int cdt = compute_dtype(x->dtype);
-  if (x->dtype != y->dtype || !cumsums[cdt]) {
+  if (x->dtype != y->dtype || !cumsums[prod][cdt]) {
     char got[64];
     return dvm_status_new(DVM_INVALID_ARGUMENT,
                           "%s: dtypes %s: want one of f32, f16, bf16, f64, i32, i64, the same for "
                           "both",
-                          "cumsum", dvm_kargs_dtypes(got, sizeof got, a));
+                          name, dvm_kargs_dtypes(got, sizeof got, a));
   }
   int axis, exclusive, reverse;
-  if (!(st = dvm_attr_count("cumsum", a->nattrs, 3, 3)) && x->rank == 0)
-    st = dvm_status_new(DVM_INVALID_ARGUMENT, "cumsum: x must have rank >= 1, got a scalar");
-  if (!st) st = dvm_attr_axis("cumsum", "axis", &a->attrs[0], x->rank, &axis);
-  if (!st) st = dvm_attr_flag("cumsum", "exclusive", &a->attrs[1], &exclusive);
-  if (!st) st = dvm_attr_flag("cumsum", "reverse", &a->attrs[2], &reverse);
-  if (!st) st = check_shape("cumsum", "output", y, x->rank, x->dims);
+  if (!(st = dvm_attr_count(name, a->nattrs, 3, 3)) && x->rank == 0)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: x must have rank >= 1, got a scalar", name);
+  if (!st) st = dvm_attr_axis(name, "axis", &a->attrs[0], x->rank, &axis);
+  if (!st) st = dvm_attr_flag(name, "exclusive", &a->attrs[1], &exclusive);
+  if (!st) st = dvm_attr_flag(name, "reverse", &a->attrs[2], &reverse);
+  if (!st) st = check_shape(name, "output", y, x->rank, x->dims);
   if (st) return st;
   int64_t no, nr, ni, n = dvm_tensor_numel(x);
   if (n == 0) return NULL;
@@ -479,17 +601,20 @@ static dvm_status *cumsum(const dvm_kernel_args *a) {
   float *owned = NULL;
   void *out = dvm_tensor_ptr(y);
   if (cdt != x->dtype) { /* in f32: x converted, then y */
-    if (!(owned = malloc(sizeof(float) * 2 * (size_t)n))) return oom("cumsum");
+    if (!(owned = malloc(sizeof(float) * 2 * (size_t)n))) return oom(name);
     dvm_vec_load(x->dtype, in, owned, n);
     in = owned;
     out = owned + n;
   }
   cumsum_job j = {in, out, nr, ni, exclusive, reverse};
-  dvm_vec_parallel(threads_for(a, n), no, cumsums[cdt], &j);
+  dvm_vec_parallel(threads_for(a, n), no, cumsums[prod][cdt], &j);
   if (owned) dvm_vec_store(y->dtype, out, dvm_tensor_ptr(y), n);
   free(owned);
   return NULL;
 }
+
+static dvm_status *cumsum(const dvm_kernel_args *a) { return cumulative(a, 0); }
+static dvm_status *cumprod(const dvm_kernel_args *a) { return cumulative(a, 1); }
 
 /* ---- topk ---------------------------------------------------------------- */
 
@@ -642,15 +767,172 @@ static dvm_status *topk(const dvm_kernel_args *a) {
   return atomic_load(&j.failed) ? oom("topk") : NULL;
 }
 
+/* ---- nll_loss ------------------------------------------------------------ */
+
+/* Element i of a float tensor of dtype dt, as a double. */
+static double load_float(int dt, const void *p, int64_t i) {
+  switch (dt) {
+  case DVM_F32: return LOAD_f32(p, i);
+  case DVM_F64: return LOAD_f64(p, i);
+  case DVM_F16: return LOAD_f16(p, i);
+  default: return LOAD_bf16(p, i);
+  }
+}
+
+static void store_float(int dt, void *p, int64_t i, double v) {
+  switch (dt) {
+  case DVM_F32: ((float *)p)[i] = (float)v; break;
+  case DVM_F64: ((double *)p)[i] = v; break;
+  case DVM_F16: ((uint16_t *)p)[i] = dvm_f32_to_f16((float)v); break;
+  default: ((uint16_t *)p)[i] = dvm_f32_to_bf16((float)v); break;
+  }
+}
+
+/* ONNX NegativeLogLikelihoodLoss: loss[n, d] = -input[n, t, d] * weight[t]
+ * with t = target[n, d] (0 where t is ignore_index); none keeps them, sum
+ * adds them, mean divides the sum by the sum of the weights taken (the
+ * count without weights). Computed in double. */
+static dvm_status *nll_loss(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "nll_loss", a->nin, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->nin < 2 || a->nin > 3 || a->nattrs != 2)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "nll_loss: takes input, target[, weight] and 2 attributes");
+  dvm_value v[5];
+  int nv = 0, reduction, rank;
+  for (int i = 0; i < a->nin; i++) v[nv++] = dvm_value_tensor(a->in[i]);
+  v[nv++] = a->attrs[0];
+  v[nv++] = a->attrs[1];
+  int64_t ignore;
+  const int64_t *dims;
+  if ((st = dvm_nll_loss_check("nll_loss", v, nv, &reduction, &ignore, &rank, &dims))) return st;
+  const dvm_tensor *x = a->in[0], *t = a->in[1], *w = a->nin > 2 ? a->in[2] : NULL, *y = a->out[0];
+  int fl = x->dtype == DVM_F32 || x->dtype == DVM_F64 || x->dtype == DVM_F16 || x->dtype == DVM_BF16;
+  if (!fl || y->dtype != x->dtype || (w && w->dtype != x->dtype) || (t->dtype != DVM_I64 && t->dtype != DVM_I32)) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "nll_loss: dtypes %s: want a float input, weight and output of one dtype, an "
+                          "i32 or i64 target", dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  if ((st = check_shape("nll_loss", "output", y, rank, dims))) return st;
+  int64_t nb = x->dims[0], nc = x->dims[1], ni = dvm_tensor_numel(t) / (nb ? nb : 1);
+  const void *px = dvm_tensor_ptr(x), *pt = dvm_tensor_ptr(t), *pw = w ? dvm_tensor_ptr(w) : NULL;
+  void *py = dvm_tensor_ptr(y);
+  double sum = 0, wsum = 0;
+  for (int64_t n = 0; n < nb; n++)
+    for (int64_t i = 0; i < ni; i++) {
+      int64_t k = n * ni + i;
+      int64_t c = t->dtype == DVM_I64 ? ((const int64_t *)pt)[k] : ((const int32_t *)pt)[k];
+      double loss = 0, wc = 0;
+      if (c != ignore) {
+        if (c < 0 || c >= nc)
+          return dvm_status_new(DVM_INVALID_ARGUMENT, "nll_loss: target element %lld is %lld, not in [0, %lld)",
+                                (long long)k, (long long)c, (long long)nc);
+        wc = pw ? load_float(x->dtype, pw, c) : 1;
+        loss = -load_float(x->dtype, px, (n * nc + c) * ni + i) * wc;
+      }
+      if (reduction == 0) store_float(y->dtype, py, k, loss);
+      sum += loss;
+      wsum += wc;
+    }
+  if (reduction) store_float(y->dtype, py, 0, reduction == 2 ? sum / wsum : sum);
+  return NULL;
+}
+
+/* ---- hardmax ------------------------------------------------------------- */
+
+/* ONNX Hardmax (opset 13): 1 at the first maximum along the axis (argmax's
+ * choice, so a NaN wins), 0 elsewhere. */
+static dvm_status *hardmax(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "hardmax", 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int fl = x->dtype == DVM_F32 || x->dtype == DVM_F64 || x->dtype == DVM_F16 || x->dtype == DVM_BF16;
+  if (!fl || y->dtype != x->dtype) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "hardmax: dtypes %s: want f32, f64, f16 or bf16, the same for both",
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  int axis;
+  if (!(st = dvm_attr_count("hardmax", a->nattrs, 1, 1)) && x->rank == 0)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "hardmax: x must have rank >= 1, got a scalar");
+  if (!st) st = dvm_attr_axis("hardmax", "axis", &a->attrs[0], x->rank, &axis);
+  if (!st) st = check_shape("hardmax", "output", y, x->rank, x->dims);
+  if (st) return st;
+  int64_t no, nr, ni, n = dvm_tensor_numel(x);
+  split3(x, axis, &no, &nr, &ni);
+  void *py = dvm_tensor_ptr(y);
+  if (n) memset(py, 0, dvm_tensor_nbytes(y));
+  if (n == 0) return NULL;
+  int64_t *idx = malloc(sizeof(int64_t) * (size_t)(no * ni));
+  if (!idx) return oom("hardmax");
+  arg_job j = {dvm_tensor_ptr(x), idx, nr, ni, 0};
+  dvm_vec_parallel(threads_for(a, n), no * ni, args_by_dtype[x->dtype][0], &j);
+  for (int64_t t = 0; t < no * ni; t++) store_float(y->dtype, py, (t / ni * nr + idx[t]) * ni + t % ni, 1);
+  free(idx);
+  return NULL;
+}
+
+/* ---- lp_normalization ---------------------------------------------------- */
+
+/* ONNX LpNormalization: x divided by its L1 (p = 1) or L2 (p = 2) norm
+ * along the axis, in double; a zero norm (all zeros) gives 0, as ONNX
+ * Runtime. */
+static dvm_status *lp_normalization(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "lp_normalization", 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int fl = x->dtype == DVM_F32 || x->dtype == DVM_F64 || x->dtype == DVM_F16 || x->dtype == DVM_BF16;
+  if (!fl || y->dtype != x->dtype) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "lp_normalization: dtypes %s: want f32, f64, f16 or bf16, the same for both",
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  int axis;
+  int64_t p = 0;
+  if (!(st = dvm_attr_count("lp_normalization", a->nattrs, 2, 2)) && x->rank == 0)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "lp_normalization: x must have rank >= 1, got a scalar");
+  if (!st) st = dvm_attr_axis("lp_normalization", "axis", &a->attrs[0], x->rank, &axis);
+  if (!st) st = dvm_attr_int("lp_normalization", "p", &a->attrs[1], &p);
+  if (!st && p != 1 && p != 2) st = dvm_status_new(DVM_INVALID_ARGUMENT, "lp_normalization: p must be 1 or 2, got %lld", (long long)p);
+  if (!st) st = check_shape("lp_normalization", "output", y, x->rank, x->dims);
+  if (st) return st;
+  int64_t no, nr, ni;
+  split3(x, axis, &no, &nr, &ni);
+  const void *px = dvm_tensor_ptr(x);
+  void *py = dvm_tensor_ptr(y);
+  for (int64_t t = 0; t < no * ni; t++) {
+    int64_t base = t / ni * nr * ni + t % ni;
+    double norm = 0;
+    for (int64_t r = 0; r < nr; r++) {
+      double v = load_float(x->dtype, px, base + r * ni);
+      norm += p == 1 ? fabs(v) : v * v;
+    }
+    if (p == 2) norm = sqrt(norm);
+    for (int64_t r = 0; r < nr; r++)
+      store_float(y->dtype, py, base + r * ni, norm == 0 ? 0 : load_float(x->dtype, px, base + r * ni) / norm);
+  }
+  return NULL;
+}
+
 const dvm_kernel_def dvm_cpu_reduce_kernels[] = {
+    {"lp_normalization", DVM_DEVICE_CPU, lp_normalization, "same", .dtypes = DVM_DTYPES_FLOAT},
+    {"hardmax", DVM_DEVICE_CPU, hardmax, "same", .dtypes = DVM_DTYPES_FLOAT},
+    {"nll_loss", DVM_DEVICE_CPU, nll_loss, "nll_loss", .dtypes = DVM_DTYPES_FLOAT},
     {"reduce_sum", DVM_DEVICE_CPU, reduce_sum, "reduce"},
     {"reduce_mean", DVM_DEVICE_CPU, reduce_mean, "reduce"},
     {"reduce_max", DVM_DEVICE_CPU, reduce_max, "reduce"},
     {"reduce_min", DVM_DEVICE_CPU, reduce_min, "reduce"},
     {"reduce_prod", DVM_DEVICE_CPU, reduce_prod, "reduce"},
+    {"reduce_l1", DVM_DEVICE_CPU, reduce_l1, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_l2", DVM_DEVICE_CPU, reduce_l2, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_sum_square", DVM_DEVICE_CPU, reduce_sum_square, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_log_sum", DVM_DEVICE_CPU, reduce_log_sum, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_log_sum_exp", DVM_DEVICE_CPU, reduce_log_sum_exp, "reduce", .dtypes = DVM_DTYPES_FLOAT},
     {"argmax", DVM_DEVICE_CPU, argmax, "argreduce"},
     {"argmin", DVM_DEVICE_CPU, argmin, "argreduce"},
     {"cumsum", DVM_DEVICE_CPU, cumsum, "same"},
+    {"cumprod", DVM_DEVICE_CPU, cumprod, "same"},
     {"topk", DVM_DEVICE_CPU, topk, "topk"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -10,6 +10,16 @@
  *       1 = "tanh") -> Y, dtypes as above: ONNX Gelu,
  *       x (1 + erf(x / sqrt 2)) / 2, or x (1 + tanh(sqrt(2/pi)
  *       (x + 0.044715 x^3))) / 2.
+ *   sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, ceil,
+ *       floor, round (halves to even), softplus, softsign, mish (in: X)
+ *       -> Y, f32 f64 f16 bf16 (libm's math for each): the ONNX ops.
+ *   elu, leaky_relu, thresholded_relu, celu, swish (attrs: alpha:float),
+ *       selu (attrs: alpha, gamma), shrink (attrs: bias, lambd) (in: X)
+ *       -> Y, the same dtypes: the ONNX activations of those names.
+ *   isnan, isinf (attrs: detect_negative, detect_positive, ints) (in: X)
+ *       -> Y bool, X f32 f64 f16 bf16.
+ *   bitwise_not (in: X) -> Y: ~x, i8 i16 i32 i64 u8.
+ *   sign (in: X) -> Y: -1, 0 or 1 (floats keep -0 and NaN), dtypes as relu.
  *   relu, neg, abs (in: X) -> Y: f32 f64 f16 bf16 i8 i16 i32 i64 u8.
  *       Integers wrap: neg and abs of INT_MIN are INT_MIN. relu keeps NaN.
  *   not (in: X bool) -> Y bool: a byte other than 0 is true; outputs 0 or 1.
@@ -49,7 +59,9 @@
 /* Below this many elements per thread, a fork costs more than it saves. */
 #define MIN_CHUNK ((int64_t)1 << 15)
 
-/* Clip's bounds in each compute type. */
+/* Clip's bounds, or an activation's first and second parameters (Elu's
+ * alpha, Selu's alpha and gamma, Shrink's bias and lambd), in each compute
+ * type. */
 typedef struct params {
   float lo_f, hi_f;
   double lo_d, hi_d;
@@ -88,6 +100,41 @@ static uint8_t uabs8(uint8_t x) { return x; }
 #define LO(v, p) _Generic((v), float: (p)->lo_f, double: (p)->lo_d, default: (p)->lo_i)
 #define HI(v, p) _Generic((v), float: (p)->hi_f, double: (p)->hi_d, default: (p)->hi_i)
 #define CLIP(C, U, v, p, name) clip_##C(v, (C)LO(v, p), (C)HI(v, p))
+/* libm's function f for v's type; the parameters A and B as v's type */
+#define M(fn, v) _Generic((v), float: fn##f, double: fn)(v)
+#define A(v, p) (__typeof__(v))LO(v, p)
+#define B(v, p) (__typeof__(v))HI(v, p)
+#define SIN(C, U, v, p, name) M(sin, v)
+#define COS(C, U, v, p, name) M(cos, v)
+#define TAN(C, U, v, p, name) M(tan, v)
+#define ASIN(C, U, v, p, name) M(asin, v)
+#define ACOS(C, U, v, p, name) M(acos, v)
+#define ATAN(C, U, v, p, name) M(atan, v)
+#define SINH(C, U, v, p, name) M(sinh, v)
+#define COSH(C, U, v, p, name) M(cosh, v)
+#define ASINH(C, U, v, p, name) M(asinh, v)
+#define ACOSH(C, U, v, p, name) M(acosh, v)
+#define ATANH(C, U, v, p, name) M(atanh, v)
+#define CEIL(C, U, v, p, name) M(ceil, v)
+#define FLOOR(C, U, v, p, name) M(floor, v)
+#define ROUND(C, U, v, p, name) M(nearbyint, v) /* halves to even */
+/* -1, 0 or 1; floats keep -0 and NaN */
+#define SIGN(C, U, v, p, name) ((v) > 0 ? (C)1 : (v) == 0 || (v) != (v) ? (v) : (C)-1)
+/* log(1 + e^x) without overflow */
+#define SOFTPLUS(C, U, v, p, name) ((v) > 0 ? (v) + M(log1p, M(exp, -(v))) : M(log1p, M(exp, v)))
+#define SOFTSIGN(C, U, v, p, name) ((v) / (1 + M(fabs, v)))
+#define MISH(C, U, v, p, name) ((v) * M(tanh, SOFTPLUS(C, U, v, p, name)))
+#define ELU(C, U, v, p, name) ((v) < 0 ? A(v, p) * M(expm1, v) : (v))
+#define SELU(C, U, v, p, name) (B(v, p) * ((v) > 0 ? (v) : A(v, p) * M(expm1, v)))
+#define LEAKY_RELU(C, U, v, p, name) ((v) < 0 ? A(v, p) * (v) : (v))
+#define THRESHOLDED_RELU(C, U, v, p, name) ((v) > A(v, p) ? (v) : (C)0)
+#define CELU(C, U, v, p, name) ((v) > 0 ? (v) : A(v, p) * M(expm1, (v) / A(v, p)))
+#define SHRINK(C, U, v, p, name) ((v) < -B(v, p) ? (v) + A(v, p) : (v) > B(v, p) ? (v) - A(v, p) : (C)0)
+#define SWISH(C, U, v, p, name) ((v) / (1 + M(exp, -A(v, p) * (v))))
+/* to bool; IsInf's parameters say which signs count */
+#define BITWISE_NOT(C, U, v, p, name) (C)(~(U)(v))
+#define ISNAN(C, U, v, p, name) ((v) != (v))
+#define ISINF(C, U, v, p, name) (isinf(v) && ((v) < 0 ? A(v, p) != 0 : B(v, p) != 0))
 
 #define CLIP_FN(C, SEL)                                   \
   static inline C clip_##C(C v, C lo, C hi) {             \
@@ -109,9 +156,23 @@ CLIP_FN(uint8_t, DVM_EW_ISEL)
       o[i] = ST(OP(C, U, v, p, name));                                                    \
     }                                                                                     \
   }
+/* the same, to a bool output */
+#define UN_BOOL_LOOP(fn, OP, name, TS, C, U, LD, ST)                                    \
+  DVM_EW_CLONES static void fn(int64_t n, const void *px, void *po, const params *p) {   \
+    const TS *x = px;                                                                     \
+    uint8_t *o = po;                                                                      \
+    (void)p;                                                                              \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                 \
+      C v = LD(x[i]);                                                                     \
+      o[i] = (uint8_t)(OP(C, U, v, p, name));                                             \
+    }                                                                                     \
+  }
 #define UN(op, OP, dt) UN_(op##_##dt, OP, op, T_##dt)
 #define UN_(name, OP, ...) UN_LOOP(name, OP, __VA_ARGS__)
 #define FLOATS(op, OP) UN(op, OP, f32) UN(op, OP, f64) UN(op, OP, f16) UN(op, OP, bf16)
+#define UNB(op, OP, dt) UNB_(op##_##dt, OP, op, T_##dt)
+#define UNB_(name, OP, ...) UN_BOOL_LOOP(name, OP, __VA_ARGS__)
+#define FLOATS_BOOL(op, OP) UNB(op, OP, f32) UNB(op, OP, f64) UNB(op, OP, f16) UNB(op, OP, bf16)
 #define NUMS(op, OP) FLOATS(op, OP) UN(op, OP, i8) UN(op, OP, i16) UN(op, OP, i32) UN(op, OP, i64) \
     UN(op, OP, u8)
 
@@ -127,17 +188,33 @@ DVM_UNARY_MATH(X)
 #undef X
 NUMS(relu, RELU) NUMS(neg, NEG) NUMS(abs, ABS) NUMS(clip, CLIP)
 UN(not, NOT, bool)
+FLOATS(sin, SIN) FLOATS(cos, COS) FLOATS(tan, TAN) FLOATS(asin, ASIN) FLOATS(acos, ACOS)
+FLOATS(atan, ATAN) FLOATS(sinh, SINH) FLOATS(cosh, COSH) FLOATS(asinh, ASINH)
+FLOATS(acosh, ACOSH) FLOATS(atanh, ATANH) FLOATS(ceil, CEIL) FLOATS(floor, FLOOR)
+FLOATS(round, ROUND) NUMS(sign, SIGN) FLOATS(softplus, SOFTPLUS) FLOATS(softsign, SOFTSIGN)
+FLOATS(mish, MISH) FLOATS(elu, ELU) FLOATS(selu, SELU) FLOATS(leaky_relu, LEAKY_RELU)
+FLOATS(thresholded_relu, THRESHOLDED_RELU) FLOATS(celu, CELU) FLOATS(shrink, SHRINK)
+FLOATS(swish, SWISH) UN(bitwise_not, BITWISE_NOT, i8) UN(bitwise_not, BITWISE_NOT, i16)
+UN(bitwise_not, BITWISE_NOT, i32) UN(bitwise_not, BITWISE_NOT, i64) UN(bitwise_not, BITWISE_NOT, u8)
+FLOATS_BOOL(isnan, ISNAN) FLOATS_BOOL(isinf, ISINF)
 
 typedef enum op_id {
 #define X(name, ...) OP_##name,
   DVM_UNARY_MATH(X)
 #undef X
-  OP_RELU, OP_NEG, OP_ABS, OP_NOT, OP_CLIP, OP_COUNT
+  OP_RELU, OP_NEG, OP_ABS, OP_NOT, OP_CLIP,
+  OP_SIN, OP_COS, OP_TAN, OP_ASIN, OP_ACOS, OP_ATAN, OP_SINH, OP_COSH, OP_ASINH, OP_ACOSH,
+  OP_ATANH, OP_CEIL, OP_FLOOR, OP_ROUND, OP_SIGN, OP_SOFTPLUS, OP_SOFTSIGN, OP_MISH, OP_ELU,
+  OP_SELU, OP_LEAKY_RELU, OP_THRESHOLDED_RELU, OP_CELU, OP_SHRINK, OP_SWISH, OP_ISNAN, OP_ISINF,
+  OP_BITWISE_NOT,
+  OP_COUNT
 } op_id;
 
 typedef struct op_def {
   const char *name;
   un_fn fn[DVM_DTYPE_COUNT]; /* the dtypes: the non-empty entries */
+  int nparams;               /* number attributes, into params' lo and hi */
+  int to_bool;               /* the output is bool, not the input's dtype */
 } op_def;
 
 #define F_FLOATS(op) [DVM_F32] = op##_f32, [DVM_F64] = op##_f64, [DVM_F16] = op##_f16, \
@@ -154,6 +231,35 @@ static const op_def ops[OP_COUNT] = {
     [OP_ABS] = {"abs", {F_NUMS(abs)}},
     [OP_NOT] = {"not", {[DVM_BOOL] = not_bool}},
     [OP_CLIP] = {"clip", {F_NUMS(clip)}},
+    [OP_SIN] = {"sin", {F_FLOATS(sin)}},
+    [OP_COS] = {"cos", {F_FLOATS(cos)}},
+    [OP_TAN] = {"tan", {F_FLOATS(tan)}},
+    [OP_ASIN] = {"asin", {F_FLOATS(asin)}},
+    [OP_ACOS] = {"acos", {F_FLOATS(acos)}},
+    [OP_ATAN] = {"atan", {F_FLOATS(atan)}},
+    [OP_SINH] = {"sinh", {F_FLOATS(sinh)}},
+    [OP_COSH] = {"cosh", {F_FLOATS(cosh)}},
+    [OP_ASINH] = {"asinh", {F_FLOATS(asinh)}},
+    [OP_ACOSH] = {"acosh", {F_FLOATS(acosh)}},
+    [OP_ATANH] = {"atanh", {F_FLOATS(atanh)}},
+    [OP_CEIL] = {"ceil", {F_FLOATS(ceil)}},
+    [OP_FLOOR] = {"floor", {F_FLOATS(floor)}},
+    [OP_ROUND] = {"round", {F_FLOATS(round)}},
+    [OP_SIGN] = {"sign", {F_NUMS(sign)}},
+    [OP_SOFTPLUS] = {"softplus", {F_FLOATS(softplus)}},
+    [OP_SOFTSIGN] = {"softsign", {F_FLOATS(softsign)}},
+    [OP_MISH] = {"mish", {F_FLOATS(mish)}},
+    [OP_ELU] = {"elu", {F_FLOATS(elu)}, 1},
+    [OP_SELU] = {"selu", {F_FLOATS(selu)}, 2},
+    [OP_LEAKY_RELU] = {"leaky_relu", {F_FLOATS(leaky_relu)}, 1},
+    [OP_THRESHOLDED_RELU] = {"thresholded_relu", {F_FLOATS(thresholded_relu)}, 1},
+    [OP_CELU] = {"celu", {F_FLOATS(celu)}, 1},
+    [OP_SHRINK] = {"shrink", {F_FLOATS(shrink)}, 2},
+    [OP_SWISH] = {"swish", {F_FLOATS(swish)}, 1},
+    [OP_ISNAN] = {"isnan", {F_FLOATS(isnan)}, 0, 1},
+    [OP_ISINF] = {"isinf", {F_FLOATS(isinf)}, 2, 1},
+    [OP_BITWISE_NOT] = {"bitwise_not", {[DVM_I8] = bitwise_not_i8, [DVM_I16] = bitwise_not_i16,
+                        [DVM_I32] = bitwise_not_i32, [DVM_I64] = bitwise_not_i64, [DVM_U8] = bitwise_not_u8}},
 };
 
 /* One input, one output of the input's shape and (unless any_out) dtype,
@@ -200,8 +306,11 @@ static void run(const dvm_kernel_args *a, un_fn fn, const params *p) {
 
 static dvm_status *unary(const dvm_kernel_args *a, op_id id, int nattrs, const params *p) {
   const op_def *op = &ops[id];
-  dvm_status *st = check(a, op->name, nattrs, 0);
+  dvm_status *st = check(a, op->name, nattrs, op->to_bool);
   if (st) return st;
+  if (op->to_bool && a->out[0]->dtype != DVM_BOOL)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: the output must be bool, got %s", op->name,
+                          dvm_dtype_name((dvm_dtype)a->out[0]->dtype));
   un_fn fn = op->fn[a->in[0]->dtype];
   if (!fn) {
     char got[64], want[128] = "";
@@ -261,6 +370,17 @@ static dvm_status *gelu(const dvm_kernel_args *a) {
   }
   params p = {0};
   return unary(a, approx ? OP_GELU_TANH : OP_GELU, a->nattrs >= 1 ? 1 : 0, &p);
+}
+
+/* The ops of the table with nparams number attributes (none for most). */
+static dvm_status *with_params(const dvm_kernel_args *a, op_id id) {
+  const op_def *op = &ops[id];
+  double v[2] = {0, 0};
+  dvm_status *st;
+  for (int i = 0; i < op->nparams && a->nattrs == op->nparams; i++) /* else unary() says */
+    if ((st = number_attr(a, op->name, i, i ? "second parameter" : "first parameter", &v[i]))) return st;
+  params p = {(float)v[0], (float)v[1], v[0], v[1], 0, 0};
+  return unary(a, id, op->nparams, &p);
 }
 
 static dvm_status *identity(const dvm_kernel_args *a) {
@@ -411,7 +531,7 @@ static dvm_status *cast(const dvm_kernel_args *a) {
 }
 
 #define KERNEL(name, id) \
-  static dvm_status *name(const dvm_kernel_args *a) { return unary(a, id, 0, NULL); }
+  static dvm_status *name(const dvm_kernel_args *a) { return with_params(a, id); }
 /* unary_math.h's rows with kernels of their own */
 #define OWN_1(name) KERNEL(kernel_##name, OP_##name)
 #define OWN_0(name)
@@ -424,6 +544,38 @@ KERNEL(relu, OP_RELU)
 KERNEL(neg, OP_NEG)
 KERNEL(abs_, OP_ABS)
 KERNEL(not_, OP_NOT)
+KERNEL(sin_, OP_SIN)
+KERNEL(cos_, OP_COS)
+KERNEL(tan_, OP_TAN)
+KERNEL(asin_, OP_ASIN)
+KERNEL(acos_, OP_ACOS)
+KERNEL(atan_, OP_ATAN)
+KERNEL(sinh_, OP_SINH)
+KERNEL(cosh_, OP_COSH)
+KERNEL(asinh_, OP_ASINH)
+KERNEL(acosh_, OP_ACOSH)
+KERNEL(atanh_, OP_ATANH)
+KERNEL(ceil_, OP_CEIL)
+KERNEL(floor_, OP_FLOOR)
+KERNEL(round_, OP_ROUND)
+KERNEL(sign, OP_SIGN)
+KERNEL(softplus, OP_SOFTPLUS)
+KERNEL(softsign, OP_SOFTSIGN)
+KERNEL(mish, OP_MISH)
+KERNEL(elu, OP_ELU)
+KERNEL(selu, OP_SELU)
+KERNEL(leaky_relu, OP_LEAKY_RELU)
+KERNEL(thresholded_relu, OP_THRESHOLDED_RELU)
+KERNEL(celu, OP_CELU)
+KERNEL(shrink, OP_SHRINK)
+KERNEL(swish, OP_SWISH)
+KERNEL(isnan_, OP_ISNAN)
+KERNEL(isinf_, OP_ISINF)
+KERNEL(bitwise_not, OP_BITWISE_NOT)
+
+#define INTS_BITS (DVM_DTYPE_BIT(DVM_I8) | DVM_DTYPE_BIT(DVM_I16) | DVM_DTYPE_BIT(DVM_I32) | \
+    DVM_DTYPE_BIT(DVM_I64) | DVM_DTYPE_BIT(DVM_U8))
+#define NUMS_BITS (DVM_DTYPES_FLOAT | INTS_BITS)
 
 const dvm_kernel_def dvm_cpu_unary_kernels[] = {
 #define OWN_1(name, text) {text, DVM_DEVICE_CPU, kernel_##name, "same", .inplace = 1},
@@ -441,5 +593,33 @@ const dvm_kernel_def dvm_cpu_unary_kernels[] = {
     {"clip", DVM_DEVICE_CPU, clip, "same", .inplace = 1},
     {"identity", DVM_DEVICE_CPU, identity, "same"},
     {"cast", DVM_DEVICE_CPU, cast, "same"},
+    {"sin", DVM_DEVICE_CPU, sin_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"cos", DVM_DEVICE_CPU, cos_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"tan", DVM_DEVICE_CPU, tan_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"asin", DVM_DEVICE_CPU, asin_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"acos", DVM_DEVICE_CPU, acos_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"atan", DVM_DEVICE_CPU, atan_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"sinh", DVM_DEVICE_CPU, sinh_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"cosh", DVM_DEVICE_CPU, cosh_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"asinh", DVM_DEVICE_CPU, asinh_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"acosh", DVM_DEVICE_CPU, acosh_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"atanh", DVM_DEVICE_CPU, atanh_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"ceil", DVM_DEVICE_CPU, ceil_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"floor", DVM_DEVICE_CPU, floor_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"round", DVM_DEVICE_CPU, round_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"softplus", DVM_DEVICE_CPU, softplus, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"softsign", DVM_DEVICE_CPU, softsign, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"mish", DVM_DEVICE_CPU, mish, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"elu", DVM_DEVICE_CPU, elu, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"selu", DVM_DEVICE_CPU, selu, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"leaky_relu", DVM_DEVICE_CPU, leaky_relu, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"thresholded_relu", DVM_DEVICE_CPU, thresholded_relu, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"celu", DVM_DEVICE_CPU, celu, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"shrink", DVM_DEVICE_CPU, shrink, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"swish", DVM_DEVICE_CPU, swish, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
+    {"bitwise_not", DVM_DEVICE_CPU, bitwise_not, "same", .dtypes = INTS_BITS, .inplace = 1},
+    {"sign", DVM_DEVICE_CPU, sign, "same", .dtypes = NUMS_BITS, .inplace = 1},
+    {"isnan", DVM_DEVICE_CPU, isnan_, "same", .dtypes = DVM_DTYPES_FLOAT},
+    {"isinf", DVM_DEVICE_CPU, isinf_, "same", .dtypes = DVM_DTYPES_FLOAT},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -382,7 +382,7 @@ def test_empty_file(tmp_path):
     error(save(b"", tmp_path), "corrupt", "has no graph")
 
 
-@pytest.mark.parametrize("opset", [0, 28])
+@pytest.mark.parametrize("opset", [0, 29])
 def test_unsupported_opset(tmp_path, opset):
     m = small_valid()
     m.opset_import[0].version = opset

@@ -68,7 +68,7 @@ def compare(got, want, rtol=1e-3, atol=1e-4):
         return f"shape {got.shape}, expected {want.shape}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, expected {want.dtype}"
-    if want.dtype.kind == "f" or type(want.dtype).__module__.startswith("ml_dtypes"):
+    if want.dtype.kind == "f" or "float" in want.dtype.name:  # bfloat16 (ml_dtypes) too
         g, w = got.astype(np.float64), want.astype(np.float64)
         ok = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
         if not ok.all():
@@ -122,7 +122,7 @@ def run_one(dvm, data_dir, row):
         for f in inputs:
             cmd += ["--input", os.path.join(data, f)]
         for i in range(len(outputs)):
-            cmd += ["--output", os.path.join(tmp, f"out_{i}.npy")]
+            cmd += ["--output", os.path.join(tmp, f"out_{i}.pb")]  # .pb: bf16 too
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
@@ -130,11 +130,14 @@ def run_one(dvm, data_dir, row):
         if sanitizer_report(r.stderr) or r.returncode != 0:
             return name, "fail", "run: " + (sanitizer_report(r.stderr) or last_line(r.stderr, r.returncode))
         from onnx import TensorProto, numpy_helper
-        for i, f in enumerate(outputs):
+
+        def load(path):
             t = TensorProto()
-            with open(os.path.join(data, f), "rb") as fh:
+            with open(path, "rb") as fh:
                 t.ParseFromString(fh.read())
-            why = compare(np.load(os.path.join(tmp, f"out_{i}.npy")), numpy_helper.to_array(t), rtol, atol)
+            return numpy_helper.to_array(t)
+        for i, f in enumerate(outputs):
+            why = compare(load(os.path.join(tmp, f"out_{i}.pb")), load(os.path.join(data, f)), rtol, atol)
             if why:
                 return name, "fail", f"output {i}: {why}"
         return name, "pass", ""

@@ -23,9 +23,17 @@ def boolean(shape):
 
 UNARY = {"sqrt": ((), 0.0), "exp": ((), -3.0), "log": ((), 0.01), "tanh": ((), -3.0), "erf": ((), -3.0),
          "sigmoid": ((), -3.0), "gelu": ((0,), -3.0), "reciprocal": ((), 0.5), "relu": ((), -3.0),
-         "neg": ((), -3.0), "abs": ((), -3.0), "clip": ((-1.0, 0.5), -3.0)}
+         "neg": ((), -3.0), "abs": ((), -3.0), "clip": ((-1.0, 0.5), -3.0),
+         "sin": ((), -3.0), "cos": ((), -3.0), "tan": ((), -1.0), "asin": ((), -0.9), "acos": ((), -0.9),
+         "atan": ((), -3.0), "sinh": ((), -3.0), "cosh": ((), -3.0), "asinh": ((), -3.0), "acosh": ((), 1.0),
+         "atanh": ((), -0.9), "ceil": ((), -3.0), "floor": ((), -3.0), "round": ((), -3.0), "sign": ((), -3.0),
+         "softplus": ((), -3.0), "softsign": ((), -3.0), "mish": ((), -3.0), "elu": ((0.5,), -3.0),
+         "selu": ((1.5, 1.1), -3.0), "leaky_relu": ((0.1,), -3.0), "thresholded_relu": ((0.5,), -3.0),
+         "celu": ((0.7,), -3.0), "shrink": ((0.2, 0.5), -3.0), "swish": ((1.5,), -3.0)}
 BINARY = ["add", "sub", "mul", "div", "pow", "min", "max"]
-COMPARE = ["equal", "less", "greater", "less_equal", "greater_equal"]
+INT_BINARY = ["bitwise_and", "bitwise_or", "bitwise_xor"]
+# (the comparisons are not in place: a broadcast input of another dtype can
+# have the output's byte size and not its shape)
 LOGIC = ["and", "or", "xor"]
 
 # kernel -> [(inputs, attrs, how outputs are shaped, aliased input indices, nout)]
@@ -37,9 +45,18 @@ for op in BINARY:
     CASES[op] = [([f32(BIG, 0.5), f32(BIG, 0.5)], [], "broadcast", [0, 1], 1),
                  ([f32((5, 1, 33), 0.5), f32((33,), 0.5)], [], "broadcast", [0], 1),
                  ([f32((1,), 0.5), f32((4, 17), 0.5)], [], "broadcast", [1], 1)]
-for op in COMPARE:  # one-byte inputs: the output has their size
-    CASES[op] = [([rng.integers(0, 4, BIG).astype(np.uint8), rng.integers(0, 4, (40009,)).astype(np.uint8)],
-                  [], "broadcast", [0], 1)]
+CASES["mod"] = [([f32(BIG), f32((40009,), 0.5)], [fmod], "broadcast", [0], 1) for fmod in (0, 1)]
+
+
+def i32(shape, lo=-1000, hi=1000):
+    return rng.integers(lo, hi, shape).astype(np.int32)
+
+
+for op in INT_BINARY:
+    CASES[op] = [([i32(BIG), i32(BIG)], [], "broadcast", [0, 1], 1),
+                 ([i32((5, 1, 33)), i32((33,))], [], "broadcast", [0], 1)]
+CASES["bit_shift"] = [([i32(BIG), i32((40009,), -2, 40)], [d], "broadcast", [0], 1) for d in (0, 1)]
+CASES["bitwise_not"] = [([i32(BIG)], [], "same", [0], 1)]
 for op in LOGIC:
     CASES[op] = [([boolean(BIG), boolean(BIG)], [], "broadcast", [0, 1], 1)]
 CASES["where"] = [([boolean(BIG), f32(BIG), f32((40009,))], [], "broadcast", [1], 1)]
@@ -49,6 +66,8 @@ CASES["softmax"] = CASES["logsoftmax"] = [
     ([f32((3, 77), -9, 9).astype(np.float16)], [-1], "same", [0], 1)]
 CASES["layernorm"] = [([f32((4, 96)), f32((96,)), f32((96,))], [-1, 1e-5], "layernorm", [0], n) for n in (1, 3)] + [
     ([f32((2, 5, 300)), f32((5, 300))], [1, 1e-5], "layernorm", [0], 1)]
+CASES["rmsnorm"] = [([f32((4, 96)), f32((96,))], [-1, 1e-5], "layernorm", [0], 1),
+                    ([f32((2, 5, 300)), f32((5, 300))], [1, 1e-5], "layernorm", [0], 1)]
 CASES["batchnorm"] = [([f32((2, 3, 77)), f32((3,)), f32((3,)), f32((3,)), f32((3,), 0.5)], [1e-5], "same", [0], 1)]
 
 
@@ -63,7 +82,7 @@ def cases():
 
 @pytest.mark.parametrize("kernel,inputs,attrs,shapefn,k,nout", cases())
 def test_inplace(kernel, inputs, attrs, shapefn, k, nout):
-    dts = [np.bool_] if kernel in COMPARE else [np.float32] if kernel == "where" else None
+    dts = [np.float32] if kernel == "where" else None
     fresh = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout)
     shared = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout, inplace=k)
     assert fresh[0].nbytes == inputs[k].nbytes

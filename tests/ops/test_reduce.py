@@ -78,6 +78,49 @@ def test_reduce_int_wraps():
     assert run1("reduce_prod", [x], [Shape(()), 0, 0], shapefn="reduce") == np.prod(x)
 
 
+def _logsumexp(x, axis, keepdims):
+    m = np.max(x, axis=axis, keepdims=True) if x.size else np.zeros([1] * x.ndim)
+    m = np.where(np.isfinite(m), m, 0)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis if axis is not None else tuple(range(x.ndim)))
+
+
+# The sums of a mapped input (ops/cpu/reduce.c), on float64 references.
+MAPPED = {"reduce_l1": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
+          "reduce_l2": lambda x, a, k: np.sqrt(np.sum(x * x, axis=a, keepdims=k)),
+          "reduce_sum_square": lambda x, a, k: np.sum(x * x, axis=a, keepdims=k),
+          "reduce_log_sum": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
+          "reduce_log_sum_exp": _logsumexp}
+MAPPED_CASES = [((7,), ()), ((1,), (0,)), ((3, 4, 5), (0, 2)), ((3, 4, 5), (1,)), ((2, 3, 4, 5), (1, 3)),
+                ((1, 13, 1, 7), (0, 1)), ((257, 31), (0,)), ((8, 257, 33), (1,)), ((3, 0, 2), (1,)),
+                ((3, 0, 2), (0,))]
+
+
+@pytest.mark.parametrize("op", list(MAPPED))
+@pytest.mark.parametrize("shape,axes", MAPPED_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_reduce_mapped(op, shape, axes, dtype):
+    x = rand(shape, dtype)
+    if op == "reduce_log_sum":
+        x = np.abs(x) + np.asarray(0.1, dtype)
+    keepdims = len(axes) % 2
+    with np.errstate(divide="ignore"):
+        want = np.asarray(MAPPED[op](x.astype(np.float64), tuple(axes) if axes else None, bool(keepdims)))
+    got = run1(op, [x], [Shape(axes), keepdims, 0], shapefn="reduce")
+    assert got.dtype == dtype
+    n = int(np.prod([shape[a] for a in axes])) if axes else x.size
+    check(got, want, dtype, n)
+
+
+def test_reduce_log_sum_exp_large():
+    """m + log sum exp(x - m): no overflow where exp(x) alone would."""
+    x = np.array([[1000.0, 1000.0], [-np.inf, -np.inf]], np.float32)
+    got = run1("reduce_log_sum_exp", [x], [Shape((1,)), 0, 0], shapefn="reduce")
+    np.testing.assert_allclose(got, [1000 + np.log(2), -np.inf], rtol=1e-6)
+    with pytest.raises(DvmError, match="want one of f32"):
+        run1("reduce_l1", [np.ones((2, 2), np.int32)], [Shape((1,)), 0, 0], shapefn="reduce")
+
+
 @pytest.mark.parametrize("op", ["reduce_sum", "reduce_mean", "reduce_max", "reduce_prod"])
 def test_reduce_bf16(op):
     x = (rand((3, 5, 7)) * 0.3 + 1).astype(BF16)

@@ -30,6 +30,7 @@ static const shape_case cases[] = {
     {"broadcast", {"[2,1]", "[1,3]"}, "[2,3]"},
     {"broadcast", {"[4,1,5]", "[3,1]"}, "[4,3,5]"},
     {"broadcast", {"[1,1]", "[1]"}, "[1,1]"},
+    {"broadcast", {"[2,3]", "[3]", "i1"}, "[2,3]"}, /* mod's fmod attribute after the inputs */
     {"broadcast", {"[1]", "[0]"}, "[0]"},
     {"broadcast", {"[0]", "[1]"}, "[0]"},
     {"broadcast", {"[0,3]", "[1,3]"}, "[0,3]"},
