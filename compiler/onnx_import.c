@@ -966,6 +966,8 @@ static dvm_status *import_node(imp *im, dvmc_graph *g, const Onnx__NodeProto *np
     return UNSUPPORTED("is in domain %s, which dvm does not support (only the default ONNX "
                        "domain and com.microsoft)",
                        Q(domain));
+  if (!contrib && !im->c->opset)
+    return CORRUPT("is in the default ONNX domain, but the model imports no opset of it");
   if (np->n_input > INT_MAX / 2 || np->n_output > INT_MAX / 2)
     return CORRUPT("has too many inputs or outputs");
   if (strcmp(op, "Constant") == 0) return import_constant(im, g, np);
@@ -1127,8 +1129,11 @@ static dvm_status *import_model(imp *im, const uint8_t *data, size_t size, dvmc_
                          "opsets %d to %d)",
                          opset, OPSET_MIN, OPSET_MAX);
   }
-  if (opset < 0) return CORRUPT("the model imports no opset of the default ONNX domain");
-  im->c->opset = (int)opset;
+  /* A model of other domains only (ai.onnx.ml, ...) imports on, so that its
+   * first node of a domain dvm lacks is refused by name; opset 0 marks a
+   * default-domain node there as corrupt (import_node). */
+  if (opset < 0 && !m->n_opset_import) return CORRUPT("the model imports no opset of the default ONNX domain");
+  im->c->opset = opset < 0 ? 0 : (int)opset;
   return import_graph(im, m->graph, "main", NULL, out);
 }
 

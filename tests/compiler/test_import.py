@@ -392,7 +392,17 @@ def test_unsupported_opset(tmp_path, opset):
 def test_no_default_opset(tmp_path):
     m = small_valid()
     m.opset_import[0].domain = "ai.onnx.ml"
-    error(save(m, tmp_path), "corrupt", "imports no opset of the default ONNX domain")
+    error(save(m, tmp_path), "corrupt", "is in the default ONNX domain, but the model imports no opset of it")
+    del m.opset_import[:]
+    error(save(m, tmp_path), "corrupt", "the model imports no opset of the default ONNX domain")
+
+
+def test_other_domain_only(tmp_path):
+    """A model importing only a domain dvm lacks: its first node is refused
+    by name and domain (the ONNX node suite's ai.onnx.ml cases)."""
+    n = helper.make_node("Binarizer", ["x"], ["y"], name="b1", domain="ai.onnx.ml")
+    m = model([n], [vi("x", F, [2])], [vi("y", F, None)], opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
+    error(save(m, tmp_path), "unimplemented", 'node "b1" (Binarizer): is in domain "ai.onnx.ml"')
 
 
 @pytest.mark.parametrize("domain", ["org.pytorch.aten", "ai.onnx.ml"])
