@@ -60,11 +60,26 @@ static int joins(const lowering *L, const dvmc_graph *g, int first, int i, const
 
 /* The group starting at node i: its end (exclusive), at least i + 2, or i
  * when no group starts there. */
+/* Whether nodes [first, end) read a value that is not made inside them
+ * and not a scalar constant: a fused program needs an input (a chain of
+ * constants alone, Sqrt(2) -> Div, is lowered node by node). */
+static int reads_input(const dvmc_graph *g, int first, int end) {
+  for (int i = first; i < end; i++)
+    for (int k = 0; k < g->nodes[i]->nin; k++) {
+      const dvmc_value *v = g->nodes[i]->in[k];
+      int inside = 0;
+      double c;
+      for (int j = first; j < i && !inside; j++) inside = g->nodes[j]->out[0] == v;
+      if (!inside && !scalar_const(v, &c)) return 1;
+    }
+  return 0;
+}
+
 int lw_group_at(const lowering *L, const dvmc_graph *g, int i) {
   if (i >= g->nnodes || !joins(L, g, i, i, g->nodes[i]->out[0] ? g->nodes[i]->out[0] : NULL)) return i;
   int end = i + 1;
   while (end < g->nnodes && end - i < 64 && joins(L, g, i, end, g->nodes[i]->out[0])) end++;
-  return end - i >= 2 ? end : i;
+  return end - i >= 2 && reads_input(g, i, end) ? end : i;
 }
 
 /* Lowers nodes [first, end) as one fused call; reads says who reads what,
@@ -110,6 +125,10 @@ dvm_status *lw_lower_group(lowering *L, const dvmc_graph *g, int first, int end,
       dvm_fused_store(&b, dvm_fused_output(&b, DVM_F32), next_val[i - first]);
       nout++;
     }
+  }
+  if (!nout) { /* nothing reads what the group makes: dead code, not a call */
+    dvm_status_free(b.error);
+    return NULL;
   }
   void *payload;
   size_t size;

@@ -61,6 +61,14 @@ dvm_status *lw_lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
   for (int i = 1; i < n->nout; i++)
     if (n->out[i] && n->out[i]->uses) return lw_unsupported(n, "output %d is not supported", i);
   if (!n->in[0] || !n->out[0]) return lw_unsupported(n, "needs its input and output");
+  /* Dropout's training_mode (input 2 from opset 12) draws random masks:
+   * the identity only when it is a constant false or the ratio a constant 0 */
+  const dvmc_tensor *t = n->nin > 2 && n->in[2] ? n->in[2]->constant : NULL;
+  double ratio = -1;
+  if (n->nin > 2 && n->in[2] && !(t && t->nbytes == 1 && !*(const uint8_t *)t->data) &&
+      !(n->in[1] && lw_const_float(n->in[1], &ratio) && ratio == 0))
+    return lw_unsupported(n, "training_mode (input 2) %s: random dropout is not supported",
+                          t ? "is true" : "is computed at run time");
   dvm_status *st = lw_reg_of(L, n->in[0], &reg);
   if (st) return st;
   int out = dvmc_fn_reg(L->f);
