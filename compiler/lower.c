@@ -123,14 +123,7 @@ dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g) {
   free(uses);
   free(mark);
   /* constants a branch or body loaded are that region's: drop them */
-  if (L->depth > 0)
-    for (size_t i = scoped_at; i < L->nscoped; i++) {
-      int reg = lw_lookup(L, L->scoped[i]);
-      if (reg >= 0) {
-        dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
-        if (!lw_bind(L, L->scoped[i], -1) && !st) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
-      }
-    }
+  if (L->depth > 0 && !lw_drop_scoped(L, scoped_at) && !st) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
   L->nscoped = scoped_at;
   return st;
 }

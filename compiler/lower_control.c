@@ -33,18 +33,26 @@ dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
       dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
       dvmc_fn_patch(L->f, jz_at, dvmc_fn_here(L->f));
     }
+    /* the branch's outputs are made (a folded shape, a constant) and
+     * moved inside the branch too: depth > 0 until they are */
+    size_t scoped_at = L->nscoped;
     L->depth++;
     st = lw_lower_graph(L, br[b]);
+    dvmc_fn_loc(L->f, n->name);
+    for (int k = 0; k < n->nout && !st; k++) {
+      int reg;
+      const dvmc_value *o = br[b]->outputs[k];
+      if ((st = lw_reg_of(L, o, &reg))) break;
+      dvmc_fn_op2(L->f, DVM_OP_MOVE, out[k], reg);
+      if (lw_owns(br[b], o)) { /* released here, so not again with the region's loads */
+        dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+        if (!lw_bind(L, o, -1)) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+      }
+      if (o->typed) lw_set_type(n->out[k], o->dtype);
+    }
+    if (!lw_drop_scoped(L, scoped_at) && !st) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     L->depth--;
     if (st) return st;
-    dvmc_fn_loc(L->f, n->name);
-    for (int k = 0; k < n->nout; k++) {
-      int reg;
-      if ((st = lw_reg_of(L, br[b]->outputs[k], &reg))) return st;
-      dvmc_fn_op2(L->f, DVM_OP_MOVE, out[k], reg);
-      if (lw_owns(br[b], br[b]->outputs[k])) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
-      if (br[b]->outputs[k]->typed) lw_set_type(n->out[k], br[b]->outputs[k]->dtype);
-    }
   }
   dvmc_fn_patch(L->f, jmp_at, dvmc_fn_here(L->f));
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, c);
@@ -204,10 +212,11 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     if (!lw_bind(L, body->inputs[2 + k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     if (n->in[2 + k]->typed) lw_set_type(body->inputs[2 + k], n->in[2 + k]->dtype);
   }
+  /* the body's outputs are made and moved inside the body too: depth > 0
+   * until the loop's back edge */
+  size_t scoped_at = L->nscoped;
   L->depth++;
-  st = lw_lower_graph(L, body);
-  L->depth--;
-  if (st) return st;
+  if ((st = lw_lower_graph(L, body))) return st;
   dvmc_fn_loc(L->f, n->name);
   int nc;
   if ((st = lw_reg_of(L, body->outputs[0], &nc))) return st;
@@ -224,8 +233,13 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     int reg = lw_lookup(L, body->outputs[k]);
     int is_car = 0;
     for (int c = 0; c < ncarried; c++) is_car |= reg == car[c];
-    if (reg >= 0 && !is_car && lw_owns(body, body->outputs[k])) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    if (reg >= 0 && !is_car && lw_owns(body, body->outputs[k])) {
+      dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      if (!lw_bind(L, body->outputs[k], -1)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    }
   }
+  if (!lw_drop_scoped(L, scoped_at)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  L->depth--;
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, it);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, ct);
   dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);

@@ -84,6 +84,20 @@ static int scope(lowering *L, const dvmc_value *v) {
   return 1;
 }
 
+/* Releases and unbinds the values loaded in the current region since
+ * scoped[from] (scope); 0 when out of memory. */
+int lw_drop_scoped(lowering *L, size_t from) {
+  int ok = 1;
+  for (size_t i = from; i < L->nscoped; i++) {
+    int reg = lw_lookup(L, L->scoped[i]);
+    if (reg < 0) continue;
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    ok &= lw_bind(L, L->scoped[i], -1);
+  }
+  L->nscoped = from;
+  return ok;
+}
+
 /* The register holding v; constants are loaded where first used, folded
  * shapes made into tensors where a kernel needs them as data. */
 dvm_status *lw_reg_of(lowering *L, const dvmc_value *v, int *out) {

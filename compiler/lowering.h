@@ -91,6 +91,7 @@ int lw_lookup(const lowering *L, const dvmc_value *v);  /* the register, or -1 *
 dvm_status *lw_unsupported(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
 dvm_status *lw_invalid(const dvmc_node *n, const char *fmt, ...) DVM_PRINTF(2, 3);
 DVM_MUST_USE dvm_status *lw_reg_of(lowering *L, const dvmc_value *v, int *out);
+int lw_drop_scoped(lowering *L, size_t from); /* 0: out of memory */
 void lw_emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims);
 int lw_emit_int(lowering *L, int64_t v);
 int lw_emit_float(lowering *L, double v);
