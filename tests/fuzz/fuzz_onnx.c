@@ -1,6 +1,8 @@
-/* Fuzz target for the ONNX importer. Any input must give a graph or an
- * error that names the source ("<memory>: ...") with the code of a bad file
- * (corrupt) or a refused feature (unimplemented). A graph must hang
+/* Fuzz target for the ONNX importer and the compiler behind it. Any input
+ * must give a graph or an error that names the source ("<memory>: ...")
+ * with the code of a bad file (corrupt) or a refused feature
+ * (unimplemented); a graph is then inferred, rewritten and lowered, which
+ * may refuse it but not fail otherwise. A graph must hang
  * together: ids are indices, each output's producer is its node, each named
  * value is found by its name, every input of a node is defined; and it must
  * print, the same way twice. A broken promise aborts, which the fuzzer
@@ -12,7 +14,10 @@
 #include <string.h>
 
 #include "fold.h"
+#include "infer.h"
+#include "lower.h"
 #include "onnx_import.h"
+#include "pass.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -85,6 +90,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int folded = 0;
     require(dvmc_fold(c, g, &folded) == NULL);
     check_graph(g, 0);
+    /* inference, the graph rewrites and lowering read every op's
+     * attributes and inputs: a model may be refused (unimplemented, or an
+     * invalid attribute), never crash or make bytecode the verifier
+     * refuses (an internal error) */
+    uint8_t *bytes = NULL;
+    size_t nbytes = 0;
+    st = dvmc_infer(c, g);
+    if (!st) st = dvmc_passes_run(c, g, 0, NULL);
+    if (!st) st = dvmc_lower(c, g, NULL, &bytes, &nbytes);
+    if (st) {
+      dvm_code code = dvm_status_code(st);
+      require(code == DVM_UNIMPLEMENTED || code == DVM_INVALID_ARGUMENT || code == DVM_OUT_OF_MEMORY);
+      dvm_status_free(st);
+    }
+    free(bytes);
   }
   dvmc_ctx_destroy(c);
   return 0;
