@@ -198,6 +198,7 @@ dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
   /* the pads computed, then the rule's attributes with pads replaced */
   dvm_status *st = NULL;
   int x, k;
+  if (!n->nin || !n->in[0]) return lw_unsupported(n, "needs its input X");
   if ((st = lw_reg_of(L, n->in[0], &x))) return st;
   int conv = !strcmp(n->op, "Conv");
   if (conv) {

@@ -101,6 +101,7 @@ int lw_drop_scoped(lowering *L, size_t from) {
 /* The register holding v; constants are loaded where first used, folded
  * shapes made into tensors where a kernel needs them as data. */
 dvm_status *lw_reg_of(lowering *L, const dvmc_value *v, int *out) {
+  if (!v) return dvm_status_new(DVM_INVALID_ARGUMENT, "an input the node needs is omitted");
   int r = lw_lookup(L, v);
   if (r < 0 && v->constant) {
     int k = dvmc_emit_const(L->e, v->name, v->constant);
