@@ -155,7 +155,16 @@ def iobinding_code(rt, path, x):
 def test_iobinding_as_onnxruntime():
     path = os.path.join(MODELS, "mlp.onnx")
     x = np.random.default_rng(3).standard_normal((5, 16)).astype(np.float32)
-    want, got = iobinding_code(onnxruntime, path, x), iobinding_code(dvm, path, x)
+    got = iobinding_code(dvm, path, x)
+    if os.environ.get("DVM_SANITIZED"):
+        # ONNX Runtime's IO binding throws C++ exceptions inside, which abort
+        # in a Python that has the ASan runtime preloaded: its plain run
+        # gives the values there, and the facts are ORT's spelling of them
+        ref = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        ys = [ref.run(["y"], {"x": k * x})[0] for k in (1, 2, 3)]
+        want = (("cpu", [5, 4], "tensor(float)", True), *ys, "tensor(float)")
+    else:
+        want = iobinding_code(onnxruntime, path, x)
     assert got[0] == want[0] and got[4] == want[4]
     for g, w in zip(got[1:4], want[1:4]):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
