@@ -25,6 +25,23 @@ dvm_status *dvm_kargs_check(const dvm_kernel_args *a, const char *op, int nin, i
   return st ? st : check_tensors(a->out, nout, "output", op, dev);
 }
 
+/* "2 to 4 inputs", "1 output" */
+static const char *count_str(char *buf, size_t size, int lo, int hi, const char *what) {
+  if (lo == hi) snprintf(buf, size, "%d %s%s", lo, what, lo == 1 ? "" : "s");
+  else snprintf(buf, size, "%d to %d %ss", lo, hi, what);
+  return buf;
+}
+
+dvm_status *dvm_kargs_check_range(const dvm_kernel_args *a, const char *op, int nin_lo, int nin_hi, int nout_lo,
+                                  int nout_hi, dvm_device_kind dev) {
+  char in[48], out[48];
+  if (a->nin < nin_lo || a->nin > nin_hi || a->nout < nout_lo || a->nout > nout_hi)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %s and %s, got %d and %d", op,
+                          count_str(in, sizeof in, nin_lo, nin_hi, "input"),
+                          count_str(out, sizeof out, nout_lo, nout_hi, "output"), a->nin, a->nout);
+  return dvm_kargs_check(a, op, a->nin, a->nout, dev);
+}
+
 int dvm_kargs_threads(const dvm_kernel_args *a) {
   return a->exec && a->exec->threads > 1 ? a->exec->threads : 1;
 }

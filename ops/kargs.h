@@ -10,6 +10,11 @@
 DVM_MUST_USE dvm_status *dvm_kargs_check(const dvm_kernel_args *a, const char *op, int nin,
                                          int nout, dvm_device_kind dev);
 
+/* The same for a kernel that takes nin_lo..nin_hi inputs and
+ * nout_lo..nout_hi outputs (its optional ones left off the end). */
+DVM_MUST_USE dvm_status *dvm_kargs_check_range(const dvm_kernel_args *a, const char *op, int nin_lo,
+                                               int nin_hi, int nout_lo, int nout_hi, dvm_device_kind dev);
+
 /* The threads a kernel may use: the VM's count, at least 1. */
 int dvm_kargs_threads(const dvm_kernel_args *a);
 

@@ -85,18 +85,10 @@ static dvm_status *want_vec(const char *op, const char *what, const dvm_tensor *
                         dvm_shape_str(s, t->rank, t->dims), (long long)h);
 }
 
-static dvm_status *counts(const dvm_kernel_args *a, const char *op, int lo, int hi, int nout_lo,
-                          int nout_hi) {
-  if (a->nin < lo || a->nin > hi || a->nout < nout_lo || a->nout > nout_hi)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d to %d inputs and %d to %d outputs, got %d and %d",
-                          op, lo, hi, nout_lo, nout_hi, a->nin, a->nout);
-  return dvm_kargs_check(a, op, a->nin, a->nout, DVM_DEVICE_CPU);
-}
-
 /* ---- the GELUs ---- */
 
 static dvm_status *gelu_with_bias(const dvm_kernel_args *a, const char *op, int tanh_form) {
-  dvm_status *st = counts(a, op, 1, 2, 1, 1);
+  dvm_status *st = dvm_kargs_check_range(a, op, 1, 2, 1, 1, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, a->nin);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *b = a->nin > 1 ? a->in[1] : NULL;
@@ -138,7 +130,7 @@ static dvm_status *epsilon_of(const char *op, const dvm_kernel_args *a, float *e
 static dvm_status *skip_layernorm(const dvm_kernel_args *a) {
   const char *op = "skip_layernorm";
   float eps;
-  dvm_status *st = counts(a, op, 3, 5, 1, 2);
+  dvm_status *st = dvm_kargs_check_range(a, op, 3, 5, 1, 2, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, a->nin);
   if (!st) st = epsilon_of(op, a, &eps);
   if (st) return st;
@@ -242,7 +234,7 @@ static dvm_status *embed(const char *op, const dvm_tensor *ids, const dvm_tensor
 static dvm_status *embed_layernorm(const dvm_kernel_args *a) {
   const char *op = "embed_layernorm";
   float eps;
-  dvm_status *st = counts(a, op, 7, 9, 2, 2);
+  dvm_status *st = dvm_kargs_check_range(a, op, 7, 9, 2, 2, DVM_DEVICE_CPU);
   if (!st) st = epsilon_of(op, a, &eps);
   if (st) return st;
   table tab[5];
@@ -262,7 +254,7 @@ static dvm_status *embed_layernorm(const dvm_kernel_args *a) {
 static dvm_status *qembed_layernorm(const dvm_kernel_args *a) {
   const char *op = "qembed_layernorm";
   float eps;
-  dvm_status *st = counts(a, op, 18, 18, 2, 2);
+  dvm_status *st = dvm_kargs_check_range(a, op, 18, 18, 2, 2, DVM_DEVICE_CPU);
   if (!st) st = epsilon_of(op, a, &eps);
   if (st) return st;
   table tab[5];
@@ -351,7 +343,7 @@ static dvm_status *attention(const dvm_kernel_args *a) {
   sgemm_threads(a);
   const char *op = "attention";
   attn t;
-  dvm_status *st = counts(a, op, 3, 4, 1, 1);
+  dvm_status *st = dvm_kargs_check_range(a, op, 3, 4, 1, 1, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, 3);
   if (!st) st = attn_setup(op, a, a->nin > 3 ? a->in[3] : NULL, &t);
   if (st) return st;
@@ -380,7 +372,7 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
   sgemm_threads(a);
   const char *op = "qattention";
   attn t;
-  dvm_status *st = counts(a, op, 5, 8, 1, 1);
+  dvm_status *st = dvm_kargs_check_range(a, op, 5, 8, 1, 1, DVM_DEVICE_CPU);
   if (!st) st = attn_setup(op, a, a->nin > 5 ? a->in[5] : NULL, &t);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *w = a->in[1], *xs = a->in[3], *ws = a->in[4];
@@ -473,7 +465,7 @@ static dvm_status *fused_matmul(const dvm_kernel_args *a) {
   const char *op = "fused_matmul";
   int64_t ta = 0, tb = 0, tba = 0, tbb = 0;
   double alpha = 1;
-  dvm_status *st = counts(a, op, 2, 2, 1, 1);
+  dvm_status *st = dvm_kargs_check_range(a, op, 2, 2, 1, 1, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, 2);
   if (!st) st = dvm_attr_count(op, a->nattrs, 5, 5);
   if (!st) st = dvm_attr_int(op, "transA", &a->attrs[0], &ta);
@@ -504,7 +496,7 @@ static dvm_status *fused_gemm(const dvm_kernel_args *a) {
   int ta, tb;
   double alpha, beta, act_alpha;
   int64_t act;
-  dvm_status *st = counts(a, op, 2, 3, 1, 1);
+  dvm_status *st = dvm_kargs_check_range(a, op, 2, 3, 1, 1, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, a->nin);
   if (!st) st = dvm_attr_count(op, a->nattrs, 6, 6);
   if (!st) st = dvm_gemm_attrs(a->attrs, &ta, &tb, &alpha, &beta);

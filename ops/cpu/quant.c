@@ -169,9 +169,7 @@ static int64_t qindex(const qparams *q, int64_t o, int64_t a, int64_t i) {
 
 static dvm_status *quantize_linear(const dvm_kernel_args *a) {
   const char *op = "quantize_linear";
-  if (a->nin < 2 || a->nin > 3 || a->nout != 1)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 or 3 inputs and 1 output", op);
-  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 2, 3, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *s = a->in[1], *zp = a->nin > 2 ? a->in[2] : NULL;
   dvm_tensor *y = a->out[0];
@@ -194,9 +192,7 @@ static dvm_status *quantize_linear(const dvm_kernel_args *a) {
 
 static dvm_status *dequantize_linear(const dvm_kernel_args *a) {
   const char *op = "dequantize_linear";
-  if (a->nin < 2 || a->nin > 3 || a->nout != 1)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 or 3 inputs and 1 output", op);
-  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 2, 3, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *s = a->in[1], *zp = a->nin > 2 ? a->in[2] : NULL;
   dvm_tensor *y = a->out[0];
@@ -382,9 +378,7 @@ static void product_run(const product *p, const dvm_tensor *a, const dvm_tensor 
 
 static dvm_status *matmul_integer(const dvm_kernel_args *a) {
   const char *op = "matmul_integer";
-  if (a->nin < 2 || a->nin > 4 || a->nout != 1)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 to 4 inputs and 1 output", op);
-  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 2, 4, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   product p;
   if ((st = product_begin(op, a->in[0], a->nin > 2 ? a->in[2] : NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL, &p)))
@@ -514,9 +508,7 @@ static dvm_status *conv_acc(const char *op, const dvm_tensor *x, const dvm_tenso
 
 static dvm_status *conv_integer(const dvm_kernel_args *a) {
   const char *op = "conv_integer";
-  if (a->nin < 2 || a->nin > 4 || a->nout != 1)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 to 4 inputs and 1 output", op);
-  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 2, 4, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   dvm_tensor *y = a->out[0];
   if (y->dtype != DVM_I32) return bad_dtype(op, "y", y, "i32");
@@ -530,9 +522,7 @@ static dvm_status *conv_integer(const dvm_kernel_args *a) {
 
 static dvm_status *qlinear_conv(const dvm_kernel_args *a) {
   const char *op = "qlinear_conv";
-  if ((a->nin != 8 && a->nin != 9) || a->nout != 1)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 8 or 9 inputs and 1 output", op);
-  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 8, 9, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   dvm_tensor *const *in = a->in;
   dvm_tensor *y = a->out[0];
@@ -604,9 +594,7 @@ static dvm_status *product_to_float(const char *op, const dvm_kernel_args *a, co
 /* com.microsoft DynamicQuantizeMatMul (A f32, B, b_scale[, b_zp[, bias]]). */
 static dvm_status *dynamic_quantize_matmul(const dvm_kernel_args *a) {
   const char *op = "dynamic_quantize_matmul";
-  if (a->nin < 3 || a->nin > 5 || a->nout != 1)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 3 to 5 inputs and 1 output", op);
-  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 3, 5, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   if (a->in[0]->dtype != DVM_F32) return bad_dtype(op, "a", a->in[0], "f32");
   return product_to_float(op, a, NULL, NULL, a->nin > 3 ? a->in[3] : NULL, a->in[2], a->nin > 4 ? a->in[4] : NULL);
@@ -615,9 +603,7 @@ static dvm_status *dynamic_quantize_matmul(const dvm_kernel_args *a) {
 /* com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale[, a_zp[, b_zp[, bias]]]). */
 static dvm_status *matmul_integer_to_float(const dvm_kernel_args *a) {
   const char *op = "matmul_integer_to_float";
-  if (a->nin < 4 || a->nin > 7 || a->nout != 1)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 4 to 7 inputs and 1 output", op);
-  dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 4, 7, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   return product_to_float(op, a, a->nin > 4 ? a->in[4] : NULL, a->in[2], a->nin > 5 ? a->in[5] : NULL, a->in[3],
                           a->nin > 6 ? a->in[6] : NULL);

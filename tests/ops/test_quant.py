@@ -201,3 +201,16 @@ def test_qlinear_conv(tmp_path, conv, qt, per_channel):
               "ws": ws, "wz": wz, "ys": np.float32(0.3), "yz": operand(qt, ()),
               "b": rng.integers(-500, 500, (m,)).astype(np.int32)}
     check(*run_both(tmp_path, "QLinearConv", inputs, [("y", qt)], opset=13, **attrs))
+
+
+def test_input_counts_refused():
+    """The quantization and contrib kernels' input counts (dvm_kargs_check_range):
+    one too few or too many is an error naming the kernel and both counts."""
+    from dvmop import DvmError, run1
+    x, s = np.zeros((2, 3), np.float32), np.float32(1)
+    with pytest.raises(DvmError, match=r"quantize_linear: takes 2 to 3 inputs and 1 output, got 1 and 1"):
+        run1("quantize_linear", [x], outputs=[(np.uint8, (2, 3))])
+    with pytest.raises(DvmError, match=r"dequantize_linear: takes 2 to 3 inputs and 1 output, got 4 and 1"):
+        run1("dequantize_linear", [np.zeros((2, 3), np.uint8), s, np.uint8(0), s], outputs=[(np.float32, (2, 3))])
+    with pytest.raises(DvmError, match=r"fast_gelu: takes 1 to 2 inputs and 1 output, got 3 and 1"):
+        run1("fast_gelu", [x, x, x], outputs=[(np.float32, (2, 3))])
