@@ -85,9 +85,10 @@ def torch_time(fn, iters):
 def encoder(d, args, torch):
     sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
     import make_models
-    make_models.HERE = d  # write the model here, not over the test fixture
     hidden, heads, ffn, vocab, max_pos = 768, 12, 3072, 30522, 512
-    make_models.bert(layers=args.layers, hidden=hidden, heads=heads, vocab=vocab, max_pos=max_pos, ffn=ffn)
+    # written into d, not over the test fixture
+    make_models.bert(layers=args.layers, hidden=hidden, heads=heads, vocab=vocab, max_pos=max_pos, ffn=ffn,
+                     out_dir=d)
     dvmb = os.path.join(d, "bert.dvmb")
     compile_model(args.dvm, os.path.join(d, "bert.onnx"), dvmb)
     tmodel = None
