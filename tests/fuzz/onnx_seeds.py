@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Writes the generated seeds of the fuzz_onnx corpus (tests/fuzz/corpus/onnx/
+valid_gen_*.onnx): small valid models whose nodes carry the attributes the
+importer and lowering parse for recurrent ops and activations, so the
+fuzzer mutates from inputs that reach that code.
+
+    python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+F = TensorProto.FLOAT
+rng = np.random.default_rng(3)
+
+
+def const(name, *shape, dtype=np.float32):
+    return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(dtype), name)
+
+
+def save(out, name, nodes, inputs, outputs, inits, opset=17):
+    g = helper.make_graph(nodes, name, inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(out, f"valid_gen_{name}.onnx"))
+
+
+def recurrent(out):
+    """LSTM (bidirectional, sequence_lens, initial states, peepholes, clip),
+    GRU (linear_before_reset, activations), RNN (activation list), chained
+    on one [seq, batch, 4] input with a symbolic sequence length."""
+    h, i = 3, 4
+    x = helper.make_tensor_value_info("x", F, ["seq", 2, i])
+    lens = helper.make_tensor_value_info("lens", TensorProto.INT32, [2])
+    inits = [const("lw", 2, 4 * h, i), const("lr", 2, 4 * h, h), const("lb", 2, 8 * h),
+             const("lh", 2, 2, h), const("lc", 2, 2, h), const("lp", 2, 3 * h),
+             const("gw", 1, 3 * h, 2 * h), const("gr", 1, 3 * h, h), const("gb", 1, 6 * h),
+             const("rw", 1, h, h), const("rr", 1, h, h)]
+    nodes = [
+        helper.make_node("LSTM", ["x", "lw", "lr", "lb", "lens", "lh", "lc", "lp"], ["ly", "lyh", "lyc"],
+                         hidden_size=h, direction="bidirectional", clip=5.0,
+                         activations=["Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Tanh"],
+                         activation_alpha=[1.0, 1.0, 1.0, 0.2, 1.0, 1.0],
+                         activation_beta=[0.0, 0.0, 0.0, 0.5, 0.0, 0.0]),
+        helper.make_node("Transpose", ["ly"], ["lt"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["lt", "shape"], ["gx"]),
+        helper.make_node("GRU", ["gx", "gw", "gr", "gb"], ["gy", "gyh"], hidden_size=h,
+                         linear_before_reset=1, activations=["Sigmoid", "Tanh"]),
+        helper.make_node("Squeeze", ["gy", "one"], ["rx"]),
+        helper.make_node("RNN", ["rx", "rw", "rr"], ["y"], hidden_size=h, direction="reverse",
+                         activations=["Relu"]),
+    ]
+    inits += [numpy_helper.from_array(np.array([0, 0, -1], np.int64), "shape"),
+              numpy_helper.from_array(np.array([1], np.int64), "one")]
+    save(out, "recurrent", nodes, [x, lens], [helper.make_tensor_value_info("y", F, None),
+                                               helper.make_tensor_value_info("lyh", F, None),
+                                               helper.make_tensor_value_info("gyh", F, None)], inits)
+
+
+def activations(out):
+    """Every attribute-carrying activation, chained; one input dim written
+    as dim_value -1 and one as 0 (unknown dims as exporters write them)."""
+    x = helper.make_tensor_value_info("x", F, [-1, 0, 5])
+    chain = [("HardSigmoid", dict(alpha=0.3, beta=0.4)), ("Elu", dict(alpha=0.7)), ("Selu", dict(alpha=1.5, gamma=1.1)),
+             ("Celu", dict(alpha=0.9)), ("LeakyRelu", dict(alpha=0.02)), ("ThresholdedRelu", dict(alpha=0.1)),
+             ("Shrink", dict(bias=0.1, lambd=0.3)), ("Softplus", {}), ("Softsign", {}), ("HardSwish", {}),
+             ("Mish", {}), ("Gelu", dict(approximate="tanh")), ("Clip", {}), ("Hardmax", dict(axis=-1)),
+             ("LogSoftmax", dict(axis=1)), ("Softmax", dict(axis=-1))]
+    nodes, prev = [], "x"
+    for n, (op, attrs) in enumerate(chain):
+        nodes.append(helper.make_node(op, [prev], [f"a{n}"], **attrs))
+        prev = f"a{n}"
+    nodes.append(helper.make_node("Mul", [prev, "scale"], ["y"]))
+    save(out, "activations", nodes, [x], [helper.make_tensor_value_info("y", F, None)],
+         [const("scale", 5)], opset=20)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
+    recurrent(out)
+    activations(out)
+
+
+if __name__ == "__main__":
+    main()
