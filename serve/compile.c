@@ -19,7 +19,18 @@
 #include "pass.h"
 #include "serve_compile.h"
 
-static dvm_status *compile(const char *path, const dvms_config *cfg, uint8_t **bytes, size_t *size) {
+typedef struct warn_to {
+  const dvms_repo_options *o;
+  const char *model;
+} warn_to;
+
+static void warn(void *ctx, const char *msg) {
+  const warn_to *w = ctx;
+  w->o->warn(w->o->warn_ctx, w->model, msg);
+}
+
+static dvm_status *compile(const char *path, const char *name, const dvms_config *cfg,
+                           const dvms_repo_options *o, uint8_t **bytes, size_t *size) {
   dvmc_ctx *c;
   dvm_status *st = dvmc_ctx_create(&c);
   if (st) return st;
@@ -28,7 +39,9 @@ static dvm_status *compile(const char *path, const dvms_config *cfg, uint8_t **b
   dvmc_options co = {.function = cfg->function};
   if (!(st = dvmc_import_onnx(c, path, &g)) && !(st = dvmc_fold(c, g, &folded))) {
     for (int i = 0; i < cfg->ndims && !st; i++) st = dvm_status_annotate(dvmc_graph_set_dim(c, g, cfg->dims[i]), "dim");
-    if (!st && !(st = dvmc_infer(c, g)) && !(st = dvmc_passes_run(c, g, 0, NULL))) st = dvmc_lower(c, g, &co, bytes, size);
+    if (!st) st = dvmc_infer(c, g);
+    if (!st && o->warn) dvmc_infer_disagreements(g, warn, &(warn_to){o, name});
+    if (!st && !(st = dvmc_passes_run(c, g, 0, NULL))) st = dvmc_lower(c, g, &co, bytes, size);
   }
   dvmc_ctx_destroy(c);
   return st;
@@ -69,8 +82,9 @@ static void cache_write(const char *path, const uint8_t *bytes, size_t size) {
   if (!ok || rename(tmp, path) != 0) remove(tmp);
 }
 
-dvm_status *dvms_compile_onnx(const char *path, const char *name, const dvms_config *cfg, const char *cache,
-                              dvm_module **out) {
+dvm_status *dvms_compile_onnx(const char *path, const char *name, const dvms_config *cfg,
+                              const dvms_repo_options *o, dvm_module **out) {
+  const char *cache = o->cache_dir;
   char cached[1100];
   int use_cache = cache && cache_path(cache, name, path, cfg, cached, sizeof cached);
   if (use_cache) {
@@ -80,7 +94,7 @@ dvm_status *dvms_compile_onnx(const char *path, const char *name, const dvms_con
   }
   uint8_t *bytes = NULL;
   size_t size = 0;
-  dvm_status *st = compile(path, cfg, &bytes, &size);
+  dvm_status *st = compile(path, name, cfg, o, &bytes, &size);
   if (!st) st = dvm_module_load_memory(bytes, size, NULL, out);
   if (!st && use_cache) cache_write(cached, bytes, size);
   free(bytes);

@@ -189,7 +189,7 @@ static dvm_status *load_version(dvms_repo *r, const char *name, int64_t version,
       st = dvm_module_load_file(path, NULL, &m->module);
     } else {
       snprintf(path, sizeof path, "%s/model.onnx", dir);
-      st = access(path, F_OK) == 0 ? dvms_compile_onnx(path, name, &m->cfg, r->opts.cache_dir, &m->module)
+      st = access(path, F_OK) == 0 ? dvms_compile_onnx(path, name, &m->cfg, &r->opts, &m->module)
                                    : dvm_status_new(DVM_NOT_FOUND, "%s: no model.dvmb or model.onnx", dir);
     }
   }

@@ -196,6 +196,10 @@ typedef struct dvms_repo_options {
   int cores;             /* kernel threads to share among a model's workers */
   const char *cache_dir; /* compiled model.onnx files are kept here; NULL: none */
   dvms_metrics *metrics; /* borrowed */
+  /* called with each compile warning (a declared type that inference
+   * contradicts) of a model.onnx compiled at load; NULL: dropped */
+  void (*warn)(void *ctx, const char *model, const char *msg);
+  void *warn_ctx;
 } dvms_repo_options;
 
 DVM_MUST_USE dvm_status *dvms_repo_open(const char *root, const dvms_repo_options *o, dvms_repo **out);

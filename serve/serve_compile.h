@@ -7,8 +7,10 @@
 /* Compiles an ONNX file with cfg's function name and dim ranges and loads
  * the result; with `cache` (a folder, may be NULL) the compiled file is
  * kept there for the next load of the same file and settings, under the
- * model's `name`. `*out` holds one reference; release it. */
+ * model's `name`. The compiler's warnings go to o->warn (when set) with
+ * the model's name; a load from the cache compiles nothing and warns
+ * nothing. `*out` holds one reference; release it. */
 DVM_MUST_USE dvm_status *dvms_compile_onnx(const char *path, const char *name, const dvms_config *cfg,
-                                           const char *cache, dvm_module **out);
+                                           const dvms_repo_options *o, dvm_module **out);
 
 #endif

@@ -37,6 +37,11 @@ static int number(const char *flag, const char *v, long long lo, long long hi, l
   return 1;
 }
 
+static void warn(void *ctx, const char *model, const char *msg) {
+  (void)ctx;
+  fprintf(stderr, "dvm serve: model %s: warning: %s\n", model, msg);
+}
+
 int dvm_cmd_serve(int argc, char **argv) {
   static const struct option opts[] = {
       {"http-port", required_argument, 0, 'p'}, {"host", required_argument, 0, 'H'},
@@ -92,7 +97,7 @@ int dvm_cmd_serve(int argc, char **argv) {
   dvms_server *server = NULL;
   dvm_status *st = dvms_metrics_create(&metrics);
   dvms_repo_options ro = {.workers = (int)workers, .cores = (int)threads, .cache_dir = cache_dir,
-                          .metrics = metrics};
+                          .metrics = metrics, .warn = warn};
   if (!st) st = dvms_repo_open(argv[optind], &ro, &repo);
   if (!st) st = dvms_server_start(repo, metrics, &so, &server);
   if (st) {

@@ -3,9 +3,12 @@ inference (declared.c): dvm compile says so in one warning line per value
 naming it, both types and its node, and compiles with the inferred type (as
 ONNX Runtime warns and runs); declarations that agree, or only name
 symbols, give no warning. (The Python package raises them as UserWarnings:
-tests/python/test_module.py.)"""
+tests/python/test_module.py; `dvm serve` prints them when it compiles a
+model.onnx at load.)"""
 import os
+import signal
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -70,3 +73,24 @@ def test_contradiction_is_a_warning(tmp_path, out_decl, h_decl, want):
 def test_agreement_is_silent(tmp_path, out_decl, h_decl):
     assert compile_(relu_neg(tmp_path, out_decl, h_decl)) == []
 
+
+
+def test_serve_prints_the_warnings_of_a_model_it_compiles(tmp_path):
+    model = relu_neg(tmp_path, (F, ["N", 3]))
+    os.makedirs(tmp_path / "repo" / "m" / "1")
+    os.rename(model, tmp_path / "repo" / "m" / "1" / "model.onnx")
+    log = tmp_path / "serve.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen([DVM, "serve", str(tmp_path / "repo"), "--http-port", "0"], stderr=f,
+                                stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while "models loaded" not in log.read_text() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, log.read_text()
+    lines = [l for l in log.read_text().splitlines() if "warning:" in l]
+    assert lines == ['dvm serve: model m: warning: output "y" is declared f32[?, 3], inference gives f32[N, 4] '
+                     '(node "n"): the declaration is ignored'], log.read_text()
+    assert "1 models loaded, 0 failed" in log.read_text()
