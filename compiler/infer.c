@@ -992,6 +992,74 @@ static void rule_loop(inf *I, const dvmc_node *n) {
   }
 }
 
+/* x's dims without axes a and b (-1: none); the rank left. */
+static int dims_without(const dvmc_value *x, int a, int b, const dvmc_expr **d) {
+  int r = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (i != a && i != b) d[r++] = x->dims[i];
+  return r;
+}
+
+/* Scan: the body is inferred with its state inputs at the initial states'
+ * shapes (again, as unknown, where the body changes them, as Loop's) and
+ * its scan inputs at the scan inputs' shapes less their scan axis; a final
+ * state whose shape the body keeps has it, a scan output is the body's
+ * with the scan length inserted at its axis. Opset 8 has a batch axis 0 on
+ * every input and output (after its sequence_lens input) and scans axis 1. */
+static void rule_scan(inf *I, const dvmc_node *n) {
+  const dvmc_attr *b = dvmc_attr_find(n, "body");
+  dvmc_graph *g = b ? b->g : NULL;
+  int v8 = n->opset < 9, first = v8, m = (int)dvmc_attr_int(n, "num_scan_inputs", 0);
+  int ns = n->nin - first - m;
+  if (!g || m <= 0 || ns < 0 || g->ninputs != ns + m || g->noutputs < ns) return;
+  const dvmc_value *x0 = n->in[first + ns];
+  int ax0 = v8 ? 1 : (int)dvmc_attr_ints_at(n, "scan_input_axes", 0, 0);
+  if (!x0 || x0->rank < 1) return;
+  if (ax0 < 0) ax0 += x0->rank;
+  if (ax0 < 0 || ax0 >= x0->rank) return;
+  const dvmc_expr *len = x0->dims[ax0], *batch = v8 ? x0->dims[0] : NULL, *d[DVM_MAX_RANK], *d0[DVM_MAX_RANK] = {0};
+  for (int pass = 0; pass < 2; pass++) {
+    int again = 0;
+    for (int k = 0; k < ns + m; k++) {
+      const dvmc_value *x = n->in[first + k];
+      dvmc_value *in = g->inputs[k];
+      if (pass == 1) { /* a state whose dims the body changes: unknown dims, or rank */
+        if (k < ns && !same_dims(in, g->outputs[k])) {
+          if (in->rank == g->outputs[k]->rank) set_shape(in, in->rank, d0);
+          else in->rank = -1;
+        }
+        continue;
+      }
+      if (!x || x->rank < 0) continue;
+      int a = k < ns ? (v8 ? 0 : -1) : (v8 ? 1 : (int)dvmc_attr_ints_at(n, "scan_input_axes", k - ns, 0));
+      if (a < -1 || (k >= ns && a < 0)) a += x->rank;
+      if (k >= ns && (a < 0 || a >= x->rank)) continue;
+      set_shape(in, dims_without(x, v8 ? 0 : -1, a, d), d);
+    }
+    I->depth++;
+    infer_graph(I, g);
+    I->depth--;
+    for (int k = 0; k < ns; k++) again |= dvmc_value_shape_known(g->inputs[k]) && !same_dims(g->inputs[k], g->outputs[k]);
+    if (!again) break;
+    reset_values(g);
+  }
+  for (int k = 0; k < n->nout && k < g->noutputs; k++) {
+    const dvmc_value *o = g->outputs[k];
+    int r = o->rank + (k >= ns) + v8;
+    if (!n->out[k] || o->rank < 0 || r > DVM_MAX_RANK) continue;
+    if (k < ns && !same_dims(g->inputs[k], o)) {
+      if (g->inputs[k]->rank == o->rank) set_rank(n->out[k], r);
+      continue;
+    }
+    int a = k < ns ? -1 : v8 ? 1 : (int)dvmc_attr_ints_at(n, "scan_output_axes", k - ns, 0);
+    if (k >= ns && a < 0) a += r;
+    if (k >= ns && (a < v8 || a >= r)) continue;
+    for (int i = 0, j = 0; i < r; i++)
+      d[i] = v8 && i == 0 ? batch : i == a ? len : o->dims[j++];
+    set_shape(n->out[k], r, d);
+  }
+}
+
 /* DynamicQuantizeLinear: y as x; its scale and zero point are scalars. */
 static void rule_dynamic_quantize(inf *I, const dvmc_node *n) {
   (void)I;
@@ -1096,7 +1164,7 @@ static void infer_node(inf *I, const dvmc_node *n) {
   for (int i = 0; i < n->nin; i++)
     if (n->in[i]) const_elems(I, n->in[i]);
   if (!n->nout || !n->out[0]) return;
-  int loop = n->def && rules[dvmc_op_index(n->def)] == rule_loop;
+  int loop = n->def && (rules[dvmc_op_index(n->def)] == rule_loop || rules[dvmc_op_index(n->def)] == rule_scan);
   I->depth++; /* subgraphs first: If's and Loop's outputs come from them */
   for (int a = 0; a < n->nattrs && !loop; a++)
     if (n->attrs[a].type == DVMC_ATTR_GRAPH && n->attrs[a].g) infer_graph(I, n->attrs[a].g);

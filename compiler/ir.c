@@ -230,6 +230,11 @@ int64_t dvmc_attr_int(const dvmc_node *n, const char *name, int64_t dflt) {
   return a && a->type == DVMC_ATTR_INT ? a->i : dflt;
 }
 
+int64_t dvmc_attr_ints_at(const dvmc_node *n, const char *name, int k, int64_t dflt) {
+  const dvmc_attr *a = dvmc_attr_find(n, name);
+  return a && a->type == DVMC_ATTR_INTS && k >= 0 && k < a->n ? a->ints[k] : dflt;
+}
+
 double dvmc_attr_float(const dvmc_node *n, const char *name, double dflt) {
   const dvmc_attr *a = dvmc_attr_find(n, name);
   return a && a->type == DVMC_ATTR_FLOAT ? a->f : dflt;

@@ -160,6 +160,8 @@ DVM_MUST_USE dvm_status *dvmc_graph_set_dim(dvmc_ctx *c, const dvmc_graph *g, co
 int64_t dvmc_attr_int(const dvmc_node *n, const char *name, int64_t dflt);
 double dvmc_attr_float(const dvmc_node *n, const char *name, double dflt);
 const char *dvmc_attr_string(const dvmc_node *n, const char *name, const char *dflt);
+/* Entry k of an ints attribute, dflt when it is absent or shorter. */
+int64_t dvmc_attr_ints_at(const dvmc_node *n, const char *name, int k, int64_t dflt);
 
 /* Prints the graph as text (dvm compile --dump-ir). */
 void dvmc_graph_print(const dvmc_graph *g, FILE *out);

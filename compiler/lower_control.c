@@ -1,5 +1,6 @@
 /* Control flow: If and Loop as jumps in the bytecode, their subgraphs
- * lowered inline (lw_lower_graph at depth > 0). */
+ * lowered inline (lw_lower_graph at depth > 0); the loop pieces Scan
+ * shares (lower_scan.c). */
 #include <stdint.h>
 
 #include "lowering.h"
@@ -63,8 +64,9 @@ dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
 }
 
 /* A scalar tensor of dtype dt holding the int in register v (Loop's
- * iteration number and condition, as its body sees them). */
-static int scalar_tensor(lowering *L, dvm_dtype dt, int v) {
+ * iteration number and condition, as its body sees them; Scan's slice
+ * index). */
+int lw_scalar_tensor(lowering *L, dvm_dtype dt, int v) {
   int s = dvmc_fn_reg(L->f), t = dvmc_fn_reg(L->f);
   dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){s, 0}, 2);
   dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){t, dt, s, DVM_DEVICE_CPU}, 4);
@@ -74,17 +76,14 @@ static int scalar_tensor(lowering *L, dvm_dtype dt, int v) {
   return t;
 }
 
-/* One Loop scan output: the body's value v, with a new axis 0, appended to
- * accumulator `acc` (taken as is on iteration 0, else concatenated: each
- * iteration copies what came before). */
-static dvm_status *append_scan(lowering *L, const dvmc_node *n, const dvmc_value *v, int acc, int i) {
-  int val;
-  dvm_status *st = lw_reg_of(L, v, &val);
-  if (st) return st;
-  if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
-  int axes = dvmc_fn_reg(L->f), zero = lw_emit_int(L, 0), shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
-  int first = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes, 1, zero}, 3);
+/* One scan output step: the tensor in register val (dtype dt), with a new
+ * axis `axis`, joined to accumulator `acc` along it (taken as is on
+ * iteration i == 0, else concatenated after it, or before it when
+ * `prepend`: each iteration copies what came before). */
+void lw_append_scan(lowering *L, int val, dvm_dtype dt, int acc, int i, int axis, int prepend) {
+  int axes = dvmc_fn_reg(L->f), zero = lw_emit_int(L, 0), ax = lw_emit_int(L, axis), shape = dvmc_fn_reg(L->f);
+  int u = dvmc_fn_reg(L->f), first = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes, 1, ax}, 3);
   dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "unsqueeze"), 1, shape, 2, val, axes}, 6);
   dvmc_fn_op3(L->f, DVM_OP_RESHAPE, u, val, shape);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, axes);
@@ -96,36 +95,42 @@ static dvm_status *append_scan(lowering *L, const dvmc_node *n, const dvmc_value
   uint32_t to_done = dvmc_fn_here(L->f) + 1;
   dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
   dvmc_fn_patch(L->f, to_concat, dvmc_fn_here(L->f));
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "concat"), 1, shape, 3, acc, u, zero}, 7);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, v->dtype, shape, DVM_DEVICE_CPU}, 4);
+  int a = prepend ? u : acc, b = prepend ? acc : u;
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "concat"), 1, shape, 3, a, b, ax}, 7);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, shape, DVM_DEVICE_CPU}, 4);
   int k = dvmc_emit_kernel(L->e, "concat", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 2, acc, u, 1, zero}, 9);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 2, a, b, 1, ax}, 9);
   dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, out);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, out);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
   dvmc_fn_patch(L->f, to_done, dvmc_fn_here(L->f));
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, u);
-  return NULL;
 }
 
-/* When no iteration ran, each used scan output is empty: [0, the body
- * value's dims] of the body value's dtype, as ONNX Runtime makes it (a dim
- * that cannot be computed outside the body is 0, an unknown rank gives
- * [0]). The shapes are made before the branch, where the memo of top-level
- * expressions stays valid. */
-static dvm_status *empty_scans(lowering *L, const dvmc_node *n, const dvmc_graph *body, int ncarried,
-                               int nscan, const int *scan, int i) {
+/* When no iteration ran (i == 0), each of the nscan accumulators scan[k]
+ * whose output outs[k] is used becomes empty: the body value bouts[k]'s
+ * dims with 0 inserted at axes[k] (NULL: all 0), its dtype, as ONNX
+ * Runtime makes it (a dim that cannot be computed outside the body is 0;
+ * an unknown rank gives [0] at axis 0, and fails otherwise). The shapes are
+ * made before the branch, where the memo of top-level expressions stays
+ * valid. */
+dvm_status *lw_empty_scans(lowering *L, const dvmc_node *n, const dvmc_value *const *outs,
+                           const dvmc_value *const *bouts, int nscan, const int *scan, const int *axes, int i) {
   int shapes[64], any = 0, zero = lw_emit_int(L, 0);
   for (int k = 0; k < nscan; k++) {
-    const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
-    const dvmc_value *bv = body->outputs[1 + ncarried + k];
+    const dvmc_value *bv = bouts[k];
+    int axis = axes ? axes[k] : 0;
     shapes[k] = -1;
-    if (!o) continue;
+    if (!outs[k]) continue;
     if (!bv->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", bv->name);
-    int rank = bv->rank >= 0 && bv->rank < DVM_MAX_RANK ? bv->rank : 0;
+    if ((bv->rank < 0 && axis) || bv->rank >= DVM_MAX_RANK)
+      return lw_unsupported(n, "scan output \"%s\" at axis %d has no known rank", bv->name, axis);
+    int rank = bv->rank >= 0 ? bv->rank : 0;
     int64_t w[3 + DVM_MAX_RANK];
-    w[2] = zero;
-    for (int d = 0; d < rank; d++) w[3 + d] = lw_emittable(L, bv->dims[d]) ? lw_expr_reg(L, bv->dims[d]) : zero;
+    for (int d = 0, j = 0; d <= rank; d++) {
+      const dvmc_expr *e = d == axis ? NULL : bv->dims[j++];
+      w[2 + d] = e && lw_emittable(L, e) ? lw_expr_reg(L, e) : zero;
+    }
     w[0] = shapes[k] = dvmc_fn_reg(L->f);
     w[1] = rank + 1;
     dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 3 + rank);
@@ -139,8 +144,7 @@ static dvm_status *empty_scans(lowering *L, const dvmc_node *n, const dvmc_graph
   for (int k = 0; k < nscan; k++) {
     if (shapes[k] < 0) continue;
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);
-    dvmc_fn_emit(L->f, DVM_OP_ALLOC,
-                 (int64_t[]){scan[k], body->outputs[1 + ncarried + k]->dtype, shapes[k], DVM_DEVICE_CPU}, 4);
+    dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){scan[k], bouts[k]->dtype, shapes[k], DVM_DEVICE_CPU}, 4);
   }
   dvmc_fn_patch(L->f, skip, dvmc_fn_here(L->f));
   for (int k = 0; k < nscan; k++)
@@ -204,7 +208,7 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   uint32_t exit2 = dvmc_fn_here(L->f) + 2;
   dvmc_fn_op2(L->f, DVM_OP_JZ, cond, 0);
   /* the body's inputs: iteration number, condition, carried values */
-  int it = scalar_tensor(L, DVM_I64, i), ct = scalar_tensor(L, DVM_BOOL, cond);
+  int it = lw_scalar_tensor(L, DVM_I64, i), ct = lw_scalar_tensor(L, DVM_BOOL, cond);
   if (!lw_bind(L, body->inputs[0], it) || !lw_bind(L, body->inputs[1], ct)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   lw_set_type(body->inputs[0], DVM_I64);
   lw_set_type(body->inputs[1], DVM_BOOL);
@@ -227,8 +231,13 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     if (reg != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
     if (body->outputs[1 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], body->outputs[1 + k]->dtype);
   }
-  for (int k = 0; k < nscan; k++)
-    if ((st = append_scan(L, n, body->outputs[1 + ncarried + k], scan[k], i))) return st;
+  for (int k = 0; k < nscan; k++) {
+    const dvmc_value *v = body->outputs[1 + ncarried + k];
+    int val;
+    if ((st = lw_reg_of(L, v, &val))) return st;
+    if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
+    lw_append_scan(L, val, v->dtype, scan[k], i, 0, 0);
+  }
   for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
     int reg = lw_lookup(L, body->outputs[k]);
     int is_car = 0;
@@ -250,7 +259,10 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     if (n->in[2 + k] && n->in[2 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], n->in[2 + k]->dtype);
     if (!lw_bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  if ((st = empty_scans(L, n, body, ncarried, nscan, scan, i))) return st;
+  const dvmc_value *outs[64] = {0};
+  for (int k = 0; k < nscan; k++) outs[k] = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
+  if ((st = lw_empty_scans(L, n, outs, (const dvmc_value *const *)body->outputs + 1 + ncarried, nscan, scan, NULL, i)))
+    return st;
   for (int k = 0; k < nscan; k++) {
     const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
     if (o) lw_set_type(o, body->outputs[1 + ncarried + k]->dtype);

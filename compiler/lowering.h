@@ -10,6 +10,7 @@
  *                    lowerings of single ops
  *   lower_fuse.c     elementwise chains as one fused kernel call
  *   lower_control.c  If and Loop
+ *   lower_scan.c     Scan
  *   lower_rnn.c      RNN, GRU, LSTM
  *
  * Names shared between these files start with lw_; a special lowering
@@ -125,8 +126,16 @@ LW_LOWER(view) LW_LOWER(alias) LW_LOWER(constant_of_shape) LW_LOWER(nary) LW_LOW
 LW_LOWER(einsum) LW_LOWER(resize) LW_LOWER(hard) LW_LOWER(softmax) LW_LOWER(skip_layernorm)
 LW_LOWER(contrib_attention) LW_LOWER(sce)
 LW_LOWER(if) LW_LOWER(loop) /* lower_control.c */
+LW_LOWER(scan)             /* lower_scan.c */
 LW_LOWER(rnn)              /* lower_rnn.c */
 #undef LW_LOWER
+
+/* lower_control.c: loop pieces Loop and Scan share */
+int lw_scalar_tensor(lowering *L, dvm_dtype dt, int v);
+void lw_append_scan(lowering *L, int val, dvm_dtype dt, int acc, int i, int axis, int prepend);
+DVM_MUST_USE dvm_status *lw_empty_scans(lowering *L, const dvmc_node *n, const dvmc_value *const *outs,
+                                        const dvmc_value *const *bouts, int nscan, const int *scan, const int *axes,
+                                        int i);
 
 /* lower_fuse.c */
 int lw_group_at(const lowering *L, const dvmc_graph *g, int i);

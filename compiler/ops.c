@@ -44,8 +44,9 @@ static void field(const char *rule, int i, char out[16]) {
   }
 }
 
-/* Output i of an If (either branch) or a Loop (its body's output i + 1,
- * or for a loop-carried value its initial value). */
+/* Output i of an If (either branch), a Loop (its body's output i + 1,
+ * or for a loop-carried value its initial value) or a Scan (its body's
+ * output i, or for a state its initial value). */
 static const dvmc_value *body_source(const dvmc_node *n, int i) {
   if (!strcmp(n->op, "If")) {
     for (int a = 0; a < n->nattrs; a++) {
@@ -56,6 +57,11 @@ static const dvmc_value *body_source(const dvmc_node *n, int i) {
   }
   const dvmc_attr *b = dvmc_attr_find(n, "body");
   const dvmc_graph *g = b && b->type == DVMC_ATTR_GRAPH ? b->g : NULL;
+  if (!strcmp(n->op, "Scan")) {
+    int first = n->opset < 9, states = n->nin - first - (int)dvmc_attr_int(n, "num_scan_inputs", 0);
+    if (g && i < g->noutputs && g->outputs[i] && g->outputs[i]->typed) return g->outputs[i];
+    return i < states && first + i < n->nin ? n->in[first + i] : NULL;
+  }
   if (g && i + 1 < g->noutputs && g->outputs[i + 1] && g->outputs[i + 1]->typed) return g->outputs[i + 1];
   return i + 2 < n->nin ? n->in[i + 2] : NULL;
 }
