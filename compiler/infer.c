@@ -871,6 +871,18 @@ static void rule_conv(inf *I, const dvmc_node *n) { window(I, n, 1, 0), keep_ran
 static void rule_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 0), keep_rank(n); }
 static void rule_global_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 1); }
 
+/* GridSample: X's [N, C], then the grid's dims between its batch and its
+ * coordinates. */
+static void rule_grid_sample(inf *I, const dvmc_node *n) {
+  (void)I;
+  const dvmc_value *x = n->in[0], *g = n->nin > 1 ? n->in[1] : NULL;
+  if (!x || x->rank < 3) return;
+  if (!g || g->rank != x->rank) return keep_rank(n);
+  const dvmc_expr *d[DVM_MAX_RANK] = {x->dims[0], x->dims[1]};
+  for (int i = 2; i < x->rank; i++) d[i] = g->dims[i - 1];
+  set_shape(n->out[0], x->rank, d);
+}
+
 static void rule_constant_of_shape(inf *I, const dvmc_node *n) {
   constant_of_shape(I, n);
   constant_elems(I, n);

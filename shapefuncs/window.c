@@ -1,5 +1,5 @@
 /* Window geometry and the shape functions conv, conv_transpose, pool,
- * global_pool and resize (see window.h). */
+ * global_pool, resize and grid_sample (see window.h). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -328,6 +328,44 @@ double dvm_resize_coord_in(dvm_resize_coord coord, int64_t o, int64_t in, int64_
 
 /* Shape functions: the kernels' inputs, then their attributes. */
 
+dvm_status *dvm_grid_sample_setup(int rx, const int64_t *x, int rg, const int64_t *g,
+                                  const dvm_value *attrs, int nattrs, dvm_grid_sample *gs,
+                                  int64_t *out) {
+  const char *op = "grid_sample";
+  char sx[DVM_SHAPE_STR_SIZE], sg[DVM_SHAPE_STR_SIZE];
+  int64_t mode, pad;
+  int align = 0;
+  dvm_status *st = dvm_attr_count(op, nattrs, 3, 3);
+  if (!st) st = attr_int(op, "mode", &attrs[0], 0, 4, &mode);
+  if (!st) st = attr_int(op, "padding_mode", &attrs[1], 0, DVM_GRID_PADDING_COUNT - 1, &pad);
+  if (!st) st = dvm_attr_flag(op, "align_corners", &attrs[2], &align);
+  if (!st) st = check_spatial(op, rx, x);
+  if (st) return st;
+  int r = rx - 2;
+  if (rg != rx || g[0] != x[0] || g[rg - 1] != r)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "grid_sample: grid %s does not fit X %s: want [%lld, spatial dims "
+                          "(%d), %d]",
+                          dvm_shape_str(sg, rg, g), dvm_shape_str(sx, rx, x), (long long)x[0], r,
+                          r);
+  gs->mode = mode == 3 ? DVM_GRID_LINEAR : mode == 4 ? DVM_GRID_CUBIC : (dvm_grid_mode)mode;
+  gs->padding = (dvm_grid_padding)pad;
+  gs->align_corners = align;
+  out[0] = x[0];
+  out[1] = x[1];
+  int64_t points = 1, cells = 1;
+  for (int d = 0; d < r; d++) {
+    out[2 + d] = g[1 + d];
+    points *= g[1 + d];
+    cells *= x[2 + d];
+  }
+  if (points && x[0] && x[1] && !cells)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "grid_sample: X %s has an empty spatial dim to sample at grid %s",
+                          dvm_shape_str(sx, rx, x), dvm_shape_str(sg, rg, g));
+  return NULL;
+}
+
 static dvm_status *conv_fn(bool transpose, const dvm_value *in, int nin, dvm_value *out, int nout) {
   const char *fn = transpose ? "conv_transpose" : "conv";
   int nattrs = 4 + transpose, rx, rw, rb = -1;
@@ -394,8 +432,23 @@ static dvm_status *shapefn_resize(const dvm_value *in, int nin, dvm_value *out, 
   return NULL;
 }
 
+static dvm_status *shapefn_grid_sample(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx, rg;
+  const int64_t *x, *g;
+  int64_t dims[DVM_MAX_RANK];
+  dvm_grid_sample gs;
+  dvm_status *st = dvm_shape_check_counts("grid_sample", nin, 5, 5, nout, 1);
+  if (!st) st = dvm_shape_arg("grid_sample", &in[0], 0, &rx, &x);
+  if (!st) st = dvm_shape_arg("grid_sample", &in[1], 1, &rg, &g);
+  if (!st) st = dvm_grid_sample_setup(rx, x, rg, g, in + 2, nin - 2, &gs, dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], rx, dims);
+  return NULL;
+}
+
 const dvm_shapefn_def dvm_shapefn_window_table[] = {
     {"conv", shapefn_conv},     {"conv_transpose", shapefn_conv_transpose},
     {"pool", shapefn_pool},     {"global_pool", shapefn_global_pool},
-    {"resize", shapefn_resize}, {NULL, NULL},
+    {"resize", shapefn_resize}, {"grid_sample", shapefn_grid_sample},
+    {NULL, NULL},
 };

@@ -152,4 +152,32 @@ int64_t dvm_resize_scaled_size(int64_t in, double scale);
 double dvm_resize_coord_in(dvm_resize_coord coord, int64_t o, int64_t in, int64_t out, double scale,
                            double length);
 
+/* GridSample: X [N, C, D_1..D_r] read at the points of grid [N, O_1..O_r, r]
+ * (r = 1 to DVM_WINDOW_MAX; a point lists its coordinates innermost dim
+ * first, x then y then z, each normalized to [-1, 1]) -> Y [N, C, O_1..O_r].
+ *   grid_sample(in: X, grid; attrs: mode:int, padding_mode:int,
+ *               align_corners:int) -> Y
+ *   mode: ONNX's names at opset 16 then 20: 0 bilinear, 1 nearest,
+ *     2 bicubic, 3 linear (= bilinear), 4 cubic (= bicubic).
+ *   padding_mode: 0 zeros, 1 border, 2 reflection. */
+typedef enum dvm_grid_mode { DVM_GRID_LINEAR, DVM_GRID_NEAREST, DVM_GRID_CUBIC } dvm_grid_mode;
+typedef enum dvm_grid_padding {
+  DVM_GRID_ZEROS,
+  DVM_GRID_BORDER,
+  DVM_GRID_REFLECTION,
+  DVM_GRID_PADDING_COUNT
+} dvm_grid_padding;
+
+typedef struct dvm_grid_sample {
+  dvm_grid_mode mode;
+  dvm_grid_padding padding;
+  bool align_corners;
+} dvm_grid_sample;
+
+/* grid_sample: X, grid and the attrs above. Checks them, fills *gs and sets
+ * out[0..rx) to Y's dims. */
+DVM_MUST_USE dvm_status *dvm_grid_sample_setup(int rx, const int64_t *x, int rg, const int64_t *g,
+                                               const dvm_value *attrs, int nattrs,
+                                               dvm_grid_sample *gs, int64_t *out);
+
 #endif

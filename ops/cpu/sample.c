@@ -1,0 +1,225 @@
+/* Sampling an image at computed points: grid_sample (ONNX GridSample; the
+ * geometry and checks in shapefuncs/window.h, shape function
+ * "grid_sample").
+ *
+ *   grid_sample(in: X, grid; attrs: mode:int, padding_mode:int,
+ *               align_corners:int) -> Y
+ *
+ * dtypes: X, grid and Y f32, or all f64. The arithmetic follows ONNX
+ * Runtime's CPU kernel: a normalized coordinate becomes an input coordinate
+ * in the tensors' dtype (align_corners: [-1, 1] is [0, len - 1], else
+ * [-0.5, len - 0.5]); nearest rounds it half to even; one outside those
+ * bounds is clamped into [0, len - 1] (border) or reflected at them
+ * (reflection); then nearest reads 1 input element per dim, linear 2 and
+ * cubic 4 (Keys' kernel, a = -0.75), each index outside the input reading 0
+ * (zeros), its clamp (border) or its reflection (reflection). Cubic with
+ * border clamps the taps, not the coordinate, as ONNX Runtime and PyTorch
+ * do (ONNX's reference clamps the coordinate first). Any number of
+ * spatial dims up to 3, every mode (ONNX Runtime has no 3-D cubic; ONNX's
+ * reference does). A NaN coordinate gives NaN. With align_corners a dim of
+ * one element reflects every coordinate to 0.
+ *
+ * Per output point the taps of every dim combine into a list of input
+ * offsets and weights, then each channel is the weighted sum. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/kernels.h"
+#include "ops/kargs.h"
+#include "shapefuncs/shape.h"
+#include "shapefuncs/window.h"
+
+/* Below this many output elements, one thread is faster. */
+#define MIN_CHUNK ((int64_t)1 << 13)
+
+/* Input elements one output point reads at most: 4 per dim, 3 dims. */
+#define MAX_COMBOS 64
+
+/* The input coordinate of normalized coordinate g along a dim of `len`
+ * elements, computed in the tensors' dtype as ONNX Runtime does. */
+static double denormalize(bool f64, double g, int64_t len, bool align_corners) {
+  if (f64) return align_corners ? (g + 1) / 2 * (double)(len - 1) : ((g + 1) * (double)len - 1) / 2;
+  float n = (float)g;
+  return align_corners ? (n + 1) / 2.f * (float)(len - 1) : ((n + 1) * (float)len - 1) / 2.f;
+}
+
+/* x reflected at lo and hi until it lies between them. */
+static double reflect(double x, double lo, double hi) {
+  double range = hi - lo;
+  if (!(range > 0)) return lo;
+  if (x >= lo && x <= hi) return x;
+  double d = fmod(x < lo ? lo - x : x - hi, 2 * range);
+  /* an even number of reflections leaves d past the near bound */
+  if (d > range) return x < lo ? hi - (d - range) : lo + (d - range);
+  return x < lo ? lo + d : hi - d;
+}
+
+typedef struct dim {
+  int64_t len;
+  double lo, hi; /* the coordinate bounds */
+} dim;
+
+/* Input index i of a tap, or -1 when it reads 0 (zeros padding). */
+static int64_t pixel(const dvm_grid_sample *gs, const dim *d, int64_t i) {
+  if (i >= 0 && i < d->len) return i;
+  if (gs->padding == DVM_GRID_ZEROS) return -1;
+  if (gs->padding == DVM_GRID_REFLECTION) i = (int64_t)reflect((double)i, d->lo, d->hi);
+  return i < 0 ? 0 : i >= d->len ? d->len - 1 : i;
+}
+
+/* Keys' cubic weights of the 4 taps around a point at fraction f past the
+ * second, as ONNX Runtime writes them. */
+static void cubic_weights(double f, double *w) {
+  const double a = -0.75;
+  double x = f + 1;
+  w[0] = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+  w[1] = ((a + 2) * f - (a + 3)) * f * f + 1;
+  x = 1 - f;
+  w[2] = ((a + 2) * x - (a + 3)) * x * x + 1;
+  x = 2 - f;
+  w[3] = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+}
+
+/* The taps of input coordinate x along d: their count, indices and weights. */
+static int dim_taps(const dvm_grid_sample *gs, const dim *d, double x, int64_t *idx, double *w) {
+  if (isnan(x)) {
+    idx[0] = 0;
+    w[0] = NAN;
+    return 1;
+  }
+  if (gs->mode == DVM_GRID_NEAREST) x = nearbyint(x);
+  if (x < d->lo || x > d->hi) {
+    if (gs->padding == DVM_GRID_BORDER && gs->mode != DVM_GRID_CUBIC) x = fmin(fmax(x, 0), (double)(d->len - 1));
+    else if (gs->padding == DVM_GRID_REFLECTION) x = reflect(x, d->lo, d->hi);
+    else x = fmin(fmax(x, d->lo - 4), d->hi + 4); /* the taps the same (all outside, or at the edge): small indices */
+  }
+  int n;
+  int64_t base;
+  if (gs->mode == DVM_GRID_NEAREST) {
+    n = 1, base = (int64_t)nearbyint(x), w[0] = 1;
+  } else if (gs->mode == DVM_GRID_LINEAR) {
+    double f = floor(x);
+    n = 2, base = (int64_t)f, w[0] = 1 - (x - f), w[1] = x - f;
+  } else {
+    double f = floor(x);
+    n = 4, base = (int64_t)f - 1;
+    cubic_weights(x - f, w);
+  }
+  for (int t = 0; t < n; t++) idx[t] = pixel(gs, d, base + t);
+  return n;
+}
+
+/* y[c * ys] = sum of w[k] x[c * xs + off[k]] for each of the C channels. */
+#define GATHER(NAME, T)                                                                      \
+  static void NAME(const void *xv, void *yv, int64_t channels, int64_t xs, int64_t ys,       \
+                   const int64_t *off, const double *w, int n) {                             \
+    const T *x = xv;                                                                         \
+    T *y = yv;                                                                               \
+    for (int64_t c = 0; c < channels; c++) {                                                 \
+      double s = 0;                                                                          \
+      for (int k = 0; k < n; k++) s += w[k] * (double)x[c * xs + off[k]];                    \
+      y[c * ys] = (T)s;                                                                      \
+    }                                                                                        \
+  }
+GATHER(gather_f32, float)
+GATHER(gather_f64, double)
+
+typedef struct plan {
+  dvm_grid_sample gs;
+  int r;                /* spatial dims */
+  dim d[DVM_WINDOW_MAX];
+  int64_t stride[DVM_WINDOW_MAX]; /* of X's spatial dims */
+  int64_t channels, cells, points;
+  bool f64;
+} plan;
+
+/* Output point p of batch b: the combined taps of its dims, offsets into
+ * one channel of X and weights; returns their count. */
+static int point_taps(const plan *p, const void *grid, int64_t b, int64_t pt, int64_t *off, double *w) {
+  int64_t idx[DVM_WINDOW_MAX][4];
+  double wd[DVM_WINDOW_MAX][4];
+  int nt[DVM_WINDOW_MAX];
+  int64_t at = (b * p->points + pt) * p->r;
+  for (int k = 0; k < p->r; k++) { /* the point's coordinate k is of dim r - 1 - k */
+    double g = p->f64 ? ((const double *)grid)[at + k] : ((const float *)grid)[at + k];
+    int d = p->r - 1 - k;
+    nt[d] = dim_taps(&p->gs, &p->d[d], denormalize(p->f64, g, p->d[d].len, p->gs.align_corners), idx[d], wd[d]);
+  }
+  int n = 1;
+  int64_t prev_off[MAX_COMBOS];
+  double prev_w[MAX_COMBOS];
+  off[0] = 0;
+  w[0] = 1;
+  for (int d = 0; d < p->r; d++) {
+    memcpy(prev_off, off, sizeof(int64_t) * (size_t)n);
+    memcpy(prev_w, w, sizeof(double) * (size_t)n);
+    int m = 0;
+    for (int c = 0; c < n; c++)
+      for (int t = 0; t < nt[d]; t++) {
+        if (idx[d][t] < 0) continue; /* reads 0 */
+        off[m] = prev_off[c] + idx[d][t] * p->stride[d];
+        w[m] = prev_w[c] * wd[d][t];
+        m++;
+      }
+    n = m;
+  }
+  return n;
+}
+
+static dvm_status *grid_sample(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "grid_sample", 2, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *grid = a->in[1], *y = a->out[0];
+  plan p = {0};
+  int64_t want[DVM_MAX_RANK];
+  st = dvm_grid_sample_setup(x->rank, x->dims, grid->rank, grid->dims, a->attrs, a->nattrs, &p.gs, want);
+  if (st) return st;
+  if ((x->dtype != DVM_F32 && x->dtype != DVM_F64) || grid->dtype != x->dtype || y->dtype != x->dtype) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "grid_sample: dtypes %s: want X, grid and Y all f32 or all f64",
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  if (y->rank != x->rank || memcmp(y->dims, want, sizeof(int64_t) * (size_t)x->rank) != 0) {
+    char sy[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "grid_sample: output Y %s, want %s", dvm_shape_str(sy, y->rank, y->dims),
+                          dvm_shape_str(sw, x->rank, want));
+  }
+  int64_t total = dvm_tensor_numel(y);
+  if (total == 0) return NULL;
+  p.r = x->rank - 2;
+  p.f64 = x->dtype == DVM_F64;
+  p.channels = x->dims[1];
+  p.cells = p.points = 1;
+  for (int d = p.r - 1; d >= 0; d--) {
+    int64_t len = x->dims[2 + d];
+    p.d[d] = (dim){len, p.gs.align_corners ? 0 : -0.5, p.gs.align_corners ? (double)(len - 1) : (double)len - 0.5};
+    p.stride[d] = p.cells;
+    p.cells *= len;
+    p.points *= want[2 + d];
+  }
+  int64_t work = x->dims[0] * p.points, nt = total / MIN_CHUNK, threads = dvm_kargs_threads(a);
+  if (nt > threads) nt = threads;
+  if (nt > work) nt = work;
+  if (nt < 1) nt = 1;
+  const char *px = dvm_tensor_ptr(x), *pg = dvm_tensor_ptr(grid);
+  char *py = dvm_tensor_ptr(y);
+  size_t esz = p.f64 ? sizeof(double) : sizeof(float);
+  void (*gather)(const void *, void *, int64_t, int64_t, int64_t, const int64_t *, const double *, int) =
+      p.f64 ? gather_f64 : gather_f32;
+#pragma omp parallel for num_threads((int)nt) if (nt > 1) schedule(static)
+  for (int64_t i = 0; i < work; i++) {
+    int64_t b = i / p.points, pt = i % p.points, off[MAX_COMBOS];
+    double w[MAX_COMBOS];
+    int n = point_taps(&p, pg, b, pt, off, w);
+    gather(px + (size_t)(b * p.channels * p.cells) * esz, py + (size_t)(b * p.channels * p.points + pt) * esz,
+           p.channels, p.cells, p.points, off, w, n);
+  }
+  return NULL;
+}
+
+const dvm_kernel_def dvm_cpu_sample_kernels[] = {
+    {"grid_sample", DVM_DEVICE_CPU, grid_sample, "grid_sample", DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64)},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
+};
