@@ -223,7 +223,8 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   /* alias classes: these results share their operands' storage */
   for (int i = 0; i < v.n; i++) {
     int64_t op = code[v.start[i]];
-    if (op == DVM_OP_MOVE || op == DVM_OP_RESHAPE || op == DVM_OP_TUPLE || op == DVM_OP_GET) {
+    if (op == DVM_OP_MOVE || op == DVM_OP_RESHAPE || op == DVM_OP_TUPLE || op == DVM_OP_GET || op == DVM_OP_AT ||
+        op == DVM_OP_INSERT || op == DVM_OP_ERASE) {
       walk k = {.v = &v, .i = i, .first = -1};
       if (op == DVM_OP_RESHAPE) { /* not its shape operand */
         unite(&k, 'd', code[v.start[i] + 1]);

@@ -3,7 +3,8 @@
  *
  * Lowering emits each top-level tensor whose byte size is an expression of
  * the symbols as an `alloc_tensor` (a site). The plan reads the finished
- * code: registers that alias (move, reshape, tuple, get) form one class,
+ * code: registers that alias (move, reshape, tuple, get, at, insert,
+ * erase) form one class,
  * live from its site to the last instruction that names any of them, to
  * the end of any loop that names one. Sites in a loop and classes that
  * reach `ret` (results) keep their own allocation; the others, in code

@@ -402,6 +402,13 @@ static dvm_status *dir_sig(parser *ps, int result) {
     s.dtype = (uint8_t)d;
     TRY(next(ps));
   }
+  if (kind == DVM_VAL_TUPLE && ps->tok.type == T_WORD) { /* optional: its tensors' dtype */
+    dvm_dtype d;
+    if (dvm_dtype_parse(ps->tok.text, &d)) {
+      s.dtype = (uint8_t)(1 + d);
+      TRY(next(ps));
+    }
+  }
   if (kind == DVM_VAL_TENSOR || kind == DVM_VAL_SHAPE) {
     if (is_punct(ps, '*')) {
       TRY(next(ps));

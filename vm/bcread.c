@@ -245,11 +245,13 @@ static dvm_status *read_sigs(parser *ps, dvm_reader *r, const char *fname, const
     if (r->bad) return CORRUPT("function \"%s\": %s %u is truncated", fname, what, i);
     dvm_status *st = name_at(ps, name, what, i, &s->name);
     if (st) return dvm_status_annotate(st, "function \"%s\"", fname);
-    /* only a tensor has a dtype, only a tensor or shape a rank: the text
-     * form has no place for them on other kinds */
+    /* only a tensor has a dtype (a tuple that of its tensors), only a
+     * tensor or shape a rank: the text form has no place for them on other kinds */
     bool dims_ok = s->kind == DVM_VAL_TENSOR || s->kind == DVM_VAL_SHAPE || s->rank == -1;
-    if (pad || s->kind >= DVM_KIND_COUNT || s->dtype >= DVM_DTYPE_COUNT || s->rank < -1 ||
-        s->rank > DVM_MAX_RANK || (s->kind != DVM_VAL_TENSOR && s->dtype) || !dims_ok)
+    bool dtype_ok = s->kind == DVM_VAL_TENSOR ? s->dtype < DVM_DTYPE_COUNT
+                    : s->kind == DVM_VAL_TUPLE  ? s->dtype <= DVM_DTYPE_COUNT /* dvm_sig_item_dtype */
+                                                : s->dtype == 0;
+    if (pad || s->kind >= DVM_KIND_COUNT || !dtype_ok || s->rank < -1 || s->rank > DVM_MAX_RANK || !dims_ok)
       return CORRUPT("function \"%s\": %s \"%s\": bad kind, dtype or rank", fname, what, s->name);
     for (int d = 0; d < s->rank; d++) s->dims[d] = dvm_reader_i64(r);
     if (r->bad) return CORRUPT("function \"%s\": %s %u is truncated", fname, what, i);

@@ -17,7 +17,7 @@
 
 #define DVM_BC_MAGIC "\x89" "DVMB\r\n\x1a"
 #define DVM_BC_MAJOR 1
-#define DVM_BC_MINOR 1
+#define DVM_BC_MINOR 2
 #define DVM_BC_HEADER_SIZE 32
 #define DVM_BC_DATA_ALIGN 64
 
@@ -52,6 +52,13 @@ typedef struct dvm_sig {
   int8_t rank;   /* tensors, shapes; -1 = any */
   int64_t dims[DVM_MAX_RANK];
 } dvm_sig;
+
+/* A tuple signature's dtype byte: 0 = items of any kind, else 1 + the
+ * dtype of every tensor inside it, at any depth (its items are then such
+ * tensors or such tuples: an ONNX sequence or optional). -1 for "any". */
+static inline int dvm_sig_item_dtype(const dvm_sig *s) {
+  return s->kind == DVM_VAL_TUPLE && s->dtype ? s->dtype - 1 : -1;
+}
 
 typedef struct dvm_sym {
   const char *name;

@@ -124,6 +124,7 @@ static void print_sig(const dvm_func *f, const dvm_sig *s, const char *dir, FILE
   dvm_disasm_name(s->name, out);
   fprintf(out, " %s", s->kind == DVM_VAL_NONE ? "any" : dvm_kind_name((dvm_kind)s->kind));
   if (s->kind == DVM_VAL_TENSOR) fprintf(out, " %s", dvm_dtype_name((dvm_dtype)s->dtype));
+  if (dvm_sig_item_dtype(s) >= 0) fprintf(out, " %s", dvm_dtype_name((dvm_dtype)dvm_sig_item_dtype(s)));
   if (s->kind == DVM_VAL_TENSOR || s->kind == DVM_VAL_SHAPE) {
     if (s->rank < 0) {
       fputs(" *", out);

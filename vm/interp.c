@@ -91,11 +91,26 @@ static inline const int64_t *dims_of(const dvm_value *v, int *rank) {
   return v->u.dims;
 }
 
+/* Whether every item of t, at any depth, is a tensor of dtype dt or a
+ * tuple of such (tuples nest at most DVM_MAX_TUPLE_DEPTH deep). */
+static bool items_of_dtype(const dvm_tuple *t, int dt) {
+  for (int i = 0; i < t->n; i++) {
+    const dvm_value *v = &t->items[i];
+    if (v->kind == DVM_VAL_TUPLE ? !items_of_dtype(v->u.tuple, dt)
+                                 : v->kind != DVM_VAL_TENSOR || v->u.tensor->dtype != dt)
+      return false;
+  }
+  return true;
+}
+
 static dvm_status *guard(dvm_vm *vm, const dvm_func *f, dvm_value *R, const dvm_value *v, int64_t p) {
   const dvm_sig *s = &f->params[p];
   if (s->kind != DVM_VAL_NONE && v->kind != s->kind)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\": expected %s, got %s", s->name,
                           dvm_kind_name((dvm_kind)s->kind), dvm_kind_name((dvm_kind)v->kind));
+  if (dvm_sig_item_dtype(s) >= 0 && !items_of_dtype(v->u.tuple, dvm_sig_item_dtype(s)))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\": every item must be a %s tensor (or a tuple of them)",
+                          s->name, dvm_dtype_name((dvm_dtype)dvm_sig_item_dtype(s)));
   if (v->kind != DVM_VAL_TENSOR && v->kind != DVM_VAL_SHAPE) return NULL;
   int rank;
   const int64_t *dims = dims_of(v, &rank);
@@ -639,6 +654,55 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
     dvm_value v = t->items[o[2]];
     dvm_value_retain(&v);
     reg_put(&R[o[0]], v);
+    pc += 4;
+    NEXT();
+  }
+  CASE(LEN) {
+    NEED(1, DVM_VAL_TUPLE); /* may be dyn */
+    reg_set_int(&R[o[0]], R[o[1]].u.tuple->n);
+    pc += 3;
+    NEXT();
+  }
+  CASE(AT) {
+    NEED(1, DVM_VAL_TUPLE);
+    NEED(2, DVM_VAL_INT);
+    const dvm_tuple *t = R[o[1]].u.tuple;
+    int64_t i = R[o[2]].u.i < 0 ? R[o[2]].u.i + t->n : R[o[2]].u.i;
+    if (i < 0 || i >= t->n)
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "index %lld out of range (size %d)", (long long)R[o[2]].u.i, t->n));
+    dvm_value v = t->items[i];
+    dvm_value_retain(&v);
+    reg_put(&R[o[0]], v);
+    pc += 4;
+    NEXT();
+  }
+  CASE(INSERT) {
+    NEED(1, DVM_VAL_TUPLE);
+    NEED(2, DVM_VAL_INT);
+    const dvm_tuple *t = R[o[1]].u.tuple;
+    int64_t i = R[o[2]].u.i < 0 ? R[o[2]].u.i + t->n : R[o[2]].u.i;
+    if (i < 0 || i > t->n)
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "insert position %lld out of range (size %d)",
+                          (long long)R[o[2]].u.i, t->n));
+    if (R[o[3]].kind == DVM_VAL_NONE)
+      FAIL(dvm_status_new(DVM_INVALID_ARGUMENT, "r%lld is empty", (long long)o[3]));
+    dvm_tuple *u;
+    TRY(dvm_tuple_insert(t, (int)i, &R[o[3]], &u));
+    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = u});
+    pc += 5;
+    NEXT();
+  }
+  CASE(ERASE) {
+    NEED(1, DVM_VAL_TUPLE);
+    NEED(2, DVM_VAL_INT);
+    const dvm_tuple *t = R[o[1]].u.tuple;
+    int64_t i = R[o[2]].u.i < 0 ? R[o[2]].u.i + t->n : R[o[2]].u.i;
+    if (i < 0 || i >= t->n)
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "erase position %lld out of range (size %d)",
+                          (long long)R[o[2]].u.i, t->n));
+    dvm_tuple *u;
+    TRY(dvm_tuple_erase(t, (int)i, &u));
+    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = u});
     pc += 4;
     NEXT();
   }

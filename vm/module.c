@@ -120,7 +120,8 @@ int dvm_function_symbol_count(const dvm_module *m, int f) { return (int)m->funcs
 static void sig_info(const dvm_func *fn, const dvm_sig *s, dvm_param_info *out) {
   out->name = s->name;
   out->kind = (dvm_kind)s->kind;
-  out->dtype = (dvm_dtype)s->dtype;
+  out->dtype = s->kind != DVM_VAL_TUPLE ? (dvm_dtype)s->dtype
+              : dvm_sig_item_dtype(s) >= 0 ? (dvm_dtype)dvm_sig_item_dtype(s) : DVM_DTYPE_COUNT;
   out->rank = s->rank;
   for (int d = 0; d < s->rank; d++) {
     int sym = dvm_dim_symbol(s->dims[d]);

@@ -45,6 +45,8 @@ struct dvm_tensor {
 /* Nesting is bounded so that releasing a tuple, which recurses, cannot
  * exhaust the stack however a program builds it. */
 #define DVM_MAX_TUPLE_DEPTH 64
+/* ... and so is the item count, so that an int index always fits. */
+#define DVM_MAX_TUPLE_SIZE (1 << 24)
 
 struct dvm_tuple {
   atomic_int refs;

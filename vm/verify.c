@@ -384,6 +384,19 @@ static dvm_status *step_types(tstate *t) {
   case DVM_OP_GET:
     if (!(st = need(t, 1, o[1], K_TUPLE))) cur[o[0]] = K_DYN;
     break;
+  case DVM_OP_LEN:
+    if (!(st = need(t, 1, o[1], K_TUPLE))) cur[o[0]] = K_INT;
+    break;
+  case DVM_OP_AT:
+    if (!(st = need(t, 1, o[1], K_TUPLE)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_DYN;
+    break;
+  case DVM_OP_INSERT:
+    if (!(st = need(t, 1, o[1], K_TUPLE)) && !(st = need(t, 2, o[2], K_INT)) && !(st = need(t, 3, o[3], K_ANY)))
+      cur[o[0]] = K_TUPLE;
+    break;
+  case DVM_OP_ERASE:
+    if (!(st = need(t, 1, o[1], K_TUPLE)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_TUPLE;
+    break;
   case DVM_OP_GUARD: {
     /* binds the symbols of the parameter's dims; reading them unset is the point */
     const dvm_sig *s = &v->f->params[o[1]];

@@ -53,7 +53,8 @@ typedef struct dvm_dim_info {
 typedef struct dvm_param_info {
   const char *name;
   dvm_kind kind;   /* DVM_VAL_NONE means "any" */
-  dvm_dtype dtype; /* tensors */
+  dvm_dtype dtype; /* tensors; for a tuple, that of every tensor inside it
+                      (an ONNX sequence or optional), DVM_DTYPE_COUNT: any */
   int rank;        /* tensors and shapes; -1 when any rank */
   dvm_dim_info dims[DVM_MAX_RANK];
 } dvm_param_info;
