@@ -1072,6 +1072,29 @@ static void rule_scan(inf *I, const dvmc_node *n) {
   }
 }
 
+/* SequenceLength, OptionalHasElement: a scalar. */
+static void rule_scalar(inf *I, const dvmc_node *n) {
+  (void)I;
+  set_shape(n->out[0], 0, NULL);
+}
+
+/* SequenceMap: its body sees an item of each sequence input (a tensor of
+ * a shape known at run time only, whatever the body declares) and each
+ * tensor input as it is; its outputs are sequences (no shape). */
+static void rule_sequence_map(inf *I, const dvmc_node *n) {
+  const dvmc_attr *b = dvmc_attr_find(n, "body");
+  dvmc_graph *g = b ? b->g : NULL;
+  if (!g || g->ninputs != n->nin) return;
+  for (int k = 0; k < n->nin; k++) {
+    if (!n->in[k]) continue;
+    if (n->in[k]->kind == DVMC_TENSOR) set_shape(g->inputs[k], n->in[k]->rank, n->in[k]->dims);
+    else g->inputs[k]->rank = -1;
+  }
+  I->depth++;
+  infer_graph(I, g);
+  I->depth--;
+}
+
 /* DynamicQuantizeLinear: y as x; its scale and zero point are scalars. */
 static void rule_dynamic_quantize(inf *I, const dvmc_node *n) {
   (void)I;
@@ -1176,7 +1199,8 @@ static void infer_node(inf *I, const dvmc_node *n) {
   for (int i = 0; i < n->nin; i++)
     if (n->in[i]) const_elems(I, n->in[i]);
   if (!n->nout || !n->out[0]) return;
-  int loop = n->def && (rules[dvmc_op_index(n->def)] == rule_loop || rules[dvmc_op_index(n->def)] == rule_scan);
+  int loop = n->def && (rules[dvmc_op_index(n->def)] == rule_loop || rules[dvmc_op_index(n->def)] == rule_scan ||
+                          rules[dvmc_op_index(n->def)] == rule_sequence_map);
   I->depth++; /* subgraphs first: If's and Loop's outputs come from them */
   for (int a = 0; a < n->nattrs && !loop; a++)
     if (n->attrs[a].type == DVMC_ATTR_GRAPH && n->attrs[a].g) infer_graph(I, n->attrs[a].g);

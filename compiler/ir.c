@@ -384,7 +384,17 @@ static void print_tensor(const dvmc_tensor *t, const char *sep, FILE *out) {
   fputc(']', out);
 }
 
+const char *dvmc_kind_name(dvmc_kind k) {
+  static const char *const names[] = {"tensor", "sequence", "optional tensor", "optional sequence"};
+  return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
+}
+
 void dvmc_value_print_type(const dvmc_value *v, FILE *out) {
+  if (v->kind != DVMC_TENSOR) { /* "seq(f32)", "opt(f32)", "opt(seq(f32))" */
+    const char *dt = v->typed ? dvm_dtype_name(v->dtype) : "?";
+    fprintf(out, v->kind == DVMC_SEQUENCE ? "seq(%s)" : v->kind == DVMC_OPT_TENSOR ? "opt(%s)" : "opt(seq(%s))", dt);
+    return;
+  }
   if (!v->typed && v->rank < 0) {
     fputc('?', out);
     return;
@@ -412,6 +422,7 @@ static void print_attr_value(const dvmc_attr *a, FILE *out) {
   case DVMC_ATTR_STRING: print_quoted(a->s, out); break;
   case DVMC_ATTR_TENSOR: print_tensor(a->t, " ", out); break;
   case DVMC_ATTR_GRAPH: fputs("graph", out); break;
+  case DVMC_ATTR_TYPE: dvmc_value_print_type(a->type_of, out); break;
   case DVMC_ATTR_FLOATS:
   case DVMC_ATTR_INTS:
   case DVMC_ATTR_STRINGS:

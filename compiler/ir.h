@@ -41,8 +41,23 @@ typedef struct dvmc_declared {
   int64_t dims[DVM_MAX_RANK]; /* a fixed dim, or -1: symbolic or unknown */
 } dvmc_declared;
 
+/* What a value is: a tensor, or one of the ONNX types the VM holds as
+ * tuples (docs/bytecode.md 4.3): a sequence of tensors, an optional tensor,
+ * an optional sequence. For those, dtype is that of the tensors inside and
+ * rank stays -1 (the tensors' shapes are known at run time only). */
+typedef enum {
+  DVMC_TENSOR = 0,
+  DVMC_SEQUENCE,
+  DVMC_OPT_TENSOR,
+  DVMC_OPT_SEQUENCE,
+} dvmc_kind;
+
+static inline bool dvmc_kind_is_optional(dvmc_kind k) { return k == DVMC_OPT_TENSOR || k == DVMC_OPT_SEQUENCE; }
+const char *dvmc_kind_name(dvmc_kind k); /* "tensor", "sequence", "optional tensor", ... */
+
 typedef struct dvmc_value {
   const char *name;
+  dvmc_kind kind;   /* a tensor unless said */
   bool typed;       /* dtype known */
   dvm_dtype dtype;
   int rank;         /* -1 until known */
@@ -68,6 +83,7 @@ typedef enum {
   DVMC_ATTR_FLOATS,
   DVMC_ATTR_INTS,
   DVMC_ATTR_STRINGS,
+  DVMC_ATTR_TYPE, /* a TYPE_PROTO (Optional's "type"): kind and dtype in type_of */
 } dvmc_attr_type;
 
 typedef struct dvmc_attr {
@@ -82,6 +98,7 @@ typedef struct dvmc_attr {
   const double *floats;
   const int64_t *ints;
   const char **strings;
+  const struct dvmc_value *type_of; /* DVMC_ATTR_TYPE: its kind, dtype, rank */
 } dvmc_attr;
 
 struct dvmc_node {

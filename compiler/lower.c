@@ -102,7 +102,7 @@ dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g) {
     }
     int folded = n->nout > 0;
     for (int k = 0; k < n->nout; k++) folded &= lw_foldable(L, n->out[k]);
-    if (!folded && ((st = lw_check_attrs(n, r)) || (st = lw_check_values(n)) ||
+    if (!folded && ((st = lw_check_attrs(n, r)) || (st = lw_check_values(n)) || (st = lw_check_kinds(n)) ||
                     (st = (r->lower ? r->lower : lw_lower_kernel)(L, n, r))))
       break;
     if (!folded && L->depth == 0 && !lw_bind_data_dims(L, n)) {
@@ -255,6 +255,12 @@ static void emit_constraints(lowering *L, const dvmc_graph *g) {
 static dvm_status *signature(lowering *L, const dvmc_value *v, dvm_sig *s) {
   memset(s, 0, sizeof *s);
   s->name = v->name;
+  if (v->kind != DVMC_TENSOR) { /* a sequence or optional: a tuple of tensors of its dtype */
+    s->kind = DVM_VAL_TUPLE;
+    s->dtype = v->typed ? (uint8_t)(1 + v->dtype) : 0;
+    s->rank = -1;
+    return NULL;
+  }
   s->kind = DVM_VAL_TENSOR;
   s->dtype = (uint8_t)v->dtype;
   s->rank = (int8_t)v->rank;
@@ -293,7 +299,7 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
   }
   for (int i = 0; i < g->ninputs; i++) {
     const dvmc_value *v = g->inputs[i];
-    if (!v->typed || v->rank < 0) {
+    if (!v->typed || (v->rank < 0 && v->kind == DVMC_TENSOR)) {
       st = dvm_status_new(DVM_UNIMPLEMENTED, "graph input \"%s\" has no tensor type", v->name);
       goto done;
     }

@@ -50,6 +50,11 @@ dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
         if (!lw_bind(L, o, -1)) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
       }
       if (o->typed) lw_set_type(n->out[k], o->dtype);
+      if (b == 1 && o->kind != n->out[k]->kind && !st)
+        st = lw_unsupported(n, "output %d is %s %s in one branch and %s %s in the other", k,
+                            dvmc_kind_is_optional(n->out[k]->kind) ? "an" : "a", dvmc_kind_name(n->out[k]->kind),
+                            dvmc_kind_is_optional(o->kind) ? "an" : "a", dvmc_kind_name(o->kind));
+      lw_set_kind(n->out[k], o->kind);
     }
     if (!lw_drop_scoped(L, scoped_at) && !st) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     L->depth--;
@@ -172,7 +177,7 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvm_status *st;
   int sf = dvmc_emit_shapefn(L->e, "item");
   int trips = dvmc_fn_reg(L->f), cond = dvmc_fn_reg(L->f), i = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1);
-  int car[64], scan[64], t;
+  int car[64], scan[64], wrap[64] = {0}, t;
   if (ncarried > 64 || nscan > 64) return lw_unsupported(n, "more than 64 loop-carried values or scan outputs");
   if (nscan) { /* scan accumulators start as empty tensors, replaced on iteration 0 */
     int empty = dvmc_fn_reg(L->f);
@@ -215,6 +220,7 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   for (int k = 0; k < ncarried; k++) {
     if (!lw_bind(L, body->inputs[2 + k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     if (n->in[2 + k]->typed) lw_set_type(body->inputs[2 + k], n->in[2 + k]->dtype);
+    lw_set_kind(body->inputs[2 + k], n->in[2 + k]->kind);
   }
   /* the body's outputs are made and moved inside the body too: depth > 0
    * until the loop's back edge */
@@ -227,13 +233,25 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, nc}, 5);
   for (int k = 0; k < ncarried; k++) {
     int reg;
-    if ((st = lw_reg_of(L, body->outputs[1 + k], &reg))) return st;
-    if (reg != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
+    const dvmc_value *bo = body->outputs[1 + k];
+    dvmc_kind ck = n->in[2 + k]->kind;
+    if ((st = lw_reg_of(L, bo, &reg))) return st;
+    /* an optional carried value the body makes a value of: held wrapped */
+    wrap[k] = ck != bo->kind && dvmc_kind_is_optional(ck) && bo->kind == (ck == DVMC_OPT_SEQUENCE ? DVMC_SEQUENCE : DVMC_TENSOR);
+    if (ck != bo->kind && !wrap[k])
+      return lw_unsupported(n, "loop-carried value %d is %s %s, the body's output %s %s", k,
+                            dvmc_kind_is_optional(ck) ? "an" : "a", dvmc_kind_name(ck),
+                            dvmc_kind_is_optional(bo->kind) ? "an" : "a", dvmc_kind_name(bo->kind));
+    if (wrap[k]) dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){car[k], 1, reg}, 3);
+    else if (reg != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
     if (body->outputs[1 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], body->outputs[1 + k]->dtype);
   }
   for (int k = 0; k < nscan; k++) {
     const dvmc_value *v = body->outputs[1 + ncarried + k];
     int val;
+    if (v->kind != DVMC_TENSOR)
+      return lw_unsupported(n, "scan output %d is a %s; scan outputs of tensors only are supported", k,
+                            dvmc_kind_name(v->kind));
     if ((st = lw_reg_of(L, v, &val))) return st;
     if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
     lw_append_scan(L, val, v->dtype, scan[k], i, 0, 0);
@@ -257,6 +275,17 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvmc_fn_patch(L->f, exit2, dvmc_fn_here(L->f));
   for (int k = 0; k < n->nout && k < ncarried; k++) {
     if (n->in[2 + k] && n->in[2 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], n->in[2 + k]->dtype);
+    lw_set_kind(n->out[k], n->in[2 + k]->kind);
+    if (wrap[k]) { /* the body's kind: what the optional holds, which it must */
+      char msg[512];
+      snprintf(msg, sizeof msg, "node \"%s\" (Loop): loop-carried value %d is an empty optional after the loop", n->name, k);
+      int len = dvmc_fn_reg(L->f);
+      dvmc_fn_op2(L->f, DVM_OP_LEN, len, car[k]);
+      dvmc_fn_op2(L->f, DVM_OP_CHECK, len, dvmc_emit_string(L->e, msg));
+      dvmc_fn_op1(L->f, DVM_OP_RELEASE, len);
+      dvmc_fn_op3(L->f, DVM_OP_GET, car[k], car[k], 0);
+      lw_set_kind(n->out[k], body->outputs[1 + k]->kind);
+    }
     if (!lw_bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   const dvmc_value *outs[64] = {0};

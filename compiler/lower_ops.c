@@ -74,6 +74,7 @@ dvm_status *lw_lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
   int out = dvmc_fn_reg(L->f);
   dvmc_fn_op2(L->f, DVM_OP_MOVE, out, reg);
   if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
+  lw_set_kind(n->out[0], n->in[0]->kind);
   return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
 

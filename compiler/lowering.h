@@ -11,6 +11,7 @@
  *   lower_fuse.c     elementwise chains as one fused kernel call
  *   lower_control.c  If and Loop
  *   lower_scan.c     Scan
+ *   lower_seq.c      sequences and optionals (tuples in the VM)
  *   lower_rnn.c      RNN, GRU, LSTM
  *
  * Names shared between these files start with lw_; a special lowering
@@ -127,6 +128,7 @@ LW_LOWER(einsum) LW_LOWER(resize) LW_LOWER(hard) LW_LOWER(softmax) LW_LOWER(skip
 LW_LOWER(contrib_attention) LW_LOWER(sce)
 LW_LOWER(if) LW_LOWER(loop) /* lower_control.c */
 LW_LOWER(scan)             /* lower_scan.c */
+LW_LOWER(sequence)         /* lower_seq.c */
 LW_LOWER(rnn)              /* lower_rnn.c */
 #undef LW_LOWER
 
@@ -136,6 +138,11 @@ void lw_append_scan(lowering *L, int val, dvm_dtype dt, int acc, int i, int axis
 DVM_MUST_USE dvm_status *lw_empty_scans(lowering *L, const dvmc_node *n, const dvmc_value *const *outs,
                                         const dvmc_value *const *bouts, int nscan, const int *scan, const int *axes,
                                         int i);
+
+/* lower_seq.c */
+void lw_set_kind(const dvmc_value *v, dvmc_kind k);
+/* Refuses sequence and optional inputs to ops that take tensors only. */
+DVM_MUST_USE dvm_status *lw_check_kinds(const dvmc_node *n);
 
 /* lower_fuse.c */
 int lw_group_at(const lowering *L, const dvmc_graph *g, int i);

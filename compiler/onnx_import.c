@@ -515,24 +515,53 @@ static bool identifier(const char *s) {
  * an unknown dim, as a missing one is, and so is a dim_param that is not an
  * identifier: exporters write -1 (Paddle), 0 or "?" for "any size" where a
  * named dim belongs. Each such dim is its own fresh symbol. */
+/* The tensor type inside tp: tp itself, or a sequence's or optional's
+ * element type (a sequence of tensors, an optional tensor or an optional
+ * sequence of tensors: what dvm holds as tuples); *kind says which. */
+static dvm_status *tensor_type_of(imp *im, const Onnx__TypeProto *tp, const char *role, const char *name,
+                                  dvmc_kind *kind, const Onnx__TypeProto__Tensor **out) {
+  const char *what = NULL;
+  *kind = DVMC_TENSOR;
+  for (int level = 0;; level++) {
+    switch (tp->value_case) {
+    case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE: *out = tp->tensor_type; return NULL;
+    case ONNX__TYPE_PROTO__VALUE__NOT_SET:
+      if (!level) {
+        *out = NULL;
+        return NULL;
+      }
+      return CORRUPT("%s %s: a %s type without an element type", role, Q(name), dvmc_kind_name(*kind));
+    case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE:
+      if (*kind == DVMC_SEQUENCE || *kind == DVMC_OPT_SEQUENCE) what = "sequence of sequences";
+      else if (*kind == DVMC_OPT_TENSOR) *kind = DVMC_OPT_SEQUENCE;
+      else *kind = DVMC_SEQUENCE;
+      tp = tp->sequence_type->elem_type;
+      break;
+    case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE:
+      if (level) what = *kind == DVMC_SEQUENCE ? "sequence of optionals" : "optional of an optional";
+      *kind = DVMC_OPT_TENSOR;
+      tp = tp->optional_type->elem_type;
+      break;
+    case ONNX__TYPE_PROTO__VALUE_MAP_TYPE: what = "map"; break;
+    case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE: what = "sparse tensor"; break;
+    case ONNX__TYPE_PROTO__VALUE_OPAQUE_TYPE: what = "opaque"; break;
+    default: return CORRUPT("%s %s has an unknown kind of type", role, Q(name));
+    }
+    if (what)
+      return UNSUPPORTED("%s %s has %s %s type; dvm supports only tensors, sequences of tensors and "
+                         "optional tensors or sequences", role, Q(name), strchr("aeiou", what[0]) ? "an" : "a", what);
+    if (!tp) return CORRUPT("%s %s: a %s type without an element type", role, Q(name), dvmc_kind_name(*kind));
+  }
+}
+
 static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *role,
                              const char *name, dvmc_value *v) {
   if (!tp) return NULL;
-  const char *kind = NULL;
-  switch (tp->value_case) {
-  case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE: break;
-  case ONNX__TYPE_PROTO__VALUE__NOT_SET: return NULL;
-  case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE: kind = "sequence"; break;
-  case ONNX__TYPE_PROTO__VALUE_MAP_TYPE: kind = "map"; break;
-  case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE: kind = "optional"; break;
-  case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE: kind = "sparse tensor"; break;
-  case ONNX__TYPE_PROTO__VALUE_OPAQUE_TYPE: kind = "opaque"; break;
-  default: return CORRUPT("%s %s has an unknown kind of type", role, Q(name));
-  }
-  if (kind)
-    return UNSUPPORTED("%s %s has %s %s type; dvm supports only tensors", role, Q(name),
-                       strchr("aeiou", kind[0]) ? "an" : "a", kind);
-  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  dvmc_kind kind;
+  const Onnx__TypeProto__Tensor *tt = NULL;
+  dvm_status *st = tensor_type_of(im, tp, role, name, &kind, &tt);
+  if (st || !tt) return st;
+  if (v) v->kind = kind;
   dvm_dtype dt = DVM_F32;
   int64_t et = tt->has_elem_type ? tt->elem_type : 0;
   if (et && !dvmc_onnx_dtype(et, &dt))
@@ -552,7 +581,7 @@ static dvm_status *read_type(imp *im, const Onnx__TypeProto *tp, const char *rol
   if (!v) return NULL;
   v->typed = et != 0;
   v->dtype = dt;
-  if (!shape) return NULL;
+  if (!shape || kind != DVMC_TENSOR) return NULL; /* the tensors of a sequence or optional: shapes at run time */
   v->rank = (int)shape->n_dim;
   for (size_t i = 0; i < shape->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *d = shape->dim[i];
@@ -846,11 +875,21 @@ static dvm_status *read_attr(imp *im, dvmc_graph *g, const char *op,
     a->n = (int)ap->n_strings;
     break;
   }
+  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO: {
+    a->type = DVMC_ATTR_TYPE;
+    if (!ap->tp) return CORRUPT("attribute %s has type TYPE_PROTO but no type", Q(an));
+    dvmc_value *t = dvm_arena_alloc(&im->c->arena, 1, sizeof *t);
+    if (!t) return OOM();
+    t->name = an;
+    t->rank = -1;
+    st = read_type(im, ap->tp, "attribute", an, t);
+    a->type_of = t;
+    break;
+  }
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSORS:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPHS:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSOR:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__SPARSE_TENSORS:
-  case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTO:
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TYPE_PROTOS:
     return UNSUPPORTED("attribute %s has type %s, which dvm does not support", Q(an),
                        ATTR_TYPE_NAME(type));
@@ -1191,6 +1230,64 @@ dvm_status *dvmc_import_onnx(dvmc_ctx *c, const char *path, dvmc_graph **out) {
   }
   free(buf);
   return st;
+}
+
+/* A SequenceProto's items (an OptionalProto parses as one), each a tensor
+ * or a sequence; wire_scan bounded the nesting. */
+static dvm_status *read_sequence(imp *im, const Onnx__SequenceProto *sp, dvmc_pbvalue *out) {
+  switch (sp->has_elem_type ? sp->elem_type : 0) {
+  case ONNX__SEQUENCE_PROTO__DATA_TYPE__UNDEFINED:
+  case ONNX__SEQUENCE_PROTO__DATA_TYPE__TENSOR:
+  case ONNX__SEQUENCE_PROTO__DATA_TYPE__SEQUENCE: break;
+  default:
+    return UNSUPPORTED("a sequence or optional of elem_type %d (sparse tensors, maps or optionals) is not supported",
+                       (int)sp->elem_type);
+  }
+  if (sp->n_tensor_values && sp->n_sequence_values)
+    return CORRUPT("a sequence holds both tensors and sequences");
+  size_t n = sp->n_tensor_values + sp->n_sequence_values;
+  if (n > (1 << 24)) return UNSUPPORTED("a sequence of %zu items is more than dvm's limit of 2^24", n);
+  dvmc_pbvalue *items = dvm_arena_alloc(&im->c->arena, n ? n : 1, sizeof *items);
+  if (!items) return OOM();
+  for (size_t i = 0; i < n; i++) {
+    dvm_status *st;
+    if (i < sp->n_tensor_values) {
+      const Onnx__TensorProto *tp = sp->tensor_values[i];
+      dvmc_tensor *t = NULL;
+      if (tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return UNSUPPORTED("a tensor with external data is not supported");
+      st = read_tensor(im, tp, "item", &t);
+      items[i].tensor = t;
+    } else {
+      st = read_sequence(im, sp->sequence_values[i], &items[i]);
+    }
+    if (st) return dvm_status_annotate(st, "item %zu", i);
+  }
+  out->tensor = NULL;
+  out->n = (int)n;
+  out->items = items;
+  return NULL;
+}
+
+dvm_status *dvmc_import_sequence_memory(dvmc_ctx *c, const void *data, size_t size, const char *what,
+                                        const dvmc_pbvalue **out) {
+  imp im = {c, NULL};
+  dvm_status *st = NULL;
+  size_t mem = 0, limit = PARSE_MEMORY_BASE;
+  *out = NULL;
+  scan_result r = wire_scan(data, size, &onnx__sequence_proto__descriptor, 0, &mem);
+  add_sat(&limit, size > SIZE_MAX / PARSE_MEMORY_FACTOR ? SIZE_MAX : size * PARSE_MEMORY_FACTOR);
+  if (r != SCAN_OK || mem > limit) {
+    st = CORRUPT("not an ONNX SequenceProto or OptionalProto: the protobuf encoding is malformed");
+  } else {
+    ProtobufCAllocator alloc = {pb_alloc, pb_free, c};
+    Onnx__SequenceProto *sp = onnx__sequence_proto__unpack(&alloc, size, data);
+    dvmc_pbvalue *v = dvm_arena_alloc(&c->arena, 1, sizeof *v);
+    if (!sp) st = CORRUPT("not an ONNX SequenceProto or OptionalProto: the protobuf parse failed");
+    else if (!v) st = OOM();
+    else if (!(st = read_sequence(&im, sp, v))) *out = v;
+  }
+  return dvm_status_annotate(st, "%s", what ? what : "<memory>");
 }
 
 dvm_status *dvmc_import_tensor_memory(dvmc_ctx *c, const void *data, size_t size, const char *what,

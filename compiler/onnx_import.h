@@ -22,8 +22,9 @@
  *    attached: shapes other than the inputs' are left to shape inference.
  *
  * Refused with an error that names what: sparse tensors, training info,
- * model functions, ref_attr_name attributes, sequence / map / optional /
- * sparse / opaque types, TENSORS / GRAPHS / TYPE_PROTO attributes, string
+ * model functions, ref_attr_name attributes, map / sparse / opaque types
+ * (sequences of tensors, optional tensors and optional sequences are
+ * taken: dvmc_value.kind), TENSORS / GRAPHS / TYPE_PROTOS attributes, string
  * tensors and element types dvm has no dtype for.
  *
  * Errors are DVM_CORRUPT for a malformed or inconsistent file,
@@ -62,5 +63,19 @@ bool dvmc_onnx_dtype(int64_t onnx_type, dvm_dtype *out);
  * the context's arena. */
 DVM_MUST_USE dvm_status *dvmc_import_tensor_memory(dvmc_ctx *c, const void *data, size_t size,
                                                    const char *what, const dvmc_tensor **out);
+
+/* A value of an ONNX SequenceProto file, or of an OptionalProto (same
+ * field numbers: a list of zero or one item): a tensor, or a list of
+ * values. */
+typedef struct dvmc_pbvalue {
+  const dvmc_tensor *tensor; /* NULL for a list */
+  int n;
+  const struct dvmc_pbvalue *items;
+} dvmc_pbvalue;
+
+/* One such file (the ONNX test data's .pb of a sequence or optional
+ * input); lives in the context's arena. */
+DVM_MUST_USE dvm_status *dvmc_import_sequence_memory(dvmc_ctx *c, const void *data, size_t size,
+                                                     const char *what, const dvmc_pbvalue **out);
 
 #endif

@@ -45,8 +45,9 @@ static void field(const char *rule, int i, char out[16]) {
 }
 
 /* Output i of an If (either branch), a Loop (its body's output i + 1,
- * or for a loop-carried value its initial value) or a Scan (its body's
- * output i, or for a state its initial value). */
+ * or for a loop-carried value its initial value), a Scan (its body's
+ * output i, or for a state its initial value) or a SequenceMap (its body's
+ * output i). */
 static const dvmc_value *body_source(const dvmc_node *n, int i) {
   if (!strcmp(n->op, "If")) {
     for (int a = 0; a < n->nattrs; a++) {
@@ -62,6 +63,8 @@ static const dvmc_value *body_source(const dvmc_node *n, int i) {
     if (g && i < g->noutputs && g->outputs[i] && g->outputs[i]->typed) return g->outputs[i];
     return i < states && first + i < n->nin ? n->in[first + i] : NULL;
   }
+  if (!strcmp(n->op, "SequenceMap")) /* its outputs are sequences of the body's */
+    return g && i < g->noutputs && g->outputs[i] && g->outputs[i]->typed ? g->outputs[i] : NULL;
   if (g && i + 1 < g->noutputs && g->outputs[i + 1] && g->outputs[i + 1]->typed) return g->outputs[i + 1];
   return i + 2 < n->nin ? n->in[i + 2] : NULL;
 }

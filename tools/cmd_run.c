@@ -1,8 +1,11 @@
 /* dvm run: bind inputs from .npy files (or numbers for scalar parameters),
  * invoke a function, print or save its results. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "npy.h"
@@ -15,9 +18,13 @@ static const char usage_text[] =
     "usage: dvm run MODEL.dvmb [options]\n"
     "  --input FILE | --input NAME=FILE  bind the next (or the named) input: a .npy file or an\n"
     "                                     ONNX TensorProto .pb file for tensors, a number for\n"
-    "                                     int/float inputs\n"
+    "                                     int/float inputs; for a sequence or optional (a tuple)\n"
+    "                                     an ONNX SequenceProto/OptionalProto .pb file, or a\n"
+    "                                     directory of 0.npy, 1.npy, ...\n"
     "  --output FILE | --output NAME=FILE save results as .npy, or as an ONNX TensorProto when\n"
-    "                                     FILE ends in .pb (in result order, or by name);\n"
+    "                                     FILE ends in .pb (in result order, or by name); a\n"
+    "                                     sequence or optional as a SequenceProto .pb, or as a\n"
+    "                                     directory of 0.npy, 1.npy, ...;\n"
     "                                     without it each result is summarized on stdout\n"
     "  --function NAME                    function to run (default: main, or the only one)\n"
     "  --device cpu|cuda|auto             where tensors live (default auto: cuda when a device is\n"
@@ -105,42 +112,191 @@ static dvm_status *read_pb(const char *path, dvm_tensor **out) {
   return st;
 }
 
-/* An ONNX TensorProto file: dims, data_type and raw_data (little-endian,
- * as ONNX stores it; dvm builds for little-endian hosts only). The one way
- * out for dtypes .npy lacks (bf16). */
-static size_t put_varint(uint8_t *b, uint64_t v) {
-  size_t n = 0;
-  for (; v >= 0x80; v >>= 7) b[n++] = (uint8_t)(v | 0x80);
-  b[n++] = (uint8_t)v;
-  return n;
+/* A sequence or optional input (a tuple): an ONNX SequenceProto or
+ * OptionalProto .pb file (the same wire form: an optional is a sequence
+ * of none or one item), items tensors or sequences. */
+static dvm_status *tuple_of(const dvmc_pbvalue *v, dvm_value *out) {
+  if (v->tensor) {
+    dvm_tensor *t;
+    dvm_status *st = dvm_tensor_create(v->tensor->dtype, v->tensor->rank, v->tensor->dims, &t);
+    if (st) return st;
+    if (v->tensor->nbytes) memcpy(dvm_tensor_data(t), v->tensor->data, v->tensor->nbytes);
+    *out = dvm_value_tensor(t);
+    return NULL;
+  }
+  dvm_value *items = calloc((size_t)(v->n ? v->n : 1), sizeof *items);
+  dvm_status *st = items ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (int i = 0; i < v->n && !st; i++) st = tuple_of(&v->items[i], &items[i]);
+  dvm_tuple *t = NULL;
+  if (!st) st = dvm_tuple_create(v->n, items, &t);
+  for (int i = 0; i < v->n && items; i++) dvm_value_clear(&items[i]); /* the tuple holds its own */
+  free(items);
+  if (!st) *out = (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = t};
+  return st;
 }
 
-static dvm_status *write_pb(const char *path, const dvm_tensor *t) {
+static dvm_status *read_sequence_pb(const char *path, dvm_value *out) {
+  char *bytes;
+  size_t size;
+  dvmc_ctx *c;
+  const dvmc_pbvalue *v;
+  dvm_status *st = dvm_cli_read_file(path, &bytes, &size);
+  if (st) return st;
+  if ((st = dvmc_ctx_create(&c))) {
+    free(bytes);
+    return st;
+  }
+  if (!(st = dvmc_import_sequence_memory(c, bytes, size, path, &v))) st = tuple_of(v, out);
+  dvmc_ctx_destroy(c);
+  free(bytes);
+  return st;
+}
+
+/* A sequence input from a directory of .npy files named 0.npy, 1.npy, ...
+ * (the first missing number ends it). */
+static dvm_status *read_sequence_dir(const char *dir, dvm_value *out) {
+  dvm_value items[4096];
+  int n = 0;
+  dvm_status *st = NULL;
+  for (; n < 4096 && !st; n++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.npy", dir, n);
+    if (access(path, F_OK) != 0) break;
+    dvm_tensor *t;
+    if ((st = dvm_npy_read_file(path, &t))) break;
+    items[n] = dvm_value_tensor(t);
+  }
+  dvm_tuple *t = NULL;
+  if (!st) st = dvm_tuple_create(n, items, &t);
+  for (int i = 0; i < n; i++) dvm_value_clear(&items[i]);
+  if (!st) *out = (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = t};
+  return st;
+}
+
+/* ONNX protobuf out: a TensorProto (dims, data_type and raw_data,
+ * little-endian as ONNX stores it; dvm builds for little-endian hosts
+ * only), the one way out for dtypes .npy lacks (bf16); a tuple (a sequence
+ * or optional) as a SequenceProto, which an OptionalProto reader reads
+ * too. Built in memory, since a message's length precedes it. */
+typedef struct {
+  uint8_t *p;
+  size_t n, cap;
+  int oom;
+} pbuf;
+
+static void put_bytes(pbuf *b, const void *data, size_t n) {
+  if (b->oom || !n) return;
+  if (b->n + n > b->cap) {
+    size_t cap = (b->cap ? b->cap * 2 : 256) + n;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p) {
+      b->oom = 1;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, data, n);
+  b->n += n;
+}
+
+static void put_varint(pbuf *b, uint64_t v) {
+  uint8_t w[10];
+  size_t n = 0;
+  for (; v >= 0x80; v >>= 7) w[n++] = (uint8_t)(v | 0x80);
+  w[n++] = (uint8_t)v;
+  put_bytes(b, w, n);
+}
+
+static dvm_status *tensor_pb(const char *path, const dvm_tensor *t, pbuf *b) {
   static const int onnx_type[DVM_DTYPE_COUNT] = {
       [DVM_F32] = 1, [DVM_F16] = 10, [DVM_BF16] = 16, [DVM_F64] = 11, [DVM_I8] = 3,
       [DVM_I16] = 5, [DVM_I32] = 6,  [DVM_I64] = 7,   [DVM_U8] = 2,   [DVM_BOOL] = 9};
   if (dvm_tensor_device(t) != DVM_DEVICE_CPU)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: writing .pb needs a CPU tensor", path);
-  uint8_t head[16 * (DVM_MAX_RANK + 3)];
-  size_t n = 0, nbytes = dvm_tensor_nbytes(t);
   for (int i = 0; i < dvm_tensor_rank(t); i++) {
-    head[n++] = 0x08; /* field 1 (dims), varint */
-    n += put_varint(head + n, (uint64_t)dvm_tensor_dims(t)[i]);
+    put_varint(b, 0x08); /* field 1 (dims), varint */
+    put_varint(b, (uint64_t)dvm_tensor_dims(t)[i]);
   }
-  head[n++] = 0x10; /* field 2 (data_type), varint */
-  n += put_varint(head + n, (uint64_t)onnx_type[dvm_tensor_dtype(t)]);
-  head[n++] = 0x4a; /* field 9 (raw_data), length-delimited */
-  n += put_varint(head + n, nbytes);
-  FILE *f = fopen(path, "wb");
-  if (!f) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cannot create", path);
-  int ok = fwrite(head, 1, n, f) == n && (!nbytes || fwrite(dvm_tensor_data(t), 1, nbytes, f) == nbytes);
-  if (fclose(f) != 0) ok = 0;
-  return ok ? NULL : dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cannot write", path);
+  put_varint(b, 0x10); /* field 2 (data_type), varint */
+  put_varint(b, (uint64_t)onnx_type[dvm_tensor_dtype(t)]);
+  put_varint(b, 0x4a); /* field 9 (raw_data), length-delimited */
+  put_varint(b, dvm_tensor_nbytes(t));
+  put_bytes(b, dvm_tensor_data(t), dvm_tensor_nbytes(t));
+  return NULL;
+}
+
+static dvm_status *value_pb(const char *path, const dvm_value *v, pbuf *b, int depth);
+
+/* SequenceProto: elem_type (2: 1 tensors, 3 sequences, 0 when empty),
+ * tensor_values (3) or sequence_values (5). */
+static dvm_status *tuple_pb(const char *path, const dvm_tuple *t, pbuf *b, int depth) {
+  int n = dvm_tuple_size(t), seqs = n && dvm_tuple_get(t, 0)->kind == DVM_VAL_TUPLE;
+  put_varint(b, 0x10);
+  put_varint(b, n ? (seqs ? 3 : 1) : 0);
+  for (int i = 0; i < n; i++) {
+    const dvm_value *v = dvm_tuple_get(t, i);
+    if ((v->kind == DVM_VAL_TUPLE) != seqs)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a sequence of both tensors and sequences", path);
+    pbuf item = {0};
+    dvm_status *st = value_pb(path, v, &item, depth + 1);
+    put_varint(b, seqs ? 0x2a : 0x1a);
+    put_varint(b, item.n);
+    put_bytes(b, item.p, item.n);
+    b->oom |= item.oom;
+    free(item.p);
+    if (st) return st;
+  }
+  return NULL;
+}
+
+static dvm_status *value_pb(const char *path, const dvm_value *v, pbuf *b, int depth) {
+  if (v->kind == DVM_VAL_TENSOR) return tensor_pb(path, v->u.tensor, b);
+  if (v->kind == DVM_VAL_TUPLE && depth < 64) return tuple_pb(path, v->u.tuple, b, depth);
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a %s cannot be written as .pb", path,
+                        dvm_kind_name((dvm_kind)v->kind));
+}
+
+static dvm_status *write_pb(const char *path, const dvm_value *v) {
+  pbuf b = {0};
+  dvm_status *st = value_pb(path, v, &b, 0);
+  if (!st && b.oom) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  FILE *f = st ? NULL : fopen(path, "wb");
+  if (!st && !f) st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cannot create", path);
+  if (f) {
+    int ok = fwrite(b.p ? (void *)b.p : "", 1, b.n, f) == b.n;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cannot write", path);
+  }
+  free(b.p);
+  return st;
+}
+
+/* A sequence result as a directory of .npy files 0.npy, 1.npy, ... */
+static dvm_status *write_sequence_dir(const char *dir, const dvm_tuple *t) {
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cannot create the directory", dir);
+  for (int i = 0; i < dvm_tuple_size(t); i++) {
+    const dvm_value *v = dvm_tuple_get(t, i);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%d.npy", dir, i);
+    if (v->kind != DVM_VAL_TENSOR)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: item %d is a %s; write a sequence of sequences as .pb", dir,
+                            i, dvm_kind_name((dvm_kind)v->kind));
+    dvm_status *st = dvm_npy_write_file(path, v->u.tensor);
+    if (st) return st;
+  }
+  return NULL;
 }
 
 static int ends_with_pb(const char *path) {
   size_t len = strlen(path);
   return len > 3 && !strcmp(path + len - 3, ".pb");
+}
+
+static int ends_with_npy(const char *path) {
+  size_t len = strlen(path);
+  return len > 4 && !strcmp(path + len - 4, ".npy");
 }
 
 static dvm_status *load_input(const dvm_param_info *p, const char *value, dvm_value *out) {
@@ -158,6 +314,10 @@ static dvm_status *load_input(const dvm_param_info *p, const char *value, dvm_va
       return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\" is a float; \"%s\" is not one", p->name, value);
     *out = dvm_value_float(v);
     return NULL;
+  }
+  if (p->kind == DVM_VAL_TUPLE) {
+    dvm_status *st = ends_with_pb(value) ? read_sequence_pb(value, out) : read_sequence_dir(value, out);
+    return st ? dvm_status_annotate(st, "input \"%s\"", p->name) : NULL;
   }
   dvm_tensor *t;
   dvm_status *st = ends_with_pb(value) ? read_pb(value, &t) : dvm_npy_read_file(value, &t);
@@ -279,12 +439,14 @@ int dvm_cmd_run(int argc, char **argv) {
     dvm_param_info info;
     dvm_function_result(m, f, r, &info);
     if (out_slots[r]) {
-      if (res[r].kind != DVM_VAL_TENSOR) {
+      if (res[r].kind != DVM_VAL_TENSOR && (res[r].kind != DVM_VAL_TUPLE || ends_with_npy(out_slots[r]))) {
         rc = dvm_cli_usage_error("run", "result \"%s\" is a %s, not a tensor: it cannot be saved as .npy",
                                  info.name, dvm_kind_name((dvm_kind)res[r].kind));
         goto done;
       }
-      if ((st = (ends_with_pb(out_slots[r]) ? write_pb : dvm_npy_write_file)(out_slots[r], res[r].u.tensor))) {
+      if ((st = ends_with_pb(out_slots[r])          ? write_pb(out_slots[r], &res[r])
+                : res[r].kind == DVM_VAL_TUPLE ? write_sequence_dir(out_slots[r], res[r].u.tuple)
+                                               : dvm_npy_write_file(out_slots[r], res[r].u.tensor))) {
         rc = dvm_cli_fail("run", st);
         goto done;
       }

@@ -10,7 +10,10 @@
 #include "ops.h"
 #include "ops/cpu/fused.h"
 
-static const char *const without_shape_rule[] = {NULL}; /* none today */
+/* sequences and optionals: their values are tuples, which have no shape */
+static const char *const without_shape_rule[] = {"SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",
+                                                 "SequenceErase", "SplitToSequence", "Optional",
+                                                 "OptionalGetElement", NULL};
 
 static int listed(const char *name) {
   for (int i = 0; without_shape_rule[i]; i++)

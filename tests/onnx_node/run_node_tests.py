@@ -2,7 +2,9 @@
 compiled with `dvm compile`, run with `dvm run` on its test inputs, and its
 outputs compared with the expected ones (floats within the case's tolerances,
 at least rtol 1e-3 atol 1e-4, NaN equal to NaN; integers and bools exactly;
-shapes and dtypes exactly).
+shapes and dtypes exactly; sequences item by item, optionals as their value
+or its absence). Inputs and outputs are .pb files: TensorProto, or
+SequenceProto / OptionalProto for sequences and optionals.
 
 The data is what gen_node_data.py writes at setup from the installed `onnx`
 package (tests/onnx_node/data, with ONNX Runtime's result for each case).
@@ -129,18 +131,73 @@ def run_one(dvm, data_dir, row):
             return name, "fail", "run timed out"
         if sanitizer_report(r.stderr) or r.returncode != 0:
             return name, "fail", "run: " + (sanitizer_report(r.stderr) or last_line(r.stderr, r.returncode))
-        from onnx import TensorProto, numpy_helper
-
-        def load(path):
-            t = TensorProto()
-            with open(path, "rb") as fh:
-                t.ParseFromString(fh.read())
-            return numpy_helper.to_array(t)
+        kinds = output_kinds(os.path.join(test_dir, "model.onnx"))
         for i, f in enumerate(outputs):
-            why = compare(load(os.path.join(tmp, f"out_{i}.pb")), load(os.path.join(data, f)), rtol, atol)
+            kind = kinds[i] if i < len(kinds) else "tensor"
+            why = compare_values(load_value(os.path.join(tmp, f"out_{i}.pb"), kind),
+                                 load_value(os.path.join(data, f), kind), rtol, atol)
             if why:
                 return name, "fail", f"output {i}: {why}"
         return name, "pass", ""
+
+
+def output_kinds(model_path):
+    """Per graph output: "tensor", "sequence" or "optional"."""
+    import onnx
+    m = onnx.load(model_path, load_external_data=False)
+    kinds = []
+    for o in m.graph.output:
+        t = o.type
+        kinds.append("sequence" if t.HasField("sequence_type") else "optional" if t.HasField("optional_type")
+                     else "tensor")
+    return kinds
+
+
+def load_value(path, kind):
+    """A .pb file as NumPy: an array, a list of values (a SequenceProto),
+    or a value or None (an OptionalProto; dvm writes optionals as
+    SequenceProtos of none or one item, the same wire form)."""
+    from onnx import OptionalProto, SequenceProto, TensorProto, numpy_helper
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if kind == "tensor":
+        t = TensorProto()
+        t.ParseFromString(data)
+        return numpy_helper.to_array(t)
+    msg = SequenceProto() if kind == "sequence" else OptionalProto()
+    msg.ParseFromString(data)
+    return proto_value(msg)
+
+
+def proto_value(msg):
+    from onnx import OptionalProto, SequenceProto, numpy_helper
+    if isinstance(msg, SequenceProto):
+        return [numpy_helper.to_array(t) for t in msg.tensor_values] + \
+               [proto_value(s) for s in msg.sequence_values] + [proto_value(o) for o in msg.optional_values]
+    if msg.HasField("tensor_value"):
+        return numpy_helper.to_array(msg.tensor_value)
+    if msg.HasField("sequence_value"):
+        return proto_value(msg.sequence_value)
+    if msg.HasField("optional_value"):
+        return proto_value(msg.optional_value)
+    return None
+
+
+def compare_values(got, want, rtol, atol):
+    if want is None or got is None:
+        return None if got is None and want is None else f"got {'nothing' if got is None else 'a value'}, " \
+            f"expected {'nothing' if want is None else 'a value'}"
+    if isinstance(want, list) or isinstance(got, list):
+        if not isinstance(want, list) or not isinstance(got, list):
+            return "a sequence and a tensor"
+        if len(got) != len(want):
+            return f"a sequence of {len(got)} items, expected {len(want)}"
+        for k, (g, w) in enumerate(zip(got, want)):
+            why = compare_values(g, w, rtol, atol)
+            if why:
+                return f"item {k}: {why}"
+        return None
+    return compare(got, want, rtol, atol)
 
 
 def read_index(data_dir):
