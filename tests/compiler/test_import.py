@@ -590,15 +590,24 @@ def test_sparse_initializer(tmp_path):
 
 
 def test_sequence_input(tmp_path):
+    """Sequences of tensors and optionals are taken (the IR prints their
+    kind); sequences of sequences, optionals of optionals and maps are not."""
     seq = helper.make_tensor_sequence_value_info("xs", F, None)
     m = model([helper.make_node("SequenceLength", ["xs"], ["y"])], [seq], [vi("y", I64, [])])
-    error(save(m, tmp_path), "unimplemented", 'input "xs" has a sequence type')
+    assert "seq(f32)" in dump(save(m, tmp_path))
+    seq2 = helper.make_value_info("xs", helper.make_sequence_type_proto(
+        helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None))))
+    m = model([helper.make_node("SequenceLength", ["xs"], ["y"])], [seq2], [vi("y", I64, [])])
+    error(save(m, tmp_path), "unimplemented", 'input "xs" has a sequence of sequences type')
 
 
 def test_optional_and_map_types(tmp_path):
     opt = helper.make_value_info("o", helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [1])))
     m = model([helper.make_node("OptionalHasElement", ["o"], ["y"])], [opt], [vi("y", TensorProto.BOOL, [])])
-    error(save(m, tmp_path), "unimplemented", 'input "o" has an optional type')
+    assert "opt(f32)" in dump(save(m, tmp_path))
+    opt2 = helper.make_value_info("o", helper.make_optional_type_proto(opt.type))
+    m = model([helper.make_node("OptionalHasElement", ["o"], ["y"])], [opt2], [vi("y", TensorProto.BOOL, [])])
+    error(save(m, tmp_path), "unimplemented", 'input "o" has an optional of an optional type')
     mp = helper.make_value_info("m", helper.make_map_type_proto(I64, helper.make_tensor_type_proto(F, [1])))
     m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [mp])
     error(save(m, tmp_path), "unimplemented", 'output "m" has a map type')

@@ -393,7 +393,7 @@ static void header(void) {
   }
   corrupt("version: major 2", 8, 2, 2, "unsupported version 2.1");
   corrupt("version: major 0", 8, 2, 0, "unsupported version 0.1");
-  corrupt("version: minor 2", 10, 2, 2, "unsupported version 1.2");
+  corrupt("version: minor 3", 10, 2, 3, "unsupported version 1.3");
   corrupt("size: one more", 16, 8, base.n + 1, "header says the file is");
   corrupt("size: one less", 16, 8, base.n - 1, "header says the file is");
   corrupt("size: 2^64-1", 16, 8, UINT64_MAX, "header says the file is");
