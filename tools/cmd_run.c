@@ -155,6 +155,10 @@ static dvm_status *read_sequence_pb(const char *path, dvm_value *out) {
 /* A sequence input from a directory of .npy files named 0.npy, 1.npy, ...
  * (the first missing number ends it). */
 static dvm_status *read_sequence_dir(const char *dir, dvm_value *out) {
+  struct stat sb;
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a sequence is a .pb file (SequenceProto or OptionalProto) or a "
+                                                "directory of 0.npy, 1.npy, ...", dir);
   dvm_value items[4096];
   int n = 0;
   dvm_status *st = NULL;

@@ -27,7 +27,7 @@ expect() {
   fi
 }
 
-for p in matmul guard tuple; do
+for p in matmul guard tuple sequence; do
   expect 0 '' -- "$dvm" asm "$src/tests/asm/$p.dvms" -o "$tmp/$p.dvmb"
 done
 
@@ -42,6 +42,21 @@ expect 0 '' -- test -s "$tmp/y.npy"
 expect 0 'batch: int 2' -- "$dvm" run "$tmp/guard.dvmb" --input mask="$fx/mask_2x7_f32.npy" \
   --input ids="$fx/ids_2x7_i64.npy"
 expect 0 'stats: instructions=' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy" --stats
+
+# sequences (tuples): a SequenceProto .pb or a directory of 0.npy, 1.npy, ... in and out
+expect 0 'n: int 2' -- "$dvm" run "$tmp/sequence.dvmb" --function takes --input s="$fx/seq_2_f32.pb"
+mkdir -p "$tmp/items" && cp "$fx/x_3x2_f32.npy" "$tmp/items/0.npy"
+expect 0 'n: int 1' -- "$dvm" run "$tmp/sequence.dvmb" --function takes --input s="$tmp/items"
+cp "$fx/x_3x2_i64.npy" "$tmp/items/1.npy"
+expect 2 'input "s": every item must be a f32 tensor' -- "$dvm" run "$tmp/sequence.dvmb" --function takes --input "$tmp/items"
+expect 2 'x_6_f32.npy: a sequence is a .pb file' -- "$dvm" run "$tmp/sequence.dvmb" --function takes --input "$fx/x_6_f32.npy"
+expect 2 'bad.pb: not an ONNX SequenceProto' -- "$dvm" run "$tmp/sequence.dvmb" --function takes --input "$tmp/bad.pb"
+expect 0 's: tuple \(f32\[6\].*; f32\[6\]' -- "$dvm" run "$tmp/sequence.dvmb" --function pair --input "$fx/x_6_f32.npy"
+expect 0 '' -- "$dvm" run "$tmp/sequence.dvmb" --function pair --input "$fx/x_6_f32.npy" --output "$tmp/s.pb"
+expect 0 'n: int 2' -- "$dvm" run "$tmp/sequence.dvmb" --function takes --input s="$tmp/s.pb"
+expect 0 '' -- "$dvm" run "$tmp/sequence.dvmb" --function pair --input "$fx/x_6_f32.npy" --output "$tmp/sdir"
+expect 0 '' -- cmp "$tmp/sdir/1.npy" "$fx/x_6_f32.npy"
+expect 2 'cannot be saved as .npy' -- "$dvm" run "$tmp/sequence.dvmb" --function pair --input "$fx/x_6_f32.npy" --output "$tmp/s.npy"
 
 # bad user input: exit 2, naming the input and what was expected
 expect 2 'missing.npy' -- "$dvm" run "$tmp/matmul.dvmb" --input "$tmp/missing.npy"
