@@ -39,13 +39,13 @@
  * shape inputs become one row; a bias row, rows of the vector-vector loop;
  * a column, rows of a scalar loop. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernel.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/elementwise_math.h"
+#include "ops/cpu/par.h"
 #if DVM_EW_X86
 #include <immintrin.h>
 #endif
@@ -190,13 +190,7 @@ void dvm_ew_parallel(const dvm_kernel_args *a, int64_t total, int64_t min_chunk,
     fn(ctx, 0, total);
     return;
   }
-#pragma omp parallel num_threads((int)nt)
-  {
-    int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
-    int64_t chunk = ((total + n - 1) / n + 63) & ~(int64_t)63;
-    int64_t s = t * chunk < total ? t * chunk : total, e = s + chunk < total ? s + chunk : total;
-    if (s < e) fn(ctx, s, e);
-  }
+  dvm_par_for((int)nt, total, 64, fn, ctx);
 }
 
 #if DVM_EW_X86

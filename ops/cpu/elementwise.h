@@ -61,9 +61,10 @@ typedef void (*dvm_ew_row_fn)(int64_t n, const char *const *in, char *out);
 void dvm_ew_walk(const dvm_ew_plan *p, dvm_ew_row_fn fn, const char *const *in, char *out,
                  size_t out_esz, int64_t s, int64_t e);
 
-/* Calls fn(ctx, s, e) over [0, total) on up to the kernel's threads: one
- * call when total is under min_chunk per thread, else per-thread ranges
- * that start at multiples of 64 elements (cache lines of the output apart). */
+/* Calls fn(ctx, s, e) over [0, total) on up to the kernel's threads (the
+ * pool of par.h): one call when total is under min_chunk per thread, else
+ * ranges that start at multiples of 64 elements (cache lines of the
+ * output apart). */
 void dvm_ew_parallel(const dvm_kernel_args *a, int64_t total, int64_t min_chunk,
                      void (*fn)(void *ctx, int64_t s, int64_t e), void *ctx);
 

@@ -43,11 +43,15 @@
  * primitive was measured with AVX-512 (brgemm), where it has its own
  * kernels; there it is worth revisiting, with weights prepacked once into
  * its blocked layout: `linear` below is the one place such a B plugs in.
- * Batched small products (attention: 12 x [128,64] x [64,128]) run one
- * single-threaded sgemm per thread over the batch, which beat oneDNN's
+ * Threads: every sgemm runs single-threaded on a thread of the pool
+ * (par.h), over the products of a batch or, for one product, over its
+ * rows or columns; oneDNN's own OpenMP threading made the caller wait for
+ * late threads on a loaded machine. Batched small products (attention:
+ * 12 x [128,64] x [64,128]) already ran this way, which beat oneDNN's
  * threading inside each small product at 2 threads (140 us vs 175 us). */
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -57,16 +61,13 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/par.h"
 #include "ops/cpu/pgemm.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/matmul.h"
 #include "shapefuncs/shape.h"
-
-/* Up to this many multiply-adds per matrix, a batch is split over threads
- * one whole product each; larger products thread inside sgemm. */
-#define SMALL_PRODUCT ((int64_t)1 << 24)
 
 /* ---- scratch ------------------------------------------------------------ */
 
@@ -210,27 +211,66 @@ static dnnl_status_t product_at(const product *p, int64_t q) {
                     p->lda, (const float *)p->b + ob, p->ldb, (float)p->beta, c, p->ldc);
 }
 
+/* A product's work split over the pool (par.h): whole products of a batch,
+ * or one product's rows or columns, each part a single-threaded sgemm. */
+typedef struct split {
+  const product *p;
+  char dim; /* 'q' batch index, 'm' rows, 'n' columns */
+  atomic_int bad;
+} split;
+
+static void split_range(void *ctx, int64_t s, int64_t e) {
+  split *sp = ctx;
+  product part = *sp->p;
+  size_t es = part.f64 ? sizeof(double) : sizeof(float);
+  dnnl_status_t r = dnnl_success;
+  if (sp->dim == 'q') {
+    for (int64_t q = s; q < e && r == dnnl_success; q++) r = product_at(&part, q);
+  } else if (sp->dim == 'm') { /* rows s..e of A and C */
+    part.m = e - s;
+    part.a = (const char *)part.a + (size_t)(part.ta == 'T' ? s : s * part.lda) * es;
+    part.c = (char *)part.c + (size_t)(s * part.ldc) * es;
+    r = product_at(&part, 0);
+  } else { /* columns s..e of B and C */
+    part.n = e - s;
+    part.b = (const char *)part.b + (size_t)(part.tb == 'T' ? s * part.ldb : s) * es;
+    part.c = (char *)part.c + (size_t)s * es;
+    r = product_at(&part, 0);
+  }
+  if (r != dnnl_success) atomic_store(&sp->bad, r);
+}
+
+/* Rows and columns a part gets at least: below, sgemm's packing of the
+ * other operand, repeated per part, outweighs the part's arithmetic. */
+#define SPLIT_ROWS 64
+#define SPLIT_COLS_MIN 64
+
 static dvm_status *product_run(const char *op, const product *p, int threads) {
   int64_t count = 1;
   for (int i = 0; i < p->nbatch; i++) count *= p->bdims[i];
   if (count == 0 || p->m == 0 || p->n == 0) return NULL;
-  /* oneDNN sizes its OpenMP teams by the calling thread's setting */
-  if (threads != omp_get_max_threads()) omp_set_num_threads(threads);
-  atomic_int bad = dnnl_success;
-  if (threads > 1 && count >= threads && p->m * p->n * p->k <= SMALL_PRODUCT) {
-    /* sgemm inside a parallel region runs on its calling thread alone */
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t q = 0; q < count; q++) {
-      dnnl_status_t s = product_at(p, q);
-      if (s != dnnl_success) atomic_store(&bad, s);
-    }
+  split sp = {.p = p, .bad = dnnl_success};
+  /* each part's sgemm on its own thread: oneDNN sizes its OpenMP team by
+   * the calling thread's setting, 1 on the pool's workers */
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  if (count > 1 || threads <= 1) {
+    sp.dim = 'q';
+    dvm_par_for(threads, count, 1, split_range, &sp);
+  } else if (p->m >= 2 * SPLIT_ROWS && p->m >= p->n) {
+    sp.dim = 'm';
+    dvm_par_for(threads, p->m, SPLIT_ROWS, split_range, &sp);
+  } else if (p->n >= 2 * SPLIT_COLS_MIN) {
+    sp.dim = 'n';
+    dvm_par_for(threads, p->n, SPLIT_COLS_MIN, split_range, &sp);
   } else {
-    for (int64_t q = 0; q < count && bad == dnnl_success; q++) atomic_store(&bad, product_at(p, q));
+    sp.dim = 'q';
+    split_range(&sp, 0, 1);
   }
+  dnnl_status_t bad = atomic_load(&sp.bad);
   if (bad == dnnl_success) return NULL;
   return dvm_status_new(DVM_INTERNAL, "%s: dnnl_sgemm(%c%c, %lld, %lld, %lld) failed: %s", op,
                         p->ta, p->tb, (long long)p->m, (long long)p->n, (long long)p->k,
-                        dnnl_status2str((dnnl_status_t)bad));
+                        dnnl_status2str(bad));
 }
 
 /* oneDNN 2.6's sgemm reads a 64-byte-aligned B in place (its "no-copy"

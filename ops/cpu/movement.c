@@ -37,6 +37,7 @@
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/movement.h"
+#include "ops/cpu/par.h"
 #include "ops/kargs.h"
 #include "shapefuncs/movement.h"
 #include "shapefuncs/shape.h"
@@ -383,6 +384,23 @@ static void plan_blocks(const plan *p, int q, block_fn fn, int64_t esz, const ch
   }
 }
 
+/* One plan_blocks or plan_walk call's arguments, for the pool (par.h). */
+typedef struct plan_job {
+  const plan *p;
+  int q;
+  block_fn blocks;
+  row_fn rows;
+  int64_t esz;
+  const char *src;
+  char *dst;
+} plan_job;
+
+static void plan_range(void *ctx, int64_t s, int64_t e) {
+  const plan_job *j = ctx;
+  if (j->q) plan_blocks(j->p, j->q, j->blocks, j->esz, j->src, j->dst, s, e);
+  else plan_walk(j->p, j->rows, j->esz, j->src, j->dst, s, e);
+}
+
 /* Runs the plan (src and dst point at element 0 of each side). */
 static void plan_run(plan *p, size_t esz, const char *src, char *dst, int threads) {
   if (p->rank == 0) { /* a single element */
@@ -398,32 +416,12 @@ static void plan_run(plan *p, size_t esz, const char *src, char *dst, int thread
       if (p->ss[d] == 1) q = d;
   int64_t nt = total / MIN_CHUNK;
   if (nt > threads) nt = threads;
-  if (q) {
+  plan_job j = {p, q, blocks[size_index(esz)], rows[size_index(esz)], e, src, dst};
+  if (q) { /* blocks of BLOCK_ROWS rows of dim q */
     int64_t per_q = (p->dims[q] + BLOCK_ROWS - 1) / BLOCK_ROWS;
-    int64_t nblocks = total / p->dims[0] / p->dims[q] * per_q;
-    block_fn fn = blocks[size_index(esz)];
-    if (nt <= 1) {
-      plan_blocks(p, q, fn, e, src, dst, 0, nblocks);
-      return;
-    }
-#pragma omp parallel num_threads((int)nt)
-    {
-      int64_t s, t;
-      share(nblocks, &s, &t);
-      plan_blocks(p, q, fn, e, src, dst, s, t);
-    }
-    return;
-  }
-  row_fn fn = rows[size_index(esz)];
-  if (nt <= 1) {
-    plan_walk(p, fn, e, src, dst, 0, total);
-    return;
-  }
-#pragma omp parallel num_threads((int)nt)
-  {
-    int64_t s, t;
-    share(total, &s, &t);
-    plan_walk(p, fn, e, src, dst, s, t);
+    dvm_par_for((int)nt, total / p->dims[0] / p->dims[q] * per_q, 1, plan_range, &j);
+  } else {
+    dvm_par_for((int)nt, total, 1, plan_range, &j);
   }
 }
 
@@ -455,6 +453,22 @@ static dvm_status *transpose(const dvm_kernel_args *a) {
   plan_run(&pl, dvm_dtype_size((dvm_dtype)x->dtype), dvm_tensor_ptr(x), dvm_tensor_ptr(y),
            dvm_kargs_threads(a));
   return NULL;
+}
+
+/* One gather_fn call's arguments, for the pool (par.h). */
+typedef struct gather_job {
+  gather_fn fn;
+  const char *data;
+  int64_t n, inner;
+  const void *idx;
+  int idx64;
+  int64_t m;
+  char *out;
+} gather_job;
+
+static void gather_range(void *ctx, int64_t s, int64_t e) {
+  const gather_job *j = ctx;
+  j->fn(j->data, j->n, j->inner, j->idx, j->idx64, j->m, j->out, s, e);
 }
 
 /* Indices must be i64 or i32, each in [-n, n) for the dim of size n. */
@@ -497,18 +511,8 @@ static dvm_status *gather(const dvm_kernel_args *a) {
   const char *px = dvm_tensor_ptr(x);
   const void *pi = dvm_tensor_ptr(idx);
   char *py = dvm_tensor_ptr(y);
-  int is64 = idx->dtype == DVM_I64, nt = threads_for(a, nrows * inner);
-  if (nt > nrows) nt = (int)nrows;
-  if (nt <= 1) {
-    fn(px, n, inner, pi, is64, m, py, 0, nrows);
-    return NULL;
-  }
-#pragma omp parallel num_threads(nt)
-  {
-    int64_t s, e;
-    share(nrows, &s, &e);
-    fn(px, n, inner, pi, is64, m, py, s, e);
-  }
+  gather_job j = {fn, px, n, inner, pi, idx->dtype == DVM_I64, m, py};
+  dvm_par_for(threads_for(a, nrows * inner), nrows, 1, gather_range, &j);
   return NULL;
 }
 

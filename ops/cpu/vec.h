@@ -4,7 +4,7 @@
  * DVM_EW_CLONES); whole rows of f16 and bf16 storage read into and written
  * from f32, the type they compute in, with the elementwise kernels' scalar
  * conversions (elementwise_math.h); and the split of a kernel's tasks over
- * its threads. */
+ * the pool's threads (par.h). */
 #ifndef DVM_OPS_CPU_VEC_H
 #define DVM_OPS_CPU_VEC_H
 
@@ -15,6 +15,7 @@
 #include "dvm/tensor.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/elementwise_math.h"
+#include "ops/cpu/par.h"
 
 #define DVM_VEC DVM_EW_CLONES
 
@@ -58,20 +59,22 @@ static inline void dvm_vec_store(int dt, const float *src, void *dst, int64_t n)
 /* Tasks [t0, t1) of a kernel's job. */
 typedef void (*dvm_vec_range_fn)(const void *job, int64_t t0, int64_t t1);
 
-/* Runs tasks [0, tasks) of job in `threads` contiguous ranges (fewer when
- * there are fewer tasks), in parallel when more than one. */
+typedef struct dvm_vec_task {
+  dvm_vec_range_fn fn;
+  const void *job;
+} dvm_vec_task;
+
+static inline void dvm_vec_task_run(void *task, int64_t t0, int64_t t1) {
+  const dvm_vec_task *t = task;
+  t->fn(t->job, t0, t1);
+}
+
+/* Runs tasks [0, tasks) of job on up to `threads` threads of the pool
+ * (par.h), in contiguous ranges. */
 static inline void dvm_vec_parallel(int threads, int64_t tasks, dvm_vec_range_fn fn,
                                     const void *job) {
-  if (threads > tasks) threads = (int)tasks;
-  if (threads <= 1) {
-    if (tasks > 0) fn(job, 0, tasks);
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-    int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
-    fn(job, tasks * t / n, tasks * (t + 1) / n);
-  }
+  dvm_vec_task t = {fn, job};
+  dvm_par_for(threads, tasks, 1, dvm_vec_task_run, &t);
 }
 
 #endif
