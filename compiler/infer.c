@@ -1144,6 +1144,39 @@ static void rule_attention(inf *I, const dvmc_node *n) {
   set_shape(n->out[0], 3, d);
 }
 
+/* ONNX Attention: Y as Q with V's head size; present_key and
+ * present_value [B, Hkv, P + Skv, head size] (P from past_key, when
+ * given); qk_matmul_output [B, Hq, Sq, P + Skv]. 3-D Q, K, V are
+ * [B, S, heads * head size], the heads from q_num_heads and kv_num_heads.
+ * A dim inference cannot tell is left to the shape function. */
+static void rule_sdpa(inf *I, const dvmc_node *n) {
+  const dvmc_value *q = n->in[0], *k = n->nin > 1 ? n->in[1] : NULL, *v = n->nin > 2 ? n->in[2] : NULL;
+  const dvmc_value *past = n->nin > 4 ? n->in[4] : NULL;
+  static const int ranks[4] = {-1, 4, 4, 4};
+  for (int i = 0; i < n->nout && i < 4; i++) set_rank(n->out[i], i ? ranks[i] : q ? q->rank : -1);
+  if (!q || !k || !v || (q->rank != 3 && q->rank != 4) || k->rank != q->rank || v->rank != q->rank) return;
+  if (past && past->rank != 4) return;
+  int four = q->rank == 4;
+  int64_t qh = dvmc_attr_int(n, "q_num_heads", 0), kvh = dvmc_attr_int(n, "kv_num_heads", 0);
+  if (!four && (qh <= 0 || kvh <= 0)) return;
+  const dvmc_expr *hq = four ? q->dims[1] : dvmc_const(I->x, qh), *hkv = four ? k->dims[1] : dvmc_const(I->x, kvh);
+  const dvmc_expr *skv = k->dims[four ? 2 : 1], *dh = k->dims[four ? 3 : 2], *dv = v->dims[four ? 3 : 2];
+  if (!four) {
+    dh = dh ? dvmc_floordiv(I->x, dh, hkv) : NULL;
+    dv = dv ? dvmc_floordiv(I->x, dv, hkv) : NULL;
+  }
+  const dvmc_expr *t = skv && (!past || past->dims[2]) ? past ? dvmc_add(I->x, past->dims[2], skv) : skv : NULL;
+  const dvmc_expr *y[4] = {q->dims[0], q->dims[1], four ? q->dims[2] : dv ? dvmc_mul(I->x, hq, dv) : NULL, four ? dv : NULL};
+  const dvmc_expr *outs[4][4] = {{0}, {q->dims[0], hkv, t, dh}, {q->dims[0], hkv, t, dv},
+                                 {q->dims[0], hq, q->dims[four ? 2 : 1], t}};
+  for (int i = 0; i < 4; i++) outs[0][i] = y[i];
+  for (int i = 0; i < n->nout && i < 4; i++) {
+    int r = i ? 4 : q->rank, all = 1;
+    for (int d = 0; d < r; d++) all &= outs[i][d] != NULL;
+    if (all) set_shape(n->out[i], r, outs[i]);
+  }
+}
+
 /* com.microsoft FusedMatMul: MatMul's rule on the operands with their
  * last two dims swapped where transA or transB says. */
 static void rule_fused_matmul(inf *I, const dvmc_node *n) {

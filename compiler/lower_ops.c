@@ -6,6 +6,7 @@
 #include "lowering.h"
 #include "ops.h"
 #include "ops/cpu/fused.h"
+#include "shapefuncs/attention.h"
 /* Reshape, Squeeze, Unsqueeze, Flatten: a shape function and a view. */
 dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
   int data, attr_regs[4], na = 0;
@@ -504,6 +505,99 @@ dvm_status *lw_lower_contrib_attention(lowering *L, const dvmc_node *n, const op
   for (int i = n->op[0] == 'Q' ? 8 : 4; i < n->nin; i++)
     if (n->in[i]) return lw_unsupported(n, "input %d (past state or attention bias) is not supported", i);
   return lw_lower_kernel(L, n, r);
+}
+
+/* ONNX Attention: one call of the sdpa kernel (ops/cpu/attention.c).
+ * Omitted optional inputs are left out and named by the `present`
+ * attribute (with the wanted outputs and whether scale was given); the
+ * kernel always gets four outputs, an unwanted one an empty tensor. */
+dvm_status *lw_lower_sdpa(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->nin < 3 || n->nin > 7 || !n->in[0] || !n->in[1] || !n->in[2] || n->nout < 1 || n->nout > 4 || !n->out[0])
+    return lw_unsupported(n, "Q, K, V and Y are needed, at most 7 inputs and 4 outputs");
+  const dvmc_value *q = n->in[0];
+  /* bf16 is refused rather than computed in f32: onnx's reference rounds
+   * every step to bf16 and lands up to a bf16 ulp (0.4%) away */
+  if (!q->typed || !(q->dtype == DVM_F32 || q->dtype == DVM_F16))
+    return lw_unsupported(n, "dtype %s is not supported (kernel sdpa takes f32, f16)",
+                          q->typed ? dvm_dtype_name(q->dtype) : "unknown");
+  /* the softmax runs in f32 whatever softmax_precision asks: at least
+   * f16's and bf16's precision, and the probabilities are rounded to Q's
+   * dtype (at most f32) before the product with V in any case */
+  int64_t sp = dvmc_attr_int(n, "softmax_precision", 1);
+  if (sp != 1 && sp != 10 && sp != 11 && sp != 16) /* FLOAT, FLOAT16, DOUBLE, BFLOAT16 */
+    return lw_unsupported(n, "softmax_precision %lld is not a float type dvm knows", (long long)sp);
+  int has_past = n->nin > 4 && n->in[4], has_pv = n->nin > 5 && n->in[5];
+  if (has_past != has_pv) return lw_invalid(n, "past_key and past_value must be given together");
+  if (has_past && n->nin > 6 && n->in[6]) return lw_invalid(n, "nonpad_kv_seqlen cannot be combined with a past cache");
+  call c = {.kernel = r->kernel};
+  dvm_status *st = NULL;
+  int present = dvmc_attr_find(n, "scale") ? DVM_SDPA_HAS_SCALE : 0;
+  for (int i = 0; i < n->nin; i++) {
+    int reg;
+    if (!n->in[i]) continue;
+    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
+    c.ins[c.nin++] = reg;
+    if (i >= 3) present |= 1 << i;
+  }
+  for (int j = 0; j < n->nout; j++)
+    if (n->out[j]) present |= 1 << (8 + j);
+  c.attrs[c.nattrs++] = lw_emit_int(L, present);
+  static const char *const specs[] = {"is_causal:i=0", "q_num_heads:i=0", "kv_num_heads:i=0", "scale:f=0",
+                                      "softcap:f=0", "qk_matmul_output_mode:i=0", "left_window_size:i=-1",
+                                      "right_window_size:i=-1"};
+  for (int i = 0; i < 8; i++) {
+    int reg = lw_lower_attr(L, n, specs[i], strlen(specs[i]), &st);
+    if (reg < 0) return st;
+    c.attrs[c.nattrs++] = reg;
+  }
+  /* output shapes: inference's, or the shape function on the call's arguments */
+  int64_t shapes[4], outs[4], w[3 + 4 + 1 + 64 + 1 + 32];
+  int known = 1, nw = 0;
+  for (int j = 0; j < n->nout; j++)
+    if (n->out[j])
+      known &= dvmc_value_shape_known(n->out[j]) && lw_all_emittable(L, n->out[j]->rank, n->out[j]->dims);
+  if (known) {
+    for (int j = 0; j < 4; j++)
+      shapes[j] = j < n->nout && n->out[j] ? lw_shape_of_exprs(L, n->out[j]->rank, n->out[j]->dims) : -1;
+  } else {
+    w[nw++] = dvmc_emit_shapefn(L->e, "sdpa");
+    w[nw++] = 4;
+    for (int j = 0; j < 4; j++) w[nw++] = shapes[j] = dvmc_fn_reg(L->f);
+    w[nw++] = c.nin + c.nattrs;
+    for (int i = 0; i < c.nin; i++) w[nw++] = c.ins[i];
+    for (int i = 0; i < c.nattrs; i++) w[nw++] = c.attrs[i];
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+  }
+  for (int j = 0; j < 4; j++) {
+    const dvmc_value *o = j < n->nout ? n->out[j] : NULL;
+    outs[j] = dvmc_fn_reg(L->f);
+    if (shapes[j] >= 0 && !o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+    if (!o) { /* not wanted: an empty tensor */
+      int64_t zero = 0;
+      int sh = lw_emit_shape(L, 1, &zero);
+      lw_emit_alloc(L, (int)outs[j], q->dtype, sh, 1, (const dvmc_expr *[]){dvmc_const(L->c->exprs, 0)});
+      dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
+      continue;
+    }
+    lw_set_type(o, q->dtype);
+    lw_emit_alloc(L, (int)outs[j], q->dtype, (int)shapes[j], o->rank, known ? o->dims : NULL);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+    if (!lw_bind(L, o, (int)outs[j])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  nw = 0;
+  w[nw++] = dvmc_emit_kernel(L->e, c.kernel, DVM_DEVICE_CPU, 1, NULL, 0);
+  w[nw++] = -1;
+  w[nw++] = 4;
+  for (int j = 0; j < 4; j++) w[nw++] = outs[j];
+  w[nw++] = c.nin;
+  for (int i = 0; i < c.nin; i++) w[nw++] = c.ins[i];
+  w[nw++] = c.nattrs;
+  for (int i = 0; i < c.nattrs; i++) w[nw++] = c.attrs[i];
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
+  for (int i = 0; i < c.nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c.attrs[i]);
+  for (int j = 0; j < 4; j++)
+    if (j >= n->nout || !n->out[j]) dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[j]);
+  return NULL;
 }
 
 /* SoftmaxCrossEntropyLoss: log_prob = LogSoftmax over axis 1 (output 1,

@@ -155,6 +155,22 @@ def quant_contrib():
     return m
 
 
+def attention():
+    """ONNX Attention (opset 25) with a mask, a past, omitted inputs and
+    outputs and its attributes; RotaryEmbedding with its own."""
+    nodes = [
+        helper.make_node("RotaryEmbedding", ["q", "cos", "sin", "pos"], ["qr"], interleaved=1, rotary_embedding_dim=2,
+                         num_heads=2),
+        helper.make_node("Attention", ["qr", "k", "v", "m", "pk", "pv"], ["y", "", "pv2", "qk"], is_causal=1,
+                         q_num_heads=2, kv_num_heads=1, scale=0.5, softcap=3.0, qk_matmul_output_mode=2,
+                         softmax_precision=1, left_window_size=2, right_window_size=-1),
+    ]
+    inputs = [vi("q", F, [1, "s", 8]), vi("cos", F, [16, 1]), vi("sin", F, [16, 1]), vi("pos", I64, [1, "s"]),
+              vi("k", F, [1, "s", 4]), vi("v", F, [1, "s", 4]), vi("m", B, ["s", "t"]), vi("pk", F, [1, 1, "p", 4]),
+              vi("pv", F, [1, 1, "p", 4])]
+    return model(nodes, inputs, [vi(k, F, None) for k in ["y", "pv2", "qk"]], opset=25)
+
+
 def broken(m, edit):
     m = onnx.ModelProto.FromString(m.SerializeToString())
     edit(m)
@@ -165,7 +181,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     valid = {"mlp": mlp(), "encodings": encodings(), "constants": constants(), "attributes": attributes(),
              "if": if_model(), "loop": loop_model(), "scan": scan_model(), "shapes": shapes(),
-             "quant_contrib": quant_contrib()}
+             "quant_contrib": quant_contrib(), "attention": attention()}
     files = {f"valid_{k}.onnx": m.SerializeToString() for k, m in valid.items()}
     small = mlp()
 

@@ -1,0 +1,381 @@
+/* The default-domain ONNX attention ops (opsets 23 to 25), computed in f32
+ * (f16 and bf16 storage converted on the way in and out; sdpa takes no
+ * bf16: the compiler refuses it, see lw_lower_sdpa).
+ *
+ *   sdpa(in: Q, K, V, then the present ones of attn_mask, past_key,
+ *       past_value, nonpad_kv_seqlen; attrs: present:int, is_causal,
+ *       q_num_heads, kv_num_heads, scale:float, softcap:float,
+ *       qk_matmul_output_mode, left_window_size, right_window_size)
+ *       -> Y, present_key, present_value, qk_matmul_output
+ *     ONNX Attention. present: bit i (3..6) says input i of the ONNX node
+ *     is given (they follow V in order), bit 8 + j that output j is wanted
+ *     (an unwanted one is an empty tensor the kernel leaves alone), bit 16
+ *     that scale was given (else 1/sqrt(head size)). Q, K, V are 4-D
+ *     [B, heads, S, head size] or 3-D [B, S, heads * head size] (the head
+ *     counts then from q_num_heads and kv_num_heads); q heads a multiple
+ *     of kv heads (GQA, MQA). Per batch and q head: scores = Q K^T * scale
+ *     over the keys past ++ K (T = P + Skv of them), softcap
+ *     c tanh(scores / c) when c > 0, plus the bias: the mask (bool: false
+ *     is -inf; float: added; broadcast right-aligned to [B, Hq, Sq, M],
+ *     keys from M on masked), causal (key j > i + offset masked), the
+ *     window (p - left <= j <= p + right, p = i + offset, -1 unbounded),
+ *     nonpad (keys from nonpad_kv_seqlen[b] on masked); offset is P with a
+ *     past, nonpad_kv_seqlen[b] - Sq with nonpad, else 0. Softmax by rows
+ *     (a row whose bias is all -inf gives zeros), times V. present_key and
+ *     present_value are the concatenated keys and values [B, Hkv, T, D];
+ *     qk_matmul_output [B, Hq, Sq, T] the scores after softcap (modes 0
+ *     and 1), with the bias (2) or after softmax (3). As onnx's reference
+ *     implementation (onnx/reference/ops/op_attention.py).
+ *   rotary_embedding(in: x, cos_cache, sin_cache[, position_ids]; attrs:
+ *       interleaved, rotary_embedding_dim, num_heads) -> y
+ *     ONNX RotaryEmbedding: x 4-D [B, H, S, D] or 3-D [B, S, H * D]
+ *     (num_heads); the first rd = rotary_embedding_dim (0: D) of each head
+ *     rotated in pairs (halves, or neighbours when interleaved) by
+ *     cos/sin_cache[position_ids[b, s]] ([P, rd / 2]) or, without
+ *     position ids, cos/sin_cache[b, s] ([B, S, rd / 2]).
+ *
+ * Shape functions "sdpa" (shapefuncs/attention.c) and "same". Products go
+ * to oneDNN's sgemm: one task per (batch, q head) when there are enough
+ * of them for the threads, else the tasks in turn with a threaded sgemm. */
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/vec.h"
+#include "ops/kargs.h"
+#include "shapefuncs/attr.h"
+#include "shapefuncs/attention.h"
+#include "shapefuncs/shape.h"
+
+static dvm_status *oom(const char *op) { return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op); }
+
+/* A float tensor as f32: its own memory, or a converted copy (owned). */
+static float *as_f32(const dvm_tensor *t, float **owned) {
+  *owned = NULL;
+  if (t->dtype == DVM_F32) return dvm_tensor_ptr(t);
+  int64_t n = dvm_tensor_numel(t);
+  float *p = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  if (p) dvm_vec_load(t->dtype, dvm_tensor_ptr(t), p, n);
+  return *owned = p;
+}
+
+/* ---- sdpa ---- */
+
+typedef struct sdpa_job {
+  dvm_sdpa_dims d;
+  const float *q, *k, *v; /* q in its layout; k, v [B, Hkv, T, D or Dv] */
+  const float *mask;      /* f32 bias or NULL */
+  int64_t mstride[4], mlen; /* mask strides over [B, Hq, Sq, M] (0: broadcast), M */
+  const int64_t *nonpad;
+  float *y, *qk;
+  int causal, mode, past;
+  float scale, softcap;
+  int64_t left, right;
+  int failed;
+} sdpa_job;
+
+/* The bias of key j for query i of batch b and head h (0 or -inf, or the
+ * float mask's value plus those). */
+static float bias_at(const sdpa_job *j, int64_t b, int64_t h, int64_t i, int64_t key) {
+  float bias = 0;
+  if (j->mask) {
+    if (key >= j->mlen) return -INFINITY;
+    bias = j->mask[b * j->mstride[0] + h * j->mstride[1] + i * j->mstride[2] + key * j->mstride[3]];
+  }
+  int64_t off = j->nonpad && !j->past ? j->nonpad[b] - j->d.sq : j->d.past, p = i + off;
+  if ((j->causal && key > p) || (j->left >= 0 && p - key > j->left) || (j->right >= 0 && key - p > j->right) ||
+      (j->nonpad && key >= j->nonpad[b]))
+    return -INFINITY;
+  return bias;
+}
+
+/* One (batch, q head): p is Sq * T floats of scratch. */
+static int sdpa_task(const sdpa_job *j, int64_t task, float *p) {
+  const dvm_sdpa_dims *d = &j->d;
+  int64_t b = task / d->hq, h = task % d->hq, kvh = h / (d->hq / d->hkv), T = d->past + d->skv;
+  int64_t ldq = d->rank == 3 ? d->hq * d->dh : d->dh, ldy = d->rank == 3 ? d->hq * d->dv : d->dv;
+  const float *q = j->q + (d->rank == 3 ? b * d->sq * ldq + h * d->dh : task * d->sq * d->dh);
+  const float *k = j->k + (b * d->hkv + kvh) * T * d->dh, *v = j->v + (b * d->hkv + kvh) * T * d->dv;
+  float *y = j->y + (d->rank == 3 ? b * d->sq * ldy + h * d->dv : task * d->sq * d->dv);
+  if (!d->sq) return 1;
+  if (T && d->dh) {
+    if (dnnl_sgemm('N', 'T', d->sq, T, d->dh, j->scale, q, ldq, k, d->dh, 0.0f, p, T) != dnnl_success) return 0;
+  } else {
+    memset(p, 0, sizeof(float) * (size_t)(d->sq * T));
+  }
+  for (int64_t i = 0; i < d->sq; i++) {
+    float *row = p + i * T, *qk = j->qk ? j->qk + (task * d->sq + i) * T : NULL, mx = -INFINITY, sum = 0;
+    int open = 0;
+    for (int64_t c = 0; c < T; c++) {
+      float s = j->softcap > 0 ? j->softcap * tanhf(row[c] / j->softcap) : row[c], bias = bias_at(j, b, h, i, c);
+      if (qk && j->mode < 2) qk[c] = s;
+      row[c] = s + bias;
+      if (qk && j->mode == 2) qk[c] = row[c];
+      open |= !(bias == -INFINITY);
+      mx = isnan(row[c]) || isnan(mx) ? NAN : row[c] > mx ? row[c] : mx;
+    }
+    if (mx == -INFINITY) mx = 0;
+    for (int64_t c = 0; c < T; c++) sum += row[c] = open ? expf(row[c] - mx) : 0.0f;
+    if (sum == 0) sum = 1;
+    for (int64_t c = 0; c < T; c++) row[c] /= sum;
+    if (qk && j->mode == 3) memcpy(qk, row, sizeof(float) * (size_t)T);
+  }
+  if (!d->dv) return 1;
+  if (!T) {
+    for (int64_t i = 0; i < d->sq; i++) memset(y + i * ldy, 0, sizeof(float) * (size_t)d->dv);
+    return 1;
+  }
+  return dnnl_sgemm('N', 'N', d->sq, d->dv, T, 1.0f, p, T, v, d->dv, 0.0f, y, ldy) == dnnl_success;
+}
+
+static void sdpa_tasks(const void *job, int64_t t0, int64_t t1) {
+  sdpa_job *j = (sdpa_job *)job;
+  float *p = malloc(sizeof(float) * (size_t)(j->d.sq * (j->d.past + j->d.skv) + 1));
+  if (!p) {
+    j->failed = 1;
+    return;
+  }
+  for (int64_t t = t0; t < t1; t++)
+    if (!sdpa_task(j, t, p)) j->failed = 1;
+  free(p);
+}
+
+/* past ++ x into dst [B, Hkv, T, w] (x 4-D, or 3-D [B, S, Hkv * w]). */
+static void concat_kv(const dvm_sdpa_dims *d, const float *past, const float *x, int64_t w, float *dst) {
+  int64_t T = d->past + d->skv;
+  for (int64_t b = 0; b < d->b; b++)
+    for (int64_t h = 0; h < d->hkv; h++) {
+      float *o = dst + (b * d->hkv + h) * T * w;
+      if (d->past) memcpy(o, past + (b * d->hkv + h) * d->past * w, sizeof(float) * (size_t)(d->past * w));
+      for (int64_t s = 0; s < d->skv; s++) {
+        const float *src = d->rank == 3 ? x + (b * d->skv + s) * d->hkv * w + h * w : x + ((b * d->hkv + h) * d->skv + s) * w;
+        memcpy(o + (d->past + s) * w, src, sizeof(float) * (size_t)w);
+      }
+    }
+}
+
+/* The mask as an f32 bias (bool: 0 or -inf) and its strides over
+ * [B, Hq, Sq, M], right-aligned broadcasting. */
+static dvm_status *mask_setup(const char *op, const dvm_tensor *m, sdpa_job *j, float **owned) {
+  const dvm_sdpa_dims *d = &j->d;
+  int64_t want[4] = {d->b, d->hq, d->sq, -1}, stride = 1, T = d->past + d->skv;
+  char s[DVM_SHAPE_STR_SIZE];
+  *owned = NULL;
+  if (m->rank < 1 || m->rank > 4 || m->dims[m->rank - 1] > T)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attn_mask %s must have rank 1 to 4 and at most %lld keys", op,
+                          dvm_shape_str(s, m->rank, m->dims), (long long)T);
+  j->mlen = m->dims[m->rank - 1];
+  for (int k = 3; k >= 0; k--) {
+    int md = m->rank - 4 + k;
+    int64_t n = md >= 0 ? m->dims[md] : 1;
+    if (k < 3 && n != 1 && n != want[k])
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attn_mask %s does not broadcast to [%lld, %lld, %lld, keys]", op,
+                            dvm_shape_str(s, m->rank, m->dims), (long long)d->b, (long long)d->hq, (long long)d->sq);
+    j->mstride[k] = n == 1 && k < 3 ? 0 : stride;
+    stride *= n;
+  }
+  int64_t n = dvm_tensor_numel(m);
+  if (m->dtype == DVM_BOOL) {
+    float *p = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!p) return oom(op);
+    const uint8_t *src = dvm_tensor_ptr(m);
+    for (int64_t i = 0; i < n; i++) p[i] = src[i] ? 0.0f : -INFINITY;
+    j->mask = *owned = p;
+    return NULL;
+  }
+  if (!dvm_vec_is_float(m->dtype))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attn_mask is %s: want bool or a float dtype", op,
+                          dvm_dtype_name((dvm_dtype)m->dtype));
+  j->mask = as_f32(m, owned);
+  return j->mask ? NULL : oom(op);
+}
+
+static dvm_status *sdpa_attrs(const char *op, const dvm_kernel_args *a, int64_t v[9], double f[2]) {
+  static const char *const names[] = {"present", "is_causal", "q_num_heads", "kv_num_heads", "scale", "softcap",
+                                      "qk_matmul_output_mode", "left_window_size", "right_window_size"};
+  dvm_status *st = dvm_attr_count(op, a->nattrs, 9, 9);
+  for (int i = 0; i < 9 && !st; i++)
+    st = i == 4 || i == 5 ? dvm_attr_float(op, names[i], &a->attrs[i], &f[i - 4])
+                          : dvm_attr_int(op, names[i], &a->attrs[i], &v[i]);
+  if (!st && (v[6] < 0 || v[6] > 3))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: qk_matmul_output_mode %lld is not 0 to 3", op, (long long)v[6]);
+  if (!st && (v[7] < -1 || v[8] < -1))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: window sizes must be -1 or >= 0", op);
+  return st;
+}
+
+static dvm_status *sdpa(const dvm_kernel_args *a) {
+  const char *op = "sdpa";
+  int64_t v[9];
+  double f[2];
+  dvm_status *st = dvm_kargs_check_range(a, op, 3, 7, 4, 4, DVM_DEVICE_CPU);
+  if (!st) st = sdpa_attrs(op, a, v, f);
+  if (st) return st;
+  int present = (int)v[0], next = 3;
+  const dvm_tensor *in[7] = {a->in[0], a->in[1], a->in[2]};
+  for (int i = 3; i < 7; i++)
+    if (present & (1 << i)) {
+      if (next >= a->nin) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: present names more inputs than given", op);
+      in[i] = a->in[next++];
+    }
+  if (next != a->nin) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %d inputs, present names %d", op, a->nin, next);
+  const dvm_tensor *q = in[0], *pk = in[4], *pv = in[5], *np = in[6];
+  if ((pk == NULL) != (pv == NULL))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: past_key and past_value go together", op);
+  if (np && pk) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: nonpad_kv_seqlen with a past cache", op);
+  for (int i = 0; i < 6; i++)
+    if (in[i] && i != 3 && in[i]->dtype != q->dtype)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d is %s, Q %s", op, i, dvm_dtype_name((dvm_dtype)in[i]->dtype),
+                            dvm_dtype_name((dvm_dtype)q->dtype));
+  if (!dvm_vec_is_float(q->dtype))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: Q is %s: want f32, f16 or bf16", op, dvm_dtype_name((dvm_dtype)q->dtype));
+  sdpa_job j = {.causal = v[1] != 0, .mode = (int)v[6], .past = pk != NULL, .softcap = (float)f[1], .left = v[7],
+                .right = v[8]};
+  if ((st = dvm_sdpa_dims_of(op, q->rank, q->dims, in[1]->rank, in[1]->dims, in[2]->rank, in[2]->dims,
+                             pk ? pk->rank : -1, pk ? pk->dims : NULL, v[2], v[3], &j.d)))
+    return st;
+  const dvm_sdpa_dims *d = &j.d;
+  int64_t T = d->past + d->skv;
+  if (pv && (pv->rank != 4 || pv->dims[0] != d->b || pv->dims[1] != d->hkv || pv->dims[2] != d->past ||
+             pv->dims[3] != d->dv))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: past_value must be [%lld, %lld, %lld, %lld]", op, (long long)d->b,
+                          (long long)d->hkv, (long long)d->past, (long long)d->dv);
+  if (np) {
+    if (np->dtype != DVM_I64 || np->rank != 1 || np->dims[0] != d->b)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: nonpad_kv_seqlen must be i64 [%lld]", op, (long long)d->b);
+    j.nonpad = dvm_tensor_ptr(np);
+    for (int64_t b = 0; b < d->b; b++)
+      if (j.nonpad[b] < 0 || j.nonpad[b] > T)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: nonpad_kv_seqlen[%lld] = %lld is outside [0, %lld]", op,
+                              (long long)b, (long long)j.nonpad[b], (long long)T);
+  }
+  j.scale = present & DVM_SDPA_HAS_SCALE ? (float)f[0] : 1.0f / sqrtf((float)d->dh);
+  /* everything as f32: converted inputs, the concatenated keys and values
+   * (in present_key/value when f32 and wanted), the outputs */
+  int want[4];
+  for (int o = 0; o < 4; o++) want[o] = (present >> (8 + o)) & 1;
+  int64_t nkv = d->b * d->hkv * T, ny = d->b * d->hq * d->sq * d->dv, nqk = d->b * d->hq * d->sq * T;
+  int f32 = q->dtype == DVM_F32;
+  float *owned[6] = {0}, *pasts[2] = {0};
+  float *kv[2] = {want[1] && f32 ? dvm_tensor_ptr(a->out[1]) : NULL, want[2] && f32 ? dvm_tensor_ptr(a->out[2]) : NULL};
+  float *scratch[4] = {0};
+  for (int i = 0; i < 2; i++)
+    if (!kv[i] && !(kv[i] = scratch[i] = malloc(sizeof(float) * (size_t)(nkv * (i ? d->dv : d->dh) + 1)))) goto nomem;
+  j.y = f32 ? dvm_tensor_ptr(a->out[0]) : (scratch[2] = malloc(sizeof(float) * (size_t)(ny + 1)));
+  if (want[3]) j.qk = f32 ? dvm_tensor_ptr(a->out[3]) : (scratch[3] = malloc(sizeof(float) * (size_t)(nqk + 1)));
+  if (!j.y || (want[3] && !j.qk)) goto nomem;
+  const float *qkv[3];
+  for (int i = 0; i < 3; i++)
+    if (!(qkv[i] = as_f32(in[i], &owned[i]))) goto nomem;
+  for (int i = 0; pk && i < 2; i++)
+    if (!(pasts[i] = as_f32(in[4 + i], &owned[3 + i]))) goto nomem;
+  if (in[3] && (st = mask_setup(op, in[3], &j, &owned[5]))) goto done;
+  concat_kv(d, pasts[0], qkv[1], d->dh, kv[0]);
+  concat_kv(d, pasts[1], qkv[2], d->dv, kv[1]);
+  j.q = qkv[0], j.k = kv[0], j.v = kv[1];
+  int threads = dvm_kargs_threads(a);
+  int64_t tasks = d->b * d->hq;
+  if (tasks >= threads) {
+    dvm_vec_parallel(threads, tasks, sdpa_tasks, &j);
+  } else {
+    if (threads != omp_get_max_threads()) omp_set_num_threads(threads);
+    sdpa_tasks(&j, 0, tasks);
+  }
+  if (j.failed) {
+    st = dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed or out of memory", op);
+    goto done;
+  }
+  if (!f32) {
+    dvm_vec_store(q->dtype, j.y, dvm_tensor_ptr(a->out[0]), ny);
+    for (int i = 0; i < 2; i++)
+      if (want[1 + i]) dvm_vec_store(q->dtype, kv[i], dvm_tensor_ptr(a->out[1 + i]), nkv * (i ? d->dv : d->dh));
+    if (want[3]) dvm_vec_store(q->dtype, j.qk, dvm_tensor_ptr(a->out[3]), nqk);
+  }
+  goto done;
+nomem:
+  st = oom(op);
+done:
+  for (int i = 0; i < 6; i++) free(owned[i]);
+  for (int i = 0; i < 4; i++) free(scratch[i]);
+  return st;
+}
+
+/* ---- rotary_embedding ---- */
+
+static dvm_status *rotary_embedding(const dvm_kernel_args *a) {
+  const char *op = "rotary_embedding";
+  int64_t inter, rd, heads;
+  dvm_status *st = dvm_kargs_check_range(a, op, 3, 4, 1, 1, DVM_DEVICE_CPU);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 3, 3);
+  if (!st) st = dvm_attr_int(op, "interleaved", &a->attrs[0], &inter);
+  if (!st) st = dvm_attr_int(op, "rotary_embedding_dim", &a->attrs[1], &rd);
+  if (!st) st = dvm_attr_int(op, "num_heads", &a->attrs[2], &heads);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *cs = a->in[1], *sn = a->in[2], *pos = a->nin > 3 ? a->in[3] : NULL;
+  char s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
+  if (!dvm_vec_is_float(x->dtype) || cs->dtype != x->dtype || sn->dtype != x->dtype || a->out[0]->dtype != x->dtype)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input, caches and output must share one float dtype", op);
+  if (x->rank != 3 && x->rank != 4)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %s must be 3-D or 4-D", op, dvm_shape_str(s1, x->rank, x->dims));
+  if (x->rank == 3 && heads <= 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a 3-D input needs num_heads > 0", op);
+  int64_t B = x->dims[0], H = x->rank == 4 ? x->dims[1] : heads, S = x->dims[x->rank == 4 ? 2 : 1];
+  int64_t D = x->rank == 4 ? x->dims[3] : (x->dims[2] % heads ? -1 : x->dims[2] / heads);
+  if (D < 0) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: hidden size %lld is not divisible by num_heads %lld", op,
+                                   (long long)x->dims[2], (long long)heads);
+  if (!rd) rd = D;
+  int64_t half = rd / 2;
+  if (rd < 0 || rd > D || rd % 2)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: rotary_embedding_dim %lld must be even and at most the head size %lld",
+                          op, (long long)rd, (long long)D);
+  int ok = cs->rank == sn->rank && !memcmp(cs->dims, sn->dims, sizeof(int64_t) * (size_t)cs->rank) &&
+           cs->rank == (pos ? 2 : 3) && cs->dims[cs->rank - 1] == half &&
+           (pos || (cs->dims[0] == B && cs->dims[1] == S));
+  if (!ok)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: caches %s and %s must be %s with last dim %lld", op,
+                          dvm_shape_str(s1, cs->rank, cs->dims), dvm_shape_str(s2, sn->rank, sn->dims),
+                          pos ? "[positions, rd / 2]" : "[B, S, rd / 2]", (long long)half);
+  if (pos && (pos->dtype != DVM_I64 || pos->rank != 2 || pos->dims[0] != B || pos->dims[1] != S))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: position_ids must be i64 [%lld, %lld]", op, (long long)B, (long long)S);
+  const int64_t *pp = pos ? dvm_tensor_ptr(pos) : NULL;
+  for (int64_t i = 0; pp && i < B * S; i++)
+    if (pp[i] < 0 || pp[i] >= cs->dims[0])
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: position_ids[%lld] = %lld is outside the caches' %lld rows", op,
+                            (long long)i, (long long)pp[i], (long long)cs->dims[0]);
+  float *buf = malloc(sizeof(float) * (size_t)(D + rd + 1));
+  if (!buf) return oom(op);
+  float *row = buf, *cosv = buf + D, *sinv = cosv + half;
+  int dt = x->dtype;
+  size_t es = dt == DVM_F32 ? 4 : 2;
+  const char *xp = dvm_tensor_ptr(x), *cp = dvm_tensor_ptr(cs), *sp = dvm_tensor_ptr(sn);
+  char *yp = dvm_tensor_ptr(a->out[0]);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t s = 0; s < S; s++) {
+      int64_t crow = pp ? pp[b * S + s] : b * S + s;
+      dvm_vec_load(dt, cp + (size_t)(crow * half) * es, cosv, half);
+      dvm_vec_load(dt, sp + (size_t)(crow * half) * es, sinv, half);
+      for (int64_t h = 0; h < H; h++) {
+        int64_t at = x->rank == 4 ? ((b * H + h) * S + s) * D : (b * S + s) * H * D + h * D;
+        dvm_vec_load(dt, xp + (size_t)at * es, row, D);
+        for (int64_t k = 0; k < half; k++) {
+          int64_t i1 = inter ? 2 * k : k, i2 = inter ? 2 * k + 1 : k + half;
+          float x1 = row[i1], x2 = row[i2];
+          row[i1] = cosv[k] * x1 - sinv[k] * x2;
+          row[i2] = sinv[k] * x1 + cosv[k] * x2;
+        }
+        dvm_vec_store(dt, row, yp + (size_t)at * es, D);
+      }
+    }
+  free(buf);
+  return NULL;
+}
+
+#define FLOATS (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))
+const dvm_kernel_def dvm_cpu_attention_kernels[] = {
+    {"sdpa", DVM_DEVICE_CPU, sdpa, "sdpa", .dtypes = DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16)},
+    {"rotary_embedding", DVM_DEVICE_CPU, rotary_embedding, "same", .dtypes = FLOATS},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};

@@ -1,0 +1,24 @@
+/* The dims of the ONNX attention ops, shared by the sdpa kernel
+ * (ops/cpu/attention.c) and its shape function (shapefuncs/attention.c). */
+#ifndef DVM_SHAPEFUNCS_ATTENTION_H
+#define DVM_SHAPEFUNCS_ATTENTION_H
+
+#include "dvm/value.h"
+
+/* sdpa's `present` attribute: bits 3..6 the given optional inputs (the
+ * ONNX node's attn_mask, past_key, past_value, nonpad_kv_seqlen), bits
+ * 8..11 the wanted outputs, and this bit: scale was given. */
+#define DVM_SDPA_HAS_SCALE (1 << 16)
+
+typedef struct dvm_sdpa_dims {
+  int rank;                 /* of Q, K and V: 3 or 4 */
+  int64_t b, hq, hkv, sq, skv, past, dh, dv; /* head sizes dh (Q, K), dv (V) */
+} dvm_sdpa_dims;
+
+/* The dims from Q, K, V (all 3-D or all 4-D) and past_key (prank < 0:
+ * none), with q_heads and kv_heads for 3-D inputs; fails naming `fn`. */
+DVM_MUST_USE dvm_status *dvm_sdpa_dims_of(const char *fn, int qr, const int64_t *q, int kr, const int64_t *k, int vr,
+                                          const int64_t *v, int pr, const int64_t *p, int64_t q_heads,
+                                          int64_t kv_heads, dvm_sdpa_dims *d);
+
+#endif
