@@ -6,7 +6,8 @@
  *   matmul (in: A, B) -> Y
  *     ONNX MatMul (shapes and batch broadcasting: shapefuncs/matmul.h).
  *     A, B and Y each f32, f16 or bf16; f16 and bf16 are converted to f32
- *     and accumulated in f32, so f32 stays exact to sgemm. Shape function
+ *     and accumulated in f32, so f32 stays exact to sgemm. Or f64
+ *     throughout, computed in f64 by einsum's plain loop. Shape function
  *     "matmul".
  *   gemm (in: A, B[, C]; attrs: transA:int, transB:int, alpha:float, beta:float) -> Y
  *     ONNX Gemm: Y = alpha op(A) op(B) + beta C, A and B 2-D, C broadcast
@@ -21,9 +22,8 @@
  *     implicit output (no "->": the ellipsis dims, then the letters seen
  *     once, in ASCII order), repeated letters in an input (diagonals).
  *     Dtypes as matmul, or f64 throughout, computed in f64 by a plain loop
- *     (oneDNN has no f64 GEMM; ONNX's einsum tests are f64). Matmul and gemm
- *     could take f64 the same way; they refuse it, as tests/ops/
- *     test_kernels.c pins. Two inputs contract as one batched sgemm, with the
+ *     (oneDNN has no f64 GEMM; ONNX's einsum tests are f64); so does matmul
+ *     (the f64 expansions of ONNX's attention tests); gemm refuses f64. Two inputs contract as one batched sgemm, with the
  *     transposes folded into its trans flags and leading dims where the
  *     layout allows and a copy into [batch, rows, cols] where not; more
  *     inputs contract left to right; labels only one input has are summed
@@ -391,7 +391,7 @@ static int64_t batch_strides(const dvm_tensor *t, int mat, int br, int64_t *stri
 static dvm_status *matmul(const dvm_kernel_args *a) {
   int cdt;
   dvm_status *st = dvm_kargs_check(a, "matmul", 2, 1, DVM_DEVICE_CPU);
-  if (!st) st = compute_dtype(a, "matmul", 0, &cdt);
+  if (!st) st = compute_dtype(a, "matmul", 1, &cdt);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->in[1], *o = a->out[0];
   int rank;
@@ -1026,7 +1026,8 @@ static dvm_status *einsum(const dvm_kernel_args *a) {
 
 const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
     [K_MATMUL] = {"matmul", DVM_DEVICE_CPU, matmul, "matmul", .prepack = matmul_prepack,
-                  .dtypes = DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16)},
+                  .dtypes = DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16) |
+                            DVM_DTYPE_BIT(DVM_F64)},
     [K_GEMM] = {"gemm", DVM_DEVICE_CPU, gemm, "gemm", .prepack = gemm_prepack},
     [K_EINSUM] = {"einsum", DVM_DEVICE_CPU, einsum, "einsum"},
     [K_END] = {NULL, DVM_DEVICE_CPU, NULL, NULL},

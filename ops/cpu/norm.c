@@ -2,8 +2,9 @@
  *
  *   softmax, logsoftmax (in: x; attrs: axis:int) -> y
  *     ONNX opset 13: along one axis, in [-rank, rank). f32, and f16/bf16
- *     storage computed in f32; y has x's shape and dtype (no shape
- *     function "same"). Numerically stable: exp(x - max) over the axis.
+ *     storage computed in f32, or f64 computed in f64 by a plain loop; y
+ *     has x's shape and dtype (no shape function "same"). Numerically
+ *     stable: exp(x - max) over the axis.
  *   layernorm (in: X, Scale[, B]; attrs: axis:int, epsilon:float)
  *       -> Y[, Mean[, InvStdDev]]
  *     ONNX LayerNormalization (opset 17): normalizes over the dims from axis
@@ -275,13 +276,26 @@ DVM_VEC static void softmax_cols(const void *job, int64_t t0, int64_t t1) {
 
 #pragma GCC pop_options
 
+/* f64 (ONNX's attention expansions with softmax_precision DOUBLE): a
+ * plain loop per (outer, inner) column of the [no, nr, ni] view. */
+static void softmax_f64(const double *x, double *y, int64_t no, int64_t nr, int64_t ni, int lg) {
+  for (int64_t o = 0; o < no; o++)
+    for (int64_t i = 0; i < ni; i++) {
+      const double *xc = x + o * nr * ni + i;
+      double *yc = y + o * nr * ni + i, mx = -INFINITY, sum = 0;
+      for (int64_t r = 0; r < nr; r++) mx = isnan(xc[r * ni]) || isnan(mx) ? NAN : xc[r * ni] > mx ? xc[r * ni] : mx;
+      for (int64_t r = 0; r < nr; r++) sum += exp(xc[r * ni] - mx);
+      for (int64_t r = 0; r < nr; r++) yc[r * ni] = lg ? xc[r * ni] - mx - log(sum) : exp(xc[r * ni] - mx) / sum;
+    }
+}
+
 static dvm_status *softmax_any(const dvm_kernel_args *a, int log) {
   const char *op = log ? "logsoftmax" : "softmax";
   dvm_status *st = dvm_kargs_check(a, op, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->out[0];
   int axis;
-  if ((st = check_dtype(op, "x", x))) return st;
+  if (x->dtype != DVM_F64 && (st = check_dtype(op, "x", x))) return st;
   if (y->dtype != x->dtype)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y is %s, x %s: want the same", op,
                           dvm_dtype_name((dvm_dtype)y->dtype), dvm_dtype_name((dvm_dtype)x->dtype));
@@ -294,6 +308,10 @@ static dvm_status *softmax_any(const dvm_kernel_args *a, int log) {
   if (n == 0) return NULL;
   for (int d = 0; d < axis; d++) no *= x->dims[d];
   for (int d = axis + 1; d < x->rank; d++) ni *= x->dims[d];
+  if (x->dtype == DVM_F64) {
+    softmax_f64(dvm_tensor_ptr(x), dvm_tensor_ptr(y), no, nr, ni, log);
+    return NULL;
+  }
   f32_io io;
   if ((st = io_begin(op, x, y, &io))) return st;
   softmax_job j = {io.x, io.y, nr, ni, log};
@@ -525,8 +543,8 @@ static dvm_status *batchnorm(const dvm_kernel_args *a) {
 #define F32_F16_BF16 (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))
 
 const dvm_kernel_def dvm_cpu_norm_kernels[] = {
-    {"softmax", DVM_DEVICE_CPU, softmax, "same", .dtypes = F32_F16_BF16, .inplace = 1},
-    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .dtypes = F32_F16_BF16, .inplace = 1},
+    {"softmax", DVM_DEVICE_CPU, softmax, "same", .dtypes = F32_F16_BF16 | DVM_DTYPE_BIT(DVM_F64), .inplace = 1},
+    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .dtypes = F32_F16_BF16 | DVM_DTYPE_BIT(DVM_F64), .inplace = 1},
     {"layernorm", DVM_DEVICE_CPU, layernorm, "layernorm", .inplace = 1},
     {"rmsnorm", DVM_DEVICE_CPU, rmsnorm, "layernorm", .inplace = 1},
     {"batchnorm", DVM_DEVICE_CPU, batchnorm, "same", .inplace = 1},

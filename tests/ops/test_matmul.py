@@ -181,10 +181,20 @@ def test_matmul_bf16(do):
     close(got, want, k=13, dtype=do)
 
 
+@pytest.mark.parametrize("a,b", [((7,), (7,)), ((1, 1), (1, 1)), ((0, 13), (13, 5)), ((3, 1, 4, 5), (2, 5, 6)),
+                                 ((2, 7, 13), (13, 3)), ((4, 16, 64), (4, 64, 16))])
+def test_matmul_f64(a, b):
+    """f64 throughout, computed in f64 (the einsum engine's plain loop)."""
+    x, y = rand(a).astype(np.float64), rand(b).astype(np.float64)
+    got = run1("matmul", [x, y])
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np.matmul(x, y), rtol=1e-12, atol=1e-12)
+
+
 def test_matmul_errors():
     with pytest.raises(DvmError, match=r"matmul: \[2,3\] x \[4,5\]: inner dims 3 != 4"):
         run1("matmul", [rand((2, 3)), rand((4, 5))])
-    with pytest.raises(DvmError, match=r"matmul: dtypes i64, i64 -> i64: only f32 is supported"):
+    with pytest.raises(DvmError, match=r"matmul: dtypes i64, i64 -> i64: want f32, f16 and bf16 \(computed in f32\), or f64"):
         run1("matmul", [np.ones((2, 3), np.int64), np.ones((3, 4), np.int64)])
     with pytest.raises(DvmError, match=r"matmul: output \[2,5\] != \[2,4\], the product of"):
         run1("matmul", [rand((2, 3)), rand((3, 4))], outputs=[(np.float32, (2, 5))])
@@ -386,8 +396,8 @@ def test_einsum_dtype_errors():
     with pytest.raises(DvmError, match=r"einsum: dtypes f64, f32 -> f64: want f32, f16 and bf16 "
                                        r"\(computed in f32\), or f64 throughout"):
         einsum("ij,jk->ik", [rand((2, 3), np.float64), rand((3, 4))], out_dtypes=[np.float64])
-    with pytest.raises(DvmError, match=r"matmul: dtypes f64, f64 -> f64: only f32 is supported"):
-        run1("matmul", [rand((2, 3), np.float64), rand((3, 4), np.float64)])
+    with pytest.raises(DvmError, match=r"matmul: dtypes f64, f32 -> f64: want f32, f16 and bf16"):
+        run1("matmul", [rand((2, 3), np.float64), rand((3, 4))], out_dtypes=[np.float64])
 
 
 @pytest.mark.parametrize("do", [np.float16, np.float32])

@@ -63,6 +63,15 @@ def test_softmax_bf16(op):
     close(got, softmax_ref(x.astype(np.float32), 1, op == "logsoftmax"), BF16)
 
 
+@pytest.mark.parametrize("op", ["softmax", "logsoftmax"])
+@pytest.mark.parametrize("shape,axis", [((7,), 0), ((3, 13), 1), ((2, 3, 31), 1), ((2, 0, 3), 1), ((1025, 1), 0)])
+def test_softmax_f64(op, shape, axis):
+    x = rand(shape, np.float64, 30.0)
+    got = run1(op, [x], [axis], outputs=[(np.float64, shape)])
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, softmax_ref(x, axis, op == "logsoftmax"), rtol=1e-12, atol=1e-12)
+
+
 def test_softmax_extremes():
     # a masked row (-inf), huge magnitudes, and a NaN that poisons only its row
     x = np.array([[0, -np.inf, 1, -np.inf], [1e30, -1e30, 3e38, 0], [1, np.nan, 2, 3],
