@@ -35,10 +35,12 @@
  *     position ids, cos/sin_cache[b, s] ([B, S, rd / 2]).
  *
  * Shape functions "sdpa" (shapefuncs/attention.c) and "same". Products go
- * to oneDNN's sgemm: one task per (batch, q head) when there are enough
- * of them for the threads, else the tasks in turn with a threaded sgemm. */
+ * to oneDNN's sgemm, single-threaded, on the threads of the kernels' pool
+ * (par.h): one task per (batch, q head, block of QB queries). */
 #include <math.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +51,9 @@
 #include "shapefuncs/attr.h"
 #include "shapefuncs/attention.h"
 #include "shapefuncs/shape.h"
+
+/* Queries per task: the keys' products and the softmax of QB rows. */
+#define QB 32
 
 static dvm_status *oom(const char *op) { return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op); }
 
@@ -74,7 +79,7 @@ typedef struct sdpa_job {
   int causal, mode, past;
   float scale, softcap;
   int64_t left, right;
-  int failed;
+  atomic_int failed;
 } sdpa_job;
 
 /* The bias of key j for query i of batch b and head h (0 or -inf, or the
@@ -92,22 +97,24 @@ static float bias_at(const sdpa_job *j, int64_t b, int64_t h, int64_t i, int64_t
   return bias;
 }
 
-/* One (batch, q head): p is Sq * T floats of scratch. */
+/* One (batch, q head, block of QB queries): p is QB * T floats of scratch. */
 static int sdpa_task(const sdpa_job *j, int64_t task, float *p) {
   const dvm_sdpa_dims *d = &j->d;
-  int64_t b = task / d->hq, h = task % d->hq, kvh = h / (d->hq / d->hkv), T = d->past + d->skv;
+  int64_t blocks = (d->sq + QB - 1) / QB, bh = task / blocks, i0 = task % blocks * QB;
+  int64_t b = bh / d->hq, h = bh % d->hq, kvh = h / (d->hq / d->hkv), T = d->past + d->skv;
+  int64_t rows = d->sq - i0 < QB ? d->sq - i0 : QB;
   int64_t ldq = d->rank == 3 ? d->hq * d->dh : d->dh, ldy = d->rank == 3 ? d->hq * d->dv : d->dv;
-  const float *q = j->q + (d->rank == 3 ? b * d->sq * ldq + h * d->dh : task * d->sq * d->dh);
+  const float *q = j->q + (d->rank == 3 ? b * d->sq * ldq + h * d->dh : bh * d->sq * d->dh) + i0 * ldq;
   const float *k = j->k + (b * d->hkv + kvh) * T * d->dh, *v = j->v + (b * d->hkv + kvh) * T * d->dv;
-  float *y = j->y + (d->rank == 3 ? b * d->sq * ldy + h * d->dv : task * d->sq * d->dv);
-  if (!d->sq) return 1;
+  float *y = j->y + (d->rank == 3 ? b * d->sq * ldy + h * d->dv : bh * d->sq * d->dv) + i0 * ldy;
   if (T && d->dh) {
-    if (dnnl_sgemm('N', 'T', d->sq, T, d->dh, j->scale, q, ldq, k, d->dh, 0.0f, p, T) != dnnl_success) return 0;
+    if (dnnl_sgemm('N', 'T', rows, T, d->dh, j->scale, q, ldq, k, d->dh, 0.0f, p, T) != dnnl_success) return 0;
   } else {
-    memset(p, 0, sizeof(float) * (size_t)(d->sq * T));
+    memset(p, 0, sizeof(float) * (size_t)(rows * T));
   }
-  for (int64_t i = 0; i < d->sq; i++) {
-    float *row = p + i * T, *qk = j->qk ? j->qk + (task * d->sq + i) * T : NULL, mx = -INFINITY, sum = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t i = i0 + r;
+    float *row = p + r * T, *qk = j->qk ? j->qk + (bh * d->sq + i) * T : NULL, mx = -INFINITY, sum = 0;
     int open = 0;
     for (int64_t c = 0; c < T; c++) {
       float s = j->softcap > 0 ? j->softcap * tanhf(row[c] / j->softcap) : row[c], bias = bias_at(j, b, h, i, c);
@@ -125,21 +132,21 @@ static int sdpa_task(const sdpa_job *j, int64_t task, float *p) {
   }
   if (!d->dv) return 1;
   if (!T) {
-    for (int64_t i = 0; i < d->sq; i++) memset(y + i * ldy, 0, sizeof(float) * (size_t)d->dv);
+    for (int64_t r = 0; r < rows; r++) memset(y + r * ldy, 0, sizeof(float) * (size_t)d->dv);
     return 1;
   }
-  return dnnl_sgemm('N', 'N', d->sq, d->dv, T, 1.0f, p, T, v, d->dv, 0.0f, y, ldy) == dnnl_success;
+  return dnnl_sgemm('N', 'N', rows, d->dv, T, 1.0f, p, T, v, d->dv, 0.0f, y, ldy) == dnnl_success;
 }
 
 static void sdpa_tasks(const void *job, int64_t t0, int64_t t1) {
   sdpa_job *j = (sdpa_job *)job;
-  float *p = malloc(sizeof(float) * (size_t)(j->d.sq * (j->d.past + j->d.skv) + 1));
+  float *p = malloc(sizeof(float) * (size_t)(QB * (j->d.past + j->d.skv) + 1));
   if (!p) {
-    j->failed = 1;
+    atomic_store(&j->failed, 1);
     return;
   }
   for (int64_t t = t0; t < t1; t++)
-    if (!sdpa_task(j, t, p)) j->failed = 1;
+    if (!sdpa_task(j, t, p)) atomic_store(&j->failed, 1);
   free(p);
 }
 
@@ -276,15 +283,11 @@ static dvm_status *sdpa(const dvm_kernel_args *a) {
   concat_kv(d, pasts[0], qkv[1], d->dh, kv[0]);
   concat_kv(d, pasts[1], qkv[2], d->dv, kv[1]);
   j.q = qkv[0], j.k = kv[0], j.v = kv[1];
-  int threads = dvm_kargs_threads(a);
-  int64_t tasks = d->b * d->hq;
-  if (tasks >= threads) {
-    dvm_vec_parallel(threads, tasks, sdpa_tasks, &j);
-  } else {
-    if (threads != omp_get_max_threads()) omp_set_num_threads(threads);
-    sdpa_tasks(&j, 0, tasks);
-  }
-  if (j.failed) {
+  /* oneDNN sizes its OpenMP team by the calling thread's setting: 1, as
+   * on the pool's workers */
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  dvm_vec_parallel(dvm_kargs_threads(a), d->b * d->hq * ((d->sq + QB - 1) / QB), sdpa_tasks, &j);
+  if (atomic_load(&j.failed)) {
     st = dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed or out of memory", op);
     goto done;
   }
