@@ -19,6 +19,7 @@
 #include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/movement.h"
+#include "ops/cpu/par.h"
 #include "ops/kargs.h"
 #include "shapefuncs/generate.h"
 #include "shapefuncs/shape.h"
@@ -60,6 +61,34 @@ WRITE(uint64_t)
 typedef void (*write_fn)(const void *x, uint64_t mask, int rank, const int64_t *dims, int64_t s,
                          int64_t e, int64_t *out, int64_t n, int64_t pos);
 
+/* nonzero's parts over the pool (par.h): first each part's count into
+ * start[t + 1], then each part's indices from start[t]. */
+typedef struct nz_job {
+  const char *px;
+  size_t esz;
+  dvm_dtype dt;
+  int64_t total, parts, *start;
+  write_fn write;
+  uint64_t mask;
+  const dvm_tensor *x;
+  int64_t *out, n;
+} nz_job;
+
+static void nz_count(void *ctx, int64_t t0, int64_t t1) {
+  const nz_job *j = ctx;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t s = j->total * t / j->parts, e = j->total * (t + 1) / j->parts;
+    j->start[t + 1] = dvm_nonzero_count(j->px + s * (int64_t)j->esz, e - s, j->dt);
+  }
+}
+
+static void nz_write(void *ctx, int64_t t0, int64_t t1) {
+  const nz_job *j = ctx;
+  for (int64_t t = t0; t < t1; t++)
+    j->write(j->px, j->mask, j->x->rank, j->x->dims, j->total * t / j->parts,
+             j->total * (t + 1) / j->parts, j->out, j->n, j->start[t]);
+}
+
 static dvm_status *nonzero(const dvm_kernel_args *a) {
   dvm_status *st = dvm_cpu_check_io(a, "nonzero", 1, 1, 1, 0);
   if (st) return st;
@@ -74,11 +103,8 @@ static dvm_status *nonzero(const dvm_kernel_args *a) {
   if (parts > MAX_PARTS) parts = MAX_PARTS;
   if (parts < 1) parts = 1;
   /* count per part, then each part writes from where the earlier ones end */
-#pragma omp parallel for num_threads((int)parts) if (parts > 1)
-  for (int64_t t = 0; t < parts; t++) {
-    int64_t s = total * t / parts, e = total * (t + 1) / parts;
-    start[t + 1] = dvm_nonzero_count(px + s * (int64_t)esz, e - s, dt);
-  }
+  nz_job j = {px, esz, dt, total, parts, start};
+  dvm_par_for((int)parts, parts, 1, nz_count, &j);
   for (int64_t t = 0; t < parts; t++) start[t + 1] += start[t];
   int64_t n = start[parts], want[2] = {x->rank, n};
   if ((st = dvm_cpu_check_shape("nonzero", y, 0, 2, want))) return st;
@@ -88,9 +114,12 @@ static dvm_status *nonzero(const dvm_kernel_args *a) {
   write_fn fn = writes[esz == 1 ? 0 : esz == 2 ? 1 : esz == 4 ? 2 : 3];
   uint64_t mask = dvm_nonzero_mask(dt);
   int64_t *py = dvm_tensor_ptr(y);
-#pragma omp parallel for num_threads((int)parts) if (parts > 1)
-  for (int64_t t = 0; t < parts; t++)
-    fn(px, mask, x->rank, x->dims, total * t / parts, total * (t + 1) / parts, py, n, start[t]);
+  j.write = fn;
+  j.mask = mask;
+  j.x = x;
+  j.out = py;
+  j.n = n;
+  dvm_par_for((int)parts, parts, 1, nz_write, &j);
   return NULL;
 }
 

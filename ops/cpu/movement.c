@@ -30,7 +30,6 @@
  * source goes by blocks instead, 4 x 4 transposes in SIMD registers, so
  * that both sides stay in cache. */
 #include <limits.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,13 +118,6 @@ static void strides_of(const dvm_tensor *t, int64_t *s) {
 static int threads_for(const dvm_kernel_args *a, int64_t work) {
   int64_t nt = work / MIN_CHUNK, max = dvm_kargs_threads(a);
   return nt < 1 ? 1 : nt > max ? (int)max : (int)nt;
-}
-
-/* [s, e) of `n` items for this thread of the team. */
-static void share(int64_t n, int64_t *s, int64_t *e) {
-  int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
-  *s = n * t / k;
-  *e = n * (t + 1) / k;
 }
 
 static int size_index(size_t esz) { return esz == 1 ? 0 : esz == 2 ? 1 : esz == 4 ? 2 : 3; }
@@ -292,20 +284,22 @@ static const pick_fn picks[4] = BY_SIZE(pick);
 static const gather_fn gathers[4] = BY_SIZE(gather);
 static const gel_fn gels[4] = BY_SIZE(gel);
 
+typedef struct fill_job {
+  fill_fn fn;
+  char *dst;
+  const void *elem;
+  size_t esz;
+} fill_job;
+
+static void fill_range(void *ctx, int64_t s, int64_t e) {
+  const fill_job *j = ctx;
+  j->fn(j->dst + s * (int64_t)j->esz, j->elem, e - s);
+}
+
 void dvm_cpu_fill(void *dst, const void *elem, size_t esz, int64_t n, int threads) {
-  fill_fn fn = fills[size_index(esz)];
   int64_t nt = n / MIN_CHUNK;
-  if (nt > threads) nt = threads;
-  if (nt <= 1) {
-    fn(dst, elem, n);
-    return;
-  }
-#pragma omp parallel num_threads((int)nt)
-  {
-    int64_t s, e;
-    share(n, &s, &e);
-    fn((char *)dst + s * (int64_t)esz, elem, e - s);
-  }
+  fill_job j = {fills[size_index(esz)], dst, elem, esz};
+  dvm_par_for(nt < threads ? (int)nt : threads, n, 1, fill_range, &j);
 }
 
 /* ---- the strided copy ---- */
@@ -543,6 +537,17 @@ static void gel_rows(const dvm_tensor *x, const dvm_tensor *idx, int axis, char 
   }
 }
 
+typedef struct gel_job {
+  const dvm_tensor *x, *idx;
+  int axis;
+  char *out;
+} gel_job;
+
+static void gel_range(void *ctx, int64_t s, int64_t e) {
+  const gel_job *j = ctx;
+  gel_rows(j->x, j->idx, j->axis, j->out, s, e);
+}
+
 static dvm_status *gather_elements(const dvm_kernel_args *a) {
   call_values cv;
   dvm_gather_info p;
@@ -559,17 +564,8 @@ static dvm_status *gather_elements(const dvm_kernel_args *a) {
   if (total == 0) return NULL;
   int64_t nrows = total / idx->dims[idx->rank - 1];
   char *py = dvm_tensor_ptr(y);
-  int nt = threads_for(a, total);
-  if (nt <= 1) {
-    gel_rows(x, idx, p.axis, py, 0, nrows);
-    return NULL;
-  }
-#pragma omp parallel num_threads(nt)
-  {
-    int64_t s, e;
-    share(nrows, &s, &e);
-    gel_rows(x, idx, p.axis, py, s, e);
-  }
+  gel_job j = {x, idx, p.axis, py};
+  dvm_par_for(threads_for(a, total), nrows, 1, gel_range, &j);
   return NULL;
 }
 
@@ -781,6 +777,20 @@ static void pad_dim(const dvm_pad_info *p, const pad_border *bd, const int64_t *
   }
 }
 
+typedef struct pad_job {
+  const dvm_pad_info *p;
+  const pad_border *bd;
+  const int64_t *kept, *ys;
+  const char *value;
+  size_t esz;
+  char *y;
+} pad_job;
+
+static void pad_range(void *ctx, int64_t s, int64_t e) {
+  const pad_job *j = ctx;
+  pad_dim(j->p, j->bd, j->kept, j->ys, j->value, j->esz, j->y, s, e);
+}
+
 /* The border of dim k into bd, whose arrays have room for it. */
 static void pad_border_of(const dvm_pad_info *p, int k, const int64_t *kept, pad_border *bd) {
   int64_t b = p->before[k] > 0 ? p->before[k] : 0;
@@ -843,18 +853,8 @@ static dvm_status *pad(const dvm_kernel_args *a) {
     for (int d = 0; d < k; d++) outer *= kept[d];
     if (p.dims[k] == kept[k] || !outer) continue;
     pad_border_of(&p, k, kept, &bd);
-    int nt = threads_for(a, outer * bd.n * ys[k]);
-    if (nt > outer) nt = (int)outer;
-    if (nt <= 1) {
-      pad_dim(&p, &bd, kept, ys, value, esz, py, 0, outer);
-      continue;
-    }
-#pragma omp parallel num_threads(nt)
-    {
-      int64_t s, e;
-      share(outer, &s, &e);
-      pad_dim(&p, &bd, kept, ys, value, esz, py, s, e);
-    }
+    pad_job j = {&p, &bd, kept, ys, value, esz, py};
+    dvm_par_for(threads_for(a, outer * bd.n * ys[k]), outer, 1, pad_range, &j);
   }
   if (bd.to != buf) free(bd.to);
   return NULL;
@@ -876,6 +876,20 @@ static void trilu_rows(const char *x, char *y, int64_t m, int64_t n, int upper, 
   }
 }
 
+typedef struct trilu_job {
+  const char *x;
+  char *y;
+  int64_t m, n;
+  int upper;
+  int64_t k;
+  size_t esz;
+} trilu_job;
+
+static void trilu_range(void *ctx, int64_t s, int64_t e) {
+  const trilu_job *j = ctx;
+  trilu_rows(j->x, j->y, j->m, j->n, j->upper, j->k, j->esz, s, e);
+}
+
 static dvm_status *trilu(const dvm_kernel_args *a) {
   call_values cv;
   dvm_trilu_info p;
@@ -892,17 +906,8 @@ static dvm_status *trilu(const dvm_kernel_args *a) {
   size_t esz = dvm_dtype_size((dvm_dtype)x->dtype);
   const char *px = dvm_tensor_ptr(x);
   char *py = dvm_tensor_ptr(y);
-  int nt = threads_for(a, total);
-  if (nt <= 1) {
-    trilu_rows(px, py, m, n, p.upper, k, esz, 0, nrows);
-    return NULL;
-  }
-#pragma omp parallel num_threads(nt)
-  {
-    int64_t s, e;
-    share(nrows, &s, &e);
-    trilu_rows(px, py, m, n, p.upper, k, esz, s, e);
-  }
+  trilu_job j = {px, py, m, n, p.upper, k, esz};
+  dvm_par_for(threads_for(a, total), nrows, 1, trilu_range, &j);
   return NULL;
 }
 

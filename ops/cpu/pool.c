@@ -26,12 +26,12 @@
  * division. Planes (n, c) are independent and split among threads. */
 #include <float.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/par.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/shape.h"
@@ -262,17 +262,34 @@ static const plane_fn argmax_fns[DVM_DTYPE_COUNT] = {
     [DVM_F32] = argmax_f32, [DVM_F64] = argmax_f64, [DVM_I8] = argmax_i8, [DVM_U8] = argmax_u8};
 static const plane_fn avg_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = avg_f32, [DVM_F64] = avg_f64};
 
+typedef struct planes_job {
+  const geom *g;
+  plane_fn fn;
+  size_t esz, row;
+  const char *x;
+  char *y, *tmp;
+  int64_t *idx;
+  int flag;
+} planes_job;
+
+static void planes_range(void *ctx, int64_t s, int64_t e) {
+  const planes_job *j = ctx;
+  const geom *g = j->g;
+  int64_t plane = g->in[0] * g->in[1] * g->in[2], oplane = g->out[0] * g->out[1] * g->out[2];
+  char *tmp = j->tmp + j->row * (size_t)dvm_par_slot();
+  for (int64_t p = s; p < e; p++)
+    j->fn(g, j->x + p * plane * (int64_t)j->esz, j->y + p * oplane * (int64_t)j->esz,
+          j->idx ? j->idx + p * oplane : NULL, p * plane, j->flag, tmp);
+}
+
 /* Each thread gets a row of X as scratch. */
 static dvm_status *run_planes(const char *op, const geom *g, plane_fn fn, size_t esz, const char *x,
                               char *y, int64_t *idx, int flag, int threads) {
-  int64_t plane = g->in[0] * g->in[1] * g->in[2], oplane = g->out[0] * g->out[1] * g->out[2];
   size_t row = ((size_t)g->in[2] * esz + 63) & ~(size_t)63;
   char *tmp = malloc(row * (size_t)threads);
   if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %d rows", op, threads);
-#pragma omp parallel for num_threads(threads) if (threads > 1)
-  for (int64_t p = 0; p < g->planes; p++)
-    fn(g, x + p * plane * (int64_t)esz, y + p * oplane * (int64_t)esz,
-       idx ? idx + p * oplane : NULL, p * plane, flag, tmp + row * (size_t)omp_get_thread_num());
+  planes_job j = {g, fn, esz, row, x, y, tmp, idx, flag};
+  dvm_par_for(threads, g->planes, 1, planes_range, &j);
   free(tmp);
   return NULL;
 }
@@ -368,6 +385,19 @@ typedef void (*global_fn)(const void *, void *, int64_t);
 static const global_fn gavg_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = gavg_f32, [DVM_F64] = gavg_f64};
 static const global_fn gmax_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = gmax_f32, [DVM_F64] = gmax_f64};
 
+typedef struct global_job {
+  global_fn fn;
+  size_t esz;
+  int64_t n;
+  const char *x;
+  char *y;
+} global_job;
+
+static void global_range(void *ctx, int64_t s, int64_t e) {
+  const global_job *j = ctx;
+  for (int64_t p = s; p < e; p++) j->fn(j->x + p * j->n * (int64_t)j->esz, j->y + p * (int64_t)j->esz, j->n);
+}
+
 static dvm_status *global_pool(const dvm_kernel_args *a, bool max) {
   const char *op = max ? "global_max_pool" : "global_average_pool";
   const global_fn *fns = max ? gmax_fns : gavg_fns;
@@ -389,10 +419,11 @@ static dvm_status *global_pool(const dvm_kernel_args *a, bool max) {
   size_t esz = dvm_dtype_size((dvm_dtype)x->dtype);
   const char *px = dvm_tensor_ptr(x);
   char *py = dvm_tensor_ptr(a->out[0]);
-#pragma omp parallel for num_threads((int)t) if (t > 1)
-  for (int64_t p = 0; p < planes; p++) fn(px + p * n * (int64_t)esz, py + p * (int64_t)esz, n);
+  global_job j = {fn, esz, n, px, py};
+  dvm_par_for((int)t, planes, 1, global_range, &j);
   return NULL;
 }
+
 
 static dvm_status *max_pool(const dvm_kernel_args *a) { return window_pool(a, true); }
 static dvm_status *average_pool(const dvm_kernel_args *a) { return window_pool(a, false); }

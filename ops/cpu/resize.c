@@ -34,12 +34,12 @@
  * then the weighted sum of the input rows that the taps of its outer dims
  * select, each read through the last dim's taps. */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/par.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/shape.h"
@@ -276,6 +276,22 @@ static dvm_status *check(const dvm_kernel_args *a, dvm_resize *r, int64_t *want)
   return NULL;
 }
 
+/* run_rows over the pool (par.h), with each thread's slice of the
+ * offsets and weights scratch. */
+typedef struct rows_job {
+  const plan *p;
+  const char *x;
+  char *y;
+  int64_t *off;
+  float *wt;
+} rows_job;
+
+static void rows_range(void *ctx, int64_t s, int64_t e) {
+  const rows_job *j = ctx;
+  int64_t t = dvm_par_slot();
+  run_rows(j->p, j->x, j->y, s, e, j->off + t * j->p->combos, j->wt + t * j->p->combos);
+}
+
 static dvm_status *resize(const dvm_kernel_args *a) {
   dvm_resize r;
   int64_t want[DVM_MAX_RANK];
@@ -349,12 +365,8 @@ static dvm_status *resize(const dvm_kernel_args *a) {
   float *wt = (float *)(off + nt * p.combos);
   const char *px = dvm_tensor_ptr(x);
   char *py = dvm_tensor_ptr(y);
-#pragma omp parallel num_threads((int)nt) if (nt > 1)
-  {
-    int64_t t = omp_get_thread_num(), n = omp_get_num_threads();
-    int64_t r0 = p.rows * t / n, r1 = p.rows * (t + 1) / n;
-    run_rows(&p, px, py, r0, r1, off + t * p.combos, wt + t * p.combos);
-  }
+  rows_job j = {&p, px, py, off, wt};
+  dvm_par_for((int)nt, p.rows, 1, rows_range, &j);
   free(off);
   free(bidx);
   free(mem);
