@@ -903,6 +903,90 @@ static void rule_gather_elements(inf *I, const dvmc_node *n) {
   if (n->nin > 1 && n->in[1]) set_shape(n->out[0], n->in[1]->rank, n->in[1]->dims);
 }
 
+/* GatherND: indices.dims[:-1] + data.dims[batch_dims + k:], for a known k
+ * (indices' last dim). */
+static void rule_gather_nd(inf *I, const dvmc_node *n) {
+  (void)I;
+  const dvmc_value *x = n->in[0], *idx = n->nin > 1 ? n->in[1] : NULL;
+  int64_t k, b = dvmc_attr_int(n, "batch_dims", 0);
+  if (!x || !idx || x->rank < 1 || idx->rank < 1 || !idx->dims[idx->rank - 1] ||
+      !dvmc_expr_is_const(idx->dims[idx->rank - 1], &k) || b < 0 || k < 1 || b + k > x->rank ||
+      idx->rank - 1 + x->rank - b - k > DVM_MAX_RANK)
+    return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < idx->rank - 1; i++) d[r++] = idx->dims[i];
+  for (int i = (int)(b + k); i < x->rank; i++) d[r++] = x->dims[i];
+  set_shape(n->out[0], r, d);
+}
+
+/* A one-element numeric constant as an int (floats truncated). */
+static int const_number(const dvmc_value *v, int64_t *out) {
+  const dvmc_tensor *t = v ? v->constant : NULL;
+  if (!t || t->nbytes != dvm_dtype_size(t->dtype)) return 0;
+  switch (t->dtype) {
+  case DVM_F32: *out = (int64_t) * (const float *)t->data; return 1;
+  case DVM_F64: *out = (int64_t) * (const double *)t->data; return 1;
+  case DVM_I32: *out = *(const int32_t *)t->data; return 1;
+  case DVM_I64: *out = *(const int64_t *)t->data; return 1;
+  default: return 0;
+  }
+}
+
+/* OneHot: indices' dims with depth at axis (read at run time unless a
+ * constant). */
+static void rule_onehot(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0 || x->rank >= DVM_MAX_RANK || n->nin < 2) return;
+  int axis = norm_axis(dvmc_attr_int(n, "axis", -1), x->rank + 1);
+  if (axis < 0) return;
+  int64_t depth;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  for (int i = 0, j = 0; i <= x->rank; i++)
+    d[i] = i != axis ? x->dims[j++] : const_number(n->in[1], &depth) && depth > 0 ? dvmc_const(I->x, depth) : data_dim(I, "depth");
+  set_shape(n->out[0], x->rank + 1, d);
+}
+
+/* Compress, Unique: the count of what they keep is read at run time. */
+static void rule_compress(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0) return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  if (!dvmc_attr_find(n, "axis")) {
+    d[0] = data_dim(I, "count");
+    set_shape(n->out[0], 1, d);
+    return;
+  }
+  int axis = norm_axis(dvmc_attr_int(n, "axis", 0), x->rank);
+  if (axis < 0) return;
+  for (int i = 0; i < x->rank; i++) d[i] = i == axis ? data_dim(I, "count") : x->dims[i];
+  set_shape(n->out[0], x->rank, d);
+}
+
+static void rule_unique(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 0) return;
+  const dvmc_expr *u = data_dim(I, "unique"), *d[DVM_MAX_RANK], *all = NULL;
+  int axis = -1;
+  if (dvmc_attr_find(n, "axis") && (axis = norm_axis(dvmc_attr_int(n, "axis", 0), x->rank)) < 0) return;
+  if (axis < 0) {
+    all = dvmc_const(I->x, 1);
+    for (int i = 0; i < x->rank && all; i++) all = x->dims[i] ? dvmc_mul(I->x, all, x->dims[i]) : NULL;
+    set_shape(n->out[0], 1, &u);
+  } else {
+    for (int i = 0; i < x->rank; i++) d[i] = i == axis ? u : x->dims[i];
+    set_shape(n->out[0], x->rank, d);
+    all = x->dims[axis];
+  }
+  for (int i = 1; i < n->nout; i++) set_shape(n->out[i], 1, i == 2 ? &all : &u);
+}
+
+/* NonMaxSuppression: [selected, 3]. */
+static void rule_nms(inf *I, const dvmc_node *n) {
+  const dvmc_expr *d[2] = {data_dim(I, "selected"), dvmc_const(I->x, 3)};
+  set_shape(n->out[0], 2, d);
+}
+
 /* Einsum without ellipses: each letter's dim from the inputs that name it
  * (repeated ones must be equal), the output's from its letters (implicit:
  * the letters named once, in alphabetical order). */
@@ -1321,7 +1405,8 @@ static const char *lost_at(const dvmc_node *n) {
     if (n->in[i] && !dvmc_value_shape_known(n->in[i])) return NULL;
   if (!n->def) return "dvm does not know this op";
   if (!n->def->shape_rule) return "the op has no symbolic shape rule";
-  if (!strcmp(n->op, "NonZero") || !strcmp(n->op, "TopK") || !strcmp(n->op, "Range"))
+  static const char *const data_ops[] = {"NonZero", "TopK", "Range", "OneHot", "Compress", "Unique", "NonMaxSuppression", NULL};
+  if (is(n, data_ops))
     return "its output's size depends on data (inside a branch or loop body)";
   for (int i = 1; i < n->nin; i++) {
     const dvmc_value *v = n->in[i];

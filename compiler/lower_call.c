@@ -60,6 +60,8 @@ int lw_lower_attr(lowering *L, const dvmc_node *n, const char *spec, size_t len,
       return -2;
     }
     if (a && a->type == DVMC_ATTR_INT) v = a->i;
+    else if (in && in->constant && in->constant->dtype == DVM_BOOL && in->constant->nbytes == 1)
+      v = *(const uint8_t *)in->constant->data; /* a condition: Dropout's training_mode */
     else if (in && lw_const_ints(in, &v, 1) != 1) {
       *st = lw_unsupported(n, "input %d must be a one-element integer", idx);
       return -2;

@@ -56,20 +56,12 @@ dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
   return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
 
-/* Identity, Dropout (inference): the output is the input. */
+/* Identity (and Dropout at inference): the output is the input. */
 dvm_status *lw_lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
   int reg;
   for (int i = 1; i < n->nout; i++)
     if (n->out[i] && n->out[i]->uses) return lw_unsupported(n, "output %d is not supported", i);
   if (!n->in[0] || !n->out[0]) return lw_unsupported(n, "needs its input and output");
-  /* Dropout's training_mode (input 2 from opset 12) draws random masks:
-   * the identity only when it is a constant false or the ratio a constant 0 */
-  const dvmc_tensor *t = n->nin > 2 && n->in[2] ? n->in[2]->constant : NULL;
-  double ratio = -1;
-  if (n->nin > 2 && n->in[2] && !(t && t->nbytes == 1 && !*(const uint8_t *)t->data) &&
-      !(n->in[1] && lw_const_float(n->in[1], &ratio) && ratio == 0))
-    return lw_unsupported(n, "training_mode (input 2) %s: random dropout is not supported",
-                          t ? "is true" : "is computed at run time");
   dvm_status *st = lw_reg_of(L, n->in[0], &reg);
   if (st) return st;
   int out = dvmc_fn_reg(L->f);
@@ -77,6 +69,34 @@ dvm_status *lw_lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
   lw_set_kind(n->out[0], n->in[0]->kind);
   return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}
+
+/* Dropout. At inference (training_mode, input 2 from opset 12, absent or
+ * a constant false) or with a constant ratio of 0, y is x and the mask all
+ * true: an alias and a fill. Otherwise the dropout kernel, which draws
+ * its mask at run time when training_mode is true and the ratio not 0. */
+dvm_status *lw_lower_dropout(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (!n->nin || !n->in[0] || !n->out[0]) return lw_unsupported(n, "needs its input and output");
+  const dvmc_tensor *t = n->nin > 2 && n->in[2] ? n->in[2]->constant : NULL;
+  double ratio = -1;
+  int off = !(n->nin > 2 && n->in[2]) || (t && t->nbytes == 1 && !*(const uint8_t *)t->data) ||
+            (n->nin > 1 && n->in[1] && lw_const_float(n->in[1], &ratio) && ratio == 0);
+  if (!off) return lw_lower_kernel(L, n, r);
+  const dvmc_value *mask = n->nout > 1 ? n->out[1] : NULL;
+  dvmc_node first = *n;
+  first.nout = 1;
+  dvm_status *st = lw_lower_alias(L, &first, r);
+  if (st || !mask) return st;
+  int x, s = dvmc_fn_reg(L->f), m = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1);
+  if ((st = lw_reg_of(L, n->in[0], &x))) return st;
+  dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, s, x);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){m, DVM_BOOL, s, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, m, 0, 1, one}, 7);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, one);
+  lw_set_type(mask, DVM_BOOL);
+  return lw_bind(L, mask, m) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
 
 /* ConstantOfShape: the value attribute gives the dtype and the fill. */
@@ -651,7 +671,7 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
       if (*p == ':') p += strcspn(p, " ");
       p += strspn(p, " ");
     }
-    if (!strcmp(name, "to") && r->dtype && !strcmp(r->dtype, "to")) known = 1;
+    if ((!strcmp(name, "to") || !strcmp(name, "dtype")) && r->dtype && !strcmp(r->dtype, name)) known = 1;
     if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
     if (!strcmp(name, "kernel_shape") && !strncmp(n->op, "Conv", 4)) known = 1; /* W's shape says it */
     if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&

@@ -84,8 +84,9 @@ dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *k
       *out = (dvm_dtype)d;
       return NULL;
     }
-  if (!strcmp(f, "to")) {
-    int64_t to = dvmc_attr_int(n, "to", 0);
+  if (!strcmp(f, "dtype") && !dvmc_attr_find(n, "dtype")) strcpy(f, "in0"); /* EyeLike */
+  if (!strcmp(f, "to") || !strcmp(f, "dtype")) {
+    int64_t to = dvmc_attr_int(n, f, 0);
     if (dvmc_onnx_dtype(to, out)) return NULL;
     return dvm_status_new(DVM_UNIMPLEMENTED, "node \"%s\" (%s, opset %d): cast to ONNX type %lld is not supported",
                           n->name, n->op, n->opset, (long long)to);
