@@ -816,6 +816,12 @@ static void rule_same(inf *I, const dvmc_node *n) {
     set_elems(I, n->out[0], n->in[0]->nelems, n->in[0]->elems);
 }
 
+/* Dropout: y and the mask both have x's shape. */
+static void rule_dropout(inf *I, const dvmc_node *n) {
+  (void)I;
+  same_shape(n, 0), same_shape(n, 1);
+}
+
 /* Squeeze by axes computed at run time: the rank still follows from their
  * count. */
 static void rule_squeeze(inf *I, const dvmc_node *n) {

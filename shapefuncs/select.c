@@ -241,7 +241,7 @@ static int cmp_elem(const slices *s, int64_t i, int64_t j) {
     double a = dvm_elem_f64(s->p, s->dt, i), b = dvm_elem_f64(s->p, s->dt, j);
     if (a < b) return -1;
     if (a > b) return 1;
-    return (b != b) - (a != a); /* NaN after every number, equal to NaN */
+    return (a != a) - (b != b); /* NaN after every number, equal to NaN */
   }
   int64_t a = dvm_elem_i64(s->p, s->dt, i), b = dvm_elem_i64(s->p, s->dt, j);
   return (a > b) - (a < b);

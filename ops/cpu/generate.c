@@ -252,9 +252,13 @@ static dvm_status *dropout(const dvm_kernel_args *a) {
   int training = a->attrs[1].u.i != 0 && ratio != 0;
   if (training && !(ratio > 0 && ratio < 1))
     return ERR("%s: ratio %g is not in [0, 1)", op, ratio);
+  /* no seed: the clock's nanoseconds and a count of calls */
   static _Atomic uint64_t calls;
+  struct timespec ts = {0};
+  timespec_get(&ts, TIME_UTC);
   uint64_t seed = a->nattrs == 3 ? (uint64_t)a->attrs[2].u.i
-                                 : splitmix64((uint64_t)time(NULL) ^ atomic_fetch_add(&calls, 1) << 32);
+                                 : splitmix64(((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                                              atomic_fetch_add(&calls, 1) << 48);
   /* kept when a 24-bit uniform draw is at least ratio */
   uint32_t cut = (uint32_t)ceil(ratio * (1 << 24));
   double scale = training ? 1 / (1 - ratio) : 1;

@@ -287,7 +287,7 @@ static void test_split_many(void) {
 static const char *const fns[] = {
     "reshape", "squeeze", "unsqueeze", "flatten", "transpose", "gather", "gather_elements",
     "slice", "concat", "split", "expand", "tile", "pad", "trilu", "nonzero", "range",
-    "constant_of_shape",
+    "constant_of_shape", "gather_nd", "onehot", "compress", "unique", "nms",
 };
 
 /* Any values at all: shapes, an int, a none, garbage kinds, and small
