@@ -77,6 +77,8 @@ dvm_status *lw_lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
  * its mask at run time when training_mode is true and the ratio not 0. */
 dvm_status *lw_lower_dropout(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (!n->nin || !n->in[0] || !n->out[0]) return lw_unsupported(n, "needs its input and output");
+  if (n->nout > 1 && n->out[1] && n->opset < 10)
+    return lw_unsupported(n, "the mask output before opset 10 (of the input's dtype, not bool) is not supported");
   const dvmc_tensor *t = n->nin > 2 && n->in[2] ? n->in[2]->constant : NULL;
   double ratio = -1;
   int off = !(n->nin > 2 && n->in[2]) || (t && t->nbytes == 1 && !*(const uint8_t *)t->data) ||
