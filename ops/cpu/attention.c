@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops/cpu/attention.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
@@ -69,22 +70,14 @@ static float *as_f32(const dvm_tensor *t, float **owned) {
 
 /* ---- sdpa ---- */
 
-typedef struct sdpa_job {
-  dvm_sdpa_dims d;
-  const float *q, *k, *v; /* q in its layout; k, v [B, Hkv, T, D or Dv] */
-  const float *mask;      /* f32 bias or NULL */
-  int64_t mstride[4], mlen; /* mask strides over [B, Hq, Sq, M] (0: broadcast), M */
-  const int64_t *nonpad;
-  float *y, *qk;
-  int causal, mode, past;
-  float scale, softcap;
-  int64_t left, right;
+typedef struct attend_job {
+  const dvm_attend *at;
   atomic_int failed;
-} sdpa_job;
+} attend_job;
 
 /* The bias of key j for query i of batch b and head h (0 or -inf, or the
  * float mask's value plus those). */
-static float bias_at(const sdpa_job *j, int64_t b, int64_t h, int64_t i, int64_t key) {
+static float bias_at(const dvm_attend *j, int64_t b, int64_t h, int64_t i, int64_t key) {
   float bias = 0;
   if (j->mask) {
     if (key >= j->mlen) return -INFINITY;
@@ -98,12 +91,12 @@ static float bias_at(const sdpa_job *j, int64_t b, int64_t h, int64_t i, int64_t
 }
 
 /* One (batch, q head, block of QB queries): p is QB * T floats of scratch. */
-static int sdpa_task(const sdpa_job *j, int64_t task, float *p) {
+static int attend_task(const dvm_attend *j, int64_t task, float *p) {
   const dvm_sdpa_dims *d = &j->d;
   int64_t blocks = (d->sq + QB - 1) / QB, bh = task / blocks, i0 = task % blocks * QB;
   int64_t b = bh / d->hq, h = bh % d->hq, kvh = h / (d->hq / d->hkv), T = d->past + d->skv;
   int64_t rows = d->sq - i0 < QB ? d->sq - i0 : QB;
-  int64_t ldq = d->rank == 3 ? d->hq * d->dh : d->dh, ldy = d->rank == 3 ? d->hq * d->dv : d->dv;
+  int64_t ldq = d->rank == 3 ? j->ldq : d->dh, ldy = d->rank == 3 ? d->hq * d->dv : d->dv;
   const float *q = j->q + (d->rank == 3 ? b * d->sq * ldq + h * d->dh : bh * d->sq * d->dh) + i0 * ldq;
   const float *k = j->k + (b * d->hkv + kvh) * T * d->dh, *v = j->v + (b * d->hkv + kvh) * T * d->dv;
   float *y = j->y + (d->rank == 3 ? b * d->sq * ldy + h * d->dv : bh * d->sq * d->dv) + i0 * ldy;
@@ -138,16 +131,27 @@ static int sdpa_task(const sdpa_job *j, int64_t task, float *p) {
   return dnnl_sgemm('N', 'N', rows, d->dv, T, 1.0f, p, T, v, d->dv, 0.0f, y, ldy) == dnnl_success;
 }
 
-static void sdpa_tasks(const void *job, int64_t t0, int64_t t1) {
-  sdpa_job *j = (sdpa_job *)job;
-  float *p = malloc(sizeof(float) * (size_t)(QB * (j->d.past + j->d.skv) + 1));
+static void attend_tasks(const void *job, int64_t t0, int64_t t1) {
+  attend_job *j = (attend_job *)job;
+  float *p = malloc(sizeof(float) * (size_t)(QB * (j->at->d.past + j->at->d.skv) + 1));
   if (!p) {
     atomic_store(&j->failed, 1);
     return;
   }
   for (int64_t t = t0; t < t1; t++)
-    if (!sdpa_task(j, t, p)) atomic_store(&j->failed, 1);
+    if (!attend_task(j->at, t, p)) atomic_store(&j->failed, 1);
   free(p);
+}
+
+dvm_status *dvm_cpu_attend(const char *op, const dvm_attend *at, int threads) {
+  const dvm_sdpa_dims *d = &at->d;
+  attend_job j = {at, 0};
+  /* oneDNN sizes its OpenMP team by the calling thread's setting: 1, as
+   * on the pool's workers */
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  dvm_vec_parallel(threads, d->b * d->hq * ((d->sq + QB - 1) / QB), attend_tasks, &j);
+  if (atomic_load(&j.failed)) return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed or out of memory", op);
+  return NULL;
 }
 
 /* past ++ x into dst [B, Hkv, T, w] (x 4-D, or 3-D [B, S, Hkv * w]). */
@@ -166,7 +170,7 @@ static void concat_kv(const dvm_sdpa_dims *d, const float *past, const float *x,
 
 /* The mask as an f32 bias (bool: 0 or -inf) and its strides over
  * [B, Hq, Sq, M], right-aligned broadcasting. */
-static dvm_status *mask_setup(const char *op, const dvm_tensor *m, sdpa_job *j, float **owned) {
+static dvm_status *mask_setup(const char *op, const dvm_tensor *m, dvm_attend *j, float **owned) {
   const dvm_sdpa_dims *d = &j->d;
   int64_t want[4] = {d->b, d->hq, d->sq, -1}, stride = 1, T = d->past + d->skv;
   char s[DVM_SHAPE_STR_SIZE];
@@ -239,7 +243,7 @@ static dvm_status *sdpa(const dvm_kernel_args *a) {
                             dvm_dtype_name((dvm_dtype)q->dtype));
   if (!dvm_vec_is_float(q->dtype))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: Q is %s: want f32, f16 or bf16", op, dvm_dtype_name((dvm_dtype)q->dtype));
-  sdpa_job j = {.causal = v[1] != 0, .mode = (int)v[6], .past = pk != NULL, .softcap = (float)f[1], .left = v[7],
+  dvm_attend j = {.causal = v[1] != 0, .mode = (int)v[6], .past = pk != NULL, .softcap = (float)f[1], .left = v[7],
                 .right = v[8]};
   if ((st = dvm_sdpa_dims_of(op, q->rank, q->dims, in[1]->rank, in[1]->dims, in[2]->rank, in[2]->dims,
                              pk ? pk->rank : -1, pk ? pk->dims : NULL, v[2], v[3], &j.d)))
@@ -283,14 +287,8 @@ static dvm_status *sdpa(const dvm_kernel_args *a) {
   concat_kv(d, pasts[0], qkv[1], d->dh, kv[0]);
   concat_kv(d, pasts[1], qkv[2], d->dv, kv[1]);
   j.q = qkv[0], j.k = kv[0], j.v = kv[1];
-  /* oneDNN sizes its OpenMP team by the calling thread's setting: 1, as
-   * on the pool's workers */
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
-  dvm_vec_parallel(dvm_kargs_threads(a), d->b * d->hq * ((d->sq + QB - 1) / QB), sdpa_tasks, &j);
-  if (atomic_load(&j.failed)) {
-    st = dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed or out of memory", op);
-    goto done;
-  }
+  j.ldq = d->hq * d->dh;
+  if ((st = dvm_cpu_attend(op, &j, dvm_kargs_threads(a)))) goto done;
   if (!f32) {
     dvm_vec_store(q->dtype, j.y, dvm_tensor_ptr(a->out[0]), ny);
     for (int i = 0; i < 2; i++)

@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops/cpu/attention.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/quant.h"
 #include "ops/kargs.h"
@@ -309,34 +310,37 @@ static dvm_status *attn_setup(const char *op, const dvm_kernel_args *a, const dv
   return NULL;
 }
 
-/* Attention over the projected qkv [B, S, 3H] into y [B, S, H], per batch
- * and head: scores = q k^T * scale (sgemm on the strided head slices),
- * masked, softmax by rows, times v (sgemm into y's head columns). p is
- * S * S floats of scratch. */
-static dvm_status *attend(const char *op, const attn *t, const float *qkv, float *p, float *yp) {
-  int64_t S = t->S, H3 = t->H3, H = H3 / 3, hs = H / t->heads;
+/* Attention over the projected qkv [B, S, 3H] into y [B, S, H] by the
+ * attention core (ops/cpu/attention.h): q read in place (rows of 3H), k
+ * and v copied to [B, heads, S, H / heads], the mask and unidirectional
+ * as an additive bias [B, 1, S, S] of 0 and mask_filter_value. */
+static dvm_status *attend(const char *op, const attn *t, const float *qkv, float *yp, int threads) {
+  int64_t S = t->S, H3 = t->H3, H = H3 / 3, hs = H / t->heads, B = t->B;
   const int32_t *mp = t->mask ? dvm_tensor_ptr(t->mask) : NULL;
-  if (!S || !hs) return NULL;
-  for (int64_t b = 0; b < t->B; b++)
-    for (int64_t hd = 0; hd < t->heads; hd++) {
-      const float *q = qkv + b * S * H3 + hd * hs;
-      if (dnnl_sgemm('N', 'T', S, S, hs, t->scale, q, H3, q + H, H3, 0.0f, p, S) != dnnl_success)
-        return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
-      for (int64_t i = 0; i < S; i++) {
-        float *row = p + i * S, mx = -INFINITY, sum = 0;
-        for (int64_t j = 0; j < S; j++) {
-          int masked = (t->uni && j > i) || (mp && (t->mask->rank == 1 ? j >= mp[b] : mp[b * S + j] == 0));
-          row[j] += masked ? t->filter : 0.0f;
-          mx = row[j] > mx ? row[j] : mx;
-        }
-        for (int64_t j = 0; j < S; j++) sum += row[j] = expf(row[j] - mx);
-        for (int64_t j = 0; j < S; j++) row[j] /= sum;
+  if (!B || !S || !hs) return NULL;
+  int masked = mp || t->uni;
+  float *buf = malloc(sizeof(float) * (size_t)(2 * B * S * H + (masked ? B * S * S : 0)));
+  if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  float *k = buf, *v = buf + B * S * H, *bias = masked ? v + B * S * H : NULL;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < t->heads; h++)
+      for (int64_t s = 0; s < S; s++) {
+        const float *row = qkv + (b * S + s) * H3 + h * hs;
+        memcpy(k + ((b * t->heads + h) * S + s) * hs, row + H, sizeof(float) * (size_t)hs);
+        memcpy(v + ((b * t->heads + h) * S + s) * hs, row + 2 * H, sizeof(float) * (size_t)hs);
       }
-      if (dnnl_sgemm('N', 'N', S, hs, S, 1.0f, p, S, q + 2 * H, H3, 0.0f, yp + b * S * H + hd * hs, H) !=
-          dnnl_success)
-        return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
-    }
-  return NULL;
+  for (int64_t b = 0; masked && b < B; b++)
+    for (int64_t i = 0; i < S; i++)
+      for (int64_t j = 0; j < S; j++) {
+        int off = (t->uni && j > i) || (mp && (t->mask->rank == 1 ? j >= mp[b] : mp[b * S + j] == 0));
+        bias[(b * S + i) * S + j] = off ? t->filter : 0.0f;
+      }
+  dvm_attend at = {.d = {3, B, t->heads, t->heads, S, S, 0, hs, hs}, .q = qkv, .k = k, .v = v, .ldq = H3,
+                   .mask = bias, .mstride = {S * S, 0, S, 1}, .mlen = S, .y = yp, .scale = t->scale,
+                   .left = -1, .right = -1};
+  dvm_status *st = dvm_cpu_attend(op, &at, threads);
+  free(buf);
+  return st;
 }
 
 static dvm_status *attention(const dvm_kernel_args *a) {
@@ -348,7 +352,7 @@ static dvm_status *attention(const dvm_kernel_args *a) {
   if (!st) st = attn_setup(op, a, a->nin > 3 ? a->in[3] : NULL, &t);
   if (st) return st;
   int64_t BS = t.B * t.S;
-  float *qkv = malloc(sizeof(float) * (size_t)(BS * t.H3 + t.S * t.S + 1));
+  float *qkv = malloc(sizeof(float) * (size_t)(BS * t.H3 + 1));
   if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
   const float *bp = dvm_tensor_ptr(a->in[2]);
   for (int64_t r = 0; r < BS; r++) memcpy(qkv + r * t.H3, bp, sizeof(float) * (size_t)t.H3);
@@ -358,7 +362,7 @@ static dvm_status *attention(const dvm_kernel_args *a) {
     free(qkv);
     return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
   }
-  st = attend(op, &t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
+  st = attend(op, &t, qkv, dvm_tensor_ptr(a->out[0]), dvm_kargs_threads(a));
   free(qkv);
   return st;
 }
@@ -386,7 +390,7 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
                           "of their dtypes (one element; w's may have %lld)", op, (long long)t.H3);
   int64_t BS = t.B * t.S, nx = BS * t.Hin, nw = t.Hin * t.H3;
   int32_t *xi = dvm_cpu_quant_widen(x, xz, 1, 1), *wi = dvm_cpu_quant_widen(w, wz, 1, t.H3);
-  float *buf = malloc(sizeof(float) * (size_t)(nx + nw + BS * t.H3 + t.S * t.S + 1));
+  float *buf = malloc(sizeof(float) * (size_t)(nx + nw + BS * t.H3 + 1));
   if (!xi || !wi || !buf) {
     free(xi), free(wi), free(buf);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
@@ -405,7 +409,7 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
   float x_scale = *(const float *)dvm_tensor_ptr(xs);
   for (int64_t r = 0; r < BS; r++)
     for (int64_t j = 0; j < t.H3; j++) qkv[r * t.H3 + j] = qkv[r * t.H3 + j] * (x_scale * wsp[per ? j : 0]) + bp[j];
-  st = attend(op, &t, qkv, qkv + BS * t.H3, dvm_tensor_ptr(a->out[0]));
+  st = attend(op, &t, qkv, dvm_tensor_ptr(a->out[0]), dvm_kargs_threads(a));
   free(buf);
   return st;
 }
