@@ -75,22 +75,51 @@ typedef struct attend_job {
   atomic_int failed;
 } attend_job;
 
-/* The bias of key j for query i of batch b and head h (0 or -inf, or the
- * float mask's value plus those). */
-static float bias_at(const dvm_attend *j, int64_t b, int64_t h, int64_t i, int64_t key) {
-  float bias = 0;
-  if (j->mask) {
-    if (key >= j->mlen) return -INFINITY;
-    bias = j->mask[b * j->mstride[0] + h * j->mstride[1] + i * j->mstride[2] + key * j->mstride[3]];
-  }
-  int64_t off = j->nonpad && !j->past ? j->nonpad[b] - j->d.sq : j->d.past, p = i + off;
-  if ((j->causal && key > p) || (j->left >= 0 && p - key > j->left) || (j->right >= 0 && key - p > j->right) ||
-      (j->nonpad && key >= j->nonpad[b]))
-    return -INFINITY;
-  return bias;
+/* The keys [*lo, *hi) that query i of batch b may see by causal, the
+ * window, nonpad and the mask's length: each is an interval. */
+static void key_range(const dvm_attend *j, int64_t b, int64_t i, int64_t T, int64_t *lo, int64_t *hi) {
+  int64_t p = i + (j->nonpad && !j->past ? j->nonpad[b] - j->d.sq : j->d.past), l = 0, h = T;
+  if (j->mask && j->mlen < h) h = j->mlen;
+  if (j->causal && p + 1 < h) h = p + 1;
+  if (j->right >= 0 && p + j->right + 1 < h) h = p + j->right + 1;
+  if (j->nonpad && j->nonpad[b] < h) h = j->nonpad[b];
+  if (j->left >= 0 && p - j->left > l) l = p - j->left;
+  if (l > T) l = T;
+  *lo = l, *hi = h > l ? h : l;
 }
 
-/* One (batch, q head, block of QB queries): p is QB * T floats of scratch. */
+/* One row of scores (softcapped) plus its bias, softmax'd in place (NaN
+ * spreads over the row as in the reference; a row whose bias is all -inf
+ * gives zeros); qk gets what its mode asks (NULL: nothing). */
+DVM_VEC static void softmax_row(float *row, const float *bias, int64_t T, float softcap, int open, float *qk, int mode) {
+  if (softcap > 0)
+    for (int64_t c = 0; c < T; c++) row[c] = softcap * tanhf(row[c] / softcap);
+  if (qk && mode < 2) memcpy(qk, row, sizeof(float) * (size_t)T);
+  float mx = -INFINITY, sum = 0;
+  int nan = 0;
+#pragma omp simd reduction(max : mx) reduction(| : nan)
+  for (int64_t c = 0; c < T; c++) {
+    float x = row[c] + bias[c];
+    row[c] = x;
+    nan |= x != x;
+    mx = x > mx ? x : mx;
+  }
+  if (qk && mode == 2) memcpy(qk, row, sizeof(float) * (size_t)T);
+  if (!open) {
+    memset(row, 0, sizeof(float) * (size_t)T);
+  } else {
+    mx = nan ? NAN : mx == -INFINITY ? 0 : mx;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t c = 0; c < T; c++) sum += row[c] = dvm_ew_expf(row[c] - mx);
+    float inv = 1.0f / (sum == 0 ? 1.0f : sum);
+#pragma omp simd
+    for (int64_t c = 0; c < T; c++) row[c] *= inv;
+  }
+  if (qk && mode == 3) memcpy(qk, row, sizeof(float) * (size_t)T);
+}
+
+/* One (batch, q head, block of QB queries): p is QB * T floats of scratch
+ * and T more for a row's bias. */
 static int attend_task(const dvm_attend *j, int64_t task, float *p) {
   const dvm_sdpa_dims *d = &j->d;
   int64_t blocks = (d->sq + QB - 1) / QB, bh = task / blocks, i0 = task % blocks * QB;
@@ -100,28 +129,21 @@ static int attend_task(const dvm_attend *j, int64_t task, float *p) {
   const float *q = j->q + (d->rank == 3 ? b * d->sq * ldq + h * d->dh : bh * d->sq * d->dh) + i0 * ldq;
   const float *k = j->k + (b * d->hkv + kvh) * T * d->dh, *v = j->v + (b * d->hkv + kvh) * T * d->dv;
   float *y = j->y + (d->rank == 3 ? b * d->sq * ldy + h * d->dv : bh * d->sq * d->dv) + i0 * ldy;
+  float *bias = p + QB * T;
   if (T && d->dh) {
     if (dnnl_sgemm('N', 'T', rows, T, d->dh, j->scale, q, ldq, k, d->dh, 0.0f, p, T) != dnnl_success) return 0;
   } else {
     memset(p, 0, sizeof(float) * (size_t)(rows * T));
   }
   for (int64_t r = 0; r < rows; r++) {
-    int64_t i = i0 + r;
-    float *row = p + r * T, *qk = j->qk ? j->qk + (bh * d->sq + i) * T : NULL, mx = -INFINITY, sum = 0;
-    int open = 0;
+    int64_t i = i0 + r, lo, hi, open = 0;
+    key_range(j, b, i, T, &lo, &hi);
+    const float *m = j->mask ? j->mask + b * j->mstride[0] + h * j->mstride[1] + i * j->mstride[2] : NULL;
     for (int64_t c = 0; c < T; c++) {
-      float s = j->softcap > 0 ? j->softcap * tanhf(row[c] / j->softcap) : row[c], bias = bias_at(j, b, h, i, c);
-      if (qk && j->mode < 2) qk[c] = s;
-      row[c] = s + bias;
-      if (qk && j->mode == 2) qk[c] = row[c];
-      open |= !(bias == -INFINITY);
-      mx = isnan(row[c]) || isnan(mx) ? NAN : row[c] > mx ? row[c] : mx;
+      bias[c] = c < lo || c >= hi ? -INFINITY : m ? m[c * j->mstride[3]] : 0.0f;
+      open |= !(bias[c] == -INFINITY);
     }
-    if (mx == -INFINITY) mx = 0;
-    for (int64_t c = 0; c < T; c++) sum += row[c] = open ? expf(row[c] - mx) : 0.0f;
-    if (sum == 0) sum = 1;
-    for (int64_t c = 0; c < T; c++) row[c] /= sum;
-    if (qk && j->mode == 3) memcpy(qk, row, sizeof(float) * (size_t)T);
+    softmax_row(p + r * T, bias, T, j->softcap, (int)open, j->qk ? j->qk + (bh * d->sq + i) * T : NULL, j->mode);
   }
   if (!d->dv) return 1;
   if (!T) {
@@ -133,7 +155,7 @@ static int attend_task(const dvm_attend *j, int64_t task, float *p) {
 
 static void attend_tasks(const void *job, int64_t t0, int64_t t1) {
   attend_job *j = (attend_job *)job;
-  float *p = malloc(sizeof(float) * (size_t)(QB * (j->at->d.past + j->at->d.skv) + 1));
+  float *p = malloc(sizeof(float) * (size_t)((QB + 1) * (j->at->d.past + j->at->d.skv) + 1));
   if (!p) {
     atomic_store(&j->failed, 1);
     return;
