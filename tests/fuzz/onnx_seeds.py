@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the generated seeds of the fuzz_onnx corpus (tests/fuzz/corpus/onnx/
 valid_gen_*.onnx): small valid models whose nodes carry the attributes the
-importer and lowering parse for recurrent ops and activations, so the
-fuzzer mutates from inputs that reach that code.
+importer and lowering parse for recurrent ops, activations and sequence and
+optional types and ops, so the fuzzer mutates from inputs that reach that code.
 
     python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
 """
@@ -79,10 +79,45 @@ def activations(out):
          [const("scale", 5)], opset=20)
 
 
+def sequences(out):
+    """Sequence and optional types (a sequence input, an optional sequence
+    input, an optional output) and the ops on them: SplitToSequence
+    (axis, keepdims), SequenceInsert/At/Erase/Length, SequenceMap with a
+    body, Optional with a TYPE_PROTO attribute, OptionalHasElement and
+    OptionalGetElement, If carrying an optional."""
+    I64 = TensorProto.INT64
+    s = helper.make_tensor_sequence_value_info("s", F, None)
+    o = helper.make_value_info("o", helper.make_optional_type_proto(
+        helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None))))
+    x = helper.make_tensor_value_info("x", F, ["n", 4])
+    body = helper.make_graph([helper.make_node("Add", ["bi", "bx"], ["bo"])], "body",
+                             [helper.make_tensor_value_info("bi", F, ["m", 4]), helper.make_tensor_value_info("bx", F, ["n", 4])],
+                             [helper.make_tensor_value_info("bo", F, None)])
+    seq_t = helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None))
+    then_b = helper.make_graph([helper.make_node("Optional", [], ["e"], type=seq_t)], "then", [],
+                               [helper.make_value_info("e", helper.make_optional_type_proto(seq_t))])
+    else_b = helper.make_graph([helper.make_node("Optional", ["parts"], ["f"])], "else", [],
+                               [helper.make_value_info("f", helper.make_optional_type_proto(seq_t))])
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["parts"], axis=1, keepdims=1),
+             helper.make_node("SequenceInsert", ["s", "x"], ["s2"]),
+             helper.make_node("SequenceAt", ["s2", "minus1"], ["last"]),
+             helper.make_node("SequenceErase", ["s2"], ["s3"]),
+             helper.make_node("SequenceLength", ["s3"], ["len"]),
+             helper.make_node("SequenceMap", ["s2", "x"], ["mapped"], body=body),
+             helper.make_node("OptionalHasElement", ["o"], ["has"]),
+             helper.make_node("If", ["has"], ["opt"], then_branch=then_b, else_branch=else_b),
+             helper.make_node("OptionalGetElement", ["o"], ["got"])]
+    outs = [helper.make_tensor_value_info("last", F, None), helper.make_tensor_value_info("len", I64, []),
+            helper.make_tensor_sequence_value_info("mapped", F, None), helper.make_value_info("opt", o.type),
+            helper.make_tensor_sequence_value_info("got", F, None)]
+    save(out, "sequences", nodes, [s, o, x], outs, [numpy_helper.from_array(np.array(-1, np.int64), "minus1")])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
     activations(out)
+    sequences(out)
 
 
 if __name__ == "__main__":
