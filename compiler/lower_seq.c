@@ -3,7 +3,8 @@
  * tuple of none or one item (a tensor or a sequence). The ops are tuple
  * instructions (tuple, len, at, insert, erase, get); positions are read
  * from their tensors with the "item" shape function. SplitToSequence slices
- * in a bytecode loop, SequenceMap runs its body in one, like Loop. */
+ * in a bytecode loop, ConcatFromSequence concatenates in one, SequenceMap
+ * runs its body in one, like Loop. */
 #include <string.h>
 
 #include "lowering.h"
@@ -15,7 +16,7 @@ void lw_set_kind(const dvmc_value *v, dvmc_kind k) { ((dvmc_value *)v)->kind = k
  * tensors only (lw_check_kinds). */
 static const char *const any_kind_ops[] = {
     "Identity", "If", "Loop", "SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",
-    "SequenceErase", "SequenceLength", "SplitToSequence", "SequenceMap", "Optional", "OptionalHasElement",
+    "SequenceErase", "SequenceLength", "SplitToSequence", "SequenceMap", "ConcatFromSequence", "Optional", "OptionalHasElement",
     "OptionalGetElement",
 };
 
@@ -299,6 +300,65 @@ static dvm_status *split_to_sequence(lowering *L, const dvmc_node *n) {
   return bind_out(L, n, seq, DVMC_SEQUENCE, x->typed, x->dtype);
 }
 
+/* Item i of sequence s, given a new axis `axes` (a shape register) when
+ * axes >= 0 (a view). */
+static int concat_item(lowering *L, int s, int i, int axes) {
+  int item = dvmc_fn_reg(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_AT, item, s, i);
+  if (axes < 0) return item;
+  int shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "unsqueeze"), 1, shape, 2, item, axes}, 6);
+  dvmc_fn_op3(L->f, DVM_OP_RESHAPE, u, item, shape);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, item);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  return u;
+}
+
+/* ConcatFromSequence: the items joined along axis (with new_axis, each
+ * given a new axis there first): item 0, then a bytecode loop that
+ * concatenates each next item to what came before (copying it: quadratic
+ * in the item count). An empty sequence is an error at run time, as in
+ * ONNX Runtime. */
+static dvm_status *concat_from_sequence(lowering *L, const dvmc_node *n) {
+  dvm_status *st = need(n, 0, DVMC_SEQUENCE);
+  int s;
+  if (st || (st = lw_reg_of(L, n->in[0], &s))) return st;
+  if (!n->in[0]->typed) return lw_unsupported(n, "the sequence's dtype is not known");
+  dvm_dtype dt = n->in[0]->dtype;
+  int64_t axis = dvmc_attr_int(n, "axis", INT64_MIN), new_axis = dvmc_attr_int(n, "new_axis", 0);
+  if (axis == INT64_MIN) return lw_invalid(n, "needs its \"axis\" attribute");
+  if (new_axis != 0 && new_axis != 1) return lw_invalid(n, "new_axis must be 0 or 1, got %lld", (long long)new_axis);
+  int len = dvmc_fn_reg(L->f), i = dvmc_fn_reg(L->f), go = dvmc_fn_reg(L->f);
+  int one = lw_emit_int(L, 1), ax = lw_emit_int(L, axis), axes = -1;
+  int concat = dvmc_emit_kernel(L->e, "concat", DVM_DEVICE_CPU, 1, NULL, 0);
+  char msg[512];
+  snprintf(msg, sizeof msg, "node \"%s\" (ConcatFromSequence): the sequence is empty", n->name);
+  dvmc_fn_op2(L->f, DVM_OP_LEN, len, s);
+  dvmc_fn_op2(L->f, DVM_OP_CHECK, len, dvmc_emit_string(L->e, msg));
+  if (new_axis) dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes = dvmc_fn_reg(L->f), 1, ax}, 3);
+  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
+  int acc = concat_item(L, s, i, axes);
+  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 1);
+  uint32_t head = dvmc_fn_here(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_LT, go, i, len);
+  uint32_t exit = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  int item = concat_item(L, s, i, axes), shape = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "concat"), 1, shape, 3, acc, item, ax}, 7);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, shape, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){concat, -1, 1, out, 2, acc, item, 1, ax}, 9);
+  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, out);
+  int done[] = {out, shape, item};
+  for (size_t k = 0; k < sizeof done / sizeof *done; k++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, done[k]);
+  dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);
+  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
+  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
+  int after[] = {len, i, go, one, ax, axes};
+  for (size_t k = 0; k < sizeof after / sizeof *after; k++)
+    if (after[k] >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, after[k]);
+  return bind_out(L, n, acc, DVMC_TENSOR, true, dt);
+}
+
 /* SequenceMap: the body once per item of the first input (a sequence);
  * a sequence input gives the body its item, a tensor input itself; each
  * body output is appended to an output sequence. */
@@ -386,6 +446,7 @@ dvm_status *lw_lower_sequence(lowering *L, const dvmc_node *n, const op_rule *r)
   if (!strcmp(op, "SequenceLength")) return length(L, n);
   if (!strcmp(op, "SplitToSequence")) return split_to_sequence(L, n);
   if (!strcmp(op, "SequenceMap")) return sequence_map(L, n);
+  if (!strcmp(op, "ConcatFromSequence")) return concat_from_sequence(L, n);
   if (!strcmp(op, "Optional")) return optional(L, n);
   if (!strcmp(op, "OptionalHasElement")) return has_element(L, n);
   if (!strcmp(op, "OptionalGetElement")) return get_element(L, n);

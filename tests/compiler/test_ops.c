@@ -12,7 +12,7 @@
 
 /* sequences and optionals: their values are tuples, which have no shape */
 static const char *const without_shape_rule[] = {"SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",
-                                                 "SequenceErase", "SplitToSequence", "Optional",
+                                                 "SequenceErase", "SplitToSequence", "ConcatFromSequence", "Optional",
                                                  "OptionalGetElement", NULL};
 
 static int listed(const char *name) {
