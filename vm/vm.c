@@ -218,14 +218,47 @@ dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs, dv
   return NULL;
 }
 
+/* Whether v is, or holds at any depth (a tuple: a sequence), a tensor
+ * on a device. */
+static bool on_device(const dvm_value *v) {
+  if (v->kind == DVM_VAL_TENSOR) return v->u.tensor->storage->device != DVM_DEVICE_CPU;
+  if (v->kind != DVM_VAL_TUPLE) return false;
+  for (int i = 0; i < v->u.tuple->n; i++)
+    if (on_device(&v->u.tuple->items[i])) return true;
+  return false;
+}
+
+/* v with its tensors on the host: a device tensor copied, a tuple that
+ * holds one rebuilt around host copies (tuples are immutable and may be
+ * shared). */
+static dvm_status *to_host(dvm_vm *vm, dvm_value *v) {
+  if (!on_device(v)) return NULL;
+  if (v->kind == DVM_VAL_TENSOR) return dvm_vm_copy(vm, v->u.tensor, DVM_DEVICE_CPU, v);
+  const dvm_tuple *t = v->u.tuple;
+  dvm_value *items = calloc((size_t)(t->n ? t->n : 1), sizeof *items);
+  dvm_status *st = items ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (int i = 0; i < t->n && !st; i++) {
+    items[i] = t->items[i];
+    dvm_value_retain(&items[i]);
+    st = to_host(vm, &items[i]);
+  }
+  dvm_tuple *u = NULL;
+  if (!st) st = dvm_tuple_create(t->n, items, &u);
+  for (int i = 0; i < t->n && items; i++) dvm_value_clear(&items[i]);
+  free(items);
+  if (st) return st;
+  dvm_value_clear(v);
+  *v = (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = u};
+  return NULL;
+}
+
 dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n) {
   dvm_status *st = NULL;
   int wait = 0;
   for (int i = 0; i < n && !st; i++) {
-    if (results[i].kind != DVM_VAL_TENSOR || results[i].u.tensor->storage->device == DVM_DEVICE_CPU)
-      continue;
+    if (!on_device(&results[i])) continue;
     if (vm->opts.results_on_device) wait = 1;
-    else st = dvm_vm_copy(vm, results[i].u.tensor, DVM_DEVICE_CPU, &results[i]);
+    else st = to_host(vm, &results[i]);
   }
   struct dvm_cuda_vm *cu;
   if (!st && wait && !(st = dvm_vm_cuda(vm, &cu))) st = dvm_cuda_vm_sync(cu);

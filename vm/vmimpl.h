@@ -61,7 +61,7 @@ DVM_MUST_USE dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, 
 DVM_MUST_USE dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_value *dst);
 
 /* The entry function's results as the caller gets them: tensors a device
- * holds copied to the host, or, with opts.results_on_device, left there once
+ * holds copied to the host (inside tuples too), or, with opts.results_on_device, left there once
  * the device has finished writing them. On failure every result is cleared. */
 DVM_MUST_USE dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n);
 

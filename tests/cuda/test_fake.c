@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bytecode.h"
 #include "dvm/dlpack.h"
@@ -652,6 +653,48 @@ static void test_results_on_device(void) {
   dvm_module_release(m);
 }
 
+/* A sequence result (a tuple, nested) holding tensors on the device comes
+ * back with every tensor on the host, values intact. */
+static int host_copy_of(const dvm_value *v, const dvm_tensor *x) {
+  return v && v->kind == DVM_VAL_TENSOR && dvm_tensor_device(v->u.tensor) == DVM_DEVICE_CPU &&
+         dvm_tensor_numel(v->u.tensor) == dvm_tensor_numel(x) &&
+         !memcmp(dvm_tensor_data(v->u.tensor), dvm_tensor_data(x), dvm_tensor_nbytes(x));
+}
+
+static void test_tuple_results(void) {
+  dvm_module *m = load(".func \"main@cuda\" regs=6\n"
+                       "  .param x tensor f32 [?]\n"
+                       "  .result s tuple f32\n"
+                       "  copy r1, r0, cuda\n"
+                       "  tuple r2, (r1, r0)\n"
+                       "  imm r5, 0\n"
+                       "  tuple r3, (r2)\n"
+                       "  insert r4, r3, r5, r1\n"
+                       "  ret (r4)\n"
+                       ".end\n");
+  if (!m) return;
+  dvm_vm *vm = cuda_vm(m);
+  unsigned seed = 9;
+  int64_t n = 4;
+  dvm_tensor *x = randn(1, &n, &seed);
+  dvm_value arg = dvm_value_tensor(x), res = {0};
+  if (vm) {
+    CHECK_OK(dvm_vm_invoke(vm, 0, &arg, 1, &res, 1));
+    CHECK(res.kind == DVM_VAL_TUPLE && dvm_tuple_size(res.u.tuple) == 2);
+    if (res.kind == DVM_VAL_TUPLE && dvm_tuple_size(res.u.tuple) == 2) {
+      const dvm_value *inner = dvm_tuple_get(res.u.tuple, 1);
+      CHECK(host_copy_of(dvm_tuple_get(res.u.tuple, 0), x));
+      CHECK(inner->kind == DVM_VAL_TUPLE && dvm_tuple_size(inner->u.tuple) == 2);
+      if (inner->kind == DVM_VAL_TUPLE)
+        CHECK(host_copy_of(dvm_tuple_get(inner->u.tuple, 0), x) && host_copy_of(dvm_tuple_get(inner->u.tuple, 1), x));
+    }
+  }
+  dvm_value_clear(&res);
+  dvm_vm_destroy(vm);
+  dvm_tensor_release(x);
+  dvm_module_release(m);
+}
+
 static void test_device(void) {
   char buf[256];
   CHECK_OK(dvm_device_probe(DVM_DEVICE_CUDA, buf, sizeof buf));
@@ -690,6 +733,7 @@ int main(void) {
   test_gen_permuted();
   test_gen_gather();
   test_results_on_device();
+  test_tuple_results();
   test_gen_rows();
   return harness_finish("cuda_fake");
 }
