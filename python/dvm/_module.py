@@ -30,7 +30,8 @@ def _numpy_dtype(name: Optional[str]) -> Any:
 @dataclass(frozen=True)
 class ValueInfo:
     """One input or result of a function: its name, kind ("tensor", "int",
-    "float", "shape", "any"), NumPy dtype (tensors; None otherwise) and shape:
+    "float", "shape", "tuple": an ONNX sequence or optional, "any"), NumPy
+    dtype (tensors, and a tuple's tensors; None otherwise) and shape:
     a list with an int for a fixed dim, a str for a symbolic one ("batch",
     or an expression such as "seq+1") and None for one only the run knows;
     the shape is None when even the rank is unknown."""

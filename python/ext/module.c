@@ -136,7 +136,9 @@ static PyObject *param_tuple(const dvm_param_info *p) {
   }
   if (!dims) return NULL;
   const char *kind = p->kind == DVM_VAL_NONE ? "any" : dvm_kind_name(p->kind);
-  const char *dtype = p->kind == DVM_VAL_TENSOR ? dvm_py_dtype_name(p->dtype) : NULL;
+  /* a tuple (a sequence or optional) has the dtype of the tensors inside, when it says one */
+  const char *dtype = p->kind == DVM_VAL_TENSOR || (p->kind == DVM_VAL_TUPLE && p->dtype < DVM_DTYPE_COUNT)
+                          ? dvm_py_dtype_name(p->dtype) : NULL;
   return Py_BuildValue("(sszN)", p->name, kind, dtype, dims);
 }
 

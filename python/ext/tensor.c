@@ -252,7 +252,37 @@ static int from_dlpack(PyObject *obj, const dvm_param_info *p, dvm_value *out) {
   return 0;
 }
 
+/* A sequence or optional input (a tuple parameter): a list or tuple of
+ * arrays, or of such lists (an optional is [] or [value]; None is []),
+ * each array in the parameter's dtype. */
+static int to_tuple(PyObject *obj, const dvm_param_info *p, dvm_value *out, int depth) {
+  if (PyArray_Check(obj) || !(obj == Py_None || PyList_Check(obj) || PyTuple_Check(obj)) || depth >= 64)
+    return PyErr_Format(dvm_py_InvalidInput, "input \"%s\" is a sequence or optional: pass a list of arrays "
+                                             "([] or [value] for an optional), not %.80s", p->name,
+                        Py_TYPE(obj)->tp_name), -1;
+  PyObject *seq = obj == Py_None ? PyList_New(0) : PySequence_Fast(obj, "a sequence");
+  if (!seq) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  dvm_value *items = PyMem_Calloc((size_t)(n ? n : 1), sizeof *items);
+  dvm_param_info ip = {.name = p->name, .kind = p->dtype < DVM_DTYPE_COUNT ? DVM_VAL_TENSOR : DVM_VAL_NONE,
+                       .dtype = p->dtype < DVM_DTYPE_COUNT ? p->dtype : DVM_F32, .rank = -1};
+  int rc = items ? 0 : (PyErr_NoMemory(), -1);
+  for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+    PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+    rc = PyList_Check(o) || PyTuple_Check(o) ? to_tuple(o, p, &items[i], depth + 1) : dvm_py_to_value(o, &ip, &items[i]);
+  }
+  dvm_tuple *t = NULL;
+  dvm_status *st = rc == 0 ? dvm_tuple_create((int)n, items, &t) : NULL;
+  for (Py_ssize_t i = 0; i < n && items; i++) dvm_value_clear(&items[i]);
+  PyMem_Free(items);
+  Py_DECREF(seq);
+  if (st) return dvm_py_raise(dvm_status_annotate(st, "input \"%s\"", p->name), 0), -1;
+  if (rc == 0) *out = (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = t};
+  return rc;
+}
+
 int dvm_py_to_value(PyObject *obj, const dvm_param_info *p, dvm_value *out) {
+  if (p->kind == DVM_VAL_TUPLE) return to_tuple(obj, p, out, 0);
   if (p->kind == DVM_VAL_INT) {
     long long v = PyLong_AsLongLong(obj);
     if (v == -1 && PyErr_Occurred()) {

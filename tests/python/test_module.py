@@ -216,3 +216,28 @@ def test_help_on_every_public_name():
     assert "results_on_device" in str(inspect.signature(dvm.Module.run))
     assert os.path.exists(os.path.join(os.path.dirname(dvm.__file__), "py.typed"))
     assert os.path.exists(os.path.join(os.path.dirname(dvm.__file__), "_dvm.pyi"))
+
+
+def test_sequences_in_and_out():
+    """A sequence input is a list of arrays, a sequence result a tuple of
+    them; an optional is [] or [value] in, () or (value,) out."""
+    seq = h.make_tensor_sequence_value_info
+    g = h.make_graph([h.make_node("SequenceInsert", ["s", "x"], ["t"]), h.make_node("OptionalGetElement", ["o"], ["v"])],
+                     "g", [seq("s", T.FLOAT, None), h.make_tensor_value_info("x", T.FLOAT, [2]),
+                           h.make_value_info("o", h.make_optional_type_proto(h.make_tensor_type_proto(T.INT64, None)))],
+                     [seq("t", T.FLOAT, None), h.make_tensor_value_info("v", T.INT64, None)])
+    m = dvm.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]))
+    kinds = {v.name: (v.kind, v.dtype) for v in m.functions["main"].inputs}
+    assert kinds["s"] == ("tuple", np.dtype("float32")) and kinds["o"] == ("tuple", np.dtype("int64")), kinds
+    a, x = np.arange(3, dtype=np.float32), np.ones(2, np.float32)
+    out = m.run({"s": [a], "x": x, "o": [np.arange(4)]})
+    assert isinstance(out["t"], tuple) and len(out["t"]) == 2
+    np.testing.assert_array_equal(out["t"][0], a)
+    np.testing.assert_array_equal(out["t"][1], x)
+    np.testing.assert_array_equal(out["v"], np.arange(4))
+    with pytest.raises(dvm.InvalidInput, match="empty optional"):
+        m.run({"s": [], "x": x, "o": None})
+    with pytest.raises(dvm.InvalidInput, match="pass a list of arrays"):
+        m.run({"s": a, "x": x, "o": []})
+    with pytest.raises(dvm.InvalidInput, match="every item must be a f32 tensor"):
+        m.run({"s": [np.arange(2)], "x": x, "o": []})
