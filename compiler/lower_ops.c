@@ -351,6 +351,76 @@ dvm_status *lw_lower_einsum(lowering *L, const dvmc_node *n, const op_rule *r) {
   return lw_emit_call(L, n, r, &c);
 }
 
+/* TfIdfVectorizer over integer tokens: the pool's n-grams of lengths
+ * min_gram_length..max_gram_length, each with its output column and
+ * weight, as the kernel's payload (one kernel entry per node, "tfidf@N";
+ * the format is at ops/cpu/text.c). n-grams are numbered as ONNX numbers
+ * them (ngram_counts[i] starts the (i+1)-grams), n-gram k having column
+ * ngram_indexes[k] and weight weights[k]; a pool that lists an n-gram
+ * twice is refused, as ONNX Runtime refuses it. */
+dvm_status *lw_lower_tfidf(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const dvmc_attr *counts = dvmc_attr_find(n, "ngram_counts"), *idx = dvmc_attr_find(n, "ngram_indexes");
+  const dvmc_attr *pool = dvmc_attr_find(n, "pool_int64s"), *wa = dvmc_attr_find(n, "weights");
+  if (dvmc_attr_find(n, "pool_strings"))
+    return lw_unsupported(n, "a pool of strings (pool_strings) is not supported: dvm has no string tensors");
+  if (!counts || !idx || !pool || counts->type != DVMC_ATTR_INTS || idx->type != DVMC_ATTR_INTS ||
+      pool->type != DVMC_ATTR_INTS || (wa && wa->type != DVMC_ATTR_FLOATS))
+    return lw_invalid(n, "needs ngram_counts, ngram_indexes and pool_int64s (ints), and weights as floats");
+  const char *mode_s = dvmc_attr_string(n, "mode", "");
+  int64_t mode = !strcmp(mode_s, "TF") ? 0 : !strcmp(mode_s, "IDF") ? 1 : !strcmp(mode_s, "TFIDF") ? 2 : -1;
+  int64_t lo = dvmc_attr_int(n, "min_gram_length", 0), hi = dvmc_attr_int(n, "max_gram_length", 0);
+  int64_t skip = dvmc_attr_int(n, "max_skip_count", -1), size = 0;
+  if (mode < 0) return lw_invalid(n, "mode \"%s\" is not TF, IDF or TFIDF", mode_s);
+  if (lo < 1 || hi < lo || hi > 64 || skip < 0)
+    return lw_unsupported(n, "min_gram_length %lld, max_gram_length %lld, max_skip_count %lld: want "
+                             "1 <= min <= max <= 64, skip >= 0", (long long)lo, (long long)hi, (long long)skip);
+  for (int i = 0; i < idx->n; i++) {
+    if (idx->ints[i] < 0) return lw_invalid(n, "ngram_indexes[%d] is negative", i);
+    if (idx->ints[i] >= size) size = idx->ints[i] + 1;
+  }
+  if (!size) return lw_invalid(n, "ngram_indexes is empty");
+  if (wa && wa->n && wa->n != idx->n)
+    return lw_invalid(n, "%d weights for %d n-grams (ngram_indexes)", wa->n, idx->n);
+  /* words: G, then records (n, column, weight bits, tokens) */
+  size_t cap = 1 + (size_t)pool->n * 4;
+  int64_t *words = dvm_arena_alloc(&L->c->arena, cap, sizeof *words);
+  if (!words) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  size_t nw = 1;
+  int64_t g = 0, id = 0;
+  for (int i = 0, len = 1; i < counts->n; i++, len++) {
+    int64_t start = counts->ints[i], end = i + 1 < counts->n ? counts->ints[i + 1] : pool->n;
+    if (start < 0 || end > pool->n || end < start)
+      return lw_invalid(n, "ngram_counts[%d] = %lld does not fit the pool of %d", i, (long long)start, pool->n);
+    for (int64_t k = 0; k < (end - start) / len; k++, id++) {
+      const int64_t *tok = pool->ints + start + k * len;
+      if (len < lo || len > hi) continue;
+      if (id >= idx->n) return lw_invalid(n, "n-gram %lld has no entry in ngram_indexes", (long long)id);
+      for (size_t p = 1; p < nw; p += 3 + (size_t)words[p]) /* ONNX Runtime refuses a repeat too */
+        if (words[p] == len && !memcmp(words + p + 3, tok, sizeof *tok * (size_t)len))
+          return lw_invalid(n, "n-gram %lld of the pool repeats an earlier one", (long long)id);
+      double w = wa && wa->n ? wa->floats[id] : 1.0;
+      words[nw++] = len;
+      words[nw++] = idx->ints[id];
+      memcpy(&words[nw++], &w, sizeof w);
+      memcpy(words + nw, tok, sizeof *tok * (size_t)len);
+      nw += (size_t)len;
+      g++;
+    }
+  }
+  words[0] = g;
+  char name[32];
+  snprintf(name, sizeof name, "tfidf@%d", L->tfidfs++);
+  call c = {0};
+  dvm_status *st = lw_call_inputs(L, n, r, &c);
+  if (st) return st;
+  c.kernel = name;
+  c.payload = words;
+  c.payload_size = nw * sizeof *words;
+  int64_t attrs[] = {mode, lo, hi, skip, size};
+  for (size_t i = 0; i < sizeof attrs / sizeof *attrs; i++) c.attrs[c.nattrs++] = lw_emit_int(L, attrs[i]);
+  return lw_emit_call(L, n, r, &c);
+}
+
 /* Resize: the output sizes as the kernel's first attribute (from the sizes
  * input, or computed where the node runs from the scales input), then the
  * modes, then the model's scales when it gave them (the kernel maps

@@ -755,6 +755,8 @@ static const struct {
     {"SplitToSequence", "axis=i keepdims=i"},
     {"Squeeze", "axes=I"},
     {"ThresholdedRelu", "alpha=f"},
+    {"TfIdfVectorizer", "max_gram_length=i max_skip_count=i min_gram_length=i mode=s ngram_counts=I "
+                        "ngram_indexes=I pool_int64s=I pool_strings=S weights=F"},
     {"TopK", "axis=i largest=i sorted=i"},
     {"Transpose", "perm=I"},
     {"Trilu", "upper=i"},
