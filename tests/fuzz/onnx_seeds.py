@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes the generated seeds of the fuzz_onnx corpus (tests/fuzz/corpus/onnx/
 valid_gen_*.onnx): small valid models whose nodes carry the attributes the
-importer and lowering parse for recurrent ops, activations and sequence and
-optional types and ops, so the fuzzer mutates from inputs that reach that code.
+importer and lowering parse for recurrent ops, activations, sequence and
+optional types and ops, and TfIdfVectorizer, so the fuzzer mutates from
+inputs that reach that code.
 
     python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
 """
@@ -113,11 +114,21 @@ def sequences(out):
     save(out, "sequences", nodes, [s, o, x], outs, [numpy_helper.from_array(np.array(-1, np.int64), "minus1")])
 
 
+def tfidf(out):
+    """TfIdfVectorizer with every attribute it parses (weights included)."""
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TFIDF", min_gram_length=1, max_gram_length=2,
+                            max_skip_count=1, ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4],
+                            pool_int64s=[2, 3, 5, 2, 3, 5, 6], weights=[0.5, 1.0, 1.5, 2.0, 2.5])
+    save(out, "tfidf", [node], [helper.make_tensor_value_info("x", TensorProto.INT64, ["b", 9])],
+         [helper.make_tensor_value_info("y", F, None)], [], opset=12)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
     activations(out)
     sequences(out)
+    tfidf(out)
 
 
 if __name__ == "__main__":
