@@ -692,6 +692,27 @@ dvm_status *lw_lower_sdpa(lowering *L, const dvmc_node *n, const op_rule *r) {
   return NULL;
 }
 
+/* Ops whose optional inputs may be omitted anywhere (LinearAttention,
+ * CausalConvWithState): the kernel gets the given inputs in order and, as
+ * its first attribute, the bit mask of which of the node's inputs they are. */
+dvm_status *lw_lower_present(lowering *L, const dvmc_node *n, const op_rule *r) {
+  call c = {0};
+  int64_t mask = 0;
+  dvm_status *st;
+  if (n->nin > 32) return lw_unsupported(n, "%d inputs", n->nin);
+  for (int i = 0; i < n->nin; i++) {
+    if (!n->in[i]) continue;
+    int reg;
+    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
+    c.ins[c.nin++] = reg;
+    mask |= (int64_t)1 << i;
+  }
+  c.kernel = r->kernel;
+  c.attrs[c.nattrs++] = lw_emit_int(L, mask);
+  if ((st = lw_call_attrs(L, n, r->attrs, -1, &c))) return st;
+  return lw_emit_call(L, n, r, &c);
+}
+
 /* SoftmaxCrossEntropyLoss: log_prob = LogSoftmax over axis 1 (output 1,
  * or a value of its own), then NegativeLogLikelihoodLoss of it with the
  * labels and weights, reduction and ignore_index. */
