@@ -209,7 +209,34 @@ dvm_status *lw_lower_pow(lowering *L, const dvmc_node *n, const op_rule *r) {
 /* Conv and the pools with auto_pad SAME_UPPER, SAME_LOWER or VALID: their
  * pads depend on the input's spatial dims, so the auto_pads shape function
  * computes them where the node runs. */
+/* An f16 or bf16 Conv: the f32 kernel on f32 copies of X, W and B, its
+ * output cast back (the copies released after). */
+static dvm_status *conv_via_f32(lowering *L, const dvmc_node *n, const op_rule *r) {
+  dvmc_value *ins[3] = {0}, *y, *back;
+  dvm_status *st;
+  dvm_dtype dt = n->in[0]->dtype;
+  if (n->nin > 3 || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "Conv takes X, W[, B] and makes Y");
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] && (st = cast_value(L, n, n->in[i], DVM_F32, &ins[i]))) return st;
+  if (!(y = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  lw_set_type(y, DVM_F32);
+  dvmc_node m = *n;
+  m.in = ins;
+  m.out = &y;
+  if ((st = lw_lower_window(L, &m, r)) || (st = cast_value(L, n, y, dt, &back))) return st;
+  if (!lw_bind(L, n->out[0], lw_lookup(L, back))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  lw_set_type(n->out[0], dt);
+  for (int i = 0; i < n->nin + 1; i++) {
+    int reg = i < n->nin ? (ins[i] ? lw_lookup(L, ins[i]) : -1) : lw_lookup(L, y);
+    if (reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+  }
+  return NULL;
+}
+
 dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (!strcmp(n->op, "Conv") && n->nin && n->in[0] && n->in[0]->typed &&
+      (n->in[0]->dtype == DVM_F16 || n->in[0]->dtype == DVM_BF16))
+    return conv_via_f32(L, n, r);
   const char *mode = dvmc_attr_string(n, "auto_pad", "NOTSET");
   static const char *const modes[] = {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"};
   int m = -1;

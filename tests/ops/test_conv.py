@@ -551,3 +551,38 @@ def test_conv_threads(tmp_path, const_w):
     r = subprocess.run([exe, str(tmp_path / "conv.dvmb"), "1" if const_w else "3"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "OK", r.stdout + r.stderr
+
+
+F16_CASES = [CONV_CASES[i] for i in (0, 1, 5, 7, 13, 14, 16)]
+
+
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,bias", F16_CASES)
+def test_conv_f16(tmp_path, xs, ws, strides, pads, dil, group, bias):
+    """An f16 Conv node through the whole stack: the compiler casts X, W and
+    B to f32 for the f32 kernel and the result back (lower_ops.c's
+    conv_via_f32); against the f64 convolution of the same f16 values."""
+    from dvmop import DVM
+    x, w = rand(*xs).astype(np.float16), rand(*ws).astype(np.float16)
+    ins = {"x": x, "w": w}
+    if bias:
+        ins["b"] = rand(ws[0]).astype(np.float16)
+    node = helper.make_node("Conv", list(ins), ["y"], strides=list(strides), pads=list(pads), dilations=list(dil),
+                            group=group)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT16, ["n"] + list(v.shape[1:])
+                                                                      if k == "x" else v.shape)
+                                        for k, v in ins.items()],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), tmp_path / "c.onnx")
+    r = subprocess.run([DVM, "compile", str(tmp_path / "c.onnx"), "-o", str(tmp_path / "c.dvmb")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    cmd = [DVM, "run", str(tmp_path / "c.dvmb"), "--output", str(tmp_path / "y.npy")]
+    for k, v in ins.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
+    assert r.returncode == 0, r.stderr
+    got = np.load(tmp_path / "y.npy")
+    want = ref_conv(x, w, ins.get("b"), strides, pads, dil, group)
+    assert got.dtype == np.float16 and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-3 * max(1, np.abs(want).max(initial=0)))
