@@ -2,8 +2,9 @@
 """Writes the generated seeds of the fuzz_onnx corpus (tests/fuzz/corpus/onnx/
 valid_gen_*.onnx): small valid models whose nodes carry the attributes the
 importer and lowering parse for recurrent ops, activations, sequence and
-optional types and ops, and TfIdfVectorizer, so the fuzzer mutates from
-inputs that reach that code.
+optional types and ops, TfIdfVectorizer, Scan and the decode-state ops
+(LinearAttention, CausalConvWithState, TensorScatter), so the fuzzer
+mutates from inputs that reach that code.
 
     python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
 """
@@ -123,12 +124,45 @@ def tfidf(out):
          [helper.make_tensor_value_info("y", F, None)], [], opset=12)
 
 
+def decode_state(out):
+    """Scan (scan_input_axes/directions, scan_output_axes/directions) over a
+    body, LinearAttention (gated_delta, omitted past_state),
+    CausalConvWithState (silu, omitted bias) and TensorScatter (circular)."""
+    x = helper.make_tensor_value_info("x", F, [1, "t", 8])
+    body = helper.make_graph([helper.make_node("Add", ["s", "xt"], ["s2"]),
+                              helper.make_node("Neg", ["s2"], ["y"])], "body",
+                             [helper.make_tensor_value_info("s", F, [1, 8]),
+                              helper.make_tensor_value_info("xt", F, [1, 8])],
+                             [helper.make_tensor_value_info("s2", F, [1, 8]),
+                              helper.make_tensor_value_info("y", F, [1, 8])])
+    nodes = [
+        helper.make_node("Scan", ["s0", "x"], ["sf", "sy"], body=body, num_scan_inputs=1, scan_input_axes=[1],
+                         scan_input_directions=[1], scan_output_axes=[-2], scan_output_directions=[1]),
+        helper.make_node("Sigmoid", ["sy"], ["beta8"]),
+        helper.make_node("Slice", ["beta8", "zero", "two", "minus1"], ["beta"]),
+        helper.make_node("LinearAttention", ["sy", "sy", "sy", "", "sy", "beta"], ["la", "state"], q_num_heads=2,
+                         kv_num_heads=2, update_rule="gated_delta", scale=0.5, chunk_size=16),
+        helper.make_node("Transpose", ["la"], ["lt"], perm=[0, 2, 1]),
+        helper.make_node("CausalConvWithState", ["lt", "cw", "", "cs"], ["cy", "cstate"], activation="silu"),
+        helper.make_node("TensorScatter", ["cache", "cstate", "wi"], ["y"], axis=2, mode="circular"),
+    ]
+    inits = [const("s0", 1, 8), const("cw", 8, 1, 3), const("cs", 1, 8, 2), const("cache", 1, 8, 5),
+             numpy_helper.from_array(np.array([4], np.int64), "wi"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([2], np.int64), "two"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
+    save(out, "decode_state", nodes, [x], [helper.make_tensor_value_info("y", F, None),
+                                            helper.make_tensor_value_info("cy", F, None),
+                                            helper.make_tensor_value_info("state", F, None)], inits, opset=27)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
     activations(out)
     sequences(out)
     tfidf(out)
+    decode_state(out)
 
 
 if __name__ == "__main__":
