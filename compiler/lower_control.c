@@ -231,20 +231,29 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   int nc;
   if ((st = lw_reg_of(L, body->outputs[0], &nc))) return st;
   dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, nc}, 5);
+  int src[64], clash = 0; /* a body that passes carried values on swapped moves them through temporaries */
   for (int k = 0; k < ncarried; k++) {
-    int reg;
     const dvmc_value *bo = body->outputs[1 + k];
     dvmc_kind ck = n->in[2 + k]->kind;
-    if ((st = lw_reg_of(L, bo, &reg))) return st;
+    if ((st = lw_reg_of(L, bo, &src[k]))) return st;
     /* an optional carried value the body makes a value of: held wrapped */
     wrap[k] = ck != bo->kind && dvmc_kind_is_optional(ck) && bo->kind == (ck == DVMC_OPT_SEQUENCE ? DVMC_SEQUENCE : DVMC_TENSOR);
     if (ck != bo->kind && !wrap[k])
       return lw_unsupported(n, "loop-carried value %d is %s %s, the body's output %s %s", k,
                             dvmc_kind_is_optional(ck) ? "an" : "a", dvmc_kind_name(ck),
                             dvmc_kind_is_optional(bo->kind) ? "an" : "a", dvmc_kind_name(bo->kind));
-    if (wrap[k]) dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){car[k], 1, reg}, 3);
-    else if (reg != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
     if (body->outputs[1 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], body->outputs[1 + k]->dtype);
+    for (int j = 0; j < ncarried; j++) clash |= j != k && src[k] == car[j];
+  }
+  for (int k = 0; k < ncarried && clash; k++) {
+    int t = dvmc_fn_reg(L->f);
+    dvmc_fn_op2(L->f, DVM_OP_MOVE, t, src[k]);
+    src[k] = t;
+  }
+  for (int k = 0; k < ncarried; k++) {
+    if (wrap[k]) dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){car[k], 1, src[k]}, 3);
+    else if (src[k] != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], src[k]);
+    if (clash) dvmc_fn_op1(L->f, DVM_OP_RELEASE, src[k]);
   }
   for (int k = 0; k < nscan; k++) {
     const dvmc_value *v = body->outputs[1 + ncarried + k];

@@ -333,3 +333,38 @@ def test_scan8_sequence_lens_is_refused(tmp_path):
     onnx.save(m, path)
     p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and 'node "scan" (Scan, opset 8): sequence_lens (opset 8) is not supported' in p.stderr
+
+
+@pytest.mark.parametrize("op", ["Loop", "Scan"])
+def test_carried_values_passed_on_swapped(tmp_path, op):
+    """A body whose outputs are its inputs swapped (a, b -> b, a): each
+    carried value moves through a temporary, or the second move would read
+    the first one's result. (ONNX Runtime 1.32 returns zeros for the Scan
+    whose body has no node: compared with it for Loop only.)"""
+    carried = [vi("a", F, [2]), vi("b", F, [2])]
+    if op == "Loop":
+        body = helper.make_graph([helper.make_node("Identity", ["cin"], ["cout"])], "body",
+                                 [vi("it", I64, []), vi("cin", B, [])] + carried,
+                                 [vi("cout", B, []), vi("b", F, [2]), vi("a", F, [2])])
+        node = helper.make_node("Loop", ["n", "c", "a0", "b0"], ["af", "bf"], body=body, name="loop")
+        extra, inits = [vi("n", I64, [])], [numpy_helper.from_array(np.array(True), "c")]
+    else:
+        body = helper.make_graph([], "body", carried + [vi("xt", F, [2])], [vi("b", F, [2]), vi("a", F, [2])])
+        node = helper.make_node("Scan", ["a0", "b0", "x"], ["af", "bf"], body=body, num_scan_inputs=1, name="scan")
+        extra, inits = [vi("x", F, ["T", 2])], []
+    g = helper.make_graph([node], "g", [vi("a0", F, [2]), vi("b0", F, [2])] + extra, [vi("af", F), vi("bf", F)], inits)
+    path = str(tmp_path / "swap.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    mod = path.replace(".onnx", ".dvmb")
+    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"]) if op == "Loop" else None
+    for steps in (1, 2, 3):
+        feeds = {"a0": np.array([1, 2], np.float32), "b0": np.array([3, 4], np.float32)}
+        feeds.update({"n": np.array(steps, np.int64)} if op == "Loop" else {"x": np.zeros((steps, 2), np.float32)})
+        q, got = run_feeds(tmp_path, mod, feeds, 2)
+        assert q.returncode == 0, q.stderr
+        want = [feeds["b0"], feeds["a0"]] if steps % 2 else [feeds["a0"], feeds["b0"]]
+        check(got, want)
+        if op == "Loop":
+            check(got, sess.run(None, feeds))
