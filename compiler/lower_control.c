@@ -246,9 +246,9 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     for (int j = 0; j < ncarried; j++) clash |= j != k && src[k] == car[j];
   }
   for (int k = 0; k < ncarried && clash; k++) {
-    int t = dvmc_fn_reg(L->f);
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, t, src[k]);
-    src[k] = t;
+    int tmp = dvmc_fn_reg(L->f);
+    dvmc_fn_op2(L->f, DVM_OP_MOVE, tmp, src[k]);
+    src[k] = tmp;
   }
   for (int k = 0; k < ncarried; k++) {
     if (wrap[k]) dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){car[k], 1, src[k]}, 3);
