@@ -348,6 +348,8 @@ static void print_elem(const dvmc_tensor *t, size_t i, FILE *out) {
     int64_t i64;
     uint8_t u8;
     uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
   } u;
   memcpy(&u, p, dvm_dtype_size(t->dtype));
   switch (t->dtype) {
@@ -360,6 +362,9 @@ static void print_elem(const dvmc_tensor *t, size_t i, FILE *out) {
   case DVM_I32: fprintf(out, "%" PRId32, u.i32); break;
   case DVM_I64: fprintf(out, "%" PRId64, u.i64); break;
   case DVM_U8: fprintf(out, "%u", u.u8); break;
+  case DVM_U16: fprintf(out, "%u", u.u16); break;
+  case DVM_U32: fprintf(out, "%" PRIu32, u.u32); break;
+  case DVM_U64: fprintf(out, "%" PRIu64, u.u64); break;
   case DVM_BOOL: fputs(u.u8 ? "true" : "false", out); break;
   default: fputc('?', out); break;
   }

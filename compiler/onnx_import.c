@@ -121,6 +121,9 @@ bool dvmc_onnx_dtype(int64_t t, dvm_dtype *dt) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *dt = DVM_I64; return true;
   case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8: *dt = DVM_U8; return true;
   case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *dt = DVM_BOOL; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *dt = DVM_U16; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: *dt = DVM_U32; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: *dt = DVM_U64; return true;
   default: return false;
   }
 }
@@ -345,6 +348,7 @@ static const char *typed_field_name(dvm_dtype dt) {
   case DVM_F32: return "float_data";
   case DVM_F64: return "double_data";
   case DVM_I64: return "int64_data";
+  case DVM_U32: case DVM_U64: return "uint64_data";
   default: return "int32_data";
   }
 }
@@ -358,7 +362,7 @@ static dvm_status *narrow_int32(imp *im, const Onnx__TensorProto *tp, const char
   case DVM_U8: lo = 0, hi = UINT8_MAX; break;
   case DVM_BOOL: lo = 0, hi = 1; break;
   case DVM_I16: lo = INT16_MIN, hi = INT16_MAX; break;
-  default: lo = 0, hi = UINT16_MAX; break; /* f16, bf16: the bits */
+  default: lo = 0, hi = UINT16_MAX; break; /* u16; f16, bf16: the bits */
   }
   uint8_t *buf = dvm_arena_alloc(&im->c->arena, nbytes ? nbytes : 1, 1);
   if (!buf) return OOM();
@@ -374,6 +378,21 @@ static dvm_status *narrow_int32(imp *im, const Onnx__TensorProto *tp, const char
       uint16_t u = (uint16_t)v;
       memcpy(buf + 2 * i, &u, 2);
     }
+  }
+  *data = buf;
+  return NULL;
+}
+
+/* Narrows uint64_data to u32, checking each value's range. */
+static dvm_status *narrow_uint64(imp *im, const Onnx__TensorProto *tp, const char *tn,
+                                 size_t nbytes, const void **data) {
+  uint32_t *buf = dvm_arena_alloc(&im->c->arena, nbytes ? nbytes / 4 : 1, 4);
+  if (!buf) return OOM();
+  for (size_t i = 0; i < tp->n_uint64_data; i++) {
+    uint64_t v = tp->uint64_data[i];
+    if (v > UINT32_MAX)
+      return CORRUPT("tensor %s: uint64_data[%zu] = %" PRIu64 " is out of range for u32", Q(tn), i, v);
+    buf[i] = (uint32_t)v;
   }
   *data = buf;
   return NULL;
@@ -471,6 +490,12 @@ static dvm_status *read_tensor(imp *im, const Onnx__TensorProto *tp, const char 
     case DVM_F64: data = tp->double_data; break;
     case DVM_I64: data = tp->int64_data; break;
     case DVM_I32: data = tp->int32_data; break;
+    case DVM_U64: data = tp->uint64_data; break;
+    case DVM_U32: {
+      dvm_status *st = narrow_uint64(im, tp, tn, nbytes, &data);
+      if (st) return st;
+      break;
+    }
     default: {
       dvm_status *st = narrow_int32(im, tp, tn, dt, nbytes, &data);
       if (st) return st;
@@ -648,6 +673,7 @@ static const struct {
      "auto_pad=s ceil_mode=i count_include_pad=i dilations=I kernel_shape=I pads=I strides=I"},
     {"BatchNormalization", "epsilon=f momentum=f training_mode=i"},
     {"Bernoulli", "dtype=i seed=f"},
+    {"BitCast", "to=i"},
     {"BitShift", "direction=s"},
     {"BlackmanWindow", "output_datatype=i periodic=i"},
     {"Cast", "saturate=i to=i"},

@@ -165,6 +165,9 @@ static void fill_value(dvm_tensor *t, double v) {
   case DVM_I32: *(int32_t *)p = (int32_t)v; break;
   case DVM_I64: *(int64_t *)p = (int64_t)v; break;
   case DVM_U8: case DVM_BOOL: *(uint8_t *)p = (uint8_t)v; break;
+  case DVM_U16: *(uint16_t *)p = (uint16_t)v; break;
+  case DVM_U32: *(uint32_t *)p = (uint32_t)v; break;
+  case DVM_U64: *(uint64_t *)p = (uint64_t)v; break;
   default: memset(p, 0, es); break;
   }
   for (size_t done = es; done < n; done *= 2) memcpy(p + done, p, done < n - done ? done : n - done);

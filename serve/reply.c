@@ -32,6 +32,9 @@ static void write_data(dvms_buf *b, const dvm_tensor *t) {
     case DVM_I32: dvms_buf_printf(b, "%" PRId32, ((const int32_t *)d)[i]); break;
     case DVM_I64: dvms_buf_printf(b, "%" PRId64, ((const int64_t *)d)[i]); break;
     case DVM_U8: dvms_buf_printf(b, "%u", ((const uint8_t *)d)[i]); break;
+    case DVM_U16: dvms_buf_printf(b, "%u", ((const uint16_t *)d)[i]); break;
+    case DVM_U32: dvms_buf_printf(b, "%" PRIu32, ((const uint32_t *)d)[i]); break;
+    case DVM_U64: dvms_buf_printf(b, "%" PRIu64, ((const uint64_t *)d)[i]); break;
     case DVM_BOOL: dvms_buf_printf(b, "%s", ((const uint8_t *)d)[i] ? "true" : "false"); break;
     default: dvms_buf_put(b, "null", 4); break; /* f16/bf16 go out as binary (see below) */
     }

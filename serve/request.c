@@ -17,7 +17,8 @@ static const struct {
 } datatypes[] = {
     {DVM_F32, "FP32"}, {DVM_F16, "FP16"}, {DVM_BF16, "BF16"}, {DVM_F64, "FP64"},
     {DVM_I8, "INT8"},  {DVM_I16, "INT16"}, {DVM_I32, "INT32"}, {DVM_I64, "INT64"},
-    {DVM_U8, "UINT8"}, {DVM_BOOL, "BOOL"},
+    {DVM_U8, "UINT8"}, {DVM_BOOL, "BOOL"}, {DVM_U16, "UINT16"}, {DVM_U32, "UINT32"},
+    {DVM_U64, "UINT64"},
 };
 
 const char *dvms_datatype_name(dvm_dtype dt) {
@@ -54,9 +55,12 @@ static dvm_status *store(dvm_tensor *t, int64_t i, const json_t *v, const char *
   if (!json_is_integer(v)) return bad("input \"%s\": element %lld is not an integer", name, (long long)i);
   json_int_t x = json_integer_value(v);
   static const int64_t lo[] = {[DVM_I8] = INT8_MIN, [DVM_I16] = INT16_MIN, [DVM_I32] = INT32_MIN,
-                               [DVM_I64] = INT64_MIN, [DVM_U8] = 0};
+                               [DVM_I64] = INT64_MIN, [DVM_U8] = 0, [DVM_U16] = 0,
+                               [DVM_U32] = 0, [DVM_U64] = 0};
   static const int64_t hi[] = {[DVM_I8] = INT8_MAX, [DVM_I16] = INT16_MAX, [DVM_I32] = INT32_MAX,
-                               [DVM_I64] = INT64_MAX, [DVM_U8] = UINT8_MAX};
+                               [DVM_I64] = INT64_MAX, [DVM_U8] = UINT8_MAX,
+                               [DVM_U16] = UINT16_MAX, [DVM_U32] = UINT32_MAX,
+                               [DVM_U64] = INT64_MAX}; /* JSON integers here are int64 */
   if (x < lo[dt] || x > hi[dt])
     return bad("input \"%s\": element %lld (%lld) is out of range for %s", name, (long long)i,
                (long long)x, dvms_datatype_name(dt));
@@ -65,6 +69,8 @@ static dvm_status *store(dvm_tensor *t, int64_t i, const json_t *v, const char *
   case DVM_I16: ((int16_t *)d)[i] = (int16_t)x; break;
   case DVM_I32: ((int32_t *)d)[i] = (int32_t)x; break;
   case DVM_U8: ((uint8_t *)d)[i] = (uint8_t)x; break;
+  case DVM_U16: ((uint16_t *)d)[i] = (uint16_t)x; break;
+  case DVM_U32: ((uint32_t *)d)[i] = (uint32_t)x; break;
   default: ((int64_t *)d)[i] = x; break;
   }
   return NULL;

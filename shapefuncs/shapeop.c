@@ -58,6 +58,9 @@ static int element(const dvm_tensor *t, int64_t i, double *out) {
   case DVM_I16: *out = ((const int16_t *)p)[i]; return 1;
   case DVM_I8: *out = ((const int8_t *)p)[i]; return 1;
   case DVM_U8: case DVM_BOOL: *out = ((const uint8_t *)p)[i]; return 1;
+  case DVM_U16: *out = ((const uint16_t *)p)[i]; return 1;
+  case DVM_U32: *out = ((const uint32_t *)p)[i]; return 1;
+  case DVM_U64: *out = (double)((const uint64_t *)p)[i]; return 1;
   default: return 0;
   }
 }

@@ -78,6 +78,9 @@ static void fill_random(dvm_tensor *t, int64_t lo, int64_t hi, uint64_t *seed) {
     case DVM_I32: ((int32_t *)d)[i] = (int32_t)k; break;
     case DVM_I64: ((int64_t *)d)[i] = k; break;
     case DVM_U8: ((uint8_t *)d)[i] = (uint8_t)k; break;
+    case DVM_U16: ((uint16_t *)d)[i] = (uint16_t)k; break;
+    case DVM_U32: ((uint32_t *)d)[i] = (uint32_t)k; break;
+    case DVM_U64: ((uint64_t *)d)[i] = (uint64_t)k; break;
     case DVM_BOOL: ((uint8_t *)d)[i] = (uint8_t)(r & 1); break;
     default: break;
     }

@@ -215,7 +215,8 @@ static void put_varint(pbuf *b, uint64_t v) {
 static dvm_status *tensor_pb(const char *path, const dvm_tensor *t, pbuf *b) {
   static const int onnx_type[DVM_DTYPE_COUNT] = {
       [DVM_F32] = 1, [DVM_F16] = 10, [DVM_BF16] = 16, [DVM_F64] = 11, [DVM_I8] = 3,
-      [DVM_I16] = 5, [DVM_I32] = 6,  [DVM_I64] = 7,   [DVM_U8] = 2,   [DVM_BOOL] = 9};
+      [DVM_I16] = 5, [DVM_I32] = 6,  [DVM_I64] = 7,   [DVM_U8] = 2,   [DVM_BOOL] = 9,
+      [DVM_U16] = 4, [DVM_U32] = 12, [DVM_U64] = 13};
   if (dvm_tensor_device(t) != DVM_DEVICE_CPU)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: writing .pb needs a CPU tensor", path);
   for (int i = 0; i < dvm_tensor_rank(t); i++) {

@@ -44,7 +44,7 @@ static const struct {
 } npy_types[] = {
     {'f', 2, DVM_F16}, {'f', 4, DVM_F32}, {'f', 8, DVM_F64}, {'i', 1, DVM_I8},
     {'i', 2, DVM_I16}, {'i', 4, DVM_I32}, {'i', 8, DVM_I64}, {'u', 1, DVM_U8},
-    {'b', 1, DVM_BOOL},
+    {'b', 1, DVM_BOOL}, {'u', 2, DVM_U16}, {'u', 4, DVM_U32}, {'u', 8, DVM_U64},
 };
 #define NPY_NTYPES (sizeof npy_types / sizeof npy_types[0])
 

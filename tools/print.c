@@ -33,6 +33,9 @@ double dvm_cli_element(const dvm_tensor *t, int64_t i) {
   case DVM_I32: return ((const int32_t *)p)[i];
   case DVM_I64: return (double)((const int64_t *)p)[i];
   case DVM_U8: case DVM_BOOL: return ((const uint8_t *)p)[i];
+  case DVM_U16: return ((const uint16_t *)p)[i];
+  case DVM_U32: return ((const uint32_t *)p)[i];
+  case DVM_U64: return (double)((const uint64_t *)p)[i];
   default: return NAN;
   }
 }

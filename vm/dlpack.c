@@ -12,6 +12,7 @@ static const struct {
     {kDLFloat, 32, DVM_F32}, {kDLFloat, 16, DVM_F16}, {kDLBfloat, 16, DVM_BF16},
     {kDLFloat, 64, DVM_F64}, {kDLInt, 8, DVM_I8},     {kDLInt, 16, DVM_I16},
     {kDLInt, 32, DVM_I32},   {kDLInt, 64, DVM_I64},   {kDLUInt, 8, DVM_U8},
+    {kDLUInt, 16, DVM_U16},  {kDLUInt, 32, DVM_U32},  {kDLUInt, 64, DVM_U64},
 #if DLPACK_VERSION >= 80
     {kDLBool, 8, DVM_BOOL},
 #else

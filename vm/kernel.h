@@ -76,6 +76,14 @@ typedef struct dvm_kernel_def {
 #define DVM_DTYPE_BIT(dt) (1u << (dt))
 #define DVM_DTYPES_FLOAT (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))
 #define DVM_DTYPES_INT (DVM_DTYPE_BIT(DVM_I32) | DVM_DTYPE_BIT(DVM_I64))
+#define DVM_DTYPES_UINT (DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_U16) | DVM_DTYPE_BIT(DVM_U32) | \
+    DVM_DTYPE_BIT(DVM_U64))
+/* every integer dtype, signed and unsigned (not bool) */
+#define DVM_DTYPES_INTEGER (DVM_DTYPE_BIT(DVM_I8) | DVM_DTYPE_BIT(DVM_I16) | DVM_DTYPE_BIT(DVM_I32) | \
+    DVM_DTYPE_BIT(DVM_I64) | DVM_DTYPES_UINT)
+static inline int dvm_dtype_is_int(dvm_dtype dt) {
+  return (unsigned)dt < DVM_DTYPE_COUNT && (DVM_DTYPES_INTEGER & DVM_DTYPE_BIT(dt)) != 0;
+}
 
 /* The kernel of that name for that device, or NULL (ops/optable.c). */
 const dvm_kernel_def *dvm_ops_find(const char *name, dvm_device_kind device);

@@ -13,7 +13,8 @@ static const struct {
     [DVM_F32] = {"f32", 4}, [DVM_F16] = {"f16", 2}, [DVM_BF16] = {"bf16", 2},
     [DVM_F64] = {"f64", 8}, [DVM_I8] = {"i8", 1},   [DVM_I16] = {"i16", 2},
     [DVM_I32] = {"i32", 4}, [DVM_I64] = {"i64", 8}, [DVM_U8] = {"u8", 1},
-    [DVM_BOOL] = {"bool", 1},
+    [DVM_BOOL] = {"bool", 1}, [DVM_U16] = {"u16", 2}, [DVM_U32] = {"u32", 4},
+    [DVM_U64] = {"u64", 8},
 };
 
 static const char *const device_names[DVM_DEVICE_COUNT] = {"cpu", "cuda"};

@@ -391,13 +391,14 @@ static uint64_t ipow(int64_t x, int64_t e) {
 
 #define FLOATS(X, op, OP) X(op, OP, f32) X(op, OP, f64) X(op, OP, f16) X(op, OP, bf16)
 #define SINTS(X, op, OP) X(op, OP, i8) X(op, OP, i16) X(op, OP, i32) X(op, OP, i64)
-#define INTS(X, op, OP) SINTS(X, op, OP) X(op, OP, u8)
+#define UINTS(X, op, OP) X(op, OP, u8) X(op, OP, u16) X(op, OP, u32) X(op, OP, u64)
+#define INTS(X, op, OP) SINTS(X, op, OP) UINTS(X, op, OP)
 
 FLOATS(ARITH, add, ADD) INTS(ARITH, add, ADD)
 FLOATS(ARITH, sub, SUB) INTS(ARITH, sub, SUB)
 FLOATS(ARITH, mul, MUL) INTS(ARITH, mul, MUL)
-FLOATS(ARITH, div, FDIV) SINTS(ARITH, div, IDIV) ARITH(div, UDIV, u8)
-INTS(ARITH, pow, IPOW)
+FLOATS(ARITH, div, FDIV) SINTS(ARITH, div, IDIV) UINTS(ARITH, div, UDIV)
+SINTS(ARITH, pow, IPOW) ARITH(pow, IPOW, u8)
 FLOATS(ARITH, min, MIN) INTS(ARITH, min, MIN)
 FLOATS(ARITH, max, MAX) INTS(ARITH, max, MAX)
 FLOATS(CMP, equal, EQ) INTS(CMP, equal, EQ) CMP(equal, EQ, bool)
@@ -408,8 +409,8 @@ FLOATS(CMP, greater_equal, GE) INTS(CMP, greater_equal, GE)
 CMP(and, AND, bool) CMP(or, OR, bool) CMP(xor, XOR, bool)
 INTS(ARITH, bitwise_and, BIT_AND) INTS(ARITH, bitwise_or, BIT_OR) INTS(ARITH, bitwise_xor, BIT_XOR)
 INTS(ARITH, shl, SHL) INTS(ARITH, shr, SHR)
-FLOATS(ARITH, fmod, FMOD) SINTS(ARITH, fmod, TMOD) ARITH(fmod, UMOD, u8)
-FLOATS(ARITH, mod, FLOOR_FMOD) SINTS(ARITH, mod, FLOOR_IMOD) ARITH(mod, UMOD, u8)
+FLOATS(ARITH, fmod, FMOD) SINTS(ARITH, fmod, TMOD) UINTS(ARITH, fmod, UMOD)
+FLOATS(ARITH, mod, FLOOR_FMOD) SINTS(ARITH, mod, FLOOR_IMOD) UINTS(ARITH, mod, UMOD)
 
 /* Float pow: libm's, except that an exponent of 2 (variance, squared
  * error) is a multiply and vectorizes; in the vector-scalar loop it is
@@ -460,8 +461,10 @@ typedef struct op_def {
 #define R3(name) {name##_vv, name##_sv, name##_vs}
 #define R_FLOATS(op) [DVM_F32] = R3(op##_f32), [DVM_F64] = R3(op##_f64), \
     [DVM_F16] = R3(op##_f16), [DVM_BF16] = R3(op##_bf16)
-#define R_INTS(op) [DVM_I8] = R3(op##_i8), [DVM_I16] = R3(op##_i16), [DVM_I32] = R3(op##_i32), \
-    [DVM_I64] = R3(op##_i64), [DVM_U8] = R3(op##_u8)
+#define R_SINTS(op) [DVM_I8] = R3(op##_i8), [DVM_I16] = R3(op##_i16), [DVM_I32] = R3(op##_i32), \
+    [DVM_I64] = R3(op##_i64)
+#define R_INTS(op) R_SINTS(op), [DVM_U8] = R3(op##_u8), [DVM_U16] = R3(op##_u16), \
+    [DVM_U32] = R3(op##_u32), [DVM_U64] = R3(op##_u64)
 #define R_NUM(op) R_FLOATS(op), R_INTS(op)
 
 static const op_def ops[OP_COUNT] = {
@@ -469,7 +472,7 @@ static const op_def ops[OP_COUNT] = {
     [OP_SUB] = {"sub", 0, {R_NUM(sub)}},
     [OP_MUL] = {"mul", 0, {R_NUM(mul)}},
     [OP_DIV] = {"div", 0, {R_NUM(div)}},
-    [OP_POW] = {"pow", 0, {R_NUM(pow)}},
+    [OP_POW] = {"pow", 0, {R_FLOATS(pow), R_SINTS(pow), [DVM_U8] = R3(pow_u8)}},
     [OP_MIN] = {"min", 0, {R_NUM(min)}},
     [OP_MAX] = {"max", 0, {R_NUM(max)}},
     [OP_EQUAL] = {"equal", 1, {R_NUM(equal), [DVM_BOOL] = R3(equal_bool)}},
@@ -554,7 +557,7 @@ static dvm_status *binary(const dvm_kernel_args *a, op_id id) {
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->in[1];
   if (dvm_tensor_numel(a->out[0]) == 0) return NULL;
-  if ((id == OP_DIV || id == OP_MOD || id == OP_FMOD) && x->dtype >= DVM_I8 && x->dtype <= DVM_U8) {
+  if ((id == OP_DIV || id == OP_MOD || id == OP_FMOD) && dvm_dtype_is_int((dvm_dtype)x->dtype)) {
     int64_t z = find_zero(dvm_tensor_ptr(y), dvm_dtype_size((dvm_dtype)y->dtype), dvm_tensor_numel(y));
     if (z >= 0)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: integer division by zero (divisor element %lld)",

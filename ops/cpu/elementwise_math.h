@@ -98,12 +98,17 @@ DVM_EW_MINMAX_INT(i16, int16_t)
 DVM_EW_MINMAX_INT(i32, int32_t)
 DVM_EW_MINMAX_INT(i64, int64_t)
 DVM_EW_MINMAX_INT(u8, uint8_t)
+DVM_EW_MINMAX_INT(u16, uint16_t)
+DVM_EW_MINMAX_INT(u32, uint32_t)
+DVM_EW_MINMAX_INT(u64, uint64_t)
 #define DVM_EW_MIN(x, y) _Generic((x), float: dvm_ew_min_f32, double: dvm_ew_min_f64, \
     int8_t: dvm_ew_min_i8, int16_t: dvm_ew_min_i16, int32_t: dvm_ew_min_i32,         \
-    int64_t: dvm_ew_min_i64, uint8_t: dvm_ew_min_u8)(x, y)
+    int64_t: dvm_ew_min_i64, uint8_t: dvm_ew_min_u8, uint16_t: dvm_ew_min_u16,       \
+    uint32_t: dvm_ew_min_u32, uint64_t: dvm_ew_min_u64)(x, y)
 #define DVM_EW_MAX(x, y) _Generic((x), float: dvm_ew_max_f32, double: dvm_ew_max_f64, \
     int8_t: dvm_ew_max_i8, int16_t: dvm_ew_max_i16, int32_t: dvm_ew_max_i32,         \
-    int64_t: dvm_ew_max_i64, uint8_t: dvm_ew_max_u8)(x, y)
+    int64_t: dvm_ew_max_i64, uint8_t: dvm_ew_max_u8, uint16_t: dvm_ew_max_u16,       \
+    uint32_t: dvm_ew_max_u32, uint64_t: dvm_ew_max_u64)(x, y)
 
 /* 2^n for n in [-126, 127]. */
 static inline float dvm_ew_pow2i(int32_t n) { return dvm_ew_bits_f32((uint32_t)(n + 127) << 23); }
@@ -270,6 +275,9 @@ static inline float dvm_ew_gelu_tanhf(float x) {
 #define T_i32 int32_t, int32_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
 #define T_i64 int64_t, int64_t, uint64_t, DVM_EW_SAME, DVM_EW_SAME
 #define T_u8 uint8_t, uint8_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_u16 uint16_t, uint16_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_u32 uint32_t, uint32_t, uint32_t, DVM_EW_SAME, DVM_EW_SAME
+#define T_u64 uint64_t, uint64_t, uint64_t, DVM_EW_SAME, DVM_EW_SAME
 #define T_bool uint8_t, uint8_t, uint8_t, DVM_EW_SAME, DVM_EW_SAME
 
 #endif

@@ -185,6 +185,8 @@ static dvm_status *encode_value(const dvm_value *v, dvm_dtype dt, void *out) {
       [DVM_I8] = {INT8_MIN, INT8_MAX},   [DVM_I16] = {INT16_MIN, INT16_MAX},
       [DVM_I32] = {INT32_MIN, INT32_MAX}, [DVM_I64] = {INT64_MIN, INT64_MAX},
       [DVM_U8] = {0, UINT8_MAX},         [DVM_BOOL] = {0, 1},
+      [DVM_U16] = {0, UINT16_MAX},       [DVM_U32] = {0, UINT32_MAX},
+      [DVM_U64] = {0, INT64_MAX}, /* the attribute is an int64 */
   };
   int from_int = v->kind == DVM_VAL_INT;
   if (is_float(dt)) {

@@ -3,13 +3,13 @@
  *
  *   quantize_linear(in: x, scale[, zp]; attrs: axis:int, block_size:int) -> y
  *     y = saturate(round_half_even(x / scale) + zp); x and scale f32, f16 or
- *     bf16; zp and y u8, i8 or i16 (u8 and zp 0 when zp is absent). scale
+ *     bf16; zp and y u8, i8, i16 or u16 (u8 and zp 0 when zp is absent). scale
  *     and zp: one element (per tensor), [x.dims[axis]] (per axis), or, with
  *     block_size > 0, x's shape with dim `axis` ceil(dim / block_size)
  *     (blocked). y has x's shape.
  *   dequantize_linear(in: x, scale[, zp]; attrs: axis:int, block_size:int) -> y
  *     y = (x - zp) * scale, in f32 then stored as scale's dtype; x and zp
- *     u8, i8, i16 or i32; scale and zp shaped as above.
+ *     u8, i8, i16, u16 or i32; scale and zp shaped as above.
  *   dynamic_quantize_linear(in: x f32) -> y u8, y_scale f32 [], y_zp u8 []
  *     scale = (max(x, 0) - min(x, 0)) / 255 (1 when that is 0, as ONNX
  *     Runtime), zp = saturate(round_half_even(-min(x, 0) / scale)), y as
@@ -71,7 +71,9 @@ static dvm_status *bad_dtype(const char *op, const char *what, const dvm_tensor 
                         dvm_dtype_name((dvm_dtype)t->dtype), want);
 }
 
-static int is_int(int dt) { return dt == DVM_U8 || dt == DVM_I8 || dt == DVM_I16 || dt == DVM_I32; }
+static int is_int(int dt) {
+  return dt == DVM_U8 || dt == DVM_I8 || dt == DVM_I16 || dt == DVM_U16 || dt == DVM_I32;
+}
 static int is_byte(int dt) { return dt == DVM_U8 || dt == DVM_I8; }
 static int is_float(int dt) { return dvm_vec_is_float(dt); }
 
@@ -81,6 +83,7 @@ int32_t dvm_cpu_quant_int_at(const dvm_tensor *t, int64_t i) {
   case DVM_U8: return ((const uint8_t *)p)[i];
   case DVM_I8: return ((const int8_t *)p)[i];
   case DVM_I16: return ((const int16_t *)p)[i];
+  case DVM_U16: return ((const uint16_t *)p)[i];
   default: return ((const int32_t *)p)[i];
   }
 }
@@ -95,8 +98,8 @@ static float float_at(const dvm_tensor *t, int64_t i) {
 }
 
 static void range_of(int dt, int32_t *lo, int32_t *hi) {
-  *lo = dt == DVM_U8 ? 0 : dt == DVM_I8 ? -128 : -32768;
-  *hi = dt == DVM_U8 ? 255 : dt == DVM_I8 ? 127 : 32767;
+  *lo = dt == DVM_U8 || dt == DVM_U16 ? 0 : dt == DVM_I8 ? -128 : -32768;
+  *hi = dt == DVM_U8 ? 255 : dt == DVM_I8 ? 127 : dt == DVM_U16 ? 65535 : 32767;
 }
 
 /* round_half_even(v) + zp, saturated to dtype dt, stored at y[i]. */
@@ -107,6 +110,7 @@ static void store_q(void *y, int dt, int64_t i, float v, int32_t zp) {
   int32_t q = r < (float)lo ? lo : r > (float)hi ? hi : (int32_t)r;
   if (dt == DVM_U8) ((uint8_t *)y)[i] = (uint8_t)q;
   else if (dt == DVM_I8) ((int8_t *)y)[i] = (int8_t)q;
+  else if (dt == DVM_U16) ((uint16_t *)y)[i] = (uint16_t)q;
   else ((int16_t *)y)[i] = (int16_t)q;
 }
 
@@ -176,8 +180,8 @@ static dvm_status *quantize_linear(const dvm_kernel_args *a) {
   if (!is_float(x->dtype)) return bad_dtype(op, "x", x, "f32, f16 or bf16");
   if (s->dtype != x->dtype) return bad_dtype(op, "scale", s, dvm_dtype_name((dvm_dtype)x->dtype));
   int want = zp ? zp->dtype : DVM_U8;
-  if (y->dtype != want || (y->dtype != DVM_U8 && y->dtype != DVM_I8 && y->dtype != DVM_I16))
-    return bad_dtype(op, "y", y, zp ? "the zero point's dtype, u8, i8 or i16" : "u8");
+  if (y->dtype != want || (y->dtype != DVM_U8 && y->dtype != DVM_I8 && y->dtype != DVM_I16 && y->dtype != DVM_U16))
+    return bad_dtype(op, "y", y, zp ? "the zero point's dtype, u8, i8, i16 or u16" : "u8");
   qparams q;
   if ((st = qparams_of(op, x, s, zp, a->attrs, a->nattrs, &q))) return st;
   void *yp = dvm_tensor_ptr(y);
@@ -196,7 +200,7 @@ static dvm_status *dequantize_linear(const dvm_kernel_args *a) {
   if (st) return st;
   const dvm_tensor *x = a->in[0], *s = a->in[1], *zp = a->nin > 2 ? a->in[2] : NULL;
   dvm_tensor *y = a->out[0];
-  if (!is_int(x->dtype)) return bad_dtype(op, "x", x, "u8, i8, i16 or i32");
+  if (!is_int(x->dtype)) return bad_dtype(op, "x", x, "u8, i8, i16, u16 or i32");
   if (zp && zp->dtype != x->dtype) return bad_dtype(op, "the zero point", zp, dvm_dtype_name((dvm_dtype)x->dtype));
   if (!is_float(s->dtype)) return bad_dtype(op, "scale", s, "f32, f16 or bf16");
   if (y->dtype != s->dtype) return bad_dtype(op, "y", y, dvm_dtype_name((dvm_dtype)s->dtype));
@@ -612,7 +616,8 @@ static dvm_status *matmul_integer_to_float(const dvm_kernel_args *a) {
 const dvm_kernel_def dvm_cpu_quant_kernels[] = {
     {"quantize_linear", DVM_DEVICE_CPU, quantize_linear, NULL, .dtypes = DVM_DTYPES_FLOAT & ~DVM_DTYPE_BIT(DVM_F64)},
     {"dequantize_linear", DVM_DEVICE_CPU, dequantize_linear, NULL,
-     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8) | DVM_DTYPE_BIT(DVM_I16) | DVM_DTYPE_BIT(DVM_I32)},
+     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8) | DVM_DTYPE_BIT(DVM_I16) | DVM_DTYPE_BIT(DVM_U16) |
+               DVM_DTYPE_BIT(DVM_I32)},
     {"dynamic_quantize_linear", DVM_DEVICE_CPU, dynamic_quantize_linear, "dynamic_quantize_linear",
      .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"matmul_integer", DVM_DEVICE_CPU, matmul_integer, "matmul_integer",

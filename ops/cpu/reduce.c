@@ -2,7 +2,7 @@
  *
  *   reduce_sum, reduce_prod, reduce_max, reduce_min
  *     (in: data; attrs: axes:shape, keepdims:int, noop_with_empty_axes:int) -> reduced
- *     f32, f64, i32, i64, and f16/bf16 computed in f32; reduce_max and
+ *     f32, f64, i32, i64, u32, u64, and f16/bf16 computed in f32; reduce_max and
  *     reduce_min also take bool. Output dtype = data's.
  *   reduce_mean (same) -> reduced; f32, f64, f16, bf16.
  *   reduce_l1, reduce_l2, reduce_sum_square, reduce_log_sum,
@@ -19,7 +19,7 @@
  *     (-inf/+inf for floats), as ONNX opset 18 says.
  *     Integer sums and products wrap.
  *   argmax, argmin (in: data; attrs: axis:int, keepdims:int, select_last_index:int)
- *     -> indices i64; data f32, f64, f16, bf16, i32, i64. The first (or,
+ *     -> indices i64; data f32, f64, f16, bf16, i32, i64, u32, u64. The first (or,
  *     with select_last_index, the last) extreme; a NaN counts as the
  *     largest value for argmax and the smallest for argmin, as in NumPy.
  *     An empty axis is an error unless the output is empty too (data
@@ -27,7 +27,7 @@
  *     "argreduce".
  *   cumsum (in: x; attrs: axis:int, exclusive:int, reverse:int) -> y
  *     ONNX CumSum with the axis as an attribute, not a 0-d tensor input (the
- *     compiler reads the constant). f32, f64, i32, i64, f16/bf16 summed in
+ *     compiler reads the constant). f32, f64, i32, i64, u32, u64, f16/bf16 summed in
  *     f32. y has x's shape and dtype (shape function "same").
  *   nll_loss (in: input, target[, weight]; attrs: reduction:int (0 none,
  *     1 sum, 2 mean), ignore_index:int) -> loss: ONNX
@@ -183,6 +183,8 @@ PASSES(float, float, f32, -INFINITY, INFINITY)
 PASSES(double, double, f64, -INFINITY, INFINITY)
 PASSES(int32_t, uint32_t, i32, INT32_MIN, INT32_MAX)
 PASSES(int64_t, uint64_t, i64, INT64_MIN, INT64_MAX)
+PASSES(uint32_t, uint32_t, u32, 0, UINT32_MAX)
+PASSES(uint64_t, uint64_t, u64, 0, UINT64_MAX)
 PASS(max_u8, uint8_t, uint8_t, BMAX, 0)
 PASS(min_u8, uint8_t, uint8_t, BMIN, 1)
 
@@ -190,14 +192,15 @@ PASS(min_u8, uint8_t, uint8_t, BMIN, 1)
  * are those with an entry, plus f16 and bf16 wherever f32 has one. Mean is
  * a sum, then scaled. */
 static const dvm_vec_range_fn passes[R_OPS][DVM_DTYPE_COUNT] = {
-    [R_SUM] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64, [DVM_I32] = sum_i32, [DVM_I64] = sum_i64},
+    [R_SUM] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64, [DVM_I32] = sum_i32, [DVM_I64] = sum_i64,
+               [DVM_U32] = sum_u32, [DVM_U64] = sum_u64},
     [R_MEAN] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
     [R_MAX] = {[DVM_F32] = max_f32, [DVM_F64] = max_f64, [DVM_I32] = max_i32, [DVM_I64] = max_i64,
-               [DVM_BOOL] = max_u8},
+               [DVM_BOOL] = max_u8, [DVM_U32] = max_u32, [DVM_U64] = max_u64},
     [R_MIN] = {[DVM_F32] = min_f32, [DVM_F64] = min_f64, [DVM_I32] = min_i32, [DVM_I64] = min_i64,
-               [DVM_BOOL] = min_u8},
+               [DVM_BOOL] = min_u8, [DVM_U32] = min_u32, [DVM_U64] = min_u64},
     [R_PROD] = {[DVM_F32] = prod_f32, [DVM_F64] = prod_f64, [DVM_I32] = prod_i32,
-                [DVM_I64] = prod_i64},
+                [DVM_I64] = prod_i64, [DVM_U32] = prod_u32, [DVM_U64] = prod_u64},
     [R_L1] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
     [R_L2] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
     [R_SUM_SQUARE] = {[DVM_F32] = sum_f32, [DVM_F64] = sum_f64},
@@ -445,6 +448,8 @@ REDUCE_KERNEL(reduce_log_sum_exp, R_LOG_SUM_EXP)
 #define LOAD_f64(p, i) (((const double *)(p))[i])
 #define LOAD_i32(p, i) (((const int32_t *)(p))[i])
 #define LOAD_i64(p, i) (((const int64_t *)(p))[i])
+#define LOAD_u32(p, i) (((const uint32_t *)(p))[i])
+#define LOAD_u64(p, i) (((const uint64_t *)(p))[i])
 #define LOAD_f16(p, i) dvm_f16_to_f32(((const uint16_t *)(p))[i])
 #define LOAD_bf16(p, i) dvm_bf16_to_f32(((const uint16_t *)(p))[i])
 
@@ -491,11 +496,14 @@ ARGS(f16, float)
 ARGS(bf16, float)
 ARGS(i32, int32_t)
 ARGS(i64, int64_t)
+ARGS(u32, uint32_t)
+ARGS(u64, uint64_t)
 
 #define ARG_ROW(S) {argmax_##S, argmin_##S}
 static const dvm_vec_range_fn args_by_dtype[DVM_DTYPE_COUNT][2] = {
     [DVM_F32] = ARG_ROW(f32), [DVM_F64] = ARG_ROW(f64), [DVM_F16] = ARG_ROW(f16),
     [DVM_BF16] = ARG_ROW(bf16), [DVM_I32] = ARG_ROW(i32), [DVM_I64] = ARG_ROW(i64),
+    [DVM_U32] = ARG_ROW(u32), [DVM_U64] = ARG_ROW(u64),
 };
 
 static dvm_status *argreduce(const dvm_kernel_args *a, int is_min) {
@@ -565,11 +573,17 @@ CUMSUM(cumprod_f32, float, float, MUL, 1)
 CUMSUM(cumprod_f64, double, double, MUL, 1)
 CUMSUM(cumprod_i32, int32_t, uint32_t, MUL, 1)
 CUMSUM(cumprod_i64, int64_t, uint64_t, MUL, 1)
+CUMSUM(cumsum_u32, uint32_t, uint32_t, ADD, 0)
+CUMSUM(cumsum_u64, uint64_t, uint64_t, ADD, 0)
+CUMSUM(cumprod_u32, uint32_t, uint32_t, MUL, 1)
+CUMSUM(cumprod_u64, uint64_t, uint64_t, MUL, 1)
 
 /* by product (0 sum, 1 product) and compute dtype */
 static const dvm_vec_range_fn cumsums[2][DVM_DTYPE_COUNT] = {
-    {[DVM_F32] = cumsum_f32, [DVM_F64] = cumsum_f64, [DVM_I32] = cumsum_i32, [DVM_I64] = cumsum_i64},
-    {[DVM_F32] = cumprod_f32, [DVM_F64] = cumprod_f64, [DVM_I32] = cumprod_i32, [DVM_I64] = cumprod_i64},
+    {[DVM_F32] = cumsum_f32, [DVM_F64] = cumsum_f64, [DVM_I32] = cumsum_i32, [DVM_I64] = cumsum_i64,
+     [DVM_U32] = cumsum_u32, [DVM_U64] = cumsum_u64},
+    {[DVM_F32] = cumprod_f32, [DVM_F64] = cumprod_f64, [DVM_I32] = cumprod_i32, [DVM_I64] = cumprod_i64,
+     [DVM_U32] = cumprod_u32, [DVM_U64] = cumprod_u64},
 };
 
 /* cumsum, or cumprod (prod set) */
@@ -582,7 +596,7 @@ static dvm_status *cumulative(const dvm_kernel_args *a, int prod) {
   if (x->dtype != y->dtype || !cumsums[prod][cdt]) {
     char got[64];
     return dvm_status_new(DVM_INVALID_ARGUMENT,
-                          "%s: dtypes %s: want one of f32, f16, bf16, f64, i32, i64, the same for "
+                          "%s: dtypes %s: want one of f32, f16, bf16, f64, i32, i64, u32, u64, the same for "
                           "both",
                           name, dvm_kargs_dtypes(got, sizeof got, a));
   }
@@ -915,24 +929,27 @@ static dvm_status *lp_normalization(const dvm_kernel_args *a) {
   return NULL;
 }
 
+/* what reduce_sum, reduce_prod, argmax and cumsum take (their tables) */
+#define NUMS (DVM_DTYPES_FLOAT | DVM_DTYPES_INT | DVM_DTYPE_BIT(DVM_U32) | DVM_DTYPE_BIT(DVM_U64))
+
 const dvm_kernel_def dvm_cpu_reduce_kernels[] = {
     {"lp_normalization", DVM_DEVICE_CPU, lp_normalization, "same", .dtypes = DVM_DTYPES_FLOAT},
     {"hardmax", DVM_DEVICE_CPU, hardmax, "same", .dtypes = DVM_DTYPES_FLOAT},
     {"nll_loss", DVM_DEVICE_CPU, nll_loss, "nll_loss", .dtypes = DVM_DTYPES_FLOAT},
-    {"reduce_sum", DVM_DEVICE_CPU, reduce_sum, "reduce"},
-    {"reduce_mean", DVM_DEVICE_CPU, reduce_mean, "reduce"},
-    {"reduce_max", DVM_DEVICE_CPU, reduce_max, "reduce"},
-    {"reduce_min", DVM_DEVICE_CPU, reduce_min, "reduce"},
-    {"reduce_prod", DVM_DEVICE_CPU, reduce_prod, "reduce"},
+    {"reduce_sum", DVM_DEVICE_CPU, reduce_sum, "reduce", .dtypes = NUMS},
+    {"reduce_mean", DVM_DEVICE_CPU, reduce_mean, "reduce", .dtypes = DVM_DTYPES_FLOAT},
+    {"reduce_max", DVM_DEVICE_CPU, reduce_max, "reduce", .dtypes = NUMS | DVM_DTYPE_BIT(DVM_BOOL)},
+    {"reduce_min", DVM_DEVICE_CPU, reduce_min, "reduce", .dtypes = NUMS | DVM_DTYPE_BIT(DVM_BOOL)},
+    {"reduce_prod", DVM_DEVICE_CPU, reduce_prod, "reduce", .dtypes = NUMS},
     {"reduce_l1", DVM_DEVICE_CPU, reduce_l1, "reduce", .dtypes = DVM_DTYPES_FLOAT},
     {"reduce_l2", DVM_DEVICE_CPU, reduce_l2, "reduce", .dtypes = DVM_DTYPES_FLOAT},
     {"reduce_sum_square", DVM_DEVICE_CPU, reduce_sum_square, "reduce", .dtypes = DVM_DTYPES_FLOAT},
     {"reduce_log_sum", DVM_DEVICE_CPU, reduce_log_sum, "reduce", .dtypes = DVM_DTYPES_FLOAT},
     {"reduce_log_sum_exp", DVM_DEVICE_CPU, reduce_log_sum_exp, "reduce", .dtypes = DVM_DTYPES_FLOAT},
-    {"argmax", DVM_DEVICE_CPU, argmax, "argreduce"},
-    {"argmin", DVM_DEVICE_CPU, argmin, "argreduce"},
-    {"cumsum", DVM_DEVICE_CPU, cumsum, "same"},
-    {"cumprod", DVM_DEVICE_CPU, cumprod, "same"},
-    {"topk", DVM_DEVICE_CPU, topk, "topk"},
+    {"argmax", DVM_DEVICE_CPU, argmax, "argreduce", .dtypes = NUMS},
+    {"argmin", DVM_DEVICE_CPU, argmin, "argreduce", .dtypes = NUMS},
+    {"cumsum", DVM_DEVICE_CPU, cumsum, "same", .dtypes = NUMS},
+    {"cumprod", DVM_DEVICE_CPU, cumprod, "same", .dtypes = NUMS},
+    {"topk", DVM_DEVICE_CPU, topk, "topk", .dtypes = DVM_DTYPES_FLOAT | DVM_DTYPES_INT},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -59,6 +59,9 @@ static dvm_status *fill(const dvm_kernel_args *a) {
     case DVM_I32: ((int32_t *)p)[k] = (int32_t)i; break;
     case DVM_I64: ((int64_t *)p)[k] = i; break;
     case DVM_U8: ((uint8_t *)p)[k] = (uint8_t)i; break;
+    case DVM_U16: ((uint16_t *)p)[k] = (uint16_t)i; break;
+    case DVM_U32: ((uint32_t *)p)[k] = (uint32_t)i; break;
+    case DVM_U64: ((uint64_t *)p)[k] = (uint64_t)i; break;
     case DVM_BOOL: ((uint8_t *)p)[k] = f != 0; break;
     default: return dvm_status_new(DVM_INVALID_ARGUMENT, "fill: dtype %s is not supported", dvm_dtype_name((dvm_dtype)y->dtype));
     }

@@ -89,13 +89,19 @@ IABS(iabs8, int8_t, uint32_t)
 IABS(iabs16, int16_t, uint32_t)
 IABS(iabs32, int32_t, uint32_t)
 IABS(iabs64, int64_t, uint64_t)
-static uint8_t uabs8(uint8_t x) { return x; }
+#define UABS(name, T) \
+  static T name(T x) { return x; }
+UABS(uabs8, uint8_t)
+UABS(uabs16, uint16_t)
+UABS(uabs32, uint32_t)
+UABS(uabs64, uint64_t)
 
 /* The ops, on a compute value v of type C (U: C's unsigned twin). */
 #define RELU(C, U, v, p, name) DVM_EW_MAX(v, (C)0)
 #define NEG(C, U, v, p, name) (C)(-(U)(v))
 #define ABS(C, U, v, p, name) _Generic((v), float: fabsf, double: fabs, int8_t: iabs8, int16_t: iabs16, \
-    int32_t: iabs32, int64_t: iabs64, uint8_t: uabs8)(v)
+    int32_t: iabs32, int64_t: iabs64, uint8_t: uabs8, uint16_t: uabs16, uint32_t: uabs32, \
+    uint64_t: uabs64)(v)
 #define NOT(C, U, v, p, name) ((v) == 0)
 #define LO(v, p) _Generic((v), float: (p)->lo_f, double: (p)->lo_d, default: (p)->lo_i)
 #define HI(v, p) _Generic((v), float: (p)->hi_f, double: (p)->hi_d, default: (p)->hi_i)
@@ -143,7 +149,8 @@ static uint8_t uabs8(uint8_t x) { return x; }
   }
 CLIP_FN(float, dvm_ew_fsel) CLIP_FN(double, dvm_ew_dsel) CLIP_FN(int8_t, DVM_EW_ISEL)
 CLIP_FN(int16_t, DVM_EW_ISEL) CLIP_FN(int32_t, DVM_EW_ISEL) CLIP_FN(int64_t, DVM_EW_ISEL)
-CLIP_FN(uint8_t, DVM_EW_ISEL)
+CLIP_FN(uint8_t, DVM_EW_ISEL) CLIP_FN(uint16_t, DVM_EW_ISEL) CLIP_FN(uint32_t, DVM_EW_ISEL)
+CLIP_FN(uint64_t, DVM_EW_ISEL)
 
 
 #define UN_LOOP(fn, OP, name, TS, C, U, LD, ST)                                         \
@@ -173,8 +180,9 @@ CLIP_FN(uint8_t, DVM_EW_ISEL)
 #define UNB(op, OP, dt) UNB_(op##_##dt, OP, op, T_##dt)
 #define UNB_(name, OP, ...) UN_BOOL_LOOP(name, OP, __VA_ARGS__)
 #define FLOATS_BOOL(op, OP) UNB(op, OP, f32) UNB(op, OP, f64) UNB(op, OP, f16) UNB(op, OP, bf16)
-#define NUMS(op, OP) FLOATS(op, OP) UN(op, OP, i8) UN(op, OP, i16) UN(op, OP, i32) UN(op, OP, i64) \
-    UN(op, OP, u8)
+#define INTS(op, OP) UN(op, OP, i8) UN(op, OP, i16) UN(op, OP, i32) UN(op, OP, i64) UN(op, OP, u8) \
+    UN(op, OP, u16) UN(op, OP, u32) UN(op, OP, u64)
+#define NUMS(op, OP) FLOATS(op, OP) INTS(op, OP)
 
 /* unary_math.h's rows: f32 (f16 and bf16 computed in it) and f64 */
 #define X(name, code, text, own, f32, f64, cuda)            \
@@ -194,8 +202,7 @@ FLOATS(acosh, ACOSH) FLOATS(atanh, ATANH) FLOATS(ceil, CEIL) FLOATS(floor, FLOOR
 FLOATS(round, ROUND) NUMS(sign, SIGN) FLOATS(softplus, SOFTPLUS) FLOATS(softsign, SOFTSIGN)
 FLOATS(mish, MISH) FLOATS(elu, ELU) FLOATS(selu, SELU) FLOATS(leaky_relu, LEAKY_RELU)
 FLOATS(thresholded_relu, THRESHOLDED_RELU) FLOATS(celu, CELU) FLOATS(shrink, SHRINK)
-FLOATS(swish, SWISH) UN(bitwise_not, BITWISE_NOT, i8) UN(bitwise_not, BITWISE_NOT, i16)
-UN(bitwise_not, BITWISE_NOT, i32) UN(bitwise_not, BITWISE_NOT, i64) UN(bitwise_not, BITWISE_NOT, u8)
+FLOATS(swish, SWISH) INTS(bitwise_not, BITWISE_NOT)
 FLOATS_BOOL(isnan, ISNAN) FLOATS_BOOL(isinf, ISINF)
 
 typedef enum op_id {
@@ -219,8 +226,10 @@ typedef struct op_def {
 
 #define F_FLOATS(op) [DVM_F32] = op##_f32, [DVM_F64] = op##_f64, [DVM_F16] = op##_f16, \
     [DVM_BF16] = op##_bf16
-#define F_NUMS(op) F_FLOATS(op), [DVM_I8] = op##_i8, [DVM_I16] = op##_i16, [DVM_I32] = op##_i32, \
-    [DVM_I64] = op##_i64, [DVM_U8] = op##_u8
+#define F_INTS(op) [DVM_I8] = op##_i8, [DVM_I16] = op##_i16, [DVM_I32] = op##_i32, \
+    [DVM_I64] = op##_i64, [DVM_U8] = op##_u8, [DVM_U16] = op##_u16, [DVM_U32] = op##_u32, \
+    [DVM_U64] = op##_u64
+#define F_NUMS(op) F_FLOATS(op), F_INTS(op)
 
 static const op_def ops[OP_COUNT] = {
 #define X(name, code, text, ...) [OP_##name] = {text, {F_FLOATS(name)}},
@@ -258,8 +267,7 @@ static const op_def ops[OP_COUNT] = {
     [OP_SWISH] = {"swish", {F_FLOATS(swish)}, 1},
     [OP_ISNAN] = {"isnan", {F_FLOATS(isnan)}, 0, 1},
     [OP_ISINF] = {"isinf", {F_FLOATS(isinf)}, 2, 1},
-    [OP_BITWISE_NOT] = {"bitwise_not", {[DVM_I8] = bitwise_not_i8, [DVM_I16] = bitwise_not_i16,
-                        [DVM_I32] = bitwise_not_i32, [DVM_I64] = bitwise_not_i64, [DVM_U8] = bitwise_not_u8}},
+    [OP_BITWISE_NOT] = {"bitwise_not", {F_INTS(bitwise_not)}},
 };
 
 /* One input, one output of the input's shape and (unless any_out) dtype,
@@ -339,21 +347,24 @@ static dvm_status *number_attr(const dvm_kernel_args *a, const char *op, int i, 
   return NULL;
 }
 
-/* ceil(lo) and floor(hi) within [min, max]. */
+/* ceil(lo) and floor(hi) within [min, max]; for u64 (max == -1, all
+ * bits) the bound's bits as uint64. */
 static int64_t int_bound(double v, int up, int64_t min, int64_t max) {
   v = up ? ceil(v) : floor(v);
+  if (max == -1) return v <= 0 ? 0 : v >= 0x1p64 ? -1 : (int64_t)(uint64_t)v;
   return v <= (double)min ? min : v >= (double)max ? max : (int64_t)v;
 }
 
 static dvm_status *clip(const dvm_kernel_args *a) {
   dvm_status *st = check(a, "clip", 2, 0);
   if (st) return st;
-  double lo, hi;
+  double lo = 0, hi = 0;
   if ((st = number_attr(a, "clip", 0, "lo", &lo)) || (st = number_attr(a, "clip", 1, "hi", &hi)))
     return st;
   static const int64_t range[DVM_DTYPE_COUNT][2] = {
       [DVM_I8] = {INT8_MIN, INT8_MAX}, [DVM_I16] = {INT16_MIN, INT16_MAX},
-      [DVM_I32] = {INT32_MIN, INT32_MAX}, [DVM_I64] = {INT64_MIN, INT64_MAX}, [DVM_U8] = {0, UINT8_MAX}};
+      [DVM_I32] = {INT32_MIN, INT32_MAX}, [DVM_I64] = {INT64_MIN, INT64_MAX}, [DVM_U8] = {0, UINT8_MAX},
+      [DVM_U16] = {0, UINT16_MAX}, [DVM_U32] = {0, UINT32_MAX}, [DVM_U64] = {0, -1}};
   int64_t min = range[a->in[0]->dtype][0], max = range[a->in[0]->dtype][1];
   params p = {(float)lo, (float)hi, lo, hi, int_bound(lo, 1, min, max), int_bound(hi, 0, min, max)};
   return unary(a, OP_CLIP, 2, &p);
@@ -417,6 +428,9 @@ static inline int64_t d_to_i64(double d) {
 static inline int64_t d_to_i32(double d) {
   return d > -2147483649.0 && d < 2147483648.0 ? (int32_t)d : INT32_MIN;
 }
+static inline uint64_t d_to_u64(double d) {
+  return d >= 0x1p63 && d < 0x1p64 ? (uint64_t)d : (uint64_t)d_to_i64(d);
+}
 
 typedef void (*load_fn)(int64_t n, const void *src, void *wide);
 typedef void (*store_fn)(int64_t n, const void *wide, void *dst);
@@ -436,6 +450,9 @@ LOAD(load_i16, int16_t, int64_t, s[i])
 LOAD(load_i32, int32_t, int64_t, s[i])
 LOAD(load_i64, int64_t, int64_t, s[i])
 LOAD(load_u8, uint8_t, int64_t, s[i])
+LOAD(load_u16, uint16_t, int64_t, s[i])
+LOAD(load_u32, uint32_t, int64_t, s[i])
+LOAD(load_u64, uint64_t, int64_t, s[i]) /* the bits; float targets read them as uint64 */
 LOAD(load_bool, uint8_t, int64_t, s[i] != 0)
 
 #define STORE(name, TW, TD, EXPR)                                                 \
@@ -457,6 +474,9 @@ STORE(dstore_i32, double, int32_t, d_to_i32(v))
 STORE(dstore_i64, double, int64_t, d_to_i64(v))
 STORE(dstore_u8, double, uint8_t, (uint8_t)d_to_i32(v))
 STORE(dstore_bool, double, uint8_t, v != 0)
+STORE(dstore_u16, double, uint16_t, (uint16_t)d_to_i32(v))
+STORE(dstore_u32, double, uint32_t, (uint32_t)d_to_i64(v))
+STORE(dstore_u64, double, uint64_t, d_to_u64(v))
 STORE(istore_f32, int64_t, float, v)
 STORE(istore_f16, int64_t, uint16_t, dvm_f32_to_f16(round_odd_f32((double)v)))
 STORE(istore_bf16, int64_t, uint16_t, dvm_f32_to_bf16(round_odd_f32((double)v)))
@@ -467,13 +487,24 @@ STORE(istore_i32, int64_t, int32_t, (uint32_t)v)
 STORE(istore_i64, int64_t, int64_t, v)
 STORE(istore_u8, int64_t, uint8_t, (uint8_t)v)
 STORE(istore_bool, int64_t, uint8_t, v != 0)
+STORE(istore_u16, int64_t, uint16_t, (uint16_t)v)
+STORE(istore_u32, int64_t, uint32_t, (uint32_t)v)
+STORE(istore_u64, int64_t, uint64_t, (uint64_t)v)
+/* from u64 (its bits in the int64 block) to the floats */
+STORE(ustore_f32, int64_t, float, (uint64_t)v)
+STORE(ustore_f16, int64_t, uint16_t, dvm_f32_to_f16(round_odd_f32((double)(uint64_t)v)))
+STORE(ustore_bf16, int64_t, uint16_t, dvm_f32_to_bf16(round_odd_f32((double)(uint64_t)v)))
+STORE(ustore_f64, int64_t, double, (uint64_t)v)
 
 #define BY_DTYPE(p) {[DVM_F32] = p##f32, [DVM_F16] = p##f16, [DVM_BF16] = p##bf16, \
     [DVM_F64] = p##f64, [DVM_I8] = p##i8, [DVM_I16] = p##i16, [DVM_I32] = p##i32, \
-    [DVM_I64] = p##i64, [DVM_U8] = p##u8, [DVM_BOOL] = p##bool}
+    [DVM_I64] = p##i64, [DVM_U8] = p##u8, [DVM_BOOL] = p##bool, [DVM_U16] = p##u16, \
+    [DVM_U32] = p##u32, [DVM_U64] = p##u64}
 static const load_fn loads[DVM_DTYPE_COUNT] = BY_DTYPE(load_);
 static const store_fn dstores[DVM_DTYPE_COUNT] = BY_DTYPE(dstore_);
 static const store_fn istores[DVM_DTYPE_COUNT] = BY_DTYPE(istore_);
+static const store_fn ustores[DVM_DTYPE_COUNT] = {[DVM_F32] = ustore_f32, [DVM_F16] = ustore_f16,
+                                                  [DVM_BF16] = ustore_bf16, [DVM_F64] = ustore_f64};
 
 static int is_float(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16 || dt == DVM_F64; }
 
@@ -508,7 +539,8 @@ static void cast_range(void *ctx, int64_t s, int64_t e) {
   const cast_ctx *c = ctx;
   _Alignas(64) char wide[BLOCK * 8];
   size_t xsz = dvm_dtype_size((dvm_dtype)c->from), osz = dvm_dtype_size((dvm_dtype)c->to);
-  store_fn st = is_float(c->from) ? dstores[c->to] : istores[c->to];
+  store_fn st = is_float(c->from) ? dstores[c->to]
+                : c->from == DVM_U64 && is_float(c->to) ? ustores[c->to] : istores[c->to];
   for (int64_t i = s; i < e; i += BLOCK) {
     int64_t n = e - i < BLOCK ? e - i : BLOCK;
     loads[c->from](n, c->x + i * (int64_t)xsz, wide);
@@ -527,6 +559,22 @@ static dvm_status *cast(const dvm_kernel_args *a) {
   }
   cast_ctx c = {x->dtype, o->dtype, dvm_tensor_ptr(x), dvm_tensor_ptr(o)};
   dvm_ew_parallel(a, dvm_tensor_numel(o), MIN_CHUNK, cast_range, &c);
+  return NULL;
+}
+
+/* ---- bitcast: the bytes, as the output's dtype of the same size ---- */
+
+static dvm_status *bitcast(const dvm_kernel_args *a) {
+  dvm_status *st = check(a, "bitcast", 0, 1);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *o = a->out[0];
+  if (dvm_dtype_size((dvm_dtype)x->dtype) != dvm_dtype_size((dvm_dtype)o->dtype)) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "bitcast: dtypes %s: want two of one size",
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  void *xp = dvm_tensor_ptr(x), *op = dvm_tensor_ptr(o);
+  if (xp != op) memmove(op, xp, dvm_tensor_nbytes(x));
   return NULL;
 }
 
@@ -573,8 +621,7 @@ KERNEL(isnan_, OP_ISNAN)
 KERNEL(isinf_, OP_ISINF)
 KERNEL(bitwise_not, OP_BITWISE_NOT)
 
-#define INTS_BITS (DVM_DTYPE_BIT(DVM_I8) | DVM_DTYPE_BIT(DVM_I16) | DVM_DTYPE_BIT(DVM_I32) | \
-    DVM_DTYPE_BIT(DVM_I64) | DVM_DTYPE_BIT(DVM_U8))
+#define INTS_BITS DVM_DTYPES_INTEGER
 #define NUMS_BITS (DVM_DTYPES_FLOAT | INTS_BITS)
 
 const dvm_kernel_def dvm_cpu_unary_kernels[] = {
@@ -593,6 +640,7 @@ const dvm_kernel_def dvm_cpu_unary_kernels[] = {
     {"clip", DVM_DEVICE_CPU, clip, "same", .inplace = 1},
     {"identity", DVM_DEVICE_CPU, identity, "same"},
     {"cast", DVM_DEVICE_CPU, cast, "same"},
+    {"bitcast", DVM_DEVICE_CPU, bitcast, "same", .inplace = 1},
     {"sin", DVM_DEVICE_CPU, sin_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
     {"cos", DVM_DEVICE_CPU, cos_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
     {"tan", DVM_DEVICE_CPU, tan_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},

@@ -158,7 +158,8 @@ def _summary(val: Any, show: int) -> str:
 
 
 _DVM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int8": "i8",
-               "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}
+               "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool",
+               "uint16": "u16", "uint32": "u32", "uint64": "u64"}
 
 
 def _param(p: Tuple[str, str, Optional[str], Optional[List[Any]]]) -> str:

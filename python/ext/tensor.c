@@ -34,7 +34,8 @@ int dvm_py_tensor_init(void) {
 static const int npy_of[DVM_DTYPE_COUNT] = {
     [DVM_F32] = NPY_FLOAT32, [DVM_F16] = NPY_FLOAT16, [DVM_BF16] = NPY_UINT16, [DVM_F64] = NPY_FLOAT64,
     [DVM_I8] = NPY_INT8,     [DVM_I16] = NPY_INT16,   [DVM_I32] = NPY_INT32,   [DVM_I64] = NPY_INT64,
-    [DVM_U8] = NPY_UINT8,    [DVM_BOOL] = NPY_BOOL,
+    [DVM_U8] = NPY_UINT8,    [DVM_BOOL] = NPY_BOOL,   [DVM_U16] = NPY_UINT16,  [DVM_U32] = NPY_UINT32,
+    [DVM_U64] = NPY_UINT64,
 };
 
 static PyArray_Descr *descr_of(dvm_dtype dt) { /* a new reference */
@@ -48,7 +49,8 @@ static PyArray_Descr *descr_of(dvm_dtype dt) { /* a new reference */
 static const char *const numpy_names[DVM_DTYPE_COUNT] = {
     [DVM_F32] = "float32", [DVM_F16] = "float16", [DVM_BF16] = "bfloat16", [DVM_F64] = "float64",
     [DVM_I8] = "int8",     [DVM_I16] = "int16",   [DVM_I32] = "int32",     [DVM_I64] = "int64",
-    [DVM_U8] = "uint8",    [DVM_BOOL] = "bool",
+    [DVM_U8] = "uint8",    [DVM_BOOL] = "bool",    [DVM_U16] = "uint16",    [DVM_U32] = "uint32",
+    [DVM_U64] = "uint64",
 };
 
 const char *dvm_py_dtype_name(dvm_dtype dt) {
@@ -65,7 +67,7 @@ static bool dtype_of(PyArray_Descr *d, dvm_dtype *out) {
   switch (d->kind) {
   case 'f': *out = size == 4 ? DVM_F32 : size == 2 ? DVM_F16 : DVM_F64; return size == 2 || size == 4 || size == 8;
   case 'i': *out = size == 1 ? DVM_I8 : size == 2 ? DVM_I16 : size == 4 ? DVM_I32 : DVM_I64; return size <= 8 && size != 3;
-  case 'u': *out = DVM_U8; return size == 1;
+  case 'u': *out = size == 1 ? DVM_U8 : size == 2 ? DVM_U16 : size == 4 ? DVM_U32 : DVM_U64; return size <= 8 && size != 3;
   case 'b': *out = DVM_BOOL; return size == 1;
   default: return false;
   }

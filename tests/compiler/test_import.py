@@ -154,6 +154,9 @@ RAW_CASES = [
     (np.int64, TensorProto.INT64, [-(2**63), 2**62], "i64[2] = [-9223372036854775808, 4611686018427387904]"),
     (np.uint8, TensorProto.UINT8, [0, 255], "u8[2] = [0, 255]"),
     (np.bool_, TensorProto.BOOL, [True, False], "bool[2] = [true, false]"),
+    (np.uint16, TensorProto.UINT16, [0, 65535], "u16[2] = [0, 65535]"),
+    (np.uint32, TensorProto.UINT32, [2**32 - 1, 7], "u32[2] = [4294967295, 7]"),
+    (np.uint64, TensorProto.UINT64, [2**64 - 1, 2**63], "u64[2] = [18446744073709551615, 9223372036854775808]"),
 ]
 
 
@@ -188,6 +191,9 @@ TYPED_CASES = [
     ("int32_data", TensorProto.FLOAT16,
      [int(b) for b in np.array([1.5, -0.25], np.float16).view(np.uint16)], "f16[2] = [1.5, -0.25]"),
     ("int32_data", TensorProto.BFLOAT16, [0x3F80, 0x4049], "bf16[2] = [1.0, 3.140625]"),
+    ("int32_data", TensorProto.UINT16, [65535, 0], "u16[2] = [65535, 0]"),
+    ("uint64_data", TensorProto.UINT32, [2**32 - 1, 5], "u32[2] = [4294967295, 5]"),
+    ("uint64_data", TensorProto.UINT64, [2**64 - 1, 2**63 + 1], "u64[2] = [18446744073709551615, 9223372036854775809]"),
 ]
 
 
@@ -420,8 +426,7 @@ def test_string_tensor(tmp_path):
           'tensor "names" has element type STRING, which dvm does not support')
 
 
-@pytest.mark.parametrize("onnx_type,name", [(TensorProto.UINT32, "UINT32"), (TensorProto.UINT64, "UINT64"),
-                                            (TensorProto.COMPLEX64, "COMPLEX64"),
+@pytest.mark.parametrize("onnx_type,name", [(TensorProto.COMPLEX64, "COMPLEX64"),
                                             (TensorProto.FLOAT8E4M3FN, "FLOAT8E4M3FN")])
 def test_unsupported_element_type(tmp_path, onnx_type, name):
     t = tensor("w", onnx_type, [0])
@@ -455,6 +460,15 @@ def test_wrong_typed_field(tmp_path):
     t = tensor("w", F, [2])
     t.int64_data.extend([1, 2])
     error(save(identity_model(t), tmp_path), "corrupt", "has its data in int64_data, expected float_data")
+
+
+@pytest.mark.parametrize("field,onnx_type,value,name", [("uint64_data", TensorProto.UINT32, 2**32, "u32"),
+                                                       ("int32_data", TensorProto.UINT16, 65536, "u16"),
+                                                       ("int32_data", TensorProto.UINT16, -1, "u16")])
+def test_typed_value_out_of_range(tmp_path, field, onnx_type, value, name):
+    t = tensor("w", onnx_type, [2])
+    getattr(t, field).extend([1, value])
+    error(save(identity_model(t), tmp_path), "corrupt", f"[1] = {value} is out of range for {name}")
 
 
 def test_raw_and_typed_data(tmp_path):

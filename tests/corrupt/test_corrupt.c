@@ -472,7 +472,7 @@ static void tables(void) {
   /* constants: name u32, dtype u8, rank u8, pad u16, offset u64, nbytes u64, dims */
   snprintf(msg, sizeof msg, "constants: entry 0 names string %u, but there are %u", ns, ns);
   corrupt("name-index: constant", c0, 4, ns, msg);
-  corrupt("const-dtype: 10", c0 + 4, 1, DVM_DTYPE_COUNT, "constant \"bias\": unknown dtype 10");
+  corrupt("const-dtype: 13", c0 + 4, 1, DVM_DTYPE_COUNT, "constant \"bias\": unknown dtype 13");
   corrupt("const-rank: 9", c0 + 5, 1, DVM_MAX_RANK + 1, "constant \"bias\": rank 9 exceeds 8");
   corrupt("const-reserved: not zero", c0 + 6, 2, 1, "constant \"bias\": reserved field");
   corrupt("const-bytes: shape needs more", c0 + 24, 8, 5, "16 data bytes, its shape needs 20");
@@ -602,7 +602,7 @@ static void function_records(void) {
   snprintf(msg, sizeof msg, "function \"add_bias\": result: entry 1 names string %u", ns);
   corrupt("name-index: result", r, 4, ns, msg);
   corrupt("sig-kind: 7", p + 4, 1, DVM_KIND_COUNT, "parameter \"x\": bad kind, dtype or rank");
-  corrupt("sig-dtype: 10", p + 5, 1, DVM_DTYPE_COUNT, "parameter \"x\": bad kind, dtype or rank");
+  corrupt("sig-dtype: 13", p + 5, 1, DVM_DTYPE_COUNT, "parameter \"x\": bad kind, dtype or rank");
   corrupt("sig-rank: 9", p + 6, 1, DVM_MAX_RANK + 1, "parameter \"x\": bad kind, dtype or rank");
   corrupt("sig-rank: -2", p + 6, 1, 0xfe, "parameter \"x\": bad kind, dtype or rank");
   corrupt("sig-reserved: not zero", p + 7, 1, 1, "parameter \"x\": bad kind, dtype or rank");
@@ -674,7 +674,7 @@ static void code(void) {
   code_word_set("string-index: one past", mf, operand(mf, pc, 1), L.nstrings, msg);
   pc = find_instr(af, DVM_OP_ALLOC, 0);
   code_word_set("dtype-index: one past", af, operand(af, pc, 1), DVM_DTYPE_COUNT,
-                "(alloc): operand 1: dtype 10 out of range (10)");
+                "(alloc): operand 1: dtype 13 out of range (13)");
   code_word_set("device-index: one past", af, operand(af, pc, 3), DVM_DEVICE_COUNT,
                 "(alloc): operand 3: device 2 out of range (2)");
   pc = find_instr(af, DVM_OP_GUARD, 0);

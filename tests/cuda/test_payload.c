@@ -117,7 +117,7 @@ static void test_read(void) {
       {image_reserved, "reserved field is 7"}, {image_arch, "arch 5"},
       {image_dup_arch, "same arch"}, {image_not_elf, "not a cubin"},
       {source_past_end, "source: bytes"}, {source_unaligned, "source: offset"},
-      {bad_dtype, "output 0: dtype code 10 is not a dtype"}, {dtypes_past_end, "dtypes: bytes"},
+      {bad_dtype, "output 0: dtype code 13 is not a dtype"}, {dtypes_past_end, "dtypes: bytes"},
       {dtypes_unaligned, "dtypes: offset"}, {dtypes_over_source, "source: bytes"},
       {image_over_dtypes, "image 0 (sm_80): bytes"},
   };

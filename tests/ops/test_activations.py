@@ -89,7 +89,7 @@ def test_unary_specials():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
-                                   np.int64, np.uint8])
+                                   np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
 @pytest.mark.parametrize("shape", [(), (0,), (13,), (3, 40009)])
 def test_sign(dtype, shape):
     if np.issubdtype(dtype, np.integer):
@@ -113,7 +113,7 @@ def test_isnan_isinf(dtype):
     assert run1("isnan", [np.zeros((3, 0), dtype)], shapefn="same", out_dtypes=[np.bool_]).shape == (3, 0)
 
 
-INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8]
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 PAIRS = [((), ()), ((0,), (1,)), ((13,), (13,)), ((5, 1, 7), (3, 1)), ((1,), (4, 17)), ((3, 40009), (40009,))]
 
 

@@ -48,7 +48,9 @@ PAIRS = [((), ()), ((1,), ()), ((7,), (7,)), ((13,), ()), ((), (31,)), ((3, 1), 
          ((9000, 5), (5,)), ((5,), (7, 5)), ((7, 64), (64,)), ((3, 1, 4), (5, 4))]
 
 FLOATS = [np.float32, np.float64, np.float16]
-INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8]
+INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+# pow takes no unsigned dtype but u8 (ONNX Pow's base is a float or i32/i64)
+NO_POW = (np.uint16, np.uint32, np.uint64)
 
 
 def sample(shape, dtype, lo=-100, hi=100):
@@ -110,6 +112,10 @@ CASES = [(a, b, dt) for dt in FLOATS + INTS for a, b in (PAIRS if dt in (np.floa
 @pytest.mark.parametrize("op", list(ARITH))
 @pytest.mark.parametrize("a,b,dtype", CASES)
 def test_arith(op, a, b, dtype):
+    if op == "pow" and dtype in NO_POW:
+        with pytest.raises(DvmError, match=r"pow: dtypes"):
+            call(op, [sample(a, dtype), sample(b, dtype)], shapefn="broadcast")
+        return
     x, y = sample(a, dtype), sample(b, dtype)
     if op == "div" and np.issubdtype(dtype, np.integer):
         y[y == 0] = 7
@@ -158,6 +164,37 @@ def test_int_division():
             call("div", [x, np.array([1, 2, 0], dt)[None].T], shapefn="broadcast")
     # an empty output divides nothing
     assert call("div", [np.zeros((0, 3), np.int32), np.zeros(3, np.int32)], shapefn="broadcast").size == 0
+
+
+def test_unsigned_limits():
+    """u64 above 2^63 compares, divides and takes min/max as unsigned; u32 and u16 wrap."""
+    big = np.array([2**64 - 1, 2**63, 2**63 + 1, 5, 0, 2**63 - 1], np.uint64)
+    other = np.array([2**63, 2**63 + 1, 3, 2**64 - 2, 2**63, 1], np.uint64)
+    with np.errstate(all="ignore"):
+        for op in ("add", "sub", "mul", "min", "max"):
+            np.testing.assert_array_equal(call(op, [big, other], shapefn="broadcast"),
+                                          ARITH[op](big, other, dtype=np.uint64), err_msg=op)
+    np.testing.assert_array_equal(call("div", [big, other], shapefn="broadcast"), big // other)
+    for op, ref in CMP.items():
+        np.testing.assert_array_equal(call(op, [big, other], shapefn="broadcast", out_dtypes=[np.bool_]),
+                                      ref(big, other), err_msg=op)
+    for dt in (np.uint16, np.uint32):
+        mx = np.iinfo(dt).max
+        x = np.array([mx, mx, 0, 1, mx // 2 + 1], dt)
+        y = np.array([1, mx, 1, mx, 2], dt)
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(call("add", [x, y], shapefn="broadcast"), x + y)
+            np.testing.assert_array_equal(call("sub", [x, y], shapefn="broadcast"), x - y)
+            np.testing.assert_array_equal(call("mul", [x, y], shapefn="broadcast"), x * y)
+        np.testing.assert_array_equal(call("div", [x, y], shapefn="broadcast"), x // y)
+        # an unsigned zero divisor fails as a signed one does (ONNX Runtime has it undefined)
+        with pytest.raises(DvmError, match=r"div: integer division by zero \(divisor element 1\)"):
+            call("div", [x, np.array([3, 0, 1, 1, 1], dt)], shapefn="broadcast")
+    # broadcasting at awkward shapes, and an empty output
+    x = sample((3, 1, 7), np.uint64, 0, 2**62) * np.uint64(3)
+    y = sample((5, 1), np.uint64, 1, 2**40)
+    np.testing.assert_array_equal(call("div", [x, y], shapefn="broadcast"), x // y)
+    assert call("div", [np.zeros((0, 3), np.uint32), np.zeros(3, np.uint32)], shapefn="broadcast").size == 0
 
 
 def test_int_pow():
@@ -224,7 +261,7 @@ WHERE_SHAPES = [((), (), ()), ((7,), (7,), (7,)), ((7,), (), ()), ((), (7,), ())
 
 @pytest.mark.parametrize("c,a,b", WHERE_SHAPES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int8, np.int32, np.int64,
-                                   np.uint8, np.bool_])
+                                   np.uint8, np.uint16, np.uint64, np.bool_])
 def test_where(c, a, b, dtype):
     cond, x, y = sample(c, np.bool_), sample(a, dtype), sample(b, dtype)
     got = call("where", [cond, x, y], shapefn="broadcast", out_dtypes=[dtype])
@@ -253,10 +290,10 @@ def test_inplace():
 def test_errors():
     f, i = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.int32)
     with pytest.raises(DvmError, match=r"sub: dtypes f32, i32 -> f32: want one of f32, f16, bf16, f64, "
-                                        r"i8, i16, i32, i64, u8, the same for all"):
+                                        r"i8, i16, i32, i64, u8, u16, u32, u64, the same for all"):
         call("sub", [f, i], shapefn="broadcast")
     with pytest.raises(DvmError, match=r"less: dtypes f32, f32 -> f32: want one of f32, f16, bf16, f64, "
-                                        r"i8, i16, i32, i64, u8, the same for both inputs, and a bool output"):
+                                        r"i8, i16, i32, i64, u8, u16, u32, u64, the same for both inputs, and a bool output"):
         call("less", [f, f], shapefn="broadcast")
     with pytest.raises(DvmError, match=r"and: dtypes f32, f32 -> bool: want one of bool"):
         call("and", [f, f], shapefn="broadcast", out_dtypes=[np.bool_])
@@ -278,7 +315,7 @@ NODE_OPS = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"
             "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal", "And": "and",
             "Or": "or", "Xor": "xor", "Where": "where"}
 SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
-                                   np.int64, np.uint8, np.bool_)}
+                                   np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
 
 
 def node_cases():

@@ -60,6 +60,8 @@ CASES["bitwise_not"] = [([i32(BIG)], [], "same", [0], 1)]
 for op in LOGIC:
     CASES[op] = [([boolean(BIG), boolean(BIG)], [], "broadcast", [0, 1], 1)]
 CASES["where"] = [([boolean(BIG), f32(BIG), f32((40009,))], [], "broadcast", [1], 1)]
+CASES["bitcast"] = [([f32(s)], [], "same", [0], 1) for s in [(7,), BIG]]
+OUT_DTYPES = {"where": [np.float32], "bitcast": [np.int32]}
 CASES["softmax"] = CASES["logsoftmax"] = [
     ([f32(s, -9, 9)], [axis], "same", [0], 1)
     for s, axis in [((4, 128), -1), ((3, 1025), 1), ((2, 65, 33), 1), ((6, 7), 0)]] + [
@@ -82,7 +84,7 @@ def cases():
 
 @pytest.mark.parametrize("kernel,inputs,attrs,shapefn,k,nout", cases())
 def test_inplace(kernel, inputs, attrs, shapefn, k, nout):
-    dts = [np.float32] if kernel == "where" else None
+    dts = OUT_DTYPES.get(kernel)
     fresh = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout)
     shared = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout, inplace=k)
     assert fresh[0].nbytes == inputs[k].nbytes

@@ -241,7 +241,7 @@ static void test_binary_errors(void) {
   dvm_tensor *i3 = make(DVM_I32, "[3]"), *b23 = make(DVM_BOOL, "[2,3]");
   dvm_tensor *f32_ = make(DVM_F32, "[3,2]"), *f123 = make(DVM_F32, "[1,2,3]");
   CHECK_ERR(call2("add", f23, i3, f23, 1), DVM_INVALID_ARGUMENT,
-            "add: dtypes f32, i32 -> f32: want one of f32, f16, bf16, f64, i8, i16, i32, i64, u8, the same for all");
+            "add: dtypes f32, i32 -> f32: want one of f32, f16, bf16, f64, i8, i16, i32, i64, u8, u16, u32, u64, the same for all");
   CHECK_ERR(call2("mul", f3, f3, i3, 1), DVM_INVALID_ARGUMENT, "mul: dtypes f32, f32 -> i32");
   CHECK_ERR(call2("add", b23, b23, b23, 1), DVM_INVALID_ARGUMENT, "add: dtypes bool, bool -> bool");
   CHECK_ERR(call2("add", f23, f4, f23, 1), DVM_INVALID_ARGUMENT,

@@ -59,7 +59,8 @@ def test_reduce_f32(op, shape, axes, keepdims):
 
 
 @pytest.mark.parametrize("op,dtype", [(op, dt) for op in REFS for dt in
-                                      [np.float64, np.float16, np.int32, np.int64, np.bool_]
+                                      [np.float64, np.float16, np.int32, np.int64, np.uint32,
+                                       np.uint64, np.bool_]
                                       if (op != "reduce_mean" or dt in (np.float64, np.float16))
                                       and (dt != np.bool_ or op in ("reduce_max", "reduce_min"))])
 @pytest.mark.parametrize("shape,axes", [((3, 4, 5), (1,)), ((2, 3, 4, 5), (1, 3)), ((65, 31), ())])
@@ -76,6 +77,16 @@ def test_reduce_int_wraps():
     x = np.array([2**62, 2**62, 2**62], np.int64)
     assert run1("reduce_sum", [x], [Shape(()), 0, 0], shapefn="reduce") == np.sum(x)
     assert run1("reduce_prod", [x], [Shape(()), 0, 0], shapefn="reduce") == np.prod(x)
+    # unsigned: u64 above 2^63 compares as unsigned; u32 sums wrap at 2^32
+    u = np.array([2**63 + 5, 3, 2**64 - 1, 2**63], np.uint64)
+    for op, want in [("reduce_max", 2**64 - 1), ("reduce_min", 3), ("reduce_sum", sum(map(int, u)) % 2**64)]:
+        assert int(run1(op, [u], [Shape(()), 0, 0], shapefn="reduce")) == want, op
+    w = np.array([2**32 - 1, 2, 2**31], np.uint32)
+    assert int(run1("reduce_sum", [w], [Shape(()), 0, 0], shapefn="reduce")) == (2**32 + 1 + 2**31) % 2**32
+    assert run1("reduce_max", [np.zeros((2, 0), np.uint64)], [Shape((1,)), 0, 0], shapefn="reduce").tolist() == [0, 0]
+    assert run1("reduce_min", [np.zeros((2, 0), np.uint32)], [Shape((1,)), 0, 0],
+                shapefn="reduce").tolist() == [2**32 - 1] * 2
+    np.testing.assert_array_equal(run1("argmax", [u], [0, 0, 0], shapefn="argreduce", out_dtypes=[np.int64]), 2)
 
 
 def _logsumexp(x, axis, keepdims):
@@ -195,7 +206,7 @@ def test_argreduce(op, shape, axis, keepdims, last):
     np.testing.assert_array_equal(got, arg_ref(op, x, axis, keepdims, last))
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64])
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.uint32, np.uint64])
 def test_argreduce_dtypes(dtype):
     x = rand((5, 13), dtype)
     for op in ["argmax", "argmin"]:
@@ -262,7 +273,7 @@ def test_cumsum(shape, axis, exclusive, reverse):
     check(got, cumsum_ref(x, axis, exclusive, reverse), np.float32, shape[axis] if x.size else 1)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64])
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.uint32, np.uint64])
 def test_cumsum_dtypes(dtype):
     x = rand((4, 13), dtype)
     got = run1("cumsum", [x], [1, 1, 1], outputs=[(dtype, x.shape)])

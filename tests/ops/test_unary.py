@@ -268,7 +268,7 @@ INT_INFO = {np.int32: np.iinfo(np.int32), np.int64: np.iinfo(np.int64)}
 @pytest.mark.parametrize("op,ref", [("relu", lambda x: np.maximum(x, 0)), ("neg", np.negative),
                                     ("abs", np.abs)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int16, np.int32,
-                                   np.int64, np.uint8])
+                                   np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
 @pytest.mark.parametrize("shape", [(), (7,), (3, 0), (2, 65), (70001,)])
 def test_sign_ops(op, ref, dtype, shape):
     if np.issubdtype(dtype, np.integer):
@@ -315,7 +315,8 @@ def test_clip_bf16():
     np.testing.assert_array_equal(via_bf16("clip", [x], [-1.0, 0.5]), np.clip(x, -1.0, 0.5))
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                                   np.uint64])
 @pytest.mark.parametrize("lo,hi", [(-2.5, 3.5), (-np.inf, 7.0), (-1e30, 1e30), (5, 3), (4, 100),
                                    (300.5, np.inf)])
 def test_clip_int(dtype, lo, hi):
@@ -355,7 +356,7 @@ def test_identity(dtype):
 # ---- cast ----
 
 CAST_TYPES = [np.float32, np.float16, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,
-              np.bool_]
+              np.bool_, np.uint16, np.uint32, np.uint64]
 
 
 def cast_inputs(dtype):
@@ -368,7 +369,7 @@ def cast_inputs(dtype):
         return x
     x = (rng.standard_normal(300) * 100).astype(dtype)
     specials = [np.nan, np.inf, -np.inf, -0.0, 0.5, -0.5, 1.5, 2.5, -1.5, 300.7, -300.7, 70000.0,
-                65519.0, 65520.0, 1e-8, 3e9, -3e9, 1e20, -1e20]
+                65519.0, 65520.0, 1e-8, 3e9, -3e9, 1e20, -1e20, 4.5e9, 1.5e19, 9.3e18, 2.0**64]
     x[: len(specials)] = np.array(specials).astype(dtype)
     return x
 
@@ -379,14 +380,20 @@ def cast_reference(x, to):
     if to == np.bool_:
         return x != 0
     if np.issubdtype(x.dtype, np.floating) and np.issubdtype(to, np.integer):
-        wide = np.int64 if to == np.int64 else np.int32
+        # through i64 for i64, u32 and u64 targets (u64 also takes [2^63, 2^64) exactly), else i32
+        wide = np.int64 if to in (np.int64, np.uint32, np.uint64) else np.int32
         lim = 2.0 ** (63 if wide == np.int64 else 31)
         xd = x.astype(np.float64)
         ok = (xd >= -lim) & (xd < lim)
         with np.errstate(all="ignore"):
             t = np.where(ok, np.trunc(np.where(ok, xd, 0)), 0).astype(wide)
         t[~ok] = np.iinfo(wide).min
-        return t.astype(to)  # keeps the low bits
+        t = t.astype(to)  # keeps the low bits
+        if to == np.uint64:
+            high = (xd >= 2.0**63) & (xd < 2.0**64)
+            with np.errstate(all="ignore"):
+                t[high] = xd[high].astype(np.uint64)
+        return t
     if x.dtype == np.float64 and to == np.float16:
         return x.astype(np.float16)  # NumPy rounds f64 -> f16 directly, as dvm does
     with np.errstate(all="ignore"):

@@ -13,7 +13,7 @@ MODELS = os.environ.get("DVM_MODELS", os.path.join(os.path.dirname(__file__), ".
 
 ONNX_TYPES = {"float32": T.FLOAT, "float16": T.FLOAT16, "bfloat16": T.BFLOAT16, "float64": T.DOUBLE,
               "int8": T.INT8, "int16": T.INT16, "int32": T.INT32, "int64": T.INT64, "uint8": T.UINT8,
-              "bool": T.BOOL}
+              "bool": T.BOOL, "uint16": T.UINT16, "uint32": T.UINT32, "uint64": T.UINT64}
 
 
 def model(nodes, inputs, outputs, inits=()):

@@ -189,7 +189,8 @@ import numpy as np, dvm
 from onnx import TensorProto as T, helper as h
 assert np.__version__.startswith("1."), np.__version__
 types = {"float32": T.FLOAT, "float16": T.FLOAT16, "float64": T.DOUBLE, "int8": T.INT8, "int16": T.INT16,
-         "int32": T.INT32, "int64": T.INT64, "uint8": T.UINT8, "bool": T.BOOL, "bfloat16": T.BFLOAT16}
+         "int32": T.INT32, "int64": T.INT64, "uint8": T.UINT8, "bool": T.BOOL, "bfloat16": T.BFLOAT16,
+         "uint16": T.UINT16, "uint32": T.UINT32, "uint64": T.UINT64}
 for name, t in types.items():
     vi = lambda n: h.make_tensor_value_info(n, t, None if n != "x" else ["n", 3])
     g = h.make_graph([h.make_node("Concat", ["x", "x"], ["y"], axis=0)], "g", [vi("x")], [vi("y")])

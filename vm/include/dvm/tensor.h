@@ -26,6 +26,9 @@ typedef enum dvm_dtype {
   DVM_I64,
   DVM_U8,
   DVM_BOOL,
+  DVM_U16, /* after bool: dtype values are serialized in .dvmb files */
+  DVM_U32,
+  DVM_U64,
   DVM_DTYPE_COUNT
 } dvm_dtype;
 
