@@ -1,5 +1,6 @@
 /* The op table's lowering columns (ops.def), and the special lowerings of
  * ops that are more than one kernel call with their attributes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,6 +8,7 @@
 #include "ops.h"
 #include "ops/cpu/fused.h"
 #include "shapefuncs/attention.h"
+#include "onnx_import.h"
 /* Reshape, Squeeze, Unsqueeze, Flatten: a shape function and a view. */
 dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
   int data, attr_regs[4], na = 0;
@@ -160,6 +162,23 @@ dvm_status *lw_lower_nary(lowering *L, const dvmc_node *n, const op_rule *r) {
   return NULL;
 }
 
+/* BitCast: the bytes as the dtype of `to`, which must have the input's
+ * size; no byte becomes a bool (dvm's bools are 0 or 1). */
+dvm_status *lw_lower_bitcast(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->nin != 1 || !n->in[0] || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs one input and one output");
+  dvm_dtype from = n->in[0]->typed ? n->in[0]->dtype : DVM_DTYPE_COUNT, to;
+  int64_t onnx_to = dvmc_attr_int(n, "to", 0);
+  if (!dvmc_onnx_dtype(onnx_to, &to))
+    return lw_unsupported(n, "target type %lld is not supported", (long long)onnx_to);
+  if (from == DVM_DTYPE_COUNT) return lw_unsupported(n, "the input's dtype is unknown");
+  if (dvm_dtype_size(from) != dvm_dtype_size(to))
+    return lw_invalid(n, "%s and %s differ in width", dvm_dtype_name(from), dvm_dtype_name(to));
+  if (to == DVM_BOOL && from != DVM_BOOL)
+    return lw_unsupported(n, "a bitcast of %s to bool is not supported (dvm's bools are 0 or 1)",
+                          dvm_dtype_name(from));
+  return lw_lower_kernel(L, n, r);
+}
+
 /* A new value: a cast of v to dt, through the cast kernel. */
 static dvm_status *cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out) {
   static const op_rule cast = {"Cast", "cast", NULL, NULL, 1, NULL};
@@ -173,6 +192,62 @@ static dvm_status *cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dv
   node.out = &c;
   *out = c;
   return lw_lower_kernel(L, &node, &cast);
+}
+
+/* Mean: the inputs summed as Sum does (a chain of the rule's kernel, add),
+ * then divided by their count, a scalar constant; f16 and bf16 in f32,
+ * rounded once at the end (as ONNX Runtime does). */
+dvm_status *lw_lower_mean(lowering *L, const dvmc_node *n, const op_rule *r) {
+  static const op_rule div = {"Div", "div", NULL, NULL, -1, NULL, 7};
+  static const op_rule cast = {"Cast", "cast", NULL, NULL, 1, NULL, 7};
+  if (n->nin < 1 || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs inputs and one output");
+  const dvmc_value *x = n->in[0];
+  dvm_dtype dt = x && x->typed ? x->dtype : DVM_DTYPE_COUNT;
+  if (dt != DVM_F32 && dt != DVM_F64 && dt != DVM_F16 && dt != DVM_BF16)
+    return lw_unsupported(n, "dtype %s is not supported (f32, f64, f16, bf16)", dvm_dtype_name(dt));
+  if (n->nin == 1) return lw_lower_alias(L, n, r);
+  dvm_dtype work = dt == DVM_F64 ? DVM_F64 : DVM_F32;
+  dvmc_value **ins = dvm_arena_alloc(&L->c->arena, (size_t)n->nin, sizeof *ins);
+  dvmc_value *sum = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL), *count = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+  dvmc_value *mean = work == dt ? n->out[0] : dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
+  dvmc_tensor *t = dvm_arena_alloc(&L->c->arena, 1, sizeof *t);
+  void *data = dvm_arena_alloc(&L->c->arena, 1, 8);
+  if (!ins || !sum || !count || !mean || !t || !data) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st;
+  for (int i = 0; i < n->nin; i++) {
+    ins[i] = n->in[i];
+    if (work != dt && (st = cast_value(L, n, n->in[i], work, &ins[i]))) return st;
+  }
+  lw_set_type(sum, work);
+  lw_set_type(mean, work);
+  dvmc_node step = *n;
+  step.in = ins;
+  step.out = &sum;
+  if ((st = lw_lower_nary(L, &step, r))) return st;
+  float f = (float)n->nin; /* exact: n->nin < 2^24 */
+  if (work == DVM_F32) memcpy(data, &f, 4);
+  else *(double *)data = n->nin;
+  *t = (dvmc_tensor){.dtype = work, .rank = 0, .data = data, .nbytes = dvm_dtype_size(work)};
+  char name[48]; /* constants of one name are one: the name says the value */
+  snprintf(name, sizeof name, "dvm.mean_count.%s.%d", dvm_dtype_name(work), n->nin);
+  if (!(count->name = dvm_arena_strdup(&L->c->arena, name))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  count->constant = t;
+  lw_set_type(count, work);
+  count->rank = 0;
+  dvmc_value *pair[2] = {sum, count};
+  step.nin = 2;
+  step.in = pair;
+  step.out = &mean;
+  if ((st = lw_lower_kernel(L, &step, &div))) return st;
+  int reg = lw_lookup(L, sum);
+  if (reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+  if (mean == n->out[0]) return NULL;
+  step.nin = 1;
+  step.in = &mean;
+  step.out = n->out;
+  if ((st = lw_lower_kernel(L, &step, &cast))) return st;
+  if ((reg = lw_lookup(L, mean)) >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+  return NULL;
 }
 
 /* Pow with an exponent of another dtype (ONNX allows it): both computed in
@@ -793,6 +868,8 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
     }
     if ((!strcmp(name, "to") || !strcmp(name, "dtype")) && r->dtype && !strcmp(r->dtype, name)) known = 1;
     if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
+    /* Cast's saturate only applies to float8 targets, which dvm has none of */
+    if (!strcmp(name, "saturate") && (!strcmp(n->op, "Cast") || !strcmp(n->op, "CastLike"))) known = 1;
     if (!strcmp(name, "kernel_shape") && !strncmp(n->op, "Conv", 4)) known = 1; /* W's shape says it */
     if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&
         (r->lower == lw_lower_window || !strcmp(n->attrs[i].s, "NOTSET")))

@@ -60,6 +60,10 @@ def encodings():
         tensor("rh", TensorProto.FLOAT16, [1], raw=bytes([0, 0x3C])),
         tensor("s", F, [], raw=np.float32(3).tobytes()),
         tensor("e", F, [0, 2]),
+        tensor("u16", TensorProto.UINT16, [1], "int32_data", [65535]),
+        tensor("u32", TensorProto.UINT32, [2], "uint64_data", [2**32 - 1, 0]),
+        tensor("u64", TensorProto.UINT64, [1], "uint64_data", [2**64 - 1]),
+        tensor("ru64", TensorProto.UINT64, [1], raw=np.uint64(2**63).tobytes()),
     ]
     nodes = [helper.make_node("Identity", [t.name], [t.name + "_o"]) for t in inits]
     return model(nodes, [], [vi(t.name + "_o", t.data_type, None) for t in inits], inits)
@@ -171,6 +175,17 @@ def attention():
     return model(nodes, inputs, [vi(k, F, None) for k in ["y", "pv2", "qk"]], opset=25)
 
 
+def unsigned():
+    """The unsigned dtypes, BitCast, Cast's saturate and Mean (opset 26)."""
+    nodes = [helper.make_node("BitCast", ["x"], ["b"], to=TensorProto.UINT32),
+             helper.make_node("BitShift", ["b", "s"], ["sh"], direction="RIGHT"),
+             helper.make_node("Cast", ["sh"], ["c"], to=F, saturate=1),
+             helper.make_node("CastLike", ["c", "x"], ["cl"], saturate=0),
+             helper.make_node("Mean", ["x", "cl", "x"], ["y"])]
+    s = tensor("s", TensorProto.UINT32, [1], "uint64_data", [3])
+    return model(nodes, [vi("x", F, ["n", 3])], [vi("y", F, ["n", 3])], [s], opset=26)
+
+
 def broken(m, edit):
     m = onnx.ModelProto.FromString(m.SerializeToString())
     edit(m)
@@ -181,7 +196,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     valid = {"mlp": mlp(), "encodings": encodings(), "constants": constants(), "attributes": attributes(),
              "if": if_model(), "loop": loop_model(), "scan": scan_model(), "shapes": shapes(),
-             "quant_contrib": quant_contrib(), "attention": attention()}
+             "quant_contrib": quant_contrib(), "attention": attention(), "unsigned": unsigned()}
     files = {f"valid_{k}.onnx": m.SerializeToString() for k, m in valid.items()}
     small = mlp()
 
