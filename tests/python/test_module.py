@@ -133,7 +133,9 @@ def test_errors_carry_the_vms_message(add_module, bert):
         add_module.run({"x": x, "y": x, "w": x})
     with pytest.raises(dvm.InvalidInput, match=r'input "ids" dim 1 \(seq\) must be <= 64, got 65'):
         bert.run({"ids": np.zeros((1, 65), np.int64), "mask": np.ones((1, 65), np.int64)})
-    with pytest.raises(dvm.InvalidInput, match="NumPy dtype uint16 has no dvm dtype"):
+    with pytest.raises(dvm.InvalidInput, match="NumPy dtype complex64 has no dvm dtype"):
+        add_module.run({"x": x.astype(np.complex64), "y": x})
+    with pytest.raises(dvm.InvalidInput, match='input "x": dtype must be f32, got u16'):
         add_module.run({"x": x.astype(np.uint16), "y": x})
     with pytest.raises(dvm.InvalidInput, match='input "y": could not convert string to float'):
         add_module.run({"x": x, "y": ["a", "b", "c"]})
