@@ -24,6 +24,9 @@
  *       B; attrs: direction:int, 0 left, 1 right) -> C: i8 i16 i32 i64 u8.
  *       Right shifts of signed values are arithmetic; a shift by a negative
  *       amount or the width or more gives -1 (negative A shifted right) or 0.
+ *   prelu (in: X, slope) -> Y: X < 0 ? X * slope : X; f32 f64 f16 bf16.
+ *       ONNX PRelu broadcasts slope to X one way; the compiler's shape
+ *       rule gives the two-way broadcast, which is X's shape when valid.
  *   where (in: C bool, X, Y) -> Z: C ? X : Y elementwise, all three
  *       broadcast; X, Y and Z of one dtype, any dtype.
  *
@@ -335,6 +338,7 @@ enum { ROW_VV, ROW_SV, ROW_VS, ROW_KINDS };
 #define FLOOR_IMOD(C, U, x, y) floor_mod(TMOD(C, U, x, y), y)
 #define FMOD(C, U, x, y) _Generic((x), float: fmodf, double: fmod)(x, y)
 #define FLOOR_FMOD(C, U, x, y) _Generic((x), float: floor_fmodf, double: floor_fmod)(x, y)
+#define PRELU(C, U, x, y) ((x) < 0 ? (x) * (y) : (x))
 /* BitShift: a shift by a negative amount or by the width or more leaves
  * only the sign fill (-1 for a negative x shifted right, else 0). */
 #define BITS(x) (uint64_t)(sizeof(x) * 8)
@@ -411,6 +415,7 @@ INTS(ARITH, bitwise_and, BIT_AND) INTS(ARITH, bitwise_or, BIT_OR) INTS(ARITH, bi
 INTS(ARITH, shl, SHL) INTS(ARITH, shr, SHR)
 FLOATS(ARITH, fmod, FMOD) SINTS(ARITH, fmod, TMOD) UINTS(ARITH, fmod, UMOD)
 FLOATS(ARITH, mod, FLOOR_FMOD) SINTS(ARITH, mod, FLOOR_IMOD) UINTS(ARITH, mod, UMOD)
+FLOATS(ARITH, prelu, PRELU)
 
 /* Float pow: libm's, except that an exponent of 2 (variance, squared
  * error) is a multiply and vectorizes; in the vector-scalar loop it is
@@ -449,7 +454,7 @@ typedef enum op_id {
   OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MIN, OP_MAX,
   OP_EQUAL, OP_LESS, OP_GREATER, OP_LESS_EQUAL, OP_GREATER_EQUAL,
   OP_AND, OP_OR, OP_XOR, OP_BITWISE_AND, OP_BITWISE_OR, OP_BITWISE_XOR, OP_SHL, OP_SHR,
-  OP_MOD, OP_FMOD, OP_COUNT
+  OP_MOD, OP_FMOD, OP_PRELU, OP_COUNT
 } op_id;
 
 typedef struct op_def {
@@ -490,6 +495,7 @@ static const op_def ops[OP_COUNT] = {
     [OP_SHR] = {"bit_shift", 0, {R_INTS(shr)}},
     [OP_MOD] = {"mod", 0, {R_NUM(mod)}},
     [OP_FMOD] = {"mod", 0, {R_NUM(fmod)}},
+    [OP_PRELU] = {"prelu", 0, {R_FLOATS(prelu)}},
 };
 
 static dvm_status *check(const dvm_kernel_args *a, const op_def *op) {
@@ -638,6 +644,7 @@ KERNEL(xor_, OP_XOR)
 KERNEL(bitwise_and, OP_BITWISE_AND)
 KERNEL(bitwise_or, OP_BITWISE_OR)
 KERNEL(bitwise_xor, OP_BITWISE_XOR)
+KERNEL(prelu, OP_PRELU)
 
 /* An op whose variant is its one int attribute (0 picks `if0`). */
 static dvm_status *by_flag(const dvm_kernel_args *a, const char *name, op_id if0, op_id if1) {
@@ -672,5 +679,6 @@ const dvm_kernel_def dvm_cpu_binary_kernels[] = {
     {"bitwise_xor", DVM_DEVICE_CPU, bitwise_xor, "broadcast", .inplace = 1},
     {"bit_shift", DVM_DEVICE_CPU, bit_shift, "broadcast", .inplace = 1},
     {"mod", DVM_DEVICE_CPU, mod, "broadcast", .inplace = 1},
+    {"prelu", DVM_DEVICE_CPU, prelu, "broadcast", .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

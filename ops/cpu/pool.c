@@ -12,6 +12,9 @@
  *            ceil_mode:int, count_include_pad:int) -> Y      f32, f64
  *       count_include_pad 1 divides by the window positions inside the
  *       padded input (not those past the end padding that ceil_mode adds).
+ *   lp_pool(in: X; attrs: kernel_shape, strides, pads, dilations,
+ *            ceil_mode:int, p:int) -> Y      f32, f64
+ *       ONNX LpPool: (sum of |x|^p over the window)^(1/p); padding adds 0.
  *   global_average_pool(in: X [N, C, s...]) -> Y [N, C, 1...]   f32, f64
  *   global_max_pool(in: X) -> Y [N, C, 1...]                     f32, f64
  *
@@ -256,11 +259,29 @@ ARGMAX_PLANE(argmax_f64, double, -DBL_MAX)
 ARGMAX_PLANE(argmax_i8, int8_t, INT8_MIN)
 ARGMAX_PLANE(argmax_u8, uint8_t, 0)
 
+/* lp_pool: (sum over the window's taps inside X of |v|^p)^(1/p), in
+ * double; pads add nothing (they hold zeros). p arrives as the flag. */
+#define LP_PLANE(name, T)                                                                       \
+  DVM_VEC static void name(const geom *g, const void *px, void *py, int64_t *idx, int64_t base, \
+                           int p, void *tmp) {                                                  \
+    (void)idx, (void)base, (void)tmp;                                                           \
+    const T *x = px;                                                                            \
+    T *y = py;                                                                                  \
+    double acc = 0;                                                                             \
+    WINDOW_LOOP(T, g, x, acc = 0,                                                               \
+                acc += p == 1 ? fabs((double)v) : p == 2 ? (double)v * v : pow(fabs((double)v), p), \
+                *y++ = (T)(p == 1 ? acc : p == 2 ? sqrt(acc) : pow(acc, 1.0 / p)))              \
+  }
+
+LP_PLANE(lp_f32, float)
+LP_PLANE(lp_f64, double)
+
 static const plane_fn max_fns[DVM_DTYPE_COUNT] = {
     [DVM_F32] = max_f32, [DVM_F64] = max_f64, [DVM_I8] = max_i8, [DVM_U8] = max_u8};
 static const plane_fn argmax_fns[DVM_DTYPE_COUNT] = {
     [DVM_F32] = argmax_f32, [DVM_F64] = argmax_f64, [DVM_I8] = argmax_i8, [DVM_U8] = argmax_u8};
 static const plane_fn avg_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = avg_f32, [DVM_F64] = avg_f64};
+static const plane_fn lp_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = lp_f32, [DVM_F64] = lp_f64};
 
 typedef struct planes_job {
   const geom *g;
@@ -328,8 +349,13 @@ static dvm_status *check(const dvm_kernel_args *a, const char *op, int nout_max,
   return NULL;
 }
 
-static dvm_status *window_pool(const dvm_kernel_args *a, bool max) {
-  const char *op = max ? "max_pool" : "average_pool";
+typedef enum pool_kind { POOL_MAX, POOL_AVERAGE, POOL_LP } pool_kind;
+
+static dvm_status *window_pool(const dvm_kernel_args *a, pool_kind kind) {
+  static const char *const names[] = {"max_pool", "average_pool", "lp_pool"};
+  static const char *const flags[] = {"storage_order", "count_include_pad", "p"};
+  const char *op = names[kind];
+  bool max = kind == POOL_MAX;
   dvm_window w;
   int64_t want[DVM_MAX_RANK];
   int flag = 0;
@@ -340,12 +366,12 @@ static dvm_status *window_pool(const dvm_kernel_args *a, bool max) {
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 6 attributes, got %d", op, a->nattrs);
   if (!st) {
     int64_t v = a->attrs[5].u.i;
-    if (v != 0 && v != 1)
-      st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s must be 0 or 1, got %lld", op,
-                          max ? "storage_order" : "count_include_pad", (long long)v);
+    if (kind == POOL_LP ? v < 1 || v > 64 : v != 0 && v != 1)
+      st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s must be %s, got %lld", op, flags[kind],
+                          kind == POOL_LP ? "in 1..64" : "0 or 1", (long long)v);
     flag = (int)v;
   }
-  const plane_fn *fns = max ? max_fns : avg_fns;
+  const plane_fn *fns = kind == POOL_MAX ? max_fns : kind == POOL_AVERAGE ? avg_fns : lp_fns;
   uint32_t ok = 0;
   DTYPE_BITS(fns, ok);
   if (!st) st = check(a, op, max ? 2 : 1, ok, want);
@@ -424,15 +450,16 @@ static dvm_status *global_pool(const dvm_kernel_args *a, bool max) {
   return NULL;
 }
 
-
-static dvm_status *max_pool(const dvm_kernel_args *a) { return window_pool(a, true); }
-static dvm_status *average_pool(const dvm_kernel_args *a) { return window_pool(a, false); }
+static dvm_status *max_pool(const dvm_kernel_args *a) { return window_pool(a, POOL_MAX); }
+static dvm_status *average_pool(const dvm_kernel_args *a) { return window_pool(a, POOL_AVERAGE); }
+static dvm_status *lp_pool(const dvm_kernel_args *a) { return window_pool(a, POOL_LP); }
 static dvm_status *global_average_pool(const dvm_kernel_args *a) { return global_pool(a, false); }
 static dvm_status *global_max_pool(const dvm_kernel_args *a) { return global_pool(a, true); }
 
 const dvm_kernel_def dvm_cpu_pool_kernels[] = {
     {"max_pool", DVM_DEVICE_CPU, max_pool, "pool"},
     {"average_pool", DVM_DEVICE_CPU, average_pool, "pool"},
+    {"lp_pool", DVM_DEVICE_CPU, lp_pool, "pool"},
     {"global_average_pool", DVM_DEVICE_CPU, global_average_pool, "global_pool"},
     {"global_max_pool", DVM_DEVICE_CPU, global_max_pool, "global_pool"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},

@@ -354,3 +354,19 @@ def test_onnx_node(case):
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+# ---- prelu --------------------------------------------------------------------
+
+@pytest.mark.parametrize("a,b", [((3, 4, 5), (5,)), ((2, 3, 1, 1), (3, 1, 1)), ((7,), (1,)), ((0, 3), (3,)),
+                                 ((1,), (1,)), ((2, 13), (2, 13))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_prelu(a, b, dtype):
+    x = rng.standard_normal(a).astype(dtype)
+    s = rng.standard_normal(b).astype(dtype)
+    got = run1("prelu", [x, s], shapefn="broadcast")
+    ct = np.float64 if dtype == np.float64 else np.float32  # f16 computes in f32, rounds once
+    want = np.where(x < 0, x.astype(ct) * s.astype(ct), x).astype(dtype)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(DvmError, match=r"prelu: dtypes i32, i32 -> i32: want one of f32, f16, bf16, f64"):
+        run1("prelu", [np.zeros(3, np.int32), np.zeros(3, np.int32)], shapefn="broadcast")

@@ -276,3 +276,85 @@ def test_onnx_node(name):
     for g, w in zip(got, outs):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
+
+
+# ---- instance_norm, group_norm, mvn, lrn (ops/cpu/norm_stats.c) -------------
+
+def group_norm_ref(x, groups, s, b, eps):
+    x64 = x.astype(np.float64)
+    g = x64.reshape(x.shape[0], groups, int(np.prod(x.shape[1:])) // groups)
+    y = ((g - g.mean(axis=2, keepdims=True)) / np.sqrt(g.var(axis=2, keepdims=True) + eps)).reshape(x.shape)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return y * s.astype(np.float64).reshape(shape) + b.astype(np.float64).reshape(shape)
+
+
+# awkward shapes: no spatial dims, 1s, primes, an empty batch
+NORM_SHAPES = [(2, 3, 4, 5), (1, 1, 1), (3, 7, 13), (2, 5), (0, 3, 4), (1, 2, 1, 1, 3)]
+
+
+@pytest.mark.parametrize("shape", [s for s in NORM_SHAPES if len(s) >= 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_instance_norm(shape, dtype):
+    x, s, b = rand(shape, dtype, 3), rand(shape[1:2], dtype), rand(shape[1:2], dtype)
+    got = run1("instance_norm", [x, s, b], [1e-5], outputs=[(dtype, shape)])
+    want = group_norm_ref(x, shape[1], s, b, 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if x.size and x.ndim > 2 and dtype == np.float32:
+        from test_conv import ort_run
+        np.testing.assert_allclose(got, ort_run("InstanceNormalization", [x, s, b], {}), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape,groups", [((2, 4, 3, 3), 2), ((1, 6, 7), 3), ((3, 5, 2), 5), ((2, 6), 1),
+                                           ((0, 4, 2), 2), ((1, 1, 1), 1)])
+def test_group_norm(shape, groups):
+    x, s, b = rand(shape, np.float32, 2), rand(shape[1:2]), rand(shape[1:2])
+    got = run1("group_norm", [x, s, b], [1e-3, groups, 1], outputs=[(np.float32, shape)])
+    np.testing.assert_allclose(got, group_norm_ref(x, groups, s, b, 1e-3), rtol=1e-5, atol=1e-5)
+
+
+def mvn_ref(x, axes):
+    x64 = x.astype(np.float64)
+    m = x64.mean(axis=axes, keepdims=True)
+    sd = np.sqrt((x64 ** 2).mean(axis=axes, keepdims=True) - m ** 2)
+    return (x64 - m) / (sd + 1e-9)
+
+
+@pytest.mark.parametrize("shape,axes", [((3, 3, 3, 1), ()), ((2, 5, 7, 3), (0, 2, 3)), ((2, 5, 7), (1,)),
+                                        ((4, 3, 2), (-1, 0)), ((2, 1, 3, 3), (1, 2, 3)), ((0, 2, 3, 3), ())])
+def test_mvn(shape, axes):
+    from dvmop import Shape
+    x = rand(shape, np.float32, 2) + 1
+    got = run1("mvn", [x], [Shape(axes)], outputs=[(np.float32, shape)])
+    np.testing.assert_allclose(got, mvn_ref(x, tuple(axes) or (0, 2, 3)), rtol=1e-5, atol=1e-5)
+
+
+def lrn_ref(x, alpha, beta, bias, size):
+    x64 = x.astype(np.float64)
+    c = x.shape[1]
+    sq = np.zeros_like(x64)
+    for ch in range(c):
+        lo, hi = max(0, ch - (size - 1) // 2), min(c, ch + size // 2 + 1)
+        sq[:, ch] = (x64[:, lo:hi] ** 2).sum(axis=1)
+    return x64 / (bias + alpha / size * sq) ** beta
+
+
+@pytest.mark.parametrize("shape,size", [((2, 5, 3, 3), 3), ((1, 7, 2, 5), 4), ((1, 1, 1, 1), 5), ((2, 3, 5), 1),
+                                        ((0, 3, 2, 2), 3), ((1, 13, 4), 2)])
+def test_lrn(shape, size):
+    x = rand(shape)
+    got = run1("lrn", [x], [1e-2, 0.75, 1.5, size], outputs=[(np.float32, shape)])
+    np.testing.assert_allclose(got, lrn_ref(x, 1e-2, 0.75, 1.5, size), rtol=1e-5, atol=1e-6)
+    if x.size and x.ndim == 4 and size % 2:  # ONNX Runtime takes odd sizes only
+        from test_conv import ort_run
+        ort = ort_run("LRN", [x], dict(alpha=1e-2, beta=0.75, bias=1.5, size=size))
+        np.testing.assert_allclose(got, ort, rtol=1e-5, atol=1e-5)
+
+
+def test_norm_stats_errors():
+    x = rand((2, 3, 4))
+    with pytest.raises(DvmError, match=r"group_norm: num_groups 2 must divide the 3 channels"):
+        run1("group_norm", [x, rand((3,)), rand((3,))], [1e-3, 2, 1], outputs=[(np.float32, x.shape)])
+    with pytest.raises(DvmError, match=r"instance_norm: scale \[4\] must be \[3\], the channels of X"):
+        run1("instance_norm", [x, rand((4,)), rand((3,))], [1e-5], outputs=[(np.float32, x.shape)])
+    with pytest.raises(DvmError, match=r"instance_norm: dtypes f32, f64, f32 -> f32: want all f32 or all f64"):
+        run1("instance_norm", [x, rand((3,), np.float64), rand((3,))], [1e-5], outputs=[(np.float32, x.shape)])

@@ -242,3 +242,48 @@ def test_onnx_node(name):
     for g, w in zip(got, outs):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
+
+
+# ---- lp_pool ------------------------------------------------------------------
+
+def ref_lp_pool(x, kernel, strides, pads, dil, ceil_mode, p):
+    """(sum |x|^p)^(1/p) over each window's taps inside X: ref_pool's
+    average times the taps."""
+    s, _ = ref_pool(np.abs(x.astype(np.float64)) ** p, kernel, strides, pads, dil, ceil_mode, "avg")
+    cnt = ref_count(x.shape, kernel, strides, pads, dil, ceil_mode)
+    return np.where(cnt > 0, s * cnt, 0) ** (1.0 / p)
+
+
+def ref_count(shape, kernel, strides, pads, dil, ceil_mode):
+    """The taps inside X of each window (broadcast over N and C)."""
+    n = len(shape) - 2
+    sp = shape[2:]
+    out = [out_size(sp[i], kernel[i], strides[i], pads[i], pads[n + i], dil[i], ceil_mode) for i in range(n)]
+    cnt = np.zeros(tuple(out))
+    for o in itertools.product(*[range(v) for v in out]):
+        c = 1
+        for i in range(n):
+            c *= sum(1 for k in range(kernel[i]) if 0 <= o[i] * strides[i] - pads[i] + k * dil[i] < sp[i])
+        cnt[o] = c
+    return cnt
+
+
+@pytest.mark.parametrize("xs,k,s,p,d,ceil", CASES + [((2, 3, 11), (3,), (2,), (1, 2), (1,), 0)])
+@pytest.mark.parametrize("pw", [1, 2, 3])
+def test_lp_pool(xs, k, s, p, d, ceil, pw):
+    x = rand(xs)
+    y = run1("lp_pool", [x], pool_attrs(k, s, p, d, ceil, pw), shapefn="pool")
+    want = ref_lp_pool(x, k, s, p, d, ceil, pw)
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    if x.size and not ceil and max(d) == 1:
+        ort = ort_run("LpPool", [x], dict(kernel_shape=k, strides=s, pads=p, p=pw))
+        np.testing.assert_allclose(y, ort, rtol=1e-5, atol=1e-5)
+
+
+def test_lp_pool_f64_and_errors():
+    x = rand((1, 2, 5, 7)).astype(np.float64)
+    y = run1("lp_pool", [x], pool_attrs((2, 3), (1, 1), (0, 0, 0, 0), (1, 1), 0, 2), shapefn="pool")
+    np.testing.assert_allclose(y, ref_lp_pool(x, (2, 3), (1, 1), (0, 0, 0, 0), (1, 1), 0, 2), rtol=1e-12)
+    with pytest.raises(DvmError, match=r"lp_pool: p must be in 1..64, got 0"):
+        run1("lp_pool", [x], pool_attrs((2, 3), (1, 1), (0, 0, 0, 0), (1, 1), 0, 0), shapefn="pool")
