@@ -844,6 +844,38 @@ static void rule_topk(inf *I, const dvmc_node *n) { topk(I, n), keep_rank(n); }
 static void rule_slice(inf *I, const dvmc_node *n) { slice(I, n), keep_rank(n); }
 static void rule_split(inf *I, const dvmc_node *n) { split(I, n), keep_rank(n); }
 static void rule_tile(inf *I, const dvmc_node *n) { tile(I, n), keep_rank(n); }
+/* CenterCropPad: shape[i] on axes[i] (all dims when there is no axes). */
+static void center_crop_pad(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  const dvmc_expr *sh[DVM_MAX_RANK], *d[DVM_MAX_RANK];
+  const dvmc_attr *axes = dvmc_attr_find(n, "axes");
+  if (!x || x->rank < 0 || (axes && (axes->type != DVMC_ATTR_INTS || axes->n > x->rank))) return;
+  int na = axes ? axes->n : x->rank;
+  if (exprs_of(I, n, NULL, 1, sh, DVM_MAX_RANK) != na) return;
+  for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
+  for (int i = 0; i < na; i++) {
+    int k = norm_axis(axes ? axes->ints[i] : i, x->rank);
+    if (k < 0) return;
+    d[k] = sh[i];
+  }
+  set_shape(n->out[0], x->rank, d);
+}
+static void rule_center_crop_pad(inf *I, const dvmc_node *n) { center_crop_pad(I, n), keep_rank(n); }
+
+/* DepthToSpace: [N, C / b^2, H b, W b]; SpaceToDepth: [N, C b^2, H / b, W / b]. */
+static void rule_depth_space(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  int64_t b = dvmc_attr_int(n, "blocksize", 0);
+  if (!x || x->rank != 4 || b < 1) return;
+  for (int i = 0; i < 4; i++)
+    if (!x->dims[i]) return set_rank(n->out[0], 4);
+  const dvmc_expr *bb = dvmc_const(I->x, b), *b2 = dvmc_const(I->x, b * b), *d[4] = {x->dims[0]};
+  bool to_space = !strcmp(n->op, "DepthToSpace");
+  for (int i = 1; i < 4; i++)
+    d[i] = to_space ? (i == 1 ? dvmc_floordiv(I->x, x->dims[1], b2) : dvmc_mul(I->x, x->dims[i], bb))
+                    : (i == 1 ? dvmc_mul(I->x, x->dims[1], b2) : dvmc_floordiv(I->x, x->dims[i], bb));
+  set_shape(n->out[0], 4, d);
+}
 static void rule_pad(inf *I, const dvmc_node *n) { pad(I, n), keep_rank(n); }
 static void rule_resize(inf *I, const dvmc_node *n) { resize(I, n), keep_rank(n); }
 static void rule_conv_transpose(inf *I, const dvmc_node *n) { conv_transpose(I, n), keep_rank(n); }

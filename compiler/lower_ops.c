@@ -346,6 +346,32 @@ dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
   return st;
 }
 
+/* Pad with an omitted constant_value before present axes (opset 18): the
+ * default value, a zero of data's dtype, is made a constant for it. */
+dvm_status *lw_lower_pad(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (n->nin < 4 || n->in[2] || !n->in[3]) return lw_lower_kernel(L, n, r);
+  const dvmc_value *x = n->in[0];
+  if (!x || !x->typed) return lw_unsupported(n, "needs its data's dtype for the default constant_value");
+  static const uint64_t zero = 0;
+  dvmc_tensor t = {.dtype = x->dtype, .rank = 0, .data = &zero, .nbytes = dvm_dtype_size(x->dtype)};
+  char name[64];
+  snprintf(name, sizeof name, "dvm.pad.zero.%s", dvm_dtype_name(x->dtype));
+  int k = dvmc_emit_const(L->e, name, &t), zr = dvmc_fn_reg(L->f);
+  if (k < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvmc_fn_op2(L->f, DVM_OP_CONST, zr, k);
+  call c = {.kernel = r->kernel, .nin = 4};
+  dvm_status *st = NULL;
+  for (int i = 0; i < 4 && !st; i++) {
+    int reg = zr;
+    if (i != 2) st = lw_reg_of(L, n->in[i], &reg);
+    c.ins[i] = reg;
+  }
+  if (!st) st = lw_call_attrs(L, n, r->attrs, -1, &c);
+  if (!st) st = lw_emit_call(L, n, r, &c);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, zr);
+  return st;
+}
+
 /* Einsum: the equation is the kernel's payload (one kernel entry per
  * equation, "einsum@N"), and the output shape's sources, which shape
  * function "einsum" reads, are worked out here (shapefuncs/matmul.h). */

@@ -15,6 +15,8 @@
  *   tile(x, repeats) -> out
  *   pad(data, pads[, value[, axes]][, mode:int]) -> out
  *   trilu(x[, k][, upper:int]) -> out
+ *   center_crop_pad(x, shape, axes) -> out
+ *   depth_to_space(x, blocksize:int, mode:int), space_to_depth(...) -> out
  * `shape`, `axes`, `starts`... are lists of ints: an i64 or i32 host tensor
  * of rank 0 or 1, or a shape value. */
 #include <limits.h>
@@ -631,6 +633,97 @@ dvm_status *dvm_pad_infer(const dvm_value *in, int nin, dvm_pad_info *p) {
   return NULL;
 }
 
+/* ---- center_crop_pad ---- */
+
+dvm_status *dvm_center_crop_pad_infer(const dvm_value *in, int nin, dvm_pad_info *p) {
+  const char *fn = "center_crop_pad";
+  int r, ns, na, ax[DVM_MAX_RANK];
+  const int64_t *d;
+  int64_t shape[DVM_MAX_RANK], axes[DVM_MAX_RANK];
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 3, 3, 1, 1);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &r, &d);
+  if (!st) st = dvm_movement_ints(fn, in, 1, "shape", DVM_MAX_RANK, shape, &ns);
+  if (!st) st = dvm_movement_ints(fn, in, 2, "axes", DVM_MAX_RANK, axes, &na);
+  if (st) return st;
+  if (na == 0)
+    for (na = 0; na < r; na++) axes[na] = na;
+  if ((st = axes_list(fn, axes, na, r, ax))) return st;
+  char s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
+  if (ns != na)
+    return ERR("%s: shape %s has %d values, want one per axis (%d) of %s", fn,
+               dvm_shape_str(s1, ns, shape), ns, na, dvm_shape_str(s2, r, d));
+  p->rank = r;
+  p->mode = DVM_PAD_CONSTANT;
+  for (int i = 0; i < r; i++) {
+    p->before[i] = p->after[i] = 0;
+    p->dims[i] = d[i];
+  }
+  for (int i = 0; i < na; i++) {
+    int k = ax[i];
+    if (shape[i] < 0)
+      return ERR("%s: shape %s: %lld is negative", fn, dvm_shape_str(s1, ns, shape), (long long)shape[i]);
+    /* centred: a crop starts at floor((d - s) / 2), a pad puts floor((s - d) / 2) first */
+    int64_t diff = shape[i] - d[k], b = diff >= 0 ? diff / 2 : -(-diff / 2);
+    p->before[k] = b;
+    p->after[k] = diff - b;
+    p->dims[k] = shape[i];
+  }
+  return NULL;
+}
+
+static dvm_status *shapefn_center_crop_pad(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  dvm_pad_info p;
+  dvm_status *st = dvm_shape_check_counts("center_crop_pad", nin, 3, 3, nout, 1);
+  if (!st) st = dvm_center_crop_pad_infer(in, nin, &p);
+  if (st) return st;
+  dvm_shape_set(&out[0], p.rank, p.dims);
+  return NULL;
+}
+
+/* ---- depth_to_space, space_to_depth ---- */
+
+dvm_status *dvm_depth_space_infer(const dvm_value *in, int nin, bool to_space, dvm_depth_space *p) {
+  const char *fn = to_space ? "depth_to_space" : "space_to_depth";
+  int r;
+  const int64_t *d;
+  int64_t b = 0, mode = 0;
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 3, 3, 1, 1);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &r, &d);
+  if (!st) st = dvm_movement_int(fn, in, 1, "blocksize", &b);
+  if (!st) st = dvm_movement_int(fn, in, 2, "mode", &mode);
+  if (st) return st;
+  char sd[DVM_SHAPE_STR_SIZE];
+  if (r != 4) return ERR("%s: input %s must have rank 4", fn, dvm_shape_str(sd, r, d));
+  if (b < 1 || b > (1 << 20)) return ERR("%s: blocksize %lld is not in 1..2^20", fn, (long long)b);
+  if (mode != 0 && mode != 1) return ERR("%s: mode %lld is not 0 (DCR) or 1 (CRD)", fn, (long long)mode);
+  if (to_space ? d[1] % (b * b) : d[2] % b || d[3] % b)
+    return ERR("%s: input %s: %s not divisible by blocksize %lld%s", fn, dvm_shape_str(sd, r, d),
+               to_space ? "channels" : "height or width", (long long)b, to_space ? " squared" : "");
+  p->block = b;
+  p->crd = (int)mode;
+  /* the depth-side [N, C, H, W] and space-side [N, C / b^2, H * b, W * b] */
+  int64_t c = to_space ? d[1] / (b * b) : d[1], h = to_space ? d[2] : d[2] / b, w = to_space ? d[3] : d[3] / b;
+  int64_t dims[4] = {d[0], to_space ? c : c * b * b, to_space ? h * b : h, to_space ? w * b : w};
+  memcpy(p->dims, dims, sizeof dims);
+  p->n = d[0], p->c = c, p->h = h, p->w = w;
+  return NULL;
+}
+
+static dvm_status *shapefn_depth_space(const dvm_value *in, int nin, dvm_value *out, int nout, bool to_space) {
+  dvm_depth_space p;
+  dvm_status *st = dvm_shape_check_counts(to_space ? "depth_to_space" : "space_to_depth", nin, 3, 3, nout, 1);
+  if (!st) st = dvm_depth_space_infer(in, nin, to_space, &p);
+  if (st) return st;
+  dvm_shape_set(&out[0], 4, p.dims);
+  return NULL;
+}
+static dvm_status *shapefn_depth_to_space(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  return shapefn_depth_space(in, nin, out, nout, true);
+}
+static dvm_status *shapefn_space_to_depth(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  return shapefn_depth_space(in, nin, out, nout, false);
+}
+
 static dvm_status *shapefn_pad(const dvm_value *in, int nin, dvm_value *out, int nout) {
   dvm_pad_info p;
   dvm_status *st = dvm_shape_check_counts("pad", nin, 2, 5, nout, 1);
@@ -693,6 +786,9 @@ const dvm_shapefn_def dvm_shapefn_movement_table[] = {
     {"expand", shapefn_expand},
     {"tile", shapefn_tile},
     {"pad", shapefn_pad},
+    {"center_crop_pad", shapefn_center_crop_pad},
+    {"depth_to_space", shapefn_depth_to_space},
+    {"space_to_depth", shapefn_space_to_depth},
     {"trilu", shapefn_trilu},
     {NULL, NULL},
 };

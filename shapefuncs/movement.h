@@ -97,6 +97,22 @@ typedef struct dvm_pad_info {
 } dvm_pad_info;
 DVM_MUST_USE dvm_status *dvm_pad_infer(const dvm_value *in, int nin, dvm_pad_info *p);
 
+/* center_crop_pad(x, shape, axes): ONNX CenterCropPad as a pad (negative
+ * pads crop) to shape[i] on axes[i] (axes empty: every dim), centred: a
+ * crop starts at floor((d - s) / 2), a pad puts floor((s - d) / 2) first. */
+DVM_MUST_USE dvm_status *dvm_center_crop_pad_infer(const dvm_value *in, int nin, dvm_pad_info *p);
+
+/* depth_to_space / space_to_depth(x, blocksize:int, mode:int): x of rank 4;
+ * mode 0 DCR, 1 CRD. The space side is [n, c, h * b, w * b], the depth
+ * side [n, c * b * b, h, w]; dims is the output's shape. */
+typedef struct dvm_depth_space {
+  int64_t block, n, c, h, w;
+  int crd;
+  int64_t dims[4];
+} dvm_depth_space;
+DVM_MUST_USE dvm_status *dvm_depth_space_infer(const dvm_value *in, int nin, bool to_space,
+                                               dvm_depth_space *p);
+
 /* trilu(x[, k][, upper:int]): x of rank >= 2; k a one-element i64 or i32
  * tensor (default 0), upper 1 (default) or 0. The output has x's shape. */
 typedef struct dvm_trilu_info {

@@ -18,6 +18,10 @@
  *          mode 0 constant (default), 1 reflect, 2 edge, 3 wrap
  *   trilu(in: x[, k]; attrs: upper:int) -> y           k: one-element i64 (default 0);
  *                                                      upper 1 (default) or 0
+ *   center_crop_pad(in: x, shape; attrs: axes:shape) -> y   ONNX CenterCropPad:
+ *          a centred crop or zero pad of each axis to shape[i], by pad's code
+ *   depth_to_space, space_to_depth(in: x [N, C, H, W]; attrs: blocksize:int,
+ *          mode:int) -> y     mode 0 DCR, 1 CRD (shapefuncs/movement.h)
  * Every output has the dtype of input 0. Attributes marked optional may be
  * left out from the end of the list.
  *
@@ -804,22 +808,13 @@ static void pad_border_of(const dvm_pad_info *p, int k, const int64_t *kept, pad
   }
 }
 
-static dvm_status *pad(const dvm_kernel_args *a) {
-  call_values cv;
-  dvm_pad_info p;
-  dvm_status *st = begin(a, "pad", 2, 4, 1, &cv);
-  if (st) return st;
-  st = dvm_pad_infer(cv.v, cv.n, &p);
-  values_free(&cv);
+/* Pads (or crops) x into y as p says, with `value` (one element of x's
+ * dtype) in constant mode. */
+static dvm_status *pad_run(const dvm_kernel_args *a, const dvm_pad_info *pi, const char *value) {
   const dvm_tensor *x = a->in[0], *y = a->out[0];
-  if (st || (st = dvm_cpu_check_shape("pad", y, 0, p.rank, p.dims))) return st;
-  if (a->nin > 2 && a->in[2]->dtype != x->dtype)
-    return ERR("pad: value is %s, data is %s", dvm_dtype_name((dvm_dtype)a->in[2]->dtype),
-               dvm_dtype_name((dvm_dtype)x->dtype));
+  const dvm_pad_info p = *pi;
   if (dvm_tensor_numel(y) == 0) return NULL;
   size_t esz = dvm_dtype_size((dvm_dtype)x->dtype);
-  uint64_t zero = 0;
-  const char *value = a->nin > 2 ? dvm_tensor_ptr(a->in[2]) : (const char *)&zero;
   int64_t xs[DVM_MAX_RANK], ys[DVM_MAX_RANK], kept[DVM_MAX_RANK], xoff = 0, yoff = 0, nkept = 1;
   strides_of(x, xs);
   strides_of(y, ys);
@@ -859,6 +854,68 @@ static dvm_status *pad(const dvm_kernel_args *a) {
   if (bd.to != buf) free(bd.to);
   return NULL;
 }
+
+static dvm_status *pad(const dvm_kernel_args *a) {
+  call_values cv;
+  dvm_pad_info p;
+  dvm_status *st = begin(a, "pad", 2, 4, 1, &cv);
+  if (st) return st;
+  st = dvm_pad_infer(cv.v, cv.n, &p);
+  values_free(&cv);
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  if (st || (st = dvm_cpu_check_shape("pad", y, 0, p.rank, p.dims))) return st;
+  if (a->nin > 2 && a->in[2]->dtype != x->dtype)
+    return ERR("pad: value is %s, data is %s", dvm_dtype_name((dvm_dtype)a->in[2]->dtype),
+               dvm_dtype_name((dvm_dtype)x->dtype));
+  uint64_t zero = 0;
+  return pad_run(a, &p, a->nin > 2 ? dvm_tensor_ptr(a->in[2]) : (const char *)&zero);
+}
+
+/* attrs: axes (a shape; empty: every dim) */
+static dvm_status *center_crop_pad(const dvm_kernel_args *a) {
+  call_values cv;
+  dvm_pad_info p;
+  dvm_status *st = begin(a, "center_crop_pad", 2, 2, 1, &cv);
+  if (st) return st;
+  st = dvm_center_crop_pad_infer(cv.v, cv.n, &p);
+  values_free(&cv);
+  if (st || (st = dvm_cpu_check_shape("center_crop_pad", a->out[0], 0, p.rank, p.dims))) return st;
+  uint64_t zero = 0;
+  return pad_run(a, &p, (const char *)&zero);
+}
+
+/* One loop over the space side [n, c, h, i, w, j] (i, j within a block)
+ * and the depth side's channel of (c, i, j): DCR (i * b + j) * C + c, CRD
+ * (c * b + i) * b + j. */
+static dvm_status *depth_space(const dvm_kernel_args *a, bool to_space) {
+  const char *op = to_space ? "depth_to_space" : "space_to_depth";
+  call_values cv;
+  dvm_depth_space p;
+  dvm_status *st = begin(a, op, 1, 1, 1, &cv);
+  if (st) return st;
+  st = dvm_depth_space_infer(cv.v, cv.n, to_space, &p);
+  values_free(&cv);
+  if (st || (st = dvm_cpu_check_shape(op, a->out[0], 0, 4, p.dims))) return st;
+  size_t esz = dvm_dtype_size((dvm_dtype)a->in[0]->dtype);
+  const char *x = dvm_tensor_ptr(a->in[0]);
+  char *y = dvm_tensor_ptr(a->out[0]);
+  int64_t b = p.block, cd = p.c * b * b, hs = p.h * b, ws = p.w * b;
+  for (int64_t n = 0; n < p.n; n++)
+    for (int64_t c = 0; c < p.c; c++)
+      for (int64_t h = 0; h < p.h; h++)
+        for (int64_t i = 0; i < b; i++)
+          for (int64_t w = 0; w < p.w; w++)
+            for (int64_t j = 0; j < b; j++) {
+              int64_t ch = p.crd ? (c * b + i) * b + j : (i * b + j) * p.c + c;
+              int64_t depth = ((n * cd + ch) * p.h + h) * p.w + w;
+              int64_t space = ((n * p.c + c) * hs + h * b + i) * ws + w * b + j;
+              int64_t from = to_space ? depth : space, to = to_space ? space : depth;
+              memcpy(y + to * (int64_t)esz, x + from * (int64_t)esz, esz);
+            }
+  return NULL;
+}
+static dvm_status *depth_to_space(const dvm_kernel_args *a) { return depth_space(a, true); }
+static dvm_status *space_to_depth(const dvm_kernel_args *a) { return depth_space(a, false); }
 
 /* Rows [r0, r1) of trilu over matrices of m rows and n columns. */
 static void trilu_rows(const char *x, char *y, int64_t m, int64_t n, int upper, int64_t k,
@@ -922,5 +979,8 @@ const dvm_kernel_def dvm_cpu_movement_kernels[] = {
     {"tile", DVM_DEVICE_CPU, tile, "tile"},
     {"pad", DVM_DEVICE_CPU, pad, "pad"},
     {"trilu", DVM_DEVICE_CPU, trilu, "trilu"},
+    {"center_crop_pad", DVM_DEVICE_CPU, center_crop_pad, "center_crop_pad"},
+    {"depth_to_space", DVM_DEVICE_CPU, depth_to_space, "depth_to_space"},
+    {"space_to_depth", DVM_DEVICE_CPU, space_to_depth, "space_to_depth"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

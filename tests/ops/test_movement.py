@@ -687,3 +687,79 @@ def test_onnx_node(name, op):
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
+
+
+# ---- center_crop_pad, depth_to_space, space_to_depth --------------------------
+
+def center_crop_pad_ref(x, shape, axes):
+    """ONNX's reference: a crop starts at (d - s) // 2, a pad puts (s - d) // 2 first."""
+    axes = [a % x.ndim for a in axes] or list(range(x.ndim))
+    y = x
+    for a, s in zip(axes, shape):
+        d = y.shape[a]
+        if s < d:
+            b = (d - s) // 2
+            y = np.take(y, np.arange(b, b + s), axis=a)
+        elif s > d:
+            b = (s - d) // 2
+            w = [(0, 0)] * y.ndim
+            w[a] = (b, s - d - b)
+            y = np.pad(y, w)
+    return y
+
+
+@pytest.mark.parametrize("xs,shape,axes", [((20, 8, 3), (10, 7, 3), ()), ((10, 9, 3), (20, 10, 3), ()),
+                                           ((3, 20, 8), (10, 9), (1, 2)), ((5, 7, 3), (4, 12), (-3, -2)),
+                                           ((0, 3), (0, 6), ()), ((1, 13), (2, 1), ()), ((4, 5), (0, 5), ()),
+                                           ((2, 3, 4), (7,), (1,))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.int64])
+def test_center_crop_pad(xs, shape, axes, dtype):
+    x = rng.integers(-9, 9, xs).astype(dtype)
+    got = run1("center_crop_pad", [x, np.array(shape, np.int64)], [Shape(axes)], shapefn="center_crop_pad")
+    np.testing.assert_array_equal(got, center_crop_pad_ref(x, shape, axes))
+
+
+def test_center_crop_pad_errors():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(DvmError, match=r"center_crop_pad: shape \[2\] has 1 values, want one per axis \(2\)"):
+        run1("center_crop_pad", [x, np.array([2], np.int64)], [Shape(())], shapefn="center_crop_pad")
+    with pytest.raises(DvmError, match=r"center_crop_pad: shape \[-1,3\]: -1 is negative"):
+        run1("center_crop_pad", [x, np.array([-1, 3], np.int64)], [Shape(())], shapefn="center_crop_pad")
+
+
+def depth_to_space_ref(x, b, crd):
+    n, c, h, w = x.shape
+    if crd:
+        t = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    else:
+        t = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    return t.reshape(n, c // (b * b), h * b, w * b)
+
+
+def space_to_depth_ref(x, b, crd):
+    n, c, h, w = x.shape
+    t = x.reshape(n, c, h // b, b, w // b, b)
+    t = t.transpose(0, 1, 3, 5, 2, 4) if crd else t.transpose(0, 3, 5, 1, 2, 4)
+    return t.reshape(n, c * b * b, h // b, w // b)
+
+
+@pytest.mark.parametrize("xs,b", [((1, 8, 2, 3), 2), ((2, 9, 1, 5), 3), ((1, 7, 3, 2), 1), ((0, 4, 2, 2), 2),
+                                  ((3, 4, 0, 1), 2), ((1, 50, 1, 1), 5)])
+@pytest.mark.parametrize("crd", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.float16, np.int64])
+def test_depth_space(xs, b, crd, dtype):
+    x = rng.integers(0, 100, xs).astype(dtype)
+    y = run1("depth_to_space", [x], [b, crd], shapefn="depth_to_space")
+    np.testing.assert_array_equal(y, depth_to_space_ref(x, b, crd))
+    back = run1("space_to_depth", [y], [b, crd], shapefn="space_to_depth")
+    np.testing.assert_array_equal(back, space_to_depth_ref(y, b, crd))
+    np.testing.assert_array_equal(back, x)
+
+
+def test_depth_space_errors():
+    with pytest.raises(DvmError, match=r"depth_to_space: input \[1,6,2,2\]: channels not divisible by blocksize 2 squared"):
+        run1("depth_to_space", [np.zeros((1, 6, 2, 2), np.float32)], [2, 0], shapefn="depth_to_space")
+    with pytest.raises(DvmError, match=r"space_to_depth: input \[1,1,3,4\]: height or width not divisible by blocksize 2"):
+        run1("space_to_depth", [np.zeros((1, 1, 3, 4), np.float32)], [2, 0], shapefn="space_to_depth")
+    with pytest.raises(DvmError, match=r"depth_to_space: input \[4,4\] must have rank 4"):
+        run1("depth_to_space", [np.zeros((4, 4), np.float32)], [2, 0], shapefn="depth_to_space")
