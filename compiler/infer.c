@@ -862,13 +862,134 @@ static void center_crop_pad(inf *I, const dvmc_node *n) {
 }
 static void rule_center_crop_pad(inf *I, const dvmc_node *n) { center_crop_pad(I, n), keep_rank(n); }
 
+/* The one element of input i when inference knows it, else NULL. */
+static const dvmc_expr *elem_of(inf *I, const dvmc_node *n, int i) {
+  const dvmc_expr *e[1];
+  return exprs_of(I, n, NULL, i, e, 1) == 1 ? e[0] : NULL;
+}
+
+/* HannWindow, HammingWindow, BlackmanWindow: [size]. */
+static void rule_window_fn(inf *I, const dvmc_node *n) {
+  const dvmc_expr *size = elem_of(I, n, 0);
+  if (size) set_shape(n->out[0], 1, &size);
+  set_rank(n->out[0], 1);
+}
+
+/* MelWeightMatrix: [dft_length / 2 + 1, num_mel_bins]. */
+static void rule_mel(inf *I, const dvmc_node *n) {
+  const dvmc_expr *mel = elem_of(I, n, 0), *len = elem_of(I, n, 1);
+  if (mel && len)
+    set_shape(n->out[0], 2, (const dvmc_expr *[]){
+        dvmc_add(I->x, dvmc_floordiv(I->x, len, dvmc_const(I->x, 2)), dvmc_const(I->x, 1)), mel});
+  set_rank(n->out[0], 2);
+}
+
+/* DFT: x's dims but along the axis (the transform's length, or half of it
+ * plus one for a one-sided forward transform) and the last (1 for an
+ * inverse to a real signal, else 2). The axis is an attribute before
+ * opset 20, input 2 from it. */
+static void rule_dft(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 2) return;
+  int r = x->rank;
+  int64_t axis = n->opset < 20 ? dvmc_attr_int(n, "axis", 1) : -2;
+  int64_t inv = dvmc_attr_int(n, "inverse", 0), one = dvmc_attr_int(n, "onesided", 0);
+  const dvmc_expr *d[DVM_MAX_RANK], *len = NULL, *ax = NULL;
+  if (n->opset >= 20 && n->nin > 2 && n->in[2] && (!(ax = elem_of(I, n, 2)) || !dvmc_expr_is_const(ax, &axis))) {
+    set_rank(n->out[0], r);
+    return;
+  }
+  int k = norm_axis(axis, r);
+  if (k < 0 || k == r - 1 || !x->dims[k]) {
+    set_rank(n->out[0], r);
+    return;
+  }
+  if (n->nin > 1 && n->in[1]) len = elem_of(I, n, 1);
+  else if (inv && one) len = dvmc_mul(I->x, dvmc_sub(I->x, x->dims[k], dvmc_const(I->x, 1)), dvmc_const(I->x, 2));
+  else len = x->dims[k];
+  for (int i = 0; i < r; i++) d[i] = x->dims[i];
+  d[k] = !len ? NULL : !inv && one ? dvmc_add(I->x, dvmc_floordiv(I->x, len, dvmc_const(I->x, 2)), dvmc_const(I->x, 1)) : len;
+  d[r - 1] = dvmc_const(I->x, inv && one ? 1 : 2);
+  set_shape(n->out[0], r, d);
+}
+
+/* STFT: [batch, (length - frame) / step + 1, bins, 2], the frame being
+ * frame_length, or the window's length, or the signal's. */
+static void rule_stft(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0], *w = n->nin > 2 ? n->in[2] : NULL;
+  if (!x || x->rank != 3) return;
+  const dvmc_expr *step = elem_of(I, n, 1), *frame = NULL, *d[4] = {x->dims[0], NULL, NULL, dvmc_const(I->x, 2)};
+  if (n->nin > 3 && n->in[3]) frame = elem_of(I, n, 3);
+  else frame = w ? (w->rank == 1 ? w->dims[0] : NULL) : x->dims[1];
+  if (frame && step && x->dims[1])
+    d[1] = dvmc_add(I->x, dvmc_floordiv(I->x, dvmc_sub(I->x, x->dims[1], frame), step), dvmc_const(I->x, 1));
+  if (frame)
+    d[2] = dvmc_attr_int(n, "onesided", 1) ? dvmc_add(I->x, dvmc_floordiv(I->x, frame, dvmc_const(I->x, 2)), dvmc_const(I->x, 1)) : frame;
+  set_shape(n->out[0], 4, d);
+}
+
+/* Det: X's dims but the last two. */
+static void rule_det(inf *I, const dvmc_node *n) {
+  (void)I;
+  const dvmc_value *x = n->in[0];
+  if (x && x->rank >= 2) set_shape(n->out[0], x->rank - 2, x->dims);
+}
+
+/* Col2Im: [N, C / prod(block), image_shape...]. */
+static void rule_col2im(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0], *img = n->nin > 1 ? n->in[1] : NULL;
+  int64_t k;
+  if (!x || x->rank != 3 || !img || img->rank != 1 || !img->dims[0] || !dvmc_expr_is_const(img->dims[0], &k) ||
+      k < 1 || k > DVM_MAX_RANK - 2)
+    return;
+  const dvmc_expr *im[DVM_MAX_RANK], *bl[DVM_MAX_RANK], *d[DVM_MAX_RANK] = {x->dims[0]};
+  if (exprs_of(I, n, NULL, 1, im, DVM_MAX_RANK) == k)
+    for (int i = 0; i < k; i++) d[2 + i] = im[i];
+  if (exprs_of(I, n, NULL, 2, bl, DVM_MAX_RANK) == k && x->dims[1]) {
+    const dvmc_expr *prod = dvmc_const(I->x, 1);
+    for (int i = 0; i < k; i++) prod = dvmc_mul(I->x, prod, bl[i]);
+    d[1] = dvmc_floordiv(I->x, x->dims[1], prod);
+  }
+  set_shape(n->out[0], 2 + (int)k, d);
+}
+
+/* MaxUnpool: [N, C, (in - 1) stride + kernel - pads...], or output_shape. */
+static void rule_max_unpool(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || x->rank < 3) return;
+  int r = x->rank;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  if (n->nin > 2 && n->in[2]) {
+    if (exprs_of(I, n, NULL, 2, d, DVM_MAX_RANK) == r) set_shape(n->out[0], r, d);
+    set_rank(n->out[0], r);
+    return;
+  }
+  const dvmc_attr *k = dvmc_attr_find(n, "kernel_shape"), *s = dvmc_attr_find(n, "strides"),
+                  *p = dvmc_attr_find(n, "pads");
+  if (!k || k->type != DVMC_ATTR_INTS || k->n != r - 2 || (s && s->n != r - 2) || (p && p->n != 2 * (r - 2))) {
+    set_rank(n->out[0], r);
+    return;
+  }
+  d[0] = x->dims[0], d[1] = x->dims[1];
+  for (int i = 0; i < r - 2; i++) {
+    int64_t st = s ? s->ints[i] : 1, pads = p ? p->ints[i] + p->ints[r - 2 + i] : 0;
+    d[2 + i] = !x->dims[2 + i] ? NULL
+                               : dvmc_add(I->x, dvmc_mul(I->x, dvmc_sub(I->x, x->dims[2 + i], dvmc_const(I->x, 1)), dvmc_const(I->x, st)),
+                                          dvmc_const(I->x, k->ints[i] - pads));
+  }
+  set_shape(n->out[0], r, d);
+}
+
 /* DepthToSpace: [N, C / b^2, H b, W b]; SpaceToDepth: [N, C b^2, H / b, W / b]. */
 static void rule_depth_space(inf *I, const dvmc_node *n) {
   const dvmc_value *x = n->in[0];
   int64_t b = dvmc_attr_int(n, "blocksize", 0);
   if (!x || x->rank != 4 || b < 1) return;
   for (int i = 0; i < 4; i++)
-    if (!x->dims[i]) return set_rank(n->out[0], 4);
+    if (!x->dims[i]) {
+      set_rank(n->out[0], 4);
+      return;
+    }
   const dvmc_expr *bb = dvmc_const(I->x, b), *b2 = dvmc_const(I->x, b * b), *d[4] = {x->dims[0]};
   bool to_space = !strcmp(n->op, "DepthToSpace");
   for (int i = 1; i < 4; i++)

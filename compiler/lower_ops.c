@@ -372,6 +372,47 @@ dvm_status *lw_lower_pad(lowering *L, const dvmc_node *n, const op_rule *r) {
   return st;
 }
 
+/* A kernel call on some of the node's inputs (those present among `pick`,
+ * in order) with the attribute spec `attrs`: for ops whose optional
+ * inputs are attributes of the kernel, or may be omitted in between. */
+static dvm_status *lower_picked(lowering *L, const dvmc_node *n, const op_rule *r, const int *pick, int npick,
+                                const char *attrs) {
+  call c = {.kernel = r->kernel};
+  dvm_status *st = NULL;
+  for (int i = 0; i < npick && !st; i++)
+    if (pick[i] < n->nin && n->in[pick[i]]) {
+      int reg;
+      if (!(st = lw_reg_of(L, n->in[pick[i]], &reg))) c.ins[c.nin++] = reg;
+    }
+  if (!st) st = lw_call_attrs(L, n, attrs, -1, &c);
+  return st ? st : lw_emit_call(L, n, r, &c);
+}
+
+/* DFT: the axis is an attribute (default 1) before opset 20, input 2
+ * (default -2) from it; dft_length (input 1) may be omitted before it. */
+dvm_status *lw_lower_dft(lowering *L, const dvmc_node *n, const op_rule *r) {
+  return lower_picked(L, n, r, (const int[]){0}, 1,
+                      n->opset < 20 ? "@1:i=0 axis:i=1 inverse:i=0 onesided:i=0" : "@1:i=0 @2:i=-2 inverse:i=0 onesided:i=0");
+}
+
+/* STFT: signal and window go to the kernel, frame_step and frame_length
+ * (input 3, after an omitted window maybe) as attributes. */
+dvm_status *lw_lower_stft(lowering *L, const dvmc_node *n, const op_rule *r) {
+  return lower_picked(L, n, r, (const int[]){0, 2}, 2, r->attrs);
+}
+
+/* BatchNormalization: training_mode 1 normalizes by the batch's statistics
+ * and gives the running mean and variance (kernel batchnorm_train). */
+dvm_status *lw_lower_batchnorm(lowering *L, const dvmc_node *n, const op_rule *r) {
+  if (!dvmc_attr_int(n, "training_mode", 0)) return lw_lower_kernel(L, n, r);
+  if (n->nout != 3 || !n->out[1] || !n->out[2])
+    return lw_unsupported(n, "training_mode 1 with %d outputs: dvm gives Y, running_mean and running_var together", n->nout);
+  op_rule t = *r;
+  t.kernel = "batchnorm_train";
+  t.attrs = "epsilon:f=1e-5 momentum:f=0.9";
+  return lw_lower_kernel(L, n, &t);
+}
+
 /* Einsum: the equation is the kernel's payload (one kernel entry per
  * equation, "einsum@N"), and the output shape's sources, which shape
  * function "einsum" reads, are worked out here (shapefuncs/matmul.h). */
@@ -892,7 +933,10 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
       if (*p == ':') p += strcspn(p, " ");
       p += strspn(p, " ");
     }
-    if ((!strcmp(name, "to") || !strcmp(name, "dtype")) && r->dtype && !strcmp(r->dtype, name)) known = 1;
+    if ((!strcmp(name, "to") || !strcmp(name, "dtype") || !strcmp(name, "output_datatype")) && r->dtype &&
+        !strcmp(r->dtype, name))
+      known = 1;
+    if (!strcmp(name, "training_mode") && r->lower == lw_lower_batchnorm) known = 1;
     if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
     /* Cast's saturate only applies to float8 targets, which dvm has none of */
     if (!strcmp(name, "saturate") && (!strcmp(n->op, "Cast") || !strcmp(n->op, "CastLike"))) known = 1;

@@ -91,6 +91,12 @@ dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *k
     return dvm_status_new(DVM_UNIMPLEMENTED, "node \"%s\" (%s, opset %d): cast to ONNX type %lld is not supported",
                           n->name, n->op, n->opset, (long long)to);
   }
+  if (!strcmp(f, "output_datatype")) { /* the signal generators' attribute, f32 by default */
+    int64_t to = dvmc_attr_int(n, "output_datatype", 1);
+    if (dvmc_onnx_dtype(to, out)) return NULL;
+    return dvm_status_new(DVM_UNIMPLEMENTED, "node \"%s\" (%s, opset %d): output_datatype %lld is not supported",
+                          n->name, n->op, n->opset, (long long)to);
+  }
   if (!strcmp(f, "value")) {
     const dvmc_attr *a = dvmc_attr_find(n, "value");
     *out = a && a->t ? a->t->dtype : DVM_F32;

@@ -228,11 +228,42 @@ static dvm_status *shapefn_nll_loss(const dvm_value *in, int nin, dvm_value *out
   return NULL;
 }
 
+/* batchnorm_train(X, scale, B, mean, var, ...) -> Y (X's shape),
+ * running_mean and running_var (scale's). */
+static dvm_status *shapefn_batchnorm_train(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx, rs;
+  const int64_t *dx, *ds;
+  dvm_status *st = dvm_shape_check_counts("batchnorm_train", nin, 5, 7, nout, 3);
+  if (!st) st = dvm_shape_arg("batchnorm_train", &in[0], 0, &rx, &dx);
+  if (!st) st = dvm_shape_arg("batchnorm_train", &in[1], 1, &rs, &ds);
+  if (st) return st;
+  dvm_shape_set(&out[0], rx, dx);
+  dvm_shape_set(&out[1], rs, ds);
+  dvm_shape_set(&out[2], rs, ds);
+  return NULL;
+}
+
+/* det(X [..., M, M]) -> [...] */
+static dvm_status *shapefn_det(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int r;
+  const int64_t *d;
+  dvm_status *st = dvm_shape_check_counts("det", nin, 1, 1, nout, 1);
+  if (!st) st = dvm_shape_arg("det", &in[0], 0, &r, &d);
+  if (st) return st;
+  char s[DVM_SHAPE_STR_SIZE];
+  if (r < 2 || d[r - 1] != d[r - 2])
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "det: X %s must be [..., M, M]", dvm_shape_str(s, r, d));
+  dvm_shape_set(&out[0], r - 2, d);
+  return NULL;
+}
+
 const dvm_shapefn_def dvm_shapefn_reduce_table[] = {
     {"nll_loss", shapefn_nll_loss},
     {"reduce", shapefn_reduce},
     {"argreduce", shapefn_argreduce},
     {"topk", shapefn_topk},
     {"layernorm", shapefn_layernorm},
+    {"batchnorm_train", shapefn_batchnorm_train},
+    {"det", shapefn_det},
     {NULL, NULL},
 };

@@ -6,6 +6,7 @@
 
 #include "attr.h"
 #include "kernel.h"
+#include "movement.h"
 #include "shape.h"
 #include "window.h"
 
@@ -446,9 +447,104 @@ static dvm_status *shapefn_grid_sample(const dvm_value *in, int nin, dvm_value *
   return NULL;
 }
 
+/* ---- col2im, max_unpool ---- */
+
+dvm_status *dvm_col2im_setup(int rx, const int64_t *x, int n, const int64_t *image, int nb, const int64_t *block,
+                             const dvm_value *attrs, int nattrs, dvm_window *w, int64_t *out) {
+  static const char op[] = "col2im";
+  char s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
+  if (nattrs != 3) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 3 attributes, got %d", op, nattrs);
+  if (rx != 3) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %s must be [N, C * block, L]", op, dvm_shape_str(s1, rx, x));
+  if (n < 1 || n > DVM_WINDOW_MAX || nb != n)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: image_shape %s and block_shape %s: want 1 to %d dims each, as many", op,
+                          dvm_shape_str(s1, n, image), dvm_shape_str(s2, nb, block), DVM_WINDOW_MAX);
+  /* attributes: dilations, pads, strides (ONNX's order) */
+  dvm_status *st = window_attrs(op, n, &attrs[2], &attrs[1], &attrs[0], w);
+  if (st) return st;
+  int64_t k = 1, l = 1, pos[DVM_WINDOW_MAX];
+  for (int i = 0; i < n; i++) {
+    if (block[i] < 1 || block[i] > ATTR_MAX || image[i] < 0 || image[i] > ATTR_MAX)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: image_shape %s, block_shape %s: out of range", op,
+                            dvm_shape_str(s1, n, image), dvm_shape_str(s2, nb, block));
+    w->kernel[i] = block[i];
+    k *= block[i];
+  }
+  if ((st = window_out(op, w, image, pos))) return st;
+  for (int i = 0; i < n; i++) l *= pos[i];
+  if (x[1] % k || x[2] != l)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %s must be [N, C * %lld, %lld] for image_shape %s", op,
+                          dvm_shape_str(s1, rx, x), (long long)k, (long long)l, dvm_shape_str(s2, n, image));
+  out[0] = x[0];
+  out[1] = x[1] / k;
+  for (int i = 0; i < n; i++) out[2 + i] = image[i];
+  return NULL;
+}
+
+static dvm_status *shapefn_col2im(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx, ni, nb;
+  const int64_t *x;
+  int64_t image[DVM_MAX_RANK], block[DVM_MAX_RANK], dims[DVM_MAX_RANK];
+  dvm_window w;
+  dvm_status *st = dvm_shape_check_counts("col2im", nin, 6, 6, nout, 1);
+  if (!st) st = dvm_shape_arg("col2im", &in[0], 0, &rx, &x);
+  if (!st) st = dvm_movement_ints("col2im", in, 1, "image_shape", DVM_MAX_RANK, image, &ni);
+  if (!st) st = dvm_movement_ints("col2im", in, 2, "block_shape", DVM_MAX_RANK, block, &nb);
+  if (!st) st = dvm_col2im_setup(rx, x, ni, image, nb, block, in + 3, 3, &w, dims);
+  if (!st) dvm_shape_set(&out[0], 2 + ni, dims);
+  return st;
+}
+
+dvm_status *dvm_max_unpool_setup(int rx, const int64_t *x, const dvm_value *attrs, int nattrs, int nshape,
+                                 const int64_t *shape, dvm_window *w, int64_t *out) {
+  static const char op[] = "max_unpool";
+  dvm_status *st = check_spatial(op, rx, x);
+  if (!st && nattrs != 3) st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 3 attributes, got %d", op, nattrs);
+  if (st) return st;
+  int n = rx - 2;
+  dvm_value none; /* MaxUnpool has no dilations */
+  memset(&none, 0, sizeof none);
+  none.kind = DVM_VAL_SHAPE;
+  if ((st = attr_list(op, "kernel_shape", &attrs[0], n, 1, 1, w->kernel)) ||
+      (st = window_attrs(op, n, &attrs[2], &attrs[1], &none, w)))
+    return st;
+  char s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
+  out[0] = x[0];
+  out[1] = x[1];
+  for (int i = 0; i < n; i++) {
+    int64_t o = (x[2 + i] - 1) * w->stride[i] + w->kernel[i] - w->pad_begin[i] - w->pad_end[i];
+    out[2 + i] = o < 0 ? 0 : o;
+  }
+  if (nshape >= 0) {
+    if (nshape != rx || shape[0] != x[0] || shape[1] != x[1])
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: output_shape %s does not fit X %s", op,
+                            dvm_shape_str(s1, nshape, shape), dvm_shape_str(s2, rx, x));
+    for (int i = 0; i < n; i++) {
+      if (shape[2 + i] < out[2 + i])
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: output_shape %s is smaller than %s, what X %s unpools to", op,
+                              dvm_shape_str(s1, nshape, shape), dvm_shape_str(s2, rx, out), dvm_shape_str(s1, rx, x));
+      out[2 + i] = shape[2 + i];
+    }
+  }
+  return NULL;
+}
+
+static dvm_status *shapefn_max_unpool(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rx, ns = -1;
+  const int64_t *x;
+  int64_t shape[DVM_MAX_RANK], dims[DVM_MAX_RANK];
+  dvm_window w;
+  dvm_status *st = dvm_shape_check_counts("max_unpool", nin, 5, 6, nout, 1);
+  if (!st) st = dvm_shape_arg("max_unpool", &in[0], 0, &rx, &x);
+  if (!st && nin == 6) st = dvm_movement_ints("max_unpool", in, 2, "output_shape", DVM_MAX_RANK, shape, &ns);
+  if (!st) st = dvm_max_unpool_setup(rx, x, in + nin - 3, 3, ns, shape, &w, dims);
+  if (!st) dvm_shape_set(&out[0], rx, dims);
+  return st;
+}
+
 const dvm_shapefn_def dvm_shapefn_window_table[] = {
     {"conv", shapefn_conv},     {"conv_transpose", shapefn_conv_transpose},
     {"pool", shapefn_pool},     {"global_pool", shapefn_global_pool},
     {"resize", shapefn_resize}, {"grid_sample", shapefn_grid_sample},
+    {"col2im", shapefn_col2im}, {"max_unpool", shapefn_max_unpool},
     {NULL, NULL},
 };

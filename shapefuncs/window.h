@@ -88,6 +88,20 @@ DVM_MUST_USE dvm_status *dvm_pool_setup(const char *op, int rx, const int64_t *x
                                         const dvm_value *attrs, int nattrs, dvm_window *win,
                                         int64_t *out);
 
+/* col2im: input [N, C * prod(block), L], the image's n spatial dims and the
+ * block's, attrs dilations, pads, strides (shapes; empty for the
+ * defaults). L must be the count of block positions. Fills *win (kernel:
+ * the block) and sets out[0..2 + n) to [N, C, image...]. */
+DVM_MUST_USE dvm_status *dvm_col2im_setup(int rx, const int64_t *x, int n, const int64_t *image, int nb,
+                                          const int64_t *block, const dvm_value *attrs, int nattrs,
+                                          dvm_window *win, int64_t *out);
+
+/* max_unpool: X [N, C, spatial...], attrs kernel_shape, pads, strides; the
+ * output is [N, C, (in - 1) * stride + kernel - pads...], or output_shape
+ * (nshape >= 0 values) when given, which may only be larger. */
+DVM_MUST_USE dvm_status *dvm_max_unpool_setup(int rx, const int64_t *x, const dvm_value *attrs, int nattrs,
+                                              int nshape, const int64_t *shape, dvm_window *win, int64_t *out);
+
 /* Global pools: X [N, C, spatial...] -> [N, C, 1, ...]. */
 DVM_MUST_USE dvm_status *dvm_global_pool_setup(const char *op, int rx, const int64_t *x,
                                                int64_t *out);

@@ -17,6 +17,12 @@
  *     ONNX LRN: x / (bias + alpha / size * sum of x^2 over the channels
  *     [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)])^beta.
  *
+ *   batchnorm_train (in: X [N, C, ...], scale, B, input_mean, input_var [C];
+ *       attrs: epsilon:float, momentum:float) -> Y, running_mean, running_var
+ *     ONNX BatchNormalization with training_mode 1 (opset 14+): the batch's
+ *     statistics per channel, population variance; running_mean is
+ *     input_mean * momentum + mean * (1 - momentum), the variance alike.
+ *
  * X, the parameters and Y are f32 or f64, all one dtype; Y has X's shape
  * (shape function "same"). Everything is computed in double on a copy, so
  * Y may be X's memory. Statistics are two-pass (mean, then the squared
@@ -253,10 +259,80 @@ static dvm_status *lrn(const dvm_kernel_args *a) {
   return NULL;
 }
 
+/* batchnorm_train: per channel, the batch's mean and (population)
+ * variance over N and the spatial dims normalize X; the running mean and
+ * variance are input_mean * momentum + mean * (1 - momentum), the same
+ * for the variance. */
+static dvm_status *batchnorm_train(const dvm_kernel_args *a) {
+  static const char op[] = "batchnorm_train";
+  static const char *const names[] = {"X", "scale", "B", "input_mean", "input_var"};
+  double eps, momentum;
+  dvm_status *st = dvm_kargs_check(a, op, 5, 3, DVM_DEVICE_CPU);
+  if (!st) st = dvm_attr_count(op, a->nattrs, 2, 2);
+  if (!st) st = dvm_attr_float(op, "epsilon", &a->attrs[0], &eps);
+  if (!st) st = dvm_attr_float(op, "momentum", &a->attrs[1], &momentum);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0];
+  char got[64], sx[DVM_SHAPE_STR_SIZE], sp[DVM_SHAPE_STR_SIZE];
+  bool ok = F32_F64 >> x->dtype & 1;
+  for (int i = 1; i < 5; i++) ok = ok && a->in[i]->dtype == x->dtype;
+  for (int i = 0; i < 3; i++) ok = ok && a->out[i]->dtype == x->dtype;
+  if (!ok)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: want all f32 or all f64", op,
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  if (x->rank < 2)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: X %s must be [N, C, ...]", op, dvm_shape_str(sx, x->rank, x->dims));
+  int64_t c = x->dims[1];
+  for (int i = 1; i < 7; i++) { /* the parameters, then running_mean and running_var */
+    const dvm_tensor *t = i < 5 ? a->in[i] : a->out[i - 4];
+    if (t->rank != 1 || t->dims[0] != c)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s must be [%lld], the channels of X %s", op,
+                            i < 5 ? names[i] : i == 5 ? "running_mean" : "running_var",
+                            dvm_shape_str(sp, t->rank, t->dims), (long long)c, dvm_shape_str(sx, x->rank, x->dims));
+  }
+  const dvm_tensor *y = a->out[0];
+  if (y->rank != x->rank || memcmp(y->dims, x->dims, sizeof(int64_t) * (size_t)x->rank))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: Y %s must have X's shape %s", op,
+                          dvm_shape_str(sp, y->rank, y->dims), dvm_shape_str(sx, x->rank, x->dims));
+  int64_t n = dvm_tensor_numel(x), s = c && x->dims[0] ? n / (x->dims[0] * c) : 0;
+  double *buf = malloc(sizeof(double) * (size_t)(n + 6 * c + 1));
+  if (!buf) return oom(op);
+  double *p = buf + n, *mean = p + 4 * c, *var = mean + c;
+  load(x, buf, n);
+  for (int i = 1; i < 5; i++) load(a->in[i], p + (i - 1) * c, c);
+  double count = (double)(x->dims[0] * s);
+  for (int64_t ch = 0; ch < c; ch++) {
+    double sum = 0, dev = 0;
+    for (int64_t b = 0; b < x->dims[0]; b++)
+      for (int64_t i = 0; i < s; i++) sum += buf[(b * c + ch) * s + i];
+    mean[ch] = sum / count;
+    for (int64_t b = 0; b < x->dims[0]; b++)
+      for (int64_t i = 0; i < s; i++) {
+        double d = buf[(b * c + ch) * s + i] - mean[ch];
+        dev += d * d;
+      }
+    var[ch] = dev / count;
+    double mul = p[ch] / sqrt(var[ch] + eps);
+    for (int64_t b = 0; b < x->dims[0]; b++)
+      for (int64_t i = 0; i < s; i++) {
+        double *v = &buf[(b * c + ch) * s + i];
+        *v = (*v - mean[ch]) * mul + p[c + ch];
+      }
+    mean[ch] = p[2 * c + ch] * momentum + mean[ch] * (1 - momentum);
+    var[ch] = p[3 * c + ch] * momentum + var[ch] * (1 - momentum);
+  }
+  store(buf, y, n);
+  store(mean, a->out[1], c);
+  store(var, a->out[2], c);
+  free(buf);
+  return NULL;
+}
+
 const dvm_kernel_def dvm_cpu_norm_stats_kernels[] = {
     {"instance_norm", DVM_DEVICE_CPU, instance_norm, "same", .dtypes = F32_F64, .inplace = 1},
     {"group_norm", DVM_DEVICE_CPU, group_norm, "same", .dtypes = F32_F64, .inplace = 1},
     {"mvn", DVM_DEVICE_CPU, mvn, "same", .dtypes = F32_F64, .inplace = 1},
     {"lrn", DVM_DEVICE_CPU, lrn, "same", .dtypes = F32_F64, .inplace = 1},
+    {"batchnorm_train", DVM_DEVICE_CPU, batchnorm_train, "batchnorm_train", .dtypes = F32_F64},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -6,7 +6,7 @@ rows and strided axes, each aliased input in turn."""
 import numpy as np
 import pytest
 
-from dvmop import run
+from dvmop import Shape, run
 from test_fused import GELU_WB, MASK_FILL, SOFTMAX_EXP, encode, run_fused
 
 rng = np.random.default_rng(11)
@@ -70,6 +70,15 @@ CASES["layernorm"] = [([f32((4, 96)), f32((96,)), f32((96,))], [-1, 1e-5], "laye
     ([f32((2, 5, 300)), f32((5, 300))], [1, 1e-5], "layernorm", [0], 1)]
 CASES["rmsnorm"] = [([f32((4, 96)), f32((96,))], [-1, 1e-5], "layernorm", [0], 1),
                     ([f32((2, 5, 300)), f32((5, 300))], [1, 1e-5], "layernorm", [0], 1)]
+CASES["prelu"] = [([f32(BIG), f32((40009,))], [], "broadcast", [0], 1),
+                  ([f32((2, 3, 5)), f32((3, 1))], [], "broadcast", [0], 1)]
+# ops/cpu/norm_stats.c: inputs are copied to double first, so any input may be the output
+CASES["instance_norm"] = [([f32((2, 3, 501)), f32((3,)), f32((3,))], [1e-5], "same", [0], 1),
+                          ([f32((1, 3, 1)), f32((3,)), f32((3,))], [1e-5], "same", [0, 1, 2], 1)]
+CASES["group_norm"] = [([f32((2, 4, 301)), f32((4,)), f32((4,))], [1e-5, 2, 1], "same", [0], 1),
+                       ([f32((1, 4, 1)), f32((4,)), f32((4,))], [1e-5, 2, 1], "same", [0, 1, 2], 1)]
+CASES["mvn"] = [([f32((2, 3, 7, 11))], [Shape(())], "same", [0], 1)]
+CASES["lrn"] = [([f32((2, 5, 3, 7))], [1e-2, 0.75, 1.0, 3], "same", [0], 1)]
 CASES["batchnorm"] = [([f32((2, 3, 77)), f32((3,)), f32((3,)), f32((3,)), f32((3,), 0.5)], [1e-5], "same", [0], 1)]
 
 

@@ -358,3 +358,21 @@ def test_norm_stats_errors():
         run1("instance_norm", [x, rand((4,)), rand((3,))], [1e-5], outputs=[(np.float32, x.shape)])
     with pytest.raises(DvmError, match=r"instance_norm: dtypes f32, f64, f32 -> f32: want all f32 or all f64"):
         run1("instance_norm", [x, rand((3,), np.float64), rand((3,))], [1e-5], outputs=[(np.float32, x.shape)])
+
+
+def batchnorm_train_ref(x, s, b, mean, var, eps, momentum):
+    axes = (0,) + tuple(range(2, x.ndim))
+    x64 = x.astype(np.float64)
+    m, v = x64.mean(axis=axes), x64.var(axis=axes)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (x64 - m.reshape(shape)) / np.sqrt(v.reshape(shape) + eps) * s.reshape(shape) + b.reshape(shape)
+    return y, mean * momentum + m * (1 - momentum), var * momentum + v * (1 - momentum)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 1, 1), (3, 7), (2, 13, 1, 3)])
+def test_batchnorm_train(shape):
+    x, ps = rand(shape), bn_params(shape[1])
+    y, rm, rv = run("batchnorm_train", [x] + ps, [1e-2, 0.8], shapefn="batchnorm_train", nout=3)
+    want = batchnorm_train_ref(x, *ps, 1e-2, 0.8)
+    for got, w in zip((y, rm, rv), want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)
