@@ -156,6 +156,47 @@ def decode_state(out):
                                             helper.make_tensor_value_info("state", F, None)], inits, opset=27)
 
 
+def spatial(out):
+    """The spatial and signal ops with their attributes, chained on one
+    [1, 8, 6, 6] input: LpPool (p, pads, strides, dilations), DepthToSpace
+    and SpaceToDepth (CRD), InstanceNormalization, GroupNormalization,
+    MeanVarianceNormalization (axes), LRN, PRelu, CenterCropPad (axes), a
+    training-mode BatchNormalization, MaxUnpool, Col2Im, Det, a Hann window,
+    DFT (one-sided, dft_length omitted before axis) and STFT."""
+    x = helper.make_tensor_value_info("x", F, [1, 8, 6, 6])
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+    inits = [const("sc", 8), const("bi", 8), const("slope", 8, 1, 1), const("mu", 8),
+             i64("crop", [4, 4]), i64("img", [4, 4]), i64("blk", [2, 2]), i64("n", 8), i64("step", 2),
+             numpy_helper.from_array(np.abs(rng.standard_normal(8)).astype(np.float32), "var")]
+    nodes = [
+        helper.make_node("LpPool", ["x"], ["p"], kernel_shape=[3, 3], p=3, pads=[1, 1, 1, 1], strides=[1, 1],
+                         dilations=[1, 1]),
+        helper.make_node("DepthToSpace", ["p"], ["d"], blocksize=2, mode="CRD"),
+        helper.make_node("SpaceToDepth", ["d"], ["s"], blocksize=2),
+        helper.make_node("InstanceNormalization", ["s", "sc", "bi"], ["in"], epsilon=1e-3),
+        helper.make_node("GroupNormalization", ["in", "sc", "bi"], ["gn"], num_groups=4, epsilon=1e-4),
+        helper.make_node("MeanVarianceNormalization", ["gn"], ["mv"], axes=[0, 2, 3]),
+        helper.make_node("LRN", ["mv"], ["lr"], size=3, alpha=2e-4, beta=0.6, bias=1.5),
+        helper.make_node("PRelu", ["lr", "slope"], ["pr"]),
+        helper.make_node("BatchNormalization", ["pr", "sc", "bi", "mu", "var"], ["bn", "rm", "rv"], training_mode=1,
+                         momentum=0.8),
+        helper.make_node("CenterCropPad", ["bn", "crop"], ["cc"], axes=[-2, -1]),
+        helper.make_node("MaxPool", ["cc"], ["mp", "mi"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("MaxUnpool", ["mp", "mi"], ["un"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Reshape", ["un", "shp"], ["cols"]),
+        helper.make_node("Col2Im", ["cols", "img", "blk"], ["ci"], strides=[2, 2]),
+        helper.make_node("Det", ["ci"], ["det"]),
+        helper.make_node("HannWindow", ["n"], ["win"], periodic=0),
+        helper.make_node("Unsqueeze", ["det", "ax"], ["sig"]),
+        helper.make_node("DFT", ["sig", "", "axis"], ["f"], onesided=1),
+        helper.make_node("STFT", ["sig", "step", "win"], ["y"], onesided=1),
+    ]
+    inits += [i64("shp", [1, 32, 4]), i64("ax", [2]), i64("axis", 1)]
+    save(out, "spatial", nodes, [x], [helper.make_tensor_value_info("y", F, None),
+                                      helper.make_tensor_value_info("f", F, None),
+                                      helper.make_tensor_value_info("rm", F, None)], inits, opset=21)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
@@ -163,6 +204,7 @@ def main():
     sequences(out)
     tfidf(out)
     decode_state(out)
+    spatial(out)
 
 
 if __name__ == "__main__":
