@@ -869,6 +869,14 @@ dvm_status *lw_lower_present(lowering *L, const dvmc_node *n, const op_rule *r) 
   int64_t mask = 0;
   dvm_status *st;
   if (n->nin > 32) return lw_unsupported(n, "%d inputs", n->nin);
+  if (!strcmp(n->op, "LinearAttention")) { /* decay for the gated rules, beta for the delta rules, and only there */
+    const char *rule = dvmc_attr_string(n, "update_rule", "gated_delta");
+    int gated = !strcmp(rule, "gated") || !strcmp(rule, "gated_delta"), delta = strstr(rule, "delta") != NULL;
+    int has_decay = n->nin > 4 && n->in[4], has_beta = n->nin > 5 && n->in[5];
+    if (has_decay != gated || has_beta != delta)
+      return lw_invalid(n, "update_rule \"%s\" %s decay and %s beta", rule, gated ? "needs" : "takes no",
+                        delta ? "needs" : "takes no");
+  }
   for (int i = 0; i < n->nin; i++) {
     if (!n->in[i]) continue;
     int reg;
