@@ -34,9 +34,11 @@
  *     cos/sin_cache[position_ids[b, s]] ([P, rd / 2]) or, without
  *     position ids, cos/sin_cache[b, s] ([B, S, rd / 2]).
  *
- * Shape functions "sdpa" (shapefuncs/attention.c) and "same". Products go
- * to oneDNN's sgemm, single-threaded, on the threads of the kernels' pool
- * (par.h): one task per (batch, q head, block of QB queries). */
+ * Shape functions "sdpa" (shapefuncs/attention.c) and "same". The core,
+ * dvm_cpu_attend (attention.h), also runs com.microsoft Attention and
+ * QAttention (contrib.c). Products go to oneDNN's sgemm, single-threaded,
+ * on the threads of the kernels' pool (par.h): one task per (batch,
+ * q head, block of QB queries). */
 #include <math.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
