@@ -715,7 +715,9 @@ static void conv_transpose(inf *I, const dvmc_node *n) {
   d[1] = dvmc_mul(I->x, w->dims[1], dvmc_const(I->x, dvmc_attr_int(n, "group", 1)));
   int64_t s[DVM_MAX_RANK], dl[DVM_MAX_RANK], p[2 * DVM_MAX_RANK], op[DVM_MAX_RANK], os[DVM_MAX_RANK];
   int nos = ints_of(n, "output_shape", -1, os, DVM_MAX_RANK);
-  if (strcmp(dvmc_attr_string(n, "auto_pad", "NOTSET"), "NOTSET") != 0 && nos < 0) return;
+  const char *ap = dvmc_attr_string(n, "auto_pad", "NOTSET");
+  int same = !strncmp(ap, "SAME_", 5); /* in * stride, without output_shape */
+  if (strcmp(ap, "NOTSET") != 0 && strcmp(ap, "VALID") != 0 && !same) return;
   int ns = ints_of(n, "strides", -1, s, DVM_MAX_RANK), nd = ints_of(n, "dilations", -1, dl, DVM_MAX_RANK);
   int np = ints_of(n, "pads", -1, p, 2 * DVM_MAX_RANK), no = ints_of(n, "output_padding", -1, op, DVM_MAX_RANK);
   if ((ns != -2 && ns != sp) || (nd != -2 && nd != sp) || (np != -2 && np != 2 * sp) || (no != -2 && no != sp) ||
@@ -727,7 +729,12 @@ static void conv_transpose(inf *I, const dvmc_node *n) {
       d[2 + i] = dvmc_const(I->x, os[i]);
       continue;
     }
-    if (!dvmc_expr_is_const(w->dims[2 + i], &k) || !x->dims[2 + i]) return;
+    if (!x->dims[2 + i] || !dvmc_expr_is_const(w->dims[2 + i], &k)) return;
+    int64_t opad = no == -2 ? 0 : op[i];
+    if (same && opad + di * (k - 1) + 1 >= st) { /* else as without pads (dvm_window_transpose_pads) */
+      d[2 + i] = dvmc_mul(I->x, x->dims[2 + i], dvmc_const(I->x, st));
+      continue;
+    }
     const dvmc_expr *in = dvmc_sub(I->x, x->dims[2 + i], dvmc_const(I->x, 1));
     d[2 + i] = dvmc_add(I->x, dvmc_mul(I->x, in, dvmc_const(I->x, st)),
                         dvmc_const(I->x, (no == -2 ? 0 : op[i]) + di * (k - 1) + 1 - pads));

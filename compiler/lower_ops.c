@@ -9,6 +9,7 @@
 #include "ops/cpu/fused.h"
 #include "shapefuncs/attention.h"
 #include "onnx_import.h"
+#include "shapefuncs/window.h"
 /* Reshape, Squeeze, Unsqueeze, Flatten: a shape function and a view. */
 dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
   int data, attr_regs[4], na = 0;
@@ -308,6 +309,31 @@ static dvm_status *conv_via_f32(lowering *L, const dvmc_node *n, const op_rule *
   return NULL;
 }
 
+/* ConvTranspose with output_shape or auto_pad SAME_*: pads and
+ * output_padding computed where the node runs from X's dims (shape
+ * function "transpose_pads"), then the kernel call with them. */
+static dvm_status *lower_transpose_pads(lowering *L, const dvmc_node *n, const op_rule *r, int mode) {
+  if (dvmc_attr_find(n, "pads")) return lw_unsupported(n, "pads with output_shape or auto_pad is not supported");
+  if (n->nin < 2 || !n->in[0] || !n->in[1]) return lw_unsupported(n, "needs X and W");
+  dvm_status *st = NULL;
+  call c = {0};
+  if ((st = lw_call_inputs(L, n, r, &c))) return st;
+  int s = lw_lower_attr(L, n, "strides:s", 9, &st), d = lw_lower_attr(L, n, "dilations:s", 11, &st);
+  int g = lw_lower_attr(L, n, "group:i=1", 9, &st), op = lw_lower_attr(L, n, "output_padding:s", 16, &st);
+  int os = lw_lower_attr(L, n, "output_shape:s", 14, &st);
+  if (s < 0 || d < 0 || g < 0 || op < 0 || os < 0) return st;
+  int mr = lw_emit_int(L, mode), pads = dvmc_fn_reg(L->f), outpad = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN,
+               (int64_t[]){dvmc_emit_shapefn(L->e, "transpose_pads"), 2, pads, outpad, 7, c.ins[0], c.ins[1], s, d, op, os, mr},
+               12);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, op);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, os);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, mr);
+  int attrs[] = {s, pads, d, g, outpad};
+  for (int i = 0; i < 5; i++) c.attrs[c.nattrs++] = attrs[i];
+  return lw_emit_call(L, n, r, &c);
+}
+
 dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (!strcmp(n->op, "Conv") && n->nin && n->in[0] && n->in[0]->typed &&
       (n->in[0]->dtype == DVM_F16 || n->in[0]->dtype == DVM_BF16))
@@ -318,8 +344,13 @@ dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
   for (int i = 0; i < 4; i++)
     if (!strcmp(mode, modes[i])) m = i;
   if (m < 0) return lw_unsupported(n, "auto_pad \"%s\" is not supported", mode);
+  if (!strcmp(n->op, "ConvTranspose")) {
+    if (dvmc_attr_find(n, "output_shape") || m == DVM_AUTO_PAD_SAME_UPPER || m == DVM_AUTO_PAD_SAME_LOWER)
+      return lower_transpose_pads(L, n, r, m);
+    if (m == DVM_AUTO_PAD_VALID && dvmc_attr_find(n, "pads")) return lw_unsupported(n, "both auto_pad and pads are given");
+    return lw_lower_kernel(L, n, r); /* NOTSET, or VALID: no pads */
+  }
   if (m == 0) return lw_lower_kernel(L, n, r);
-  if (!strncmp(n->op, "ConvTranspose", 13)) return lw_unsupported(n, "ConvTranspose with auto_pad is not supported");
   if (dvmc_attr_find(n, "pads")) return lw_unsupported(n, "both auto_pad and pads are given");
   /* the pads computed, then the rule's attributes with pads replaced */
   dvm_status *st = NULL;
@@ -952,6 +983,7 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
     if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&
         (r->lower == lw_lower_window || !strcmp(n->attrs[i].s, "NOTSET")))
       known = 1;
+    if (!strcmp(name, "output_shape") && r->lower == lw_lower_window) known = 1; /* ConvTranspose's */
     if (!strcmp(name, "equation") && r->lower == lw_lower_einsum) known = 1;
     if (r->lower == lw_lower_resize) known = 1; /* lw_lower_resize reads or refuses each */
     /* the layernorm kernel computes in f32, which stash_type 1 asks for

@@ -171,6 +171,52 @@ static dvm_status *auto_pads_fn(const dvm_value *in, int nin, dvm_value *out, in
   return NULL;
 }
 
+/* "transpose_pads" (x, w, strides, dilations, output_padding, output_shape,
+ * mode) -> pads [begins..., ends...], output_padding: ConvTranspose's
+ * output_shape (its spatial dims, or N, C and them; empty: x's spatial dims
+ * times the strides, for auto_pad SAME_*) resolved into explicit pads at
+ * run time (dvm_window_transpose_pads). Empty strides, dilations and
+ * output_padding are ONNX's defaults; mode is a dvm_auto_pad. */
+static dvm_status *transpose_pads_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = "transpose_pads";
+  int rx, rw;
+  const int64_t *x, *w;
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 7, 7, nout, 2);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &rx, &x);
+  if (!st) st = dvm_shape_arg(fn, &in[1], 1, &rw, &w);
+  for (int i = 2; !st && i < 6; i++)
+    if (in[i].kind != DVM_VAL_SHAPE) st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: argument %d must be a shape", fn, i);
+  if (!st && in[6].kind != DVM_VAL_INT) st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: mode must be an int", fn);
+  if (st) return st;
+  int n = rx - 2, ros = in[5].rank;
+  const dvm_value *s = &in[2], *d = &in[3], *op = &in[4];
+  const int64_t *os = in[5].u.dims + (ros == rx ? 2 : 0);
+  if (ros == rx) ros = n;
+  if (n < 1 || n > DVM_WINDOW_MAX || rw != rx || (s->rank && s->rank != n) || (d->rank && d->rank != n) ||
+      (op->rank && op->rank != n) || (ros && ros != n) || in[6].u.i < 0 || in[6].u.i > DVM_AUTO_PAD_VALID)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: %d spatial dims, W of rank %d, %d strides, %d dilations, %d output_padding, "
+                          "output_shape of %d, mode %lld do not agree",
+                          fn, n, rw, s->rank, d->rank, op->rank, in[5].rank, (long long)in[6].u.i);
+  int64_t pads[2 * DVM_WINDOW_MAX], outpad[DVM_WINDOW_MAX];
+  for (int i = 0; i < n; i++) {
+    int64_t stride = s->rank ? s->u.dims[i] : 1, dil = d->rank ? d->u.dims[i] : 1, k = w[2 + i];
+    outpad[i] = op->rank ? op->u.dims[i] : 0;
+    if (k < 1 || stride < 1 || dil < 1 || outpad[i] < 0 || (ros && os[i] < 0) || stride > (1 << 30) ||
+        dil > (1 << 30) || outpad[i] > (1 << 30) || k > (1 << 30))
+      return dvm_status_new(DVM_INVALID_ARGUMENT,
+                            "%s: kernel, stride and dilation must be in [1, 2^30], output_padding and "
+                            "output_shape >= 0",
+                            fn);
+    st = dvm_window_transpose_pads((dvm_auto_pad)in[6].u.i, x[2 + i], k, stride, dil, &outpad[i],
+                                   ros ? os[i] : -1, &pads[i], &pads[n + i]);
+    if (st) return st;
+  }
+  dvm_shape_set(&out[0], 2 * n, pads);
+  dvm_shape_set(&out[1], n, outpad);
+  return NULL;
+}
+
 /* "resize_sizes" (x, by_sizes:int, v_0, ..., v_{rank-1}) -> Resize's output
  * dims: with by_sizes 0 the v are float scales (floor(dim * scale), ONNX's
  * rule); with 1 they are ints, -1 keeping x's dim (dims not in `axes`). */
@@ -201,6 +247,7 @@ static dvm_status *resize_sizes_fn(const dvm_value *in, int nin, dvm_value *out,
 
 const dvm_shapefn_def dvm_shapefn_shapeop_table[] = {
     {"auto_pads", auto_pads_fn},
+    {"transpose_pads", transpose_pads_fn},
     {"resize_sizes", resize_sizes_fn},
     {"item", item_fn},
     {"itemf", itemf_fn},

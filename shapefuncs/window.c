@@ -123,8 +123,9 @@ void dvm_window_auto_pads(dvm_auto_pad mode, int64_t in, int64_t kernel, int64_t
 dvm_status *dvm_window_transpose_pads(dvm_auto_pad mode, int64_t in, int64_t kernel, int64_t stride,
                                       int64_t dilation, int64_t *out_pad, int64_t out,
                                       int64_t *pad_begin, int64_t *pad_end) {
-  if (out < 0) out = in * stride;
-  int64_t total = stride * (in - 1) + *out_pad + (kernel - 1) * dilation + 1 - out;
+  int64_t natural = stride * (in - 1) + *out_pad + (kernel - 1) * dilation + 1;
+  if (out < 0) out = natural < in * stride ? natural : in * stride;
+  int64_t total = natural - out;
   int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2); /* floor, as ONNX's Python */
   int64_t begin = mode == DVM_AUTO_PAD_SAME_UPPER ? half : total - half;
   if (begin < 0)

@@ -59,7 +59,9 @@ void dvm_window_auto_pads(dvm_auto_pad mode, int64_t in, int64_t kernel, int64_t
 
 /* The pads of one spatial dim of ConvTranspose that give `out` output
  * elements (its output_shape attribute), or in * stride when out < 0
- * (auto_pad SAME_*), as the ONNX spec and reference say: total = stride *
+ * (auto_pad SAME_*; ONNX Runtime's min(in * stride, the size without pads)
+ * where the window covers less than a stride), as the ONNX spec and
+ * reference say: total = stride *
  * (in - 1) + out_pad + (kernel - 1) * dilation + 1 - out; SAME_UPPER puts
  * floor(total / 2) at the begin, any other mode (NOTSET with output_shape,
  * SAME_LOWER) at the end. A negative end pad (an output larger than the

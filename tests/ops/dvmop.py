@@ -166,3 +166,29 @@ def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, n
 def run1(kernel, inputs, attrs=(), **kw):
     """run() for a single output."""
     return run(kernel, inputs, attrs, **kw)[0]
+
+
+def run_model(model, feeds, nout=1):
+    """Compiles an ONNX model (a ModelProto) with `dvm compile` and runs the
+    module once on feeds (name -> array, in the graph's input order): the
+    first nout outputs. For ops whose compiler lowering matters (attributes
+    resolved at compile or run time). Raises DvmError on failure."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path, mod = os.path.join(tmp, "m.onnx"), os.path.join(tmp, "m.dvmb")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        r = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True)
+        if r.returncode:
+            raise DvmError(r.returncode, r.stderr.strip())
+        cmd = [DVM, "run", mod]
+        for name, x in feeds.items():
+            p = os.path.join(tmp, f"in_{len(cmd)}.npy")
+            np.save(p, np.require(x, requirements="C"))
+            cmd += ["--input", f"{name}={p}"]
+        outs = [os.path.join(tmp, f"y{i}.npy") for i in range(nout)]
+        for p in outs:
+            cmd += ["--output", p]
+        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
+        if r.returncode:
+            raise DvmError(r.returncode, r.stderr.strip())
+        return [np.load(p) for p in outs]

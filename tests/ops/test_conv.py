@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from dvmop import DvmError, Shape, program, run1
+from dvmop import DvmError, Shape, program, run1, run_model
 
 rng = np.random.default_rng(0)
 ROOT = os.path.join(os.path.dirname(__file__), "../..")
@@ -289,7 +289,9 @@ def auto_pads(mode, size, k, s, d):
 def transpose_pads(mode, size, k, s, d, opad, out=None):
     """(begin, end, output_padding), or None where the begin pad would be
     negative; a negative end pad goes into output_padding."""
-    total = s * (size - 1) + opad + span(k, d) - (size * s if out is None else out)
+    natural = s * (size - 1) + opad + span(k, d)
+    # SAME_*: in * stride, or (ONNX Runtime) the size without pads when smaller
+    total = natural - (min(size * s, natural) if out is None else out)
     begin = total // 2 if mode == "SAME_UPPER" else total - total // 2
     if begin < 0:
         return None
@@ -380,6 +382,60 @@ def test_onnx_node(name):
             pads = list(a.get("pads", [0] * 2 * n))
         got = dvm_conv(x, w, b, strides, pads, dil, group, opad)
     np.testing.assert_allclose(got, outs[0], rtol=1e-3, atol=1e-4)
+
+
+def transpose_model(w, b, **attrs):
+    """One ConvTranspose over x [n, C, h, w] (symbolic) with W and B constants."""
+    inits = [onnx.numpy_helper.from_array(w, "w")] + ([onnx.numpy_helper.from_array(b, "b")] if b is not None else [])
+    node = helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if b is not None else []), ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", w.shape[0], "h", "w"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 22)], ir_version=10)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(auto_pad="SAME_UPPER", strides=[2, 3]),
+    dict(auto_pad="SAME_LOWER", strides=[3, 2], dilations=[2, 1]),
+    dict(auto_pad="SAME_UPPER", strides=[1, 1], group=2),
+    dict(auto_pad="SAME_LOWER", strides=[2, 2], output_padding=[1, 0]),
+    dict(auto_pad="VALID", strides=[2, 1]),
+])
+def test_conv_transpose_auto_pad_compiled(attrs):
+    """auto_pad resolved where the node runs, at every input shape of one
+    compiled module: 1x1, primes, an empty batch."""
+    g = attrs.get("group", 1)
+    w = rand(4, 6 // g, 3, 2)
+    b = rand(6)
+    model = transpose_model(w, b, **attrs)
+    for xs in [(1, 4, 1, 1), (2, 4, 5, 7), (1, 4, 13, 2), (0, 4, 3, 3)]:
+        x = rand(*xs)
+        got = run_model(model, {"x": x})[0]
+        # ONNX Runtime at batch 1 for an empty batch: the shape
+        want = ort_run("ConvTranspose", [x if xs[0] else rand(1, *xs[1:]), w, b], attrs, opset=22)
+        if not xs[0]:
+            assert got.shape == (0,) + want.shape[1:]
+            continue
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(output_shape=[10, 7], strides=[3, 2]),
+    dict(output_shape=[8, 7], strides=[2, 3]),
+    dict(output_shape=[10, 7], strides=[3, 2], output_padding=[1, 1], kernel_shape=[3, 2]),
+    dict(output_shape=[9, 6], strides=[3, 2], auto_pad="SAME_UPPER"),
+    dict(output_shape=[11, 7], strides=[3, 3], dilations=[2, 2]),
+    dict(output_shape=[6, 5], strides=[3, 2], auto_pad="SAME_LOWER"),
+])
+def test_conv_transpose_output_shape_compiled(attrs):
+    w = rand(4, 6, 3, 2)
+    model = transpose_model(w, None, **attrs)
+    for xs in [(1, 4, 3, 3), (2, 4, 3, 3)]:
+        x = rand(*xs)
+        got = run_model(model, {"x": x})[0]
+        np.testing.assert_allclose(got, ort_run("ConvTranspose", [x, w], attrs, opset=22), rtol=1e-4, atol=1e-5)
+    # output_shape too large for the input: an explicit error where it runs
+    with pytest.raises(DvmError, match=r"conv_transpose: output size \d+ would need a negative begin pad"):
+        run_model(model, {"x": rand(1, 4, 1, 1)})
 
 
 AUTO_PAD_DRIVER = r"""
