@@ -686,6 +686,7 @@ static void resize(inf *I, const dvmc_node *n) {
   const dvmc_expr *d[DVM_MAX_RANK];
   int sizes_at = n->opset >= 11 ? 3 : -1, scales_at = n->opset >= 11 ? 2 : 1;
   if (sizes_at >= 0 && sizes_at < n->nin && n->in[sizes_at]) {
+    if (strcmp(dvmc_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch")) return; /* by X's dims */
     if (exprs_of(I, n, NULL, sizes_at, d, DVM_MAX_RANK) != x->rank || dvmc_attr_find(n, "axes")) return;
     set_shape(n->out[0], x->rank, d);
     return;

@@ -621,52 +621,133 @@ dvm_status *lw_lower_tfidf(lowering *L, const dvmc_node *n, const op_rule *r) {
   return lw_emit_call(L, n, r, &c);
 }
 
-/* Resize: the output sizes as the kernel's first attribute (from the sizes
- * input, or computed where the node runs from the scales input), then the
- * modes, then the model's scales when it gave them (the kernel maps
- * coordinates with those). `axes` expands to every dim. */
+/* The kernel attributes after sizes that every Resize call has: the three
+ * modes, cubic_coeff_a, exclude_outside, antialias. */
+static void resize_mode_attrs(lowering *L, const dvmc_node *n, const int64_t enums[3], call *c) {
+  for (int t = 0; t < 3; t++) c->attrs[c->nattrs++] = lw_emit_int(L, enums[t]);
+  c->attrs[c->nattrs++] = lw_emit_float(L, dvmc_attr_float(n, "cubic_coeff_a", -0.75));
+  c->attrs[c->nattrs++] = lw_emit_int(L, dvmc_attr_int(n, "exclude_outside", 0));
+  c->attrs[c->nattrs++] = lw_emit_int(L, dvmc_attr_int(n, "antialias", 0));
+}
+
+/* The node's `axes` as a shape register (empty: every dim). */
+static int resize_axes_reg(lowering *L, const dvmc_node *n) {
+  const dvmc_attr *axes = dvmc_attr_find(n, "axes");
+  return lw_emit_shape(L, axes ? (int)axes->n : 0, axes ? axes->ints : NULL);
+}
+
+/* Resize whose sizes and coordinate scales the run decides: `axes` over
+ * scales or sizes the model computes, keep_aspect_ratio_policy (it needs
+ * X's dims), tf_crop_and_resize (its roi, constant or computed, expanded
+ * over `axes`). Shape functions "resize_params" and "resize_roi" make the
+ * kernel's attributes where the node runs. */
+static dvm_status *lower_resize_params(lowering *L, const dvmc_node *n, const op_rule *r, const int64_t enums[3],
+                                       const dvmc_value *vals, int by_sizes, int policy, const dvmc_value *roi) {
+  const dvmc_value *x = n->in[0];
+  int rank = x->rank;
+  dvm_status *st;
+  int xr, vr, rr = -1;
+  if ((st = lw_reg_of(L, x, &xr)) || (st = lw_reg_of(L, vals, &vr)) || (roi && (st = lw_reg_of(L, roi, &rr)))) return st;
+  call c = {0};
+  c.kernel = r->kernel;
+  c.ins[c.nin++] = xr;
+  int sizes_reg = dvmc_fn_reg(L->f), scales[DVM_MAX_RANK];
+  int ax = resize_axes_reg(L, n), by = lw_emit_int(L, by_sizes), pol = lw_emit_int(L, policy);
+  int64_t w[4 + 2 * DVM_MAX_RANK + 8];
+  int nw = 0;
+  w[nw++] = dvmc_emit_shapefn(L->e, "resize_params");
+  w[nw++] = 1 + rank;
+  w[nw++] = sizes_reg;
+  for (int d = 0; d < rank; d++) w[nw++] = scales[d] = dvmc_fn_reg(L->f);
+  w[nw++] = 5;
+  w[nw++] = xr, w[nw++] = vr, w[nw++] = ax, w[nw++] = by, w[nw++] = pol;
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, by);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, pol);
+  c.attrs[c.nattrs++] = sizes_reg;
+  resize_mode_attrs(L, n, enums, &c);
+  for (int d = 0; d < rank; d++) c.attrs[c.nattrs++] = scales[d];
+  if (roi) {
+    int rk = lw_emit_int(L, rank);
+    nw = 0;
+    w[nw++] = dvmc_emit_shapefn(L->e, "resize_roi");
+    w[nw++] = 2 * rank;
+    for (int d = 0; d < 2 * rank; d++) w[nw++] = c.attrs[c.nattrs++] = dvmc_fn_reg(L->f);
+    w[nw++] = 3;
+    w[nw++] = rr, w[nw++] = ax, w[nw++] = rk;
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, rk);
+    c.attrs[c.nattrs++] = lw_emit_float(L, dvmc_attr_float(n, "extrapolation_value", 0));
+  }
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, ax);
+  return lw_emit_call(L, n, r, &c);
+}
+
+/* Resize (and Upsample, as Resize with asymmetric coordinates and floor
+ * rounding): the output sizes as the kernel's first attribute (from the
+ * sizes input, or computed where the node runs from the scales input), then
+ * the modes, then the model's scales when it gave them (the kernel maps
+ * coordinates with those). Constant `axes` values expand to every dim; the
+ * cases the run decides go to lower_resize_params. */
 dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
   static const char *const modes[] = {"nearest", "linear", "cubic", NULL};
   static const char *const coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
-                                       "tf_half_pixel_for_nearest", "half_pixel_symmetric", NULL};
+                                       "tf_half_pixel_for_nearest", "half_pixel_symmetric", "tf_crop_and_resize", NULL};
   static const char *const nearests[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil", NULL};
-  const char *const *tables[3] = {modes, coords, nearests};
-  const char *names[3] = {"mode", "coordinate_transformation_mode", "nearest_mode"};
-  const char *dflt[3] = {"nearest", "half_pixel", "round_prefer_floor"};
-  int64_t enums[3];
-  for (int t = 0; t < 3; t++) {
+  static const char *const policies[] = {"stretch", "not_larger", "not_smaller", NULL};
+  const char *const *tables[4] = {modes, coords, nearests, policies};
+  const char *names[4] = {"mode", "coordinate_transformation_mode", "nearest_mode", "keep_aspect_ratio_policy"};
+  int upsample = !strcmp(n->op, "Upsample");
+  const char *dflt[4] = {"nearest", upsample ? "asymmetric" : "half_pixel", upsample ? "floor" : "round_prefer_floor",
+                         "stretch"};
+  int64_t enums[4];
+  for (int t = 0; t < 4; t++) {
+    if (upsample && (t == 1 || t == 2) && dvmc_attr_find(n, names[t]))
+      return lw_unsupported(n, "attribute \"%s\" is not supported", names[t]);
     const char *v = dvmc_attr_string(n, names[t], dflt[t]);
+    if (upsample && t == 0 && !strcmp(v, "bilinear")) v = "linear"; /* Upsample-7's name */
     enums[t] = -1;
     for (int i = 0; tables[t][i]; i++)
       if (!strcmp(v, tables[t][i])) enums[t] = i;
-    if (enums[t] < 0) return lw_unsupported(n, "%s \"%s\" is not supported", names[t], v);
+    if (enums[t] < 0 || (upsample && t == 0 && enums[t] == 2))
+      return lw_unsupported(n, "%s \"%s\" is not supported", names[t], v);
   }
-  if (strcmp(dvmc_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch"))
-    return lw_unsupported(n, "keep_aspect_ratio_policy other than stretch is not supported");
   const dvmc_value *x = n->nin > 0 ? n->in[0] : NULL;
-  int opset10 = n->opset < 11;
+  int opset10 = upsample || n->opset < 11;
   const dvmc_value *scales = opset10 ? (n->nin > 1 ? n->in[1] : NULL) : (n->nin > 2 ? n->in[2] : NULL);
   const dvmc_value *sizes = opset10 ? NULL : (n->nin > 3 ? n->in[3] : NULL);
+  const dvmc_value *roi = opset10 ? NULL : (n->nin > 1 ? n->in[1] : NULL);
+  const dvmc_attr *sattr = upsample && !scales ? dvmc_attr_find(n, "scales") : NULL; /* Upsample-7 */
   if (scales && scales->constant && scales->constant->nbytes == 0) scales = NULL; /* "" given as empty */
-  if (!x || (!scales == !sizes)) return lw_unsupported(n, "exactly one of scales and sizes is needed");
-  const dvmc_tensor *given = scales ? scales->constant : sizes->constant;
+  if (roi && roi->constant && roi->constant->nbytes == 0) roi = NULL;
+  if (!x || (!scales == !sizes && !sattr)) return lw_unsupported(n, "exactly one of scales and sizes is needed");
+  const dvmc_tensor *given = scales ? scales->constant : sizes ? sizes->constant : NULL;
   const dvmc_attr *axes = dvmc_attr_find(n, "axes");
-  int rank = x->rank;
-  if (!given && (axes || rank < 0))
-    return lw_unsupported(n, "%s computed at run time needs the input's rank and no axes", scales ? "scales" : "sizes");
-  int64_t nvals = given ? (given->rank ? given->dims[0] : 1) : rank;
+  int rank = x->rank, crop = enums[1] == 6;
+  if (crop && !roi) return lw_unsupported(n, "tf_crop_and_resize needs roi");
+  if (crop && x->typed && x->dtype != DVM_F32)
+    return lw_unsupported(n, "tf_crop_and_resize of %s is not supported (f32 only)", dvm_dtype_name(x->dtype));
+  if (crop || (enums[3] && sizes) || (!given && !sattr && axes)) {
+    if (rank < 0) return lw_unsupported(n, "%s needs the input's rank", crop ? "tf_crop_and_resize" : axes ? "axes" : "keep_aspect_ratio_policy");
+    return lower_resize_params(L, n, r, enums, scales ? scales : sizes, !scales, sizes ? (int)enums[3] : 0, crop ? roi : NULL);
+  }
+  if (!given && !sattr && rank < 0)
+    return lw_unsupported(n, "%s computed at run time needs the input's rank", scales ? "scales" : "sizes");
+  int64_t nvals = sattr ? sattr->n : given ? (given->rank ? given->dims[0] : 1) : rank;
   if (rank < 0) rank = (int)nvals;
   if (rank > DVM_MAX_RANK || (axes ? axes->n != nvals : nvals != rank))
-    return lw_unsupported(n, "%lld %s for an input of rank %d", (long long)nvals, scales ? "scales" : "sizes", rank);
+    return lw_unsupported(n, "%lld %s for an input of rank %d", (long long)nvals, sizes ? "sizes" : "scales", rank);
   /* per dim: a scale (1 where axes leave a dim), or a size (-1: keep) */
   double sc[DVM_MAX_RANK];
   int64_t sz[DVM_MAX_RANK];
   for (int d = 0; d < rank; d++) sc[d] = 1, sz[d] = -1;
-  for (int64_t i = 0; given && i < nvals; i++) {
+  for (int64_t i = 0; (given || sattr) && i < nvals; i++) {
     int64_t d = axes ? axes->ints[i] : i;
     if (d < 0) d += rank;
     if (d < 0 || d >= rank) return lw_unsupported(n, "axis %lld is out of range", (long long)(axes ? axes->ints[i] : i));
-    if (scales) {
+    if (sattr) {
+      sc[d] = sattr->floats[i];
+    } else if (scales) {
       if (given->dtype != DVM_F32) return lw_unsupported(n, "scales must be f32");
       sc[d] = ((const float *)given->data)[i];
     } else {
@@ -674,6 +755,8 @@ dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
       sz[d] = ((const int64_t *)given->data)[i];
     }
   }
+  int by_scales = scales || sattr;
+  int known = given || sattr;
   dvm_status *st;
   call c = {0};
   int xr;
@@ -681,7 +764,7 @@ dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
   c.kernel = r->kernel;
   c.ins[c.nin++] = xr;
   int sizes_reg = dvmc_fn_reg(L->f), vals[DVM_MAX_RANK];
-  if (!given) { /* the model computes them: read on the host */
+  if (!known) { /* the model computes them: read on the host */
     int t;
     if ((st = lw_reg_of(L, scales ? scales : sizes, &t))) return st;
     if (sizes) {
@@ -697,11 +780,11 @@ dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
       dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
     }
   } else {
-    for (int d = 0; d < rank; d++) vals[d] = scales ? lw_emit_float(L, sc[d]) : lw_emit_int(L, sz[d]);
+    for (int d = 0; d < rank; d++) vals[d] = by_scales ? lw_emit_float(L, sc[d]) : lw_emit_int(L, sz[d]);
   }
-  if (scales || given) { /* the sizes attribute, from x's dims */
+  if (by_scales || known) { /* the sizes attribute, from x's dims */
     int64_t w[4 + 2 + DVM_MAX_RANK];
-    int nw = 0, by = lw_emit_int(L, scales ? 0 : 1);
+    int nw = 0, by = lw_emit_int(L, by_scales ? 0 : 1);
     w[nw++] = dvmc_emit_shapefn(L->e, "resize_sizes");
     w[nw++] = 1;
     w[nw++] = sizes_reg;
@@ -713,13 +796,10 @@ dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, by);
   }
   c.attrs[c.nattrs++] = sizes_reg;
-  for (int t = 0; t < 3; t++) c.attrs[c.nattrs++] = lw_emit_int(L, enums[t]);
-  c.attrs[c.nattrs++] = lw_emit_float(L, dvmc_attr_float(n, "cubic_coeff_a", -0.75));
-  c.attrs[c.nattrs++] = lw_emit_int(L, dvmc_attr_int(n, "exclude_outside", 0));
-  c.attrs[c.nattrs++] = lw_emit_int(L, dvmc_attr_int(n, "antialias", 0));
-  if (scales)
+  resize_mode_attrs(L, n, enums, &c);
+  if (by_scales)
     for (int d = 0; d < rank; d++) c.attrs[c.nattrs++] = vals[d];
-  else if (given)
+  else if (known)
     for (int d = 0; d < rank; d++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, vals[d]);
   return lw_emit_call(L, n, r, &c);
 }

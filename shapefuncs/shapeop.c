@@ -5,6 +5,8 @@
  * "itemf" (-> a float: clip bounds), "ints" (a 1-D integer tensor of at
  * most 8 elements -> a shape value: axes) and "floats" (n numbers -> n
  * float values). */
+#include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernel.h"
@@ -217,6 +219,112 @@ static dvm_status *transpose_pads_fn(const dvm_value *in, int nin, dvm_value *ou
   return NULL;
 }
 
+/* The axes of a Resize (shape value `v`, empty for all of rank r) into
+ * dims[0..*n), checked: in range, no repeats. */
+static dvm_status *resize_axes(const char *fn, const dvm_value *v, int r, int *n, int *dims) {
+  if (v->kind != DVM_VAL_SHAPE) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: axes must be a shape", fn);
+  *n = v->rank ? v->rank : r;
+  unsigned seen = 0;
+  for (int i = 0; i < *n; i++) {
+    int64_t a = v->rank ? v->u.dims[i] : i;
+    if (a < 0) a += r;
+    if (a < 0 || a >= r || (seen >> a) & 1)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: axis %lld is out of range for rank %d or repeated", fn,
+                            (long long)(v->rank ? v->u.dims[i] : i), r);
+    seen |= 1u << a;
+    dims[i] = (int)a;
+  }
+  return NULL;
+}
+
+/* "resize_params" (x, values, axes, by_sizes:int, policy:int) -> Resize's
+ * output dims, then one float scale per dim of x: values are the node's
+ * scales (by_sizes 0: a dim's size is floor(dim * scale)) or sizes (1), one
+ * per axis (axes empty: every dim; the others keep their size at scale 1),
+ * read where the node runs. With sizes, policy 1 (not_larger) or 2
+ * (not_smaller) takes the smallest or largest sizes[i] / dim over the axes
+ * as every axis's scale and size round(dim * scale), halves up (ONNX's
+ * keep_aspect_ratio_policy); else a dim's scale is size / dim. */
+static dvm_status *resize_params_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = "resize_params";
+  int rx, naxes, axes[DVM_MAX_RANK];
+  const int64_t *x;
+  dvm_status *st = nin == 5 ? NULL : dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 5 inputs, got %d", fn, nin);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &rx, &x);
+  if (!st && nout != 1 + rx)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %d outputs for x of rank %d, want %d", fn, nout, rx, 1 + rx);
+  if (!st && (in[1].kind != DVM_VAL_TENSOR || in[3].kind != DVM_VAL_INT || in[4].kind != DVM_VAL_INT))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: values must be a tensor, by_sizes and policy ints", fn);
+  if (!st) st = resize_axes(fn, &in[2], rx, &naxes, axes);
+  if (st) return st;
+  const dvm_tensor *t = in[1].u.tensor;
+  bool by_sizes = in[3].u.i != 0;
+  int64_t policy = in[4].u.i;
+  double v[DVM_MAX_RANK], pick = 0;
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU || dvm_tensor_rank(t) > 1 || dvm_tensor_numel(t) != naxes)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s must be a host tensor of %d values (one per axis), got %lld", fn,
+                          by_sizes ? "sizes" : "scales", naxes, (long long)dvm_tensor_numel(t));
+  int64_t sizes[DVM_MAX_RANK];
+  double scale[DVM_MAX_RANK];
+  for (int d = 0; d < rx; d++) sizes[d] = x[d], scale[d] = 1;
+  for (int i = 0; i < naxes; i++) {
+    int d = axes[i];
+    if (!element(t, i, &v[i]))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtype %s is not supported", fn, dvm_dtype_name(dvm_tensor_dtype(t)));
+    if (by_sizes ? !(v[i] >= 0 && v[i] <= (double)((int64_t)1 << 40)) : !(v[i] > 0 && isfinite(v[i])))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %d = %g is out of range", fn, by_sizes ? "size" : "scale", i, v[i]);
+    if (!by_sizes) {
+      scale[d] = v[i], sizes[d] = dvm_resize_scaled_size(x[d], v[i]);
+      continue;
+    }
+    sizes[d] = (int64_t)v[i];
+    scale[d] = x[d] ? v[i] / (double)x[d] : 1;
+    if (i == 0 || (policy == 1 ? scale[d] < pick : scale[d] > pick)) pick = scale[d];
+  }
+  if (by_sizes && policy)
+    for (int i = 0; i < naxes; i++) {
+      int d = axes[i];
+      scale[d] = pick;
+      sizes[d] = (int64_t)floor((double)x[d] * pick + 0.5);
+    }
+  dvm_shape_set(&out[0], rx, sizes);
+  for (int d = 0; d < rx; d++) {
+    out[1 + d].kind = DVM_VAL_FLOAT;
+    out[1 + d].u.f = scale[d];
+  }
+  return NULL;
+}
+
+/* "resize_roi" (roi, axes, rank:int) -> 2 * rank floats, the starts then
+ * the ends of tf_crop_and_resize's region per dim: roi holds them for the
+ * axes (empty: every dim); the other dims get 0 and 1 (the whole dim). */
+static dvm_status *resize_roi_fn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = "resize_roi";
+  int naxes, axes[DVM_MAX_RANK];
+  if (nin != 3 || in[0].kind != DVM_VAL_TENSOR || in[2].kind != DVM_VAL_INT || in[2].u.i < 0 ||
+      in[2].u.i > DVM_MAX_RANK || nout != 2 * in[2].u.i)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes roi, axes and rank, and gives 2 floats per dim", fn);
+  int r = (int)in[2].u.i;
+  dvm_status *st = resize_axes(fn, &in[1], r, &naxes, axes);
+  if (st) return st;
+  const dvm_tensor *t = in[0].u.tensor;
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU || dvm_tensor_rank(t) > 1 || dvm_tensor_numel(t) != 2 * naxes)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: roi must be a host tensor of %d values (a start and an end per axis), got %lld",
+                          fn, 2 * naxes, (long long)dvm_tensor_numel(t));
+  for (int d = 0; d < r; d++) {
+    out[d].kind = out[r + d].kind = DVM_VAL_FLOAT;
+    out[d].u.f = 0, out[r + d].u.f = 1;
+  }
+  for (int i = 0; i < naxes; i++) {
+    double a, b;
+    if (!element(t, i, &a) || !element(t, naxes + i, &b))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtype %s is not supported", fn, dvm_dtype_name(dvm_tensor_dtype(t)));
+    if (!isfinite(a) || !isfinite(b)) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: roi of axis %d is not finite", fn, i);
+    out[axes[i]].u.f = a, out[r + axes[i]].u.f = b;
+  }
+  return NULL;
+}
+
 /* "resize_sizes" (x, by_sizes:int, v_0, ..., v_{rank-1}) -> Resize's output
  * dims: with by_sizes 0 the v are float scales (floor(dim * scale), ONNX's
  * rule); with 1 they are ints, -1 keeping x's dim (dims not in `axes`). */
@@ -248,6 +356,8 @@ static dvm_status *resize_sizes_fn(const dvm_value *in, int nin, dvm_value *out,
 const dvm_shapefn_def dvm_shapefn_shapeop_table[] = {
     {"auto_pads", auto_pads_fn},
     {"transpose_pads", transpose_pads_fn},
+    {"resize_params", resize_params_fn},
+    {"resize_roi", resize_roi_fn},
     {"resize_sizes", resize_sizes_fn},
     {"item", item_fn},
     {"itemf", itemf_fn},

@@ -247,11 +247,11 @@ dvm_status *dvm_resize_setup(int rx, const int64_t *x, const dvm_value *attrs, i
                              dvm_resize *r, int64_t *out) {
   const char *op = "resize";
   char sx[DVM_SHAPE_STR_SIZE], ss[DVM_SHAPE_STR_SIZE];
-  if (nattrs != 4 && nattrs != 7 && nattrs != 7 + rx)
+  if (nattrs != 4 && nattrs != 7 && nattrs != 7 + rx && nattrs != 8 + 3 * rx)
     return dvm_status_new(DVM_INVALID_ARGUMENT,
-                          "resize: takes 4, 7 or %d attributes (7 and one scale per dim of X "
-                          "%s), got %d",
-                          7 + rx, dvm_shape_str(sx, rx, x), nattrs);
+                          "resize: takes 4, 7, %d or %d attributes (7, one scale per dim of X "
+                          "%s, then a roi start and end per dim and extrapolation_value), got %d",
+                          7 + rx, 8 + 3 * rx, dvm_shape_str(sx, rx, x), nattrs);
   const dvm_value *sizes = &attrs[0];
   if (sizes->kind != DVM_VAL_SHAPE || sizes->rank != rx)
     return dvm_status_new(DVM_INVALID_ARGUMENT,
@@ -260,14 +260,14 @@ dvm_status *dvm_resize_setup(int rx, const int64_t *x, const dvm_value *attrs, i
   int64_t mode, coord, nearest;
   int excl = 0, anti = 0;
   dvm_status *st = attr_int(op, "mode", &attrs[1], 0, DVM_RESIZE_MODE_COUNT - 1, &mode);
-  if (!st && attrs[2].kind == DVM_VAL_INT && attrs[2].u.i == DVM_RESIZE_COORD_COUNT)
-    st = dvm_status_new(DVM_INVALID_ARGUMENT,
-                        "resize: coordinate_transformation_mode %d (tf_crop_and_resize) is not "
-                        "supported",
-                        DVM_RESIZE_COORD_COUNT);
   if (!st)
     st = attr_int(op, "coordinate_transformation_mode", &attrs[2], 0, DVM_RESIZE_COORD_COUNT - 1,
                   &coord);
+  if (!st && (coord == DVM_RESIZE_TF_CROP_AND_RESIZE) != (nattrs == 8 + 3 * rx))
+    st = dvm_status_new(DVM_INVALID_ARGUMENT,
+                        "resize: the roi and extrapolation_value attributes go with "
+                        "coordinate_transformation_mode %d (tf_crop_and_resize), and it needs them",
+                        DVM_RESIZE_TF_CROP_AND_RESIZE);
   if (!st) st = attr_int(op, "nearest_mode", &attrs[3], 0, DVM_RESIZE_NEAREST_COUNT - 1, &nearest);
   r->cubic_a = -0.75;
   if (!st && nattrs >= 7) st = attr_finite(op, "cubic_coeff_a", &attrs[4], &r->cubic_a);
@@ -287,7 +287,13 @@ dvm_status *dvm_resize_setup(int rx, const int64_t *x, const dvm_value *attrs, i
                             dvm_shape_str(sx, rx, x), d, dvm_shape_str(ss, rx, sizes->u.dims));
     r->scale[d] = x[d] ? (double)o / (double)x[d] : 1.0;
     r->length[d] = (double)o;
-    if (nattrs == 7 + rx) {
+    r->roi_start[d] = 0, r->roi_end[d] = 1;
+    if (nattrs == 8 + 3 * rx) {
+      st = attr_finite(op, "roi_start", &attrs[7 + rx + d], &r->roi_start[d]);
+      if (!st) st = attr_finite(op, "roi_end", &attrs[7 + 2 * rx + d], &r->roi_end[d]);
+      if (st) return st;
+    }
+    if (nattrs >= 7 + rx) {
       st = attr_finite(op, "scale", &attrs[7 + d], &r->scale[d]);
       if (!st && r->scale[d] <= 0)
         st = dvm_status_new(DVM_INVALID_ARGUMENT, "resize: scale %d = %g must be positive", d,
@@ -297,6 +303,8 @@ dvm_status *dvm_resize_setup(int rx, const int64_t *x, const dvm_value *attrs, i
     }
     out[d] = o;
   }
+  r->extrapolation = 0;
+  if (nattrs == 8 + 3 * rx) return dvm_attr_float(op, "extrapolation_value", &attrs[7 + 3 * rx], &r->extrapolation);
   return NULL;
 }
 
@@ -304,10 +312,15 @@ int64_t dvm_resize_scaled_size(int64_t in, double scale) {
   return (int64_t)floor((double)in * scale);
 }
 
-double dvm_resize_coord_in(dvm_resize_coord coord, int64_t o, int64_t in, int64_t out, double scale,
-                           double length) {
-  double x = (double)o;
-  switch (coord) {
+double dvm_resize_coord_in(const dvm_resize *r, int d, int64_t o, int64_t in, int64_t out) {
+  double x = (double)o, scale = r->scale[d], length = r->length[d];
+  double start = r->roi_start[d], end = r->roi_end[d];
+  switch (r->coord) {
+  case DVM_RESIZE_TF_CROP_AND_RESIZE: { /* in f32, as ONNX Runtime (nearest rounds its halves) */
+    float s = (float)start, e = (float)end, len = (float)(in - 1);
+    return out > 1 ? (double)(s * len + ((float)o * (e - s) * len) / (float)(out - 1))
+                   : 0.5 * (double)(s + e) * (double)len;
+  }
   case DVM_RESIZE_HALF_PIXEL:
     return (x + 0.5) / scale - 0.5;
   case DVM_RESIZE_ASYMMETRIC:
@@ -426,7 +439,7 @@ static dvm_status *shapefn_resize(const dvm_value *in, int nin, dvm_value *out, 
   const int64_t *x;
   int64_t dims[DVM_MAX_RANK];
   dvm_resize r;
-  dvm_status *st = dvm_shape_check_counts("resize", nin, 1, 8 + DVM_MAX_RANK, nout, 1);
+  dvm_status *st = dvm_shape_check_counts("resize", nin, 1, 9 + 3 * DVM_MAX_RANK, nout, 1);
   if (!st) st = dvm_shape_arg("resize", &in[0], 0, &rx, &x);
   if (!st) st = dvm_resize_setup(rx, x, in + 1, nin - 1, &r, dims);
   if (st) return st;

@@ -14,7 +14,10 @@
  *   resize:         sizes, mode:int, coordinate_transformation_mode:int,
  *                   nearest_mode:int [, cubic_coeff_a:float,
  *                   exclude_outside:int, antialias:int [, scale:float for
- *                   each dim of X]]
+ *                   each dim of X [, roi_start:float for each dim,
+ *                   roi_end:float for each dim, extrapolation_value:float]]]
+ *                   (the roi and extrapolation_value with
+ *                   tf_crop_and_resize, and only with it)
  * pads hold all begins then all ends: [x1_begin, x2_begin, x1_end, x2_end].
  *
  * The shape functions take the kernel's inputs then these attributes:
@@ -115,8 +118,7 @@ typedef enum dvm_resize_mode {
   DVM_RESIZE_MODE_COUNT
 } dvm_resize_mode;
 
-/* ONNX coordinate_transformation_mode (tf_crop_and_resize is not supported:
- * it needs roi and extrapolation_value). */
+/* ONNX coordinate_transformation_mode. */
 typedef enum dvm_resize_coord {
   DVM_RESIZE_HALF_PIXEL,
   DVM_RESIZE_ASYMMETRIC,
@@ -124,6 +126,7 @@ typedef enum dvm_resize_coord {
   DVM_RESIZE_PYTORCH_HALF_PIXEL,
   DVM_RESIZE_TF_HALF_PIXEL_FOR_NEAREST,
   DVM_RESIZE_HALF_PIXEL_SYMMETRIC,
+  DVM_RESIZE_TF_CROP_AND_RESIZE, /* roi start + o (end - start) (in - 1) / (out - 1) */
   DVM_RESIZE_COORD_COUNT
 } dvm_resize_coord;
 
@@ -151,6 +154,10 @@ typedef struct dvm_resize {
    * pytorch_half_pixel and half_pixel_symmetric divide by, as its reference
    * and test data have it). */
   double length[DVM_MAX_RANK];
+  /* tf_crop_and_resize: the region of X per dim, as fractions of in - 1,
+   * and the value of outputs whose coordinate falls outside X. */
+  double roi_start[DVM_MAX_RANK], roi_end[DVM_MAX_RANK];
+  double extrapolation;
 } dvm_resize;
 
 /* resize: X and the attrs listed above. Checks them, fills *r and sets
@@ -163,10 +170,8 @@ DVM_MUST_USE dvm_status *dvm_resize_setup(int rx, const int64_t *x, const dvm_va
 int64_t dvm_resize_scaled_size(int64_t in, double scale);
 
 /* The input coordinate (a real number) that output index `o` maps to along
- * a dim of `in` -> `out` elements with scale `scale` and real output length
- * `length` (dvm_resize). */
-double dvm_resize_coord_in(dvm_resize_coord coord, int64_t o, int64_t in, int64_t out, double scale,
-                           double length);
+ * dim d of `in` -> `out` elements (scale, length and roi from r). */
+double dvm_resize_coord_in(const dvm_resize *r, int d, int64_t o, int64_t in, int64_t out);
 
 /* GridSample: X [N, C, D_1..D_r] read at the points of grid [N, O_1..O_r, r]
  * (r = 1 to DVM_WINDOW_MAX; a point lists its coordinates innermost dim

@@ -7,8 +7,10 @@
  *
  *   mode: 0 nearest, 1 linear (n-linear over every resized dim), 2 cubic.
  *   coordinate_transformation_mode: 0 half_pixel, 1 asymmetric, 2 align_corners,
- *     3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest, 5 half_pixel_symmetric
- *     (6, tf_crop_and_resize, is refused: it needs roi and extrapolation_value).
+ *     3 pytorch_half_pixel, 4 tf_half_pixel_for_nearest, 5 half_pixel_symmetric,
+ *     6 tf_crop_and_resize (its roi start and end per dim and
+ *     extrapolation_value follow the scales: an output whose coordinate
+ *     along any dim falls outside [0, in - 1] is extrapolation_value; f32).
  *   nearest_mode: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil.
  *   cubic_coeff_a (default -0.75), exclude_outside and antialias (default 0)
  *     as in ONNX. The scales, when given, are the model's (ONNX maps output
@@ -53,8 +55,9 @@
 
 typedef struct axis {
   int64_t in, out, taps;
-  int64_t *idx; /* out * taps input indices, clamped into [0, in) */
-  float *w;     /* out * taps weights (linear and cubic) */
+  int64_t *idx;  /* out * taps input indices, clamped into [0, in) */
+  float *w;      /* out * taps weights (linear and cubic) */
+  bool *outside; /* tf_crop_and_resize: per output, extrapolated; else NULL */
   bool identity;
 } axis;
 
@@ -81,12 +84,19 @@ static int64_t nearest(dvm_resize_nearest mode, double x) {
   }
 }
 
+/* Whether dim d of in -> out elements is copied as is. */
+static bool copies(const dvm_resize *r, int d, int64_t in, int64_t out) {
+  return in == out && r->scale[d] == 1 &&
+         (r->coord != DVM_RESIZE_TF_CROP_AND_RESIZE || (r->roi_start[d] == 0 && r->roi_end[d] == 1));
+}
+
 /* Taps per output index along a dim of scale `scale` (ONNX's reference:
  * linear and cubic read n taps around x, n/2 on each side of it, from an
  * input padded by its edge values; antialias widens n by 1 / scale when
  * downscaling). */
-static double taps_for(const dvm_resize *r, const axis *ax, double scale) {
-  if (r->mode == DVM_RESIZE_NEAREST || (ax->in == ax->out && scale == 1)) return 1;
+static double taps_for(const dvm_resize *r, int d, const axis *ax) {
+  double scale = r->scale[d];
+  if (r->mode == DVM_RESIZE_NEAREST || copies(r, d, ax->in, ax->out)) return 1;
   double half = r->mode == DVM_RESIZE_LINEAR ? 1 : 2;
   if (!r->antialias || scale >= 1) return 2 * half;
   /* from start = floor(-half / scale) + 1 to 2 - start, as the reference */
@@ -117,23 +127,27 @@ static bool axis_is_identity(const axis *ax) {
   return true;
 }
 
-static void axis_fill(const dvm_resize *r, double scale, double length, axis *ax) {
+static void axis_fill(const dvm_resize *r, int d, axis *ax) {
+  double scale = r->scale[d];
   /* antialias stretches the filter when downscaling */
   double s = r->antialias && scale < 1 ? scale : 1.0;
   bool norm = s < 1 || r->exclude_outside; /* plain weights sum to 1 */
   int64_t n = ax->taps, in = ax->in;
-  if (in == ax->out && scale == 1) { /* copied as is, whatever the coordinate mode */
+  if (copies(r, d, in, ax->out)) { /* copied as is, whatever the coordinate mode */
     for (int64_t o = 0; o < in; o++) {
       ax->idx[o] = o;
       if (ax->w) ax->w[o] = 1;
     }
     ax->identity = true;
+    if (ax->outside) memset(ax->outside, 0, (size_t)in);
     return;
   }
   /* beyond this every tap is outside X: the same taps, and no overflow */
   double far = (double)(in + n + 2);
   for (int64_t o = 0; o < ax->out; o++) {
-    double x = fmin(fmax(dvm_resize_coord_in(r->coord, o, in, ax->out, scale, length), -far), far);
+    double x = dvm_resize_coord_in(r, d, o, in, ax->out);
+    if (ax->outside) ax->outside[o] = !(x >= 0 && x <= (double)(in - 1));
+    x = fmin(fmax(x, -far), far);
     int64_t *idx = ax->idx + o * n;
     if (r->mode == DVM_RESIZE_NEAREST) {
       int64_t i = nearest(r->nearest, x);
@@ -208,6 +222,7 @@ typedef struct plan {
   int64_t rows, combos;         /* output rows; input rows per output row at most */
   size_t esz;
   bool nearest;
+  float extrapolation;
 } plan;
 
 /* Output rows [r0, r1): off and wt hold plan->combos entries of scratch. */
@@ -221,9 +236,17 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
   for (int64_t row = r0; row < r1; row++) {
     /* the row's outer indices, and the input rows its taps select */
     int64_t o[DVM_MAX_RANK], rest = row, nc = 1;
+    bool outside = false;
     for (int d = last - 1; d >= 0; d--) {
       o[d] = rest % p->ax[d].out;
       rest /= p->ax[d].out;
+      outside |= p->ax[d].outside && p->ax[d].outside[o[d]];
+    }
+    char *yr = y + row * in->out * (int64_t)p->esz;
+    if (outside) { /* tf_crop_and_resize outside X (f32) */
+      for (int64_t i = 0; i < in->out; i++) ((float *)yr)[i] = p->extrapolation;
+      prev = -1;
+      continue;
     }
     off[0] = 0;
     wt[0] = 1;
@@ -240,7 +263,6 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
       }
       nc *= n;
     }
-    char *yr = y + row * in->out * (int64_t)p->esz;
     if (p->nearest) {
       /* upscaling reads one input row into several output rows in turn */
       if (row > r0 && off[0] == prev)
@@ -248,11 +270,14 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
       else
         gather(x + off[0] * (int64_t)p->esz, yr, in->idx, in->out);
       prev = off[0];
-      continue;
+    } else {
+      memset(yr, 0, sizeof(float) * (size_t)in->out);
+      for (int64_t c = 0; c < nc; c++)
+        if (wt[c] != 0) lerp_row((const float *)x + off[c], (float *)yr, in, wt[c]);
     }
-    memset(yr, 0, sizeof(float) * (size_t)in->out);
-    for (int64_t c = 0; c < nc; c++)
-      if (wt[c] != 0) lerp_row((const float *)x + off[c], (float *)yr, in, wt[c]);
+    if (in->outside)
+      for (int64_t i = 0; i < in->out; i++)
+        if (in->outside[i]) ((float *)yr)[i] = p->extrapolation;
   }
 }
 
@@ -262,10 +287,12 @@ static dvm_status *check(const dvm_kernel_args *a, dvm_resize *r, int64_t *want)
   const dvm_tensor *x = a->in[0], *y = a->out[0];
   st = dvm_resize_setup(x->rank, x->dims, a->attrs, a->nattrs, r, want);
   if (st) return st;
-  if (x->dtype != y->dtype || (r->mode != DVM_RESIZE_NEAREST && x->dtype != DVM_F32)) {
+  if (x->dtype != y->dtype ||
+      ((r->mode != DVM_RESIZE_NEAREST || r->coord == DVM_RESIZE_TF_CROP_AND_RESIZE) && x->dtype != DVM_F32)) {
     char got[64];
     return dvm_status_new(DVM_INVALID_ARGUMENT,
-                          "resize: dtypes %s: want X and Y of one dtype, f32 for linear and cubic",
+                          "resize: dtypes %s: want X and Y of one dtype, f32 for linear, cubic and "
+                          "tf_crop_and_resize",
                           dvm_kargs_dtypes(got, sizeof got, a));
   }
   if (y->rank != x->rank || memcmp(y->dims, want, sizeof(int64_t) * x->rank) != 0) {
@@ -303,12 +330,14 @@ static dvm_status *resize(const dvm_kernel_args *a) {
   plan p = {.esz = dvm_dtype_size((dvm_dtype)x->dtype),
             .nearest = r.mode == DVM_RESIZE_NEAREST,
             .rows = 1,
-            .combos = 1};
+            .combos = 1,
+            .extrapolation = (float)r.extrapolation};
+  bool crop = r.coord == DVM_RESIZE_TF_CROP_AND_RESIZE;
   int64_t cells = 0;
   axis all[DVM_MAX_RANK];
   for (int d = 0; d < x->rank; d++) {
     all[d] = (axis){.in = x->dims[d], .out = want[d]};
-    double taps = taps_for(&r, &all[d], r.scale[d]);
+    double taps = taps_for(&r, d, &all[d]);
     if (taps > MAX_TAPS)
       return dvm_status_new(DVM_UNIMPLEMENTED,
                             "resize: antialias at scale %g of dim %d needs %.0f taps per output, "
@@ -317,22 +346,27 @@ static dvm_status *resize(const dvm_kernel_args *a) {
     all[d].taps = (int64_t)taps;
     cells += want[d] * all[d].taps;
   }
-  char *mem = malloc((size_t)cells * (sizeof(int64_t) + sizeof(float)));
+  int64_t flags = 0;
+  for (int d = 0; crop && d < x->rank; d++) flags += want[d];
+  char *mem = malloc((size_t)cells * (sizeof(int64_t) + sizeof(float)) + (size_t)flags);
   if (!mem) return dvm_status_new(DVM_OUT_OF_MEMORY, "resize: no memory for tap tables");
   int64_t *ip = (int64_t *)mem;
   float *wp = (float *)(mem + (size_t)cells * sizeof(int64_t));
+  bool *fp = (bool *)(mem + (size_t)cells * (sizeof(int64_t) + sizeof(float)));
   for (int d = 0; d < x->rank; d++) {
     all[d].idx = ip;
     all[d].w = p.nearest ? NULL : wp;
+    all[d].outside = crop ? fp : NULL;
     ip += want[d] * all[d].taps;
     wp += want[d] * all[d].taps;
-    axis_fill(&r, r.scale[d], r.length[d], &all[d]);
+    fp += crop ? want[d] : 0;
+    axis_fill(&r, d, &all[d]);
   }
   /* identity dims in front fold into one; the last dim always stays */
   int first = 0;
   int64_t batch = 1;
   while (first < x->rank - 1 && all[first].identity) batch *= all[first++].in;
-  p.ax[p.rank++] = (axis){.in = batch, .out = batch, .taps = 1, .idx = NULL, .identity = true};
+  p.ax[p.rank++] = (axis){.in = batch, .out = batch, .taps = 1, .idx = NULL, .outside = NULL, .identity = true};
   for (int d = first; d < x->rank; d++) p.ax[p.rank++] = all[d];
   int64_t s = 1;
   for (int d = p.rank - 1; d >= 0; d--) {

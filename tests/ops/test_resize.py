@@ -94,10 +94,14 @@ def ref_resize(x, sizes, mode, cmode, nmode="round_prefer_floor", a=-0.75, exclu
 
 
 def dvm_resize(x, sizes, mode, cmode, nmode="round_prefer_floor", a=-0.75, exclude=0, antialias=0, scales=None,
-               **kw):
-    attrs = [Shape(sizes), MODES.index(mode), COORDS.index(cmode), NEAREST.index(nmode), float(a), exclude, antialias]
+               roi=None, **kw):
+    """roi: tf_crop_and_resize's starts, ends (per dim) and extrapolation_value."""
+    attrs = [Shape(sizes), MODES.index(mode), (COORDS + ["tf_crop_and_resize"]).index(cmode), NEAREST.index(nmode),
+             float(a), exclude, antialias]
     if scales is not None:
         attrs += [float(s) for s in scales]
+    if roi is not None:
+        attrs += [float(v) for v in roi]
     return run1("resize", [x], attrs, **kw)
 
 
@@ -242,12 +246,14 @@ def test_identity():
 
 @pytest.mark.parametrize("x,attrs,kw,msg", [
     ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 6, 0], {},
-     r"coordinate_transformation_mode 6 \(tf_crop_and_resize\) is not supported"),
+     r"the roi and extrapolation_value attributes go with coordinate_transformation_mode 6"),
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0, 0, -0.75, 0, 0, 1.0, 1.0, 2.0, 2.0] + [0.0] * 4 + [1.0] * 4 + [0.0], {},
+     r"the roi and extrapolation_value attributes go with coordinate_transformation_mode 6"),
     ((1, 1, 4, 4), [(1, 1, 8, 8), 3, 0, 0], {}, r"attribute mode = 3 is out of range \[0, 2\]"),
     ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0, 4], {}, r"attribute nearest_mode = 4 is out of range"),
     ((1, 1, 4, 4), [(1, 8, 8), 0, 0, 0], {},
      r"resize: attribute sizes must be a shape of rank 4, the rank of X \[1,1,4,4\]"),
-    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0], {}, r"takes 4, 7 or 11 attributes"),
+    ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0], {}, r"takes 4, 7, 11 or 20 attributes"),
     ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0, 0, -0.75, 2, 0], {}, r"exclude_outside must be 0 or 1, got 2"),
     ((1, 1, 4, 4), [(1, 1, 8, 8), 0, 0, 0, -0.75, 0, 0, 1.0, 1.0, 2.0, -2.0], {},
      r"resize: scale 3 = -2 must be positive"),
@@ -309,8 +315,107 @@ def map_resize_node(node, ins):
 def test_onnx_node(name):
     node, ins, outs, _ = RESIZE_NODE_CASES[name]
     x, sizes, scales, kw = map_resize_node(node, ins)
+    roi = None
     if kw["cmode"] == "tf_crop_and_resize":
-        pytest.skip("tf_crop_and_resize (roi, extrapolation_value) is not supported")
-    got = dvm_resize(x, sizes, scales=scales, **kw)
+        a, r = onnx_attrs(node), ins[node.input[1]]
+        axes = [ax % x.ndim for ax in a.get("axes", range(x.ndim))]
+        roi = [0.0] * x.ndim + [1.0] * x.ndim
+        for i, ax in enumerate(axes):
+            roi[ax], roi[x.ndim + ax] = float(r[i]), float(r[len(axes) + i])
+        roi.append(float(a.get("extrapolation_value", 0.0)))
+        scales = scales or [s / d for s, d in zip(sizes, x.shape)]
+    got = dvm_resize(x, sizes, scales=scales, roi=roi, **kw)
     assert got.shape == outs[0].shape
     np.testing.assert_allclose(got, outs[0], rtol=1e-3, atol=1e-4)
+
+
+def resize_model(rank, runtime, op="Resize", opset=19, **inputs_and_attrs):
+    """One Resize (or Upsample) over x with symbolic dims: of roi, scales and
+    sizes (arrays in inputs_and_attrs), those named in `runtime` are graph
+    inputs, the others constants; the rest are attributes."""
+    import onnx
+    order = ["roi", "scales", "sizes"] if op == "Resize" else ["scales"]
+    vals = {k: inputs_and_attrs.pop(k) for k in order if k in inputs_and_attrs}
+    names = ["x"] + [k if k in vals else "" for k in order]
+    while names[-1] == "":
+        names.pop()
+    inits = [onnx.numpy_helper.from_array(v, k) for k, v in vals.items() if k not in runtime]
+    ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [f"d{i}" for i in range(rank)])]
+    ins += [helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(vals[k].dtype), vals[k].shape)
+            for k in runtime]
+    node = helper.make_node(op, names, ["y"], **inputs_and_attrs)
+    g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10), \
+        {k: vals[k] for k in runtime}
+
+
+def compare_compiled(model, feeds, shapes, rtol=1e-5, atol=1e-5):
+    """dvm's compiled model against ONNX Runtime at each X shape."""
+    import onnxruntime as ort
+    from dvmop import run_model
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for xs in shapes:
+        f = {"x": rand(*xs), **feeds}
+        want = sess.run(None, f)[0]
+        got = run_model(model, f)[0]
+        assert got.shape == want.shape, (xs, got.shape, want.shape)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+AWKWARD = [(1, 1, 1, 1), (2, 3, 7, 5), (1, 2, 13, 3), (0, 2, 3, 3)]
+
+
+@pytest.mark.parametrize("axes", [[3, 2], [2, 3], [-1]])
+@pytest.mark.parametrize("by", ["sizes", "scales"])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_runtime_axes(axes, by, mode):
+    """scales or sizes the model computes, over some axes."""
+    vals = np.array([5, 3, 2][:len(axes)], np.int64) if by == "sizes" else np.array([1.5, 0.5, 2.0][:len(axes)], np.float32)
+    model, feeds = resize_model(4, [by], axes=axes, mode=mode, **{by: vals})
+    shapes = AWKWARD if by == "sizes" else [s for s in AWKWARD if min(s[2:]) > 1]
+    compare_compiled(model, feeds, shapes)
+
+
+@pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
+@pytest.mark.parametrize("runtime", [[], ["sizes"]])
+@pytest.mark.parametrize("axes", [None, [2, 3], [3]])
+def test_keep_aspect_ratio(policy, runtime, axes):
+    sizes = np.array([7, 4], np.int64) if axes == [2, 3] else np.array([5], np.int64) if axes else None
+    attrs = dict(axes=axes) if axes else {}
+    if sizes is None:  # every dim: N and C keep theirs (a scale of 1 takes part in the pick)
+        sizes = np.array([1, 2, 9, 4], np.int64)
+        shapes = [(1, 2, 3, 5), (1, 2, 7, 2), (1, 2, 1, 1)]
+    else:
+        shapes = [(1, 1, 3, 5), (2, 3, 7, 2), (1, 1, 1, 1), (0, 2, 5, 5)]
+    # ONNX Runtime interpolates linearly over the last two dims only
+    model, feeds = resize_model(4, runtime, sizes=sizes, keep_aspect_ratio_policy=policy,
+                                mode="linear" if axes else "nearest", **attrs)
+    compare_compiled(model, feeds, shapes)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("runtime", [[], ["roi"], ["roi", "sizes"]])
+@pytest.mark.parametrize("axes,roi,sizes", [
+    (None, [0, 0, 0.4, 0.6, 1, 1, 0.6, 0.8], [1, 1, 3, 5]),
+    (None, [0, 0, -0.2, 0.3, 1, 1, 1.1, 0.9], [1, 1, 5, 1]),   # outside the input: extrapolated
+    ([3, 2], [0.1, -0.3, 0.9, 0.7], [7, 2]),
+    ([2], [0.25, 0.75], [1]),
+])
+def test_tf_crop_and_resize(mode, runtime, axes, roi, sizes):
+    attrs = dict(axes=axes) if axes else {}
+    roi, sizes = np.array(roi, np.float32), np.array(sizes, np.int64)
+    shapes = [(1, 1, 4, 4), (1, 1, 1, 1), (1, 1, 7, 3)] if axes else [(1, 1, 4, 4), (1, 1, 1, 1), (1, 1, 7, 3)]
+    if axes:
+        shapes += [(2, 3, 5, 5), (0, 2, 3, 3)]
+    model, feeds = resize_model(4, runtime, roi=roi, sizes=sizes, coordinate_transformation_mode="tf_crop_and_resize",
+                                mode=mode, extrapolation_value=-7.5, **attrs)
+    compare_compiled(model, feeds, shapes, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+@pytest.mark.parametrize("scales", [[1, 1, 2, 3], [1, 1, 1.5, 2.5], [1, 2, 1, 1]])
+@pytest.mark.parametrize("runtime", [[], ["scales"]])
+def test_upsample(mode, scales, runtime):
+    """Upsample-9: Resize with asymmetric coordinates, floor rounding."""
+    model, feeds = resize_model(4, runtime, op="Upsample", opset=9, scales=np.array(scales, np.float32), mode=mode)
+    compare_compiled(model, feeds, [(1, 1, 1, 1), (2, 3, 7, 5), (0, 1, 2, 2)])
