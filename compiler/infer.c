@@ -633,6 +633,12 @@ static void split(inf *I, const dvmc_node *n) {
     const dvmc_expr *each = dvmc_floordiv(I->x, dvmc_add(I->x, x->dims[axis], dvmc_const(I->x, n->nout - 1)), parts);
     for (int i = 0; i < n->nout; i++)
       sizes[i] = i < n->nout - 1 ? each : dvmc_sub(I->x, x->dims[axis], dvmc_mul(I->x, each, dvmc_const(I->x, n->nout - 1)));
+    /* num_outputs parts of ceil(d / parts) leave none for the last (5 into
+     * 4): no shape, so that an If branch that never runs still compiles
+     * (AffineGrid's expansion splits a 3-D size 4 ways in its 2-D branch);
+     * where it runs, the kernel's shape function refuses it */
+    int64_t last;
+    if (dvmc_expr_is_const(sizes[n->nout - 1], &last) && last < 0) return;
   }
   const dvmc_expr *d[DVM_MAX_RANK];
   for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
@@ -1037,6 +1043,20 @@ static void rule_arg(inf *I, const dvmc_node *n) { reduce(I, n, 1); }
 static void rule_conv(inf *I, const dvmc_node *n) { window(I, n, 1, 0), keep_rank(n); }
 static void rule_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 0), keep_rank(n); }
 static void rule_global_pool(inf *I, const dvmc_node *n) { window(I, n, 0, 1); }
+
+/* AffineGrid: [N, H, W, 2] or [N, D, H, W, 3] from size's contents (its
+ * length alone gives the rank). */
+static void rule_affine_grid(inf *I, const dvmc_node *n) {
+  const dvmc_value *t = n->in[0], *s = n->nin > 1 ? n->in[1] : NULL;
+  const dvmc_expr *e[DVM_MAX_RANK], *d[DVM_MAX_RANK] = {0};
+  int64_t len;
+  if (!t || !s || s->rank != 1 || !s->dims[0] || !dvmc_expr_is_const(s->dims[0], &len) || (len != 4 && len != 5)) return;
+  int k = exprs_of(I, n, NULL, 1, e, DVM_MAX_RANK), r = (int)len - 2;
+  d[0] = t->rank == 3 ? t->dims[0] : NULL;
+  for (int i = 0; i < r; i++) d[1 + i] = k == len ? e[2 + i] : NULL;
+  d[1 + r] = dvmc_const(I->x, r);
+  set_shape(n->out[0], r + 2, d);
+}
 
 /* GridSample: X's [N, C], then the grid's dims between its batch and its
  * coordinates. */

@@ -805,6 +805,30 @@ dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
 }
 
 
+/* DeformConv: X, W, offset, then B and mask where present (either may be
+ * omitted), and the kernel's last attribute says which came (bit 0 B, bit 1
+ * mask). */
+dvm_status *lw_lower_deform(lowering *L, const dvmc_node *n, const op_rule *r) {
+  call c = {0};
+  int present = 0;
+  dvm_status *st;
+  if (n->nin < 3 || n->nin > 5) return lw_unsupported(n, "%d inputs, want 3 to 5", n->nin);
+  for (int i = 0; i < n->nin; i++) {
+    int reg;
+    if (!n->in[i]) {
+      if (i < 3) return lw_unsupported(n, "needs X, W and offset");
+      continue;
+    }
+    if (i >= 3) present |= 1 << (i - 3);
+    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
+    c.ins[c.nin++] = reg;
+  }
+  c.kernel = r->kernel;
+  if ((st = lw_call_attrs(L, n, r->attrs, -1, &c))) return st;
+  c.attrs[c.nattrs++] = lw_emit_int(L, present);
+  return lw_emit_call(L, n, r, &c);
+}
+
 /* HardSigmoid, max(0, min(1, alpha x + beta)), and HardSwish, x times it
  * with alpha 1/6 and beta 1/2: one call of the fused kernel on a program
  * of those steps (f32), with the shapes of an elementwise call. */
@@ -1059,7 +1083,8 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
     if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
     /* Cast's saturate only applies to float8 targets, which dvm has none of */
     if (!strcmp(name, "saturate") && (!strcmp(n->op, "Cast") || !strcmp(n->op, "CastLike"))) known = 1;
-    if (!strcmp(name, "kernel_shape") && !strncmp(n->op, "Conv", 4)) known = 1; /* W's shape says it */
+    if (!strcmp(name, "kernel_shape") && (!strncmp(n->op, "Conv", 4) || !strcmp(n->op, "DeformConv")))
+      known = 1; /* W's shape says it */
     if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&
         (r->lower == lw_lower_window || !strcmp(n->attrs[i].s, "NOTSET")))
       known = 1;

@@ -381,6 +381,60 @@ dvm_status *dvm_grid_sample_setup(int rx, const int64_t *x, int rg, const int64_
   return NULL;
 }
 
+dvm_status *dvm_affine_grid_setup(int rt, const int64_t *theta, int64_t nsize, const int64_t *size,
+                                  int *rank, int64_t *out) {
+  char st[DVM_SHAPE_STR_SIZE], ss[DVM_SHAPE_STR_SIZE];
+  int r = (int)nsize - 2; /* spatial dims */
+  if ((nsize != 4 && nsize != 5) || rt != 3 || theta[0] != size[0] || theta[1] != r || theta[2] != r + 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "affine_grid: theta %s and size %s do not fit: want theta [N, 2, 3] and size "
+                          "[N, C, H, W], or [N, 3, 4] and [N, C, D, H, W]",
+                          dvm_shape_str(st, rt, theta),
+                          dvm_shape_str(ss, nsize >= 0 && nsize <= DVM_MAX_RANK ? (int)nsize : 0, size));
+  *rank = r + 2;
+  out[0] = size[0];
+  for (int d = 0; d < r; d++) {
+    if (size[2 + d] < 0 || size[2 + d] > ((int64_t)1 << 40))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "affine_grid: size %s has a dim out of range",
+                            dvm_shape_str(ss, (int)nsize, size));
+    out[1 + d] = size[2 + d];
+  }
+  out[1 + r] = r;
+  return NULL;
+}
+
+dvm_status *dvm_deform_conv_setup(int rx, const int64_t *x, int rw, const int64_t *w, int roff,
+                                  const int64_t *off, int rb, const int64_t *b, int rm,
+                                  const int64_t *mask, const dvm_value *attrs, int nattrs,
+                                  dvm_window *win, int64_t *group, int64_t *offset_group,
+                                  int64_t *out) {
+  const char *op = "deform_conv";
+  char sx[DVM_SHAPE_STR_SIZE], so[DVM_SHAPE_STR_SIZE], sm[DVM_SHAPE_STR_SIZE];
+  dvm_status *st = dvm_attr_count(op, nattrs, 6, 6);
+  if (!st && rx != 4)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: X %s must be [N, C, H, W] (2-D only)", op,
+                        dvm_shape_str(sx, rx, x));
+  if (!st) st = dvm_conv_setup(false, rx, x, rw, w, rb, b, attrs, 4, win, group, out);
+  if (!st) st = attr_int(op, "offset_group", &attrs[4], 1, ATTR_MAX, offset_group);
+  if (st) return st;
+  int64_t og = *offset_group, taps = w[2] * w[3];
+  if (x[1] % og)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: offset_group %lld does not divide C of X %s", op,
+                          (long long)og, dvm_shape_str(sx, rx, x));
+  if (roff != 4 || off[0] != x[0] || off[1] != og * 2 * taps || off[2] != out[2] || off[3] != out[3])
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "%s: offset %s, want [%lld, %lld, %lld, %lld] (offset_group * 2 * kH * kW "
+                          "channels over the output)",
+                          op, dvm_shape_str(so, roff, off), (long long)x[0], (long long)(og * 2 * taps),
+                          (long long)out[2], (long long)out[3]);
+  if (rm >= 0 && (rm != 4 || mask[0] != x[0] || mask[1] != og * taps || mask[2] != out[2] ||
+                  mask[3] != out[3]))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: mask %s, want [%lld, %lld, %lld, %lld]", op,
+                          dvm_shape_str(sm, rm, mask), (long long)x[0], (long long)(og * taps),
+                          (long long)out[2], (long long)out[3]);
+  return NULL;
+}
+
 static dvm_status *conv_fn(bool transpose, const dvm_value *in, int nin, dvm_value *out, int nout) {
   const char *fn = transpose ? "conv_transpose" : "conv";
   int nattrs = 4 + transpose, rx, rw, rb = -1;
@@ -555,10 +609,59 @@ static dvm_status *shapefn_max_unpool(const dvm_value *in, int nin, dvm_value *o
   return st;
 }
 
+/* "affine_grid" (theta, size, align_corners): size's values on the host. */
+static dvm_status *shapefn_affine_grid(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rt, rank;
+  const int64_t *t;
+  int64_t dims[DVM_MAX_RANK];
+  dvm_status *st = dvm_shape_check_counts("affine_grid", nin, 3, 3, nout, 1);
+  if (!st) st = dvm_shape_arg("affine_grid", &in[0], 0, &rt, &t);
+  if (st) return st;
+  const dvm_tensor *size = in[1].kind == DVM_VAL_TENSOR ? in[1].u.tensor : NULL;
+  if (!size || dvm_tensor_device(size) != DVM_DEVICE_CPU || dvm_tensor_dtype(size) != DVM_I64 ||
+      dvm_tensor_rank(size) != 1 || dvm_tensor_numel(size) > DVM_MAX_RANK)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "affine_grid: size must be a host i64 tensor of 4 or 5 values");
+  st = dvm_affine_grid_setup(rt, t, dvm_tensor_numel(size), dvm_tensor_data(size), &rank, dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], rank, dims);
+  return NULL;
+}
+
+/* "deform_conv": X, W, offset [, B] [, mask] (attribute present says which),
+ * then the kernel's attributes. */
+static dvm_status *shapefn_deform_conv(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = "deform_conv";
+  int r[5] = {-1, -1, -1, -1, -1};
+  const int64_t *d[5] = {0};
+  int64_t dims[DVM_MAX_RANK], group, og;
+  dvm_window win;
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 9, 11, nout, 1);
+  if (!st && in[nin - 1].kind != DVM_VAL_INT)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attribute present must be an int", fn);
+  if (st) return st;
+  int64_t present = in[nin - 1].u.i;
+  int ninputs = nin - 6, slot[5] = {0, 1, 2, -1, -1}, k = 3;
+  if (present & 1) slot[3] = k++;
+  if (present & 2) slot[4] = k++;
+  if (present < 0 || present > 3 || k != ninputs)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: present = %lld does not match %d inputs", fn,
+                          (long long)present, ninputs);
+  for (int i = 0; i < 5 && !st; i++)
+    if (slot[i] >= 0) st = dvm_shape_arg(fn, &in[slot[i]], slot[i], &r[i], &d[i]);
+  if (!st)
+    st = dvm_deform_conv_setup(r[0], d[0], r[1], d[1], r[2], d[2], r[3], d[3], r[4], d[4], in + ninputs, 6,
+                               &win, &group, &og, dims);
+  if (st) return st;
+  dvm_shape_set(&out[0], 4, dims);
+  return NULL;
+}
+
 const dvm_shapefn_def dvm_shapefn_window_table[] = {
     {"conv", shapefn_conv},     {"conv_transpose", shapefn_conv_transpose},
     {"pool", shapefn_pool},     {"global_pool", shapefn_global_pool},
     {"resize", shapefn_resize}, {"grid_sample", shapefn_grid_sample},
     {"col2im", shapefn_col2im}, {"max_unpool", shapefn_max_unpool},
+    {"affine_grid", shapefn_affine_grid},
+    {"deform_conv", shapefn_deform_conv},
     {NULL, NULL},
 };

@@ -201,4 +201,27 @@ DVM_MUST_USE dvm_status *dvm_grid_sample_setup(int rx, const int64_t *x, int rg,
                                                const dvm_value *attrs, int nattrs,
                                                dvm_grid_sample *gs, int64_t *out);
 
+/* AffineGrid: theta [N, 2, 3] (2-D) or [N, 3, 4] (3-D) and the output
+ * size [N, C, H, W] or [N, C, D, H, W] (size's values) -> grid
+ * [N, H, W, 2] or [N, D, H, W, 3].
+ *   affine_grid(in: theta, size (i64, on the host); attrs: align_corners:int) -> grid
+ * Checks them and sets out[0..*rank) to the grid's dims. */
+DVM_MUST_USE dvm_status *dvm_affine_grid_setup(int rt, const int64_t *theta, int64_t nsize,
+                                               const int64_t *size, int *rank, int64_t *out);
+
+/* DeformConv: X [N, C, H, W], W [M, C/group, kH, kW], offset [N,
+ * offset_group * 2 * kH * kW, oH, oW] (per tap a row then a column shift),
+ * then B [M] and mask [N, offset_group * kH * kW, oH, oW] when present.
+ *   deform_conv(in: X, W, offset [, B] [, mask]; attrs: strides, pads,
+ *               dilations, group:int, offset_group:int, present:int) -> Y
+ * present: bit 0 B is among the inputs, bit 1 mask (in that order). Checks
+ * them and sets out[0..4) to Y's dims [N, M, oH, oW] (conv's). The inputs'
+ * shapes: x, w, off, then b and mask (rank -1 when absent). */
+DVM_MUST_USE dvm_status *dvm_deform_conv_setup(int rx, const int64_t *x, int rw, const int64_t *w,
+                                               int roff, const int64_t *off, int rb,
+                                               const int64_t *b, int rm, const int64_t *mask,
+                                               const dvm_value *attrs, int nattrs,
+                                               dvm_window *win, int64_t *group,
+                                               int64_t *offset_group, int64_t *out);
+
 #endif

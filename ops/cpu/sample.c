@@ -1,6 +1,8 @@
-/* Sampling an image at computed points: grid_sample (ONNX GridSample; the
- * geometry and checks in shapefuncs/window.h, shape function
- * "grid_sample").
+/* Sampling an image at computed points: grid_sample (ONNX GridSample),
+ * affine_grid (ONNX AffineGrid: the points of an affine map) and
+ * deform_conv (ONNX DeformConv: a convolution read at shifted points); their
+ * geometry and checks in shapefuncs/window.h, shape functions of the same
+ * names.
  *
  *   grid_sample(in: X, grid; attrs: mode:int, padding_mode:int,
  *               align_corners:int) -> Y
@@ -23,11 +25,13 @@
  * offsets and weights, then each channel is the weighted sum. */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
 #include "ops/kargs.h"
+#include "shapefuncs/attr.h"
 #include "shapefuncs/shape.h"
 #include "shapefuncs/window.h"
 
@@ -219,7 +223,160 @@ static dvm_status *grid_sample(const dvm_kernel_args *a) {
   return NULL;
 }
 
+/* The base grid's coordinate i of n along one dim: the centres of n cells
+ * spanning [-1, 1], or with align_corners n points from -1 to 1 (one point:
+ * 1, as ONNX Runtime has it; ONNX's reference says -1). */
+static double base_coord(int64_t i, int64_t n, bool align_corners) {
+  if (align_corners) return n > 1 ? -1 + 2 * (double)i / (double)(n - 1) : 1;
+  return -1 + (2 * (double)i + 1) / (double)n;
+}
+
+/* affine_grid(theta, size; align_corners) -> grid: each point of the base
+ * grid (x, y[, z], 1) times its batch's theta. */
+static dvm_status *affine_grid(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "affine_grid", 2, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *theta = a->in[0], *size = a->in[1], *y = a->out[0];
+  int align = 0, rank;
+  int64_t want[DVM_MAX_RANK];
+  if (size->dtype != DVM_I64 || size->rank != 1 || size->dims[0] > DVM_MAX_RANK)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "affine_grid: size must be an i64 vector of 4 or 5 values");
+  st = dvm_attr_count("affine_grid", a->nattrs, 1, 1);
+  if (!st) st = dvm_attr_flag("affine_grid", "align_corners", &a->attrs[0], &align);
+  if (!st) st = dvm_affine_grid_setup(theta->rank, theta->dims, size->dims[0], dvm_tensor_ptr(size), &rank, want);
+  if (st) return st;
+  if ((theta->dtype != DVM_F32 && theta->dtype != DVM_F64) || y->dtype != theta->dtype) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "affine_grid: dtypes %s: want theta and grid both f32 or f64",
+                          dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  if (y->rank != rank || memcmp(y->dims, want, sizeof(int64_t) * (size_t)rank) != 0) {
+    char sy[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "affine_grid: output grid %s, want %s", dvm_shape_str(sy, y->rank, y->dims),
+                          dvm_shape_str(sw, rank, want));
+  }
+  int r = rank - 2;
+  int64_t points = 1;
+  for (int d = 0; d < r; d++) points *= want[1 + d];
+  bool f64 = theta->dtype == DVM_F64;
+  const void *pt = dvm_tensor_ptr(theta);
+  void *py = dvm_tensor_ptr(y);
+  for (int64_t b = 0; b < want[0]; b++)
+    for (int64_t p = 0; p < points; p++) {
+      double base[4] = {0, 0, 0, 1}; /* x, y[, z], 1: the innermost dim first */
+      int64_t rest = p;
+      for (int d = r - 1; d >= 0; d--) {
+        base[r - 1 - d] = base_coord(rest % want[1 + d], want[1 + d], align);
+        rest /= want[1 + d];
+      }
+      base[r] = 1;
+      for (int k = 0; k < r; k++) {
+        double s = 0;
+        for (int j = 0; j <= r; j++) {
+          int64_t at = (b * r + k) * (r + 1) + j;
+          s += (f64 ? ((const double *)pt)[at] : ((const float *)pt)[at]) * base[j];
+        }
+        int64_t o = (b * points + p) * r + k;
+        if (f64) ((double *)py)[o] = s;
+        else ((float *)py)[o] = (float)s;
+      }
+    }
+  return NULL;
+}
+
+/* X's channel image [H, W] at (h, w), bilinear with 0 outside (the
+ * deformable convolution's sampling, torchvision's and ONNX's). */
+static double bilinear_zero(const float *img, int64_t H, int64_t W, double h, double w) {
+  if (!(h > -1 && h < (double)H && w > -1 && w < (double)W)) return 0;
+  double fh = floor(h), fw = floor(w), lh = h - fh, lw = w - fw;
+  int64_t h0 = (int64_t)fh, w0 = (int64_t)fw;
+  double v = 0;
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) {
+      int64_t hh = h0 + i, ww = w0 + j;
+      if (hh < 0 || hh >= H || ww < 0 || ww >= W) continue;
+      v += (i ? lh : 1 - lh) * (j ? lw : 1 - lw) * img[hh * W + ww];
+    }
+  return v;
+}
+
+/* deform_conv(X, W, offset [, B] [, mask]; strides, pads, dilations, group,
+ * offset_group, present) -> Y, f32: per batch, the columns of a
+ * convolution ([C kH kW] x [oH oW]) read at the offset points (times the
+ * mask), then per group W times them, plus B. */
+static dvm_status *deform_conv(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check_range(a, "deform_conv", 3, 5, 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->nattrs != 6 || a->attrs[5].kind != DVM_VAL_INT || a->attrs[5].u.i < 0 || a->attrs[5].u.i > 3)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "deform_conv: takes 6 attributes, the last (present) 0 to 3");
+  int64_t present = a->attrs[5].u.i;
+  int nin = 3 + (int)(present & 1) + (int)(present >> 1);
+  if (a->nin != nin)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "deform_conv: present = %lld wants %d inputs, got %d", (long long)present,
+                          nin, a->nin);
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *off = a->in[2], *y = a->out[0];
+  const dvm_tensor *b = present & 1 ? a->in[3] : NULL, *m = present & 2 ? a->in[nin - 1] : NULL;
+  dvm_window win;
+  int64_t group, og, want[DVM_MAX_RANK];
+  st = dvm_deform_conv_setup(x->rank, x->dims, w->rank, w->dims, off->rank, off->dims, b ? b->rank : -1,
+                             b ? b->dims : NULL, m ? m->rank : -1, m ? m->dims : NULL, a->attrs, 6, &win, &group,
+                             &og, want);
+  if (st) return st;
+  for (int i = 0; i < a->nin; i++)
+    if (a->in[i]->dtype != DVM_F32 || y->dtype != DVM_F32) {
+      char got[64];
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "deform_conv: dtypes %s: want f32", dvm_kargs_dtypes(got, sizeof got, a));
+    }
+  if (y->rank != 4 || memcmp(y->dims, want, sizeof(int64_t) * 4) != 0) {
+    char sy[DVM_SHAPE_STR_SIZE], sw[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "deform_conv: output Y %s, want %s", dvm_shape_str(sy, y->rank, y->dims),
+                          dvm_shape_str(sw, 4, want));
+  }
+  int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], Wd = x->dims[3], M = want[1], oH = want[2], oW = want[3];
+  int64_t kH = w->dims[2], kW = w->dims[3], taps = kH * kW, P = oH * oW, cg = C / group, mg = M / group, cog = C / og;
+  if (dvm_tensor_numel(y) == 0) return NULL;
+  float *col = malloc(sizeof(float) * (size_t)(C * taps * P > 0 ? C * taps * P : 1));
+  if (!col) return dvm_status_new(DVM_OUT_OF_MEMORY, "deform_conv: no memory for %lld columns", (long long)(C * taps * P));
+  const float *px = dvm_tensor_ptr(x), *pw = dvm_tensor_ptr(w), *po = dvm_tensor_ptr(off);
+  const float *pb = b ? dvm_tensor_ptr(b) : NULL, *pm = m ? dvm_tensor_ptr(m) : NULL;
+  float *py = dvm_tensor_ptr(y);
+  int threads = dvm_kargs_threads(a);
+  for (int64_t n = 0; n < N; n++) {
+    /* col[c, tap, p]: channel c at tap `tap` of output point p, shifted */
+#pragma omp parallel for num_threads(threads) if (C * taps * P > 4096) schedule(static)
+    for (int64_t ct = 0; ct < C * taps; ct++) {
+      int64_t c = ct / taps, t = ct % taps, g = c / cog, i = t / kW, j = t % kW;
+      const float *img = px + (n * C + c) * H * Wd;
+      const float *dh = po + ((n * og + g) * 2 * taps + 2 * t) * P, *dw = dh + P;
+      const float *mk = pm ? pm + ((n * og + g) * taps + t) * P : NULL;
+      for (int64_t p = 0; p < P; p++) {
+        int64_t oh = p / oW, ow = p % oW;
+        double h = (double)(oh * win.stride[0] - win.pad_begin[0] + i * win.dilation[0]) + dh[p];
+        double wv = (double)(ow * win.stride[1] - win.pad_begin[1] + j * win.dilation[1]) + dw[p];
+        double v = bilinear_zero(img, H, Wd, h, wv);
+        col[ct * P + p] = (float)(mk ? v * mk[p] : v);
+      }
+    }
+    /* y[n, o] = B[o] + sum over its group's rows of W[o, row] col[row] */
+#pragma omp parallel for num_threads(threads) if (M * cg * taps * P > 4096) schedule(static)
+    for (int64_t o = 0; o < M; o++) {
+      float *yo = py + (n * M + o) * P;
+      const float *wo = pw + o * cg * taps, *cols = col + (o / mg) * cg * taps * P;
+      for (int64_t p = 0; p < P; p++) yo[p] = pb ? pb[o] : 0;
+      for (int64_t k = 0; k < cg * taps; k++) {
+        float wk = wo[k];
+        const float *ck = cols + k * P;
+        for (int64_t p = 0; p < P; p++) yo[p] += wk * ck[p];
+      }
+    }
+  }
+  free(col);
+  return NULL;
+}
+
 const dvm_kernel_def dvm_cpu_sample_kernels[] = {
     {"grid_sample", DVM_DEVICE_CPU, grid_sample, "grid_sample", DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64)},
+    {"affine_grid", DVM_DEVICE_CPU, affine_grid, "affine_grid", DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64)},
+    {"deform_conv", DVM_DEVICE_CPU, deform_conv, "deform_conv", DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
 };

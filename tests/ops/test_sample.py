@@ -149,3 +149,84 @@ def test_grid_sample_errors(x, grid, attrs, msg):
     with pytest.raises(DvmError, match=r"grid_sample: dtypes f32, f64 -> f32: want X, grid and Y all f32"):
         run1("grid_sample", [np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 1, 1, 2))], [0, 0, 0],
              outputs=[(np.float32, (1, 1, 1, 1))])
+
+
+def ort_model(model, feeds):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def one_node(op, ins, consts, opset, **attrs):
+    """One node over graph inputs `ins` (name -> (dtype, dims)) and constant
+    arrays `consts`, inputs in the order given (a None name: omitted)."""
+    names = list(ins) + list(consts)
+    order = attrs.pop("order", names)
+    node = helper.make_node(op, [n or "" for n in order], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, dt, d) for k, (dt, d) in ins.items()],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [onnx.numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+@pytest.mark.parametrize("size", [(2, 3, 5, 7), (1, 1, 1, 1), (3, 2, 13, 2), (0, 1, 4, 4),
+                                  (2, 3, 3, 5, 7), (1, 1, 1, 2, 1)])
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("runtime_size", [False, True])
+def test_affine_grid(size, align, runtime_size):
+    from dvmop import run_model
+    r = len(size) - 2
+    theta = rng.standard_normal((size[0], r, r + 1)).astype(np.float32)
+    sz = np.array(size, np.int64)
+    ins = {"theta": (TensorProto.FLOAT, ["n", r, r + 1])}
+    if runtime_size:
+        ins["size"] = (TensorProto.INT64, [len(size)])
+    model = one_node("AffineGrid", ins, {} if runtime_size else {"size": sz}, 20, align_corners=align,
+                     order=["theta", "size"])
+    feeds = {"theta": theta, **({"size": sz} if runtime_size else {})}
+    got = run_model(model, feeds)[0]
+    want = ort_model(model, feeds)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 1, 3, 3), (1, 1, 2, 2), dict(pads=[1, 1, 1, 1])),
+    ((2, 4, 7, 5), (6, 2, 3, 2), dict(group=2, offset_group=2, strides=[2, 1], dilations=[1, 2], pads=[1, 0, 2, 1])),
+    ((1, 3, 1, 1), (2, 3, 1, 1), {}),
+    ((1, 6, 11, 13), (4, 3, 3, 3), dict(group=2, offset_group=3, pads=[1, 1, 1, 1], strides=[3, 2])),
+    ((0, 2, 4, 4), (2, 2, 2, 2), {}),
+])
+@pytest.mark.parametrize("bias,mask", [(False, False), (True, False), (False, True), (True, True)])
+def test_deform_conv(xs, ws, attrs, bias, mask):
+    from dvmop import run_model
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    og, kh, kw = attrs.get("offset_group", 1), ws[2], ws[3]
+    s, d, p = attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1]), attrs.get("pads", [0] * 4)
+    oh = (xs[2] + p[0] + p[2] - (d[0] * (kh - 1) + 1)) // s[0] + 1
+    ow = (xs[3] + p[1] + p[3] - (d[1] * (kw - 1) + 1)) // s[1] + 1
+    # shifts of a few pixels, some far outside the image
+    off = (rng.standard_normal((xs[0], og * 2 * kh * kw, oh, ow)) * 2).astype(np.float32)
+    if off.size:
+        off.reshape(-1)[::7] = 9.5
+    feeds = {"x": x, "offset": off}
+    ins = {"x": (TensorProto.FLOAT, ["n", xs[1], "h", "w"]), "offset": (TensorProto.FLOAT, ["n", off.shape[1], "oh", "ow"])}
+    consts = {"w": w}
+    order = ["x", "w", "offset", None, None]
+    if bias:
+        consts["b"] = rng.standard_normal(ws[0]).astype(np.float32)
+        order[3] = "b"
+    if mask:
+        feeds["mask"] = rng.uniform(0, 1, (xs[0], og * kh * kw, oh, ow)).astype(np.float32)
+        ins["mask"] = (TensorProto.FLOAT, ["n", og * kh * kw, "oh", "ow"])
+        order[4] = "mask"
+    while order[-1] is None:
+        order.pop()
+    model = one_node("DeformConv", ins, consts, 19, order=order, kernel_shape=[kh, kw], **attrs)
+    got = run_model(model, feeds)[0]
+    if not xs[0]:
+        assert got.shape == (0, ws[0], oh, ow)
+        return
+    np.testing.assert_allclose(got, ort_model(model, feeds), rtol=1e-4, atol=1e-5)
