@@ -2,9 +2,10 @@
 """Writes the generated seeds of the fuzz_onnx corpus (tests/fuzz/corpus/onnx/
 valid_gen_*.onnx): small valid models whose nodes carry the attributes the
 importer and lowering parse for recurrent ops, activations, sequence and
-optional types and ops, TfIdfVectorizer, Scan and the decode-state ops
-(LinearAttention, CausalConvWithState, TensorScatter), so the fuzzer
-mutates from inputs that reach that code.
+optional types and ops, TfIdfVectorizer, Scan, the decode-state ops
+(LinearAttention, CausalConvWithState, TensorScatter) and the sampling ops
+(GridSample, AffineGrid, DeformConv, Resize, Upsample, ConvTranspose), so
+the fuzzer mutates from inputs that reach that code.
 
     python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
 """
@@ -197,6 +198,43 @@ def spatial(out):
                                       helper.make_tensor_value_info("rm", F, None)], inits, opset=21)
 
 
+def sampling(out):
+    """GridSample (mode, padding_mode, align_corners), AffineGrid, DeformConv
+    (offset_group, mask, bias), Resize (tf_crop_and_resize with roi,
+    extrapolation_value, keep_aspect_ratio_policy, axes) and ConvTranspose
+    (output_shape, auto_pad) on one image; Upsample-9 on its own."""
+    x = helper.make_tensor_value_info("x", F, [1, 2, "h", "w"])
+    theta = helper.make_tensor_value_info("theta", F, [1, 2, 3])
+    inits = [numpy_helper.from_array(np.array([1, 2, 4, 4], np.int64), "gsize"),
+             const("dw", 2, 2, 2, 2), const("db", 2), const("ct_w", 2, 2, 3, 3),
+             numpy_helper.from_array(np.array([0.1, 0.2, 0.9, 0.8], np.float32), "roi"),
+             numpy_helper.from_array(np.array([3, 7], np.int64), "rsizes")]
+    nodes = [
+        helper.make_node("AffineGrid", ["theta", "gsize"], ["grid"], align_corners=1),
+        helper.make_node("GridSample", ["x", "grid"], ["gs"], mode="cubic", padding_mode="reflection",
+                         align_corners=0),
+        helper.make_node("Conv", ["gs", "ones"], ["off"], pads=[0, 0, 0, 0]),
+        helper.make_node("Sigmoid", ["off"], ["off_s"]),
+        helper.make_node("Slice", ["off_s", "m0", "m1", "m_ax"], ["mask"]),
+        helper.make_node("DeformConv", ["gs", "dw", "off", "db", "mask"], ["dc"], kernel_shape=[2, 2],
+                         offset_group=2, pads=[0, 0, 0, 0]),
+        helper.make_node("Resize", ["dc", "roi", "", "rsizes"], ["rs"], mode="linear", axes=[2, 3],
+                         coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0),
+        helper.make_node("Resize", ["rs", "", "", "rsizes"], ["rk"], axes=[3, 2],
+                         keep_aspect_ratio_policy="not_larger"),
+        helper.make_node("ConvTranspose", ["rk", "ct_w"], ["ct"], strides=[2, 2], output_shape=[3, 7]),
+        helper.make_node("ConvTranspose", ["ct", "ct_w"], ["ca"], strides=[2, 1], auto_pad="SAME_UPPER"),
+    ]
+    inits += [const("ones", 16, 2, 2, 2),
+              numpy_helper.from_array(np.array([0], np.int64), "m0"),
+              numpy_helper.from_array(np.array([8], np.int64), "m1"),
+              numpy_helper.from_array(np.array([1], np.int64), "m_ax")]
+    save(out, "sampling", nodes, [x, theta], [helper.make_tensor_value_info("ca", F, None)], inits, opset=22)
+    up = [helper.make_node("Upsample", ["x", "uscales"], ["y"], mode="nearest")]
+    save(out, "upsample", up, [x], [helper.make_tensor_value_info("y", F, None)],
+         [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "uscales")], opset=9)
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
@@ -205,6 +243,7 @@ def main():
     tfidf(out)
     decode_state(out)
     spatial(out)
+    sampling(out)
 
 
 if __name__ == "__main__":
