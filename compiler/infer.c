@@ -1112,8 +1112,13 @@ static int const_number(const dvmc_value *v, int64_t *out) {
   const dvmc_tensor *t = v ? v->constant : NULL;
   if (!t || t->nbytes != dvm_dtype_size(t->dtype)) return 0;
   switch (t->dtype) {
-  case DVM_F32: *out = (int64_t) * (const float *)t->data; return 1;
-  case DVM_F64: *out = (int64_t) * (const double *)t->data; return 1;
+  case DVM_F32:
+  case DVM_F64: { /* truncated; NaN and what int64 cannot hold are not known */
+    double f = t->dtype == DVM_F32 ? *(const float *)t->data : *(const double *)t->data;
+    if (!(f > -0x1p62 && f < 0x1p62)) return 0;
+    *out = (int64_t)f;
+    return 1;
+  }
   case DVM_I32: *out = *(const int32_t *)t->data; return 1;
   case DVM_I64: *out = *(const int64_t *)t->data; return 1;
   default: return 0;

@@ -310,7 +310,7 @@ static dvm_status *eyelike(const dvm_kernel_args *a) {
   }
   char *py = dvm_tensor_ptr(y);
   dvm_cpu_fill(py, &zero, esz, m * n, dvm_kargs_threads(a));
-  for (int64_t i = 0; i < m; i++)
+  for (int64_t i = 0; k > -m && k < n && i < m; i++) /* beyond the matrix, k sets nothing */
     if (i + k >= 0 && i + k < n) memcpy(py + (i * n + i + k) * (int64_t)esz, &one, esz);
   return NULL;
 }
