@@ -216,7 +216,7 @@ def test_reverse_sequence_errors():
 # ---- eyelike, onehot ----
 
 @pytest.mark.parametrize("shape", [(3, 3), (4, 7), (7, 4), (1, 1), (0, 3), (13, 1)])
-@pytest.mark.parametrize("k", [0, 1, -2, 9, -9])
+@pytest.mark.parametrize("k", [0, 1, -2, 9, -9, 2**62, -2**62])
 def test_eyelike(shape, k):
     x = rand(shape, np.float32)
     np.testing.assert_array_equal(run1("eyelike", [x], [k], outputs=[(np.float32, shape)]),
