@@ -66,8 +66,9 @@ DVM_API int dvm_tuple_size(const dvm_tuple *t);
 DVM_API const dvm_value *dvm_tuple_get(const dvm_tuple *t, int i); /* borrowed */
 DVM_API void dvm_tuple_release(dvm_tuple *t);
 /* A new tuple: t's items with v inserted before item pos (0..size), or
- * without item pos (0..size-1); t is left as it was. ONNX sequences and
- * optionals are tuples (docs/bytecode.md, section 4.3). */
+ * without item pos (0..size-1); t and v are borrowed and left as they
+ * were; *out holds one reference; release it. ONNX sequences and optionals
+ * are tuples (docs/bytecode.md, section 4.3). */
 DVM_API DVM_MUST_USE dvm_status *dvm_tuple_insert(const dvm_tuple *t, int pos, const dvm_value *v,
                                                   dvm_tuple **out);
 DVM_API DVM_MUST_USE dvm_status *dvm_tuple_erase(const dvm_tuple *t, int pos, dvm_tuple **out);
