@@ -1562,6 +1562,7 @@ static void infer_node(inf *I, const dvmc_node *n) {
   for (int i = 0; i < n->nout; i++) {
     dvm_dtype dt;
     bool known;
+    if (n->out[i]) n->out[i]->kind = dvmc_op_out_kind(n, i);
     dvm_status *st = n->out[i] && !n->out[i]->typed ? dvmc_op_out_dtype(n, i, &dt, &known) : NULL;
     if (st) dvm_status_free(st); /* a bad "to": lowering reports it */
     else if (n->out[i] && !n->out[i]->typed && known) set_dtype(n->out[i], dt);
@@ -1630,7 +1631,8 @@ static dvm_status *unify(inf *I, dvmc_graph *g, int *changed) {
  * when they are known or the loss came from an input. */
 static const char *lost_at(const dvmc_node *n) {
   int out_unknown = 0;
-  for (int i = 0; i < n->nout; i++) out_unknown |= n->out[i] && !dvmc_value_shape_known(n->out[i]);
+  for (int i = 0; i < n->nout; i++)
+    out_unknown |= n->out[i] && n->out[i]->kind == DVMC_TENSOR && !dvmc_value_shape_known(n->out[i]);
   if (!out_unknown) return NULL;
   for (int i = 0; i < n->nin; i++)
     if (n->in[i] && !dvmc_value_shape_known(n->in[i])) return NULL;
@@ -1655,8 +1657,8 @@ int dvmc_infer_unknown(dvmc_graph *g, int *total, const dvmc_node **first) {
     dvmc_node *n = g->nodes[i];
     n->shape_lost = lost_at(n);
     if (n->shape_lost && !*first) *first = n;
-    for (int k = 0; k < n->nout; k++)
-      if (n->out[k]) ++*total, unknown += !dvmc_value_shape_known(n->out[k]);
+    for (int k = 0; k < n->nout; k++) /* sequences and optionals have no shape to know */
+      if (n->out[k] && n->out[k]->kind == DVMC_TENSOR) ++*total, unknown += !dvmc_value_shape_known(n->out[k]);
   }
   return unknown;
 }

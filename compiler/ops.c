@@ -69,6 +69,28 @@ static const dvmc_value *body_source(const dvmc_node *n, int i) {
   return i + 2 < n->nin ? n->in[i + 2] : NULL;
 }
 
+dvmc_kind dvmc_op_out_kind(const dvmc_node *n, int i) {
+  static const char *const sequences[] = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase",
+                                          "SplitToSequence", "SequenceMap"};
+  const dvmc_value *x = n->nin ? n->in[0] : NULL;
+  if (n->domain[0]) return DVMC_TENSOR;
+  for (size_t k = 0; k < sizeof sequences / sizeof *sequences; k++)
+    if (!strcmp(n->op, sequences[k])) return DVMC_SEQUENCE;
+  if (!strcmp(n->op, "Optional")) {
+    const dvmc_attr *t = dvmc_attr_find(n, "type");
+    dvmc_kind of = x ? x->kind : t && t->type == DVMC_ATTR_TYPE && t->type_of ? t->type_of->kind : DVMC_TENSOR;
+    return of == DVMC_SEQUENCE ? DVMC_OPT_SEQUENCE : DVMC_OPT_TENSOR;
+  }
+  if (!strcmp(n->op, "OptionalGetElement"))
+    return !x || x->kind == DVMC_OPT_TENSOR ? DVMC_TENSOR : x->kind == DVMC_OPT_SEQUENCE ? DVMC_SEQUENCE : x->kind;
+  if (!strcmp(n->op, "Identity")) return x ? x->kind : DVMC_TENSOR;
+  if (!strcmp(n->op, "If") || !strcmp(n->op, "Loop")) {
+    const dvmc_value *src = body_source(n, i);
+    return src ? src->kind : DVMC_TENSOR;
+  }
+  return DVMC_TENSOR;
+}
+
 dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *known) {
   char f[16];
   *known = true;

@@ -34,4 +34,9 @@ static inline int dvmc_op_index(const dvmc_op *op) { return (int)(op - dvmc_op_a
  * False when it cannot be told yet; an error for a bad "to". */
 DVM_MUST_USE dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *known);
 
+/* The kind of node n's output i (ir.h): a sequence or optional from the
+ * sequence and optional ops and what carries them (Identity, If, Loop), a
+ * tensor otherwise. Lowering sets the same (lower_seq.c). */
+dvmc_kind dvmc_op_out_kind(const dvmc_node *n, int i);
+
 #endif
