@@ -30,6 +30,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/par.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/shape.h"
@@ -172,6 +173,28 @@ static int point_taps(const plan *p, const void *grid, int64_t b, int64_t pt, in
   return n;
 }
 
+/* grid_sample's output points [s, e) (over batch x points), on the pool
+ * (par.h). */
+typedef struct points_job {
+  const plan *p;
+  const char *x, *grid;
+  char *y;
+  size_t esz;
+  void (*gather)(const void *, void *, int64_t, int64_t, int64_t, const int64_t *, const double *, int);
+} points_job;
+
+static void points_range(void *ctx, int64_t s, int64_t e) {
+  const points_job *j = ctx;
+  const plan *p = j->p;
+  for (int64_t i = s; i < e; i++) {
+    int64_t b = i / p->points, pt = i % p->points, off[MAX_COMBOS];
+    double w[MAX_COMBOS];
+    int n = point_taps(p, j->grid, b, pt, off, w);
+    j->gather(j->x + (size_t)(b * p->channels * p->cells) * j->esz,
+              j->y + (size_t)(b * p->channels * p->points + pt) * j->esz, p->channels, p->cells, p->points, off, w, n);
+  }
+}
+
 static dvm_status *grid_sample(const dvm_kernel_args *a) {
   dvm_status *st = dvm_kargs_check(a, "grid_sample", 2, 1, DVM_DEVICE_CPU);
   if (st) return st;
@@ -210,16 +233,8 @@ static dvm_status *grid_sample(const dvm_kernel_args *a) {
   const char *px = dvm_tensor_ptr(x), *pg = dvm_tensor_ptr(grid);
   char *py = dvm_tensor_ptr(y);
   size_t esz = p.f64 ? sizeof(double) : sizeof(float);
-  void (*gather)(const void *, void *, int64_t, int64_t, int64_t, const int64_t *, const double *, int) =
-      p.f64 ? gather_f64 : gather_f32;
-#pragma omp parallel for num_threads((int)nt) if (nt > 1) schedule(static)
-  for (int64_t i = 0; i < work; i++) {
-    int64_t b = i / p.points, pt = i % p.points, off[MAX_COMBOS];
-    double w[MAX_COMBOS];
-    int n = point_taps(&p, pg, b, pt, off, w);
-    gather(px + (size_t)(b * p.channels * p.cells) * esz, py + (size_t)(b * p.channels * p.points + pt) * esz,
-           p.channels, p.cells, p.points, off, w, n);
-  }
+  points_job j = {&p, px, pg, py, esz, p.f64 ? gather_f64 : gather_f32};
+  dvm_par_for((int)nt, work, 1, points_range, &j);
   return NULL;
 }
 
