@@ -1025,6 +1025,37 @@ dvm_status *lw_lower_present(lowering *L, const dvmc_node *n, const op_rule *r) 
   return lw_emit_call(L, n, r, &c);
 }
 
+/* com.microsoft MultiHeadAttention: f32 3-D query, key and value with
+ * the optional bias, key_padding_mask ([B] or [B, L]) and attention_bias,
+ * as lw_lower_present; packed QKV or KV, 4-D key/value, the past state and
+ * the present/qk outputs are refused naming what. */
+dvm_status *lw_lower_mha(lowering *L, const dvmc_node *n, const op_rule *r) {
+  static const char *const later[] = {"past_key", "past_value", "past_sequence_length", "cache_indirection"};
+  for (int i = 6; i < n->nin; i++)
+    if (n->in[i]) return lw_unsupported(n, "input %d (%s) is not supported", i, i < 10 ? later[i - 6] : "?");
+  for (int j = 1; j < n->nout; j++)
+    if (n->out[j]) return lw_unsupported(n, "output %d (present_key, present_value, qk) is not supported", j);
+  if (n->nin < 3 || !n->in[1] || !n->in[2])
+    return lw_unsupported(n, "packed QKV or packed KV (key or value omitted) is not supported");
+  for (int i = 0; i < 3; i++) {
+    const dvmc_value *v = n->in[i];
+    if (v->typed && v->dtype != DVM_F32)
+      return lw_unsupported(n, "dtype %s is not supported (f32 only)", dvm_dtype_name(v->dtype));
+    if (v->rank >= 0 && v->rank != 3)
+      return lw_unsupported(n, "input %d is %d-D: only 3-D query, key and value are supported (no packed or "
+                            "BNSH layouts)", i, v->rank);
+  }
+  const dvmc_value *m = n->nin > 4 ? n->in[4] : NULL;
+  if (m && m->rank >= 0 && m->rank != 1 && m->rank != 2)
+    return lw_unsupported(n, "a %d-D key_padding_mask is not supported ([B] or [B, L] only)", m->rank);
+  if (m && m->rank == 1 && m->dims[0] && n->in[0]->rank == 3 && n->in[0]->dims[0] && m->dims[0] != n->in[0]->dims[0]) {
+    int64_t mb, qb;
+    if (dvmc_expr_is_const(m->dims[0], &mb) && dvmc_expr_is_const(n->in[0]->dims[0], &qb) && mb != qb)
+      return lw_unsupported(n, "a key_padding_mask [%lld] (start and end positions) is not supported", (long long)mb);
+  }
+  return lw_lower_present(L, n, r);
+}
+
 /* SoftmaxCrossEntropyLoss: log_prob = LogSoftmax over axis 1 (output 1,
  * or a value of its own), then NegativeLogLikelihoodLoss of it with the
  * labels and weights, reduction and ignore_index. */

@@ -5,6 +5,8 @@
  *     (also qembed_layernorm's)
  *   "attention" (x [B, S, Hin], weights [Hin, 3H], ...) -> [B, S, H]
  *     (also qattention's)
+ *   "multihead_attention" (query [B, S, D], key, value [B, L, Dv], ...)
+ *       -> [B, S, Dv]
  *   "fused_matmul" (a, b, transA, transB, alpha, transBatchA, transBatchB)
  *       -> matmul(op(a), op(b))
  *   "fused_gemm" (a, b[, c], transA, transB, alpha, beta, 2 more) -> Gemm's */
@@ -39,6 +41,19 @@ static dvm_status *shapefn_attention(const dvm_value *in, int nin, dvm_value *ou
   if (rx != 3 || rw != 2 || w[1] % 3)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "attention: x must be [B, S, Hin] and weights [Hin, 3H]");
   dvm_shape_set(&out[0], 3, (int64_t[]){x[0], x[1], w[1] / 3});
+  return NULL;
+}
+
+static dvm_status *shapefn_multihead_attention(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = "multihead_attention";
+  int rq, rv;
+  const int64_t *q, *v;
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 8, 11, nout, 1);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &rq, &q);
+  if (!st) st = dvm_shape_arg(fn, &in[2], 2, &rv, &v);
+  if (st) return st;
+  if (rq != 3 || rv != 3) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: query and value must be 3-D", fn);
+  dvm_shape_set(&out[0], 3, (int64_t[]){q[0], q[1], v[2]});
   return NULL;
 }
 
@@ -80,6 +95,7 @@ static dvm_status *shapefn_fused_gemm(const dvm_value *in, int nin, dvm_value *o
 const dvm_shapefn_def dvm_shapefn_contrib_table[] = {
     {"embed_layernorm", shapefn_embed_layernorm},
     {"attention", shapefn_attention},
+    {"multihead_attention", shapefn_multihead_attention},
     {"fused_matmul", shapefn_fused_matmul},
     {"fused_gemm", shapefn_fused_gemm},
     {NULL, NULL},

@@ -27,6 +27,18 @@
  *     masked scores get mask_filter_value added, as ONNX Runtime does.
  *     unidirectional 1 masks keys after the query (causal).
  *
+ *   multihead_attention(in: query, key, value[, bias][, key_padding_mask]
+ *       [, attention_bias]; attrs: present:int (the bit mask of which of
+ *       the node's inputs 0..5 are given), num_heads:int, unidirectional,
+ *       scale:float, mask_filter_value:float) -> y
+ *     com.microsoft MultiHeadAttention without packing or past state:
+ *     query [B, S, D], key [B, L, D], value [B, L, Dv], bias [2D + Dv]
+ *     added to the three; per head softmax(q k^T * scale + mask +
+ *     attention_bias) v: [B, S, Dv]. key_padding_mask i32 [B] (key
+ *     lengths) or [B, L] (0 masks a key) adds mask_filter_value to masked
+ *     keys' scores; unidirectional (S = L only) leaves out the keys after
+ *     the query, as ONNX Runtime's CPU kernel does (-inf, not the filter
+ *     value); attention_bias f32 [B or 1, N or 1, S, L].
  *   qembed_layernorm(in: ids, segment_ids, word, pos, seg, gamma, beta, mask,
  *       5 scales, 5 zero points; attrs: epsilon:float) -> y, mask_index
  *     com.microsoft QEmbedLayerNormalization: embed_layernorm with the
@@ -45,7 +57,7 @@
  *
  * Ids out of their table's range fail naming the position. Shape function
  * "embed_layernorm" (y [B, S, H], mask_index [B]), "attention"
- * ([B, S, 3H / 3]), "fused_matmul" and "fused_gemm". Products go to
+ * ([B, S, 3H / 3]), "multihead_attention" ([B, S, Dv]), "fused_matmul" and "fused_gemm". Products go to
  * oneDNN's sgemm. */
 #include <math.h>
 #include <omp.h>
@@ -414,6 +426,94 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
   return st;
 }
 
+/* com.microsoft MultiHeadAttention (3-D query, key and value; see the
+ * head comment): q (+ bias) copied to [B, S, D], k and v (+ bias) to
+ * [B, N, L, head size], key_padding_mask and attention_bias summed into
+ * one additive bias [B, N or 1, S, L], then the attention core (causal
+ * for unidirectional). */
+static dvm_status *multihead_attention(const dvm_kernel_args *a) {
+  const char *op = "multihead_attention";
+  int64_t present, N, uni;
+  double scale, filter;
+  dvm_status *st = dvm_attr_count(op, a->nattrs, 5, 5);
+  if (!st) st = dvm_attr_int(op, "present", &a->attrs[0], &present);
+  if (!st) st = dvm_attr_int(op, "num_heads", &a->attrs[1], &N);
+  if (!st) st = dvm_attr_int(op, "unidirectional", &a->attrs[2], &uni);
+  if (!st) st = dvm_attr_float(op, "scale", &a->attrs[3], &scale);
+  if (!st) st = dvm_attr_float(op, "mask_filter_value", &a->attrs[4], &filter);
+  if (st) return st;
+  const dvm_tensor *in[6] = {0};
+  int k = 0;
+  for (int i = 0; i < 6; i++)
+    if (present >> i & 1) {
+      if (k >= a->nin) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: fewer inputs than `present` names", op);
+      in[i] = a->in[k++];
+    }
+  if (k != a->nin || (present & 7) != 7 || present >> 6)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: query, key and value (and at most bias, key_padding_mask and "
+                          "attention_bias) must be given", op);
+  for (int i = 0; i < 6; i++)
+    if (in[i] && i != 4 && in[i]->dtype != DVM_F32) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d must be f32", op, i);
+  const dvm_tensor *q = in[0], *kt = in[1], *vt = in[2], *bt = in[3], *mt = in[4], *ab = in[5];
+  char s0[DVM_SHAPE_STR_SIZE], s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
+  if (q->rank != 3 || kt->rank != 3 || vt->rank != 3 || kt->dims[0] != q->dims[0] || vt->dims[0] != q->dims[0] ||
+      kt->dims[2] != q->dims[2] || vt->dims[1] != kt->dims[1] || N < 1 || q->dims[2] % N || vt->dims[2] % N)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: query %s, key %s and value %s must be [B, S, D], [B, L, D] "
+                          "and [B, L, Dv], D and Dv divisible by num_heads %lld", op,
+                          dvm_shape_str(s0, q->rank, q->dims), dvm_shape_str(s1, kt->rank, kt->dims),
+                          dvm_shape_str(s2, vt->rank, vt->dims), (long long)N);
+  int64_t B = q->dims[0], S = q->dims[1], D = q->dims[2], L = kt->dims[1], Dv = vt->dims[2];
+  int64_t hd = D / N, hv = Dv / N;
+  if (bt && (st = want_vec(op, "bias", bt, 2 * D + Dv))) return st;
+  if (mt && (mt->dtype != DVM_I32 || !((mt->rank == 1 && mt->dims[0] == B) ||
+                                       (mt->rank == 2 && mt->dims[0] == B && mt->dims[1] == L))))
+    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: key_padding_mask %s: only i32 [B] (key lengths) or [B, L] (0/1) "
+                          "masks are supported", op, dvm_shape_str(s0, mt->rank, mt->dims));
+  if (ab && (ab->rank != 4 || (ab->dims[0] != B && ab->dims[0] != 1) || (ab->dims[1] != N && ab->dims[1] != 1) ||
+             ab->dims[2] != S || ab->dims[3] != L))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attention_bias %s must be [B or 1, num_heads or 1, S, L]", op,
+                          dvm_shape_str(s0, ab->rank, ab->dims));
+  if (!B || !S || !Dv) return NULL;
+  if (uni && S != L)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: unidirectional with %lld queries and %lld keys: only equal "
+                          "lengths are supported", op, (long long)S, (long long)L);
+  int64_t NM = ab && ab->dims[1] == N ? N : 1, nm = (mt || ab) ? B * NM * S * L : 0;
+  int64_t nq = B * S * D, nk = B * L * D, nv = B * L * Dv;
+  float *buf = malloc(sizeof(float) * (size_t)(nq + nk + nv + nm + 1));
+  if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  float *qb = buf, *kb = qb + nq, *vb = kb + nk, *bias = nm ? vb + nv : NULL;
+  const float *qp = dvm_tensor_ptr(q), *kp = dvm_tensor_ptr(kt), *vp = dvm_tensor_ptr(vt);
+  const float *bp = bt ? dvm_tensor_ptr(bt) : NULL;
+  for (int64_t r = 0; r < B * S; r++)
+    for (int64_t j = 0; j < D; j++) qb[r * D + j] = qp[r * D + j] + (bp ? bp[j] : 0.0f);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t l = 0; l < L; l++)
+      for (int64_t h = 0; h < N; h++) {
+        for (int64_t j = 0; j < hd; j++)
+          kb[((b * N + h) * L + l) * hd + j] = kp[(b * L + l) * D + h * hd + j] + (bp ? bp[D + h * hd + j] : 0.0f);
+        for (int64_t j = 0; j < hv; j++)
+          vb[((b * N + h) * L + l) * hv + j] = vp[(b * L + l) * Dv + h * hv + j] + (bp ? bp[2 * D + h * hv + j] : 0.0f);
+      }
+  const int32_t *mp = mt ? dvm_tensor_ptr(mt) : NULL;
+  const float *abp = ab ? dvm_tensor_ptr(ab) : NULL;
+  for (int64_t b = 0; nm && b < B; b++)
+    for (int64_t h = 0; h < NM; h++)
+      for (int64_t i = 0; i < S; i++)
+        for (int64_t j = 0; j < L; j++) {
+          int pad = mp && (mt->rank == 1 ? j >= mp[b] : mp[b * L + j] == 0);
+          float v = pad ? (float)filter : 0.0f;
+          if (abp) v += abp[(((ab->dims[0] == 1 ? 0 : b) * ab->dims[1] + h) * S + i) * L + j];
+          bias[((b * NM + h) * S + i) * L + j] = v;
+        }
+  dvm_attend at = {.d = {3, B, N, N, S, L, 0, hd, hv}, .q = qb, .k = kb, .v = vb, .ldq = D, .mask = bias,
+                   .mstride = {NM * S * L, NM == N ? S * L : 0, L, 1}, .mlen = L, .y = dvm_tensor_ptr(a->out[0]),
+                   .causal = (int)uni,
+                   .scale = scale != 0 ? (float)scale : 1.0f / sqrtf((float)hd), .left = -1, .right = -1};
+  st = dvm_cpu_attend(op, &at, dvm_kargs_threads(a));
+  free(buf);
+  return st;
+}
+
 /* ---- products ---- */
 
 /* a [.., M, K] (stored transposed when ta) times b [.., K, N] (when tb) into
@@ -540,6 +640,8 @@ const dvm_kernel_def dvm_cpu_contrib_kernels[] = {
     {"qembed_layernorm", DVM_DEVICE_CPU, qembed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
     {"qattention", DVM_DEVICE_CPU, qattention, "attention",
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    {"multihead_attention", DVM_DEVICE_CPU, multihead_attention, "multihead_attention",
+     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"fused_matmul", DVM_DEVICE_CPU, fused_matmul, "fused_matmul", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"fused_gemm", DVM_DEVICE_CPU, fused_gemm, "fused_gemm", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},

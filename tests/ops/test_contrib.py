@@ -158,6 +158,15 @@ def test_gelu(tmp_path, shape):
     close(*run_both(tmp_path, "Gelu", {"x": f32(*shape) * 3}, [("y", np.float32)], domain=MS))
 
 
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("alpha", [None, 1.0, -0.37])
+def test_quick_gelu(tmp_path, shape, alpha):
+    """QuickGelu: x * sigmoid(alpha * x), alpha 1.702 when omitted (the
+    swish kernel)."""
+    close(*run_both(tmp_path, "QuickGelu", {"x": f32(*shape) * 4}, [("y", np.float32)], domain=MS,
+                    **({} if alpha is None else {"alpha": alpha})))
+
+
 def i8(*shape):
     return rng.integers(-128, 128, shape).astype(np.int8)
 
@@ -246,3 +255,89 @@ def test_attention_past_state_is_refused_by_name(tmp_path):
     r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and 'node "a1" (Attention' in r.stderr and "not supported" in r.stderr, r.stderr
+
+
+def run_mha(tmp_path, inputs, **attrs):
+    """MultiHeadAttention in dvm and ONNX Runtime; inputs in node order,
+    "" for an omitted one (left out of the graph, its name empty)."""
+    names = [k if not isinstance(v, str) else "" for k, v in inputs.items()]
+    while names and not names[-1]:
+        names.pop()
+    feed = {k: v for k, v in inputs.items() if not isinstance(v, str)}
+    vi = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+          for k, v in feed.items()]
+    node = helper.make_node("MultiHeadAttention", names, ["y"], domain=MS, **attrs)
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]), path)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)
+    r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cmd = [DVM, "run", str(tmp_path / "m.dvmb"), "--output", str(tmp_path / "o.npy")]
+    for k, v in feed.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [np.load(tmp_path / "o.npy")], want
+
+
+@pytest.mark.parametrize("bsl", [(1, 1, 1), (2, 3, 5), (3, 7, 2), (0, 3, 4), (2, 1, 7)])
+@pytest.mark.parametrize("heads_dv", [(1, 4), (2, 6), (3, 9)])
+@pytest.mark.parametrize("extras", ["", "bias", "mask2", "mask1", "abias", "abias_b1n", "all"])
+def test_multihead_attention(tmp_path, bsl, heads_dv, extras):
+    """MultiHeadAttention with 3-D query, key and value (cross attention:
+    L != S), the optional bias, key_padding_mask ([B] lengths or [B, L]
+    0/1) and attention_bias ([B, N, S, L] or broadcast [1, 1, S, L])."""
+    b, s, l = bsl
+    n, dv = heads_dv
+    d = 5 * n
+    inputs = {"q": f32(b, s, d), "k": f32(b, l, d), "v": f32(b, l, dv), "bias": "", "mask": "", "ab": ""}
+    if extras in ("bias", "all"):
+        inputs["bias"] = f32(2 * d + dv)
+    if extras in ("mask2", "all"):
+        m = (rng.random((b, l)) < 0.7).astype(np.int32)
+        m[:, 0] = 1
+        inputs["mask"] = m
+    if extras == "mask1":
+        inputs["mask"] = rng.integers(1, l + 1, b).astype(np.int32)
+    if extras in ("abias", "all"):
+        inputs["ab"] = f32(b, n, s, l)
+    if extras == "abias_b1n":
+        inputs["ab"] = f32(1, 1, s, l)
+    close(*run_mha(tmp_path, inputs, num_heads=n))
+
+
+@pytest.mark.parametrize("s", [1, 4, 7])
+@pytest.mark.parametrize("mask", [False, True])
+def test_multihead_attention_unidirectional_and_scale(tmp_path, s, mask):
+    inputs = {"q": f32(2, s, 6), "k": f32(2, s, 6), "v": f32(2, s, 6), "bias": f32(18),
+              "mask": (rng.random((2, s)) < 0.6).astype(np.int32) if mask else ""}
+    close(*run_mha(tmp_path, inputs, num_heads=2, unidirectional=1, scale=0.3))
+
+
+@pytest.mark.parametrize("case", ["packed_kv", "past", "present"])
+def test_multihead_attention_unsupported_is_refused_by_name(tmp_path, case):
+    """What dvm does not do is refused at compile time naming the node."""
+    vi = helper.make_tensor_value_info
+    ins = [vi("q", TensorProto.FLOAT, [1, 2, 4])]
+    names, outs = ["q"], [vi("y", TensorProto.FLOAT, None)]
+    if case == "packed_kv":
+        ins.append(vi("kv", TensorProto.FLOAT, [1, 3, 2, 2, 2]))
+        names += ["kv"]
+    else:
+        ins += [vi("k", TensorProto.FLOAT, [1, 3, 4]), vi("v", TensorProto.FLOAT, [1, 3, 4])]
+        names += ["k", "v"]
+    if case == "past":
+        ins += [vi("pk", TensorProto.FLOAT, [1, 2, 1, 2]), vi("pv", TensorProto.FLOAT, [1, 2, 1, 2])]
+        names += ["", "", "", "pk", "pv"]
+    onames = ["y", "pk_out", "pv_out"] if case == "present" else ["y"]
+    if case == "present":
+        outs += [vi("pk_out", TensorProto.FLOAT, None), vi("pv_out", TensorProto.FLOAT, None)]
+    node = helper.make_node("MultiHeadAttention", names, onames, name="mha1", domain=MS, num_heads=2)
+    g = helper.make_graph([node], "g", ins, outs)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
+              tmp_path / "m.onnx")
+    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and 'node "mha1" (MultiHeadAttention' in r.stderr, r.stderr
