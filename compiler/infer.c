@@ -1459,6 +1459,16 @@ static void rule_attention(inf *I, const dvmc_node *n) {
   set_shape(n->out[0], 3, d);
 }
 
+/* com.microsoft MultiHeadAttention: [B, S, Dv] from 3-D query [B, S, D]
+ * and value [B, L, Dv] (the packed layouts are refused by the lowering). */
+static void rule_mha(inf *I, const dvmc_node *n) {
+  (void)I;
+  const dvmc_value *q = n->in[0], *v = n->nin > 2 ? n->in[2] : NULL;
+  if (!q || !v || q->rank != 3 || v->rank != 3) return;
+  const dvmc_expr *d[3] = {q->dims[0], q->dims[1], v->dims[2]};
+  set_shape(n->out[0], 3, d);
+}
+
 /* ONNX Attention: Y as Q with V's head size; present_key and
  * present_value [B, Hkv, P + Skv, head size] (P from past_key, when
  * given); qk_matmul_output [B, Hq, Sq, P + Skv]. 3-D Q, K, V are

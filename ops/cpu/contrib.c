@@ -453,7 +453,8 @@ static dvm_status *multihead_attention(const dvm_kernel_args *a) {
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: query, key and value (and at most bias, key_padding_mask and "
                           "attention_bias) must be given", op);
   for (int i = 0; i < 6; i++)
-    if (in[i] && i != 4 && in[i]->dtype != DVM_F32) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d must be f32", op, i);
+    if (in[i] && i != 4 && in[i]->dtype != DVM_F32)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d must be f32", op, i);
   const dvm_tensor *q = in[0], *kt = in[1], *vt = in[2], *bt = in[3], *mt = in[4], *ab = in[5];
   char s0[DVM_SHAPE_STR_SIZE], s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
   if (q->rank != 3 || kt->rank != 3 || vt->rank != 3 || kt->dims[0] != q->dims[0] || vt->dims[0] != q->dims[0] ||
