@@ -145,6 +145,26 @@ dvm_status *lw_call_inputs(lowering *L, const dvmc_node *n, const op_rule *r, ca
   return NULL;
 }
 
+/* The node's given inputs into c, omitted ones left out, then the
+ * kernel's `present` attribute: `present` with a bit for each given input
+ * from `first` on (bit i) and each wanted output (bit 8 + j). For kernels
+ * whose optional inputs and outputs may be omitted anywhere (RNN, GRU,
+ * LSTM, sdpa). */
+dvm_status *lw_call_present(lowering *L, const dvmc_node *n, int first, int present, call *c) {
+  for (int i = 0; i < n->nin; i++) {
+    int reg;
+    if (!n->in[i]) continue;
+    dvm_status *st = lw_reg_of(L, n->in[i], &reg);
+    if (st) return st;
+    c->ins[c->nin++] = reg;
+    if (i >= first) present |= 1 << i;
+  }
+  for (int j = 0; j < n->nout; j++)
+    if (n->out[j]) present |= 1 << (8 + j);
+  c->attrs[c->nattrs++] = lw_emit_int(L, present);
+  return NULL;
+}
+
 /* The attributes of the rule's spec, in order; `pads_reg` (when >= 0)
  * stands for the "pads" attribute. */
 dvm_status *lw_call_attrs(lowering *L, const dvmc_node *n, const char *spec, int pads_reg, call *c) {

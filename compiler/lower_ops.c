@@ -928,16 +928,7 @@ dvm_status *lw_lower_sdpa(lowering *L, const dvmc_node *n, const op_rule *r) {
   call c = {.kernel = r->kernel};
   dvm_status *st = NULL;
   int present = dvmc_attr_find(n, "scale") ? DVM_SDPA_HAS_SCALE : 0;
-  for (int i = 0; i < n->nin; i++) {
-    int reg;
-    if (!n->in[i]) continue;
-    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
-    c.ins[c.nin++] = reg;
-    if (i >= 3) present |= 1 << i;
-  }
-  for (int j = 0; j < n->nout; j++)
-    if (n->out[j]) present |= 1 << (8 + j);
-  c.attrs[c.nattrs++] = lw_emit_int(L, present);
+  if ((st = lw_call_present(L, n, 3, present, &c))) return st;
   static const char *const specs[] = {"is_causal:i=0", "q_num_heads:i=0", "kv_num_heads:i=0", "scale:f=0",
                                       "softcap:f=0", "qk_matmul_output_mode:i=0", "left_window_size:i=-1",
                                       "right_window_size:i=-1"};

@@ -66,16 +66,7 @@ dvm_status *lw_lower_rnn(lowering *L, const dvmc_node *n, const op_rule *r) {
   int64_t hs = dvmc_attr_int(n, "hidden_size", -1), rh;
   if (hs >= 0 && rv->rank == 3 && rv->dims[2] && dvmc_expr_is_const(rv->dims[2], &rh) && rh != hs)
     return lw_invalid(n, "hidden_size %lld but R's last dim is %lld", (long long)hs, (long long)rh);
-  for (int i = 0; i < n->nin; i++) {
-    int reg;
-    if (!n->in[i]) continue;
-    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
-    c.ins[c.nin++] = reg;
-    if (i >= 3) present |= 1 << i;
-  }
-  for (int j = 0; j < n->nout; j++)
-    if (n->out[j]) present |= 1 << (8 + j);
-  c.attrs[c.nattrs++] = lw_emit_int(L, present);
+  if ((st = lw_call_present(L, n, 3, present, &c))) return st;
   const char *specs[] = {"direction:e(forward,reverse,bidirectional)=forward", "layout:i=0", "clip:f=0",
                          lstm ? "input_forget:i=0" : gru ? "linear_before_reset:i=0" : "none:i=0"};
   for (int i = 0; i < 4; i++) {
