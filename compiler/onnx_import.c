@@ -1260,6 +1260,17 @@ dvm_status *dvmc_import_onnx(dvmc_ctx *c, const char *path, dvmc_graph **out) {
   return st;
 }
 
+/* A value file (TensorProto, SequenceProto) against its message's wire
+ * format and the memory bound of a parse, before protobuf-c unpacks it. */
+static dvm_status *scan_value_file(const void *data, size_t size, const ProtobufCMessageDescriptor *d,
+                                   const char *kind) {
+  size_t mem = 0, limit = PARSE_MEMORY_BASE;
+  scan_result r = wire_scan(data, size, d, 0, &mem);
+  add_sat(&limit, size > SIZE_MAX / PARSE_MEMORY_FACTOR ? SIZE_MAX : size * PARSE_MEMORY_FACTOR);
+  if (r != SCAN_OK || mem > limit) return CORRUPT("not an ONNX %s: the protobuf encoding is malformed", kind);
+  return NULL;
+}
+
 /* A SequenceProto's items (an OptionalProto parses as one), each a tensor
  * or a sequence; wire_scan bounded the nesting. */
 static dvm_status *read_sequence(imp *im, const Onnx__SequenceProto *sp, dvmc_pbvalue *out) {
@@ -1300,14 +1311,9 @@ static dvm_status *read_sequence(imp *im, const Onnx__SequenceProto *sp, dvmc_pb
 dvm_status *dvmc_import_sequence_memory(dvmc_ctx *c, const void *data, size_t size, const char *what,
                                         const dvmc_pbvalue **out) {
   imp im = {c, NULL};
-  dvm_status *st = NULL;
-  size_t mem = 0, limit = PARSE_MEMORY_BASE;
   *out = NULL;
-  scan_result r = wire_scan(data, size, &onnx__sequence_proto__descriptor, 0, &mem);
-  add_sat(&limit, size > SIZE_MAX / PARSE_MEMORY_FACTOR ? SIZE_MAX : size * PARSE_MEMORY_FACTOR);
-  if (r != SCAN_OK || mem > limit) {
-    st = CORRUPT("not an ONNX SequenceProto or OptionalProto: the protobuf encoding is malformed");
-  } else {
+  dvm_status *st = scan_value_file(data, size, &onnx__sequence_proto__descriptor, "SequenceProto or OptionalProto");
+  if (!st) {
     ProtobufCAllocator alloc = {pb_alloc, pb_free, c};
     Onnx__SequenceProto *sp = onnx__sequence_proto__unpack(&alloc, size, data);
     dvmc_pbvalue *v = dvm_arena_alloc(&c->arena, 1, sizeof *v);
@@ -1321,14 +1327,9 @@ dvm_status *dvmc_import_sequence_memory(dvmc_ctx *c, const void *data, size_t si
 dvm_status *dvmc_import_tensor_memory(dvmc_ctx *c, const void *data, size_t size, const char *what,
                                       const dvmc_tensor **out) {
   imp im = {c, NULL};
-  dvm_status *st = NULL;
-  size_t mem = 0, limit = PARSE_MEMORY_BASE;
   *out = NULL;
-  scan_result r = wire_scan(data, size, &onnx__tensor_proto__descriptor, 0, &mem);
-  add_sat(&limit, size > SIZE_MAX / PARSE_MEMORY_FACTOR ? SIZE_MAX : size * PARSE_MEMORY_FACTOR);
-  if (r != SCAN_OK || mem > limit) {
-    st = CORRUPT("not an ONNX TensorProto: the protobuf encoding is malformed");
-  } else {
+  dvm_status *st = scan_value_file(data, size, &onnx__tensor_proto__descriptor, "TensorProto");
+  if (!st) {
     ProtobufCAllocator alloc = {pb_alloc, pb_free, c};
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&alloc, size, data);
     dvmc_tensor *t = NULL;
