@@ -50,23 +50,38 @@ static dvm_status *rnn_acts(lowering *L, const dvmc_node *n, int nact, int dirs,
 
 /* RNN, GRU, LSTM: one kernel call for the whole sequence (ops/cpu/rnn.c).
  * Omitted inputs are left out and named by the `present` attribute;
- * omitted outputs are given as empty tensors the kernel leaves alone. */
+ * omitted outputs are given as empty tensors the kernel leaves alone.
+ * com.microsoft DynamicQuantizeLSTM is LSTM's call with its four scale and
+ * zero point inputs after the others, and W and R [dirs, k, 4 hidden]. */
 dvm_status *lw_lower_rnn(lowering *L, const dvmc_node *n, const op_rule *r) {
-  int lstm = !strcmp(n->op, "LSTM"), gru = !strcmp(n->op, "GRU"), nout = lstm ? 3 : 2;
+  int quant = !strcmp(n->op, "DynamicQuantizeLSTM");
+  int lstm = quant || !strcmp(n->op, "LSTM"), gru = !strcmp(n->op, "GRU"), nout = lstm ? 3 : 2;
   int nact = lstm ? 3 : gru ? 2 : 1, maxin = lstm ? 8 : 6, present = 0;
   const char *dir = dvmc_attr_string(n, "direction", "forward");
   int dirs = !strcmp(dir, "bidirectional") ? 2 : 1;
   call c = {.kernel = r->kernel};
   dvm_status *st = NULL;
-  if (n->nin < 3 || n->nin > maxin || !n->in[0] || !n->in[1] || !n->in[2])
+  dvmc_node head = *n; /* DynamicQuantizeLSTM: its LSTM inputs */
+  if (quant) {
+    if (n->nin != 12) return lw_unsupported(n, "needs 12 inputs (the scales and zero points last), got %d", n->nin);
+    for (int i = 8; i < 12; i++)
+      if (!n->in[i]) return lw_unsupported(n, "input %d (a weight's scale or zero point) is omitted", i);
+    head.nin = 8;
+  }
+  if (head.nin < 3 || head.nin > maxin || !n->in[0] || !n->in[1] || !n->in[2])
     return lw_unsupported(n, "X, W and R are needed, and at most %d inputs", maxin);
   if (n->nout > nout) return lw_unsupported(n, "%d outputs, at most %d", n->nout, nout);
   if (!lw_is_f32(n->in[0])) return lw_unsupported(n, "dtype %s is not supported (f32 only)", n->in[0]->typed ? dvm_dtype_name(n->in[0]->dtype) : "unknown");
   const dvmc_value *rv = n->in[2];
   int64_t hs = dvmc_attr_int(n, "hidden_size", -1), rh;
-  if (hs >= 0 && rv->rank == 3 && rv->dims[2] && dvmc_expr_is_const(rv->dims[2], &rh) && rh != hs)
-    return lw_invalid(n, "hidden_size %lld but R's last dim is %lld", (long long)hs, (long long)rh);
-  if ((st = lw_call_present(L, n, 3, present, &c))) return st;
+  if (hs >= 0 && rv->rank == 3 && rv->dims[quant ? 1 : 2] && dvmc_expr_is_const(rv->dims[quant ? 1 : 2], &rh) && rh != hs)
+    return lw_invalid(n, "hidden_size %lld but R's hidden dim is %lld", (long long)hs, (long long)rh);
+  if ((st = lw_call_present(L, &head, 3, present, &c))) return st;
+  for (int i = 8; quant && i < 12; i++) {
+    int reg;
+    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
+    c.ins[c.nin++] = reg;
+  }
   const char *specs[] = {"direction:e(forward,reverse,bidirectional)=forward", "layout:i=0", "clip:f=0",
                          lstm ? "input_forget:i=0" : gru ? "linear_before_reset:i=0" : "none:i=0"};
   for (int i = 0; i < 4; i++) {
@@ -85,7 +100,7 @@ dvm_status *lw_lower_rnn(lowering *L, const dvmc_node *n, const op_rule *r) {
     for (int j = 0; j < nout; j++)
       shapes[j] = j < n->nout && n->out[j] ? lw_shape_of_exprs(L, n->out[j]->rank, n->out[j]->dims) : -1;
   } else {
-    int64_t w[2 + 3 + 1 + 4] = {dvmc_emit_shapefn(L->e, "rnn"), nout};
+    int64_t w[2 + 3 + 1 + 4] = {dvmc_emit_shapefn(L->e, quant ? "qlstm" : "rnn"), nout};
     for (int j = 0; j < nout; j++) w[2 + j] = shapes[j] = dvmc_fn_reg(L->f);
     w[2 + nout] = 4;
     for (int i = 0; i < 3; i++) w[3 + nout + i] = c.ins[i];
@@ -108,7 +123,7 @@ dvm_status *lw_lower_rnn(lowering *L, const dvmc_node *n, const op_rule *r) {
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
     if (!lw_bind(L, o, (int)outs[j])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  int64_t w[3 + 3 + 1 + 8 + 1 + 32];
+  int64_t w[3 + 3 + 1 + 12 + 1 + 32];
   int nw = 0;
   w[nw++] = dvmc_emit_kernel(L->e, c.kernel, DVM_DEVICE_CPU, 1, NULL, 0);
   w[nw++] = -1;

@@ -37,19 +37,24 @@ void dvm_rnn_state_shape(const dvm_rnn_dims *d, int64_t layout, int64_t s[3]) {
   s[2] = d->hidden;
 }
 
-static dvm_status *shapefn_rnn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+/* quant: DynamicQuantizeLSTM's W and R, [dirs, k, n] (rnn.h). */
+static dvm_status *shapes(const char *fn, int quant, const dvm_value *in, int nin, dvm_value *out, int nout) {
   int xr, wr, rr;
   const int64_t *x, *w, *r;
-  int64_t layout, y[4], s[3];
+  int64_t layout, y[4], s[3], wd[3], rd[3];
   dvm_rnn_dims d;
-  if (nout != 2 && nout != 3) return ERR("rnn: gives 2 or 3 shapes, asked for %d", nout);
-  dvm_status *st = dvm_shape_check_counts("rnn", nin, 4, 4, nout, nout);
-  if (!st) st = dvm_shape_arg("rnn", &in[0], 0, &xr, &x);
-  if (!st) st = dvm_shape_arg("rnn", &in[1], 1, &wr, &w);
-  if (!st) st = dvm_shape_arg("rnn", &in[2], 2, &rr, &r);
-  if (!st) st = dvm_attr_int("rnn", "layout", &in[3], &layout);
-  if (!st) st = dvm_rnn_dims_of("rnn", nout == 3 ? 4 : 0, layout, xr, x, wr, w, rr, r, &d);
+  if (nout != 2 && nout != 3) return ERR("%s: gives 2 or 3 shapes, asked for %d", fn, nout);
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 4, 4, nout, nout);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &xr, &x);
+  if (!st) st = dvm_shape_arg(fn, &in[1], 1, &wr, &w);
+  if (!st) st = dvm_shape_arg(fn, &in[2], 2, &rr, &r);
+  if (!st) st = dvm_attr_int(fn, "layout", &in[3], &layout);
   if (st) return st;
+  if (quant && wr == 3 && rr == 3) {
+    wd[0] = w[0], wd[1] = w[2], wd[2] = w[1], rd[0] = r[0], rd[1] = r[2], rd[2] = r[1];
+    w = wd, r = rd;
+  }
+  if ((st = dvm_rnn_dims_of(fn, nout == 3 ? 4 : 0, layout, xr, x, wr, w, rr, r, &d))) return st;
   dvm_rnn_y_shape(&d, layout, y);
   dvm_rnn_state_shape(&d, layout, s);
   dvm_shape_set(&out[0], 4, y);
@@ -57,7 +62,16 @@ static dvm_status *shapefn_rnn(const dvm_value *in, int nin, dvm_value *out, int
   return NULL;
 }
 
+static dvm_status *shapefn_rnn(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  return shapes("rnn", 0, in, nin, out, nout);
+}
+
+static dvm_status *shapefn_qlstm(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  return shapes("qlstm", 1, in, nin, out, nout);
+}
+
 const dvm_shapefn_def dvm_shapefn_rnn_table[] = {
     {"rnn", shapefn_rnn},
+    {"qlstm", shapefn_qlstm},
     {NULL, NULL},
 };

@@ -5,7 +5,10 @@
  *     x [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1),
  *     w [dirs, gates * hidden, input], r [dirs, gates * hidden, hidden];
  *     Y [seq, dirs, batch, hidden] or [batch, seq, dirs, hidden], the
- *     states [dirs, batch, hidden] or [batch, dirs, hidden]. */
+ *     states [dirs, batch, hidden] or [batch, dirs, hidden].
+ *   "qlstm" (x, w, r; layout:int) -> Y, Y_h, Y_c
+ *     com.microsoft DynamicQuantizeLSTM's: the same with w [dirs, input, 4
+ *     hidden] and r [dirs, hidden, 4 hidden]. */
 #ifndef DVM_SHAPEFUNCS_RNN_H
 #define DVM_SHAPEFUNCS_RNN_H
 

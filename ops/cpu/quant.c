@@ -224,9 +224,17 @@ static void dynamic_params(const float *x, int64_t n, float *scale, uint8_t *zp)
     lo = x[i] < lo ? x[i] : lo;
     hi = x[i] > hi ? x[i] : hi;
   }
+  dvm_cpu_quant_u8_params(lo, hi, scale, zp);
+}
+
+void dvm_cpu_quant_u8_params(float lo, float hi, float *scale, uint8_t *zp) {
   *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   float z = nearbyintf(-lo / *scale);
   *zp = (uint8_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+}
+
+void dvm_cpu_quant_u8(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {
+  for (int64_t i = 0; i < n; i++) store_q(y, DVM_U8, i, x[i] / scale, zp);
 }
 
 static dvm_status *dynamic_quantize_linear(const dvm_kernel_args *a) {
@@ -244,7 +252,7 @@ static dvm_status *dynamic_quantize_linear(const dvm_kernel_args *a) {
   uint8_t zp;
   dynamic_params(xp, n, &scale, &zp);
   uint8_t *yp = dvm_tensor_ptr(a->out[0]);
-  for (int64_t i = 0; i < n; i++) store_q(yp, DVM_U8, i, xp[i] / scale, zp);
+  dvm_cpu_quant_u8(xp, n, scale, zp, yp);
   *(float *)dvm_tensor_ptr(a->out[1]) = scale;
   *(uint8_t *)dvm_tensor_ptr(a->out[2]) = zp;
   return NULL;

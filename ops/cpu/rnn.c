@@ -19,6 +19,20 @@
  *     state and gets zeros in Y; going in reverse it starts at its own
  *     last step; one of length 0 (or seq 0) gets zero states in Y_h and
  *     Y_c, as ONNX Runtime gives it (the spec does not say).
+ *   dynamic_quantize_lstm (in: as lstm, then W_scale, W_zero_point, R_scale,
+ *       R_zero_point; attrs: as lstm, layout 0) -> Y, Y_h, Y_c
+ *     com.microsoft DynamicQuantizeLSTM: W [dirs, input, 4 hidden] and R
+ *     [dirs, hidden, 4 hidden] are u8 or i8 codes (note: [k, n], not
+ *     ONNX's [n, k]); scale and zero point [dirs] (per tensor) or [dirs, 4
+ *     hidden] (per column), the zero points W's and R's dtype, one value
+ *     per direction (i8: 0), as ONNX Runtime requires. As ONNX Runtime's
+ *     CPU kernel (rnn_helpers.cc, ComputeGemm for u8 weights): X's rows of
+ *     the steps any batch entry runs are quantized to u8 at once, and each
+ *     step's states (all batch rows; rows already finished count as 0 when
+ *     Y is wanted, as their last state when not), with
+ *     dynamic_quantize_linear's scale and zero point; the products are
+ *     exact i32 sums, times a_scale * w_scale; biases are added after the
+ *     two products.
  *
  * How: per direction, one product projects X for all steps at once (with
  * both biases added, except GRU's recurrent h bias under
@@ -39,6 +53,7 @@
 #include "kernel.h"
 #include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/quant.h"
 #include "ops/cpu/rnn.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
@@ -57,6 +72,46 @@ typedef struct act {
   int kind;
   float alpha, beta;
 } act;
+
+/* dynamic_quantize_lstm's sigmoid and tanh: ONNX Runtime's (MLAS's FMA3
+ * kernels, Eigen's rational approximations with each multiply-add fused),
+ * which equal its LSTM's bit for bit (checked against its Sigmoid and Tanh
+ * on 10^5 values). Its states then are ONNX Runtime's, and so are the next
+ * step's u8 codes: a state an ulp off can move one by a step. */
+enum { ACT_ORT_SIGMOID = DVM_RNN_ACT_COUNT, ACT_ORT_TANH };
+
+static float ort_logistic(float x) {
+  x = x < -18.0f ? -18.0f : x > 18.0f ? 18.0f : x;
+  float x2 = x * x;
+  float p = fmaf(x2, 4.37031012579801e-11f, 1.15627324459942e-07f);
+  p = fmaf(p, x2, 6.08574864600143e-05f);
+  p = fmaf(p, x2, 8.51377133304701e-03f);
+  p = fmaf(p, x2, 2.48287947061529e-01f);
+  p = p * x;
+  float q = fmaf(x2, 6.10247389755681e-13f, 5.76102136993427e-09f);
+  q = fmaf(q, x2, 6.29106785017040e-06f);
+  q = fmaf(q, x2, 1.70198817374094e-03f);
+  q = fmaf(q, x2, 1.16817656904453e-01f);
+  q = fmaf(q, x2, 9.93151921023180e-01f);
+  float r = p / q + 0.5f;
+  return r < 0.0f ? 0.0f : r > 1.0f ? 1.0f : r;
+}
+
+static float ort_tanh(float x) {
+  x = x < -9.0f ? -9.0f : x > 9.0f ? 9.0f : x;
+  float x2 = x * x;
+  float p = fmaf(x2, -2.76076847742355e-16f, 2.00018790482477e-13f);
+  p = fmaf(p, x2, -8.60467152213735e-11f);
+  p = fmaf(p, x2, 5.12229709037114e-08f);
+  p = fmaf(p, x2, 1.48572235717979e-05f);
+  p = fmaf(p, x2, 6.37261928875436e-04f);
+  p = fmaf(p, x2, 4.89352455891786e-03f);
+  p = p * x;
+  float q = fmaf(x2, 1.19825839466702e-06f, 1.18534705686654e-04f);
+  q = fmaf(q, x2, 2.26843463243900e-03f);
+  q = fmaf(q, x2, 4.89352518554385e-03f);
+  return p / q;
+}
 
 /* x = f(clip(x)) over n floats. */
 DVM_VEC static void activate(const act *f, float clip, float *x, int64_t n) {
@@ -97,6 +152,12 @@ DVM_VEC static void activate(const act *f, float clip, float *x, int64_t n) {
   case DVM_RNN_SOFTSIGN:
     _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1 + fabsf(x[i]));
     break;
+  case ACT_ORT_SIGMOID:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = ort_logistic(x[i]);
+    break;
+  case ACT_ORT_TANH:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) x[i] = ort_tanh(x[i]);
+    break;
   default: /* softplus, log(1 + e^x) without overflow */
     _Pragma("omp simd") for (int64_t i = 0; i < n; i++)
       x[i] = (x[i] > 0 ? x[i] : 0) + dvm_ew_logf(1 + dvm_ew_expf(-fabsf(x[i])));
@@ -104,7 +165,7 @@ DVM_VEC static void activate(const act *f, float clip, float *x, int64_t n) {
   }
 }
 
-enum { K_RNN, K_GRU, K_LSTM };
+enum { K_RNN, K_GRU, K_LSTM, K_QLSTM };
 
 /* One call, as the kernel reads it. */
 typedef struct rnn {
@@ -118,6 +179,13 @@ typedef struct rnn {
   const float *x, *w, *r, *b, *p, *h0, *c0;
   const int32_t *lens;
   float *y, *yh, *yc;
+  /* dynamic_quantize_lstm: W, R codes; their scales and zero points */
+  int quant;
+  const dvm_tensor *wq, *rq, *wscale, *wzp, *rscale, *rzp;
+  uint8_t *qa;  /* u8 codes of the rows being multiplied */
+  int32_t *sum; /* [gates x hidden] */
+  float *mult;  /* [gates x hidden] */
+  unsigned char *count; /* [batch]: state rows that count in its range */
 } rnn;
 
 /* The weights' products, by how many rows of A there are and which form
@@ -205,6 +273,66 @@ static dvm_status *product(const char *op, int64_t m, int64_t n, int64_t k, cons
                         (long long)m, (long long)n, (long long)k, dnnl_status2str(s));
 }
 
+/* One direction's quantized weight (dynamic_quantize_lstm): codes [k, n],
+ * u8 or i8, its zero point and scale(s), one or one per column. */
+typedef struct qweight {
+  const uint8_t *u;
+  const int8_t *s;
+  int32_t zp;
+  const float *scale;
+  int per_col;
+} qweight;
+
+static qweight qweight_of(const dvm_tensor *w, const dvm_tensor *scale, const dvm_tensor *zp, int dir) {
+  int64_t k = w->dims[1], n = w->dims[2], per = scale->rank == 2, at = dir * (per ? n : 1);
+  const char *p = (const char *)dvm_tensor_ptr(w) + dir * k * n;
+  qweight q = {.zp = dvm_cpu_quant_int_at(zp, at), .scale = (const float *)dvm_tensor_ptr(scale) + at, .per_col = (int)per};
+  if (w->dtype == DVM_I8) q.s = (const int8_t *)p;
+  else q.u = (const uint8_t *)p;
+  return q;
+}
+
+/* C [m, n] (contiguous) = (or += when add) a [m, k] quantized to u8 with
+ * DynamicQuantizeLinear's scale and zero point (the range over the rows
+ * whose count[i] is set, all when count is NULL) times w's codes less
+ * their zero point: exact i32 sums, each times a_scale * w's scale, as
+ * ONNX Runtime's quantized GEMM of its LSTM does. */
+DVM_VEC static void qproduct(const rnn *c, int64_t m, int64_t n, int64_t k, const float *a,
+                             const unsigned char *count, const qweight *w, float *out, int add) {
+  float lo = 0, hi = 0, scale;
+  uint8_t za;
+  for (int64_t i = 0; i < m; i++)
+    if (!count || count[i])
+      for (int64_t l = 0; l < k; l++) {
+        float v = a[i * k + l];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+      }
+  dvm_cpu_quant_u8_params(lo, hi, &scale, &za);
+  dvm_cpu_quant_u8(a, m * k, scale, za, c->qa);
+  for (int64_t j = 0; j < n; j++) c->mult[j] = scale * w->scale[w->per_col ? j : 0];
+  for (int64_t i = 0; i < m; i++) {
+    int32_t *sum = c->sum;
+    memset(sum, 0, sizeof(int32_t) * (size_t)n);
+    for (int64_t l = 0; l < k; l++) {
+      int32_t x = (int32_t)c->qa[i * k + l] - za, zp = w->zp;
+      if (!x) continue;
+      if (w->s) {
+        const int8_t *b = w->s + l * n;
+        _Pragma("omp simd") for (int64_t j = 0; j < n; j++) sum[j] += x * ((int32_t)b[j] - zp);
+      } else {
+        const uint8_t *b = w->u + l * n;
+        _Pragma("omp simd") for (int64_t j = 0; j < n; j++) sum[j] += x * ((int32_t)b[j] - zp);
+      }
+    }
+    float *o = out + i * n;
+    if (add)
+      for (int64_t j = 0; j < n; j++) o[j] = o[j] + (float)sum[j] * c->mult[j];
+    else
+      for (int64_t j = 0; j < n; j++) o[j] = (float)sum[j] * c->mult[j];
+  }
+}
+
 /* W [dirs, n, k] (or R) as [dirs, k, n]: the form the products read. */
 static void transpose_dirs(const float *w, int64_t dirs, int64_t n, int64_t k, float *wt) {
   for (int64_t d = 0; d < dirs; d++)
@@ -257,9 +385,17 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
   const float *bias = c->b ? c->b + dir * 2 * GH : NULL, *p = c->p ? c->p + dir * 3 * H : NULL;
   const act *f = &c->acts[dir * c->nact];
   int reverse = c->dir == 1 || dir == 1, gru_lbr = c->kind == K_GRU && c->extra;
-  dvm_status *st = product(c->op, S * B, GH, d->input, c->x, w, c->wt, c->wt ? GH : d->input, xp, GH);
-  if (st) return st;
-  if (bias)
+  qweight qw, qr;
+  dvm_status *st = NULL;
+  if (c->quant) { /* X's rows of the steps some entry runs (layout 0: the first max length x B) */
+    int64_t steps = c->lens ? 0 : S;
+    for (int64_t b = 0; c->lens && b < B; b++) steps = c->lens[b] > steps ? c->lens[b] : steps;
+    qw = qweight_of(c->wq, c->wscale, c->wzp, dir), qr = qweight_of(c->rq, c->rscale, c->rzp, dir);
+    qproduct(c, steps * B, GH, d->input, c->x, NULL, &qw, xp, 0);
+  } else if ((st = product(c->op, S * B, GH, d->input, c->x, w, c->wt, c->wt ? GH : d->input, xp, GH))) {
+    return st;
+  }
+  if (bias && !c->quant) /* quantized: added after both products, as ONNX Runtime adds them */
     for (int64_t i = 0; i < S * B; i++)
       for (int64_t k = 0; k < GH; k++) /* GRU's recurrent h bias goes inside r * (.) */
         xp[i * GH + k] += bias[k] + (gru_lbr && k >= 2 * H ? 0 : bias[GH + k]);
@@ -273,7 +409,15 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
   for (int64_t s = 0; s < S; s++) {
     /* GRU without linear_before_reset multiplies by R_h only after r */
     int64_t n1 = c->kind == K_GRU && !c->extra ? 2 * H : GH;
-    if ((st = product(c->op, B, n1, H, h, r, c->rt, c->rt ? GH : H, hp, GH))) return st;
+    if (c->quant) { /* ONNX Runtime's previous-state rows: 0 past the end with Y, the last state without */
+      for (int64_t b = 0; b < B; b++) {
+        int64_t len = c->lens ? c->lens[b] : S;
+        c->count[b] = s == 0 || s <= len || (!c->y && len > 0);
+      }
+      qproduct(c, B, GH, H, h, c->count, &qr, hp, 0);
+    } else if ((st = product(c->op, B, n1, H, h, r, c->rt, c->rt ? GH : H, hp, GH))) {
+      return st;
+    }
     if (c->kind == K_GRU) { /* z and r first, for every row */
       for (int64_t b = 0; b < B; b++) {
         int64_t len = c->lens ? c->lens[b] : S, t = reverse ? len - 1 - s : s;
@@ -291,7 +435,10 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
       if (s >= len) continue;
       float *pre = hp + b * GH, *hb = h + b * H;
       const float *xr = xp + x_row(c, t, b) * GH;
-      if (c->kind == K_LSTM) {
+      if (c->kind == K_LSTM && c->quant) {
+        for (int64_t k = 0; k < GH; k++) pre[k] = (pre[k] + xr[k]) + (bias ? bias[k] + bias[GH + k] : 0.0f);
+        lstm_cell(c, f, p, pre, hb, cs + b * H);
+      } else if (c->kind == K_LSTM) {
         for (int64_t k = 0; k < GH; k++) pre[k] += xr[k];
         lstm_cell(c, f, p, pre, hb, cs + b * H);
       } else if (c->kind == K_GRU) {
@@ -334,20 +481,54 @@ static dvm_status *check_tensor(const char *op, const char *what, const dvm_tens
   return NULL;
 }
 
+/* dynamic_quantize_lstm's W and R (u8 or i8) and their scales and zero
+ * points (inputs nin to nin + 3), checked as ONNX Runtime checks them. */
+static dvm_status *quant_setup(const dvm_kernel_args *a, rnn *c, int nin) {
+  static const char *const names[] = {"W_scale", "W_zero_point", "R_scale", "R_zero_point"};
+  const char *op = c->op;
+  int64_t GH = c->gates * c->d.hidden;
+  for (int m = 0; m < 2; m++) {
+    const dvm_tensor *w = a->in[1 + m], *scale = a->in[nin + 2 * m], *zp = a->in[nin + 2 * m + 1];
+    if (w->dtype != DVM_U8 && w->dtype != DVM_I8)
+      return ERR("%s: %s must be u8 or i8, got %s", op, m ? "R" : "W", dvm_dtype_name((dvm_dtype)w->dtype));
+    if (w->dims[1] > (1 << 15))
+      return ERR("%s: %s has %lld rows: i32 sums of more than 32768 products could overflow", op, m ? "R" : "W",
+                 (long long)w->dims[1]);
+    for (int q = 0; q < 2; q++) {
+      const dvm_tensor *t = q ? zp : scale;
+      dvm_dtype dt = q ? (dvm_dtype)w->dtype : DVM_F32;
+      if (t->dtype != dt || !(t->rank == 1 || t->rank == 2) || t->dims[0] != c->d.dirs || (t->rank == 2 && t->dims[1] != GH))
+        return ERR("%s: %s must be %s [%lld] (per tensor) or [%lld, %lld] (per column)", op, names[2 * m + q],
+                   dvm_dtype_name(dt), (long long)c->d.dirs, (long long)c->d.dirs, (long long)GH);
+    }
+    int64_t nz = dvm_tensor_numel(zp);
+    for (int64_t i = 0; zp->rank == 2 && i < nz; i++) { /* ONNX Runtime uses one zero point per direction */
+      int32_t v = dvm_cpu_quant_int_at(zp, i), first = dvm_cpu_quant_int_at(zp, 0);
+      if (w->dtype == DVM_I8 ? v != 0 : v != first)
+        return ERR("%s: per-column %s must be %s", op, names[2 * m + 1], w->dtype == DVM_I8 ? "0 (i8 weights)" : "one value");
+    }
+  }
+  c->wq = a->in[1], c->rq = a->in[2];
+  c->wscale = a->in[nin], c->wzp = a->in[nin + 1], c->rscale = a->in[nin + 2], c->rzp = a->in[nin + 3];
+  return NULL;
+}
+
 /* Reads the attributes and checks every tensor; fills c. */
 static dvm_status *setup(const dvm_kernel_args *a, int kind, rnn *c) {
-  static const char *const ops[] = {"rnn", "gru", "lstm"};
+  static const char *const ops[] = {"rnn", "gru", "lstm", "dynamic_quantize_lstm"};
+  int quant = kind == K_QLSTM, nq = quant ? 4 : 0; /* the scales and zero points after the LSTM's inputs */
+  const char *op = ops[kind];
+  if (quant) kind = K_LSTM;
   static const int gates[] = {1, 3, 4}, nacts[] = {1, 2, 3};
   static const char *const in_names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
   static const char *const out_names[] = {"Y", "Y_h", "Y_c"};
-  const char *op = ops[kind];
-  int nout = kind == K_LSTM ? 3 : 2, nin = a->nin;
+  int nout = kind == K_LSTM ? 3 : 2, nin = a->nin - nq;
   int64_t present, dir, layout, extra;
   double clip;
-  *c = (rnn){.op = op, .kind = kind, .gates = gates[kind], .nact = nacts[kind]};
+  *c = (rnn){.op = op, .kind = kind, .gates = gates[kind], .nact = nacts[kind], .quant = quant};
   if (nin < 3 || nin > (kind == K_LSTM ? 8 : 6))
-    return ERR("%s: takes 3 to %d inputs, got %d", op, kind == K_LSTM ? 8 : 6, nin);
-  dvm_status *st = dvm_kargs_check(a, op, nin, nout, DVM_DEVICE_CPU);
+    return ERR("%s: takes %d to %d inputs, got %d", op, 3 + nq, (kind == K_LSTM ? 8 : 6) + nq, nin + nq);
+  dvm_status *st = dvm_kargs_check(a, op, nin + nq, nout, DVM_DEVICE_CPU);
   if (!st) st = dvm_attr_count(op, a->nattrs, 5, 5 + 6 * c->nact);
   if (!st) st = dvm_attr_int(op, "present", &a->attrs[0], &present);
   if (!st) st = dvm_attr_int(op, "direction", &a->attrs[1], &dir);
@@ -359,7 +540,13 @@ static dvm_status *setup(const dvm_kernel_args *a, int kind, rnn *c) {
   if (extra && kind == K_RNN) return ERR("%s: extra must be 0, got %lld", op, (long long)extra);
   c->dir = (int)dir, c->layout = layout, c->extra = extra != 0, c->clip = clip > 0 ? (float)clip : INFINITY;
   const dvm_tensor *x = a->in[0], *w = a->in[1], *r = a->in[2];
-  if ((st = dvm_rnn_dims_of(op, c->gates, layout, x->rank, x->dims, w->rank, w->dims, r->rank, r->dims, &c->d)))
+  int64_t wd[3], rd[3]; /* quantized W and R are [dirs, k, n]: ONNX's dims for the check */
+  for (int i = 0; i < 3; i++) {
+    wd[i] = w->rank == 3 && quant && i ? w->dims[3 - i] : w->dims[i < w->rank ? i : 0];
+    rd[i] = r->rank == 3 && quant && i ? r->dims[3 - i] : r->dims[i < r->rank ? i : 0];
+  }
+  if (quant && layout) return ERR("%s: layout must be 0", op);
+  if ((st = dvm_rnn_dims_of(op, c->gates, layout, x->rank, x->dims, w->rank, wd, r->rank, rd, &c->d)))
     return st;
   int dirs = (int)c->d.dirs;
   if ((dir == 2) != (dirs == 2))
@@ -376,6 +563,8 @@ static dvm_status *setup(const dvm_kernel_args *a, int kind, rnn *c) {
       return st;
     if (k < 0 || k >= DVM_RNN_ACT_COUNT) return ERR("%s: activation %lld is not one of %d", op, (long long)k, DVM_RNN_ACT_COUNT);
     c->acts[i] = (act){(int)k, (float)al, (float)be};
+    if (quant && (k == DVM_RNN_SIGMOID || k == DVM_RNN_TANH))
+      c->acts[i].kind = k == DVM_RNN_SIGMOID ? ACT_ORT_SIGMOID : ACT_ORT_TANH;
   }
   const dvm_tensor *in[8] = {x, w, r};
   int next = 3;
@@ -385,12 +574,14 @@ static dvm_status *setup(const dvm_kernel_args *a, int kind, rnn *c) {
         return ERR("%s: attribute present says input %s is there, but it is not", op, in_names[i]);
       in[i] = a->in[next++];
     }
-  if (next != nin) return ERR("%s: got %d inputs, attribute present names %d", op, nin, next);
+  if (next != nin) return ERR("%s: got %d inputs, attribute present names %d", op, nin + nq, next + nq);
   int64_t GH = c->gates * c->d.hidden, sdims[3], ydims[4];
   dvm_rnn_state_shape(&c->d, layout, sdims);
   dvm_rnn_y_shape(&c->d, layout, ydims);
   const int64_t bd[2] = {dirs, 2 * GH}, ld[1] = {c->d.batch}, pd[2] = {dirs, 3 * c->d.hidden};
-  for (int i = 0; i < 3 && !st; i++) st = check_tensor(op, in_names[i], in[i], DVM_F32, in[i]->rank, in[i]->dims);
+  for (int i = 0; i < 3 && !st; i++)
+    st = check_tensor(op, in_names[i], in[i], quant && i ? (dvm_dtype)in[i]->dtype : DVM_F32, in[i]->rank, in[i]->dims);
+  if (!st && quant) st = quant_setup(a, c, nin);
   if (!st && in[3]) st = check_tensor(op, "B", in[3], DVM_F32, 2, bd);
   if (!st && in[4]) st = check_tensor(op, "sequence_lens", in[4], DVM_I32, 1, ld);
   if (!st && in[5]) st = check_tensor(op, "initial_h", in[5], DVM_F32, 3, sdims);
@@ -432,16 +623,28 @@ static dvm_status *run(const dvm_kernel_args *a, int kind) {
   if (!xp) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %zu steps of scratch", c.op, rows);
   float *hp = xp + rows * (size_t)GH, *h = hp + d->batch * GH, *cs = h + bh, *rh = cs + bh;
   /* W and R transposed where packed at link; R here for a long sequence */
-  const float *wt = dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
-  const float *rt = dvm_tensor_packed(a->in[2], &dvm_cpu_rnn_kernels[kind], 2);
+  const float *wt = c.quant ? NULL : dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
+  const float *rt = c.quant ? NULL : dvm_tensor_packed(a->in[2], &dvm_cpu_rnn_kernels[kind], 2);
   float *tr = NULL;
-  if (!rt && d->seq >= TRANSPOSE_STEPS && (tr = malloc(sizeof(float) * (size_t)(d->dirs * GH * d->hidden))))
+  if (c.quant) { /* the u8 rows, the i32 sums, the scales, the rows that count */
+    size_t rowsq = rows * (size_t)d->input > bh ? rows * (size_t)d->input : bh;
+    rowsq = (rowsq + 7) & ~(size_t)7;
+    c.qa = malloc(rowsq + (sizeof(int32_t) + sizeof(float)) * (size_t)GH + (size_t)d->batch + 1);
+    if (!c.qa) {
+      free(xp);
+      return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %zu steps of scratch", c.op, rows);
+    }
+    c.sum = (int32_t *)(void *)(c.qa + rowsq), c.mult = (float *)(void *)(c.sum + GH);
+    c.count = (unsigned char *)(c.mult + GH);
+  }
+  if (!c.quant && !rt && d->seq >= TRANSPOSE_STEPS && (tr = malloc(sizeof(float) * (size_t)(d->dirs * GH * d->hidden))))
     transpose_dirs(c.r, d->dirs, GH, d->hidden, tr), rt = tr;
   if (wt) c.w = wt, c.wt = 1;
   if (rt) c.r = rt, c.rt = 1;
   if (c.y && c.lens) memset(c.y, 0, sizeof(float) * rows * (size_t)(d->dirs * d->hidden));
   for (int dir = 0; dir < d->dirs && !st; dir++) st = run_dir(&c, dir, xp, hp, h, cs, rh);
   free(tr);
+  free(c.qa);
   free(xp);
   return st;
 }
@@ -464,11 +667,13 @@ static dvm_status *rnn_prepack(const dvm_tensor *t, int input, const dvm_attr_hi
 static dvm_status *rnn_kernel(const dvm_kernel_args *a) { return run(a, K_RNN); }
 static dvm_status *gru_kernel(const dvm_kernel_args *a) { return run(a, K_GRU); }
 static dvm_status *lstm_kernel(const dvm_kernel_args *a) { return run(a, K_LSTM); }
+static dvm_status *qlstm_kernel(const dvm_kernel_args *a) { return run(a, K_QLSTM); }
 
 #define F32 DVM_DTYPE_BIT(DVM_F32)
 const dvm_kernel_def dvm_cpu_rnn_kernels[] = {
     [K_RNN] = {"rnn", DVM_DEVICE_CPU, rnn_kernel, "rnn", F32, .prepack = rnn_prepack},
     [K_GRU] = {"gru", DVM_DEVICE_CPU, gru_kernel, "rnn", F32, .prepack = rnn_prepack},
     [K_LSTM] = {"lstm", DVM_DEVICE_CPU, lstm_kernel, "rnn", F32, .prepack = rnn_prepack},
-    [K_LSTM + 1] = {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
+    [K_QLSTM] = {"dynamic_quantize_lstm", DVM_DEVICE_CPU, qlstm_kernel, "qlstm", F32},
+    [K_QLSTM + 1] = {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
 };

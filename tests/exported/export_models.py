@@ -179,6 +179,22 @@ class Speech(nn.Module):
         return torch.softmax(frames, dim=-1), x.mean(dim=2)
 
 
+class Lstm(nn.Module):
+    """A recurrent tagger's core: a 2-layer bidirectional LSTM and a
+    unidirectional one over its output (the exporter slices the stacked
+    initial states per layer), returning the sequence and the states."""
+
+    def __init__(self, cin=12, hidden=24, out=10):
+        super().__init__()
+        self.bi = nn.LSTM(cin, hidden, num_layers=2, bidirectional=True)
+        self.uni = nn.LSTM(2 * hidden, out)
+
+    def forward(self, x):
+        y, (h, c) = self.bi(x)
+        z, (h2, _) = self.uni(y)
+        return z, h, c, h2
+
+
 SIZES = {
     "tiny": dict(bert=dict(vocab=1000, hidden=64, heads=2, inter=256, layers=2),
                  gpt2=dict(vocab=1000, hidden=64, heads=2, layers=2), yolo=8),
@@ -198,10 +214,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("outdir")
     p.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    p.add_argument("--only", choices=["lstm"], help="export just this model")
     a = p.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     torch.manual_seed(0)
     s = SIZES[a.size]
+    export(Lstm(), (torch.randn(5, 2, 12),), os.path.join(a.outdir, f"lstm_{a.size}.onnx"), ["x"],
+           ["y", "h", "c", "h2"], {"x": {0: "seq", 1: "batch"}, "y": {0: "seq", 1: "batch"}})
+    if a.only:
+        return
     ids = torch.randint(0, 100, (2, 7))
     export(Bert(**s["bert"]), (ids, torch.ones(2, 7, dtype=torch.long), torch.zeros(2, 7, dtype=torch.long)),
            os.path.join(a.outdir, f"bert_{a.size}.onnx"), ["input_ids", "attention_mask", "token_type_ids"],

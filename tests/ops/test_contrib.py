@@ -343,17 +343,80 @@ def test_multihead_attention_unsupported_is_refused_by_name(tmp_path, case):
     assert r.returncode == 2 and 'node "mha1" (MultiHeadAttention' in r.stderr, r.stderr
 
 
-def test_dynamic_quantize_lstm_is_refused_by_name(tmp_path):
-    """DynamicQuantizeLSTM (what quantize_dynamic writes for an LSTM) is
-    not done: ONNX Runtime quantizes the GEMM inputs (X, each step's h) to
-    u8 at run time, which dvm would have to reproduce code for code to stay
-    within 1e-5, so it is refused naming the node and the op."""
+def qweights(dirs, k, n, dt, per_column):
+    """DynamicQuantizeLSTM's weight [dirs, k, n] with its scale and zero
+    point as ONNX Runtime takes them: i8 zero points 0, u8 ones one value
+    per direction (per column: that value repeated)."""
+    shape = (dirs, n) if per_column else (dirs,)
+    scale = rng.uniform(0.01, 0.06, shape).astype(np.float32)
+    if dt == "i8":
+        return i8(dirs, k, n), scale, np.zeros(shape, np.int8)
+    zp = rng.integers(100, 156, (dirs, 1) if per_column else (dirs,)).astype(np.uint8)
+    return rng.integers(0, 256, (dirs, k, n)).astype(np.uint8), scale, np.broadcast_to(zp, shape).copy()
+
+
+def run_qlstm(tmp_path, s, b, i, h, direction="forward", dt="i8", per_column=False, extras=(), outs=(1, 1, 1)):
+    dirs = 2 if direction == "bidirectional" else 1
+    w, ws, wz = qweights(dirs, i, 4 * h, dt, per_column)
+    r, rs, rz = qweights(dirs, h, 4 * h, dt, per_column)
+    inputs = {"x": f32(s, b, i), "w": w, "r": r, "b": f32(dirs, 8 * h) * 0.5 if "bias" in extras else "",
+              # without Y, ONNX Runtime counts a length-0 row's state, which it never
+              # writes, in the range of the next steps' states: uninitialized memory
+              "lens": rng.integers(0 if outs[0] else 1, s + 1, b).astype(np.int32) if "lens" in extras else "",
+              "h0": f32(dirs, b, h) if "states" in extras else "", "c0": f32(dirs, b, h) if "states" in extras else "",
+              "p": f32(dirs, 3 * h) if "peephole" in extras else "", "ws": ws, "wz": wz, "rs": rs, "rz": rz}
+    attrs = dict(hidden_size=h, direction=direction)
+    if "input_forget" in extras:
+        attrs["input_forget"] = 1
+    outputs = [(name if want else "", np.float32) for name, want in zip(["y", "yh", "yc"], outs)]
+    # ONNX Runtime quantizes each step's states over the rows one thread
+    # runs; with one thread, all the batch's rows, as dvm
+    return run_both(tmp_path, "DynamicQuantizeLSTM", inputs, outputs, domain=MS, ort_threads=1, **attrs)
+
+
+# (seq, batch, input, hidden): 1s, primes, a batch of 1 and more
+QLSTM_SHAPES = [(1, 1, 1, 1), (1, 3, 5, 7), (7, 3, 4, 5), (13, 1, 3, 2), (5, 2, 17, 11), (2, 5, 6, 3)]
+
+
+@pytest.mark.parametrize("sbih", QLSTM_SHAPES)
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("dt", ["i8", "u8"])
+def test_dynamic_quantize_lstm(tmp_path, sbih, direction, dt):
+    """DynamicQuantizeLSTM against ONNX Runtime: X and each step's states
+    quantized to u8 as its CPU kernel quantizes them, exact i32 sums: the
+    same codes, so the outputs agree to f32 rounding."""
+    close(*run_qlstm(tmp_path, *sbih, direction=direction, dt=dt, per_column=dt == "i8", extras=("bias",)))
+
+
+@pytest.mark.parametrize("extras", [("states",), ("lens",), ("lens", "states", "bias"), ("peephole", "bias"),
+                                    ("input_forget",)])
+@pytest.mark.parametrize("outs", [(1, 1, 1), (0, 1, 1)])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_dynamic_quantize_lstm_inputs(tmp_path, extras, outs, direction):
+    """The optional inputs; sequence_lens with and without Y (ONNX Runtime
+    counts a finished row's state in the next step's range as 0 when Y is
+    wanted, as its last state when not)."""
+    close(*run_qlstm(tmp_path, 6, 4, 5, 3, direction=direction, dt="u8", extras=extras, outs=outs))
+
+
+def test_dynamic_quantize_lstm_bad_zero_point_is_refused(tmp_path):
+    """Per-column i8 zero points other than 0 are refused, as ONNX Runtime
+    refuses them (it uses one zero point per direction)."""
+    w, ws, wz = qweights(1, 3, 8, "i8", True)
+    wz[0, 3] = 1
+    r, rs, rz = qweights(1, 2, 8, "i8", True)
     vi = helper.make_tensor_value_info
-    node = helper.make_node("DynamicQuantizeLSTM", ["x", "w", "r"], ["y"], name="dql", domain=MS, hidden_size=2)
-    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [1, 1, 3]), vi("w", TensorProto.INT8, [1, 3, 8]),
-                                        vi("r", TensorProto.INT8, [1, 2, 8])], [vi("y", TensorProto.FLOAT, None)])
+    names = ["x", "w", "r", "", "", "", "", "", "ws", "wz", "rs", "rz"]
+    node = helper.make_node("DynamicQuantizeLSTM", names, ["y"], name="dql", domain=MS, hidden_size=2)
+    inits = [onnx.numpy_helper.from_array(v, k) for k, v in zip(names[1:3] + names[8:], [w, r, ws, wz, rs, rz])]
+    g = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [1, 1, 3])], [vi("y", TensorProto.FLOAT, None)],
+                          initializer=inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
               tmp_path / "m.onnx")
     r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and 'node "dql" (DynamicQuantizeLSTM' in r.stderr, r.stderr
+    assert r.returncode == 0, r.stderr
+    np.save(tmp_path / "x.npy", f32(1, 1, 3))
+    r = subprocess.run([DVM, "run", str(tmp_path / "m.dvmb"), "--input", f"x={tmp_path / 'x.npy'}",
+                        "--output", str(tmp_path / "y.npy")], capture_output=True, text=True)
+    assert r.returncode != 0 and "W_zero_point must be 0" in r.stderr, r.stderr

@@ -26,20 +26,24 @@ def qrange(dt):
     return int(i.min), int(i.max)
 
 
-def run_both(tmp_path, op, inputs, outputs, opset=21, domain="", **attrs):
-    """inputs: name -> array (all graph inputs; "" leaves an optional one
-    out); outputs: [(name, np dtype)]. Returns (dvm's outputs, ORT's)."""
-    inputs = {k: np.asarray(v) for k, v in inputs.items()}
-    names = list(inputs)
-    inputs = {k: v for k, v in inputs.items() if k}
+def run_both(tmp_path, op, inputs, outputs, opset=21, domain="", ort_threads=0, **attrs):
+    """inputs: name -> array (all graph inputs; a name or value "" leaves
+    an optional one out); outputs: [(name, np dtype)] ("" leaves one out). Returns (dvm's
+    outputs, ORT's); ort_threads > 0 sets ONNX Runtime's intra-op threads."""
+    names = [k if not (isinstance(v, str) and v == "") else "" for k, v in inputs.items()]
+    inputs = {k: np.asarray(v) for k, v in inputs.items() if k and not (isinstance(v, str) and v == "")}
     vi = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype.type], list(v.shape)) for k, v in inputs.items()]
+    onames = [k for k, _ in outputs]
+    outputs = [(k, t) for k, t in outputs if k]
     vo = [helper.make_tensor_value_info(k, ONNX_TYPE[t], None) for k, t in outputs]
-    node = helper.make_node(op, names, [k for k, _ in outputs], domain=domain, **attrs)
+    node = helper.make_node(op, names, onames, domain=domain, **attrs)
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     model = helper.make_model(helper.make_graph([node], "g", vi, vo), opset_imports=opsets)
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = ort_threads
+    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, inputs)
     r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
