@@ -100,11 +100,14 @@ void dvm_ew_f16_to_f32_n(int64_t n, const uint16_t *src, float *dst);
 #define DVM_EW_X86 0
 #endif
 
-/* Hot loops are built for x86-64-v3 (AVX2, FMA, F16C) besides the baseline
- * and picked when the library loads (GNU ifunc). Results are the same
- * either way: C11 mode does not contract a * b + c into an FMA. */
+/* Hot loops are built for x86-64-v4 (AVX-512 F, BW, DQ, VL) and x86-64-v3
+ * (AVX2, FMA, F16C) besides the baseline, and the best the CPU has is
+ * picked when the library loads (GNU ifunc). Elementwise results are the
+ * same either way: C11 mode does not contract a * b + c into an FMA. Sums
+ * over a row (the reductions, softmax, the normalizations) keep one partial
+ * per vector lane, so their last bits depend on the vector width. */
 #if DVM_EW_X86 && defined(__ELF__) && !defined(DVM_NO_CLONES)
-#define DVM_EW_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define DVM_EW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define DVM_EW_CLONES
 #endif

@@ -1,7 +1,7 @@
 /* What the CPU kernels outside the elementwise family share: DVM_VEC, which
- * builds a hot loop for x86-64-v3 (AVX2, FMA, F16C) besides the baseline
- * and picks one when the library loads (the elementwise kernels'
- * DVM_EW_CLONES); whole rows of f16 and bf16 storage read into and written
+ * builds a hot loop for x86-64-v4 (AVX-512) and x86-64-v3 (AVX2, FMA,
+ * F16C) besides the baseline and picks one when the library loads (the
+ * elementwise kernels' DVM_EW_CLONES); whole rows of f16 and bf16 storage read into and written
  * from f32, the type they compute in, with the elementwise kernels' scalar
  * conversions (elementwise_math.h); and the split of a kernel's tasks over
  * the pool's threads (par.h). */
