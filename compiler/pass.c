@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "infer.h"
+#include "ops.h"
 #include "pass.h"
 
 static const dvmc_pass passes[] = {
@@ -11,12 +12,29 @@ static const dvmc_pass passes[] = {
     {"gelu", "x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu; 0.5 x (1 + Tanh(sqrt(2/pi) (x + 0.044715 x^3))) -> "
              "Gelu(tanh); either fuses with a bias add before it",
      dvmc_pass_gelu},
+    {"epilogue", "MatMul, Add bias [N] over the last axis[, Relu, Gelu, Sigmoid or Tanh] -> dvm.MatMulBias: the "
+                 "matmul kernels add the bias and activate each output block as they compute it (CPU builds)",
+     dvmc_pass_epilogue, true},
+    {"skiplayernorm", "Add(x, skip) of one shape, then LayerNormalization over the last axis -> "
+                      "SkipLayerNormalization (com.microsoft), also giving the sum where it is read elsewhere "
+                      "(CPU builds)",
+     dvmc_pass_skiplayernorm, true},
+    {"rmsnorm", "Pow 2 or Mul(x, x), ReduceMean over the last axis, Add eps, Sqrt, Div or Reciprocal and Mul, Mul "
+                "scale -> RMSNormalization (CPU builds)",
+     dvmc_pass_rmsnorm, true},
 };
 
 _Static_assert(sizeof passes / sizeof passes[0] <= 32, "dvmc_passes_run's mask holds 32 passes");
 
 int dvmc_pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }
 const dvmc_pass *dvmc_pass_at(int i) { return &passes[i]; }
+
+uint32_t dvmc_passes_cpu_only(void) {
+  uint32_t mask = 0;
+  for (int i = 0; i < dvmc_pass_count(); i++)
+    if (passes[i].cpu_only) mask |= 1u << i;
+  return mask;
+}
 
 int dvmc_pass_find(const char *name) {
   for (int i = 0; i < dvmc_pass_count(); i++)
@@ -88,6 +106,20 @@ bool dvmc_pass_same_shape(const dvmc_value *a, const dvmc_value *b) {
   return true;
 }
 
+bool dvmc_pass_mean_last(const dvmc_node *n, int r) {
+  if (n->nout != 1 || dvmc_attr_int(n, "keepdims", 1) != 1) return false;
+  const dvmc_attr *a = dvmc_attr_find(n, "axes");
+  int64_t axis;
+  if (a && a->type == DVMC_ATTR_INTS && a->n == 1 && n->nin == 1)
+    axis = a->ints[0];
+  else if (!a && n->nin == 2 && n->in[1] && n->in[1]->constant && n->in[1]->constant->dtype == DVM_I64 &&
+           n->in[1]->constant->nbytes == sizeof(int64_t))
+    memcpy(&axis, n->in[1]->constant->data, sizeof axis);
+  else
+    return false;
+  return axis == -1 || axis == r - 1;
+}
+
 dvmc_value *dvmc_pass_other(const dvmc_node *n, const dvmc_value *v) {
   if (n->nin != 2 || (n->in[0] == v) == (n->in[1] == v)) return NULL;
   return n->in[0] == v ? n->in[1] : n->in[0];
@@ -96,12 +128,18 @@ dvmc_value *dvmc_pass_other(const dvmc_node *n, const dvmc_value *v) {
 dvm_status *dvmc_pass_replace(dvmc_ctx *c, dvmc_graph *g, dvmc_node *const *dead, int ndead, const char *op,
                               dvmc_value *const *in, int nin, dvmc_value *out, const dvmc_attr *attrs,
                               int nattrs) {
-  int at = out->producer->id;
-  dvmc_node *n = dvmc_node_new(c, g, op, nin, 1);
+  return dvmc_pass_replace_outs(c, g, dead, ndead, out->producer, op, in, nin, &out, 1, attrs, nattrs);
+}
+
+dvm_status *dvmc_pass_replace_outs(dvmc_ctx *c, dvmc_graph *g, dvmc_node *const *dead, int ndead,
+                                   const dvmc_node *at, const char *op, dvmc_value *const *in, int nin,
+                                   dvmc_value *const *outs, int nout, const dvmc_attr *attrs, int nattrs) {
+  int slot = at->id;
+  dvmc_node *n = dvmc_node_new(c, g, op, nin, nout);
   dvmc_attr *a = nattrs ? dvm_arena_alloc(&c->arena, (size_t)nattrs, sizeof *a) : NULL;
-  if (!n || (nattrs && !a)) return dvm_status_new(DVM_OUT_OF_MEMORY, "replacing node \"%s\"", out->producer->name);
-  g->nnodes--; /* appended by dvmc_node_new; it takes the producer's slot instead */
-  n->name = out->producer->name;
+  if (!n || (nattrs && !a)) return dvm_status_new(DVM_OUT_OF_MEMORY, "replacing node \"%s\"", at->name);
+  g->nnodes--; /* appended by dvmc_node_new; it takes at's slot instead */
+  n->name = at->name;
   for (int i = 0; i < ndead; i++) {
     for (int k = 0; k < dead[i]->nin; k++)
       if (dead[i]->in[k]) dead[i]->in[k]->uses--;
@@ -109,13 +147,22 @@ dvm_status *dvmc_pass_replace(dvmc_ctx *c, dvmc_graph *g, dvmc_node *const *dead
       if (dead[i]->out[k]) dead[i]->out[k]->producer = NULL;
     g->nodes[dead[i]->id] = NULL;
   }
-  for (int i = 0; i < nin; i++) (n->in[i] = in[i])->uses++;
+  for (int i = 0; i < nin; i++)
+    if ((n->in[i] = in[i])) in[i]->uses++;
   if (nattrs) memcpy(a, attrs, sizeof *a * (size_t)nattrs);
   n->attrs = a;
   n->nattrs = nattrs;
-  n->out[0] = out;
-  out->producer = n;
-  n->id = at;
-  g->nodes[at] = n;
+  for (int i = 0; i < nout; i++)
+    if ((n->out[i] = outs[i])) outs[i]->producer = n;
+  n->id = slot;
+  g->nodes[slot] = n;
+  return NULL;
+}
+
+dvm_status *dvmc_pass_set_domain(dvmc_node *n, const char *domain) {
+  const dvmc_op *def = dvmc_op_find(domain, n->op);
+  if (!def) return dvm_status_new(DVM_INTERNAL, "no op %s.%s in the op table", domain, n->op);
+  n->domain = domain;
+  n->def = def;
   return NULL;
 }

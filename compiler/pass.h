@@ -12,6 +12,7 @@
 #ifndef DVMC_PASS_H
 #define DVMC_PASS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ir.h"
@@ -21,12 +22,18 @@ typedef struct dvmc_pass {
   const char *what; /* one line */
   /* Rewrites g's top-level nodes; adds the number of rewrites to *count. */
   DVM_MUST_USE dvm_status *(*run)(dvmc_ctx *c, dvmc_graph *g, int *count);
+  /* makes an op only the CPU kernels have: off in builds for CUDA */
+  bool cpu_only;
 } dvmc_pass;
 
 int dvmc_pass_count(void);
 const dvmc_pass *dvmc_pass_at(int i);
 /* The index of the pass named name, or -1. */
 int dvmc_pass_find(const char *name);
+
+/* The mask (as dvmc_passes_run's `disabled`) of the cpu_only passes: what
+ * a build that is placed for CUDA (dvmc_place_cuda) adds to `disabled`. */
+uint32_t dvmc_passes_cpu_only(void);
 
 /* Runs, in table order, each pass whose bit (1 << index) is clear in
  * `disabled` on g and its subgraphs, after dvmc_infer; counts (NULL, or
@@ -46,6 +53,9 @@ bool dvmc_pass_scalar(const dvmc_value *v, float *out);
 bool dvmc_pass_scalar_is(const dvmc_value *v, float x);
 /* a and b are f32 with the same rank and the same known dims. */
 bool dvmc_pass_same_shape(const dvmc_value *a, const dvmc_value *b);
+/* n is ReduceMean over the last axis of its rank-r input, keeping it: axes
+ * [-1] or [r-1] as the attribute (before opset 18) or a constant input. */
+bool dvmc_pass_mean_last(const dvmc_node *n, int r);
 /* n's input that is not `v` of a two-input node, or NULL when neither or
  * both are v (for the commutative Add and Mul). */
 dvmc_value *dvmc_pass_other(const dvmc_node *n, const dvmc_value *v);
@@ -59,8 +69,24 @@ DVM_MUST_USE dvm_status *dvmc_pass_replace(dvmc_ctx *c, dvmc_graph *g, dvmc_node
                                            const char *op, dvmc_value *const *in, int nin, dvmc_value *out,
                                            const dvmc_attr *attrs, int nattrs);
 
+/* The same with nout outputs (NULL: an omitted one) and the new node in
+ * the slot of `at`, one of the dead nodes: the caller proves that every
+ * input is made before at and every reader of an output comes after it. */
+DVM_MUST_USE dvm_status *dvmc_pass_replace_outs(dvmc_ctx *c, dvmc_graph *g, dvmc_node *const *dead, int ndead,
+                                                const dvmc_node *at, const char *op, dvmc_value *const *in,
+                                                int nin, dvmc_value *const *outs, int nout,
+                                                const dvmc_attr *attrs, int nattrs);
+
+/* Makes n, a node dvmc_pass_replace made, an op of `domain` (the op table's
+ * row of that domain and n's op: "dvm" for the rewrites' own ops). NULL, or
+ * an internal error where the table has no such row. */
+DVM_MUST_USE dvm_status *dvmc_pass_set_domain(dvmc_node *n, const char *domain);
+
 /* The passes, in the order they run (pass.c's table). */
 DVM_MUST_USE dvm_status *dvmc_pass_layernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_gelu(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_epilogue(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_skiplayernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_rmsnorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 
 #endif

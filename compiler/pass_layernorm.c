@@ -18,22 +18,6 @@
 
 #include "pass.h"
 
-/* n is ReduceMean over the last axis of its rank-r input, keeping it: axes
- * [-1] or [r-1] as the attribute (before opset 18) or a constant input. */
-static bool mean_last(const dvmc_node *n, int r) {
-  if (n->nout != 1 || dvmc_attr_int(n, "keepdims", 1) != 1) return false;
-  const dvmc_attr *a = dvmc_attr_find(n, "axes");
-  int64_t axis;
-  if (a && a->type == DVMC_ATTR_INTS && a->n == 1 && n->nin == 1)
-    axis = a->ints[0];
-  else if (!a && n->nin == 2 && n->in[1] && n->in[1]->constant && n->in[1]->constant->dtype == DVM_I64 &&
-           n->in[1]->constant->nbytes == sizeof(int64_t))
-    memcpy(&axis, n->in[1]->constant->data, sizeof axis);
-  else
-    return false;
-  return axis == -1 || axis == r - 1;
-}
-
 /* v is f32 [D] with D the expression `last`. */
 static bool vec_of(const dvmc_value *v, const dvmc_expr *last) {
   return v && v->typed && v->dtype == DVM_F32 && v->rank == 1 && v->dims[0] == last;
@@ -83,8 +67,8 @@ static dvm_status *match(dvmc_ctx *c, dvmc_graph *g, dvmc_node *end, int *done) 
   if (!sub || sub->nin != 2) return NULL;
   dvmc_value *x = sub->in[0];
   dvmc_node *mean = dvmc_pass_only(g, sub->in[1], "ReduceMean", 1);
-  if (!mean || mean->in[0] != x || !dvmc_pass_same_shape(x, y) || x->rank < 1 || !mean_last(mean, x->rank) ||
-      !mean_last(var, x->rank))
+  if (!mean || mean->in[0] != x || !dvmc_pass_same_shape(x, y) || x->rank < 1 || !dvmc_pass_mean_last(mean, x->rank) ||
+      !dvmc_pass_mean_last(var, x->rank))
     return NULL;
   const dvmc_expr *last = x->dims[x->rank - 1];
   if (!vec_of(scale, last) || (bias && !vec_of(bias, last))) return NULL;

@@ -41,6 +41,13 @@ dvm_status *dvm_shapefn_matmul(const dvm_value *in, int nin, dvm_value *out, int
   return NULL;
 }
 
+/* Shape function "matmul_bias": A, B, bias, activation -> A B's shape (the
+ * kernel checks the bias). */
+static dvm_status *shapefn_matmul_bias(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  dvm_status *st = dvm_shape_check_counts("matmul_bias", nin, 4, 4, nout, 1);
+  return st ? st : dvm_shapefn_matmul(in, 2, out, nout);
+}
+
 dvm_status *dvm_gemm_shape(int ra, const int64_t *a, int rb, const int64_t *b, int rc,
                            const int64_t *c, int trans_a, int trans_b, int64_t out[2]) {
   char sa[DVM_SHAPE_STR_SIZE], sb[DVM_SHAPE_STR_SIZE], sc[DVM_SHAPE_STR_SIZE];
@@ -136,6 +143,7 @@ static dvm_status *shapefn_einsum(const dvm_value *in, int nin, dvm_value *out, 
 
 const dvm_shapefn_def dvm_shapefn_matmul_table[] = {
     {"matmul", dvm_shapefn_matmul},
+    {"matmul_bias", shapefn_matmul_bias},
     {"gemm", shapefn_gemm},
     {"einsum", shapefn_einsum},
     {NULL, NULL},

@@ -48,7 +48,7 @@ static int list_ops(void) {
 
 /* The graph rewrites (compiler/pass.c's table), one per line. */
 static int list_passes(void) {
-  for (int i = 0; i < dvmc_pass_count(); i++) printf("%-10s %s\n", dvmc_pass_at(i)->name, dvmc_pass_at(i)->what);
+  for (int i = 0; i < dvmc_pass_count(); i++) printf("%-13s %s\n", dvmc_pass_at(i)->name, dvmc_pass_at(i)->what);
   return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
 }
 
@@ -138,7 +138,7 @@ int dvm_cmd_compile(int argc, char **argv) {
   }
   dvmc_infer_disagreements(g, warn, NULL);
   int rewrites[32] = {0};
-  if ((st = dvmc_passes_run(c, g, disabled, rewrites))) {
+  if ((st = dvmc_passes_run(c, g, disabled | (cuda ? dvmc_passes_cpu_only() : 0), rewrites))) {
     rc = dvm_cli_fail("compile", st);
     goto done;
   }

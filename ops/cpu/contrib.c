@@ -11,7 +11,8 @@
  *   skip_layernorm(in: x, skip, gamma[, beta[, bias]]; attrs: epsilon:float)
  *       -> y[, sum]
  *     sum = x + skip + bias, y = layernorm(sum) over the last dim H, times
- *     gamma plus beta; skip has x's shape; gamma, beta, bias [H].
+ *     gamma plus beta; skip has x's shape; gamma, beta, bias [H]. The layernorm
+ *     kernel's vectorized rows, in parallel (norm.h).
  *   embed_layernorm(in: ids, segment_ids, word, pos, seg, gamma, beta[, mask
  *       [, position_ids]]; attrs: epsilon:float) -> y, mask_index
  *     y[b, s] = layernorm(word[ids[b, s]] + pos[position_ids[b, s] or s] +
@@ -68,6 +69,7 @@
 #include "kernel.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/norm.h"
 #include "ops/cpu/quant.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
@@ -156,17 +158,10 @@ static dvm_status *skip_layernorm(const dvm_kernel_args *a) {
   const char *names[] = {"gamma", "beta", "bias"};
   for (int i = 2; i < a->nin; i++)
     if ((st = want_vec(op, names[i - 2], a->in[i], h))) return st;
-  const float *xp = dvm_tensor_ptr(x), *sp = dvm_tensor_ptr(skip), *gamma = dvm_tensor_ptr(a->in[2]);
   const float *beta = a->nin > 3 ? dvm_tensor_ptr(a->in[3]) : NULL, *bias = a->nin > 4 ? dvm_tensor_ptr(a->in[4]) : NULL;
-  float *yp = dvm_tensor_ptr(a->out[0]);
-  float *sum = a->nout > 1 ? dvm_tensor_ptr(a->out[1]) : malloc(sizeof(float) * (size_t)(h ? h : 1));
-  if (!sum) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
-  for (int64_t r = 0; h && r < n / h; r++) {
-    float *v = a->nout > 1 ? sum + r * h : sum;
-    for (int64_t j = 0; j < h; j++) v[j] = xp[r * h + j] + sp[r * h + j] + (bias ? bias[j] : 0.0f);
-    norm_row(v, h, eps, gamma, beta, yp + r * h);
-  }
-  if (a->nout == 1) free(sum);
+  dvm_cpu_skip_layernorm_rows(dvm_kargs_threads(a), h ? n / h : 0, h, dvm_tensor_ptr(x), dvm_tensor_ptr(skip), bias,
+                              dvm_tensor_ptr(a->in[2]), beta, eps, a->nout > 1 ? dvm_tensor_ptr(a->out[1]) : NULL,
+                              dvm_tensor_ptr(a->out[0]));
   return NULL;
 }
 

@@ -9,6 +9,12 @@
  *     and accumulated in f32, so f32 stays exact to sgemm. Or f64
  *     throughout, computed in f64 by einsum's plain loop. Shape function
  *     "matmul".
+ *   matmul_bias (in: A, B, bias; attrs: activation:int) -> Y
+ *     dvm's MatMulBias (compiler/pass_epilogue.c): Y = act(A B + bias),
+ *     bias f32 [N] over the last axis, act by epilogue.h's dvm_epi_act
+ *     (none, relu, gelu, gelu tanh, sigmoid, tanh); all f32. The add and
+ *     the activation run on each part of Y right after its product, in the
+ *     thread that computed it (epilogue.h). Shape function "matmul_bias".
  *   gemm (in: A, B[, C]; attrs: transA:int, transB:int, alpha:float, beta:float) -> Y
  *     ONNX Gemm: Y = alpha op(A) op(B) + beta C, A and B 2-D, C broadcast
  *     unidirectionally to [M, N]. Dtypes as matmul. Shape function "gemm".
@@ -161,6 +167,8 @@ typedef struct product {
   void *c;
   int nbatch;
   int64_t bdims[DVM_MAX_RANK], sa[DVM_MAX_RANK], sb[DVM_MAX_RANK], sc[DVM_MAX_RANK];
+  const dvm_epilogue *epi; /* f32 only; NULL: none */
+  int64_t j0;              /* the first column of c in the whole product (the bias's index) */
 } product;
 
 /* The f64 product: oneDNN has no dgemm, and f64 products are rare enough
@@ -203,12 +211,15 @@ static dnnl_status_t product_at(const product *p, int64_t q) {
     return dnnl_success;
   }
   float *c = (float *)p->c + oc;
-  if (p->k == 0) {
+  dnnl_status_t r = dnnl_success;
+  if (p->k == 0)
     scale_c(p, c);
-    return dnnl_success;
-  }
-  return dnnl_sgemm(p->ta, p->tb, p->m, p->n, p->k, (float)p->alpha, (const float *)p->a + oa,
-                    p->lda, (const float *)p->b + ob, p->ldb, (float)p->beta, c, p->ldc);
+  else
+    r = dnnl_sgemm(p->ta, p->tb, p->m, p->n, p->k, (float)p->alpha, (const float *)p->a + oa, p->lda,
+                   (const float *)p->b + ob, p->ldb, (float)p->beta, c, p->ldc);
+  /* the part this thread just wrote, while it is in its cache */
+  if (r == dnnl_success) dvm_epilogue_apply(p->epi, c, p->ldc, p->m, p->n, p->j0);
+  return r;
 }
 
 /* A product's work split over the pool (par.h): whole products of a batch,
@@ -235,6 +246,7 @@ static void split_range(void *ctx, int64_t s, int64_t e) {
     part.n = e - s;
     part.b = (const char *)part.b + (size_t)(part.tb == 'T' ? s * part.ldb : s) * es;
     part.c = (char *)part.c + (size_t)s * es;
+    part.j0 += s;
     r = product_at(&part, 0);
   }
   if (r != dnnl_success) atomic_store(&sp->bad, r);
@@ -299,6 +311,7 @@ static dvm_status *product_run_split(const char *op, const product *p, int threa
   right.n = p->n - SPLIT_COLS;
   right.b = (const float *)p->b + SPLIT_COLS;
   right.c = (float *)p->c + SPLIT_COLS;
+  right.j0 += SPLIT_COLS;
   dvm_status *st = product_run(op, &left, threads);
   return st ? st : product_run(op, &right, threads);
 }
@@ -308,16 +321,16 @@ static dvm_status *product_run_split(const char *op, const product *p, int threa
  * matmul): where, on an AVX-512 machine, a oneDNN matmul primitive with B
  * in its blocked layout would plug in. */
 static dvm_status *linear(const char *op, int f64, int64_t rows, int64_t n, int64_t k,
-                          const void *a, const void *b, void *c, int threads) {
+                          const void *a, const void *b, void *c, int threads, const dvm_epilogue *epi) {
   product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = rows, .n = n, .k = k, .lda = k, .ldb = n,
-               .ldc = n, .alpha = 1, .a = a, .b = b, .c = c};
+               .ldc = n, .alpha = 1, .a = a, .b = b, .c = c, .epi = epi};
   return product_run_split(op, &p, threads);
 }
 
 /* ---- constant B, packed at link ----------------------------------------- */
 
 /* The kernels' indices in dvm_cpu_matmul_kernels: a packed form's owner. */
-enum { K_MATMUL, K_GEMM, K_EINSUM, K_END };
+enum { K_MATMUL, K_GEMM, K_EINSUM, K_MATMUL_BIAS, K_END };
 
 /* matmul's input 1 when it is one f32 matrix (batch dims all 1): packed
  * for the few-row path (pgemm.h). */
@@ -388,10 +401,11 @@ static int64_t batch_strides(const dvm_tensor *t, int mat, int br, int64_t *stri
   return count;
 }
 
-static dvm_status *matmul(const dvm_kernel_args *a) {
+/* ONNX MatMul, with epi (NULL: none) applied to each part of the output as
+ * it is computed (f32 only: matmul_bias checks). */
+static dvm_status *matmul_run(const dvm_kernel_args *a, int owner, const dvm_epilogue *epi) {
   int cdt;
-  dvm_status *st = dvm_kargs_check(a, "matmul", 2, 1, DVM_DEVICE_CPU);
-  if (!st) st = compute_dtype(a, "matmul", 1, &cdt);
+  dvm_status *st = compute_dtype(a, "matmul", 1, &cdt);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->in[1], *o = a->out[0];
   int rank;
@@ -418,7 +432,7 @@ static dvm_status *matmul(const dvm_kernel_args *a) {
   }
   int threads = dvm_kargs_threads(a), f64 = cdt == DVM_F64;
   product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = m, .n = n, .k = k, .lda = k, .ldb = n,
-               .ldc = n, .alpha = 1, .a = px, .b = py, .c = pc, .nbatch = br};
+               .ldc = n, .alpha = 1, .a = px, .b = py, .c = pc, .nbatch = br, .epi = epi};
   int64_t nx = batch_strides(x, xm, br, p.sa), ny = batch_strides(y, ym, br, p.sb), batch = 1;
   for (int i = br - 1; i >= 0; i--) {
     p.bdims[i] = o->dims[i];
@@ -427,17 +441,52 @@ static dvm_status *matmul(const dvm_kernel_args *a) {
   }
   const dvm_pgemm_b *packed =
       ny == 1 && nx == batch && y->dtype == DVM_F32
-          ? packed_b(dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[K_MATMUL], 1), batch * m, k, n)
+          ? packed_b(dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1), batch * m, k, n)
           : NULL;
   if (packed) /* a constant B packed at link, few rows */
-    dvm_pgemm_run(packed, batch * m, px, k, 1, 1, 0, pc, n, threads);
+    dvm_pgemm_run(packed, batch * m, px, k, 1, 1, 0, pc, n, threads, epi);
   else if (ny == 1 && nx == batch) /* one B for a dense stack of A: one [batch * m, k] matrix */
-    st = linear("matmul", f64, batch * m, n, k, px, py, pc, threads);
+    st = linear("matmul", f64, batch * m, n, k, px, py, pc, threads, epi);
   else
     st = product_run("matmul", &p, threads);
   if (!st) out_store(o, pc);
   scratch_free(&s);
   return st;
+}
+
+static dvm_status *matmul(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "matmul", 2, 1, DVM_DEVICE_CPU);
+  return st ? st : matmul_run(a, K_MATMUL, NULL);
+}
+
+/* matmul_bias: MatMul, then y + bias over the last axis and an activation,
+ * as the product's epilogue (epilogue.h). */
+static dvm_status *matmul_bias(const dvm_kernel_args *a) {
+  static const char op[] = "matmul_bias";
+  dvm_status *st = dvm_kargs_check(a, op, 3, 1, DVM_DEVICE_CPU);
+  int64_t act = 0;
+  if (!st) st = dvm_attr_count(op, a->nattrs, 1, 1);
+  if (!st) st = dvm_attr_int(op, "activation", &a->attrs[0], &act);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->in[1], *bias = a->in[2];
+  if (act < 0 || act >= DVM_EPI_COUNT)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: activation %lld is out of range [0, %d)", op, (long long)act,
+                          (int)DVM_EPI_COUNT);
+  for (int i = 0; i < 3; i++)
+    if (a->in[i]->dtype != DVM_F32 || a->out[0]->dtype != DVM_F32) {
+      char got[128];
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: only f32 is supported", op,
+                            dvm_kargs_dtypes(got, sizeof got, a));
+    }
+  int64_t n = y->rank >= 2 ? y->dims[y->rank - 1] : 1;
+  if (x->rank < 1 || y->rank < 2 || bias->rank != 1 || bias->dims[0] != n) {
+    char sx[DVM_SHAPE_STR_SIZE], sy[DVM_SHAPE_STR_SIZE], sb[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: A %s, B %s and bias %s: want B of rank >= 2 and bias [N] for B's N",
+                          op, dvm_shape_str(sx, x->rank, x->dims), dvm_shape_str(sy, y->rank, y->dims),
+                          dvm_shape_str(sb, bias->rank, bias->dims));
+  }
+  dvm_epilogue epi = {dvm_tensor_ptr(bias), (dvm_epi_act)act};
+  return matmul_run(a, K_MATMUL_BIAS, &epi);
 }
 
 /* ---- gemm ---------------------------------------------------------------- */
@@ -485,7 +534,7 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
   const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], m, k, n) : NULL;
   if (packed) /* a constant B packed at link, few rows */
     dvm_pgemm_run(packed, m, px, ta ? 1 : p.lda, ta ? p.lda : 1, (float)alpha, (float)b, pc, n,
-                  dvm_kargs_threads(a));
+                  dvm_kargs_threads(a), NULL);
   else
     st = product_run_split(op, &p, dvm_kargs_threads(a));
   if (!st) out_store(o, pc);
@@ -1030,5 +1079,7 @@ const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
                             DVM_DTYPE_BIT(DVM_F64)},
     [K_GEMM] = {"gemm", DVM_DEVICE_CPU, gemm, "gemm", .prepack = gemm_prepack},
     [K_EINSUM] = {"einsum", DVM_DEVICE_CPU, einsum, "einsum"},
+    [K_MATMUL_BIAS] = {"matmul_bias", DVM_DEVICE_CPU, matmul_bias, "matmul_bias", .prepack = matmul_prepack,
+                       .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     [K_END] = {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -30,6 +30,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/norm.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
@@ -361,6 +362,10 @@ typedef struct layernorm_job {
   int64_t n;
   float eps;
   int rms; /* RMSNormalization: the mean taken as 0 */
+  /* skip layernorm: x is x + skip[ + add], written to sum (or, where sum
+   * is NULL, to y, normalized there in place) first; else skip is NULL */
+  const float *skip, *add;
+  float *sum;
 } layernorm_job;
 
 /* One row in double, for rows whose f32 sums overflow (|x| near the f32
@@ -387,6 +392,18 @@ DVM_VEC static void layernorm_rows(const void *job, int64_t r0, int64_t r1) {
   for (int64_t row = r0; row < r1; row++) {
     const float *x = j->x + row * n;
     float *y = j->y + row * n;
+    if (j->skip) { /* the row of the residual sum, then x is that */
+      const float *s = j->skip + row * n, *add = j->add;
+      float *to = j->sum ? j->sum + row * n : y;
+      if (add) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) to[i] = x[i] + s[i] + add[i];
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) to[i] = x[i] + s[i];
+      }
+      x = to;
+    }
     float sum = 0, sq = 0;
     if (!j->rms) {
 #pragma omp simd reduction(+ : sum)
@@ -454,7 +471,7 @@ static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms)
     free(params);
     return st;
   }
-  layernorm_job j = {io.x, params, NULL, io.y, NULL, NULL, n, (float)eps, rms};
+  layernorm_job j = {io.x, params, NULL, io.y, NULL, NULL, n, (float)eps, rms, NULL, NULL, NULL};
   expand_param(g, x->rank, x->dims, n, params);
   if (b) expand_param(b, x->rank, x->dims, n, params + n), j.bias = params + n;
   if (a->nout > 1) j.mean = a->out[1]->dtype == DVM_F32 ? dvm_tensor_ptr(a->out[1]) : params + 2 * n;
@@ -468,6 +485,13 @@ static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms)
   }
   free(params);
   return NULL;
+}
+
+void dvm_cpu_skip_layernorm_rows(int threads, int64_t rows, int64_t n, const float *x, const float *skip,
+                                  const float *bias, const float *gamma, const float *beta, float eps, float *sum,
+                                  float *y) {
+  layernorm_job j = {x, gamma, beta, y, NULL, NULL, n, eps, 0, skip, bias, sum};
+  if (rows > 0 && n > 0) dvm_vec_parallel(rows * n >= MIN_PAR ? threads : 1, rows, layernorm_rows, &j);
 }
 
 static dvm_status *layernorm(const dvm_kernel_args *a) { return norm_layer(a, "layernorm", 0); }

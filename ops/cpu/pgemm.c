@@ -25,6 +25,7 @@
 
 #include "object.h"
 #include "ops/cpu/elementwise.h"
+#include "ops/cpu/epilogue.h"
 #include "ops/cpu/vec.h"
 
 #define NR 16 /* AVX2 */
@@ -96,6 +97,7 @@ struct job {
   float alpha, beta;
   float *c;
   const tile_fn *tiles; /* by rows, 1 .. MR of the variant */
+  const dvm_epilogue *epi;
 };
 
 /* C[i0 .. i0 + r, panel p] from r rows of A; r is a constant where it is
@@ -193,20 +195,27 @@ static const tile_fn tiles_avx512[MR512 + 1] = {
     NULL, tile512_1, tile512_2, tile512_3, tile512_4, tile512_5, tile512_6,
     tile512_7, tile512_8, tile512_9, tile512_10, tile512_11, tile512_12};
 
+/* Each panel's columns of C, all row blocks, then the epilogue over them
+ * while they are in L1 (m rows of 16 or 32 floats). */
 static void panels(const void *arg, int64_t p0, int64_t p1) {
   const job *jb = arg;
-  for (int64_t p = p0; p < p1; p++)
+  for (int64_t p = p0; p < p1; p++) {
     for (int64_t q = 0; q < jb->blocks; q++) {
       int64_t i0 = jb->m * q / jb->blocks, i1 = jb->m * (q + 1) / jb->blocks;
       jb->tiles[i1 - i0](jb, i0, p);
     }
+    if (jb->epi) {
+      int64_t nr = jb->pb->nr, j0 = p * nr, w = jb->pb->n - j0 < nr ? jb->pb->n - j0 : nr;
+      dvm_epilogue_apply(jb->epi, jb->c + j0, jb->ldc, jb->m, w, j0);
+    }
+  }
 }
 
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
-                   float alpha, float beta, float *c, int64_t ldc, int threads) {
+                   float alpha, float beta, float *c, int64_t ldc, int threads, const dvm_epilogue *epi) {
   int avx512 = pb->isa == DVM_ISA_AVX512F;
   int64_t mr = avx512 ? MR512 : MR;
-  job jb = {pb, m, sm, sk, ldc, (m + mr - 1) / mr, a, alpha, beta, c, avx512 ? tiles_avx512 : tiles_avx2};
+  job jb = {pb, m, sm, sk, ldc, (m + mr - 1) / mr, a, alpha, beta, c, avx512 ? tiles_avx512 : tiles_avx2, epi};
   dvm_vec_parallel(threads, pb->panels, panels, &jb);
 }
 
@@ -231,9 +240,9 @@ dvm_isa dvm_pgemm_isa(const dvm_pgemm_b *pb) {
 }
 
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
-                   float alpha, float beta, float *c, int64_t ldc, int threads) {
+                   float alpha, float beta, float *c, int64_t ldc, int threads, const dvm_epilogue *epi) {
   (void)pb, (void)m, (void)a, (void)sm, (void)sk, (void)alpha, (void)beta, (void)c, (void)ldc,
-      (void)threads;
+      (void)threads, (void)epi;
 }
 
 #endif

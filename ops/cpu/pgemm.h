@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "ops/cpu/epilogue.h"
 #include "ops/cpu/isa.h"
 
 /* The rows of A for which the packed path beats dnnl_sgemm, which packs B
@@ -41,8 +42,9 @@ int64_t dvm_pgemm_n(const dvm_pgemm_b *pb);
 
 /* C = alpha A pb + beta C for C [m, n] with rows ldc apart and A [m, k]
  * read at a[i * sm + l * sk] (beta 0: C is only written). Threads split
- * pb's column panels. */
+ * pb's column panels. epi (NULL: none) is applied to each panel's columns
+ * of C as soon as they are computed (epilogue.h). */
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
-                   float alpha, float beta, float *c, int64_t ldc, int threads);
+                   float alpha, float beta, float *c, int64_t ldc, int threads, const dvm_epilogue *epi);
 
 #endif

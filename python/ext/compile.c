@@ -53,7 +53,7 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *di
   if (!w) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvmc_infer_disagreements(g, collect_warning, w);
   fclose(w);
-  if ((st = dvmc_passes_run(c, g, disabled, NULL))) return st;
+  if ((st = dvmc_passes_run(c, g, disabled | (cuda ? dvmc_passes_cpu_only() : 0), NULL))) return st;
   if (ir) {
     size_t len;
     FILE *f = open_memstream(ir, &len);

@@ -80,12 +80,12 @@ def test_bert_export_chains_fused(tmp_path):
     """In the exported BERT, the decomposed LayerNorm and GELU and the mask
     and residual arithmetic run as fused kernels: per layer, no elementwise
     op but the bias adds (one Add after each product) is its own call.
-    With the LayerNorm and GELU rewrites off: tests/compiler/test_passes.py
+    With the graph rewrites off: tests/compiler/test_passes.py
     counts the kernels with them on."""
     onnx_path = MODELS["bert_tiny"][0]
     dvmb = tmp_path / "bert.dvmb"
-    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb), "--disable", "layernorm", "--disable", "gelu"],
-                   check=True)
+    off = sum((["--disable", p] for p in ("layernorm", "gelu", "epilogue", "skiplayernorm", "rmsnorm")), [])
+    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb), *off], check=True)
     text = subprocess.run([DVM, "disasm", str(dvmb)], capture_output=True, text=True, check=True).stdout
     per_layer, loc = {}, ""
     for line in text.splitlines():

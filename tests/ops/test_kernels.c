@@ -504,7 +504,7 @@ static void test_pgemm_variants(void) {
             int64_t m = ms[mi];
             float alpha = mi % 2 ? 0.5f : 1, beta = mi % 3 == 1 ? -2 : 0;
             for (int64_t i = 0; i < m * n; i++) c[i] = (float)(i % 5);
-            dvm_pgemm_run(pb, m, a, k, 1, alpha, beta, c, n, 1 + (int)(mi % 2));
+            dvm_pgemm_run(pb, m, a, k, 1, alpha, beta, c, n, 1 + (int)(mi % 2), NULL);
             int bad = 0;
             for (int64_t i = 0; i < m; i++)
               for (int64_t j = 0; j < n; j++) {

@@ -1,0 +1,15 @@
+/* What norm.c's layer-normalization rows do for other kernel files. */
+#ifndef DVM_OPS_CPU_NORM_H
+#define DVM_OPS_CPU_NORM_H
+
+#include <stdint.h>
+
+/* Per row of n: s = x + skip[ + bias], written to sum (NULL: to y), then
+ * y = (s - mean) / sqrt(var + eps) * gamma[ + beta], all f32, gamma, beta
+ * and bias [n] (beta, bias may be NULL): the layernorm kernel's vectorized
+ * rows over `threads` of the pool (skip_layernorm, contrib.c). */
+void dvm_cpu_skip_layernorm_rows(int threads, int64_t rows, int64_t n, const float *x, const float *skip,
+                                  const float *bias, const float *gamma, const float *beta, float eps, float *sum,
+                                  float *y);
+
+#endif
