@@ -3,7 +3,8 @@
  * Shape functions:
  *   nonzero(x) -> out            data-dependent: counts x's non-zeros
  *   range(start, limit, delta) -> out
- *   constant_of_shape(shape[, value:int|float]) -> out */
+ *   constant_of_shape(shape[, value:int|float]) -> out
+ *   multinomial(x, sample_size:int[, seed]) -> [x's dim 0, sample_size] */
 #include <math.h>
 #include <string.h>
 
@@ -172,9 +173,23 @@ static dvm_status *shapefn_constant_of_shape(const dvm_value *in, int nin, dvm_v
   return NULL;
 }
 
+/* multinomial's samples: [batch, sample_size] for x [batch, classes]. */
+static dvm_status *shapefn_multinomial(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  int rank;
+  const int64_t *dims;
+  dvm_status *st = dvm_shape_check_counts("multinomial", nin, 2, 3, nout, 1);
+  if (!st) st = dvm_shape_arg("multinomial", &in[0], 0, &rank, &dims);
+  if (st) return st;
+  if (rank != 2) return ERR("multinomial: input 0 has rank %d, want 2 ([batch, classes])", rank);
+  if (in[1].kind != DVM_VAL_INT || in[1].u.i < 0) return ERR("multinomial: sample_size must be an int >= 0");
+  dvm_shape_set(&out[0], 2, (int64_t[]){dims[0], in[1].u.i});
+  return NULL;
+}
+
 const dvm_shapefn_def dvm_shapefn_generate_table[] = {
     {"nonzero", shapefn_nonzero},
     {"range", shapefn_range},
     {"constant_of_shape", shapefn_constant_of_shape},
+    {"multinomial", shapefn_multinomial},
     {NULL, NULL},
 };

@@ -10,19 +10,11 @@
  *                                   shape: i64 or i32 1-D host tensor; y of any
  *                                   dtype the caller picks, every element
  *                                   `value` (default 0), which must fit it
- *   dropout(in: x; attrs: ratio:float, training:int[, seed:int]) -> y[, mask]
- *                                   x f32, f64, f16 or bf16; mask bool. Training
- *                                   with ratio r in (0, 1): each element kept with
- *                                   probability 1 - r (mask true) and scaled by
- *                                   1 / (1 - r), else 0; otherwise y = x and the
- *                                   mask all true. The draw is a hash of the seed
- *                                   (absent: a new one per call) and the position.
+ * (The kernels that draw random numbers, dropout among them, are random.c's.)
  */
 #include <math.h>
 #include <omp.h>
-#include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernel.h"
 #include "ops/cpu/elementwise_math.h"
@@ -226,66 +218,7 @@ static dvm_status *constant_of_shape(const dvm_kernel_args *a) {
   return NULL;
 }
 
-/* ---- dropout ---- */
-
-static uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static dvm_status *dropout(const dvm_kernel_args *a) {
-  const char *op = "dropout";
-  dvm_status *st = dvm_kargs_check_range(a, op, 1, 1, 1, 2, DVM_DEVICE_CPU);
-  if (st) return st;
-  const dvm_tensor *x = a->in[0], *y = a->out[0], *mask = a->nout > 1 ? a->out[1] : NULL;
-  dvm_dtype dt = (dvm_dtype)x->dtype;
-  if (!is_float(dt) || y->dtype != x->dtype || (mask && mask->dtype != DVM_BOOL))
-    return ERR("%s: %s: want x and y of one float dtype and a bool mask", op,
-               dvm_kargs_dtypes((char[96]){0}, 96, a));
-  if (a->nattrs < 2 || a->nattrs > 3 || a->attrs[0].kind != DVM_VAL_FLOAT || a->attrs[1].kind != DVM_VAL_INT ||
-      (a->nattrs == 3 && a->attrs[2].kind != DVM_VAL_INT))
-    return ERR("%s: takes attributes ratio (a float), training (an int) and an optional seed", op);
-  if ((st = dvm_cpu_check_shape(op, y, 0, x->rank, x->dims)) ||
-      (mask && (st = dvm_cpu_check_shape(op, mask, 1, x->rank, x->dims))))
-    return st;
-  double ratio = a->attrs[0].u.f;
-  int training = a->attrs[1].u.i != 0 && ratio != 0;
-  if (training && !(ratio > 0 && ratio < 1))
-    return ERR("%s: ratio %g is not in [0, 1)", op, ratio);
-  /* no seed: the clock's nanoseconds and a count of calls */
-  static _Atomic uint64_t calls;
-  struct timespec ts = {0};
-  timespec_get(&ts, TIME_UTC);
-  uint64_t seed = a->nattrs == 3 ? (uint64_t)a->attrs[2].u.i
-                                 : splitmix64(((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-                                              atomic_fetch_add(&calls, 1) << 48);
-  /* kept when a 24-bit uniform draw is at least ratio */
-  uint32_t cut = (uint32_t)ceil(ratio * (1 << 24));
-  double scale = training ? 1 / (1 - ratio) : 1;
-  int64_t n = dvm_tensor_numel(x);
-  const char *px = dvm_tensor_ptr(x);
-  char *py = dvm_tensor_ptr(y);
-  uint8_t *pm = mask ? dvm_tensor_ptr(mask) : NULL;
-  for (int64_t i = 0; i < n; i++) {
-    int keep = !training || (uint32_t)(splitmix64(seed + (uint64_t)i) >> 40) >= cut;
-    if (pm) pm[i] = (uint8_t)keep;
-    switch (dt) {
-    case DVM_F32: ((float *)py)[i] = keep ? (float)(((const float *)px)[i] * scale) : 0; break;
-    case DVM_F64: ((double *)py)[i] = keep ? ((const double *)px)[i] * scale : 0; break;
-    case DVM_F16:
-      ((uint16_t *)py)[i] = dvm_f32_to_f16(keep ? (float)(dvm_f16_to_f32(((const uint16_t *)px)[i]) * scale) : 0);
-      break;
-    default:
-      ((uint16_t *)py)[i] = dvm_f32_to_bf16(keep ? (float)(dvm_bf16_to_f32(((const uint16_t *)px)[i]) * scale) : 0);
-    }
-  }
-  return NULL;
-}
-
 const dvm_kernel_def dvm_cpu_generate_kernels[] = {
-    {"dropout", DVM_DEVICE_CPU, dropout, NULL},
     {"nonzero", DVM_DEVICE_CPU, nonzero, "nonzero"},
     {"range", DVM_DEVICE_CPU, range, "range"},
     {"constant_of_shape", DVM_DEVICE_CPU, constant_of_shape, "constant_of_shape"},

@@ -1,5 +1,5 @@
 """Kernels whose output sizes depend on data (compress, unique, nms:
-ops/cpu/select.c) and the dropout kernel, against NumPy, through the whole
+ops/cpu/select.c), against NumPy, through the whole
 stack (the shape function sizes each output from the data). Compiled graphs
 with these ops are compared with ONNX Runtime in
 tests/compiler/test_data_dims.py."""
@@ -99,47 +99,3 @@ def test_nms_errors():
         run0("nms", [boxes, scores, mx], [2], out_dtypes=[np.int64])
     # no max_output_boxes_per_class: none kept
     assert run0("nms", [boxes, scores], [0], out_dtypes=[np.int64]).shape == (0, 3)
-
-
-# ---- dropout ----
-
-def dropout(x, attrs):
-    """y and the mask (attributes ratio, training, seed)."""
-    return run0("dropout", [x], attrs, nout=2, outputs=[(x.dtype, x.shape), (np.bool_, x.shape)])
-
-
-@pytest.mark.parametrize("ratio", [0.1, 0.5, 0.9])
-def test_dropout_statistics(ratio):
-    """Training mode: each element kept with probability 1 - ratio and scaled
-    by 1 / (1 - ratio). With n = 200,000 draws the kept fraction is within 5
-    standard deviations of 1 - ratio (a false alarm about once in 3 million
-    runs; the draw is a fixed hash of seed and position, so this run is
-    repeatable)."""
-    n = 200_000
-    x = rng.standard_normal(n).astype(np.float32)
-    y, mask = dropout(x, [ratio, 1, 1234])
-    kept = mask.mean()
-    assert abs(kept - (1 - ratio)) < 5 * np.sqrt(ratio * (1 - ratio) / n), kept
-    np.testing.assert_allclose(y, np.where(mask, x / np.float32(1 - ratio), 0), rtol=1e-6)
-    # neighbours are not correlated: pairs (kept, kept) as often as independence says
-    both = (mask[1:] & mask[:-1]).mean()
-    assert abs(both - (1 - ratio) ** 2) < 5 * np.sqrt((1 - ratio) ** 2 * (1 - (1 - ratio) ** 2) / n), both
-
-
-def test_dropout_seeds_and_modes():
-    x = rng.standard_normal(1000).astype(np.float32)
-    out = lambda attrs: dropout(x, attrs)
-    a, b, c = out([0.5, 1, 1]), out([0.5, 1, 1]), out([0.5, 1, 2])
-    np.testing.assert_array_equal(a[1], b[1])  # one seed, one mask
-    assert (a[1] != c[1]).any()
-    u, v = out([0.5, 1]), out([0.5, 1])  # no seed: a new draw each call
-    assert (u[1] != v[1]).any()
-    for attrs in ([0.5, 0], [0.0, 1]):  # inference, or ratio 0: y = x, all kept
-        y, m = out(attrs)
-        np.testing.assert_array_equal(y, x)
-        assert m.all()
-    with pytest.raises(DvmError, match=r"dropout: ratio 1 is not in \[0, 1\)"):
-        out([1.0, 1])
-    for dtype in (np.float16, np.float64):
-        y, m = dropout(x.astype(dtype), [0.25, 1, 7])
-        np.testing.assert_allclose(y, np.where(m, x.astype(dtype) / dtype(0.75), 0), rtol=1e-3)
