@@ -836,6 +836,23 @@ static void rule_dropout(inf *I, const dvmc_node *n) {
   same_shape(n, 0), same_shape(n, 1);
 }
 
+/* RandomNormal, RandomUniform: the dims of the shape attribute. */
+static void rule_random(inf *I, const dvmc_node *n) {
+  int64_t v[DVM_MAX_RANK];
+  const dvmc_expr *d[DVM_MAX_RANK];
+  int k = ints_of(n, "shape", -1, v, DVM_MAX_RANK);
+  for (int i = 0; i < k; i++) d[i] = dvmc_const(I->x, v[i]);
+  if (k >= 0) set_shape(n->out[0], k, d);
+}
+
+/* Multinomial: [batch, sample_size] for x [batch, classes]. */
+static void rule_multinomial(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  set_rank(n->out[0], 2);
+  if (x && x->rank == 2 && x->dims[0])
+    set_shape(n->out[0], 2, (const dvmc_expr *[]){x->dims[0], dvmc_const(I->x, dvmc_attr_int(n, "sample_size", 1))});
+}
+
 /* Squeeze by axes computed at run time: the rank still follows from their
  * count. */
 static void rule_squeeze(inf *I, const dvmc_node *n) {

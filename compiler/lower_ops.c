@@ -104,6 +104,29 @@ dvm_status *lw_lower_dropout(lowering *L, const dvmc_node *n, const op_rule *r) 
   return lw_bind(L, mask, m) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
 
+/* The random ops (ops/cpu/random.c): the generic call, which runs on every
+ * run and draws anew (nothing folds a node or shares one node's call with
+ * another). Refused up front: an output dtype the kernel lacks, and
+ * RandomNormal or RandomUniform without their shape attribute. */
+dvm_status *lw_lower_random(lowering *L, const dvmc_node *n, const op_rule *r) {
+  uint32_t want = DVM_DTYPES_FLOAT;
+  const char *names = "f32, f64, f16 or bf16";
+  if (!strcmp(n->op, "Bernoulli"))
+    want |= DVM_DTYPES_INTEGER | DVM_DTYPE_BIT(DVM_BOOL), names = "a number dtype or bool";
+  if (!strcmp(n->op, "Multinomial")) want = DVM_DTYPES_INT, names = "i32 or i64";
+  if (!n->nout || !n->out[0]) return lw_unsupported(n, "needs its output");
+  const dvmc_attr *shape = dvmc_attr_find(n, "shape");
+  if (r->nin == 0 && (!shape || shape->type != DVMC_ATTR_INTS))
+    return lw_invalid(n, "attribute \"shape\" (a list of ints) is required");
+  dvm_dtype dt;
+  bool known;
+  dvm_status *st = dvmc_op_out_dtype(n, 0, &dt, &known);
+  if (st) return st;
+  if (known && !(want & DVM_DTYPE_BIT(dt)))
+    return lw_unsupported(n, "output dtype %s is not supported (want %s)", dvm_dtype_name(dt), names);
+  return lw_lower_kernel(L, n, r);
+}
+
 /* ConstantOfShape: the value attribute gives the dtype and the fill. */
 dvm_status *lw_lower_constant_of_shape(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs one input and one output");
@@ -1099,8 +1122,9 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
       p += strspn(p, " ");
     }
     if ((!strcmp(name, "to") || !strcmp(name, "dtype") || !strcmp(name, "output_datatype")) && r->dtype &&
-        !strcmp(r->dtype, name))
-      known = 1;
+        strlen(name) == strcspn(r->dtype, "|") && !strncmp(r->dtype, name, strlen(name)))
+      known = 1; /* the dtype rule reads it ("dtype" or "dtype|f32") */
+    if (!strcmp(name, "shape") && r->lower == lw_lower_random) known = 1; /* the shape rule's */
     if (!strcmp(name, "training_mode") && r->lower == lw_lower_batchnorm) known = 1;
     if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
     /* Cast's saturate only applies to float8 targets, which dvm has none of */

@@ -98,18 +98,20 @@ dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *k
   char f[16];
   *known = true;
   field(n->def ? n->def->dtype : NULL, i, f);
-  char *bar = strchr(f, '|'); /* "inN|DT": input N's dtype, DT when N is absent */
+  char *bar = strchr(f, '|'); /* "inN|DT" or "dtype|DT": input N's dtype or the
+                                 dtype attribute's, DT when that is absent */
   if (bar) {
     *bar = 0;
     int k = atoi(f + 2);
-    if (k >= n->nin || !n->in[k]) memmove(f, bar + 1, strlen(bar + 1) + 1);
+    if (!strcmp(f, "dtype") ? !dvmc_attr_find(n, "dtype") : k >= n->nin || !n->in[k])
+      memmove(f, bar + 1, strlen(bar + 1) + 1);
   }
   for (int d = 0; d < DVM_DTYPE_COUNT; d++)
     if (!strcmp(f, dvm_dtype_name((dvm_dtype)d))) {
       *out = (dvm_dtype)d;
       return NULL;
     }
-  if (!strcmp(f, "dtype") && !dvmc_attr_find(n, "dtype")) strcpy(f, "in0"); /* EyeLike */
+  if (!strcmp(f, "dtype") && !dvmc_attr_find(n, "dtype")) strcpy(f, "in0"); /* EyeLike, the *Like ops */
   if (!strcmp(f, "to") || !strcmp(f, "dtype")) {
     int64_t to = dvmc_attr_int(n, f, 0);
     if (dvmc_onnx_dtype(to, out)) return NULL;

@@ -37,11 +37,13 @@ static int list_ops(void) {
   printf("| ONNX op | kernel | from opset | shape rule | fuses | output dtype |\n| --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < dvmc_op_count(); i++) {
     const dvmc_op *op = dvmc_op_at(i);
-    printf("| %s%s%s | %s%s%s | %d | %s | %s | %s |\n", op->domain, op->domain[0] ? "." : "", op->name,
+    printf("| %s%s%s | %s%s%s | %d | %s | %s | ", op->domain, op->domain[0] ? "." : "", op->name,
            op->kernel ? "`" : "",
            op->kernel ? op->kernel : "(own lowering)", op->kernel ? "`" : "", op->min_opset,
-           op->shape_rule ? "yes" : "no: at run time", op->fused >= 0 ? "yes" : "",
-           op->dtype ? op->dtype : "input 0's");
+           op->shape_rule ? "yes" : "no: at run time", op->fused >= 0 ? "yes" : "");
+    for (const char *p = op->dtype ? op->dtype : "input 0's"; *p; p++) /* "in2|u8": a | escaped in a cell */
+      printf("%s%c", *p == '|' ? "\\" : "", *p);
+    printf(" |\n");
   }
   return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
 }

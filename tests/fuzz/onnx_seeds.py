@@ -4,8 +4,9 @@ valid_gen_*.onnx): small valid models whose nodes carry the attributes the
 importer and lowering parse for recurrent ops, activations, sequence and
 optional types and ops, TfIdfVectorizer, Scan, the decode-state ops
 (LinearAttention, CausalConvWithState, TensorScatter) and the sampling ops
-(GridSample, AffineGrid, DeformConv, Resize, Upsample, ConvTranspose), so
-the fuzzer mutates from inputs that reach that code.
+(GridSample, AffineGrid, DeformConv, Resize, Upsample, ConvTranspose) and
+the random ops (RandomNormal, RandomUniform, their *Like forms, Bernoulli,
+Multinomial), so the fuzzer mutates from inputs that reach that code.
 
     python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
 """
@@ -235,6 +236,25 @@ def sampling(out):
          [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "uscales")], opset=9)
 
 
+def random_ops(out):
+    """The random ops with every attribute: shape, dtype, mean/scale,
+    low/high, seed, sample_size."""
+    x = helper.make_tensor_value_info("x", F, ["n", 3])
+    nodes = [
+        helper.make_node("RandomNormal", [], ["rn"], shape=[2, 3], dtype=TensorProto.DOUBLE, mean=1.0, scale=2.0,
+                         seed=4.0),
+        helper.make_node("RandomUniform", [], ["ru"], shape=[3], low=-2.0, high=2.0),
+        helper.make_node("RandomNormalLike", ["x"], ["rnl"], dtype=TensorProto.FLOAT16, mean=0.5, scale=0.1),
+        helper.make_node("RandomUniformLike", ["x"], ["rul"], low=0.0, high=1.0, seed=1.5),
+        helper.make_node("Bernoulli", ["rul"], ["b"], dtype=TensorProto.INT32, seed=2.0),
+        helper.make_node("Multinomial", ["x"], ["m"], sample_size=4, dtype=TensorProto.INT64, seed=3.0),
+    ]
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in
+            [("rn", TensorProto.DOUBLE), ("ru", F), ("rnl", TensorProto.FLOAT16), ("b", TensorProto.INT32),
+             ("m", TensorProto.INT64)]]
+    save(out, "random", nodes, [x], outs, [])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
@@ -244,6 +264,7 @@ def main():
     decode_state(out)
     spatial(out)
     sampling(out)
+    random_ops(out)
 
 
 if __name__ == "__main__":
