@@ -7,7 +7,8 @@
  *     bias is [H], x's last dim.
  *   bias_gelu(in: a[, bias]) -> y
  *     y = 0.5 v (1 + erf(v / sqrt 2)), v = a + bias; bias [H] (without
- *     it, com.microsoft Gelu).
+ *     it, com.microsoft Gelu). Both GELUs are the Gelu op's vector code
+ *     (elementwise_math.h), over rows split on the thread pool.
  *   skip_layernorm(in: x, skip, gamma[, beta[, bias]]; attrs: epsilon:float)
  *       -> y[, sum]
  *     sum = x + skip + bias, y = layernorm(sum) over the last dim H, times
@@ -71,6 +72,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/norm.h"
 #include "ops/cpu/quant.h"
+#include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/matmul.h"
@@ -102,6 +104,28 @@ static dvm_status *want_vec(const char *op, const char *what, const dvm_tensor *
 
 /* ---- the GELUs ---- */
 
+/* y = gelu(x + bias) over rows of h, with the elementwise kernels' GELUs
+ * (elementwise_math.h): vectorized, and as exact as the Gelu op's. */
+#define GELU_ROWS(name, GELU)                                                                  \
+  DVM_VEC static void name(const float *x, const float *b, int64_t rows, int64_t h, float *y) { \
+    for (int64_t r = 0; r < rows; r++, x += h, y += h)                                          \
+      _Pragma("omp simd") for (int64_t i = 0; i < h; i++) y[i] = GELU(x[i] + (b ? b[i] : 0.0f)); \
+  }
+GELU_ROWS(gelu_erf_rows, dvm_ew_geluf)
+GELU_ROWS(gelu_tanh_rows, dvm_ew_gelu_tanhf)
+
+typedef struct gelu_job {
+  const float *x, *b;
+  float *y;
+  int64_t h;
+  int tanh_form;
+} gelu_job;
+
+static void gelu_part(void *ctx, int64_t s, int64_t e) {
+  const gelu_job *j = ctx;
+  (j->tanh_form ? gelu_tanh_rows : gelu_erf_rows)(j->x + s * j->h, j->b, e - s, j->h, j->y + s * j->h);
+}
+
 static dvm_status *gelu_with_bias(const dvm_kernel_args *a, const char *op, int tanh_form) {
   dvm_status *st = dvm_kargs_check_range(a, op, 1, 2, 1, 1, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, a->nin);
@@ -109,13 +133,10 @@ static dvm_status *gelu_with_bias(const dvm_kernel_args *a, const char *op, int 
   const dvm_tensor *x = a->in[0], *b = a->nin > 1 ? a->in[1] : NULL;
   int64_t h = last_dim(x), n = dvm_tensor_numel(x);
   if (b && (st = want_vec(op, "bias", b, h))) return st;
-  const float *xp = dvm_tensor_ptr(x), *bp = b ? dvm_tensor_ptr(b) : NULL;
-  float *yp = dvm_tensor_ptr(a->out[0]);
-  for (int64_t i = 0; i < n; i++) {
-    float v = xp[i] + (bp ? bp[i % h] : 0.0f);
-    yp[i] = tanh_form ? 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))
-                      : 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-  }
+  if (n == 0) return NULL;
+  gelu_job j = {dvm_tensor_ptr(x), b ? dvm_tensor_ptr(b) : NULL, dvm_tensor_ptr(a->out[0]), h, tanh_form};
+  /* parts of at least 16K elements: below, waking a worker costs more */
+  dvm_par_for(dvm_kargs_threads(a), n / h, (16384 + h - 1) / h, gelu_part, &j);
   return NULL;
 }
 

@@ -42,3 +42,11 @@ dvm_isa dvm_isa_chosen(void) {
   pthread_once(&once, choose);
   return chosen;
 }
+
+int dvm_isa_int8_dot(void) {
+#if DVM_EW_X86
+  return dvm_isa_chosen() == DVM_ISA_AVX512F && __builtin_cpu_supports("avx512vnni");
+#else
+  return 0;
+#endif
+}

@@ -17,5 +17,9 @@ int dvm_isa_supported(dvm_isa isa);
 /* The best supported, lowered by DVM_CPU_ISA; read once. */
 dvm_isa dvm_isa_chosen(void);
 const char *dvm_isa_name(dvm_isa isa); /* "generic", "avx2", "avx512f" */
+/* Whether oneDNN's 8-bit integer GEMM sums exactly here: the chosen ISA is
+ * AVX-512 and the CPU has VNNI (vpdpbusd adds its products into i32;
+ * without VNNI oneDNN pairs them in saturating i16). */
+int dvm_isa_int8_dot(void);
 
 #endif

@@ -39,18 +39,26 @@
  *     com.microsoft MatMulIntegerToFloat: the same from a quantized a.
  *     Both: shape function "matmul_integer".
  *
- * The products widen their operands, zero points subtracted, into i32
- * scratch once and accumulate in i32 (exact: |a - zp| <= 255, so sums of up
- * to 2^15 products cannot overflow; longer ones are refused). Requantizing
+ * The matrix products run on oneDNN's u8s8/s8s8 GEMM where it sums
+ * exactly (AVX-512 VNNI: dvm_isa_int8_dot), else widen their operands,
+ * zero points subtracted, into i32 scratch and accumulate in i32; either
+ * is exact (|a - zp| <= 255, so sums of up to 2^15 products cannot
+ * overflow; longer ones are refused). The convolutions take the i32 path. Requantizing
  * computes in f32, as ONNX Runtime's MLAS does, so results equal its own
  * up to the rounding of acc * scale when that lands within an f32 ulp of a
  * half. */
 #include <limits.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include <omp.h>
+
 #include "kernel.h"
+#include "ops/cpu/isa.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/vec.h"
@@ -113,6 +121,26 @@ static void store_q(void *y, int dt, int64_t i, float v, int32_t zp) {
   else if (dt == DVM_U16) ((uint16_t *)y)[i] = (uint16_t)q;
   else ((int16_t *)y)[i] = (int16_t)q;
 }
+
+/* store_q over a row with one scale and zero point, for the byte types:
+ * the same expression, in a loop the vector clones vectorize. */
+#define QUANT_ROW(name, T, LO, HI)                                                     \
+  DVM_VEC static void name(const float *x, int64_t n, float scale, int32_t zp, T *y) { \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                              \
+      float r = nearbyintf(x[i] / scale) + (float)zp;                                  \
+      y[i] = (T)(r < (float)(LO) ? (LO) : r > (float)(HI) ? (HI) : (int32_t)r);        \
+    }                                                                                  \
+  }
+QUANT_ROW(quant_row_u8, uint8_t, 0, 255)
+QUANT_ROW(quant_row_i8, int8_t, -128, 127)
+
+/* (x - zp) * scale over a row of bytes into f32. */
+#define DEQUANT_ROW(name, T)                                                           \
+  DVM_VEC static void name(const T *x, int64_t n, float scale, int32_t zp, float *y) { \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = (float)(x[i] - zp) * scale; \
+  }
+DEQUANT_ROW(dequant_row_u8, uint8_t)
+DEQUANT_ROW(dequant_row_i8, int8_t)
 
 /* ---- quantize_linear, dequantize_linear ---- */
 
@@ -185,6 +213,13 @@ static dvm_status *quantize_linear(const dvm_kernel_args *a) {
   qparams q;
   if ((st = qparams_of(op, x, s, zp, a->attrs, a->nattrs, &q))) return st;
   void *yp = dvm_tensor_ptr(y);
+  if (!q.per_axis && !q.block && x->dtype == DVM_F32 && is_byte(y->dtype)) { /* per tensor: the vector loop */
+    float sc = float_at(s, 0);
+    int32_t z = zp ? dvm_cpu_quant_int_at(zp, 0) : 0;
+    if (y->dtype == DVM_U8) quant_row_u8(dvm_tensor_ptr(x), q.outer, sc, z, yp);
+    else quant_row_i8(dvm_tensor_ptr(x), q.outer, sc, z, yp);
+    return NULL;
+  }
   for (int64_t o = 0, e = 0; o < q.outer; o++)
     for (int64_t k = 0; k < q.len; k++)
       for (int64_t i = 0; i < q.inner; i++, e++) {
@@ -207,6 +242,13 @@ static dvm_status *dequantize_linear(const dvm_kernel_args *a) {
   qparams q;
   if ((st = qparams_of(op, x, s, zp, a->attrs, a->nattrs, &q))) return st;
   void *yp = dvm_tensor_ptr(y);
+  if (!q.per_axis && !q.block && y->dtype == DVM_F32 && is_byte(x->dtype)) { /* per tensor: the vector loop */
+    float sc = float_at(s, 0);
+    int32_t z = zp ? dvm_cpu_quant_int_at(zp, 0) : 0;
+    if (x->dtype == DVM_U8) dequant_row_u8(dvm_tensor_ptr(x), q.outer, sc, z, yp);
+    else dequant_row_i8(dvm_tensor_ptr(x), q.outer, sc, z, yp);
+    return NULL;
+  }
   for (int64_t o = 0, e = 0; o < q.outer; o++)
     for (int64_t k = 0; k < q.len; k++)
       for (int64_t i = 0; i < q.inner; i++, e++) {
@@ -218,8 +260,9 @@ static dvm_status *dequantize_linear(const dvm_kernel_args *a) {
 }
 
 /* DynamicQuantizeLinear's u8 scale and zero point for x[0..n). */
-static void dynamic_params(const float *x, int64_t n, float *scale, uint8_t *zp) {
-  float lo = 0, hi = 0;
+DVM_VEC static void dynamic_params(const float *x, int64_t n, float *scale, uint8_t *zp) {
+  float lo = 0, hi = 0; /* NaNs are passed over: x < lo and x > hi are false */
+#pragma omp simd reduction(min : lo) reduction(max : hi)
   for (int64_t i = 0; i < n; i++) {
     lo = x[i] < lo ? x[i] : lo;
     hi = x[i] > hi ? x[i] : hi;
@@ -234,7 +277,7 @@ void dvm_cpu_quant_u8_params(float lo, float hi, float *scale, uint8_t *zp) {
 }
 
 void dvm_cpu_quant_u8(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {
-  for (int64_t i = 0; i < n; i++) store_q(y, DVM_U8, i, x[i] / scale, zp);
+  quant_row_u8(x, n, scale, zp, y);
 }
 
 static dvm_status *dynamic_quantize_linear(const dvm_kernel_args *a) {
@@ -281,72 +324,78 @@ static dvm_status *check_zp(const char *op, const char *what, const dvm_tensor *
                         dvm_shape_str(s, zp->rank, zp->dims), (long long)per, per_what);
 }
 
-/* The batched i32 product of widened a [.., M, K] and b [.., K, N] into
- * acc, shaped y (MatMul's broadcasting of the batch dims). Rows of b are
- * added into rows of acc: the loop the x86-64-v3 clone vectorizes. */
-DVM_VEC static void int_matmul(const int32_t *a, int ra, const int64_t *da, const int32_t *b, int rb, const int64_t *db,
-                       int ry, const int64_t *dy, int32_t *acc) {
+/* Batch bi of y [dy..] (MatMul's broadcasting of the batch dims): the
+ * offsets of its a [.., M, K] and b [.., K, N] matrices, in elements. */
+static void batch_offsets(int ra, const int64_t *da, int rb, const int64_t *db, int nb, const int64_t *dy,
+                          int64_t bi, int64_t *oa, int64_t *ob) {
   int64_t M = ra == 1 ? 1 : da[ra - 2], K = da[ra - 1], N = rb == 1 ? 1 : db[rb - 1];
-  int nb = ry - (ra > 1) - (rb > 1); /* batch dims of y */
-  int64_t batches = 1;
-  for (int d = 0; d < nb; d++) batches *= dy[d];
-  for (int64_t bi = 0; bi < batches; bi++) {
-    /* the batch index in a and b: y's, right-aligned, 0 where they have 1 */
-    int64_t oa = 0, ob = 0, sa = M * K, sb = K * N, rem = bi;
-    for (int d = nb - 1; d >= 0; d--) {
-      int64_t i = rem % dy[d];
-      rem /= dy[d];
-      int la = ra - 2 - (nb - d), lb = rb - 2 - (nb - d);
-      if (la >= 0 && ra > 2) {
-        oa += (da[la] == 1 ? 0 : i) * sa;
-        sa *= da[la];
-      }
-      if (lb >= 0 && rb > 2) {
-        ob += (db[lb] == 1 ? 0 : i) * sb;
-        sb *= db[lb];
-      }
+  int64_t sa = M * K, sb = K * N, rem = bi;
+  *oa = *ob = 0;
+  for (int d = nb - 1; d >= 0; d--) { /* y's index, right-aligned, 0 where a or b has 1 */
+    int64_t i = rem % dy[d];
+    rem /= dy[d];
+    int la = ra - 2 - (nb - d), lb = rb - 2 - (nb - d);
+    if (la >= 0 && ra > 2) {
+      *oa += (da[la] == 1 ? 0 : i) * sa;
+      sa *= da[la];
     }
-    const int32_t *ap = a + oa, *bp = b + ob;
-    int32_t *yp = acc + bi * M * N;
-    for (int64_t m = 0; m < M; m++) {
-      int32_t *row = yp + m * N;
-      memset(row, 0, sizeof(int32_t) * (size_t)N);
-      for (int64_t k = 0; k < K; k++) {
-        int32_t av = ap[m * K + k];
-        const int32_t *brow = bp + k * N;
+    if (lb >= 0 && rb > 2) {
+      *ob += (db[lb] == 1 ? 0 : i) * sb;
+      sb *= db[lb];
+    }
+  }
+}
+
+/* The i32 product of widened a and b for one batch: rows of b are added
+ * into rows of acc, the loop the vector clones vectorize. */
+DVM_VEC static void int_matmul(const int32_t *a, const int32_t *b, int64_t M, int64_t K, int64_t N, int32_t *acc) {
+  for (int64_t m = 0; m < M; m++) {
+    int32_t *row = acc + m * N;
+    memset(row, 0, sizeof(int32_t) * (size_t)N);
+    for (int64_t k = 0; k < K; k++) {
+      int32_t av = a[m * K + k];
+      const int32_t *brow = b + k * N;
 #pragma omp simd
-        for (int64_t n = 0; n < N; n++) row[n] += av * brow[n];
-      }
+      for (int64_t n = 0; n < N; n++) row[n] += av * brow[n];
     }
   }
 }
 
-/* An f32 tensor quantized as DynamicQuantizeLinear does, widened with its
- * zero point subtracted; its scale in the last element (one more than
- * numel), as the bits of a float. */
-static int32_t *dynamic_widen(const dvm_tensor *t) {
+/* An f32 tensor quantized to u8 as DynamicQuantizeLinear does. */
+static uint8_t *dynamic_codes(const dvm_tensor *t, float *scale, uint8_t *zp) {
   int64_t n = dvm_tensor_numel(t);
-  int32_t *w = malloc(sizeof(int32_t) * (size_t)(n + 1));
-  if (!w) return NULL;
-  const float *x = dvm_tensor_ptr(t);
-  float scale;
-  uint8_t zp;
-  dynamic_params(x, n, &scale, &zp);
-  for (int64_t i = 0; i < n; i++) {
-    float r = nearbyintf(x[i] / scale) + (float)zp;
-    w[i] = (r < 0 ? 0 : r > 255 ? 255 : (int32_t)r) - zp;
-  }
-  memcpy(&w[n], &scale, sizeof scale);
-  return w;
+  uint8_t *q = malloc((size_t)(n ? n : 1));
+  if (!q) return NULL;
+  dynamic_params(dvm_tensor_ptr(t), n, scale, zp);
+  dvm_cpu_quant_u8(dvm_tensor_ptr(t), n, *scale, *zp, q);
+  return q;
 }
 
-/* The checks and widening of a product's operands: a with a_zp (per row),
- * b with b_zp (per column); y's dims into ry, dy. */
+/* A product's operands, checked and prepared for one of two paths:
+ *   dot: oneDNN's u8s8s32/s8s8s32 GEMM on the bytes, where it sums exactly
+ *     (dvm_isa_int8_dot): a's zero point one element, b as s8 (u8 codes
+ *     shifted by 128, their zero point with them), b's zero point one
+ *     element or, per column, subtracted afterwards as bz[n] * (the row's
+ *     sum of a - az);
+ *   else: both widened to i32, zero points subtracted, for int_matmul.
+ * A 1-D a is [1, K] and a 1-D b [K, 1]. */
 typedef struct product {
-  int32_t *a, *b;
-  int ry;
-  int64_t dy[DVM_MAX_RANK];
+  int32_t *a, *b;             /* widened (not dot) */
+  uint8_t *codes;             /* an f32 a quantized (DynamicQuantizeMatMul) */
+  int8_t *b8;                 /* u8 b shifted to s8 (dot) */
+  int32_t *bcol;              /* b's per-column zero points, shifted as b (dot) */
+  const void *ab, *bb;        /* a's and b's bytes (dot) */
+  int a_signed, dot, ry, nb;  /* nb: y's batch dims */
+  int32_t az, bz;             /* one-element zero points (dot) */
+  float a_scale;              /* of codes */
+  int64_t M, K, N;
+  int ra, rb;
+  int64_t da[DVM_MAX_RANK], db[DVM_MAX_RANK], dy[DVM_MAX_RANK];
 } product;
+
+static void product_free(product *p) { free(p->a), free(p->b), free(p->codes), free(p->b8), free(p->bcol); }
+
+static int32_t zp_at(const dvm_tensor *zp, int64_t i) { return zp ? dvm_cpu_quant_int_at(zp, i) : 0; }
 
 static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_tensor *azp, const dvm_tensor *b,
                                  const dvm_tensor *bzp, product *p) {
@@ -356,36 +405,125 @@ static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_
   if (!is_byte(b->dtype)) return bad_dtype(op, "b", b, "u8 or i8");
   dvm_status *st = dvm_matmul_shape(a->rank, a->dims, b->rank, b->dims, &p->ry, p->dy);
   if (st) return st;
-  int64_t M = a->rank == 1 ? 1 : a->dims[a->rank - 2], K = a->dims[a->rank - 1];
-  int64_t N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
-  if (K > MAX_K)
+  p->M = a->rank == 1 ? 1 : a->dims[a->rank - 2], p->K = a->dims[a->rank - 1];
+  p->N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  if (p->K > MAX_K)
     return dvm_status_new(DVM_UNIMPLEMENTED, "%s: inner dim %lld is over %d, where i32 sums may overflow", op,
-                          (long long)K, MAX_K);
-  if ((st = check_zp(op, "a's zero point", azp, a, M, "per row")) ||
-      (st = check_zp(op, "b's zero point", bzp, b, N, "per column")))
+                          (long long)p->K, MAX_K);
+  if ((st = check_zp(op, "a's zero point", azp, a, p->M, "per row")) ||
+      (st = check_zp(op, "b's zero point", bzp, b, p->N, "per column")))
     return st;
-  p->a = a->dtype == DVM_F32 ? dynamic_widen(a) : dvm_cpu_quant_widen(a, azp, K, M);
-  p->b = dvm_cpu_quant_widen(b, bzp, 1, N);
-  if (!p->a || !p->b) {
-    free(p->a), free(p->b);
-    return oom(op);
+  /* the batched dims: 1-D operands as [1, K] and [K, 1], their added dims put back into y's */
+  p->ra = a->rank == 1 ? 2 : a->rank, p->rb = b->rank == 1 ? 2 : b->rank;
+  if (a->rank == 1) p->da[0] = 1, p->da[1] = a->dims[0];
+  else memcpy(p->da, a->dims, sizeof(int64_t) * (size_t)a->rank);
+  if (b->rank == 1) p->db[0] = b->dims[0], p->db[1] = 1;
+  else memcpy(p->db, b->dims, sizeof(int64_t) * (size_t)b->rank);
+  p->nb = p->ry + (a->rank == 1) + (b->rank == 1) - 2; /* y's batch dims lead p->dy */
+
+  uint8_t dzp = 0;
+  if (a->dtype == DVM_F32 && !(p->codes = dynamic_codes(a, &p->a_scale, &dzp))) return oom(op);
+  p->ab = p->codes ? (const void *)p->codes : dvm_tensor_ptr(a);
+  p->a_signed = a->dtype == DVM_I8;
+  p->az = p->codes ? dzp : azp && dvm_tensor_numel(azp) == 1 ? zp_at(azp, 0) : 0;
+  p->dot = dvm_isa_int8_dot() && (p->codes || !azp || dvm_tensor_numel(azp) == 1);
+  if (p->dot) {
+    int64_t nbytes = dvm_tensor_numel(b), shift = b->dtype == DVM_U8 ? 128 : 0;
+    if (shift) {
+      if (!(p->b8 = malloc((size_t)(nbytes ? nbytes : 1)))) return product_free(p), oom(op);
+      const uint8_t *src = dvm_tensor_ptr(b);
+      for (int64_t i = 0; i < nbytes; i++) p->b8[i] = (int8_t)(src[i] - 128);
+    }
+    p->bb = p->b8 ? (const void *)p->b8 : dvm_tensor_ptr(b);
+    if (bzp && dvm_tensor_numel(bzp) > 1) {
+      if (!(p->bcol = malloc(sizeof(int32_t) * (size_t)p->N))) return product_free(p), oom(op);
+      for (int64_t n = 0; n < p->N; n++) p->bcol[n] = zp_at(bzp, n) - (int32_t)shift;
+      p->bz = 0;
+    } else {
+      p->bz = zp_at(bzp, 0) - (int32_t)shift; /* in [-128, 127]: an s8 offset */
+    }
+    return NULL;
   }
+  if (p->codes) {
+    int64_t n = dvm_tensor_numel(a);
+    if ((p->a = malloc(sizeof(int32_t) * (size_t)(n ? n : 1))))
+      for (int64_t i = 0; i < n; i++) p->a[i] = p->codes[i] - dzp;
+  } else {
+    p->a = dvm_cpu_quant_widen(a, azp, p->K, p->M);
+  }
+  p->b = dvm_cpu_quant_widen(b, bzp, 1, p->N);
+  if (!p->a || !p->b) return product_free(p), oom(op);
   return NULL;
 }
 
-/* A 1-D a is [1, K] and a 1-D b [K, 1]: their added dims put back into
- * y's dims for the batched product. */
-static void product_run(const product *p, const dvm_tensor *a, const dvm_tensor *b, int32_t *acc) {
-  int64_t da[2] = {1, a->dims[0]}, db[2] = {b->dims[0], 1}, dy[DVM_MAX_RANK + 2];
-  int ry = p->ry;
-  memcpy(dy, p->dy, sizeof(int64_t) * (size_t)ry);
-  if (a->rank == 1) {
-    memmove(dy + ry, dy + ry - (b->rank > 1), sizeof(int64_t) * (b->rank > 1));
-    dy[ry++ - (b->rank > 1)] = 1;
+/* Work split over the pool: whole batches, or one product's rows. */
+typedef struct product_job {
+  const product *p;
+  int32_t *acc;
+  int64_t batches;
+  int rows; /* the parts are rows of batch 0 */
+  atomic_int bad;
+} product_job;
+
+static void dot_rows(const product *p, int64_t oa, int64_t ob, int64_t m0, int64_t m1, int32_t *acc,
+                     atomic_int *bad) {
+  int64_t M = m1 - m0, K = p->K, N = p->N;
+  int32_t *c = acc + m0 * N;
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    memset(c, 0, sizeof(int32_t) * (size_t)(M * N));
+    return;
   }
-  if (b->rank == 1) dy[ry++] = 1;
-  int_matmul(p->a, a->rank == 1 ? 2 : a->rank, a->rank == 1 ? da : a->dims, p->b, b->rank == 1 ? 2 : b->rank,
-             b->rank == 1 ? db : b->dims, ry, dy, acc);
+  const int8_t *b = (const int8_t *)p->bb + ob;
+  int32_t zero = 0;
+  dnnl_status_t r;
+  if (p->a_signed)
+    r = dnnl_gemm_s8s8s32('N', 'N', 'F', M, N, K, 1.0f, (const int8_t *)p->ab + oa + m0 * K, K, (int8_t)p->az, b,
+                          N, (int8_t)p->bz, 0.0f, c, N, &zero);
+  else
+    r = dnnl_gemm_u8s8s32('N', 'N', 'F', M, N, K, 1.0f, (const uint8_t *)p->ab + oa + m0 * K, K, (uint8_t)p->az, b,
+                          N, (int8_t)p->bz, 0.0f, c, N, &zero);
+  if (r != dnnl_success) atomic_store(bad, r);
+  if (!p->bcol) return;
+  for (int64_t m = 0; m < M; m++) { /* (a - az)(b - bz[n]) = (a - az) b - bz[n] sum_k (a - az) */
+    int32_t sum = 0;
+    for (int64_t k = 0; k < K; k++)
+      sum += (p->a_signed ? ((const int8_t *)p->ab)[oa + (m0 + m) * K + k]
+                          : ((const uint8_t *)p->ab)[oa + (m0 + m) * K + k]) - p->az;
+    for (int64_t n = 0; n < N; n++) c[m * N + n] -= p->bcol[n] * sum;
+  }
+}
+
+static void product_part(void *ctx, int64_t s, int64_t e) {
+  product_job *j = ctx;
+  const product *p = j->p;
+  for (int64_t bi = j->rows ? 0 : s; bi < (j->rows ? 1 : e); bi++) {
+    int64_t oa, ob;
+    batch_offsets(p->ra, p->da, p->rb, p->db, p->nb, p->dy, bi, &oa, &ob);
+    int32_t *acc = j->acc + bi * p->M * p->N;
+    if (p->dot)
+      dot_rows(p, oa, ob, j->rows ? s : 0, j->rows ? e : p->M, acc, &j->bad);
+    else
+      int_matmul(p->a + oa, p->b + ob, p->M, p->K, p->N, acc);
+  }
+}
+
+static dvm_status *product_run(const char *op, const product *p, int threads, int32_t *acc) {
+  product_job j = {.p = p, .acc = acc, .batches = 1, .bad = dnnl_success};
+  for (int d = 0; d < p->nb; d++) j.batches *= p->dy[d];
+  /* oneDNN sizes its OpenMP team by the calling thread's setting: 1, as
+   * the pool's workers run the parts */
+  if (p->dot && omp_get_max_threads() != 1) omp_set_num_threads(1);
+  if (p->dot && j.batches == 1 && threads > 1) {
+    j.rows = 1;
+    dvm_par_for(threads, p->M, 16, product_part, &j);
+  } else {
+    dvm_par_for(threads, j.batches, 1, product_part, &j);
+  }
+  dnnl_status_t bad = atomic_load(&j.bad);
+  if (bad == dnnl_success) return NULL;
+  return dvm_status_new(DVM_INTERNAL, "%s: oneDNN's integer gemm (%lld, %lld, %lld) failed: %s", op,
+                        (long long)p->M, (long long)p->N, (long long)p->K, dnnl_status2str(bad));
 }
 
 static dvm_status *matmul_integer(const dvm_kernel_args *a) {
@@ -399,8 +537,8 @@ static dvm_status *matmul_integer(const dvm_kernel_args *a) {
   if (y->dtype != DVM_I32 || y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y must be i32 of the product's shape", op);
   else
-    product_run(&p, a->in[0], a->in[1], dvm_tensor_ptr(y));
-  free(p.a), free(p.b);
+    st = product_run(op, &p, dvm_kargs_threads(a), dvm_tensor_ptr(y));
+  product_free(&p);
   return st;
 }
 
@@ -440,11 +578,10 @@ static dvm_status *qlinear_matmul(const dvm_kernel_args *a) {
   if (!acc) st = oom(op);
   else if (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
-  if (!st) {
-    product_run(&p, in[0], in[3], acc);
+  if (!st && !(st = product_run(op, &p, dvm_kargs_threads(a), acc)))
     st = requantize(op, acc, n, 1, N, in[1], in[4], in[6], in[7], y);
-  }
-  free(acc), free(p.a), free(p.b);
+  free(acc);
+  product_free(&p);
   return st;
 }
 
@@ -590,16 +727,15 @@ static dvm_status *product_to_float(const char *op, const dvm_kernel_args *a, co
   else if (as)
     a_scale = *(const float *)dvm_tensor_ptr(as);
   else
-    memcpy(&a_scale, &p.a[dvm_tensor_numel(in[0])], sizeof a_scale);
+    a_scale = p.a_scale;
   int32_t *acc = st ? NULL : malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
   if (!st && !acc) st = oom(op);
   else if (!st && (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry)))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
-  if (!st) {
-    product_run(&p, in[0], in[1], acc);
+  if (!st && !(st = product_run(op, &p, dvm_kargs_threads(a), acc)))
     st = to_float(op, acc, a_scale, bs, bias, N, y);
-  }
-  free(acc), free(p.a), free(p.b);
+  free(acc);
+  product_free(&p);
   return st;
 }
 
