@@ -1476,14 +1476,30 @@ static void rule_attention(inf *I, const dvmc_node *n) {
   set_shape(n->out[0], 3, d);
 }
 
-/* com.microsoft MultiHeadAttention: [B, S, Dv] from 3-D query [B, S, D]
- * and value [B, L, Dv] (the packed layouts are refused by the lowering). */
+/* com.microsoft MultiHeadAttention: y [B, S, N dv] from 3-D query [B, S,
+ * N dh] and value [B, L, N dv] (or 4-D [B, N, L, dv]); present_key and
+ * present_value [B, N, P + L, dh or dv] (P from past_key, when given); qk
+ * [B, N, S, P + L]. A dim inference cannot tell is left to the shape
+ * function. */
 static void rule_mha(inf *I, const dvmc_node *n) {
-  (void)I;
-  const dvmc_value *q = n->in[0], *v = n->nin > 2 ? n->in[2] : NULL;
-  if (!q || !v || q->rank != 3 || v->rank != 3) return;
-  const dvmc_expr *d[3] = {q->dims[0], q->dims[1], v->dims[2]};
-  set_shape(n->out[0], 3, d);
+  const dvmc_value *q = n->in[0], *k = n->nin > 1 ? n->in[1] : NULL, *v = n->nin > 2 ? n->in[2] : NULL;
+  const dvmc_value *past = n->nin > 6 ? n->in[6] : NULL;
+  for (int i = 1; i < n->nout && i < 4; i++) set_rank(n->out[i], 4);
+  int64_t heads = dvmc_attr_int(n, "num_heads", 0);
+  if (!q || !k || !v || q->rank != 3 || (v->rank != 3 && v->rank != 4) || k->rank != v->rank || heads <= 0) return;
+  if (past && past->rank != 4) return;
+  int four = v->rank == 4;
+  const dvmc_expr *N = dvmc_const(I->x, heads), *l = k->dims[four ? 2 : 1];
+  const dvmc_expr *dh = q->dims[2] ? dvmc_floordiv(I->x, q->dims[2], N) : NULL;
+  const dvmc_expr *dv = four ? v->dims[3] : v->dims[2] ? dvmc_floordiv(I->x, v->dims[2], N) : NULL;
+  const dvmc_expr *t = l && (!past || past->dims[2]) ? past ? dvmc_add(I->x, past->dims[2], l) : l : NULL;
+  const dvmc_expr *outs[4][4] = {{q->dims[0], q->dims[1], four ? (dv ? dvmc_mul(I->x, N, dv) : NULL) : v->dims[2]},
+                                 {q->dims[0], N, t, dh}, {q->dims[0], N, t, dv}, {q->dims[0], N, q->dims[1], t}};
+  for (int i = 0; i < n->nout && i < 4; i++) {
+    int r = i ? 4 : 3, all = 1;
+    for (int d = 0; d < r; d++) all &= outs[i][d] != NULL;
+    if (all) set_shape(n->out[i], r, outs[i]);
+  }
 }
 
 /* ONNX Attention: Y as Q with V's head size; present_key and

@@ -251,6 +251,62 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
   return NULL;
 }
 
+/* A call whose kernel always gets nfixed (at most 8) outputs of dtype dt:
+ * an output the node omits is an empty tensor, released after the call.
+ * Shapes from inference, or the shape function `shapefn` on the call's
+ * inputs and attributes. */
+dvm_status *lw_emit_call_fixed(lowering *L, const dvmc_node *n, call *c, int nfixed, const char *shapefn, dvm_dtype dt) {
+  if (nfixed > 8 || n->nout > nfixed) return lw_unsupported(n, "%d outputs, at most %d", n->nout, nfixed);
+  /* output shapes: inference's, or the shape function on the call's arguments */
+  int64_t shapes[8], outs[8], w[3 + 8 + 1 + 64 + 1 + 32];
+  int known = 1, nw = 0;
+  for (int j = 0; j < n->nout; j++)
+    if (n->out[j])
+      known &= dvmc_value_shape_known(n->out[j]) && lw_all_emittable(L, n->out[j]->rank, n->out[j]->dims);
+  if (known) {
+    for (int j = 0; j < nfixed; j++)
+      shapes[j] = j < n->nout && n->out[j] ? lw_shape_of_exprs(L, n->out[j]->rank, n->out[j]->dims) : -1;
+  } else {
+    w[nw++] = dvmc_emit_shapefn(L->e, shapefn);
+    w[nw++] = nfixed;
+    for (int j = 0; j < nfixed; j++) w[nw++] = shapes[j] = dvmc_fn_reg(L->f);
+    w[nw++] = c->nin + c->nattrs;
+    for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
+    for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+  }
+  for (int j = 0; j < nfixed; j++) {
+    const dvmc_value *o = j < n->nout ? n->out[j] : NULL;
+    outs[j] = dvmc_fn_reg(L->f);
+    if (shapes[j] >= 0 && !o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+    if (!o) { /* not wanted: an empty tensor */
+      int64_t zero = 0;
+      int sh = lw_emit_shape(L, 1, &zero);
+      lw_emit_alloc(L, (int)outs[j], dt, sh, 1, (const dvmc_expr *[]){dvmc_const(L->c->exprs, 0)});
+      dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
+      continue;
+    }
+    lw_set_type(o, dt);
+    lw_emit_alloc(L, (int)outs[j], dt, (int)shapes[j], o->rank, known ? o->dims : NULL);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+    if (!lw_bind(L, o, (int)outs[j])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  nw = 0;
+  w[nw++] = dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, NULL, 0);
+  w[nw++] = -1;
+  w[nw++] = nfixed;
+  for (int j = 0; j < nfixed; j++) w[nw++] = outs[j];
+  w[nw++] = c->nin;
+  for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
+  w[nw++] = c->nattrs;
+  for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
+  for (int i = 0; i < c->nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c->attrs[i]);
+  for (int j = 0; j < nfixed; j++)
+    if (j >= n->nout || !n->out[j]) dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[j]);
+  return NULL;
+}
+
 /* The generic lowering: the rule's inputs and attributes, then the call. */
 dvm_status *lw_lower_kernel(lowering *L, const dvmc_node *n, const op_rule *r) {
   call c = {0};

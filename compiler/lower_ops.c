@@ -960,54 +960,7 @@ dvm_status *lw_lower_sdpa(lowering *L, const dvmc_node *n, const op_rule *r) {
     if (reg < 0) return st;
     c.attrs[c.nattrs++] = reg;
   }
-  /* output shapes: inference's, or the shape function on the call's arguments */
-  int64_t shapes[4], outs[4], w[3 + 4 + 1 + 64 + 1 + 32];
-  int known = 1, nw = 0;
-  for (int j = 0; j < n->nout; j++)
-    if (n->out[j])
-      known &= dvmc_value_shape_known(n->out[j]) && lw_all_emittable(L, n->out[j]->rank, n->out[j]->dims);
-  if (known) {
-    for (int j = 0; j < 4; j++)
-      shapes[j] = j < n->nout && n->out[j] ? lw_shape_of_exprs(L, n->out[j]->rank, n->out[j]->dims) : -1;
-  } else {
-    w[nw++] = dvmc_emit_shapefn(L->e, "sdpa");
-    w[nw++] = 4;
-    for (int j = 0; j < 4; j++) w[nw++] = shapes[j] = dvmc_fn_reg(L->f);
-    w[nw++] = c.nin + c.nattrs;
-    for (int i = 0; i < c.nin; i++) w[nw++] = c.ins[i];
-    for (int i = 0; i < c.nattrs; i++) w[nw++] = c.attrs[i];
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
-  }
-  for (int j = 0; j < 4; j++) {
-    const dvmc_value *o = j < n->nout ? n->out[j] : NULL;
-    outs[j] = dvmc_fn_reg(L->f);
-    if (shapes[j] >= 0 && !o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
-    if (!o) { /* not wanted: an empty tensor */
-      int64_t zero = 0;
-      int sh = lw_emit_shape(L, 1, &zero);
-      lw_emit_alloc(L, (int)outs[j], q->dtype, sh, 1, (const dvmc_expr *[]){dvmc_const(L->c->exprs, 0)});
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
-      continue;
-    }
-    lw_set_type(o, q->dtype);
-    lw_emit_alloc(L, (int)outs[j], q->dtype, (int)shapes[j], o->rank, known ? o->dims : NULL);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
-    if (!lw_bind(L, o, (int)outs[j])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  }
-  nw = 0;
-  w[nw++] = dvmc_emit_kernel(L->e, c.kernel, DVM_DEVICE_CPU, 1, NULL, 0);
-  w[nw++] = -1;
-  w[nw++] = 4;
-  for (int j = 0; j < 4; j++) w[nw++] = outs[j];
-  w[nw++] = c.nin;
-  for (int i = 0; i < c.nin; i++) w[nw++] = c.ins[i];
-  w[nw++] = c.nattrs;
-  for (int i = 0; i < c.nattrs; i++) w[nw++] = c.attrs[i];
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
-  for (int i = 0; i < c.nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c.attrs[i]);
-  for (int j = 0; j < 4; j++)
-    if (j >= n->nout || !n->out[j]) dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[j]);
-  return NULL;
+  return lw_emit_call_fixed(L, n, &c, 4, "sdpa", q->dtype);
 }
 
 /* Ops whose optional inputs may be omitted anywhere (LinearAttention,
@@ -1039,35 +992,46 @@ dvm_status *lw_lower_present(lowering *L, const dvmc_node *n, const op_rule *r) 
   return lw_emit_call(L, n, r, &c);
 }
 
-/* com.microsoft MultiHeadAttention: f32 3-D query, key and value with
- * the optional bias, key_padding_mask ([B] or [B, L]) and attention_bias,
- * as lw_lower_present; packed QKV or KV, 4-D key/value, the past state and
- * the present/qk outputs are refused naming what. */
+/* com.microsoft MultiHeadAttention, the forms ONNX Runtime's CPU kernel
+ * runs: f32 3-D query; key and value 3-D ([B, L, D]) or 4-D ([B, N, L,
+ * H]: a cache passed as key and value, no bias or past); bias,
+ * key_padding_mask, attention_bias, past_key/past_value; outputs y,
+ * present_key, present_value and qk. The kernel gets the given inputs
+ * (bits 0..7 of `present`) and always four outputs (bits 8..11: which
+ * the node wants). Packed QKV or KV (5-D, or key omitted), which ONNX
+ * Runtime's CPU kernel does not implement either, past_sequence_length
+ * and cache_indirection are refused naming what. */
 dvm_status *lw_lower_mha(lowering *L, const dvmc_node *n, const op_rule *r) {
-  static const char *const later[] = {"past_key", "past_value", "past_sequence_length", "cache_indirection"};
-  for (int i = 6; i < n->nin; i++)
-    if (n->in[i]) return lw_unsupported(n, "input %d (%s) is not supported", i, i < 10 ? later[i - 6] : "?");
-  for (int j = 1; j < n->nout; j++)
-    if (n->out[j]) return lw_unsupported(n, "output %d (present_key, present_value, qk) is not supported", j);
+  static const char *const later[] = {"past_sequence_length", "cache_indirection"};
+  if (n->nin > 10 || n->nout > 4) return lw_unsupported(n, "%d inputs and %d outputs (at most 10 and 4)", n->nin, n->nout);
+  for (int i = 8; i < n->nin; i++)
+    if (n->in[i]) return lw_unsupported(n, "input %d (%s) is not supported", i, later[i - 8]);
+  if (!n->nout || !n->out[0]) return lw_unsupported(n, "output 0 is needed");
   if (n->nin < 3 || !n->in[1] || !n->in[2])
-    return lw_unsupported(n, "packed QKV or packed KV (key or value omitted) is not supported");
+    return lw_unsupported(n, "packed QKV or packed KV (key or value omitted) is not supported (nor by ONNX Runtime's "
+                          "CPU kernel)");
+  int has_pk = n->nin > 6 && n->in[6], has_pv = n->nin > 7 && n->in[7];
+  if (has_pk != has_pv) return lw_invalid(n, "past_key and past_value must be given together");
   for (int i = 0; i < 3; i++) {
     const dvmc_value *v = n->in[i];
     if (v->typed && v->dtype != DVM_F32)
       return lw_unsupported(n, "dtype %s is not supported (f32 only)", dvm_dtype_name(v->dtype));
-    if (v->rank >= 0 && v->rank != 3)
-      return lw_unsupported(n, "input %d is %d-D: only 3-D query, key and value are supported (no packed or "
-                            "BNSH layouts)", i, v->rank);
+    if (v->rank >= 0 && v->rank != 3 && (i == 0 || v->rank != 4))
+      return lw_unsupported(n, "input %d is %d-D: query must be 3-D, key and value 3-D or 4-D (packed QKV and KV are "
+                            "not supported, nor by ONNX Runtime's CPU kernel)", i, v->rank);
   }
   const dvmc_value *m = n->nin > 4 ? n->in[4] : NULL;
-  if (m && m->rank >= 0 && m->rank != 1 && m->rank != 2)
-    return lw_unsupported(n, "a %d-D key_padding_mask is not supported ([B] or [B, L] only)", m->rank);
+  if (m && m->rank >= 0 && (m->rank < 1 || m->rank > 3))
+    return lw_unsupported(n, "a %d-D key_padding_mask is not supported ([B], [B, T] or [B, S, T])", m->rank);
   if (m && m->rank == 1 && m->dims[0] && n->in[0]->rank == 3 && n->in[0]->dims[0] && m->dims[0] != n->in[0]->dims[0]) {
     int64_t mb, qb;
     if (dvmc_expr_is_const(m->dims[0], &mb) && dvmc_expr_is_const(n->in[0]->dims[0], &qb) && mb != qb)
       return lw_unsupported(n, "a key_padding_mask [%lld] (start and end positions) is not supported", (long long)mb);
   }
-  return lw_lower_present(L, n, r);
+  call c = {.kernel = r->kernel};
+  dvm_status *st;
+  if ((st = lw_call_present(L, n, 0, 0, &c)) || (st = lw_call_attrs(L, n, r->attrs, -1, &c))) return st;
+  return lw_emit_call_fixed(L, n, &c, 4, "multihead_attention", DVM_F32);
 }
 
 /* SoftmaxCrossEntropyLoss: log_prob = LogSoftmax over axis 1 (output 1,

@@ -118,6 +118,8 @@ DVM_MUST_USE dvm_status *lw_call_attrs(lowering *L, const dvmc_node *n, const ch
 DVM_MUST_USE dvm_status *lw_call_present(lowering *L, const dvmc_node *n, int first, int present, call *c);
 const dvm_kernel_def *lw_cpu_kernel(const char *name, char base[64]);
 DVM_MUST_USE dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c);
+DVM_MUST_USE dvm_status *lw_emit_call_fixed(lowering *L, const dvmc_node *n, call *c, int nfixed, const char *shapefn,
+                                            dvm_dtype dt);
 DVM_MUST_USE dvm_status *lw_lower_kernel(lowering *L, const dvmc_node *n, const op_rule *r);
 DVM_MUST_USE dvm_status *lw_check_values(const dvmc_node *n);
 

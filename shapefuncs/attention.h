@@ -21,4 +21,18 @@ DVM_MUST_USE dvm_status *dvm_sdpa_dims_of(const char *fn, int qr, const int64_t 
                                           const int64_t *v, int pr, const int64_t *p, int64_t q_heads,
                                           int64_t kv_heads, dvm_sdpa_dims *d);
 
+/* com.microsoft MultiHeadAttention's dims (ops/cpu/contrib.c and the
+ * "multihead_attention" shape function): query [b, s, n dh]; key and
+ * value [b, l, n dh] and [b, l, n dv], or 4-D [b, n, l, dh] and [b, n, l,
+ * dv] (kv4: a cache given as key and value, then no past); past_key and
+ * past_value [b, n, p, dh] and [b, n, p, dv] (pr < 0: none, p 0). */
+typedef struct dvm_mha_dims {
+  int64_t b, s, n, l, p, dh, dv;
+  int kv4;
+} dvm_mha_dims;
+
+DVM_MUST_USE dvm_status *dvm_mha_dims_of(const char *fn, int64_t heads, int qr, const int64_t *q, int kr,
+                                         const int64_t *k, int vr, const int64_t *v, int pr, const int64_t *pk,
+                                         int pvr, const int64_t *pv, dvm_mha_dims *d);
+
 #endif

@@ -29,18 +29,25 @@
  *     masked scores get mask_filter_value added, as ONNX Runtime does.
  *     unidirectional 1 masks keys after the query (causal).
  *
- *   multihead_attention(in: query, key, value[, bias][, key_padding_mask]
- *       [, attention_bias]; attrs: present:int (the bit mask of which of
- *       the node's inputs 0..5 are given), num_heads:int, unidirectional,
- *       scale:float, mask_filter_value:float) -> y
- *     com.microsoft MultiHeadAttention without packing or past state:
- *     query [B, S, D], key [B, L, D], value [B, L, Dv], bias [2D + Dv]
- *     added to the three; per head softmax(q k^T * scale + mask +
- *     attention_bias) v: [B, S, Dv]. key_padding_mask i32 [B] (key
- *     lengths) or [B, L] (0 masks a key) adds mask_filter_value to masked
- *     keys' scores; unidirectional (S = L only) leaves out the keys after
- *     the query, as ONNX Runtime's CPU kernel does (-inf, not the filter
- *     value); attention_bias f32 [B or 1, N or 1, S, L].
+ *   multihead_attention(in: the given ones of query, key, value, bias,
+ *       key_padding_mask, attention_bias, past_key, past_value; attrs:
+ *       present:int (bits 0..7: which of those the node gives; 8..11:
+ *       which outputs it wants), num_heads:int, unidirectional,
+ *       scale:float, mask_filter_value:float) -> y, present_key,
+ *       present_value, qk
+ *     com.microsoft MultiHeadAttention as ONNX Runtime's CPU kernel runs
+ *     it: query [B, S, D], key [B, L, D], value [B, L, Dv] (bias [2D +
+ *     Dv] added to the three), or key and value 4-D [B, N, L, D / N] and
+ *     [B, N, L, Dv / N] (a cache: no bias, no past); past_key and
+ *     past_value [B, N, P, D / N], [B, N, P, Dv / N] go before the keys
+ *     and values: T = P + L of them; present_key and present_value are
+ *     those [B, N, T, ..]. Per head softmax(q k^T * scale + mask +
+ *     attention_bias) v: y [B, S, Dv]; qk [B, N, S, T] the scores before
+ *     the softmax, mask and bias added. key_padding_mask i32 [B] (key
+ *     lengths), [B, T] or [B, S, T] (0 masks a key) adds
+ *     mask_filter_value; unidirectional (S = L only) adds -FLT_MAX to the
+ *     keys after query i's (key P + i), as ONNX Runtime; attention_bias
+ *     f32 [B or 1, N or 1, S, T]. Unwanted outputs are empty tensors.
  *   qembed_layernorm(in: ids, segment_ids, word, pos, seg, gamma, beta, mask,
  *       5 scales, 5 zero points; attrs: epsilon:float) -> y, mask_index
  *     com.microsoft QEmbedLayerNormalization: embed_layernorm with the
@@ -59,8 +66,9 @@
  *
  * Ids out of their table's range fail naming the position. Shape function
  * "embed_layernorm" (y [B, S, H], mask_index [B]), "attention"
- * ([B, S, 3H / 3]), "multihead_attention" ([B, S, Dv]), "fused_matmul" and "fused_gemm". Products go to
+ * ([B, S, 3H / 3]), "multihead_attention" (y, present_key, present_value, qk), "fused_matmul" and "fused_gemm". Products go to
  * oneDNN's sgemm. */
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -74,6 +82,7 @@
 #include "ops/cpu/quant.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
+#include "shapefuncs/attention.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/matmul.h"
 #include "shapefuncs/shape.h"
@@ -442,11 +451,26 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
   return st;
 }
 
-/* com.microsoft MultiHeadAttention (3-D query, key and value; see the
- * head comment): q (+ bias) copied to [B, S, D], k and v (+ bias) to
- * [B, N, L, head size], key_padding_mask and attention_bias summed into
- * one additive bias [B, N or 1, S, L], then the attention core (causal
- * for unidirectional). */
+/* k (3-D [B, L, N w] plus bias b, or 4-D [B, N, L, w]) after the past
+ * ([B, N, P, w] or NULL) into dst [B, N, P + L, w]. */
+static void mha_keys(const dvm_mha_dims *m, const float *past, const float *k, const float *b, int64_t w, float *dst) {
+  int64_t T = m->p + m->l;
+  for (int64_t bi = 0; bi < m->b; bi++)
+    for (int64_t h = 0; h < m->n; h++) {
+      float *o = dst + (bi * m->n + h) * T * w;
+      if (m->p) memcpy(o, past + (bi * m->n + h) * m->p * w, sizeof(float) * (size_t)(m->p * w));
+      for (int64_t l = 0; l < m->l; l++) {
+        const float *src = m->kv4 ? k + ((bi * m->n + h) * m->l + l) * w : k + (bi * m->l + l) * m->n * w + h * w;
+        for (int64_t j = 0; j < w; j++) o[(m->p + l) * w + j] = src[j] + (b ? b[h * w + j] : 0.0f);
+      }
+    }
+}
+
+/* com.microsoft MultiHeadAttention (see the head comment): q (+ bias)
+ * copied to [B, S, D], the keys and values (past ++ new, + bias) to
+ * [B, N, T, head size] (into present_key and present_value when wanted),
+ * key_padding_mask, unidirectional and attention_bias summed into one
+ * additive bias [B, N or 1, S, T], then the attention core. */
 static dvm_status *multihead_attention(const dvm_kernel_args *a) {
   const char *op = "multihead_attention";
   int64_t present, N, uni;
@@ -457,76 +481,82 @@ static dvm_status *multihead_attention(const dvm_kernel_args *a) {
   if (!st) st = dvm_attr_int(op, "unidirectional", &a->attrs[2], &uni);
   if (!st) st = dvm_attr_float(op, "scale", &a->attrs[3], &scale);
   if (!st) st = dvm_attr_float(op, "mask_filter_value", &a->attrs[4], &filter);
+  if (!st) st = dvm_kargs_check_range(a, op, 3, 8, 4, 4, DVM_DEVICE_CPU);
   if (st) return st;
-  const dvm_tensor *in[6] = {0};
+  const dvm_tensor *in[8] = {0};
   int k = 0;
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 8; i++)
     if (present >> i & 1) {
       if (k >= a->nin) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: fewer inputs than `present` names", op);
       in[i] = a->in[k++];
     }
-  if (k != a->nin || (present & 7) != 7 || present >> 6)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: query, key and value (and at most bias, key_padding_mask and "
-                          "attention_bias) must be given", op);
-  for (int i = 0; i < 6; i++)
+  if (k != a->nin || (present & 7) != 7 || present >> 12)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: query, key and value must be given (`present` %lld)", op,
+                          (long long)present);
+  for (int i = 0; i < 8; i++)
     if (in[i] && i != 4 && in[i]->dtype != DVM_F32)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d must be f32", op, i);
-  const dvm_tensor *q = in[0], *kt = in[1], *vt = in[2], *bt = in[3], *mt = in[4], *ab = in[5];
-  char s0[DVM_SHAPE_STR_SIZE], s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
-  if (q->rank != 3 || kt->rank != 3 || vt->rank != 3 || kt->dims[0] != q->dims[0] || vt->dims[0] != q->dims[0] ||
-      kt->dims[2] != q->dims[2] || vt->dims[1] != kt->dims[1] || N < 1 || q->dims[2] % N || vt->dims[2] % N)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: query %s, key %s and value %s must be [B, S, D], [B, L, D] "
-                          "and [B, L, Dv], D and Dv divisible by num_heads %lld", op,
-                          dvm_shape_str(s0, q->rank, q->dims), dvm_shape_str(s1, kt->rank, kt->dims),
-                          dvm_shape_str(s2, vt->rank, vt->dims), (long long)N);
-  int64_t B = q->dims[0], S = q->dims[1], D = q->dims[2], L = kt->dims[1], Dv = vt->dims[2];
-  int64_t hd = D / N, hv = Dv / N;
+  const dvm_tensor *q = in[0], *kt = in[1], *vt = in[2], *bt = in[3], *mt = in[4], *ab = in[5], *pk = in[6], *pv = in[7];
+  char s0[DVM_SHAPE_STR_SIZE];
+  dvm_mha_dims m;
+  if ((st = dvm_mha_dims_of(op, N, q->rank, q->dims, kt->rank, kt->dims, vt->rank, vt->dims, pk ? pk->rank : -1,
+                            pk ? pk->dims : NULL, pv ? pv->rank : -1, pv ? pv->dims : NULL, &m)))
+    return st;
+  int64_t B = m.b, S = m.s, T = m.p + m.l, D = N * m.dh, Dv = N * m.dv;
+  if (bt && m.kv4) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: bias with a 4-D key and value", op);
   if (bt && (st = want_vec(op, "bias", bt, 2 * D + Dv))) return st;
   if (mt && (mt->dtype != DVM_I32 || !((mt->rank == 1 && mt->dims[0] == B) ||
-                                       (mt->rank == 2 && mt->dims[0] == B && mt->dims[1] == L))))
-    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: key_padding_mask %s: only i32 [B] (key lengths) or [B, L] (0/1) "
-                          "masks are supported", op, dvm_shape_str(s0, mt->rank, mt->dims));
+                                       (mt->rank == 2 && mt->dims[0] == B && mt->dims[1] == T) ||
+                                       (mt->rank == 3 && mt->dims[0] == B && mt->dims[1] == S && mt->dims[2] == T))))
+    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: key_padding_mask %s: only i32 [B] (key lengths), [B, %lld] or "
+                          "[B, S, %lld] (0/1) masks are supported", op, dvm_shape_str(s0, mt->rank, mt->dims),
+                          (long long)T, (long long)T);
   if (ab && (ab->rank != 4 || (ab->dims[0] != B && ab->dims[0] != 1) || (ab->dims[1] != N && ab->dims[1] != 1) ||
-             ab->dims[2] != S || ab->dims[3] != L))
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attention_bias %s must be [B or 1, num_heads or 1, S, L]", op,
-                          dvm_shape_str(s0, ab->rank, ab->dims));
-  if (!B || !S || !Dv) return NULL;
-  if (uni && S != L)
-    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: unidirectional with %lld queries and %lld keys: only equal "
-                          "lengths are supported", op, (long long)S, (long long)L);
-  int64_t NM = ab && ab->dims[1] == N ? N : 1, nm = (mt || ab) ? B * NM * S * L : 0;
-  int64_t nq = B * S * D, nk = B * L * D, nv = B * L * Dv;
+             ab->dims[2] != S || ab->dims[3] != T))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: attention_bias %s must be [B or 1, num_heads or 1, S, %lld]", op,
+                          dvm_shape_str(s0, ab->rank, ab->dims), (long long)T);
+  if (uni && S != m.l)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "%s: unidirectional with %lld queries and %lld new keys: only equal "
+                          "numbers are supported", op, (long long)S, (long long)m.l);
+  const int64_t want[4][4] = {{B, S, Dv}, {B, N, T, m.dh}, {B, N, T, m.dv}, {B, N, S, T}};
+  float *outs[4];
+  for (int j = 0; j < 4; j++) {
+    dvm_tensor *o = a->out[j];
+    outs[j] = present >> (8 + j) & 1 ? dvm_tensor_ptr(o) : NULL;
+    if (outs[j] && (o->dtype != DVM_F32 || o->rank != (j ? 4 : 3) ||
+                    memcmp(o->dims, want[j], sizeof(int64_t) * (size_t)o->rank)))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: output %d must be f32 %s", op, j,
+                            dvm_shape_str(s0, j ? 4 : 3, want[j]));
+  }
+  int causal = uni && S > 1;
+  int64_t NM = ab && ab->dims[1] == N ? N : 1, nm = (mt || ab || causal) ? B * NM * S * T : 0;
+  int64_t nq = B * S * D, nk = outs[1] ? 0 : B * N * T * m.dh, nv = outs[2] ? 0 : B * N * T * m.dv;
   float *buf = malloc(sizeof(float) * (size_t)(nq + nk + nv + nm + 1));
   if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
-  float *qb = buf, *kb = qb + nq, *vb = kb + nk, *bias = nm ? vb + nv : NULL;
-  const float *qp = dvm_tensor_ptr(q), *kp = dvm_tensor_ptr(kt), *vp = dvm_tensor_ptr(vt);
-  const float *bp = bt ? dvm_tensor_ptr(bt) : NULL;
+  float *qb = buf, *kb = outs[1] ? outs[1] : qb + nq, *vb = outs[2] ? outs[2] : qb + nq + nk;
+  float *bias = nm ? qb + nq + nk + nv : NULL;
+  const float *qp = dvm_tensor_ptr(q), *bp = bt ? dvm_tensor_ptr(bt) : NULL;
   for (int64_t r = 0; r < B * S; r++)
     for (int64_t j = 0; j < D; j++) qb[r * D + j] = qp[r * D + j] + (bp ? bp[j] : 0.0f);
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t l = 0; l < L; l++)
-      for (int64_t h = 0; h < N; h++) {
-        for (int64_t j = 0; j < hd; j++)
-          kb[((b * N + h) * L + l) * hd + j] = kp[(b * L + l) * D + h * hd + j] + (bp ? bp[D + h * hd + j] : 0.0f);
-        for (int64_t j = 0; j < hv; j++)
-          vb[((b * N + h) * L + l) * hv + j] = vp[(b * L + l) * Dv + h * hv + j] + (bp ? bp[2 * D + h * hv + j] : 0.0f);
-      }
+  mha_keys(&m, pk ? dvm_tensor_ptr(pk) : NULL, dvm_tensor_ptr(kt), bp ? bp + D : NULL, m.dh, kb);
+  mha_keys(&m, pv ? dvm_tensor_ptr(pv) : NULL, dvm_tensor_ptr(vt), bp ? bp + 2 * D : NULL, m.dv, vb);
   const int32_t *mp = mt ? dvm_tensor_ptr(mt) : NULL;
   const float *abp = ab ? dvm_tensor_ptr(ab) : NULL;
   for (int64_t b = 0; nm && b < B; b++)
     for (int64_t h = 0; h < NM; h++)
       for (int64_t i = 0; i < S; i++)
-        for (int64_t j = 0; j < L; j++) {
-          int pad = mp && (mt->rank == 1 ? j >= mp[b] : mp[b * L + j] == 0);
-          float v = pad ? (float)filter : 0.0f;
-          if (abp) v += abp[(((ab->dims[0] == 1 ? 0 : b) * ab->dims[1] + h) * S + i) * L + j];
-          bias[((b * NM + h) * S + i) * L + j] = v;
+        for (int64_t j = 0; j < T; j++) {
+          int pad = mp && (mt->rank == 1 ? j >= mp[b] : mt->rank == 2 ? mp[b * T + j] == 0 : mp[(b * S + i) * T + j] == 0);
+          float v = abp ? abp[(((ab->dims[0] == 1 ? 0 : b) * ab->dims[1] + h) * S + i) * T + j] : 0.0f;
+          if (pad) v += (float)filter;
+          if (causal && j > m.p + i) v += -FLT_MAX;
+          bias[((b * NM + h) * S + i) * T + j] = v;
         }
-  dvm_attend at = {.d = {3, B, N, N, S, L, 0, hd, hv}, .q = qb, .k = kb, .v = vb, .ldq = D, .mask = bias,
-                   .mstride = {NM * S * L, NM == N ? S * L : 0, L, 1}, .mlen = L, .y = dvm_tensor_ptr(a->out[0]),
-                   .causal = (int)uni,
-                   .scale = scale != 0 ? (float)scale : 1.0f / sqrtf((float)hd), .left = -1, .right = -1};
-  st = dvm_cpu_attend(op, &at, dvm_kargs_threads(a));
+  dvm_attend at = {.d = {3, B, N, N, S, m.l, m.p, m.dh, m.dv}, .q = qb, .k = kb, .v = vb, .ldq = D, .mask = bias,
+                   .mstride = {NM * S * T, NM == N ? S * T : 0, T, 1}, .mlen = T, .y = outs[0], .qk = outs[3],
+                   .mode = 2, .past = 1, .scale = scale != 0 ? (float)scale : 1.0f / sqrtf((float)m.dh),
+                   .left = -1, .right = -1};
+  st = B && S ? dvm_cpu_attend(op, &at, dvm_kargs_threads(a)) : NULL;
   free(buf);
   return st;
 }

@@ -257,29 +257,43 @@ def test_attention_past_state_is_refused_by_name(tmp_path):
     assert r.returncode == 2 and 'node "a1" (Attention' in r.stderr and "not supported" in r.stderr, r.stderr
 
 
-def run_mha(tmp_path, inputs, **attrs):
-    """MultiHeadAttention in dvm and ONNX Runtime; inputs in node order,
-    "" for an omitted one (left out of the graph, its name empty)."""
+def mha_model(path, inputs, outputs, attrs):
     names = [k if not isinstance(v, str) else "" for k, v in inputs.items()]
     while names and not names[-1]:
         names.pop()
-    feed = {k: v for k, v in inputs.items() if not isinstance(v, str)}
     vi = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
-          for k, v in feed.items()]
-    node = helper.make_node("MultiHeadAttention", names, ["y"], domain=MS, **attrs)
-    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    path = tmp_path / "m.onnx"
+          for k, v in inputs.items() if not isinstance(v, str)]
+    node = helper.make_node("MultiHeadAttention", names, list(outputs), domain=MS, **attrs)
+    vo = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs if o]
+    g = helper.make_graph([node], "g", vi, vo)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]), path)
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)
-    r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
+
+
+def run_mha(tmp_path, inputs, outputs=("y",), **attrs):
+    """MultiHeadAttention in dvm and ONNX Runtime; inputs and outputs in
+    node order, "" for an omitted one (left out of the graph, its name
+    empty). ONNX Runtime always runs with all four outputs: given a past
+    but no present outputs, its CPU kernel leaves the past out of T and
+    gives NaN."""
+    feed = {k: v for k, v in inputs.items() if not isinstance(v, str)}
+    outs = [o for o in outputs if o]
+    full = ("y", "pk_out", "pv_out", "qk")
+    mha_model(tmp_path / "ort.onnx", inputs, full, attrs)
+    got = ort.InferenceSession(str(tmp_path / "ort.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)
+    want = [got[full.index(o)] for o in outs]
+    mha_model(tmp_path / "m.onnx", inputs, outputs, attrs)
+    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    cmd = [DVM, "run", str(tmp_path / "m.dvmb"), "--output", str(tmp_path / "o.npy")]
+    cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
+    for o in outs:
+        cmd += ["--output", str(tmp_path / f"o_{o}.npy")]
     for k, v in feed.items():
         np.save(tmp_path / f"{k}.npy", v)
         cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    return [np.load(tmp_path / "o.npy")], want
+    return [np.load(tmp_path / f"o_{o}.npy") for o in outs], want
 
 
 @pytest.mark.parametrize("bsl", [(1, 1, 1), (2, 3, 5), (3, 7, 2), (0, 3, 4), (2, 1, 7)])
@@ -316,25 +330,119 @@ def test_multihead_attention_unidirectional_and_scale(tmp_path, s, mask):
     close(*run_mha(tmp_path, inputs, num_heads=2, unidirectional=1, scale=0.3))
 
 
-@pytest.mark.parametrize("case", ["packed_kv", "past", "present"])
+def close_masked(got, want):
+    """close, with the entries ONNX Runtime's unidirectional mask sets to
+    -FLT_MAX (qk) compared as a pattern."""
+    for g, w in zip(got, want):
+        low = w <= -1e38
+        np.testing.assert_array_equal(g <= -1e38, low)
+        close([np.where(low, 0, g)], [np.where(low, 0, w)])
+
+
+# (batch, new length S = L, past length P)
+MHA_PAST = [(1, 1, 1, 3), (2, 3, 3, 5), (3, 1, 1, 7), (2, 4, 4, 1), (1, 5, 5, 2)]
+
+
+@pytest.mark.parametrize("bslp", MHA_PAST)
+@pytest.mark.parametrize("extras", ["", "bias", "mask1", "mask2", "mask3", "abias", "uni", "all"])
+@pytest.mark.parametrize("outs", [("y", "pk_out", "pv_out"), ("y", "pk_out", "pv_out", "qk"), ("y", "", "", "qk")])
+def test_multihead_attention_past(tmp_path, bslp, extras, outs):
+    """past_key/past_value before the new keys and values (T = P + L),
+    present_key/present_value and qk (the scores with mask and bias),
+    key_padding_mask [B] (key lengths in T), [B, T] or [B, S, T],
+    attention_bias [B, N, S, T], unidirectional (query i sees keys up to
+    P + i) against ONNX Runtime."""
+    b, s, l, p = bslp
+    n, dh, dv = 2, 3, 3  # ONNX Runtime wants past_value's head size to be query's
+    t = p + l
+    inputs = {"q": f32(b, s, n * dh), "k": f32(b, l, n * dh), "v": f32(b, l, n * dv), "bias": "", "mask": "",
+              "ab": "", "pk": f32(b, n, p, dh), "pv": f32(b, n, p, dv)}
+    if extras in ("bias", "all"):
+        inputs["bias"] = f32(2 * n * dh + n * dv)
+    if extras == "mask1":
+        inputs["mask"] = rng.integers(1, t + 1, b).astype(np.int32)
+    if extras in ("mask2", "all"):
+        m = (rng.random((b, t)) < 0.7).astype(np.int32)
+        m[:, 0] = 1
+        inputs["mask"] = m
+    if extras == "mask3":
+        m = (rng.random((b, s, t)) < 0.7).astype(np.int32)
+        m[:, :, 0] = 1
+        inputs["mask"] = m
+    if extras in ("abias", "all"):
+        inputs["ab"] = f32(b, n, s, t)
+    attrs = dict(num_heads=n, unidirectional=1) if extras in ("uni", "all") else dict(num_heads=n)
+    close_masked(*run_mha(tmp_path, inputs, outs, **attrs))
+
+
+@pytest.mark.parametrize("kv4", [False, True])
+def test_multihead_attention_shapes_at_run_time(tmp_path, kv4):
+    """Key and value (4-D) or the past (3-D key and value) reshaped by a
+    shape given at run time: inference cannot tell T, and the outputs'
+    shapes come from the shape function."""
+    b, s, l, p, n, h = 2, 3, 3, 4, 2, 3
+    vi, ms = helper.make_tensor_value_info, helper.make_node
+    feed = {"q": f32(b, s, n * h), "shape": np.array([b, n, l if kv4 else p, h], np.int64)}
+    if kv4:
+        feed.update(kf=f32(b * n * l * h), vf=f32(b * n * l * h))
+        nodes = [ms("Reshape", ["kf", "shape"], ["k"]), ms("Reshape", ["vf", "shape"], ["v"])]
+        names = ["q", "k", "v"]
+    else:
+        feed.update(k=f32(b, l, n * h), v=f32(b, l, n * h), kf=f32(b * n * p * h), vf=f32(b * n * p * h))
+        nodes = [ms("Reshape", ["kf", "shape"], ["pk"]), ms("Reshape", ["vf", "shape"], ["pv"])]
+        names = ["q", "k", "v", "", "", "", "pk", "pv"]
+    outs = ["y", "pk_out", "pv_out", "qk"]
+    nodes.append(ms("MultiHeadAttention", names, outs, domain=MS, num_heads=n))
+    g = helper.make_graph(nodes, "g", [vi(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+                                       for k, v in feed.items()], [vi(o, TensorProto.FLOAT, None) for o in outs])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]), path)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)
+    r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cmd = [DVM, "run", str(tmp_path / "m.dvmb")] + sum([["--output", str(tmp_path / f"o{i}.npy")] for i in range(4)], [])
+    for k, v in feed.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    close_masked([np.load(tmp_path / f"o{i}.npy") for i in range(4)], want)
+
+
+@pytest.mark.parametrize("bsl", [(1, 1, 1), (2, 3, 5), (3, 4, 2)])
+@pytest.mark.parametrize("extras", ["", "mask2", "abias"])
+@pytest.mark.parametrize("outs", [("y",), ("y", "pk_out", "pv_out", "qk")])
+def test_multihead_attention_4d_key_value(tmp_path, bsl, extras, outs):
+    """key and value 4-D [B, N, L, head size] (a cross-attention cache
+    passed as key and value): no bias, no past; present_key and
+    present_value are them."""
+    b, s, l = bsl
+    n, dh, dv = 3, 2, 2  # ONNX Runtime wants key and value of one shape
+    inputs = {"q": f32(b, s, n * dh), "k": f32(b, n, l, dh), "v": f32(b, n, l, dv), "bias": "",
+              "mask": (rng.random((b, l)) < 0.7).astype(np.int32) if extras == "mask2" else "",
+              "ab": f32(1, n, s, l) if extras == "abias" else ""}
+    if extras == "mask2":
+        inputs["mask"][:, 0] = 1
+    close_masked(*run_mha(tmp_path, inputs, outs, num_heads=n))
+
+
+@pytest.mark.parametrize("case", ["packed_kv", "packed_qkv", "past_sequence_length"])
 def test_multihead_attention_unsupported_is_refused_by_name(tmp_path, case):
-    """What dvm does not do is refused at compile time naming the node."""
+    """What dvm does not do is refused at compile time naming the node:
+    packed QKV and KV (ONNX Runtime's CPU kernel does not implement them
+    either) and past_sequence_length (the shared past/present buffer)."""
     vi = helper.make_tensor_value_info
-    ins = [vi("q", TensorProto.FLOAT, [1, 2, 4])]
+    ins = [vi("q", TensorProto.FLOAT, [1, 3, 2, 3, 2] if case == "packed_qkv" else [1, 2, 4])]
     names, outs = ["q"], [vi("y", TensorProto.FLOAT, None)]
     if case == "packed_kv":
         ins.append(vi("kv", TensorProto.FLOAT, [1, 3, 2, 2, 2]))
         names += ["kv"]
-    else:
-        ins += [vi("k", TensorProto.FLOAT, [1, 3, 4]), vi("v", TensorProto.FLOAT, [1, 3, 4])]
-        names += ["k", "v"]
-    if case == "past":
-        ins += [vi("pk", TensorProto.FLOAT, [1, 2, 1, 2]), vi("pv", TensorProto.FLOAT, [1, 2, 1, 2])]
-        names += ["", "", "", "pk", "pv"]
-    onames = ["y", "pk_out", "pv_out"] if case == "present" else ["y"]
-    if case == "present":
-        outs += [vi("pk_out", TensorProto.FLOAT, None), vi("pv_out", TensorProto.FLOAT, None)]
-    node = helper.make_node("MultiHeadAttention", names, onames, name="mha1", domain=MS, num_heads=2)
+    if case == "past_sequence_length":
+        ins += [vi("k", TensorProto.FLOAT, [1, 3, 4]), vi("v", TensorProto.FLOAT, [1, 3, 4]),
+                vi("pk", TensorProto.FLOAT, [1, 2, 1, 2]), vi("pv", TensorProto.FLOAT, [1, 2, 1, 2]),
+                vi("plen", TensorProto.INT32, [1])]
+        names += ["k", "v", "", "", "", "pk", "pv", "plen"]
+    node = helper.make_node("MultiHeadAttention", names, ["y"], name="mha1", domain=MS, num_heads=2)
     g = helper.make_graph([node], "g", ins, outs)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
               tmp_path / "m.onnx")
