@@ -5,7 +5,9 @@
  * moves its state outputs back and joins each scan output along its axis
  * (in front for a reverse direction). Opset 8 has an optional
  * sequence_lens input first and a batch axis 0 on every input and output:
- * there the scan runs once per batch row inside an outer loop. */
+ * there the scan runs once per batch row inside an outer loop, for that
+ * row's length (a reverse input from its last step within the length),
+ * its scan outputs padded with zeros to the longest, as ONNX Runtime. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -62,13 +64,26 @@ static void empty_accumulators(lowering *L, int n, int *acc) {
 
 /* The scan loop over tensors in registers: states s[] (dtypes sdt[]),
  * moved into fresh registers car[] that hold the final states after it;
- * scan inputs x[] (dtypes xdt[]); the scan outputs end in ys[]. */
+ * scan inputs x[] (dtypes xdt[]); the scan outputs end in ys[]. steps >=
+ * 0: a register holding the number of steps (checked to be 1 to the scan
+ * inputs' length; a reverse input starts at step steps - 1); *full gets
+ * the register of the scan inputs' length. */
 static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, const dvm_dtype *sdt, const int *x,
-                             const dvm_dtype *xdt, int *car, int *ys) {
+                             const dvm_dtype *xdt, int *car, int *ys, int steps, int *full) {
   const dvmc_node *n = S->n;
   const dvmc_graph *body = S->body;
   dvm_status *st;
-  int len = common_dim(L, n, S->m, x, S->in_axis, "scan input");
+  int len = *full = common_dim(L, n, S->m, x, S->in_axis, "scan input");
+  if (steps >= 0) {
+    int ok = dvmc_fn_reg(L->f), le = dvmc_fn_reg(L->f);
+    char msg[256];
+    snprintf(msg, sizeof msg, "node \"%s\" (Scan, opset 8): sequence_lens entry {} is outside [1, {}]", n->name);
+    dvmc_fn_op3(L->f, DVM_OP_GE, ok, steps, lw_emit_int(L, 1));
+    dvmc_fn_op3(L->f, DVM_OP_LE, le, steps, len);
+    dvmc_fn_op3(L->f, DVM_OP_MUL, ok, ok, le);
+    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 2, steps, len}, 5);
+    len = steps;
+  }
   for (int k = 0; k < S->ns; k++) {
     car[k] = dvmc_fn_reg(L->f);
     dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], s[k]);
@@ -136,15 +151,49 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
   return lw_empty_scans(L, n, S->used, (const dvmc_value *const *)body->outputs + S->ns, S->nk, ys, S->out_axis, i);
 }
 
-/* Opset 8: the scan once per row b of the batch axis 0, its final states
+/* Scan output y (dtype dt), steps long along axis 0, padded with zero
+ * slices to `full` (opset 8's rows shorter than the longest). */
+static void pad_scan(lowering *L, int y, dvm_dtype dt, int steps, int full) {
+  int j = dvmc_fn_reg(L->f), go = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1), z = dvmc_fn_reg(L->f);
+  int shape = dvmc_fn_reg(L->f), t0 = lw_scalar_tensor(L, DVM_I64, lw_emit_int(L, 0));
+  int slice = gather_at(L, y, dt, t0, 0);
+  dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, shape, slice);
+  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){z, dt, shape, DVM_DEVICE_CPU}, 4);
+  int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, z, 0, 1, lw_emit_int(L, 0)}, 7);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, slice);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, t0);
+  dvmc_fn_op3(L->f, DVM_OP_ADD, j, steps, lw_emit_int(L, 0));
+  uint32_t head = dvmc_fn_here(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_LT, go, j, full);
+  uint32_t exit = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  lw_append_scan(L, z, dt, y, j, 0, 0);
+  dvmc_fn_op3(L->f, DVM_OP_ADD, j, j, one);
+  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
+  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, z);
+}
+
+/* Opset 8: the scan once per row b of the batch axis 0 (for lens[b]
+ * steps when lens >= 0, the sequence_lens register), its final states
  * and scan outputs joined along a new axis 0 (accS, accY). */
 static dvm_status *batch_loop(lowering *L, const scan_spec *S, const int *s, const dvm_dtype *sdt, const int *x,
-                              const dvm_dtype *xdt, int *accS, int *accY) {
+                              const dvm_dtype *xdt, int lens, int *accS, int *accY) {
   const dvmc_node *n = S->n;
   int all[2 * MAX_IO], zeros[2 * MAX_IO] = {0};
   for (int k = 0; k < S->m; k++) all[k] = x[k];
   for (int k = 0; k < S->ns; k++) all[S->m + k] = s[k];
   int batch = common_dim(L, n, S->m + S->ns, all, zeros, "input");
+  if (lens >= 0) { /* one length per row */
+    int d = dvmc_fn_reg(L->f), ok = dvmc_fn_reg(L->f);
+    char msg[256];
+    snprintf(msg, sizeof msg, "node \"%s\" (Scan, opset 8): sequence_lens has {} entries for a batch of {}", n->name);
+    dvmc_fn_emit(L->f, DVM_OP_DIM, (int64_t[]){d, lens, 0}, 3);
+    dvmc_fn_op3(L->f, DVM_OP_EQ, ok, d, batch);
+    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 2, d, batch}, 5);
+  }
   empty_accumulators(L, S->ns, accS);
   empty_accumulators(L, S->nk, accY);
   int b = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1);
@@ -158,8 +207,13 @@ static dvm_status *batch_loop(lowering *L, const scan_spec *S, const int *s, con
   int bt = lw_scalar_tensor(L, DVM_I64, b), sb[MAX_IO], xb[MAX_IO], car[MAX_IO], ys[MAX_IO];
   for (int k = 0; k < S->ns; k++) sb[k] = gather_at(L, s[k], sdt[k], bt, 0);
   for (int k = 0; k < S->m; k++) xb[k] = gather_at(L, x[k], xdt[k], bt, 0);
-  dvm_status *st = scan_loop(L, S, sb, sdt, xb, xdt, car, ys);
+  int steps = -1, full, lt = lens >= 0 ? gather_at(L, lens, DVM_I64, bt, 0) : -1;
+  if (lt >= 0)
+    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "item"), 1, steps = dvmc_fn_reg(L->f), 1, lt}, 5);
+  dvm_status *st = scan_loop(L, S, sb, sdt, xb, xdt, car, ys, steps, &full);
   if (st) return st;
+  for (int k = 0; steps >= 0 && k < S->nk; k++) pad_scan(L, ys[k], S->body->outputs[S->ns + k]->dtype, steps, full);
+  if (lt >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, lt);
   for (int k = 0; k < S->ns; k++) {
     lw_append_scan(L, car[k], sdt[k], accS[k], b, 0, 0);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, car[k]);
@@ -224,7 +278,14 @@ dvm_status *lw_lower_scan(lowering *L, const dvmc_node *n, const op_rule *r) {
                       body->noutputs, S.ns, S.m);
   if (n->nout > S.ns + S.nk) return lw_invalid(n, "%d outputs for %d states and %d scan outputs", n->nout, S.ns, S.nk);
   if (S.ns + S.m > MAX_IO || S.nk > MAX_IO) return lw_unsupported(n, "more than %d inputs or scan outputs", MAX_IO);
-  if (v8 && n->nin && n->in[0]) return lw_unsupported(n, "sequence_lens (opset 8) is not supported");
+  int lens = -1;
+  if (v8 && n->nin && n->in[0]) {
+    const dvmc_value *sl = n->in[0];
+    if ((sl->typed && sl->dtype != DVM_I64) || (sl->rank >= 0 && sl->rank != 1))
+      return lw_invalid(n, "sequence_lens must be i64 [batch]");
+    dvm_status *st = lw_reg_of(L, sl, &lens);
+    if (st) return st;
+  }
   dvm_status *st;
   if ((st = check_list(n, v8 ? "directions" : "scan_input_directions", S.m, 1)) ||
       (st = check_list(n, "scan_input_axes", S.m, 0)) || (st = check_list(n, "scan_output_axes", S.nk, 0)) ||
@@ -252,7 +313,8 @@ dvm_status *lw_lower_scan(lowering *L, const dvmc_node *n, const op_rule *r) {
     S.used[k] = S.ns + k < n->nout ? n->out[S.ns + k] : NULL;
   }
   int fs[MAX_IO], ys[MAX_IO];
-  st = v8 ? batch_loop(L, &S, s, sdt, x, xdt, fs, ys) : scan_loop(L, &S, s, sdt, x, xdt, fs, ys);
+  int full;
+  st = v8 ? batch_loop(L, &S, s, sdt, x, xdt, lens, fs, ys) : scan_loop(L, &S, s, sdt, x, xdt, fs, ys, -1, &full);
   if (st) return st;
   for (int k = 0; k < S.ns + S.nk; k++) {
     const dvmc_value *o = k < n->nout ? n->out[k] : NULL;

@@ -325,14 +325,53 @@ def test_scan8_batches(tmp_path, directions):
             check(got, sess.run(None, feeds))
 
 
-def test_scan8_sequence_lens_is_refused(tmp_path):
-    path, mod, p = scan_model(tmp_path, opset=8)
+def scan8_with_lens(tmp_path, directions=None):
+    path, mod, p = scan_model(tmp_path, opset=8, **({"directions": directions} if directions else {}))
     m = onnx.load(path)
     m.graph.node[0].input[0] = "lens"
-    m.graph.input.append(vi("lens", I64, ["n"]))
+    m.graph.input.append(vi("lens", I64, ["m"]))  # not "n": the count is the kernel's to check
     onnx.save(m, path)
     p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and 'node "scan" (Scan, opset 8): sequence_lens (opset 8) is not supported' in p.stderr
+    return path, mod, p
+
+
+@pytest.mark.parametrize("directions", [None, [0, 1], [1, 1]])
+def test_scan8_sequence_lens(tmp_path, directions):
+    # Opset 8's sequence_lens: row b runs lens[b] steps (a reverse input
+    # from step lens[b] - 1), its scan outputs padded with zeros to T, as
+    # ONNX Runtime's Scan 8 does. Compared with NumPy on the truncated rows,
+    # and with ONNX Runtime forward (see test_scan8_batches).
+    path, mod, p = scan8_with_lens(tmp_path, directions)
+    assert p.returncode == 0, p.stderr
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for lens, T, a, b in [([1], 1, 1, 1), ([5, 1, 3], 5, 2, 7), ([2, 7], 7, 1, 3), ([4, 4], 4, 3, 2)]:
+        n = len(lens)
+        feeds = {"s0": rng.standard_normal((n, a, b)).astype(np.float32),
+                 "w0": rng.standard_normal((n, a, b)).astype(np.float32),
+                 "x": rng.standard_normal((n, T, a, b)).astype(np.float32),
+                 "z": rng.standard_normal((n, T, a, b)).astype(np.float32), "lens": np.array(lens, np.int64)}
+        q, got = run_feeds(tmp_path, mod, feeds, 4)
+        assert q.returncode == 0, q.stderr
+        rows = []
+        for i, l in enumerate(lens):
+            r = scan_ref(feeds["s0"][i], feeds["w0"][i], feeds["x"][i][:l], feeds["z"][i][:l],
+                         in_dirs=directions or (0, 0))
+            rows.append(r[:2] + [np.concatenate([y, np.zeros((T - l,) + y.shape[1:], np.float32)]) for y in r[2:]])
+        check(got, [np.stack([r[k] for r in rows]) for k in range(4)])
+        if not directions:
+            check(got, sess.run(None, feeds))
+
+
+@pytest.mark.parametrize("lens", [[0, 2], [3, 4], [2]])
+def test_scan8_bad_sequence_lens_fail(tmp_path, lens):
+    # A length outside [1, T] (ONNX Runtime refuses 0 too) or a count other
+    # than the batch's fails naming the node.
+    path, mod, p = scan8_with_lens(tmp_path)
+    assert p.returncode == 0, p.stderr
+    feeds = {k: np.ones((2, 3, 2, 2) if k in "xz" else (2, 2, 2), np.float32) for k in ("s0", "w0", "x", "z")}
+    feeds["lens"] = np.array(lens, np.int64)
+    q, _ = run_feeds(tmp_path, mod, feeds, 4)
+    assert q.returncode != 0 and 'node "scan" (Scan, opset 8): sequence_lens' in q.stderr, q.stderr
 
 
 @pytest.mark.parametrize("op", ["Loop", "Scan"])
