@@ -454,12 +454,12 @@ def test_multihead_attention_unsupported_is_refused_by_name(tmp_path, case):
 def qweights(dirs, k, n, dt, per_column):
     """DynamicQuantizeLSTM's weight [dirs, k, n] with its scale and zero
     point as ONNX Runtime takes them: i8 zero points 0, u8 ones one value
-    per direction (per column: that value repeated)."""
+    per direction (per column: one value for the whole tensor)."""
     shape = (dirs, n) if per_column else (dirs,)
     scale = rng.uniform(0.01, 0.06, shape).astype(np.float32)
     if dt == "i8":
         return i8(dirs, k, n), scale, np.zeros(shape, np.int8)
-    zp = rng.integers(100, 156, (dirs, 1) if per_column else (dirs,)).astype(np.uint8)
+    zp = rng.integers(100, 156, (1, 1) if per_column else (dirs,)).astype(np.uint8)
     return rng.integers(0, 256, (dirs, k, n)).astype(np.uint8), scale, np.broadcast_to(zp, shape).copy()
 
 
@@ -482,18 +482,21 @@ def run_qlstm(tmp_path, s, b, i, h, direction="forward", dt="i8", per_column=Fal
     return run_both(tmp_path, "DynamicQuantizeLSTM", inputs, outputs, domain=MS, ort_threads=1, **attrs)
 
 
-# (seq, batch, input, hidden): 1s, primes, a batch of 1 and more
+# (seq, batch, input, hidden): 1s, primes, a batch of 1 and more. Not 0:
+# ONNX Runtime 1.32 gives uninitialized Y_h for seq 0 and dies (terminate
+# called) for batch 0; dvm gives zero states and empty outputs there.
 QLSTM_SHAPES = [(1, 1, 1, 1), (1, 3, 5, 7), (7, 3, 4, 5), (13, 1, 3, 2), (5, 2, 17, 11), (2, 5, 6, 3)]
 
 
 @pytest.mark.parametrize("sbih", QLSTM_SHAPES)
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("dt", ["i8", "u8"])
-def test_dynamic_quantize_lstm(tmp_path, sbih, direction, dt):
+@pytest.mark.parametrize("per_column", [False, True])
+def test_dynamic_quantize_lstm(tmp_path, sbih, direction, dt, per_column):
     """DynamicQuantizeLSTM against ONNX Runtime: X and each step's states
     quantized to u8 as its CPU kernel quantizes them, exact i32 sums: the
     same codes, so the outputs agree to f32 rounding."""
-    close(*run_qlstm(tmp_path, *sbih, direction=direction, dt=dt, per_column=dt == "i8", extras=("bias",)))
+    close(*run_qlstm(tmp_path, *sbih, direction=direction, dt=dt, per_column=per_column, extras=("bias",)))
 
 
 @pytest.mark.parametrize("extras", [("states",), ("lens",), ("lens", "states", "bias"), ("peephole", "bias"),
@@ -505,6 +508,36 @@ def test_dynamic_quantize_lstm_inputs(tmp_path, extras, outs, direction):
     counts a finished row's state in the next step's range as 0 when Y is
     wanted, as its last state when not)."""
     close(*run_qlstm(tmp_path, 6, 4, 5, 3, direction=direction, dt="u8", extras=extras, outs=outs))
+
+
+@pytest.mark.parametrize("sb", [(0, 2), (3, 0)])
+def test_dynamic_quantize_lstm_empty(tmp_path, sb):
+    """seq 0: empty Y, zero states; batch 0: empty outputs (dvm alone:
+    see QLSTM_SHAPES)."""
+    s, b = sb
+    w, ws, wz = qweights(2, 3, 8, "u8", True)
+    r, rs, rz = qweights(2, 2, 8, "u8", True)
+    feeds = {"x": f32(s, b, 3), "w": w, "r": r, "ws": ws, "wz": wz, "rs": rs, "rz": rz}
+    vi = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+          for k, v in feeds.items()]
+    node = helper.make_node("DynamicQuantizeLSTM", ["x", "w", "r", "", "", "", "", "", "ws", "wz", "rs", "rz"],
+                            ["y", "yh", "yc"], domain=MS, hidden_size=2, direction="bidirectional")
+    g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                                            for o in ("y", "yh", "yc")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
+              tmp_path / "m.onnx")
+    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cmd = [DVM, "run", str(tmp_path / "m.dvmb")] + [f"--output={tmp_path / o}.npy" for o in ("y", "yh", "yc")]
+    for k, v in feeds.items():
+        np.save(tmp_path / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp_path / k}.npy"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    y, yh, yc = (np.load(tmp_path / f"{o}.npy") for o in ("y", "yh", "yc"))
+    assert y.shape == (s, 2, b, 2) and yh.shape == yc.shape == (2, b, 2)
+    assert not yh.any() and not yc.any()
 
 
 def test_dynamic_quantize_lstm_bad_zero_point_is_refused(tmp_path):
