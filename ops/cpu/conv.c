@@ -20,7 +20,10 @@
  * when it is a module constant: see wforms below), which measured
  * faster than its kernels for the plain layouts (gemm-based) even with the
  * copies, except for pointwise (1x1, stride 1, unpadded) convs, which run as
- * a GEMM on X and Y in place. A primitive and its reorders cost milliseconds to make (JIT), so
+ * a GEMM on X and Y in place. A conv runs as single-threaded oneDNN calls on
+ * views (an image times a slice of output channels) spread over dvm's
+ * thread pool (run_split); conv_transpose runs whole on OpenMP threads.
+ * A primitive and its reorders cost milliseconds to make (JIT), so
  * they are cached per shape, attributes and thread count in a small LRU
  * shared by all threads (modules and their kernels are shared; VMs are per
  * thread). The blocked copies and oneDNN's scratchpad live in a per-thread
@@ -36,6 +39,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/par.h"
 #include "ops/kargs.h"
 #include "shapefuncs/shape.h"
 #include "shapefuncs/window.h"
@@ -47,7 +51,9 @@ enum { SRC, WEI, DST, NBUF }; /* the tensors oneDNN may want in its own layout *
 
 typedef struct key {
   int32_t transpose, rank, bias, threads;
-  int64_t x[DVM_MAX_RANK], w[DVM_MAX_RANK], y[DVM_MAX_RANK], group;
+  /* x, w, y: the dims of one call of the primitive; cx and cy the channel
+   * counts of the tensors X and Y it reads and writes a view of */
+  int64_t x[DVM_MAX_RANK], w[DVM_MAX_RANK], y[DVM_MAX_RANK], group, cx, cy;
   int64_t stride[DVM_WINDOW_MAX], dilation[DVM_WINDOW_MAX];
   int64_t pad_begin[DVM_WINDOW_MAX], pad_end[DVM_WINDOW_MAX];
 } key;
@@ -152,10 +158,13 @@ static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *
     order[swap] = swap + 1;
     order[swap + 1] = swap;
   }
-  dnnl_dim_t s = 1;
+  dnnl_dim_t s = 1, dense = 1;
   for (int i = nd - 1; i >= 0; i--) {
-    strides[order[i]] = s;
+    /* a dim of 1 (a view's one image) gets the dense stride, so that
+     * oneDNN sees a plain layout and picks its fast kernels */
+    strides[order[i]] = dims[order[i]] == 1 ? dense : s;
     s *= full[order[i]];
+    dense *= dims[order[i]];
   }
   return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
 }
@@ -182,11 +191,13 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   if (!e) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for a primitive", op);
   e->k = *k;
   int nd = k->rank, n = nd - 2, grouped = k->group > 1;
-  dnnl_dims_t xd, yd, yfull, wd, stride, dil, pl, pr;
+  dnnl_dims_t xd, xfull, yd, yfull, wd, stride, dil, pl, pr;
   for (int i = 0; i < nd; i++) {
-    xd[i] = k->x[i];
+    xd[i] = xfull[i] = k->x[i];
     yd[i] = yfull[i] = k->y[i];
   }
+  xfull[1] = k->cx;
+  yfull[1] = k->cy;
   /* oneDNN weights are [G,] OC/G, IC/G, k...; ONNX conv_transpose stores IC before OC */
   int64_t ic = k->x[1], oc = k->y[1];
   wd[0] = k->group;
@@ -223,7 +234,7 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
     pointwise &= k->w[2 + i] == 1 && k->stride[i] == 1 && pl[i] == 0 && pr[i] == 0;
   for (int i = 0; i < NBUF; i++) {
     DNNL_TRY(op, "memory descriptor",
-             plain_md(&e->plain[i], ndims[i], dims[i], i == DST ? yfull : dims[i],
+             plain_md(&e->plain[i], ndims[i], dims[i], i == DST ? yfull : i == SRC ? xfull : dims[i],
                       i == WEI && k->transpose ? grouped : -1));
     any[i] = e->plain[i];
     if (pointwise && i != WEI) continue;
@@ -369,13 +380,14 @@ static void cache_put(entry *e) {
  * reorders W into it once and keeps it here for every later call, VM and
  * thread. A few layouts per W (a model calls with a few shape classes);
  * past those, W is reordered on each call as for a non-constant W. */
-#define WFORMS_MAX 4
+#define WFORMS_MAX 16
 
 typedef struct wforms {
   pthread_mutex_t lock; /* guards n and f; a kept form is never changed */
   int n;
   struct {
     dnnl_memory_desc_t md;
+    int64_t at; /* the first output channel of the slice of W it holds */
     void *data;
   } f[WFORMS_MAX];
 } wforms;
@@ -400,9 +412,10 @@ static dvm_status *conv_prepack(const dvm_tensor *t, int input, const dvm_attr_h
   return NULL;
 }
 
-/* W (memory `from`) in e's layout: a kept form, or one made now by e's
- * reorder; *out is NULL when all WFORMS_MAX hold other layouts. */
-static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, dnnl_memory_t from,
+/* The slice of W from output channel `at` (memory `from`) in e's layout: a
+ * kept form, or one made now by e's reorder; *out is NULL when all
+ * WFORMS_MAX hold other slices or layouts. */
+static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, int64_t at, dnnl_memory_t from,
                               dnnl_stream_t stream, dnnl_memory_t scratch, void **out) {
   dvm_status *st = NULL;
   dnnl_memory_t to = NULL;
@@ -410,7 +423,7 @@ static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, dnnl_me
   *out = NULL;
   pthread_mutex_lock(&w->lock);
   for (int i = 0; i < w->n && !*out; i++)
-    if (dnnl_memory_desc_equal(&w->f[i].md, &e->inner[WEI])) *out = w->f[i].data;
+    if (w->f[i].at == at && dnnl_memory_desc_equal(&w->f[i].md, &e->inner[WEI])) *out = w->f[i].data;
   if (*out || w->n == WFORMS_MAX) goto out;
   data = aligned_alloc(64, e->bytes[WEI]);
   if (!data) {
@@ -424,6 +437,7 @@ static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, dnnl_me
            dnnl_primitive_execute(e->reorder[WEI], stream, 2 + (scratch != NULL), r));
   DNNL_TRY(op, "stream wait", dnnl_stream_wait(stream));
   w->f[w->n].md = e->inner[WEI];
+  w->f[w->n].at = at;
   w->f[w->n++].data = data;
   *out = data;
   data = NULL;
@@ -464,6 +478,8 @@ static dvm_status *check(const dvm_kernel_args *a, bool transpose, key *k) {
   k->bias = b != NULL;
   k->threads = dvm_kargs_threads(a);
   k->group = group;
+  k->cx = x->dims[1];
+  k->cy = y->dims[1];
   memcpy(k->x, x->dims, sizeof(int64_t) * x->rank);
   memcpy(k->w, w->dims, sizeof(int64_t) * x->rank);
   memcpy(k->y, y->dims, sizeof(int64_t) * x->rank);
@@ -485,6 +501,169 @@ static void fill_bias(const dvm_tensor *y, const dvm_tensor *b) {
     for (int64_t j = 0; j < inner; j++) py[i * inner + j] = pb ? pb[i % m] : 0.0f;
 }
 
+/* One call of e's primitive on the views x, w, b, y (w the slice of W from
+ * output channel `at`; wf W's kept forms or NULL), on the calling thread's
+ * stream and workspace. */
+static dvm_status *exec(const char *op, const entry *e, wforms *wf, int64_t at, void *x, void *w, void *b,
+                        void *y) {
+  dvm_status *st = NULL;
+  thread_ctx *c = NULL;
+  dnnl_memory_t mem[NBUF] = {0}, inner[NBUF] = {0}, bias = NULL, scratch = NULL;
+  st = thread_ctx_get(op, e->bytes[SRC] + e->bytes[WEI] + e->bytes[DST] + e->scratch, &c);
+  if (st) goto out;
+  void *user[NBUF] = {x, w, y};
+  char *ws = c->ws;
+  for (int i = 0; i < NBUF; i++) {
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&mem[i], &e->plain[i], engine, user[i]));
+    if (!e->reorder[i]) continue;
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&inner[i], &e->inner[i], engine, ws));
+    ws += e->bytes[i];
+  }
+  if (b) DNNL_TRY(op, "memory creation", dnnl_memory_create(&bias, &e->bias, engine, b));
+  if (e->scratch) {
+    dnnl_memory_desc_t smd;
+    dnnl_dims_t sdims = {(dnnl_dim_t)e->scratch};
+    DNNL_TRY(op, "memory descriptor", dnnl_memory_desc_init_by_tag(&smd, 1, sdims, dnnl_u8, dnnl_a));
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&scratch, &smd, engine, ws));
+  }
+  void *kept = NULL;
+  if (wf && e->reorder[WEI]) {
+    st = wforms_get(op, wf, e, at, mem[WEI], c->stream, scratch, &kept);
+    if (st) goto out;
+    if (kept) DNNL_TRY(op, "memory handle", dnnl_memory_set_data_handle(inner[WEI], kept));
+  }
+  /* the scratchpad goes last, so that leaving it out is a shorter count */
+  int ns = scratch != NULL;
+  for (int i = SRC; i <= WEI; i++)
+    if (e->reorder[i] && !(i == WEI && kept)) {
+      dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, mem[i]}, {DNNL_ARG_TO, inner[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+      DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->reorder[i], c->stream, 2 + ns, r));
+    }
+  dnnl_memory_t use[NBUF];
+  for (int i = 0; i < NBUF; i++) use[i] = e->reorder[i] ? inner[i] : mem[i];
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, use[SRC]}, {DNNL_ARG_WEIGHTS, use[WEI]}, {DNNL_ARG_DST, use[DST]}};
+  int na = 3;
+  if (bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
+  if (scratch) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
+  DNNL_TRY(op, "execution", dnnl_primitive_execute(e->conv, c->stream, na, args));
+  if (e->reorder[DST]) {
+    dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, inner[DST]}, {DNNL_ARG_TO, mem[DST]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->reorder[DST], c->stream, 2 + ns, r));
+  }
+  DNNL_TRY(op, "stream wait", dnnl_stream_wait(c->stream));
+out:
+  for (int i = 0; i < NBUF; i++) {
+    if (mem[i]) dnnl_memory_destroy(mem[i]);
+    if (inner[i]) dnnl_memory_destroy(inner[i]);
+  }
+  if (bias) dnnl_memory_destroy(bias);
+  if (scratch) dnnl_memory_destroy(scratch);
+  return st;
+}
+
+/* ---- a convolution cut over dvm's thread pool ---------------------------- */
+
+/* oneDNN threads through OpenMP, whose team waits at the end of every
+ * primitive for all its threads: on a loaded machine a descheduled one
+ * stalls the call (docs/performance.md). So a conv with more than one
+ * thread runs as units, each a single-threaded oneDNN call on views of the
+ * tensors: one image of the batch times one slice of the output channels
+ * (of whole groups when grouped), on dvm_par_for, which never waits for a
+ * worker that has not started. A slice is a multiple of SLICE_ALIGN
+ * channels (oneDNN's blocks are 8 or 16) where the groups allow. */
+#define SLICE_ALIGN 16
+/* Below this many multiply-adds a unit, the conv runs whole on the caller. */
+#define SPLIT_MIN_MACS (1 << 21)
+
+typedef struct job {
+  const char *op;
+  entry *e[2]; /* the primitive of a full slice, of the last (shorter) one */
+  wforms *wf;
+  char *x, *w, *b, *y;
+  int64_t parts, slice;     /* slices per image, output channels in each */
+  int64_t ocg, icg, group1; /* output, input channels per group; group == 1 */
+  int64_t xn, yn, xc, yc;   /* bytes per image of X, Y; per channel */
+  int64_t wc;               /* bytes of W per output channel */
+  pthread_mutex_t lock;
+  dvm_status *error; /* the first unit's failure */
+} job;
+
+static void run_units(void *ctx, int64_t s, int64_t end) {
+  job *j = ctx;
+  for (int64_t u = s; u < end; u++) {
+    int64_t n = u / j->parts, p = u % j->parts, at = p * j->slice;
+    int64_t cin = j->group1 ? 0 : at / j->ocg * j->icg;
+    dvm_status *st = exec(j->op, j->e[p == j->parts - 1], j->wf, at, j->x + n * j->xn + cin * j->xc,
+                          j->w + at * j->wc, j->b ? j->b + at * (int64_t)sizeof(float) : NULL,
+                          j->y + n * j->yn + at * j->yc);
+    if (!st) continue;
+    pthread_mutex_lock(&j->lock);
+    if (!j->error) j->error = st;
+    else dvm_status_free(st);
+    pthread_mutex_unlock(&j->lock);
+  }
+}
+
+/* k's key for a slice of `oc` output channels of one image. */
+static key slice_key(const key *k, int64_t oc) {
+  key s = *k;
+  int64_t ocg = k->y[1] / k->group, icg = k->x[1] / k->group;
+  s.threads = 1;
+  s.x[0] = s.y[0] = 1;
+  s.y[1] = s.w[0] = oc;
+  if (k->group > 1) {
+    s.group = oc / ocg;
+    s.x[1] = s.group * icg;
+  }
+  return s;
+}
+
+/* A conv (not transposed) on `threads` threads, as units (above). */
+static dvm_status *run_split(const dvm_kernel_args *a, const key *k, int threads, wforms *wf) {
+  const char *op = "conv";
+  int64_t oc = k->y[1], ocg = oc / k->group, icg = k->x[1] / k->group, n = k->x[0];
+  int64_t spatial = 1, window = 1;
+  for (int i = 2; i < k->rank; i++) spatial *= k->y[i], window *= k->w[i];
+  /* a slice: whole groups, SLICE_ALIGN channels or a multiple when they fit */
+  int64_t align = k->group == 1 ? SLICE_ALIGN : ocg;
+  while (align % SLICE_ALIGN && align < SLICE_ALIGN) align += ocg;
+  int64_t parts = n >= threads ? 1 : (threads + n - 1) / n;
+  if (parts > (oc + align - 1) / align) parts = (oc + align - 1) / align;
+  if (parts < 1) parts = 1;
+  int64_t slice = ((oc + parts - 1) / parts + align - 1) / align * align;
+  if (slice > oc) slice = oc;
+  parts = (oc + slice - 1) / slice;
+  if (spatial * window * icg * slice < SPLIT_MIN_MACS) { /* small: whole, on the caller */
+    parts = 1;
+    slice = oc;
+    threads = 1;
+  }
+  job j = {.op = op, .wf = wf, .parts = parts, .slice = slice, .ocg = ocg, .icg = icg,
+           .group1 = k->group == 1, .wc = dvm_tensor_numel(a->in[1]) / oc * (int64_t)sizeof(float)};
+  j.x = dvm_tensor_ptr(a->in[0]);
+  j.w = dvm_tensor_ptr(a->in[1]);
+  j.b = a->nin == 3 ? dvm_tensor_ptr(a->in[2]) : NULL;
+  j.y = dvm_tensor_ptr(a->out[0]);
+  j.xc = dvm_tensor_numel(a->in[0]) / (n * k->x[1]) * (int64_t)sizeof(float);
+  j.yc = spatial * (int64_t)sizeof(float);
+  j.xn = j.xc * k->x[1];
+  j.yn = j.yc * oc;
+  if (pthread_mutex_init(&j.lock, NULL) != 0) return dvm_status_new(DVM_INTERNAL, "%s: pthread_mutex_init failed", op);
+  key full = slice_key(k, slice), last = slice_key(k, oc - (parts - 1) * slice);
+  dvm_status *st = cache_get(op, &full, &j.e[0]);
+  if (!st) {
+    st = cache_get(op, &last, &j.e[1]);
+    if (!st) {
+      dvm_par_for(threads, n * parts, 1, run_units, &j);
+      st = j.error;
+      cache_put(j.e[1]);
+    }
+    cache_put(j.e[0]);
+  }
+  pthread_mutex_destroy(&j.lock);
+  return st;
+}
+
 static dvm_status *run(const dvm_kernel_args *a, bool transpose) {
   const char *op = transpose ? "conv_transpose" : "conv";
   key k;
@@ -498,73 +677,21 @@ static dvm_status *run(const dvm_kernel_args *a, bool transpose) {
   }
   pthread_once(&engine_once, engine_init);
   if (engine_status != dnnl_success) return dnnl_error(op, "engine creation", engine_status);
+  /* the form's owner is this kernel's table entry (0 conv, 1
+   * conv_transpose); the holder is ours to lock, hence the cast */
+  wforms *wf = (wforms *)dvm_tensor_packed(a->in[1], &dvm_cpu_conv_kernels[transpose], 1);
+  int threads = k.threads;
   /* oneDNN sizes its OpenMP teams, and tunes its kernels, by the calling
-   * thread's setting */
+   * thread's setting: one thread for the units of a split conv */
+  k.threads = transpose ? threads : 1;
   if (k.threads != omp_get_max_threads()) omp_set_num_threads(k.threads);
+  if (!transpose) return run_split(a, &k, threads, wf);
   entry *e;
   st = cache_get(op, &k, &e);
   if (st) return st;
   if (e->crop) fill_bias(a->out[0], b);
-  thread_ctx *c = NULL;
-  dnnl_memory_t mem[NBUF] = {0}, inner[NBUF] = {0}, bias = NULL, scratch = NULL;
-  st = thread_ctx_get(op, e->bytes[SRC] + e->bytes[WEI] + e->bytes[DST] + e->scratch, &c);
-  if (st) goto out;
-  void *user[NBUF] = {dvm_tensor_ptr(a->in[0]), dvm_tensor_ptr(a->in[1]),
-                      dvm_tensor_ptr(a->out[0])};
-  char *ws = c->ws;
-  for (int i = 0; i < NBUF; i++) {
-    DNNL_TRY(op, "memory creation", dnnl_memory_create(&mem[i], &e->plain[i], engine, user[i]));
-    if (!e->reorder[i]) continue;
-    DNNL_TRY(op, "memory creation", dnnl_memory_create(&inner[i], &e->inner[i], engine, ws));
-    ws += e->bytes[i];
-  }
-  if (b)
-    DNNL_TRY(op, "memory creation", dnnl_memory_create(&bias, &e->bias, engine, dvm_tensor_ptr(b)));
-  if (e->scratch) {
-    dnnl_memory_desc_t smd;
-    dnnl_dims_t sdims = {(dnnl_dim_t)e->scratch};
-    DNNL_TRY(op, "memory descriptor",
-             dnnl_memory_desc_init_by_tag(&smd, 1, sdims, dnnl_u8, dnnl_a));
-    DNNL_TRY(op, "memory creation", dnnl_memory_create(&scratch, &smd, engine, ws));
-  }
-  /* the form's owner is this kernel's table entry (0 conv, 1
-   * conv_transpose); the holder is ours to lock, hence the cast */
-  wforms *wf = (wforms *)dvm_tensor_packed(a->in[1], &dvm_cpu_conv_kernels[transpose], 1);
-  void *kept = NULL;
-  if (wf && e->reorder[WEI]) {
-    st = wforms_get(op, wf, e, mem[WEI], c->stream, scratch, &kept);
-    if (st) goto out;
-    if (kept) DNNL_TRY(op, "memory handle", dnnl_memory_set_data_handle(inner[WEI], kept));
-  }
-  /* the scratchpad goes last, so that leaving it out is a shorter count */
-  int ns = scratch != NULL;
-  for (int i = SRC; i <= WEI; i++)
-    if (e->reorder[i] && !(i == WEI && kept)) {
-      dnnl_exec_arg_t r[] = {
-          {DNNL_ARG_FROM, mem[i]}, {DNNL_ARG_TO, inner[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
-      DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->reorder[i], c->stream, 2 + ns, r));
-    }
-  dnnl_memory_t use[NBUF];
-  for (int i = 0; i < NBUF; i++) use[i] = e->reorder[i] ? inner[i] : mem[i];
-  dnnl_exec_arg_t args[5] = {
-      {DNNL_ARG_SRC, use[SRC]}, {DNNL_ARG_WEIGHTS, use[WEI]}, {DNNL_ARG_DST, use[DST]}};
-  int na = 3;
-  if (bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
-  if (scratch) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
-  DNNL_TRY(op, "execution", dnnl_primitive_execute(e->conv, c->stream, na, args));
-  if (e->reorder[DST]) {
-    dnnl_exec_arg_t r[] = {
-        {DNNL_ARG_FROM, inner[DST]}, {DNNL_ARG_TO, mem[DST]}, {DNNL_ARG_SCRATCHPAD, scratch}};
-    DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->reorder[DST], c->stream, 2 + ns, r));
-  }
-  DNNL_TRY(op, "stream wait", dnnl_stream_wait(c->stream));
-out:
-  for (int i = 0; i < NBUF; i++) {
-    if (mem[i]) dnnl_memory_destroy(mem[i]);
-    if (inner[i]) dnnl_memory_destroy(inner[i]);
-  }
-  if (bias) dnnl_memory_destroy(bias);
-  if (scratch) dnnl_memory_destroy(scratch);
+  st = exec(op, e, wf, 0, dvm_tensor_ptr(a->in[0]), dvm_tensor_ptr(a->in[1]), b ? dvm_tensor_ptr(b) : NULL,
+            dvm_tensor_ptr(a->out[0]));
   cache_put(e);
   return st;
 }

@@ -137,8 +137,9 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
 
 
 def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1,
-        const_from=None, inplace=None):
-    """Runs the call; returns the list of outputs. Raises DvmError on failure."""
+        const_from=None, inplace=None, threads=None):
+    """Runs the call (on `threads` kernel threads, or dvm's default); returns
+    the list of outputs. Raises DvmError on failure."""
     inputs = [np.require(x, requirements="C") for x in inputs]  # keeps 0-d arrays 0-d
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "op.dvms")
@@ -148,7 +149,7 @@ def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, n
         r = subprocess.run([DVM, "asm", src, "-o", mod], capture_output=True, text=True)
         if r.returncode:
             raise DvmError(r.returncode, r.stderr.strip())
-        cmd = [DVM, "run", mod]
+        cmd = [DVM, "run", mod] + (["--threads", str(threads)] if threads else [])
         for i, x in enumerate(inputs[:const_from]):
             p = os.path.join(tmp, f"x{i}.npy")
             np.save(p, x)

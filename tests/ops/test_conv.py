@@ -66,11 +66,11 @@ def ref_conv_transpose(x, w, b, strides, pads, dilations, group, output_padding)
     return y
 
 
-def dvm_conv(x, w, b, strides, pads, dilations, group, output_padding=None, const_from=None):
+def dvm_conv(x, w, b, strides, pads, dilations, group, output_padding=None, const_from=None, threads=None):
     ins = [x, w] + ([b] if b is not None else [])
     attrs = [Shape(strides), Shape(pads), Shape(dilations), group]
     if output_padding is None:
-        return run1("conv", ins, attrs, const_from=const_from)
+        return run1("conv", ins, attrs, const_from=const_from, threads=threads)
     return run1("conv_transpose", ins, attrs + [Shape(output_padding)], const_from=const_from)
 
 
@@ -222,6 +222,30 @@ def test_conv_const_weights(xs, ws, strides, pads, dil, group, opad, bias):
             else ref_conv_transpose(x, w, b, strides, pads, dil, group, opad))
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# Convs big enough to be cut into units over the thread pool (ops/cpu/conv.c,
+# run_split): output channels in slices of 16 with a shorter last one, whole
+# groups of awkward sizes, batches, primes, 1x1 and 3-D.
+SPLIT_CASES = [
+    ((1, 16, 33, 35), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
+    ((2, 16, 33, 35), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, False),
+    ((1, 7, 97, 101), (33, 7, 3, 3), (2, 2), (2, 1, 0, 3), (2, 2), 1, True),
+    ((1, 64, 40, 41), (100, 64, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True),  # 1x1 (a GEMM)
+    ((1, 32, 160, 161), (32, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 32, True),  # depthwise
+    ((1, 24, 80, 80), (36, 4, 3, 3), (1, 2), (1, 0, 1, 2), (1, 1), 6, True),     # 6 groups of 6
+    ((1, 8, 9, 20, 21), (20, 8, 3, 3, 3), (1, 1, 1), (1,) * 6, (1, 1, 1), 1, True),  # 3-D
+]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("const_w", [False, True])
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,bias", SPLIT_CASES)
+def test_conv_split(xs, ws, strides, pads, dil, group, bias, const_w, threads):
+    x, w = rand(*xs), rand(*ws)
+    b = rand(ws[0]) if bias else None
+    got = dvm_conv(x, w, b, strides, pads, dil, group, const_from=1 if const_w else None, threads=threads)
+    np.testing.assert_allclose(got, ref_conv(x, w, b, strides, pads, dil, group), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("ins,attrs,msg", [
