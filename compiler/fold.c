@@ -11,9 +11,7 @@ static const float *vec(const dvmc_value *v, int64_t n) {
   return t && t->dtype == DVM_F32 && t->rank == 1 && t->dims[0] == n ? t->data : NULL;
 }
 
-/* A new constant value named after `base` (unique in g) holding t. */
-static dvmc_value *new_const(dvmc_ctx *c, dvmc_graph *g, const char *base, const char *what,
-                             const dvmc_tensor *t) {
+dvmc_value *dvmc_fold_const(dvmc_ctx *c, dvmc_graph *g, const char *base, const char *what, const dvmc_tensor *t) {
   char name[256];
   snprintf(name, sizeof name, "%s.%s", base, what);
   for (int i = 1; dvmc_value_find(g, name); i++) snprintf(name, sizeof name, "%s.%s%d", base, what, i);
@@ -28,8 +26,7 @@ static dvmc_value *new_const(dvmc_ctx *c, dvmc_graph *g, const char *base, const
   return v;
 }
 
-/* An f32 tensor of t's shape in the arena, its data left to the caller. */
-static dvmc_tensor *f32_like(dvmc_ctx *c, int rank, const int64_t *dims, size_t count) {
+dvmc_tensor *dvmc_fold_f32(dvmc_ctx *c, int rank, const int64_t *dims, size_t count) {
   dvmc_tensor *t = dvm_arena_alloc(&c->arena, 1, sizeof *t);
   float *data = dvm_arena_alloc(&c->arena, count ? count : 1, sizeof(float));
   if (!t || !data) return NULL;
@@ -61,7 +58,7 @@ static int fold_bn(dvmc_ctx *c, dvmc_graph *g, dvmc_node *bn) {
   const float *b0 = cb ? vec(cb, ch) : NULL;
   if (!scale || !bias || !mean || !var || (cb && !b0)) return 0;
   double eps = dvmc_attr_float(bn, "epsilon", 1e-5);
-  dvmc_tensor *w2 = f32_like(c, w->rank, w->dims, (size_t)(ch * per)), *b2 = f32_like(c, 1, &ch, (size_t)ch);
+  dvmc_tensor *w2 = dvmc_fold_f32(c, w->rank, w->dims, (size_t)(ch * per)), *b2 = dvmc_fold_f32(c, 1, &ch, (size_t)ch);
   dvmc_value **in = dvm_arena_alloc(&c->arena, 3, sizeof *in);
   if (!w2 || !b2 || !in) return -1;
   const float *wd = w->data;
@@ -72,7 +69,8 @@ static int fold_bn(dvmc_ctx *c, dvmc_graph *g, dvmc_node *bn) {
     bo[o] = (float)(((b0 ? b0[o] : 0.0) - mean[o]) * s + bias[o]);
   }
   in[0] = conv->in[0];
-  if (!(in[1] = new_const(c, g, bn->name, "W", w2)) || !(in[2] = new_const(c, g, bn->name, "B", b2))) return -1;
+  if (!(in[1] = dvmc_fold_const(c, g, bn->name, "W", w2)) || !(in[2] = dvmc_fold_const(c, g, bn->name, "B", b2)))
+    return -1;
   for (int i = 1; i < conv->nin; i++)
     if (conv->in[i]) conv->in[i]->uses--;
   for (int i = 1; i < 5; i++) bn->in[i]->uses--;

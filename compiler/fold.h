@@ -11,4 +11,11 @@
 /* Rewrites g and its subgraphs; adds the number of folds to *folded. */
 DVM_MUST_USE dvm_status *dvmc_fold(dvmc_ctx *c, dvmc_graph *g, int *folded);
 
+/* For rewrites that make constants (here and pass_conv_act.c): a new
+ * constant value named after `base` (unique in g) holding t; an f32
+ * tensor of the given dims in the arena, its data left to the caller.
+ * NULL when out of memory. */
+dvmc_value *dvmc_fold_const(dvmc_ctx *c, dvmc_graph *g, const char *base, const char *what, const dvmc_tensor *t);
+dvmc_tensor *dvmc_fold_f32(dvmc_ctx *c, int rank, const int64_t *dims, size_t count);
+
 #endif

@@ -8,7 +8,8 @@
 #include "ops.h"
 /* One attribute from the rule's spec: SOURCES:K, SOURCES:K=DEFAULT or
  * SOURCES:K? (optional: left out when absent; optional ones come last).
- * SOURCES is an ONNX attribute name, @N (constant input N), or several
+ * SOURCES is an ONNX attribute name, NAME[I] (element I of a list of
+ * floats, absent when the list is shorter), @N (constant input N), or several
  * separated by | (the first present wins: attributes moved to inputs in
  * later opsets). K is i (int), f (float), s (ints as a shape) or
  * e(a,b,c) (a string, as its index in the list). Returns the register, -1
@@ -32,13 +33,32 @@ int lw_lower_attr(lowering *L, const dvmc_node *n, const char *spec, size_t len,
   const dvmc_attr *a = NULL;
   const dvmc_value *in = NULL;
   int idx = -1;
-  for (char *src = strtok(buf, "|"); src && !a && !in; src = strtok(NULL, "|")) {
+  double elem = 0;
+  bool has_elem = false;
+  for (char *src = strtok(buf, "|"); src && !a && !in && !has_elem; src = strtok(NULL, "|")) {
+    char *bracket = strchr(src, '[');
     if (src[0] == '@') {
       idx = atoi(src + 1);
       in = idx < n->nin ? n->in[idx] : NULL;
+    } else if (bracket) {
+      int at = atoi(bracket + 1);
+      *bracket = 0;
+      const dvmc_attr *list = dvmc_attr_find(n, src);
+      if (list && list->type != DVMC_ATTR_FLOATS) {
+        *st = lw_unsupported(n, "attribute \"%s\" must be a list of floats", list->name);
+        return -2;
+      }
+      if (list && at < list->n) elem = list->floats[at], has_elem = true;
     } else {
       a = dvmc_attr_find(n, src);
     }
+  }
+  if (has_elem) {
+    if (kind != 'f') {
+      *st = dvm_status_new(DVM_INTERNAL, "bad attribute spec %s", spec);
+      return -2;
+    }
+    return lw_emit_float(L, elem);
   }
   if (!a && !in && optional) return -1;
   if (in && !in->constant) { /* computed at run time: read on the host */
@@ -324,7 +344,8 @@ dvm_status *lw_check_values(const dvmc_node *n) {
     const char *name;
     int64_t min;
   } least[] = {{"pads", 0}, {"output_padding", 0}, {"strides", 1}, {"dilations", 1}, {"kernel_shape", 1}, {"group", 1}};
-  int window = !strcmp(n->op, "Conv") || !strcmp(n->op, "ConvTranspose") || !strcmp(n->op, "MaxPool") ||
+  int window = !strcmp(n->op, "Conv") || !strcmp(n->op, "FusedConv") || !strcmp(n->op, "ConvTranspose") ||
+               !strcmp(n->op, "MaxPool") ||
                !strcmp(n->op, "AveragePool");
   for (int i = 0; window && i < n->nattrs; i++) {
     const dvmc_attr *a = &n->attrs[i];

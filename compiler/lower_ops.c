@@ -358,7 +358,10 @@ static dvm_status *lower_transpose_pads(lowering *L, const dvmc_node *n, const o
 }
 
 dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
-  if (!strcmp(n->op, "Conv") && n->nin && n->in[0] && n->in[0]->typed &&
+  int conv = !strcmp(n->op, "Conv") || !strcmp(n->op, "FusedConv");
+  if (!strcmp(n->op, "FusedConv") && n->nin > 3 && n->in[3])
+    return lw_unsupported(n, "FusedConv's input Z (added before the activation) is not supported");
+  if (conv && n->nin && n->in[0] && n->in[0]->typed &&
       (n->in[0]->dtype == DVM_F16 || n->in[0]->dtype == DVM_BF16))
     return conv_via_f32(L, n, r);
   const char *mode = dvmc_attr_string(n, "auto_pad", "NOTSET");
@@ -380,7 +383,6 @@ dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
   int x, k;
   if (!n->nin || !n->in[0]) return lw_unsupported(n, "needs its input X");
   if ((st = lw_reg_of(L, n->in[0], &x))) return st;
-  int conv = !strcmp(n->op, "Conv");
   if (conv) {
     if (n->nin < 2 || !n->in[1]) return lw_unsupported(n, "Conv needs W");
     if ((st = lw_reg_of(L, n->in[1], &k))) return st;
@@ -1078,11 +1080,11 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
     const char *name = n->attrs[i].name;
     int known = 0;
     for (const char *p = r->attrs ? r->attrs : ""; *p && !known;) {
-      size_t l = strcspn(p, ":| ");
+      size_t l = strcspn(p, ":|[ ");
       known = strlen(name) == l && !strncmp(p, name, l);
       p += l;
       p += strspn(p, "|");
-      if (*p == ':') p += strcspn(p, " ");
+      if (*p == ':' || *p == '[') p += strcspn(p, " ");
       p += strspn(p, " ");
     }
     if ((!strcmp(name, "to") || !strcmp(name, "dtype") || !strcmp(name, "output_datatype")) && r->dtype &&
@@ -1093,7 +1095,8 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
     if (!strcmp(name, "value") && !strcmp(n->op, "ConstantOfShape")) known = 1;
     /* Cast's saturate only applies to float8 targets, which dvm has none of */
     if (!strcmp(name, "saturate") && (!strcmp(n->op, "Cast") || !strcmp(n->op, "CastLike"))) known = 1;
-    if (!strcmp(name, "kernel_shape") && (!strncmp(n->op, "Conv", 4) || !strcmp(n->op, "DeformConv")))
+    if (!strcmp(name, "kernel_shape") &&
+        (!strncmp(n->op, "Conv", 4) || !strcmp(n->op, "DeformConv") || !strcmp(n->op, "FusedConv")))
       known = 1; /* W's shape says it */
     if (!strcmp(name, "auto_pad") && n->attrs[i].type == DVMC_ATTR_STRING &&
         (r->lower == lw_lower_window || !strcmp(n->attrs[i].s, "NOTSET")))

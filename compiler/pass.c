@@ -22,6 +22,10 @@ static const dvmc_pass passes[] = {
     {"rmsnorm", "Pow 2 or Mul(x, x), ReduceMean over the last axis, Add eps, Sqrt, Div or Reciprocal and Mul, Mul "
                 "scale -> RMSNormalization (CPU builds)",
      dvmc_pass_rmsnorm, true},
+    {"conv_act", "Conv [* s + b] [Relu, LeakyRelu, Tanh, Sigmoid, Clip, HardSigmoid, HardSwish, x Sigmoid(x), "
+                 "x Clip(x + 3, 0, 6) / 6] [* s + b] -> FusedConv (oneDNN post-ops; s, b one-element constants, the "
+                 "first pair folded into W and B)",
+     dvmc_pass_conv_act},
 };
 
 _Static_assert(sizeof passes / sizeof passes[0] <= 32, "dvmc_passes_run's mask holds 32 passes");

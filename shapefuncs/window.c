@@ -435,9 +435,11 @@ dvm_status *dvm_deform_conv_setup(int rx, const int64_t *x, int rw, const int64_
   return NULL;
 }
 
-static dvm_status *conv_fn(bool transpose, const dvm_value *in, int nin, dvm_value *out, int nout) {
-  const char *fn = transpose ? "conv_transpose" : "conv";
-  int nattrs = 4 + transpose, rx, rw, rb = -1;
+/* conv, conv_transpose, and fused_conv (`epilogue` attributes after conv's
+ * four, which do not change the shape). */
+static dvm_status *conv_fn(bool transpose, int epilogue, const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = transpose ? "conv_transpose" : epilogue ? "fused_conv" : "conv";
+  int nattrs = 4 + transpose + epilogue, rx, rw, rb = -1;
   const int64_t *x, *w, *b = NULL;
   int64_t dims[DVM_MAX_RANK], group;
   dvm_window win;
@@ -447,7 +449,7 @@ static dvm_status *conv_fn(bool transpose, const dvm_value *in, int nin, dvm_val
   if (!st) st = dvm_shape_arg(fn, &in[1], 1, &rw, &w);
   if (!st && nin == 3 + nattrs) st = dvm_shape_arg(fn, &in[2], 2, &rb, &b);
   if (!st)
-    st = dvm_conv_setup(transpose, rx, x, rw, w, rb, b, in + nin - nattrs, nattrs, &win, &group,
+    st = dvm_conv_setup(transpose, rx, x, rw, w, rb, b, in + nin - nattrs, nattrs - epilogue, &win, &group,
                         dims);
   if (st) return st;
   dvm_shape_set(&out[0], rx, dims);
@@ -455,11 +457,15 @@ static dvm_status *conv_fn(bool transpose, const dvm_value *in, int nin, dvm_val
 }
 
 static dvm_status *shapefn_conv(const dvm_value *in, int nin, dvm_value *out, int nout) {
-  return conv_fn(false, in, nin, out, nout);
+  return conv_fn(false, 0, in, nin, out, nout);
+}
+
+static dvm_status *shapefn_fused_conv(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  return conv_fn(false, DVM_CONV_EPILOGUE_ATTRS, in, nin, out, nout);
 }
 
 static dvm_status *shapefn_conv_transpose(const dvm_value *in, int nin, dvm_value *out, int nout) {
-  return conv_fn(true, in, nin, out, nout);
+  return conv_fn(true, 0, in, nin, out, nout);
 }
 
 /* One output, or two (max_pool's values and indices, the same shape). */
@@ -657,7 +663,7 @@ static dvm_status *shapefn_deform_conv(const dvm_value *in, int nin, dvm_value *
 }
 
 const dvm_shapefn_def dvm_shapefn_window_table[] = {
-    {"conv", shapefn_conv},     {"conv_transpose", shapefn_conv_transpose},
+    {"conv", shapefn_conv},     {"conv_transpose", shapefn_conv_transpose}, {"fused_conv", shapefn_fused_conv},
     {"pool", shapefn_pool},     {"global_pool", shapefn_global_pool},
     {"resize", shapefn_resize}, {"grid_sample", shapefn_grid_sample},
     {"col2im", shapefn_col2im}, {"max_unpool", shapefn_max_unpool},

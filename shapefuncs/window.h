@@ -76,6 +76,10 @@ DVM_MUST_USE dvm_status *dvm_window_transpose_pads(dvm_auto_pad mode, int64_t in
                                                    int64_t *out_pad, int64_t out,
                                                    int64_t *pad_begin, int64_t *pad_end);
 
+/* fused_conv's attributes after conv's four: activation, its two
+ * parameters, post_scale, post_shift (ops/cpu/conv.c). */
+#define DVM_CONV_EPILOGUE_ATTRS 5
+
 /* conv (transpose false) or conv_transpose: X [N, C, spatial...], W (conv
  * [M, C/group, k...], conv_transpose [C, M/group, k...]), B [M] or none
  * (rb < 0); attrs as listed above. Checks them all, fills *win (kernel from

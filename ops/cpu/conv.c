@@ -9,6 +9,14 @@
  *        attrs: strides:shape, pads:shape, dilations:shape, group:int,
  *        output_padding:shape) -> Y [N, M, o...]
  *
+ *   fused_conv(in: X, W, B optional; attrs: conv's, then activation:int,
+ *        alpha:float, beta:float, post_scale:float, post_shift:float) -> Y
+ *     Y = post_scale act(conv(X, W, B)) + post_shift, act by activation: 0 identity, 1 relu, 2 tanh, 3 sigmoid, 4 leaky relu
+ *     (slope alpha, NaN: 0.01), 5 clip to [alpha, beta] (NaN: unbounded),
+ *     6 hard sigmoid max(0, min(1, alpha x + beta)) (NaN: 0.2, 0.5),
+ *     7 hard swish x max(0, min(1, x / 6 + 1 / 2)), 8 swish x sigmoid(x);
+ *     oneDNN post-ops, applied while Y is in cache (FusedConv, pass conv_act).
+ *
  * 1 to 3 spatial dims; pads are [begins..., ends...]; an empty strides,
  * pads, dilations or output_padding means the ONNX default. ONNX auto_pad
  * and ConvTranspose output_shape are resolved into pads by the compiler
@@ -33,6 +41,7 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +51,7 @@
 #include "ops/cpu/par.h"
 #include "ops/kargs.h"
 #include "shapefuncs/shape.h"
+#include "shapefuncs/attr.h"
 #include "shapefuncs/window.h"
 
 /* Primitives kept; each holds JIT code (tens of KB). */
@@ -49,8 +59,13 @@
 
 enum { SRC, WEI, DST, NBUF }; /* the tensors oneDNN may want in its own layout */
 
+enum { ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_LEAKY_RELU, ACT_CLIP, ACT_HARD_SIGMOID, ACT_HARD_SWISH,
+       ACT_SWISH, ACT_COUNT };
+
 typedef struct key {
   int32_t transpose, rank, bias, threads;
+  int32_t act;                            /* the epilogue: ACT_*, */
+  float alpha, beta, post_scale, post_shift; /* its parameters resolved */
   /* x, w, y: the dims of one call of the primitive; cx and cy the channel
    * counts of the tensors X and Y it reads and writes a view of */
   int64_t x[DVM_MAX_RANK], w[DVM_MAX_RANK], y[DVM_MAX_RANK], group, cx, cy;
@@ -182,10 +197,64 @@ static size_t scratch_size(const_dnnl_primitive_desc_t pd) {
   return dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
 }
 
+typedef struct post_op {
+  dnnl_alg_kind_t alg;
+  float a, b;
+} post_op;
+
+/* The epilogue of k as oneDNN post-ops on attr (none for a plain conv).
+ * oneDNN 2.6's JIT kernels keep one set of parameters per algorithm of a
+ * chain (its post-ops injector maps each algorithm to one injector), so
+ * no algorithm appears twice: a hard sigmoid followed by post_scale and
+ * post_shift is clipped first, to the x that map into [0, 1], then one
+ * linear step of both (the result rounds differently from clip(alpha x +
+ * beta, 0, 1) by an ulp or so). */
+static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
+  bool post = k->post_scale != 1 || k->post_shift != 0;
+  if (k->act == ACT_IDENTITY && !post) return dnnl_success;
+  dnnl_post_ops_t po;
+  dnnl_status_t s = dnnl_post_ops_create(&po);
+  if (s != dnnl_success) return s;
+  post_op ops[3];
+  int n = 0;
+  float ps = k->post_scale, psh = k->post_shift;
+  switch (k->act) {
+  case ACT_RELU: ops[n++] = (post_op){dnnl_eltwise_relu, 0, 0}; break;
+  case ACT_TANH: ops[n++] = (post_op){dnnl_eltwise_tanh, 0, 0}; break;
+  case ACT_SIGMOID: ops[n++] = (post_op){dnnl_eltwise_logistic, 0, 0}; break;
+  case ACT_LEAKY_RELU: ops[n++] = (post_op){dnnl_eltwise_relu, k->alpha, 0}; break;
+  case ACT_CLIP: ops[n++] = (post_op){dnnl_eltwise_clip_v2, k->alpha, k->beta}; break;
+  case ACT_HARD_SIGMOID:
+    if (!post) {
+      ops[n++] = (post_op){dnnl_eltwise_linear, k->alpha, k->beta};
+      ops[n++] = (post_op){dnnl_eltwise_clip_v2, 0, 1};
+      break;
+    }
+    if (k->alpha == 0) { /* a constant */
+      psh += ps * fminf(fmaxf(k->beta, 0), 1);
+      ps = 0;
+      break;
+    }
+    if (k->alpha > 0) ops[n++] = (post_op){dnnl_eltwise_clip_v2, -k->beta / k->alpha, (1 - k->beta) / k->alpha};
+    else ops[n++] = (post_op){dnnl_eltwise_clip_v2, (1 - k->beta) / k->alpha, -k->beta / k->alpha};
+    psh += ps * k->beta;
+    ps *= k->alpha;
+    break;
+  case ACT_HARD_SWISH: ops[n++] = (post_op){dnnl_eltwise_hardswish, 0, 0}; break;
+  case ACT_SWISH: ops[n++] = (post_op){dnnl_eltwise_swish, 1, 0}; break;
+  default: break;
+  }
+  if (post) ops[n++] = (post_op){dnnl_eltwise_linear, ps, psh};
+  for (int i = 0; i < n && s == dnnl_success; i++) s = dnnl_post_ops_append_eltwise(po, 1.0f, ops[i].alg, ops[i].a, ops[i].b);
+  if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+  dnnl_post_ops_destroy(po);
+  return s;
+}
+
 /* Makes a primitive and its reorders for key k. */
 static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   dvm_status *st = NULL;
-  dnnl_primitive_attr_t attr = NULL;
+  dnnl_primitive_attr_t attr = NULL, cattr = NULL; /* the reorders', the conv's */
   dnnl_primitive_desc_t pd = NULL, rpd = NULL;
   entry *e = calloc(1, sizeof *e);
   if (!e) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for a primitive", op);
@@ -228,8 +297,11 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   int ndims[NBUF] = {nd, nd + grouped, nd};
   /* A pointwise conv is a GEMM over the plain layouts, which measured faster
    * than oneDNN's blocked 1x1 kernel with the copies in and out; any other
-   * shape runs faster blocked. */
-  bool pointwise = !k->transpose && k->group == 1;
+   * shape runs faster blocked. Not with an epilogue: the GEMM-based conv
+   * applies post-ops element by element (PP-OCR det took 1.7 times the
+   * CPU time), the blocked 1x1 kernel in its JIT code. */
+  bool pointwise = !k->transpose && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 &&
+                   k->post_shift == 0;
   for (int i = 0; i < n; i++)
     pointwise &= k->w[2 + i] == 1 && k->stride[i] == 1 && pl[i] == 0 && pr[i] == 0;
   for (int i = 0; i < NBUF; i++) {
@@ -247,6 +319,8 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   DNNL_TRY(op, "attribute creation", dnnl_primitive_attr_create(&attr));
   DNNL_TRY(op, "scratchpad mode",
            dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+  DNNL_TRY(op, "attribute creation", dnnl_primitive_attr_clone(&cattr, attr));
+  DNNL_TRY(op, "post-ops", set_post_ops(cattr, k));
   const dnnl_memory_desc_t *bias = k->bias ? &e->bias : NULL;
   if (k->transpose) {
     dnnl_deconvolution_desc_t d;
@@ -255,7 +329,7 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
                  &d, dnnl_forward_inference, dnnl_deconvolution_direct, &any[SRC], &any[WEI], bias,
                  &any[DST], stride, dil, pl, pr));
     DNNL_TRY(op, "deconvolution primitive descriptor",
-             dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL));
+             dnnl_primitive_desc_create(&pd, &d, cattr, engine, NULL));
   } else {
     dnnl_convolution_desc_t d;
     DNNL_TRY(op, "convolution descriptor",
@@ -263,7 +337,7 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
                                                         dnnl_convolution_auto, &any[SRC], &any[WEI],
                                                         bias, &any[DST], stride, dil, pl, pr));
     DNNL_TRY(op, "convolution primitive descriptor",
-             dnnl_primitive_desc_create(&pd, &d, attr, engine, NULL));
+             dnnl_primitive_desc_create(&pd, &d, cattr, engine, NULL));
   }
   e->scratch = scratch_size(pd);
   static const dnnl_query_t queries[NBUF] = {dnnl_query_src_md, dnnl_query_weights_md,
@@ -287,6 +361,7 @@ out:
   if (rpd) dnnl_primitive_desc_destroy(rpd);
   if (pd) dnnl_primitive_desc_destroy(pd);
   if (attr) dnnl_primitive_attr_destroy(attr);
+  if (cattr) dnnl_primitive_attr_destroy(cattr);
   if (st) {
     entry_free(e);
     e = NULL;
@@ -449,8 +524,58 @@ out:
 }
 
 /* Checks a call and builds its cache key. */
-static dvm_status *check(const dvm_kernel_args *a, bool transpose, key *k) {
-  const char *op = transpose ? "conv_transpose" : "conv";
+/* fused_conv's epilogue attributes (after conv's four) into k, checked,
+ * the NaN defaults resolved. */
+static dvm_status *epilogue_attrs(const dvm_kernel_args *a, key *k) {
+  const char *op = "fused_conv";
+  static const char *const names[] = {"alpha", "beta", "post_scale", "post_shift"};
+  double v[4];
+  int64_t act;
+  if (a->nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d attributes, got %d", op, 4 + DVM_CONV_EPILOGUE_ATTRS,
+                          a->nattrs);
+  dvm_status *st = dvm_attr_int(op, "activation", &a->attrs[4], &act);
+  for (int i = 0; i < 4 && !st; i++) st = dvm_attr_float(op, names[i], &a->attrs[5 + i], &v[i]);
+  if (st) return st;
+  if (act < 0 || act >= ACT_COUNT)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: activation %lld is not one of %d", op, (long long)act, ACT_COUNT);
+  static const double dflt[ACT_COUNT][2] = {[ACT_LEAKY_RELU] = {0.01, 0}, [ACT_CLIP] = {-INFINITY, INFINITY},
+                                            [ACT_HARD_SIGMOID] = {0.2, 0.5}};
+  for (int i = 0; i < 2; i++)
+    if (isnan(v[i])) v[i] = dflt[act][i];
+  for (int i = 2; i < 4; i++)
+    if (!isfinite(v[i]))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s = %g must be finite", op, names[i], v[i]);
+  k->act = (int32_t)act;
+  k->alpha = (float)v[0];
+  k->beta = (float)v[1];
+  k->post_scale = (float)v[2];
+  k->post_shift = (float)v[3];
+  return NULL;
+}
+
+/* y through k's epilogue: what set_post_ops asks of oneDNN, for the
+ * outputs made without it (no input channels). */
+static float epilogue(const key *k, float y) {
+  switch (k->act) {
+  case ACT_RELU: y = y > 0 ? y : 0; break;
+  case ACT_TANH: y = tanhf(y); break;
+  case ACT_SIGMOID: y = 1 / (1 + expf(-y)); break;
+  case ACT_LEAKY_RELU: y = y > 0 ? y : y * k->alpha; break;
+  case ACT_CLIP: y = fminf(fmaxf(y, k->alpha), k->beta); break;
+  case ACT_HARD_SIGMOID: y = fminf(fmaxf(k->alpha * y + k->beta, 0), 1); break;
+  case ACT_HARD_SWISH: y = y * fminf(fmaxf(y / 6 + 0.5f, 0), 1); break;
+  case ACT_SWISH: y = y / (1 + expf(-y)); break;
+  default: break;
+  }
+  return y * k->post_scale + k->post_shift;
+}
+
+/* Checks a call (kind 0 conv, 1 conv_transpose, 2 fused_conv) and builds its cache key. */
+static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
+  static const char *const ops[] = {"conv", "conv_transpose", "fused_conv"};
+  const char *op = ops[kind];
+  bool transpose = kind == 1;
   dvm_status *st = dvm_kargs_check(a, op, a->nin == 3 ? 3 : 2, 1, DVM_DEVICE_CPU);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *w = a->in[1], *b = a->nin == 3 ? a->in[2] : NULL, *y = a->out[0];
@@ -463,8 +588,8 @@ static dvm_status *check(const dvm_kernel_args *a, bool transpose, key *k) {
   }
   dvm_window win;
   int64_t dims[DVM_MAX_RANK], group;
-  st = dvm_conv_setup(transpose, x->rank, x->dims, w->rank, w->dims, b ? b->rank : -1,
-                      b ? b->dims : NULL, a->attrs, a->nattrs, &win, &group, dims);
+  st = dvm_conv_setup(transpose, x->rank, x->dims, w->rank, w->dims, b ? b->rank : -1, b ? b->dims : NULL,
+                      a->attrs, kind == 2 ? 4 : a->nattrs, &win, &group, dims);
   if (st) return st;
   if (y->rank != x->rank || memcmp(y->dims, dims, sizeof(int64_t) * x->rank) != 0) {
     char sy[DVM_SHAPE_STR_SIZE], sd[DVM_SHAPE_STR_SIZE];
@@ -473,6 +598,8 @@ static dvm_status *check(const dvm_kernel_args *a, bool transpose, key *k) {
                           dvm_shape_str(sy, y->rank, y->dims), dvm_shape_str(sd, x->rank, dims));
   }
   memset(k, 0, sizeof *k); /* the key is compared bytewise */
+  k->post_scale = 1;
+  if (kind == 2 && (st = epilogue_attrs(a, k))) return st;
   k->transpose = transpose;
   k->rank = x->rank;
   k->bias = b != NULL;
@@ -493,12 +620,15 @@ static dvm_status *check(const dvm_kernel_args *a, bool transpose, key *k) {
 }
 
 /* Y = B broadcast over [N, M, o...], or 0: the sum over no input channels. */
-static void fill_bias(const dvm_tensor *y, const dvm_tensor *b) {
+static void fill_bias(const dvm_tensor *y, const dvm_tensor *b, const key *fused) {
   float *py = dvm_tensor_ptr(y);
   int64_t m = y->dims[1], inner = dvm_tensor_numel(y) / (y->dims[0] * m);
   const float *pb = b ? dvm_tensor_ptr(b) : NULL;
-  for (int64_t i = 0; i < y->dims[0] * m; i++)
-    for (int64_t j = 0; j < inner; j++) py[i * inner + j] = pb ? pb[i % m] : 0.0f;
+  for (int64_t i = 0; i < y->dims[0] * m; i++) {
+    float v = pb ? pb[i % m] : 0.0f;
+    if (fused) v = epilogue(fused, v); /* fused_conv's, on the sum over no channels */
+    for (int64_t j = 0; j < inner; j++) py[i * inner + j] = v;
+  }
 }
 
 /* One call of e's primitive on the views x, w, b, y (w the slice of W from
@@ -619,8 +749,7 @@ static key slice_key(const key *k, int64_t oc) {
 }
 
 /* A conv (not transposed) on `threads` threads, as units (above). */
-static dvm_status *run_split(const dvm_kernel_args *a, const key *k, int threads, wforms *wf) {
-  const char *op = "conv";
+static dvm_status *run_split(const char *op, const dvm_kernel_args *a, const key *k, int threads, wforms *wf) {
   int64_t oc = k->y[1], ocg = oc / k->group, icg = k->x[1] / k->group, n = k->x[0];
   int64_t spatial = 1, window = 1;
   for (int i = 2; i < k->rank; i++) spatial *= k->y[i], window *= k->w[i];
@@ -664,44 +793,49 @@ static dvm_status *run_split(const dvm_kernel_args *a, const key *k, int threads
   return st;
 }
 
-static dvm_status *run(const dvm_kernel_args *a, bool transpose) {
-  const char *op = transpose ? "conv_transpose" : "conv";
+/* kind: 0 conv, 1 conv_transpose, 2 fused_conv (this table's entries) */
+static dvm_status *run(const dvm_kernel_args *a, int kind) {
+  static const char *const ops[] = {"conv", "conv_transpose", "fused_conv"};
+  const char *op = ops[kind];
+  bool transpose = kind == 1;
   key k;
-  dvm_status *st = check(a, transpose, &k);
+  dvm_status *st = check(a, kind, &k);
   if (st) return st;
   const dvm_tensor *b = a->nin == 3 ? a->in[2] : NULL;
   if (dvm_tensor_numel(a->out[0]) == 0) return NULL;
   if (k.x[1] == 0) {
-    fill_bias(a->out[0], b);
+    fill_bias(a->out[0], b, kind == 2 ? &k : NULL);
     return NULL;
   }
   pthread_once(&engine_once, engine_init);
   if (engine_status != dnnl_success) return dnnl_error(op, "engine creation", engine_status);
-  /* the form's owner is this kernel's table entry (0 conv, 1
-   * conv_transpose); the holder is ours to lock, hence the cast */
-  wforms *wf = (wforms *)dvm_tensor_packed(a->in[1], &dvm_cpu_conv_kernels[transpose], 1);
+  /* the form's owner is this kernel's table entry; the holder is ours to
+   * lock, hence the cast */
+  wforms *wf = (wforms *)dvm_tensor_packed(a->in[1], &dvm_cpu_conv_kernels[kind], 1);
   int threads = k.threads;
   /* oneDNN sizes its OpenMP teams, and tunes its kernels, by the calling
    * thread's setting: one thread for the units of a split conv */
   k.threads = transpose ? threads : 1;
   if (k.threads != omp_get_max_threads()) omp_set_num_threads(k.threads);
-  if (!transpose) return run_split(a, &k, threads, wf);
+  if (!transpose) return run_split(op, a, &k, threads, wf);
   entry *e;
   st = cache_get(op, &k, &e);
   if (st) return st;
-  if (e->crop) fill_bias(a->out[0], b);
+  if (e->crop) fill_bias(a->out[0], b, NULL);
   st = exec(op, e, wf, 0, dvm_tensor_ptr(a->in[0]), dvm_tensor_ptr(a->in[1]), b ? dvm_tensor_ptr(b) : NULL,
             dvm_tensor_ptr(a->out[0]));
   cache_put(e);
   return st;
 }
 
-static dvm_status *conv(const dvm_kernel_args *a) { return run(a, false); }
-static dvm_status *conv_transpose(const dvm_kernel_args *a) { return run(a, true); }
+static dvm_status *conv(const dvm_kernel_args *a) { return run(a, 0); }
+static dvm_status *conv_transpose(const dvm_kernel_args *a) { return run(a, 1); }
+static dvm_status *fused_conv(const dvm_kernel_args *a) { return run(a, 2); }
 
 const dvm_kernel_def dvm_cpu_conv_kernels[] = {
     {"conv", DVM_DEVICE_CPU, conv, "conv", .prepack = conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"conv_transpose", DVM_DEVICE_CPU, conv_transpose, "conv_transpose", .prepack = conv_prepack,
      .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"fused_conv", DVM_DEVICE_CPU, fused_conv, "fused_conv", .prepack = conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

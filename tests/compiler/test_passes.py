@@ -390,6 +390,148 @@ def test_rmsnorm_not_rewritten(tmp_path, case):
     on_off(tmp_path, path, "rmsnorm", xs()[1:], nout=len(outputs), with_ort=case != "exponent3")
 
 
+# ---- conv_act ------------------------------------------------------------------
+
+C_IN, C_OUT = 3, 5
+CONV_SHAPES = [(1, C_IN, 7, 9), (2, C_IN, 13, 5), (1, C_IN, 1, 1), (0, C_IN, 5, 5)]
+
+
+def conv_model(tmp, nodes, inits, opset=14, outputs=("y",), group=1, strides=(1, 1), dilations=(1, 1),
+               pads=(1, 1, 1, 1), bias=True, w_input=False, c_out=C_OUT):
+    """x [N, 3, H, W] -> Conv (to "c") -> nodes -> y."""
+    w = rng.standard_normal((c_out, C_IN // group, 3, 3)).astype(np.float32) * 0.5
+    conv_in = ["x", "w"] + (["b"] if bias else [])
+    inits = inits + ([] if w_input else [const("w", w)]) + ([const("b", rng.uniform(-1, 1, c_out))] if bias else [])
+    conv = helper.make_node("Conv", conv_in, ["c"], kernel_shape=[3, 3], pads=list(pads), strides=list(strides),
+                            dilations=list(dilations), group=group)
+    ins = [helper.make_tensor_value_info("x", F, ["n", C_IN, "h", "w"])]
+    if w_input:
+        ins.append(helper.make_tensor_value_info("w", F, list(w.shape)))
+    g = helper.make_graph([conv] + nodes, "g", ins, [helper.make_tensor_value_info(o, F, None) for o in outputs],
+                          inits)
+    path = str(tmp / "conv.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+                .SerializeToString())
+    return path, (w if w_input else None)
+
+
+def node(op, ins, out, **attrs):
+    return helper.make_node(op, ins, [out], **attrs)
+
+
+def hard_swish_clip(src, out, div=True):  # PaddlePaddle's export of hardswish
+    return [node("Add", [src, "three"], "h3"), node("Clip", ["h3", "zero", "six"], "hc"),
+            node("Mul", [src, "hc"], "hm"),
+            node("Div", ["hm", "six"], out) if div else node("Mul", ["hm", "sixth"], out)]
+
+
+def act_consts():
+    return [const("three", 3.0), const("zero", 0.0), const("six", 6.0), const("sixth", np.float32(1 / 6)),
+            const("lo", -0.5), const("hi", 0.75)]
+
+
+CONV_ACTS = {
+    "relu": ([node("Relu", ["c"], "y")], "Relu"),
+    "leaky": ([node("LeakyRelu", ["c"], "y", alpha=0.3)], "LeakyRelu"),
+    "tanh": ([node("Tanh", ["c"], "y")], "Tanh"),
+    "sigmoid": ([node("Sigmoid", ["c"], "y")], "Sigmoid"),
+    "clip": ([node("Clip", ["c", "lo", "hi"], "y")], "Clip"),
+    "relu6": ([node("Clip", ["c", "zero", "six"], "y")], "Clip"),
+    "clip_min_only": ([helper.make_node("Clip", ["c", "lo"], ["y"])], "Clip"),
+    "clip_unbounded": ([helper.make_node("Clip", ["c"], ["y"])], "Clip"),
+    "hardsigmoid": ([node("HardSigmoid", ["c"], "y", alpha=0.3, beta=0.4)], "HardSigmoid"),
+    "hardswish": ([node("HardSwish", ["c"], "y")], "HardSwish"),
+    "swish": ([node("Sigmoid", ["c"], "s"), node("Mul", ["s", "c"], "y")], "Swish"),
+    "x_hardsigmoid": ([node("HardSigmoid", ["c"], "s", alpha=1 / 6), node("Mul", ["c", "s"], "y")], "HardSwish"),
+    "hardswish_clip": (hard_swish_clip("c", "y"), "HardSwish"),
+    "hardswish_clip_mul": (hard_swish_clip("c", "y", div=False), "HardSwish"),
+    # PP-LCNetV3's learnable affine blocks around a hardswish (PP-OCRv4)
+    "affine_hardswish_affine": ([node("Mul", ["s1", "c"], "a1"), node("Add", ["a1", "b1"], "a2")]
+                                + hard_swish_clip("a2", "hs") + [node("Mul", ["s2", "hs"], "a3"),
+                                                                 node("Add", ["a3", "b2"], "y")], "HardSwish"),
+    "hardsigmoid_affine": ([node("HardSigmoid", ["c"], "a1", alpha=0.3, beta=0.4), node("Mul", ["a1", "s2"], "a2"),
+                            node("Add", ["a2", "b2"], "y")], "HardSigmoid"),
+    "affine_only": ([node("Mul", ["c", "s1"], "a1"), node("Add", ["b1", "a1"], "y")], None),
+    "add_relu": ([node("Add", ["c", "b1"], "a1"), node("Relu", ["a1"], "y")], "Relu"),
+}
+
+
+def affine_consts():
+    return [const("s1", [1.7]), const("b1", [-0.4]), const("s2", [0.6]), const("b2", [0.9])]
+
+
+def conv_on_off(tmp, path, shapes=CONV_SHAPES):
+    feeds = [{"x": rng.standard_normal(s).astype(np.float32) * 2} for s in shapes]
+    on_off(tmp, path, "conv_act", feeds, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("case", sorted(CONV_ACTS))
+@pytest.mark.parametrize("conv", ["plain", "grouped_strided", "no_bias"])
+def test_conv_act(tmp_path, case, conv):
+    nodes, act = CONV_ACTS[case]
+    kw = dict(grouped_strided=dict(group=C_IN, strides=(2, 1), dilations=(1, 2), pads=(0, 2, 1, 1), c_out=6),
+              no_bias=dict(bias=False)).get(conv, {})
+    path, _ = conv_model(tmp_path, nodes, act_consts() + affine_consts(), opset=14, **kw)
+    text = ir(path)
+    if act:
+        assert "= com.microsoft::FusedConv(" in text, text
+        assert f'activation="{act}"' in text, text
+    else:
+        assert "FusedConv" not in text and text.count("= Conv(") == 1, text
+    assert text.count("= Mul(") + text.count("= Add(") + text.count("= Clip(") == 0, text
+    assert "FusedConv" not in ir(path, "--disable", "conv_act")
+    conv_on_off(tmp_path, path, CONV_SHAPES[:2] + [(0, C_IN, 5, 5), (1, C_IN, 2, 3)] if kw.get("group") else CONV_SHAPES)
+
+
+@pytest.mark.parametrize("case", ["conv_escapes", "clip_bound_input", "x_hardsigmoid_alpha", "add_2",
+                                  "per_channel_scale", "w_not_constant"])
+def test_conv_act_not_rewritten(tmp_path, case):
+    """A condition not proven: the graph is left as it is (and runs)."""
+    nodes, outputs, inits, extra = CONV_ACTS["relu"][0], ("y",), act_consts() + affine_consts(), {}
+    w_input = False
+    if case == "conv_escapes":
+        outputs = ("y", "c")
+    elif case == "clip_bound_input":
+        nodes = [node("ReduceMin", ["x"], "m", keepdims=0), node("Clip", ["c", "m", "six"], "y")]
+    elif case == "x_hardsigmoid_alpha":
+        nodes = [node("HardSigmoid", ["c"], "s", alpha=0.2), node("Mul", ["c", "s"], "y")]
+    elif case == "add_2":
+        nodes = [node("Add", ["c", "two"], "h3"), node("Clip", ["h3", "zero", "six"], "hc"),
+                 node("Mul", ["c", "hc"], "hm"), node("Div", ["hm", "six"], "y")]
+        inits.append(const("two", 2.0))
+    elif case == "per_channel_scale":
+        nodes = [node("Mul", ["c", "pc"], "m"), node("Relu", ["m"], "y")]
+        inits.append(const("pc", rng.uniform(0.5, 2, (C_OUT, 1, 1))))
+    elif case == "w_not_constant":
+        nodes = [node("Mul", ["c", "s1"], "m"), node("Relu", ["m"], "y")]
+        w_input = True
+    path, w = conv_model(tmp_path, nodes, inits, outputs=outputs, w_input=w_input)
+    assert "FusedConv" not in ir(path)
+    if w is not None:
+        extra["w"] = w
+    feeds = [{"x": rng.standard_normal(s).astype(np.float32), **extra} for s in CONV_SHAPES[:2]]
+    on_off(tmp_path, path, "conv_act", feeds, nout=len(outputs))
+
+
+@pytest.mark.parametrize("model_name", ["ppocr_det", "ppocr_rec", "resnet_fixture"])
+def test_conv_act_models(tmp_path, model_name):
+    """On the PP-OCRv4 models and the ResNet fixture: the pass fires, the
+    kernel calls drop, results match with it off."""
+    onnx_path, spec, envs = MODELS[model_name]
+    on, off = ir(onnx_path), ir(onnx_path, "--disable", "conv_act")
+    fused = on.count("FusedConv(")
+    assert fused >= 3 and fused == off.count("= Conv(") - on.count("= Conv("), (fused, off.count("= Conv("))
+    a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
+    compile_(onnx_path, a)
+    compile_(onnx_path, b, "--disable", "conv_act")
+    assert invokes(a) < invokes(b)
+    for env in envs:
+        feeds = feeds_for(spec, env, np.random.default_rng(4))
+        x, y = run(tmp_path, a, feeds, 1), run(tmp_path, b, feeds, 1)
+        np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
+
+
 # ---- on the exports ----------------------------------------------------------
 
 def node_count(text):
@@ -437,7 +579,8 @@ def test_exports(tmp_path, model_name):
 def test_cli():
     r = subprocess.run([DVM, "compile", "--list-passes"], capture_output=True, text=True)
     assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["layernorm", "gelu", "epilogue",
-                                                                                   "skiplayernorm", "rmsnorm"], r.stdout
+                                                                                   "skiplayernorm", "rmsnorm",
+                                                                                   "conv_act"], r.stdout
     r = subprocess.run([DVM, "compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "--disable nosuch: no such pass" in r.stderr, r.stderr

@@ -26,9 +26,10 @@ def const(name, *shape, dtype=np.float32):
     return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(dtype), name)
 
 
-def save(out, name, nodes, inputs, outputs, inits, opset=17):
+def save(out, name, nodes, inputs, outputs, inits, opset=17, extra_opsets=()):
     g = helper.make_graph(nodes, name, inputs, outputs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] +
+                          [helper.make_opsetid(d, v) for d, v in extra_opsets])
     m.ir_version = 8
     onnx.save(m, os.path.join(out, f"valid_gen_{name}.onnx"))
 
@@ -255,6 +256,30 @@ def random_ops(out):
     save(out, "random", nodes, [x], outs, [])
 
 
+def conv_epilogues(out):
+    """Conv chains pass conv_act rewrites (scalar affine, PaddlePaddle's
+    y * Clip(y + 3, 0, 6) / 6, affine, y * Sigmoid(y), LeakyRelu) and a
+    com.microsoft FusedConv with activation_params."""
+    x = helper.make_tensor_value_info("x", F, ["n", 4, "h", "w"])
+    scalars = [numpy_helper.from_array(np.array([v], np.float32), k)
+               for k, v in [("s", 1.5), ("b", -0.25), ("three", 3), ("zero", 0), ("six", 6)]]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["c1", "s"], ["a1"]), helper.make_node("Add", ["a1", "b"], ["a2"]),
+             helper.make_node("Add", ["a2", "three"], ["h3"]), helper.make_node("Clip", ["h3", "zero", "six"], ["hc"]),
+             helper.make_node("Mul", ["a2", "hc"], ["hm"]), helper.make_node("Div", ["hm", "six"], ["hs"]),
+             helper.make_node("Mul", ["s", "hs"], ["a3"]), helper.make_node("Add", ["a3", "b"], ["y1"]),
+             helper.make_node("Conv", ["y1", "w2"], ["c2"], kernel_shape=[1, 1], group=2),
+             helper.make_node("Sigmoid", ["c2"], ["sg"]), helper.make_node("Mul", ["c2", "sg"], ["y2"]),
+             helper.make_node("Conv", ["y2", "w3", "b3"], ["c3"], strides=[2, 2], dilations=[2, 1]),
+             helper.make_node("LeakyRelu", ["c3"], ["y3"], alpha=0.2),
+             helper.make_node("FusedConv", ["y3", "w4", "b4"], ["y"], domain="com.microsoft", kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], activation="HardSigmoid", activation_params=[0.2, 0.5])]
+    inits = scalars + [const("w1", 4, 4, 3, 3), const("b1", 4), const("w2", 4, 2, 1, 1),
+                       const("w3", 4, 4, 3, 3), const("b3", 4), const("w4", 2, 4, 3, 3), const("b4", 2)]
+    save(out, "conv_epilogues", nodes, [x], [helper.make_tensor_value_info("y", F, None)], inits,
+         extra_opsets=[("com.microsoft", 1)])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
@@ -265,6 +290,7 @@ def main():
     spatial(out)
     sampling(out)
     random_ops(out)
+    conv_epilogues(out)
 
 
 if __name__ == "__main__":

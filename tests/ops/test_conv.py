@@ -248,6 +248,59 @@ def test_conv_split(xs, ws, strides, pads, dil, group, bias, const_w, threads):
     np.testing.assert_allclose(got, ref_conv(x, w, b, strides, pads, dil, group), rtol=1e-4, atol=1e-4)
 
 
+# fused_conv's activations (its activation attribute, in order) with alpha, beta
+def ref_act(y, act, a, b):
+    return {
+        0: lambda: y,
+        1: lambda: np.maximum(y, 0),
+        2: lambda: np.tanh(y),
+        3: lambda: 1 / (1 + np.exp(-y)),
+        4: lambda: np.where(y > 0, y, y * a),
+        5: lambda: np.minimum(np.maximum(y, a), b),
+        6: lambda: np.clip(a * y + b, 0, 1),
+        7: lambda: y * np.clip(y / 6 + 0.5, 0, 1),
+        8: lambda: y / (1 + np.exp(-y)),
+    }[act]()
+
+
+# each with post_scale and post_shift of (1, 0), (0.7, -0.3), (-0.5, 2) in turn
+FUSED_ACTS = [(0, 0.0, 0.0), (1, 0.0, 0.0), (2, 0.0, 0.0), (3, 0.0, 0.0), (4, 0.1, 0.0), (5, -0.5, 1.5),
+              (6, 0.2, 0.5), (7, 0.0, 0.0), (8, 0.0, 0.0), (4, float("nan"), 0.0), (6, float("nan"), float("nan")),
+              (5, float("nan"), float("nan")), (6, -0.3, 0.6), (6, 0.0, 0.7), (6, 0.0, 1.7), (6, -0.25, 0.5)]
+FUSED_DEFAULTS = {4: (0.01, 0.0), 5: (-np.inf, np.inf), 6: (0.2, 0.5)}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,bias",
+                         [CONV_CASES[i] for i in (0, 2, 3, 8, 9, 13, 15, 16, 17, 18)] + SPLIT_CASES[2:5])
+def test_fused_conv(xs, ws, strides, pads, dil, group, bias, threads):
+    """fused_conv: conv then scale, shift, the activation, post_scale,
+    post_shift (oneDNN post-ops), every activation, on the split and whole
+    paths, zero batch and no input channels (the epilogue on B alone)."""
+    x, w = rand(*xs), rand(*ws)
+    b = rand(ws[0]) if bias else None
+    conv = ref_conv(x, w, b, strides, pads, dil, group)
+    ins = [x, w] + ([b] if bias else [])
+    for i, (act, a, bt) in enumerate(FUSED_ACTS):
+        ps, psh = [(1.0, 0.0), (0.7, -0.3), (-0.5, 2.0)][i % 3]
+        attrs = [Shape(strides), Shape(pads), Shape(dil), group, act, a, bt, ps, psh]
+        got = run1("fused_conv", ins, attrs, threads=threads)
+        ra, rb = FUSED_DEFAULTS[act] if np.isnan(a) else (a, bt)
+        want = ref_act(conv, act, ra, rb) * ps + psh
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"activation {act}")
+
+
+@pytest.mark.parametrize("attrs,msg", [
+    ([9, 0.0, 0.0, 1.0, 0.0], r"fused_conv: activation 9 is not one of 9"),
+    ([1, 0.0, 0.0, float("inf"), 0.0], r"fused_conv: post_scale = inf must be finite"),
+    ([1, 0.0, 0.0, 1.0], r"fused_conv"),
+])
+def test_fused_conv_errors(attrs, msg):
+    with pytest.raises(DvmError, match=msg):
+        run1("fused_conv", [rand(1, 2, 5, 5), rand(3, 2, 3, 3)], [Shape((1, 1)), Shape((0,) * 4), Shape((1, 1)), 1] + attrs)
+
+
 @pytest.mark.parametrize("ins,attrs,msg", [
     ([(1, 3, 5, 5), (4, 2, 3, 3)], [(1, 1), (0,) * 4, (1, 1), 1],
      r"conv: W \[4,2,3,3\] does not fit X \[1,3,5,5\] with group 1"),
