@@ -1,6 +1,8 @@
 /* The product epilogue (epilogue.h): one vectorized row loop per
  * activation, built like the elementwise kernels' (elementwise.h's
- * DVM_EW_CLONES, `omp simd`, elementwise_math.h's functions), so each element gets
+ * DVM_EW_CLONES, `omp simd`, elementwise_math.h's functions, inlined:
+ * `flatten`, as GCC otherwise calls the GELU's out of line, four call
+ * sites per function, and the loop stays scalar), so each element gets
  * exactly what the add and the activation kernels would give it. */
 #include "ops/cpu/epilogue.h"
 
@@ -12,7 +14,8 @@
 typedef void (*row_fn)(int64_t n, float *c, const float *bias);
 
 #define ROW(name, F)                                                                        \
-  DVM_EW_CLONES static void name(int64_t n, float *restrict c, const float *restrict bias) { \
+  DVM_EW_CLONES __attribute__((flatten)) static void name(int64_t n, float *restrict c,      \
+                                                         const float *restrict bias) {      \
     if (bias)                                                                                \
       _Pragma("omp simd") for (int64_t j = 0; j < n; j++) {                                  \
         float x = c[j] + bias[j];                                                            \
