@@ -12,8 +12,9 @@ static const dvmc_pass passes[] = {
     {"gelu", "x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu; 0.5 x (1 + Tanh(sqrt(2/pi) (x + 0.044715 x^3))) -> "
              "Gelu(tanh); either fuses with a bias add before it",
      dvmc_pass_gelu},
-    {"epilogue", "MatMul, Add bias [N] over the last axis[, Relu, Gelu, Sigmoid or Tanh] -> dvm.MatMulBias: the "
-                 "matmul kernels add the bias and activate each output block as they compute it (CPU builds)",
+    {"epilogue", "MatMul, Add bias [N] over the last axis[, Relu, Gelu, Sigmoid or Tanh] -> dvm.MatMulBias; Gemm, "
+                 "one of those -> dvm.GemmAct: the kernels add the bias and activate each output block as they "
+                 "compute it (CPU builds)",
      dvmc_pass_epilogue, true},
     {"skiplayernorm", "Add(x, skip) of one shape, then LayerNormalization over the last axis -> "
                       "SkipLayerNormalization (com.microsoft), also giving the sum where it is read elsewhere "

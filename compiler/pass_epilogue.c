@@ -16,6 +16,11 @@
  * Add's (and activation's) output of the product's known dims; the product
  * (and the Add before an activation) read only inside the pattern.
  *
+ * Likewise an activation of a Gemm (2-D: PyTorch's Linear on a matrix, the
+ * MLPs) read only by it becomes dvm.GemmAct(a, b[, c]) with the Gemm's
+ * attributes and the activation: the Gemm's own C is its bias, and the
+ * gemm kernel applies the activation per block as above.
+ *
  * A CPU rewrite: builds for CUDA (--target cpu,cuda) leave it off
  * (pass.h's cpu_only), as the CUDA placement has no epilogue. */
 #include <string.h>
@@ -54,24 +59,50 @@ static bool biased_product(const dvmc_graph *g, const dvmc_node *add, dvmc_node 
   return false;
 }
 
+static const char *const act_names[DVM_EPI_COUNT] = {"none", "Relu", "Gelu", "GeluTanh", "Sigmoid", "Tanh"};
+
+/* n = act(Gemm(...)), the Gemm f32 and read only by n: both become
+ * dvm::GemmAct with the Gemm's inputs and attributes and the activation. */
+static dvm_status *gemm_act(dvmc_ctx *c, dvmc_graph *g, dvmc_node *n, int act, int *done) {
+  dvmc_node *gm = dvmc_pass_only(g, n->in[0], "Gemm", 1);
+  if (!gm || gm->nin < 2 || gm->nin > 3 || !dvmc_pass_same_shape(n->in[0], n->out[0]) || gm->nattrs > 4)
+    return NULL;
+  for (int i = 0; i < gm->nin; i++)
+    if (gm->in[i] && !is_f32(gm->in[i])) return NULL;
+  dvmc_attr attrs[5];
+  int na = gm->nattrs;
+  memcpy(attrs, gm->attrs, sizeof *attrs * (size_t)na);
+  attrs[na++] = (dvmc_attr){.name = "activation", .type = DVMC_ATTR_STRING, .s = act_names[act]};
+  dvmc_node *dead[2] = {gm, n};
+  dvm_status *st = dvmc_pass_replace(c, g, dead, 2, "GemmAct", gm->in, gm->nin, n->out[0], attrs, na);
+  if (!st) st = dvmc_pass_set_domain(n->out[0]->producer, "dvm");
+  *done = !st;
+  return st;
+}
+
 dvm_status *dvmc_pass_epilogue(dvmc_ctx *c, dvmc_graph *g, int *count) {
   /* from the end, so an activation is matched before the Add under it */
   for (int i = g->nnodes - 1; i >= 0; i--) {
     dvmc_node *n = g->nodes[i], *add = n, *mm;
     dvmc_value *bias;
     if (!n) continue;
-    int act = activation_of(n);
+    int act = activation_of(n), done = 0;
     if (act >= 0) {
+      dvm_status *st = gemm_act(c, g, n, act, &done);
+      if (st) return st;
+      if (done) {
+        ++*count;
+        continue;
+      }
       add = dvmc_pass_only(g, n->in[0], "Add", 1);
       if (!add || !dvmc_pass_same_shape(n->in[0], n->out[0])) continue;
     } else {
       act = DVM_EPI_NONE;
     }
     if (!biased_product(g, add, &mm, &bias)) continue;
-    static const char *const names[DVM_EPI_COUNT] = {"none", "Relu", "Gelu", "GeluTanh", "Sigmoid", "Tanh"};
     dvmc_node *dead[3] = {mm, add, n};
     dvmc_value *in[3] = {mm->in[0], mm->in[1], bias};
-    dvmc_attr attr = {.name = "activation", .type = DVMC_ATTR_STRING, .s = names[act]};
+    dvmc_attr attr = {.name = "activation", .type = DVMC_ATTR_STRING, .s = act_names[act]};
     dvm_status *st = dvmc_pass_replace(c, g, dead, n == add ? 2 : 3, "MatMulBias", in, 3, n->out[0], &attr, 1);
     if (!st) st = dvmc_pass_set_domain(n->out[0]->producer, "dvm");
     if (st) return st;

@@ -99,6 +99,12 @@ static dvm_status *shapefn_gemm(const dvm_value *in, int nin, dvm_value *out, in
   return NULL;
 }
 
+/* Shape function "gemm_act": gemm's, with the activation attribute last. */
+static dvm_status *shapefn_gemm_act(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  dvm_status *st = dvm_shape_check_counts("gemm_act", nin, 7, 8, nout, 1);
+  return st ? st : shapefn_gemm(in, nin - 1, out, nout);
+}
+
 /* Einsum's output shape from the compiler's encoding: per output dim, the
  * (input, axis) codes whose dims it is, broadcast (see matmul.h). */
 static dvm_status *shapefn_einsum(const dvm_value *in, int nin, dvm_value *out, int nout) {
@@ -145,6 +151,7 @@ const dvm_shapefn_def dvm_shapefn_matmul_table[] = {
     {"matmul", dvm_shapefn_matmul},
     {"matmul_bias", shapefn_matmul_bias},
     {"gemm", shapefn_gemm},
+    {"gemm_act", shapefn_gemm_act},
     {"einsum", shapefn_einsum},
     {NULL, NULL},
 };

@@ -15,6 +15,10 @@
  *     (none, relu, gelu, gelu tanh, sigmoid, tanh); all f32. The add and
  *     the activation run on each part of Y right after its product, in the
  *     thread that computed it (epilogue.h). Shape function "matmul_bias".
+ *   gemm_act (in: A, B[, C]; attrs: transA, transB, alpha, beta, activation:int) -> Y
+ *     dvm's GemmAct (compiler/pass_epilogue.c): act(Gemm), the activation
+ *     (as matmul_bias's) applied to each part of Y after its product; f32.
+ *     Shape function "gemm_act".
  *   gemm (in: A, B[, C]; attrs: transA:int, transB:int, alpha:float, beta:float) -> Y
  *     ONNX Gemm: Y = alpha op(A) op(B) + beta C, A and B 2-D, C broadcast
  *     unidirectionally to [M, N]. Dtypes as matmul. Shape function "gemm".
@@ -330,7 +334,7 @@ static dvm_status *linear(const char *op, int f64, int64_t rows, int64_t n, int6
 /* ---- constant B, packed at link ----------------------------------------- */
 
 /* The kernels' indices in dvm_cpu_matmul_kernels: a packed form's owner. */
-enum { K_MATMUL, K_GEMM, K_EINSUM, K_MATMUL_BIAS, K_END };
+enum { K_MATMUL, K_GEMM, K_EINSUM, K_MATMUL_BIAS, K_GEMM_ACT, K_END };
 
 /* matmul's input 1 when it is one f32 matrix (batch dims all 1): packed
  * for the few-row path (pgemm.h). */
@@ -491,8 +495,9 @@ static dvm_status *matmul_bias(const dvm_kernel_args *a) {
 
 /* ---- gemm ---------------------------------------------------------------- */
 
-static dvm_status *gemm(const dvm_kernel_args *a) {
-  static const char op[] = "gemm";
+/* ONNX Gemm, with epi (NULL: none) applied to each part of Y as it is
+ * computed; `op` names the kernel, `owner` its packed forms. */
+static dvm_status *gemm_run(const dvm_kernel_args *a, const char *op, int owner, const dvm_epilogue *epi) {
   if (a->nin < 2 || a->nin > 3 || a->nout != 1)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 2 or 3 inputs and 1 output, got %d and %d",
                           op, a->nin, a->nout);
@@ -500,7 +505,7 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
   dvm_status *st = dvm_kargs_check(a, op, a->nin, 1, DVM_DEVICE_CPU);
   if (!st) st = compute_dtype(a, op, 0, &cdt);
   double alpha = 0, beta = 0;
-  if (!st) st = dvm_attr_count(op, a->nattrs, 4, 4);
+  if (!st) st = dvm_attr_count(op, a->nattrs, epi ? 5 : 4, epi ? 5 : 4);
   if (!st) st = dvm_gemm_attrs(a->attrs, &ta, &tb, &alpha, &beta);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *y = a->in[1], *c = a->nin > 2 ? a->in[2] : NULL, *o = a->out[0];
@@ -528,18 +533,41 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
   }
   product p = {.ta = ta ? 'T' : 'N', .tb = tb ? 'T' : 'N', .m = m, .n = n, .k = k,
                .lda = x->dims[1], .ldb = y->dims[1], .ldc = n, .alpha = alpha, .beta = b,
-               .a = px, .b = py, .c = pc};
-  const dvm_gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[K_GEMM], 1)
+               .a = px, .b = py, .c = pc, .epi = epi};
+  const dvm_gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1)
                                             : NULL;
   const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], m, k, n) : NULL;
   if (packed) /* a constant B packed at link, few rows */
     dvm_pgemm_run(packed, m, px, ta ? 1 : p.lda, ta ? p.lda : 1, (float)alpha, (float)b, pc, n,
-                  dvm_kargs_threads(a), NULL);
+                  dvm_kargs_threads(a), epi);
   else
     st = product_run_split(op, &p, dvm_kargs_threads(a));
   if (!st) out_store(o, pc);
   scratch_free(&s);
   return st;
+}
+
+static dvm_status *gemm(const dvm_kernel_args *a) { return gemm_run(a, "gemm", K_GEMM, NULL); }
+
+/* gemm_act: Gemm, then an activation (epilogue.h, no bias: C is Gemm's
+ * own), as the product's epilogue. f32 only. */
+static dvm_status *gemm_act(const dvm_kernel_args *a) {
+  static const char op[] = "gemm_act";
+  int64_t act = 0;
+  dvm_status *st = dvm_attr_count(op, a->nattrs, 5, 5);
+  if (!st) st = dvm_attr_int(op, "activation", &a->attrs[4], &act);
+  if (st) return st;
+  if (act < 0 || act >= DVM_EPI_COUNT)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: activation %lld is out of range [0, %d)", op, (long long)act,
+                          (int)DVM_EPI_COUNT);
+  for (int i = 0; i < a->nin + a->nout; i++)
+    if ((i < a->nin ? a->in[i] : a->out[i - a->nin])->dtype != DVM_F32) {
+      char got[128];
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: only f32 is supported", op,
+                            dvm_kargs_dtypes(got, sizeof got, a));
+    }
+  dvm_epilogue epi = {NULL, (dvm_epi_act)act};
+  return gemm_run(a, op, K_GEMM_ACT, &epi);
 }
 
 /* ---- einsum -------------------------------------------------------------- */
@@ -1079,6 +1107,8 @@ const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
                             DVM_DTYPE_BIT(DVM_F64)},
     [K_GEMM] = {"gemm", DVM_DEVICE_CPU, gemm, "gemm", .prepack = gemm_prepack},
     [K_EINSUM] = {"einsum", DVM_DEVICE_CPU, einsum, "einsum"},
+    [K_GEMM_ACT] = {"gemm_act", DVM_DEVICE_CPU, gemm_act, "gemm_act", .prepack = gemm_prepack,
+                    .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     [K_MATMUL_BIAS] = {"matmul_bias", DVM_DEVICE_CPU, matmul_bias, "matmul_bias", .prepack = matmul_prepack,
                        .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     [K_END] = {NULL, DVM_DEVICE_CPU, NULL, NULL},

@@ -284,6 +284,36 @@ def test_epilogue_after_gelu_pass(tmp_path):
     on_off_exact(tmp_path, path, "epilogue", epi_xs()[:3])
 
 
+def gemm_model(tmp, n_out, act, trans_b, c_shape, alpha=1.0, beta=1.0):
+    """y = act(Gemm(x, W, C)), x [rows, D]: PyTorch's Linear on a matrix."""
+    w = rng.standard_normal((n_out, D) if trans_b else (D, n_out)) / np.sqrt(D)
+    inputs = ["x", "w"] + (["c"] if c_shape else [])
+    inits = [const("w", w)] + ([const("c", rng.uniform(-1, 1, c_shape))] if c_shape else [])
+    attrs = {"approximate": "tanh"} if act == "GeluTanh" else {}
+    nodes = [helper.make_node("Gemm", inputs, ["h"], transB=trans_b, alpha=alpha, beta=beta),
+             helper.make_node(ACTIVATIONS[act], ["h"], ["y"], **attrs)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, ["rows", D])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    path = str(tmp / "gemm.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)], ir_version=8).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("act", [a for a in ACTIVATIONS if a != "none"])
+@pytest.mark.parametrize("trans_b,c_shape,n_out", [(1, (37,), 37), (0, (1, 16), 16), (1, None, 64), (0, "mn", 5)])
+def test_epilogue_gemm(tmp_path, act, trans_b, c_shape, n_out):
+    rows = [1, 7, 39, 134, 300]
+    if c_shape == "mn":  # C [rows, N]: one row count
+        rows, c_shape = [39], (39, n_out)
+    path = gemm_model(tmp_path, n_out, act, trans_b, c_shape, alpha=0.5 if trans_b else 1.0)
+    text = ir(path)
+    assert "= dvm::GemmAct(%x, %w" in text and f'activation="{act}"' in text and "= Gemm(" not in text, text
+    assert "GemmAct" not in ir(path, "--disable", "epilogue")
+    assert "GemmAct" not in ir(path, "--target", "cpu,cuda")
+    on_off_exact(tmp_path, path, "epilogue", [{"x": rng.standard_normal((r, D)).astype(np.float32)} for r in rows])
+
+
 @pytest.mark.parametrize("case", ["bias_2d", "product_escapes", "sum_escapes"])
 def test_epilogue_not_rewritten(tmp_path, case):
     """A condition not proven: the graph keeps its MatMul (and runs)."""
