@@ -6,7 +6,7 @@ variant's median and minimum and the median of the per-pair ratios
 on / off (below 1: the pass helps).
 
     PYTHONPATH=build/python python3 bench/bench_passes.py --disable epilogue \\
-        [--model bert_base|gpt2_base] [--seq 8,128] [--threads 1] [--pairs 15]
+        [--model bert_base|gpt2_base|mlp_base] [--seq 8,128] [--threads 1] [--pairs 15]
 
 The models are bench_exported.py's PyTorch exports (build-data/bench)."""
 import argparse
@@ -28,6 +28,8 @@ DVM = os.environ.get("DVM", os.path.join(ROOT, "build/tools/dvm"))
 
 def feeds(model, seq):
     rng = np.random.default_rng(3)
+    if model.startswith("mlp"):  # --seq is the batch
+        return {"x": rng.standard_normal((seq, 1024)).astype(np.float32)}
     if model.startswith("bert"):
         return {"input_ids": rng.integers(0, 30522, (1, seq), dtype=np.int64),
                 "attention_mask": np.ones((1, seq), np.int64), "token_type_ids": np.zeros((1, seq), np.int64)}
@@ -37,7 +39,7 @@ def feeds(model, seq):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--disable", action="append", required=True, help="a pass to switch off in the B build")
-    ap.add_argument("--model", action="append", help="bert_base, gpt2_base (default both)")
+    ap.add_argument("--model", action="append", help="bert_base, gpt2_base (default both), mlp_base (--seq: batch)")
     ap.add_argument("--seq", default="8,128")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--pairs", type=int, default=15)
@@ -63,7 +65,8 @@ def main():
                     mods[v].run(f, threads=a.threads)
                     times[v].append((time.perf_counter() - t0) * 1e3)
             ratios = [x / y for x, y in zip(times["on"], times["off"])]
-            print(f"{model} 1x{seq} threads {a.threads}: on median {statistics.median(times['on']):.2f} ms "
+            shape = f"batch {seq}" if model.startswith("mlp") else f"1x{seq}"
+            print(f"{model} {shape} threads {a.threads}: on median {statistics.median(times['on']):.2f} ms "
                   f"(min {min(times['on']):.2f}), off ({','.join(a.disable)}) median "
                   f"{statistics.median(times['off']):.2f} ms (min {min(times['off']):.2f}); "
                   f"on/off: median of pair ratios {statistics.median(ratios):.3f}, of medians "
