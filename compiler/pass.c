@@ -27,6 +27,9 @@ static const dvmc_pass passes[] = {
                  "x Clip(x + 3, 0, 6) / 6] [* s + b] -> FusedConv (oneDNN post-ops; s, b one-element constants, the "
                  "first pair folded into W and B)",
      dvmc_pass_conv_act},
+    {"attention", "Softmax(Q K^T * scale [+ mask | causal Where]) V between the head Reshapes and Transposes -> "
+                  "Attention on the 3-D q, k, v (CPU builds)",
+     dvmc_pass_attention, true},
 };
 
 _Static_assert(sizeof passes / sizeof passes[0] <= 32, "dvmc_passes_run's mask holds 32 passes");

@@ -195,42 +195,53 @@ static inline float row_sum(const float *x, int64_t n) {
   return r;
 }
 
-/* A task per row of nr elements (the axis is the last one). A short row's
- * exps go to y (logsoftmax: to e, as it reads x again, which y may
- * overwrite) and are summed from there, in L1. */
+/* A short row's exps go to y and are summed from there, in L1. A NaN
+ * anywhere gives a NaN sum, so a NaN row, as it should. */
+DVM_VEC void dvm_cpu_softmax_row(const float *x, float *y, int64_t n) {
+  float m = row_max(x, n), s = 0;
+  if (n <= SHORT_ROW) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] = exp_le0(x[i] - m);
+    s = row_sum(y, n);
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; i++) {
+      float v = exp_le0(x[i] - m);
+      y[i] = v;
+      s += v;
+    }
+  }
+  float inv = 1.0f / s;
+#pragma omp simd
+  for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+/* A task per row of nr elements (the axis is the last one). Logsoftmax's
+ * short rows' exps go to e (it reads x again, which y may overwrite). */
 DVM_VEC static void softmax_rows(const void *job, int64_t r0, int64_t r1) {
   const softmax_job *j = job;
   int64_t n = j->nr;
   float e[SHORT_ROW];
   for (int64_t row = r0; row < r1; row++) {
     const float *x = j->x + row * n;
-    float *y = j->y + row * n, *to = j->log ? e : y;
+    float *y = j->y + row * n;
+    if (!j->log) {
+      dvm_cpu_softmax_row(x, y, n);
+      continue;
+    }
     float m = row_max(x, n), s = 0;
-    /* a NaN anywhere gives a NaN sum, so a NaN row, as it should */
     if (n <= SHORT_ROW) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; i++) to[i] = exp_le0(x[i] - m);
-      s = row_sum(to, n);
-    } else if (j->log) {
+      for (int64_t i = 0; i < n; i++) e[i] = exp_le0(x[i] - m);
+      s = row_sum(e, n);
+    } else {
 #pragma omp simd reduction(+ : s)
       for (int64_t i = 0; i < n; i++) s += exp_le0(x[i] - m);
-    } else {
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < n; i++) {
-        float v = exp_le0(x[i] - m);
-        y[i] = v;
-        s += v;
-      }
     }
-    if (j->log) { /* (x - m) - log(s): m + log(s) would lose log(s) when m is large */
-      float ls = logf(s);
+    /* (x - m) - log(s): m + log(s) would lose log(s) when m is large */
+    float ls = logf(s);
 #pragma omp simd
-      for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - ls;
-    } else {
-      float inv = 1.0f / s;
-#pragma omp simd
-      for (int64_t i = 0; i < n; i++) y[i] *= inv;
-    }
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) - ls;
   }
 }
 

@@ -56,6 +56,10 @@ static inline void dvm_vec_store(int dt, const float *src, void *dst, int64_t n)
     memcpy(dst, src, sizeof(float) * (size_t)n);
 }
 
+/* y = softmax(x) over one row of n floats (y may be x), as the softmax
+ * kernel computes its rows (norm.c); the attention core's too. */
+void dvm_cpu_softmax_row(const float *x, float *y, int64_t n);
+
 /* Tasks [t0, t1) of a kernel's job. */
 typedef void (*dvm_vec_range_fn)(const void *job, int64_t t0, int64_t t1);
 

@@ -606,11 +606,30 @@ def test_exports(tmp_path, model_name):
         np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-5, err_msg=str(env))
 
 
+@pytest.mark.parametrize("model_name", ["bert_tiny", "gpt2_tiny"])
+def test_attention_exports(tmp_path, model_name):
+    """Each layer's attention (BERT's mask add, GPT-2's causal Where)
+    becomes one Attention node, the head Transposes and shape arithmetic
+    go with it, and the results stay the same at seq 1, primes and batch 2."""
+    onnx_path, spec, _ = MODELS[model_name]
+    on, off = ir(onnx_path), ir(onnx_path, "--disable", "attention")
+    assert on.count("= Attention(") == off.count("= Softmax(") >= 2 and "= Softmax(" not in on
+    assert "= Transpose(" not in on and ("is_causal=1" in on) == (model_name == "gpt2_tiny")
+    a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
+    compile_(onnx_path, a)
+    compile_(onnx_path, b, "--disable", "attention")
+    assert invokes(a) < invokes(b)
+    for env in [{"batch": 1, "seq": 1}, {"batch": 1, "seq": 7}, {"batch": 2, "seq": 13}, {"batch": 1, "seq": 67}]:
+        feeds = feeds_for(spec, env, np.random.default_rng(5))
+        x, y = run(tmp_path, a, feeds, 1), run(tmp_path, b, feeds, 1)
+        np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
+
+
 def test_cli():
     r = subprocess.run([DVM, "compile", "--list-passes"], capture_output=True, text=True)
     assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["layernorm", "gelu", "epilogue",
                                                                                    "skiplayernorm", "rmsnorm",
-                                                                                   "conv_act"], r.stdout
+                                                                                   "conv_act", "attention"], r.stdout
     r = subprocess.run([DVM, "compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "--disable nosuch: no such pass" in r.stderr, r.stderr
