@@ -130,6 +130,7 @@ struct dvm_module {
   void *bytes;       /* the file: mapped or malloc'ed, or NULL for a built module */
   size_t size;
   bool mapped;
+  size_t released;   /* bytes of packed constants' plain pages given back at link */
   dvm_storage *data; /* wraps the file bytes for constant tensors */
 };
 

@@ -47,6 +47,7 @@ static dvm_status *load(file_bytes *fb, const dvm_load_options *opts, dvm_module
     free(m);
     return st;
   }
+  m->data->file_pages = fb->mapped;
   if ((st = dvm_bc_read(m, fb->p, fb->size)) || (st = dvm_verify_module(m)) ||
       (st = dvm_module_link(m, opts))) {
     dvm_module_release(m);
@@ -85,6 +86,12 @@ dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
   close(fd);
   if (size == 0) return dvm_status_new(DVM_CORRUPT, "%s: file is empty", path);
   if (p == MAP_FAILED) return dvm_status_new(DVM_IO, "%s: mmap: %s", path, strerror(errno));
+#ifdef MADV_NOHUGEPAGE
+  /* 4 KiB pages: the page cache may hold the file in 2 MiB folios, and
+   * mapping one whole would bring a packed weight's plain bytes back
+   * with any small constant beside them (vm/link.c's release_plain) */
+  madvise(p, size, MADV_NOHUGEPAGE);
+#endif
   file_bytes *fb = malloc(sizeof *fb);
   if (!fb) {
     munmap(p, size);
@@ -163,3 +170,5 @@ size_t dvm_module_constant_bytes(const dvm_module *m) {
 }
 
 int dvm_module_kernel_count(const dvm_module *m) { return (int)m->nkernels; }
+
+size_t dvm_module_released_bytes(const dvm_module *m) { return m->released; }

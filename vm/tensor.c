@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "object.h"
 #include "pool.h"
@@ -115,6 +117,16 @@ void dvm_storage_release(dvm_storage *s) {
   }
   if (s->deleter) s->deleter(s->ctx);
   free(s);
+}
+
+size_t dvm_tensor_drop_pages(const dvm_tensor *t) {
+  const dvm_storage *s = t->storage;
+  size_t bytes = dvm_tensor_nbytes(t);
+  long page = sysconf(_SC_PAGESIZE);
+  if (!s->file_pages || bytes == 0 || page <= 0) return 0;
+  uintptr_t start = (uintptr_t)s->ptr + t->offset, mask = (uintptr_t)page - 1;
+  uintptr_t lo = (start + mask) & ~mask, hi = (start + bytes) & ~mask; /* neighbours keep theirs */
+  return hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0 ? hi - lo : 0;
 }
 
 dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int rank,

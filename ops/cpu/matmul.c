@@ -1,7 +1,8 @@
 /* Products: matmul, gemm, einsum, all through one engine over oneDNN's
  * row-major dnnl_sgemm (f32), except matmul and gemm with a constant f32 B,
- * which their prepack hooks pack when the module is linked, for 2 to 96
- * rows: those run ops/cpu/pgemm.c's microkernel on the packed B.
+ * which their prepack hooks pack when the module is linked: those run
+ * ops/cpu/pgemm.c's microkernel on the packed B, for any number of rows,
+ * and the plain B is not read again (its pages go back to the file).
  *
  *   matmul (in: A, B) -> Y
  *     ONNX MatMul (shapes and batch broadcasting: shapefuncs/matmul.h).
@@ -337,7 +338,7 @@ static dvm_status *linear(const char *op, int f64, int64_t rows, int64_t n, int6
 enum { K_MATMUL, K_GEMM, K_EINSUM, K_MATMUL_BIAS, K_GEMM_ACT, K_END };
 
 /* matmul's input 1 when it is one f32 matrix (batch dims all 1): packed
- * for the few-row path (pgemm.h). */
+ * for ops/cpu/pgemm.c (pgemm.h). */
 static dvm_status *matmul_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
                                   int nattrs, void **data, void (**free_data)(void *)) {
   if (input != 1 || t->dtype != DVM_F32 || t->rank < 2) return NULL;
@@ -377,12 +378,10 @@ static dvm_status *gemm_prepack(const dvm_tensor *t, int input, const dvm_attr_h
   return NULL;
 }
 
-/* pb for a product of `rows` rows by [k, n] where the packed path is the
- * faster one (pgemm.h), else NULL. */
-static const dvm_pgemm_b *packed_b(const dvm_pgemm_b *pb, int64_t rows, int64_t k, int64_t n) {
-  if (!pb || rows < DVM_PGEMM_MIN_ROWS || rows > DVM_PGEMM_MAX_ROWS || dvm_pgemm_k(pb) != k || dvm_pgemm_n(pb) != n)
-    return NULL;
-  return pb;
+/* pb where it is a packing of B [k, n], else NULL. Every row count takes
+ * the packed path (pgemm.h), so that B is held once: packed. */
+static const dvm_pgemm_b *packed_b(const dvm_pgemm_b *pb, int64_t k, int64_t n) {
+  return pb && dvm_pgemm_k(pb) == k && dvm_pgemm_n(pb) == n ? pb : NULL;
 }
 
 /* ---- matmul -------------------------------------------------------------- */
@@ -445,9 +444,9 @@ static dvm_status *matmul_run(const dvm_kernel_args *a, int owner, const dvm_epi
   }
   const dvm_pgemm_b *packed =
       ny == 1 && nx == batch && y->dtype == DVM_F32
-          ? packed_b(dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1), batch * m, k, n)
+          ? packed_b(dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1), k, n)
           : NULL;
-  if (packed) /* a constant B packed at link, few rows */
+  if (packed) /* a constant B packed at link */
     dvm_pgemm_run(packed, batch * m, px, k, 1, 1, 0, pc, n, threads, epi);
   else if (ny == 1 && nx == batch) /* one B for a dense stack of A: one [batch * m, k] matrix */
     st = linear("matmul", f64, batch * m, n, k, px, py, pc, threads, epi);
@@ -536,8 +535,8 @@ static dvm_status *gemm_run(const dvm_kernel_args *a, const char *op, int owner,
                .a = px, .b = py, .c = pc, .epi = epi};
   const dvm_gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1)
                                             : NULL;
-  const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], m, k, n) : NULL;
-  if (packed) /* a constant B packed at link, few rows */
+  const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], k, n) : NULL;
+  if (packed) /* a constant B packed at link */
     dvm_pgemm_run(packed, m, px, ta ? 1 : p.lda, ta ? p.lda : 1, (float)alpha, (float)b, pc, n,
                   dvm_kargs_threads(a), epi);
   else

@@ -1,4 +1,4 @@
-/* The packed-B GEMM for few rows (pgemm.h): matmul and gemm with a
+/* The packed-B GEMM (pgemm.h): matmul and gemm with a
  * constant B, packed once when the module is linked.
  *
  * Layout: B's columns cut into panels of NR floats (16 for AVX2, 32 for

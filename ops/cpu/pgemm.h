@@ -1,4 +1,4 @@
-/* A GEMM for few rows of A against a B packed once: the matmul and gemm
+/* A GEMM of A against a B packed once: the matmul and gemm
  * kernels' path for constant weights (ops/cpu/pgemm.c). */
 #ifndef DVM_OPS_CPU_PGEMM_H
 #define DVM_OPS_CPU_PGEMM_H
@@ -8,12 +8,11 @@
 #include "ops/cpu/epilogue.h"
 #include "ops/cpu/isa.h"
 
-/* The rows of A for which the packed path beats dnnl_sgemm, which packs B
- * on every call (measured up to 96 rows, K and N in {768, 3072}:
- * docs/performance.md). One row is a matrix-vector product bound by memory
- * that sgemm reads in place faster than this kernel's one FMA chain. */
-#define DVM_PGEMM_MIN_ROWS 2
-#define DVM_PGEMM_MAX_ROWS 96
+/* The packed path serves products of any number of rows of A: below 96
+ * it beats dnnl_sgemm, which packs B on every call, and from 1 to 1024
+ * rows it is within the noise of sgemm (docs/performance.md), so a
+ * constant B is held once, packed, and its plain bytes are given back
+ * (vm/link.c). */
 
 typedef struct dvm_pgemm_b dvm_pgemm_b;
 

@@ -204,8 +204,9 @@ static PyObject *module_auto_device(ModuleObject *self, void *unused) {
 
 static PyObject *module_sizes(ModuleObject *self, PyObject *unused) {
   if (check_loaded(self) < 0) return NULL;
-  return Py_BuildValue("{s:i,s:n,s:i}", "constants", dvm_module_constant_count(self->m), "constant_bytes",
-                       (Py_ssize_t)dvm_module_constant_bytes(self->m), "kernels", dvm_module_kernel_count(self->m));
+  return Py_BuildValue("{s:i,s:n,s:i,s:n}", "constants", dvm_module_constant_count(self->m), "constant_bytes",
+                       (Py_ssize_t)dvm_module_constant_bytes(self->m), "kernels", dvm_module_kernel_count(self->m),
+                       "released_bytes", (Py_ssize_t)dvm_module_released_bytes(self->m));
 }
 
 /* ---- running ---- */
@@ -408,7 +409,7 @@ static PyMethodDef module_methods[] = {
     {"_signatures", (PyCFunction)module_signatures, METH_NOARGS,
      "_signatures() -> [(name, params, results, symbols, peak)]: the raw signatures, which\n"
      "Module.functions presents."},
-    {"_sizes", (PyCFunction)module_sizes, METH_NOARGS, "_sizes() -> {constants, constant_bytes, kernels}."},
+    {"_sizes", (PyCFunction)module_sizes, METH_NOARGS, "_sizes() -> {constants, constant_bytes, kernels, released_bytes}."},
     {"_kernels", (PyCFunction)module_kernels, METH_NOARGS,
      "_kernels() -> [(name, device, variants)]: the kernel table, for inspect."},
     {"close_vms", (PyCFunction)module_close, METH_NOARGS,

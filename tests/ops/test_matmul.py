@@ -201,12 +201,14 @@ def test_matmul_errors():
 
 
 # B a module constant: matmul packs it at load (ops/cpu/pgemm.c) and runs
-# the packed path for 2..96 rows, sgemm outside; every row count 1..33,
-# panel edges (16 columns: N = 1, 15, 16, 17, 33) and K = 1 and primes.
+# the packed path for every row count; 1..33, past a block of rows (97,
+# 131, 397), panel edges (16 columns: N = 1, 15, 16, 17, 33) and K = 1
+# and primes.
 PACKED_SHAPES = ([((m, 13), (13, 17)) for m in range(1, 34)] +
                  [((m, k), (k, n)) for m in (2, 7) for k in (1, 97) for n in (1, 15, 16, 33)] +
                  [((2, 3, 5, 31), (31, 40)), ((4, 8, 29), (1, 29, 19)), ((97, 31), (31, 17)),
-                  ((96, 31), (31, 17)), ((3, 768), (768, 3072))])
+                  ((96, 31), (31, 17)), ((131, 64), (64, 33)), ((397, 29), (29, 65)),
+                  ((3, 768), (768, 3072))])
 
 
 @pytest.mark.parametrize("a,b", PACKED_SHAPES)
@@ -274,10 +276,10 @@ def test_gemm_bf16():
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
 @pytest.mark.parametrize("cs", [None, "n", ("m", "n")])
-@pytest.mark.parametrize("m,n,k", [(1, 17, 13), (2, 1, 1), (7, 33, 31), (33, 16, 97), (97, 17, 5)])
+@pytest.mark.parametrize("m,n,k", [(1, 17, 13), (2, 1, 1), (7, 33, 31), (33, 16, 97), (97, 17, 5), (211, 40, 19)])
 def test_gemm_constant_b(ta, tb, cs, m, n, k):
     """B (and C) module constants: B packed at load both ways (transB is a
-    run-time attribute), the packed path for 2..96 rows."""
+    run-time attribute), the packed path for every row count."""
     a = rand((k, m) if ta else (m, k))
     b = rand((n, k) if tb else (k, n))
     c = None if cs is None else rand(tuple({"m": m, "n": n}.get(d, d) for d in cs))

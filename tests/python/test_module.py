@@ -56,6 +56,50 @@ def test_save_and_load_maps_the_file(bert, tmp_path):
     np.testing.assert_array_equal(m.run(feeds)["hidden"], bert.run(feeds)["hidden"])
 
 
+def mapping_rss(path):
+    """Resident bytes of this process's mappings of `path` (/proc/self/smaps)."""
+    total, ours = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5:  # a mapping's first line
+                ours = len(head) >= 6 and head[-1] == os.fspath(path)
+            elif ours and head[0] == "Rss:":
+                total += int(head[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc")
+def test_packed_weights_plain_pages_are_given_back(tmp_path):
+    """A MatMul weight packed at load is held once: the pages of its plain
+    bytes in the mapped .dvmb go back to the file (vm/link.c), and every row
+    count reads the packed form, so running does not bring them back. A
+    reader of the plain tensor (Transpose) still gets it, from the file."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((512, 384)).astype(np.float32)  # 768 KiB
+    mp = model([h.make_node("MatMul", ["x", "w"], ["y"])],
+               [("x", T.FLOAT, ["m", 512])], [("y", T.FLOAT, None)],
+               [h.make_tensor("w", T.FLOAT, w.shape, w.tobytes(), raw=True)])
+    path = tmp_path / "mm.dvmb"
+    dvm.compile(mp, dims={"m": (1, 1024)}).save(path)
+    m = dvm.load(path)
+    released = m._sizes()["released_bytes"]
+    assert w.nbytes - 8192 <= released <= w.nbytes  # all but the partial end pages
+    assert mapping_rss(path) < w.nbytes // 4
+    for rows in (1, 2, 8, 97, 300):
+        x = rng.standard_normal((rows, 512)).astype(np.float32)
+        np.testing.assert_allclose(m.run({"x": x})["y"], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+    assert mapping_rss(path) < w.nbytes // 4
+    assert dvm.Module(path.read_bytes())._sizes()["released_bytes"] == 0  # its own copy: kept
+    # the same weight also read plain: right, from the file's pages again
+    mp.graph.node.append(h.make_node("Transpose", ["w"], ["wt"]))
+    mp.graph.output.append(h.make_tensor_value_info("wt", T.FLOAT, None))
+    dvm.compile(mp, dims={"m": (1, 1024)}).save(path)
+    out = dvm.load(path).run({"x": np.ones((3, 512), np.float32)})
+    np.testing.assert_array_equal(out["wt"], w.T)
+    np.testing.assert_allclose(out["y"], np.ones((3, 512)) @ w.astype(np.float64), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("dtype", list(ONNX_TYPES))
 def test_round_trip_every_dtype(dtype):
     t = ONNX_TYPES[dtype]

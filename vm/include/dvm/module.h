@@ -88,6 +88,11 @@ DVM_API bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t);
 DVM_API int dvm_module_constant_count(const dvm_module *m);
 DVM_API size_t dvm_module_constant_bytes(const dvm_module *m);
 DVM_API int dvm_module_kernel_count(const dvm_module *m);
+/* Bytes of constants' plain data whose pages the linker gave back to the
+ * system once kernels had packed them (a module mapped from a file only;
+ * docs/kernels.md): they are read again from the file only where a reader
+ * needs the plain form. */
+DVM_API size_t dvm_module_released_bytes(const dvm_module *m);
 
 #ifdef __cplusplus
 }
