@@ -184,6 +184,13 @@ def compile(model: Any, *, dims: Optional[Mapping[str, Any]] = None, target: str
     (the entry's name), fusion=True, plan=True (False: --no-fusion,
     --no-plan), disable=() (graph rewrites to skip, as --disable). Raises dvm.UnsupportedOp naming the node for ops dvm does
     not take, dvm.CompileError for other failures."""
+    return Module(_compile_bytes(model, dims=dims, target=target, **options))
+
+
+def _compile_bytes(model: Any, *, dims: Optional[Mapping[str, Any]] = None, target: str = "cpu",
+                   **options: Any) -> bytes:
+    """compile's .dvmb bytes, not yet loaded (InferenceSession writes them
+    to its cache and maps the file: loading them would copy them)."""
     parts = [t.strip() for t in target.split(",") if t.strip()]
     bad = [t for t in parts if t not in ("cpu", "cuda")]
     if bad or not parts:
@@ -197,4 +204,4 @@ def compile(model: Any, *, dims: Optional[Mapping[str, Any]] = None, target: str
     data = _dvm.compile(src, _dim_list(dims), cuda="cuda" in parts, model_dir=model_dir,
                         function=options.get("function"), fusion=bool(options.get("fusion", True)),
                         plan=bool(options.get("plan", True)), disable=(disable,) if isinstance(disable, str) else tuple(disable))
-    return Module(data)
+    return data

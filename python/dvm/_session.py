@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _dvm
 from ._iobinding import ORT_TYPES as _ORT_TYPES, IOBinding, OrtValue
-from ._module import Module, compile as _compile
+from ._module import Module, _compile_bytes
 
 _PROVIDERS = ("CPUExecutionProvider", "CUDAExecutionProvider")
 _DVMB_MAGIC = b"\x89DVMB\r\n\x1a"
@@ -224,18 +224,20 @@ class InferenceSession:
                 return Module(cached)
             except _dvm.Error:
                 pass  # stale or damaged: compile again
-        m = _compile(source, target=target)
+        # the bytes, not a Module made from them: that would copy them and
+        # pack the weights beside them, only to be replaced by the file
+        data = _compile_bytes(source, target=target)
         try:  # written whole, then renamed, so readers never see half a file
             os.makedirs(os.path.dirname(cached), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")
-            os.close(fd)
-            m.save(tmp)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
             os.replace(tmp, cached)
-            # the cached file, memory-mapped, instead of the compiled bytes
-            # (which a module made from bytes holds twice: docs/python.md)
-            return Module(cached)
         except OSError:
-            return m  # no cache: still usable
+            return Module(data)  # no cache: still usable
+        # the cached file, memory-mapped, once the bytes are gone
+        del data
+        return Module(cached)
 
     @staticmethod
     def _node_arg(v: Any) -> NodeArg:
