@@ -3,21 +3,57 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cuda/stream.h"
 #include "device.h"
 #include "dvm/vm.h"
 
+/* Blocks from this size up are mapped from the system and unmapped when
+ * freed, not malloc'ed: glibc raises its mmap threshold to the largest
+ * mapped chunk freed (up to 32 MiB), after which blocks of that size come
+ * from its heap, whose freed memory stays resident, so a pool that trims
+ * blocks (vm/pool.c) would not lower the process's memory and its peak
+ * grew run after run. (Under AddressSanitizer, malloc still: its checks
+ * cover the blocks.) */
+#define CPU_MAP_MIN ((size_t)1 << 20)
+#if defined(__SANITIZE_ADDRESS__)
+#define CPU_MAP 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CPU_MAP 0
+#endif
+#endif
+#ifndef CPU_MAP
+#define CPU_MAP 1
+#endif
+
+static size_t cpu_map_len(size_t size) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t mask = page > 0 ? (size_t)page - 1 : 4095;
+  return (size + mask) & ~mask;
+}
+
 static dvm_status *cpu_alloc(const dvm_device *d, size_t size, void **out) {
   /* 256-byte alignment serves every dtype and vector width we use */
   size_t padded = (size + 255) & ~(size_t)255;
-  void *p = padded >= size ? aligned_alloc(256, padded ? padded : 256) : NULL;
+  void *p = NULL;
+  if (CPU_MAP && size >= CPU_MAP_MIN && padded >= size) {
+    p = mmap(NULL, cpu_map_len(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) p = NULL;
+  } else if (padded >= size) {
+    p = aligned_alloc(256, padded ? padded : 256);
+  }
   if (!p) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   *out = p;
   return NULL;
 }
 
-static void cpu_free(const dvm_device *d, void *ptr) { free(ptr); }
+static void cpu_free(const dvm_device *d, void *ptr, size_t size) {
+  if (CPU_MAP && size >= CPU_MAP_MIN) munmap(ptr, cpu_map_len(size));
+  else free(ptr);
+}
 
 static dvm_status *cpu_copy(const dvm_device *d, void *dst, dvm_device_kind dst_dev, const void *src,
                             dvm_device_kind src_dev, size_t n) {

@@ -10,7 +10,8 @@ typedef struct dvm_device {
   dvm_device_kind kind;
   const char *name;
   DVM_MUST_USE dvm_status *(*alloc)(const struct dvm_device *d, size_t size, void **out);
-  void (*free)(const struct dvm_device *d, void *ptr);
+  /* ptr from alloc, with the size it was asked for */
+  void (*free)(const struct dvm_device *d, void *ptr, size_t size);
   /* Copies between host and this device (either direction) or within it. */
   DVM_MUST_USE dvm_status *(*copy)(const struct dvm_device *d, void *dst, dvm_device_kind dst_dev,
                                    const void *src, dvm_device_kind src_dev, size_t n);

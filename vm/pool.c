@@ -52,7 +52,7 @@ static void trim_locked(dvm_pool *p) {
       dvm_storage *s = p->free[c];
       p->free[c] = s->ctx;
       p->stats.cached -= s->block;
-      p->dev->free(p->dev, s->ptr);
+      p->dev->free(p->dev, s->ptr, s->block);
       free(s);
     }
   }
@@ -93,7 +93,7 @@ static void make_room_locked(dvm_pool *p, size_t block) {
       dvm_storage *s = p->free[c];
       p->free[c] = s->ctx;
       p->stats.cached -= s->block;
-      p->dev->free(p->dev, s->ptr);
+      p->dev->free(p->dev, s->ptr, s->block);
       free(s);
     }
   }
@@ -168,7 +168,7 @@ void dvm_pool_return(dvm_storage *s) {
   p->stats.requested -= s->size;
   p->outstanding--;
   if (p->owner_gone) {
-    p->dev->free(p->dev, s->ptr);
+    p->dev->free(p->dev, s->ptr, s->block);
     free(s);
   } else {
     s->ctx = p->free[c];

@@ -22,7 +22,8 @@ static dvm_status *cuda_alloc(const dvm_device *d, size_t size, void **out) {
 /* Frees happen when a pool trims or dies, rarely: the wait makes sure no
  * queued kernel of any stream still reads the block. Errors have nowhere
  * to go here; the next checked call reports a broken context. */
-static void cuda_free(const dvm_device *d, void *ptr) {
+static void cuda_free(const dvm_device *d, void *ptr, size_t size) {
+  (void)size;
   if (dvm_cuda_enter(cudev)) return;
   (void)cudev->api->cuCtxSynchronize();
   (void)cudev->api->cuMemFree_v2((CUdeviceptr)(uintptr_t)ptr);
