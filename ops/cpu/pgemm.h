@@ -8,11 +8,17 @@
 #include "ops/cpu/epilogue.h"
 #include "ops/cpu/isa.h"
 
-/* The packed path serves products of any number of rows of A: below 96
- * it beats dnnl_sgemm, which packs B on every call, and from 1 to 1024
- * rows it is within the noise of sgemm (docs/performance.md), so a
+/* The packed path serves products of any number of rows of A, so that a
  * constant B is held once, packed, and its plain bytes are given back
- * (vm/link.c). */
+ * (vm/link.c): below 96 rows it beats dnnl_sgemm, which packs B on every
+ * call, and up to 1024 rows it is about as fast (docs/performance.md),
+ * except where A's rows lie a multiple of 4 KiB apart (K = 1024, 3072):
+ * the 12 rows a block broadcasts from then share one set of the 8-way L1
+ * cache, and from 128 rows on sgemm was 10-30% faster. Those products keep
+ * sgemm (which reads the plain B: its pages come back) until the kernel
+ * packs A. */
+#define DVM_PGEMM_ALIASED_MAX_ROWS 96
+#define DVM_PGEMM_ALIASED_STRIDE 1024 /* floats: 4 KiB */
 
 typedef struct dvm_pgemm_b dvm_pgemm_b;
 

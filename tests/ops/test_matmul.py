@@ -202,13 +202,13 @@ def test_matmul_errors():
 
 # B a module constant: matmul packs it at load (ops/cpu/pgemm.c) and runs
 # the packed path for every row count; 1..33, past a block of rows (97,
-# 131, 397), panel edges (16 columns: N = 1, 15, 16, 17, 33) and K = 1
+# 131, 397; K = 1024 past 96 rows goes to sgemm: pgemm.h), panel edges (16 columns: N = 1, 15, 16, 17, 33) and K = 1
 # and primes.
 PACKED_SHAPES = ([((m, 13), (13, 17)) for m in range(1, 34)] +
                  [((m, k), (k, n)) for m in (2, 7) for k in (1, 97) for n in (1, 15, 16, 33)] +
                  [((2, 3, 5, 31), (31, 40)), ((4, 8, 29), (1, 29, 19)), ((97, 31), (31, 17)),
                   ((96, 31), (31, 17)), ((131, 64), (64, 33)), ((397, 29), (29, 65)),
-                  ((3, 768), (768, 3072))])
+                  ((3, 768), (768, 3072)), ((96, 1024), (1024, 17)), ((97, 1024), (1024, 17))])
 
 
 @pytest.mark.parametrize("a,b", PACKED_SHAPES)
