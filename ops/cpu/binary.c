@@ -418,13 +418,16 @@ FLOATS(ARITH, mod, FLOOR_FMOD) SINTS(ARITH, mod, FLOOR_IMOD) UINTS(ARITH, mod, U
 FLOATS(ARITH, prelu, PRELU)
 
 /* Float pow: libm's, except that an exponent of 2 (variance, squared
- * error) is a multiply and vectorizes; in the vector-scalar loop it is
- * checked once per row. */
+ * error) is a multiply (as in the fused kernel) and vectorizes; in the
+ * vector-scalar loop it is checked once per row. */
 #define POW_ROW(name, TS, C, U, LD, ST, A, B)                                          \
   DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {        \
     const TS *a = (const TS *)in[0], *b = (const TS *)in[1];                           \
     TS *o = (TS *)po;                                                                  \
-    for (int64_t i = 0; i < n; i++) o[i] = ST(FPOW(C, U, LD(A), LD(B)));               \
+    for (int64_t i = 0; i < n; i++) {                                                  \
+      C x = LD(A), e = LD(B);                                                          \
+      o[i] = ST(e == 2 ? x * x : FPOW(C, U, x, e));                                    \
+    }                                                                                  \
   }
 #define POW_VS(name, TS, C, U, LD, ST)                                                 \
   DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {        \

@@ -84,7 +84,6 @@ LOOP(add_f32, float, float, x + Y)
 LOOP(sub_f32, float, float, x - Y)
 LOOP(mul_f32, float, float, x * Y)
 LOOP(div_f32, float, float, x / Y)
-LOOP(pow_f32, float, float, powf(x, Y))
 LOOP(min_f32, float, float, DVM_EW_MIN(x, Y))
 LOOP(max_f32, float, float, DVM_EW_MAX(x, Y))
 LOOP(add_i64, int64_t, int64_t, WRAP(+))
@@ -121,6 +120,23 @@ LOOP(cast_i64_f32, int64_t, float, x)
 LOOP(cast_i64_bool, int64_t, uint8_t, x != 0)
 LOOP(cast_bool_f32, uint8_t, float, x)
 LOOP(cast_bool_i64, uint8_t, int64_t, x)
+
+/* pow: libm's, except that an exponent of 2 (a decomposed LayerNorm's or
+ * RMSNorm's square) is a multiply, as in the binary kernel, so fused and
+ * unfused results agree; a block of only 2s (a broadcast constant) runs
+ * as one vector loop. */
+DVM_EW_CLONES static void pow_f32(int64_t n, void *pd, const void *pa, const void *pb, const void *pc) {
+  const float *a = pa, *b = pb;
+  float *d = pd;
+  (void)pc;
+  int64_t twos = 0;
+  _Pragma("omp simd reduction(+ : twos)") for (int64_t i = 0; i < n; i++) twos += b[i] == 2.0f;
+  if (twos == n) {
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = a[i] * a[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) d[i] = b[i] == 2.0f ? a[i] * a[i] : powf(a[i], b[i]);
+}
 
 #define WHERE_LOOP(name, T)                                                                  \
   DVM_EW_CLONES static void name(int64_t n, void *pd, const void *pa, const void *pb,        \

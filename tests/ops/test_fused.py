@@ -507,3 +507,23 @@ def test_math_rows_fused_equals_kernel(text, own, code):
     else:  # gelu's two forms: the gelu kernel's approximate attribute
         kernel = run1("gelu", [x], [1 if text == "gelu_tanh" else 0], shapefn="same")
     np.testing.assert_array_equal(fused.view(np.uint32), kernel.view(np.uint32))
+
+
+@pytest.mark.parametrize("exps", ["twos", "mixed"])
+def test_pow_fused_equals_kernel(exps):
+    """pow in a fused program and the binary kernel agree bit for bit: an
+    exponent of 2 is a multiply in both (a block of only 2s takes the vector
+    loop), any other goes to libm in both. 1037 elements span several blocks."""
+    x = np.concatenate([rng.standard_normal(1024) * 3, [0.0, -0.0, 1e-30, 1e19, -1e19, 3e38, np.inf,
+                                                       -np.inf, np.nan, 1.5, -2.5, 7.0, 0.5]]).astype(np.float32)
+    if exps == "twos":
+        e = np.full_like(x, 2.0)
+    else:
+        e = rng.choice(np.array([2.0, 0.5, 3.0, -1.0, 2.0000002], np.float32), x.shape)
+    prog = encode(["f32", "f32"], ["f32"], ["f32", "f32"],
+                  [("load", 0, 0), ("load", 1, 1), ("pow", 0, 0, 1), ("store", 0, 0)])
+    fused = run_fused(prog, [x, e], [np.float32])[0]
+    kernel = run1("pow", [x, e], shapefn="broadcast")
+    np.testing.assert_array_equal(fused.view(np.uint32), kernel.view(np.uint32))
+    if exps == "twos":
+        np.testing.assert_array_equal(fused, x * x)
