@@ -284,8 +284,13 @@ dvm_status *dvm_ew_check_broadcast(const char *op, dvm_tensor *const *in, int ni
     dvm_status *st = dvm_broadcast_shape(rank, dims, in[k]->rank, in[k]->dims, &rank, dims);
     if (st) return dvm_status_annotate(st, "%s", op);
   }
-  if (out->rank == rank && memcmp(out->dims, dims, sizeof(int64_t) * (size_t)rank) == 0)
-    return NULL;
+  /* leading 1s past the inputs' rank move no element: the fused kernel
+   * folds one-element constants into its program, and their rank still
+   * counts in the output's ([1,5,7] * [1,1,1,1] is [1,1,5,7]) */
+  int lead = out->rank - rank;
+  for (int d = 0; d < lead; d++)
+    if (out->dims[d] != 1) lead = -1;
+  if (lead >= 0 && memcmp(out->dims + lead, dims, sizeof(int64_t) * (size_t)rank) == 0) return NULL;
   /* "[2,3]", "[2,3] and [3]", "[2,3], [3] and [1]" */
   char so[DVM_SHAPE_STR_SIZE], sb[DVM_SHAPE_STR_SIZE], list[DVM_EW_MAX_IN * DVM_SHAPE_STR_SIZE];
   size_t len = 0;

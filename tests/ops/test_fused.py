@@ -308,6 +308,19 @@ def test_scalar_and_zero_d_inputs():
     assert got.shape == () and got == np.sqrt(np.float32(2.5))
 
 
+def test_output_with_leading_ones_past_the_inputs_rank():
+    """A one-element constant folded into the program keeps its rank in the
+    output's ([1,5,7,9] * [1,1,1,1,1] is [1,1,5,7,9]): leading 1s are
+    accepted, any other extra dim is refused."""
+    x = rng.standard_normal((1, 5, 7, 9)).astype(np.float32)
+    p = encode(["f32"], ["f32"], ["f32", "f32"],
+               [("load", 0, 0), ("const", 1, 0, 0, 0, 2.0), ("mul", 0, 0, 1), ("relu", 0, 0), ("store", 0, 0)])
+    got = run_fused(p, [x], [np.float32], shape=(1, 1, 1, 5, 7, 9))[0]
+    np.testing.assert_array_equal(got, np.maximum(x * np.float32(2), 0).reshape(1, 1, 1, 5, 7, 9))
+    with pytest.raises(DvmError, match=r"output \[2,1,5,7,9\] != \[1,5,7,9\]"):
+        run_fused(p, [x], [np.float32], shape=(2, 1, 5, 7, 9))
+
+
 def test_multi_writer_registers():
     """Constants and loads into registers other instructions also write are
     run per block, not hoisted or read in place."""
