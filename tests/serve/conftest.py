@@ -27,7 +27,7 @@ CONFIGS = {
     "bert": "batch = batch\nmax_batch = 8\nqueue_delay_us = 20000\npad = seq\n"
             "pad_value = ids:0\npad_value = mask:0\nworkers = 2\n",
     "slow": "batch = batch\nmax_batch = 64\nqueue_delay_us = 600000\nmax_queue = 3\n",
-    "tight": "pool_limit = 60000\n",
+    "tight": "pool_limit = 30000\n",
     "prio": "batch = batch\nmax_batch = 2\nqueue_delay_us = 400000\nworkers = 1\n",
     "mlp": "batch = batch\ndim = batch=1..64\nmax_batch = 4\n",
 }

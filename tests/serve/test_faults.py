@@ -163,7 +163,7 @@ def test_corrupt_model_in_repository(server, repo):
 
 
 def test_pool_limit(server, repo):
-    """tight's pool holds 60000 bytes: seq 8 fits, seq 64 does not (507)."""
+    """tight's pool holds 30000 bytes: seq 8 fits (6 KiB), seq 64 does not (41 KiB; 507)."""
     ids, mask = sentence(np.random.default_rng(3), 64)
     status, _, data = post(server, "/v2/models/tight/infer", bert_json(ids, mask))
     assert status == 507 and "RESOURCE_EXHAUSTED" not in data.decode() and "pool" in data.decode(), data
