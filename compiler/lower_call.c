@@ -212,6 +212,24 @@ const dvm_kernel_def *lw_cpu_kernel(const char *name, char base[64]) {
 
 /* Output shapes (the kernel's shape function, or input 0's shape),
  * allocation, the kernel call; attribute registers released after. */
+/* The invoke of c's CPU kernel (with payload) into registers outs, then
+ * the release of its attribute registers. */
+static void emit_invoke(lowering *L, const call *c, const void *payload, size_t payload_size, int nout,
+                        const int64_t *outs) {
+  int64_t w[3 + 16 + 1 + 64 + 1 + 32];
+  int nw = 0;
+  w[nw++] = dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, payload, payload_size);
+  w[nw++] = -1;
+  w[nw++] = nout;
+  for (int i = 0; i < nout; i++) w[nw++] = outs[i];
+  w[nw++] = c->nin;
+  for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
+  w[nw++] = c->nattrs;
+  for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
+  for (int i = 0; i < c->nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c->attrs[i]);
+}
+
 dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c) {
   char base[64];
   const dvm_kernel_def *k = lw_cpu_kernel(c->kernel, base);
@@ -257,17 +275,7 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
     if (!lw_bind(L, n->out[i], (int)outs[i])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  nw = 0;
-  w[nw++] = dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, c->payload, c->payload_size);
-  w[nw++] = -1;
-  w[nw++] = nout;
-  for (int i = 0; i < nout; i++) w[nw++] = outs[i];
-  w[nw++] = c->nin;
-  for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
-  w[nw++] = c->nattrs;
-  for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
-  for (int i = 0; i < c->nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c->attrs[i]);
+  emit_invoke(L, c, c->payload, c->payload_size, nout, outs);
   return NULL;
 }
 
@@ -311,17 +319,7 @@ dvm_status *lw_emit_call_fixed(lowering *L, const dvmc_node *n, call *c, int nfi
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
     if (!lw_bind(L, o, (int)outs[j])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  nw = 0;
-  w[nw++] = dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, NULL, 0);
-  w[nw++] = -1;
-  w[nw++] = nfixed;
-  for (int j = 0; j < nfixed; j++) w[nw++] = outs[j];
-  w[nw++] = c->nin;
-  for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
-  w[nw++] = c->nattrs;
-  for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
-  for (int i = 0; i < c->nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c->attrs[i]);
+  emit_invoke(L, c, NULL, 0, nfixed, outs);
   for (int j = 0; j < nfixed; j++)
     if (j >= n->nout || !n->out[j]) dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[j]);
   return NULL;
