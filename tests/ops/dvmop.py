@@ -136,6 +136,24 @@ def program(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=Non
     return "\n".join(lines) + "\n"
 
 
+def run_module(mod, tmp, inputs, nout, threads=None):
+    """`dvm run` of the module file mod (pool poisoned) on inputs, a list of
+    (name or None, array) saved under tmp; returns its first nout outputs.
+    Raises DvmError on failure."""
+    cmd = [DVM, "run", mod] + (["--threads", str(threads)] if threads else [])
+    for i, (name, x) in enumerate(inputs):
+        p = os.path.join(tmp, f"x{i}.npy")
+        np.save(p, x)
+        cmd += ["--input", f"{name}={p}" if name else p]
+    outs = [os.path.join(tmp, f"y{i}.npy") for i in range(nout)]
+    for p in outs:
+        cmd += ["--output", p]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
+    if r.returncode:
+        raise DvmError(r.returncode, r.stderr.strip())
+    return [np.load(p) for p in outs]
+
+
 def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, nout=1,
         const_from=None, inplace=None, threads=None):
     """Runs the call (on `threads` kernel threads, or dvm's default); returns
@@ -149,19 +167,8 @@ def run(kernel, inputs, attrs=(), outputs=None, shapefn=None, out_dtypes=None, n
         r = subprocess.run([DVM, "asm", src, "-o", mod], capture_output=True, text=True)
         if r.returncode:
             raise DvmError(r.returncode, r.stderr.strip())
-        cmd = [DVM, "run", mod] + (["--threads", str(threads)] if threads else [])
-        for i, x in enumerate(inputs[:const_from]):
-            p = os.path.join(tmp, f"x{i}.npy")
-            np.save(p, x)
-            cmd += ["--input", p]
-        nres = nout if outputs is None else len(outputs)
-        outs = [os.path.join(tmp, f"y{i}.npy") for i in range(nres)]
-        for p in outs:
-            cmd += ["--output", p]
-        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
-        if r.returncode:
-            raise DvmError(r.returncode, r.stderr.strip())
-        return [np.load(p) for p in outs]
+        return run_module(mod, tmp, [(None, x) for x in inputs[:const_from]],
+                          nout if outputs is None else len(outputs), threads)
 
 
 def run1(kernel, inputs, attrs=(), **kw):
@@ -181,15 +188,4 @@ def run_model(model, feeds, nout=1):
         r = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True)
         if r.returncode:
             raise DvmError(r.returncode, r.stderr.strip())
-        cmd = [DVM, "run", mod]
-        for name, x in feeds.items():
-            p = os.path.join(tmp, f"in_{len(cmd)}.npy")
-            np.save(p, np.require(x, requirements="C"))
-            cmd += ["--input", f"{name}={p}"]
-        outs = [os.path.join(tmp, f"y{i}.npy") for i in range(nout)]
-        for p in outs:
-            cmd += ["--output", p]
-        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
-        if r.returncode:
-            raise DvmError(r.returncode, r.stderr.strip())
-        return [np.load(p) for p in outs]
+        return run_module(mod, tmp, [(name, np.require(x, requirements="C")) for name, x in feeds.items()], nout)

@@ -119,18 +119,7 @@ def run_bf16(kernel, inputs, attrs, outputs, payload=None):
         r = subprocess.run([dvmop.DVM, "asm", src, "-o", mod], capture_output=True, text=True)
         if r.returncode:
             raise DvmError(r.returncode, r.stderr.strip())
-        cmd = [dvmop.DVM, "run", mod]
-        for i, x in enumerate(x for x in inputs if x.dtype != BF16):
-            path = os.path.join(tmp, f"x{i}.npy")
-            np.save(path, x)
-            cmd += ["--input", path]
-        outs = [os.path.join(tmp, f"y{i}.npy") for i in range(len(rets))]
-        for path in outs:
-            cmd += ["--output", path]
-        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
-        if r.returncode:
-            raise DvmError(r.returncode, r.stderr.strip())
-        return [np.load(path) for path in outs]
+        return dvmop.run_module(mod, tmp, [(None, x) for x in inputs if x.dtype != BF16], len(rets))
 
 
 def close(got, want, k=1, dtype=np.float32):

@@ -88,18 +88,7 @@ def run_text(text, inputs, nres):
         r = subprocess.run([dvmop.DVM, "asm", src, "-o", mod], capture_output=True, text=True)
         if r.returncode:
             raise DvmError(r.returncode, r.stderr.strip())
-        cmd = [dvmop.DVM, "run", mod]
-        for i, x in enumerate(inputs):
-            p = os.path.join(tmp, f"x{i}.npy")
-            np.save(p, x)
-            cmd += ["--input", p]
-        outs = [os.path.join(tmp, f"y{i}.npy") for i in range(nres)]
-        for p in outs:
-            cmd += ["--output", p]
-        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
-        if r.returncode:
-            raise DvmError(r.returncode, r.stderr.strip())
-        return [np.load(p) for p in outs]
+        return dvmop.run_module(mod, tmp, [(None, x) for x in inputs], nres)
 
 
 def via_bf16(kernel, xs, attrs=(), shapefn="same", out_bf16=True):
