@@ -29,8 +29,8 @@
  * faster than its kernels for the plain layouts (gemm-based) even with the
  * copies, except for pointwise (1x1, stride 1, unpadded) convs, which run as
  * a GEMM on X and Y in place. A conv runs as single-threaded oneDNN calls on
- * views (an image times a slice of output channels) spread over dvm's
- * thread pool (run_split); conv_transpose runs whole on OpenMP threads.
+ * views (an image times a band of output rows or a slice of output
+ * channels) spread over dvm's thread pool (run_split), conv_transpose too.
  * A primitive and its reorders cost milliseconds to make (JIT), so
  * they are cached per shape, attributes and thread count in a small LRU
  * shared by all threads (modules and their kernels are shared; VMs are per
@@ -54,8 +54,9 @@
 #include "shapefuncs/attr.h"
 #include "shapefuncs/window.h"
 
-/* Primitives kept; each holds JIT code (tens of KB). */
-#define CACHE_MAX 64
+/* Primitives kept; each holds JIT code (tens of KB). A split conv has up to
+ * three (first, middle and last bands): PP-OCR det uses 83. */
+#define CACHE_MAX 192
 
 enum { SRC, WEI, DST, NBUF }; /* the tensors oneDNN may want in its own layout */
 
@@ -69,6 +70,7 @@ typedef struct key {
   /* x, w, y: the dims of one call of the primitive; cx and cy the channel
    * counts of the tensors X and Y it reads and writes a view of */
   int64_t x[DVM_MAX_RANK], w[DVM_MAX_RANK], y[DVM_MAX_RANK], group, cx, cy;
+  int64_t hx, hy; /* the extents of X's and Y's first spatial dim (the view's is x[2], y[2]) */
   int64_t stride[DVM_WINDOW_MAX], dilation[DVM_WINDOW_MAX];
   int64_t pad_begin[DVM_WINDOW_MAX], pad_end[DVM_WINDOW_MAX];
 } key;
@@ -251,6 +253,26 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
   return s;
 }
 
+/* A pointwise conv (1x1, stride 1, unpadded, no groups) with no epilogue
+ * is a GEMM over the plain layouts, which measured faster than oneDNN's
+ * blocked 1x1 kernel with the copies in and out; any other shape runs
+ * faster blocked. Not with an epilogue: the GEMM-based conv applies
+ * post-ops element by element (PP-OCR det took 1.7 times the CPU time),
+ * the blocked 1x1 kernel in its JIT code. */
+static bool gemm_pointwise(const key *k) {
+  bool pw = !k->transpose && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 && k->post_shift == 0;
+  for (int i = 0; i < k->rank - 2; i++)
+    pw &= k->w[2 + i] == 1 && k->stride[i] == 1 && k->pad_begin[i] == 0 && k->pad_end[i] == 0;
+  return pw;
+}
+
+/* A conv_transpose's end pad in spatial dim i as oneDNN counts it: the
+ * ONNX end pad less output_padding, what makes the full output k->y;
+ * negative where output_padding passes the pad. */
+static int64_t transpose_end_pad(const key *k, int i) {
+  return (k->x[2 + i] - 1) * k->stride[i] + (k->w[2 + i] - 1) * k->dilation[i] + 1 - k->pad_begin[i] - k->y[2 + i];
+}
+
 /* Makes a primitive and its reorders for key k. */
 static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   dvm_status *st = NULL;
@@ -267,6 +289,8 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   }
   xfull[1] = k->cx;
   yfull[1] = k->cy;
+  xfull[2] = k->hx;
+  yfull[2] = k->hy;
   /* oneDNN weights are [G,] OC/G, IC/G, k...; ONNX conv_transpose stores IC before OC */
   int64_t ic = k->x[1], oc = k->y[1];
   wd[0] = k->group;
@@ -283,36 +307,30 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
      * output k->y. oneDNN refuses some negative ones (from -stride on), so
      * those run with 0 into the part of Y the window reaches: the rest is
      * the bias alone. */
-    pr[i] = (k->x[2 + i] - 1) * k->stride[i] + (k->w[2 + i] - 1) * k->dilation[i] + 1 - pl[i] -
-            k->y[2 + i];
+    pr[i] = transpose_end_pad(k, i);
     if (pr[i] < 0) {
       yd[2 + i] += pr[i];
       pr[i] = 0;
       e->crop = true;
     }
   }
-  dnnl_dims_t bd = {oc};
+  dnnl_dims_t bd = {oc}, wfull;
+  for (int i = 0; i < nd + grouped; i++) wfull[i] = wd[i];
+  /* a slice of a conv_transpose's output channels: ONNX W [C, M, k...] */
+  if (k->transpose && !grouped) wfull[0] = k->cy;
   dnnl_memory_desc_t any[NBUF]; /* the layouts asked of oneDNN */
+  const dnnl_dim_t *full[NBUF] = {xfull, wfull, yfull};
   const dnnl_dim_t *dims[NBUF] = {xd, wd, yd};
   int ndims[NBUF] = {nd, nd + grouped, nd};
-  /* A pointwise conv is a GEMM over the plain layouts, which measured faster
-   * than oneDNN's blocked 1x1 kernel with the copies in and out; any other
-   * shape runs faster blocked. Not with an epilogue: the GEMM-based conv
-   * applies post-ops element by element (PP-OCR det took 1.7 times the
-   * CPU time), the blocked 1x1 kernel in its JIT code. */
-  bool pointwise = !k->transpose && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 &&
-                   k->post_shift == 0;
+  bool pointwise = gemm_pointwise(k);
   /* A conv_transpose to fewer output channels than a block (16) runs on
    * the plain layouts too: blocked, Y is padded to 16 channels, and PP-OCR
    * det's last one (24 -> 1 channel, 320x320 -> 640x640) took 12 to 60 ms
    * there against 0.7 ms as a GEMM (oneDNN's gemm deconvolution). */
   bool narrow = k->transpose && oc < 16 && !e->crop; /* (not on a view of Y: its GEMM writes Y densely) */
-  for (int i = 0; i < n; i++)
-    pointwise &= k->w[2 + i] == 1 && k->stride[i] == 1 && pl[i] == 0 && pr[i] == 0;
   for (int i = 0; i < NBUF; i++) {
     DNNL_TRY(op, "memory descriptor",
-             plain_md(&e->plain[i], ndims[i], dims[i], i == DST ? yfull : i == SRC ? xfull : dims[i],
-                      i == WEI && k->transpose ? grouped : -1));
+             plain_md(&e->plain[i], ndims[i], dims[i], full[i], i == WEI && k->transpose ? grouped : -1));
     any[i] = e->plain[i];
     if ((pointwise || narrow) && i != WEI) continue;
     DNNL_TRY(
@@ -617,6 +635,8 @@ static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
   k->group = group;
   k->cx = x->dims[1];
   k->cy = y->dims[1];
+  k->hx = x->dims[2];
+  k->hy = y->dims[2];
   memcpy(k->x, x->dims, sizeof(int64_t) * x->rank);
   memcpy(k->w, w->dims, sizeof(int64_t) * x->rank);
   memcpy(k->y, y->dims, sizeof(int64_t) * x->rank);
@@ -705,43 +725,59 @@ out:
 
 /* oneDNN threads through OpenMP, whose team waits at the end of every
  * primitive for all its threads: on a loaded machine a descheduled one
- * stalls the call (docs/performance.md). So a conv with more than one
- * thread runs as units, each a single-threaded oneDNN call on views of the
- * tensors: one image of the batch times one slice of the output channels
- * (of whole groups when grouped), on dvm_par_for, which never waits for a
- * worker that has not started. A slice is a multiple of SLICE_ALIGN
- * channels (oneDNN's blocks are 8 or 16) where the groups allow. */
+ * stalls the call, and its threads spin after each call where dvm's pool
+ * wants the vCPUs (docs/performance.md). So a conv or conv_transpose with
+ * more than one thread runs as units, each a single-threaded oneDNN call
+ * on views of the tensors, on dvm_par_for, which never waits for a worker
+ * that has not started. A unit is one image of the batch times
+ *  - a band of output rows (the first spatial dim), all output channels,
+ *    reading the input rows its windows reach (a conv that reorders X,
+ *    with at least BAND_MIN output rows a band): each unit reorders only
+ *    its rows (and the window's overlap) into oneDNN's layout, and the
+ *    units do equal work; or else
+ *  - a slice of the output channels (of whole groups when grouped), a
+ *    multiple of SLICE_ALIGN channels (oneDNN's blocks are 8 or 16) where
+ *    the groups allow: pointwise convs (a GEMM on the plain layouts, no
+ *    reorders), conv_transpose and convs with few rows; each unit reorders
+ *    all of its input channels.
+ * Units find their primitive in the cache by their key (the first, middle
+ * and last bands differ in pads and rows; a shorter last slice). */
 #define SLICE_ALIGN 16
+#define BAND_MIN 4
+/* Bands per image and thread, so that a late worker's share is small. */
+#define BANDS_PER_THREAD 2
 /* Below this many multiply-adds a unit, the conv runs whole on the caller. */
 #define SPLIT_MIN_MACS (1 << 21)
 
 typedef struct job {
   const char *op;
-  entry *e[2]; /* the primitive of a full slice, of the last (shorter) one */
+  const key *k;
   wforms *wf;
   char *x, *w, *b, *y;
-  int64_t parts, slice;     /* slices per image, output channels in each */
-  int64_t ocg, icg, group1; /* output, input channels per group; group == 1 */
+  bool rows;                /* units are bands of rows, else slices of channels */
+  int64_t parts, slice;     /* units per image, output rows or channels in each */
+  int64_t ocg, icg;         /* output, input channels per group */
   int64_t xn, yn, xc, yc;   /* bytes per image of X, Y; per channel */
-  int64_t wc;               /* bytes of W per output channel */
+  int64_t xr, yr;           /* bytes per row of X, Y (their first spatial dim) */
+  int64_t wc;               /* bytes of W per output channel of a slice */
   pthread_mutex_t lock;
   dvm_status *error; /* the first unit's failure */
 } job;
 
-static void run_units(void *ctx, int64_t s, int64_t end) {
-  job *j = ctx;
-  for (int64_t u = s; u < end; u++) {
-    int64_t n = u / j->parts, p = u % j->parts, at = p * j->slice;
-    int64_t cin = j->group1 ? 0 : at / j->ocg * j->icg;
-    dvm_status *st = exec(j->op, j->e[p == j->parts - 1], j->wf, at, j->x + n * j->xn + cin * j->xc,
-                          j->w + at * j->wc, j->b ? j->b + at * (int64_t)sizeof(float) : NULL,
-                          j->y + n * j->yn + at * j->yc);
-    if (!st) continue;
-    pthread_mutex_lock(&j->lock);
-    if (!j->error) j->error = st;
-    else dvm_status_free(st);
-    pthread_mutex_unlock(&j->lock);
-  }
+/* k's key for output rows [o0, o1) of one image, and the first input row
+ * it reads; *rows the number it reads (< 1: all in the padding). */
+static key band_key(const key *k, int64_t o0, int64_t o1, int64_t *i0, int64_t *rows) {
+  key s = *k;
+  int64_t start = o0 * k->stride[0] - k->pad_begin[0],
+          end = (o1 - 1) * k->stride[0] - k->pad_begin[0] + (k->w[2] - 1) * k->dilation[0] + 1;
+  s.threads = 1;
+  s.x[0] = s.y[0] = 1;
+  s.y[2] = o1 - o0;
+  s.pad_begin[0] = start < 0 ? -start : 0;
+  s.pad_end[0] = end > k->x[2] ? end - k->x[2] : 0;
+  *i0 = start < 0 ? 0 : start;
+  *rows = s.x[2] = (end < k->x[2] ? end : k->x[2]) - *i0;
+  return s;
 }
 
 /* k's key for a slice of `oc` output channels of one image. */
@@ -750,7 +786,8 @@ static key slice_key(const key *k, int64_t oc) {
   int64_t ocg = k->y[1] / k->group, icg = k->x[1] / k->group;
   s.threads = 1;
   s.x[0] = s.y[0] = 1;
-  s.y[1] = s.w[0] = oc;
+  s.y[1] = oc;
+  s.w[k->transpose] = k->transpose ? oc / k->group : oc; /* (W's dims only tell keys apart) */
   if (k->group > 1) {
     s.group = oc / ocg;
     s.x[1] = s.group * icg;
@@ -758,56 +795,114 @@ static key slice_key(const key *k, int64_t oc) {
   return s;
 }
 
-/* A conv (not transposed) on `threads` threads, as units (above). */
+static void run_units(void *ctx, int64_t s, int64_t end) {
+  job *j = ctx;
+  for (int64_t u = s; u < end; u++) {
+    int64_t n = u / j->parts, p = u % j->parts, at = p * j->slice;
+    char *x = j->x + n * j->xn, *w = j->w, *b = j->b, *y = j->y + n * j->yn;
+    key uk;
+    if (j->rows) {
+      int64_t o1 = at + j->slice < j->k->y[2] ? at + j->slice : j->k->y[2], i0, rows;
+      uk = band_key(j->k, at, o1, &i0, &rows);
+      x += i0 * j->xr;
+      y += at * j->yr;
+      at = 0; /* W whole */
+    } else {
+      int64_t oc = at + j->slice < j->k->y[1] ? j->slice : j->k->y[1] - at;
+      uk = slice_key(j->k, oc);
+      x += (j->k->group == 1 ? 0 : at / j->ocg * j->icg) * j->xc;
+      w += at * j->wc;
+      b = b ? b + at * (int64_t)sizeof(float) : NULL;
+      y += at * j->yc;
+    }
+    entry *e;
+    dvm_status *st = cache_get(j->op, &uk, &e);
+    if (!st) {
+      st = exec(j->op, e, j->wf, at, x, w, b, y);
+      cache_put(e);
+    }
+    if (!st) continue;
+    pthread_mutex_lock(&j->lock);
+    if (!j->error) j->error = st;
+    else dvm_status_free(st);
+    pthread_mutex_unlock(&j->lock);
+  }
+}
+
+/* A conv or conv_transpose on `threads` threads, as units (above). */
 static dvm_status *run_split(const char *op, const dvm_kernel_args *a, const key *k, int threads, wforms *wf) {
   int64_t oc = k->y[1], ocg = oc / k->group, icg = k->x[1] / k->group, n = k->x[0];
-  int64_t spatial = 1, window = 1;
-  for (int i = 2; i < k->rank; i++) spatial *= k->y[i], window *= k->w[i];
-  /* a slice: whole groups, SLICE_ALIGN channels or a multiple when they fit */
-  int64_t align = k->group == 1 ? SLICE_ALIGN : ocg;
-  while (align % SLICE_ALIGN && align < SLICE_ALIGN) align += ocg;
-  int64_t parts = n >= threads ? 1 : (threads + n - 1) / n;
-  if (parts > (oc + align - 1) / align) parts = (oc + align - 1) / align;
-  if (parts < 1) parts = 1;
-  int64_t slice = ((oc + parts - 1) / parts + align - 1) / align * align;
-  if (slice > oc) slice = oc;
-  parts = (oc + slice - 1) / slice;
-  if (spatial * window * icg * slice < SPLIT_MIN_MACS) { /* small: whole, on the caller */
-    parts = 1;
-    slice = oc;
-    threads = 1;
+  int64_t spatial = 1, window = 1, xsp = 1, ysp = 1;
+  for (int i = 2; i < k->rank; i++) {
+    xsp *= k->x[i];
+    ysp *= k->y[i];
+    window *= k->w[i];
   }
-  job j = {.op = op, .wf = wf, .parts = parts, .slice = slice, .ocg = ocg, .icg = icg,
-           .group1 = k->group == 1, .wc = dvm_tensor_numel(a->in[1]) / oc * (int64_t)sizeof(float)};
+  /* multiply-adds per output channel: each output point's window, or each input point's */
+  spatial = k->transpose ? xsp : ysp;
+  int64_t per = (threads + n - 1) / n; /* units per image for one each */
+  job j = {.op = op, .k = k, .wf = wf, .ocg = ocg, .icg = icg};
+  int64_t macs = spatial * window * icg * oc; /* one image's */
+  int64_t oh = k->y[2], bands = per * BANDS_PER_THREAD;
+  if (bands > oh / BAND_MIN) bands = oh / BAND_MIN;
+  if (bands > macs / SPLIT_MIN_MACS) bands = macs / SPLIT_MIN_MACS;
+  j.rows = !k->transpose && !gemm_pointwise(k) && threads > 1 && bands > 1;
+  if (j.rows) {
+    j.slice = (oh + bands - 1) / bands;
+    j.parts = (oh + j.slice - 1) / j.slice;
+    int64_t i0, first, last;
+    band_key(k, 0, j.slice, &i0, &first);
+    band_key(k, (j.parts - 1) * j.slice, oh, &i0, &last);
+    j.rows = first > 0 && last > 0; /* (middle bands read rows between those) */
+  }
+  if (!j.rows) {
+    /* a slice: whole groups, SLICE_ALIGN channels or a multiple when they fit */
+    int64_t align = k->group == 1 ? SLICE_ALIGN : ocg;
+    while (align % SLICE_ALIGN && align < SLICE_ALIGN) align += ocg;
+    int64_t parts = per;
+    if (parts > (oc + align - 1) / align) parts = (oc + align - 1) / align;
+    if (parts < 1) parts = 1;
+    int64_t slice = ((oc + parts - 1) / parts + align - 1) / align * align;
+    if (slice > oc) slice = oc;
+    parts = (oc + slice - 1) / slice;
+    if (spatial * window * icg * slice < SPLIT_MIN_MACS) { /* small: whole, on the caller */
+      parts = 1;
+      slice = oc;
+      threads = 1;
+    }
+    j.parts = parts;
+    j.slice = slice;
+  }
+  int64_t wn = dvm_tensor_numel(a->in[1]);
+  /* W's output channels: rows of [M, C/group, k...]; of ONNX conv_transpose's
+   * [C, M/group, k...], the second dim (whole groups: rows again) */
+  j.wc = (k->transpose && k->group == 1 ? wn / (k->x[1] * oc) : wn / oc) * (int64_t)sizeof(float);
   j.x = dvm_tensor_ptr(a->in[0]);
   j.w = dvm_tensor_ptr(a->in[1]);
   j.b = a->nin == 3 ? dvm_tensor_ptr(a->in[2]) : NULL;
   j.y = dvm_tensor_ptr(a->out[0]);
-  j.xc = dvm_tensor_numel(a->in[0]) / (n * k->x[1]) * (int64_t)sizeof(float);
-  j.yc = spatial * (int64_t)sizeof(float);
+  j.xc = xsp * (int64_t)sizeof(float);
+  j.yc = ysp * (int64_t)sizeof(float);
+  j.xr = j.xc / k->x[2];
+  j.yr = j.yc / k->y[2];
   j.xn = j.xc * k->x[1];
   j.yn = j.yc * oc;
+  if (k->transpose)
+    for (int i = 0; i < k->rank - 2; i++)
+      if (transpose_end_pad(k, i) < 0) { /* cropped: Y past the window is the bias */
+        fill_bias(a->out[0], a->nin == 3 ? a->in[2] : NULL, NULL);
+        break;
+      }
   if (pthread_mutex_init(&j.lock, NULL) != 0) return dvm_status_new(DVM_INTERNAL, "%s: pthread_mutex_init failed", op);
-  key full = slice_key(k, slice), last = slice_key(k, oc - (parts - 1) * slice);
-  dvm_status *st = cache_get(op, &full, &j.e[0]);
-  if (!st) {
-    st = cache_get(op, &last, &j.e[1]);
-    if (!st) {
-      dvm_par_for(threads, n * parts, 1, run_units, &j);
-      st = j.error;
-      cache_put(j.e[1]);
-    }
-    cache_put(j.e[0]);
-  }
+  dvm_par_for(threads, n * j.parts, 1, run_units, &j);
   pthread_mutex_destroy(&j.lock);
-  return st;
+  return j.error;
 }
 
 /* kind: 0 conv, 1 conv_transpose, 2 fused_conv (this table's entries) */
 static dvm_status *run(const dvm_kernel_args *a, int kind) {
   static const char *const ops[] = {"conv", "conv_transpose", "fused_conv"};
   const char *op = ops[kind];
-  bool transpose = kind == 1;
   key k;
   dvm_status *st = check(a, kind, &k);
   if (st) return st;
@@ -824,18 +919,10 @@ static dvm_status *run(const dvm_kernel_args *a, int kind) {
   wforms *wf = (wforms *)dvm_tensor_packed(a->in[1], &dvm_cpu_conv_kernels[kind], 1);
   int threads = k.threads;
   /* oneDNN sizes its OpenMP teams, and tunes its kernels, by the calling
-   * thread's setting: one thread for the units of a split conv */
-  k.threads = transpose ? threads : 1;
-  if (k.threads != omp_get_max_threads()) omp_set_num_threads(k.threads);
-  if (!transpose) return run_split(op, a, &k, threads, wf);
-  entry *e;
-  st = cache_get(op, &k, &e);
-  if (st) return st;
-  if (e->crop) fill_bias(a->out[0], b, NULL);
-  st = exec(op, e, wf, 0, dvm_tensor_ptr(a->in[0]), dvm_tensor_ptr(a->in[1]), b ? dvm_tensor_ptr(b) : NULL,
-            dvm_tensor_ptr(a->out[0]));
-  cache_put(e);
-  return st;
+   * thread's setting: one thread for the units */
+  k.threads = 1;
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  return run_split(op, a, &k, threads, wf);
 }
 
 static dvm_status *conv(const dvm_kernel_args *a) { return run(a, 0); }

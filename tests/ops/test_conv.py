@@ -71,7 +71,7 @@ def dvm_conv(x, w, b, strides, pads, dilations, group, output_padding=None, cons
     attrs = [Shape(strides), Shape(pads), Shape(dilations), group]
     if output_padding is None:
         return run1("conv", ins, attrs, const_from=const_from, threads=threads)
-    return run1("conv_transpose", ins, attrs + [Shape(output_padding)], const_from=const_from)
+    return run1("conv_transpose", ins, attrs + [Shape(output_padding)], const_from=const_from, threads=threads)
 
 
 def ort_run(op, inputs, attrs, opset=21):
@@ -225,8 +225,10 @@ def test_conv_const_weights(xs, ws, strides, pads, dil, group, opad, bias):
 
 
 # Convs big enough to be cut into units over the thread pool (ops/cpu/conv.c,
-# run_split): output channels in slices of 16 with a shorter last one, whole
-# groups of awkward sizes, batches, primes, 1x1 and 3-D.
+# run_split): bands of output rows (first, middle and last with their own
+# pads; pads wider than a band; strides and dilations; 1-D and 3-D) and, for
+# 1x1, output channels in slices of 16 with a shorter last one; whole groups
+# of awkward sizes, batches, primes.
 SPLIT_CASES = [
     ((1, 16, 33, 35), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
     ((2, 16, 33, 35), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, False),
@@ -235,7 +237,29 @@ SPLIT_CASES = [
     ((1, 32, 160, 161), (32, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 32, True),  # depthwise
     ((1, 24, 80, 80), (36, 4, 3, 3), (1, 2), (1, 0, 1, 2), (1, 1), 6, True),     # 6 groups of 6
     ((1, 8, 9, 20, 21), (20, 8, 3, 3, 3), (1, 1, 1), (1,) * 6, (1, 1, 1), 1, True),  # 3-D
+    ((1, 32, 9, 30), (32, 32, 7, 3), (1, 1), (6, 1, 6, 1), (1, 1), 1, True),     # pads past a band
+    ((1, 16, 50, 3), (24, 16, 5, 3), (3, 1), (4, 0, 7, 2), (2, 1), 1, False),    # stride 3, dilation 2
+    ((1, 64, 1001), (64, 64, 5), (1,), (2, 2), (1,), 1, True),                   # 1-D
+    ((3, 17, 41, 13), (31, 17, 3, 1), (1, 1), (1, 0, 1, 0), (1, 1), 1, True),    # batch 3, primes
 ]
+
+# conv_transpose cut into slices of output channels: 16 and 8 (narrow), whole
+# groups, and a crop (output_padding past the pads: Y past the window is B).
+SPLIT_CONVT_CASES = [
+    ((1, 24, 40, 40), (24, 24, 2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 1, (0, 0), True),
+    ((2, 32, 30, 30), (32, 8, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 4, (1, 1), True),
+    ((1, 16, 40, 40), (16, 20, 3, 3), (3, 2), (0, 0, 0, 0), (1, 1), 1, (2, 1), True),
+]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,opad,bias", SPLIT_CONVT_CASES)
+def test_conv_transpose_split(xs, ws, strides, pads, dil, group, opad, bias, threads):
+    x, w = rand(*xs), rand(*ws)
+    b = rand(ws[1] * group) if bias else None
+    got = dvm_conv(x, w, b, strides, pads, dil, group, opad, const_from=1, threads=threads)
+    want = ref_conv_transpose(x, w, b, strides, pads, dil, group, opad)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("threads", [2, 3])
