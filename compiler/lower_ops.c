@@ -203,8 +203,7 @@ dvm_status *lw_lower_bitcast(lowering *L, const dvmc_node *n, const op_rule *r) 
   return lw_lower_kernel(L, n, r);
 }
 
-/* A new value: a cast of v to dt, through the cast kernel. */
-static dvm_status *cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out) {
+dvm_status *lw_cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out) {
   static const op_rule cast = {"Cast", "cast", NULL, NULL, 1, NULL};
   dvmc_value *c = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
   if (!c) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -240,7 +239,7 @@ dvm_status *lw_lower_mean(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvm_status *st;
   for (int i = 0; i < n->nin; i++) {
     ins[i] = n->in[i];
-    if (work != dt && (st = cast_value(L, n, n->in[i], work, &ins[i]))) return st;
+    if (work != dt && (st = lw_cast_value(L, n, n->in[i], work, &ins[i]))) return st;
   }
   lw_set_type(sum, work);
   lw_set_type(mean, work);
@@ -284,8 +283,8 @@ dvm_status *lw_lower_pow(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvm_dtype work = af ? a : b;
   dvmc_value *x = n->in[0], *y = n->in[1], *out = n->out[0], *tmp;
   dvm_status *st = NULL;
-  if (x->dtype != work && (st = cast_value(L, n, x, work, &x))) return st;
-  if (y->dtype != work && (st = cast_value(L, n, y, work, &y))) return st;
+  if (x->dtype != work && (st = lw_cast_value(L, n, x, work, &x))) return st;
+  if (y->dtype != work && (st = lw_cast_value(L, n, y, work, &y))) return st;
   tmp = work == a ? out : dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL);
   if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   lw_set_type(tmp, work);
@@ -297,7 +296,7 @@ dvm_status *lw_lower_pow(lowering *L, const dvmc_node *n, const op_rule *r) {
   if ((st = lw_lower_kernel(L, &pair, r))) return st;
   if (tmp != out) {
     dvmc_value *back;
-    if ((st = cast_value(L, n, tmp, a, &back))) return st;
+    if ((st = lw_cast_value(L, n, tmp, a, &back))) return st;
     int reg = lw_lookup(L, back);
     if (!lw_bind(L, out, reg)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     lw_set_type(out, a);
@@ -316,13 +315,13 @@ static dvm_status *conv_via_f32(lowering *L, const dvmc_node *n, const op_rule *
   dvm_dtype dt = n->in[0]->dtype;
   if (n->nin > 3 || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "Conv takes X, W[, B] and makes Y");
   for (int i = 0; i < n->nin; i++)
-    if (n->in[i] && (st = cast_value(L, n, n->in[i], DVM_F32, &ins[i]))) return st;
+    if (n->in[i] && (st = lw_cast_value(L, n, n->in[i], DVM_F32, &ins[i]))) return st;
   if (!(y = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   lw_set_type(y, DVM_F32);
   dvmc_node m = *n;
   m.in = ins;
   m.out = &y;
-  if ((st = lw_lower_window(L, &m, r)) || (st = cast_value(L, n, y, dt, &back))) return st;
+  if ((st = lw_lower_window(L, &m, r)) || (st = lw_cast_value(L, n, y, dt, &back))) return st;
   if (!lw_bind(L, n->out[0], lw_lookup(L, back))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   lw_set_type(n->out[0], dt);
   for (int i = 0; i < n->nin + 1; i++) {

@@ -126,6 +126,8 @@ DVM_MUST_USE dvm_status *lw_check_values(const dvmc_node *n);
 /* lower_ops.c: the special lowerings of ops.def's LOWER column */
 const op_rule *lw_find_rule(const dvmc_node *n);
 DVM_MUST_USE dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r);
+/* A new value: a cast of v to dt, through the cast kernel (*out its value). */
+DVM_MUST_USE dvm_status *lw_cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out);
 #define LW_LOWER(x) dvm_status *lw_lower_##x(lowering *L, const dvmc_node *n, const op_rule *r);
 LW_LOWER(view) LW_LOWER(alias) LW_LOWER(constant_of_shape) LW_LOWER(nary) LW_LOWER(pow) LW_LOWER(window)
 LW_LOWER(einsum) LW_LOWER(resize) LW_LOWER(deform) LW_LOWER(hard) LW_LOWER(softmax) LW_LOWER(skip_layernorm)

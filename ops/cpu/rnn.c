@@ -13,7 +13,8 @@
  *     LSTM's input_forget (0 for RNN). The activations, one per function
  *     (RNN f; GRU f, g; LSTM f, g, h) and direction, forward's first; kind
  *     indexes dvm_rnn_act_names. X, W, R, B, initial states, P and outputs
- *     f32, sequence_lens i32 in [0, seq]. Shapes: shapefuncs/rnn.h; W's
+ *     f32 (an f16 node is cast around the call: compiler/lower_rnn.c),
+ *     sequence_lens i32 in [0, seq]. Shapes: shapefuncs/rnn.h; W's
  *     gate order is ONNX's (LSTM i, o, f, c; GRU z, r, h), P is
  *     [dirs, 3 hidden] (i, o, f). A batch entry past its length keeps its
  *     state and gets zeros in Y; going in reverse it starts at its own
