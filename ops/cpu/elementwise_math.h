@@ -19,6 +19,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The math functions below are always inlined: called out of line (GCC
+ * declines to inline them into a loop that calls two of them, or into the
+ * unary kernels' clones), each element paid a call into the scalar default
+ * build, 4-15x slower than the vector loop. */
+#define DVM_EW_MATH static inline __attribute__((always_inline))
+
 static inline float dvm_ew_bits_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
@@ -117,7 +123,7 @@ static inline float dvm_ew_pow2i(int32_t n) { return dvm_ew_bits_f32((uint32_t)(
  * away. Cephes' expf: hi + lo = n ln2 + r, |r| <= ln2/2 (hi - n ln2 is
  * exact: ln2's first part has 9 bits), e^r by a degree-6 polynomial; 2^n is
  * applied in two halves so results down to the subnormals round once. */
-static inline float dvm_ew_expf_hl(float hi, float lo) {
+DVM_EW_MATH float dvm_ew_expf_hl(float hi, float lo) {
   float xc = dvm_ew_fsel(hi < -104.0f, -104.0f, hi);
   xc = dvm_ew_fsel(xc > 89.0f, 89.0f, xc);
   float t = xc * 1.44269504088896341f + 0x1.8p23f; /* rounds to an integer */
@@ -135,11 +141,11 @@ static inline float dvm_ew_expf_hl(float hi, float lo) {
   return p * dvm_ew_pow2i(n1) * dvm_ew_pow2i(n - n1); /* NaN stays NaN throughout */
 }
 
-static inline float dvm_ew_expf(float x) { return dvm_ew_expf_hl(x, 0.0f); }
+DVM_EW_MATH float dvm_ew_expf(float x) { return dvm_ew_expf_hl(x, 0.0f); }
 
 /* Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by a
  * polynomial in m - 1. */
-static inline float dvm_ew_logf(float x) {
+DVM_EW_MATH float dvm_ew_logf(float x) {
   int small = x < 0x1p-126f; /* subnormal: scale into the normal range */
   float xs = dvm_ew_fsel(small, x * 0x1p23f, x);
   uint32_t ix = dvm_ew_f32_bits(xs);
@@ -180,7 +186,7 @@ static inline float dvm_ew_logf(float x) {
  * e keeps its relative accuracy where t^2 is large. The factors are
  * returned apart for callers that scale the product, which can be
  * subnormal when the scaled result is not. The caller clamps a. */
-static inline float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
+DVM_EW_MATH float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
   float ah = dvm_ew_bits_f32(dvm_ew_f32_bits(a) & 0xfffff000u), al = a - ah;
   float w = 1.0f / (1.0f + t), v = (w - 0.543478261f) * 2.19047619f; /* v in [-1, 1] */
   float g = -1.215670345e-04f;
@@ -200,7 +206,7 @@ static inline float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
 }
 
 /* erf(x) for |x| <= DVM_EW_ERF_SPLIT: x + x p(x^2) (N. Juffa's minimax). */
-static inline float dvm_ew_erf_core(float x) {
+DVM_EW_MATH float dvm_ew_erf_core(float x) {
   float s = x * x;
   float r = -5.96761703e-4f;
   r = r * s + 4.99119423e-3f;
@@ -211,7 +217,7 @@ static inline float dvm_ew_erf_core(float x) {
   return r * x + x;
 }
 
-static inline float dvm_ew_erff(float x) {
+DVM_EW_MATH float dvm_ew_erff(float x) {
   float t = __builtin_fabsf(x);
   t = dvm_ew_fsel(t > 10.5f, 10.5f, t);
   float r, e = dvm_ew_erfc_parts(t, t, 1.0f, &r);
@@ -221,7 +227,7 @@ static inline float dvm_ew_erff(float x) {
 }
 
 /* Cephes' tanhf: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above. */
-static inline float dvm_ew_tanhf(float x) {
+DVM_EW_MATH float dvm_ew_tanhf(float x) {
   float t = __builtin_fabsf(x), z = x * x;
   float p = -5.70498872745e-3f;
   p = p * z + 2.06390887954e-2f;
@@ -236,7 +242,7 @@ static inline float dvm_ew_tanhf(float x) {
 
 /* 1 / (1 + e^-x), as e^x / (1 + e^x) for negative x so that the result
  * keeps its digits down to the subnormals. */
-static inline float dvm_ew_sigmoidf(float x) {
+DVM_EW_MATH float dvm_ew_sigmoidf(float x) {
   float e = dvm_ew_expf(-__builtin_fabsf(x));
   return dvm_ew_fsel(x < 0.0f, e, 1.0f) / (1.0f + e);
 }
@@ -245,7 +251,7 @@ static inline float dvm_ew_sigmoidf(float x) {
  * for x > 0 x (2 - erfc(x / sqrt 2)) / 2: one erfc, no cancellation on
  * either side. x/2 scales erfc's rational factor before its exponential
  * one so that no step is subnormal unless the result is. */
-static inline float dvm_ew_geluf(float x) {
+DVM_EW_MATH float dvm_ew_geluf(float x) {
   float a = __builtin_fabsf(x);
   a = dvm_ew_fsel(a > 14.8f, 14.8f, a);
   float h = 0.5f * x, r, e = dvm_ew_erfc_parts(a * 0.707106781186547524f, a, 0.5f, &r);
@@ -256,7 +262,7 @@ static inline float dvm_ew_geluf(float x) {
 /* ONNX Gelu approximate="tanh": x (1 + tanh(y)) / 2 = x sigmoid(2y), with
  * y = sqrt(2/pi) (x + 0.044715 x^3); the sigmoid form keeps the negative
  * tail accurate. */
-static inline float dvm_ew_gelu_tanhf(float x) {
+DVM_EW_MATH float dvm_ew_gelu_tanhf(float x) {
   float y = 0.797884560802865356f * (x + 0.044715f * x * x * x);
   float r = x * dvm_ew_sigmoidf(2.0f * y);
   return dvm_ew_fsel(x == -__builtin_inff(), -0.0f, r);

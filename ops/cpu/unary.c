@@ -186,7 +186,7 @@ CLIP_FN(uint64_t, DVM_EW_ISEL)
 
 /* unary_math.h's rows: f32 (f16 and bf16 computed in it) and f64 */
 #define X(name, code, text, own, f32, f64, cuda)            \
-  static inline float math_f32_##name(float x) { return f32; } \
+  DVM_EW_MATH float math_f32_##name(float x) { return f32; } \
   static inline double math_f64_##name(double x) { return f64; }
 DVM_UNARY_MATH(X)
 #undef X
