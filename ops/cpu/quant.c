@@ -456,10 +456,27 @@ static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_
   return NULL;
 }
 
-/* Work split over the pool: whole batches, or one product's rows. */
+/* The f32 epilogue of DynamicQuantizeMatMul and MatMulIntegerToFloat, per
+ * column: y = acc * scale[n] + bias[n], scale[n] = a_scale * b_scale[n] and
+ * bias[n] 0 without a bias: the f32 operations (no fused multiply-add) of
+ * ONNX Runtime's MLAS scale-and-bias output processor. */
+typedef struct to_float {
+  const float *scale, *bias;
+  float *y;
+} to_float;
+
+DVM_VEC static void float_rows(const int32_t *acc, int64_t rows, int64_t N, const float *scale, const float *bias,
+                               float *y) {
+  for (int64_t r = 0; r < rows; r++, acc += N, y += N)
+    for (int64_t n = 0; n < N; n++) y[n] = (float)acc[n] * scale[n] + bias[n];
+}
+
+/* Work split over the pool: whole batches, or one product's rows; each part
+ * converts its rows to f32 while they are in cache where tf is given. */
 typedef struct product_job {
   const product *p;
   int32_t *acc;
+  const to_float *tf;
   int64_t batches;
   int rows; /* the parts are rows of batch 0 */
   atomic_int bad;
@@ -501,15 +518,19 @@ static void product_part(void *ctx, int64_t s, int64_t e) {
     int64_t oa, ob;
     batch_offsets(p->ra, p->da, p->rb, p->db, p->nb, p->dy, bi, &oa, &ob);
     int32_t *acc = j->acc + bi * p->M * p->N;
+    int64_t m0 = j->rows ? s : 0, m1 = j->rows ? e : p->M;
     if (p->dot)
-      dot_rows(p, oa, ob, j->rows ? s : 0, j->rows ? e : p->M, acc, &j->bad);
+      dot_rows(p, oa, ob, m0, m1, acc, &j->bad);
     else
       int_matmul(p->a + oa, p->b + ob, p->M, p->K, p->N, acc);
+    if (j->tf)
+      float_rows(acc + m0 * p->N, m1 - m0, p->N, j->tf->scale, j->tf->bias, j->tf->y + (bi * p->M + m0) * p->N);
   }
 }
 
-static dvm_status *product_run(const char *op, const product *p, int threads, int32_t *acc) {
-  product_job j = {.p = p, .acc = acc, .batches = 1, .bad = dnnl_success};
+/* The product into acc (y's shape), and with tf also into tf->y as f32. */
+static dvm_status *product_run(const char *op, const product *p, int threads, int32_t *acc, const to_float *tf) {
+  product_job j = {.p = p, .acc = acc, .tf = tf, .batches = 1, .bad = dnnl_success};
   for (int d = 0; d < p->nb; d++) j.batches *= p->dy[d];
   /* oneDNN sizes its OpenMP team by the calling thread's setting: 1, as
    * the pool's workers run the parts */
@@ -537,7 +558,7 @@ static dvm_status *matmul_integer(const dvm_kernel_args *a) {
   if (y->dtype != DVM_I32 || y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y must be i32 of the product's shape", op);
   else
-    st = product_run(op, &p, dvm_kargs_threads(a), dvm_tensor_ptr(y));
+    st = product_run(op, &p, dvm_kargs_threads(a), dvm_tensor_ptr(y), NULL);
   product_free(&p);
   return st;
 }
@@ -578,7 +599,7 @@ static dvm_status *qlinear_matmul(const dvm_kernel_args *a) {
   if (!acc) st = oom(op);
   else if (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
-  if (!st && !(st = product_run(op, &p, dvm_kargs_threads(a), acc)))
+  if (!st && !(st = product_run(op, &p, dvm_kargs_threads(a), acc, NULL)))
     st = requantize(op, acc, n, 1, N, in[1], in[4], in[6], in[7], y);
   free(acc);
   product_free(&p);
@@ -693,9 +714,11 @@ static dvm_status *qlinear_conv(const dvm_kernel_args *a) {
   return st;
 }
 
-/* y (f32) = acc * a_scale * b_scale[column] + bias[column]. */
-static dvm_status *to_float(const char *op, const int32_t *acc, float a_scale, const dvm_tensor *bs,
-                            const dvm_tensor *bias, int64_t N, dvm_tensor *y) {
+/* The epilogue's columns (2N floats in sb, which the caller frees): scale
+ * a_scale * b_scale[column], then bias[column]. */
+static dvm_status *float_columns(const char *op, float a_scale, const dvm_tensor *bs, const dvm_tensor *bias,
+                                 int64_t N, const dvm_tensor *y, float **sb) {
+  *sb = NULL;
   if (y->dtype != DVM_F32) return bad_dtype(op, "y", y, "f32");
   if (bs->dtype != DVM_F32) return bad_dtype(op, "b's scale", bs, "f32");
   if (dvm_tensor_numel(bs) != 1 && (bs->rank != 1 || bs->dims[0] != N))
@@ -704,9 +727,8 @@ static dvm_status *to_float(const char *op, const int32_t *acc, float a_scale, c
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: bias must be f32 [%lld]", op, (long long)N);
   const float *bsp = dvm_tensor_ptr(bs), *bp = bias ? dvm_tensor_ptr(bias) : NULL;
   int per = dvm_tensor_numel(bs) != 1;
-  float *yp = dvm_tensor_ptr(y);
-  for (int64_t i = 0, n = dvm_tensor_numel(y); i < n; i++)
-    yp[i] = (float)acc[i] * (a_scale * bsp[per ? i % N : 0]) + (bp ? bp[i % N] : 0.0f);
+  if (!(*sb = malloc(sizeof(float) * (size_t)(2 * N + 1)))) return oom(op);
+  for (int64_t n = 0; n < N; n++) (*sb)[n] = a_scale * bsp[per ? n : 0], (*sb)[N + n] = bp ? bp[n] : 0.0f;
   return NULL;
 }
 
@@ -728,13 +750,15 @@ static dvm_status *product_to_float(const char *op, const dvm_kernel_args *a, co
     a_scale = *(const float *)dvm_tensor_ptr(as);
   else
     a_scale = p.a_scale;
+  float *sb = NULL;
+  if (!st) st = float_columns(op, a_scale, bs, bias, N, y, &sb);
   int32_t *acc = st ? NULL : malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
   if (!st && !acc) st = oom(op);
   else if (!st && (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry)))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
-  if (!st && !(st = product_run(op, &p, dvm_kargs_threads(a), acc)))
-    st = to_float(op, acc, a_scale, bs, bias, N, y);
-  free(acc);
+  to_float tf = {sb, sb ? sb + N : NULL, dvm_tensor_ptr(y)};
+  if (!st) st = product_run(op, &p, dvm_kargs_threads(a), acc, &tf);
+  free(acc), free(sb);
   product_free(&p);
   return st;
 }

@@ -171,17 +171,24 @@ def i8(*shape):
     return rng.integers(-128, 128, shape).astype(np.int8)
 
 
-@pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((7, 13), (13, 5)), ((2, 3, 17), (17, 11)), ((0, 4), (4, 3))])
+# (1, 67, 29): one product whose rows the thread pool splits (each part
+# converts its own rows to f32)
+PRODUCT_SHAPES = [((1, 1), (1, 1)), ((7, 13), (13, 5)), ((2, 3, 17), (17, 11)), ((0, 4), (4, 3)),
+                  ((1, 67, 29), (29, 37))]
+
+
+@pytest.mark.parametrize("shapes", PRODUCT_SHAPES)
 @pytest.mark.parametrize("per_column", [False, True])
-def test_dynamic_quantize_matmul(tmp_path, shapes, per_column):
+@pytest.mark.parametrize("bias", [True, False])
+def test_dynamic_quantize_matmul(tmp_path, shapes, per_column, bias):
     sa, sb = shapes
     n = sb[-1]
     inputs = {"a": f32(*sa), "b": i8(*sb), "bs": rng.uniform(0.01, 0.1, (n,) if per_column else ()).astype(np.float32),
-              "bz": np.zeros((n,) if per_column else (), np.int8), "bias": f32(n)}
+              "bz": np.zeros((n,) if per_column else (), np.int8), "bias": f32(n) if bias else ""}
     close(*run_both(tmp_path, "DynamicQuantizeMatMul", inputs, [("y", np.float32)], domain=MS))
 
 
-@pytest.mark.parametrize("shapes", [((1, 1), (1, 1)), ((7, 13), (13, 5)), ((2, 3, 17), (17, 11)), ((0, 4), (4, 3))])
+@pytest.mark.parametrize("shapes", PRODUCT_SHAPES)
 def test_matmul_integer_to_float(tmp_path, shapes):
     sa, sb = shapes
     n = sb[-1]
