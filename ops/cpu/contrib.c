@@ -214,7 +214,7 @@ static void row_of(const table *tb, int64_t r, int64_t h, float *out) {
     memcpy(out, (const float *)dvm_tensor_ptr(tb->t) + r * h, sizeof(float) * (size_t)h);
     return;
   }
-  for (int64_t j = 0; j < h; j++) out[j] = (float)(dvm_cpu_quant_int_at(tb->t, r * h + j) - tb->zp) * tb->scale;
+  dvm_cpu_quant_dequant_bytes(tb->t, r * h, h, tb->scale, tb->zp, out);
 }
 
 /* EmbedLayerNormalization from ids and segment ids (i32 [B, S]), the word,
@@ -412,9 +412,9 @@ static dvm_status *attention(const dvm_kernel_args *a) {
 
 /* com.microsoft QAttention (x, weights as u8/i8 codes, bias, x_scale,
  * w_scale[, mask[, x_zp[, w_zp]]]): qkv = (x - x_zp)(w - w_zp) x_scale
- * w_scale + bias, then as attention. The codes are summed as f32 through
- * sgemm: exact while Hin * 255 * 255 < 2^24 (Hin <= 258), as ONNX Runtime's
- * i32 sums; w_scale and w_zp one element or [3H]. */
+ * w_scale + bias, then as attention. The product is MatMulIntegerToFloat's
+ * (quant.h): summed exactly in i32 as ONNX Runtime's, on oneDNN's u8s8
+ * GEMM with VNNI; w_scale and w_zp one element or [3H]. */
 static dvm_status *qattention(const dvm_kernel_args *a) {
   sgemm_threads(a);
   const char *op = "qattention";
@@ -431,29 +431,11 @@ static dvm_status *qattention(const dvm_kernel_args *a) {
       (wz && (wz->dtype != w->dtype || (dvm_tensor_numel(wz) != 1 && (wz->rank != 1 || wz->dims[0] != t.H3)))))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: x and w must be u8 or i8 codes with f32 scales and zero points "
                           "of their dtypes (one element; w's may have %lld)", op, (long long)t.H3);
-  int64_t BS = t.B * t.S, nx = BS * t.Hin, nw = t.Hin * t.H3;
-  int32_t *xi = dvm_cpu_quant_widen(x, xz, 1, 1), *wi = dvm_cpu_quant_widen(w, wz, 1, t.H3);
-  float *buf = malloc(sizeof(float) * (size_t)(nx + nw + BS * t.H3 + 1));
-  if (!xi || !wi || !buf) {
-    free(xi), free(wi), free(buf);
-    return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
-  }
-  float *xf = buf, *wf = buf + nx, *qkv = wf + nw;
-  for (int64_t i = 0; i < nx; i++) xf[i] = (float)xi[i];
-  for (int64_t i = 0; i < nw; i++) wf[i] = (float)wi[i];
-  free(xi), free(wi);
-  if (BS > 0 && t.H3 > 0) memset(qkv, 0, sizeof(float) * (size_t)(BS * t.H3));
-  if (BS > 0 && t.Hin > 0 &&
-      dnnl_sgemm('N', 'N', BS, t.H3, t.Hin, 1.0f, xf, t.Hin, wf, t.H3, 0.0f, qkv, t.H3) != dnnl_success) {
-    free(buf);
-    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
-  }
-  const float *bp = dvm_tensor_ptr(a->in[2]), *wsp = dvm_tensor_ptr(ws);
-  float x_scale = *(const float *)dvm_tensor_ptr(xs);
-  for (int64_t r = 0; r < BS; r++)
-    for (int64_t j = 0; j < t.H3; j++) qkv[r * t.H3 + j] = qkv[r * t.H3 + j] * (x_scale * wsp[per ? j : 0]) + bp[j];
-  st = attend(op, &t, qkv, dvm_tensor_ptr(a->out[0]), dvm_kargs_threads(a));
-  free(buf);
+  float *qkv = malloc(sizeof(float) * (size_t)(t.B * t.S * t.H3 + 1));
+  if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
+  st = dvm_cpu_quant_matmul_f32(op, x, xz, xs, w, wz, ws, a->in[2], NULL, qkv, dvm_kargs_threads(a));
+  if (!st) st = attend(op, &t, qkv, dvm_tensor_ptr(a->out[0]), dvm_kargs_threads(a));
+  free(qkv);
   return st;
 }
 

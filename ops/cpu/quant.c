@@ -142,6 +142,11 @@ QUANT_ROW(quant_row_i8, int8_t, -128, 127)
 DEQUANT_ROW(dequant_row_u8, uint8_t)
 DEQUANT_ROW(dequant_row_i8, int8_t)
 
+void dvm_cpu_quant_dequant_bytes(const dvm_tensor *t, int64_t at, int64_t n, float scale, int32_t zp, float *y) {
+  if (t->dtype == DVM_U8) dequant_row_u8((const uint8_t *)dvm_tensor_ptr(t) + at, n, scale, zp, y);
+  else dequant_row_i8((const int8_t *)dvm_tensor_ptr(t) + at, n, scale, zp, y);
+}
+
 /* ---- quantize_linear, dequantize_linear ---- */
 
 /* Where each element of x finds its scale and zero point: x seen as
@@ -303,13 +308,41 @@ static dvm_status *dynamic_quantize_linear(const dvm_kernel_args *a) {
 
 /* ---- the integer products ---- */
 
+/* x - z[i % nz] for i < n (nz 1: one zero point; else a row of nz
+ * columns' zero points): the widening's vector loops, one per dtype. */
+#define WIDEN_ROWS(name, T)                                                                     \
+  DVM_VEC static void name(const void *px, int64_t n, const int32_t *z, int64_t nz, int32_t *w) { \
+    const T *x = px;                                                                              \
+    if (nz == 1)                                                                                  \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) w[i] = (int32_t)x[i] - z[0];            \
+    else                                                                                          \
+      for (int64_t r = 0; r < n; r += nz)                                                         \
+        _Pragma("omp simd") for (int64_t c = 0; c < nz; c++) w[r + c] = (int32_t)x[r + c] - z[c]; \
+  }
+WIDEN_ROWS(widen_u8, uint8_t)
+WIDEN_ROWS(widen_i8, int8_t)
+WIDEN_ROWS(widen_i16, int16_t)
+WIDEN_ROWS(widen_u16, uint16_t)
+WIDEN_ROWS(widen_i32, int32_t)
+
 int32_t *dvm_cpu_quant_widen(const dvm_tensor *t, const dvm_tensor *zp, int64_t per_div, int64_t per_n) {
   int64_t n = dvm_tensor_numel(t);
   int32_t *w = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
   if (!w) return NULL;
   int64_t nz = zp ? dvm_tensor_numel(zp) : 0;
-  for (int64_t i = 0; i < n; i++)
-    w[i] = dvm_cpu_quant_int_at(t, i) - (nz == 1 ? dvm_cpu_quant_int_at(zp, 0) : nz ? dvm_cpu_quant_int_at(zp, (i / per_div) % per_n) : 0);
+  int32_t z0 = nz == 1 ? dvm_cpu_quant_int_at(zp, 0) : 0;
+  if (nz > 1 && per_div != 1) { /* per row or channel: the plain loop */
+    for (int64_t i = 0; i < n; i++) w[i] = dvm_cpu_quant_int_at(t, i) - dvm_cpu_quant_int_at(zp, (i / per_div) % per_n);
+    return w;
+  }
+  int32_t *zc = nz > 1 ? malloc(sizeof(int32_t) * (size_t)nz) : NULL;
+  if (nz > 1 && !zc) return free(w), NULL;
+  for (int64_t c = 0; zc && c < nz; c++) zc[c] = dvm_cpu_quant_int_at(zp, c);
+  void (*rows)(const void *, int64_t, const int32_t *, int64_t, int32_t *) =
+      t->dtype == DVM_U8 ? widen_u8 : t->dtype == DVM_I8 ? widen_i8 : t->dtype == DVM_I16 ? widen_i16
+      : t->dtype == DVM_U16 ? widen_u16 : widen_i32;
+  rows(dvm_tensor_ptr(t), n, zc ? zc : &z0, zc ? nz : 1, w); /* per column: n is a multiple of nz = per_n */
+  free(zc);
   return w;
 }
 
@@ -717,9 +750,8 @@ static dvm_status *qlinear_conv(const dvm_kernel_args *a) {
 /* The epilogue's columns (2N floats in sb, which the caller frees): scale
  * a_scale * b_scale[column], then bias[column]. */
 static dvm_status *float_columns(const char *op, float a_scale, const dvm_tensor *bs, const dvm_tensor *bias,
-                                 int64_t N, const dvm_tensor *y, float **sb) {
+                                 int64_t N, float **sb) {
   *sb = NULL;
-  if (y->dtype != DVM_F32) return bad_dtype(op, "y", y, "f32");
   if (bs->dtype != DVM_F32) return bad_dtype(op, "b's scale", bs, "f32");
   if (dvm_tensor_numel(bs) != 1 && (bs->rank != 1 || bs->dims[0] != N))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: b's scale must have one element or %lld", op, (long long)N);
@@ -732,17 +764,15 @@ static dvm_status *float_columns(const char *op, float a_scale, const dvm_tensor
   return NULL;
 }
 
-/* The product of a (u8/i8, or f32 quantized on the fly) and b into y as
- * f32: acc * a_scale * b_scale + bias. */
-static dvm_status *product_to_float(const char *op, const dvm_kernel_args *a, const dvm_tensor *azp,
-                                    const dvm_tensor *as, const dvm_tensor *bzp, const dvm_tensor *bs,
-                                    const dvm_tensor *bias) {
-  dvm_tensor *const *in = a->in;
-  dvm_tensor *y = a->out[0];
+dvm_status *dvm_cpu_quant_matmul_f32(const char *op, const dvm_tensor *a, const dvm_tensor *azp, const dvm_tensor *as,
+                                     const dvm_tensor *b, const dvm_tensor *bzp, const dvm_tensor *bs,
+                                     const dvm_tensor *bias, const dvm_tensor *y, float *yp, int threads) {
+  if (y && y->dtype != DVM_F32) return bad_dtype(op, "y", y, "f32");
   product p;
-  dvm_status *st = product_begin(op, in[0], azp, in[1], bzp, &p);
+  dvm_status *st = product_begin(op, a, azp, b, bzp, &p);
   if (st) return st;
-  int64_t n = dvm_tensor_numel(y), N = in[1]->rank == 1 ? 1 : in[1]->dims[in[1]->rank - 1];
+  int64_t n = 1, N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  for (int d = 0; d < p.ry; d++) n *= p.dy[d];
   float a_scale = 0;
   if (as && (as->dtype != DVM_F32 || dvm_tensor_numel(as) != 1))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a's scale must be one f32", op);
@@ -751,13 +781,13 @@ static dvm_status *product_to_float(const char *op, const dvm_kernel_args *a, co
   else
     a_scale = p.a_scale;
   float *sb = NULL;
-  if (!st) st = float_columns(op, a_scale, bs, bias, N, y, &sb);
+  if (!st) st = float_columns(op, a_scale, bs, bias, N, &sb);
   int32_t *acc = st ? NULL : malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
   if (!st && !acc) st = oom(op);
-  else if (!st && (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry)))
+  else if (!st && y && (y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry)))
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: y has not the product's shape", op);
-  to_float tf = {sb, sb ? sb + N : NULL, dvm_tensor_ptr(y)};
-  if (!st) st = product_run(op, &p, dvm_kargs_threads(a), acc, &tf);
+  to_float tf = {sb, sb ? sb + N : NULL, yp};
+  if (!st) st = product_run(op, &p, threads, acc, &tf);
   free(acc), free(sb);
   product_free(&p);
   return st;
@@ -769,7 +799,9 @@ static dvm_status *dynamic_quantize_matmul(const dvm_kernel_args *a) {
   dvm_status *st = dvm_kargs_check_range(a, op, 3, 5, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   if (a->in[0]->dtype != DVM_F32) return bad_dtype(op, "a", a->in[0], "f32");
-  return product_to_float(op, a, NULL, NULL, a->nin > 3 ? a->in[3] : NULL, a->in[2], a->nin > 4 ? a->in[4] : NULL);
+  return dvm_cpu_quant_matmul_f32(op, a->in[0], NULL, NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL, a->in[2],
+                                  a->nin > 4 ? a->in[4] : NULL, a->out[0], dvm_tensor_ptr(a->out[0]),
+                                  dvm_kargs_threads(a));
 }
 
 /* com.microsoft MatMulIntegerToFloat (A, B, a_scale, b_scale[, a_zp[, b_zp[, bias]]]). */
@@ -777,8 +809,9 @@ static dvm_status *matmul_integer_to_float(const dvm_kernel_args *a) {
   const char *op = "matmul_integer_to_float";
   dvm_status *st = dvm_kargs_check_range(a, op, 4, 7, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
-  return product_to_float(op, a, a->nin > 4 ? a->in[4] : NULL, a->in[2], a->nin > 5 ? a->in[5] : NULL, a->in[3],
-                          a->nin > 6 ? a->in[6] : NULL);
+  return dvm_cpu_quant_matmul_f32(op, a->in[0], a->nin > 4 ? a->in[4] : NULL, a->in[2], a->in[1],
+                                  a->nin > 5 ? a->in[5] : NULL, a->in[3], a->nin > 6 ? a->in[6] : NULL, a->out[0],
+                                  dvm_tensor_ptr(a->out[0]), dvm_kargs_threads(a));
 }
 
 const dvm_kernel_def dvm_cpu_quant_kernels[] = {

@@ -237,15 +237,28 @@ def test_qembed_layer_normalization(tmp_path, bs, dt):
 @pytest.mark.parametrize("types", [(np.uint8, np.int8), (np.uint8, np.uint8)])
 @pytest.mark.parametrize("mask", ["end", "raw"])
 def test_qattention(tmp_path, bs, types, mask):
+    qattention_case(tmp_path, bs, types, mask, 7, False)
+
+
+# the weights' scale and zero point per column; 67 rows, which the pool
+# splits; Hin 301: over 258, where f32 sums of the codes could round
+@pytest.mark.parametrize("bs,hin", [((1, 67), 5), ((2, 3), 301)])
+@pytest.mark.parametrize("types", [(np.uint8, np.int8), (np.uint8, np.uint8)])
+def test_qattention_per_column_and_long(tmp_path, bs, hin, types):
+    qattention_case(tmp_path, bs, types, "raw", hin, True)
+
+
+def qattention_case(tmp_path, bs, types, mask, hin, per_column):
     b, s = bs
-    hin, heads, h = 7, 2, 12
+    heads, h = 2, 12
     tx, tw = types
     m = (rng.integers(1, s + 1 if s else 2, (b,)) if mask == "end" else rng.integers(0, 2, (b, s))).astype(np.int32)
     if mask == "raw":
         m[:, :1] = 1
+    ncol = (3 * h,) if per_column else ()
     inputs = {"x": codes(tx, b, s, hin), "w": codes(tw, hin, 3 * h), "bias": f32(3 * h),
-              "xs": np.array(0.02, np.float32), "ws": np.array(0.01, np.float32), "m": m, "xz": codes(tx),
-              "wz": codes(tw)}
+              "xs": np.array(0.02, np.float32), "ws": rng.uniform(0.005, 0.02, ncol).astype(np.float32), "m": m,
+              "xz": codes(tx), "wz": codes(tw, *ncol)}
     close(*run_both(tmp_path, "QAttention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
 
 
