@@ -27,6 +27,9 @@ static const dvmc_pass passes[] = {
                  "x Clip(x + 3, 0, 6) / 6] [* s + b] -> FusedConv (oneDNN post-ops; s, b one-element constants, the "
                  "first pair folded into W and B)",
      dvmc_pass_conv_act},
+    {"conv_nhwc", "Conv or FusedConv whose output only convolutions read (as X) -> FusedConv writing it channels "
+                  "last (NHWC), its readers FusedConvs reading it so: no reorders between them (CPU builds)",
+     dvmc_pass_conv_nhwc, true},
     {"attention", "Softmax(Q K^T * scale [+ mask | causal Where]) V between the head Reshapes and Transposes -> "
                   "Attention on the 3-D q, k, v (CPU builds)",
      dvmc_pass_attention, true},

@@ -89,6 +89,7 @@ DVM_MUST_USE dvm_status *dvmc_pass_epilogue(dvmc_ctx *c, dvmc_graph *g, int *cou
 DVM_MUST_USE dvm_status *dvmc_pass_skiplayernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_rmsnorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_act(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_conv_nhwc(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_attention(dvmc_ctx *c, dvmc_graph *g, int *count);
 
 #endif

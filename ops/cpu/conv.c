@@ -10,12 +10,17 @@
  *        output_padding:shape) -> Y [N, M, o...]
  *
  *   fused_conv(in: X, W, B optional; attrs: conv's, then activation:int,
- *        alpha:float, beta:float, post_scale:float, post_shift:float) -> Y
+ *        alpha:float, beta:float, post_scale:float, post_shift:float,
+ *        layout:int) -> Y
  *     Y = post_scale act(conv(X, W, B)) + post_shift, act by activation: 0 identity, 1 relu, 2 tanh, 3 sigmoid, 4 leaky relu
  *     (slope alpha, NaN: 0.01), 5 clip to [alpha, beta] (NaN: unbounded),
  *     6 hard sigmoid max(0, min(1, alpha x + beta)) (NaN: 0.2, 0.5),
  *     7 hard swish x max(0, min(1, x / 6 + 1 / 2)), 8 swish x sigmoid(x);
  *     oneDNN post-ops, applied while Y is in cache (FusedConv, pass conv_act).
+ *     layout: bit 0 (LAYOUT_X_LAST) X is stored channels last ([N, s..., C]
+ *     in memory, its dims still [N, C, s...]), bit 1 (LAYOUT_Y_LAST) Y is
+ *     to be (pass conv_nhwc: between convolutions, the layout oneDNN's
+ *     kernels use, so no reorder on either side).
  *
  * 1 to 3 spatial dims; pads are [begins..., ends...]; an empty strides,
  * pads, dilations or output_padding means the ONNX default. ONNX auto_pad
@@ -60,11 +65,14 @@
 
 enum { SRC, WEI, DST, NBUF }; /* the tensors oneDNN may want in its own layout */
 
+enum { LAYOUT_X_LAST = 1, LAYOUT_Y_LAST = 2 }; /* fused_conv's layout bits: channels last */
+
 enum { ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_LEAKY_RELU, ACT_CLIP, ACT_HARD_SIGMOID, ACT_HARD_SWISH,
        ACT_SWISH, ACT_COUNT };
 
 typedef struct key {
   int32_t transpose, rank, bias, threads;
+  int32_t layout;                         /* LAYOUT_* bits */
   int32_t act;                            /* the epilogue: ACT_*, */
   float alpha, beta, post_scale, post_shift; /* its parameters resolved */
   /* x, w, y: the dims of one call of the primitive; cx and cy the channel
@@ -165,15 +173,20 @@ static dvm_status *thread_ctx_get(const char *op, size_t size, thread_ctx **out)
 
 /* A plain f32 descriptor of dims laid out as a row-major array of dims
  * `full` (>= dims: a view into it), except that dims `swap` and swap + 1 are
- * stored in the other order when swap >= 0 (conv_transpose weights). */
+ * stored in the other order when swap >= 0 (conv_transpose weights), and
+ * dim 1 (channels) is stored last when `last` (NHWC). */
 static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *dims,
-                              const dnnl_dim_t *full, int swap) {
+                              const dnnl_dim_t *full, int swap, bool last) {
   int order[DVM_MAX_RANK + 1];
   dnnl_dims_t strides;
   for (int i = 0; i < nd; i++) order[i] = i;
   if (swap >= 0) {
     order[swap] = swap + 1;
     order[swap + 1] = swap;
+  }
+  if (last) { /* N, spatial..., C */
+    for (int i = 1; i < nd - 1; i++) order[i] = i + 1;
+    order[nd - 1] = 1;
   }
   dnnl_dim_t s = 1, dense = 1;
   for (int i = nd - 1; i >= 0; i--) {
@@ -258,9 +271,11 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
  * blocked 1x1 kernel with the copies in and out; any other shape runs
  * faster blocked. Not with an epilogue: the GEMM-based conv applies
  * post-ops element by element (PP-OCR det took 1.7 times the CPU time),
- * the blocked 1x1 kernel in its JIT code. */
+ * the blocked 1x1 kernel in its JIT code. Nor with X or Y channels last:
+ * the blocked kernel reads and writes NHWC itself (no copies), and the
+ * units' channel slices of an NHWC tensor are strided. */
 static bool gemm_pointwise(const key *k) {
-  bool pw = !k->transpose && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 && k->post_shift == 0;
+  bool pw = !k->transpose && !k->layout && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 && k->post_shift == 0;
   for (int i = 0; i < k->rank - 2; i++)
     pw &= k->w[2 + i] == 1 && k->stride[i] == 1 && k->pad_begin[i] == 0 && k->pad_end[i] == 0;
   return pw;
@@ -330,7 +345,8 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   bool narrow = k->transpose && oc < 16 && !e->crop; /* (not on a view of Y: its GEMM writes Y densely) */
   for (int i = 0; i < NBUF; i++) {
     DNNL_TRY(op, "memory descriptor",
-             plain_md(&e->plain[i], ndims[i], dims[i], full[i], i == WEI && k->transpose ? grouped : -1));
+             plain_md(&e->plain[i], ndims[i], dims[i], full[i], i == WEI && k->transpose ? grouped : -1,
+                      (i == SRC && k->layout & LAYOUT_X_LAST) || (i == DST && k->layout & LAYOUT_Y_LAST)));
     any[i] = e->plain[i];
     if ((pointwise || narrow) && i != WEI) continue;
     DNNL_TRY(
@@ -558,13 +574,16 @@ static dvm_status *epilogue_attrs(const dvm_kernel_args *a, key *k) {
   const char *op = "fused_conv";
   static const char *const names[] = {"alpha", "beta", "post_scale", "post_shift"};
   double v[4];
-  int64_t act;
+  int64_t act, layout;
   if (a->nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d attributes, got %d", op, 4 + DVM_CONV_EPILOGUE_ATTRS,
                           a->nattrs);
   dvm_status *st = dvm_attr_int(op, "activation", &a->attrs[4], &act);
   for (int i = 0; i < 4 && !st; i++) st = dvm_attr_float(op, names[i], &a->attrs[5 + i], &v[i]);
+  if (!st) st = dvm_attr_int(op, "layout", &a->attrs[9], &layout);
   if (st) return st;
+  if (layout < 0 || layout > (LAYOUT_X_LAST | LAYOUT_Y_LAST))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: layout %lld is not 0 to 3", op, (long long)layout);
   if (act < 0 || act >= ACT_COUNT)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: activation %lld is not one of %d", op, (long long)act, ACT_COUNT);
   static const double dflt[ACT_COUNT][2] = {[ACT_LEAKY_RELU] = {0.01, 0}, [ACT_CLIP] = {-INFINITY, INFINITY},
@@ -575,6 +594,7 @@ static dvm_status *epilogue_attrs(const dvm_kernel_args *a, key *k) {
     if (!isfinite(v[i]))
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s = %g must be finite", op, names[i], v[i]);
   k->act = (int32_t)act;
+  k->layout = (int32_t)layout;
   k->alpha = (float)v[0];
   k->beta = (float)v[1];
   k->post_scale = (float)v[2];
@@ -654,10 +674,12 @@ static void fill_bias(const dvm_tensor *y, const dvm_tensor *b, const key *fused
   float *py = dvm_tensor_ptr(y);
   int64_t m = y->dims[1], inner = dvm_tensor_numel(y) / (y->dims[0] * m);
   const float *pb = b ? dvm_tensor_ptr(b) : NULL;
+  bool last = fused && fused->layout & LAYOUT_Y_LAST;
   for (int64_t i = 0; i < y->dims[0] * m; i++) {
     float v = pb ? pb[i % m] : 0.0f;
     if (fused) v = epilogue(fused, v); /* fused_conv's, on the sum over no channels */
-    for (int64_t j = 0; j < inner; j++) py[i * inner + j] = v;
+    int64_t n = i / m, c = i % m;
+    for (int64_t j = 0; j < inner; j++) py[last ? (n * inner + j) * m + c : i * inner + j] = v;
   }
 }
 
@@ -881,12 +903,15 @@ static dvm_status *run_split(const char *op, const dvm_kernel_args *a, const key
   j.w = dvm_tensor_ptr(a->in[1]);
   j.b = a->nin == 3 ? dvm_tensor_ptr(a->in[2]) : NULL;
   j.y = dvm_tensor_ptr(a->out[0]);
-  j.xc = xsp * (int64_t)sizeof(float);
-  j.yc = ysp * (int64_t)sizeof(float);
-  j.xr = j.xc / k->x[2];
-  j.yr = j.yc / k->y[2];
-  j.xn = j.xc * k->x[1];
-  j.yn = j.yc * oc;
+  /* bytes per image, channel and row; channels last: [N, s..., C] */
+  int64_t f = sizeof(float);
+  bool xl = k->layout & LAYOUT_X_LAST, yl = k->layout & LAYOUT_Y_LAST;
+  j.xn = xsp * k->x[1] * f;
+  j.yn = ysp * oc * f;
+  j.xc = xl ? f : xsp * f;
+  j.yc = yl ? f : ysp * f;
+  j.xr = xsp / k->x[2] * (xl ? k->x[1] : 1) * f;
+  j.yr = ysp / k->y[2] * (yl ? oc : 1) * f;
   if (k->transpose)
     for (int i = 0; i < k->rank - 2; i++)
       if (transpose_end_pad(k, i) < 0) { /* cropped: Y past the window is the bias */

@@ -547,9 +547,10 @@ def test_conv_act_not_rewritten(tmp_path, case):
 @pytest.mark.parametrize("model_name", ["ppocr_det", "ppocr_rec", "resnet_fixture"])
 def test_conv_act_models(tmp_path, model_name):
     """On the PP-OCRv4 models and the ResNet fixture: the pass fires, the
-    kernel calls drop, results match with it off."""
+    kernel calls drop, results match with it off (conv_nhwc off in both:
+    it makes FusedConvs of Convs)."""
     onnx_path, spec, envs = MODELS[model_name]
-    on, off = ir(onnx_path), ir(onnx_path, "--disable", "conv_act")
+    on, off = ir(onnx_path, "--disable", "conv_nhwc"), ir(onnx_path, "--disable", "conv_act", "--disable", "conv_nhwc")
     fused = on.count("FusedConv(")
     assert fused >= 3 and fused == off.count("= Conv(") - on.count("= Conv("), (fused, off.count("= Conv("))
     a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
@@ -560,6 +561,116 @@ def test_conv_act_models(tmp_path, model_name):
         feeds = feeds_for(spec, env, np.random.default_rng(4))
         x, y = run(tmp_path, a, feeds, 1), run(tmp_path, b, feeds, 1)
         np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
+
+
+# ---- conv_nhwc -----------------------------------------------------------------
+
+NHWC_SHAPES = [(1, C_IN, 7, 9), (2, C_IN, 13, 5), (1, C_IN, 1, 1), (1, C_IN, 29, 1), (3, C_IN, 17, 31),
+               (1, C_IN, 40, 37), (0, C_IN, 5, 5)]
+
+
+def nhwc_model(tmp, case):
+    """x -> Conv 3x3 (5 channels) -> Relu -> c1; c1 -> Conv 1x1 (21) -> c2;
+    c2 -> depthwise 3x3 -> c3 and c2 -> Conv 3x3 stride 2 (19) -> c4;
+    y = c3's 1x1 conv + nothing else, z = Sigmoid(c4): c1 and c2 only feed
+    convolutions (kept NHWC), c3 too, c4 does not; cases break one link."""
+    def w(*shape):
+        return const("w" + "_".join(map(str, shape)), rng.standard_normal(shape) * 0.4)
+    inits = [w(5, C_IN, 3, 3), w(21, 5, 1, 1), w(21, 1, 3, 3), w(19, 21, 3, 3), w(7, 21, 1, 1),
+             const("b5", rng.uniform(-1, 1, 5)), const("b21", rng.uniform(-1, 1, 21))]
+    nodes = [helper.make_node("Conv", ["x", "w5_3_3_3", "b5"], ["c0"], pads=[1, 1, 1, 1]),
+             node("Relu", ["c0"], "c1"),
+             helper.make_node("Conv", ["c1", "w21_5_1_1", "b21"], ["c2"]),
+             helper.make_node("Conv", ["c2", "w21_1_3_3"], ["c3"], pads=[1, 1, 1, 1], group=21),
+             helper.make_node("Conv", ["c2", "w19_21_3_3"], ["c4"], pads=[1, 1, 2, 1], strides=[2, 2],
+                              auto_pad="NOTSET"),
+             helper.make_node("Conv", ["c3", "w7_21_1_1"], ["y"]),
+             node("Sigmoid", ["c4"], "z")]
+    outputs = ["y", "z"]
+    if case == "output":  # c2 is also a graph output
+        outputs.append("c2")
+    elif case == "add":  # c2 also read by an Add
+        nodes.append(node("Add", ["c2", "c2"], "a"))
+        outputs.append("a")
+    elif case == "weights":  # c1 read as W (1x1 conv of 5 x 5 channels, a 5x5 input)
+        nodes.append(helper.make_node("Conv", ["c1", "c1"], ["cw"]))
+        outputs.append("cw")
+    ins = [helper.make_tensor_value_info("x", F, ["n", C_IN, "h", "w"])]
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(o, F, None) for o in outputs], inits)
+    path = str(tmp / "nhwc.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString())
+    return path, len(outputs)
+
+
+@pytest.mark.parametrize("case", ["plain", "output", "add", "weights"])
+def test_conv_nhwc(tmp_path, case):
+    path, nout = nhwc_model(tmp_path, case)
+    text = ir(path)
+    layouts = sorted(ln.split("dvm_layout=")[1][0] for ln in text.splitlines() if "dvm_layout=" in ln)
+    # dvm_layout per conv (2: writes NHWC, 1: reads it, 3: both): c1's conv (Relu fused) 2, c2's 3,
+    # c3's 3, y's 1, z's (Sigmoid fused) 1; where c2 escapes, c2's conv 1 and c3's 2; where c1 is read
+    # as W, c1's conv none and c2's 2
+    want = {"plain": ["1", "1", "2", "3", "3"], "output": ["1", "1", "2", "2"], "add": ["1", "1", "2", "2"],
+            "weights": ["1", "1", "2", "3"]}[case]
+    assert layouts == sorted(want), text
+    assert "dvm_layout" not in ir(path, "--disable", "conv_nhwc")
+    shapes = NHWC_SHAPES if case != "weights" else [(1, C_IN, 5, 5)]
+    feeds = [{"x": rng.standard_normal(s).astype(np.float32)} for s in shapes]
+    for threads in (1, 2):
+        on, off = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
+        compile_(path, on)
+        compile_(path, off, "--disable", "conv_nhwc")
+        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        for f in feeds:
+            a, b, want_ = run(tmp_path, on, f, nout, threads), run(tmp_path, off, f, nout, threads), sess.run(None, f)
+            for x, y, w in zip(a, b, want_):
+                assert x.shape == y.shape == w.shape
+                np.testing.assert_allclose(x, y, rtol=1e-5, atol=2e-5)
+                np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", [-1, 4])
+def test_conv_nhwc_layout_refused(tmp_path, layout):
+    """A FusedConv's dvm_layout outside 0 to 3 is refused by node at compile time."""
+    n = helper.make_node("FusedConv", ["x", "w"], ["y"], domain="com.microsoft", dvm_layout=layout,
+                         kernel_shape=[3, 3])
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", F, [1, 3, 5, 5])],
+                          [helper.make_tensor_value_info("y", F, None)], [const("w", np.ones((4, 3, 3, 3)))])
+    path = str(tmp_path / "bad.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14), helper.make_opsetid("com.microsoft", 1)],
+                                  ir_version=8).SerializeToString())
+    r = subprocess.run([DVM, "compile", path, "-o", str(tmp_path / "bad.dvmb")], capture_output=True, text=True)
+    assert r.returncode == 2 and 'node "FusedConv_0"' in r.stderr and "dvm_layout" in r.stderr, r.stderr
+
+
+CLS = os.path.join(HERE, "..", "real", "models", "ch_ppocr_mobile_v2.0_cls_infer.onnx")
+
+
+@pytest.mark.parametrize("model_name", ["ppocr_det", "ppocr_rec", "ppocr_cls", "resnet_fixture", "yolo_tiny"])
+def test_conv_nhwc_models(tmp_path, model_name):
+    """On the PP-OCR models, the ResNet fixture and the YOLO export: the
+    pass fires, results match with it off at 1 and 2 threads (a 1x1 conv
+    reading or writing NHWC runs blocked, not as a GEMM: another order of
+    sums)."""
+    if model_name == "ppocr_cls":
+        onnx_path, spec = CLS, {"x": ("f32", ["n", 3, 48, 192], 0)}
+        envs = [dict(n=1), dict(n=3)]
+    else:
+        onnx_path, spec, envs = MODELS[model_name]
+    if not os.path.exists(onnx_path):
+        pytest.fail(f"{onnx_path} is missing (setup.sh)")
+    kept = ir(onnx_path).count("dvm_layout=")
+    assert kept >= (2 if model_name in ("resnet_fixture", "yolo_tiny") else 10), kept
+    a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
+    compile_(onnx_path, a)
+    compile_(onnx_path, b, "--disable", "conv_nhwc")
+    for env in envs:
+        feeds = feeds_for(spec, env, np.random.default_rng(4))
+        for threads in (1, 2):
+            x, y = run(tmp_path, a, feeds, 1, threads), run(tmp_path, b, feeds, 1, threads)
+            np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
 
 
 # ---- on the exports ----------------------------------------------------------
@@ -629,7 +740,8 @@ def test_cli():
     r = subprocess.run([DVM, "compile", "--list-passes"], capture_output=True, text=True)
     assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["layernorm", "gelu", "epilogue",
                                                                                    "skiplayernorm", "rmsnorm",
-                                                                                   "conv_act", "attention"], r.stdout
+                                                                                   "conv_act", "conv_nhwc",
+                                                                                   "attention"], r.stdout
     r = subprocess.run([DVM, "compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "--disable nosuch: no such pass" in r.stderr, r.stderr

@@ -307,7 +307,7 @@ def test_fused_conv(xs, ws, strides, pads, dil, group, bias, threads):
     ins = [x, w] + ([b] if bias else [])
     for i, (act, a, bt) in enumerate(FUSED_ACTS):
         ps, psh = [(1.0, 0.0), (0.7, -0.3), (-0.5, 2.0)][i % 3]
-        attrs = [Shape(strides), Shape(pads), Shape(dil), group, act, a, bt, ps, psh]
+        attrs = [Shape(strides), Shape(pads), Shape(dil), group, act, a, bt, ps, psh, 0]
         got = run1("fused_conv", ins, attrs, threads=threads)
         ra, rb = FUSED_DEFAULTS[act] if np.isnan(a) else (a, bt)
         want = ref_act(conv, act, ra, rb) * ps + psh
@@ -315,9 +315,47 @@ def test_fused_conv(xs, ws, strides, pads, dil, group, bias, threads):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"activation {act}")
 
 
+def channels_last(a):
+    """a's elements in [N, spatial..., C] order, under a's dims [N, C, spatial...]."""
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1)).reshape(a.shape)
+
+
+def from_channels_last(a):
+    return np.moveaxis(a.reshape((a.shape[0],) + a.shape[2:] + (a.shape[1],)), -1, 1)
+
+
+# fused_conv with X and/or Y channels last (pass conv_nhwc): the whole,
+# banded and sliced paths, awkward dims (1, primes, channels not a multiple
+# of 16), 1x1 (blocked then, not a GEMM), depthwise, groups, 1-D and 3-D, no
+# input channels.
+LAYOUT_CASES = [CONV_CASES[i] for i in (0, 2, 3, 8, 9, 13, 15, 16, 17, 18)] + SPLIT_CASES + [
+    ((1, 5, 1, 1), (7, 5, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, True),
+    ((1, 19, 1, 37), (23, 19, 1, 3), (1, 1), (0, 1, 0, 1), (1, 1), 1, True),
+    ((2, 13, 29, 1), (17, 13, 3, 1), (2, 1), (1, 0, 1, 0), (1, 1), 1, False),
+    ((1, 0, 5, 5), (6, 0, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("layout", [1, 2, 3])
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,bias", LAYOUT_CASES)
+def test_fused_conv_layout(xs, ws, strides, pads, dil, group, bias, layout, threads):
+    x, w = rand(*xs), rand(*ws)
+    b = rand(ws[0]) if bias else None
+    want = np.maximum(ref_conv(x, w, b, strides, pads, dil, group), 0) * 0.5 + 0.25
+    ins = [channels_last(x) if layout & 1 else x, w] + ([b] if bias else [])
+    attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 0.5, 0.25, layout]
+    got = run1("fused_conv", ins, attrs, threads=threads)
+    assert got.shape == want.shape
+    if layout & 2:
+        got = from_channels_last(got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("attrs,msg", [
-    ([9, 0.0, 0.0, 1.0, 0.0], r"fused_conv: activation 9 is not one of 9"),
-    ([1, 0.0, 0.0, float("inf"), 0.0], r"fused_conv: post_scale = inf must be finite"),
+    ([9, 0.0, 0.0, 1.0, 0.0, 0], r"fused_conv: activation 9 is not one of 9"),
+    ([1, 0.0, 0.0, float("inf"), 0.0, 0], r"fused_conv: post_scale = inf must be finite"),
+    ([1, 0.0, 0.0, 1.0, 0.0, 4], r"fused_conv: layout 4 is not 0 to 3"),
     ([1, 0.0, 0.0, 1.0], r"fused_conv"),
 ])
 def test_fused_conv_errors(attrs, msg):
