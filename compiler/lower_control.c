@@ -81,35 +81,107 @@ int lw_scalar_tensor(lowering *L, dvm_dtype dt, int v) {
   return t;
 }
 
-/* One scan output step: the tensor in register val (dtype dt), with a new
- * axis `axis`, joined to accumulator `acc` along it (taken as is on
- * iteration i == 0, else concatenated after it, or before it when
- * `prepend`: each iteration copies what came before). */
-void lw_append_scan(lowering *L, int val, dvm_dtype dt, int acc, int i, int axis, int prepend) {
-  int axes = dvmc_fn_reg(L->f), zero = lw_emit_int(L, 0), ax = lw_emit_int(L, axis), shape = dvmc_fn_reg(L->f);
-  int u = dvmc_fn_reg(L->f), first = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes, 1, ax}, 3);
+/* Register of val with a new axis of 1 at `axis` (a view). */
+static int unsqueezed(lowering *L, int val, int axis) {
+  int axes = dvmc_fn_reg(L->f), shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes, 1, lw_emit_int(L, axis)}, 3);
   dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "unsqueeze"), 1, shape, 2, val, axes}, 6);
   dvmc_fn_op3(L->f, DVM_OP_RESHAPE, u, val, shape);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, axes);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
-  dvmc_fn_op3(L->f, DVM_OP_EQ, first, i, zero);
-  uint32_t to_concat = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, first, 0);
-  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, u);
-  uint32_t to_done = dvmc_fn_here(L->f) + 1;
-  dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
-  dvmc_fn_patch(L->f, to_concat, dvmc_fn_here(L->f));
-  int a = prepend ? u : acc, b = prepend ? acc : u;
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "concat"), 1, shape, 3, a, b, ax}, 7);
+  return u;
+}
+
+/* dst[.., at:at+n, ..] = src[.., 0:n, ..] along `axis` (registers), in
+ * place in dst: the copy_into kernel, which fails naming both shapes when
+ * src does not fit (a scan output whose shape changes between
+ * iterations). */
+static void copy_rows(lowering *L, int dst, int src, int axis, int at, int n) {
+  int k = dvmc_emit_kernel(L->e, "copy_into", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, dst, 1, src, 3, axis, at, n}, 10);
+}
+
+/* Register `out` gets a new tensor of dtype dt shaped like x (a tensor
+ * register) with dim `axis` set to register n. */
+static void alloc_with_dim(lowering *L, int out, dvm_dtype dt, int x, int axis, int n) {
+  int shape = dvmc_fn_reg(L->f);
+  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "with_dim"), 1, shape, 3, x, axis, n}, 7);
   dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, shape, DVM_DEVICE_CPU}, 4);
-  int k = dvmc_emit_kernel(L->e, "concat", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 2, a, b, 1, ax}, 9);
-  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, out);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, out);
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
-  dvmc_fn_patch(L->f, to_done, dvmc_fn_here(L->f));
+}
+
+/* One scan output step when the number of slices (register width) is
+ * known before the loop (Scan): on iteration i == 0, acc becomes a tensor
+ * of dtype dt shaped like the tensor in register val with a new axis
+ * `axis` of `width` (filled with zeros when `zero`: opset 8's padding);
+ * every iteration writes val there at index `at` (a register), in place:
+ * each slice is copied once. */
+void lw_put_scan(lowering *L, int val, dvm_dtype dt, int acc, int i, int at, int width, int axis, int zero) {
+  int ax = lw_emit_int(L, axis), u = unsqueezed(L, val, axis);
+  uint32_t to_put = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JNZ, i, 0);
+  dvmc_fn_op1(L->f, DVM_OP_RELEASE, acc);
+  alloc_with_dim(L, acc, dt, u, ax, width);
+  if (zero) {
+    int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
+    dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, acc, 0, 1, lw_emit_int(L, 0)}, 7);
+  }
+  dvmc_fn_patch(L->f, to_put, dvmc_fn_here(L->f));
+  copy_rows(L, acc, u, ax, at, lw_emit_int(L, 1));
   dvmc_fn_op1(L->f, DVM_OP_RELEASE, u);
+}
+
+/* Loop's scan outputs step, where the number of iterations is not known
+ * before the loop (the condition may stop it before the trip count, which
+ * may be "infinite"): scan[k] (its first `cap` rows along axis 0 in use up
+ * to i) gets the body's val[k] at row i. When i reaches cap, every
+ * accumulator moves to a new one of min(max(2 cap, 16), trips) rows, its
+ * i rows copied: each row is copied O(1) times on average. */
+static void loop_put_scans(lowering *L, int nscan, const int *val, const dvm_dtype *dt, const int *scan, int i,
+                           int cap, int trips) {
+  int u[64], fresh[64], zero = lw_emit_int(L, 0), one = lw_emit_int(L, 1);
+  for (int k = 0; k < nscan; k++) u[k] = unsqueezed(L, val[k], 0);
+  int full = dvmc_fn_reg(L->f), grown = dvmc_fn_reg(L->f);
+  dvmc_fn_op3(L->f, DVM_OP_EQ, full, i, cap);
+  uint32_t to_put = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, full, 0);
+  dvmc_fn_op3(L->f, DVM_OP_ADD, grown, cap, cap);
+  dvmc_fn_op3(L->f, DVM_OP_MAX, grown, grown, lw_emit_int(L, 16));
+  dvmc_fn_op3(L->f, DVM_OP_MIN, grown, grown, trips);
+  for (int k = 0; k < nscan; k++) alloc_with_dim(L, fresh[k] = dvmc_fn_reg(L->f), dt[k], u[k], zero, grown);
+  uint32_t to_move = dvmc_fn_here(L->f) + 2; /* on iteration 0, the accumulators are placeholders */
+  dvmc_fn_op2(L->f, DVM_OP_JZ, i, 0);
+  for (int k = 0; k < nscan; k++) copy_rows(L, fresh[k], scan[k], zero, zero, i);
+  dvmc_fn_patch(L->f, to_move, dvmc_fn_here(L->f));
+  for (int k = 0; k < nscan; k++) {
+    dvmc_fn_op2(L->f, DVM_OP_MOVE, scan[k], fresh[k]);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, fresh[k]);
+  }
+  dvmc_fn_op2(L->f, DVM_OP_MOVE, cap, grown);
+  dvmc_fn_patch(L->f, to_put, dvmc_fn_here(L->f));
+  for (int k = 0; k < nscan; k++) {
+    copy_rows(L, scan[k], u[k], zero, i, one);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, u[k]);
+  }
+}
+
+/* After the loop: each used accumulator scan[k] (used[k]) with more rows
+ * than the i iterations filled (cap) is copied to exactly i rows. */
+static void loop_trim_scans(lowering *L, int nscan, const int *used, const dvm_dtype *dt, const int *scan, int i,
+                            int cap) {
+  int more = dvmc_fn_reg(L->f), zero = lw_emit_int(L, 0);
+  dvmc_fn_op3(L->f, DVM_OP_NE, more, cap, i);
+  uint32_t to_done = dvmc_fn_here(L->f) + 2;
+  dvmc_fn_op2(L->f, DVM_OP_JZ, more, 0);
+  for (int k = 0; k < nscan; k++) {
+    if (!used[k]) continue;
+    int t = dvmc_fn_reg(L->f);
+    alloc_with_dim(L, t, dt[k], scan[k], zero, i);
+    copy_rows(L, t, scan[k], zero, zero, i);
+    dvmc_fn_op2(L->f, DVM_OP_MOVE, scan[k], t);
+    dvmc_fn_op1(L->f, DVM_OP_RELEASE, t);
+  }
+  dvmc_fn_patch(L->f, to_done, dvmc_fn_here(L->f));
 }
 
 /* When no iteration ran (i == 0), each of the nscan accumulators scan[k]
@@ -158,8 +230,9 @@ dvm_status *lw_empty_scans(lowering *L, const dvmc_node *n, const dvmc_value *co
 }
 
 /* Loop: a counted and/or conditional loop in bytecode; loop-carried values
- * move from the body's outputs back to its inputs; scan outputs grow by
- * concatenation (append_scan). */
+ * move from the body's outputs back to its inputs; scan outputs are
+ * written row by row into accumulators that grow geometrically
+ * (loop_put_scans), cut to the iteration count after the loop. */
 dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   const dvmc_attr *ba = dvmc_attr_find(n, "body");
   if (!ba || ba->type != DVMC_ATTR_GRAPH) return lw_unsupported(n, "Loop needs a body graph");
@@ -199,6 +272,8 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     dvmc_fn_op2(L->f, DVM_OP_IMM, cond, 1);
   }
   dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
+  int cap = dvmc_fn_reg(L->f); /* rows the scan accumulators have */
+  dvmc_fn_op2(L->f, DVM_OP_IMM, cap, 0);
   for (int k = 0; k < ncarried; k++) {
     int reg;
     if ((st = lw_reg_of(L, n->in[2 + k], &reg))) return st;
@@ -255,16 +330,19 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     else if (src[k] != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], src[k]);
     if (clash) dvmc_fn_op1(L->f, DVM_OP_RELEASE, src[k]);
   }
+  int val[64], used[64];
+  dvm_dtype sdt[64];
   for (int k = 0; k < nscan; k++) {
     const dvmc_value *v = body->outputs[1 + ncarried + k];
-    int val;
     if (v->kind != DVMC_TENSOR)
       return lw_unsupported(n, "scan output %d is a %s; scan outputs of tensors only are supported", k,
                             dvmc_kind_name(v->kind));
-    if ((st = lw_reg_of(L, v, &val))) return st;
+    if ((st = lw_reg_of(L, v, &val[k]))) return st;
     if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
-    lw_append_scan(L, val, v->dtype, scan[k], i, 0, 0);
+    sdt[k] = v->dtype;
+    used[k] = ncarried + k < n->nout && n->out[ncarried + k];
   }
+  if (nscan) loop_put_scans(L, nscan, val, sdt, scan, i, cap, trips);
   for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
     int reg = lw_lookup(L, body->outputs[k]);
     int is_car = 0;
@@ -297,6 +375,7 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     }
     if (!lw_bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
+  if (nscan) loop_trim_scans(L, nscan, used, sdt, scan, i, cap);
   const dvmc_value *outs[64] = {0};
   for (int k = 0; k < nscan; k++) outs[k] = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
   if ((st = lw_empty_scans(L, n, outs, (const dvmc_value *const *)body->outputs + 1 + ncarried, nscan, scan, NULL, i)))

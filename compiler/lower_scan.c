@@ -2,8 +2,9 @@
  * (lower_control.c): iteration t gathers slice t of every scan input along
  * its axis (slice T-1-t for a reverse direction), binds the body's inputs
  * to the states and the slices, runs the body (lowered inline, once),
- * moves its state outputs back and joins each scan output along its axis
- * (in front for a reverse direction). Opset 8 has an optional
+ * moves its state outputs back and writes each scan output's slice t in
+ * place along its axis (slice T-1-t for a reverse direction) of a tensor
+ * made on iteration 0 with T slices (lw_put_scan). Opset 8 has an optional
  * sequence_lens input first and a batch axis 0 on every input and output:
  * there the scan runs once per batch row inside an outer loop, for that
  * row's length (a reverse input from its last step within the length),
@@ -93,6 +94,7 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
   dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
   dvmc_fn_op3(L->f, DVM_OP_SUB, last, len, one);
   for (int j = 0; j < S->m; j++) any_rev |= S->in_rev[j];
+  for (int k = 0; k < S->nk; k++) any_rev |= 2 * S->out_rev[k];
   uint32_t head = dvmc_fn_here(L->f);
   int go = dvmc_fn_reg(L->f);
   dvmc_fn_op3(L->f, DVM_OP_LT, go, i, len);
@@ -100,11 +102,10 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
   dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
   /* everything up to the back edge is the loop's: depth > 0 */
   L->depth++;
-  int it = lw_scalar_tensor(L, DVM_I64, i), rt = -1, slice[MAX_IO];
-  if (any_rev) {
-    int ri = dvmc_fn_reg(L->f);
-    dvmc_fn_op3(L->f, DVM_OP_SUB, ri, last, i);
-    rt = lw_scalar_tensor(L, DVM_I64, ri);
+  int it = lw_scalar_tensor(L, DVM_I64, i), rt = -1, ri = -1, slice[MAX_IO];
+  if (any_rev) { /* the step from the end: last - i */
+    dvmc_fn_op3(L->f, DVM_OP_SUB, ri = dvmc_fn_reg(L->f), last, i);
+    if (any_rev & 1) rt = lw_scalar_tensor(L, DVM_I64, ri);
   }
   for (int j = 0; j < S->m; j++) slice[j] = gather_at(L, x[j], xdt[j], S->in_rev[j] ? rt : it, S->in_axis[j]);
   for (int k = 0; k < S->ns + S->m; k++) {
@@ -130,7 +131,8 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
     int val;
     if ((st = lw_reg_of(L, v, &val))) return st;
     if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
-    lw_append_scan(L, val, v->dtype, ys[k], i, S->out_axis[k], S->out_rev[k]);
+    lw_put_scan(L, val, v->dtype, ys[k], i, S->out_rev[k] ? ri : i, steps >= 0 ? *full : len, S->out_axis[k],
+                steps >= 0);
   }
   for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
     int reg = lw_lookup(L, body->outputs[k]), is_car = 0;
@@ -149,31 +151,6 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
   dvmc_fn_op1(L->f, DVM_OP_JMP, head);
   dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
   return lw_empty_scans(L, n, S->used, (const dvmc_value *const *)body->outputs + S->ns, S->nk, ys, S->out_axis, i);
-}
-
-/* Scan output y (dtype dt), steps long along axis 0, padded with zero
- * slices to `full` (opset 8's rows shorter than the longest). */
-static void pad_scan(lowering *L, int y, dvm_dtype dt, int steps, int full) {
-  int j = dvmc_fn_reg(L->f), go = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1), z = dvmc_fn_reg(L->f);
-  int shape = dvmc_fn_reg(L->f), t0 = lw_scalar_tensor(L, DVM_I64, lw_emit_int(L, 0));
-  int slice = gather_at(L, y, dt, t0, 0);
-  dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, shape, slice);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){z, dt, shape, DVM_DEVICE_CPU}, 4);
-  int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, z, 0, 1, lw_emit_int(L, 0)}, 7);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, slice);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, t0);
-  dvmc_fn_op3(L->f, DVM_OP_ADD, j, steps, lw_emit_int(L, 0));
-  uint32_t head = dvmc_fn_here(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_LT, go, j, full);
-  uint32_t exit = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
-  lw_append_scan(L, z, dt, y, j, 0, 0);
-  dvmc_fn_op3(L->f, DVM_OP_ADD, j, j, one);
-  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
-  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, z);
 }
 
 /* Opset 8: the scan once per row b of the batch axis 0 (for lens[b]
@@ -212,15 +189,14 @@ static dvm_status *batch_loop(lowering *L, const scan_spec *S, const int *s, con
     dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "item"), 1, steps = dvmc_fn_reg(L->f), 1, lt}, 5);
   dvm_status *st = scan_loop(L, S, sb, sdt, xb, xdt, car, ys, steps, &full);
   if (st) return st;
-  for (int k = 0; steps >= 0 && k < S->nk; k++) pad_scan(L, ys[k], S->body->outputs[S->ns + k]->dtype, steps, full);
   if (lt >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, lt);
   for (int k = 0; k < S->ns; k++) {
-    lw_append_scan(L, car[k], sdt[k], accS[k], b, 0, 0);
+    lw_put_scan(L, car[k], sdt[k], accS[k], b, b, batch, 0, 0);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, car[k]);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, sb[k]);
   }
   for (int k = 0; k < S->nk; k++) {
-    lw_append_scan(L, ys[k], S->body->outputs[S->ns + k]->dtype, accY[k], b, 0, 0);
+    lw_put_scan(L, ys[k], S->body->outputs[S->ns + k]->dtype, accY[k], b, b, batch, 0, 0);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, ys[k]);
   }
   for (int k = 0; k < S->m; k++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, xb[k]);

@@ -213,6 +213,26 @@ static dvm_status *shapefn_unsqueeze(const dvm_value *in, int nin, dvm_value *ou
   return NULL;
 }
 
+/* with_dim(x, axis, n): x's shape (x a tensor or a shape) with dim `axis`
+ * set to n >= 0 (a scan output's full shape from one slice's: Loop and
+ * Scan, compiler/lower_control.c). */
+static dvm_status *shapefn_with_dim(const dvm_value *in, int nin, dvm_value *out, int nout) {
+  const char *fn = "with_dim";
+  int r, ax = 0;
+  const int64_t *d;
+  int64_t axis = 0, n = 0, o[DVM_MAX_RANK];
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 3, 3, nout, 1);
+  if (!st) st = dvm_shape_arg(fn, &in[0], 0, &r, &d);
+  if (!st) st = dvm_movement_int(fn, in, 1, "axis", &axis);
+  if (!st) st = dvm_movement_int(fn, in, 2, "n", &n);
+  if (!st) st = dvm_movement_axis(fn, axis, r, &ax);
+  if (st) return st;
+  if (n < 0) return ERR("%s: dim %lld is negative", fn, (long long)n);
+  for (int i = 0; i < r; i++) o[i] = i == ax ? n : d[i];
+  dvm_shape_set(&out[0], r, o);
+  return NULL;
+}
+
 static dvm_status *shapefn_flatten(const dvm_value *in, int nin, dvm_value *out, int nout) {
   const char *fn = "flatten";
   int r;
@@ -776,6 +796,7 @@ const dvm_shapefn_def dvm_shapefn_movement_table[] = {
     {"reshape", shapefn_reshape},
     {"squeeze", shapefn_squeeze},
     {"unsqueeze", shapefn_unsqueeze},
+    {"with_dim", shapefn_with_dim},
     {"flatten", shapefn_flatten},
     {"transpose", shapefn_transpose},
     {"gather", shapefn_gather},

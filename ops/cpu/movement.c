@@ -8,6 +8,11 @@
  *   gather_elements(in: data, indices; attrs: axis:int) -> y
  *   slice(in: data, starts, ends[, axes[, steps]]) -> y   i64 or i32 host tensors
  *   concat(in: x0, ..., xn; attrs: axis:int) -> y
+ *   copy_into(in: x; attrs: axis:int, at:int, n:int) -> y   y given, written in
+ *          place: y[.., at:at+n, ..] = x[.., 0:n, ..] along axis, the rest of
+ *          y kept; x has y's rank and its dims off the axis (Loop and Scan
+ *          outputs, slice by slice; their full shape from shape function
+ *          with_dim(x, axis, n): x's shape with dim axis set to n)
  *   split(in: x[, split]; attrs: axis:int, num_outputs:int) -> y0, ..., yk
  *                                      split: i64 sizes; both attrs optional
  *   expand(in: x, shape) -> y                          shape: i64, bidirectional broadcast
@@ -640,6 +645,48 @@ static dvm_status *concat(const dvm_kernel_args *a) {
   return NULL;
 }
 
+/* copy_into(out y; in x; attrs axis, at, n): y[.., at:at+n, ..] = x[..,
+ * 0:n, ..] along `axis`, in place in y (the rest of y is left as it is);
+ * x and y have one dtype and rank and equal dims off the axis. Loop and
+ * Scan write each iteration's scan output slice with it, and a growing
+ * Loop output its rows into a larger buffer (compiler/lower_control.c). */
+static dvm_status *copy_into(const dvm_kernel_args *a) {
+  const char *op = "copy_into";
+  dvm_status *st = dvm_cpu_check_io(a, op, 1, 1, 1, 1);
+  if (st) return st;
+  int64_t v[3];
+  if (a->nattrs != 3) return ERR("%s: takes 3 attributes (axis, at, n), got %d", op, a->nattrs);
+  for (int k = 0; k < 3; k++) {
+    if (a->attrs[k].kind != DVM_VAL_INT) return ERR("%s: attribute %d must be an int", op, k);
+    v[k] = a->attrs[k].u.i;
+  }
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int64_t axis = v[0], at = v[1], n = v[2];
+  int bad = x->rank != y->rank || axis < 0 || axis >= y->rank, dim = -1;
+  for (int i = 0; !bad && i < y->rank; i++)
+    if (i != axis && x->dims[i] != y->dims[i]) bad = 1, dim = i;
+  if (!bad && (n < 0 || n > x->dims[axis] || at < 0 || at > y->dims[axis] - n)) bad = 2;
+  if (bad) {
+    char xs[DVM_SHAPE_STR_SIZE], ys[DVM_SHAPE_STR_SIZE];
+    dvm_shape_str(xs, x->rank, x->dims);
+    dvm_shape_str(ys, y->rank, y->dims);
+    if (bad == 2)
+      return ERR("%s: %lld rows of input %s at %lld of output %s along axis %lld are out of range", op, (long long)n,
+                 xs, (long long)at, ys, (long long)axis);
+    if (dim >= 0)
+      return ERR("%s: input %s does not fit output %s off axis %lld (dim %d differs; a Loop or Scan output's "
+                 "slices must have one shape)", op, xs, ys, (long long)axis, dim);
+    return ERR("%s: input %s and output %s along axis %lld: the ranks differ or the axis is out of range", op, xs, ys,
+               (long long)axis);
+  }
+  int64_t outer, inner;
+  outer_inner(y->dims, y->rank, (int)axis, &outer, &inner);
+  size_t esz = dvm_dtype_size((dvm_dtype)y->dtype);
+  copy_block(outer, n * inner, esz, dvm_tensor_ptr(x), x->dims[axis] * inner,
+             (char *)dvm_tensor_ptr(y) + at * inner * (int64_t)esz, y->dims[axis] * inner, dvm_kargs_threads(a));
+  return NULL;
+}
+
 static dvm_status *split(const dvm_kernel_args *a) {
   call_values cv;
   int axis;
@@ -974,6 +1021,7 @@ const dvm_kernel_def dvm_cpu_movement_kernels[] = {
     {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements"},
     {"slice", DVM_DEVICE_CPU, slice, "slice"},
     {"concat", DVM_DEVICE_CPU, concat, "concat"},
+    {"copy_into", DVM_DEVICE_CPU, copy_into, NULL},
     {"split", DVM_DEVICE_CPU, split, "split"},
     {"expand", DVM_DEVICE_CPU, expand, "expand"},
     {"tile", DVM_DEVICE_CPU, tile, "tile"},

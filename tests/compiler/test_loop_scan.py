@@ -1,6 +1,8 @@
-"""Loop scan outputs (lower_control.c's append_scan): each iteration's value, with a
-new axis 0, concatenated; compared with ONNX Runtime for counted loops,
-loops that stop on their condition, and empty scans (no iteration)."""
+"""Loop and Scan scan outputs (lower_control.c's loop_put_scans and lw_put_scan):
+each iteration's value written in place at its row of an accumulator (a Loop's
+grows geometrically, a Scan's is made once); compared with ONNX Runtime for
+counted loops, loops that stop on their condition, thousands of iterations,
+several dtypes, and empty scans (no iteration)."""
 import os
 import subprocess
 
@@ -407,3 +409,117 @@ def test_carried_values_passed_on_swapped(tmp_path, op):
         check(got, want)
         if op == "Loop":
             check(got, sess.run(None, feeds))
+
+
+# ---- many iterations: scan outputs written in place (lw_put_scan, loop_put_scans) ----
+
+DTYPES = [(TensorProto.FLOAT16, np.float16), (TensorProto.DOUBLE, np.float64), (TensorProto.INT8, np.int8),
+          (TensorProto.UINT8, np.uint8), (TensorProto.INT32, np.int32), (TensorProto.BOOL, np.bool_)]
+
+
+def dtype_loop_model(tmp, trip_count):
+    """x [3] carried, x + it each iteration; scans x2 (f32), it (i64 scalar)
+    and x2 cast to each of DTYPES; the body's condition is it + 1 < stop.
+    trip_count False: no trip count (an 'infinite' loop the condition ends)."""
+    nodes = [helper.make_node("Cast", ["it"], ["itf"], to=F),
+             helper.make_node("Add", ["x", "itf"], ["x2"]),
+             helper.make_node("Identity", ["it"], ["its"]),
+             helper.make_node("Add", ["it", "one"], ["next"]),
+             helper.make_node("Less", ["next", "stop"], ["cout"])]
+    nodes += [helper.make_node("Cast", ["x2"], [f"c{k}"], to=t) for k, (t, _) in enumerate(DTYPES)]
+    body = helper.make_graph(nodes, "body", [vi("it", I64, []), vi("cin", B, []), vi("x", F, [3])],
+                             [vi("cout", B, []), vi("x2", F, [3]), vi("y", F, [3]), vi("its", I64, [])]
+                             + [vi(f"c{k}", t, [3]) for k, (t, _) in enumerate(DTYPES)])
+    body.node.append(helper.make_node("Identity", ["x2"], ["y"]))
+    outs = ["xf", "ys", "its_s"] + [f"cs{k}" for k in range(len(DTYPES))]
+    loop = helper.make_node("Loop", ["n" if trip_count else "", "c", "x0"], outs, body=body, name="loop")
+    ins = [vi("x0", F, [3]), vi("stop", I64, [])] + ([vi("n", I64, [])] if trip_count else [])
+    g = helper.make_graph([loop], "g", ins, [vi("xf", F), vi("ys", F), vi("its_s", I64)]
+                          + [vi(f"cs{k}", t) for k, (t, _) in enumerate(DTYPES)],
+                          [numpy_helper.from_array(np.array(True), "c"), numpy_helper.from_array(np.int64(1), "one")])
+    path = str(tmp / f"dtypes{int(trip_count)}.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    mod = path.replace(".onnx", ".dvmb")
+    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return path, mod
+
+
+@pytest.mark.parametrize("trip_count", [True, False])
+def test_loop_scans_many_iterations_and_dtypes(tmp_path, trip_count):
+    # Counts across the accumulators' growth (16, 32, ... rows), thousands
+    # of iterations, the condition stopping before the trip count (the
+    # accumulator cut to the count), no trip count at all (INT64_MAX), and
+    # every scan output dtype bit for bit as ONNX Runtime makes it.
+    path, mod = dtype_loop_model(tmp_path, trip_count)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    big = 1 << 40
+    cases = [(1, big), (15, big), (16, big), (17, big), (33, 20), (4999, big), (5000, 2501)] if trip_count else \
+        [(None, 1), (None, 16), (None, 17), (None, 3001)]
+    nout = 3 + len(DTYPES)
+    for n, stop in cases:
+        feeds = {"x0": rng.standard_normal(3).astype(np.float32) * 100, "stop": np.array(stop, np.int64)}
+        if n is not None:
+            feeds["n"] = np.array(n, np.int64)
+        q, got = run_feeds(tmp_path, mod, feeds, nout)
+        assert q.returncode == 0, q.stderr
+        want = sess.run(None, feeds)
+        count = min(n if n is not None else big, stop)
+        assert got[1].shape == (count, 3) and got[2].shape == (count,), (n, stop, got[1].shape)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape, (n, stop, g.dtype, w.dtype, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w)
+
+
+def test_loop_scans_of_no_iteration_keep_dtypes(tmp_path):
+    path, mod = dtype_loop_model(tmp_path, True)
+    feeds = {"x0": np.ones(3, np.float32), "stop": np.array(5, np.int64), "n": np.array(0, np.int64)}
+    q, got = run_feeds(tmp_path, mod, feeds, 3 + len(DTYPES))
+    assert q.returncode == 0, q.stderr
+    assert got[1].shape == (0, 3) and got[2].shape == (0,) and got[2].dtype == np.int64
+    for g, (_, dt) in zip(got[3:], DTYPES):
+        assert g.shape == (0, 3) and g.dtype == dt
+
+
+@pytest.mark.parametrize("attrs", SCAN_ATTRS)
+def test_scan_many_steps(tmp_path, attrs):
+    # 3001 steps, reverse directions and scan_output_axes other than 0: each
+    # slice lands at its place in the output made on step 0.
+    path, mod, p = scan_model(tmp_path, **attrs)
+    assert p.returncode == 0, p.stderr
+    feeds = scan_feeds(3001, 2, 3, attrs)
+    q, got = run_feeds(tmp_path, mod, feeds, 4)
+    assert q.returncode == 0, q.stderr
+    check(got, scan_ref(*feeds.values(), **ref_args(attrs)))
+    check(got, ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds))
+
+
+@pytest.mark.parametrize("op", ["Loop", "Scan"])
+def test_scan_output_changing_shape_fails(tmp_path, op):
+    # ONNX wants one shape for a scan output on every iteration: a body whose
+    # scan value is Range(0, k) with k changing fails at run time naming the
+    # node and both shapes, and writes nothing out of bounds.
+    rng_nodes = [helper.make_node("Range", ["zero", "k", "one"], ["r"], name="range")]
+    if op == "Loop":
+        body = helper.make_graph([helper.make_node("Add", ["it", "one"], ["k"])] + rng_nodes
+                                 + [helper.make_node("Identity", ["cin"], ["cout"])], "body",
+                                 [vi("it", I64, []), vi("cin", B, [])], [vi("cout", B, []), vi("r", I64)])
+        node = helper.make_node("Loop", ["n", "c"], ["y"], body=body, name="growing")
+        ins, feeds = [vi("n", I64, [])], {"n": np.array(3, np.int64)}
+    else:
+        body = helper.make_graph([helper.make_node("Identity", ["xt"], ["k"])] + rng_nodes, "body",
+                                 [vi("xt", I64, [])], [vi("r", I64)])
+        node = helper.make_node("Scan", ["x"], ["y"], body=body, num_scan_inputs=1, name="growing")
+        ins, feeds = [vi("x", I64, ["T"])], {"x": np.array([2, 2, 5], np.int64)}
+    g = helper.make_graph([node], "g", ins, [vi("y", I64)],
+                          [numpy_helper.from_array(np.array(True), "c"), numpy_helper.from_array(np.int64(0), "zero"),
+                           numpy_helper.from_array(np.int64(1), "one")])
+    path = str(tmp_path / "growing.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    mod = path.replace(".onnx", ".dvmb")
+    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    q, _ = run_feeds(tmp_path, mod, feeds, 1)
+    assert q.returncode != 0, q.stderr
+    want = "input [1,2] does not fit output [3,1]" if op == "Loop" else "input [1,5] does not fit output [3,2]"
+    assert 'node "growing"' in q.stderr and want in q.stderr and "slices must have one shape" in q.stderr, q.stderr

@@ -1,6 +1,6 @@
-"""Movement kernels (transpose, gather, gather_elements, slice, concat, split,
-expand, tile, pad, trilu) and the view shape functions (reshape, squeeze,
-unsqueeze, flatten) against NumPy, through the whole stack, and against the
+"""Movement kernels (transpose, gather, gather_elements, slice, concat, copy_into,
+split, expand, tile, pad, trilu) and the view shape functions (reshape, squeeze,
+unsqueeze, flatten, with_dim) against NumPy, through the whole stack, and against the
 ONNX backend node tests."""
 import itertools
 import os
@@ -426,6 +426,66 @@ def test_concat_errors():
         run0("concat", [rand(()), rand(())], [0])
     with pytest.raises(DvmError, match=r"concat: input 1 is i32, input 0 is f32"):
         run1("concat", [rand((2,)), rand((2,), np.int32)], [0])
+
+
+# ---- copy_into (Loop and Scan outputs), the with_dim shape function ----
+
+def copy_into(y0, x, axis, at, n):
+    """y, a copy of y0 (shape with_dim(y0, axis, dim)), then x's first n
+    rows along axis written at row `at` of y by copy_into, in place."""
+    dt = DTYPES[y0.dtype]
+    text = "\n".join([
+        ".kernel copy_into cpu 1", ".shapefn with_dim", ".func main regs=12",
+        f"  .param y0 tensor {dt} [{', '.join(map(str, y0.shape))}]",
+        f"  .param x tensor {DTYPES[x.dtype]} [{', '.join(map(str, x.shape))}]", "  .result y any",
+        f"  imm r2, {axis}", "  dim r3, r0, " + str(axis), "  shapefn with_dim, (r4), (r0, r2, r3)",
+        f"  alloc r5, {dt}, r4, cpu", "  imm r6, 0", "  invoke copy_into, -, (r5), (r0), (r2, r6, r3)",
+        f"  imm r7, {at}", f"  imm r8, {n}", "  invoke copy_into, -, (r5), (r1), (r2, r7, r8)", "  ret (r5)",
+        ".end"]) + "\n"
+    return exec_program(text, [y0, x])[0]
+
+
+def copy_into_ref(y0, x, axis, at, n):
+    y = y0.copy()
+    idx = [slice(None)] * y.ndim
+    idx[axis] = slice(at, at + n)
+    src = [slice(None)] * y.ndim
+    src[axis] = slice(0, n)
+    y[tuple(idx)] = x[tuple(src)]
+    return y
+
+
+@pytest.mark.parametrize("yshape,xshape,axis,at,n", [
+    ((5,), (1,), 0, 4, 1), ((5,), (5,), 0, 0, 5), ((7, 3), (1, 3), 0, 6, 1), ((7, 3), (4, 3), 0, 2, 3),
+    ((2, 13, 3), (2, 1, 3), 1, 0, 1), ((2, 13, 3), (2, 1, 3), 1, 12, 1), ((3, 5, 7), (3, 5, 1), 2, 6, 1),
+    ((4, 0, 3), (1, 0, 3), 0, 3, 1), ((0, 3), (0, 3), 0, 0, 0), ((5, 2), (3, 2), 0, 5, 0),
+    ((1, 1, 1), (1, 1, 1), 2, 0, 1), ((17, 257), (16, 257), 0, 1, 16),
+])
+def test_copy_into(yshape, xshape, axis, at, n):
+    y0, x = rand(yshape), rand(xshape)
+    np.testing.assert_array_equal(copy_into(y0, x, axis, at, n), copy_into_ref(y0, x, axis, at, n))
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_copy_into_dtypes(dtype):
+    y0, x = rand((3, 4, 2), dtype), rand((3, 1, 2), dtype)
+    np.testing.assert_array_equal(copy_into(y0, x, 1, 2, 1), copy_into_ref(y0, x, 1, 2, 1))
+
+
+def test_copy_into_errors():
+    y0 = rand((4, 3))
+    with pytest.raises(DvmError, match=r"copy_into: input \[1,2\] does not fit output \[4,3\] off axis 0 "
+                                       r"\(dim 1 differs; a Loop or Scan output's slices must have one shape\)"):
+        copy_into(y0, rand((1, 2)), 0, 0, 1)
+    with pytest.raises(DvmError, match=r"copy_into: input \[3\] and output \[4,3\] along axis 0: the ranks differ"):
+        copy_into(y0, rand((3,)), 0, 0, 1)
+    with pytest.raises(DvmError, match=r"copy_into: 1 rows of input \[1,3\] at 4 of output \[4,3\] along axis 0 "
+                                       r"are out of range"):
+        copy_into(y0, rand((1, 3)), 0, 4, 1)
+    with pytest.raises(DvmError, match=r"copy_into: 2 rows of input \[1,3\] at 0 of output"):
+        copy_into(y0, rand((1, 3)), 0, 0, 2)
+    with pytest.raises(DvmError, match=r"copy_into: output 0 is f32, input 0 is i32"):
+        copy_into(y0, rand((1, 3), np.int32), 0, 0, 1)
 
 
 @pytest.mark.parametrize("shape,sizes,axis", [

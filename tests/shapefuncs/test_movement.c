@@ -68,6 +68,15 @@ static const shape_case cases[] = {
     {"unsqueeze", {"[1,1,1,1,1,1,1]", "l[0,1]"},
      "unsqueeze: [1,1,1,1,1,1,1] with 2 new dims has rank 9, over 8"},
     {"unsqueeze", {"[2]"}, "unsqueeze: takes 2 inputs, got 1"},
+    /* with_dim (Loop and Scan outputs) */
+    {"with_dim", {"[1,64]", "i0", "i4000"}, "[4000,64]"},
+    {"with_dim", {"t[2,1,3]", "i1", "i0"}, "[2,0,3]"},
+    {"with_dim", {"[5,7]", "i-1", "i2"}, "[5,2]"},
+    {"with_dim", {"[5,7]", "i2", "i2"}, "with_dim: axis 2 is out of range for rank 2"},
+    {"with_dim", {"[]", "i0", "i2"}, "with_dim: axis 0 is out of range for rank 0"},
+    {"with_dim", {"[5,7]", "i0", "i-1"}, "with_dim: dim -1 is negative"},
+    {"with_dim", {"[5,7]", "i0", "f1"}, "with_dim: input 2 (n): expected an int, got float"},
+    {"with_dim", {"[5,7]", "i0"}, "with_dim: takes 3 inputs, got 2"},
     {"flatten", {"[2,3,4,5]"}, "[2,60]"},
     {"flatten", {"[2,3,4,5]", "i0"}, "[1,120]"},
     {"flatten", {"[2,3,4,5]", "i4"}, "[120,1]"},
@@ -285,7 +294,7 @@ static void test_split_many(void) {
 }
 
 static const char *const fns[] = {
-    "reshape", "squeeze", "unsqueeze", "flatten", "transpose", "gather", "gather_elements",
+    "reshape", "squeeze", "unsqueeze", "with_dim", "flatten", "transpose", "gather", "gather_elements",
     "slice", "concat", "split", "expand", "tile", "pad", "trilu", "nonzero", "range",
     "constant_of_shape", "gather_nd", "onehot", "compress", "unique", "nms",
 };
