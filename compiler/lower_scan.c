@@ -67,8 +67,9 @@ static void empty_accumulators(lowering *L, int n, int *acc) {
  * moved into fresh registers car[] that hold the final states after it;
  * scan inputs x[] (dtypes xdt[]); the scan outputs end in ys[]. steps >=
  * 0: a register holding the number of steps (checked to be 1 to the scan
- * inputs' length; a reverse input starts at step steps - 1); *full gets
- * the register of the scan inputs' length. */
+ * inputs' length; a reverse input or output starts at step steps - 1,
+ * and the scan outputs have the scan inputs' length, zeros past steps);
+ * *full gets the register of the scan inputs' length. */
 static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, const dvm_dtype *sdt, const int *x,
                              const dvm_dtype *xdt, int *car, int *ys, int steps, int *full) {
   const dvmc_node *n = S->n;
@@ -93,7 +94,7 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
   int i = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1), last = dvmc_fn_reg(L->f), any_rev = 0;
   dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
   dvmc_fn_op3(L->f, DVM_OP_SUB, last, len, one);
-  for (int j = 0; j < S->m; j++) any_rev |= S->in_rev[j];
+  for (int j = 0; j < S->m; j++) any_rev |= S->in_rev[j]; /* bit 1: a reverse input, 2: a reverse output */
   for (int k = 0; k < S->nk; k++) any_rev |= 2 * S->out_rev[k];
   uint32_t head = dvmc_fn_here(L->f);
   int go = dvmc_fn_reg(L->f);
