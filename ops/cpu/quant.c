@@ -381,15 +381,38 @@ static void batch_offsets(int ra, const int64_t *da, int rb, const int64_t *db, 
 
 /* The i32 product of widened a and b for one batch: rows of b are added
  * into rows of acc, the loop the vector clones vectorize. */
+/* acc [M, N] = a [M, K] . b [K, N], all i32. Blocks of 4 rows by 16
+ * columns are summed over all of K in locals the vector clones keep in
+ * registers (4 x 16 i32: four zmm or eight ymm), each b load serving four
+ * rows; the rest of the rows and columns one row at a time. */
+#define IMM_R 4
+#define IMM_C 16
 DVM_VEC static void int_matmul(const int32_t *a, const int32_t *b, int64_t M, int64_t K, int64_t N, int32_t *acc) {
-  for (int64_t m = 0; m < M; m++) {
-    int32_t *row = acc + m * N;
-    memset(row, 0, sizeof(int32_t) * (size_t)N);
+  int64_t m = 0, nb = N / IMM_C * IMM_C;
+  for (; m + IMM_R <= M; m += IMM_R)
+    for (int64_t n0 = 0; n0 < nb; n0 += IMM_C) {
+      int32_t t[IMM_R][IMM_C] = {{0}};
+      for (int64_t k = 0; k < K; k++) {
+        const int32_t *bk = b + k * N + n0;
+#pragma GCC unroll 4
+        for (int r = 0; r < IMM_R; r++) {
+          int32_t av = a[(m + r) * K + k];
+#pragma omp simd
+          for (int n = 0; n < IMM_C; n++) t[r][n] += av * bk[n];
+        }
+      }
+      for (int r = 0; r < IMM_R; r++) memcpy(acc + (m + r) * N + n0, t[r], sizeof t[r]);
+    }
+  for (int64_t mm = 0; mm < M; mm++) { /* the rows after the blocks; the columns after them in every row */
+    int64_t n0 = mm < m ? nb : 0;
+    int32_t *row = acc + mm * N;
+    if (n0 == N) continue;
+    memset(row + n0, 0, sizeof(int32_t) * (size_t)(N - n0));
     for (int64_t k = 0; k < K; k++) {
-      int32_t av = a[m * K + k];
+      int32_t av = a[mm * K + k];
       const int32_t *brow = b + k * N;
 #pragma omp simd
-      for (int64_t n = 0; n < N; n++) row[n] += av * brow[n];
+      for (int64_t n = n0; n < N; n++) row[n] += av * brow[n];
     }
   }
 }

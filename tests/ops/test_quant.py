@@ -131,7 +131,10 @@ def test_dynamic_quantize_linear(tmp_path, shape, kind):
 
 # (a shape, b shape): 1-D operands, 0 and 1 and prime dims, broadcast batches
 PRODUCTS = [((5,), (5, 3)), ((4, 5), (5,)), ((5,), (5,)), ((1, 1), (1, 1)), ((0, 7), (7, 3)), ((3, 0), (0, 2)),
-            ((13, 17), (17, 11)), ((2, 7, 5), (5, 3)), ((3, 1, 4, 5), (2, 5, 6)), ((1, 3, 2), (4, 1, 2, 7))]
+            ((13, 17), (17, 11)), ((2, 7, 5), (5, 3)), ((3, 1, 4, 5), (2, 5, 6)), ((1, 3, 2), (4, 1, 2, 7)),
+            # the i32 loop's blocks of 4 rows x 16 columns: exactly one; two and
+            # leftover rows and columns; a batch of them
+            ((4, 3), (3, 16)), ((9, 19), (19, 35)), ((2, 5, 23), (23, 17))]
 
 
 def operand(qt, shape):
