@@ -521,9 +521,10 @@ typedef struct to_float {
   float *y;
 } to_float;
 
-DVM_VEC static void float_rows(const int32_t *acc, int64_t rows, int64_t N, const float *scale, const float *bias,
-                               float *y) {
+DVM_VEC static void float_rows(const int32_t *acc, int64_t rows, int64_t N, const float *restrict scale,
+                               const float *restrict bias, float *restrict y) {
   for (int64_t r = 0; r < rows; r++, acc += N, y += N)
+#pragma omp simd
     for (int64_t n = 0; n < N; n++) y[n] = (float)acc[n] * scale[n] + bias[n];
 }
 
