@@ -74,7 +74,8 @@ dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g) {
     const op_rule *r = lw_find_rule(n);
     dvmc_fn_loc(L->f, n->name);
     if (i >= group_end && L->fuse) {
-      int end = lw_group_at(L, g, i);
+      int end = L->stitch ? lw_stitch_at(L, g, i, uses, reads) : i;
+      if (end == i) end = lw_group_at(L, g, i);
       if (end > i) {
         if ((st = lw_lower_group(L, g, i, end, uses, reads))) break;
         for (int j = i; j < end; j++) /* the group's reads, now done */
@@ -283,7 +284,8 @@ static dvm_status *signature(lowering *L, const dvmc_value *v, dvm_sig *s) {
 
 dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opts, uint8_t **bytes,
                        size_t *size) {
-  lowering L = {.c = c, .g = g, .fuse = !(opts && opts->no_fusion), .plan = !(opts && opts->no_plan)};
+  lowering L = {.c = c, .g = g, .fuse = !(opts && opts->no_fusion),
+                .stitch = !(opts && (opts->no_fusion || opts->no_stitch)), .plan = !(opts && opts->no_plan)};
   dvm_status *st = dvmc_emit_create(&L.e);
   if (st) return st;
   L.f = dvmc_emit_func(L.e, opts && opts->function ? opts->function : "main");

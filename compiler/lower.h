@@ -9,6 +9,7 @@
 typedef struct dvmc_options {
   const char *function; /* name of the entry function; default "main" */
   int no_fusion;        /* keep every elementwise node its own kernel call */
+  int no_stitch;        /* keep reductions out of fused groups (no row stitching) */
   int no_plan;          /* no arena: every tensor its own allocation */
 } dvmc_options;
 

@@ -9,6 +9,8 @@
  *   lower_ops.c      the op table's lowering columns and the special
  *                    lowerings of single ops
  *   lower_fuse.c     elementwise chains as one fused kernel call
+ *   lower_stitch.c   row stitching: reductions over the last axis with
+ *                    their elementwise producers and consumers, one call
  *   lower_control.c  If and Loop
  *   lower_scan.c     Scan
  *   lower_seq.c      sequences and optionals (tuples in the VM)
@@ -42,6 +44,7 @@ typedef struct {
   int fused;                 /* fused kernel entries so far */
   int tfidfs;                /* tfidf kernel entries so far */
   int fuse;                  /* fusion on */
+  int stitch;                /* row stitching on (lower_stitch.c) */
   const dvmc_expr **memo;    /* expressions computed in top-level code, */
   int *memo_reg;             /* and their registers (they dominate the rest) */
   size_t nmemo, memo_cap;
@@ -153,9 +156,33 @@ void lw_set_kind(const dvmc_value *v, dvmc_kind k);
 DVM_MUST_USE dvm_status *lw_check_kinds(const dvmc_node *n);
 
 /* lower_fuse.c */
+/* The end (exclusive) of the elementwise group at node i, or i. */
 int lw_group_at(const lowering *L, const dvmc_graph *g, int i);
+/* Lowers nodes [first, end) as one fused call (a row program when one is a
+ * row reduction); uses and reads say who reads each value. */
 DVM_MUST_USE dvm_status *lw_lower_group(lowering *L, const dvmc_graph *g, int first, int end, const int *uses,
                                         const id_list *reads);
+/* Whether lw_lower_group would lower nodes [first, end) (and not decline
+ * with an error). */
+int lw_group_builds(const lowering *L, const dvmc_graph *g, int first, int end, const int *uses,
+                    const id_list *reads);
+/* n is an f32 elementwise node the fused program has an op for. */
+int lw_fuses(const dvmc_node *n);
+/* v is a one-element f32 constant, folded into a fused program. */
+int lw_fuse_scalar(const dvmc_value *v);
+/* v's known shape broadcasts to that of `shape`. */
+int lw_broadcasts_to(const dvmc_value *v, const dvmc_value *shape);
+
+/* lower_stitch.c */
+struct dvm_fused_builder;
+/* The end (exclusive) of the stitched group at node i, or i. */
+int lw_stitch_at(lowering *L, const dvmc_graph *g, int i, const int *uses, const id_list *reads);
+/* n reduces the last axis of its f32 input keeping it, as a row program can. */
+int lw_is_row_reduction(const dvmc_node *n);
+/* v is a per-row value of rows of shape s: s's leading dims, then 1. */
+int lw_is_row_value(const dvmc_value *v, const dvmc_value *s);
+/* Adds row reduction n of value x to program b; its value. */
+int lw_emit_row_reduction(struct dvm_fused_builder *b, const dvmc_node *n, int x);
 
 /* lower.c */
 int lw_owns(const dvmc_graph *g, const dvmc_value *v);

@@ -407,6 +407,9 @@ static plan plan_invoke(clone *c, const int64_t *ins_word) {
   if (strncmp(k->name, "fused@", 6) == 0) {
     /* validated first: the program's header sizes what is read of it */
     if ((p->error = dvm_fused_validate(k->payload, k->payload_size)) ||
+        (((const uint8_t *)k->payload)[9] & DVM_FUSED_ROWS &&
+         (p->error = dvm_status_new(DVM_UNIMPLEMENTED, "a row program (row stitching) has no CUDA version: "
+                                                       "compile with --no-stitch"))) ||
         (pl.kernel = elementwise_kernel(c, k->payload, k->payload_size, outs, ins)) < 0)
       p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
     return pl;

@@ -30,6 +30,8 @@ static const char usage_text[] =
     "  --list-passes            print the graph rewrites, in the order they run, and exit\n"
     "  --function NAME          name of the entry function (default main)\n"
     "  --no-fusion              keep every elementwise node its own kernel call\n"
+    "  --no-stitch              keep reductions out of fused groups (no row stitching of a\n"
+    "                           reduction over the last axis with its elementwise neighbours)\n"
     "  --no-plan                no memory plan: every tensor its own allocation\n";
 
 /* The op table (compiler/ops.def) as docs/compiler.md shows it. */
@@ -66,6 +68,7 @@ int dvm_cmd_compile(int argc, char **argv) {
       {"dim", required_argument, 0, 'D'},    {"dump-ir", no_argument, 0, 'I'},
       {"dump-shapes", required_argument, 0, 'S'}, {"list-ops", no_argument, 0, 'L'},
       {"function", required_argument, 0, 'f'}, {"no-fusion", no_argument, 0, 'N'},
+      {"no-stitch", no_argument, 0, 'T'},
       {"no-plan", no_argument, 0, 'P'}, {"disable", required_argument, 0, 'X'},
       {"list-passes", no_argument, 0, 'R'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -74,7 +77,7 @@ int dvm_cmd_compile(int argc, char **argv) {
   uint32_t disabled = 0;
   dvmc_options co = {0};
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NPX:Rh", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NTPX:Rh", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
@@ -91,6 +94,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     case 'S': shapes = optarg; break;
     case 'f': co.function = optarg; break;
     case 'N': co.no_fusion = 1; break;
+    case 'T': co.no_stitch = 1; break;
     case 'P': co.no_plan = 1; break;
     case 'L': return list_ops();
     case 'R': return list_passes();
@@ -165,6 +169,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     }
   }
   if (!out) goto done;
+  co.no_stitch |= cuda; /* row programs run on the CPU only (place_cuda.c refuses them) */
   if ((st = dvmc_lower(c, g, &co, &bytes, &size))) {
     rc = dvm_cli_fail("compile", dvm_status_annotate(st, "%s", argv[optind]));
     goto done;

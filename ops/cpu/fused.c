@@ -161,7 +161,7 @@ static const floop cast_loops[RT_COUNT][RT_COUNT] = {
 
 /* ---- the op table ---- */
 
-enum { K_LOAD, K_STORE, K_CONST, K_CAST, K_UNARY, K_BINARY, K_WHERE };
+enum { K_LOAD, K_STORE, K_CONST, K_CAST, K_UNARY, K_BINARY, K_WHERE, K_REDUCE };
 
 typedef struct opinfo {
   const char *name;
@@ -203,6 +203,11 @@ static const opinfo optab[DVM_FUSED_OP_END] = {
 #define X(name, code, text, ...) [DVM_FUSED_##name] = {text, K_UNARY, 0, {[RT_F32] = math_##name}},
     DVM_UNARY_MATH(X)
 #undef X
+    /* row reductions: f32 only (reduce_rows runs them) */
+    [DVM_FUSED_ROW_SUM] = {"row_sum", K_REDUCE, 0, {0}},
+    [DVM_FUSED_ROW_MEAN] = {"row_mean", K_REDUCE, 0, {0}},
+    [DVM_FUSED_ROW_MAX] = {"row_max", K_REDUCE, 0, {0}},
+    [DVM_FUSED_ROW_MIN] = {"row_min", K_REDUCE, 0, {0}},
 };
 
 /* The registers (or values) an instruction of opcode op with operands a,
@@ -245,6 +250,7 @@ typedef struct finstr {
 
 typedef struct fprog {
   int nin, nout, nregs, ninstrs;
+  int rows; /* DVM_FUSED_ROWS: a row program */
   uint8_t in_dt[DVM_FUSED_MAX_INPUTS], out_dt[DVM_FUSED_MAX_OUTPUTS];
   uint8_t rt[DVM_FUSED_MAX_REGS];     /* register types */
   uint8_t writes[DVM_FUSED_MAX_REGS]; /* instructions that write each */
@@ -283,7 +289,9 @@ static dvm_status *decode_header(const uint8_t *p, size_t size, fprog *f) {
     return BAD("%d registers (want 1 to %d)", f->nregs, DVM_FUSED_MAX_REGS);
   if (f->ninstrs < 1 || f->ninstrs > DVM_FUSED_MAX_INSTRS)
     return BAD("%d instructions (want 1 to %d)", f->ninstrs, DVM_FUSED_MAX_INSTRS);
-  if (p[9] || p[12] || p[13] || p[14] || p[15]) return BAD("reserved header bytes are not zero");
+  if (p[9] & ~DVM_FUSED_ROWS) return BAD("unknown flags 0x%02x (want 0 or 0x%02x, rows)", p[9], DVM_FUSED_ROWS);
+  f->rows = p[9] & DVM_FUSED_ROWS;
+  if (p[12] || p[13] || p[14] || p[15]) return BAD("reserved header bytes are not zero");
   size_t want = tables_end(f->nin, f->nout, f->nregs) + (size_t)f->ninstrs * DVM_FUSED_INSTR_SIZE;
   if (size != want) return BAD("%zu bytes, its counts say %zu", size, want);
   return NULL;
@@ -425,6 +433,13 @@ static dvm_status *decode_instr(vstate *v, const uint8_t *p, finstr *in) {
     in->fn = o->fn[f->rt[x]];
     break;
   }
+  case K_REDUCE:
+    if (!f->rows) return IBAD("%s", "a row reduction needs the rows flag in the header");
+    if ((st = reg_operand(v, "a", in->a, 1)) || (st = unused_zero(v, "b", in->b)) ||
+        (st = unused_zero(v, "c", in->c)) || (st = reg_operand(v, "destination", in->dst, 0)) ||
+        (st = want_type(v, "a", in->a, RT_F32)) || (st = want_type(v, "destination", in->dst, RT_F32)))
+      return st;
+    break;
   }
   v->written |= 1u << in->dst;
   f->writes[in->dst]++;
@@ -501,6 +516,40 @@ static const conv_fn fills[RT_COUNT] = {fill_f32, fill_i64, fill_bool};
 
 static void fill(int rt, int64_t n, const void *one, void *dst) { fills[rt](n, one, dst); }
 
+/* Row reductions of a row program: over a row of len f32s, in ROW_LANES
+ * running results combined in order at the end, as reduce_sum's and
+ * reduce_max's passes do a row (ops/cpu/reduce.c), so a stitched reduction
+ * gives the unfused kernel's bits. */
+#define ROW_LANES 16
+#define ROW_REDUCE(name, OP, INIT)                                                    \
+  DVM_EW_CLONES static float name(int64_t len, const float *x) {                     \
+    float acc[ROW_LANES];                                                             \
+    for (int l = 0; l < ROW_LANES; l++) acc[l] = INIT;                                \
+    int64_t r = 0;                                                                    \
+    for (; r + ROW_LANES <= len; r += ROW_LANES)                                      \
+      _Pragma("omp simd") for (int l = 0; l < ROW_LANES; l++) acc[l] = OP(acc[l], x[r + l]); \
+    for (; r < len; r++) acc[0] = OP(acc[0], x[r]);                                   \
+    for (int l = 1; l < ROW_LANES; l++) acc[0] = OP(acc[0], acc[l]);                  \
+    return acc[0];                                                                    \
+  }
+#define ROW_ADD(a, b) ((a) + (b))
+ROW_REDUCE(row_sum, ROW_ADD, 0.0f)
+ROW_REDUCE(row_max, DVM_EW_MAX, -INFINITY)
+ROW_REDUCE(row_min, DVM_EW_MIN, INFINITY)
+
+/* d's row r = the reduction `op` of a's row r, for the rows of len (> 0)
+ * in n elements; a mean is the sum scaled by 1/len in f32, as reduce_mean
+ * scales. d may be a. */
+static void reduce_rows(int op, int64_t n, int64_t len, float *d, const float *a) {
+  for (int64_t r = 0; r < n; r += len) {
+    float v = op == DVM_FUSED_ROW_MAX ? row_max(len, a + r)
+              : op == DVM_FUSED_ROW_MIN ? row_min(len, a + r)
+                                        : row_sum(len, a + r);
+    if (op == DVM_FUSED_ROW_MEAN) v *= (float)(1.0 / (double)len);
+    fill_f32(len, &v, d + r);
+  }
+}
+
 /* ---- execution ---- */
 
 /* Register scratch per thread; the block length follows from it. */
@@ -552,6 +601,10 @@ typedef struct exec {
   uint8_t contig[DVM_FUSED_MAX_INPUTS];    /* the input has the output's shape */
   int64_t numel[DVM_FUSED_MAX_INPUTS];
   const char *in_end[DVM_FUSED_MAX_INPUTS]; /* past each input's last byte */
+  int64_t row_len;     /* a row program's rows: the output's last dim */
+  size_t scratch_size; /* registers, copies and staging; past SCRATCH (long
+                        * rows) they are on the heap */
+  int *failed;         /* set when a thread cannot get its heap scratch */
   int cursor;     /* a load needs the broadcast cursor */
   int row_blocks; /* blocks end at row ends */
   int stream;     /* outputs are written with streaming stores */
@@ -635,6 +688,9 @@ static void run_instr(const exec *x, const finstr *in, void *const *reg, char *s
     else if (mode == M_STORE_SNAP)
       memcpy(scratch + x->snap_off[in - f->ins], reg[in->a], (size_t)n * rt_size[f->rt[in->a]]);
     break;
+  case K_REDUCE:
+    reduce_rows(in->op, n, x->row_len, reg[in->dst], reg[in->a]);
+    break;
   default:
     in->fn(n, reg[in->dst], reg[in->a], reg[in->b], reg[in->c]);
   }
@@ -650,7 +706,15 @@ static void prefetch(const char *in, const char *end, int64_t pos, int64_t n, in
 static void exec_range(void *ctx, int64_t s, int64_t e) {
   const exec *x = ctx;
   const fprog *f = x->f;
-  _Alignas(64) char scratch[SCRATCH];
+  _Alignas(64) char stack[SCRATCH];
+  char *scratch = stack, *heap = NULL;
+  if (x->scratch_size > SCRATCH) { /* a block of rows too long for the stack */
+    if (!(heap = aligned_alloc(64, (x->scratch_size + 63) & ~(size_t)63))) {
+      __atomic_store_n(x->failed, 1, __ATOMIC_RELAXED);
+      return;
+    }
+    scratch = heap;
+  }
   void *reg[DVM_FUSED_MAX_REGS];
   for (int r = 0; r < f->nregs; r++) reg[r] = scratch + x->reg_off[r];
   char *staging = scratch + x->staging_off; /* a block of converted output */
@@ -684,6 +748,13 @@ static void exec_range(void *ctx, int64_t s, int64_t e) {
     }
   }
   if (x->stream) dvm_ew_stream_fence();
+  free(heap);
+}
+
+/* A row program's range: rows [s, e). */
+static void exec_rows(void *ctx, int64_t s, int64_t e) {
+  const exec *x = ctx;
+  exec_range(ctx, s * x->row_len, e * x->row_len);
 }
 
 /* t repeats along o's leading dims: past its own leading 1s, its dims are
@@ -840,6 +911,10 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
   int64_t block = per_elem ? (int64_t)(SCRATCH / per_elem) & ~(int64_t)63 : MAX_BLOCK;
   int64_t max_block = x->stream ? STREAM_BLOCK : MAX_BLOCK;
   x->block = block > max_block ? max_block : block;
+  if (f->rows) { /* whole rows, at least one however long */
+    int64_t rows = x->block / x->row_len;
+    x->block = (rows ? rows : 1) * x->row_len;
+  }
   size_t off = 0;
   for (int r = 0; r < f->nregs; r++) {
     x->reg_off[r] = off;
@@ -851,6 +926,7 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
       off += ((size_t)x->block * rt_size[f->rt[f->ins[i].a]] + 63) & ~(size_t)63;
     }
   x->staging_off = off;
+  x->scratch_size = off + (x->stream ? (size_t)x->block * 4 : 0);
 }
 
 static dvm_status *fused(const dvm_kernel_args *a) {
@@ -877,11 +953,23 @@ static dvm_status *fused(const dvm_kernel_args *a) {
                             dvm_shape_str(s1, o->rank, o->dims), dvm_shape_str(s0, o0->rank, o0->dims));
     }
   }
-  int64_t total = dvm_tensor_numel(a->out[0]);
+  const dvm_tensor *o = a->out[0];
+  if (f.rows && o->rank == 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "fused: a row program needs an output of rank 1 or more, got a scalar");
+  int64_t total = dvm_tensor_numel(o);
   if (total == 0) return NULL;
-  exec x = {.f = &f};
+  int failed = 0;
+  exec x = {.f = &f, .row_len = f.rows ? o->dims[o->rank - 1] : 1, .failed = &failed};
   plan_exec(&x, a);
-  dvm_ew_parallel(a, total, MIN_CHUNK, exec_range, &x);
+  if (f.rows) {
+    int64_t min_rows = MIN_CHUNK / x.row_len;
+    dvm_ew_parallel(a, total / x.row_len, min_rows ? min_rows : 1, exec_rows, &x);
+  } else {
+    dvm_ew_parallel(a, total, MIN_CHUNK, exec_range, &x);
+  }
+  if (failed)
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "fused: out of memory for the scratch of rows of %lld",
+                          (long long)x.row_len);
   return NULL;
 }
 
@@ -997,6 +1085,17 @@ int dvm_fused_cast(dvm_fused_builder *b, int x, dvm_dtype to) {
   return emit(b, DVM_FUSED_CAST, rt, x, 0, 0, 0);
 }
 
+int dvm_fused_row_reduce(dvm_fused_builder *b, dvm_fused_op op, int x) {
+  if (b->error) return -1;
+  if (op <= 0 || op >= DVM_FUSED_OP_END || optab[op].kind != K_REDUCE)
+    return berr(b, "opcode %d is not a row reduction", op);
+  int t = value(b, optab[op].name, x);
+  if (t >= 0 && t != RT_F32) return berr(b, "%s does not take %s values", optab[op].name, dvm_dtype_name(rt_dtype[t]));
+  if (t < 0) return -1;
+  b->rows = 1;
+  return emit(b, op, RT_F32, x, 0, 0, 0);
+}
+
 void dvm_fused_store(dvm_fused_builder *b, int output, int v) {
   int t = value(b, "store", v);
   if (t < 0) return;
@@ -1085,6 +1184,7 @@ dvm_status *dvm_fused_builder_finish(dvm_fused_builder *b, void **payload, size_
   p[6] = (uint8_t)b->ninputs;
   p[7] = (uint8_t)b->noutputs;
   p[8] = (uint8_t)nregs;
+  p[9] = b->rows ? DVM_FUSED_ROWS : 0;
   put_u16(p + 10, (unsigned)b->ninstrs);
   uint8_t *t = p + DVM_FUSED_HEADER_SIZE;
   memcpy(t, b->in_dtype, (size_t)b->ninputs);

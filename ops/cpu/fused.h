@@ -30,6 +30,9 @@
 #define DVM_FUSED_MAX_OUTPUTS 8
 #define DVM_FUSED_MAX_REGS 32
 #define DVM_FUSED_MAX_INSTRS 256
+/* Header byte 9, the flags: a row program (docs/fused.md 6.3) runs whole
+ * rows of the output's last dim at a time and may reduce over them. */
+#define DVM_FUSED_ROWS 1
 
 /* Opcodes, as encoded (docs/fused.md has each one's operands and types):
  * X(NAME, CODE, TEXT, ...), the float math ones with unary_math.h's columns. */
@@ -59,7 +62,11 @@
   X(NEG, 23, "neg")                                                            \
   X(ABS, 24, "abs")                                                            \
   X(RELU, 25, "relu")                                                          \
-  DVM_UNARY_MATH(X)
+  DVM_UNARY_MATH(X)                                                            \
+  X(ROW_SUM, 35, "row_sum")                                                    \
+  X(ROW_MEAN, 36, "row_mean")                                                  \
+  X(ROW_MAX, 37, "row_max")                                                    \
+  X(ROW_MIN, 38, "row_min")
 
 typedef enum dvm_fused_op {
 #define X(name, code, text, ...) DVM_FUSED_##name = code,
@@ -81,6 +88,7 @@ DVM_MUST_USE dvm_status *dvm_fused_validate(const void *payload, size_t size);
 
 typedef struct dvm_fused_builder {
   int ninputs, noutputs, nvalues, ninstrs;
+  int rows; /* a row program: set by the first row reduction */
   uint8_t in_dtype[DVM_FUSED_MAX_INPUTS], out_dtype[DVM_FUSED_MAX_OUTPUTS];
   uint8_t value_type[DVM_FUSED_MAX_VALUES]; /* DVM_F32, DVM_I64 or DVM_BOOL */
   struct dvm_fused_binstr {
@@ -111,6 +119,11 @@ int dvm_fused_op1(dvm_fused_builder *b, dvm_fused_op op, int x);
 int dvm_fused_op2(dvm_fused_builder *b, dvm_fused_op op, int x, int y);
 int dvm_fused_where(dvm_fused_builder *b, int cond, int x, int y);
 int dvm_fused_cast(dvm_fused_builder *b, int x, dvm_dtype to);
+/* A row reduction (DVM_FUSED_ROW_SUM, _MEAN, _MAX, _MIN) of f32 value x:
+ * every element of the result is the reduction of x over its row of the
+ * output's last dim (a per-row value, broadcast along the row). Makes the
+ * program a row program. */
+int dvm_fused_row_reduce(dvm_fused_builder *b, dvm_fused_op op, int x);
 /* Writes value v to output `output`; every output is stored exactly once. */
 void dvm_fused_store(dvm_fused_builder *b, int output, int v);
 

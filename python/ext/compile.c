@@ -18,11 +18,12 @@
 
 const char dvm_py_compile_doc[] =
     "compile($module, model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None,\n"
-    "        dump_ir=False, lower=True, disable=())\n--\n\n"
+    "        dump_ir=False, lower=True, disable=(), stitch=True)\n--\n\n"
     "Compiles an ONNX model (a path, or the model's bytes) to .dvmb bytes. dims is a list of\n"
     "(name, lo, hi) symbol ranges. With dump_ir, returns (bytes or None, the inferred graph as\n"
     "`dvm compile --dump-ir` prints it); lower=False stops before lowering (bytes None).\n"
     "disable: names of graph rewrites to skip (`dvm compile --list-passes`).\n"
+    "stitch=False keeps reductions out of fused groups (`dvm compile --no-stitch`).\n"
     "Use dvm.compile, which returns a Module.";
 
 typedef struct {
@@ -124,13 +125,13 @@ static int parse_dims(PyObject *list, dim_range *dims, int *ndims) {
 
 PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   static char *kw[] = {"model", "dims", "function", "cuda", "fusion", "plan", "model_dir", "dump_ir", "lower",
-                       "disable", NULL};
+                       "disable", "stitch", NULL};
   PyObject *model, *dims_obj, *dir_obj = Py_None, *disable_obj = NULL;
   const char *function = NULL;
-  int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1;
+  int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1, stitch = 1;
   char *ir = NULL, *warnings = NULL;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppO:compile", kw, &model, &dims_obj, &function, &cuda,
-                                   &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppOp:compile", kw, &model, &dims_obj, &function, &cuda,
+                                   &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj, &stitch))
     return NULL;
   uint32_t disabled = 0;
   if (disable_obj && parse_disable(disable_obj, &disabled) < 0) return NULL;
@@ -148,7 +149,8 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   } else if (!PyUnicode_FSConverter(model, &path)) {
     goto fail;
   }
-  dvmc_options co = {.function = fn_copy, .no_fusion = !fusion, .no_plan = !plan};
+  /* row programs run on the CPU only (place_cuda.c refuses them) */
+  dvmc_options co = {.function = fn_copy, .no_fusion = !fusion, .no_stitch = !stitch || cuda, .no_plan = !plan};
   uint8_t *bytes = NULL;
   size_t size = 0;
   dvm_status *st;

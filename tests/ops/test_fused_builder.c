@@ -162,10 +162,91 @@ static void test_run(void) {
   dvm_tensor_release(out[1]);
 }
 
+/* A row program, softmax over the last dim (exp(x - max) / sum), and
+ * (x - min) * mean: against a double reference at row lengths 1, 7, 769
+ * and 13000 (registers on the heap), 0 to 67 rows, 2 threads; then the
+ * rules row programs add. */
+static void test_rows(void) {
+  dvm_fused_builder b;
+  dvm_fused_builder_init(&b);
+  int x = dvm_fused_load(&b, dvm_fused_input(&b, DVM_F32));
+  dvm_fused_output(&b, DVM_F32);
+  dvm_fused_output(&b, DVM_F32);
+  int e = dvm_fused_op1(&b, DVM_FUSED_EXP, dvm_fused_op2(&b, DVM_FUSED_SUB, x, dvm_fused_row_reduce(&b, DVM_FUSED_ROW_MAX, x)));
+  dvm_fused_store(&b, 0, dvm_fused_op2(&b, DVM_FUSED_DIV, e, dvm_fused_row_reduce(&b, DVM_FUSED_ROW_SUM, e)));
+  int lo = dvm_fused_row_reduce(&b, DVM_FUSED_ROW_MIN, x), mean = dvm_fused_row_reduce(&b, DVM_FUSED_ROW_MEAN, x);
+  dvm_fused_store(&b, 1, dvm_fused_op2(&b, DVM_FUSED_MUL, dvm_fused_op2(&b, DVM_FUSED_SUB, x, lo), mean));
+  void *p;
+  size_t size;
+  CHECK_OK(dvm_fused_builder_finish(&b, &p, &size));
+  CHECK(((uint8_t *)p)[9] == DVM_FUSED_ROWS);
+  const dvm_kernel_def *k = dvm_ops_find("fused", DVM_DEVICE_CPU);
+  dvm_exec ex = {.threads = 2};
+  const int64_t lens[] = {1, 7, 769, 13000}, rows[] = {0, 1, 5, 67};
+  for (int li = 0; li < 4; li++)
+    for (int ri = 0; ri < 4; ri++) {
+      int64_t dims[2] = {rows[ri], lens[li]}, len = lens[li];
+      dvm_tensor *in[1] = {NULL}, *out[2] = {NULL, NULL};
+      CHECK_OK(dvm_tensor_create(DVM_F32, 2, dims, &in[0]));
+      CHECK_OK(dvm_tensor_create(DVM_F32, 2, dims, &out[0]));
+      CHECK_OK(dvm_tensor_create(DVM_F32, 2, dims, &out[1]));
+      float *px = dvm_tensor_ptr(in[0]), *y0 = dvm_tensor_ptr(out[0]), *y1 = dvm_tensor_ptr(out[1]);
+      for (int64_t i = 0; i < rows[ri] * len; i++) px[i] = (float)((i * 7919) % 1000) / 250.0f - 2.0f;
+      dvm_kernel_args a = {in, 1, out, 2, NULL, 0, 0, p, size, &ex};
+      CHECK_OK(k->fn(&a));
+      int bad = 0;
+      for (int64_t r = 0; r < rows[ri]; r++) {
+        const float *xr = px + r * len;
+        double mx = -INFINITY, mn = INFINITY, sum = 0, s = 0;
+        for (int64_t j = 0; j < len; j++) mx = xr[j] > mx ? xr[j] : mx, mn = xr[j] < mn ? xr[j] : mn, s += xr[j];
+        for (int64_t j = 0; j < len; j++) sum += exp(xr[j] - mx);
+        for (int64_t j = 0; j < len; j++) {
+          double w0 = exp(xr[j] - mx) / sum, w1 = (xr[j] - mn) * (s / (double)len);
+          bad += fabs(y0[r * len + j] - w0) > 1e-6 + 1e-4 * fabs(w0) || fabs(y1[r * len + j] - w1) > 1e-4 + 1e-4 * fabs(w1);
+        }
+      }
+      if (bad) fprintf(stderr, "rows %lld x %lld: %d wrong\n", (long long)rows[ri], (long long)len, bad);
+      CHECK(bad == 0);
+      dvm_tensor_release(in[0]);
+      dvm_tensor_release(out[0]);
+      dvm_tensor_release(out[1]);
+    }
+  /* a scalar output has no rows */
+  dvm_tensor *s_in[1] = {NULL}, *s_out[2] = {NULL, NULL};
+  CHECK_OK(dvm_tensor_create(DVM_F32, 0, NULL, &s_in[0]));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 0, NULL, &s_out[0]));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 0, NULL, &s_out[1]));
+  dvm_kernel_args a = {s_in, 1, s_out, 2, NULL, 0, 0, p, size, &ex};
+  CHECK_ERR(k->fn(&a), DVM_INVALID_ARGUMENT, "fused: a row program needs an output of rank 1 or more, got a scalar");
+  /* flags: unknown ones, and row reductions without the rows flag */
+  uint8_t *q = p;
+  q[9] = 3;
+  CHECK_ERR(dvm_fused_validate(p, size), DVM_INVALID_ARGUMENT, "fused: program: unknown flags 0x03 (want 0 or 0x01, rows)");
+  q[9] = 0;
+  CHECK_ERR(dvm_fused_validate(p, size), DVM_INVALID_ARGUMENT,
+            "fused: program: instruction 1 (row_max): a row reduction needs the rows flag in the header");
+  free(p);
+  dvm_tensor_release(s_in[0]);
+  dvm_tensor_release(s_out[0]);
+  dvm_tensor_release(s_out[1]);
+  /* the builder: f32 only, and only reductions */
+  dvm_fused_builder_init(&b);
+  x = dvm_fused_load(&b, dvm_fused_input(&b, DVM_F32));
+  dvm_fused_output(&b, DVM_F32);
+  CHECK(dvm_fused_row_reduce(&b, DVM_FUSED_ROW_SUM, dvm_fused_cast(&b, x, DVM_I64)) == -1);
+  CHECK_ERR(dvm_fused_builder_finish(&b, &p, &size), DVM_INVALID_ARGUMENT, "fused builder: row_sum does not take i64 values");
+  dvm_fused_builder_init(&b);
+  x = dvm_fused_load(&b, dvm_fused_input(&b, DVM_F32));
+  dvm_fused_output(&b, DVM_F32);
+  CHECK(dvm_fused_row_reduce(&b, DVM_FUSED_EXP, x) == -1);
+  CHECK_ERR(dvm_fused_builder_finish(&b, &p, &size), DVM_INVALID_ARGUMENT, "fused builder: opcode 27 is not a row reduction");
+}
+
 int main(void) {
   test_docs_example();
   test_register_reuse();
   test_mistakes();
   test_run();
+  test_rows();
   return harness_finish("fused builder");
 }

@@ -1,0 +1,202 @@
+"""Row stitching (compiler/lower_stitch.c, the fused kernel's row programs):
+a reduction over the last axis with its elementwise producers and
+consumers is one fused call. Each decomposed form below is stitched (a
+`fused@stitch` kernel in the module) and gives the unstitched module's
+results (`--no-stitch`) and ONNX Runtime's at several shapes: row length 1,
+primes, 0 rows, 0-length rows, per-row values broadcast from an input;
+what must not stitch (f64, a per-row value read after the group) is left
+to the per-node lowering and still right."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
+F, D64 = TensorProto.FLOAT, TensorProto.DOUBLE
+
+
+def c(name, value, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def axes(name="ax"):
+    return numpy_helper.from_array(np.asarray([-1], dtype=np.int64), name)
+
+
+def red(op, x, y, opset):
+    """op over the last axis keeping it: axes as an input from opset 18 (13 for ReduceSum)."""
+    if op == "ReduceSum" and opset >= 13 or opset >= 18:
+        return helper.make_node(op, [x, "ax"], [y])
+    return helper.make_node(op, [x], [y], axes=[-1])
+
+
+# Each form: (nodes(opset), initializers, extra inputs {name: shape suffix}), output "y".
+def layernorm_moments(o):  # mean(x^2) - mean(x)^2
+    return [red("ReduceMean", "x", "m", o), helper.make_node("Mul", ["x", "x"], ["xx"]),
+            red("ReduceMean", "xx", "m2", o), helper.make_node("Mul", ["m", "m"], ["mm"]),
+            helper.make_node("Sub", ["m2", "mm"], ["var"]), helper.make_node("Add", ["var", "eps"], ["ve"]),
+            helper.make_node("Sqrt", ["ve"], ["sd"]), helper.make_node("Sub", ["x", "m"], ["d"]),
+            helper.make_node("Div", ["d", "sd"], ["n"]), helper.make_node("Mul", ["n", "g"], ["s"]),
+            helper.make_node("Add", ["s", "b"], ["y"])]
+
+
+def layernorm_std(o):  # the layernorm pass's pattern (compiled with that pass off)
+    return [red("ReduceMean", "x", "m", o), helper.make_node("Sub", ["x", "m"], ["d"]),
+            helper.make_node("Pow", ["d", "two"], ["d2"]), red("ReduceMean", "d2", "v", o),
+            helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["sd"]),
+            helper.make_node("Div", ["d", "sd"], ["n"]), helper.make_node("Mul", ["n", "g"], ["s"]),
+            helper.make_node("Add", ["s", "b"], ["y"])]
+
+
+def l2_normalize(o):  # x / sqrt(sum(x^2) + eps)
+    return [helper.make_node("Mul", ["x", "x"], ["xx"]), red("ReduceSum", "xx", "ss", o),
+            helper.make_node("Add", ["ss", "eps"], ["se"]), helper.make_node("Sqrt", ["se"], ["nrm"]),
+            helper.make_node("Div", ["x", "nrm"], ["y"])]
+
+
+def l2_reduce_ops(o):  # ReduceL2, ReduceSumSquare and ReduceL1 as exported
+    return [red("ReduceL2", "x", "l2", o), red("ReduceSumSquare", "x", "sq", o), red("ReduceL1", "x", "l1", o),
+            helper.make_node("Add", ["l1", "one"], ["l1e"]), helper.make_node("Div", ["x", "l1e"], ["a"]),
+            helper.make_node("Mul", ["a", "l2"], ["b2"]), helper.make_node("Add", ["sq", "one"], ["sqe"]),
+            helper.make_node("Div", ["b2", "sqe"], ["y"])]
+
+
+def softmax(o):  # exp(x - max) / sum(exp(x - max))
+    return [red("ReduceMax", "x", "mx", o), helper.make_node("Sub", ["x", "mx"], ["d"]),
+            helper.make_node("Exp", ["d"], ["e"]), red("ReduceSum", "e", "s", o),
+            helper.make_node("Div", ["e", "s"], ["y"])]
+
+
+def min_range(o):  # producers before the reduction, a per-row input broadcast along the row
+    return [helper.make_node("Mul", ["x", "g"], ["xg"]), helper.make_node("Add", ["xg", "b"], ["xb"]),
+            red("ReduceMin", "xb", "mn", o), red("ReduceMax", "xb", "mx", o),
+            helper.make_node("Sub", ["mx", "mn"], ["rg"]), helper.make_node("Add", ["rg", "r"], ["rr"]),
+            helper.make_node("Sub", ["xb", "mn"], ["d"]), helper.make_node("Div", ["d", "rr"], ["y"])]
+
+
+FORMS = {"layernorm_moments": layernorm_moments, "layernorm_std": layernorm_std, "l2_normalize": l2_normalize,
+         "l2_reduce_ops": l2_reduce_ops, "softmax": softmax, "min_range": min_range}
+
+
+def write(tmp, nodes, d, extra_inits=(), outputs=("y",), dtype=F, per_row_input=False, opset=13):
+    npdt = np.float32 if dtype == F else np.float64
+    inits = [c("eps", 1e-5, npdt), c("two", 2.0, npdt), c("one", 1.0, npdt), axes(),
+             c("g", np.linspace(0.5, 1.5, d), npdt), c("b", np.linspace(-1, 1, d), npdt), *extra_inits]
+    used = {i for n in nodes for i in n.input}
+    inits = [t for t in inits if t.name in used]
+    ins = [helper.make_tensor_value_info("x", dtype, ["batch", "seq", d])]
+    if per_row_input:
+        ins.append(helper.make_tensor_value_info("r", dtype, ["batch", "seq", 1]))
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(o, dtype, None) for o in outputs], inits)
+    path = str(tmp / "m.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+                .SerializeToString())
+    return path
+
+
+def compile_(path, out, *extra):
+    r = subprocess.run([DVM, "compile", path, "-o", out, *extra], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def stitched(dvmb):
+    text = subprocess.run([DVM, "disasm", dvmb], capture_output=True, text=True, check=True).stdout
+    return sum(1 for ln in text.splitlines() if "fused@stitch" in ln and "invoke" in ln)
+
+
+def run(tmp, dvmb, feeds, nout, threads=None):
+    cmd = [DVM, "run", dvmb] + (["--threads", str(threads)] if threads else [])
+    for k, v in feeds.items():
+        np.save(tmp / f"{k}.npy", v)
+        cmd += ["--input", f"{k}={tmp / (k + '.npy')}"]
+    for i in range(nout):
+        cmd += ["--output", str(tmp / f"out{i}.npy")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return [np.load(tmp / f"out{i}.npy") for i in range(nout)]
+
+
+def check(tmp, path, shapes, nout=1, per_row_input=False, npdt=np.float32, want_stitched=1, extra=(),
+          threads=None):
+    on, off = str(tmp / "on.dvmb"), str(tmp / "off.dvmb")
+    compile_(path, on, *extra)
+    compile_(path, off, "--no-stitch", *extra)
+    assert stitched(off) == 0
+    got = stitched(on)
+    assert (got >= 1 if want_stitched else got == 0), got
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    for shape in shapes:
+        feeds = {"x": rng.standard_normal(shape).astype(npdt)}
+        if per_row_input:
+            feeds["r"] = (rng.random(shape[:-1] + (1,)) + 0.5).astype(npdt)
+        a, b, w = run(tmp, on, feeds, nout, threads), run(tmp, off, feeds, nout, threads), sess.run(None, feeds)
+        for x, y, z in zip(a, b, w):
+            assert x.shape == y.shape == z.shape, (shape, x.shape, y.shape, z.shape)
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6, err_msg=str(shape))
+            np.testing.assert_allclose(x, z, rtol=1e-4, atol=1e-4, err_msg=str(shape))
+    return got
+
+
+# row lengths 1, 2 (a prime), 13, 24, 769 (a prime past a block of the
+# kernel's rows), and 0 rows
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("d", [1, 13, 24, 769])
+def test_forms(tmp_path, form, d):
+    path = write(tmp_path, FORMS[form](13), d, per_row_input=form == "min_range")
+    extra = ("--disable", "layernorm", "--disable", "rmsnorm") if form.startswith("layernorm") else ()
+    shapes = [(1, 1, d), (1, 7, d), (3, 13, d), (0, 5, d), (2, 67, d)]
+    check(tmp_path, path, shapes, per_row_input=form == "min_range", extra=extra)
+
+
+@pytest.mark.parametrize("form", ["softmax", "layernorm_std"])
+def test_opset18_threads(tmp_path, form):
+    """axes as an input (opset 18), and the rows split across threads."""
+    path = write(tmp_path, FORMS[form](18), 24, opset=18)
+    check(tmp_path, path, [(4, 1000, 24), (1, 3, 24)], extra=("--disable", "layernorm"), threads=2)
+
+
+def test_long_rows(tmp_path):
+    """rows past the thread's stack scratch: the registers on the heap."""
+    path = write(tmp_path, FORMS["softmax"](13), 50000)
+    check(tmp_path, path, [(1, 3, 50000), (2, 1, 50000)])
+
+
+def test_empty_rows(tmp_path):
+    """0-length rows: ReduceSum of nothing is 0, and the outputs are empty."""
+    path = write(tmp_path, FORMS["l2_normalize"](13), 0)
+    check(tmp_path, path, [(2, 3, 0)])
+
+
+def test_per_row_value_read_after(tmp_path):
+    """the mean is also a graph output: it leaves the group, which is then
+    not stitched (a row program's outputs are rows), and all is right."""
+    nodes = layernorm_std(13)
+    path = write(tmp_path, nodes, 24, outputs=("y", "m"))
+    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], nout=2, extra=("--disable", "layernorm"), want_stitched=0)
+
+
+def test_f64_not_stitched(tmp_path):
+    path = write(tmp_path, softmax(13), 24, dtype=D64)
+    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], npdt=np.float64, want_stitched=0)
+
+
+def test_reduce_not_last_axis(tmp_path):
+    """a reduction over another axis is not a row reduction."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1]), helper.make_node("Sub", ["x", "m"], ["y"])]
+    path = write(tmp_path, nodes, 24)
+    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], want_stitched=0)
+
+
+def test_keepdims_0_not_stitched(tmp_path):
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m"], axes=[-1], keepdims=0),
+             helper.make_node("Unsqueeze", ["m", "ax"], ["mu"]), helper.make_node("Sub", ["x", "mu"], ["y"])]
+    path = write(tmp_path, nodes, 24)
+    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], want_stitched=0)
