@@ -540,13 +540,28 @@ ROW_REDUCE(row_min, DVM_EW_MIN, INFINITY)
 /* d's row r = the reduction `op` of a's row r, for the rows of len (> 0)
  * in n elements; a mean is the sum scaled by 1/len in f32, as reduce_mean
  * scales. d may be a. */
-static void reduce_rows(int op, int64_t n, int64_t len, float *d, const float *a) {
+static void reduce_rows(int op, int64_t n, int64_t len, float *d, const float *a, int per_row) {
   for (int64_t r = 0; r < n; r += len) {
     float v = op == DVM_FUSED_ROW_MAX ? row_max(len, a + r)
               : op == DVM_FUSED_ROW_MIN ? row_min(len, a + r)
                                         : row_sum(len, a + r);
     if (op == DVM_FUSED_ROW_MEAN) v *= (float)(1.0 / (double)len);
-    fill_f32(len, &v, d + r);
+    if (per_row) /* row r's value at d[r]: rows before it were read already */
+      d[r / len] = v;
+    else
+      fill_f32(len, &v, d + r);
+  }
+}
+
+/* Register `dst` of type rt, holding one value per row of len in its
+ * first n / len elements, filled along its rows in place (from the last
+ * row: row r's fill starts at r * len >= r, past the values left). */
+static void expand_rows(int rt, int64_t n, int64_t len, char *dst) {
+  size_t sz = rt_size[rt];
+  for (int64_t r = n / len - 1; r >= 0; r--) {
+    char one[8];
+    memcpy(one, dst + r * (int64_t)sz, sz);
+    fill(rt, len, one, dst + r * len * (int64_t)sz);
   }
 }
 
@@ -605,6 +620,13 @@ typedef struct exec {
   size_t scratch_size; /* registers, copies and staging; past SCRATCH (long
                         * rows) they are on the heap */
   int *failed;         /* set when a thread cannot get its heap scratch */
+  /* a row program's per-row values (plan_rows): an instruction marked
+   * `per_row` computes one element per row of the block, at the start of
+   * its register (a row reduction: its results, not filled along the row);
+   * expand[i] are the registers holding such values that instruction i
+   * reads as rows, each filled along its rows before it */
+  uint8_t per_row[DVM_FUSED_MAX_INSTRS];
+  uint32_t expand[DVM_FUSED_MAX_INSTRS];
   int cursor;     /* a load needs the broadcast cursor */
   int row_blocks; /* blocks end at row ends */
   int stream;     /* outputs are written with streaming stores */
@@ -689,10 +711,10 @@ static void run_instr(const exec *x, const finstr *in, void *const *reg, char *s
       memcpy(scratch + x->snap_off[in - f->ins], reg[in->a], (size_t)n * rt_size[f->rt[in->a]]);
     break;
   case K_REDUCE:
-    reduce_rows(in->op, n, x->row_len, reg[in->dst], reg[in->a]);
+    reduce_rows(in->op, n, x->row_len, reg[in->dst], reg[in->a], x->per_row[in - f->ins]);
     break;
-  default:
-    in->fn(n, reg[in->dst], reg[in->a], reg[in->b], reg[in->c]);
+  default: /* an op on per-row values runs once per row */
+    in->fn(x->per_row[in - f->ins] ? n / x->row_len : n, reg[in->dst], reg[in->a], reg[in->b], reg[in->c]);
   }
 }
 
@@ -734,9 +756,14 @@ static void exec_range(void *ctx, int64_t s, int64_t e) {
     }
     for (int k = 0; x->stream && k < f->nin; k++)
       if (x->contig[k]) prefetch(x->in[k], x->in_end[k], pos + PREFETCH_BLOCKS * x->block, n, f->in_dt[k]);
-    for (int i = 0; i < f->ninstrs; i++)
+    for (int i = 0; i < f->ninstrs; i++) {
+      for (uint32_t m = x->expand[i]; m; m &= m - 1) {
+        int r = __builtin_ctz(m);
+        expand_rows(f->rt[r], n, x->row_len, reg[r]);
+      }
       if (x->mode[i] == M_RUN || x->mode[i] >= M_CONVERT)
         run_instr(x, &f->ins[i], reg, scratch, staging, pos, n, &c);
+    }
     for (int i = 0; i < f->ninstrs; i++)
       if (x->mode[i] >= M_STORE_END)
         store(x, &f->ins[i], x->mode[i] == M_STORE_END ? reg[f->ins[i].a] : scratch + x->snap_off[i],
@@ -775,6 +802,48 @@ static int overlaps(const dvm_tensor *a, const dvm_tensor *b) {
 /* a and b are the same memory (the memory plan's in place). */
 static int exactly(const dvm_tensor *a, const dvm_tensor *b) {
   return dvm_tensor_ptr(a) == dvm_tensor_ptr(b) && dvm_tensor_nbytes(a) == dvm_tensor_nbytes(b);
+}
+
+/* A row program's per-row values: in program order, each register holds
+ * rows (ROWS), one value per row (PER_ROW), or one value for the whole
+ * call (SAME: a hoisted constant or scalar input, a filled scalar). An op
+ * whose operands are per-row or the same, one at least per-row, and a row
+ * reduction, compute per row, unless their register is an output's memory
+ * (its positions are the output's); a per-row register read as rows (by
+ * an op on rows, a reduction, a store) is filled along its rows first.
+ * So a normalization's 1 / sqrt(var + eps) is one sqrt and one divide per
+ * row, not per element. */
+static void plan_rows(exec *x) {
+  enum { ROWS, PER_ROW, SAME };
+  const fprog *f = x->f;
+  uint8_t form[DVM_FUSED_MAX_REGS];
+  memset(form, ROWS, sizeof form);
+  for (int i = 0; i < f->ninstrs; i++) {
+    const finstr *in = &f->ins[i];
+    int kind = optab[in->op].kind, reads[3], per_row = 0, rows_read = 0;
+    reads_of(in->op, in->a, in->b, in->c, reads);
+    if (kind == K_UNARY || kind == K_BINARY || kind == K_WHERE || kind == K_CAST)
+      for (int k = 0; k < 3; k++) {
+        if (reads[k] < 0) continue;
+        per_row |= form[reads[k]] == PER_ROW;
+        rows_read |= form[reads[k]] == ROWS;
+      }
+    x->per_row[i] = (kind == K_REDUCE || (per_row && !rows_read)) && x->out_alias[in->dst] < 0;
+    x->expand[i] = 0;
+    for (int k = 0; k < 3 && !x->per_row[i]; k++)
+      if (reads[k] >= 0 && form[reads[k]] == PER_ROW) {
+        x->expand[i] |= 1u << reads[k];
+        form[reads[k]] = ROWS;
+      }
+    if (kind == K_REDUCE && form[in->a] == PER_ROW) { /* reduced as rows */
+      x->expand[i] |= 1u << in->a;
+      form[in->a] = ROWS;
+    }
+    if (kind == K_STORE) continue;
+    form[in->dst] = x->per_row[i] ? PER_ROW
+                    : x->mode[i] == M_HOISTED || x->mode[i] == M_FILL ? SAME
+                                                                       : ROWS;
+  }
 }
 
 /* Decides per call how each instruction runs and where registers live. */
@@ -926,6 +995,7 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
       off += ((size_t)x->block * rt_size[f->rt[f->ins[i].a]] + 63) & ~(size_t)63;
     }
   x->staging_off = off;
+  if (f->rows) plan_rows(x);
   x->scratch_size = off + (x->stream ? (size_t)x->block * 4 : 0);
 }
 

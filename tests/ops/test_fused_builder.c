@@ -211,6 +211,47 @@ static void test_rows(void) {
       dvm_tensor_release(out[0]);
       dvm_tensor_release(out[1]);
     }
+  /* per-row ops (add, sqrt, greater: once per row), a row sum stored as
+   * it is (its register the output), a where of per-row values and rows */
+  dvm_fused_builder_init(&b);
+  x = dvm_fused_load(&b, dvm_fused_input(&b, DVM_F32));
+  dvm_fused_output(&b, DVM_F32);
+  dvm_fused_output(&b, DVM_F32);
+  dvm_fused_store(&b, 0, dvm_fused_row_reduce(&b, DVM_FUSED_ROW_SUM, x));
+  int qv = dvm_fused_op1(&b, DVM_FUSED_SQRT, dvm_fused_op2(&b, DVM_FUSED_ADD, dvm_fused_row_reduce(&b, DVM_FUSED_ROW_MEAN, x),
+                                                          dvm_fused_const_f32(&b, 3.0)));
+  int big = dvm_fused_op2(&b, DVM_FUSED_GREATER, qv, dvm_fused_const_f32(&b, 1.7));
+  dvm_fused_store(&b, 1, dvm_fused_where(&b, big, qv, x));
+  void *p2;
+  size_t size2;
+  CHECK_OK(dvm_fused_builder_finish(&b, &p2, &size2));
+  for (int li = 0; li < 4; li++) {
+    int64_t dims[2] = {37, lens[li]}, len = lens[li];
+    dvm_tensor *in[1] = {NULL}, *out[2] = {NULL, NULL};
+    CHECK_OK(dvm_tensor_create(DVM_F32, 2, dims, &in[0]));
+    CHECK_OK(dvm_tensor_create(DVM_F32, 2, dims, &out[0]));
+    CHECK_OK(dvm_tensor_create(DVM_F32, 2, dims, &out[1]));
+    float *px = dvm_tensor_ptr(in[0]), *y0 = dvm_tensor_ptr(out[0]), *y1 = dvm_tensor_ptr(out[1]);
+    for (int64_t i = 0; i < 37 * len; i++) px[i] = (float)((i * 7919) % 1000) / 250.0f - 2.0f;
+    dvm_kernel_args a = {in, 1, out, 2, NULL, 0, 0, p2, size2, &ex};
+    CHECK_OK(k->fn(&a));
+    int bad = 0;
+    for (int64_t r = 0; r < 37; r++) {
+      double sum = 0;
+      for (int64_t j = 0; j < len; j++) sum += px[r * len + j];
+      double qq = sqrt(sum / (double)len + 3.0);
+      for (int64_t j = 0; j < len; j++) {
+        double w1 = qq > 1.7 ? qq : px[r * len + j];
+        bad += fabs(y0[r * len + j] - sum) > 1e-3 + 1e-5 * fabs(sum) || fabs(y1[r * len + j] - w1) > 1e-5;
+      }
+    }
+    if (bad) fprintf(stderr, "per-row ops, rows of %lld: %d wrong\n", (long long)len, bad);
+    CHECK(bad == 0);
+    dvm_tensor_release(in[0]);
+    dvm_tensor_release(out[0]);
+    dvm_tensor_release(out[1]);
+  }
+  free(p2);
   /* a scalar output has no rows */
   dvm_tensor *s_in[1] = {NULL}, *s_out[2] = {NULL, NULL};
   CHECK_OK(dvm_tensor_create(DVM_F32, 0, NULL, &s_in[0]));
