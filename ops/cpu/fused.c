@@ -626,6 +626,7 @@ typedef struct exec {
    * expand[i] are the registers holding such values that instruction i
    * reads as rows, each filled along its rows before it */
   uint8_t per_row[DVM_FUSED_MAX_INSTRS];
+  int overlap; /* an output overlaps an input */
   uint32_t expand[DVM_FUSED_MAX_INSTRS];
   int cursor;     /* a load needs the broadcast cursor */
   int row_blocks; /* blocks end at row ends */
@@ -809,7 +810,7 @@ static int exactly(const dvm_tensor *a, const dvm_tensor *b) {
  * call (SAME: a hoisted constant or scalar input, a filled scalar). An op
  * whose operands are per-row or the same, one at least per-row, and a row
  * reduction, compute per row, unless their register is an output's memory
- * (its positions are the output's); a per-row register read as rows (by
+ * over an input (its positions are then the input's too); a per-row register read as rows (by
  * an op on rows, a reduction, a store) is filled along its rows first.
  * So a normalization's 1 / sqrt(var + eps) is one sqrt and one divide per
  * row, not per element. */
@@ -828,7 +829,7 @@ static void plan_rows(exec *x) {
         per_row |= form[reads[k]] == PER_ROW;
         rows_read |= form[reads[k]] == ROWS;
       }
-    x->per_row[i] = (kind == K_REDUCE || (per_row && !rows_read)) && x->out_alias[in->dst] < 0;
+    x->per_row[i] = (kind == K_REDUCE || (per_row && !rows_read)) && (x->out_alias[in->dst] < 0 || !x->overlap);
     x->expand[i] = 0;
     for (int k = 0; k < 3 && !x->per_row[i]; k++)
       if (reads[k] >= 0 && form[reads[k]] == PER_ROW) {
@@ -881,6 +882,7 @@ static void plan_exec(exec *x, const dvm_kernel_args *a) {
   int overlap = 0;
   for (int k = 0; k < f->nin; k++)
     for (int j = 0; j < f->nout; j++) overlap |= overlaps(a->in[k], a->out[j]);
+  x->overlap = overlap;
   for (int i = 0; i < f->ninstrs; i++) {
     const finstr *in = &f->ins[i];
     if (in->op == DVM_FUSED_STORE) {

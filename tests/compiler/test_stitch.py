@@ -195,6 +195,22 @@ def test_reduce_not_last_axis(tmp_path):
     check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], want_stitched=0)
 
 
+@pytest.mark.parametrize("form", ["layernorm_std", "l2_normalize", "softmax"])
+def test_in_place(tmp_path, form):
+    """between two MatMuls: the group's input dies in it and its output is
+    an intermediate, so the memory plan gives the output the input's memory
+    (per-row values then stay out of the output's memory)."""
+    d = 24
+    rename = {"x": "h", "y": "z"}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"])] + [
+        helper.make_node(n.op_type, [rename.get(i, i) for i in n.input], [rename.get(o, o) for o in n.output],
+                         name=n.name, **{a.name: helper.get_attribute_value(a) for a in n.attribute})
+        for n in FORMS[form](13)] + [helper.make_node("MatMul", ["z", "w"], ["y"])]
+    w = c("w", np.random.default_rng(1).standard_normal((d, d)) / 4)
+    path = write(tmp_path, nodes, d, extra_inits=[w])
+    check(tmp_path, path, [(1, 7, d), (3, 13, d), (2, 67, d)], extra=("--disable", "layernorm", "--disable", "rmsnorm"))
+
+
 def test_keepdims_0_not_stitched(tmp_path):
     nodes = [helper.make_node("ReduceMax", ["x"], ["m"], axes=[-1], keepdims=0),
              helper.make_node("Unsqueeze", ["m", "ax"], ["mu"]), helper.make_node("Sub", ["x", "mu"], ["y"])]
