@@ -211,6 +211,22 @@ def test_in_place(tmp_path, form):
     check(tmp_path, path, [(1, 7, d), (3, 13, d), (2, 67, d)], extra=("--disable", "layernorm", "--disable", "rmsnorm"))
 
 
+def test_group_norm_after_reshape(tmp_path):
+    """GroupNorm as exported: Reshape to [batch, groups, rest], the
+    statistics over the last axis (stitched), Reshape back, scale and
+    shift per channel (an elementwise group of its own)."""
+    shp = numpy_helper.from_array(np.asarray([0, 4, 48], dtype=np.int64), "gshape")
+    back = numpy_helper.from_array(np.asarray([0, 8, 24], dtype=np.int64), "bshape")
+    nodes = [helper.make_node("Reshape", ["x", "gshape"], ["xg"])] + [
+        helper.make_node(n.op_type, [{"x": "xg"}.get(i, i) for i in n.input], list(n.output),
+                         **{a.name: helper.get_attribute_value(a) for a in n.attribute})
+        for n in layernorm_std(13)[:7]] + [
+        helper.make_node("Reshape", ["n", "bshape"], ["nb"]), helper.make_node("Mul", ["nb", "g"], ["s"]),
+        helper.make_node("Add", ["s", "b"], ["y"])]
+    path = write(tmp_path, nodes, 24, extra_inits=[shp, back])
+    check(tmp_path, path, [(1, 8, 24), (3, 8, 24), (0, 8, 24)], extra=("--disable", "layernorm", "--disable", "rmsnorm"))
+
+
 def test_keepdims_0_not_stitched(tmp_path):
     nodes = [helper.make_node("ReduceMax", ["x"], ["m"], axes=[-1], keepdims=0),
              helper.make_node("Unsqueeze", ["m", "ax"], ["mu"]), helper.make_node("Sub", ["x", "mu"], ["y"])]
