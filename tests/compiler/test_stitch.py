@@ -227,6 +227,14 @@ def test_group_norm_after_reshape(tmp_path):
     check(tmp_path, path, [(1, 8, 24), (3, 8, 24), (0, 8, 24)], extra=("--disable", "layernorm", "--disable", "rmsnorm"))
 
 
+def test_cuda_target_not_stitched(tmp_path):
+    """row programs have no CUDA version: --target cpu,cuda builds none."""
+    path = write(tmp_path, softmax(13), 24)
+    out = str(tmp_path / "cu.dvmb")
+    compile_(path, out, "--target", "cpu,cuda")
+    assert stitched(out) == 0
+
+
 def test_keepdims_0_not_stitched(tmp_path):
     nodes = [helper.make_node("ReduceMax", ["x"], ["m"], axes=[-1], keepdims=0),
              helper.make_node("Unsqueeze", ["m", "ax"], ["mu"]), helper.make_node("Sub", ["x", "mu"], ["y"])]
