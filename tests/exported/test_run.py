@@ -76,16 +76,20 @@ def test_memory_formula_is_the_measured_peak(model, tmp_path):
         assert predicted == measured, f"{env}: inspect says {predicted} bytes, the run asked for {measured}"
 
 
-def test_bert_export_chains_fused(tmp_path):
+@pytest.mark.parametrize("stitch", [True, False])
+def test_bert_export_chains_fused(tmp_path, stitch):
     """In the exported BERT, the decomposed LayerNorm and GELU and the mask
     and residual arithmetic run as fused kernels: per layer, no elementwise
     op but the bias adds (one Add after each product) is its own call.
-    With the graph rewrites off: tests/compiler/test_passes.py
-    counts the kernels with them on."""
+    Stitched (the default), each LayerNorm's reductions join its fused
+    call too (fused@stitchN): no reduce_mean call is left. With the graph
+    rewrites off: tests/compiler/test_passes.py counts the kernels with
+    them on."""
     onnx_path = MODELS["bert_tiny"][0]
     dvmb = tmp_path / "bert.dvmb"
     off = sum((["--disable", p] for p in ("layernorm", "gelu", "epilogue", "skiplayernorm", "rmsnorm")), [])
-    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb), *off], check=True)
+    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb), *off] + ([] if stitch else ["--no-stitch"]),
+                   check=True)
     text = subprocess.run([DVM, "disasm", str(dvmb)], capture_output=True, text=True, check=True).stdout
     per_layer, loc = {}, ""
     for line in text.splitlines():
@@ -93,12 +97,17 @@ def test_bert_export_chains_fused(tmp_path):
         if s.startswith(".loc"):
             loc = s.split(None, 1)[1].strip('"')
         elif s.startswith("invoke") and loc.startswith("/layers."):
-            kernel = s.split()[1].rstrip(",").strip('"').split("@")[0]
+            kernel = s.split()[1].rstrip(",").strip('"')
+            kernel = "stitched" if kernel.startswith("fused@stitch") else kernel.split("@")[0]
             per_layer.setdefault(loc.split("/")[1], []).append(kernel)
     assert sorted(per_layer) == ["layers.0", "layers.1"], per_layer.keys()
     for layer, kernels in per_layer.items():
         counts = {k: kernels.count(k) for k in set(kernels)}
         standalone = {k: c for k, c in counts.items() if k in ("sub", "mul", "div", "pow", "sqrt", "erf", "tanh")}
         assert not standalone, f"{layer}: {counts}"
-        assert counts.get("add", 0) <= 6 and counts["fused"] >= 8, f"{layer}: {counts}"
+        if stitch:  # the two LayerNorms, each with the residual add before it
+            assert counts.get("stitched") == 2 and "reduce_mean" not in counts, f"{layer}: {counts}"
+            assert counts.get("add", 0) <= 6 and counts["fused"] >= 1, f"{layer}: {counts}"
+        else:
+            assert "stitched" not in counts and counts.get("add", 0) <= 6 and counts["fused"] >= 8, f"{layer}: {counts}"
         assert len(kernels) <= 30, f"{layer}: {len(kernels)} kernel calls: {counts}"

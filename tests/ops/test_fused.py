@@ -22,16 +22,16 @@ DT = {"f32": 0, "f16": 1, "bf16": 2, "f64": 3, "i8": 4, "i16": 5, "i32": 6, "i64
 OPS = {name: code for code, name in enumerate(
     "load store const mov cast add sub mul div pow min max equal less greater less_equal "
     "greater_equal and or xor not where neg abs relu sqrt exp log tanh erf sigmoid gelu gelu_tanh "
-    "reciprocal".split(), start=1)}
+    "reciprocal row_sum row_mean row_max row_min".split(), start=1)}
 NP = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "i64": np.int64, "bool": np.bool_,
       "bf16": np.float32}  # bf16 travels as f32 through casts
 
 
-def encode(ins, outs, regs, code, version=1):
+def encode(ins, outs, regs, code, version=1, flags=0):
     """A payload: dtype names of inputs, outputs and registers; code as
     (op, dst, a, b, c, imm) tuples, trailing fields optional; an f32 imm is
-    given as a Python float."""
-    head = b"DVMF" + struct.pack("<HBBBBHI", version, len(ins), len(outs), len(regs), 0, len(code), 0)
+    given as a Python float; flags 1: a row program."""
+    head = b"DVMF" + struct.pack("<HBBBBHI", version, len(ins), len(outs), len(regs), flags, len(code), 0)
     tables = bytes(DT[t] for t in ins + outs + regs)
     tables += b"\0" * (-(16 + len(tables)) % 8)
     body = b""
@@ -350,6 +350,51 @@ def test_inplace_output():
     np.testing.assert_allclose(got, np.exp(x.astype(np.float64)) - x, rtol=1e-6, atol=1e-6)
 
 
+# ---- row programs (docs/fused.md 6.1) ----
+
+ROWS_P = encode(["f32"] * 3, ["f32"] * 2, ["f32"] * 6,
+                [("load", 0, 0), ("row_max", 1, 0), ("sub", 1, 0, 1), ("exp", 1, 1), ("row_sum", 2, 1),
+                 ("div", 1, 1, 2), ("load", 3, 1), ("add", 2, 3, 3), ("load", 4, 2), ("mul", 1, 1, 4),
+                 ("add", 1, 1, 2), ("store", 0, 1), ("row_mean", 2, 0), ("row_min", 5, 0), ("sub", 2, 2, 5),
+                 ("mul", 2, 2, 0), ("store", 1, 2)], flags=1)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 13), (2, 3, 769), (0, 5), (3, 0), (700, 37), (2, 20011)])
+def test_row_program(shape):
+    """softmax(x) * w + 2 r and (mean(x) - min(x)) * x over the last dim,
+    r a per-row input [..., 1] and w a row [L]: NumPy's values, at row
+    lengths 1 and primes, 0 rows and 0-length rows, rows split over
+    threads, and rows past the stack's registers."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    r = rng.standard_normal(shape[:-1] + (1,)).astype(np.float32)
+    w = rng.standard_normal(shape[-1:]).astype(np.float32)
+    y0, y1 = run_fused(ROWS_P, [x, r, w], [np.float32, np.float32])
+    x64 = x.astype(np.float64)
+    if x.size:
+        e = np.exp(x64 - x64.max(-1, keepdims=True))
+        want0 = e / e.sum(-1, keepdims=True) * w + 2 * r
+        want1 = (x64.mean(-1, keepdims=True) - x64.min(-1, keepdims=True)) * x64
+    else:
+        want0 = want1 = np.zeros(shape)
+    assert y0.shape == y1.shape == shape
+    np.testing.assert_allclose(y0, want0, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y1, want1, rtol=1e-5, atol=1e-5)
+
+
+def test_row_program_in_place():
+    """A row program whose output is its input's memory: x - mean(x)."""
+    x = rng.standard_normal((5, 1000)).astype(np.float32)
+    p = encode(["f32"], ["f32"], ["f32", "f32"], [("load", 0, 0), ("row_mean", 1, 0), ("sub", 1, 0, 1),
+                                                  ("store", 0, 1)], flags=1)
+    text = dvmop.program("fused", [x], outputs=[(np.float32, x.shape)])
+    text = text.replace(".kernel fused cpu 1", f'.kernel fused cpu 1 x"{p.hex()}"')
+    out_reg = text.split("invoke fused, -, (")[1].split(")")[0]
+    text = text.replace(f"invoke fused, -, ({out_reg})", "invoke fused, -, (r0)").replace(
+        f"ret ({out_reg})", "ret (r0)")
+    got = run_text(text, [x], 1)[0]
+    np.testing.assert_allclose(got, x - x.astype(np.float64).mean(-1, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
 def test_inplace_two_outputs():
     """Output 0 over the input, and a stored register rewritten after its
     store: the store keeps the value it had."""
@@ -399,7 +444,10 @@ CORRUPT = [
     (with_bytes(GELU_WB, 8, [33]), r"33 registers \(want 1 to 32\)"),
     (with_bytes(GELU_WB, 10, [0, 1]), r"256 instructions, its counts say|program: 136 bytes, its counts say 4120"),
     (with_bytes(GELU_WB, 10, [1, 1]), r"257 instructions \(want 1 to 256\)"),
-    (with_bytes(GELU_WB, 9, [1]), r"reserved header bytes are not zero"),
+    (with_bytes(GELU_WB, 9, [2]), r"unknown flags 0x02 \(want 0 or 0x01, rows\)"),
+    (with_bytes(GELU_WB, 12, [1]), r"reserved header bytes are not zero"),
+    (with_bytes(GELU_WB, 24 + 16 * 5, [35]),
+     r"instruction 5 \(row_sum\): a row reduction needs the rows flag in the header"),
     (GELU_WB + b"\0" * 16, r"152 bytes, its counts say 136"),
     (GELU_WB[:-1], r"135 bytes, its counts say 136"),
     (with_bytes(GELU_WB, 16, [3]), r"input 0 has dtype f64 \(want f32, f16, bf16, i32, i64 or bool\)"),
