@@ -15,10 +15,13 @@ constant), which both prepack at load (what a model's weights get).
 
     python3 bench/bench_ops.py [--dvm build/tools/dvm] [--threads 1,2] [--rounds 3]
                                [--only matmul|softmax|layernorm] [--budget 0.5]
-                               [--rows 1,8,32,128,512]
+                               [--rows 1,8,32,128,512] [--kn 768x768,768x3072]
+                               [--const-only]
 
 Prints one table row per case: ms for each side and the ratio dvm/ORT
-(below 1: dvm is faster), then for MatMul the same with B constant. Each measurement runs for about --budget seconds
+(below 1: dvm is faster), then for MatMul the same with B constant and
+both sides' GFLOP/s (2 M K N over the median) with it. --const-only times
+only the B-constant form. Each measurement runs for about --budget seconds
 (at least 10, at most 1000 iterations).
 """
 import argparse
@@ -43,11 +46,11 @@ SOFTMAX = [(1, 128, 768), (8, 128, 768), (1, 12, 128, 128)]
 LAYERNORM = [(1, 128, 768), (8, 128, 768)]
 
 
-def cases(only, rows):
+def cases(only, rows, kn=MATMUL_KN):
     rng = np.random.default_rng(0)
     f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     if only in (None, "matmul"):
-        for m, k, n in ((m, k, n) for m in rows for k, n in MATMUL_KN):
+        for m, k, n in ((m, k, n) for m in rows for k, n in kn):
             yield (f"matmul {m}x{k} * {k}x{n}", "matmul", [f(m, k), f(k, n)], [], "MatMul", {}, 1)
     if only in (None, "softmax"):
         for s in SOFTMAX:
@@ -111,13 +114,17 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--only", choices=["matmul", "softmax", "layernorm"])
     ap.add_argument("--rows", default="1,8,32,128,512", help="MatMul's M values")
+    ap.add_argument("--kn", help="MatMul's K x N values, e.g. 768x768,1024x1024 (default: "
+                    + ",".join(f"{k}x{n}" for k, n in MATMUL_KN) + ")")
+    ap.add_argument("--const-only", action="store_true", help="MatMul with B constant only")
     ap.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
     ap.add_argument("--rounds", type=int, default=3, help="measurements per side; the best counts")
     args = ap.parse_args()
     print(f"{'case':34} {'thr':>3} {'dvm ms':>9} {'ort ms':>9} {'dvm/ort':>8} "
-          f"{'B const: dvm ms':>15} {'ort ms':>9} {'dvm/ort':>8}")
+          f"{'B const: dvm ms':>15} {'ort ms':>9} {'dvm/ort':>8} {'GFLOP/s dvm':>11} {'ort':>6}")
+    kn = MATMUL_KN if not args.kn else [tuple(int(v) for v in s.split("x")) for s in args.kn.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
-        for name, kernel, inputs, attrs, op, oattrs, has_b in cases(args.only, [int(m) for m in args.rows.split(",")]):
+        for name, kernel, inputs, attrs, op, oattrs, has_b in cases(args.only, [int(m) for m in args.rows.split(",")], kn):
             for threads in (int(t) for t in args.threads.split(",")):
                 sess, binding = ort_session(op, inputs, oattrs, threads, len(inputs))
                 t0 = time.perf_counter()
@@ -129,17 +136,21 @@ def main():
                 if has_b:  # weights as ORT sees them in a model: prepacked at load
                     sess_c, binding_c = ort_session(op, inputs, oattrs, threads, 1)
                 t_ort = t_dvm = t_c = t_dc = float("inf")
+                only_c = has_b and args.const_only
                 for _ in range(args.rounds):
-                    t_ort = min(t_ort, ort_time(sess, binding, iters, warmup))
-                    t_dvm = min(t_dvm, dvm_time(args.dvm, tmp, kernel, inputs, attrs, threads,
-                                                iters, warmup))
+                    if not only_c:
+                        t_ort = min(t_ort, ort_time(sess, binding, iters, warmup))
+                        t_dvm = min(t_dvm, dvm_time(args.dvm, tmp, kernel, inputs, attrs, threads,
+                                                    iters, warmup))
                     if has_b:
                         t_c = min(t_c, ort_time(sess_c, binding_c, iters, warmup))
                         t_dc = min(t_dc, dvm_time(args.dvm, tmp, kernel, inputs, attrs, threads,
                                                   iters, warmup, const_from=1))
                 row = f"{name:34} {threads:>3} {t_dvm:9.4f} {t_ort:9.4f} {t_dvm / t_ort:8.2f}"
                 if has_b:
-                    row += f" {t_dc:15.4f} {t_c:9.4f} {t_dc / t_c:8.2f}"
+                    flop = 2 * inputs[0].shape[0] * inputs[0].shape[1] * inputs[1].shape[1]
+                    row += (f" {t_dc:15.4f} {t_c:9.4f} {t_dc / t_c:8.2f}"
+                            f" {flop / t_dc * 1e-6:11.1f} {flop / t_c * 1e-6:6.1f}")
                 print(row, flush=True)
 
 

@@ -1,9 +1,8 @@
 /* Products: matmul, gemm, einsum, all through one engine over oneDNN's
  * row-major dnnl_sgemm (f32), except matmul and gemm with a constant f32 B,
  * which their prepack hooks pack when the module is linked: those run
- * ops/cpu/pgemm.c's microkernel on the packed B (for any number of rows
- * but where pgemm.h says), and the plain B is not read again (its pages
- * go back to the file).
+ * ops/cpu/pgemm.c's microkernel on the packed B (for any number of rows),
+ * and the plain B is not read again (its pages go back to the file).
  *
  *   matmul (in: A, B) -> Y
  *     ONNX MatMul (shapes and batch broadcasting: shapefuncs/matmul.h).
@@ -379,12 +378,9 @@ static dvm_status *gemm_prepack(const dvm_tensor *t, int input, const dvm_attr_h
   return NULL;
 }
 
-/* pb where it is a packing of B [k, n] and the packed path serves `rows`
- * rows of A read `lda` floats apart (pgemm.h), else NULL. */
-static const dvm_pgemm_b *packed_b(const dvm_pgemm_b *pb, int64_t rows, int64_t lda, int64_t k,
-                                   int64_t n) {
-  if (!pb || dvm_pgemm_k(pb) != k || dvm_pgemm_n(pb) != n) return NULL;
-  return rows <= DVM_PGEMM_ALIASED_MAX_ROWS || lda % DVM_PGEMM_ALIASED_STRIDE ? pb : NULL;
+/* pb where it is a packing of B [k, n], else NULL. */
+static const dvm_pgemm_b *packed_b(const dvm_pgemm_b *pb, int64_t k, int64_t n) {
+  return pb && dvm_pgemm_k(pb) == k && dvm_pgemm_n(pb) == n ? pb : NULL;
 }
 
 /* ---- matmul -------------------------------------------------------------- */
@@ -447,7 +443,7 @@ static dvm_status *matmul_run(const dvm_kernel_args *a, int owner, const dvm_epi
   }
   const dvm_pgemm_b *packed =
       ny == 1 && nx == batch && y->dtype == DVM_F32
-          ? packed_b(dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1), batch * m, k, k, n)
+          ? packed_b(dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1), k, n)
           : NULL;
   if (packed) /* a constant B packed at link */
     dvm_pgemm_run(packed, batch * m, px, k, 1, 1, 0, pc, n, threads, epi);
@@ -538,7 +534,7 @@ static dvm_status *gemm_run(const dvm_kernel_args *a, const char *op, int owner,
                .a = px, .b = py, .c = pc, .epi = epi};
   const dvm_gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1)
                                             : NULL;
-  const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], m, ta ? 1 : p.lda, k, n) : NULL;
+  const dvm_pgemm_b *packed = g ? packed_b(g->b[tb], k, n) : NULL;
   if (packed) /* a constant B packed at link */
     dvm_pgemm_run(packed, m, px, ta ? 1 : p.lda, ta ? p.lda : 1, (float)alpha, (float)b, pc, n,
                   dvm_kargs_threads(a), epi);

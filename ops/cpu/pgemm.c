@@ -12,6 +12,18 @@
  * threads take whole panels, and run all row blocks of a panel while it is
  * in their cache.
  *
+ * Where there is more than one row block, A is packed first (the threads
+ * split the blocks, then the panels): block [i0, i0 + r) at i0 k, its
+ * element (i, l) at i0 k + l r + i, so the r values the tile broadcasts
+ * at step l lie side by side and the tile reads one stream of A instead of
+ * r rows K floats apart. Unpacked, rows 4 KiB apart (K = 1024, 3072) all
+ * fell in one set of the 8-way L1, and 12 of them thrashed it: 10-30%
+ * slower than sgemm from 128 rows on, where they went to sgemm until this
+ * (docs/performance.md "Packed A"). Packing costs one pass over A (4 x 4
+ * transposes), about 1% of a product of 32 rows or more; a single block
+ * (up to 12 rows) is not packed: its rows are read once per panel either
+ * way.
+ *
  * Why: dnnl_sgemm packs B on every call, which at M = 8 costs more than
  * the product; ONNX Runtime packs constant weights at load. The variant
  * (ops/cpu/isa.h) is the one chosen for the process when B is packed, and
@@ -94,19 +106,21 @@ struct job {
   const dvm_pgemm_b *pb;
   int64_t m, sm, sk, ldc, blocks;
   const float *a;
+  const float *ap; /* A packed by row block, or NULL: read at a */
   float alpha, beta;
   float *c;
-  const tile_fn *tiles; /* by rows, 1 .. MR of the variant */
+  const tile_fn *tiles; /* by rows, 1 .. MR of the variant, reading A or ap */
   const dvm_epilogue *epi;
 };
 
-/* C[i0 .. i0 + r, panel p] from r rows of A; r is a constant where it is
- * inlined, so the accumulators stay in registers. */
-TARGET static inline __attribute__((always_inline)) void tile(int r, const job *jb, int64_t i0,
-                                                              int64_t p) {
+/* C[i0 .. i0 + r, panel p] from r rows of A, read packed (pk) or in
+ * place; r and pk are constants where it is inlined, so the accumulators
+ * stay in registers and packed A's offsets are immediates. */
+TARGET static inline __attribute__((always_inline)) void tile(int r, int pk, const job *jb,
+                                                              int64_t i0, int64_t p) {
   const dvm_pgemm_b *pb = jb->pb;
-  const int64_t k = pb->k, sm = jb->sm, sk = jb->sk;
-  const float *b = pb->data + p * k * NR, *a = jb->a + i0 * sm;
+  const int64_t k = pb->k, sm = pk ? 1 : jb->sm, sk = pk ? r : jb->sk;
+  const float *b = pb->data + p * k * NR, *a = pk ? jb->ap + i0 * k : jb->a + i0 * sm;
   __m256 c0[MR], c1[MR];
   _Pragma("GCC unroll 6") for (int i = 0; i < r; i++) c0[i] = c1[i] = _mm256_setzero_ps();
   for (int64_t l = 0; l < k; l++, b += NR) {
@@ -139,11 +153,11 @@ TARGET static inline __attribute__((always_inline)) void tile(int r, const job *
 
 /* The AVX-512 tile: as tile, with 32-column panels in two zmm per row and
  * the last panel's columns past n masked off. */
-TARGET512 static inline __attribute__((always_inline)) void tile512(int r, const job *jb, int64_t i0,
-                                                                    int64_t p) {
+TARGET512 static inline __attribute__((always_inline)) void tile512(int r, int pk, const job *jb,
+                                                                    int64_t i0, int64_t p) {
   const dvm_pgemm_b *pb = jb->pb;
-  const int64_t k = pb->k, sm = jb->sm, sk = jb->sk;
-  const float *b = pb->data + p * k * NR512, *a = jb->a + i0 * sm;
+  const int64_t k = pb->k, sm = pk ? 1 : jb->sm, sk = pk ? r : jb->sk;
+  const float *b = pb->data + p * k * NR512, *a = pk ? jb->ap + i0 * k : jb->a + i0 * sm;
   __m512 c0[MR512], c1[MR512];
   _Pragma("GCC unroll 12") for (int i = 0; i < r; i++) c0[i] = c1[i] = _mm512_setzero_ps();
   for (int64_t l = 0; l < k; l++, b += NR512) {
@@ -170,30 +184,81 @@ TARGET512 static inline __attribute__((always_inline)) void tile512(int r, const
   }
 }
 
+/* Each row count R, A in place and packed. */
+#define TILE512(R)                                                                               \
+  TARGET512 static void tile512_##R(const job *jb, int64_t i0, int64_t p) {                       \
+    tile512(R, 0, jb, i0, p);                                                                    \
+  }                                                                                              \
+  TARGET512 static void tile512p_##R(const job *jb, int64_t i0, int64_t p) {                      \
+    tile512(R, 1, jb, i0, p);                                                                    \
+  }
 #define TILE(R)                                                                                  \
-  TARGET static void tile##R(const job *jb, int64_t i0, int64_t p) { tile(R, jb, i0, p); }        \
-  TARGET512 static void tile512_##R(const job *jb, int64_t i0, int64_t p) { tile512(R, jb, i0, p); }
+  TARGET static void tile##R(const job *jb, int64_t i0, int64_t p) { tile(R, 0, jb, i0, p); }     \
+  TARGET static void tilep##R(const job *jb, int64_t i0, int64_t p) { tile(R, 1, jb, i0, p); }    \
+  TILE512(R)
 TILE(1)
 TILE(2)
 TILE(3)
 TILE(4)
 TILE(5)
 TILE(6)
+TILE512(7)
+TILE512(8)
+TILE512(9)
+TILE512(10)
+TILE512(11)
+TILE512(12)
 #undef TILE
-#define TILE(R) \
-  TARGET512 static void tile512_##R(const job *jb, int64_t i0, int64_t p) { tile512(R, jb, i0, p); }
-TILE(7)
-TILE(8)
-TILE(9)
-TILE(10)
-TILE(11)
-TILE(12)
-#undef TILE
+#undef TILE512
 
-static const tile_fn tiles_avx2[MR + 1] = {NULL, tile1, tile2, tile3, tile4, tile5, tile6};
-static const tile_fn tiles_avx512[MR512 + 1] = {
-    NULL, tile512_1, tile512_2, tile512_3, tile512_4, tile512_5, tile512_6,
-    tile512_7, tile512_8, tile512_9, tile512_10, tile512_11, tile512_12};
+/* [packed][rows] */
+static const tile_fn tiles_avx2[2][MR + 1] = {
+    {NULL, tile1, tile2, tile3, tile4, tile5, tile6},
+    {NULL, tilep1, tilep2, tilep3, tilep4, tilep5, tilep6}};
+static const tile_fn tiles_avx512[2][MR512 + 1] = {
+    {NULL, tile512_1, tile512_2, tile512_3, tile512_4, tile512_5, tile512_6, tile512_7, tile512_8,
+     tile512_9, tile512_10, tile512_11, tile512_12},
+    {NULL, tile512p_1, tile512p_2, tile512p_3, tile512p_4, tile512p_5, tile512p_6, tile512p_7,
+     tile512p_8, tile512p_9, tile512p_10, tile512p_11, tile512p_12}};
+
+/* Rows [i0, i0 + r) of A (element (i, l) at a[i * sm + l * sk]) into
+ * dst, element (i, l) at dst[l * r + i]. Row-major A goes through 4 x 4
+ * transposes (SSE), the last group of rows overlapping the one before
+ * where r is not a multiple of 4; A read transposed (sm = 1) is already
+ * in that order, r floats per step. */
+static void pack_rows(const float *a, int64_t sm, int64_t sk, int64_t k, int64_t r, float *dst) {
+  if (sm == 1) {
+    for (int64_t l = 0; l < k; l++) memcpy(dst + l * r, a + l * sk, sizeof(float) * (size_t)r);
+    return;
+  }
+  int64_t l0 = 0;
+  if (sk == 1 && r >= 4)
+    for (; l0 + 4 <= k; l0 += 4)
+      for (int64_t g = 0; g < r; g += 4) {
+        int64_t i = g + 4 <= r ? g : r - 4;
+        const float *ai = a + i * sm + l0;
+        __m128 x0 = _mm_loadu_ps(ai), x1 = _mm_loadu_ps(ai + sm), x2 = _mm_loadu_ps(ai + 2 * sm),
+               x3 = _mm_loadu_ps(ai + 3 * sm);
+        _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+        float *d = dst + l0 * r + i;
+        _mm_storeu_ps(d, x0);
+        _mm_storeu_ps(d + r, x1);
+        _mm_storeu_ps(d + 2 * r, x2);
+        _mm_storeu_ps(d + 3 * r, x3);
+      }
+  for (int64_t l = l0; l < k; l++)
+    for (int64_t i = 0; i < r; i++) dst[l * r + i] = a[i * sm + l * sk];
+}
+
+/* Row blocks [q0, q1) of A into jb->ap. */
+static void pack_blocks(const void *arg, int64_t q0, int64_t q1) {
+  const job *jb = arg;
+  const int64_t k = jb->pb->k;
+  for (int64_t q = q0; q < q1; q++) {
+    int64_t i0 = jb->m * q / jb->blocks, i1 = jb->m * (q + 1) / jb->blocks;
+    pack_rows(jb->a + i0 * jb->sm, jb->sm, jb->sk, k, i1 - i0, (float *)jb->ap + i0 * k);
+  }
+}
 
 /* Each panel's columns of C, all row blocks, then the epilogue over them
  * while they are in L1 (m rows of 16 or 32 floats). */
@@ -214,9 +279,17 @@ static void panels(const void *arg, int64_t p0, int64_t p1) {
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
                    float alpha, float beta, float *c, int64_t ldc, int threads, const dvm_epilogue *epi) {
   int avx512 = pb->isa == DVM_ISA_AVX512F;
-  int64_t mr = avx512 ? MR512 : MR;
-  job jb = {pb, m, sm, sk, ldc, (m + mr - 1) / mr, a, alpha, beta, c, avx512 ? tiles_avx512 : tiles_avx2, epi};
+  int64_t mr = avx512 ? MR512 : MR, blocks = (m + mr - 1) / mr;
+  size_t bytes;
+  /* more than one block: A packed (without the memory, read in place) */
+  float *ap = blocks > 1 && !dvm_mul_overflows((size_t)m, (size_t)pb->k * sizeof(float), &bytes)
+                  ? malloc(bytes)
+                  : NULL;
+  job jb = {pb, m, sm, sk, ldc, blocks, a, ap, alpha, beta, c,
+            avx512 ? tiles_avx512[ap != NULL] : tiles_avx2[ap != NULL], epi};
+  if (ap) dvm_vec_parallel(threads, blocks, pack_blocks, &jb);
   dvm_vec_parallel(threads, pb->panels, panels, &jb);
+  free(ap);
 }
 
 dvm_isa dvm_pgemm_isa(const dvm_pgemm_b *pb) { return pb->isa; }

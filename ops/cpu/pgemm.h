@@ -8,17 +8,11 @@
 #include "ops/cpu/epilogue.h"
 #include "ops/cpu/isa.h"
 
-/* The packed path serves products of any number of rows of A, so that a
- * constant B is held once, packed, and its plain bytes are given back
- * (vm/link.c): below 96 rows it beats dnnl_sgemm, which packs B on every
- * call, and up to 1024 rows it is about as fast (docs/performance.md),
- * except where A's rows lie a multiple of 4 KiB apart (K = 1024, 3072):
- * the 12 rows a block broadcasts from then share one set of the 8-way L1
- * cache, and from 128 rows on sgemm was 10-30% faster. Those products keep
- * sgemm (which reads the plain B: its pages come back) until the kernel
- * packs A. */
-#define DVM_PGEMM_ALIASED_MAX_ROWS 96
-#define DVM_PGEMM_ALIASED_STRIDE 1024 /* floats: 4 KiB */
+/* The packed path serves every product with a constant f32 B, of any
+ * number of rows, so that B is held once, packed, and its plain bytes are
+ * given back (vm/link.c): below 96 rows it beats dnnl_sgemm, which packs B
+ * on every call, and from 128 rows on it is about as fast or faster, A
+ * being packed by row block (pgemm.c; docs/performance.md "Packed A"). */
 
 typedef struct dvm_pgemm_b dvm_pgemm_b;
 
@@ -46,8 +40,10 @@ int64_t dvm_pgemm_k(const dvm_pgemm_b *pb);
 int64_t dvm_pgemm_n(const dvm_pgemm_b *pb);
 
 /* C = alpha A pb + beta C for C [m, n] with rows ldc apart and A [m, k]
- * read at a[i * sm + l * sk] (beta 0: C is only written). Threads split
- * pb's column panels. epi (NULL: none) is applied to each panel's columns
+ * read at a[i * sm + l * sk] (beta 0: C is only written). Past one block
+ * of rows (12 with AVX-512, 6 with AVX2) A is packed into a buffer of m k
+ * floats first, the threads splitting its row blocks (without the memory
+ * A is read in place). Threads split pb's column panels. epi (NULL: none) is applied to each panel's columns
  * of C as soon as they are computed (epilogue.h). */
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
                    float alpha, float beta, float *c, int64_t ldc, int threads, const dvm_epilogue *epi);

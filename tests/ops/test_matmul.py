@@ -191,13 +191,15 @@ def test_matmul_errors():
 
 # B a module constant: matmul packs it at load (ops/cpu/pgemm.c) and runs
 # the packed path for every row count; 1..33, past a block of rows (97,
-# 131, 397; K = 1024 past 96 rows goes to sgemm: pgemm.h), panel edges (16 columns: N = 1, 15, 16, 17, 33) and K = 1
-# and primes.
+# 131, 397; A packed from the second block on; K = 1024 and 3072 put A's
+# rows 4 KiB apart), panel edges (16 columns: N = 1, 15, 16, 17, 33) and
+# K = 1 and primes.
 PACKED_SHAPES = ([((m, 13), (13, 17)) for m in range(1, 34)] +
                  [((m, k), (k, n)) for m in (2, 7) for k in (1, 97) for n in (1, 15, 16, 33)] +
                  [((2, 3, 5, 31), (31, 40)), ((4, 8, 29), (1, 29, 19)), ((97, 31), (31, 17)),
                   ((96, 31), (31, 17)), ((131, 64), (64, 33)), ((397, 29), (29, 65)),
-                  ((3, 768), (768, 3072)), ((96, 1024), (1024, 17)), ((97, 1024), (1024, 17))])
+                  ((3, 768), (768, 3072)), ((96, 1024), (1024, 17)), ((97, 1024), (1024, 17)),
+                  ((14, 1024), (1024, 31)), ((2, 64, 1024), (1024, 33)), ((131, 3072), (3072, 47))])
 
 
 @pytest.mark.parametrize("a,b", PACKED_SHAPES)
@@ -265,7 +267,8 @@ def test_gemm_bf16():
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
 @pytest.mark.parametrize("cs", [None, "n", ("m", "n")])
-@pytest.mark.parametrize("m,n,k", [(1, 17, 13), (2, 1, 1), (7, 33, 31), (33, 16, 97), (97, 17, 5), (211, 40, 19)])
+@pytest.mark.parametrize("m,n,k", [(1, 17, 13), (2, 1, 1), (7, 33, 31), (33, 16, 97), (97, 17, 5), (211, 40, 19),
+                                   (131, 33, 1024)])
 def test_gemm_constant_b(ta, tb, cs, m, n, k):
     """B (and C) module constants: B packed at load both ways (transB is a
     run-time attribute), the packed path for every row count."""
