@@ -12,17 +12,18 @@
  * threads take whole panels, and run all row blocks of a panel while it is
  * in their cache.
  *
- * Where there is more than one row block, A is packed first (the threads
- * split the blocks, then the panels): block [i0, i0 + r) at i0 k, its
- * element (i, l) at i0 k + l r + i, so the r values the tile broadcasts
- * at step l lie side by side and the tile reads one stream of A instead of
- * r rows K floats apart. Unpacked, rows 4 KiB apart (K = 1024, 3072) all
- * fell in one set of the 8-way L1, and 12 of them thrashed it: 10-30%
- * slower than sgemm from 128 rows on, where they went to sgemm until this
- * (docs/performance.md "Packed A"). Packing costs one pass over A (4 x 4
- * transposes), about 1% of a product of 32 rows or more; a single block
- * (up to 12 rows) is not packed: its rows are read once per panel either
- * way.
+ * Where A's rows lie a multiple of 4 KiB apart (K = 1024, 3072) and there
+ * is more than one row block, A is packed first (the threads split the
+ * row blocks, then the panels): block [i0, i0 + r) at i0 k, its element
+ * (i, l) at i0 k + l r + i, so the r values the tile broadcasts at step l
+ * lie side by side. Read in place, such rows all fall in one set of the
+ * 8-way L1, which 12 of them thrashed: 10-30% slower than sgemm from 128
+ * rows on, where these products went to sgemm (reading the weight's plain
+ * pages back in) until this. Packed, the kernel matches sgemm there.
+ * Packing every A past one block was measured too (docs/performance.md
+ * "Packed A"): 2-6% faster past 96 rows with B in cache, but 2% slower on
+ * BERT-base 1x128 and the MLP at batch 1024, whose weights come from
+ * memory, and 5% slower at 32 rows; so other A is read in place.
  *
  * Why: dnnl_sgemm packs B on every call, which at M = 8 costs more than
  * the product; ONNX Runtime packs constant weights at load. The variant
@@ -44,6 +45,7 @@
 #define MR 6
 #define NR512 32
 #define MR512 12
+#define ALIAS_STRIDE 1024 /* floats: A is packed where its rows are a multiple of 4 KiB apart */
 
 struct dvm_pgemm_b {
   int64_t k, n, panels, nr;
@@ -221,18 +223,12 @@ static const tile_fn tiles_avx512[2][MR512 + 1] = {
     {NULL, tile512p_1, tile512p_2, tile512p_3, tile512p_4, tile512p_5, tile512p_6, tile512p_7,
      tile512p_8, tile512p_9, tile512p_10, tile512p_11, tile512p_12}};
 
-/* Rows [i0, i0 + r) of A (element (i, l) at a[i * sm + l * sk]) into
- * dst, element (i, l) at dst[l * r + i]. Row-major A goes through 4 x 4
- * transposes (SSE), the last group of rows overlapping the one before
- * where r is not a multiple of 4; A read transposed (sm = 1) is already
- * in that order, r floats per step. */
-static void pack_rows(const float *a, int64_t sm, int64_t sk, int64_t k, int64_t r, float *dst) {
-  if (sm == 1) {
-    for (int64_t l = 0; l < k; l++) memcpy(dst + l * r, a + l * sk, sizeof(float) * (size_t)r);
-    return;
-  }
+/* r rows of row-major A, sm floats apart, into dst: element (i, l) at
+ * dst[l * r + i]. 4 x 4 transposes (SSE), the last group of rows
+ * overlapping the one before where r is not a multiple of 4. */
+static void pack_rows(const float *a, int64_t sm, int64_t k, int64_t r, float *dst) {
   int64_t l0 = 0;
-  if (sk == 1 && r >= 4)
+  if (r >= 4)
     for (; l0 + 4 <= k; l0 += 4)
       for (int64_t g = 0; g < r; g += 4) {
         int64_t i = g + 4 <= r ? g : r - 4;
@@ -247,7 +243,7 @@ static void pack_rows(const float *a, int64_t sm, int64_t sk, int64_t k, int64_t
         _mm_storeu_ps(d + 3 * r, x3);
       }
   for (int64_t l = l0; l < k; l++)
-    for (int64_t i = 0; i < r; i++) dst[l * r + i] = a[i * sm + l * sk];
+    for (int64_t i = 0; i < r; i++) dst[l * r + i] = a[i * sm + l];
 }
 
 /* Row blocks [q0, q1) of A into jb->ap. */
@@ -256,7 +252,7 @@ static void pack_blocks(const void *arg, int64_t q0, int64_t q1) {
   const int64_t k = jb->pb->k;
   for (int64_t q = q0; q < q1; q++) {
     int64_t i0 = jb->m * q / jb->blocks, i1 = jb->m * (q + 1) / jb->blocks;
-    pack_rows(jb->a + i0 * jb->sm, jb->sm, jb->sk, k, i1 - i0, (float *)jb->ap + i0 * k);
+    pack_rows(jb->a + i0 * jb->sm, jb->sm, k, i1 - i0, (float *)jb->ap + i0 * k);
   }
 }
 
@@ -281,10 +277,10 @@ void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm,
   int avx512 = pb->isa == DVM_ISA_AVX512F;
   int64_t mr = avx512 ? MR512 : MR, blocks = (m + mr - 1) / mr;
   size_t bytes;
-  /* more than one block: A packed (without the memory, read in place) */
-  float *ap = blocks > 1 && !dvm_mul_overflows((size_t)m, (size_t)pb->k * sizeof(float), &bytes)
-                  ? malloc(bytes)
-                  : NULL;
+  /* A packed where its rows alias in L1 (above); without the memory, read in place */
+  int pack = blocks > 1 && sk == 1 && sm % ALIAS_STRIDE == 0;
+  float *ap = pack && !dvm_mul_overflows((size_t)m, (size_t)pb->k * sizeof(float), &bytes) ? malloc(bytes)
+                                                                                           : NULL;
   job jb = {pb, m, sm, sk, ldc, blocks, a, ap, alpha, beta, c,
             avx512 ? tiles_avx512[ap != NULL] : tiles_avx2[ap != NULL], epi};
   if (ap) dvm_vec_parallel(threads, blocks, pack_blocks, &jb);

@@ -11,8 +11,9 @@
 /* The packed path serves every product with a constant f32 B, of any
  * number of rows, so that B is held once, packed, and its plain bytes are
  * given back (vm/link.c): below 96 rows it beats dnnl_sgemm, which packs B
- * on every call, and from 128 rows on it is about as fast or faster, A
- * being packed by row block (pgemm.c; docs/performance.md "Packed A"). */
+ * on every call, and from 128 rows on it is about as fast, A being packed
+ * by row block where its rows would alias in L1 (pgemm.c;
+ * docs/performance.md "Packed A"). */
 
 typedef struct dvm_pgemm_b dvm_pgemm_b;
 
@@ -40,10 +41,11 @@ int64_t dvm_pgemm_k(const dvm_pgemm_b *pb);
 int64_t dvm_pgemm_n(const dvm_pgemm_b *pb);
 
 /* C = alpha A pb + beta C for C [m, n] with rows ldc apart and A [m, k]
- * read at a[i * sm + l * sk] (beta 0: C is only written). Past one block
- * of rows (12 with AVX-512, 6 with AVX2) A is packed into a buffer of m k
- * floats first, the threads splitting its row blocks (without the memory
- * A is read in place). Threads split pb's column panels. epi (NULL: none) is applied to each panel's columns
+ * read at a[i * sm + l * sk] (beta 0: C is only written). Where A's rows
+ * are a multiple of 4 KiB apart (and past one block of rows), A is packed
+ * into a buffer of m k floats first, the threads splitting its row blocks
+ * (pgemm.c; without the memory A is read in place). Threads split pb's
+ * column panels. epi (NULL: none) is applied to each panel's columns
  * of C as soon as they are computed (epilogue.h). */
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,
                    float alpha, float beta, float *c, int64_t ldc, int threads, const dvm_epilogue *epi);

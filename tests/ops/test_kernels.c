@@ -480,10 +480,44 @@ static void test_prepack(void) {
 
 /* Each packed-GEMM variant this CPU has, against a double-precision
  * reference: row counts across the block splits and A's packing (one
- * block is read in place, more are packed: 4 x 4 transposes with an
- * overlapping last group, leftover steps of K), panel tails, A plain and
- * transposed, B plain and transposed, K 1024 (rows 4 KiB apart), alpha
- * and beta, one and two threads. */
+ * packed where A's rows are 4 KiB apart: K 1024, 4 x 4 transposes with an
+ * overlapping last group), panel tails, A plain and transposed, B plain
+ * and transposed, alpha and beta, one and two threads. A's rows 1024
+ * floats apart at other K (packed, with leftover steps of K) are
+ * test_pgemm_strided_a's. */
+/* A's rows 1024 floats apart (4 KiB: packed) at K not a multiple of 4:
+ * the packing's leftover steps, against a double-precision reference. */
+static void test_pgemm_strided_a(void) {
+  static const int64_t ms[] = {2, 7, 13, 30}, ks[] = {1, 3, 9, 70};
+  const int64_t n = 17, sm = 1024;
+  float *a = malloc(sizeof(float) * (size_t)(30 * sm)), *b = malloc(sizeof(float) * 70 * 17);
+  float *c = malloc(sizeof(float) * 30 * 17);
+  for (int64_t i = 0; i < 30 * sm; i++) a[i] = (float)((int64_t)(rnd() % 13) - 6) / 4;
+  for (int64_t i = 0; i < 70 * 17; i++) b[i] = (float)((int64_t)(rnd() % 17) - 8) / 8;
+  for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+    int64_t k = ks[ki];
+    dvm_pgemm_b *pb = dvm_pgemm_pack(b, k, n, n, 1);
+    if (!pb) continue; /* no packed path on this CPU (or DVM_CPU_ISA=generic) */
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+      int64_t m = ms[mi], bad = 0;
+      dvm_pgemm_run(pb, m, a, sm, 1, 1, 0, c, n, 2, NULL);
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+          double want = 0;
+          for (int64_t l = 0; l < k; l++) want += (double)a[i * sm + l] * b[l * n + j];
+          bad += fabs(c[i * n + j] - want) > 1e-4 * (1 + fabs(want));
+        }
+      if (bad) fprintf(stderr, "pgemm A rows %lld apart m=%lld k=%lld: %lld wrong\n", (long long)sm, (long long)m,
+                       (long long)k, (long long)bad);
+      CHECK(bad == 0);
+    }
+    dvm_pgemm_free(pb);
+  }
+  free(a);
+  free(b);
+  free(c);
+}
+
 static void test_pgemm_variants(void) {
   static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 25, 97, 131};
   static const int64_t ns[] = {1, 15, 16, 17, 31, 32, 33, 100}, ks[] = {1, 3, 9, 70, 1024};
@@ -565,5 +599,6 @@ int main(void) {
   test_matmul_errors();
   test_prepack();
   test_pgemm_variants();
+  test_pgemm_strided_a();
   return harness_finish("kernels");
 }
