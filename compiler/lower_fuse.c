@@ -110,8 +110,8 @@ typedef struct group {
  * what, outside the group too (a value read by a node past the group, by a
  * subgraph, or a graph output escapes). A group with a row reduction is a
  * row program over the rows of the first one's input (lower_stitch.c). */
-static dvm_status *build(const dvmc_graph *g, int first, int end, const int *uses, const id_list *reads,
-                         group *q) {
+static dvm_status *build(const lowering *L, const dvmc_graph *g, int first, int end, const int *uses,
+                         const id_list *reads, group *q) {
   dvm_fused_builder *b = &q->b;
   dvm_fused_builder_init(b);
   int next_val[64];
@@ -125,7 +125,10 @@ static dvm_status *build(const dvmc_graph *g, int first, int end, const int *use
   dvm_status *st = NULL;
   for (int i = first; i < end && !st; i++) {
     const dvmc_node *n = g->nodes[i];
-    int ops[2], nops = lw_is_row_reduction(n) ? 1 : n->nin;
+    int special = lw_stitch_special(L, n); /* a row reduction, Clip, Expand, or folded */
+    next_val[i - first] = -1;
+    if (special == LW_STITCH_FOLDED) continue; /* shape arithmetic: no code */
+    int ops[2], nops = special ? 1 : n->nin;
     for (int k = 0; k < nops; k++) {
       const dvmc_value *v = n->in[k];
       int found = -1;
@@ -148,7 +151,7 @@ static dvm_status *build(const dvmc_graph *g, int first, int end, const int *use
     }
     if (st) break;
     dvm_fused_op f = (dvm_fused_op)fused_op_of(n);
-    next_val[i - first] = lw_is_row_reduction(n) ? lw_emit_row_reduction(b, n, ops[0])
+    next_val[i - first] = special ? lw_emit_stitch_special(b, n, ops[0])
                           : n->nin == 1          ? dvm_fused_op1(b, f, ops[0])
                                                  : dvm_fused_op2(b, f, ops[0], ops[1]);
     /* escapes: read after the group or kept for the caller */
@@ -179,7 +182,7 @@ int lw_group_builds(const lowering *L, const dvmc_graph *g, int first, int end, 
   (void)L;
   group *q = malloc(sizeof *q);
   if (!q) return 0;
-  dvm_status *st = build(g, first, end, uses, reads, q);
+  dvm_status *st = build(L, g, first, end, uses, reads, q);
   void *payload = NULL;
   size_t size;
   if (!st && q->nout) st = dvm_fused_builder_finish(&q->b, &payload, &size);
@@ -194,7 +197,7 @@ int lw_group_builds(const lowering *L, const dvmc_graph *g, int first, int end, 
 /* Lowers nodes [first, end) as one fused call, built into *q. */
 static dvm_status *lower_built(lowering *L, const dvmc_graph *g, int first, int end, const int *uses,
                                const id_list *reads, group *q) {
-  dvm_status *st = build(g, first, end, uses, reads, q);
+  dvm_status *st = build(L, g, first, end, uses, reads, q);
   if (st) return st;
   if (!q->nout) { /* nothing reads what the group makes: dead code, not a call */
     dvm_status_free(q->b.error);

@@ -14,7 +14,9 @@
  * pass matched is one pass over memory. Per-row values live broadcast along
  * the row in the program's registers; only S-shaped values may leave the
  * group (a per-row value read after it ends the group before it).
- * Lowering stitches only what lw_lower_group can build: a run that breaks a
+ * Clip with constant bounds and Expand to S join too (F.normalize's
+ * ReduceL2, Clip, Expand, Div), and shape arithmetic between members
+ * (folded: no code) does not end a run. Lowering stitches only what lw_lower_group can build: a run that breaks a
  * program limit or whose per-row value escapes is left to the per-node
  * lowering and elementwise fusion. `dvm compile --no-stitch` turns it off. */
 #include <string.h>
@@ -52,7 +54,43 @@ static int reduction_of(const dvmc_node *n) {
 
 int lw_is_row_reduction(const dvmc_node *n) { return reduction_of(n) >= 0; }
 
-int lw_emit_row_reduction(dvm_fused_builder *b, const dvmc_node *n, int x) {
+/* Clip(x[, min][, max]) of f32 x with one-element f32 constants or none
+ * (opset 11 on: bounds as inputs), as PyTorch's F.normalize exports it
+ * after its ReduceL2. */
+static int is_clip(const dvmc_node *n) {
+  if (n->domain[0] || strcmp(n->op, "Clip") || n->opset < 11 || n->nattrs || n->nout != 1 || n->nin < 1 ||
+      !lw_is_f32(n->in[0]))
+    return 0;
+  for (int k = 1; k < n->nin; k++)
+    if (n->in[k] && !lw_fuse_scalar(n->in[k])) return 0;
+  return 1;
+}
+
+/* Expand of f32 x: within a group a value already stands for its
+ * broadcast, so it is x (the output's shape is checked by the caller). */
+static int is_expand(const dvmc_node *n) {
+  return !n->domain[0] && !strcmp(n->op, "Expand") && n->nin == 2 && n->nout == 1 && lw_is_f32(n->in[0]) &&
+         lw_is_f32(n->out[0]);
+}
+
+int lw_stitch_special(const lowering *L, const dvmc_node *n) {
+  if (n->nout >= 1 && n->out[0]) {
+    int folded = 1;
+    for (int k = 0; k < n->nout; k++) folded &= n->out[k] && lw_foldable(L, n->out[k]);
+    if (folded) return LW_STITCH_FOLDED;
+  }
+  return lw_is_row_reduction(n) ? LW_STITCH_REDUCE : is_clip(n) ? LW_STITCH_CLIP : is_expand(n) ? LW_STITCH_EXPAND : 0;
+}
+
+int lw_emit_stitch_special(dvm_fused_builder *b, const dvmc_node *n, int x) {
+  if (is_expand(n)) return x;
+  if (is_clip(n)) {
+    for (int k = 1; k < n->nin && k < 3; k++)
+      if (n->in[k])
+        x = dvm_fused_op2(b, k == 1 ? DVM_FUSED_MAX : DVM_FUSED_MIN, x,
+                          dvm_fused_const_f32(b, *(const float *)n->in[k]->constant->data));
+    return x;
+  }
   int k = reduction_of(n);
   if (k < 0) return -1;
   int ops = reductions[k].before;
@@ -90,12 +128,14 @@ static int made_inside(const dvmc_graph *g, int first, int i, const dvmc_value *
 /* Whether node i joins the run from first over rows of shape s. */
 static int stitch_joins(const lowering *L, const dvmc_graph *g, int first, int i, const dvmc_value *s) {
   const dvmc_node *n = g->nodes[i];
-  if (n->nout != 1 || !n->out[0] || lw_foldable(L, n->out[0])) return 0;
-  if (lw_is_row_reduction(n))
+  int special = lw_stitch_special(L, n);
+  if (special == LW_STITCH_FOLDED) return i > first; /* shape arithmetic between members: no code */
+  if (n->nout != 1 || !n->out[0]) return 0;
+  if (special == LW_STITCH_REDUCE)
     return same_dims(n->in[0], s) && lw_is_row_value(n->out[0], s);
   const dvmc_value *o = n->out[0];
-  if (!lw_fuses(n) || !lw_is_f32(o) || (!same_dims(o, s) && !lw_is_row_value(o, s))) return 0;
-  for (int k = 0; k < n->nin; k++) {
+  if ((!special && !lw_fuses(n)) || !lw_is_f32(o) || (!same_dims(o, s) && !lw_is_row_value(o, s))) return 0;
+  for (int k = 0; k < (special ? 1 : n->nin); k++) {
     const dvmc_value *v = n->in[k];
     if (!made_inside(g, first, i, v) && !lw_fuse_scalar(v) && !(lw_is_f32(v) && lw_broadcasts_to(v, o)))
       return 0;

@@ -181,8 +181,14 @@ int lw_stitch_at(lowering *L, const dvmc_graph *g, int i, const int *uses, const
 int lw_is_row_reduction(const dvmc_node *n);
 /* v is a per-row value of rows of shape s: s's leading dims, then 1. */
 int lw_is_row_value(const dvmc_value *v, const dvmc_value *s);
-/* Adds row reduction n of value x to program b; its value. */
-int lw_emit_row_reduction(struct dvm_fused_builder *b, const dvmc_node *n, int x);
+/* What lw_lower_group does with node n of a stitched group other than an
+ * elementwise op: 0 (it is one), a row reduction, Clip or Expand (one
+ * operand, lw_emit_stitch_special), or nothing (a folded shape node). */
+enum { LW_STITCH_REDUCE = 1, LW_STITCH_CLIP, LW_STITCH_EXPAND, LW_STITCH_FOLDED };
+int lw_stitch_special(const lowering *L, const dvmc_node *n);
+/* Adds node n (lw_stitch_special's kinds) of operand value x to program b;
+ * its value. */
+int lw_emit_stitch_special(struct dvm_fused_builder *b, const dvmc_node *n, int x);
 
 /* lower.c */
 int lw_owns(const dvmc_graph *g, const dvmc_value *v);

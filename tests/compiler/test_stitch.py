@@ -80,13 +80,19 @@ def min_range(o):  # producers before the reduction, a per-row input broadcast a
             helper.make_node("Sub", ["xb", "mn"], ["d"]), helper.make_node("Div", ["d", "rr"], ["y"])]
 
 
-FORMS = {"layernorm_moments": layernorm_moments, "layernorm_std": layernorm_std, "l2_normalize": l2_normalize,
+def f_normalize(o):  # PyTorch's F.normalize(x, dim=-1) as exported: ReduceL2, Clip, Shape, Expand, Div
+    return [red("ReduceL2", "x", "l2", o), helper.make_node("Clip", ["l2", "tiny", ""], ["cl"]),
+            helper.make_node("Shape", ["x"], ["shp"]), helper.make_node("Expand", ["cl", "shp"], ["ex"]),
+            helper.make_node("Div", ["x", "ex"], ["d"]), helper.make_node("Mul", ["d", "g"], ["y"])]
+
+
+FORMS = {"f_normalize": f_normalize, "layernorm_moments": layernorm_moments, "layernorm_std": layernorm_std, "l2_normalize": l2_normalize,
          "l2_reduce_ops": l2_reduce_ops, "softmax": softmax, "min_range": min_range}
 
 
 def write(tmp, nodes, d, extra_inits=(), outputs=("y",), dtype=F, per_row_input=False, opset=13):
     npdt = np.float32 if dtype == F else np.float64
-    inits = [c("eps", 1e-5, npdt), c("two", 2.0, npdt), c("one", 1.0, npdt), axes(),
+    inits = [c("eps", 1e-5, npdt), c("two", 2.0, npdt), c("one", 1.0, npdt), c("tiny", 1e-12, npdt), axes(),
              c("g", np.linspace(0.5, 1.5, d), npdt), c("b", np.linspace(-1, 1, d), npdt), *extra_inits]
     used = {i for n in nodes for i in n.input}
     inits = [t for t in inits if t.name in used]
