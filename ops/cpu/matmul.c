@@ -40,8 +40,8 @@
  *     inputs contract left to right; labels only one input has are summed
  *     first.
  *
- * dnnl_sgemm rather than the oneDNN matmul primitive: on this machine
- * (AMD EPYC, AVX2, no AVX-512) oneDNN 2.6 implements the matmul primitive
+ * dnnl_sgemm rather than the oneDNN matmul primitive: on the machine of
+ * 2026-11-21 (AMD EPYC, AVX2, no AVX-512) oneDNN 2.6 implements the matmul primitive
  * with the same jit GEMM ("gemm:jit" in ONEDNN_VERBOSE), so it brings only
  * its descriptor, primitive-cache and memory-object overhead. Measured
  * (1 thread, median of 15 runs, best of 9 rounds, microseconds; sgemm /
