@@ -84,7 +84,8 @@ void dvm_pool_destroy(dvm_pool *p) {
  * (a server batching sentences of every length), blocks of classes no
  * longer asked for would otherwise pile up (to 6x the peak for a BERT VM
  * fed random batch x length: docs/performance.md). A shape that repeats
- * never misses, so it keeps every block. A CUDA pool keeps all: freeing
+ * misses only where its classes need more than that bound, which taking
+ * larger blocks (dvm_pool_alloc) mostly avoids. A CUDA pool keeps all: freeing
  * there waits for the device. Lock held. */
 static void make_room_locked(dvm_pool *p, size_t block) {
   if (p->dev->kind != DVM_DEVICE_CPU) return;
@@ -108,9 +109,15 @@ dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage *
   size_t block;
   int c = size_class(size, &block);
   pthread_mutex_lock(&p->lock);
-  dvm_storage *s = p->free[c];
+  /* a miss takes a cached block up to three classes larger (under twice
+   * the size): a run that needs more distinct classes than twice its peak
+   * holds would otherwise free and remap the same blocks every time */
+  int have = c;
+  while (!p->free[have] && have < c + 3 && have + 1 < NCLASSES) have++;
+  dvm_storage *s = p->free[have];
   if (s) {
-    p->free[c] = s->ctx;
+    p->free[have] = s->ctx;
+    block = s->block;
     p->stats.cached -= block;
     p->stats.reuses++;
   } else {
