@@ -189,7 +189,10 @@ static dvm_status *parse_input(const json_t *in, size_t idx, const dvms_sigs *si
 
 static dvm_status *parse_outputs(const json_t *outputs, int binary_default, const dvms_sigs *sigs,
                                  dvms_request *req) {
-  if (!outputs) {
+  /* an empty list asks for nothing in particular: every output, as when
+   * "outputs" is absent (Triton and a gRPC client, whose empty repeated
+   * field cannot be told from a missing one, do the same) */
+  if (!outputs || (json_is_array(outputs) && json_array_size(outputs) == 0)) {
     for (int i = 0; i < sigs->nout; i++) req->want[i] = binary_default ? DVMS_OUT_BINARY : DVMS_OUT_JSON;
     return NULL;
   }

@@ -100,6 +100,16 @@ def test_malformed_json_and_values(server, repo):
     assert_healthy(server, repo)
 
 
+def test_empty_outputs_list_returns_every_output(server, repo):
+    ids, mask = sentence(np.random.default_rng(6), 3)
+    status, _, data = post(server, "/v2/models/bert/infer", bert_json(ids, mask, outputs=[]))
+    assert status == 200, data
+    out = json.loads(data)["outputs"]
+    assert [o["name"] for o in out] == ["hidden"]
+    got = np.array(out[0]["data"], dtype=np.float32).reshape(out[0]["shape"])
+    np.testing.assert_array_equal(got, reference(repo, ids, mask))
+
+
 def binary_request(ids, mask, sizes=None, tail=b""):
     header = json.dumps({"inputs": [
         {"name": n, "datatype": "INT64", "shape": list(x.shape), "parameters": {"binary_data_size": s}}
