@@ -18,7 +18,6 @@ each n (alternating dvm, before and ORT in each round).
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import time
 
 import numpy as np
 import onnx
+
+from bench_rnn import timed  # noqa: E402  (median wall and mean CPU time per call)
 from onnx import TensorProto, helper
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -66,19 +67,6 @@ def feeds(form, n):
     if form == "loop":
         return {"n": np.array(n, np.int64), "x0": x[0]}
     return {"s0": x[0], "X": x}
-
-
-def timed(call, reps):
-    """Median wall time and mean CPU time of this process per call, us
-    (on a loaded shared machine, wall time is partly waiting for a core)."""
-    call()
-    t = []
-    c0 = time.process_time()
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        call()
-        t.append(time.perf_counter() - t0)
-    return statistics.median(t) * 1e6, (time.process_time() - c0) / reps * 1e6
 
 
 def main():

@@ -15,6 +15,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from test_passes import run  # noqa: E402  (dvm run of a module on named feeds)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
@@ -115,18 +116,6 @@ def compile_(path, out, *extra):
 def stitched(dvmb):
     text = subprocess.run([DVM, "disasm", dvmb], capture_output=True, text=True, check=True).stdout
     return sum(1 for ln in text.splitlines() if "fused@stitch" in ln and "invoke" in ln)
-
-
-def run(tmp, dvmb, feeds, nout, threads=None):
-    cmd = [DVM, "run", dvmb] + (["--threads", str(threads)] if threads else [])
-    for k, v in feeds.items():
-        np.save(tmp / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp / (k + '.npy')}"]
-    for i in range(nout):
-        cmd += ["--output", str(tmp / f"out{i}.npy")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return [np.load(tmp / f"out{i}.npy") for i in range(nout)]
 
 
 def check(tmp, path, shapes, nout=1, per_row_input=False, npdt=np.float32, want_stitched=1, extra=(),

@@ -335,18 +335,23 @@ def test_multi_writer_registers():
     np.testing.assert_array_equal(a, x * 2 * np.float32(0.5))
 
 
+def run_in_place(p, x):
+    """Fused program p on x, its output written over x's register (r0)."""
+    text = dvmop.program("fused", [x], outputs=[(np.float32, x.shape)])
+    text = text.replace(".kernel fused cpu 1", f'.kernel fused cpu 1 x"{p.hex()}"')
+    out_reg = text.split("invoke fused, -, (")[1].split(")")[0]
+    text = text.replace(f"invoke fused, -, ({out_reg})", "invoke fused, -, (r0)").replace(
+        f"ret ({out_reg})", "ret (r0)")
+    return run_text(text, [x], 1)[0]
+
+
 def test_inplace_output():
     """The output is the input's memory: every block is read before it is
     written, and the input is not read in place."""
     x = rng.standard_normal((4, 70001)).astype(np.float32)
     p = encode(["f32"], ["f32"], ["f32", "f32"],
                [("load", 0, 0), ("exp", 1, 0), ("sub", 1, 1, 0), ("store", 0, 1)])
-    text = dvmop.program("fused", [x], outputs=[(np.float32, x.shape)])
-    text = text.replace(".kernel fused cpu 1", f'.kernel fused cpu 1 x"{p.hex()}"')
-    out_reg = text.split("invoke fused, -, (")[1].split(")")[0]
-    text = text.replace(f"invoke fused, -, ({out_reg})", "invoke fused, -, (r0)").replace(
-        f"ret ({out_reg})", "ret (r0)")
-    got = run_text(text, [x], 1)[0]
+    got = run_in_place(p, x)
     np.testing.assert_allclose(got, np.exp(x.astype(np.float64)) - x, rtol=1e-6, atol=1e-6)
 
 
@@ -386,12 +391,7 @@ def test_row_program_in_place():
     x = rng.standard_normal((5, 1000)).astype(np.float32)
     p = encode(["f32"], ["f32"], ["f32", "f32"], [("load", 0, 0), ("row_mean", 1, 0), ("sub", 1, 0, 1),
                                                   ("store", 0, 1)], flags=1)
-    text = dvmop.program("fused", [x], outputs=[(np.float32, x.shape)])
-    text = text.replace(".kernel fused cpu 1", f'.kernel fused cpu 1 x"{p.hex()}"')
-    out_reg = text.split("invoke fused, -, (")[1].split(")")[0]
-    text = text.replace(f"invoke fused, -, ({out_reg})", "invoke fused, -, (r0)").replace(
-        f"ret ({out_reg})", "ret (r0)")
-    got = run_text(text, [x], 1)[0]
+    got = run_in_place(p, x)
     np.testing.assert_allclose(got, x - x.astype(np.float64).mean(-1, keepdims=True), rtol=1e-5, atol=1e-5)
 
 
