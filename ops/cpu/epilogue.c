@@ -11,38 +11,56 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/elementwise_math.h"
 
-typedef void (*row_fn)(int64_t n, float *c, const float *bias);
+typedef void (*block_fn)(int64_t m, int64_t n, float *c, int64_t ldc, const float *bias);
 
-#define ROW(name, F)                                                                        \
-  DVM_EW_CLONES __attribute__((flatten)) static void name(int64_t n, float *restrict c,      \
-                                                         const float *restrict bias) {      \
-    if (bias)                                                                                \
-      _Pragma("omp simd") for (int64_t j = 0; j < n; j++) {                                  \
-        float x = c[j] + bias[j];                                                            \
-        c[j] = F;                                                                            \
-      }                                                                                      \
-    else                                                                                     \
-      _Pragma("omp simd") for (int64_t j = 0; j < n; j++) {                                  \
-        float x = c[j];                                                                      \
-        c[j] = F;                                                                            \
-      }                                                                                      \
+/* Rows [0, m) of the block, W columns each (a constant where the caller
+ * has one: the compiler then unrolls the row into straight vector code,
+ * and the rows' independent chains overlap; with a variable n the short
+ * loop and its remainder cost 15-20% more for GELU on pgemm's 32-column
+ * panels, docs/performance.md "Epilogue on panels"). */
+#define ROWS(W, F)                                                           \
+  for (int64_t i = 0; i < m; i++) {                                          \
+    float *restrict r = c + i * ldc;                                         \
+    if (bias)                                                                \
+      _Pragma("omp simd") for (int64_t j = 0; j < (W); j++) {                \
+        float x = r[j] + bias[j];                                            \
+        r[j] = F;                                                            \
+      }                                                                      \
+    else                                                                     \
+      _Pragma("omp simd") for (int64_t j = 0; j < (W); j++) {                \
+        float x = r[j];                                                      \
+        r[j] = F;                                                            \
+      }                                                                      \
   }
-ROW(row_none, x)
-ROW(row_relu, DVM_EW_MAX(x, 0.0f))
-ROW(row_gelu, dvm_ew_geluf(x))
-ROW(row_gelu_tanh, dvm_ew_gelu_tanhf(x))
-ROW(row_sigmoid, dvm_ew_sigmoidf(x))
-ROW(row_tanh, dvm_ew_tanhf(x))
-#undef ROW
 
-static const row_fn rows[DVM_EPI_COUNT] = {
-    [DVM_EPI_NONE] = row_none,       [DVM_EPI_RELU] = row_relu,       [DVM_EPI_GELU] = row_gelu,
-    [DVM_EPI_GELU_TANH] = row_gelu_tanh, [DVM_EPI_SIGMOID] = row_sigmoid, [DVM_EPI_TANH] = row_tanh,
+/* One function per activation over a whole block: pgemm.c's panels are 16
+ * (AVX2) or 32 (AVX-512) columns wide. */
+#define BLOCK(name, F)                                                                      \
+  DVM_EW_CLONES __attribute__((flatten)) static void name(int64_t m, int64_t n, float *c,   \
+                                                         int64_t ldc, const float *bias) {  \
+    if (n == 32) {                                                                          \
+      ROWS(32, F)                                                                           \
+    } else if (n == 16) {                                                                   \
+      ROWS(16, F)                                                                           \
+    } else {                                                                                \
+      ROWS(n, F)                                                                            \
+    }                                                                                       \
+  }
+BLOCK(block_none, x)
+BLOCK(block_relu, DVM_EW_MAX(x, 0.0f))
+BLOCK(block_gelu, dvm_ew_geluf(x))
+BLOCK(block_gelu_tanh, dvm_ew_gelu_tanhf(x))
+BLOCK(block_sigmoid, dvm_ew_sigmoidf(x))
+BLOCK(block_tanh, dvm_ew_tanhf(x))
+#undef BLOCK
+#undef ROWS
+
+static const block_fn blocks[DVM_EPI_COUNT] = {
+    [DVM_EPI_NONE] = block_none,       [DVM_EPI_RELU] = block_relu,       [DVM_EPI_GELU] = block_gelu,
+    [DVM_EPI_GELU_TANH] = block_gelu_tanh, [DVM_EPI_SIGMOID] = block_sigmoid, [DVM_EPI_TANH] = block_tanh,
 };
 
 void dvm_epilogue_apply(const dvm_epilogue *e, float *c, int64_t ldc, int64_t m, int64_t n, int64_t j0) {
   if (!e || (!e->bias && e->act == DVM_EPI_NONE) || n <= 0) return;
-  row_fn fn = rows[e->act];
-  const float *bias = e->bias ? e->bias + j0 : NULL;
-  for (int64_t i = 0; i < m; i++) fn(n, c + i * ldc, bias);
+  blocks[e->act](m, n, c, ldc, e->bias ? e->bias + j0 : NULL);
 }
