@@ -673,6 +673,128 @@ def test_conv_nhwc_models(tmp_path, model_name):
             np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
 
 
+# ---- extra readers of a pattern's intermediates ------------------------------
+# PyTorch exports sometimes read an intermediate of a rewritten pattern again
+# (the Shape of the scores or of the transposed keys, a debug output). Each
+# pass either keeps that value computed or leaves the pattern alone: with a
+# reader (the value as a graph output, a ReduceSum of it, its Shape) on each
+# intermediate in turn, results are ONNX Runtime's with the pass on and off.
+
+H, DH = 2, 4  # heads and head size of the attention models (hidden 8)
+
+
+def attention_graph(tmp, form, target, reader):
+    """Hugging Face's self-attention on q, k, v [B, S, H * DH]: scores scaled
+    after the product with a mask added ("mask"), or Q and K^T scaled before
+    it with GPT-2's causal Where ("causal"); `reader` reads `target`."""
+    i64 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
+    inits = [i64("hs", [0, 0, H, DH]), i64("os", [0, 0, H * DH]), const("c", DH ** -0.5), const("c4", DH ** -0.25)]
+    nodes = []
+    for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [helper.make_node("Reshape", [t, "hs"], [t + "r"]),
+                  helper.make_node("Transpose", [t + "r"], [t + "t"], perm=perm)]
+    if form == "mask":
+        nodes += [helper.make_node("MatMul", ["qt", "kt"], ["s"]), helper.make_node("Div", ["s", "c"], ["ss"]),
+                  helper.make_node("Add", ["ss", "mask"], ["sm"])]
+    else:
+        tri = np.tril(np.ones((16, 16), bool))[None, None]
+        inits += [numpy_helper.from_array(tri, "tri"), i64("zeros", [0, 0]), i64("axes23", [2, 3]), i64("i1", [1]),
+                  i64("i2", [2]), const("lowest", np.finfo(np.float32).min)]
+        nodes += [helper.make_node("Mul", ["qt", "c4"], ["qs"]), helper.make_node("Mul", ["kt", "c4"], ["ks"]),
+                  helper.make_node("MatMul", ["qs", "ks"], ["ss"]),
+                  helper.make_node("Shape", ["q"], ["qshape"]),
+                  helper.make_node("Slice", ["qshape", "i1", "i2"], ["len"]),
+                  helper.make_node("Concat", ["len", "len"], ["ends"], axis=0),
+                  helper.make_node("Slice", ["tri", "zeros", "ends", "axes23"], ["causal"]),
+                  helper.make_node("Where", ["causal", "ss", "lowest"], ["sm"])]
+    nodes += [helper.make_node("Softmax", ["sm"], ["p"], axis=-1), helper.make_node("MatMul", ["p", "vt"], ["pv"]),
+              helper.make_node("Transpose", ["pv"], ["pvt"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["pvt", "os"], ["y"])]
+    nodes, extra = with_reader(nodes, target, reader)
+    ins = [helper.make_tensor_value_info(n, F, ["B", "S", H * DH]) for n in "qkv"]
+    if form == "mask":
+        ins.append(helper.make_tensor_value_info("mask", F, ["B", 1, 1, "S"]))
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(o, F, None) for o in ("y", extra)], inits)
+    path = str(tmp / "attention.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString())
+    return path
+
+
+def with_reader(nodes, target, reader):
+    """nodes and one more reader of target; the name of what it gives (f32)."""
+    if reader == "output":
+        return nodes, target
+    if reader == "sum":
+        return nodes + [helper.make_node("ReduceSum", [target], ["extra"], keepdims=0)], "extra"
+    return nodes + [helper.make_node("Shape", [target], ["shape"]),
+                    helper.make_node("Cast", ["shape"], ["extra"], to=F)], "extra"
+
+
+ATTENTION_VALUES = {"mask": ["qt", "kt", "vt", "s", "ss", "sm", "p", "pv", "pvt"],
+                    "causal": ["kr", "qs", "ks", "ss", "sm", "p", "pvt"]}
+
+
+@pytest.mark.parametrize("reader", ["output", "sum", "shape"])
+@pytest.mark.parametrize("form,target", [(f, t) for f, ts in ATTENTION_VALUES.items() for t in ts])
+def test_attention_extra_reader(tmp_path, form, target, reader):
+    """The head Transposes (and Reshapes) stay computed for another reader;
+    a Shape of any value of the chain is known without it; any other reader
+    of the chain's values leaves the pattern alone."""
+    path = attention_graph(tmp_path, form, target, reader)
+    fired = "= Attention(" in ir(path)
+    assert fired == (reader == "shape" or target in ("qt", "kt", "vt", "kr")), ir(path)
+    feeds = []
+    for b, s in ((1, 1), (2, 7), (1, 13)):
+        f = {n: rng.standard_normal((b, s, H * DH)).astype(np.float32) for n in "qkv"}
+        if form == "mask":
+            f["mask"] = np.where(rng.random((b, 1, 1, s)) < 0.3, -10000.0, 0.0).astype(np.float32)
+        feeds.append(f)
+    on_off(tmp_path, path, "attention", feeds, nout=2)
+
+
+def conv_swish_nodes():
+    """Conv, an affine step folded into it, swish, an affine step after."""
+    return [node("Mul", ["c", "s"], "c1"), node("Add", ["c1", "t"], "c2"), node("Sigmoid", ["c2"], "c3"),
+            node("Mul", ["c2", "c3"], "c4"), node("Mul", ["c4", "s"], "c5"), node("Add", ["c5", "t"], "y")]
+
+
+READER_PATTERNS = {  # pass: the pattern's nodes (x [batch, seq, D] -> y), constants, opset
+    "layernorm": lambda: (layernorm_nodes(), layernorm_inits(), 14),
+    "gelu": lambda: (gelu_erf_nodes("bert"), gelu_inits(), 14),
+    "gelu_tanh": lambda: (gelu_tanh_nodes(), gelu_inits(), 14),
+    "rmsnorm": lambda: (rmsnorm_nodes(), rmsnorm_inits(), 14),
+    "rmsnorm_div": lambda: (rmsnorm_nodes(form="div"), rmsnorm_inits(), 14),
+    "epilogue": lambda: ([helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["h"]),
+                          helper.make_node("Tanh", ["h"], ["y"])],
+                         [const("w", rng.standard_normal((D, 13))), const("b", rng.standard_normal(13))], 14),
+    "skiplayernorm": lambda: ([helper.make_node("MatMul", ["x", "w"], ["r"]), helper.make_node("Add", ["x", "r"], ["s"]),
+                               helper.make_node("LayerNormalization", ["s", "g", "b"], ["y"], epsilon=1e-6)],
+                              [const("w", rng.standard_normal((D, D)) / np.sqrt(D)),
+                               const("g", rng.uniform(0.5, 1.5, D)), const("b", rng.uniform(-1, 1, D))], 17),
+    "conv_act": lambda: (conv_swish_nodes(), [const("s", 1.5), const("t", 0.25)], 14),
+}
+
+
+@pytest.mark.parametrize("reader", ["output", "sum", "shape"])
+@pytest.mark.parametrize("pattern", sorted(READER_PATTERNS))
+def test_extra_reader(tmp_path, pattern, reader):
+    """Each intermediate of each pattern read once more: ONNX Runtime's
+    results with the pass on and off."""
+    nodes, inits, opset = READER_PATTERNS[pattern]()
+    values = [o for n in nodes for o in n.output if o != "y"] + (["c"] if pattern == "conv_act" else [])
+    pass_name = pattern.split("_")[0] if pattern != "conv_act" else pattern
+    for target in values:
+        with_extra, extra = with_reader(nodes, target, reader)
+        if pattern == "conv_act":
+            path, _ = conv_model(tmp_path, with_extra, inits, outputs=("y", extra))
+            feeds = [{"x": rng.standard_normal(s).astype(np.float32)} for s in CONV_SHAPES[:2]]
+        else:
+            path = model(tmp_path, with_extra, inits, opset=opset, outputs=("y", extra))
+            feeds = xs()[:2]
+        on_off(tmp_path, path, pass_name, feeds, nout=2)
+
+
 # ---- on the exports ----------------------------------------------------------
 
 def node_count(text):
