@@ -6,6 +6,7 @@
 
 #include "lowering.h"
 #include "ops.h"
+#include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/fused.h"
 #include "shapefuncs/attention.h"
 #include "onnx_import.h"
@@ -127,27 +128,58 @@ dvm_status *lw_lower_random(lowering *L, const dvmc_node *n, const op_rule *r) {
   return lw_lower_kernel(L, n, r);
 }
 
-/* ConstantOfShape: the value attribute gives the dtype and the fill. */
+/* The one element of t: *f for the float dtypes (f16 and bf16 widened
+ * exactly), *i for the integer ones and bool; false for a u64 above
+ * INT64_MAX (the kernel's attribute is an int64) or another dtype. */
+static bool scalar_value(const dvmc_tensor *t, double *f, int64_t *i, bool *is_float) {
+  const void *p = t->data;
+  *is_float = true;
+  switch (t->dtype) {
+  case DVM_F32: *f = *(const float *)p; return true;
+  case DVM_F64: *f = *(const double *)p; return true;
+  case DVM_F16: *f = dvm_f16_to_f32(*(const uint16_t *)p); return true;
+  case DVM_BF16: *f = dvm_bf16_to_f32(*(const uint16_t *)p); return true;
+  default: break;
+  }
+  *is_float = false;
+  switch (t->dtype) {
+  case DVM_I8: *i = *(const int8_t *)p; return true;
+  case DVM_I16: *i = *(const int16_t *)p; return true;
+  case DVM_I32: *i = *(const int32_t *)p; return true;
+  case DVM_I64: *i = *(const int64_t *)p; return true;
+  case DVM_U8: case DVM_BOOL: *i = *(const uint8_t *)p; return true;
+  case DVM_U16: *i = *(const uint16_t *)p; return true;
+  case DVM_U32: *i = *(const uint32_t *)p; return true;
+  case DVM_U64: {
+    uint64_t u = *(const uint64_t *)p;
+    *i = (int64_t)u;
+    return u <= INT64_MAX;
+  }
+  default: return false;
+  }
+}
+
+/* ConstantOfShape: the value attribute gives the dtype and the fill (any
+ * number dtype or bool; f32 0 when absent). */
 dvm_status *lw_lower_constant_of_shape(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs one input and one output");
   const dvmc_attr *a = dvmc_attr_find(n, "value");
   dvm_dtype dt = DVM_F32;
   double f = 0;
-  int is_float = 1;
+  int64_t iv = 0;
+  bool is_float = true;
   if (a) {
     if (a->type != DVMC_ATTR_TENSOR || !a->t || a->t->nbytes != dvm_dtype_size(a->t->dtype))
       return lw_unsupported(n, "attribute \"value\" must be a one-element tensor");
     dt = a->t->dtype;
-    is_float = dt == DVM_F32 || dt == DVM_F64 || dt == DVM_F16 || dt == DVM_BF16;
-    if (!lw_const_float(&(dvmc_value){.constant = a->t}, &f) && dt != DVM_BOOL && dt != DVM_U8 && dt != DVM_I8)
-      return lw_unsupported(n, "attribute \"value\" of dtype %s is not supported", dvm_dtype_name(dt));
-    if (dt == DVM_BOOL || dt == DVM_U8) f = *(const uint8_t *)a->t->data;
-    if (dt == DVM_I8) f = *(const int8_t *)a->t->data;
+    if (!scalar_value(a->t, &f, &iv, &is_float))
+      return lw_unsupported(n, "attribute \"value\" of dtype %s%s is not supported", dvm_dtype_name(dt),
+                            dt == DVM_U64 ? " above 2^63 - 1" : "");
   }
   int shape;
   dvm_status *st = lw_reg_of(L, n->in[0], &shape);
   if (st) return st;
-  int val = is_float ? lw_emit_float(L, f) : lw_emit_int(L, (int64_t)f);
+  int val = is_float ? lw_emit_float(L, f) : lw_emit_int(L, iv);
   int sf = dvmc_emit_shapefn(L->e, "constant_of_shape"), s = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
   dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, s, 2, shape, val}, 6);
   dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, s, DVM_DEVICE_CPU}, 4);

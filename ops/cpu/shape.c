@@ -9,11 +9,15 @@
  *   from_shape (attrs: values:shape) -> y i64 [n] or [] : a shape value as
  *       data (the compiler folds shape arithmetic into registers, and makes
  *       a tensor of it only where a kernel needs one). y has n elements.
- *   fill (attrs: value:int|float) -> y of any shape and dtype, every element
- *       `value` (converted as C converts; bool: value != 0). Control flow
- *       uses it to make the iteration count and condition tensors of ONNX
- *       Loop bodies; its output shape is the caller's. */
+ *   fill (attrs: value:int|float) -> y of any shape and number dtype or
+ *       bool, every element `value` (converted as C converts, f16 and bf16
+ *       through f32 rounding to nearest even; bool: value != 0). Control
+ *       flow uses it to make the iteration count and condition tensors of
+ *       ONNX Loop bodies and to zero Scan 8's padded outputs, Dropout for
+ *       its all-true mask; its output shape is the caller's. */
+#include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/movement.h"
 #include "ops/kargs.h"
 #include "shapefuncs/shapeop.h"
 
@@ -48,24 +52,24 @@ static dvm_status *fill(const dvm_kernel_args *a) {
   double f = v->kind == DVM_VAL_INT ? (double)v->u.i : v->u.f;
   int64_t i = v->kind == DVM_VAL_INT ? v->u.i : (int64_t)v->u.f;
   const dvm_tensor *y = a->out[0];
-  void *p = dvm_tensor_ptr(y);
-  int64_t n = dvm_tensor_numel(y);
-  for (int64_t k = 0; k < n; k++) {
-    switch (y->dtype) {
-    case DVM_F32: ((float *)p)[k] = (float)f; break;
-    case DVM_F64: ((double *)p)[k] = f; break;
-    case DVM_I8: ((int8_t *)p)[k] = (int8_t)i; break;
-    case DVM_I16: ((int16_t *)p)[k] = (int16_t)i; break;
-    case DVM_I32: ((int32_t *)p)[k] = (int32_t)i; break;
-    case DVM_I64: ((int64_t *)p)[k] = i; break;
-    case DVM_U8: ((uint8_t *)p)[k] = (uint8_t)i; break;
-    case DVM_U16: ((uint16_t *)p)[k] = (uint16_t)i; break;
-    case DVM_U32: ((uint32_t *)p)[k] = (uint32_t)i; break;
-    case DVM_U64: ((uint64_t *)p)[k] = (uint64_t)i; break;
-    case DVM_BOOL: ((uint8_t *)p)[k] = f != 0; break;
-    default: return dvm_status_new(DVM_INVALID_ARGUMENT, "fill: dtype %s is not supported", dvm_dtype_name((dvm_dtype)y->dtype));
-    }
+  union {
+    float f32;
+    double f64;
+    uint16_t u16;
+    uint64_t u64;
+    int64_t i64;
+  } e = {.u64 = 0}; /* the element, in its low bytes (little-endian) */
+  switch (y->dtype) {
+  case DVM_F32: e.f32 = (float)f; break;
+  case DVM_F64: e.f64 = f; break;
+  case DVM_F16: e.u16 = dvm_f32_to_f16((float)f); break;
+  case DVM_BF16: e.u16 = dvm_f32_to_bf16((float)f); break;
+  case DVM_BOOL: e.i64 = f != 0; break;
+  case DVM_I8: case DVM_I16: case DVM_I32: case DVM_I64:
+  case DVM_U8: case DVM_U16: case DVM_U32: case DVM_U64: e.i64 = i; break; /* wraps as C's casts do */
+  default: return dvm_status_new(DVM_INVALID_ARGUMENT, "fill: dtype %s is not supported", dvm_dtype_name((dvm_dtype)y->dtype));
   }
+  dvm_cpu_fill(dvm_tensor_ptr(y), &e, dvm_dtype_size((dvm_dtype)y->dtype), dvm_tensor_numel(y), dvm_kargs_threads(a));
   return NULL;
 }
 

@@ -364,6 +364,37 @@ def test_scan8_sequence_lens(tmp_path, directions):
             check(got, sess.run(None, feeds))
 
 
+def test_scan8_sequence_lens_f16(tmp_path):
+    # scan8_with_lens's model on f16 tensors (opset 8 has no bf16): the
+    # padding past each row's length is f16 zeros (the fill kernel), the
+    # rows NumPy's on the f16 inputs.
+    path, mod, p = scan8_with_lens(tmp_path)
+    m = onnx.load(path)
+    for g in (m.graph, m.graph.node[0].attribute[0].g):
+        for v in list(g.input) + list(g.output):
+            if v.type.tensor_type.elem_type == F:
+                v.type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.save(m, path)
+    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for lens, T, a, b in [([1], 1, 1, 1), ([5, 1, 3], 5, 2, 7), ([2, 7], 7, 1, 3)]:
+        n = len(lens)
+        feeds = {k: rng.standard_normal(shape).astype(np.float16)
+                 for k, shape in (("s0", (n, a, b)), ("w0", (n, a, b)), ("x", (n, T, a, b)), ("z", (n, T, a, b)))}
+        feeds["lens"] = np.array(lens, np.int64)
+        q, got = run_feeds(tmp_path, mod, feeds, 4)
+        assert q.returncode == 0, q.stderr
+        f32 = {k: v.astype(np.float32) for k, v in feeds.items()}
+        for i, l in enumerate(lens):
+            r = scan_ref(f32["s0"][i], f32["w0"][i], f32["x"][i][:l], f32["z"][i][:l])
+            for k in range(4):
+                assert got[k].dtype == np.float16
+                want = r[k] if k < 2 else np.concatenate([r[k], np.zeros((T - l,) + r[k].shape[1:], np.float32)])
+                np.testing.assert_allclose(got[k][i].astype(np.float32), want, rtol=1e-2, atol=1e-2)
+                if k >= 2:
+                    assert not got[k][i][l:].any()
+
+
 @pytest.mark.parametrize("lens", [[0, 2], [3, 4], [2]])
 def test_scan8_bad_sequence_lens_fail(tmp_path, lens):
     # A length outside [1, T] (ONNX Runtime refuses 0 too) or a count other

@@ -4,7 +4,7 @@ backend node tests."""
 import numpy as np
 import pytest
 
-from dvmop import DvmError
+from dvmop import DvmError, run, run_model
 from test_movement import ALL, node_case, node_tests, rand, run0
 
 rng = np.random.default_rng(1)
@@ -145,6 +145,71 @@ def test_constant_of_shape_errors():
     with pytest.raises(DvmError, match=r"constant_of_shape: input 0 \(shape\) has shape \[1,2\], "
                                        r"expected rank 0 or 1"):
         run0("constant_of_shape", [shape.reshape(1, 2)], [1], out_dtypes=[np.int32])
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (7, 3), (), (13, 0, 2), (65, 257)])
+@pytest.mark.parametrize("dtype,value,want", [
+    (np.float16, 0, 0.0), (np.float16, -3, -3.0), (np.float16, 2049, 2048.0), (np.float16, 70000, np.inf),
+    (np.float16, 0.5, 0.5), (np.float32, 7, 7.0), (np.float64, -2.5, -2.5), (np.int8, 300, 44),
+    (np.int64, -2**62, -2**62), (np.uint16, -1, 65535), (np.bool_, 2, True), (np.bool_, 0, False),
+])
+def test_fill(shape, dtype, value, want):
+    """fill (ops/cpu/shape.c: Loop's counters, Scan 8's zero padding,
+    Dropout's mask): every element the value converted as C converts, f16
+    rounded to nearest even through f32."""
+    got = run("fill", [], [value], outputs=[(dtype, shape)])[0]
+    assert got.dtype == dtype and got.shape == shape
+    np.testing.assert_array_equal(got, np.full(shape, want, dtype))
+
+
+CONSTANT_VALUES = [  # (ONNX dtype, NumPy dtype of the f32 or own output, value)
+    ("FLOAT16", np.float16, 0.1), ("FLOAT16", np.float16, -0.0), ("FLOAT16", np.float16, 65504.0),
+    ("FLOAT16", np.float16, 6e-8), ("FLOAT16", np.float16, np.inf), ("FLOAT16", np.float16, np.nan),
+    ("BFLOAT16", np.float32, 3.14159), ("BFLOAT16", np.float32, -1e30), ("BFLOAT16", np.float32, -np.inf),
+    ("BFLOAT16", np.float32, np.nan), ("INT16", np.int16, -300), ("UINT16", np.uint16, 65535),
+    ("UINT32", np.uint32, 4000000000), ("UINT64", np.uint64, 2**63 - 1), ("DOUBLE", np.float64, 0.1),
+]
+
+
+@pytest.mark.parametrize("onnx_dtype,np_dtype,value", CONSTANT_VALUES)
+def test_constant_of_shape_model(onnx_dtype, np_dtype, value):
+    """ConstantOfShape compiled from a model, its value of each dtype (f16
+    and bf16 included; bf16 read back through a Cast to f32), at shapes with
+    a 0 dim, of 1, primes and a scalar: ONNX Runtime's values, bit for bit."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    dt = getattr(TensorProto, onnx_dtype)
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["c"], value=helper.make_tensor("value", dt, [1], [value]))]
+    out_dt = dt
+    if onnx_dtype == "BFLOAT16":
+        nodes.append(helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT))
+        out_dt = TensorProto.FLOAT
+    else:
+        nodes.append(helper.make_node("Identity", ["c"], ["y"]))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("s", TensorProto.INT64, [None])],
+                          [helper.make_tensor_value_info("y", out_dt, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=9)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in [(0,), (1,), (7, 3), (13, 0, 2), (), (1, 1, 5)]:
+        s = np.array(shape, np.int64)
+        got, want = run_model(model, {"s": s})[0], sess.run(None, {"s": s})[0]
+        assert got.dtype == want.dtype == np_dtype and got.shape == want.shape == shape
+        assert got.tobytes() == want.tobytes() or (np.isnan(value) and np.isnan(got).all())
+
+
+def test_constant_of_shape_u64_too_large():
+    """A u64 value the kernel's int64 attribute cannot hold: refused when
+    compiled, naming the node."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    value = helper.make_tensor("value", TensorProto.UINT64, [1], [2**63])
+    g = helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["y"], value=value, name="cos")], "g",
+                          [helper.make_tensor_value_info("s", TensorProto.INT64, [None])],
+                          [helper.make_tensor_value_info("y", TensorProto.UINT64, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=9)
+    with pytest.raises(DvmError, match=r'node "cos" \(ConstantOfShape.*u64 above 2\^63 - 1 is not supported'):
+        run_model(model, {"s": np.array([2], np.int64)})
 
 
 # ---- the ONNX backend node tests ----
