@@ -81,6 +81,11 @@ int lw_scalar_tensor(lowering *L, dvm_dtype dt, int v) {
   return t;
 }
 
+const dvmc_value *lw_scan_read(const dvmc_node *n, int k) {
+  const dvmc_value *o = k < n->nout ? n->out[k] : NULL;
+  return o && o->uses > 0 ? o : NULL;
+}
+
 /* Register of val with a new axis of 1 at `axis` (a view). */
 static int unsqueezed(lowering *L, int val, int axis) {
   int axes = dvmc_fn_reg(L->f), shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
@@ -230,9 +235,10 @@ dvm_status *lw_empty_scans(lowering *L, const dvmc_node *n, const dvmc_value *co
 }
 
 /* Loop: a counted and/or conditional loop in bytecode; loop-carried values
- * move from the body's outputs back to its inputs; scan outputs are
- * written row by row into accumulators that grow geometrically
- * (loop_put_scans), cut to the iteration count after the loop. */
+ * move from the body's outputs back to its inputs; scan outputs that
+ * something reads (lw_scan_read) are written row by row into accumulators
+ * that grow geometrically (loop_put_scans), cut to the iteration count
+ * after the loop; the others are not kept. */
 dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   const dvmc_attr *ba = dvmc_attr_find(n, "body");
   if (!ba || ba->type != DVMC_ATTR_GRAPH) return lw_unsupported(n, "Loop needs a body graph");
@@ -330,8 +336,9 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     else if (src[k] != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], src[k]);
     if (clash) dvmc_fn_op1(L->f, DVM_OP_RELEASE, src[k]);
   }
-  int val[64], used[64];
-  dvm_dtype sdt[64];
+  /* only the scan outputs something reads are accumulated (put[] of them) */
+  int val[64], used[64], nput = 0, pval[64], pscan[64];
+  dvm_dtype sdt[64], pdt[64];
   for (int k = 0; k < nscan; k++) {
     const dvmc_value *v = body->outputs[1 + ncarried + k];
     if (v->kind != DVMC_TENSOR)
@@ -340,9 +347,10 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     if ((st = lw_reg_of(L, v, &val[k]))) return st;
     if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
     sdt[k] = v->dtype;
-    used[k] = ncarried + k < n->nout && n->out[ncarried + k];
+    used[k] = lw_scan_read(n, ncarried + k) != NULL;
+    if (used[k]) pval[nput] = val[k], pdt[nput] = sdt[k], pscan[nput] = scan[k], nput++;
   }
-  if (nscan) loop_put_scans(L, nscan, val, sdt, scan, i, cap, trips);
+  if (nput) loop_put_scans(L, nput, pval, pdt, pscan, i, cap, trips);
   for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
     int reg = lw_lookup(L, body->outputs[k]);
     int is_car = 0;
@@ -377,11 +385,11 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   }
   if (nscan) loop_trim_scans(L, nscan, used, sdt, scan, i, cap);
   const dvmc_value *outs[64] = {0};
-  for (int k = 0; k < nscan; k++) outs[k] = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
+  for (int k = 0; k < nscan; k++) outs[k] = lw_scan_read(n, ncarried + k);
   if ((st = lw_empty_scans(L, n, outs, (const dvmc_value *const *)body->outputs + 1 + ncarried, nscan, scan, NULL, i)))
     return st;
-  for (int k = 0; k < nscan; k++) {
-    const dvmc_value *o = ncarried + k < n->nout ? n->out[ncarried + k] : NULL;
+  for (int k = 0; k < nscan; k++) { /* an output nothing reads is left unbound, its placeholder released */
+    const dvmc_value *o = outs[k];
     if (o) lw_set_type(o, body->outputs[1 + ncarried + k]->dtype);
     if (o ? !lw_bind(L, o, scan[k]) : 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     if (!o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);

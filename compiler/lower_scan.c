@@ -4,7 +4,8 @@
  * to the states and the slices, runs the body (lowered inline, once),
  * moves its state outputs back and writes each scan output's slice t in
  * place along its axis (slice T-1-t for a reverse direction) of a tensor
- * made on iteration 0 with T slices (lw_put_scan). Opset 8 has an optional
+ * made on iteration 0 with T slices (lw_put_scan), for the scan outputs
+ * something reads (lw_scan_read; the others are not kept). Opset 8 has an optional
  * sequence_lens input first and a batch axis 0 on every input and output:
  * there the scan runs once per batch row inside an outer loop, for that
  * row's length (a reverse input from its last step within the length),
@@ -21,7 +22,7 @@ typedef struct {
   const dvmc_graph *body;
   int ns, m, nk; /* states, scan inputs, scan outputs */
   int in_axis[MAX_IO], in_rev[MAX_IO], out_axis[MAX_IO], out_rev[MAX_IO];
-  const dvmc_value *used[MAX_IO]; /* the scan outputs' node outputs (NULL: unused) */
+  const dvmc_value *used[MAX_IO]; /* the scan outputs' node outputs (NULL: omitted or read by nothing) */
 } scan_spec;
 
 /* Slice idx (a scalar i64 tensor) of tensor x along axis (Gather). */
@@ -132,8 +133,9 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
     int val;
     if ((st = lw_reg_of(L, v, &val))) return st;
     if (!v->typed) return lw_unsupported(n, "scan output \"%s\" has no known dtype", v->name);
-    lw_put_scan(L, val, v->dtype, ys[k], i, S->out_rev[k] ? ri : i, steps >= 0 ? *full : len, S->out_axis[k],
-                steps >= 0);
+    if (S->used[k])
+      lw_put_scan(L, val, v->dtype, ys[k], i, S->out_rev[k] ? ri : i, steps >= 0 ? *full : len, S->out_axis[k],
+                  steps >= 0);
   }
   for (int k = 0; k < body->noutputs; k++) { /* the body's outputs are the body's to drop */
     int reg = lw_lookup(L, body->outputs[k]), is_car = 0;
@@ -197,7 +199,7 @@ static dvm_status *batch_loop(lowering *L, const scan_spec *S, const int *s, con
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, sb[k]);
   }
   for (int k = 0; k < S->nk; k++) {
-    lw_put_scan(L, ys[k], S->body->outputs[S->ns + k]->dtype, accY[k], b, b, batch, 0, 0);
+    if (S->used[k]) lw_put_scan(L, ys[k], S->body->outputs[S->ns + k]->dtype, accY[k], b, b, batch, 0, 0);
     dvmc_fn_op1(L->f, DVM_OP_RELEASE, ys[k]);
   }
   for (int k = 0; k < S->m; k++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, xb[k]);
@@ -287,14 +289,14 @@ dvm_status *lw_lower_scan(lowering *L, const dvmc_node *n, const op_rule *r) {
     const dvmc_value *o = body->outputs[S.ns + k];
     S.out_rev[k] = (int)dvmc_attr_ints_at(n, "scan_output_directions", k, 0);
     if (!v8 && (st = axis_of(n, "scan_output_axes", k, o->rank >= 0 ? o->rank + 1 : -1, &S.out_axis[k]))) return st;
-    S.used[k] = S.ns + k < n->nout ? n->out[S.ns + k] : NULL;
+    S.used[k] = lw_scan_read(n, S.ns + k);
   }
   int fs[MAX_IO], ys[MAX_IO];
   int full;
   st = v8 ? batch_loop(L, &S, s, sdt, x, xdt, lens, fs, ys) : scan_loop(L, &S, s, sdt, x, xdt, fs, ys, -1, &full);
   if (st) return st;
-  for (int k = 0; k < S.ns + S.nk; k++) {
-    const dvmc_value *o = k < n->nout ? n->out[k] : NULL;
+  for (int k = 0; k < S.ns + S.nk; k++) { /* a scan output nothing reads stays the empty placeholder, released */
+    const dvmc_value *o = k < S.ns ? (k < n->nout ? n->out[k] : NULL) : S.used[k - S.ns];
     int reg = k < S.ns ? fs[k] : ys[k - S.ns];
     if (!o) {
       dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);

@@ -145,6 +145,10 @@ LW_LOWER(rnn)              /* lower_rnn.c */
 
 /* lower_control.c: loop pieces Loop and Scan share */
 int lw_scalar_tensor(lowering *L, dvm_dtype dt, int v);
+/* Output k of a Loop or Scan node when something reads it (a node, a
+ * subgraph, or as a graph output), else NULL: a scan output that is
+ * omitted or read by nothing is not accumulated. */
+const dvmc_value *lw_scan_read(const dvmc_node *n, int k);
 void lw_put_scan(lowering *L, int val, dvm_dtype dt, int acc, int i, int at, int width, int axis, int zero);
 DVM_MUST_USE dvm_status *lw_empty_scans(lowering *L, const dvmc_node *n, const dvmc_value *const *outs,
                                         const dvmc_value *const *bouts, int nscan, const int *scan, const int *axes,

@@ -3,6 +3,7 @@ each iteration's value written in place at its row of an accumulator (a Loop's
 grows geometrically, a Scan's is made once); compared with ONNX Runtime for
 counted loops, loops that stop on their condition, thousands of iterations,
 several dtypes, and empty scans (no iteration)."""
+import json
 import os
 import subprocess
 
@@ -554,3 +555,98 @@ def test_scan_output_changing_shape_fails(tmp_path, op):
     assert q.returncode != 0, q.stderr
     want = "input [1,2] does not fit output [3,1]" if op == "Loop" else "input [1,5] does not fit output [3,2]"
     assert 'node "growing"' in q.stderr and want in q.stderr and "slices must have one shape" in q.stderr, q.stderr
+
+
+# ---- scan outputs nothing reads: not accumulated ----
+
+def unread_model(tmp, op, big, opset=17):
+    """A Loop or Scan with state s [N] and two scan outputs: sum(s) [1],
+    read as a graph output, and 2 s (Loop) or s x (Scan) [N], whose node
+    output is `big`: "output" (a graph output), "unread" (named, read by
+    nothing), "omitted" (""), or "branch" (read only inside an If)."""
+    one, two = numpy_helper.from_array(np.float32(1), "one"), numpy_helper.from_array(np.float32(2), "two")
+    if op == "Loop":
+        body = helper.make_graph([helper.make_node("Add", ["s", "one"], ["s2"]),
+                                  helper.make_node("Identity", ["cin"], ["cout"]),
+                                  helper.make_node("ReduceSum", ["s2"], ["small"], keepdims=1),
+                                  helper.make_node("Mul", ["s2", "two"], ["y"])], "body",
+                                 [vi("i", I64, []), vi("cin", B, []), vi("s", F, ["N"])],
+                                 [vi("cout", B, []), vi("s2", F, ["N"]), vi("small", F, [1]), vi("y", F, ["N"])],
+                                 [one, two])
+        ins, graph_in = ["T", "", "s0"], [vi("T", I64, []), vi("s0", F, ["N"])]
+        attrs = {}
+    else:
+        small = (helper.make_node("ReduceSum", ["s2"], ["small"], keepdims=1) if opset >= 11 else
+                 helper.make_node("Sub", ["s2", "x"], ["small"]))  # opset 8 has ReduceSum's older form
+        body = helper.make_graph([helper.make_node("Add", ["s", "x"], ["s2"]), small,
+                                  helper.make_node("Mul", ["s2", "x"], ["y"])], "body",
+                                 [vi("s", F, ["N"]), vi("x", F, ["N"])],
+                                 [vi("s2", F, ["N"]), vi("small", F), vi("y", F, ["N"])])
+        ins, graph_in = ["s0", "xs"], [vi("s0", F, ["N"]), vi("xs", F, ["T", "N"])]
+        attrs = {"num_scan_inputs": 1}
+        if opset == 8:
+            ins = [""] + ins
+            graph_in = [vi("s0", F, ["b", "N"]), vi("xs", F, ["b", "T", "N"])]
+    nodes = [helper.make_node(op, ins, ["sf", "ys", "" if big == "omitted" else "yb"], body=body, name="loop", **attrs)]
+    outs = [vi("sf", F), vi("ys", F)]
+    inits = []
+    if big == "output":
+        outs.append(vi("yb", F))
+    if big == "branch":  # If(true) { ReduceMax(yb) } else { 0 }
+        then = helper.make_graph([helper.make_node("ReduceMax", ["yb"], ["m"], keepdims=0)], "then", [], [vi("m", F)])
+        other = helper.make_graph([helper.make_node("Identity", ["zero"], ["m0"])], "else", [], [vi("m0", F)])
+        nodes.append(helper.make_node("If", ["c"], ["m"], then_branch=then, else_branch=other))
+        outs.append(vi("m", F))
+        inits += [numpy_helper.from_array(np.array(True), "c"), numpy_helper.from_array(np.float32(0), "zero")]
+    g = helper.make_graph(nodes, "g", graph_in, outs, inits)
+    path = str(tmp / f"{op}_{big}_{opset}.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
+    mod = path.replace(".onnx", ".dvmb")
+    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return path, mod, len(outs)
+
+
+def peak_bytes(mod, op, n, t, opset):
+    args = ["--dim", f"N={n}", "--dim", f"T={t}", "--dim", "b=2", "--iters", "2", "--warmup", "1", "--threads", "1"]
+    if op == "Loop":
+        args += ["--shape", "T=scalar", "--range", f"T={t}..{t}"]
+    p = subprocess.run([DVM, "bench", mod] + args, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])["peak_bytes"]
+
+
+@pytest.mark.parametrize("op,opset", [("Loop", 17), ("Scan", 17), ("Scan", 8)])
+def test_unread_scan_output_not_accumulated(tmp_path, op, opset):
+    # A scan output read by nothing (named or omitted) leaves the other
+    # outputs ONNX Runtime's (on the model that outputs it: ONNX Runtime
+    # 1.32 refuses an omitted Scan output) and costs no memory: the peak
+    # pool is smaller by at least its T x N f32 accumulator. Read only
+    # inside an If branch, it is still made.
+    feeds_at = []
+    for t, n in [(1, 1), (7, 13), (2, 1)]:
+        if op == "Loop":
+            feeds_at.append({"T": np.array(t, np.int64), "s0": rng.standard_normal(n).astype(np.float32)})
+        else:
+            lead = (2,) if opset == 8 else ()
+            feeds_at.append({"s0": rng.standard_normal(lead + (n,)).astype(np.float32),
+                             "xs": rng.standard_normal(lead + (t, n)).astype(np.float32)})
+    peaks, want = {}, None
+    for big in ["output", "unread", "omitted"] + (["branch"] if opset >= 11 else []):  # If: opset 11 on
+        path, mod, nout = unread_model(tmp_path, op, big, opset)
+        if want is None:
+            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            want = [sess.run(None, feeds) for feeds in feeds_at]
+        for feeds, w in zip(feeds_at, want):
+            q, got = run_feeds(tmp_path, mod, feeds, nout)
+            assert q.returncode == 0, q.stderr
+            if big == "branch":  # its last output is max(yb)
+                w = w[:2] + [np.max(w[2])]
+            for g, x in zip(got, w):
+                assert g.shape == x.shape, (big, g.shape, x.shape)
+                np.testing.assert_allclose(g, x, rtol=1e-5, atol=1e-5)
+        peaks[big] = peak_bytes(mod, op, 20000, 50, opset)
+    accumulator = 50 * 20000 * 4 * (2 if opset == 8 else 1)
+    for big in ("unread", "omitted"):
+        assert peaks[big] <= peaks["output"] - accumulator, peaks
+    assert opset < 11 or peaks["branch"] >= peaks["output"] - accumulator // 10, peaks
