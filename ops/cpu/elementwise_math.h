@@ -43,6 +43,14 @@ static inline uint32_t dvm_ew_sel(int c, uint32_t a, uint32_t b) {
   return (a & m) | (b & ~m);
 }
 
+/* a b + c rounded once, for the polynomials below (exp's, erfc's, erf's):
+ * one instruction in the x86-64-v3 and v4 clones and on targets with FMA,
+ * libm's (exact, scalar, slow) fmaf in the baseline x86-64 clone; every
+ * clone gets the same bits. Against a multiply and an add: GELU (erf)
+ * 18% and sigmoid 14% less time on Zen 4 (docs/performance.md "FMA in the
+ * math functions"), accuracy as before or better. */
+#define DVM_EW_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
+
 static inline float dvm_f16_to_f32(uint16_t h) {
   uint32_t em = (uint32_t)(h & 0x7fffu) << 13, s = (uint32_t)(h & 0x8000u) << 16;
   /* rebiasing the exponent by a multiply also normalizes subnormals */
@@ -131,11 +139,11 @@ DVM_EW_MATH float dvm_ew_expf_hl(float hi, float lo) {
   float fn = t - 0x1.8p23f;
   float r = (xc - fn * 0.693359375f) + lo + fn * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  p = DVM_EW_FMA(p, r, 1.3981999507e-3f);
+  p = DVM_EW_FMA(p, r, 8.3334519073e-3f);
+  p = DVM_EW_FMA(p, r, 4.1665795894e-2f);
+  p = DVM_EW_FMA(p, r, 1.6666665459e-1f);
+  p = DVM_EW_FMA(p, r, 5.0000001201e-1f);
   p = p * r * r + r + 1.0f;
   int32_t n1 = n / 2;
   return p * dvm_ew_pow2i(n1) * dvm_ew_pow2i(n - n1); /* NaN stays NaN throughout */
@@ -190,17 +198,17 @@ DVM_EW_MATH float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
   float ah = dvm_ew_bits_f32(dvm_ew_f32_bits(a) & 0xfffff000u), al = a - ah;
   float w = 1.0f / (1.0f + t), v = (w - 0.543478261f) * 2.19047619f; /* v in [-1, 1] */
   float g = -1.215670345e-04f;
-  g = g * v + 1.779781014e-04f;
-  g = g * v + 3.105603391e-04f;
-  g = g * v - 1.024390804e-03f;
-  g = g * v + 1.191610005e-03f;
-  g = g * v + 3.922753676e-04f;
-  g = g * v - 6.149554159e-03f;
-  g = g * v + 1.470410079e-02f;
-  g = g * v - 4.419443198e-03f;
-  g = g * v - 8.177631348e-02f;
-  g = g * v + 2.016099691e-01f;
-  g = g * v + 8.751047254e-01f;
+  g = DVM_EW_FMA(g, v, 1.779781014e-04f);
+  g = DVM_EW_FMA(g, v, 3.105603391e-04f);
+  g = DVM_EW_FMA(g, v, -1.024390804e-03f);
+  g = DVM_EW_FMA(g, v, 1.191610005e-03f);
+  g = DVM_EW_FMA(g, v, 3.922753676e-04f);
+  g = DVM_EW_FMA(g, v, -6.149554159e-03f);
+  g = DVM_EW_FMA(g, v, 1.470410079e-02f);
+  g = DVM_EW_FMA(g, v, -4.419443198e-03f);
+  g = DVM_EW_FMA(g, v, -8.177631348e-02f);
+  g = DVM_EW_FMA(g, v, 2.016099691e-01f);
+  g = DVM_EW_FMA(g, v, 8.751047254e-01f);
   *r_out = w * g;
   return dvm_ew_expf_hl(-(c * (ah * ah)), -(c * (al * (a + ah))));
 }
@@ -209,11 +217,11 @@ DVM_EW_MATH float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
 DVM_EW_MATH float dvm_ew_erf_core(float x) {
   float s = x * x;
   float r = -5.96761703e-4f;
-  r = r * s + 4.99119423e-3f;
-  r = r * s - 2.67681349e-2f;
-  r = r * s + 1.12819925e-1f;
-  r = r * s - 3.76125336e-1f;
-  r = r * s + 1.28379166e-1f;
+  r = DVM_EW_FMA(r, s, 4.99119423e-3f);
+  r = DVM_EW_FMA(r, s, -2.67681349e-2f);
+  r = DVM_EW_FMA(r, s, 1.12819925e-1f);
+  r = DVM_EW_FMA(r, s, -3.76125336e-1f);
+  r = DVM_EW_FMA(r, s, 1.28379166e-1f);
   return r * x + x;
 }
 
