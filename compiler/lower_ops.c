@@ -390,12 +390,13 @@ static dvm_status *lower_transpose_pads(lowering *L, const dvmc_node *n, const o
 
 dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
   int conv = !strcmp(n->op, "Conv") || !strcmp(n->op, "FusedConv");
-  if (!strcmp(n->op, "FusedConv") && n->nin > 3 && n->in[3])
-    return lw_unsupported(n, "FusedConv's input Z (added before the activation) is not supported");
   int64_t layout = dvmc_attr_int(n, "dvm_layout", 0);
-  if (!strcmp(n->op, "FusedConv") && (layout < 0 || layout > 3))
-    return lw_invalid(n, "attribute dvm_layout = %lld must be 0 to 3 (bit 0: X channels last, bit 1: Y)",
+  if (!strcmp(n->op, "FusedConv") && (layout < 0 || layout > 7))
+    return lw_invalid(n, "attribute dvm_layout = %lld must be 0 to 7 (bit 0: X channels last, bit 1: Y, bit 2: Z)",
                       (long long)layout);
+  int64_t algo = dvmc_attr_int(n, "dvm_algo", 0);
+  if (!strcmp(n->op, "FusedConv") && (algo < 0 || algo > 1))
+    return lw_invalid(n, "attribute dvm_algo = %lld must be 0 or 1 (1: Winograd where oneDNN has it)", (long long)algo);
   if (conv && n->nin && n->in[0] && n->in[0]->typed &&
       (n->in[0]->dtype == DVM_F16 || n->in[0]->dtype == DVM_BF16))
     return conv_via_f32(L, n, r);

@@ -27,9 +27,16 @@ static const dvmc_pass passes[] = {
                  "x Clip(x + 3, 0, 6) / 6] [* s + b] -> FusedConv (oneDNN post-ops; s, b one-element constants, the "
                  "first pair folded into W and B)",
      dvmc_pass_conv_act},
-    {"conv_nhwc", "Conv or FusedConv whose output only convolutions read (as X) -> FusedConv writing it channels "
+    {"conv_add", "Conv with a bias, Add of a tensor of its dims[, Relu] -> FusedConv with input Z, added before "
+                 "the activation (oneDNN's sum post-op; CPU builds)",
+     dvmc_pass_conv_add, true},
+    {"conv_nhwc", "Conv or FusedConv whose output only convolutions read (as X or Z) -> FusedConv writing it channels "
                   "last (NHWC), its readers FusedConvs reading it so: no reorders between them (CPU builds)",
      dvmc_pass_conv_nhwc, true},
+    {"conv_winograd", "2-D Conv or FusedConv, 3x3, stride 1, no dilation or groups, 16 channels or more -> "
+                      "FusedConv with dvm_algo 1: "
+                      "oneDNN's Winograd convolution where it has one for the call (CPU builds)",
+     dvmc_pass_conv_winograd, true},
     {"attention", "Softmax(Q K^T * scale [+ mask | causal Where]) V between the head Reshapes and Transposes -> "
                   "Attention on the 3-D q, k, v (CPU builds)",
      dvmc_pass_attention, true},
@@ -176,4 +183,18 @@ dvm_status *dvmc_pass_set_domain(dvmc_node *n, const char *domain) {
   n->domain = domain;
   n->def = def;
   return NULL;
+}
+
+dvm_status *dvmc_pass_fused_conv(dvmc_ctx *c, dvmc_graph *g, dvmc_node *n, const char *name, int64_t value) {
+  dvmc_attr *attrs = dvm_arena_alloc(&c->arena, (size_t)n->nattrs + 1, sizeof *attrs);
+  if (!attrs) return dvm_status_new(DVM_OUT_OF_MEMORY, "rewriting node \"%s\"", n->name);
+  int na = 0;
+  for (int a = 0; a < n->nattrs; a++)
+    if (strcmp(n->attrs[a].name, name)) attrs[na++] = n->attrs[a];
+  attrs[na++] = (dvmc_attr){.name = name, .type = DVMC_ATTR_INT, .i = value};
+  dvmc_value *out = n->out[0];
+  dvm_status *st = dvmc_pass_replace(c, g, &n, 1, "FusedConv", n->in, n->nin, out, attrs, na);
+  if (st) return st;
+  out->producer->opset = 1;
+  return dvmc_pass_set_domain(out->producer, "com.microsoft");
 }

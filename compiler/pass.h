@@ -82,6 +82,11 @@ DVM_MUST_USE dvm_status *dvmc_pass_replace_outs(dvmc_ctx *c, dvmc_graph *g, dvmc
  * an internal error where the table has no such row. */
 DVM_MUST_USE dvm_status *dvmc_pass_set_domain(dvmc_node *n, const char *domain);
 
+/* Replaces n, a Conv or FusedConv with one output, by a com.microsoft
+ * FusedConv of its inputs and attributes with the int attribute `name`
+ * set to value (conv_nhwc's dvm_layout, conv_winograd's dvm_algo). */
+DVM_MUST_USE dvm_status *dvmc_pass_fused_conv(dvmc_ctx *c, dvmc_graph *g, dvmc_node *n, const char *name,
+                                              int64_t value);
 /* The passes, in the order they run (pass.c's table). */
 DVM_MUST_USE dvm_status *dvmc_pass_layernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_gelu(dvmc_ctx *c, dvmc_graph *g, int *count);
@@ -89,7 +94,9 @@ DVM_MUST_USE dvm_status *dvmc_pass_epilogue(dvmc_ctx *c, dvmc_graph *g, int *cou
 DVM_MUST_USE dvm_status *dvmc_pass_skiplayernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_rmsnorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_act(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_conv_add(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_nhwc(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_conv_winograd(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_attention(dvmc_ctx *c, dvmc_graph *g, int *count);
 
 #endif

@@ -443,15 +443,23 @@ static dvm_status *conv_fn(bool transpose, int epilogue, const dvm_value *in, in
   const int64_t *x, *w, *b = NULL;
   int64_t dims[DVM_MAX_RANK], group;
   dvm_window win;
-  /* X, W, [B], attrs: the count says whether B is there */
-  dvm_status *st = dvm_shape_check_counts(fn, nin, 2 + nattrs, 3 + nattrs, nout, 1);
+  /* X, W, [B, [Z]], attrs: the count says whether B (and fused_conv's Z) is there */
+  int rz = -1;
+  const int64_t *z = NULL;
+  dvm_status *st = dvm_shape_check_counts(fn, nin, 2 + nattrs, 3 + (epilogue > 0) + nattrs, nout, 1);
   if (!st) st = dvm_shape_arg(fn, &in[0], 0, &rx, &x);
   if (!st) st = dvm_shape_arg(fn, &in[1], 1, &rw, &w);
-  if (!st && nin == 3 + nattrs) st = dvm_shape_arg(fn, &in[2], 2, &rb, &b);
+  if (!st && nin >= 3 + nattrs) st = dvm_shape_arg(fn, &in[2], 2, &rb, &b);
+  if (!st && nin == 4 + nattrs) st = dvm_shape_arg(fn, &in[3], 3, &rz, &z);
   if (!st)
     st = dvm_conv_setup(transpose, rx, x, rw, w, rb, b, in + nin - nattrs, nattrs - epilogue, &win, &group,
                         dims);
   if (st) return st;
+  if (z && (rz != rx || memcmp(z, dims, sizeof(int64_t) * rx) != 0)) {
+    char sz[DVM_SHAPE_STR_SIZE], sy[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: Z %s must have Y's dims %s", fn, dvm_shape_str(sz, rz, z),
+                          dvm_shape_str(sy, rx, dims));
+  }
   dvm_shape_set(&out[0], rx, dims);
   return NULL;
 }

@@ -77,8 +77,8 @@ DVM_MUST_USE dvm_status *dvm_window_transpose_pads(dvm_auto_pad mode, int64_t in
                                                    int64_t *pad_begin, int64_t *pad_end);
 
 /* fused_conv's attributes after conv's four: activation, its two
- * parameters, post_scale, post_shift, layout (ops/cpu/conv.c). */
-#define DVM_CONV_EPILOGUE_ATTRS 6
+ * parameters, post_scale, post_shift, layout, algo (ops/cpu/conv.c). */
+#define DVM_CONV_EPILOGUE_ATTRS 7
 
 /* conv (transpose false) or conv_transpose: X [N, C, spatial...], W (conv
  * [M, C/group, k...], conv_transpose [C, M/group, k...]), B [M] or none

@@ -9,10 +9,12 @@
  *        attrs: strides:shape, pads:shape, dilations:shape, group:int,
  *        output_padding:shape) -> Y [N, M, o...]
  *
- *   fused_conv(in: X, W, B optional; attrs: conv's, then activation:int,
- *        alpha:float, beta:float, post_scale:float, post_shift:float,
- *        layout:int) -> Y
- *     Y = post_scale act(conv(X, W, B)) + post_shift, act by activation: 0 identity, 1 relu, 2 tanh, 3 sigmoid, 4 leaky relu
+ *   fused_conv(in: X, W, B optional, Z optional (with B); attrs: conv's,
+ *        then activation:int, alpha:float, beta:float, post_scale:float,
+ *        post_shift:float, layout:int, algo:int) -> Y
+ *     Y = post_scale act(conv(X, W, B) + Z) + post_shift (Z of Y's dims:
+ *     ONNX Runtime's FusedConv input Z, the residual Add of pass conv_add),
+ *     act by activation: 0 identity, 1 relu, 2 tanh, 3 sigmoid, 4 leaky relu
  *     (slope alpha, NaN: 0.01), 5 clip to [alpha, beta] (NaN: unbounded),
  *     6 hard sigmoid max(0, min(1, alpha x + beta)) (NaN: 0.2, 0.5),
  *     7 hard swish x max(0, min(1, x / 6 + 1 / 2)), 8 swish x sigmoid(x);
@@ -20,7 +22,16 @@
  *     layout: bit 0 (LAYOUT_X_LAST) X is stored channels last ([N, s..., C]
  *     in memory, its dims still [N, C, s...]), bit 1 (LAYOUT_Y_LAST) Y is
  *     to be (pass conv_nhwc: between convolutions, the layout oneDNN's
- *     kernels use, so no reorder on either side).
+ *     kernels use, so no reorder on either side), bit 2 (LAYOUT_Z_LAST) Z
+ *     is. Z is copied (reordered) into the memory the conv writes, then
+ *     oneDNN's sum post-op adds the conv to it (its binary add post-op
+ *     would read Z in place, but oneDNN 2.6's brgconv refuses it: its GEMM
+ *     conv took 5 times as long).
+ *     algo: 0 oneDNN's choice (direct), 1 Winograd where oneDNN has it for
+ *     the call (2-D 3x3, stride 1, no dilation or groups; its AVX-512
+ *     kernels: F(2x2, 3x3) or F(4x4, 3x3) on nChw16c), else as 0 (pass
+ *     conv_winograd; half the time of the direct kernel on ResNet's 3x3
+ *     convs, with about twice its rounding error: docs/performance.md).
  *
  * 1 to 3 spatial dims; pads are [begins..., ends...]; an empty strides,
  * pads, dilations or output_padding means the ONNX default. ONNX auto_pad
@@ -65,14 +76,15 @@
 
 enum { SRC, WEI, DST, NBUF }; /* the tensors oneDNN may want in its own layout */
 
-enum { LAYOUT_X_LAST = 1, LAYOUT_Y_LAST = 2 }; /* fused_conv's layout bits: channels last */
+enum { LAYOUT_X_LAST = 1, LAYOUT_Y_LAST = 2, LAYOUT_Z_LAST = 4 }; /* fused_conv's layout bits: channels last */
 
 enum { ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_LEAKY_RELU, ACT_CLIP, ACT_HARD_SIGMOID, ACT_HARD_SWISH,
        ACT_SWISH, ACT_COUNT };
 
 typedef struct key {
-  int32_t transpose, rank, bias, threads;
+  int32_t transpose, rank, bias, threads, z; /* z: fused_conv's Z given */
   int32_t layout;                         /* LAYOUT_* bits */
+  int32_t algo;                           /* fused_conv's algo: 1 Winograd where oneDNN has it */
   int32_t act;                            /* the epilogue: ACT_*, */
   float alpha, beta, post_scale, post_shift; /* its parameters resolved */
   /* x, w, y: the dims of one call of the primitive; cx and cy the channel
@@ -88,8 +100,9 @@ typedef struct entry {
   struct entry *prev, *next; /* LRU order, most recent first */
   int refs;                  /* calls using it now; evicted only at 0 */
   dnnl_primitive_t conv;
-  dnnl_memory_desc_t plain[NBUF], inner[NBUF], bias;
+  dnnl_memory_desc_t plain[NBUF], inner[NBUF], bias, z; /* z: Z's view (k.z) */
   dnnl_primitive_t reorder[NBUF]; /* plain <-> inner; NULL when the same */
+  dnnl_primitive_t zcopy;         /* Z's view into the memory the conv writes (k.z) */
   size_t bytes[NBUF];             /* workspace for inner copies; 0 when plain */
   size_t scratch;                 /* the largest scratchpad of its primitives */
   bool crop;                      /* Y has elements past the window: bias them first */
@@ -202,6 +215,7 @@ static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *
 static void entry_free(entry *e) {
   if (!e) return;
   if (e->conv) dnnl_primitive_destroy(e->conv);
+  if (e->zcopy) dnnl_primitive_destroy(e->zcopy);
   for (int i = 0; i < NBUF; i++)
     if (e->reorder[i]) dnnl_primitive_destroy(e->reorder[i]);
   free(e);
@@ -226,10 +240,11 @@ typedef struct post_op {
  * beta, 0, 1) by an ulp or so). */
 static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
   bool post = k->post_scale != 1 || k->post_shift != 0;
-  if (k->act == ACT_IDENTITY && !post) return dnnl_success;
+  if (k->act == ACT_IDENTITY && !post && !k->z) return dnnl_success;
   dnnl_post_ops_t po;
   dnnl_status_t s = dnnl_post_ops_create(&po);
   if (s != dnnl_success) return s;
+  if (k->z) s = dnnl_post_ops_append_sum(po, 1.0f); /* Y = conv + B + Y, Y holding Z (exec) */
   post_op ops[3];
   int n = 0;
   float ps = k->post_scale, psh = k->post_shift;
@@ -275,7 +290,7 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
  * the blocked kernel reads and writes NHWC itself (no copies), and the
  * units' channel slices of an NHWC tensor are strided. */
 static bool gemm_pointwise(const key *k) {
-  bool pw = !k->transpose && !k->layout && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 && k->post_shift == 0;
+  bool pw = !k->transpose && !k->layout && !k->z && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 && k->post_shift == 0;
   for (int i = 0; i < k->rank - 2; i++)
     pw &= k->w[2 + i] == 1 && k->stride[i] == 1 && k->pad_begin[i] == 0 && k->pad_end[i] == 0;
   return pw;
@@ -359,6 +374,8 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   DNNL_TRY(op, "scratchpad mode",
            dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
   DNNL_TRY(op, "attribute creation", dnnl_primitive_attr_clone(&cattr, attr));
+  if (k->z)
+    DNNL_TRY(op, "memory descriptor", plain_md(&e->z, nd, yd, yfull, -1, k->layout & LAYOUT_Z_LAST));
   DNNL_TRY(op, "post-ops", set_post_ops(cattr, k));
   const dnnl_memory_desc_t *bias = k->bias ? &e->bias : NULL;
   if (k->transpose) {
@@ -371,12 +388,20 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
              dnnl_primitive_desc_create(&pd, &d, cattr, engine, NULL));
   } else {
     dnnl_convolution_desc_t d;
-    DNNL_TRY(op, "convolution descriptor",
-             dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference,
-                                                        dnnl_convolution_auto, &any[SRC], &any[WEI],
-                                                        bias, &any[DST], stride, dil, pl, pr));
-    DNNL_TRY(op, "convolution primitive descriptor",
-             dnnl_primitive_desc_create(&pd, &d, cattr, engine, NULL));
+    /* Winograd where asked and oneDNN has it for this call, else its choice */
+    bool wino = k->algo == 1 && nd == 4 && !grouped && k->w[2] == 3 && k->w[3] == 3;
+    for (int i = 0; i < n; i++) wino &= k->stride[i] == 1 && k->dilation[i] == 1;
+    if (wino && dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_winograd,
+                                                          &any[SRC], &any[WEI], bias, &any[DST], stride, dil, pl,
+                                                          pr) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &d, cattr, engine, NULL) != dnnl_success)
+      pd = NULL;
+    if (!wino || !pd) {
+      DNNL_TRY(op, "convolution descriptor",
+               dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_auto, &any[SRC],
+                                                          &any[WEI], bias, &any[DST], stride, dil, pl, pr));
+      DNNL_TRY(op, "convolution primitive descriptor", dnnl_primitive_desc_create(&pd, &d, cattr, engine, NULL));
+    }
   }
   e->scratch = scratch_size(pd);
   static const dnnl_query_t queries[NBUF] = {dnnl_query_src_md, dnnl_query_weights_md,
@@ -394,6 +419,14 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
     DNNL_TRY(op, "reorder primitive", dnnl_primitive_create(&e->reorder[i], rpd));
     dnnl_primitive_desc_destroy(rpd);
     rpd = NULL;
+  }
+  if (k->z) {
+    DNNL_TRY(op, "reorder primitive descriptor",
+             dnnl_reorder_primitive_desc_create(&rpd, &e->z, engine, e->reorder[DST] ? &e->inner[DST] : &e->plain[DST],
+                                                engine, attr));
+    size_t s = scratch_size(rpd);
+    if (s > e->scratch) e->scratch = s;
+    DNNL_TRY(op, "reorder primitive", dnnl_primitive_create(&e->zcopy, rpd));
   }
   DNNL_TRY(op, "primitive creation", dnnl_primitive_create(&e->conv, pd));
 out:
@@ -574,16 +607,18 @@ static dvm_status *epilogue_attrs(const dvm_kernel_args *a, key *k) {
   const char *op = "fused_conv";
   static const char *const names[] = {"alpha", "beta", "post_scale", "post_shift"};
   double v[4];
-  int64_t act, layout;
+  int64_t act, layout, algo;
   if (a->nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d attributes, got %d", op, 4 + DVM_CONV_EPILOGUE_ATTRS,
                           a->nattrs);
   dvm_status *st = dvm_attr_int(op, "activation", &a->attrs[4], &act);
   for (int i = 0; i < 4 && !st; i++) st = dvm_attr_float(op, names[i], &a->attrs[5 + i], &v[i]);
   if (!st) st = dvm_attr_int(op, "layout", &a->attrs[9], &layout);
+  if (!st) st = dvm_attr_int(op, "algo", &a->attrs[10], &algo);
   if (st) return st;
-  if (layout < 0 || layout > (LAYOUT_X_LAST | LAYOUT_Y_LAST))
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: layout %lld is not 0 to 3", op, (long long)layout);
+  if (algo < 0 || algo > 1) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: algo %lld is not 0 or 1", op, (long long)algo);
+  if (layout < 0 || layout > (LAYOUT_X_LAST | LAYOUT_Y_LAST | LAYOUT_Z_LAST))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: layout %lld is not 0 to 7", op, (long long)layout);
   if (act < 0 || act >= ACT_COUNT)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: activation %lld is not one of %d", op, (long long)act, ACT_COUNT);
   static const double dflt[ACT_COUNT][2] = {[ACT_LEAKY_RELU] = {0.01, 0}, [ACT_CLIP] = {-INFINITY, INFINITY},
@@ -595,6 +630,7 @@ static dvm_status *epilogue_attrs(const dvm_kernel_args *a, key *k) {
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s = %g must be finite", op, names[i], v[i]);
   k->act = (int32_t)act;
   k->layout = (int32_t)layout;
+  k->algo = (int32_t)algo;
   k->alpha = (float)v[0];
   k->beta = (float)v[1];
   k->post_scale = (float)v[2];
@@ -624,11 +660,12 @@ static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
   static const char *const ops[] = {"conv", "conv_transpose", "fused_conv"};
   const char *op = ops[kind];
   bool transpose = kind == 1;
-  dvm_status *st = dvm_kargs_check(a, op, a->nin == 3 ? 3 : 2, 1, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 2, kind == 2 ? 4 : 3, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
-  const dvm_tensor *x = a->in[0], *w = a->in[1], *b = a->nin == 3 ? a->in[2] : NULL, *y = a->out[0];
+  const dvm_tensor *x = a->in[0], *w = a->in[1], *b = a->nin >= 3 ? a->in[2] : NULL, *y = a->out[0];
+  const dvm_tensor *z = a->nin == 4 ? a->in[3] : NULL;
   bool f32 = x->dtype == DVM_F32 && w->dtype == DVM_F32 && y->dtype == DVM_F32 &&
-             (!b || b->dtype == DVM_F32);
+             (!b || b->dtype == DVM_F32) && (!z || z->dtype == DVM_F32);
   if (!f32) {
     char got[64];
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: dtypes %s: only f32 is supported", op,
@@ -645,9 +682,15 @@ static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
                           "%s: output Y %s != %s, what X, W and the attributes give", op,
                           dvm_shape_str(sy, y->rank, y->dims), dvm_shape_str(sd, x->rank, dims));
   }
+  if (z && (z->rank != y->rank || memcmp(z->dims, y->dims, sizeof(int64_t) * y->rank) != 0)) {
+    char sz[DVM_SHAPE_STR_SIZE], sy[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: Z %s must have Y's dims %s", op,
+                          dvm_shape_str(sz, z->rank, z->dims), dvm_shape_str(sy, y->rank, y->dims));
+  }
   memset(k, 0, sizeof *k); /* the key is compared bytewise */
   k->post_scale = 1;
   if (kind == 2 && (st = epilogue_attrs(a, k))) return st;
+  k->z = z != NULL;
   k->transpose = transpose;
   k->rank = x->rank;
   k->bias = b != NULL;
@@ -669,17 +712,21 @@ static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
   return NULL;
 }
 
-/* Y = B broadcast over [N, M, o...], or 0: the sum over no input channels. */
-static void fill_bias(const dvm_tensor *y, const dvm_tensor *b, const key *fused) {
+/* Y = B broadcast over [N, M, o...], or 0: the sum over no input channels;
+ * fused_conv's Z added and its epilogue applied (fused, z: NULL for conv
+ * and conv_transpose). */
+static void fill_bias(const dvm_tensor *y, const dvm_tensor *b, const key *fused, const dvm_tensor *z) {
   float *py = dvm_tensor_ptr(y);
   int64_t m = y->dims[1], inner = dvm_tensor_numel(y) / (y->dims[0] * m);
-  const float *pb = b ? dvm_tensor_ptr(b) : NULL;
-  bool last = fused && fused->layout & LAYOUT_Y_LAST;
+  const float *pb = b ? dvm_tensor_ptr(b) : NULL, *pz = z ? dvm_tensor_ptr(z) : NULL;
+  bool last = fused && fused->layout & LAYOUT_Y_LAST, zlast = fused && fused->layout & LAYOUT_Z_LAST;
   for (int64_t i = 0; i < y->dims[0] * m; i++) {
     float v = pb ? pb[i % m] : 0.0f;
-    if (fused) v = epilogue(fused, v); /* fused_conv's, on the sum over no channels */
     int64_t n = i / m, c = i % m;
-    for (int64_t j = 0; j < inner; j++) py[last ? (n * inner + j) * m + c : i * inner + j] = v;
+    for (int64_t j = 0; j < inner; j++) {
+      float u = pz ? v + pz[zlast ? (n * inner + j) * m + c : i * inner + j] : v;
+      py[last ? (n * inner + j) * m + c : i * inner + j] = fused ? epilogue(fused, u) : u;
+    }
   }
 }
 
@@ -687,10 +734,10 @@ static void fill_bias(const dvm_tensor *y, const dvm_tensor *b, const key *fused
  * output channel `at`; wf W's kept forms or NULL), on the calling thread's
  * stream and workspace. */
 static dvm_status *exec(const char *op, const entry *e, wforms *wf, int64_t at, void *x, void *w, void *b,
-                        void *y) {
+                        void *y, void *z) {
   dvm_status *st = NULL;
   thread_ctx *c = NULL;
-  dnnl_memory_t mem[NBUF] = {0}, inner[NBUF] = {0}, bias = NULL, scratch = NULL;
+  dnnl_memory_t mem[NBUF] = {0}, inner[NBUF] = {0}, bias = NULL, scratch = NULL, zmem = NULL;
   st = thread_ctx_get(op, e->bytes[SRC] + e->bytes[WEI] + e->bytes[DST] + e->scratch, &c);
   if (st) goto out;
   void *user[NBUF] = {x, w, y};
@@ -702,6 +749,7 @@ static dvm_status *exec(const char *op, const entry *e, wforms *wf, int64_t at, 
     ws += e->bytes[i];
   }
   if (b) DNNL_TRY(op, "memory creation", dnnl_memory_create(&bias, &e->bias, engine, b));
+  if (z) DNNL_TRY(op, "memory creation", dnnl_memory_create(&zmem, &e->z, engine, z));
   if (e->scratch) {
     dnnl_memory_desc_t smd;
     dnnl_dims_t sdims = {(dnnl_dim_t)e->scratch};
@@ -723,6 +771,10 @@ static dvm_status *exec(const char *op, const entry *e, wforms *wf, int64_t at, 
     }
   dnnl_memory_t use[NBUF];
   for (int i = 0; i < NBUF; i++) use[i] = e->reorder[i] ? inner[i] : mem[i];
+  if (zmem) {
+    dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, zmem}, {DNNL_ARG_TO, use[DST]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->zcopy, c->stream, 2 + ns, r));
+  }
   dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, use[SRC]}, {DNNL_ARG_WEIGHTS, use[WEI]}, {DNNL_ARG_DST, use[DST]}};
   int na = 3;
   if (bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
@@ -739,6 +791,7 @@ out:
     if (inner[i]) dnnl_memory_destroy(inner[i]);
   }
   if (bias) dnnl_memory_destroy(bias);
+  if (zmem) dnnl_memory_destroy(zmem);
   if (scratch) dnnl_memory_destroy(scratch);
   return st;
 }
@@ -775,12 +828,13 @@ typedef struct job {
   const char *op;
   const key *k;
   wforms *wf;
-  char *x, *w, *b, *y;
+  char *x, *w, *b, *y, *z; /* z: fused_conv's Z or NULL */
   bool rows;                /* units are bands of rows, else slices of channels */
   int64_t parts, slice;     /* units per image, output rows or channels in each */
   int64_t ocg, icg;         /* output, input channels per group */
   int64_t xn, yn, xc, yc;   /* bytes per image of X, Y; per channel */
   int64_t xr, yr;           /* bytes per row of X, Y (their first spatial dim) */
+  int64_t zc, zr;           /* Z's per channel and row (its bytes per image: yn) */
   int64_t wc;               /* bytes of W per output channel of a slice */
   pthread_mutex_t lock;
   dvm_status *error; /* the first unit's failure */
@@ -821,13 +875,14 @@ static void run_units(void *ctx, int64_t s, int64_t end) {
   job *j = ctx;
   for (int64_t u = s; u < end; u++) {
     int64_t n = u / j->parts, p = u % j->parts, at = p * j->slice;
-    char *x = j->x + n * j->xn, *w = j->w, *b = j->b, *y = j->y + n * j->yn;
+    char *x = j->x + n * j->xn, *w = j->w, *b = j->b, *y = j->y + n * j->yn, *z = j->z ? j->z + n * j->yn : NULL;
     key uk;
     if (j->rows) {
       int64_t o1 = at + j->slice < j->k->y[2] ? at + j->slice : j->k->y[2], i0, rows;
       uk = band_key(j->k, at, o1, &i0, &rows);
       x += i0 * j->xr;
       y += at * j->yr;
+      z = z ? z + at * j->zr : NULL;
       at = 0; /* W whole */
     } else {
       int64_t oc = at + j->slice < j->k->y[1] ? j->slice : j->k->y[1] - at;
@@ -836,11 +891,12 @@ static void run_units(void *ctx, int64_t s, int64_t end) {
       w += at * j->wc;
       b = b ? b + at * (int64_t)sizeof(float) : NULL;
       y += at * j->yc;
+      z = z ? z + at * j->zc : NULL;
     }
     entry *e;
     dvm_status *st = cache_get(j->op, &uk, &e);
     if (!st) {
-      st = exec(j->op, e, j->wf, at, x, w, b, y);
+      st = exec(j->op, e, j->wf, at, x, w, b, y, z);
       cache_put(e);
     }
     if (!st) continue;
@@ -901,21 +957,24 @@ static dvm_status *run_split(const char *op, const dvm_kernel_args *a, const key
   j.wc = (k->transpose && k->group == 1 ? wn / (k->x[1] * oc) : wn / oc) * (int64_t)sizeof(float);
   j.x = dvm_tensor_ptr(a->in[0]);
   j.w = dvm_tensor_ptr(a->in[1]);
-  j.b = a->nin == 3 ? dvm_tensor_ptr(a->in[2]) : NULL;
+  j.b = a->nin >= 3 ? dvm_tensor_ptr(a->in[2]) : NULL;
   j.y = dvm_tensor_ptr(a->out[0]);
+  j.z = a->nin == 4 ? dvm_tensor_ptr(a->in[3]) : NULL;
   /* bytes per image, channel and row; channels last: [N, s..., C] */
   int64_t f = sizeof(float);
-  bool xl = k->layout & LAYOUT_X_LAST, yl = k->layout & LAYOUT_Y_LAST;
+  bool xl = k->layout & LAYOUT_X_LAST, yl = k->layout & LAYOUT_Y_LAST, zl = k->layout & LAYOUT_Z_LAST;
   j.xn = xsp * k->x[1] * f;
   j.yn = ysp * oc * f;
   j.xc = xl ? f : xsp * f;
   j.yc = yl ? f : ysp * f;
   j.xr = xsp / k->x[2] * (xl ? k->x[1] : 1) * f;
   j.yr = ysp / k->y[2] * (yl ? oc : 1) * f;
+  j.zc = zl ? f : ysp * f;
+  j.zr = ysp / k->y[2] * (zl ? oc : 1) * f;
   if (k->transpose)
     for (int i = 0; i < k->rank - 2; i++)
       if (transpose_end_pad(k, i) < 0) { /* cropped: Y past the window is the bias */
-        fill_bias(a->out[0], a->nin == 3 ? a->in[2] : NULL, NULL);
+        fill_bias(a->out[0], a->nin == 3 ? a->in[2] : NULL, NULL, NULL);
         break;
       }
   if (pthread_mutex_init(&j.lock, NULL) != 0) return dvm_status_new(DVM_INTERNAL, "%s: pthread_mutex_init failed", op);
@@ -931,10 +990,10 @@ static dvm_status *run(const dvm_kernel_args *a, int kind) {
   key k;
   dvm_status *st = check(a, kind, &k);
   if (st) return st;
-  const dvm_tensor *b = a->nin == 3 ? a->in[2] : NULL;
+  const dvm_tensor *b = a->nin >= 3 ? a->in[2] : NULL, *z = a->nin == 4 ? a->in[3] : NULL;
   if (dvm_tensor_numel(a->out[0]) == 0) return NULL;
   if (k.x[1] == 0) {
-    fill_bias(a->out[0], b, kind == 2 ? &k : NULL);
+    fill_bias(a->out[0], b, kind == 2 ? &k : NULL, z);
     return NULL;
   }
   pthread_once(&engine_once, engine_init);

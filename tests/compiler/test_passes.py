@@ -491,6 +491,11 @@ def affine_consts():
     return [const("s1", [1.7]), const("b1", [-0.4]), const("s2", [0.6]), const("b2", [0.9])]
 
 
+# the conv passes after conv_act, which make FusedConvs of Convs too
+NO_WINO = ("--disable", "conv_winograd")
+NO_CONV_PASSES = ("--disable", "conv_add") + NO_WINO
+
+
 def conv_on_off(tmp, path, shapes=CONV_SHAPES):
     feeds = [{"x": rng.standard_normal(s).astype(np.float32) * 2} for s in shapes]
     on_off(tmp, path, "conv_act", feeds, rtol=1e-5, atol=2e-5)
@@ -503,14 +508,14 @@ def test_conv_act(tmp_path, case, conv):
     kw = dict(grouped_strided=dict(group=C_IN, strides=(2, 1), dilations=(1, 2), pads=(0, 2, 1, 1), c_out=6),
               no_bias=dict(bias=False)).get(conv, {})
     path, _ = conv_model(tmp_path, nodes, act_consts() + affine_consts(), opset=14, **kw)
-    text = ir(path)
+    text = ir(path, *NO_WINO)
     if act:
         assert "= com.microsoft::FusedConv(" in text, text
         assert f'activation="{act}"' in text, text
     else:
         assert "FusedConv" not in text and text.count("= Conv(") == 1, text
     assert text.count("= Mul(") + text.count("= Add(") + text.count("= Clip(") == 0, text
-    assert "FusedConv" not in ir(path, "--disable", "conv_act")
+    assert "FusedConv" not in ir(path, "--disable", "conv_act", *NO_WINO)
     conv_on_off(tmp_path, path, CONV_SHAPES[:2] + [(0, C_IN, 5, 5), (1, C_IN, 2, 3)] if kw.get("group") else CONV_SHAPES)
 
 
@@ -537,7 +542,7 @@ def test_conv_act_not_rewritten(tmp_path, case):
         nodes = [node("Mul", ["c", "s1"], "m"), node("Relu", ["m"], "y")]
         w_input = True
     path, w = conv_model(tmp_path, nodes, inits, outputs=outputs, w_input=w_input)
-    assert "FusedConv" not in ir(path)
+    assert "FusedConv" not in ir(path, *NO_WINO)
     if w is not None:
         extra["w"] = w
     feeds = [{"x": rng.standard_normal(s).astype(np.float32), **extra} for s in CONV_SHAPES[:2]]
@@ -547,10 +552,12 @@ def test_conv_act_not_rewritten(tmp_path, case):
 @pytest.mark.parametrize("model_name", ["ppocr_det", "ppocr_rec", "resnet_fixture"])
 def test_conv_act_models(tmp_path, model_name):
     """On the PP-OCRv4 models and the ResNet fixture: the pass fires, the
-    kernel calls drop, results match with it off (conv_nhwc off in both:
-    it makes FusedConvs of Convs)."""
+    kernel calls drop, results match with it off (conv_nhwc, conv_add and
+    conv_winograd off in both where Convs are counted: they make FusedConvs
+    of Convs)."""
     onnx_path, spec, envs = MODELS[model_name]
-    on, off = ir(onnx_path, "--disable", "conv_nhwc"), ir(onnx_path, "--disable", "conv_act", "--disable", "conv_nhwc")
+    on, off = ir(onnx_path, "--disable", "conv_nhwc", *NO_CONV_PASSES), ir(onnx_path, "--disable", "conv_act", "--disable",
+                                                                         "conv_nhwc", *NO_CONV_PASSES)
     fused = on.count("FusedConv(")
     assert fused >= 3 and fused == off.count("= Conv(") - on.count("= Conv("), (fused, off.count("= Conv("))
     a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
@@ -630,9 +637,9 @@ def test_conv_nhwc(tmp_path, case):
                 np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("layout", [-1, 4])
+@pytest.mark.parametrize("layout", [-1, 8])
 def test_conv_nhwc_layout_refused(tmp_path, layout):
-    """A FusedConv's dvm_layout outside 0 to 3 is refused by node at compile time."""
+    """A FusedConv's dvm_layout outside 0 to 7 is refused by node at compile time."""
     n = helper.make_node("FusedConv", ["x", "w"], ["y"], domain="com.microsoft", dvm_layout=layout,
                          kernel_shape=[3, 3])
     g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", F, [1, 3, 5, 5])],
@@ -794,6 +801,145 @@ def test_extra_reader(tmp_path, pattern, reader):
             feeds = xs()[:2]
         on_off(tmp_path, path, pass_name, feeds, nout=2)
 
+# ---- conv_add and conv_winograd ----------------------------------------------
+
+def residual_model(tmp, case):
+    """A ResNet block on x [n, 16, h, w]: c1 = Relu(Conv 3x3 (16)), c2 = Conv
+    3x3 (16) of c1, y = Relu(c2 + x) (case "relu"; "plain": no Relu, y =
+    c2 + x; "down": the other operand a 1x1 conv of x, both with biases;
+    "nobias": c2's conv without B; "broadcast": x's channel means, [n, 16,
+    1, 1], added; "escape": c2 also a graph output). conv_add fuses the Add
+    (and the Relu) into c2's conv (into the 1x1's, the later of two convs,
+    in "down") in the first three cases only."""
+    def w(name, *shape):
+        return const(name, rng.standard_normal(shape) * (0.6 / np.sqrt(np.prod(shape[1:]))))
+    inits = [w("w1", 16, 16, 3, 3), w("w2", 16, 16, 3, 3), w("wd", 16, 16, 1, 1),
+             const("b1", rng.uniform(-1, 1, 16)), const("b2", rng.uniform(-1, 1, 16)), const("bd", rng.uniform(-1, 1, 16))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c0"], pads=[1, 1, 1, 1]), node("Relu", ["c0"], "c1"),
+             helper.make_node("Conv", ["c1", "w2"] + ([] if case == "nobias" else ["b2"]), ["c2"], pads=[1, 1, 1, 1])]
+    other, outputs = "x", ["y"]
+    if case == "down":
+        nodes.append(helper.make_node("Conv", ["x", "wd", "bd"], ["d"]))
+        other = "d"
+    elif case == "broadcast":
+        nodes.append(helper.make_node("ReduceMean", ["x"], ["d"], axes=[2, 3]))
+        other = "d"
+    elif case == "escape":
+        outputs.append("c2")
+    if case == "plain":
+        nodes.append(node("Add", [other, "c2"], "y"))
+    else:
+        nodes += [node("Add", ["c2", other], "s"), node("Relu", ["s"], "y")]
+    ins = [helper.make_tensor_value_info("x", F, ["n", 16, "h", "w"])]
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(o, F, None) for o in outputs], inits)
+    path = str(tmp / "residual.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString())
+    return path, len(outputs)
+
+
+RESIDUAL_SHAPES = [(1, 16, 7, 9), (2, 16, 13, 5), (1, 16, 1, 1), (1, 16, 29, 1), (3, 16, 17, 31), (1, 16, 40, 37),
+                   (0, 16, 5, 5)]
+
+
+def on_off_ort(tmp, path, nout, passes, shapes, threads=(1, 2), rtol=1e-5, atol=2e-5):
+    """The model with `passes` on and off agree (rtol, atol) and match ONNX
+    Runtime, at each shape of x and thread count."""
+    on, off = str(tmp / "on.dvmb"), str(tmp / "off.dvmb")
+    compile_(path, on)
+    compile_(path, off, *[a for p in passes for a in ("--disable", p)])
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for shape in shapes:
+        f = {"x": rng.standard_normal(shape).astype(np.float32)}
+        want = sess.run(None, f)
+        for t in threads:
+            a, b = run(tmp, on, f, nout, t), run(tmp, off, f, nout, t)
+            for x, y, w in zip(a, b, want):
+                assert x.shape == y.shape == w.shape
+                np.testing.assert_allclose(x, y, rtol=rtol, atol=atol, err_msg=f"{shape} {t} threads")
+                np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4, err_msg=f"{shape} {t} threads")
+
+
+@pytest.mark.parametrize("case", ["relu", "plain", "down", "nobias", "broadcast", "escape"])
+def test_conv_add(tmp_path, case):
+    path, nout = residual_model(tmp_path, case)
+    text = ir(path, *NO_WINO)
+    z = [ln for ln in text.splitlines() if "FusedConv(%c1, %w2, %b2, %x)" in ln or "FusedConv(%x, %wd, %bd, %c2)" in ln]
+    if case in ("relu", "plain", "down"):
+        assert len(z) == 1 and ("%wd" in z[0]) == (case == "down") and ('activation="Relu"' in z[0]) == (case != "plain"), text
+        assert "= Add(" not in text and (case == "plain" or "= Relu(" not in text), text
+        # with conv_nhwc: c1 and the sum's operands channels last where only convolutions read them
+        assert "dvm_layout=" in z[0], text
+    else:
+        assert not z and "= Add(" in text, text
+    assert "= Add(" in ir(path, "--disable", "conv_add")
+    on_off_ort(tmp_path, path, nout, ["conv_add"], RESIDUAL_SHAPES)
+    on_off_ort(tmp_path, path, nout, ["conv_add", "conv_nhwc", "conv_winograd"], RESIDUAL_SHAPES[:4])
+
+
+def test_conv_winograd(tmp_path):
+    """A 3x3 stride-1 conv of 16 to 16 channels gets dvm_algo 1; one to 5
+    channels (fewer than a 16-channel block), a stride-2, a 1x1 and a
+    grouped conv do not. Results within rounding of the direct
+    kernels' and ONNX Runtime's, at awkward sizes and 1 to 3 threads."""
+    def w(name, *shape):
+        return const(name, rng.standard_normal(shape) * (0.6 / np.sqrt(np.prod(shape[1:]))))
+    inits = [w("w1", 16, 16, 3, 3), w("w2", 5, 16, 3, 3), w("w3", 16, 5, 3, 3), w("w4", 16, 16, 1, 1),
+             w("w5", 16, 4, 3, 3), const("b", rng.uniform(-1, 1, 16))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["c1", "w2"], ["c2"], pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1]),
+             helper.make_node("Conv", ["c2", "w3", "b"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Conv", ["c3", "w4"], ["c4"]),
+             helper.make_node("Conv", ["c4", "w5", "b"], ["y"], pads=[0, 1, 2, 1], group=4)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, ["n", 16, "h", "w"])],
+                          [helper.make_tensor_value_info("y", F, None)], inits)
+    path = str(tmp_path / "wino.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString())
+    text = ir(path)
+    algo = [ln.split("= ")[0].strip() for ln in text.splitlines() if "dvm_algo=1" in ln]
+    assert len(algo) == 1 and algo[0].startswith("%c1"), text
+    assert "dvm_algo" not in ir(path, *NO_WINO)
+    on_off_ort(tmp_path, path, 1, ["conv_winograd"], RESIDUAL_SHAPES, threads=(1, 2, 3), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_algo_refused(tmp_path):
+    """A FusedConv's dvm_algo other than 0 or 1 is refused by node at compile time."""
+    n = helper.make_node("FusedConv", ["x", "w"], ["y"], domain="com.microsoft", dvm_algo=2, kernel_shape=[3, 3])
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", F, [1, 3, 5, 5])],
+                          [helper.make_tensor_value_info("y", F, None)], [const("w", np.ones((4, 3, 3, 3)))])
+    path = str(tmp_path / "bad.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14), helper.make_opsetid("com.microsoft", 1)],
+                                  ir_version=8).SerializeToString())
+    r = subprocess.run([DVM, "compile", path, "-o", str(tmp_path / "bad.dvmb")], capture_output=True, text=True)
+    assert r.returncode == 2 and 'node "FusedConv_0"' in r.stderr and "dvm_algo" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("pass_name,least", [("conv_add", 2), ("conv_winograd", 1)])
+@pytest.mark.parametrize("model_name", ["ppocr_det", "ppocr_rec", "resnet_fixture"])
+def test_conv_add_winograd_models(tmp_path, model_name, pass_name, least):
+    """On the PP-OCRv4 models and the ResNet fixture: results match with
+    the pass off at 1 and 2 threads; conv_add fires on the ResNet (its two
+    residual Adds), conv_winograd on it and det (3x3 convs of 16 channels
+    or more; rec has none)."""
+    onnx_path, spec, envs = MODELS[model_name]
+    if not os.path.exists(onnx_path):
+        pytest.fail(f"{onnx_path} is missing (setup.sh)")
+    text = ir(onnx_path)
+    fired = sum(1 for ln in text.splitlines() if "FusedConv(" in ln and
+                ("dvm_algo=1" in ln if pass_name == "conv_winograd" else ln.split("FusedConv(")[1].split(")")[0].count(",") == 3))
+    assert fired >= (least if model_name == "resnet_fixture" or (pass_name, model_name) == ("conv_winograd", "ppocr_det")
+                     else 0), fired
+    a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
+    compile_(onnx_path, a)
+    compile_(onnx_path, b, "--disable", pass_name)
+    for env in envs:
+        feeds = feeds_for(spec, env, np.random.default_rng(4))
+        for threads in (1, 2):
+            x, y = run(tmp_path, a, feeds, 1, threads), run(tmp_path, b, feeds, 1, threads)
+            np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=f"{env} {threads} threads")
+
 
 # ---- on the exports ----------------------------------------------------------
 
@@ -862,8 +1008,8 @@ def test_cli():
     r = subprocess.run([DVM, "compile", "--list-passes"], capture_output=True, text=True)
     assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["layernorm", "gelu", "epilogue",
                                                                                    "skiplayernorm", "rmsnorm",
-                                                                                   "conv_act", "conv_nhwc",
-                                                                                   "attention"], r.stdout
+                                                                                   "conv_act", "conv_add", "conv_nhwc",
+                                                                                   "conv_winograd", "attention"], r.stdout
     r = subprocess.run([DVM, "compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "--disable nosuch: no such pass" in r.stderr, r.stderr

@@ -307,7 +307,7 @@ def test_fused_conv(xs, ws, strides, pads, dil, group, bias, threads):
     ins = [x, w] + ([b] if bias else [])
     for i, (act, a, bt) in enumerate(FUSED_ACTS):
         ps, psh = [(1.0, 0.0), (0.7, -0.3), (-0.5, 2.0)][i % 3]
-        attrs = [Shape(strides), Shape(pads), Shape(dil), group, act, a, bt, ps, psh, 0]
+        attrs = [Shape(strides), Shape(pads), Shape(dil), group, act, a, bt, ps, psh, 0, 0]
         got = run1("fused_conv", ins, attrs, threads=threads)
         ra, rb = FUSED_DEFAULTS[act] if np.isnan(a) else (a, bt)
         want = ref_act(conv, act, ra, rb) * ps + psh
@@ -344,7 +344,7 @@ def test_fused_conv_layout(xs, ws, strides, pads, dil, group, bias, layout, thre
     b = rand(ws[0]) if bias else None
     want = np.maximum(ref_conv(x, w, b, strides, pads, dil, group), 0) * 0.5 + 0.25
     ins = [channels_last(x) if layout & 1 else x, w] + ([b] if bias else [])
-    attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 0.5, 0.25, layout]
+    attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 0.5, 0.25, layout, 0]
     got = run1("fused_conv", ins, attrs, threads=threads)
     assert got.shape == want.shape
     if layout & 2:
@@ -352,10 +352,77 @@ def test_fused_conv_layout(xs, ws, strides, pads, dil, group, bias, layout, thre
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+# fused_conv with Z (ONNX Runtime's FusedConv input Z, pass conv_add: the
+# residual Add before the activation): Z plain or channels last (layout bit
+# 2), with X and Y either way, on the whole, banded and sliced paths; Z is
+# copied into Y (or oneDNN's blocked Y) and added by the sum post-op.
+Z_CASES = [c for c in LAYOUT_CASES if c[-1]]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("layout", [0, 2, 4, 6, 7])
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,bias", Z_CASES)
+def test_fused_conv_z(xs, ws, strides, pads, dil, group, bias, layout, threads):
+    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
+    conv = ref_conv(x, w, b, strides, pads, dil, group)
+    z = rand(*conv.shape)
+    want = np.maximum(conv + z, 0) * 0.5 + 0.25
+    ins = [channels_last(x) if layout & 1 else x, w, b, channels_last(z) if layout & 4 else z]
+    attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 0.5, 0.25, layout, 0]
+    got = run1("fused_conv", ins, attrs, threads=threads)
+    assert got.shape == want.shape
+    if layout & 2:
+        got = from_channels_last(got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# fused_conv with algo 1 (pass conv_winograd): oneDNN's Winograd kernels
+# where they take the call (3x3, stride 1, channels a multiple of 16), its
+# direct ones elsewhere (5 channels, stride 2, groups, 1x1), with Z and the
+# layouts, odd and prime sizes, 1x1 images, bands and slices over threads.
+WINO_CASES = [
+    ((1, 16, 13, 17), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 32, 29, 7), (48, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 64, 1, 1), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 16, 56, 56), (32, 16, 3, 3), (1, 1), (0, 1, 2, 1), (1, 1), 1),
+    ((1, 5, 11, 11), (7, 5, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 16, 23, 23), (16, 16, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 32, 9, 9), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
+    ((1, 16, 9, 9), (16, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("layout,with_z", [(0, False), (0, True), (3, False), (7, True)])
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group", WINO_CASES)
+def test_fused_conv_winograd(xs, ws, strides, pads, dil, group, layout, with_z, threads):
+    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
+    conv = ref_conv(x, w, b, strides, pads, dil, group)
+    z = rand(*conv.shape)
+    want = np.maximum(conv + z if with_z else conv, 0)
+    ins = [channels_last(x) if layout & 1 else x, w, b] + ([channels_last(z) if layout & 4 else z] if with_z else [])
+    attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 1.0, 0.0, layout, 1]
+    got = run1("fused_conv", ins, attrs, threads=threads)
+    if layout & 2:
+        got = from_channels_last(got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_fused_conv_z_checks():
+    """Z must have Y's dims; the shape function and the kernel say so."""
+    x, w, b = rand(1, 2, 5, 5), rand(3, 2, 3, 3), rand(3)
+    attrs = [Shape((1, 1)), Shape((0,) * 4), Shape((1, 1)), 1, 1, 0.0, 0.0, 1.0, 0.0, 0, 0]
+    with pytest.raises(DvmError, match=r"fused_conv: Z \[1,3,3,4\] must have Y's dims \[1,3,3,3\]"):
+        run1("fused_conv", [x, w, b, rand(1, 3, 3, 4)], attrs)
+    with pytest.raises(DvmError, match=r"fused_conv: Z \[1,3,3,4\] must have Y's dims \[1,3,3,3\]"):
+        run1("fused_conv", [x, w, b, rand(1, 3, 3, 4)], attrs, outputs=[(np.float32, (1, 3, 3, 3))])
+
+
 @pytest.mark.parametrize("attrs,msg", [
-    ([9, 0.0, 0.0, 1.0, 0.0, 0], r"fused_conv: activation 9 is not one of 9"),
-    ([1, 0.0, 0.0, float("inf"), 0.0, 0], r"fused_conv: post_scale = inf must be finite"),
-    ([1, 0.0, 0.0, 1.0, 0.0, 4], r"fused_conv: layout 4 is not 0 to 3"),
+    ([9, 0.0, 0.0, 1.0, 0.0, 0, 0], r"fused_conv: activation 9 is not one of 9"),
+    ([1, 0.0, 0.0, float("inf"), 0.0, 0, 0], r"fused_conv: post_scale = inf must be finite"),
+    ([1, 0.0, 0.0, 1.0, 0.0, 8, 0], r"fused_conv: layout 8 is not 0 to 7"),
+    ([1, 0.0, 0.0, 1.0, 0.0, 0, 2], r"fused_conv: algo 2 is not 0 or 1"),
     ([1, 0.0, 0.0, 1.0], r"fused_conv"),
 ])
 def test_fused_conv_errors(attrs, msg):
@@ -394,7 +461,7 @@ def test_conv_kernel_checks():
         run1("conv", [x, w], attrs, outputs=[(np.float32, (1, 3, 5, 5))])
     with pytest.raises(DvmError, match=r"conv: dtypes f64, f64 -> f64: only f32"):
         run1("conv", [x.astype(np.float64), w.astype(np.float64)], attrs)
-    with pytest.raises(DvmError, match=r"conv: takes 2 inputs and 1 output, got 1 and 1"):
+    with pytest.raises(DvmError, match=r"conv: takes 2 to 3 inputs and 1 output, got 1 and 1"):
         run1("conv", [x], attrs, outputs=[(np.float32, (1, 3, 3, 3))])
     with pytest.raises(DvmError, match=r"kernel \"conv\": conv: takes 4 attributes, got 3"):
         run1("conv", [x, w], attrs[:3], outputs=[(np.float32, (1, 3, 3, 3))])
