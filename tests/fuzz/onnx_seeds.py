@@ -280,6 +280,22 @@ def conv_epilogues(out):
          extra_opsets=[("com.microsoft", 1)])
 
 
+def conv_residual(out):
+    """A ResNet block (passes conv_add, conv_nhwc, conv_winograd: 16
+    channels, 3x3) and a com.microsoft FusedConv with its Z input."""
+    x = helper.make_tensor_value_info("x", F, ["n", 16, "h", "w"])
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "x"], ["s"]), helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("FusedConv", ["r2", "w3", "b3", "x"], ["y"], domain="com.microsoft", kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], activation="Relu")]
+    inits = [const("w1", 16, 16, 3, 3), const("b1", 16), const("w2", 16, 16, 3, 3), const("b2", 16),
+             const("w3", 16, 16, 3, 3), const("b3", 16)]
+    save(out, "conv_residual", nodes, [x], [helper.make_tensor_value_info("y", F, None)], inits,
+         extra_opsets=[("com.microsoft", 1)])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
@@ -291,6 +307,7 @@ def main():
     sampling(out)
     random_ops(out)
     conv_epilogues(out)
+    conv_residual(out)
 
 
 if __name__ == "__main__":
