@@ -6,6 +6,10 @@
 #include "pass.h"
 
 static const dvmc_pass passes[] = {
+    {"quant_float", "MatMulInteger, Cast to f32, Mul by a_scale * b_scale[, Add bias [N]] -> "
+                    "MatMulIntegerToFloat (com.microsoft): the i32 product scaled and biased as it is written "
+                    "(CPU builds)",
+     dvmc_pass_quant_float, true},
     {"layernorm", "ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul scale[, Add bias] over the last "
                   "axis -> LayerNormalization",
      dvmc_pass_layernorm},

@@ -88,6 +88,7 @@ DVM_MUST_USE dvm_status *dvmc_pass_set_domain(dvmc_node *n, const char *domain);
 DVM_MUST_USE dvm_status *dvmc_pass_fused_conv(dvmc_ctx *c, dvmc_graph *g, dvmc_node *n, const char *name,
                                               int64_t value);
 /* The passes, in the order they run (pass.c's table). */
+DVM_MUST_USE dvm_status *dvmc_pass_quant_float(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_layernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_gelu(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_epilogue(dvmc_ctx *c, dvmc_graph *g, int *count);

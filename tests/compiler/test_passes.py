@@ -690,6 +690,63 @@ def test_conv_nhwc_models(tmp_path, model_name):
 H, DH = 2, 4  # heads and head size of the attention models (hidden 8)
 
 
+# ---- quant_float ---------------------------------------------------------------
+
+def quant_model(tmp, n_out, case="bias"):
+    """ONNX Runtime's quantize_dynamic of a Linear layer: x quantized
+    (DynamicQuantizeLinear), MatMulInteger with the u8 weights, Cast, Mul by
+    x_scale * w_scale[, Add bias]."""
+    u8 = lambda name, v: numpy_helper.from_array(np.asarray(v, np.uint8), name)  # noqa: E731
+    per_col = case == "per_column"
+    w = rng.integers(0, 256, (D, n_out))
+    inits = [u8("wq", w), u8("wzp", rng.integers(100, 156, (n_out,)) if per_col else 128),
+             const("ws", rng.uniform(0.001, 0.01, (n_out,)) if per_col else 0.004),
+             const("b", rng.uniform(-1, 1, (1, n_out) if case == "bias_2d" else (n_out,)))]
+    mm_in = ["xq", "wq"] if case == "no_zero_points" else ["xq", "wq", "xzp", "wzp"]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xzp"]),
+             helper.make_node("Mul", ["xs", "ws"] if case != "scales_swapped" else ["ws", "xs"], ["s"]),
+             helper.make_node("MatMulInteger", mm_in, ["p"]),
+             helper.make_node("Cast", ["p"], ["f"], to=TensorProto.FLOAT16 if case == "cast_f16" else F)]
+    outputs = ["y"]
+    if case == "cast_f16":
+        nodes += [helper.make_node("Cast", ["f"], ["f32"], to=F), helper.make_node("Mul", ["f32", "s"], ["h"])]
+    else:
+        nodes.append(helper.make_node("Mul", ["s", "f"] if case == "bias_first" else ["f", "s"], ["h"]))
+    if case == "no_bias":
+        nodes[-1].output[0] = "y"
+    else:
+        nodes.append(helper.make_node("Add", ["b", "h"] if case == "bias_first" else ["h", "b"], ["y"]))
+    if case == "scale_read":
+        outputs.append("s")
+    if case == "product_read":
+        nodes.append(helper.make_node("Cast", ["p"], ["pf"], to=F))
+        outputs.append("pf")
+    return model(tmp, nodes, inits, opset=14, outputs=outputs, name="quant.onnx"), len(outputs)
+
+
+QUANT_FIRES = ["bias", "bias_first", "no_bias", "per_column", "scales_swapped", "scale_read", "bias_2d"]
+QUANT_STAYS = ["no_zero_points", "cast_f16", "product_read"]
+
+
+@pytest.mark.parametrize("case", QUANT_FIRES + QUANT_STAYS)
+@pytest.mark.parametrize("n_out", [1, 17, 64])
+def test_quant_float(tmp_path, case, n_out):
+    path, nout = quant_model(tmp_path, n_out, case)
+    text = ir(path)
+    fired = "com.microsoft::MatMulIntegerToFloat(" in text
+    assert fired == (case in QUANT_FIRES), text
+    if fired:  # the bias taken where it is [N], the Mul alone where not
+        assert ("= Add(" in text) == (case == "bias_2d"), text
+        assert ("= Mul(" in text) == (case == "scale_read"), text
+    assert "MatMulIntegerToFloat" not in ir(path, "--disable", "quant_float")
+    assert "MatMulIntegerToFloat" not in ir(path, "--target", "cpu,cuda")
+    feeds = [{"x": rng.standard_normal(s).astype(np.float32) * 2} for s in [(1, 1, D), (1, 7, D), (3, 13, D)]]
+    # the same bits on and off (the kernel rounds as the Mul, Cast, Mul and
+    # Add kernels do); ONNX Runtime's within rounding
+    on_off_exact(tmp_path, path, "quant_float", feeds, nout=nout, with_ort=False)
+    on_off(tmp_path, path, "quant_float", feeds, nout=nout, rtol=0, atol=0, with_ort=True)
+
+
 def attention_graph(tmp, form, target, reader):
     """Hugging Face's self-attention on q, k, v [B, S, H * DH]: scores scaled
     after the product with a mask added ("mask"), or Q and K^T scaled before
@@ -1006,7 +1063,7 @@ def test_attention_exports(tmp_path, model_name):
 
 def test_cli():
     r = subprocess.run([DVM, "compile", "--list-passes"], capture_output=True, text=True)
-    assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["layernorm", "gelu", "epilogue",
+    assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["quant_float", "layernorm", "gelu", "epilogue",
                                                                                    "skiplayernorm", "rmsnorm",
                                                                                    "conv_act", "conv_add", "conv_nhwc",
                                                                                    "conv_winograd", "attention"], r.stdout
