@@ -343,7 +343,7 @@ dvm_status *lw_check_values(const dvmc_node *n) {
     int64_t min;
   } least[] = {{"pads", 0}, {"output_padding", 0}, {"strides", 1}, {"dilations", 1}, {"kernel_shape", 1}, {"group", 1}};
   int window = !strcmp(n->op, "Conv") || !strcmp(n->op, "FusedConv") || !strcmp(n->op, "ConvTranspose") ||
-               !strcmp(n->op, "MaxPool") ||
+               !strcmp(n->op, "MaxPool") || !strcmp(n->op, "MaxPoolNhwc") ||
                !strcmp(n->op, "AveragePool");
   for (int i = 0; window && i < n->nattrs; i++) {
     const dvmc_attr *a = &n->attrs[i];

@@ -34,8 +34,9 @@ static const dvmc_pass passes[] = {
     {"conv_add", "Conv with a bias, Add of a tensor of its dims[, Relu] -> FusedConv with input Z, added before "
                  "the activation (oneDNN's sum post-op; CPU builds)",
      dvmc_pass_conv_add, true},
-    {"conv_nhwc", "Conv or FusedConv whose output only convolutions read (as X or Z) -> FusedConv writing it channels "
-                  "last (NHWC), its readers FusedConvs reading it so: no reorders between them (CPU builds)",
+    {"conv_nhwc", "Conv or FusedConv whose output only convolutions (as X or Z), a MaxPool feeding convolutions or a "
+                  "GlobalAveragePool read -> FusedConv writing it channels last (NHWC), its readers FusedConvs and "
+                  "dvm pools reading it so: no reorders between them (CPU builds)",
      dvmc_pass_conv_nhwc, true},
     {"conv_winograd", "2-D Conv or FusedConv, 3x3, stride 1, no dilation or groups, 16 channels or more -> "
                       "FusedConv with dvm_algo 1: "

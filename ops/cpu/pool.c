@@ -17,6 +17,13 @@
  *       ONNX LpPool: (sum of |x|^p over the window)^(1/p); padding adds 0.
  *   global_average_pool(in: X [N, C, s...]) -> Y [N, C, 1...]   f32, f64
  *   global_max_pool(in: X) -> Y [N, C, 1...]                     f32, f64
+ *   max_pool_nhwc(in: X; max_pool's attributes) -> Y              f32
+ *       max_pool (values only) on X and Y stored channels last: dims
+ *       [N, C, s...], bytes [N, s..., C] (pass conv_nhwc, between
+ *       convolutions that keep that layout); vectorized over C.
+ *   global_average_pool_nhwc(in: X) -> Y [N, C, 1...]             f32
+ *       global_average_pool of X stored channels last (Y's bytes are the
+ *       same either way).
  *
  * An empty strides, pads or dilations means the ONNX default. Pads must be
  * smaller than the kernel; with dilation a window can still miss the input
@@ -450,6 +457,105 @@ static dvm_status *global_pool(const dvm_kernel_args *a, bool max) {
   return NULL;
 }
 
+/* ---- channels last (pass conv_nhwc) -------------------------------------- */
+
+typedef struct nhwc_job {
+  const geom *g;
+  int64_t c;      /* channels */
+  const float *x; /* [N, in..., C] */
+  float *y;       /* [N, out..., C] */
+} nhwc_job;
+
+/* Rows (n, oa, ob) s..e of outputs: each output's C values the max over
+ * its window's taps inside X (-FLT_MAX where it has none, as max_f32). */
+DVM_VEC static void max_nhwc_rows(void *ctx, int64_t s, int64_t e) {
+  const nhwc_job *j = ctx;
+  const geom *g = j->g;
+  int64_t c = j->c, rows = g->out[0] * g->out[1], in = g->in[0] * g->in[1] * g->in[2];
+  for (int64_t r = s; r < e; r++) {
+    int64_t n = r / rows, oa = r % rows / g->out[1], ob = r % g->out[1];
+    const tap *ta = &g->taps[0][oa], *tb = &g->taps[1][ob];
+    const float *x = j->x + n * in * c;
+    float *y = j->y + r * g->out[2] * c;
+    for (int64_t oc = 0; oc < g->out[2]; oc++, y += c) {
+      const tap *tc = &g->taps[2][oc];
+      _Pragma("omp simd") for (int64_t k = 0; k < c; k++) y[k] = -FLT_MAX;
+      for (int64_t ka = ta->kmin; ka < ta->kmax; ka++)
+        for (int64_t kb = tb->kmin; kb < tb->kmax; kb++) {
+          const float *row = x + ((ta->start + ka * g->dil[0]) * g->in[1] + tb->start + kb * g->dil[1]) * g->in[2] * c;
+          for (int64_t kc = tc->kmin; kc < tc->kmax; kc++) {
+            const float *v = row + (tc->start + kc * g->dil[2]) * c;
+            _Pragma("omp simd") for (int64_t k = 0; k < c; k++) y[k] = MAX(y[k], v[k]);
+          }
+        }
+    }
+  }
+}
+
+static dvm_status *max_pool_nhwc(const dvm_kernel_args *a) {
+  const char *op = "max_pool_nhwc";
+  dvm_window w;
+  int64_t want[DVM_MAX_RANK];
+  dvm_status *st = dvm_kargs_check(a, op, 1, 1, DVM_DEVICE_CPU);
+  const dvm_tensor *x = st ? NULL : a->in[0];
+  if (!st) st = dvm_pool_setup(op, x->rank, x->dims, a->attrs, a->nattrs, &w, want);
+  if (!st && a->nattrs != 6)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes 6 attributes, got %d", op, a->nattrs);
+  if (!st) st = check(a, op, 1, 1u << DVM_F32, want);
+  if (st || dvm_tensor_numel(a->out[0]) == 0) return st;
+  geom g;
+  if ((st = geom_make(op, &w, x->dims, want, false, &g))) return st;
+  int64_t window = 1, rows = x->dims[0] * g.out[0] * g.out[1];
+  for (int i = 0; i < w.n; i++) window *= w.kernel[i];
+  int64_t t = dvm_kargs_threads(a), work = dvm_tensor_numel(a->out[0]) * window;
+  if (t > work / MIN_WORK) t = work / MIN_WORK;
+  nhwc_job j = {&g, x->dims[1], dvm_tensor_ptr(x), dvm_tensor_ptr(a->out[0])};
+  dvm_par_for(t < 1 ? 1 : (int)t, rows, 1, max_nhwc_rows, &j);
+  free(g.mem);
+  return NULL;
+}
+
+typedef struct gap_nhwc_job {
+  int64_t c, n; /* channels, positions per image */
+  const float *x;
+  float *y;
+} gap_nhwc_job;
+
+/* Images s..e: each channel's mean over its n positions, summed in double. */
+DVM_VEC static void gap_nhwc_images(void *ctx, int64_t s, int64_t e) {
+  const gap_nhwc_job *j = ctx;
+  double acc[256];
+  for (int64_t i = s; i < e; i++)
+    for (int64_t c0 = 0; c0 < j->c; c0 += 256) { /* channels in blocks of 256 */
+      int64_t cn = j->c - c0 < 256 ? j->c - c0 : 256;
+      for (int64_t k = 0; k < cn; k++) acc[k] = 0;
+      for (int64_t p = 0; p < j->n; p++) {
+        const float *v = j->x + (i * j->n + p) * j->c + c0;
+        _Pragma("omp simd") for (int64_t k = 0; k < cn; k++) acc[k] += v[k];
+      }
+      for (int64_t k = 0; k < cn; k++) j->y[i * j->c + c0 + k] = j->n ? (float)(acc[k] / (double)j->n) : NAN;
+    }
+}
+
+static dvm_status *global_average_pool_nhwc(const dvm_kernel_args *a) {
+  const char *op = "global_average_pool_nhwc";
+  int64_t want[DVM_MAX_RANK];
+  dvm_status *st = dvm_kargs_check(a, op, 1, 1, DVM_DEVICE_CPU);
+  if (!st && a->nattrs != 0)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes no attributes, got %d", op, a->nattrs);
+  if (!st) st = dvm_global_pool_setup(op, a->in[0]->rank, a->in[0]->dims, want);
+  if (!st) st = check(a, op, 1, 1u << DVM_F32, want);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0];
+  int64_t images = x->dims[0], c = x->dims[1];
+  if (images * c == 0) return NULL;
+  int64_t n = dvm_tensor_numel(x) / (images * c), t = dvm_kargs_threads(a);
+  if (t > images * c * n / MIN_WORK) t = images * c * n / MIN_WORK;
+  gap_nhwc_job j = {c, n, dvm_tensor_ptr(x), dvm_tensor_ptr(a->out[0])};
+  dvm_par_for(t < 1 ? 1 : (int)t, images, 1, gap_nhwc_images, &j);
+  return NULL;
+}
+
 static dvm_status *max_pool(const dvm_kernel_args *a) { return window_pool(a, POOL_MAX); }
 static dvm_status *average_pool(const dvm_kernel_args *a) { return window_pool(a, POOL_AVERAGE); }
 static dvm_status *lp_pool(const dvm_kernel_args *a) { return window_pool(a, POOL_LP); }
@@ -462,5 +568,7 @@ const dvm_kernel_def dvm_cpu_pool_kernels[] = {
     {"lp_pool", DVM_DEVICE_CPU, lp_pool, "pool"},
     {"global_average_pool", DVM_DEVICE_CPU, global_average_pool, "global_pool"},
     {"global_max_pool", DVM_DEVICE_CPU, global_max_pool, "global_pool"},
+    {"max_pool_nhwc", DVM_DEVICE_CPU, max_pool_nhwc, "pool"},
+    {"global_average_pool_nhwc", DVM_DEVICE_CPU, global_average_pool_nhwc, "global_pool"},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

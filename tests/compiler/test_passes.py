@@ -637,6 +637,60 @@ def test_conv_nhwc(tmp_path, case):
                 np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4)
 
 
+def pools_model(tmp, case):
+    """x -> Conv 3x3 (16, Relu) -> c1 -> MaxPool 3x3 stride 2 -> m -> Conv 3x3
+    (16) -> c2 and Add(c2, m) (conv_add: m is c2's Z) -> s -> Conv 1x1 (24)
+    -> c3 -> GlobalAveragePool -> y. conv_nhwc keeps c1, m, s and c3 channels
+    last, the pools as dvm.MaxPoolNhwc and dvm.GlobalAveragePoolNhwc. Cases
+    break a link: m also a graph output ("escape": the MaxPool stays, c1
+    NCHW), m read by a Sigmoid ("other"), MaxPool with its Indices
+    ("indices"), c3 also read by a Relu ("gap": the GlobalAveragePool
+    stays), dilated and asymmetric ("dilated"), ceil_mode ("ceil": symbolic
+    inference leaves its output's dims unknown, so nothing is proven)."""
+    def w(name, *shape):
+        return const(name, rng.standard_normal(shape) * (0.6 / np.sqrt(np.prod(shape[1:]))))
+    inits = [w("w1", 16, C_IN, 3, 3), w("w2", 16, 16, 3, 3), w("w3", 24, 16, 1, 1), const("b16", rng.uniform(-1, 1, 16)),
+             const("b24", rng.uniform(-1, 1, 24))]
+    pool_attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    if case in ("dilated", "ceil"):
+        pool_attrs = dict(kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 1, 1], dilations=[2, 1],
+                          ceil_mode=int(case == "ceil"))
+    nodes = [helper.make_node("Conv", ["x", "w1", "b16"], ["c0"], pads=[1, 1, 1, 1]), node("Relu", ["c0"], "c1"),
+             helper.make_node("MaxPool", ["c1"], ["m", "mi"] if case == "indices" else ["m"], **pool_attrs),
+             helper.make_node("Conv", ["m", "w2", "b16"], ["c2"], pads=[1, 1, 1, 1]), node("Add", ["c2", "m"], "s"),
+             helper.make_node("Conv", ["s", "w3", "b24"], ["c3"]), node("GlobalAveragePool", ["c3"], "y")]
+    outputs = ["y"]
+    if case == "escape":
+        outputs.append("m")
+    elif case == "other":
+        nodes.append(node("Sigmoid", ["m"], "z"))
+        outputs.append("z")
+    elif case == "indices":
+        outputs.append("mi")
+    elif case == "gap":
+        nodes.append(node("Relu", ["c3"], "z"))
+        outputs.append("z")
+    ins = [helper.make_tensor_value_info("x", F, ["n", C_IN, "h", "w"])]
+    outs = [helper.make_tensor_value_info(o, TensorProto.INT64 if o == "mi" else F, None) for o in outputs]
+    g = helper.make_graph(nodes, "g", ins, outs, inits)
+    path = str(tmp / "pools.onnx")
+    with open(path, "wb") as f:
+        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString())
+    return path, len(outputs)
+
+
+@pytest.mark.parametrize("case", ["plain", "escape", "other", "indices", "gap", "dilated", "ceil"])
+def test_conv_nhwc_pools(tmp_path, case):
+    path, nout = pools_model(tmp_path, case)
+    text = ir(path)
+    maxpool = case in ("plain", "gap", "dilated")
+    assert ("dvm::MaxPoolNhwc(" in text) == maxpool and ("= MaxPool(" in text) == (not maxpool), text
+    assert ("dvm::GlobalAveragePoolNhwc(" in text) == (case != "gap"), text
+    assert "Nhwc" not in ir(path, "--disable", "conv_nhwc")
+    shapes = [s for s in NHWC_SHAPES if s[2] > 1 or case not in ("dilated", "ceil")]
+    on_off_ort(tmp_path, path, nout, ["conv_nhwc"], shapes)
+
+
 @pytest.mark.parametrize("layout", [-1, 8])
 def test_conv_nhwc_layout_refused(tmp_path, layout):
     """A FusedConv's dvm_layout outside 0 to 7 is refused by node at compile time."""

@@ -172,6 +172,43 @@ def test_global_pool(xs, dtype, op, ref):
     np.testing.assert_allclose(y, want, rtol=1e-6)
 
 
+def channels_last(a):
+    """a's elements in [N, spatial..., C] order, under a's dims [N, C, spatial...]."""
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1)).reshape(a.shape)
+
+
+# max_pool_nhwc, global_average_pool_nhwc (pass conv_nhwc): X (and max's Y)
+# stored channels last; the same values as the plain kernels, every window
+# case above, channels past a vector (1, 3, 64, 300), 1 to 3 threads.
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("xs,k,s,p,d,ceil", CASES + [((2, 300, 9, 8), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1)])
+def test_max_pool_nhwc(xs, k, s, p, d, ceil, threads):
+    x = rand(xs)
+    want, _ = ref_pool(x, k, s, p, d, ceil, "max")
+    got = run1("max_pool_nhwc", [channels_last(x)], pool_attrs(k, s, p, d, ceil, 0), shapefn="pool", threads=threads)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, channels_last(want.astype(np.float32)))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("xs", GLOBAL_SHAPES + [(2, 300, 17, 3), (1, 512, 7, 7)])
+def test_global_average_pool_nhwc(xs, threads):
+    x = rand(xs)
+    got = run1("global_average_pool_nhwc", [channels_last(x)], shapefn="global_pool", threads=threads)
+    want = x.astype(np.float64).mean(axis=tuple(range(2, x.ndim)), keepdims=True) if x.size else \
+        np.zeros(xs[:2] + (1,) * (x.ndim - 2))
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_pool_nhwc_checks():
+    with pytest.raises(DvmError, match=r"max_pool_nhwc: dtypes f64 -> f64: want X and Y of one of f32"):
+        run1("max_pool_nhwc", [rand((1, 2, 5, 5), np.float64)], pool_attrs((3, 3), (1, 1), (1,) * 4, (1, 1), 0, 0),
+             shapefn="pool")
+    with pytest.raises(DvmError, match=r"global_average_pool_nhwc: dtypes f64 -> f64: want X and Y of one of f32"):
+        run1("global_average_pool_nhwc", [rand((1, 2, 5, 5), np.float64)], shapefn="global_pool")
+
+
 @pytest.mark.parametrize("op,ins,attrs,kw,msg", [
     ("max_pool", (1, 1, 5, 5), ((3, 3), (1, 1), (3, 0, 0, 0), (1, 1), 0, 0), {},
      r"pool: pads 3\+0 of spatial dim 0 must be smaller than the kernel 3"),
