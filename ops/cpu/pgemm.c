@@ -12,18 +12,18 @@
  * threads take whole panels, and run all row blocks of a panel while it is
  * in their cache.
  *
- * Where A's rows lie a multiple of 4 KiB apart (K = 1024, 3072) and there
- * is more than one row block, A is packed first (the threads split the
- * row blocks, then the panels): block [i0, i0 + r) at i0 k, its element
- * (i, l) at i0 k + l r + i, so the r values the tile broadcasts at step l
- * lie side by side. Read in place, such rows all fall in one set of the
- * 8-way L1, which 12 of them thrashed: 10-30% slower than sgemm from 128
- * rows on, where these products went to sgemm (reading the weight's plain
- * pages back in) until this. Packed, the kernel matches sgemm there.
- * Packing every A past one block was measured too (docs/performance.md
- * "Packed A"): 2-6% faster past 96 rows with B in cache, but 2% slower on
- * BERT-base 1x128 and the MLP at batch 1024, whose weights come from
- * memory, and 5% slower at 32 rows; so other A is read in place.
+ * A is packed first (the threads split the row blocks, then the panels)
+ * where it has more than one row block and either at least PACK_ROWS rows
+ * or rows a multiple of 4 KiB apart (K = 1024, 3072): block [i0, i0 + r)
+ * at i0 k, its element (i, l) at i0 k + l r + i, so the r values the tile
+ * broadcasts at step l lie side by side. Rows 4 KiB apart, read in place,
+ * all fall in one set of the 8-way L1, which 12 of them thrashed: 10-30%
+ * slower than sgemm from 128 rows on. Past that, by measurement on the
+ * models (docs/performance.md "Packed A from 96 rows"): from 96 rows
+ * packing makes BERT-base and GPT-2 2-3% faster (bench_pgemm: the products
+ * 2-8%), but at 32 and 64 rows it made BERT-base 3-5% slower, though
+ * bench_pgemm finds it faster there too; so A of fewer rows is read in
+ * place.
  *
  * Why: dnnl_sgemm packs B on every call, which at M = 8 costs more than
  * the product; ONNX Runtime packs constant weights at load. The variant
@@ -46,6 +46,7 @@
 #define NR512 32
 #define MR512 12
 #define ALIAS_STRIDE 1024 /* floats: A is packed where its rows are a multiple of 4 KiB apart */
+#define PACK_ROWS 96      /* or where it has at least this many rows */
 
 struct dvm_pgemm_b {
   int64_t k, n, panels, nr;
@@ -277,8 +278,9 @@ void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm,
   int avx512 = pb->isa == DVM_ISA_AVX512F;
   int64_t mr = avx512 ? MR512 : MR, blocks = (m + mr - 1) / mr;
   size_t bytes;
-  /* A packed where its rows alias in L1 (above); without the memory, read in place */
-  int pack = blocks > 1 && sk == 1 && sm % ALIAS_STRIDE == 0;
+  /* A packed where its rows alias in L1 or are many (above); without the
+   * memory, read in place */
+  int pack = blocks > 1 && sk == 1 && (sm % ALIAS_STRIDE == 0 || m >= PACK_ROWS);
   float *ap = pack && !dvm_mul_overflows((size_t)m, (size_t)pb->k * sizeof(float), &bytes) ? malloc(bytes)
                                                                                            : NULL;
   job jb = {pb, m, sm, sk, ldc, blocks, a, ap, alpha, beta, c,

@@ -12,8 +12,8 @@
  * number of rows, so that B is held once, packed, and its plain bytes are
  * given back (vm/link.c): below 96 rows it beats dnnl_sgemm, which packs B
  * on every call, and from 128 rows on it is about as fast, A being packed
- * by row block where its rows would alias in L1 (pgemm.c;
- * docs/performance.md "Packed A"). */
+ * by row block where its rows would alias in L1 or number 96 or more
+ * (pgemm.c; docs/performance.md "Packed A", "Packed A from 96 rows"). */
 
 typedef struct dvm_pgemm_b dvm_pgemm_b;
 
@@ -42,9 +42,10 @@ int64_t dvm_pgemm_n(const dvm_pgemm_b *pb);
 
 /* C = alpha A pb + beta C for C [m, n] with rows ldc apart and A [m, k]
  * read at a[i * sm + l * sk] (beta 0: C is only written). Where A's rows
- * are a multiple of 4 KiB apart (and past one block of rows), A is packed
- * into a buffer of m k floats first, the threads splitting its row blocks
- * (pgemm.c; without the memory A is read in place). Threads split pb's
+ * are a multiple of 4 KiB apart or number 96 or more (and past one block
+ * of rows, sk 1), A is packed into a buffer of m k floats first, the
+ * threads splitting its row blocks (pgemm.c; without the memory A is read
+ * in place). Threads split pb's
  * column panels. epi (NULL: none) is applied to each panel's columns
  * of C as soon as they are computed (epilogue.h). */
 void dvm_pgemm_run(const dvm_pgemm_b *pb, int64_t m, const float *a, int64_t sm, int64_t sk,

@@ -479,9 +479,10 @@ static void test_prepack(void) {
 }
 
 /* Each packed-GEMM variant this CPU has, against a double-precision
- * reference: row counts across the block splits and A's packing (one
- * packed where A's rows are 4 KiB apart: K 1024, 4 x 4 transposes with an
- * overlapping last group), panel tails, A plain and transposed, B plain
+ * reference: row counts across the block splits and A's packing (packed
+ * where A's rows are 4 KiB apart, K 1024, and from 96 rows at every K:
+ * 95 is read in place; 4 x 4 transposes with an overlapping last group,
+ * leftover steps of K), panel tails, A plain and transposed, B plain
  * and transposed, alpha and beta, one and two threads. A's rows 1024
  * floats apart at other K (packed, with leftover steps of K) are
  * test_pgemm_strided_a's. */
@@ -519,7 +520,7 @@ static void test_pgemm_strided_a(void) {
 }
 
 static void test_pgemm_variants(void) {
-  static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 25, 97, 131};
+  static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 25, 95, 96, 97, 131};
   static const int64_t ns[] = {1, 15, 16, 17, 31, 32, 33, 100}, ks[] = {1, 3, 9, 70, 1024};
   int ran = 0;
   for (int isa = DVM_ISA_AVX2; isa < DVM_ISA_COUNT; isa++) {
