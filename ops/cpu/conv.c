@@ -391,6 +391,11 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
     /* Winograd where asked and oneDNN has it for this call, else its choice */
     bool wino = k->algo == 1 && nd == 4 && !grouped && k->w[2] == 3 && k->w[3] == 3;
     for (int i = 0; i < n; i++) wino &= k->stride[i] == 1 && k->dilation[i] == 1;
+    /* and where an image's output has at least half as many pixels as channels:
+     * below that the transformed W (16/9 of W's bytes and more, kept
+     * per layout) costs more memory than the call saves time (ResNet's
+     * 512-channel 7x7 and 10x15 stage: docs/performance.md) */
+    wino &= 2 * k->hy * k->y[3] >= k->cy;
     if (wino && dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_winograd,
                                                           &any[SRC], &any[WEI], bias, &any[DST], stride, dil, pl,
                                                           pr) == dnnl_success &&

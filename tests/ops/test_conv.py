@@ -377,7 +377,8 @@ def test_fused_conv_z(xs, ws, strides, pads, dil, group, bias, layout, threads):
 
 
 # fused_conv with algo 1 (pass conv_winograd): oneDNN's Winograd kernels
-# where they take the call (3x3, stride 1, channels a multiple of 16), its
+# where they take the call (3x3, stride 1, channels a multiple of 16, an
+# output image of at least half as many pixels as channels), its
 # direct ones elsewhere (5 channels, stride 2, groups, 1x1), with Z and the
 # layouts, odd and prime sizes, 1x1 images, bands and slices over threads.
 WINO_CASES = [
@@ -389,6 +390,9 @@ WINO_CASES = [
     ((1, 16, 23, 23), (16, 16, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
     ((1, 32, 9, 9), (32, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
     ((1, 16, 9, 9), (16, 16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    # either side of the kernel's rule: 2 x 32 pixels >= 64 channels, 2 x 28 < 64
+    ((1, 64, 4, 8), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 64, 4, 7), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
 ]
 
 
