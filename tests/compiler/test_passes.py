@@ -691,11 +691,10 @@ def test_conv_nhwc_pools(tmp_path, case):
     on_off_ort(tmp_path, path, nout, ["conv_nhwc"], shapes)
 
 
-@pytest.mark.parametrize("layout", [-1, 8])
-def test_conv_nhwc_layout_refused(tmp_path, layout):
-    """A FusedConv's dvm_layout outside 0 to 7 is refused by node at compile time."""
-    n = helper.make_node("FusedConv", ["x", "w"], ["y"], domain="com.microsoft", dvm_layout=layout,
-                         kernel_shape=[3, 3])
+@pytest.mark.parametrize("attr,value", [("dvm_layout", -1), ("dvm_layout", 8), ("dvm_algo", 2)])
+def test_fused_conv_dvm_attr_refused(tmp_path, attr, value):
+    """A FusedConv's dvm_layout outside 0 to 7, or dvm_algo other than 0 or 1, is refused by node at compile time."""
+    n = helper.make_node("FusedConv", ["x", "w"], ["y"], domain="com.microsoft", kernel_shape=[3, 3], **{attr: value})
     g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", F, [1, 3, 5, 5])],
                           [helper.make_tensor_value_info("y", F, None)], [const("w", np.ones((4, 3, 3, 3)))])
     path = str(tmp_path / "bad.onnx")
@@ -703,7 +702,7 @@ def test_conv_nhwc_layout_refused(tmp_path, layout):
         f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14), helper.make_opsetid("com.microsoft", 1)],
                                   ir_version=8).SerializeToString())
     r = subprocess.run([DVM, "compile", path, "-o", str(tmp_path / "bad.dvmb")], capture_output=True, text=True)
-    assert r.returncode == 2 and 'node "FusedConv_0"' in r.stderr and "dvm_layout" in r.stderr, r.stderr
+    assert r.returncode == 2 and 'node "FusedConv_0"' in r.stderr and attr in r.stderr, r.stderr
 
 
 CLS = os.path.join(HERE, "..", "real", "models", "ch_ppocr_mobile_v2.0_cls_infer.onnx")
@@ -1012,19 +1011,6 @@ def test_conv_winograd(tmp_path):
     assert len(algo) == 1 and algo[0].startswith("%c1"), text
     assert "dvm_algo" not in ir(path, *NO_WINO)
     on_off_ort(tmp_path, path, 1, ["conv_winograd"], RESIDUAL_SHAPES, threads=(1, 2, 3), rtol=1e-4, atol=1e-4)
-
-
-def test_conv_algo_refused(tmp_path):
-    """A FusedConv's dvm_algo other than 0 or 1 is refused by node at compile time."""
-    n = helper.make_node("FusedConv", ["x", "w"], ["y"], domain="com.microsoft", dvm_algo=2, kernel_shape=[3, 3])
-    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", F, [1, 3, 5, 5])],
-                          [helper.make_tensor_value_info("y", F, None)], [const("w", np.ones((4, 3, 3, 3)))])
-    path = str(tmp_path / "bad.onnx")
-    with open(path, "wb") as f:
-        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14), helper.make_opsetid("com.microsoft", 1)],
-                                  ir_version=8).SerializeToString())
-    r = subprocess.run([DVM, "compile", path, "-o", str(tmp_path / "bad.dvmb")], capture_output=True, text=True)
-    assert r.returncode == 2 and 'node "FusedConv_0"' in r.stderr and "dvm_algo" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("pass_name,least", [("conv_add", 2), ("conv_winograd", 1)])

@@ -336,6 +336,15 @@ LAYOUT_CASES = [CONV_CASES[i] for i in (0, 2, 3, 8, 9, 13, 15, 16, 17, 18)] + SP
 ]
 
 
+def check_fused(ins, attrs, want, layout, threads):
+    """fused_conv on ins against want, its Y read back from channels last where layout bit 1 says so."""
+    got = run1("fused_conv", ins, attrs, threads=threads)
+    if layout & 2:
+        got = from_channels_last(got)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("layout", [1, 2, 3])
 @pytest.mark.parametrize("xs,ws,strides,pads,dil,group,bias", LAYOUT_CASES)
@@ -345,11 +354,7 @@ def test_fused_conv_layout(xs, ws, strides, pads, dil, group, bias, layout, thre
     want = np.maximum(ref_conv(x, w, b, strides, pads, dil, group), 0) * 0.5 + 0.25
     ins = [channels_last(x) if layout & 1 else x, w] + ([b] if bias else [])
     attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 0.5, 0.25, layout, 0]
-    got = run1("fused_conv", ins, attrs, threads=threads)
-    assert got.shape == want.shape
-    if layout & 2:
-        got = from_channels_last(got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    check_fused(ins, attrs, want, layout, threads)
 
 
 # fused_conv with Z (ONNX Runtime's FusedConv input Z, pass conv_add: the
@@ -369,11 +374,7 @@ def test_fused_conv_z(xs, ws, strides, pads, dil, group, bias, layout, threads):
     want = np.maximum(conv + z, 0) * 0.5 + 0.25
     ins = [channels_last(x) if layout & 1 else x, w, b, channels_last(z) if layout & 4 else z]
     attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 0.5, 0.25, layout, 0]
-    got = run1("fused_conv", ins, attrs, threads=threads)
-    assert got.shape == want.shape
-    if layout & 2:
-        got = from_channels_last(got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    check_fused(ins, attrs, want, layout, threads)
 
 
 # fused_conv with algo 1 (pass conv_winograd): oneDNN's Winograd kernels
@@ -406,10 +407,7 @@ def test_fused_conv_winograd(xs, ws, strides, pads, dil, group, layout, with_z, 
     want = np.maximum(conv + z if with_z else conv, 0)
     ins = [channels_last(x) if layout & 1 else x, w, b] + ([channels_last(z) if layout & 4 else z] if with_z else [])
     attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 1.0, 0.0, layout, 1]
-    got = run1("fused_conv", ins, attrs, threads=threads)
-    if layout & 2:
-        got = from_channels_last(got)
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    check_fused(ins, attrs, want, layout, threads)
 
 
 def test_fused_conv_z_checks():
