@@ -8,7 +8,8 @@
  * strides and dilations 1 (absent or all 1), on f32 X. fused_conv's algo 1
  * asks oneDNN for its Winograd convolution (ops/cpu/conv.c: F(2x2, 3x3)
  * or F(4x4, 3x3), AVX-512 only) and takes its choice of the direct
- * kernels where it has none for the call. Winograd trades multiplications
+ * kernels where it has none for the call or where an output image has
+ * fewer than half as many pixels as channels. Winograd trades multiplications
  * for transforms of the input and output tiles: ResNet's 3x3 convs take
  * half the time, and round about twice as far from the exact sum as the
  * direct kernel (docs/performance.md). Off: `--disable conv_winograd`. */
