@@ -65,6 +65,7 @@
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/par.h"
+#include "ops/cpu/weight_mem.h"
 #include "ops/kargs.h"
 #include "shapefuncs/shape.h"
 #include "shapefuncs/attr.h"
@@ -581,7 +582,7 @@ static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, int64_t
   for (int i = 0; i < w->n && !*out; i++)
     if (w->f[i].at == at && dnnl_memory_desc_equal(&w->f[i].md, &e->inner[WEI])) *out = w->f[i].data;
   if (*out || w->n == WFORMS_MAX) goto out;
-  data = aligned_alloc(64, e->bytes[WEI]);
+  data = dvm_weight_alloc(e->bytes[WEI]);
   if (!data) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for a %zu-byte form of W", op,
                         e->bytes[WEI]);

@@ -40,6 +40,7 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/epilogue.h"
 #include "ops/cpu/vec.h"
+#include "ops/cpu/weight_mem.h"
 
 #define NR 16 /* AVX2 */
 #define MR 6
@@ -81,7 +82,7 @@ dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t 
   int64_t panels = (n + nr - 1) / nr;
   size_t bytes;
   if (!pb || dvm_mul_overflows((size_t)(panels * nr), (size_t)k * sizeof(float), &bytes) ||
-      !(pb->data = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) {
+      !(pb->data = dvm_weight_alloc(bytes))) {
     free(pb);
     return NULL;
   }
