@@ -1,12 +1,14 @@
 """dvm.InferenceSession: ONNX Runtime's common session surface over a dvm
 Module, so that code written for onnxruntime runs on dvm unchanged for the
 common cases. An .onnx model is compiled on first use and the .dvmb cached
-under a hash of the model's bytes (DVM_CACHE_DIR, default ~/.cache/dvm)."""
+under a hash of the model's bytes (DVM_CACHE_DIR, default ~/.cache/dvm),
+the least recently used entries removed past DVM_CACHE_MAX_BYTES."""
 from __future__ import annotations
 
 import hashlib
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -67,6 +69,55 @@ def _cache_dir() -> str:
         return d
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "dvm")
+
+
+_CACHE_MAX_BYTES = 8 << 30  # default bound on the cache: a few large models
+
+
+def _cache_limit() -> int:
+    v = os.environ.get("DVM_CACHE_MAX_BYTES")
+    if v is None:
+        return _CACHE_MAX_BYTES
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise _dvm.Error(f"DVM_CACHE_MAX_BYTES: want a number of bytes (0 or more), got {v!r}")
+    return n
+
+
+def _prune_cache(d: str, keep: str, limit: int) -> None:
+    """Removes the least recently used .dvmb files of cache directory d (by
+    modification time, which a hit renews) until the rest, keep included,
+    hold at most limit bytes; never keep, the entry just written. Each
+    rebuilt extension compiles every model anew, so without this the old
+    entries would pile up. A writer's .tmp left over an hour is removed too.
+    A file another process has mapped stays readable there after removal."""
+    now, total, entries = time.time(), 0, []
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if e.name.endswith(".tmp") and now - st.st_mtime > 3600:
+                    entries.append((float("-inf"), 0, e.path))
+                elif e.name.endswith(".dvmb"):
+                    total += st.st_size
+                    if e.path != keep:
+                        entries.append((st.st_mtime, st.st_size, e.path))
+    except OSError:
+        return
+    for mtime, size, path in sorted(entries):
+        if total <= limit and mtime != float("-inf"):
+            break
+        try:
+            os.unlink(path)
+            total -= size
+        except OSError:
+            pass
 
 
 def _compiler_id() -> bytes:
@@ -218,10 +269,15 @@ class InferenceSession:
     def _compiled(source: Any, key: str, target: str) -> Module:
         """The module compiled from source (a path or bytes) for target, from
         the cache when it holds one under key."""
-        cached = os.path.join(_cache_dir(), key + ".dvmb")
+        cached, limit = os.path.join(_cache_dir(), key + ".dvmb"), _cache_limit()
         if os.path.exists(cached):
             try:
-                return Module(cached)
+                m = Module(cached)
+                try:
+                    os.utime(cached)  # recently used: the last to be pruned
+                except OSError:
+                    pass
+                return m
             except _dvm.Error:
                 pass  # stale or damaged: compile again
         # the bytes, not a Module made from them: that would copy them and
@@ -235,6 +291,7 @@ class InferenceSession:
             os.replace(tmp, cached)
         except OSError:
             return Module(data)  # no cache: still usable
+        _prune_cache(os.path.dirname(cached), cached, limit)
         # the cached file, memory-mapped, once the bytes are gone
         del data
         return Module(cached)

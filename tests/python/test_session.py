@@ -56,11 +56,11 @@ def test_cache_and_sources(tmp_path, monkeypatch):
     s1 = dvm.InferenceSession(path)
     cached = os.listdir(tmp_path / "cache")
     assert len(cached) == 1 and cached[0].endswith(".dvmb")
-    first = os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns
+    first = os.stat(tmp_path / "cache" / cached[0]).st_ino
     with open(path, "rb") as f:
         s2 = dvm.InferenceSession(f.read())  # same bytes: the same cached file, not compiled again
     assert os.listdir(tmp_path / "cache") == cached
-    assert os.stat(tmp_path / "cache" / cached[0]).st_mtime_ns == first
+    assert os.stat(tmp_path / "cache" / cached[0]).st_ino == first
     s3 = dvm.InferenceSession(tmp_path / "cache" / cached[0])  # a .dvmb directly
     x = np.ones((3, 16), np.float32)
     outs = [s.run(None, {"x": x})[0] for s in (s1, s2, s3)]
@@ -69,6 +69,33 @@ def test_cache_and_sources(tmp_path, monkeypatch):
     # a damaged cache file is compiled again
     (tmp_path / "cache" / cached[0]).write_bytes(b"junk")
     np.testing.assert_array_equal(dvm.InferenceSession(path).run(None, {"x": x})[0], outs[0])
+
+
+def test_cache_bound(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DVM_CACHE_DIR", str(cache))
+    mlp, bert = os.path.join(MODELS, "mlp.onnx"), os.path.join(MODELS, "bert.onnx")
+    dvm.InferenceSession(mlp)
+    (entry,) = os.listdir(cache)
+    os.utime(cache / entry, (1, 1))  # long unused
+    (cache / "x.tmp").write_bytes(b"half")  # a writer that died an hour ago or more
+    os.utime(cache / "x.tmp", (1, 1))
+    (cache / "y.tmp").write_bytes(b"half")  # one writing now
+    monkeypatch.setenv("DVM_CACHE_MAX_BYTES", "1")  # below any entry: only the newest stays
+    dvm.InferenceSession(bert)
+    left = sorted(os.listdir(cache))
+    assert len(left) == 2 and entry not in left and "y.tmp" in left, left
+    # a hit renews its entry's time, so the entries used last are kept
+    newest = next(n for n in left if n.endswith(".dvmb"))
+    os.utime(cache / newest, (1, 1))
+    dvm.InferenceSession(bert)  # a hit: renewed
+    assert os.stat(cache / newest).st_mtime > 1
+    monkeypatch.setenv("DVM_CACHE_MAX_BYTES", str(10 << 30))
+    dvm.InferenceSession(mlp)
+    assert len([n for n in os.listdir(cache) if n.endswith(".dvmb")]) == 2
+    monkeypatch.setenv("DVM_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(dvm.Error, match="DVM_CACHE_MAX_BYTES: want a number of bytes"):
+        dvm.InferenceSession(mlp)
 
 
 def test_metadata_options_and_unsupported(tmp_path):
