@@ -2,9 +2,12 @@
  * (tools/cmd_compile.c): import, fold, symbol ranges from the config's
  * `dim` lines, infer, graph rewrites, lower; the bytes are loaded as a module. With a cache
  * folder, the .dvmb is kept there under a key of the file's identity
- * (path, size, modification time) and the compile settings, and a later
+ * (path, size, modification time), the compile settings and the compiler's
+ * (compiler_id), and a later
  * load maps it instead of compiling; a cache entry that fails to load is
  * compiled again, and a cache that cannot be written is only not used. */
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,21 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
+/* h extended with the identity (size, modification time) of the file that
+ * holds this compiler: the dvm executable, or the library that links it
+ * into another program. A rebuilt or upgraded dvm so compiles again rather
+ * than load what an older compiler made, which may be loadable and still
+ * differ (a fixed bug). */
+static uint64_t compiler_id(uint64_t h) {
+  Dl_info info;
+  struct stat sb;
+  int found = dladdr((void *)(uintptr_t)&compiler_id, &info) && info.dli_fname && info.dli_fname[0] &&
+              stat(info.dli_fname, &sb) == 0;
+  if (!found && stat("/proc/self/exe", &sb) != 0) return h;
+  int64_t id[3] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
+  return fnv(h, id, sizeof id);
+}
+
 /* CACHE/NAME-KEY.dvmb for the ONNX file at path and cfg; 0 if unstattable. */
 static int cache_path(const char *cache, const char *name, const char *path, const dvms_config *cfg,
                       char *out, size_t size) {
@@ -67,6 +85,7 @@ static int cache_path(const char *cache, const char *name, const char *path, con
   h = fnv(h, id, sizeof id);
   h = fnv(h, cfg->function, strlen(cfg->function) + 1);
   for (int i = 0; i < cfg->ndims; i++) h = fnv(h, cfg->dims[i], strlen(cfg->dims[i]) + 1);
+  h = compiler_id(h);
   return snprintf(out, size, "%s/%s-%016llx.dvmb", cache, name, (unsigned long long)h) < (int)size;
 }
 

@@ -54,10 +54,10 @@ def build_repo(root):
 
 
 class Server:
-    def __init__(self, repo, log_path, *extra):
+    def __init__(self, repo, log_path, *extra, exe=DVM):
         self.log_path = log_path
         self.log = open(log_path, "w+")
-        self.proc = subprocess.Popen([DVM, "serve", repo, "--http-port", "0", "--threads", "2", *extra],
+        self.proc = subprocess.Popen([exe, "serve", repo, "--http-port", "0", "--threads", "2", *extra],
                                      stderr=self.log, stdout=subprocess.DEVNULL)
         self.port = None
         deadline = time.time() + 60

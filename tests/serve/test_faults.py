@@ -5,6 +5,7 @@ memory across many requests, and SIGTERM. After each, the server must
 still answer a good request correctly."""
 import http.client
 import json
+import shutil
 import socket
 import struct
 import threading
@@ -13,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import Server, metric, reference, sentence
+from conftest import DVM, Server, metric, reference, sentence
 
 
 def post(server, path, body, headers=None, timeout=30):
@@ -349,6 +350,16 @@ def test_onnx_cache(repo, tmp_path):
         files[0].write_bytes(good[:100])
         assert post(s, "/v2/repository/models/mlp/load", "{}")[0] == 200  # compiled again
         assert files[0].read_bytes() == good
+        assert post(s, "/v2/models/mlp/infer", json.dumps(x))[2] == first[2]
+    finally:
+        assert s.stop() == 0
+    # another dvm build (here a copy: another modification time) does not
+    # load what this one compiled: its entry has another key
+    other = tmp_path / "dvm"
+    shutil.copy(DVM, other)
+    s = Server(repo, str(tmp_path / "serve2.log"), "--cache-dir", str(cache), exe=str(other))
+    try:
+        assert len(list(cache.glob("mlp-*.dvmb"))) == 2, list(cache.iterdir())
         assert post(s, "/v2/models/mlp/infer", json.dumps(x))[2] == first[2]
     finally:
         assert s.stop() == 0
