@@ -103,35 +103,31 @@ typedef struct softmax_job {
   int log;
 } softmax_job;
 
-/* Softmax is bound by its exp: letting the x86-64-v3 and v4 builds fuse its
- * multiply-adds (FMA) makes it 1.4x faster (0.44 ms against 0.61 ms for
- * 8x128x768 on one core), at the price of results that may differ in the
- * last bit from the baseline build's. */
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
-
 /* e^x for x <= 0 (softmax's shifted inputs), NaN kept: x = n ln2 + r as
  * in elementwise_math.h's expf, e^r by N. Juffa's degree-6 minimax
  * polynomial, without what x <= 0 does not need (the clamp from above,
  * rounding subnormal results once: they are far below any softmax's
  * resolution). r takes ln2 in one part, not two: 12% faster, and exact
- * enough where the product is fused (the x86-64-v3 and v4 builds, see above):
- * within 1.4 ulp for x >= -20, 4.5 ulp down to -87.3. The baseline build,
- * unfused, is within 17 and 68 ulp there (relative errors under 5e-6). */
+ * enough with its product fused: within 1.4 ulp for x >= -20, 4.5 ulp
+ * down to -87.3. Every step is an explicit FMA (DVM_EW_FMA), as in
+ * elementwise_math.h: one instruction in the x86-64-v3 and v4 clones,
+ * libm's exact fmaf in the baseline one, so every clone gives the same
+ * bits (softmax is bound by this exp: FMA made it 1.4x faster, 0.44 ms
+ * against 0.61 for 8x128x768 on one core). */
 static inline float exp_le0(float x) {
   /* n >= -127, whose 2^n has exponent bits 0: the value 0 */
   x = dvm_ew_fsel(x < -88.0f, -88.0f, x);
-  float t = x * 1.44269504088896341f + 0x1.8p23f; /* rounds x / ln2 to an integer */
+  float t = DVM_EW_FMA(x, 1.44269504088896341f, 0x1.8p23f); /* rounds x / ln2 to an integer */
   uint32_t e = dvm_ew_f32_bits(t) - dvm_ew_f32_bits(0x1.8p23f) + 127u; /* n + 127 */
   float fn = t - 0x1.8p23f;
-  float r = x - fn * 0.693147180559945f;
+  float r = DVM_EW_FMA(-fn, 0.693147180559945f, x);
   float p = 1.37805939e-3f;
-  p = p * r + 8.37312452e-3f;
-  p = p * r + 4.16695364e-2f;
-  p = p * r + 1.66664720e-1f;
-  p = p * r + 4.99999851e-1f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  p = DVM_EW_FMA(p, r, 8.37312452e-3f);
+  p = DVM_EW_FMA(p, r, 4.16695364e-2f);
+  p = DVM_EW_FMA(p, r, 1.66664720e-1f);
+  p = DVM_EW_FMA(p, r, 4.99999851e-1f);
+  p = DVM_EW_FMA(p, r, 1.0f);
+  p = DVM_EW_FMA(p, r, 1.0f);
   return p * dvm_ew_bits_f32(e << 23); /* a NaN x: p is NaN, whatever e */
 }
 
@@ -181,8 +177,7 @@ static inline float row_max(const float *x, int64_t n) {
 
 /* The sum of x[0, n) in two partial sums (as above): softmax's short
  * rows, and LayerNorm's rows of any length (layernorm_rows). Always
- * inlined: GCC otherwise calls it out of line from layernorm_rows, which
- * is outside this FMA region (a sum has no product to fuse). */
+ * inlined: GCC otherwise called it out of line from layernorm_rows. */
 static inline __attribute__((always_inline)) float row_sum(const float *x, int64_t n) {
   vf8 s0 = {0}, s1 = {0}, v, w;
   int64_t i = 0;
@@ -288,8 +283,6 @@ DVM_VEC static void softmax_cols(const void *job, int64_t t0, int64_t t1) {
     }
   }
 }
-
-#pragma GCC pop_options
 
 /* f64 (ONNX's attention expansions with softmax_precision DOUBLE): a
  * plain loop per (outer, inner) column of the [no, nr, ni] view. */
@@ -403,8 +396,8 @@ static float layernorm_row_wide(const float *x, const float *g, const float *b, 
  * lanes in memory and finishes each row with a scalar loop over them, and
  * its one accumulator waits on each add: LayerNorm over [128, n] took 35%
  * less time this way at n = 37 to 320 and 17% less at 768 (one core, Zen
- * 4; docs/performance.md "LayerNorm's reductions in registers"). Outside
- * the FMA region above: the square and the add round apart. */
+ * 4; docs/performance.md "LayerNorm's reductions in registers"). The
+ * square and the add round apart (C11 mode contracts nothing). */
 static inline float row_sq_dev(const float *x, float mean, int64_t n) {
   vf8 s0 = {0}, s1 = {0}, m = {mean, mean, mean, mean, mean, mean, mean, mean}, v, w;
   int64_t i = 0;
