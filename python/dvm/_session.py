@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -72,6 +73,8 @@ def _cache_dir() -> str:
 
 
 _CACHE_MAX_BYTES = 8 << 30  # default bound on the cache: a few large models
+_CACHE_ENTRY = re.compile(r"[0-9a-f]{64}\.dvmb")
+_CACHE_TMP = re.compile(r"tmp\w+\.tmp")
 
 
 def _cache_limit() -> int:
@@ -88,12 +91,14 @@ def _cache_limit() -> int:
 
 
 def _prune_cache(d: str, keep: str, limit: int) -> None:
-    """Removes the least recently used .dvmb files of cache directory d (by
+    """Removes the least recently used entries of cache directory d (by
     modification time, which a hit renews) until the rest, keep included,
     hold at most limit bytes; never keep, the entry just written. Each
     rebuilt extension compiles every model anew, so without this the old
     entries would pile up. A writer's .tmp left over an hour is removed too.
-    A file another process has mapped stays readable there after removal."""
+    Only files named as this cache names them (a SHA-256 in hex and .dvmb;
+    tmp*.tmp) are touched, so other files in the folder are safe. A file
+    another process has mapped stays readable there after removal."""
     now, total, entries = time.time(), 0, []
     try:
         with os.scandir(d) as it:
@@ -102,9 +107,9 @@ def _prune_cache(d: str, keep: str, limit: int) -> None:
                     st = e.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                if e.name.endswith(".tmp") and now - st.st_mtime > 3600:
+                if _CACHE_TMP.fullmatch(e.name) and now - st.st_mtime > 3600:
                     entries.append((float("-inf"), 0, e.path))
-                elif e.name.endswith(".dvmb"):
+                elif _CACHE_ENTRY.fullmatch(e.name):
                     total += st.st_size
                     if e.path != keep:
                         entries.append((st.st_mtime, st.st_size, e.path))

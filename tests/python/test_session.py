@@ -78,21 +78,23 @@ def test_cache_bound(tmp_path, monkeypatch):
     dvm.InferenceSession(mlp)
     (entry,) = os.listdir(cache)
     os.utime(cache / entry, (1, 1))  # long unused
-    (cache / "x.tmp").write_bytes(b"half")  # a writer that died an hour ago or more
-    os.utime(cache / "x.tmp", (1, 1))
-    (cache / "y.tmp").write_bytes(b"half")  # one writing now
+    (cache / "tmpx.tmp").write_bytes(b"half")  # a writer that died an hour ago or more
+    os.utime(cache / "tmpx.tmp", (1, 1))
+    (cache / "tmpy.tmp").write_bytes(b"half")  # one writing now
+    (cache / "mine.dvmb").write_bytes(b"not the cache's")  # not named as entries are: kept
+    os.utime(cache / "mine.dvmb", (1, 1))
     monkeypatch.setenv("DVM_CACHE_MAX_BYTES", "1")  # below any entry: only the newest stays
     dvm.InferenceSession(bert)
     left = sorted(os.listdir(cache))
-    assert len(left) == 2 and entry not in left and "y.tmp" in left, left
+    assert len(left) == 3 and entry not in left and "tmpy.tmp" in left and "mine.dvmb" in left, left
     # a hit renews its entry's time, so the entries used last are kept
-    newest = next(n for n in left if n.endswith(".dvmb"))
+    newest = next(n for n in left if n.endswith(".dvmb") and n != "mine.dvmb")
     os.utime(cache / newest, (1, 1))
     dvm.InferenceSession(bert)  # a hit: renewed
     assert os.stat(cache / newest).st_mtime > 1
     monkeypatch.setenv("DVM_CACHE_MAX_BYTES", str(10 << 30))
     dvm.InferenceSession(mlp)
-    assert len([n for n in os.listdir(cache) if n.endswith(".dvmb")]) == 2
+    assert len([n for n in os.listdir(cache) if n.endswith(".dvmb") and n != "mine.dvmb"]) == 2
     monkeypatch.setenv("DVM_CACHE_MAX_BYTES", "lots")
     with pytest.raises(dvm.Error, match="DVM_CACHE_MAX_BYTES: want a number of bytes"):
         dvm.InferenceSession(mlp)
