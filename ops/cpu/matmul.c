@@ -527,7 +527,8 @@ static dvm_status *gemm_run(const dvm_kernel_args *a, const char *op, int owner,
    * rather than broadcast into Y first and read back (7% of a 64 x 1024 x
    * 1024 product) */
   dvm_epilogue row;
-  if (b == 1 && (!epi || !epi->bias) && c->dims[c->rank - 1] == n && (c->rank == 1 || c->dims[0] == 1)) {
+  if (b == 1 && (!epi || !epi->bias) && c->rank >= 1 && c->dims[c->rank - 1] == n &&
+      (c->rank == 1 || c->dims[0] == 1)) {
     row = (dvm_epilogue){pb, epi ? epi->act : DVM_EPI_NONE};
     epi = &row;
     b = 0;

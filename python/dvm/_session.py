@@ -108,21 +108,26 @@ def _prune_cache(d: str, keep: str, limit: int) -> None:
                 except OSError:
                     continue
                 if _CACHE_TMP.fullmatch(e.name) and now - st.st_mtime > 3600:
-                    entries.append((float("-inf"), 0, e.path))
+                    _unlink(e.path)
                 elif _CACHE_ENTRY.fullmatch(e.name):
                     total += st.st_size
                     if e.path != keep:
                         entries.append((st.st_mtime, st.st_size, e.path))
     except OSError:
         return
-    for mtime, size, path in sorted(entries):
-        if total <= limit and mtime != float("-inf"):
+    for _, size, path in sorted(entries):
+        if total <= limit:
             break
-        try:
-            os.unlink(path)
+        if _unlink(path):
             total -= size
-        except OSError:
-            pass
+
+
+def _unlink(path: str) -> bool:
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
 
 
 def _compiler_id() -> bytes:
