@@ -11,7 +11,8 @@
 #include "shapefuncs/attention.h"
 #include "onnx_import.h"
 #include "shapefuncs/window.h"
-/* Reshape, Squeeze, Unsqueeze, Flatten: a shape function and a view. */
+/* Reshape, Squeeze, Unsqueeze, Flatten, dvm.LayoutView: a shape function (or
+ * the known dims) and a view. */
 dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
   int data, attr_regs[4], na = 0;
   if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs one input and one output");
@@ -24,6 +25,8 @@ dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
     if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
     return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
+  /* dvm.LayoutView (pass conv_nhwc) is made only where its dims are known */
+  if (!r->kernel) return lw_unsupported(n, "its output's dims are not known");
   int64_t w[16];
   int nw = 0;
   int sf = dvmc_emit_shapefn(L->e, r->kernel);

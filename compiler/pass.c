@@ -34,9 +34,10 @@ static const dvmc_pass passes[] = {
     {"conv_add", "Conv with a bias, Add of a tensor of its dims[, Relu] -> FusedConv with input Z, added before "
                  "the activation (oneDNN's sum post-op; CPU builds)",
      dvmc_pass_conv_add, true},
-    {"conv_nhwc", "Conv or FusedConv whose output only convolutions (as X or Z), a MaxPool feeding convolutions or a "
-                  "GlobalAveragePool read -> FusedConv writing it channels last (NHWC), its readers FusedConvs and "
-                  "dvm pools reading it so: no reorders between them (CPU builds)",
+    {"conv_nhwc", "values between convolutions (conv outputs read by convolutions as X or Z, MaxPool, "
+                  "GlobalAveragePool, and the elementwise ops, channel Concats and Resizes by scales between them) "
+                  "-> kept channels last (NHWC): FusedConvs and dvm pools read and write them so, the ops between "
+                  "run on dvm.LayoutView views as [N, H, W, C]: no reorders (CPU builds)",
      dvmc_pass_conv_nhwc, true},
     {"conv_winograd", "2-D Conv or FusedConv, 3x3, stride 1, no dilation or groups, 16 channels or more -> "
                       "FusedConv with dvm_algo 1: "
@@ -180,6 +181,25 @@ dvm_status *dvmc_pass_replace_outs(dvmc_ctx *c, dvmc_graph *g, dvmc_node *const 
   n->id = slot;
   g->nodes[slot] = n;
   return NULL;
+}
+
+dvm_status *dvmc_pass_insert(dvmc_ctx *c, dvmc_graph *g, int at, const char *op, const char *domain,
+                             dvmc_value *const *in, int nin, dvmc_value *out, const dvmc_attr *attrs, int nattrs) {
+  dvmc_node *n = dvmc_node_new(c, g, op, nin, 1); /* appended: moved to `at` below */
+  dvmc_attr *a = nattrs ? dvm_arena_alloc(&c->arena, (size_t)nattrs, sizeof *a) : NULL;
+  if (!n || (nattrs && !a)) return dvm_status_new(DVM_OUT_OF_MEMORY, "inserting a node %s", op);
+  memmove(&g->nodes[at + 1], &g->nodes[at], sizeof *g->nodes * (size_t)(g->nnodes - 1 - at));
+  g->nodes[at] = n;
+  for (int i = at; i < g->nnodes; i++)
+    if (g->nodes[i]) g->nodes[i]->id = i;
+  for (int i = 0; i < nin; i++)
+    if ((n->in[i] = in[i])) in[i]->uses++;
+  if (nattrs) memcpy(a, attrs, sizeof *a * (size_t)nattrs);
+  n->attrs = a;
+  n->nattrs = nattrs;
+  n->out[0] = out;
+  out->producer = n;
+  return dvmc_pass_set_domain(n, domain);
 }
 
 dvm_status *dvmc_pass_set_domain(dvmc_node *n, const char *domain) {

@@ -77,6 +77,14 @@ DVM_MUST_USE dvm_status *dvmc_pass_replace_outs(dvmc_ctx *c, dvmc_graph *g, dvmc
                                                 int nin, dvmc_value *const *outs, int nout,
                                                 const dvmc_attr *attrs, int nattrs);
 
+/* A new node `op` of `domain` (in...) making out, in slot `at` (0 to
+ * g->nnodes) of g, the nodes from there on moved one slot later: the caller
+ * proves every input is made before `at` and every reader of out comes
+ * after it. NULL, or an out-of-memory status. */
+DVM_MUST_USE dvm_status *dvmc_pass_insert(dvmc_ctx *c, dvmc_graph *g, int at, const char *op, const char *domain,
+                                          dvmc_value *const *in, int nin, dvmc_value *out, const dvmc_attr *attrs,
+                                          int nattrs);
+
 /* Makes n, a node dvmc_pass_replace made, an op of `domain` (the op table's
  * row of that domain and n's op: "dvm" for the rewrites' own ops). NULL, or
  * an internal error where the table has no such row. */

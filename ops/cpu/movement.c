@@ -619,6 +619,32 @@ static void copy_block(int64_t outer, int64_t n, size_t esz, const char *src, in
   plan_run(&pl, esz, src, dst, threads);
 }
 
+/* Output rows this long or shorter are assembled one at a time from the
+ * inputs' pieces (a Concat of NHWC tensors on channels: a few dozen
+ * floats each), not input by input over the whole output, which would
+ * write each cache line of it once per input. */
+#define CONCAT_ROW_BYTES 4096
+
+typedef struct concat_job {
+  const dvm_kernel_args *a;
+  const dvm_tensor *y;
+  size_t esz;
+  int64_t row, axis, tail;
+} concat_job;
+
+static void concat_rows(void *ctx, int64_t r0, int64_t r1) {
+  const concat_job *j = ctx;
+  char *y = (char *)dvm_tensor_ptr(j->y);
+  for (int64_t r = r0; r < r1; r++) {
+    char *dst = y + r * j->row * (int64_t)j->esz;
+    for (int i = 0; i < j->a->nin; i++) {
+      size_t n = (size_t)(j->a->in[i]->dims[j->axis] * j->tail) * j->esz;
+      if (n) memcpy(dst, (const char *)dvm_tensor_ptr(j->a->in[i]) + (size_t)r * n, n);
+      dst += n;
+    }
+  }
+}
+
 static dvm_status *concat(const dvm_kernel_args *a) {
   call_values cv;
   dvm_concat_info p;
@@ -636,6 +662,11 @@ static dvm_status *concat(const dvm_kernel_args *a) {
   outer_inner(p.dims, p.rank, p.axis, &outer, &tail);
   size_t esz = dvm_dtype_size((dvm_dtype)y->dtype);
   int64_t row = p.dims[p.axis] * tail, off = 0;
+  if (outer > 1 && (size_t)row * esz <= CONCAT_ROW_BYTES) { /* short rows: each written whole, once */
+    concat_job j = {a, y, esz, row, p.axis, tail};
+    dvm_par_for(dvm_kargs_threads(a), outer, 1, concat_rows, &j);
+    return NULL;
+  }
   for (int i = 0; i < a->nin; i++) {
     int64_t n = a->in[i]->dims[p.axis] * tail;
     copy_block(outer, n, esz, dvm_tensor_ptr(a->in[i]), n,

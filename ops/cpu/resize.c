@@ -231,7 +231,7 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
   int last = p->rank - 1;
   const axis *in = &p->ax[last];
   row_fn gather = NULL;
-  if (p->nearest) gather = p->esz == 1 ? row_1 : p->esz == 2 ? row_2 : p->esz == 4 ? row_4 : row_8;
+  if (p->nearest && p->esz <= 8) gather = p->esz == 1 ? row_1 : p->esz == 2 ? row_2 : p->esz == 4 ? row_4 : row_8;
   int64_t prev = -1;
   for (int64_t row = r0; row < r1; row++) {
     /* the row's outer indices, and the input rows its taps select */
@@ -267,8 +267,11 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
       /* upscaling reads one input row into several output rows in turn */
       if (row > r0 && off[0] == prev)
         memcpy(yr, yr - in->out * (int64_t)p->esz, (size_t)in->out * p->esz);
-      else
+      else if (gather)
         gather(x + off[0] * (int64_t)p->esz, yr, in->idx, in->out);
+      else /* elements of trailing copied dims (NHWC's channels) */
+        for (int64_t i = 0; i < in->out; i++)
+          memcpy(yr + i * (int64_t)p->esz, x + (off[0] + in->idx[i]) * (int64_t)p->esz, p->esz);
       prev = off[0];
     } else {
       memset(yr, 0, sizeof(float) * (size_t)in->out);
@@ -362,12 +365,19 @@ static dvm_status *resize(const dvm_kernel_args *a) {
     fp += crop ? want[d] : 0;
     axis_fill(&r, d, &all[d]);
   }
+  /* nearest: copied dims at the end make one element of their size where
+   * that is over 8 bytes (NHWC's channels: rows of memcpy, not a gather
+   * per element) */
+  int rank = x->rank;
+  size_t wide = p.esz;
+  for (int d = rank - 1; p.nearest && !crop && d > 0 && all[d].identity; d--) wide *= (size_t)all[d].in;
+  while (wide > 8 && rank > 1 && all[rank - 1].identity && p.esz < wide) p.esz *= (size_t)all[--rank].in;
   /* identity dims in front fold into one; the last dim always stays */
   int first = 0;
   int64_t batch = 1;
-  while (first < x->rank - 1 && all[first].identity) batch *= all[first++].in;
+  while (first < rank - 1 && all[first].identity) batch *= all[first++].in;
   p.ax[p.rank++] = (axis){.in = batch, .out = batch, .taps = 1, .idx = NULL, .outside = NULL, .identity = true};
-  for (int d = first; d < x->rank; d++) p.ax[p.rank++] = all[d];
+  for (int d = first; d < rank; d++) p.ax[p.rank++] = all[d];
   int64_t s = 1;
   for (int d = p.rank - 1; d >= 0; d--) {
     p.stride[d] = s;

@@ -29,8 +29,8 @@ def const(name, value):
     return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
 
 
-def model(tmp, nodes, inits, opset=14, outputs=("y",), name="m.onnx"):
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, ["batch", "seq", D])],
+def model(tmp, nodes, inits, opset=14, outputs=("y",), name="m.onnx", x_shape=("batch", "seq", D)):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(x_shape))],
                           [helper.make_tensor_value_info(o, F, None) for o in outputs], inits)
     path = str(tmp / name)
     with open(path, "wb") as f:
@@ -645,8 +645,9 @@ def pools_model(tmp, case):
     break a link: m also a graph output ("escape": the MaxPool stays, c1
     NCHW), m read by a Sigmoid ("other"), MaxPool with its Indices
     ("indices"), c3 also read by a Relu ("gap": the GlobalAveragePool
-    stays), dilated and asymmetric ("dilated"), ceil_mode ("ceil": symbolic
-    inference leaves its output's dims unknown, so nothing is proven)."""
+    stays), dilated and asymmetric ("dilated"), ceil_mode ("ceil": the
+    pool's output dims are new symbols, so conv_add cannot prove m and c2
+    of one shape and the Add stays, run channels last on their views)."""
     def w(name, *shape):
         return const(name, rng.standard_normal(shape) * (0.6 / np.sqrt(np.prod(shape[1:]))))
     inits = [w("w1", 16, C_IN, 3, 3), w("w2", 16, 16, 3, 3), w("w3", 24, 16, 1, 1), const("b16", rng.uniform(-1, 1, 16)),
@@ -683,11 +684,69 @@ def pools_model(tmp, case):
 def test_conv_nhwc_pools(tmp_path, case):
     path, nout = pools_model(tmp_path, case)
     text = ir(path)
-    maxpool = case in ("plain", "gap", "dilated")
+    maxpool = case in ("plain", "gap", "dilated", "ceil")
     assert ("dvm::MaxPoolNhwc(" in text) == maxpool and ("= MaxPool(" in text) == (not maxpool), text
     assert ("dvm::GlobalAveragePoolNhwc(" in text) == (case != "gap"), text
     assert "Nhwc" not in ir(path, "--disable", "conv_nhwc")
     shapes = [s for s in NHWC_SHAPES if s[2] > 1 or case not in ("dilated", "ceil")]
+    on_off_ort(tmp_path, path, nout, ["conv_nhwc"], shapes)
+
+
+def fpn_model(tmp, case):
+    """An FPN level as PP-OCR's det spells it: x -> Conv 3x3 (16) -> c1;
+    an SE block on c1 (GlobalAveragePool, Conv 1x1, Relu, Conv 1x1,
+    HardSigmoid; Mul(c1, s) -> Add(c1, .)) -> e; Conv 3x3 stride 2 (16) on
+    e -> c2 -> Resize nearest x2 -> u; Add(e, u) -> a; Concat(a, Clip(a))
+    on channels -> k; Conv 1x1 (8) on k -> y. conv_nhwc carries the SE's
+    Mul and Add, the Resize, the Add, the Clip and the Concat on the
+    [N, H, W, C] views. Cases break a link, and as every value here is
+    tied to c1 through the carried nodes, nothing is carried then (a value
+    is channels last only where its maker and all its readers can be):
+    the Resize by sizes from Shape(e) ("sizes"),
+    the Concat on axis 2 ("axis"), a Mul by a [1, 1, H, W] tensor
+    ("spatial"), a graph output in the region ("escape")."""
+    def w(name, *shape):
+        return const(name, rng.standard_normal(shape) * (0.8 / np.sqrt(np.prod(shape[1:]))))
+    inits = [w("w1", 16, C_IN, 3, 3), w("w2", 16, 16, 3, 3), w("w3", 8, 32, 1, 1), w("se1", 4, 16, 1, 1),
+             w("se2", 16, 4, 1, 1), const("b16", rng.uniform(-1, 1, 16)), const("b4", rng.uniform(-1, 1, 4)),
+             const("scales", np.array([1, 1, 2, 2], np.float32)), const("lo", np.array(-0.5, np.float32)),
+             const("hi", np.array(0.7, np.float32))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b16"], ["c1"], pads=[1, 1, 1, 1]),
+             node("GlobalAveragePool", ["c1"], "g"), helper.make_node("Conv", ["g", "se1", "b4"], ["g1"]),
+             node("Relu", ["g1"], "g2"), helper.make_node("Conv", ["g2", "se2", "b16"], ["g3"]),
+             helper.make_node("HardSigmoid", ["g3"], ["s"], alpha=0.2, beta=0.5),
+             node("Mul", ["c1", "s"], "m"), node("Add", ["c1", "m"], "e"),
+             helper.make_node("Conv", ["e", "w2", "b16"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2])]
+    if case == "sizes":
+        nodes += [node("Shape", ["e"], "es"),
+                  helper.make_node("Resize", ["c2", "", "", "es"], ["u0"], mode="nearest"),
+                  node("Identity", ["u0"], "u")]
+    else:
+        nodes.append(helper.make_node("Resize", ["c2", "", "scales"], ["u"], mode="nearest",
+                                      coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+    nodes += [node("Add", ["e", "u"], "a"), node("Clip", ["a", "lo", "hi"], "ac"),
+              helper.make_node("Concat", ["a", "ac"], ["k"], axis=2 if case == "axis" else 1),
+              helper.make_node("Conv", ["k", "w3"], ["y"])]
+    outputs = ["y"]
+    if case == "axis":  # k is [N, 16, 2H, W]: a 1x1 conv of 16 channels
+        inits[2] = w("w3", 8, 16, 1, 1)
+    if case == "spatial":  # m = c1 * ReduceMean(c1, channels): [N, 1, H, W]
+        at = nodes.index(next(n for n in nodes if n.output[0] == "m"))
+        nodes[at:at + 1] = [node("ReduceMean", ["c1"], "cm", axes=[1]), node("Mul", ["c1", "cm"], "m")]
+    if case == "escape":
+        outputs.append("a")
+    return model(tmp, nodes, inits, outputs=outputs, name="fpn.onnx", x_shape=("n", C_IN, "h", "w")), len(outputs)
+
+
+@pytest.mark.parametrize("case", ["plain", "sizes", "axis", "spatial", "escape"])
+def test_conv_nhwc_carried(tmp_path, case):
+    path, nout = fpn_model(tmp_path, case)
+    text = ir(path)
+    carried = {ln.split(" = ")[1].split("(")[0] for ln in text.splitlines() if ":nhwc" in ln.split(" = ")[0]
+               and "LayoutView" not in ln}
+    assert carried == ({"Mul", "Add", "Resize", "Clip", "Concat"} if case == "plain" else set()), text
+    assert "LayoutView" not in ir(path, "--disable", "conv_nhwc")
+    shapes = [(1, C_IN, 8, 8), (2, C_IN, 6, 10), (1, C_IN, 2, 2), (1, C_IN, 14, 6)]
     on_off_ort(tmp_path, path, nout, ["conv_nhwc"], shapes)
 
 
