@@ -394,11 +394,14 @@ WINO_CASES = [
     # either side of the kernel's rule: 2 x 32 pixels >= 64 channels, 2 x 28 < 64
     ((1, 64, 4, 8), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((1, 64, 4, 7), (64, 64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    # channels not a multiple of 16: the blocked copies (conv.c's blk16_copy) pad them
+    ((1, 24, 13, 11), (40, 24, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 96, 20, 19), (24, 96, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
 ]
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("layout,with_z", [(0, False), (0, True), (3, False), (7, True)])
+@pytest.mark.parametrize("layout,with_z", [(0, False), (0, True), (3, False), (7, True), (2, True), (5, True)])
 @pytest.mark.parametrize("xs,ws,strides,pads,dil,group", WINO_CASES)
 def test_fused_conv_winograd(xs, ws, strides, pads, dil, group, layout, with_z, threads):
     x, w, b = rand(*xs), rand(*ws), rand(ws[0])
