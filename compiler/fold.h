@@ -1,8 +1,9 @@
 /* Graph rewrites on constants, run after import and before inference:
- * a BatchNormalization whose input is a Conv's output, read by nothing
- * else, with every weight and statistic constant, is folded into the
- * Conv's weights and bias (as ONNX Runtime and TensorRT do), so the CNN
- * runs one kernel per Conv instead of two passes. */
+ * a BatchNormalization or an Add of a per-channel constant whose input is
+ * a Conv's or ConvTranspose's output, read by nothing else, with every
+ * weight and statistic constant, is folded into the conv's weights and
+ * bias (as ONNX Runtime and TensorRT do for BatchNormalization), so the
+ * CNN runs one kernel per conv instead of more passes. */
 #ifndef DVMC_FOLD_H
 #define DVMC_FOLD_H
 

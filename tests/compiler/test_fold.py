@@ -1,4 +1,5 @@
-"""BatchNormalization folded into the Conv before it (compiler/fold.c):
+"""BatchNormalization and per-channel Adds folded into the Conv or
+ConvTranspose before them (compiler/fold.c):
 gone from the IR where the pattern holds, kept where it does not, and the
 results match ONNX Runtime either way."""
 import os
@@ -86,3 +87,40 @@ def test_not_folded(tmp_path):
     assert ir(path).count("BatchNormalization") == 2
     compare(tmp_path, path, {"x": rng.standard_normal((2, 3, 4, 5)).astype(np.float32),
                              "v": rng.uniform(0.5, 1.5, 3).astype(np.float32)})
+
+
+@pytest.mark.parametrize("group", [1, 2])
+@pytest.mark.parametrize("k_shape", [(4, 1, 1), (1, 4, 1, 1), (1,), (1, 1, 1, 1)])
+def test_transpose_add_bn(tmp_path, group, k_shape):
+    """ConvTranspose without a bias, Add of a per-channel (or one-value)
+    constant, BatchNormalization, Relu: as paddle2onnx writes a DB head;
+    the Add and the BatchNormalization go into the ConvTranspose."""
+    inits = [const("w", 4, 4 // group, 2, 2), const("k", *k_shape)] + bn_inits(4)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["c"], strides=[2, 2], group=group, name="deconv"),
+             helper.make_node("Add", ["k", "c"] if k_shape == (1,) else ["c", "k"], ["a"], name="add"),
+             bn("a", "t"), helper.make_node("Relu", ["t"], ["y"])]
+    path = model(tmp_path, nodes, inits, [("x", ["n", 4, "h", "w"])])
+    text = ir(path)
+    assert "Add" not in text and "BatchNormalization" not in text and "ConvTranspose(%x, %bn.W, %bn.B)" in text, text
+    for shape in [(1, 4, 5, 7), (2, 4, 1, 3)]:
+        compare(tmp_path, path, {"x": rng.standard_normal(shape).astype(np.float32)})
+
+
+@pytest.mark.parametrize("case", ["spatial", "read", "input", "rank"])
+def test_add_not_folded(tmp_path, case):
+    """An Add kept: of a constant varying along H ("spatial"), with the
+    conv's output read elsewhere too ("read"), of a graph input ("input"),
+    of a constant of higher rank than the output ("rank")."""
+    k = {"spatial": (1, 1, 5, 1), "read": (3, 1, 1), "input": None, "rank": (1, 1, 3, 1, 1)}[case]
+    inits = [const("w", 3, 3, 1, 1)] + ([const("k", *k)] if k else [])
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Add", ["c", "k"], ["a" if case == "read" else "y"], name="add")]
+    inputs = [("x", ["n", 3, 5, 4])] + ([("k", [3, 1, 1])] if case == "input" else [])
+    if case == "read":
+        nodes.append(helper.make_node("Mul", ["a", "c"], ["y"]))
+    path = model(tmp_path, nodes, inits, inputs)
+    assert "Add(" in ir(path)
+    feeds = {"x": rng.standard_normal((2, 3, 5, 4)).astype(np.float32)}
+    if case == "input":
+        feeds["k"] = rng.standard_normal((3, 1, 1)).astype(np.float32)
+    compare(tmp_path, path, feeds)
