@@ -131,8 +131,9 @@ static int slot(const region *R, const dvmc_node *n, int j) {
   const dvmc_value *v = n->in[j];
   if (resize_node(n)) return j ? AS_IS : kept(R, v) ? REGION : NOT_READ;
   if (!v) return AS_IS; /* an omitted optional input (Clip's bounds) */
-  if (kept(R, v)) return REGION;
-  if (concat_node(n) || n->out[0]->rank != 4) return NOT_READ;
+  if (n->out[0]->rank != 4) return NOT_READ;
+  if (kept(R, v)) return v->rank == 4 ? REGION : NOT_READ; /* (a 1-D or 3-D conv's output: another view) */
+  if (concat_node(n)) return NOT_READ;
   if (ones_from(v, 0) && v->rank <= 4) return AS_IS;
   return dvmc_pass_same_shape(v, v) && v->rank == 4 && ones_from(v, 2) ? PER_CHANNEL : NOT_READ;
 }
