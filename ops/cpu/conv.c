@@ -964,6 +964,15 @@ static key slice_key(const key *k, int64_t oc) {
   return s;
 }
 
+/* A unit's error st: kept in *first if it is the first (units run on the
+ * pool, hence the lock), freed otherwise. */
+static void keep_first_error(pthread_mutex_t *lock, dvm_status **first, dvm_status *st) {
+  pthread_mutex_lock(lock);
+  if (!*first) *first = st;
+  else dvm_status_free(st);
+  pthread_mutex_unlock(lock);
+}
+
 static void run_units(void *ctx, int64_t s, int64_t end) {
   job *j = ctx;
   for (int64_t u = s; u < end; u++) {
@@ -992,11 +1001,7 @@ static void run_units(void *ctx, int64_t s, int64_t end) {
       st = exec(j->op, e, j->wf, at, x, w, b, y, z);
       cache_put(e);
     }
-    if (!st) continue;
-    pthread_mutex_lock(&j->lock);
-    if (!j->error) j->error = st;
-    else dvm_status_free(st);
-    pthread_mutex_unlock(&j->lock);
+    if (st) keep_first_error(&j->lock, &j->error, st);
   }
 }
 
@@ -1126,11 +1131,7 @@ static void unpool_rows(void *ctx, int64_t r0, int64_t r1) {
       }
   }
   free(c);
-  if (!st) return;
-  pthread_mutex_lock(&j->lock);
-  if (!j->error) j->error = st;
-  else dvm_status_free(st);
-  pthread_mutex_unlock(&j->lock);
+  if (st) keep_first_error(&j->lock, &j->error, st);
 }
 
 static dvm_status *unpool(const dvm_kernel_args *a, const key *k, int threads) {

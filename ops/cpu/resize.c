@@ -368,10 +368,10 @@ static dvm_status *resize(const dvm_kernel_args *a) {
   /* nearest: copied dims at the end make one element of their size where
    * that is over 8 bytes (NHWC's channels: rows of memcpy, not a gather
    * per element) */
-  int rank = x->rank;
+  int rank = x->rank, keep = rank;
   size_t wide = p.esz;
-  for (int d = rank - 1; p.nearest && !crop && d > 0 && all[d].identity; d--) wide *= (size_t)all[d].in;
-  while (wide > 8 && rank > 1 && all[rank - 1].identity && p.esz < wide) p.esz *= (size_t)all[--rank].in;
+  while (p.nearest && !crop && keep > 1 && all[keep - 1].identity) wide *= (size_t)all[--keep].in;
+  if (wide > 8) p.esz = wide, rank = keep;
   /* identity dims in front fold into one; the last dim always stays */
   int first = 0;
   int64_t batch = 1;
