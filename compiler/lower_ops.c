@@ -6,7 +6,7 @@
 
 #include "lowering.h"
 #include "ops.h"
-#include "ops/cpu/elementwise_math.h"
+#include "half.h"
 #include "ops/cpu/fused.h"
 #include "shapefuncs/attention.h"
 #include "onnx_import.h"

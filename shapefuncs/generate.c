@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "generate.h"
+#include "half.h"
 #include "kernel.h"
-#include "ops/cpu/elementwise_math.h"
 #include "movement.h"
 #include "object.h"
 #include "shape.h"

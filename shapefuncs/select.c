@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "kernel.h"
 #include "movement.h"
 #include "object.h"
-#include "ops/cpu/elementwise_math.h"
 #include "select.h"
 #include "shape.h"
 

@@ -11,37 +11,20 @@
  * lose every digit. gelu's tanh form rounds its tanh argument y in f32, so
  * its relative error grows as |y| ulp in the negative tail (2e-5 at x = -6).
  *
- * f16 and bf16 are storage types: the conversions round to nearest even,
- * keep NaN a (quiet) NaN, and turn values beyond f16's range into infinity. */
+ * The f16 and bf16 conversions and the bit helpers are vm/half.h's. */
 #ifndef DVM_OPS_CPU_ELEMENTWISE_MATH_H
 #define DVM_OPS_CPU_ELEMENTWISE_MATH_H
 
 #include <stdint.h>
 #include <string.h>
 
+#include "half.h"
+
 /* The math functions below are always inlined: called out of line (GCC
  * declines to inline them into a loop that calls two of them, or into the
  * unary kernels' clones), each element paid a call into the scalar default
  * build, 4-15x slower than the vector loop. */
 #define DVM_EW_MATH static inline __attribute__((always_inline))
-
-static inline float dvm_ew_bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static inline uint32_t dvm_ew_f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-
-/* c ? a : b on bit patterns, without a branch. */
-static inline uint32_t dvm_ew_sel(int c, uint32_t a, uint32_t b) {
-  uint32_t m = 0u - (uint32_t)(c != 0);
-  return (a & m) | (b & ~m);
-}
 
 /* a b + c rounded once, for the polynomials below (exp's, erfc's, erf's):
  * one instruction in the x86-64-v3 and v4 clones and on targets with FMA,
@@ -50,35 +33,6 @@ static inline uint32_t dvm_ew_sel(int c, uint32_t a, uint32_t b) {
  * 18% and sigmoid 14% less time on Zen 4 (docs/performance.md "FMA in the
  * math functions"), accuracy as before or better. */
 #define DVM_EW_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
-
-static inline float dvm_f16_to_f32(uint16_t h) {
-  uint32_t em = (uint32_t)(h & 0x7fffu) << 13, s = (uint32_t)(h & 0x8000u) << 16;
-  /* rebiasing the exponent by a multiply also normalizes subnormals */
-  uint32_t r = dvm_ew_f32_bits(dvm_ew_bits_f32(em) * 0x1p112f);
-  r = dvm_ew_sel(em >= 0x7c00u << 13, em | 0x7f800000u, r); /* inf, NaN */
-  return dvm_ew_bits_f32(r | s);
-}
-
-static inline uint16_t dvm_f32_to_f16(float f) {
-  uint32_t x = dvm_ew_f32_bits(f), s = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  uint32_t big = dvm_ew_sel(x > 0x7f800000u, 0x7e00u, 0x7c00u);
-  /* below 2^-14 the result is subnormal: adding 0.5 rounds the value to
-   * a multiple of 2^-24 in the float unit */
-  uint32_t sub = dvm_ew_f32_bits(dvm_ew_bits_f32(x) + 0.5f) - 0x3f000000u;
-  /* rebias (-112 << 23), add half an ulp minus one plus the odd bit: RNE */
-  uint32_t nor = (x + 0xc8000fffu + ((x >> 13) & 1u)) >> 13;
-  uint32_t r = dvm_ew_sel(x >= 0x47800000u, big, dvm_ew_sel(x < 0x38800000u, sub, nor));
-  return (uint16_t)(r | s);
-}
-
-static inline float dvm_bf16_to_f32(uint16_t h) { return dvm_ew_bits_f32((uint32_t)h << 16); }
-
-static inline uint16_t dvm_f32_to_bf16(float f) {
-  uint32_t x = dvm_ew_f32_bits(f);
-  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return (uint16_t)dvm_ew_sel((x & 0x7fffffffu) > 0x7f800000u, (x >> 16) | 0x40u, r);
-}
 
 /* c ? a : b for floats. A plain ?: on a float comparison is not
  * if-converted (so not vectorized) under -ftrapping-math, GCC's default:
