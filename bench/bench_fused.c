@@ -27,6 +27,7 @@
 #include "kernel.h"
 #include "object.h"
 #include "ops/cpu/fused.h"
+#include "ops/optable.h"
 
 #define ROW 1024 /* the inner dim; rows and columns broadcast along it */
 

@@ -6,6 +6,7 @@
 
 #include "lowering.h"
 #include "ops.h"
+#include "ops/optable.h"
 /* One attribute from the rule's spec: SOURCES:K, SOURCES:K=DEFAULT or
  * SOURCES:K? (optional: left out when absent; optional ones come last).
  * SOURCES is an ONNX attribute name, NAME[I] (element I of a list of

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops/optable.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cuda/kernels.h"
 

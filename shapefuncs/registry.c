@@ -2,7 +2,7 @@
  * functions. The tables live with the functions, one per family. */
 #include <string.h>
 
-#include "kernel.h"
+#include "shapefuncs/registry.h"
 
 #define FAMILY(f) extern const dvm_shapefn_def dvm_shapefn_##f##_table[];
 #include "families.def"

@@ -119,6 +119,7 @@ typedef struct dvm_hostfn_ref {
 
 struct dvm_module {
   atomic_int refs;
+  const struct dvm_registry *reg; /* what it is linked against (registry.h); NULL when built */
   dvm_arena arena; /* everything below that is not in the file bytes */
   uint32_t nstrings, nconsts, nkernels, nshapefns, nhostfns, nfuncs;
   const char **strings;
@@ -141,8 +142,8 @@ DVM_MUST_USE dvm_status *dvm_bc_read(dvm_module *m, const uint8_t *bytes, size_t
  * instruction starts. */
 DVM_MUST_USE dvm_status *dvm_verify_module(dvm_module *m);
 
-/* Resolves kernels, shape functions and host functions by name and makes the
- * constant tensors. */
+/* Resolves kernels and shape functions by name in m->reg, host functions
+ * in opts, and makes the constant tensors. */
 DVM_MUST_USE dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts);
 
 /* Canonical file bytes of m (verified or built); *out is malloc'ed. */

@@ -15,6 +15,7 @@
 #include "cuda/stream.h"
 #include "hostfn.h"
 #include "opcode.h"
+#include "registry.h"
 #include "vmimpl.h"
 
 #define MAX_KERNEL_ARGS 256
@@ -266,7 +267,7 @@ dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_va
     if (!st && constant) st = dvm_cuda_vm_const_add(cu, src, tmp.u.tensor);
   } else {
     const dvm_device *d;
-    if (!(st = dvm_device_get(dev, &d))) st = d->copy(d, to, dev, dvm_tensor_ptr(src), sdev, n);
+    if (!(st = vm->m->reg->device(dev, &d))) st = d->copy(d, to, dev, dvm_tensor_ptr(src), sdev, n);
   }
   if (st) {
     dvm_value_clear(&tmp);

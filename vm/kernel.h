@@ -85,9 +85,6 @@ static inline int dvm_dtype_is_int(dvm_dtype dt) {
   return (unsigned)dt < DVM_DTYPE_COUNT && (DVM_DTYPES_INTEGER & DVM_DTYPE_BIT(dt)) != 0;
 }
 
-/* The kernel of that name for that device, or NULL (ops/optable.c). */
-const dvm_kernel_def *dvm_ops_find(const char *name, dvm_device_kind device);
-
 /* Shape functions: compute output values (usually shapes) from input values
  * (tensors, shapes, scalars). Data-dependent ones read host tensor data. */
 typedef dvm_status *(*dvm_shapefn_fn)(const dvm_value *in, int nin, dvm_value *out, int nout);
@@ -96,8 +93,5 @@ typedef struct dvm_shapefn_def {
   const char *name;
   dvm_shapefn_fn fn;
 } dvm_shapefn_def;
-
-/* The shape function of that name, or NULL (shapefuncs/registry.c). */
-const dvm_shapefn_def *dvm_shapefn_find(const char *name);
 
 #endif

@@ -8,6 +8,7 @@
 #include "bytecode.h"
 #include "hostfn.h"
 #include "opcode.h"
+#include "registry.h"
 
 /* Lets the kernels that have a prepack hook build their forms of the
  * constants f feeds them. A linear walk that knows which constant each
@@ -76,13 +77,13 @@ dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
     char base[128];
     size_t len = strcspn(k->name, "@");
     snprintf(base, sizeof base, "%.*s", (int)(len < sizeof base ? len : sizeof base - 1), k->name);
-    k->def = dvm_ops_find(base, (dvm_device_kind)k->device);
+    k->def = m->reg->kernel(base, (dvm_device_kind)k->device);
     if (!k->def)
       return dvm_status_new(DVM_NOT_FOUND, "kernel \"%s\" for %s is not in this dvm's op table",
                             k->name, dvm_device_name((dvm_device_kind)k->device));
   }
   for (uint32_t i = 0; i < m->nshapefns; i++) {
-    m->shapefns[i].def = dvm_shapefn_find(m->shapefns[i].name);
+    m->shapefns[i].def = m->reg->shapefn(m->shapefns[i].name);
     if (!m->shapefns[i].def)
       return dvm_status_new(DVM_NOT_FOUND, "shape function \"%s\" is not in this dvm",
                             m->shapefns[i].name);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "bytecode.h"
+#include "registry.h"
 
 typedef struct {
   void *p;
@@ -31,13 +32,15 @@ dvm_status *dvm_module_new_empty(dvm_module **out) {
 }
 
 /* Takes ownership of fb (even on failure). */
-static dvm_status *load(file_bytes *fb, const dvm_load_options *opts, dvm_module **out) {
+static dvm_status *load(const dvm_registry *reg, file_bytes *fb, const dvm_load_options *opts,
+                        dvm_module **out) {
   dvm_module *m = NULL;
   dvm_status *st = dvm_module_new_empty(&m);
   if (st) {
     free_bytes(fb);
     return st;
   }
+  m->reg = reg;
   m->bytes = fb->p;
   m->size = fb->size;
   m->mapped = fb->mapped;
@@ -57,8 +60,8 @@ static dvm_status *load(file_bytes *fb, const dvm_load_options *opts, dvm_module
   return NULL;
 }
 
-dvm_status *dvm_module_load_memory(const void *data, size_t size, const dvm_load_options *opts,
-                                   dvm_module **out) {
+dvm_status *dvm_module_load_memory_with(const dvm_registry *reg, const void *data, size_t size,
+                                        const dvm_load_options *opts, dvm_module **out) {
   file_bytes *fb = malloc(sizeof *fb);
   void *copy = aligned_alloc(DVM_BC_DATA_ALIGN, (size + DVM_BC_DATA_ALIGN) & ~(size_t)(DVM_BC_DATA_ALIGN - 1));
   if (!fb || !copy) {
@@ -68,11 +71,11 @@ dvm_status *dvm_module_load_memory(const void *data, size_t size, const dvm_load
   }
   if (size) memcpy(copy, data, size);
   *fb = (file_bytes){copy, size, false};
-  return load(fb, opts, out);
+  return load(reg, fb, opts, out);
 }
 
-dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
-                                 dvm_module **out) {
+dvm_status *dvm_module_load_file_with(const dvm_registry *reg, const char *path,
+                                      const dvm_load_options *opts, dvm_module **out) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused, not waited on */
   if (fd < 0)
     return dvm_status_new(errno == ENOENT ? DVM_NOT_FOUND : DVM_IO, "%s: %s", path, strerror(errno));
@@ -98,7 +101,7 @@ dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
     return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   *fb = (file_bytes){p, size, true};
-  return dvm_status_annotate(load(fb, opts, out), "%s", path);
+  return dvm_status_annotate(load(reg, fb, opts, out), "%s", path);
 }
 
 void dvm_module_retain(dvm_module *m) { atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed); }

@@ -6,6 +6,7 @@
 
 #include "cuda/stream.h"
 #include "dvm/debug.h"
+#include "registry.h"
 #include "vmimpl.h"
 
 #define DEFAULT_MAX_DEPTH 256
@@ -36,6 +37,7 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
     free(vm);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
+  vm->m = m; /* its registry has the devices */
   /* the default device must exist: say so now rather than at the first allocation */
   dvm_pool *p;
   dvm_status *st = dvm_vm_pool(vm, vm->opts.device, &p);
@@ -49,7 +51,6 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
   }
   atomic_init(&vm->interrupt, 0);
   dvm_module_retain(m);
-  vm->m = m;
   *out = vm;
   return NULL;
 }
@@ -129,7 +130,7 @@ dvm_module *dvm_vm_module(const dvm_vm *vm) { return vm->m; }
 dvm_status *dvm_vm_pool(dvm_vm *vm, dvm_device_kind dev, dvm_pool **out) {
   if (!vm->pools[dev]) {
     const dvm_device *d;
-    dvm_status *st = dvm_device_get(dev, &d);
+    dvm_status *st = vm->m->reg->device(dev, &d);
     if (!st) st = dvm_pool_create(d, vm->opts.pool_limit, &vm->pools[dev]);
     if (st) return st;
   }
@@ -177,7 +178,7 @@ static dvm_status *device_args_check(dvm_vm *vm, const dvm_func *fn, const dvm_v
   }
   if (!foreign) return NULL;
   const dvm_device *d;
-  dvm_status *st = dvm_device_get(DVM_DEVICE_CUDA, &d);
+  dvm_status *st = vm->m->reg->device(DVM_DEVICE_CUDA, &d);
   if (!st) st = d->sync(d);
   vm->stats.host_syncs++;
   return st;

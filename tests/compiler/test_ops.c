@@ -9,6 +9,8 @@
 #include "kernel.h"
 #include "ops.h"
 #include "ops/cpu/fused.h"
+#include "ops/optable.h"
+#include "shapefuncs/registry.h"
 
 /* sequences and optionals: their values are tuples, which have no shape */
 static const char *const without_shape_rule[] = {"SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",

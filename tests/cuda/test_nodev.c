@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "kernel.h"
 #include "ops/cuda/blas.h"
+#include "ops/optable.h"
 #include "vm/asm.h"
 
 static const char program[] =

@@ -24,6 +24,7 @@
 #include "ops/cpu/vec.h"
 #include "ops/cuda/gen_abi.h"
 #include "ops/cuda/payload.h"
+#include "ops/optable.h"
 
 extern char **environ;
 

@@ -13,6 +13,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/fused.h"
+#include "ops/optable.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

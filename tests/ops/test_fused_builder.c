@@ -8,6 +8,7 @@
 #include "kernel.h"
 #include "object.h"
 #include "ops/cpu/fused.h"
+#include "ops/optable.h"
 
 /* docs/fused.md, section 8 */
 static const char gelu_hex[] =

@@ -10,6 +10,7 @@
 #include "kernel.h"
 #include "object.h"
 #include "ops/cpu/pgemm.h"
+#include "ops/optable.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 

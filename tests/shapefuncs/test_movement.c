@@ -8,6 +8,7 @@
 #include "kernel.h"
 #include "object.h"
 #include "input.h"
+#include "shapefuncs/registry.h"
 
 #define MAX_IN 6
 #define MAX_OUT 4

@@ -6,6 +6,7 @@
 #include "kernel.h"
 #include "object.h"
 #include "input.h"
+#include "shapefuncs/registry.h"
 
 /* "[2,3]" for a shape value, "int" and so on for the rest. */
 static const char *show(const dvm_value *v, char *buf, size_t size) {
