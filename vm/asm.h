@@ -16,8 +16,9 @@ DVM_MUST_USE dvm_status *dvm_asm_parse(const char *text, size_t len, const char 
  * same file bytes. */
 void dvm_disasm_module(const dvm_module *m, FILE *out);
 
-/* Prints the CUDA C source each generated kernel's payload carries
- * (ops/cuda/gen_abi.h) as comment lines, which the assembler skips. */
+/* Prints the source code that kernels' payloads carry (a generated CUDA
+ * kernel's CUDA C), as their describe hooks read it (kernel.h), in comment
+ * lines, which the assembler skips. m must be linked (loaded). */
 void dvm_disasm_gen_sources(const dvm_module *m, FILE *out);
 
 /* Prints one instruction (no label, no newline) with its synopsis. */

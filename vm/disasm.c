@@ -187,48 +187,40 @@ static void print_func(const dvm_module *m, const dvm_func *f, FILE *out) {
   fputs(".end\n", out);
 }
 
-/* A comment line summing up a generated CUDA kernel's variant table
- * (the DVMG payload, ops/cuda/gen_abi.h); the assembler skips it. */
-static void print_gen_table(const dvm_kernel_ref *k, FILE *out) {
-  const uint8_t *p = k->payload;
-  size_t n = k->payload_size;
-  if (n < 32 || memcmp(p, "DVMG", 4) != 0) return;
-  unsigned nconfigs = p[7], nin = p[8], tile = p[10] | p[11] << 8;
-  uint32_t nimages = (uint32_t)p[12] | (uint32_t)p[13] << 8 | (uint32_t)p[14] << 16 | (uint32_t)p[15] << 24;
-  fprintf(out, "; %s, T=%u: variants v0..v%u by n mod %u, then the bounds-checked baseline; configs",
-          p[6] == 1 ? "elementwise" : p[6] == 2 ? "rows" : "unknown kind", tile, tile ? tile - 1 : 0, tile);
-  for (unsigned c = 0; c < nconfigs && 32 + 8 * (c + 1) <= n; c++)
-    fprintf(out, " %u:block %u x %u", c, p[32 + 8 * c] | p[33 + 8 * c] << 8,
-            p[34 + 8 * c] | p[35 + 8 * c] << 8);
-  size_t table = (32 + 8 * (size_t)nconfigs + nin + 7) & ~(size_t)7;
-  fputs("; images", out);
-  for (uint32_t i = 0; i < nimages && table + 16 * ((size_t)i + 1) <= n; i++) {
-    const uint8_t *e = p + table + 16 * i;
-    uint32_t arch = e[0] | e[1] << 8, size = (uint32_t)e[12] | (uint32_t)e[13] << 8 |
-                                             (uint32_t)e[14] << 16 | (uint32_t)e[15] << 24;
-    if (arch) fprintf(out, " sm_%u (%u bytes)", arch, size);
-    else fprintf(out, " ptx (%u bytes)", size);
-  }
-  fputc('\n', out);
+/* What the kernel's describe hook reads from k's payload, or NULL: no
+ * payload, a module not linked (assembled, not loaded), or a kernel
+ * without the hook. A payload the hook cannot read gets *st. */
+static bool describe(const dvm_kernel_ref *k, dvm_payload_desc *d, dvm_status **st) {
+  *st = NULL;
+  if (!k->payload_size || !k->def || !k->def->describe) return false;
+  *st = k->def->describe(k->payload, k->payload_size, d);
+  return true;
 }
 
-static uint32_t le32(const uint8_t *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+/* A comment line summing up k's payload; the assembler skips it. */
+static void print_payload(const dvm_kernel_ref *k, FILE *out) {
+  dvm_payload_desc d;
+  dvm_status *st;
+  if (!describe(k, &d, &st)) return;
+  fprintf(out, "; %s\n", st ? dvm_status_message(st) : d.summary);
+  dvm_status_free(st);
 }
 
 void dvm_disasm_gen_sources(const dvm_module *m, FILE *out) {
   for (uint32_t i = 0; i < m->nkernels; i++) {
     const dvm_kernel_ref *k = &m->kernels[i];
-    const uint8_t *p = k->payload;
-    if (k->payload_size < 32 || memcmp(p, "DVMG", 4) != 0) continue;
-    uint32_t off = le32(p + 16), size = le32(p + 20);
-    if (off > k->payload_size || size > k->payload_size - off) continue; /* no source in it */
+    dvm_payload_desc d;
+    dvm_status *st;
+    if (!describe(k, &d, &st) || st || !d.source_size) {
+      dvm_status_free(st);
+      continue;
+    }
     fprintf(out, "; kernel %u ", i);
     dvm_disasm_name(k->name, out);
-    fprintf(out, ": CUDA C source, %u bytes\n;   ", size);
-    for (uint32_t c = 0; c < size; c++) {
-      if (p[off + c] == '\n') fputs(c + 1 < size ? "\n;   " : "", out);
-      else if (p[off + c]) fputc(p[off + c], out);
+    fprintf(out, ": %s source, %zu bytes\n;   ", d.language, d.source_size);
+    for (size_t c = 0; c < d.source_size; c++) {
+      if (d.source[c] == '\n') fputs(c + 1 < d.source_size ? "\n;   " : "", out);
+      else if (d.source[c]) fputc(d.source[c], out);
     }
     fputc('\n', out);
   }
@@ -256,7 +248,7 @@ void dvm_disasm_module(const dvm_module *m, FILE *out) {
       print_hex(k->payload, k->payload_size, out);
     }
     fputc('\n', out);
-    print_gen_table(k, out);
+    print_payload(k, out);
   }
   for (uint32_t i = 0; i < m->nshapefns; i++) {
     fputs(".shapefn ", out);

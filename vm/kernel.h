@@ -44,6 +44,15 @@ typedef struct dvm_kernel_args {
 
 typedef dvm_status *(*dvm_kernel_fn)(const dvm_kernel_args *a);
 
+/* What `dvm disasm` shows of a kernel table entry's payload: a summary
+ * line, and the source code the payload carries, if any. */
+typedef struct dvm_payload_desc {
+  char summary[1024];
+  const char *language; /* of the source: "CUDA C" */
+  const char *source;   /* points into the payload; not NUL-terminated */
+  size_t source_size;   /* 0: no source */
+} dvm_payload_desc;
+
 typedef struct dvm_kernel_def {
   const char *name;       /* as named by the .dvmb kernel table */
   dvm_device_kind device;
@@ -71,6 +80,10 @@ typedef struct dvm_kernel_def {
    * output take a dying input's storage (compiler/plan.h); the CUDA kernel
    * placed for the op must allow the same. */
   int inplace;
+  /* Optional: reads a payload of this kernel's with its own checked reader
+   * into *out, or fails naming what is wrong with it (the disassembler
+   * shows payloads through this, never decoding them itself). */
+  DVM_MUST_USE dvm_status *(*describe)(const void *payload, size_t size, dvm_payload_desc *out);
 } dvm_kernel_def;
 
 #define DVM_DTYPE_BIT(dt) (1u << (dt))

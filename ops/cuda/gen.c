@@ -286,6 +286,6 @@ static dvm_status *gen(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cuda_gen_kernels[] = {
-    {"gen", DVM_DEVICE_CUDA, gen, NULL},
+    {"gen", DVM_DEVICE_CUDA, gen, NULL, .describe = dvm_gen_payload_describe},
     {0},
 };

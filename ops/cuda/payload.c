@@ -1,4 +1,5 @@
 /* Reading DVMG payloads and the choices made from them (see payload.h). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -172,6 +173,38 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   if (!st) st = read_images(&r, size, dts, src, g);
   if (st) return st;
   g->source = src.len ? (const char *)p + src.off : "";
+  return NULL;
+}
+
+/* Appends to d's summary; what does not fit is cut (it always fits: the
+ * reader caps configs at 8 and images at 16). */
+static void say(dvm_payload_desc *d, size_t *len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(d->summary + *len, sizeof d->summary - *len, fmt, ap);
+  va_end(ap);
+  if (n > 0) *len = *len + (size_t)n < sizeof d->summary ? *len + (size_t)n : sizeof d->summary - 1;
+}
+
+dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_desc *out) {
+  static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
+                                      [DVM_GEN_GATHER] = "gather"};
+  dvm_gen_payload g;
+  dvm_status *st = dvm_gen_payload_read(p, size, &g);
+  if (st) return st;
+  size_t len = 0;
+  say(out, &len, "%s, T=%d: variants v0..v%d by n mod %d, then the bounds-checked baseline; configs",
+      kinds[g.kind], g.tile, g.tile - 1, g.tile);
+  for (int c = 0; c < g.nconfigs; c++)
+    say(out, &len, " %d:block %u x %u", c, g.configs[c].block, g.configs[c].per_thread);
+  say(out, &len, "; images");
+  for (int i = 0; i < g.nimages; i++) {
+    if (g.images[i].arch) say(out, &len, " sm_%u (%u bytes)", g.images[i].arch, g.images[i].size);
+    else say(out, &len, " ptx (%u bytes)", g.images[i].size);
+  }
+  out->language = "CUDA C";
+  out->source = g.source;
+  out->source_size = g.source_size;
   return NULL;
 }
 

@@ -12,6 +12,7 @@
 #include "dvm/status.h"
 #include "dvm/tensor.h"
 #include "dvm/value.h"
+#include "kernel.h"
 #include "ops/cuda/gen_abi.h"
 
 #define DVM_GEN_MAX_IMAGES 16
@@ -43,6 +44,11 @@ typedef struct dvm_gen_payload {
  * points into p. Fails with DVM_CORRUPT naming the field and the rule:
  * "DVMG payload: image 1 (sm_90): bytes 400..9000 are past the end (812)". */
 DVM_MUST_USE dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *out);
+
+/* The payload as `dvm disasm` shows it (the "gen" kernel's describe hook,
+ * vm/kernel.h): its kind, tile, configs and images on one line, and its
+ * CUDA C source. Fails as dvm_gen_payload_read does. */
+DVM_MUST_USE dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_desc *out);
 
 /* Compute capability 0.1, which no NVIDIA device has: the host emulation
  * (the stand-in driver, tests/cuda/fake_cuda.c) reports it, and is handed

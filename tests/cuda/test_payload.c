@@ -1,6 +1,7 @@
 /* DVMG payloads (ops/cuda/payload.h), no GPU needed: a valid payload built
  * here byte by byte, then every malformed variant of it, each rejected by
- * the rule that names it; a permuted input's strides; image choice per architecture; the occupancy
+ * the rule that names it; a permuted input's strides; image choice per architecture; the summary
+ * `dvm disasm` shows; the occupancy
  * cost model and grid sizes. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -206,6 +207,30 @@ static void test_image(void) {
   free(p);
 }
 
+/* What `dvm disasm` shows of a payload (the gen kernel's describe hook):
+ * read with the checked reader, so a malformed payload is named, not shown. */
+static void test_describe(void) {
+  uint8_t *p = malloc(TOTAL);
+  build(p);
+  dvm_payload_desc d;
+  CHECK_OK(dvm_gen_payload_describe(p, TOTAL, &d));
+  CHECK(strcmp(d.summary, "elementwise, T=8: variants v0..v7 by n mod 8, then the bounds-checked "
+                          "baseline; configs 0:block 128 x 4 1:block 256 x 1; images sm_80 (20 bytes) "
+                          "sm_90 (20 bytes) ptx (20 bytes)") == 0);
+  CHECK(strcmp(d.language, "CUDA C") == 0);
+  CHECK(d.source == (const char *)p + SRC_AT && d.source_size == SRC_SIZE);
+  p[6] = DVM_GEN_ROWS;
+  CHECK_OK(dvm_gen_payload_describe(p, TOTAL, &d));
+  CHECK(strncmp(d.summary, "rows, T=8:", 10) == 0);
+  put32(p + 20, 0); /* no source */
+  CHECK_OK(dvm_gen_payload_describe(p, TOTAL, &d));
+  CHECK(d.source_size == 0);
+  CHECK_ERR(dvm_gen_payload_describe(p, TOTAL - 1, &d), DVM_CORRUPT, "past the end");
+  p[0] = 'X';
+  CHECK_ERR(dvm_gen_payload_describe(p, TOTAL, &d), DVM_CORRUPT, "bad magic");
+  free(p);
+}
+
 static void test_choose(void) {
   dvm_gen_payload g;
   uint8_t *p = malloc(TOTAL);
@@ -245,6 +270,7 @@ static void test_choose(void) {
 int main(void) {
   test_read();
   test_image();
+  test_describe();
   test_choose();
   test_permuted();
   test_gather();

@@ -41,5 +41,9 @@ for want in '__global__ void __launch_bounds__(256) dvm_v0(const dvm_gen_params 
 done
 "$dvm" asm "$tmp/mlp.dvms" -o "$tmp/again.dvmb" && cmp -s "$tmp/mlp.dvmb" "$tmp/again.dvmb" \
   || { echo "disasm --kernel-source does not assemble back to the same file"; fail=1; }
-"$dvm" disasm "$tmp/mlp.dvmb" | grep -q "CUDA C source" && { echo "sources printed without the option"; fail=1; }
+"$dvm" disasm "$tmp/mlp.dvmb" >"$tmp/plain.dvms" || fail=1
+grep -q "CUDA C source" "$tmp/plain.dvms" && { echo "sources printed without the option"; fail=1; }
+# each generated kernel's payload summed up by the kernel's describe hook
+n=$(grep -c '^; elementwise, T=4: variants v0\.\.v3 by n mod 4, then the bounds-checked baseline; configs 0:block 128 x 4 1:block 256 x 4; images sm_80 ([0-9]* bytes) sm_90 ([0-9]* bytes) ptx ([0-9]* bytes)$' "$tmp/plain.dvms")
+[ "$n" = 2 ] || { echo "disasm: $n payload summaries, expected 2"; grep '^; ' "$tmp/plain.dvms"; fail=1; }
 exit $fail
