@@ -1,14 +1,12 @@
-/* The device table: the CPU device, and the lookup that says why a device
- * is missing. */
+/* The CPU device: host memory, and a stream that runs everything at once
+ * on the calling thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cuda/stream.h"
 #include "device.h"
-#include "dvm/vm.h"
 
 /* Blocks from this size up are mapped from the system and unmapped when
  * freed, not malloc'ed: glibc raises its mmap threshold to the largest
@@ -66,6 +64,30 @@ static dvm_status *cpu_copy(const dvm_device *d, void *dst, dvm_device_kind dst_
 
 static dvm_status *cpu_sync(const dvm_device *d) { return NULL; }
 
+static void cpu_describe(const dvm_device *d, char *buf, size_t size) { snprintf(buf, size, "cpu"); }
+
+static const dvm_device cpu_device;
+/* One for every VM: it holds nothing. */
+static dvm_stream cpu_stream = {&cpu_device};
+
+static dvm_status *cpu_stream_create(const dvm_device *d, uint64_t *syncs, dvm_stream **out) {
+  *out = &cpu_stream;
+  return NULL;
+}
+
+static void cpu_stream_destroy(dvm_stream *s) {}
+
+static dvm_status *cpu_stream_copy(dvm_stream *s, void *dst, dvm_device_kind dst_dev, const void *src,
+                                   dvm_device_kind src_dev, size_t n) {
+  return cpu_copy(s->dev, dst, dst_dev, src, src_dev, n);
+}
+
+static dvm_status *cpu_stream_sync(dvm_stream *s) { return NULL; }
+
+static dvm_status *cpu_launch(dvm_stream *s, const dvm_kernel_def *k, const dvm_kernel_args *a) {
+  return k->fn(a);
+}
+
 static const dvm_device cpu_device = {
     .kind = DVM_DEVICE_CPU,
     .name = "cpu",
@@ -73,26 +95,12 @@ static const dvm_device cpu_device = {
     .free = cpu_free,
     .copy = cpu_copy,
     .sync = cpu_sync,
+    .describe = cpu_describe,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_copy = cpu_stream_copy,
+    .stream_sync = cpu_stream_sync,
+    .launch = cpu_launch,
 };
 
-dvm_status *dvm_device_get(dvm_device_kind kind, const dvm_device **out) {
-  switch (kind) {
-  case DVM_DEVICE_CPU: *out = &cpu_device; return NULL;
-  case DVM_DEVICE_CUDA: return dvm_cuda_device_entry(out);
-  default: return dvm_status_new(DVM_INVALID_ARGUMENT, "unknown device %d", (int)kind);
-  }
-}
-
-dvm_status *dvm_device_probe(dvm_device_kind kind, char *buf, size_t size) {
-  const dvm_device *dev;
-  dvm_status *st = dvm_device_get(kind, &dev);
-  if (st) return st;
-  if (kind != DVM_DEVICE_CUDA) {
-    snprintf(buf, size, "%s", dev->name);
-    return NULL;
-  }
-  const dvm_cuda_device *d;
-  if ((st = dvm_cuda_device_get(&d))) return st;
-  snprintf(buf, size, "cuda:0 (%s, sm_%d, %d SMs)", d->name, d->sm, d->sm_count);
-  return NULL;
-}
+const dvm_device *dvm_device_cpu(void) { return &cpu_device; }

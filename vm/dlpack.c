@@ -31,7 +31,7 @@ dvm_status *dvm_tensor_from_dlpack(DLManagedTensor *src, dvm_tensor **out) {
   if (t->device.device_type == kDLCPU) {
     dev = DVM_DEVICE_CPU;
   } else if (t->device.device_type == kDLCUDA && t->device.device_id == 0) {
-    dev = DVM_DEVICE_CUDA; /* dvm runs on the first CUDA device (vm/cuda/cuapi.c) */
+    dev = DVM_DEVICE_CUDA; /* dvm runs on the first CUDA device (ops/cuda/cuapi.c) */
   } else if (t->device.device_type == kDLCUDA) {
     return dvm_status_new(DVM_UNIMPLEMENTED, "DLPack tensor on CUDA device %d: dvm runs on device 0 only",
                           (int)t->device.device_id);

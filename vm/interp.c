@@ -12,10 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda/stream.h"
 #include "hostfn.h"
 #include "opcode.h"
-#include "registry.h"
 #include "vmimpl.h"
 
 #define MAX_KERNEL_ARGS 256
@@ -197,10 +195,9 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_kernel_ref *k, dvm_value *R, 
   dvm_kernel_args a = {tin, (int)ins[0], tout, (int)outs[0], vm->scratch, (int)attrs[0],
                        variant, k->payload, k->payload_size, &vm->exec};
   vm->stats.kernel_calls++;
-  struct dvm_cuda_vm *cu;
-  if (k->def->device == DVM_DEVICE_CUDA && (st = dvm_vm_cuda(vm, &cu)))
-    return dvm_status_annotate(st, "kernel \"%s\"", k->name);
-  return dvm_status_annotate(k->def->fn(&a), "kernel \"%s\"", k->name);
+  dvm_stream *s;
+  if (!(st = dvm_vm_stream(vm, k->def->device, &s))) st = s->dev->launch(s, k->def, &a);
+  return dvm_status_annotate(st, "kernel \"%s\"", k->name);
 }
 
 static dvm_status *do_shapefn(dvm_vm *vm, const dvm_shapefn_ref *sf, dvm_value *R, const int64_t *o) {
@@ -242,15 +239,16 @@ static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int r
   return NULL;
 }
 
-/* A tensor already on `dev` is shared, not copied (the @cuda functions copy
- * every input to the device, wherever it is), and so is a module constant's
- * device copy after its first upload. Copies that touch CUDA run on the
- * VM's stream; one to the host waits for it (a counted host sync). */
+/* A tensor already on `dev` is shared, not copied (the functions of a
+ * device copy every input to it, wherever it is), and so is a module
+ * constant's device copy after its first upload. A copy runs on the VM's
+ * stream of the device that is not the host (dev's, when neither is); one
+ * to the host waits for it (a counted host sync). */
 dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_value *dst) {
   dvm_device_kind sdev = (dvm_device_kind)src->storage->device;
-  int constant = dev == DVM_DEVICE_CUDA && src->storage == vm->m->data;
+  int constant = dev != DVM_DEVICE_CPU && src->storage == vm->m->data;
   dvm_tensor *same = sdev == dev ? src : NULL;
-  if (!same && constant && vm->exec.cuda) same = dvm_cuda_vm_const_find(vm->exec.cuda, src);
+  if (!same && constant) same = dvm_constcopy_find(&vm->consts[dev], src);
   if (same) {
     dvm_tensor_retain(same);
     reg_put(dst, (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = same});
@@ -259,16 +257,12 @@ dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_va
   dvm_value tmp = {0};
   dvm_status *st = do_alloc(vm, dev, (dvm_dtype)src->dtype, src->rank, src->dims, &tmp);
   if (st) return st;
-  struct dvm_cuda_vm *cu;
+  dvm_stream *s;
   void *to = dvm_tensor_ptr(tmp.u.tensor);
   size_t n = dvm_tensor_nbytes(src);
-  if (sdev == DVM_DEVICE_CUDA || dev == DVM_DEVICE_CUDA) {
-    if (!(st = dvm_vm_cuda(vm, &cu))) st = dvm_cuda_vm_copy(cu, to, dev, dvm_tensor_ptr(src), sdev, n);
-    if (!st && constant) st = dvm_cuda_vm_const_add(cu, src, tmp.u.tensor);
-  } else {
-    const dvm_device *d;
-    if (!(st = vm->m->reg->device(dev, &d))) st = d->copy(d, to, dev, dvm_tensor_ptr(src), sdev, n);
-  }
+  if (!(st = dvm_vm_stream(vm, dev == DVM_DEVICE_CPU ? sdev : dev, &s)))
+    st = s->dev->stream_copy(s, to, dev, dvm_tensor_ptr(src), sdev, n);
+  if (!st && constant) st = dvm_constcopy_add(&vm->consts[dev], src, tmp.u.tensor);
   if (st) {
     dvm_value_clear(&tmp);
     return st;

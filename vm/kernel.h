@@ -15,9 +15,9 @@
 typedef struct dvm_exec {
   int threads; /* kernel threads this VM may use (>= 1) */
   int allow_tf32; /* dvm_vm_options.allow_tf32 */
-  /* The VM's CUDA state (stream, cuBLAS handle, host-sync count: see
-   * vm/cuda/stream.h); set before any CUDA kernel of the VM runs. */
-  struct dvm_cuda_vm *cuda;
+  /* The VM's stream on each device (vm/device.h), made before the VM's
+   * first kernel or copy there; a device's kernels read their own. */
+  struct dvm_stream *streams[DVM_DEVICE_COUNT];
 } dvm_exec;
 
 /* An invoke's attribute as the linker guesses it from a linear walk: the

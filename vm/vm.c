@@ -1,17 +1,17 @@
 /* VM instances: creation, invocation through the API, statistics. */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cuda/stream.h"
 #include "dvm/debug.h"
 #include "registry.h"
 #include "vmimpl.h"
 
 #define DEFAULT_MAX_DEPTH 256
 
-static dvm_status *cuda_module_check(const dvm_module *m);
+static dvm_status *device_module_check(const dvm_module *m, dvm_device_kind dev);
 
 void dvm_vm_options_init(dvm_vm_options *o) {
   memset(o, 0, sizeof *o);
@@ -40,9 +40,10 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
   vm->m = m; /* its registry has the devices */
   /* the default device must exist: say so now rather than at the first allocation */
   dvm_pool *p;
+  dvm_stream *s;
   dvm_status *st = dvm_vm_pool(vm, vm->opts.device, &p);
-  if (!st && vm->opts.device == DVM_DEVICE_CUDA) st = cuda_module_check(m);
-  if (!st && vm->opts.device == DVM_DEVICE_CUDA) st = dvm_vm_cuda(vm, &vm->exec.cuda);
+  if (!st && vm->opts.device != DVM_DEVICE_CPU) st = device_module_check(m, vm->opts.device);
+  if (!st) st = dvm_vm_stream(vm, vm->opts.device, &s);
   if (st) {
     for (int d = 0; d < DVM_DEVICE_COUNT; d++) dvm_pool_destroy(vm->pools[d]);
     free(vm->frames);
@@ -55,38 +56,66 @@ dvm_status *dvm_vm_create(dvm_module *m, const dvm_vm_options *opts, dvm_vm **ou
   return NULL;
 }
 
-static int is_cuda_name(const char *name) {
-  size_t n = strlen(name), k = strlen(DVM_CUDA_SUFFIX);
-  return n > k && strcmp(name + n - k, DVM_CUDA_SUFFIX) == 0;
+/* The device a module function runs on: D for NAME@D (DVM_CUDA_SUFFIX
+ * for CUDA), the CPU for a name without such a suffix. */
+static dvm_device_kind function_device(const char *name) {
+  size_t n = strlen(name);
+  for (int d = 0; d < DVM_DEVICE_COUNT; d++) {
+    const char *dn = dvm_device_name((dvm_device_kind)d);
+    size_t k = strlen(dn);
+    if (d != DVM_DEVICE_CPU && n > k + 1 && name[n - k - 1] == '@' && strcmp(name + n - k, dn) == 0)
+      return (dvm_device_kind)d;
+  }
+  return DVM_DEVICE_CPU;
 }
 
-/* A CUDA VM runs the module's NAME@cuda functions: a module with none was
- * compiled for the CPU only. */
-static dvm_status *cuda_module_check(const dvm_module *m) {
+/* The device's name as messages write it: "CUDA". */
+static const char *device_title(dvm_device_kind dev, char buf[16]) {
+  const char *n = dvm_device_name(dev);
+  size_t i = 0;
+  for (; n[i] && i < 15; i++) buf[i] = (char)toupper((unsigned char)n[i]);
+  buf[i] = 0;
+  return buf;
+}
+
+/* A VM on device dev runs the module's NAME@D functions: a module with
+ * none was compiled for the CPU only. */
+static dvm_status *device_module_check(const dvm_module *m, dvm_device_kind dev) {
   for (uint32_t i = 0; i < m->nfuncs; i++)
-    if (is_cuda_name(m->funcs[i].name)) return NULL;
+    if (function_device(m->funcs[i].name) == dev) return NULL;
+  char t[16];
+  const char *n = dvm_device_name(dev);
   return dvm_status_new(DVM_FAILED_PRECONDITION,
-                        "the module has no CUDA functions (NAME" DVM_CUDA_SUFFIX
-                        "): it was compiled for the CPU only; compile it with --target cpu,cuda");
+                        "the module has no %s functions (NAME@%s): it was compiled for the CPU only; "
+                        "compile it with --target cpu,%s", device_title(dev, t), n, n);
 }
 
-dvm_status *dvm_vm_cuda(dvm_vm *vm, struct dvm_cuda_vm **out) {
-  if (!vm->exec.cuda) {
-    dvm_status *st = dvm_cuda_vm_create(&vm->stats.host_syncs, &vm->exec.cuda);
+dvm_status *dvm_vm_stream(dvm_vm *vm, dvm_device_kind dev, dvm_stream **out) {
+  if (!vm->exec.streams[dev]) {
+    const dvm_device *d;
+    dvm_status *st = vm->m->reg->device(dev, &d);
+    if (!st) st = d->stream_create(d, &vm->stats.host_syncs, &vm->exec.streams[dev]);
     if (st) return st;
   }
-  *out = vm->exec.cuda;
+  *out = vm->exec.streams[dev];
   return NULL;
 }
 
+/* The first device other than the CPU that is present and that m has
+ * functions for. */
 dvm_device_kind dvm_device_auto(const dvm_module *m, char *buf, size_t size) {
-  char dev[192];
-  /* the module first: a CPU-only module need not wait for the driver */
-  dvm_status *st = cuda_module_check(m);
-  if (!st) st = dvm_device_probe(DVM_DEVICE_CUDA, dev, sizeof dev);
-  if (!st) {
-    snprintf(buf, size, "%s", dev);
-    return DVM_DEVICE_CUDA;
+  dvm_status *st = NULL;
+  for (int k = 0; k < DVM_DEVICE_COUNT; k++) {
+    if (k == DVM_DEVICE_CPU) continue;
+    const dvm_device *d;
+    dvm_status_free(st);
+    /* the module first: a module without functions for it need not wait for a driver */
+    st = device_module_check(m, (dvm_device_kind)k);
+    if (!st) st = m->reg->device((dvm_device_kind)k, &d);
+    if (!st) {
+      d->describe(d, buf, size);
+      return (dvm_device_kind)k;
+    }
   }
   snprintf(buf, size, "cpu (%s)", dvm_status_message(st));
   dvm_status_free(st);
@@ -95,28 +124,35 @@ dvm_device_kind dvm_device_auto(const dvm_module *m, char *buf, size_t size) {
 
 dvm_status *dvm_vm_find_function(const dvm_vm *vm, const char *name, int *out) {
   const dvm_module *m = vm->m;
-  if (vm->opts.device != DVM_DEVICE_CUDA || is_cuda_name(name)) {
+  dvm_device_kind dev = vm->opts.device;
+  if (dev == DVM_DEVICE_CPU || function_device(name) == dev) {
     *out = dvm_module_find_function(m, name);
     if (*out < 0) return dvm_status_new(DVM_NOT_FOUND, "no function \"%s\" in the module", name);
     return NULL;
   }
-  char full[256];
-  if ((size_t)snprintf(full, sizeof full, "%s" DVM_CUDA_SUFFIX, name) >= sizeof full)
+  char full[256], t[16];
+  if ((size_t)snprintf(full, sizeof full, "%s@%s", name, dvm_device_name(dev)) >= sizeof full)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "function name \"%.40s...\" is too long", name);
   *out = dvm_module_find_function(m, full);
   if (*out >= 0) return NULL;
+  if (dvm_module_find_function(m, name) < 0)
+    return dvm_status_new(DVM_NOT_FOUND, "no function \"%s\" for %s in the module", full,
+                          device_title(dev, t));
   return dvm_status_new(DVM_NOT_FOUND,
-                        "no function \"%s\" for CUDA in the module%s", full,
-                        dvm_module_find_function(m, name) >= 0
-                            ? " (it has the CPU one: run on the CPU, or compile with --target cpu,cuda)"
-                            : "");
+                        "no function \"%s\" for %s in the module (it has the CPU one: run on the "
+                        "CPU, or compile with --target cpu,%s)", full, device_title(dev, t),
+                        dvm_device_name(dev));
 }
 
 void dvm_vm_destroy(dvm_vm *vm) {
   if (!vm) return;
   dvm_vm_stop(vm);
-  /* waits for the stream, so no queued kernel still uses a pool block */
-  dvm_cuda_vm_destroy(vm->exec.cuda);
+  /* waits for each stream, so no queued kernel still uses a pool block */
+  for (int d = 0; d < DVM_DEVICE_COUNT; d++) {
+    dvm_stream *s = vm->exec.streams[d];
+    if (s) s->dev->stream_destroy(s);
+    dvm_constcopy_clear(&vm->consts[d]);
+  }
   for (int d = 0; d < DVM_DEVICE_COUNT; d++) dvm_pool_destroy(vm->pools[d]);
   dvm_module_release(vm->m);
   free(vm->regs);
@@ -162,25 +198,33 @@ dvm_status *dvm_vm_push_frame(dvm_vm *vm, uint32_t f, const int64_t *dsts) {
   return NULL;
 }
 
-/* Tensor inputs on the CUDA device (imported with DLPack, or results left
- * there) go to NAME@cuda functions only: CPU kernels cannot read them. One
- * that no pool of dvm made (DLPack) may still be written by its producer on
- * a stream dvm does not know, so the device is waited for once. */
+/* Tensor inputs on a device other than the host (imported with DLPack, or
+ * results left there) go to that device's functions (NAME@D) only: CPU
+ * kernels cannot read them. One that no pool of dvm made (DLPack) may
+ * still be written by its producer on a stream dvm does not know, so its
+ * device is waited for once. */
 static dvm_status *device_args_check(dvm_vm *vm, const dvm_func *fn, const dvm_value *args, int nargs) {
-  int foreign = 0;
+  unsigned foreign = 0; /* one bit per device */
+  dvm_device_kind fdev = function_device(fn->name);
   for (int i = 0; i < nargs; i++) {
-    if (args[i].kind != DVM_VAL_TENSOR || args[i].u.tensor->storage->device == DVM_DEVICE_CPU) continue;
-    if (!is_cuda_name(fn->name))
+    if (args[i].kind != DVM_VAL_TENSOR) continue;
+    const dvm_storage *sto = args[i].u.tensor->storage;
+    dvm_device_kind tdev = (dvm_device_kind)sto->device;
+    if (tdev == DVM_DEVICE_CPU) continue;
+    if (tdev != fdev)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" input %d (\"%s\") is on the %s device; "
-                            "this function runs on the CPU: run on cuda, or pass a host tensor", fn->name, i,
-                            fn->params[i].name, dvm_device_name((dvm_device_kind)args[i].u.tensor->storage->device));
-    foreign |= args[i].u.tensor->storage->pool == NULL;
+                            "this function runs on %s: run on %s, or pass a host tensor", fn->name, i,
+                            fn->params[i].name, dvm_device_name(tdev),
+                            fdev == DVM_DEVICE_CPU ? "the CPU" : dvm_device_name(fdev), dvm_device_name(tdev));
+    if (!sto->pool) foreign |= 1u << tdev;
   }
-  if (!foreign) return NULL;
-  const dvm_device *d;
-  dvm_status *st = vm->m->reg->device(DVM_DEVICE_CUDA, &d);
-  if (!st) st = d->sync(d);
-  vm->stats.host_syncs++;
+  dvm_status *st = NULL;
+  for (int d = 0; d < DVM_DEVICE_COUNT && !st; d++) {
+    if (!(foreign >> d & 1)) continue;
+    const dvm_device *dev;
+    if (!(st = vm->m->reg->device((dvm_device_kind)d, &dev))) st = dev->sync(dev);
+    vm->stats.host_syncs++;
+  }
   return st;
 }
 
@@ -219,21 +263,24 @@ dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs, dv
   return NULL;
 }
 
-/* Whether v is, or holds at any depth (a tuple: a sequence), a tensor
- * on a device. */
-static bool on_device(const dvm_value *v) {
-  if (v->kind == DVM_VAL_TENSOR) return v->u.tensor->storage->device != DVM_DEVICE_CPU;
-  if (v->kind != DVM_VAL_TUPLE) return false;
-  for (int i = 0; i < v->u.tuple->n; i++)
-    if (on_device(&v->u.tuple->items[i])) return true;
-  return false;
+/* The devices other than the host that hold v's tensors, at any depth (a
+ * tuple: a sequence), one bit each. */
+static unsigned devices_of(const dvm_value *v) {
+  if (v->kind == DVM_VAL_TENSOR) {
+    dvm_device_kind d = (dvm_device_kind)v->u.tensor->storage->device;
+    return d == DVM_DEVICE_CPU ? 0 : 1u << d;
+  }
+  unsigned m = 0;
+  if (v->kind == DVM_VAL_TUPLE)
+    for (int i = 0; i < v->u.tuple->n; i++) m |= devices_of(&v->u.tuple->items[i]);
+  return m;
 }
 
 /* v with its tensors on the host: a device tensor copied, a tuple that
  * holds one rebuilt around host copies (tuples are immutable and may be
  * shared). */
 static dvm_status *to_host(dvm_vm *vm, dvm_value *v) {
-  if (!on_device(v)) return NULL;
+  if (!devices_of(v)) return NULL;
   if (v->kind == DVM_VAL_TENSOR) return dvm_vm_copy(vm, v->u.tensor, DVM_DEVICE_CPU, v);
   const dvm_tuple *t = v->u.tuple;
   dvm_value *items = calloc((size_t)(t->n ? t->n : 1), sizeof *items);
@@ -255,14 +302,17 @@ static dvm_status *to_host(dvm_vm *vm, dvm_value *v) {
 
 dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n) {
   dvm_status *st = NULL;
-  int wait = 0;
+  unsigned wait = 0; /* the devices to wait for, one bit each */
   for (int i = 0; i < n && !st; i++) {
-    if (!on_device(&results[i])) continue;
-    if (vm->opts.results_on_device) wait = 1;
+    unsigned devs = devices_of(&results[i]);
+    if (!devs) continue;
+    if (vm->opts.results_on_device) wait |= devs;
     else st = to_host(vm, &results[i]);
   }
-  struct dvm_cuda_vm *cu;
-  if (!st && wait && !(st = dvm_vm_cuda(vm, &cu))) st = dvm_cuda_vm_sync(cu);
+  for (int d = 0; d < DVM_DEVICE_COUNT && !st; d++) {
+    dvm_stream *s;
+    if (wait >> d & 1 && !(st = dvm_vm_stream(vm, (dvm_device_kind)d, &s))) st = s->dev->stream_sync(s);
+  }
   for (int i = 0; i < n && st; i++) dvm_value_clear(&results[i]);
   return st;
 }

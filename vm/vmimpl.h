@@ -4,6 +4,7 @@
 #define DVM_VMIMPL_H
 
 #include "bytecode.h"
+#include "constcopy.h"
 #include "device.h"
 #include "dvm/vm.h"
 #include "pool.h"
@@ -19,7 +20,8 @@ struct dvm_vm {
   dvm_module *m;
   dvm_vm_options opts;
   dvm_pool *pools[DVM_DEVICE_COUNT]; /* made on first use */
-  dvm_exec exec;
+  dvm_exec exec;                     /* exec.streams: made on first use */
+  dvm_constcopy consts[DVM_DEVICE_COUNT]; /* device copies of module constants */
   dvm_value *regs;
   size_t regs_cap;
   dvm_frame *frames;
@@ -37,10 +39,10 @@ struct dvm_vm {
   struct dvm_profile *profile; /* attached by dvm_vm_set_profile, or NULL */
 };
 
-/* The VM's CUDA state (vm/cuda/stream.h), made on first use: at creation
- * for a CUDA VM, at its first device copy or kernel for a CPU VM. */
-struct dvm_cuda_vm;
-DVM_MUST_USE dvm_status *dvm_vm_cuda(dvm_vm *vm, struct dvm_cuda_vm **out);
+/* The VM's stream on a device (vm/device.h), made on first use: at
+ * creation on the VM's own device, at the first copy or kernel there on
+ * another. */
+DVM_MUST_USE dvm_status *dvm_vm_stream(dvm_vm *vm, dvm_device_kind dev, dvm_stream **out);
 
 /* The pool for a device, made on first use. */
 DVM_MUST_USE dvm_status *dvm_vm_pool(dvm_vm *vm, dvm_device_kind dev, dvm_pool **out);

@@ -23,9 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/stream.h"
 #include "ops/cuda/blas.h"
 #include "ops/cuda/kernels.h"
+#include "ops/cuda/stream.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/matmul.h"
@@ -116,7 +116,7 @@ static void blas_vm_free(void *p) {
   free(b);
 }
 
-static dvm_status *blas_vm_get(dvm_cuda_vm *cu, blas_vm **out) {
+static dvm_status *blas_vm_get(dvm_cuda_stream *cu, blas_vm **out) {
   if (cu->slot[DVM_CUDA_SLOT_BLAS]) {
     *out = cu->slot[DVM_CUDA_SLOT_BLAS];
     return NULL;
@@ -264,16 +264,16 @@ static dvm_status *run(int tf32, blas_vm *bv, const gemm_call *g) {
               g->y_type, (int)g->ldy, g->sy, (int)g->batch, compute, CUBLAS_GEMM_DEFAULT);
 }
 
-static dvm_status *zero(dvm_cuda_vm *cu, const dvm_tensor *o) {
+static dvm_status *zero(dvm_cuda_stream *cu, const dvm_tensor *o) {
   size_t bytes = dvm_tensor_nbytes(o);
   CUdeviceptr p = (CUdeviceptr)(uintptr_t)dvm_tensor_ptr(o);
   return bytes % 4 ? DVM_CU(cu->dev->api, cuMemsetD16Async, p, 0, bytes / 2, cu->stream)
                    : DVM_CU(cu->dev->api, cuMemsetD32Async, p, 0, bytes / 4, cu->stream);
 }
 
-static dvm_status *cuda_state(const dvm_kernel_args *a, const char *op, dvm_cuda_vm **cu,
+static dvm_status *cuda_state(const dvm_kernel_args *a, const char *op, dvm_cuda_stream **cu,
                               blas_vm **bv) {
-  *cu = a->exec ? a->exec->cuda : NULL;
+  *cu = dvm_cuda_stream_of(a);
   if (!*cu) return dvm_status_new(DVM_INTERNAL, "%s: the VM has no CUDA state", op);
   dvm_status *st = blas_vm_get(*cu, bv);
   return st ? st : dvm_cuda_enter((*cu)->dev);
@@ -288,7 +288,7 @@ static dvm_status *matmul(const dvm_kernel_args *a) {
       (st = dvm_cuda_blas_plan(x, y, o, &p)))
     return st;
   if (dvm_tensor_numel(o) == 0) return NULL;
-  dvm_cuda_vm *cu;
+  dvm_cuda_stream *cu;
   blas_vm *bv;
   if ((st = cuda_state(a, "matmul", &cu, &bv))) return st;
   if (p.k == 0) return zero(cu, o);
@@ -325,7 +325,7 @@ static dvm_status *outer(blas_vm *bv, int type, int64_t m, int64_t n, const void
 }
 
 /* Y = C broadcast to [m, n] (C's dtype is Y's). */
-static dvm_status *broadcast_c(dvm_cuda_vm *cu, blas_vm *bv, const dvm_tensor *c, const dvm_tensor *o,
+static dvm_status *broadcast_c(dvm_cuda_stream *cu, blas_vm *bv, const dvm_tensor *c, const dvm_tensor *o,
                                int64_t m, int64_t n) {
   const dvm_cuda_api *api_ = cu->dev->api;
   int rc = c->rank, type = cuda_type((dvm_dtype)o->dtype);
@@ -383,7 +383,7 @@ static dvm_status *gemm(const dvm_kernel_args *a) {
   if ((st = fits_int(op, "m", m)) || (st = fits_int(op, "n", n)) || (st = fits_int(op, "k", k)))
     return st;
   if (m * n == 0) return NULL;
-  dvm_cuda_vm *cu;
+  dvm_cuda_stream *cu;
   blas_vm *bv;
   if ((st = cuda_state(a, op, &cu, &bv))) return st;
   if (k == 0 && use_c)

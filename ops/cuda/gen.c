@@ -7,12 +7,12 @@
  *     (payload.h), on the VM's stream. Attribute 0, where a PERMUTED input
  *     has one, is transpose's perm; of a GATHER kernel, the axis. A
  *     GATHER kernel also gets the VM's device error record, which the
- *     VM's next host wait reads (vm/cuda/stream.h).
+ *     VM's next host wait reads (ops/cuda/stream.h).
  *
  * A payload is read, checked and loaded once per VM, at its first call:
  * the cubin for the device's exact sm, else the PTX JIT-compiled by the
  * driver, with every entry resolved and each config's occupancy asked of
- * the driver. The cache is the VM's own (vm/cuda/stream.h slots), keyed by
+ * the driver. The cache is the VM's own (ops/cuda/stream.h slots), keyed by
  * the payload's address: the VM holds its module, so the address is stable
  * and unique while the VM lives, and a VM is used by one thread at a time,
  * so the cache needs no lock.
@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/stream.h"
 #include "ops/cuda/kernels.h"
 #include "ops/cuda/payload.h"
+#include "ops/cuda/stream.h"
 #include "ops/kargs.h"
 
 _Static_assert(DVM_CUDA_ERROR_WORDS == DVM_GEN_ERROR_WORDS, "one device error record layout");
@@ -119,7 +119,7 @@ static dvm_status *load(const dvm_cuda_device *d, const dvm_kernel_args *a, load
 }
 
 /* The loaded form of this call's payload, loading it on first use. */
-static dvm_status *lookup(dvm_cuda_vm *cu, const dvm_kernel_args *a, loaded **out) {
+static dvm_status *lookup(dvm_cuda_stream *cu, const dvm_kernel_args *a, loaded **out) {
   cache *c = cu->slot[DVM_CUDA_SLOT_GEN];
   if (!c) {
     if (!(c = calloc(1, sizeof *c))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -242,7 +242,7 @@ static dvm_status *check_variant(const dvm_gen_payload *g, int64_t variant, long
 }
 
 static dvm_status *gen(const dvm_kernel_args *a) {
-  dvm_cuda_vm *cu = a->exec ? a->exec->cuda : NULL;
+  dvm_cuda_stream *cu = dvm_cuda_stream_of(a);
   if (!cu) return dvm_status_new(DVM_INTERNAL, "gen: the VM has no CUDA state");
   loaded *l = NULL;
   dvm_status *st = lookup(cu, a, &l);
@@ -266,7 +266,7 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   for (int o = 0; o < g->nout; o++) p.ptr[g->nin + o] = dvm_tensor_ptr(a->out[o]);
   if (g->kind == DVM_GEN_GATHER) {
     CUdeviceptr errors;
-    if ((st = dvm_cuda_vm_errors(cu, &errors))) return st;
+    if ((st = dvm_cuda_stream_errors(cu, &errors))) return st;
     p.ptr[g->nin + g->nout] = (void *)(uintptr_t)errors;
   }
   p.n = s.n;

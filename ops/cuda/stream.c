@@ -1,50 +1,37 @@
-/* The per-VM CUDA state (see stream.h). */
+/* The CUDA stream of one VM (see stream.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/stream.h"
+#include "ops/cuda/stream.h"
 
 #define DPTR(p) ((CUdeviceptr)(uintptr_t)(p))
 
-/* Keyed by what makes a constant's bytes: its offset in the module's
- * data, dtype and shape (the dev copy carries them). Not by the host
- * tensor's address: views of constants are made and freed per invocation,
- * and a freed view's address may come back as a view of other bytes. */
-struct dvm_cuda_const {
-  size_t offset;
-  dvm_tensor *dev; /* NULL: empty slot */
-};
-
-#define MAX_CONSTS 65536 /* past it (views at ever new shapes) copy each time */
-
-dvm_status *dvm_cuda_vm_create(uint64_t *syncs, dvm_cuda_vm **out) {
-  const dvm_cuda_device *d;
-  dvm_status *st = dvm_cuda_device_get(&d);
-  if (st) return dvm_status_annotate(st, "the CUDA device is not available");
-  dvm_cuda_vm *s = calloc(1, sizeof *s);
+dvm_status *dvm_cuda_stream_create(const dvm_device *dev, uint64_t *syncs, dvm_stream **out) {
+  const dvm_cuda_device *d = dvm_cuda_device_loaded(); /* dev is handed out once it loaded */
+  dvm_cuda_stream *s = calloc(1, sizeof *s);
   if (!s) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  s->head.dev = dev;
   s->dev = d;
   s->syncs = syncs;
   /* non-blocking: the legacy default stream that libraries may use must
    * not serialize with this VM's work */
+  dvm_status *st;
   if ((st = dvm_cuda_enter(d)) ||
       (st = DVM_CU(d->api, cuStreamCreate, &s->stream, DVM_CU_STREAM_NON_BLOCKING)) ||
       (st = DVM_CU(d->api, cuEventCreate, &s->staging_free, DVM_CU_EVENT_DISABLE_TIMING))) {
-    dvm_cuda_vm_destroy(s);
+    dvm_cuda_stream_destroy(&s->head);
     return st;
   }
-  *out = s;
+  *out = &s->head;
   return NULL;
 }
 
-void dvm_cuda_vm_destroy(dvm_cuda_vm *s) {
-  if (!s) return;
+void dvm_cuda_stream_destroy(dvm_stream *head) {
+  dvm_cuda_stream *s = (dvm_cuda_stream *)head;
   const dvm_cuda_api *a = s->dev->api;
   if (!dvm_cuda_enter(s->dev) && s->stream) (void)a->cuStreamSynchronize(s->stream);
   for (int i = 0; i < DVM_CUDA_SLOTS; i++)
     if (s->slot[i]) s->slot_free[i](s->slot[i]);
-  for (size_t i = 0; i < s->consts_cap; i++) dvm_tensor_release(s->consts[i].dev);
-  free(s->consts);
   if (s->staging) (void)a->cuMemFreeHost(s->staging);
   if (s->errors) (void)a->cuMemFree_v2(s->errors);
   if (s->errors_host) (void)a->cuMemFreeHost(s->errors_host);
@@ -53,56 +40,14 @@ void dvm_cuda_vm_destroy(dvm_cuda_vm *s) {
   free(s);
 }
 
-static int same_const(const struct dvm_cuda_const *e, size_t offset, const dvm_tensor *t) {
-  const dvm_tensor *d = e->dev;
-  return e->offset == offset && d->dtype == t->dtype && d->rank == t->rank &&
-         memcmp(d->dims, t->dims, sizeof(int64_t) * t->rank) == 0;
-}
-
-/* The slot of t (a view at `offset`), or the empty slot where it goes. */
-static size_t const_slot(const struct dvm_cuda_const *tab, size_t cap, size_t offset,
-                         const dvm_tensor *t) {
-  uint64_t h = offset;
-  for (int d = 0; d < t->rank; d++) h = h * 31 + (uint64_t)t->dims[d];
-  size_t i = (size_t)((h * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
-  while (tab[i].dev && !same_const(&tab[i], offset, t)) i = (i + 1) & (cap - 1);
-  return i;
-}
-
-dvm_tensor *dvm_cuda_vm_const_find(const dvm_cuda_vm *s, const dvm_tensor *host) {
-  if (!s->consts_cap) return NULL;
-  return s->consts[const_slot(s->consts, s->consts_cap, host->offset, host)].dev;
-}
-
-dvm_status *dvm_cuda_vm_const_add(dvm_cuda_vm *s, const dvm_tensor *host, dvm_tensor *dev) {
-  if (s->nconsts == MAX_CONSTS) return NULL;
-  if (2 * (s->nconsts + 1) > s->consts_cap) { /* keep it at most half full */
-    size_t cap = s->consts_cap ? 2 * s->consts_cap : 64;
-    struct dvm_cuda_const *t = calloc(cap, sizeof *t);
-    if (!t) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    for (size_t i = 0; i < s->consts_cap; i++)
-      if (s->consts[i].dev)
-        t[const_slot(t, cap, s->consts[i].offset, s->consts[i].dev)] = s->consts[i];
-    free(s->consts);
-    s->consts = t;
-    s->consts_cap = cap;
-  }
-  struct dvm_cuda_const *e = &s->consts[const_slot(s->consts, s->consts_cap, host->offset, host)];
-  if (e->dev) return NULL; /* already there */
-  dvm_tensor_retain(dev);
-  *e = (struct dvm_cuda_const){host->offset, dev};
-  s->nconsts++;
-  return NULL;
-}
-
-static dvm_status *wait_counted(dvm_cuda_vm *s, dvm_status *st) {
+static dvm_status *wait_counted(dvm_cuda_stream *s, dvm_status *st) {
   if (!st) (*s->syncs)++;
   return st;
 }
 
 #define ERROR_BYTES (DVM_CUDA_ERROR_WORDS * sizeof(long long))
 
-dvm_status *dvm_cuda_vm_errors(dvm_cuda_vm *s, CUdeviceptr *out) {
+dvm_status *dvm_cuda_stream_errors(dvm_cuda_stream *s, CUdeviceptr *out) {
   const dvm_cuda_api *a = s->dev->api;
   dvm_status *st = NULL;
   if (!s->errors && !(st = dvm_cuda_enter(s->dev))) {
@@ -120,7 +65,7 @@ dvm_status *dvm_cuda_vm_errors(dvm_cuda_vm *s, CUdeviceptr *out) {
 }
 
 /* What the record says, once the stream is idle; the record cleared. */
-static dvm_status *recorded(dvm_cuda_vm *s) {
+static dvm_status *recorded(dvm_cuda_stream *s) {
   long long *e = s->errors_host;
   if (!e[0]) return NULL;
   dvm_status *st = dvm_status_new(DVM_INVALID_ARGUMENT,
@@ -133,7 +78,8 @@ static dvm_status *recorded(dvm_cuda_vm *s) {
   return st;
 }
 
-dvm_status *dvm_cuda_vm_sync(dvm_cuda_vm *s) {
+dvm_status *dvm_cuda_stream_sync(dvm_stream *head) {
+  dvm_cuda_stream *s = (dvm_cuda_stream *)head;
   const dvm_cuda_api *a = s->dev->api;
   dvm_status *st = dvm_cuda_enter(s->dev);
   if (!st && s->errors)
@@ -144,7 +90,7 @@ dvm_status *dvm_cuda_vm_sync(dvm_cuda_vm *s) {
 
 /* The staging buffer, at least n bytes, free for the host to use: waits
  * for an upload still reading it (a counted sync only if it has to wait). */
-static dvm_status *staging(dvm_cuda_vm *s, size_t n) {
+static dvm_status *staging(dvm_cuda_stream *s, size_t n) {
   const dvm_cuda_api *a = s->dev->api;
   dvm_status *st = NULL;
   if (s->staging_busy) {
@@ -167,8 +113,9 @@ static dvm_status *staging(dvm_cuda_vm *s, size_t n) {
   return NULL;
 }
 
-dvm_status *dvm_cuda_vm_copy(dvm_cuda_vm *s, void *dst, dvm_device_kind dst_dev, const void *src,
-                             dvm_device_kind src_dev, size_t n) {
+dvm_status *dvm_cuda_stream_copy(dvm_stream *head, void *dst, dvm_device_kind dst_dev,
+                                 const void *src, dvm_device_kind src_dev, size_t n) {
+  dvm_cuda_stream *s = (dvm_cuda_stream *)head;
   const dvm_cuda_api *a = s->dev->api;
   dvm_status *st = dvm_cuda_enter(s->dev);
   if (st || n == 0) return st;
@@ -186,7 +133,7 @@ dvm_status *dvm_cuda_vm_copy(dvm_cuda_vm *s, void *dst, dvm_device_kind dst_dev,
   if (from_dev) {
     if ((st = staging(s, n)) ||
         (st = DVM_CU(a, cuMemcpyDtoHAsync_v2, s->staging, DPTR(src), n, s->stream)) ||
-        (st = dvm_cuda_vm_sync(s)))
+        (st = dvm_cuda_stream_sync(head)))
       return st;
     memcpy(dst, s->staging, n);
     return NULL;

@@ -1,10 +1,11 @@
-/* The CUDA entry of the device table (vm/device.h): device memory for the
- * caching pools, and copies for callers that have no VM stream. A VM's own
- * copies go through its stream instead (stream.c). */
+/* The CUDA device (vm/device.h): device memory for the caching pools,
+ * copies for callers that have no VM stream, and the VMs' streams
+ * (stream.c), on which their copies and kernels are queued. */
 #include <stdint.h>
+#include <stdio.h>
 
-#include "cuda/cuapi.h"
-#include "cuda/stream.h"
+#include "ops/cuda/cuapi.h"
+#include "ops/cuda/stream.h"
 
 /* The device: only reachable through cuda_device, which is handed out
  * after it loaded. */
@@ -43,6 +44,17 @@ static dvm_status *cuda_sync(const dvm_device *d) {
   return st ? st : DVM_CU(cudev->api, cuCtxSynchronize);
 }
 
+static void cuda_describe(const dvm_device *d, char *buf, size_t size) {
+  snprintf(buf, size, "cuda:0 (%s, sm_%d, %d SMs)", cudev->name, cudev->sm, cudev->sm_count);
+}
+
+/* Driver calls need the context current, and a VM may move between
+ * threads between two launches. */
+static dvm_status *cuda_launch(dvm_stream *s, const dvm_kernel_def *k, const dvm_kernel_args *a) {
+  dvm_status *st = dvm_cuda_enter(cudev);
+  return st ? st : k->fn(a);
+}
+
 static const dvm_device cuda_device = {
     .kind = DVM_DEVICE_CUDA,
     .name = "cuda",
@@ -50,6 +62,12 @@ static const dvm_device cuda_device = {
     .free = cuda_free,
     .copy = cuda_copy,
     .sync = cuda_sync,
+    .describe = cuda_describe,
+    .stream_create = dvm_cuda_stream_create,
+    .stream_destroy = dvm_cuda_stream_destroy,
+    .stream_copy = dvm_cuda_stream_copy,
+    .stream_sync = dvm_cuda_stream_sync,
+    .launch = cuda_launch,
 };
 
 dvm_status *dvm_cuda_device_entry(const dvm_device **out) {

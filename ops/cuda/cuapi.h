@@ -6,8 +6,8 @@
  *
  * Every driver result goes through dvm_cuda_check, which names the call and
  * the driver's error name and string. */
-#ifndef DVM_CUDA_CUAPI_H
-#define DVM_CUDA_CUAPI_H
+#ifndef DVM_OPS_CUDA_CUAPI_H
+#define DVM_OPS_CUDA_CUAPI_H
 
 #include <stddef.h>
 

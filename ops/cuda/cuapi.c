@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuapi.h"
+#include "ops/cuda/cuapi.h"
 
 static dvm_cuda_api api;
 static dvm_cuda_device device;

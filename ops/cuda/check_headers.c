@@ -4,7 +4,7 @@
 #include <cuda.h>
 
 #define DVM_CUDA_TYPES_FROM_CUDA_H
-#include "cuda/cuapi.h"
+#include "ops/cuda/cuapi.h"
 
 /* Each table entry's type, written with cuda.h's types, is the declared
  * function's type. */
