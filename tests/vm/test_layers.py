@@ -1,9 +1,10 @@
 """libdvm's VM knows neither ops nor devices beyond its interfaces
-(docs/bytecode.md, 5.4 Link): no file under vm/ includes a
+(docs/embedding.md, "Linking and devices"): no file under vm/ includes a
 header of ops/, shapefuncs/ or compiler/, and the VM's libraries (dvm_core,
-dvm_bc) call no dvm_ function defined outside them. Kernels, shape
-functions and devices reach the VM only through the registry a module is
-loaded with.
+dvm_bc) call no dvm_ function defined outside them, and no C file of vm/
+names the CUDA device or a driver call (DLPack's device mapping aside).
+Kernels, shape functions and devices reach the VM only through the registry
+a module is loaded with.
 
 usage: test_layers.py SOURCE_ROOT LIBRARY.a...
 """
@@ -35,6 +36,27 @@ def include_errors(root):
     return errors
 
 
+DEVICE = re.compile(r"\bDVM_DEVICE_CUDA\b|\bcu[A-Z]\w*\s*\(")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"", re.S)
+DEVICE_MAPPINGS = ("dlpack.c",)  # DLPack's kDLCUDA is dvm's CUDA device
+
+
+def device_errors(root):
+    errors = []
+    for dirpath, _, files in os.walk(os.path.join(root, "vm")):
+        for name in sorted(files):
+            if not name.endswith(".c") or name in DEVICE_MAPPINGS:
+                continue
+            path = os.path.join(dirpath, name)
+            text = open(path, encoding="utf-8").read()
+            code = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+            for m in DEVICE.finditer(code):
+                line = code.count("\n", 0, m.start()) + 1
+                errors.append(f"{os.path.relpath(path, root)}:{line}: names "
+                              f"{m.group(0).rstrip('( ')}, a device of its own")
+    return errors
+
+
 def symbol_errors(libs):
     defined, undefined = set(), {}
     for lib in libs:
@@ -53,13 +75,13 @@ def symbol_errors(libs):
 
 def main():
     root, libs = sys.argv[1], sys.argv[2:]
-    errors = include_errors(root) + symbol_errors(libs)
+    errors = include_errors(root) + device_errors(root) + symbol_errors(libs)
     for e in errors:
         print(e)
     if errors:
         print(f"FAIL: {len(errors)} reference(s) from vm/ past its interfaces")
         return 1
-    print(f"ok: vm/ includes nothing of {', '.join(FORBIDDEN)}; "
+    print(f"ok: vm/ includes nothing of {', '.join(FORBIDDEN)}, names no device of its own; "
           f"{len(libs)} libraries call only their own dvm_ functions")
     return 0
 
