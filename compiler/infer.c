@@ -1427,6 +1427,32 @@ static void rule_causal_conv(inf *I, const dvmc_node *n) {
   set_shape(n->out[1], 3, (const dvmc_expr *[]){x->dims[0], x->dims[1], dvmc_add(I->x, w->dims[2], dvmc_const(I->x, -1))});
 }
 
+/* MatMulNBits: A's shape with its last dim N. */
+static void rule_matmul_nbits(inf *I, const dvmc_node *n) {
+  const dvmc_value *a = n->in[0];
+  if (!a || a->rank < 1) return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  for (int i = 0; i < a->rank; i++) d[i] = a->dims[i];
+  d[a->rank - 1] = dvmc_const(I->x, dvmc_attr_int(n, "N", 0));
+  set_shape(n->out[0], a->rank, d);
+}
+
+/* GatherBlockQuantized (gather_axis 0, the only one taken): indices'
+ * dims, then data's after the first, the last times the codes per byte. */
+static void rule_gather_block_quantized(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0], *idx = n->nin > 1 ? n->in[1] : NULL;
+  int64_t bits = dvmc_attr_int(n, "bits", 4);
+  if (!x || !idx || x->rank < 2 || idx->rank < 0 || x->rank + idx->rank - 1 > DVM_MAX_RANK ||
+      norm_axis(dvmc_attr_int(n, "gather_axis", 0), x->rank) != 0 || (bits != 4 && bits != 8))
+    return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  int r = 0;
+  for (int i = 0; i < idx->rank; i++) d[r++] = idx->dims[i];
+  for (int i = 1; i < x->rank; i++) d[r++] = x->dims[i];
+  if (d[r - 1]) d[r - 1] = dvmc_mul(I->x, d[r - 1], dvmc_const(I->x, 8 / bits));
+  set_shape(n->out[0], r, d);
+}
+
 /* DynamicQuantizeLinear: y as x; its scale and zero point are scalars. */
 static void rule_dynamic_quantize(inf *I, const dvmc_node *n) {
   (void)I;

@@ -1,0 +1,69 @@
+/* Block-quantized weights, com.microsoft MatMulNBits: B's codes, scales
+ * and zero points in the layout the tiles read, and the tiles
+ * (ops/cpu/nbits_tile.c). The kernel (ops/cpu/nbits.c) checks the
+ * inputs, prepares A and splits the column groups over the threads.
+ *
+ * Layout of B: columns in groups of DVM_NBITS_NG (16), the last one
+ * padded with zero codes; each group holds its blocks in order along K
+ * (the last block padded with zero codes); each block is a run of 64-byte
+ * units, the 16 columns' codes for a few consecutive k:
+ *   4 bits: 8 k per unit, byte 4c + j = code(k + j, c) | code(k + 4 + j, c) << 4
+ *   8 bits: 4 k per unit, byte 4c + j = code(k + j, c)            (j < 4)
+ * so the 4 bytes of a column are one 32-bit lane: a broadcast of 4 codes
+ * of a row of A against a unit (vpdpbusd, or vpmaddubsw + vpmaddwd) sums 4
+ * products into each column's lane, and no horizontal sum is needed.
+ * Scales and zero points are floats, [group][block][16]. */
+#ifndef DVM_OPS_CPU_NBITS_H
+#define DVM_OPS_CPU_NBITS_H
+
+#include <stdint.h>
+
+#define DVM_NBITS_NG 16 /* columns per group */
+#define DVM_NBITS_MR 4  /* rows of A per tile */
+
+typedef struct dvm_nbits_b {
+  int64_t k, n, bits, block, kb, groups;
+  uint8_t *codes; /* groups * kb * block * NG * bits / 8 bytes, 64-byte aligned */
+} dvm_nbits_b;
+
+/* Scales or zero points of [n, kb] blocks, as floats in groups. */
+typedef struct dvm_nbits_q {
+  int64_t n, kb, bits; /* bits: of the codes it was made from, 0 from floats */
+  float *v; /* groups * kb * NG */
+} dvm_nbits_q;
+
+/* B [n, kb, block * bits / 8] (ONNX Runtime's layout: codes along k, low
+ * nibble first) in the tiles' layout; NULL when out of memory. Free with
+ * dvm_nbits_b_free. */
+dvm_nbits_b *dvm_nbits_pack_b(const uint8_t *b, int64_t k, int64_t n, int64_t bits, int64_t block);
+void dvm_nbits_b_free(void *b);
+
+/* Per-block values of n columns and kb blocks in groups: f32 [n, kb]
+ * (codes NULL, f given), or codes of `bits` packed along the blocks
+ * ([n, ceil(kb bits / 8)] bytes). NULL when out of memory. Free with
+ * dvm_nbits_q_free. */
+dvm_nbits_q *dvm_nbits_pack_q(const float *f, const uint8_t *codes, int64_t bits, int64_t n, int64_t kb);
+void dvm_nbits_q_free(void *q);
+
+/* A's side of a call: rows of kp = kb * block values (int8 codes for the
+ * int8 tiles, floats for the f32 tiles; past K zeros), and per row and
+ * block the scale the codes carry (1 for floats) and their sum. */
+typedef struct dvm_nbits_a {
+  const void *v;
+  const float *scale, *sum;
+  int64_t kp;
+} dvm_nbits_a;
+
+/* out[i][c] (r <= MR rows of 16, for rows i0 .. i0 + r of A and group g's
+ * columns) = sum over blocks of a_scale * b_scale * (dot - zp * a_sum),
+ * zero points from zp (NULL: every one zdef). int8: A as codes, dot in
+ * i32 (vpdpbusd where the CPU has AVX-512 VNNI, vpmaddubsw with AVX2);
+ * else A as floats, dot in f32. The variant is chosen once per process
+ * (ops/cpu/isa.h). */
+void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, const dvm_nbits_q *zp,
+                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out);
+
+/* "avx512-vnni", "avx2" or "generic": the int8 tiles' variant (tests). */
+const char *dvm_nbits_int8_variant(void);
+
+#endif

@@ -1,0 +1,372 @@
+/* MatMulNBits' packed forms and tiles (nbits.h).
+ *
+ * A tile computes r <= MR rows of A against one group of 16 columns, block
+ * by block: the block's dot products in one accumulator per row (16 lanes,
+ * one per column), then out += a_scale * b_scale * (dot - zp * a_sum), so
+ * zero points cost one multiply-add per block, not one per code. Its
+ * group's codes (K * 8 bytes at 4 bits) stay in L1 while it runs the row
+ * tiles of a large M; at M = 1 each code is read once, 64 bytes a load.
+ *
+ * Variants: AVX-512 with VNNI (vpdpbusd adds u8 x s8 products in four into
+ * i32 lanes, exact), AVX2 (vpmaddubsw pairs the products into i16, exact
+ * for 4-bit codes against |a| <= 127; 8-bit codes go in as two nibbles),
+ * and plain C. The f32 tiles convert codes to floats and sum with FMA.
+ * AVX-VNNI (the VEX form on CPUs without AVX-512) is not used: the AVX2
+ * tiles run there. */
+#include "ops/cpu/nbits.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "object.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/weight_mem.h"
+
+#define NG DVM_NBITS_NG
+#define MR DVM_NBITS_MR
+#define UNIT 64 /* bytes per unit: 16 columns x 4 bytes */
+
+/* Bytes of one block of one group. */
+static int64_t block_bytes(const dvm_nbits_b *b) { return b->block * NG * b->bits / 8; }
+
+/* Byte offset in a block of code t's byte for column c, and its shift. */
+static inline int64_t code_at(int64_t bits, int64_t t, int64_t c, int *shift) {
+  if (bits == 4) {
+    *shift = (int)(t >> 2 & 1) * 4;
+    return t / 8 * UNIT + 4 * c + (t & 3);
+  }
+  *shift = 0;
+  return t / 4 * UNIT + 4 * c + (t & 3);
+}
+
+void dvm_nbits_b_free(void *p) {
+  dvm_nbits_b *b = p;
+  if (b) free(b->codes);
+  free(b);
+}
+
+dvm_nbits_b *dvm_nbits_pack_b(const uint8_t *src, int64_t k, int64_t n, int64_t bits, int64_t block) {
+  dvm_nbits_b *b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  *b = (dvm_nbits_b){.k = k, .n = n, .bits = bits, .block = block, .kb = (k + block - 1) / block,
+                     .groups = (n + NG - 1) / NG};
+  size_t bytes;
+  if (dvm_mul_overflows((size_t)(b->groups * b->kb), (size_t)block_bytes(b), &bytes) ||
+      !(b->codes = dvm_weight_alloc(bytes))) {
+    free(b);
+    return NULL;
+  }
+  memset(b->codes, 0, bytes);
+  const int64_t kp = b->kb * block, blob = block * bits / 8, bb = block_bytes(b);
+  for (int64_t col = 0; col < n; col++) {
+    const uint8_t *s = src + col * b->kb * blob;
+    uint8_t *g = b->codes + col / NG * b->kb * bb;
+    for (int64_t t = 0; t < kp; t++) {
+      unsigned q = bits == 4 ? (s[t >> 1] >> ((t & 1) * 4)) & 15 : s[t];
+      int shift;
+      g[t / block * bb + code_at(bits, t % block, col % NG, &shift)] |= (uint8_t)(q << shift);
+    }
+  }
+  return b;
+}
+
+void dvm_nbits_q_free(void *p) {
+  dvm_nbits_q *q = p;
+  if (q) free(q->v);
+  free(q);
+}
+
+dvm_nbits_q *dvm_nbits_pack_q(const float *f, const uint8_t *codes, int64_t bits, int64_t n, int64_t kb) {
+  dvm_nbits_q *q = calloc(1, sizeof *q);
+  size_t bytes;
+  if (!q || dvm_mul_overflows((size_t)((n + NG - 1) / NG * NG), (size_t)kb * sizeof(float), &bytes) ||
+      !(q->v = dvm_weight_alloc(bytes))) {
+    free(q);
+    return NULL;
+  }
+  memset(q->v, 0, bytes);
+  q->n = n;
+  q->kb = kb;
+  q->bits = f ? 0 : bits;
+  const int64_t row = (kb * bits + 7) / 8;
+  for (int64_t col = 0; col < n; col++)
+    for (int64_t j = 0; j < kb; j++) {
+      float v = f ? f[col * kb + j]
+                  : (float)(bits == 4 ? (codes[col * row + j / 2] >> ((j & 1) * 4)) & 15 : codes[col * row + j]);
+      q->v[(col / NG * kb + j) * NG + col % NG] = v;
+    }
+  return q;
+}
+
+/* What a tile reads. */
+typedef struct targs {
+  const dvm_nbits_b *b;
+  const float *s, *z; /* group g's scales and zero points (z NULL: zdef) */
+  float zdef;
+  const dvm_nbits_a *a;
+  int64_t i0, g;
+  float *out;
+} targs;
+
+typedef void (*tile_fn)(const targs *t, int r);
+
+static void tile_generic(const targs *t, int r, int int8) {
+  const dvm_nbits_b *b = t->b;
+  const int64_t kb = b->kb, bb = block_bytes(b), kp = t->a->kp;
+  const uint8_t *u = b->codes + t->g * kb * bb;
+  memset(t->out, 0, sizeof(float) * (size_t)(r * NG));
+  for (int64_t j = 0; j < kb; j++, u += bb)
+    for (int i = 0; i < r; i++) {
+      int64_t row = t->i0 + i, base = row * kp + j * b->block;
+      float sa = t->a->scale[row * kb + j], sum = t->a->sum[row * kb + j];
+      for (int c = 0; c < NG; c++) {
+        int32_t idot = 0;
+        float fdot = 0;
+        for (int64_t k = 0; k < b->block; k++) {
+          int shift;
+          int q = u[code_at(b->bits, k, c, &shift)] >> shift & (b->bits == 4 ? 15 : 255);
+          if (int8)
+            idot += q * ((const int8_t *)t->a->v)[base + k];
+          else
+            fdot += (float)q * ((const float *)t->a->v)[base + k];
+        }
+        float d = int8 ? (float)idot : fdot, z = t->z ? t->z[j * NG + c] : t->zdef;
+        t->out[i * NG + c] += sa * t->s[j * NG + c] * (d - z * sum);
+      }
+    }
+}
+
+static void i8_generic(const targs *t, int r) { tile_generic(t, r, 1); }
+static void f32_generic(const targs *t, int r) { tile_generic(t, r, 0); }
+
+#if DVM_EW_X86
+#include <immintrin.h>
+
+#define T2 __attribute__((target("avx2,fma")))
+#define T512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
+#define T512V __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+static inline int32_t load32(const void *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* The pointers every x86 tile starts from. */
+#define TILE_SETUP(elem)                                                              \
+  const dvm_nbits_b *b = t->b;                                                       \
+  const int64_t kb = b->kb, bb = block_bytes(b), kp = t->a->kp, block = b->block;    \
+  const elem *a0 = (const elem *)t->a->v + t->i0 * kp;                               \
+  const float *sa = t->a->scale + t->i0 * kb, *sum = t->a->sum + t->i0 * kb;         \
+  const uint8_t *u = b->codes + t->g * kb * bb
+
+/* ---- AVX-512 ---------------------------------------------------------- */
+
+/* out += a_scale * b_scale * (dot - zp * a_sum) for row i of block j. */
+#define EPI512(o, d, i, j)                                                                   \
+  do {                                                                                       \
+    __m512 s_ = _mm512_loadu_ps(t->s + (j) * NG);                                            \
+    __m512 z_ = t->z ? _mm512_loadu_ps(t->z + (j) * NG) : _mm512_set1_ps(t->zdef);           \
+    __m512 e_ = _mm512_fnmadd_ps(z_, _mm512_set1_ps(sum[(i) * kb + (j)]), d);                \
+    o = _mm512_fmadd_ps(e_, _mm512_mul_ps(s_, _mm512_set1_ps(sa[(i) * kb + (j)])), o);       \
+  } while (0)
+
+T512V INLINE void i8_512(const targs *t, int r, int bits) {
+  TILE_SETUP(int8_t);
+  const __m512i m4 = _mm512_set1_epi8(15);
+  __m512 o[MR];
+  for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < kb; j++, u += bb) {
+    __m512i acc[MR];
+    const int8_t *ak = a0 + j * block;
+    for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_si512();
+    if (bits == 4)
+      for (int64_t k = 0; k < block; k += 8) {
+        __m512i v = _mm512_load_si512(u + k * 8);
+        __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        for (int i = 0; i < r; i++) {
+          acc[i] = _mm512_dpbusd_epi32(acc[i], lo, _mm512_set1_epi32(load32(ak + i * kp + k)));
+          acc[i] = _mm512_dpbusd_epi32(acc[i], hi, _mm512_set1_epi32(load32(ak + i * kp + k + 4)));
+        }
+      }
+    else
+      for (int64_t k = 0; k < block; k += 4) {
+        __m512i v = _mm512_load_si512(u + k * 16);
+        for (int i = 0; i < r; i++)
+          acc[i] = _mm512_dpbusd_epi32(acc[i], v, _mm512_set1_epi32(load32(ak + i * kp + k)));
+      }
+    for (int i = 0; i < r; i++) EPI512(o[i], _mm512_cvtepi32_ps(acc[i]), i, j);
+  }
+  for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+}
+
+T512 INLINE void f32_512(const targs *t, int r, int bits) {
+  TILE_SETUP(float);
+  const __m512i mask = _mm512_set1_epi32(bits == 4 ? 15 : 255);
+  __m512 o[MR];
+  for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < kb; j++, u += bb) {
+    __m512 acc[MR];
+    const float *ak = a0 + j * block;
+    for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
+      __m512i v = _mm512_load_si512(u + k * (bits == 4 ? 8 : 16));
+      _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+        __m512i x = _mm512_srli_epi32(v, 8 * q);
+        __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, mask));
+        for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(ak[i * kp + k + q]), acc[i]);
+        if (bits == 4) {
+          __m512 hi = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(x, 4), mask));
+          for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(ak[i * kp + k + 4 + q]), acc[i]);
+        }
+      }
+    }
+    for (int i = 0; i < r; i++) EPI512(o[i], acc[i], i, j);
+  }
+  for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+}
+
+/* ---- AVX2: each group as two halves of 8 columns ------------------------ */
+
+#define EPI256(o, d, i, j, h)                                                                \
+  do {                                                                                       \
+    __m256 s_ = _mm256_loadu_ps(t->s + (j) * NG + 8 * (h));                                  \
+    __m256 z_ = t->z ? _mm256_loadu_ps(t->z + (j) * NG + 8 * (h)) : _mm256_set1_ps(t->zdef); \
+    __m256 e_ = _mm256_fnmadd_ps(z_, _mm256_set1_ps(sum[(i) * kb + (j)]), d);                \
+    o = _mm256_fmadd_ps(e_, _mm256_mul_ps(s_, _mm256_set1_ps(sa[(i) * kb + (j)])), o);       \
+  } while (0)
+
+T2 INLINE void i8_256(const targs *t, int r, int bits) {
+  TILE_SETUP(int8_t);
+  const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  __m256 o[MR][2];
+  for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < kb; j++, u += bb) {
+    __m256i acc[MR][2];
+    const int8_t *ak = a0 + j * block;
+    for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
+      const uint8_t *p = u + k * (bits == 4 ? 8 : 16);
+      for (int h = 0; h < 2; h++) {
+        __m256i v = _mm256_load_si256((const __m256i *)(p + 32 * h));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        for (int i = 0; i < r; i++) {
+          __m256i al = _mm256_set1_epi32(load32(ak + i * kp + k));
+          if (bits == 4) { /* each pair sum is at most 2 * 15 * 127: no i16 saturation */
+            __m256i ah = _mm256_set1_epi32(load32(ak + i * kp + k + 4));
+            __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, al), _mm256_maddubs_epi16(hi, ah));
+            acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(s16, ones));
+          } else { /* code = 16 hi + lo */
+            __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, al), ones);
+            __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, al), ones);
+            acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_add_epi32(pl, _mm256_slli_epi32(ph, 4)));
+          }
+        }
+      }
+    }
+    for (int i = 0; i < r; i++)
+      for (int h = 0; h < 2; h++) EPI256(o[i][h], _mm256_cvtepi32_ps(acc[i][h]), i, j, h);
+  }
+  for (int i = 0; i < r; i++)
+    for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
+}
+
+T2 INLINE void f32_256(const targs *t, int r, int bits) {
+  TILE_SETUP(float);
+  const __m256i mask = _mm256_set1_epi32(bits == 4 ? 15 : 255);
+  __m256 o[MR][2];
+  for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < kb; j++, u += bb) {
+    __m256 acc[MR][2];
+    const float *ak = a0 + j * block;
+    for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
+      const uint8_t *p = u + k * (bits == 4 ? 8 : 16);
+      for (int h = 0; h < 2; h++) {
+        __m256i v = _mm256_load_si256((const __m256i *)(p + 32 * h));
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+          __m256i x = _mm256_srli_epi32(v, 8 * q);
+          __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(x, mask));
+          for (int i = 0; i < r; i++)
+            acc[i][h] = _mm256_fmadd_ps(lo, _mm256_set1_ps(ak[i * kp + k + q]), acc[i][h]);
+          if (bits == 4) {
+            __m256 hi = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(x, 4), mask));
+            for (int i = 0; i < r; i++)
+              acc[i][h] = _mm256_fmadd_ps(hi, _mm256_set1_ps(ak[i * kp + k + 4 + q]), acc[i][h]);
+          }
+        }
+      }
+    }
+    for (int i = 0; i < r; i++)
+      for (int h = 0; h < 2; h++) EPI256(o[i][h], acc[i][h], i, j, h);
+  }
+  for (int i = 0; i < r; i++)
+    for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
+}
+
+/* One entry point per variant and bit width, with the row count made a
+ * constant so that the accumulators stay in registers. */
+#define ENTRY(name, tgt, body, bits)                                          \
+  tgt static void name(const targs *t, int r) {                               \
+    switch (r) {                                                              \
+    case 1: body(t, 1, bits); break;                                          \
+    case 2: body(t, 2, bits); break;                                          \
+    case 3: body(t, 3, bits); break;                                          \
+    default: body(t, MR, bits); break;                                        \
+    }                                                                         \
+  }
+ENTRY(i8_512_4, T512V, i8_512, 4)
+ENTRY(i8_512_8, T512V, i8_512, 8)
+ENTRY(f32_512_4, T512, f32_512, 4)
+ENTRY(f32_512_8, T512, f32_512, 8)
+ENTRY(i8_256_4, T2, i8_256, 4)
+ENTRY(i8_256_8, T2, i8_256, 8)
+ENTRY(f32_256_4, T2, f32_256, 4)
+ENTRY(f32_256_8, T2, f32_256, 8)
+#endif
+
+enum { V_GENERIC, V_AVX2, V_AVX512, V_COUNT };
+
+/* The variant of the int8 tiles (VNNI needed for AVX-512: without it the
+ * AVX2 tiles run) and of the f32 tiles, chosen once. */
+static int variants[2];
+
+static void choose(void) {
+  for (int int8 = 0; int8 < 2; int8++) {
+    variants[int8] = dvm_isa_chosen() >= DVM_ISA_AVX2 ? V_AVX2 : V_GENERIC;
+#if DVM_EW_X86
+    if (dvm_isa_chosen() == DVM_ISA_AVX512F && __builtin_cpu_supports("avx512bw") &&
+        (!int8 || __builtin_cpu_supports("avx512vnni")))
+      variants[int8] = V_AVX512;
+#endif
+  }
+}
+
+static int variant(int int8) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, choose);
+  return variants[int8 != 0];
+}
+
+const char *dvm_nbits_int8_variant(void) {
+  static const char *const names[V_COUNT] = {"generic", "avx2", "avx512-vnni"};
+  return names[variant(1)];
+}
+
+void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, const dvm_nbits_q *zp,
+                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out) {
+  static const tile_fn tiles[V_COUNT][2][2] = {
+      [V_GENERIC] = {{f32_generic, f32_generic}, {i8_generic, i8_generic}},
+#if DVM_EW_X86
+      [V_AVX2] = {{f32_256_4, f32_256_8}, {i8_256_4, i8_256_8}},
+      [V_AVX512] = {{f32_512_4, f32_512_8}, {i8_512_4, i8_512_8}},
+#endif
+  };
+  const int64_t off = g * b->kb * NG;
+  targs t = {.b = b, .s = scales->v + off, .z = zp ? zp->v + off : NULL, .zdef = zdef, .a = a,
+             .i0 = i0, .g = g, .out = out};
+  tiles[variant(int8)][int8 != 0][b->bits == 8](&t, r);
+}
