@@ -6,12 +6,17 @@ odd and 1; every block size, 4 and 8 bits, zero points packed or float or
 none, bias, batched A, accuracy_level 0 (f32 sums) and 4 (A quantized to
 i8 per block), with the weights as initializers (packed at link) and as
 graph inputs (packed per call), on each variant of the tiles
-(DVM_CPU_ISA). Malformed inputs must fail naming what is wrong."""
+(DVM_CPU_ISA). Malformed inputs must fail naming what is wrong. Where the
+int4 models of ONNX Runtime GenAI's builder are at hand (DVM_GENAI_MODELS,
+default build-data/genai: <family>-int4/model.onnx), every MatMulNBits and
+GatherBlockQuantized node of theirs is checked too."""
+import glob
 import os
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from dvmop import DvmError, run_model
@@ -275,3 +280,52 @@ def test_gather_block_quantized_malformed():
     mod = model("GatherBlockQuantized", bad, {"data", "scales", "zero_points"}, ["Y"], block_size=16)
     with pytest.raises(DvmError, match=r"scales is f32 \[6,3\]: want f32 \[6,2\]"):
         run_model(mod, {"indices": idx})
+
+
+# ---- the nodes of ONNX Runtime GenAI's int4 models -------------------------
+
+GENAI = os.environ.get("DVM_GENAI_MODELS",
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build-data", "genai"))
+GENAI_MODELS = sorted(glob.glob(os.path.join(GENAI, "*-int4", "model.onnx")))
+
+
+def node_model(g, node, inits, feeds):
+    """node alone, its constant inputs with the nodes that make them from
+    initializers (the tied embedding's Reshape), its other inputs fed."""
+    producers = {o: n for n in g.node for o in n.output}
+    nodes, used, todo = [node], set(), list(node.input)
+    while todo:
+        v = todo.pop()
+        if v in producers and v not in feeds and producers[v] not in nodes:
+            nodes.insert(0, producers[v])
+            todo += producers[v].input
+        elif v in inits:
+            used.add(v)
+    vi = [helper.make_tensor_value_info(k, TYPES[x.dtype.type], list(x.shape)) for k, x in feeds.items()]
+    vo = [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)]
+    graph = helper.make_graph(nodes, "g", vi, vo, initializer=[inits[v] for v in sorted(used)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+
+
+@pytest.mark.skipif(not GENAI_MODELS, reason=f"no int4 models of ONNX Runtime GenAI's builder under {GENAI}")
+@pytest.mark.parametrize("path", GENAI_MODELS, ids=lambda p: os.path.basename(os.path.dirname(p)))
+def test_genai_int4_nodes(path):
+    m = onnx.load(path)
+    inits = {i.name: i for i in m.graph.initializer}
+    rng = np.random.default_rng(12)
+    checked = 0
+    for node in m.graph.node:
+        if node.op_type == "MatMulNBits":
+            k = next(a.i for a in node.attribute if a.name == "K")
+            node = onnx.NodeProto.FromString(node.SerializeToString())
+            node.input[0] = "A"  # a layer's input, fed at random
+            feeds = {"A": rng.standard_normal((1, 5, k)).astype(np.float32)}
+        elif node.op_type == "GatherBlockQuantized":
+            feeds = {node.input[1]: np.array([[0, 7, 3, 1, 2]], np.int64)}
+        else:
+            continue
+        got, want = run_both(node_model(m.graph, node, inits, feeds), feeds)
+        assert got.shape == want.shape, (node.name, got.shape, want.shape)
+        assert np.abs(got - want).max() <= TOL[0] * np.abs(want).max(), node.name
+        checked += 1
+    assert checked
