@@ -178,16 +178,16 @@ T512V INLINE void i8_512(const targs *t, int r, int bits) {
   TILE_SETUP(int8_t);
   const __m512i m4 = _mm512_set1_epi8(15);
   __m512 o[MR];
-  for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m512i acc[MR];
     const int8_t *ak = a0 + j * block;
-    for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_si512();
     if (bits == 4)
       for (int64_t k = 0; k < block; k += 8) {
         __m512i v = _mm512_load_si512(u + k * 8);
         __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        for (int i = 0; i < r; i++) {
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
           acc[i] = _mm512_dpbusd_epi32(acc[i], lo, _mm512_set1_epi32(load32(ak + i * kp + k)));
           acc[i] = _mm512_dpbusd_epi32(acc[i], hi, _mm512_set1_epi32(load32(ak + i * kp + k + 4)));
         }
@@ -195,38 +195,38 @@ T512V INLINE void i8_512(const targs *t, int r, int bits) {
     else
       for (int64_t k = 0; k < block; k += 4) {
         __m512i v = _mm512_load_si512(u + k * 16);
-        for (int i = 0; i < r; i++)
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
           acc[i] = _mm512_dpbusd_epi32(acc[i], v, _mm512_set1_epi32(load32(ak + i * kp + k)));
       }
-    for (int i = 0; i < r; i++) EPI512(o[i], _mm512_cvtepi32_ps(acc[i]), i, j);
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) EPI512(o[i], _mm512_cvtepi32_ps(acc[i]), i, j);
   }
-  for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
 }
 
 T512 INLINE void f32_512(const targs *t, int r, int bits) {
   TILE_SETUP(float);
   const __m512i mask = _mm512_set1_epi32(bits == 4 ? 15 : 255);
   __m512 o[MR];
-  for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m512 acc[MR];
     const float *ak = a0 + j * block;
-    for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
       __m512i v = _mm512_load_si512(u + k * (bits == 4 ? 8 : 16));
       _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
         __m512i x = _mm512_srli_epi32(v, 8 * q);
         __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, mask));
-        for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(ak[i * kp + k + q]), acc[i]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(ak[i * kp + k + q]), acc[i]);
         if (bits == 4) {
           __m512 hi = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(x, 4), mask));
-          for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(ak[i * kp + k + 4 + q]), acc[i]);
+          _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(ak[i * kp + k + 4 + q]), acc[i]);
         }
       }
     }
-    for (int i = 0; i < r; i++) EPI512(o[i], acc[i], i, j);
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) EPI512(o[i], acc[i], i, j);
   }
-  for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
 }
 
 /* ---- AVX2: each group as two halves of 8 columns ------------------------ */
@@ -243,17 +243,17 @@ T2 INLINE void i8_256(const targs *t, int r, int bits) {
   TILE_SETUP(int8_t);
   const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
   __m256 o[MR][2];
-  for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m256i acc[MR][2];
     const int8_t *ak = a0 + j * block;
-    for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
     for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
       const uint8_t *p = u + k * (bits == 4 ? 8 : 16);
-      for (int h = 0; h < 2; h++) {
+      _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         __m256i v = _mm256_load_si256((const __m256i *)(p + 32 * h));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        for (int i = 0; i < r; i++) {
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
           __m256i al = _mm256_set1_epi32(load32(ak + i * kp + k));
           if (bits == 4) { /* each pair sum is at most 2 * 15 * 127: no i16 saturation */
             __m256i ah = _mm256_set1_epi32(load32(ak + i * kp + k + 4));
@@ -267,44 +267,44 @@ T2 INLINE void i8_256(const targs *t, int r, int bits) {
         }
       }
     }
-    for (int i = 0; i < r; i++)
-      for (int h = 0; h < 2; h++) EPI256(o[i][h], _mm256_cvtepi32_ps(acc[i][h]), i, j, h);
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
+      _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) EPI256(o[i][h], _mm256_cvtepi32_ps(acc[i][h]), i, j, h);
   }
-  for (int i = 0; i < r; i++)
-    for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
 }
 
 T2 INLINE void f32_256(const targs *t, int r, int bits) {
   TILE_SETUP(float);
   const __m256i mask = _mm256_set1_epi32(bits == 4 ? 15 : 255);
   __m256 o[MR][2];
-  for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m256 acc[MR][2];
     const float *ak = a0 + j * block;
-    for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
       const uint8_t *p = u + k * (bits == 4 ? 8 : 16);
-      for (int h = 0; h < 2; h++) {
+      _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         __m256i v = _mm256_load_si256((const __m256i *)(p + 32 * h));
         _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
           __m256i x = _mm256_srli_epi32(v, 8 * q);
           __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(x, mask));
-          for (int i = 0; i < r; i++)
+          _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
             acc[i][h] = _mm256_fmadd_ps(lo, _mm256_set1_ps(ak[i * kp + k + q]), acc[i][h]);
           if (bits == 4) {
             __m256 hi = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(x, 4), mask));
-            for (int i = 0; i < r; i++)
+            _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
               acc[i][h] = _mm256_fmadd_ps(hi, _mm256_set1_ps(ak[i * kp + k + 4 + q]), acc[i][h]);
           }
         }
       }
     }
-    for (int i = 0; i < r; i++)
-      for (int h = 0; h < 2; h++) EPI256(o[i][h], acc[i][h], i, j, h);
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
+      _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) EPI256(o[i][h], acc[i][h], i, j, h);
   }
-  for (int i = 0; i < r; i++)
-    for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
 }
 
 /* One entry point per variant and bit width, with the row count made a
