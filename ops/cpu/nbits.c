@@ -211,11 +211,12 @@ static void prepare_rows(void *ctx, int64_t s, int64_t e) {
         continue;
       }
       int8_t *dst = (int8_t *)j->v + at;
-      for (int64_t t = 0; t < len; t++) amax = fmaxf(amax, fabsf(x[t]));
+      for (int64_t t = 0; t < len && !isnan(amax); t++) /* a NaN becomes the block's amax: its scale makes Y NaN */
+        amax = isnan(x[t]) ? x[t] : fmaxf(amax, fabsf(x[t]));
       float inv = amax != 0 ? 127.f / amax : 0;
       for (int64_t t = 0; t < len; t++) {
         float q = nearbyintf(x[t] * inv); /* half to even, as vcvtps2dq */
-        dst[t] = (int8_t)(q > 127 ? 127 : q < -127 ? -127 : q);
+        dst[t] = (int8_t)(q >= -127 && q <= 127 ? q : 0);
         isum += dst[t];
       }
       memset(dst + len, 0, (size_t)(j->block - len));

@@ -192,6 +192,21 @@ def test_matmul_nbits_8bit_float_zero_points():
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("level", [0, 4])
+def test_matmul_nbits_nan(level):
+    """A NaN in a row of A makes that row of Y NaN, and only that row."""
+    rng = np.random.default_rng(13)
+    ins = nbits_inputs(rng, (3, 40), 40, 7, 4, 32, "u8", False)
+    a = ins[0][1]
+    a[1, 35] = np.nan
+    mod = model("MatMulNBits", ins, {"B", "scales", "zero_points"}, ["Y"], K=40, N=7, bits=4, block_size=32,
+                accuracy_level=level)
+    got = run_model(mod, {"A": a})[0]
+    want = reference(ins, 40, 7, 4, 32, level)
+    assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
+    np.testing.assert_allclose(got[[0, 2]], want[[0, 2]], rtol=1e-5, atol=1e-5 * np.abs(want[[0, 2]]).max())
+
+
 def fails(ins, consts, match, **attrs):
     attrs = {"K": 40, "N": 7, "bits": 4, "block_size": 32, **attrs}
     mod = model("MatMulNBits", ins, consts, ["Y"], **attrs)
