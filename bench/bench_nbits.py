@@ -20,14 +20,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_ops import ort_time  # noqa: E402
+from bench_ops import iterations, ort_time  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 KN = "896x896,896x4864,4864x896,2048x2048,2048x8192"
@@ -85,12 +84,7 @@ def main():
                     binding = sess.io_binding()
                     binding.bind_cpu_input("A", a)
                     binding.bind_output("Y")
-                    t0 = time.perf_counter()
-                    for _ in range(3):
-                        sess.run_with_iobinding(binding)
-                    est = (time.perf_counter() - t0) / 3
-                    iters = int(min(1000, max(10, args.budget / max(est, 1e-6))))
-                    warmup = max(2, iters // 10)
+                    iters, warmup = iterations(sess, binding, args.budget)
                     t_ort = t_dvm = float("inf")
                     for _ in range(args.rounds):
                         t_ort = min(t_ort, ort_time(sess, binding, iters, warmup))

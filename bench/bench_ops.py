@@ -108,6 +108,17 @@ def ort_time(sess, binding, iters, warmup):
     return float(np.median(times)) * 1e3
 
 
+def iterations(sess, binding, budget):
+    """(timed runs, warm-up runs) for about `budget` seconds of sess, from
+    three runs: at least 10, at most 1000."""
+    t0 = time.perf_counter()
+    for _ in range(3):
+        sess.run_with_iobinding(binding)
+    est = (time.perf_counter() - t0) / 3
+    iters = int(min(1000, max(10, budget / max(est, 1e-6))))
+    return iters, max(2, iters // 10)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dvm", default=os.path.join(ROOT, "build", "tools", "dvm"))
@@ -127,12 +138,7 @@ def main():
         for name, kernel, inputs, attrs, op, oattrs, has_b in cases(args.only, [int(m) for m in args.rows.split(",")], kn):
             for threads in (int(t) for t in args.threads.split(",")):
                 sess, binding = ort_session(op, inputs, oattrs, threads, len(inputs))
-                t0 = time.perf_counter()
-                for _ in range(3):
-                    sess.run_with_iobinding(binding)
-                est = (time.perf_counter() - t0) / 3
-                iters = int(min(1000, max(10, args.budget / max(est, 1e-6))))
-                warmup = max(2, iters // 10)
+                iters, warmup = iterations(sess, binding, args.budget)
                 if has_b:  # weights as ORT sees them in a model: prepacked at load
                     sess_c, binding_c = ort_session(op, inputs, oattrs, threads, 1)
                 t_ort = t_dvm = t_c = t_dc = float("inf")
