@@ -9,17 +9,24 @@ same thread count, iterations and warm-up: bench_ops.ort_time). The table
 shows the lowest median of --rounds rounds that alternate the two sides.
 For M = 1 it also prints each side's weight bandwidth: the bytes of B,
 scales and zero points over the median (each is read once per call).
+--cpu-time measures, on one thread, CPU time per call instead of wall time
+(for a shared machine, where other processes' load swamps the medians):
+dvm's as the CPU time of a `dvm bench` of N + 1 calls less that of one of 1
+call, ONNX Runtime's as the process's CPU time over N calls.
 
     python3 bench/bench_nbits.py [--dvm build/tools/dvm] [--threads 1,2] [--rows 1,128]
                                  [--kn 896x896,896x4864,4864x896,2048x2048,2048x8192]
                                  [--bits 4] [--block 32] [--level 4] [--rounds 3] [--budget 0.5]
+                                 [--cpu-time]
 """
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import onnxruntime as ort
@@ -53,6 +60,24 @@ def dvm_time(dvm, path, m, k, threads, iters, warmup):
     return json.loads([line for line in r.stdout.splitlines() if line.startswith("{")][-1])["median_ms"]
 
 
+def dvm_cpu(dvm, path, m, k, iters):
+    def run(n):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([dvm, "bench", path, "--shape", f"A={m}x{k}", "--threads", "1", "--iters", str(n),
+                        "--warmup", "1"], check=True, capture_output=True)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return (run(iters + 1) - run(1)) / iters * 1e3
+
+
+def ort_cpu(sess, binding, iters):
+    sess.run_with_iobinding(binding)
+    t = time.process_time()
+    for _ in range(iters):
+        sess.run_with_iobinding(binding)
+    return (time.process_time() - t) / iters * 1e3
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dvm", default=os.path.join(ROOT, "build", "tools", "dvm"))
@@ -64,8 +89,12 @@ def main():
     ap.add_argument("--level", type=int, default=4, help="accuracy_level (4: A in int8)")
     ap.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
     ap.add_argument("--rounds", type=int, default=3, help="measurements per side; the best counts")
+    ap.add_argument("--cpu-time", action="store_true", help="CPU time per call on one thread")
     args = ap.parse_args()
-    print(f"bits {args.bits}, block_size {args.block}, accuracy_level {args.level}")
+    if args.cpu_time:
+        args.threads = "1"
+    print(f"bits {args.bits}, block_size {args.block}, accuracy_level {args.level}"
+          + (", CPU ms per call" if args.cpu_time else ""))
     print(f"{'M x K x N':20} {'thr':>3} {'dvm ms':>9} {'ort ms':>9} {'dvm/ort':>8} {'GB/s dvm':>9} {'ort':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         for m in (int(v) for v in args.rows.split(",")):
@@ -87,8 +116,12 @@ def main():
                     iters, warmup = iterations(sess, binding, args.budget)
                     t_ort = t_dvm = float("inf")
                     for _ in range(args.rounds):
-                        t_ort = min(t_ort, ort_time(sess, binding, iters, warmup))
-                        t_dvm = min(t_dvm, dvm_time(args.dvm, dvmb, m, k, threads, iters, warmup))
+                        if args.cpu_time:
+                            t_ort = min(t_ort, ort_cpu(sess, binding, iters))
+                            t_dvm = min(t_dvm, dvm_cpu(args.dvm, dvmb, m, k, iters))
+                        else:
+                            t_ort = min(t_ort, ort_time(sess, binding, iters, warmup))
+                            t_dvm = min(t_dvm, dvm_time(args.dvm, dvmb, m, k, threads, iters, warmup))
                     row = f"{m}x{k}x{n}".ljust(20) + f" {threads:>3} {t_dvm:9.4f} {t_ort:9.4f} {t_dvm / t_ort:8.2f}"
                     if m == 1:
                         row += f" {wbytes / t_dvm * 1e-6:9.1f} {wbytes / t_ort * 1e-6:6.1f}"

@@ -38,6 +38,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/nbits.h"
 #include "ops/cpu/par.h"
+#include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/shape.h"
@@ -194,34 +195,52 @@ typedef struct a_job {
   float *scale, *sum;
 } a_job;
 
+/* Rounds v (|v| < 2^22) to an integer, half to even as vcvtps2dq does:
+ * adding 1.5 * 2^23 leaves no fraction bits. Vectorizes, where
+ * nearbyintf is a libm call per element without SSE4.1. */
+static inline float round_even(float v) { return (v + 12582912.f) - 12582912.f; }
+
+/* One block of A: its values, or its i8 codes (MLAS's CompInt8 rule: scale
+ * max|a| / 127, codes a * 127 / max|a| rounded half to even), zero past
+ * len; its scale and the sum of what it stored. A NaN makes the scale NaN,
+ * so that Y's row is NaN. */
+DVM_VEC static void prepare_block(const float *x, int64_t len, int64_t block, int int8, void *v, float *scale,
+                                  float *sum) {
+  float amax = 0, fsum = 0;
+  int32_t isum = 0, nan = 0;
+  if (!int8) {
+    float *dst = v;
+    _Pragma("omp simd reduction(+:fsum)") for (int64_t t = 0; t < len; t++) fsum += dst[t] = x[t];
+    memset(dst + len, 0, sizeof(float) * (size_t)(block - len));
+    *scale = 1;
+    *sum = fsum;
+    return;
+  }
+  int8_t *dst = v;
+  _Pragma("omp simd reduction(max:amax) reduction(|:nan)") for (int64_t t = 0; t < len; t++) {
+    float a = fabsf(x[t]);
+    amax = a > amax ? a : amax;
+    nan |= a != a;
+  }
+  float inv = amax != 0 ? 127.f / amax : 0;
+  _Pragma("omp simd reduction(+:isum)") for (int64_t t = 0; t < len; t++) {
+    float q = round_even(x[t] * inv);
+    dst[t] = (int8_t)(q >= -127 && q <= 127 ? q : 0);
+    isum += dst[t];
+  }
+  memset(dst + len, 0, (size_t)(block - len));
+  *scale = nan ? NAN : amax / 127.f;
+  *sum = (float)isum;
+}
+
 static void prepare_rows(void *ctx, int64_t s, int64_t e) {
   const a_job *j = ctx;
   for (int64_t row = s; row < e; row++)
     for (int64_t b = 0; b < j->kb; b++) {
-      const float *x = j->x + row * j->k + b * j->block;
-      int64_t len = j->k - b * j->block < j->block ? j->k - b * j->block : j->block, at = row * j->kp + b * j->block;
-      float amax = 0, fsum = 0;
-      int32_t isum = 0;
-      if (!j->int8) {
-        float *dst = (float *)j->v + at;
-        for (int64_t t = 0; t < len; t++) fsum += dst[t] = x[t];
-        memset(dst + len, 0, sizeof(float) * (size_t)(j->block - len));
-        j->scale[row * j->kb + b] = 1;
-        j->sum[row * j->kb + b] = fsum;
-        continue;
-      }
-      int8_t *dst = (int8_t *)j->v + at;
-      for (int64_t t = 0; t < len && !isnan(amax); t++) /* a NaN becomes the block's amax: its scale makes Y NaN */
-        amax = isnan(x[t]) ? x[t] : fmaxf(amax, fabsf(x[t]));
-      float inv = amax != 0 ? 127.f / amax : 0;
-      for (int64_t t = 0; t < len; t++) {
-        float q = nearbyintf(x[t] * inv); /* half to even, as vcvtps2dq */
-        dst[t] = (int8_t)(q >= -127 && q <= 127 ? q : 0);
-        isum += dst[t];
-      }
-      memset(dst + len, 0, (size_t)(j->block - len));
-      j->scale[row * j->kb + b] = amax / 127.f;
-      j->sum[row * j->kb + b] = (float)isum;
+      int64_t k0 = b * j->block, len = j->k - k0 < j->block ? j->k - k0 : j->block, at = row * j->kp + k0;
+      void *v = j->int8 ? (void *)((int8_t *)j->v + at) : (void *)((float *)j->v + at);
+      prepare_block(j->x + row * j->k + k0, len, j->block, j->int8, v, &j->scale[row * j->kb + b],
+                    &j->sum[row * j->kb + b]);
     }
 }
 
