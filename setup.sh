@@ -41,6 +41,19 @@ python3 tests/real/fetch_models.py
   /usr/bin/python3 tests/exported/export_models.py build-data/exported >/dev/null 2>&1 ||
   { echo "setup: exporting the PyTorch test models failed"; exit 1; }
 
+# ONNX Runtime GenAI (the reference for generation) and its model builder's
+# output for tiny random-weight checkpoints of five LLM families, for the
+# generation tests: a venv of about 6 GB (PyPI's torch with its CUDA
+# libraries; 5-10 minutes on a fresh machine) and 2-3 minutes of building.
+if [ ! -f build-data/genai-venv/.dvm-ok ]; then
+  echo "setup: ONNX Runtime GenAI and its model builder into build-data/genai-venv (about 6 GB)"
+  rm -rf build-data/genai-venv
+  python3 -m venv build-data/genai-venv
+  build-data/genai-venv/bin/pip install -q -r tests/genai/requirements.txt
+  touch build-data/genai-venv/.dvm-ok
+fi
+build-data/genai-venv/bin/python tests/genai/builder_models.py build-data/genai >/dev/null
+
 [ -d build ] || meson setup build >/dev/null
 ninja -C build >/dev/null
 
