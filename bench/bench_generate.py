@@ -67,7 +67,7 @@ def torch_run(ckpt, batch, threads, n_prompt, n_decode):
     import torch
     from transformers import AutoModelForCausalLM
     torch.set_num_threads(threads)
-    model = AutoModelForCausalLM.from_pretrained(ckpt, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(ckpt, dtype=torch.float32).eval()
     ids = torch.tensor(prompt_ids(batch, n_prompt, model.config.vocab_size))
 
     def once():

@@ -73,7 +73,7 @@ def checkpoint(family, size, out):
     from transformers import AutoModelForCausalLM
     torch.manual_seed(0)
     cfg = config(family, SIZES[size])
-    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     with torch.no_grad():  # weights large enough that logits differ between tokens
         for p in model.parameters():
             if p.dim() >= 2:
