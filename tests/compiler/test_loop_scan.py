@@ -170,6 +170,38 @@ def test_loop_and_if_results_keep_their_body_dtypes(tmp_path):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("cond_shape", [[], [1], [1, 1], [1, 1, 1], [2, 1]])
+def test_if_condition_of_one_element_any_rank(tmp_path, cond_shape):
+    """An If's condition is one element of any rank (ONNX Runtime runs bool[1, 1]);
+    two elements are an error that says how many there are."""
+    then_g = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [], [vi("t", F)])
+    else_g = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [], [vi("e", F)])
+    axes = numpy_helper.from_array(np.array([-1], np.int64), "axes")
+    g = helper.make_graph([helper.make_node("ReduceSum", ["c", "axes"], ["s"], keepdims=1),
+                           helper.make_node("Greater", ["s", "zero"], ["pos"]),
+                           helper.make_node("If", ["pos"], ["y"], then_branch=then_g, else_branch=else_g, name="if")],
+                          "g", [vi("x", F, ["a", "b"]), vi("c", F, cond_shape + [3])], [vi("y", F)],
+                          [axes, numpy_helper.from_array(np.float32(0), "zero")])
+    path, mod = str(tmp_path / "if.onnx"), str(tmp_path / "if.dvmb")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    for sign in (1, -1):
+        c = np.full(cond_shape + [3], sign, np.float32)
+        np.save(tmp_path / "x.npy", x)
+        np.save(tmp_path / "c.npy", c)
+        p = subprocess.run([DVM, "run", mod, "--input", f"x={tmp_path / 'x.npy'}", "--input",
+                            f"c={tmp_path / 'c.npy'}", "--output", str(tmp_path / "y.npy")],
+                           capture_output=True, text=True, timeout=60)
+        if int(np.prod(cond_shape)) != 1:
+            assert p.returncode != 0 and "1 element is needed, got 2" in p.stderr, p.stderr
+            continue
+        assert p.returncode == 0, p.stderr
+        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x, "c": c})[0]
+        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+
+
 # ---- Scan (lower_scan.c): a bytecode loop over its body, compared with NumPy and ONNX Runtime ----
 
 def scan_model(tmp, opset=17, **attrs):
