@@ -29,22 +29,28 @@ static const char usage_text[] =
     DVM_CLI_LIMIT_USAGE
     "prints median, p10, p90 and the peak pool memory, then one JSON line\n";
 
+/* NAME=TEXT from the command line: NAME is everything before the last
+ * '=' (no value holds one), so a name may hold any character. */
 typedef struct {
-  char name[64];
-  char text[256];
+  const char *name; /* not terminated: len bytes */
+  int len;
+  const char *text;
 } named;
 
 static int parse_named(const char *arg, named *out) {
-  const char *eq = strchr(arg, '=');
-  if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof out->name || strlen(eq + 1) >= sizeof out->text) return 0;
-  snprintf(out->name, sizeof out->name, "%.*s", (int)(eq - arg), arg);
-  snprintf(out->text, sizeof out->text, "%s", eq + 1);
+  const char *eq = strrchr(arg, '=');
+  if (!eq || eq == arg) return 0;
+  *out = (named){arg, (int)(eq - arg), eq + 1};
   return 1;
+}
+
+static int named_is(const named *x, const char *name) {
+  return strlen(name) == (size_t)x->len && strncmp(x->name, name, (size_t)x->len) == 0;
 }
 
 static const named *find(const named *list, int n, const char *name) {
   for (int i = 0; i < n; i++)
-    if (strcmp(list[i].name, name) == 0) return &list[i];
+    if (named_is(&list[i], name)) return &list[i];
   return NULL;
 }
 
@@ -97,7 +103,7 @@ static dvm_status *input_dims(const dvm_param_info *p, const named *shape, const
       char *end;
       long long v = strtoll(s, &end, 10);
       if (end == s || v < 0 || *rank == DVM_MAX_RANK || (*end && *end != 'x'))
-        return dvm_status_new(DVM_INVALID_ARGUMENT, "--shape %s=%s: expected dims like 1x128", shape->name, shape->text);
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "--shape %.*s=%s: expected dims like 1x128", shape->len, shape->name, shape->text);
       out[(*rank)++] = v;
       s = *end ? end + 1 : end;
     }
@@ -197,10 +203,10 @@ int dvm_cmd_bench(int argc, char **argv) {
     for (int p = 0; p < np; p++) {
       dvm_param_info info;
       dvm_function_param(m, f, p, &info);
-      known |= strcmp(info.name, shapes[i].name) == 0;
+      known |= named_is(&shapes[i], info.name);
     }
     if (!known) {
-      rc = dvm_cli_usage_error("bench", "--shape %s: the function has no input of that name", shapes[i].name);
+      rc = dvm_cli_usage_error("bench", "--shape %.*s: the function has no input of that name", shapes[i].len, shapes[i].name);
       goto done;
     }
   }
@@ -224,7 +230,7 @@ int dvm_cmd_bench(int argc, char **argv) {
     const named *r = find(ranges, nranges, info.name);
     if (r && sscanf(r->text, "%lld..%lld", (long long *)&lo, (long long *)&hi) != 2) {
       dvm_tensor_release(t);
-      rc = dvm_cli_usage_error("bench", "--range %s=%s: expected LO..HI", r->name, r->text);
+      rc = dvm_cli_usage_error("bench", "--range %.*s=%s: expected LO..HI", r->len, r->name, r->text);
       goto done;
     }
     fill_random(t, lo, hi < lo ? lo : hi, &seed);

@@ -26,6 +26,8 @@ static const char usage_text[] =
     "                                     sequence or optional as a SequenceProto .pb, or as a\n"
     "                                     directory of 0.npy, 1.npy, ...;\n"
     "                                     without it each result is summarized on stdout\n"
+    "                                     (NAME is one of the function's names, of any length;\n"
+    "                                     it may contain '=' and '/')\n"
     "  --function NAME                    function to run (default: main, or the only one)\n"
     "  --device cpu|cuda|auto             where tensors live (default auto: cuda when a device is\n"
     "                                     present and the model was compiled for it, else cpu)\n"
@@ -40,54 +42,51 @@ static const char usage_text[] =
     "                                     for a module with CUDA functions)\n"
     DVM_CLI_LIMIT_USAGE;
 
-typedef struct {
-  const char *name; /* NULL: positional */
-  const char *value;
-} binding;
-
-/* Splits "NAME=VALUE"; a plain path (no '=' before any '/') is positional. */
-static binding split(const char *arg) {
-  const char *eq = strchr(arg, '=');
-  const char *slash = strchr(arg, '/');
-  binding b = {NULL, arg};
-  if (eq && (!slash || eq < slash)) {
-    static char names[MAX_BINDINGS * 2][128];
-    static int next;
-    char *n = names[next++ % (MAX_BINDINGS * 2)];
-    snprintf(n, 128, "%.*s", (int)(eq - arg), arg);
-    b.name = n;
-    b.value = eq + 1;
+/* The parameter or result named by "NAME=VALUE": NAME is matched against
+ * the function's own names, so a name may hold any character, '=' and '/'
+ * included (the longest name that matches wins); -1 when none does. */
+static int named_slot(const dvm_module *m, int f, int nslots, int result, const char *arg) {
+  int k = -1;
+  size_t best = 0;
+  for (int p = 0; p < nslots; p++) {
+    dvm_param_info info;
+    if (result) dvm_function_result(m, f, p, &info);
+    else dvm_function_param(m, f, p, &info);
+    size_t n = strlen(info.name);
+    if (n >= best && strncmp(arg, info.name, n) == 0 && arg[n] == '=') k = p, best = n;
   }
-  return b;
+  return k;
 }
 
-/* Resolves bindings to parameter positions; NULL on success. */
-static dvm_status *assign(const dvm_module *m, int f, binding *b, int nb, int nslots, int result,
+/* Resolves each --input/--output argument to a parameter or result
+ * position: "NAME=VALUE" for a name of the function, else a positional
+ * VALUE when it has no '=' or names an existing file; slots[k] gets the
+ * VALUE. NULL on success. */
+static dvm_status *assign(const dvm_module *m, int f, const char **args, int nb, int nslots, int result,
                           const char **slots) {
   const char *what = result ? "output" : "input";
   int next = 0;
   for (int i = 0; i < nb; i++) {
-    int k = -1;
-    if (b[i].name) {
-      for (int p = 0; p < nslots; p++) {
-        dvm_param_info info;
-        if (result) dvm_function_result(m, f, p, &info);
-        else dvm_function_param(m, f, p, &info);
-        if (strcmp(info.name, b[i].name) == 0) k = p;
-      }
-      if (k < 0)
-        return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" has no %s named \"%s\"",
-                              dvm_function_name(m, f), what, b[i].name);
+    const char *value = args[i], *eq = strchr(args[i], '=');
+    int k = named_slot(m, f, nslots, result, args[i]);
+    if (k >= 0) {
+      dvm_param_info info;
+      if (result) dvm_function_result(m, f, k, &info);
+      else dvm_function_param(m, f, k, &info);
+      value = args[i] + strlen(info.name) + 1;
+    } else if (eq && access(args[i], F_OK) != 0) {
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "\"%s\": function \"%s\" has no %s named \"%.*s\" (nor is it a file)",
+                            args[i], dvm_function_name(m, f), what, (int)(eq - args[i]), args[i]);
     } else {
       while (next < nslots && slots[next]) next++;
       k = next;
       if (k >= nslots)
         return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" takes %d %ss; \"%s\" is one too many",
-                              dvm_function_name(m, f), nslots, what, b[i].value);
+                              dvm_function_name(m, f), nslots, what, value);
     }
     if (slots[k])
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s %d is bound twice", what, k);
-    slots[k] = b[i].value;
+    slots[k] = value;
   }
   return NULL;
 }
@@ -346,7 +345,7 @@ int dvm_cmd_run(int argc, char **argv) {
       {"stats", no_argument, 0, 's'}, {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
       {"verbose", no_argument, 0, 'v'}, {"profile", no_argument, 0, 'P'},
       {"trace", required_argument, 0, 'R'}, DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
-  binding ins[MAX_BINDINGS], outs[MAX_BINDINGS];
+  const char *ins[MAX_BINDINGS], *outs[MAX_BINDINGS];
   int nin = 0, nout = 0, show = 8, stats = 0, verbose = 0, profile = 0, bad;
   double timeout = 0;
   const char *fname = NULL, *trace = NULL;
@@ -359,11 +358,11 @@ int dvm_cmd_run(int argc, char **argv) {
     switch (c) {
     case 'i':
       if (nin == MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --input");
-      ins[nin++] = split(optarg);
+      ins[nin++] = optarg;
       break;
     case 'o':
       if (nout == MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --output");
-      outs[nout++] = split(optarg);
+      outs[nout++] = optarg;
       break;
     case 'f': fname = optarg; break;
     case 'd':

@@ -104,6 +104,27 @@ print(sum(x.get("cat") == "kernel" and x["name"] == "matmul" and x["ph"] == "X" 
 expect 2 'cannot write trace' -- "$dvm" run "$tmp/matmul.dvmb" --input "$fx/x_3x2_f32.npy" --trace "$tmp/no/t.json"
 expect 2 'input "x" dim 1 must be 2, got 5' -- "$dvm" bench "$tmp/matmul.dvmb" --shape x=3x5
 
+# names of any length and characters: an input named with '/' and '=', an
+# output named with a 137-character JSON string (as some exported models do)
+long=$(python3 - "$tmp/names.onnx" <<'PY'
+import sys
+from onnx import TensorProto, helper, save
+i, o = "in/put=x", '{"name": "' + "o" * 108 + '", "path": "a/b=c"}'
+g = helper.make_graph([helper.make_node("Neg", [i], [o])], "g",
+                      [helper.make_tensor_value_info(i, TensorProto.FLOAT, ["n", 2])],
+                      [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["n", 2])])
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+print(o)
+PY
+)
+expect 0 '' -- test "${#long}" -eq 137
+expect 0 '' -- "$dvm" compile "$tmp/names.onnx" -o "$tmp/names.dvmb"
+expect 0 '' -- "$dvm" run "$tmp/names.dvmb" --input "in/put=x=$fx/x_3x2_f32.npy" --output "$long=$tmp/neg.npy"
+expect 0 '^-1 0$' -- python3 -c 'import numpy, sys; print(*numpy.load(sys.argv[1])[0].astype(int))' "$tmp/neg.npy"
+expect 2 'has no input named "in/put" \(nor is it a file\)' -- \
+  "$dvm" run "$tmp/names.dvmb" --input "in/put=$fx/x_3x2_f32.npy"
+expect 0 'latency ms: median' -- "$dvm" bench "$tmp/names.dvmb" --shape "in/put=x=3x2" --iters 2 --warmup 0
+
 # every subcommand has --help
 for c in run asm disasm inspect bench; do expect 0 'usage: dvm' -- "$dvm" "$c" --help; done
 expect 0 'commands:' -- "$dvm" --help
