@@ -5,39 +5,28 @@
 
 #include "emit.h"
 
-#define VEC(T) struct { T *v; size_t n, cap; }
-#define PUSH(e, vec, item)                                                   \
-  do {                                                                       \
-    if ((vec).n == (vec).cap) {                                              \
-      size_t c_ = (vec).cap ? (vec).cap * 2 : 16;                            \
-      void *p_ = realloc((vec).v, c_ * sizeof *(vec).v);                     \
-      if (!p_) { (e)->oom = 1; break; }                                      \
-      (vec).v = p_;                                                          \
-      (vec).cap = c_;                                                        \
-    }                                                                        \
-    (vec).v[(vec).n++] = (item);                                             \
-  } while (0)
+#define PUSH(e, vec, item) DVM_VEC_PUSH(vec, item, (e)->oom = 1)
 
 struct dvmc_fn {
   dvmc_emit *e;
   const char *name;
   uint32_t nregs;
-  VEC(int64_t) code;
-  VEC(const char *) src;
-  VEC(dvm_sig) params;
-  VEC(dvm_sig) results;
-  VEC(dvm_sym) syms;
-  VEC(dvm_info) info;
+  dvm_words code;
+  DVM_VEC(const char *) src;
+  DVM_VEC(dvm_sig) params;
+  DVM_VEC(dvm_sig) results;
+  DVM_VEC(dvm_sym) syms;
+  DVM_VEC(dvm_info) info;
   const char *loc;
 };
 
 struct dvmc_emit {
   dvm_module *m;
-  VEC(const char *) strings;
-  VEC(dvm_const) consts;
-  VEC(dvm_kernel_ref) kernels;
-  VEC(dvm_shapefn_ref) shapefns;
-  VEC(dvmc_fn *) funcs;
+  DVM_VEC(const char *) strings;
+  DVM_VEC(dvm_const) consts;
+  DVM_VEC(dvm_kernel_ref) kernels;
+  DVM_VEC(dvm_shapefn_ref) shapefns;
+  DVM_VEC(dvmc_fn *) funcs;
   int oom;
 };
 
@@ -193,22 +182,31 @@ void dvmc_fn_info(dvmc_fn *f, const char *key, const char *value) {
 
 void dvmc_fn_loc(dvmc_fn *f, const char *node) { f->loc = node ? copy(f->e, node) : NULL; }
 
-void dvmc_fn_emit(dvmc_fn *f, dvm_opcode op, const int64_t *words, int nwords) {
-  PUSH(f->e, f->src, f->loc);
-  PUSH(f->e, f->code, (int64_t)op);
-  for (int i = 0; i < nwords; i++) PUSH(f->e, f->code, words[i]);
-}
-
-void dvmc_fn_op1(dvmc_fn *f, dvm_opcode op, int64_t a) { dvmc_fn_emit(f, op, (int64_t[]){a}, 1); }
-void dvmc_fn_op2(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b) { dvmc_fn_emit(f, op, (int64_t[]){a, b}, 2); }
-void dvmc_fn_op3(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b, int64_t c) {
-  dvmc_fn_emit(f, op, (int64_t[]){a, b, c}, 3);
-}
+#define DVM_OPERAND(letter, name) , name
+#define X(op, name, ops, flags, syn)                             \
+  void dvmc_fn_##op(dvmc_fn *f DVM_EACH_PARAM(ops)) {             \
+    PUSH(f->e, f->src, f->loc);                                   \
+    dvm_encode_##op(&f->code, &f->e->oom DVM_EACH_OPERAND(ops));  \
+  }
+#include "opcodes.def"
+#undef X
+#undef DVM_OPERAND
 
 uint32_t dvmc_fn_here(const dvmc_fn *f) { return (uint32_t)f->code.n; }
 
-void dvmc_fn_patch(dvmc_fn *f, uint32_t word, int64_t value) {
-  if (word < f->code.n) f->code.v[word] = value;
+typedef struct {
+  int64_t *code;
+  uint32_t target;
+} targeting;
+
+static void put_target(void *ctx, char c, uint32_t word) {
+  targeting *t = ctx;
+  if (c == 'j') t->code[word] = t->target;
+}
+
+void dvmc_fn_set_target(dvmc_fn *f, uint32_t jump, uint32_t target) {
+  targeting t = {f->code.v, target};
+  if (jump < f->code.n) dvm_instr_operands(f->code.v, jump, put_target, &t);
 }
 
 const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords) {
@@ -216,18 +214,6 @@ const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords) {
   return f->code.v;
 }
 
-void dvmc_code_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),
-                        void *ctx) {
-  uint32_t w = pc + 1;
-  for (const char *f = dvm_opinfo_table[code[pc]].format; *f; f++) {
-    if (dvm_operand_is_list(*f)) {
-      int64_t n = code[w++];
-      for (int64_t k = 0; k < n; k++) fn(ctx, *f, w++);
-    } else {
-      fn(ctx, *f, w++);
-    }
-  }
-}
 
 typedef struct {
   int64_t *code;
@@ -251,11 +237,11 @@ static void remap_target(void *ctx, char c, uint32_t word) {
   if (c == 'j') r->code[word] = r->moved[r->code[word]];
 }
 
-void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n) {
+void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n, const dvm_words *instrs) {
   size_t old_n = f->code.n, new_n = old_n, ninstr = f->src.n;
   for (int k = 0; k < n; k++) {
     assert(k == 0 || edits[k - 1].at <= edits[k].at);
-    new_n += 1 + (size_t)edits[k].nwords;
+    new_n += dvm_instr_length(instrs->v, (uint32_t)instrs->n, (uint32_t)edits[k].instr);
     if (edits[k].replace) new_n -= dvm_instr_length(f->code.v, (uint32_t)old_n, edits[k].at);
     ninstr += !edits[k].replace;
   }
@@ -274,9 +260,9 @@ void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n) {
     moved[pc] = (uint32_t)w;
     int kept = 1;
     for (; k < n && edits[k].at == pc; k++) {
-      code[w++] = edits[k].op;
-      memcpy(code + w, edits[k].words, (size_t)edits[k].nwords * sizeof *code);
-      w += (size_t)edits[k].nwords;
+      uint32_t elen = dvm_instr_length(instrs->v, (uint32_t)instrs->n, (uint32_t)edits[k].instr);
+      memcpy(code + w, instrs->v + edits[k].instr, elen * sizeof *code);
+      w += elen;
       src[i++] = edits[k].replace ? f->src.v[ii] : f->loc;
       kept &= !edits[k].replace;
     }
@@ -289,7 +275,7 @@ void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n) {
   moved[old_n] = (uint32_t)w;
   remapping r = {code, moved};
   for (uint32_t pc = 0; pc < w; pc += dvm_instr_length(code, (uint32_t)w, pc))
-    dvmc_code_operands(code, pc, remap_target, &r);
+    dvm_instr_operands(code, pc, remap_target, &r);
   free(moved);
   free(f->code.v);
   free(f->src.v);
@@ -322,7 +308,7 @@ void dvmc_fn_hoist(dvmc_fn *f, uint32_t at, uint32_t from) {
   }
   hoisting h = {f->code.v, at, from, end};
   for (uint32_t pc = 0; pc < end; pc += dvm_instr_length(f->code.v, end, pc))
-    dvmc_code_operands(f->code.v, pc, move_target, &h);
+    dvm_instr_operands(f->code.v, pc, move_target, &h);
 }
 
 /* Copies a vector into the module's arena. */

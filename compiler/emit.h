@@ -10,7 +10,7 @@
 
 #include "bytecode.h"
 #include "ir.h"
-#include "opcode.h"
+#include "instr.h"
 
 typedef struct dvmc_emit dvmc_emit;
 typedef struct dvmc_fn dvmc_fn;
@@ -44,17 +44,17 @@ void dvmc_fn_info(dvmc_fn *f, const char *key, const char *value);
 /* The source node of the instructions that follow (NULL: none). */
 void dvmc_fn_loc(dvmc_fn *f, const char *node);
 
-/* Appends one instruction: op, then its operands in opcode-table order,
- * with each list given as a count followed by its items. */
-void dvmc_fn_emit(dvmc_fn *f, dvm_opcode op, const int64_t *words, int nwords);
-/* Conveniences for the common shapes. */
-void dvmc_fn_op1(dvmc_fn *f, dvm_opcode op, int64_t a);
-void dvmc_fn_op2(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b);
-void dvmc_fn_op3(dvmc_fn *f, dvm_opcode op, int64_t a, int64_t b, int64_t c);
-/* The word offset of the next instruction (for jump targets), and patching
- * an operand word at an offset once a target is known. */
+/* Appends one instruction: one function per opcode, generated from
+ * opcodes.def, whose parameters are the opcode's operands in order (lists
+ * as dvm_list: DVM_LIST(a, b), DVM_NO_LIST), such as
+ * dvmc_fn_INVOKE(f, kernel, variant, outs, ins, attrs). */
+#define X(e, name, ops, flags, syn) void dvmc_fn_##e(dvmc_fn *f DVM_EACH_PARAM(ops));
+#include "opcodes.def"
+#undef X
+/* The word offset of the next instruction (for jump targets), and setting
+ * the target of the jump instruction at word `jump` once it is known. */
 uint32_t dvmc_fn_here(const dvmc_fn *f);
-void dvmc_fn_patch(dvmc_fn *f, uint32_t word, int64_t value);
+void dvmc_fn_set_target(dvmc_fn *f, uint32_t jump, uint32_t target);
 
 /* The code so far, for passes that read it (the memory plan). */
 const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords);
@@ -62,24 +62,19 @@ const int64_t *dvmc_fn_code(const dvmc_fn *f, uint32_t *nwords);
  * word `at`, before those that were there (a jump to `at` runs them too);
  * jump targets and source locations follow. */
 void dvmc_fn_hoist(dvmc_fn *f, uint32_t at, uint32_t from);
-/* One edit of the code for dvmc_fn_edit_code: an instruction (op and its
- * operand words) put before the instruction at word `at`, or replacing it. */
+/* One edit of the code for dvmc_fn_edit_code: an instruction put before
+ * the instruction at word `at`, or replacing it. */
 typedef struct dvmc_fn_edit {
   uint32_t at;       /* the first word of an instruction of the code */
   int replace;       /* 1: replaces that instruction; 0: goes before it */
-  dvm_opcode op;
-  int64_t words[4];
-  int nwords;
+  size_t instr;      /* its first word in the edits' code (dvm_encode_*) */
 } dvmc_fn_edit;
 /* Applies edits, sorted by `at` (several at one word go in the order
  * given, a replacement last), in one pass over the code: a jump to `at`
  * runs what was put before it (as with dvmc_fn_hoist), jump targets after
- * it follow, new instructions take the current source location. */
-void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n);
-/* Calls fn(ctx, letter, word) for each operand word of the (well-formed)
- * instruction at word pc, list items with their list's letter. */
-void dvmc_code_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),
-                        void *ctx);
+ * it follow, new instructions take the current source location. `instrs`
+ * holds the edits' instructions. */
+void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n, const dvm_words *instrs);
 
 /* Verifies and writes the module; *bytes is malloc'ed. The first error met
  * while building (out of memory) is reported here too. */

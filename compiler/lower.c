@@ -81,12 +81,12 @@ dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g) {
         for (int j = i; j < end; j++) /* the group's reads, now done */
           for (int k = 0; k < reads[j].n; k++) {
             int v = reads[j].ids[k], reg = lw_lookup(L, g->values[v]);
-            if (--uses[v] == 0 && reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+            if (--uses[v] == 0 && reg >= 0) dvmc_fn_RELEASE(L->f, reg);
           }
         for (int j = i; j < end; j++) { /* outputs nothing reads */
           const dvmc_value *o = g->nodes[j]->out[0];
           int reg = lw_lookup(L, o);
-          if (reg >= 0 && lw_owns(g, o) && uses[o->id] == 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+          if (reg >= 0 && lw_owns(g, o) && uses[o->id] == 0) dvmc_fn_RELEASE(L->f, reg);
         }
         group_end = end;
         i = end - 1;
@@ -112,11 +112,11 @@ dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g) {
     }
     for (int k = 0; k < reads[i].n; k++) { /* values whose last reader this was */
       int v = reads[i].ids[k], reg = lw_lookup(L, g->values[v]);
-      if (--uses[v] == 0 && reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      if (--uses[v] == 0 && reg >= 0) dvmc_fn_RELEASE(L->f, reg);
     }
     for (int k = 0; k < n->nout; k++) { /* outputs nothing reads */
       int reg = n->out[k] ? lw_lookup(L, n->out[k]) : -1;
-      if (reg >= 0 && lw_owns(g, n->out[k]) && uses[n->out[k]->id] == 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      if (reg >= 0 && lw_owns(g, n->out[k]) && uses[n->out[k]->id] == 0) dvmc_fn_RELEASE(L->f, reg);
     }
   }
   for (int i = 0; reads && i < g->nnodes; i++) free(reads[i].ids);
@@ -177,24 +177,33 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   uint32_t moved = dvmc_fn_here(L->f) - from;
   for (int k = 0; k < p.nslots; k++) reg[k] = dvmc_fn_reg(L->f);
   /* the edits, in code order (sites are), made in one pass over the code */
-  dvmc_fn_edit *ed = malloc(2 * ((size_t)L->nsites + 1) * sizeof *ed);
-  int ned = 0;
+  dvmc_fn_edit *ed = malloc(3 * ((size_t)L->nsites + 1) * sizeof *ed);
+  dvm_words ins = {0}; /* the edits' instructions */
+  int ned = 0, oom = !ed;
   code = dvmc_fn_code(L->f, &ncode);
   for (int i = 0; ed && i < L->nsites; i++) {
     uint32_t w = L->sites[i].word + moved;
     int k = L->sites[i].slot;
-    if (k < 0) { /* a plain alloc: reg, dtype, shape */
-      ed[ned++] = (dvmc_fn_edit){w, 1, DVM_OP_ALLOC, {code[w + 1], code[w + 4], code[w + 5], DVM_DEVICE_CPU}, 4};
+    dvm_ops_ALLOC_TENSOR a = dvm_decode_ALLOC_TENSOR(code + w);
+    if (k < 0) { /* a plain alloc */
+      ed[ned++] = (dvmc_fn_edit){w, 1, ins.n};
+      dvm_encode_ALLOC(&ins, &oom, a.dst, a.dtype, a.shape, DVM_DEVICE_CPU);
       continue;
     }
-    dvmc_fn_patch(L->f, w + 2, reg[k]);
-    dvmc_fn_patch(L->f, w + 3, zero);
-    if (p.first[k] == i) ed[ned++] = (dvmc_fn_edit){w, 0, DVM_OP_ALLOC_STORAGE, {reg[k], size[k], DVM_DEVICE_CPU, 64}, 4};
-    if (p.last[k] == i) ed[ned++] = (dvmc_fn_edit){w + dvm_instr_length(code, ncode, w), 0, DVM_OP_RELEASE, {reg[k]}, 1};
+    if (p.first[k] == i) {
+      ed[ned++] = (dvmc_fn_edit){w, 0, ins.n};
+      dvm_encode_ALLOC_STORAGE(&ins, &oom, reg[k], size[k], DVM_DEVICE_CPU, 64);
+    }
+    ed[ned++] = (dvmc_fn_edit){w, 1, ins.n}; /* at the slot's start */
+    dvm_encode_ALLOC_TENSOR(&ins, &oom, a.dst, reg[k], zero, a.dtype, a.shape);
+    if (p.last[k] == i) {
+      ed[ned++] = (dvmc_fn_edit){(uint32_t)(a.end - code), 0, ins.n};
+      dvm_encode_RELEASE(&ins, &oom, reg[k]);
+    }
   }
-  int oom = !ed;
-  if (ed) dvmc_fn_edit_code(L->f, ed, ned);
+  if (!oom) dvmc_fn_edit_code(L->f, ed, ned, &ins);
   free(ed);
+  free(ins.v);
   free(reg);
   if (oom) {
     dvmc_plan_free(&p);
@@ -235,13 +244,13 @@ static void emit_constraints(lowering *L, const dvmc_graph *g) {
     if (k->unified || !lw_emittable(L, k->a) || !lw_emittable(L, k->b)) continue;
     dvmc_fn_loc(L->f, k->node->name);
     int a = lw_expr_reg(L, k->a), b = lw_expr_reg(L, k->b), ok = dvmc_fn_reg(L->f);
-    dvmc_fn_op3(L->f, DVM_OP_EQ, ok, a, b);
+    dvmc_fn_EQ(L->f, ok, a, b);
     if (k->rel == DVMC_REL_EQ_OR_ONE) {
       int one = lw_expr_reg(L, dvmc_const(L->c->exprs, 1));
       for (int j = 0; j < 2; j++) { /* ok = ok || x == 1 */
         int t = dvmc_fn_reg(L->f);
-        dvmc_fn_op3(L->f, DVM_OP_EQ, t, j ? b : a, one);
-        dvmc_fn_op3(L->f, DVM_OP_MAX, ok, ok, t);
+        dvmc_fn_EQ(L->f, t, j ? b : a, one);
+        dvmc_fn_MAX(L->f, ok, ok, t);
       }
     }
     char da[320], db[320], msg[1024];
@@ -249,7 +258,7 @@ static void emit_constraints(lowering *L, const dvmc_graph *g) {
     describe_dim(g, k->b, db, sizeof db);
     snprintf(msg, sizeof msg, "%s must equal %s%s (%s in node \"%s\"), got {} and {}", db, da,
              k->rel == DVMC_REL_EQ_OR_ONE ? " or one of them be 1" : "", k->why, k->node->name);
-    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 2, b, a}, 5);
+    dvmc_fn_CHECK_WITH(L->f, ok, dvmc_emit_string(L->e, msg), DVM_LIST(b, a));
   }
 }
 
@@ -317,28 +326,27 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
   for (int i = 0; i < g->ninputs; i++) {
     dvmc_fn_set_param(L.f, i, &sigs[i]);
     dvmc_fn_loc(L.f, "input");
-    dvmc_fn_op2(L.f, DVM_OP_GUARD, i, i);
+    dvmc_fn_GUARD(L.f, i, i);
   }
   emit_constraints(&L, g);
   uint32_t head = dvmc_fn_here(L.f);
   L.arena = dvmc_fn_reg(L.f);
   if ((st = lw_lower_graph(&L, g))) goto done;
   dvmc_fn_loc(L.f, NULL);
-  int64_t w[1 + 256];
+  int64_t w[256];
   if (g->noutputs > 256) {
     st = dvm_status_new(DVM_UNIMPLEMENTED, "more than 256 graph outputs");
     goto done;
   }
-  w[0] = g->noutputs;
   for (int i = 0; i < g->noutputs; i++) {
     int reg;
     dvm_sig s;
     if ((st = lw_reg_of(&L, g->outputs[i], &reg))) goto done;
-    w[1 + i] = reg;
+    w[i] = reg;
     signature(&L, g->outputs[i], &s);
     dvmc_fn_result(L.f, &s);
   }
-  dvmc_fn_emit(L.f, DVM_OP_RET, w, 1 + g->noutputs);
+  dvmc_fn_RET(L.f, (dvm_list){g->noutputs, w});
   if (L.plan && (st = finish_plan(&L, head))) goto done;
   st = dvmc_emit_finish(L.e, bytes, size);
 done:

@@ -70,7 +70,7 @@ int lw_lower_attr(lowering *L, const dvmc_node *n, const char *spec, size_t len,
       *st = lw_unsupported(n, "input %d (\"%s\") must be a constant here", idx, in->name);
       return -2;
     }
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, fn), 1, r, 1, t}, 5);
+    dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, fn), DVM_LIST(r), DVM_LIST(t));
     return r;
   }
   switch (kind) {
@@ -211,24 +211,23 @@ const dvm_kernel_def *lw_cpu_kernel(const char *name, char base[64]) {
   return dvm_ops_find(base, DVM_DEVICE_CPU);
 }
 
+/* Shape function sf on c's inputs and attributes, into registers dsts. */
+static void call_shapefn(lowering *L, int sf, int ndsts, const int64_t *dsts, const call *c) {
+  int64_t args[64 + 32];
+  memcpy(args, c->ins, sizeof(int64_t) * (size_t)c->nin);
+  memcpy(args + c->nin, c->attrs, sizeof(int64_t) * (size_t)c->nattrs);
+  dvmc_fn_SHAPEFN(L->f, sf, (dvm_list){ndsts, dsts}, (dvm_list){c->nin + c->nattrs, args});
+}
+
 /* Output shapes (the kernel's shape function, or input 0's shape),
  * allocation, the kernel call; attribute registers released after. */
 /* The invoke of c's CPU kernel (with payload) into registers outs, then
  * the release of its attribute registers. */
 static void emit_invoke(lowering *L, const call *c, const void *payload, size_t payload_size, int nout,
                         const int64_t *outs) {
-  int64_t w[3 + 16 + 1 + 64 + 1 + 32];
-  int nw = 0;
-  w[nw++] = dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, payload, payload_size);
-  w[nw++] = -1;
-  w[nw++] = nout;
-  for (int i = 0; i < nout; i++) w[nw++] = outs[i];
-  w[nw++] = c->nin;
-  for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
-  w[nw++] = c->nattrs;
-  for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
-  for (int i = 0; i < c->nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c->attrs[i]);
+  dvmc_fn_INVOKE(L->f, dvmc_emit_kernel(L->e, c->kernel, DVM_DEVICE_CPU, 1, payload, payload_size), -1,
+                 (dvm_list){nout, outs}, (dvm_list){c->nin, c->ins}, (dvm_list){c->nattrs, c->attrs});
+  for (int i = 0; i < c->nattrs; i++) dvmc_fn_RELEASE(L->f, c->attrs[i]);
 }
 
 dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c) {
@@ -248,24 +247,20 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
   for (int i = 0; i < nout; i++)
     if (!n->out[i]) return lw_unsupported(n, "omitted output %d before a present one", i);
   if (!nout || nout > 16) return lw_unsupported(n, "%d outputs", nout);
-  int64_t outs[16], shapes[16], w[3 + 16 + 1 + 64 + 1 + 32];
-  int nw = 0, known = 1;
+  int64_t outs[16], shapes[16];
+  int known = 1;
   dvm_status *st;
   for (int i = 0; i < nout; i++)
     known &= dvmc_value_shape_known(n->out[i]) && lw_all_emittable(L, n->out[i]->rank, n->out[i]->dims);
   if (known) { /* inference knows the shapes: arithmetic, no shape function */
     for (int i = 0; i < nout; i++) shapes[i] = lw_shape_of_exprs(L, n->out[i]->rank, n->out[i]->dims);
   } else if (k->shapefn) {
-    w[nw++] = dvmc_emit_shapefn(L->e, k->shapefn);
-    w[nw++] = nout;
-    for (int i = 0; i < nout; i++) w[nw++] = shapes[i] = dvmc_fn_reg(L->f);
-    w[nw++] = c->nin + c->nattrs;
-    for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
-    for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+    int sf = dvmc_emit_shapefn(L->e, k->shapefn);
+    for (int i = 0; i < nout; i++) shapes[i] = dvmc_fn_reg(L->f);
+    call_shapefn(L, sf, nout, shapes, c);
   } else {
     if (!c->nin) return lw_unsupported(n, "kernel \"%s\" has no shape function and no input", base);
-    for (int i = 0; i < nout; i++) dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, shapes[i] = dvmc_fn_reg(L->f), c->ins[0]);
+    for (int i = 0; i < nout; i++) dvmc_fn_SHAPE_OF(L->f, shapes[i] = dvmc_fn_reg(L->f), c->ins[0]);
   }
   for (int i = 0; i < nout; i++) {
     dvm_dtype dt = DVM_F32;
@@ -273,7 +268,7 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
     outs[i] = dvmc_fn_reg(L->f);
     lw_set_type(n->out[i], dt);
     lw_emit_alloc(L, (int)outs[i], dt, (int)shapes[i], n->out[i]->rank, known ? n->out[i]->dims : NULL);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[i]);
+    dvmc_fn_RELEASE(L->f, shapes[i]);
     if (!lw_bind(L, n->out[i], (int)outs[i])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   emit_invoke(L, c, c->payload, c->payload_size, nout, outs);
@@ -287,8 +282,8 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
 dvm_status *lw_emit_call_fixed(lowering *L, const dvmc_node *n, call *c, int nfixed, const char *shapefn, dvm_dtype dt) {
   if (nfixed > 8 || n->nout > nfixed) return lw_unsupported(n, "%d outputs, at most %d", n->nout, nfixed);
   /* output shapes: inference's, or the shape function on the call's arguments */
-  int64_t shapes[8], outs[8], w[3 + 8 + 1 + 64 + 1 + 32];
-  int known = 1, nw = 0;
+  int64_t shapes[8], outs[8];
+  int known = 1;
   for (int j = 0; j < n->nout; j++)
     if (n->out[j])
       known &= dvmc_value_shape_known(n->out[j]) && lw_all_emittable(L, n->out[j]->rank, n->out[j]->dims);
@@ -296,33 +291,29 @@ dvm_status *lw_emit_call_fixed(lowering *L, const dvmc_node *n, call *c, int nfi
     for (int j = 0; j < nfixed; j++)
       shapes[j] = j < n->nout && n->out[j] ? lw_shape_of_exprs(L, n->out[j]->rank, n->out[j]->dims) : -1;
   } else {
-    w[nw++] = dvmc_emit_shapefn(L->e, shapefn);
-    w[nw++] = nfixed;
-    for (int j = 0; j < nfixed; j++) w[nw++] = shapes[j] = dvmc_fn_reg(L->f);
-    w[nw++] = c->nin + c->nattrs;
-    for (int i = 0; i < c->nin; i++) w[nw++] = c->ins[i];
-    for (int i = 0; i < c->nattrs; i++) w[nw++] = c->attrs[i];
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+    int sf = dvmc_emit_shapefn(L->e, shapefn);
+    for (int j = 0; j < nfixed; j++) shapes[j] = dvmc_fn_reg(L->f);
+    call_shapefn(L, sf, nfixed, shapes, c);
   }
   for (int j = 0; j < nfixed; j++) {
     const dvmc_value *o = j < n->nout ? n->out[j] : NULL;
     outs[j] = dvmc_fn_reg(L->f);
-    if (shapes[j] >= 0 && !o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+    if (shapes[j] >= 0 && !o) dvmc_fn_RELEASE(L->f, shapes[j]);
     if (!o) { /* not wanted: an empty tensor */
       int64_t zero = 0;
       int sh = lw_emit_shape(L, 1, &zero);
       lw_emit_alloc(L, (int)outs[j], dt, sh, 1, (const dvmc_expr *[]){dvmc_const(L->c->exprs, 0)});
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
+      dvmc_fn_RELEASE(L->f, sh);
       continue;
     }
     lw_set_type(o, dt);
     lw_emit_alloc(L, (int)outs[j], dt, (int)shapes[j], o->rank, known ? o->dims : NULL);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+    dvmc_fn_RELEASE(L->f, shapes[j]);
     if (!lw_bind(L, o, (int)outs[j])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   emit_invoke(L, c, NULL, 0, nfixed, outs);
   for (int j = 0; j < nfixed; j++)
-    if (j >= n->nout || !n->out[j]) dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[j]);
+    if (j >= n->nout || !n->out[j]) dvmc_fn_RELEASE(L->f, outs[j]);
   return NULL;
 }
 

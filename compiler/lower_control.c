@@ -22,17 +22,17 @@ dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvm_status *st = lw_reg_of(L, n->in[0], &cond);
   if (st) return st;
   int sf = dvmc_emit_shapefn(L->e, "item");
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, c, 1, cond}, 5);
+  dvmc_fn_SHAPEFN(L->f, sf, DVM_LIST(c), DVM_LIST(cond));
   int out[64];
   if (n->nout > 64) return lw_unsupported(n, "more than 64 outputs");
   for (int k = 0; k < n->nout; k++) out[k] = dvmc_fn_reg(L->f);
-  uint32_t jz_at = dvmc_fn_here(L->f) + 2, jmp_at = 0; /* the target words to patch */
-  dvmc_fn_op2(L->f, DVM_OP_JZ, c, 0);
+  uint32_t jz_at = dvmc_fn_here(L->f), jmp_at = 0; /* the jumps to patch */
+  dvmc_fn_JZ(L->f, c, 0);
   for (int b = 0; b < 2; b++) {
     if (b == 1) {
-      jmp_at = dvmc_fn_here(L->f) + 1;
-      dvmc_fn_op1(L->f, DVM_OP_JMP, 0);
-      dvmc_fn_patch(L->f, jz_at, dvmc_fn_here(L->f));
+      jmp_at = dvmc_fn_here(L->f);
+      dvmc_fn_JMP(L->f, 0);
+      dvmc_fn_set_target(L->f, jz_at, dvmc_fn_here(L->f));
     }
     /* the branch's outputs are made (a folded shape, a constant) and
      * moved inside the branch too: depth > 0 until they are */
@@ -44,9 +44,9 @@ dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
       int reg;
       const dvmc_value *o = br[b]->outputs[k];
       if ((st = lw_reg_of(L, o, &reg))) break;
-      dvmc_fn_op2(L->f, DVM_OP_MOVE, out[k], reg);
+      dvmc_fn_MOVE(L->f, out[k], reg);
       if (lw_owns(br[b], o)) { /* released here, so not again with the region's loads */
-        dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+        dvmc_fn_RELEASE(L->f, reg);
         if (!lw_bind(L, o, -1)) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
       }
       if (o->typed) lw_set_type(n->out[k], o->dtype);
@@ -60,8 +60,8 @@ dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
     L->depth--;
     if (st) return st;
   }
-  dvmc_fn_patch(L->f, jmp_at, dvmc_fn_here(L->f));
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, c);
+  dvmc_fn_set_target(L->f, jmp_at, dvmc_fn_here(L->f));
+  dvmc_fn_RELEASE(L->f, c);
   for (int k = 0; k < n->nout; k++)
     if (!lw_bind(L, n->out[k], out[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   (void)r;
@@ -73,11 +73,11 @@ dvm_status *lw_lower_if(lowering *L, const dvmc_node *n, const op_rule *r) {
  * index). */
 int lw_scalar_tensor(lowering *L, dvm_dtype dt, int v) {
   int s = dvmc_fn_reg(L->f), t = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){s, 0}, 2);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){t, dt, s, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_MAKE_SHAPE(L->f, s, DVM_NO_LIST);
+  dvmc_fn_ALLOC(L->f, t, dt, s, DVM_DEVICE_CPU);
   int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, t, 0, 1, v}, 7);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
+  dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(t), DVM_NO_LIST, DVM_LIST(v));
+  dvmc_fn_RELEASE(L->f, s);
   return t;
 }
 
@@ -89,11 +89,11 @@ const dvmc_value *lw_scan_read(const dvmc_node *n, int k) {
 /* Register of val with a new axis of 1 at `axis` (a view). */
 static int unsqueezed(lowering *L, int val, int axis) {
   int axes = dvmc_fn_reg(L->f), shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes, 1, lw_emit_int(L, axis)}, 3);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "unsqueeze"), 1, shape, 2, val, axes}, 6);
-  dvmc_fn_op3(L->f, DVM_OP_RESHAPE, u, val, shape);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, axes);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_MAKE_SHAPE(L->f, axes, DVM_LIST(lw_emit_int(L, axis)));
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "unsqueeze"), DVM_LIST(shape), DVM_LIST(val, axes));
+  dvmc_fn_RESHAPE(L->f, u, val, shape);
+  dvmc_fn_RELEASE(L->f, axes);
+  dvmc_fn_RELEASE(L->f, shape);
   return u;
 }
 
@@ -103,16 +103,16 @@ static int unsqueezed(lowering *L, int val, int axis) {
  * iterations). */
 static void copy_rows(lowering *L, int dst, int src, int axis, int at, int n) {
   int k = dvmc_emit_kernel(L->e, "copy_into", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, dst, 1, src, 3, axis, at, n}, 10);
+  dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(dst), DVM_LIST(src), DVM_LIST(axis, at, n));
 }
 
 /* Register `out` gets a new tensor of dtype dt shaped like x (a tensor
  * register) with dim `axis` set to register n. */
 static void alloc_with_dim(lowering *L, int out, dvm_dtype dt, int x, int axis, int n) {
   int shape = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "with_dim"), 1, shape, 3, x, axis, n}, 7);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, shape, DVM_DEVICE_CPU}, 4);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "with_dim"), DVM_LIST(shape), DVM_LIST(x, axis, n));
+  dvmc_fn_ALLOC(L->f, out, dt, shape, DVM_DEVICE_CPU);
+  dvmc_fn_RELEASE(L->f, shape);
 }
 
 /* One scan output step when the number of slices (register width) is
@@ -123,17 +123,17 @@ static void alloc_with_dim(lowering *L, int out, dvm_dtype dt, int x, int axis, 
  * each slice is copied once. */
 void lw_put_scan(lowering *L, int val, dvm_dtype dt, int acc, int i, int at, int width, int axis, int zero) {
   int ax = lw_emit_int(L, axis), u = unsqueezed(L, val, axis);
-  uint32_t to_put = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JNZ, i, 0);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, acc);
+  uint32_t to_put = dvmc_fn_here(L->f);
+  dvmc_fn_JNZ(L->f, i, 0);
+  dvmc_fn_RELEASE(L->f, acc);
   alloc_with_dim(L, acc, dt, u, ax, width);
   if (zero) {
     int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
-    dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, acc, 0, 1, lw_emit_int(L, 0)}, 7);
+    dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(acc), DVM_NO_LIST, DVM_LIST(lw_emit_int(L, 0)));
   }
-  dvmc_fn_patch(L->f, to_put, dvmc_fn_here(L->f));
+  dvmc_fn_set_target(L->f, to_put, dvmc_fn_here(L->f));
   copy_rows(L, acc, u, ax, at, lw_emit_int(L, 1));
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, u);
+  dvmc_fn_RELEASE(L->f, u);
 }
 
 /* Loop's scan outputs step, where the number of iterations is not known
@@ -147,26 +147,26 @@ static void loop_put_scans(lowering *L, int nscan, const int *val, const dvm_dty
   int u[64], fresh[64], zero = lw_emit_int(L, 0), one = lw_emit_int(L, 1);
   for (int k = 0; k < nscan; k++) u[k] = unsqueezed(L, val[k], 0);
   int full = dvmc_fn_reg(L->f), grown = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_EQ, full, i, cap);
-  uint32_t to_put = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, full, 0);
-  dvmc_fn_op3(L->f, DVM_OP_ADD, grown, cap, cap);
-  dvmc_fn_op3(L->f, DVM_OP_MAX, grown, grown, lw_emit_int(L, 16));
-  dvmc_fn_op3(L->f, DVM_OP_MIN, grown, grown, trips);
+  dvmc_fn_EQ(L->f, full, i, cap);
+  uint32_t to_put = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, full, 0);
+  dvmc_fn_ADD(L->f, grown, cap, cap);
+  dvmc_fn_MAX(L->f, grown, grown, lw_emit_int(L, 16));
+  dvmc_fn_MIN(L->f, grown, grown, trips);
   for (int k = 0; k < nscan; k++) alloc_with_dim(L, fresh[k] = dvmc_fn_reg(L->f), dt[k], u[k], zero, grown);
-  uint32_t to_move = dvmc_fn_here(L->f) + 2; /* on iteration 0, the accumulators are placeholders */
-  dvmc_fn_op2(L->f, DVM_OP_JZ, i, 0);
+  uint32_t to_move = dvmc_fn_here(L->f); /* on iteration 0, the accumulators are placeholders */
+  dvmc_fn_JZ(L->f, i, 0);
   for (int k = 0; k < nscan; k++) copy_rows(L, fresh[k], scan[k], zero, zero, i);
-  dvmc_fn_patch(L->f, to_move, dvmc_fn_here(L->f));
+  dvmc_fn_set_target(L->f, to_move, dvmc_fn_here(L->f));
   for (int k = 0; k < nscan; k++) {
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, scan[k], fresh[k]);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, fresh[k]);
+    dvmc_fn_MOVE(L->f, scan[k], fresh[k]);
+    dvmc_fn_RELEASE(L->f, fresh[k]);
   }
-  dvmc_fn_op2(L->f, DVM_OP_MOVE, cap, grown);
-  dvmc_fn_patch(L->f, to_put, dvmc_fn_here(L->f));
+  dvmc_fn_MOVE(L->f, cap, grown);
+  dvmc_fn_set_target(L->f, to_put, dvmc_fn_here(L->f));
   for (int k = 0; k < nscan; k++) {
     copy_rows(L, scan[k], u[k], zero, i, one);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, u[k]);
+    dvmc_fn_RELEASE(L->f, u[k]);
   }
 }
 
@@ -175,18 +175,18 @@ static void loop_put_scans(lowering *L, int nscan, const int *val, const dvm_dty
 static void loop_trim_scans(lowering *L, int nscan, const int *used, const dvm_dtype *dt, const int *scan, int i,
                             int cap) {
   int more = dvmc_fn_reg(L->f), zero = lw_emit_int(L, 0);
-  dvmc_fn_op3(L->f, DVM_OP_NE, more, cap, i);
-  uint32_t to_done = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, more, 0);
+  dvmc_fn_NE(L->f, more, cap, i);
+  uint32_t to_done = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, more, 0);
   for (int k = 0; k < nscan; k++) {
     if (!used[k]) continue;
     int t = dvmc_fn_reg(L->f);
     alloc_with_dim(L, t, dt[k], scan[k], zero, i);
     copy_rows(L, t, scan[k], zero, zero, i);
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, scan[k], t);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, t);
+    dvmc_fn_MOVE(L->f, scan[k], t);
+    dvmc_fn_RELEASE(L->f, t);
   }
-  dvmc_fn_patch(L->f, to_done, dvmc_fn_here(L->f));
+  dvmc_fn_set_target(L->f, to_done, dvmc_fn_here(L->f));
 }
 
 /* When no iteration ran (i == 0), each of the nscan accumulators scan[k]
@@ -208,29 +208,28 @@ dvm_status *lw_empty_scans(lowering *L, const dvmc_node *n, const dvmc_value *co
     if ((bv->rank < 0 && axis) || bv->rank >= DVM_MAX_RANK)
       return lw_unsupported(n, "scan output \"%s\" at axis %d has no known rank", bv->name, axis);
     int rank = bv->rank >= 0 ? bv->rank : 0;
-    int64_t w[3 + DVM_MAX_RANK];
+    int64_t w[1 + DVM_MAX_RANK];
     for (int d = 0, j = 0; d <= rank; d++) {
       const dvmc_expr *e = d == axis ? NULL : bv->dims[j++];
-      w[2 + d] = e && lw_emittable(L, e) ? lw_expr_reg(L, e) : zero;
+      w[d] = e && lw_emittable(L, e) ? lw_expr_reg(L, e) : zero;
     }
-    w[0] = shapes[k] = dvmc_fn_reg(L->f);
-    w[1] = rank + 1;
-    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 3 + rank);
+    shapes[k] = dvmc_fn_reg(L->f);
+    dvmc_fn_MAKE_SHAPE(L->f, shapes[k], (dvm_list){rank + 1, w});
     any = 1;
   }
   if (!any) return NULL;
   int none = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_EQ, none, i, zero);
-  uint32_t skip = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, none, 0);
+  dvmc_fn_EQ(L->f, none, i, zero);
+  uint32_t skip = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, none, 0);
   for (int k = 0; k < nscan; k++) {
     if (shapes[k] < 0) continue;
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);
-    dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){scan[k], bouts[k]->dtype, shapes[k], DVM_DEVICE_CPU}, 4);
+    dvmc_fn_RELEASE(L->f, scan[k]);
+    dvmc_fn_ALLOC(L->f, scan[k], bouts[k]->dtype, shapes[k], DVM_DEVICE_CPU);
   }
-  dvmc_fn_patch(L->f, skip, dvmc_fn_here(L->f));
+  dvmc_fn_set_target(L->f, skip, dvmc_fn_here(L->f));
   for (int k = 0; k < nscan; k++)
-    if (shapes[k] >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[k]);
+    if (shapes[k] >= 0) dvmc_fn_RELEASE(L->f, shapes[k]);
   return NULL;
 }
 
@@ -260,39 +259,39 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (ncarried > 64 || nscan > 64) return lw_unsupported(n, "more than 64 loop-carried values or scan outputs");
   if (nscan) { /* scan accumulators start as empty tensors, replaced on iteration 0 */
     int empty = dvmc_fn_reg(L->f);
-    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){empty, 1, lw_emit_int(L, 0)}, 3);
+    dvmc_fn_MAKE_SHAPE(L->f, empty, DVM_LIST(lw_emit_int(L, 0)));
     for (int k = 0; k < nscan; k++)
-      dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){scan[k] = dvmc_fn_reg(L->f), DVM_F32, empty, DVM_DEVICE_CPU}, 4);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, empty);
+      dvmc_fn_ALLOC(L->f, scan[k] = dvmc_fn_reg(L->f), DVM_F32, empty, DVM_DEVICE_CPU);
+    dvmc_fn_RELEASE(L->f, empty);
   }
   if (n->in[0]) {
     if ((st = lw_reg_of(L, n->in[0], &t))) return st;
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, trips, 1, t}, 5);
+    dvmc_fn_SHAPEFN(L->f, sf, DVM_LIST(trips), DVM_LIST(t));
   } else {
-    dvmc_fn_op2(L->f, DVM_OP_IMM, trips, INT64_MAX);
+    dvmc_fn_IMM(L->f, trips, INT64_MAX);
   }
   if (n->in[1]) {
     if ((st = lw_reg_of(L, n->in[1], &t))) return st;
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, t}, 5);
+    dvmc_fn_SHAPEFN(L->f, sf, DVM_LIST(cond), DVM_LIST(t));
   } else {
-    dvmc_fn_op2(L->f, DVM_OP_IMM, cond, 1);
+    dvmc_fn_IMM(L->f, cond, 1);
   }
-  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
+  dvmc_fn_IMM(L->f, i, 0);
   int cap = dvmc_fn_reg(L->f); /* rows the scan accumulators have */
-  dvmc_fn_op2(L->f, DVM_OP_IMM, cap, 0);
+  dvmc_fn_IMM(L->f, cap, 0);
   for (int k = 0; k < ncarried; k++) {
     int reg;
     if ((st = lw_reg_of(L, n->in[2 + k], &reg))) return st;
     car[k] = dvmc_fn_reg(L->f);
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], reg);
+    dvmc_fn_MOVE(L->f, car[k], reg);
   }
   uint32_t head = dvmc_fn_here(L->f);
   int go = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_LT, go, i, trips);
-  uint32_t exit1 = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
-  uint32_t exit2 = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, cond, 0);
+  dvmc_fn_LT(L->f, go, i, trips);
+  uint32_t exit1 = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, go, 0);
+  uint32_t exit2 = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, cond, 0);
   /* the body's inputs: iteration number, condition, carried values */
   int it = lw_scalar_tensor(L, DVM_I64, i), ct = lw_scalar_tensor(L, DVM_BOOL, cond);
   if (!lw_bind(L, body->inputs[0], it) || !lw_bind(L, body->inputs[1], ct)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -311,7 +310,7 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvmc_fn_loc(L->f, n->name);
   int nc;
   if ((st = lw_reg_of(L, body->outputs[0], &nc))) return st;
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, cond, 1, nc}, 5);
+  dvmc_fn_SHAPEFN(L->f, sf, DVM_LIST(cond), DVM_LIST(nc));
   int src[64], clash = 0; /* a body that passes carried values on swapped moves them through temporaries */
   for (int k = 0; k < ncarried; k++) {
     const dvmc_value *bo = body->outputs[1 + k];
@@ -328,13 +327,13 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
   }
   for (int k = 0; k < ncarried && clash; k++) {
     int tmp = dvmc_fn_reg(L->f);
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, tmp, src[k]);
+    dvmc_fn_MOVE(L->f, tmp, src[k]);
     src[k] = tmp;
   }
   for (int k = 0; k < ncarried; k++) {
-    if (wrap[k]) dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){car[k], 1, src[k]}, 3);
-    else if (src[k] != car[k]) dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], src[k]);
-    if (clash) dvmc_fn_op1(L->f, DVM_OP_RELEASE, src[k]);
+    if (wrap[k]) dvmc_fn_TUPLE(L->f, car[k], DVM_LIST(src[k]));
+    else if (src[k] != car[k]) dvmc_fn_MOVE(L->f, car[k], src[k]);
+    if (clash) dvmc_fn_RELEASE(L->f, src[k]);
   }
   /* only the scan outputs something reads are accumulated (put[] of them) */
   int val[64], used[64], nput = 0, pval[64], pscan[64];
@@ -356,18 +355,18 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     int is_car = 0;
     for (int c = 0; c < ncarried; c++) is_car |= reg == car[c];
     if (reg >= 0 && !is_car && lw_owns(body, body->outputs[k])) {
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      dvmc_fn_RELEASE(L->f, reg);
       if (!lw_bind(L, body->outputs[k], -1)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     }
   }
   if (!lw_drop_scoped(L, scoped_at)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   L->depth--;
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, it);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, ct);
-  dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);
-  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
-  dvmc_fn_patch(L->f, exit1, dvmc_fn_here(L->f));
-  dvmc_fn_patch(L->f, exit2, dvmc_fn_here(L->f));
+  dvmc_fn_RELEASE(L->f, it);
+  dvmc_fn_RELEASE(L->f, ct);
+  dvmc_fn_ADD(L->f, i, i, one);
+  dvmc_fn_JMP(L->f, head);
+  dvmc_fn_set_target(L->f, exit1, dvmc_fn_here(L->f));
+  dvmc_fn_set_target(L->f, exit2, dvmc_fn_here(L->f));
   for (int k = 0; k < n->nout && k < ncarried; k++) {
     if (n->in[2 + k] && n->in[2 + k]->typed && !n->out[k]->typed) lw_set_type(n->out[k], n->in[2 + k]->dtype);
     lw_set_kind(n->out[k], n->in[2 + k]->kind);
@@ -375,10 +374,10 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
       char msg[512];
       snprintf(msg, sizeof msg, "node \"%s\" (Loop): loop-carried value %d is an empty optional after the loop", n->name, k);
       int len = dvmc_fn_reg(L->f);
-      dvmc_fn_op2(L->f, DVM_OP_LEN, len, car[k]);
-      dvmc_fn_op2(L->f, DVM_OP_CHECK, len, dvmc_emit_string(L->e, msg));
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, len);
-      dvmc_fn_op3(L->f, DVM_OP_GET, car[k], car[k], 0);
+      dvmc_fn_LEN(L->f, len, car[k]);
+      dvmc_fn_CHECK(L->f, len, dvmc_emit_string(L->e, msg));
+      dvmc_fn_RELEASE(L->f, len);
+      dvmc_fn_GET(L->f, car[k], car[k], 0);
       lw_set_kind(n->out[k], body->outputs[1 + k]->kind);
     }
     if (!lw_bind(L, n->out[k], car[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -392,7 +391,7 @@ dvm_status *lw_lower_loop(lowering *L, const dvmc_node *n, const op_rule *r) {
     const dvmc_value *o = outs[k];
     if (o) lw_set_type(o, body->outputs[1 + ncarried + k]->dtype);
     if (o ? !lw_bind(L, o, scan[k]) : 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    if (!o) dvmc_fn_op1(L->f, DVM_OP_RELEASE, scan[k]);
+    if (!o) dvmc_fn_RELEASE(L->f, scan[k]);
   }
   (void)r;
   return NULL;

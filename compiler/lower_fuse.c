@@ -211,26 +211,21 @@ static dvm_status *lower_built(lowering *L, const dvmc_graph *g, int first, int 
   snprintf(name, sizeof name, q->b.rows ? "fused@stitch%d" : "fused@%d", L->fused++);
   int kid = dvmc_emit_kernel(L->e, name, DVM_DEVICE_CPU, 1, payload, size);
   free(payload);
-  int64_t w[3 + 1 + DVM_FUSED_MAX_OUTPUTS + 1 + DVM_FUSED_MAX_INPUTS + 1];
-  int nw = 0, shape_reg = lw_shape_of_exprs(L, q->shape->rank, q->shape->dims);
-  w[nw++] = kid;
-  w[nw++] = -1;
-  w[nw++] = q->nout;
+  int64_t outs[DVM_FUSED_MAX_OUTPUTS], ins[DVM_FUSED_MAX_INPUTS];
+  int shape_reg = lw_shape_of_exprs(L, q->shape->rank, q->shape->dims);
   for (int k = 0; k < q->nout; k++) {
     int r = dvmc_fn_reg(L->f);
     lw_emit_alloc(L, r, DVM_F32, shape_reg, q->shape->rank, q->shape->dims);
     if (!lw_bind(L, q->outs[k], r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    w[nw++] = r;
+    outs[k] = r;
   }
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape_reg);
-  w[nw++] = q->nin;
+  dvmc_fn_RELEASE(L->f, shape_reg);
   for (int k = 0; k < q->nin; k++) {
     int r;
     if ((st = lw_reg_of(L, q->ext[k], &r))) return st;
-    w[nw++] = r;
+    ins[k] = r;
   }
-  w[nw++] = 0;
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
+  dvmc_fn_INVOKE(L->f, kid, -1, (dvm_list){q->nout, outs}, (dvm_list){q->nin, ins}, DVM_NO_LIST);
   return NULL;
 }
 

@@ -14,30 +14,28 @@
 /* Reshape, Squeeze, Unsqueeze, Flatten, dvm.LayoutView: a shape function (or
  * the known dims) and a view. */
 dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
-  int data, attr_regs[4], na = 0;
+  int data, na = 0;
   if (!n->nin || !n->in[0] || n->nout != 1 || !n->out[0]) return lw_unsupported(n, "needs one input and one output");
   dvm_status *st = lw_reg_of(L, n->in[0], &data);
   if (st) return st;
   if (dvmc_value_shape_known(n->out[0]) && lw_all_emittable(L, n->out[0]->rank, n->out[0]->dims)) {
     int shape = lw_shape_of_exprs(L, n->out[0]->rank, n->out[0]->dims), out = dvmc_fn_reg(L->f);
-    dvmc_fn_op3(L->f, DVM_OP_RESHAPE, out, data, shape);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+    dvmc_fn_RESHAPE(L->f, out, data, shape);
+    dvmc_fn_RELEASE(L->f, shape);
     if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
     return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   /* dvm.LayoutView (pass conv_nhwc) is made only where its dims are known */
   if (!r->kernel) return lw_unsupported(n, "its output's dims are not known");
-  int64_t w[16];
-  int nw = 0;
   int sf = dvmc_emit_shapefn(L->e, r->kernel);
   int shape = dvmc_fn_reg(L->f);
-  int64_t ins[4] = {data};
+  int64_t args[16] = {data};
   int nins = 1;
   if (!strcmp(n->op, "Reshape")) { /* the target shape is a tensor input */
     int s;
     if (n->nin < 2 || !n->in[1]) return lw_unsupported(n, "Reshape needs a shape input");
     if ((st = lw_reg_of(L, n->in[1], &s))) return st;
-    ins[nins++] = s;
+    args[nins++] = s;
   }
   for (const char *p = r->attrs ? r->attrs : ""; *p;) {
     while (*p == ' ') p++;
@@ -45,21 +43,15 @@ dvm_status *lw_lower_view(lowering *L, const dvmc_node *n, const op_rule *r) {
     if (!len) break;
     int reg = lw_lower_attr(L, n, p, len, &st);
     if (reg == -2) return st;
-    if (reg >= 0) attr_regs[na++] = reg;
+    if (reg >= 0) args[nins + na++] = reg;
     p += len;
   }
-  w[nw++] = sf;
-  w[nw++] = 1;
-  w[nw++] = shape;
-  w[nw++] = nins + na;
-  for (int i = 0; i < nins; i++) w[nw++] = ins[i];
-  for (int i = 0; i < na; i++) w[nw++] = attr_regs[i];
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+  dvmc_fn_SHAPEFN(L->f, sf, DVM_LIST(shape), (dvm_list){nins + na, args});
   int out = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_RESHAPE, out, data, shape);
+  dvmc_fn_RESHAPE(L->f, out, data, shape);
   if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
-  for (int i = 0; i < na; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, attr_regs[i]);
+  dvmc_fn_RELEASE(L->f, shape);
+  for (int i = 0; i < na; i++) dvmc_fn_RELEASE(L->f, args[nins + i]);
   return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
 
@@ -72,7 +64,7 @@ dvm_status *lw_lower_alias(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvm_status *st = lw_reg_of(L, n->in[0], &reg);
   if (st) return st;
   int out = dvmc_fn_reg(L->f);
-  dvmc_fn_op2(L->f, DVM_OP_MOVE, out, reg);
+  dvmc_fn_MOVE(L->f, out, reg);
   if (n->in[0]->typed) lw_set_type(n->out[0], n->in[0]->dtype);
   lw_set_kind(n->out[0], n->in[0]->kind);
   return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -98,12 +90,12 @@ dvm_status *lw_lower_dropout(lowering *L, const dvmc_node *n, const op_rule *r) 
   if (st || !mask) return st;
   int x, s = dvmc_fn_reg(L->f), m = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1);
   if ((st = lw_reg_of(L, n->in[0], &x))) return st;
-  dvmc_fn_op2(L->f, DVM_OP_SHAPE_OF, s, x);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){m, DVM_BOOL, s, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_SHAPE_OF(L->f, s, x);
+  dvmc_fn_ALLOC(L->f, m, DVM_BOOL, s, DVM_DEVICE_CPU);
   int k = dvmc_emit_kernel(L->e, "fill", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, m, 0, 1, one}, 7);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, one);
+  dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(m), DVM_NO_LIST, DVM_LIST(one));
+  dvmc_fn_RELEASE(L->f, s);
+  dvmc_fn_RELEASE(L->f, one);
   lw_set_type(mask, DVM_BOOL);
   return lw_bind(L, mask, m) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
 }
@@ -184,12 +176,12 @@ dvm_status *lw_lower_constant_of_shape(lowering *L, const dvmc_node *n, const op
   if (st) return st;
   int val = is_float ? lw_emit_float(L, f) : lw_emit_int(L, iv);
   int sf = dvmc_emit_shapefn(L->e, "constant_of_shape"), s = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){sf, 1, s, 2, shape, val}, 6);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, s, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_SHAPEFN(L->f, sf, DVM_LIST(s), DVM_LIST(shape, val));
+  dvmc_fn_ALLOC(L->f, out, dt, s, DVM_DEVICE_CPU);
   int k = dvmc_emit_kernel(L->e, "constant_of_shape", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 1, shape, 1, val}, 8);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, val);
+  dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(out), DVM_LIST(shape), DVM_LIST(val));
+  dvmc_fn_RELEASE(L->f, s);
+  dvmc_fn_RELEASE(L->f, val);
   lw_set_type(n->out[0], dt);
   (void)r;
   return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
@@ -214,7 +206,7 @@ dvm_status *lw_lower_nary(lowering *L, const dvmc_node *n, const op_rule *r) {
     if (st) return st;
     if (i > 1) { /* the previous partial result is dead */
       int reg = lw_lookup(L, acc);
-      if (reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      if (reg >= 0) dvmc_fn_RELEASE(L->f, reg);
     }
     acc = tmp;
   }
@@ -298,13 +290,13 @@ dvm_status *lw_lower_mean(lowering *L, const dvmc_node *n, const op_rule *r) {
   step.out = &mean;
   if ((st = lw_lower_kernel(L, &step, &div))) return st;
   int reg = lw_lookup(L, sum);
-  if (reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+  if (reg >= 0) dvmc_fn_RELEASE(L->f, reg);
   if (mean == n->out[0]) return NULL;
   step.nin = 1;
   step.in = &mean;
   step.out = n->out;
   if ((st = lw_lower_kernel(L, &step, &cast))) return st;
-  if ((reg = lw_lookup(L, mean)) >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+  if ((reg = lw_lookup(L, mean)) >= 0) dvmc_fn_RELEASE(L->f, reg);
   return NULL;
 }
 
@@ -361,7 +353,7 @@ static dvm_status *conv_via_f32(lowering *L, const dvmc_node *n, const op_rule *
   lw_set_type(n->out[0], dt);
   for (int i = 0; i < n->nin + 1; i++) {
     int reg = i < n->nin ? (ins[i] ? lw_lookup(L, ins[i]) : -1) : lw_lookup(L, y);
-    if (reg >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    if (reg >= 0) dvmc_fn_RELEASE(L->f, reg);
   }
   return NULL;
 }
@@ -380,12 +372,10 @@ static dvm_status *lower_transpose_pads(lowering *L, const dvmc_node *n, const o
   int os = lw_lower_attr(L, n, "output_shape:s", 14, &st);
   if (s < 0 || d < 0 || g < 0 || op < 0 || os < 0) return st;
   int mr = lw_emit_int(L, mode), pads = dvmc_fn_reg(L->f), outpad = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN,
-               (int64_t[]){dvmc_emit_shapefn(L->e, "transpose_pads"), 2, pads, outpad, 7, c.ins[0], c.ins[1], s, d, op, os, mr},
-               12);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, op);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, os);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, mr);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "transpose_pads"), DVM_LIST(pads, outpad), DVM_LIST(c.ins[0], c.ins[1], s, d, op, os, mr));
+  dvmc_fn_RELEASE(L->f, op);
+  dvmc_fn_RELEASE(L->f, os);
+  dvmc_fn_RELEASE(L->f, mr);
   int attrs[] = {s, pads, d, g, outpad};
   for (int i = 0; i < 5; i++) c.attrs[c.nattrs++] = attrs[i];
   return lw_emit_call(L, n, r, &c);
@@ -431,13 +421,13 @@ dvm_status *lw_lower_window(lowering *L, const dvmc_node *n, const op_rule *r) {
   int s = lw_lower_attr(L, n, "strides:s", 9, &st), d = lw_lower_attr(L, n, "dilations:s", 11, &st);
   if (s < 0 || d < 0) return st;
   int mr = lw_emit_int(L, m), pads = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "auto_pads"), 1, pads, 5, x, k, s, d, mr}, 9);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "auto_pads"), DVM_LIST(pads), DVM_LIST(x, k, s, d, mr));
   call c = {0};
   if (!(st = lw_call_inputs(L, n, r, &c)) && !(st = lw_call_attrs(L, n, r->attrs, pads, &c))) st = lw_emit_call(L, n, r, &c);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, mr);
-  if (!conv) dvmc_fn_op1(L->f, DVM_OP_RELEASE, k);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, d);
+  dvmc_fn_RELEASE(L->f, mr);
+  if (!conv) dvmc_fn_RELEASE(L->f, k);
+  dvmc_fn_RELEASE(L->f, s);
+  dvmc_fn_RELEASE(L->f, d);
   return st;
 }
 
@@ -453,7 +443,7 @@ dvm_status *lw_lower_pad(lowering *L, const dvmc_node *n, const op_rule *r) {
   snprintf(name, sizeof name, "dvm.pad.zero.%s", dvm_dtype_name(x->dtype));
   int k = dvmc_emit_const(L->e, name, &t), zr = dvmc_fn_reg(L->f);
   if (k < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  dvmc_fn_op2(L->f, DVM_OP_CONST, zr, k);
+  dvmc_fn_CONST(L->f, zr, k);
   call c = {.kernel = r->kernel, .nin = 4};
   dvm_status *st = NULL;
   for (int i = 0; i < 4 && !st; i++) {
@@ -463,7 +453,7 @@ dvm_status *lw_lower_pad(lowering *L, const dvmc_node *n, const op_rule *r) {
   }
   if (!st) st = lw_call_attrs(L, n, r->attrs, -1, &c);
   if (!st) st = lw_emit_call(L, n, r, &c);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, zr);
+  dvmc_fn_RELEASE(L->f, zr);
   return st;
 }
 
@@ -717,33 +707,24 @@ static dvm_status *lower_resize_params(lowering *L, const dvmc_node *n, const op
   c.ins[c.nin++] = xr;
   int sizes_reg = dvmc_fn_reg(L->f), scales[DVM_MAX_RANK];
   int ax = resize_axes_reg(L, n), by = lw_emit_int(L, by_sizes), pol = lw_emit_int(L, policy);
-  int64_t w[4 + 2 * DVM_MAX_RANK + 8];
-  int nw = 0;
-  w[nw++] = dvmc_emit_shapefn(L->e, "resize_params");
-  w[nw++] = 1 + rank;
-  w[nw++] = sizes_reg;
-  for (int d = 0; d < rank; d++) w[nw++] = scales[d] = dvmc_fn_reg(L->f);
-  w[nw++] = 5;
-  w[nw++] = xr, w[nw++] = vr, w[nw++] = ax, w[nw++] = by, w[nw++] = pol;
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, by);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, pol);
+  int64_t dsts[2 * DVM_MAX_RANK] = {sizes_reg};
+  int sf = dvmc_emit_shapefn(L->e, "resize_params");
+  for (int d = 0; d < rank; d++) dsts[1 + d] = scales[d] = dvmc_fn_reg(L->f);
+  dvmc_fn_SHAPEFN(L->f, sf, (dvm_list){1 + rank, dsts}, DVM_LIST(xr, vr, ax, by, pol));
+  dvmc_fn_RELEASE(L->f, by);
+  dvmc_fn_RELEASE(L->f, pol);
   c.attrs[c.nattrs++] = sizes_reg;
   resize_mode_attrs(L, n, enums, &c);
   for (int d = 0; d < rank; d++) c.attrs[c.nattrs++] = scales[d];
   if (roi) {
     int rk = lw_emit_int(L, rank);
-    nw = 0;
-    w[nw++] = dvmc_emit_shapefn(L->e, "resize_roi");
-    w[nw++] = 2 * rank;
-    for (int d = 0; d < 2 * rank; d++) w[nw++] = c.attrs[c.nattrs++] = dvmc_fn_reg(L->f);
-    w[nw++] = 3;
-    w[nw++] = rr, w[nw++] = ax, w[nw++] = rk;
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, rk);
+    sf = dvmc_emit_shapefn(L->e, "resize_roi");
+    for (int d = 0; d < 2 * rank; d++) dsts[d] = c.attrs[c.nattrs++] = dvmc_fn_reg(L->f);
+    dvmc_fn_SHAPEFN(L->f, sf, (dvm_list){2 * rank, dsts}, DVM_LIST(rr, ax, rk));
+    dvmc_fn_RELEASE(L->f, rk);
     c.attrs[c.nattrs++] = lw_emit_float(L, dvmc_attr_float(n, "extrapolation_value", 0));
   }
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, ax);
+  dvmc_fn_RELEASE(L->f, ax);
   return lw_emit_call(L, n, r, &c);
 }
 
@@ -827,44 +808,36 @@ dvm_status *lw_lower_resize(lowering *L, const dvmc_node *n, const op_rule *r) {
   if ((st = lw_reg_of(L, x, &xr))) return st;
   c.kernel = r->kernel;
   c.ins[c.nin++] = xr;
-  int sizes_reg = dvmc_fn_reg(L->f), vals[DVM_MAX_RANK];
+  int sizes_reg = dvmc_fn_reg(L->f);
+  int64_t vals[DVM_MAX_RANK];
   if (!known) { /* the model computes them: read on the host */
     int t;
     if ((st = lw_reg_of(L, scales ? scales : sizes, &t))) return st;
     if (sizes) {
-      dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "ints"), 1, sizes_reg, 1, t}, 5);
+      dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "ints"), DVM_LIST(sizes_reg), DVM_LIST(t));
     } else {
-      int64_t w[4 + DVM_MAX_RANK + 1];
-      int nw = 0;
-      w[nw++] = dvmc_emit_shapefn(L->e, "floats");
-      w[nw++] = rank;
-      for (int d = 0; d < rank; d++) w[nw++] = vals[d] = dvmc_fn_reg(L->f);
-      w[nw++] = 1;
-      w[nw++] = t;
-      dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
+      int sf = dvmc_emit_shapefn(L->e, "floats");
+      for (int d = 0; d < rank; d++) vals[d] = dvmc_fn_reg(L->f);
+      dvmc_fn_SHAPEFN(L->f, sf, (dvm_list){rank, vals}, DVM_LIST(t));
     }
   } else {
     for (int d = 0; d < rank; d++) vals[d] = by_scales ? lw_emit_float(L, sc[d]) : lw_emit_int(L, sz[d]);
   }
   if (by_scales || known) { /* the sizes attribute, from x's dims */
-    int64_t w[4 + 2 + DVM_MAX_RANK];
-    int nw = 0, by = lw_emit_int(L, by_scales ? 0 : 1);
-    w[nw++] = dvmc_emit_shapefn(L->e, "resize_sizes");
-    w[nw++] = 1;
-    w[nw++] = sizes_reg;
-    w[nw++] = 2 + rank;
-    w[nw++] = xr;
-    w[nw++] = by;
-    for (int d = 0; d < rank; d++) w[nw++] = vals[d];
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, by);
+    int64_t args[2 + DVM_MAX_RANK];
+    int by = lw_emit_int(L, by_scales ? 0 : 1);
+    int sf = dvmc_emit_shapefn(L->e, "resize_sizes");
+    args[0] = xr, args[1] = by;
+    for (int d = 0; d < rank; d++) args[2 + d] = vals[d];
+    dvmc_fn_SHAPEFN(L->f, sf, DVM_LIST(sizes_reg), (dvm_list){2 + rank, args});
+    dvmc_fn_RELEASE(L->f, by);
   }
   c.attrs[c.nattrs++] = sizes_reg;
   resize_mode_attrs(L, n, enums, &c);
   if (by_scales)
     for (int d = 0; d < rank; d++) c.attrs[c.nattrs++] = vals[d];
   else if (known)
-    for (int d = 0; d < rank; d++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, vals[d]);
+    for (int d = 0; d < rank; d++) dvmc_fn_RELEASE(L->f, vals[d]);
   return lw_emit_call(L, n, r, &c);
 }
 

@@ -78,10 +78,10 @@ static dvm_status *rnn_via_f32(lowering *L, const dvmc_node *n, const op_rule *r
     if ((st = lw_cast_value(L, n, ys[j], dt, &back))) return st;
     if (!lw_bind(L, n->out[j], lw_lookup(L, back))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     lw_set_type(n->out[j], dt);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, lw_lookup(L, ys[j]));
+    dvmc_fn_RELEASE(L->f, lw_lookup(L, ys[j]));
   }
   for (int i = 0; i < n->nin; i++)
-    if (ins[i] && ins[i] != n->in[i]) dvmc_fn_op1(L->f, DVM_OP_RELEASE, lw_lookup(L, ins[i]));
+    if (ins[i] && ins[i] != n->in[i]) dvmc_fn_RELEASE(L->f, lw_lookup(L, ins[i]));
   return NULL;
 }
 
@@ -141,42 +141,30 @@ dvm_status *lw_lower_rnn(lowering *L, const dvmc_node *n, const op_rule *r) {
     for (int j = 0; j < nout; j++)
       shapes[j] = j < n->nout && n->out[j] ? lw_shape_of_exprs(L, n->out[j]->rank, n->out[j]->dims) : -1;
   } else {
-    int64_t w[2 + 3 + 1 + 4] = {dvmc_emit_shapefn(L->e, quant ? "qlstm" : "rnn"), nout};
-    for (int j = 0; j < nout; j++) w[2 + j] = shapes[j] = dvmc_fn_reg(L->f);
-    w[2 + nout] = 4;
-    for (int i = 0; i < 3; i++) w[3 + nout + i] = c.ins[i];
-    w[6 + nout] = c.attrs[2]; /* layout */
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, 7 + nout);
+    int sf = dvmc_emit_shapefn(L->e, quant ? "qlstm" : "rnn");
+    for (int j = 0; j < nout; j++) shapes[j] = dvmc_fn_reg(L->f);
+    dvmc_fn_SHAPEFN(L->f, sf, (dvm_list){nout, shapes}, DVM_LIST(c.ins[0], c.ins[1], c.ins[2], c.attrs[2] /* layout */));
   }
   for (int j = 0; j < nout; j++) {
     const dvmc_value *o = j < n->nout ? n->out[j] : NULL;
     outs[j] = dvmc_fn_reg(L->f);
     if (!o) { /* not wanted: an empty tensor */
-      if (shapes[j] >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+      if (shapes[j] >= 0) dvmc_fn_RELEASE(L->f, shapes[j]);
       int64_t zero = 0;
       int sh = lw_emit_shape(L, 1, &zero);
       lw_emit_alloc(L, (int)outs[j], DVM_F32, sh, 1, (const dvmc_expr *[]){dvmc_const(L->c->exprs, 0)});
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
+      dvmc_fn_RELEASE(L->f, sh);
       continue;
     }
     lw_set_type(o, DVM_F32);
     lw_emit_alloc(L, (int)outs[j], DVM_F32, (int)shapes[j], o->rank, known ? o->dims : NULL);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, shapes[j]);
+    dvmc_fn_RELEASE(L->f, shapes[j]);
     if (!lw_bind(L, o, (int)outs[j])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  int64_t w[3 + 3 + 1 + 12 + 1 + 32];
-  int nw = 0;
-  w[nw++] = dvmc_emit_kernel(L->e, c.kernel, DVM_DEVICE_CPU, 1, NULL, 0);
-  w[nw++] = -1;
-  w[nw++] = nout;
-  for (int j = 0; j < nout; j++) w[nw++] = outs[j];
-  w[nw++] = c.nin;
-  for (int i = 0; i < c.nin; i++) w[nw++] = c.ins[i];
-  w[nw++] = c.nattrs;
-  for (int i = 0; i < c.nattrs; i++) w[nw++] = c.attrs[i];
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, w, nw);
-  for (int i = 0; i < c.nattrs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, c.attrs[i]);
+  dvmc_fn_INVOKE(L->f, dvmc_emit_kernel(L->e, c.kernel, DVM_DEVICE_CPU, 1, NULL, 0), -1, (dvm_list){nout, outs},
+                 (dvm_list){c.nin, c.ins}, (dvm_list){c.nattrs, c.attrs});
+  for (int i = 0; i < c.nattrs; i++) dvmc_fn_RELEASE(L->f, c.attrs[i]);
   for (int j = 0; j < nout; j++)
-    if (j >= n->nout || !n->out[j]) dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[j]);
+    if (j >= n->nout || !n->out[j]) dvmc_fn_RELEASE(L->f, outs[j]);
   return NULL;
 }

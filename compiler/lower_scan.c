@@ -28,11 +28,11 @@ typedef struct {
 /* Slice idx (a scalar i64 tensor) of tensor x along axis (Gather). */
 static int gather_at(lowering *L, int x, dvm_dtype dt, int idx, int axis) {
   int ax = lw_emit_int(L, axis), shape = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "gather"), 1, shape, 3, x, idx, ax}, 7);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, shape, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "gather"), DVM_LIST(shape), DVM_LIST(x, idx, ax));
+  dvmc_fn_ALLOC(L->f, out, dt, shape, DVM_DEVICE_CPU);
   int k = dvmc_emit_kernel(L->e, "gather", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, out, 2, x, idx, 1, ax}, 9);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(out), DVM_LIST(x, idx), DVM_LIST(ax));
+  dvmc_fn_RELEASE(L->f, shape);
   return out;
 }
 
@@ -40,15 +40,15 @@ static int gather_at(lowering *L, int x, dvm_dtype dt, int idx, int axis) {
  * must equal it (a run-time check naming the node). */
 static int common_dim(lowering *L, const dvmc_node *n, int nx, const int *x, const int *axis, const char *what) {
   int len = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_DIM, (int64_t[]){len, x[0], axis[0]}, 3);
+  dvmc_fn_DIM(L->f, len, x[0], axis[0]);
   for (int j = 1; j < nx; j++) {
     int d = dvmc_fn_reg(L->f), ok = dvmc_fn_reg(L->f);
     char msg[512];
-    dvmc_fn_emit(L->f, DVM_OP_DIM, (int64_t[]){d, x[j], axis[j]}, 3);
-    dvmc_fn_op3(L->f, DVM_OP_EQ, ok, d, len);
+    dvmc_fn_DIM(L->f, d, x[j], axis[j]);
+    dvmc_fn_EQ(L->f, ok, d, len);
     snprintf(msg, sizeof msg, "node \"%s\" (Scan): %s %d has {} along its axis %d, %s 0 has {}", n->name, what, j,
              axis[j], what);
-    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 2, d, len}, 5);
+    dvmc_fn_CHECK_WITH(L->f, ok, dvmc_emit_string(L->e, msg), DVM_LIST(d, len));
   }
   return len;
 }
@@ -58,10 +58,10 @@ static int common_dim(lowering *L, const dvmc_node *n, int nx, const int *x, con
 static void empty_accumulators(lowering *L, int n, int *acc) {
   if (!n) return;
   int empty = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){empty, 1, lw_emit_int(L, 0)}, 3);
+  dvmc_fn_MAKE_SHAPE(L->f, empty, DVM_LIST(lw_emit_int(L, 0)));
   for (int k = 0; k < n; k++)
-    dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){acc[k] = dvmc_fn_reg(L->f), DVM_F32, empty, DVM_DEVICE_CPU}, 4);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, empty);
+    dvmc_fn_ALLOC(L->f, acc[k] = dvmc_fn_reg(L->f), DVM_F32, empty, DVM_DEVICE_CPU);
+  dvmc_fn_RELEASE(L->f, empty);
 }
 
 /* The scan loop over tensors in registers: states s[] (dtypes sdt[]),
@@ -81,32 +81,32 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
     int ok = dvmc_fn_reg(L->f), le = dvmc_fn_reg(L->f);
     char msg[256];
     snprintf(msg, sizeof msg, "node \"%s\" (Scan, opset 8): sequence_lens entry {} is outside [1, {}]", n->name);
-    dvmc_fn_op3(L->f, DVM_OP_GE, ok, steps, lw_emit_int(L, 1));
-    dvmc_fn_op3(L->f, DVM_OP_LE, le, steps, len);
-    dvmc_fn_op3(L->f, DVM_OP_MUL, ok, ok, le);
-    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 2, steps, len}, 5);
+    dvmc_fn_GE(L->f, ok, steps, lw_emit_int(L, 1));
+    dvmc_fn_LE(L->f, le, steps, len);
+    dvmc_fn_MUL(L->f, ok, ok, le);
+    dvmc_fn_CHECK_WITH(L->f, ok, dvmc_emit_string(L->e, msg), DVM_LIST(steps, len));
     len = steps;
   }
   for (int k = 0; k < S->ns; k++) {
     car[k] = dvmc_fn_reg(L->f);
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], s[k]);
+    dvmc_fn_MOVE(L->f, car[k], s[k]);
   }
   empty_accumulators(L, S->nk, ys);
   int i = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1), last = dvmc_fn_reg(L->f), any_rev = 0;
-  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
-  dvmc_fn_op3(L->f, DVM_OP_SUB, last, len, one);
+  dvmc_fn_IMM(L->f, i, 0);
+  dvmc_fn_SUB(L->f, last, len, one);
   for (int j = 0; j < S->m; j++) any_rev |= S->in_rev[j]; /* bit 1: a reverse input, 2: a reverse output */
   for (int k = 0; k < S->nk; k++) any_rev |= 2 * S->out_rev[k];
   uint32_t head = dvmc_fn_here(L->f);
   int go = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_LT, go, i, len);
-  uint32_t exit = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  dvmc_fn_LT(L->f, go, i, len);
+  uint32_t exit = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, go, 0);
   /* everything up to the back edge is the loop's: depth > 0 */
   L->depth++;
   int it = lw_scalar_tensor(L, DVM_I64, i), rt = -1, ri = -1, slice[MAX_IO];
   if (any_rev) { /* the step from the end: last - i */
-    dvmc_fn_op3(L->f, DVM_OP_SUB, ri = dvmc_fn_reg(L->f), last, i);
+    dvmc_fn_SUB(L->f, ri = dvmc_fn_reg(L->f), last, i);
     if (any_rev & 1) rt = lw_scalar_tensor(L, DVM_I64, ri);
   }
   for (int j = 0; j < S->m; j++) slice[j] = gather_at(L, x[j], xdt[j], S->in_rev[j] ? rt : it, S->in_axis[j]);
@@ -122,11 +122,11 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
   for (int k = 0; k < S->ns; k++) {
     int reg;
     if ((st = lw_reg_of(L, body->outputs[k], &reg))) return st;
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, tmp[k] = dvmc_fn_reg(L->f), reg);
+    dvmc_fn_MOVE(L->f, tmp[k] = dvmc_fn_reg(L->f), reg);
   }
   for (int k = 0; k < S->ns; k++) {
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, car[k], tmp[k]);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, tmp[k]);
+    dvmc_fn_MOVE(L->f, car[k], tmp[k]);
+    dvmc_fn_RELEASE(L->f, tmp[k]);
   }
   for (int k = 0; k < S->nk; k++) {
     const dvmc_value *v = body->outputs[S->ns + k];
@@ -141,18 +141,18 @@ static dvm_status *scan_loop(lowering *L, const scan_spec *S, const int *s, cons
     int reg = lw_lookup(L, body->outputs[k]), is_car = 0;
     for (int c = 0; c < S->ns; c++) is_car |= reg == car[c];
     if (reg >= 0 && !is_car && lw_owns(body, body->outputs[k])) {
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      dvmc_fn_RELEASE(L->f, reg);
       if (!lw_bind(L, body->outputs[k], -1)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     }
   }
   if (!lw_drop_scoped(L, scoped_at)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  for (int j = 0; j < S->m; j++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, slice[j]);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, it);
-  if (rt >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, rt);
+  for (int j = 0; j < S->m; j++) dvmc_fn_RELEASE(L->f, slice[j]);
+  dvmc_fn_RELEASE(L->f, it);
+  if (rt >= 0) dvmc_fn_RELEASE(L->f, rt);
   L->depth--;
-  dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);
-  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
-  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
+  dvmc_fn_ADD(L->f, i, i, one);
+  dvmc_fn_JMP(L->f, head);
+  dvmc_fn_set_target(L->f, exit, dvmc_fn_here(L->f));
   return lw_empty_scans(L, n, S->used, (const dvmc_value *const *)body->outputs + S->ns, S->nk, ys, S->out_axis, i);
 }
 
@@ -170,49 +170,49 @@ static dvm_status *batch_loop(lowering *L, const scan_spec *S, const int *s, con
     int d = dvmc_fn_reg(L->f), ok = dvmc_fn_reg(L->f);
     char msg[256];
     snprintf(msg, sizeof msg, "node \"%s\" (Scan, opset 8): sequence_lens has {} entries for a batch of {}", n->name);
-    dvmc_fn_emit(L->f, DVM_OP_DIM, (int64_t[]){d, lens, 0}, 3);
-    dvmc_fn_op3(L->f, DVM_OP_EQ, ok, d, batch);
-    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 2, d, batch}, 5);
+    dvmc_fn_DIM(L->f, d, lens, 0);
+    dvmc_fn_EQ(L->f, ok, d, batch);
+    dvmc_fn_CHECK_WITH(L->f, ok, dvmc_emit_string(L->e, msg), DVM_LIST(d, batch));
   }
   empty_accumulators(L, S->ns, accS);
   empty_accumulators(L, S->nk, accY);
   int b = dvmc_fn_reg(L->f), one = lw_emit_int(L, 1);
-  dvmc_fn_op2(L->f, DVM_OP_IMM, b, 0);
+  dvmc_fn_IMM(L->f, b, 0);
   uint32_t head = dvmc_fn_here(L->f);
   int go = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_LT, go, b, batch);
-  uint32_t exit = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  dvmc_fn_LT(L->f, go, b, batch);
+  uint32_t exit = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, go, 0);
   L->depth++;
   int bt = lw_scalar_tensor(L, DVM_I64, b), sb[MAX_IO], xb[MAX_IO], car[MAX_IO], ys[MAX_IO];
   for (int k = 0; k < S->ns; k++) sb[k] = gather_at(L, s[k], sdt[k], bt, 0);
   for (int k = 0; k < S->m; k++) xb[k] = gather_at(L, x[k], xdt[k], bt, 0);
   int steps = -1, full, lt = lens >= 0 ? gather_at(L, lens, DVM_I64, bt, 0) : -1;
   if (lt >= 0)
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "item"), 1, steps = dvmc_fn_reg(L->f), 1, lt}, 5);
+    dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "item"), DVM_LIST(steps = dvmc_fn_reg(L->f)), DVM_LIST(lt));
   dvm_status *st = scan_loop(L, S, sb, sdt, xb, xdt, car, ys, steps, &full);
   if (st) return st;
-  if (lt >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, lt);
+  if (lt >= 0) dvmc_fn_RELEASE(L->f, lt);
   for (int k = 0; k < S->ns; k++) {
     lw_put_scan(L, car[k], sdt[k], accS[k], b, b, batch, 0, 0);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, car[k]);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, sb[k]);
+    dvmc_fn_RELEASE(L->f, car[k]);
+    dvmc_fn_RELEASE(L->f, sb[k]);
   }
   for (int k = 0; k < S->nk; k++) {
     if (S->used[k]) lw_put_scan(L, ys[k], S->body->outputs[S->ns + k]->dtype, accY[k], b, b, batch, 0, 0);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, ys[k]);
+    dvmc_fn_RELEASE(L->f, ys[k]);
   }
-  for (int k = 0; k < S->m; k++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, xb[k]);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, bt);
+  for (int k = 0; k < S->m; k++) dvmc_fn_RELEASE(L->f, xb[k]);
+  dvmc_fn_RELEASE(L->f, bt);
   L->depth--;
-  dvmc_fn_op3(L->f, DVM_OP_ADD, b, b, one);
-  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
-  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
+  dvmc_fn_ADD(L->f, b, b, one);
+  dvmc_fn_JMP(L->f, head);
+  dvmc_fn_set_target(L->f, exit, dvmc_fn_here(L->f));
   int ok = dvmc_fn_reg(L->f);
   char msg[256];
   snprintf(msg, sizeof msg, "node \"%s\" (Scan, opset 8): a batch of {} rows is not supported (at least 1)", n->name);
-  dvmc_fn_op3(L->f, DVM_OP_GE, ok, batch, one);
-  dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 1, batch}, 4);
+  dvmc_fn_GE(L->f, ok, batch, one);
+  dvmc_fn_CHECK_WITH(L->f, ok, dvmc_emit_string(L->e, msg), DVM_LIST(batch));
   return NULL;
 }
 
@@ -299,7 +299,7 @@ dvm_status *lw_lower_scan(lowering *L, const dvmc_node *n, const op_rule *r) {
     const dvmc_value *o = k < S.ns ? (k < n->nout ? n->out[k] : NULL) : S.used[k - S.ns];
     int reg = k < S.ns ? fs[k] : ys[k - S.ns];
     if (!o) {
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      dvmc_fn_RELEASE(L->f, reg);
       continue;
     }
     lw_set_type(o, k < S.ns ? sdt[k] : body->outputs[k]->dtype);

@@ -36,7 +36,7 @@ static dvm_status *item(lowering *L, const dvmc_value *v, int *out) {
   dvm_status *st = lw_reg_of(L, v, &t);
   if (st) return st;
   *out = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "item"), 1, *out, 1, t}, 5);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "item"), DVM_LIST(*out), DVM_LIST(t));
   return NULL;
 }
 
@@ -64,20 +64,19 @@ static dvm_status *same_dtype(const dvmc_node *n, const dvmc_value *s, const dvm
 }
 
 static dvm_status *construct(lowering *L, const dvmc_node *n) {
-  int64_t w[2 + 256];
+  int64_t w[256];
   if (n->nin > 256) return lw_unsupported(n, "more than 256 inputs");
-  w[0] = dvmc_fn_reg(L->f);
-  w[1] = n->nin;
+  int seq = dvmc_fn_reg(L->f);
   for (int k = 0; k < n->nin; k++) {
     dvm_status *st = need(n, k, DVMC_TENSOR);
     if (!st) st = same_dtype(n, n->in[0], n->in[k]);
     if (st) return st;
     int r;
     if ((st = lw_reg_of(L, n->in[k], &r))) return st;
-    w[2 + k] = r;
+    w[k] = r;
   }
-  dvmc_fn_emit(L->f, DVM_OP_TUPLE, w, 2 + n->nin);
-  return bind_out(L, n, (int)w[0], DVMC_SEQUENCE, n->nin && n->in[0]->typed, n->nin ? n->in[0]->dtype : DVM_F32);
+  dvmc_fn_TUPLE(L->f, seq, (dvm_list){n->nin, w});
+  return bind_out(L, n, seq, DVMC_SEQUENCE, n->nin && n->in[0]->typed, n->nin ? n->in[0]->dtype : DVM_F32);
 }
 
 static dvm_status *empty(lowering *L, const dvmc_node *n) {
@@ -85,7 +84,7 @@ static dvm_status *empty(lowering *L, const dvmc_node *n) {
   int64_t onnx = dvmc_attr_int(n, "dtype", 1);
   if (!dvmc_onnx_dtype(onnx, &dt)) return lw_unsupported(n, "dtype %lld is not supported", (long long)onnx);
   int r = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){r, 0}, 2);
+  dvmc_fn_TUPLE(L->f, r, DVM_NO_LIST);
   return bind_out(L, n, r, DVMC_SEQUENCE, true, dt);
 }
 
@@ -94,8 +93,8 @@ static dvm_status *at(lowering *L, const dvmc_node *n) {
   dvm_status *st = need(n, 0, DVMC_SEQUENCE);
   if (!st) st = need(n, 1, DVMC_TENSOR);
   if (st || (st = lw_reg_of(L, n->in[0], &s)) || (st = item(L, n->in[1], &i))) return st;
-  dvmc_fn_op3(L->f, DVM_OP_AT, r, s, i);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, i);
+  dvmc_fn_AT(L->f, r, s, i);
+  dvmc_fn_RELEASE(L->f, i);
   return bind_out(L, n, r, DVMC_TENSOR, n->in[0]->typed, n->in[0]->dtype);
 }
 
@@ -109,13 +108,13 @@ static dvm_status *insert_erase(lowering *L, const dvmc_node *n, int insert) {
   if (pos < n->nin && n->in[pos]) {
     if ((st = item(L, n->in[pos], &i))) return st;
   } else if (insert) {
-    dvmc_fn_op2(L->f, DVM_OP_LEN, i = dvmc_fn_reg(L->f), s);
+    dvmc_fn_LEN(L->f, i = dvmc_fn_reg(L->f), s);
   } else {
     i = lw_emit_int(L, -1);
   }
-  if (insert) dvmc_fn_emit(L->f, DVM_OP_INSERT, (int64_t[]){r, s, i, t}, 4);
-  else dvmc_fn_op3(L->f, DVM_OP_ERASE, r, s, i);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, i);
+  if (insert) dvmc_fn_INSERT(L->f, r, s, i, t);
+  else dvmc_fn_ERASE(L->f, r, s, i);
+  dvmc_fn_RELEASE(L->f, i);
   return bind_out(L, n, r, DVMC_SEQUENCE, n->in[0]->typed, n->in[0]->dtype);
 }
 
@@ -123,9 +122,9 @@ static dvm_status *length(lowering *L, const dvmc_node *n) {
   int s, len = dvmc_fn_reg(L->f);
   dvm_status *st = need(n, 0, DVMC_SEQUENCE);
   if (st || (st = lw_reg_of(L, n->in[0], &s))) return st;
-  dvmc_fn_op2(L->f, DVM_OP_LEN, len, s);
+  dvmc_fn_LEN(L->f, len, s);
   int t = lw_scalar_tensor(L, DVM_I64, len);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, len);
+  dvmc_fn_RELEASE(L->f, len);
   return bind_out(L, n, t, DVMC_TENSOR, true, DVM_I64);
 }
 
@@ -138,7 +137,7 @@ static dvm_status *optional(lowering *L, const dvmc_node *n) {
     int reg;
     dvm_status *st = lw_reg_of(L, x, &reg);
     if (st) return st;
-    dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){r, 1, reg}, 3);
+    dvmc_fn_TUPLE(L->f, r, DVM_LIST(reg));
     return bind_out(L, n, r, x->kind == DVMC_SEQUENCE ? DVMC_OPT_SEQUENCE : DVMC_OPT_TENSOR, x->typed, x->dtype);
   }
   const dvmc_attr *a = dvmc_attr_find(n, "type");
@@ -146,7 +145,7 @@ static dvm_status *optional(lowering *L, const dvmc_node *n) {
   const dvmc_value *t = a->type_of;
   if (t->kind != DVMC_TENSOR && t->kind != DVMC_SEQUENCE)
     return lw_unsupported(n, "an optional of an optional is not supported");
-  dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){r, 0}, 2);
+  dvmc_fn_TUPLE(L->f, r, DVM_NO_LIST);
   return bind_out(L, n, r, t->kind == DVMC_SEQUENCE ? DVMC_OPT_SEQUENCE : DVMC_OPT_TENSOR, t->typed, t->dtype);
 }
 
@@ -159,12 +158,12 @@ static dvm_status *has_element(lowering *L, const dvmc_node *n) {
     int reg;
     dvm_status *st = lw_reg_of(L, x, &reg);
     if (st) return st;
-    dvmc_fn_op2(L->f, DVM_OP_LEN, has = dvmc_fn_reg(L->f), reg);
+    dvmc_fn_LEN(L->f, has = dvmc_fn_reg(L->f), reg);
   } else {
     has = lw_emit_int(L, x != NULL);
   }
   int t = lw_scalar_tensor(L, DVM_BOOL, has);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, has);
+  dvmc_fn_RELEASE(L->f, has);
   return bind_out(L, n, t, DVMC_TENSOR, true, DVM_BOOL);
 }
 
@@ -177,28 +176,28 @@ static dvm_status *get_element(lowering *L, const dvmc_node *n) {
   dvm_status *st = lw_reg_of(L, x, &reg);
   if (st) return st;
   if (!dvmc_kind_is_optional(x->kind)) {
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, r, reg);
+    dvmc_fn_MOVE(L->f, r, reg);
     return bind_out(L, n, r, x->kind, x->typed, x->dtype);
   }
   char msg[512];
   snprintf(msg, sizeof msg, "node \"%s\" (OptionalGetElement): input \"%s\" is an empty optional", n->name, x->name);
   int len = dvmc_fn_reg(L->f);
-  dvmc_fn_op2(L->f, DVM_OP_LEN, len, reg);
-  dvmc_fn_op2(L->f, DVM_OP_CHECK, len, dvmc_emit_string(L->e, msg));
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, len);
-  dvmc_fn_op3(L->f, DVM_OP_GET, r, reg, 0);
+  dvmc_fn_LEN(L->f, len, reg);
+  dvmc_fn_CHECK(L->f, len, dvmc_emit_string(L->e, msg));
+  dvmc_fn_RELEASE(L->f, len);
+  dvmc_fn_GET(L->f, r, reg, 0);
   return bind_out(L, n, r, x->kind == DVMC_OPT_SEQUENCE ? DVMC_SEQUENCE : DVMC_TENSOR, x->typed, x->dtype);
 }
 
 /* A 1-D i64 tensor [v] of the int in register v (Slice's starts, ends, axes). */
 static int int_tensor1(lowering *L, int v) {
   int s = dvmc_fn_reg(L->f), dims = lw_emit_shape(L, 1, (int64_t[]){1}), t = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){s, 1, v}, 3);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){t, DVM_I64, dims, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_MAKE_SHAPE(L->f, s, DVM_LIST(v));
+  dvmc_fn_ALLOC(L->f, t, DVM_I64, dims, DVM_DEVICE_CPU);
   int k = dvmc_emit_kernel(L->e, "from_shape", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, t, 0, 1, s}, 7);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, s);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, dims);
+  dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(t), DVM_NO_LIST, DVM_LIST(s));
+  dvmc_fn_RELEASE(L->f, s);
+  dvmc_fn_RELEASE(L->f, dims);
   return t;
 }
 
@@ -224,79 +223,70 @@ static dvm_status *split_to_sequence(lowering *L, const dvmc_node *n) {
                                "compile time", split->name);
     int sp, ax = lw_emit_int(L, axis);
     if ((st = lw_reg_of(L, split, &sp))) return st;
-    int64_t w[3 + 256 + 8];
-    int nw = 0, outs[256];
-    w[nw++] = dvmc_emit_shapefn(L->e, "split");
-    w[nw++] = k;
-    for (int64_t i = 0; i < k; i++) w[nw++] = outs[i] = dvmc_fn_reg(L->f);
-    w[nw++] = 3, w[nw++] = xr, w[nw++] = sp, w[nw++] = ax;
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, w, nw);
-    nw = 0;
+    int64_t outs[256];
+    int sf = dvmc_emit_shapefn(L->e, "split");
+    for (int64_t i = 0; i < k; i++) outs[i] = dvmc_fn_reg(L->f);
+    dvmc_fn_SHAPEFN(L->f, sf, (dvm_list){k, outs}, DVM_LIST(xr, sp, ax));
     int kern = dvmc_emit_kernel(L->e, "split", DVM_DEVICE_CPU, 1, NULL, 0);
-    int64_t inv[8 + 256];
-    inv[nw++] = kern, inv[nw++] = -1, inv[nw++] = k;
     for (int64_t i = 0; i < k; i++) {
       int t = dvmc_fn_reg(L->f);
-      dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){t, x->dtype, outs[i], DVM_DEVICE_CPU}, 4);
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[i]);
-      inv[nw++] = outs[i] = t;
+      dvmc_fn_ALLOC(L->f, t, x->dtype, outs[i], DVM_DEVICE_CPU);
+      dvmc_fn_RELEASE(L->f, outs[i]);
+      outs[i] = t;
     }
-    inv[nw++] = 2, inv[nw++] = xr, inv[nw++] = sp, inv[nw++] = 1, inv[nw++] = ax;
-    dvmc_fn_emit(L->f, DVM_OP_INVOKE, inv, nw);
-    int64_t tw[2 + 256] = {seq, k};
-    for (int64_t i = 0; i < k; i++) tw[2 + i] = outs[i];
-    dvmc_fn_emit(L->f, DVM_OP_TUPLE, tw, 2 + k);
-    for (int64_t i = 0; i < k; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, outs[i]);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, ax);
+    dvmc_fn_INVOKE(L->f, kern, -1, (dvm_list){k, outs}, DVM_LIST(xr, sp), DVM_LIST(ax));
+    dvmc_fn_TUPLE(L->f, seq, (dvm_list){k, outs});
+    for (int64_t i = 0; i < k; i++) dvmc_fn_RELEASE(L->f, outs[i]);
+    dvmc_fn_RELEASE(L->f, ax);
     return bind_out(L, n, seq, DVMC_SEQUENCE, x->typed, x->dtype);
   }
   /* the loop: start = 0; while start < dim: item [start, min(start + chunk, dim)) */
   int dim = dvmc_fn_reg(L->f), chunk, start = dvmc_fn_reg(L->f), end = dvmc_fn_reg(L->f), go = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_DIM, dim, xr, axis);
+  dvmc_fn_DIM(L->f, dim, xr, axis);
   if (split) {
     if ((st = item(L, split, &chunk))) return st;
     char msg[512];
     snprintf(msg, sizeof msg, "node \"%s\" (SplitToSequence): split must be positive, got {}", n->name);
     int zero = lw_emit_int(L, 0), ok = dvmc_fn_reg(L->f);
-    dvmc_fn_op3(L->f, DVM_OP_GT, ok, chunk, zero);
-    dvmc_fn_emit(L->f, DVM_OP_CHECK_WITH, (int64_t[]){ok, dvmc_emit_string(L->e, msg), 1, chunk}, 4);
+    dvmc_fn_GT(L->f, ok, chunk, zero);
+    dvmc_fn_CHECK_WITH(L->f, ok, dvmc_emit_string(L->e, msg), DVM_LIST(chunk));
   } else {
     chunk = lw_emit_int(L, 1);
   }
   int axes = int_tensor1(L, lw_emit_int(L, axis)), squeeze = !split && !keepdims;
   int sq_axes = squeeze ? lw_emit_shape(L, 1, (int64_t[]){axis}) : -1;
-  dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){seq, 0}, 2);
-  dvmc_fn_op2(L->f, DVM_OP_IMM, start, 0);
+  dvmc_fn_TUPLE(L->f, seq, DVM_NO_LIST);
+  dvmc_fn_IMM(L->f, start, 0);
   uint32_t head = dvmc_fn_here(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_LT, go, start, dim);
-  uint32_t exit = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
-  dvmc_fn_op3(L->f, DVM_OP_ADD, end, start, chunk);
-  dvmc_fn_op3(L->f, DVM_OP_MIN, end, end, dim);
+  dvmc_fn_LT(L->f, go, start, dim);
+  uint32_t exit = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, go, 0);
+  dvmc_fn_ADD(L->f, end, start, chunk);
+  dvmc_fn_MIN(L->f, end, end, dim);
   int st_t = int_tensor1(L, start), en_t = int_tensor1(L, end), shape = dvmc_fn_reg(L->f), piece = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "slice"), 1, shape, 4, xr, st_t, en_t, axes}, 8);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){piece, x->dtype, shape, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "slice"), DVM_LIST(shape), DVM_LIST(xr, st_t, en_t, axes));
+  dvmc_fn_ALLOC(L->f, piece, x->dtype, shape, DVM_DEVICE_CPU);
   int kern = dvmc_emit_kernel(L->e, "slice", DVM_DEVICE_CPU, 1, NULL, 0);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){kern, -1, 1, piece, 4, xr, st_t, en_t, axes, 0}, 10);
+  dvmc_fn_INVOKE(L->f, kern, -1, DVM_LIST(piece), DVM_LIST(xr, st_t, en_t, axes), DVM_NO_LIST);
   if (squeeze) {
     int sq = dvmc_fn_reg(L->f), view = dvmc_fn_reg(L->f);
-    dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "squeeze"), 1, sq, 2, piece, sq_axes}, 6);
-    dvmc_fn_op3(L->f, DVM_OP_RESHAPE, view, piece, sq);
-    dvmc_fn_op2(L->f, DVM_OP_MOVE, piece, view);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, view);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, sq);
+    dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "squeeze"), DVM_LIST(sq), DVM_LIST(piece, sq_axes));
+    dvmc_fn_RESHAPE(L->f, view, piece, sq);
+    dvmc_fn_MOVE(L->f, piece, view);
+    dvmc_fn_RELEASE(L->f, view);
+    dvmc_fn_RELEASE(L->f, sq);
   }
   int len = dvmc_fn_reg(L->f);
-  dvmc_fn_op2(L->f, DVM_OP_LEN, len, seq);
-  dvmc_fn_emit(L->f, DVM_OP_INSERT, (int64_t[]){seq, seq, len, piece}, 4);
+  dvmc_fn_LEN(L->f, len, seq);
+  dvmc_fn_INSERT(L->f, seq, seq, len, piece);
   int regs[] = {len, piece, shape, st_t, en_t};
-  for (size_t i = 0; i < sizeof regs / sizeof *regs; i++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, regs[i]);
-  dvmc_fn_op2(L->f, DVM_OP_MOVE, start, end);
-  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
-  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
+  for (size_t i = 0; i < sizeof regs / sizeof *regs; i++) dvmc_fn_RELEASE(L->f, regs[i]);
+  dvmc_fn_MOVE(L->f, start, end);
+  dvmc_fn_JMP(L->f, head);
+  dvmc_fn_set_target(L->f, exit, dvmc_fn_here(L->f));
   int after[] = {axes, dim, chunk, start, end, go, sq_axes};
   for (size_t i = 0; i < sizeof after / sizeof *after; i++)
-    if (after[i] >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, after[i]);
+    if (after[i] >= 0) dvmc_fn_RELEASE(L->f, after[i]);
   return bind_out(L, n, seq, DVMC_SEQUENCE, x->typed, x->dtype);
 }
 
@@ -304,13 +294,13 @@ static dvm_status *split_to_sequence(lowering *L, const dvmc_node *n) {
  * axes >= 0 (a view). */
 static int concat_item(lowering *L, int s, int i, int axes) {
   int item = dvmc_fn_reg(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_AT, item, s, i);
+  dvmc_fn_AT(L->f, item, s, i);
   if (axes < 0) return item;
   int shape = dvmc_fn_reg(L->f), u = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "unsqueeze"), 1, shape, 2, item, axes}, 6);
-  dvmc_fn_op3(L->f, DVM_OP_RESHAPE, u, item, shape);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, item);
-  dvmc_fn_op1(L->f, DVM_OP_RELEASE, shape);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "unsqueeze"), DVM_LIST(shape), DVM_LIST(item, axes));
+  dvmc_fn_RESHAPE(L->f, u, item, shape);
+  dvmc_fn_RELEASE(L->f, item);
+  dvmc_fn_RELEASE(L->f, shape);
   return u;
 }
 
@@ -333,29 +323,29 @@ static dvm_status *concat_from_sequence(lowering *L, const dvmc_node *n) {
   int concat = dvmc_emit_kernel(L->e, "concat", DVM_DEVICE_CPU, 1, NULL, 0);
   char msg[512];
   snprintf(msg, sizeof msg, "node \"%s\" (ConcatFromSequence): the sequence is empty", n->name);
-  dvmc_fn_op2(L->f, DVM_OP_LEN, len, s);
-  dvmc_fn_op2(L->f, DVM_OP_CHECK, len, dvmc_emit_string(L->e, msg));
-  if (new_axis) dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, (int64_t[]){axes = dvmc_fn_reg(L->f), 1, ax}, 3);
-  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
+  dvmc_fn_LEN(L->f, len, s);
+  dvmc_fn_CHECK(L->f, len, dvmc_emit_string(L->e, msg));
+  if (new_axis) dvmc_fn_MAKE_SHAPE(L->f, axes = dvmc_fn_reg(L->f), DVM_LIST(ax));
+  dvmc_fn_IMM(L->f, i, 0);
   int acc = concat_item(L, s, i, axes);
-  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 1);
+  dvmc_fn_IMM(L->f, i, 1);
   uint32_t head = dvmc_fn_here(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_LT, go, i, len);
-  uint32_t exit = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  dvmc_fn_LT(L->f, go, i, len);
+  uint32_t exit = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, go, 0);
   int item = concat_item(L, s, i, axes), shape = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
-  dvmc_fn_emit(L->f, DVM_OP_SHAPEFN, (int64_t[]){dvmc_emit_shapefn(L->e, "concat"), 1, shape, 3, acc, item, ax}, 7);
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){out, dt, shape, DVM_DEVICE_CPU}, 4);
-  dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){concat, -1, 1, out, 2, acc, item, 1, ax}, 9);
-  dvmc_fn_op2(L->f, DVM_OP_MOVE, acc, out);
+  dvmc_fn_SHAPEFN(L->f, dvmc_emit_shapefn(L->e, "concat"), DVM_LIST(shape), DVM_LIST(acc, item, ax));
+  dvmc_fn_ALLOC(L->f, out, dt, shape, DVM_DEVICE_CPU);
+  dvmc_fn_INVOKE(L->f, concat, -1, DVM_LIST(out), DVM_LIST(acc, item), DVM_LIST(ax));
+  dvmc_fn_MOVE(L->f, acc, out);
   int done[] = {out, shape, item};
-  for (size_t k = 0; k < sizeof done / sizeof *done; k++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, done[k]);
-  dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);
-  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
-  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
+  for (size_t k = 0; k < sizeof done / sizeof *done; k++) dvmc_fn_RELEASE(L->f, done[k]);
+  dvmc_fn_ADD(L->f, i, i, one);
+  dvmc_fn_JMP(L->f, head);
+  dvmc_fn_set_target(L->f, exit, dvmc_fn_here(L->f));
   int after[] = {len, i, go, one, ax, axes};
   for (size_t k = 0; k < sizeof after / sizeof *after; k++)
-    if (after[k] >= 0) dvmc_fn_op1(L->f, DVM_OP_RELEASE, after[k]);
+    if (after[k] >= 0) dvmc_fn_RELEASE(L->f, after[k]);
   return bind_out(L, n, acc, DVMC_TENSOR, true, dt);
 }
 
@@ -380,19 +370,19 @@ static dvm_status *sequence_map(lowering *L, const dvmc_node *n) {
   }
   for (int k = 0; k < n->nout; k++) {
     if (!n->out[k]) return lw_unsupported(n, "output %d is omitted", k);
-    dvmc_fn_emit(L->f, DVM_OP_TUPLE, (int64_t[]){outs[k] = dvmc_fn_reg(L->f), 0}, 2);
+    dvmc_fn_TUPLE(L->f, outs[k] = dvmc_fn_reg(L->f), DVM_NO_LIST);
   }
-  dvmc_fn_op2(L->f, DVM_OP_LEN, len, in[0]);
-  dvmc_fn_op2(L->f, DVM_OP_IMM, i, 0);
+  dvmc_fn_LEN(L->f, len, in[0]);
+  dvmc_fn_IMM(L->f, i, 0);
   uint32_t head = dvmc_fn_here(L->f);
-  dvmc_fn_op3(L->f, DVM_OP_LT, go, i, len);
-  uint32_t exit = dvmc_fn_here(L->f) + 2;
-  dvmc_fn_op2(L->f, DVM_OP_JZ, go, 0);
+  dvmc_fn_LT(L->f, go, i, len);
+  uint32_t exit = dvmc_fn_here(L->f);
+  dvmc_fn_JZ(L->f, go, 0);
   int items[64];
   for (int k = 0; k < n->nin; k++) { /* fresh registers: the body may release its inputs */
     items[k] = dvmc_fn_reg(L->f);
-    if (n->in[k]->kind == DVMC_SEQUENCE) dvmc_fn_op3(L->f, DVM_OP_AT, items[k], in[k], i);
-    else dvmc_fn_op2(L->f, DVM_OP_MOVE, items[k], in[k]);
+    if (n->in[k]->kind == DVMC_SEQUENCE) dvmc_fn_AT(L->f, items[k], in[k], i);
+    else dvmc_fn_MOVE(L->f, items[k], in[k]);
     if (!lw_bind(L, body->inputs[k], items[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     lw_set_kind(body->inputs[k], DVMC_TENSOR);
     if (n->in[k]->typed) lw_set_type(body->inputs[k], n->in[k]->dtype);
@@ -406,27 +396,27 @@ static dvm_status *sequence_map(lowering *L, const dvmc_node *n) {
     int reg, at = dvmc_fn_reg(L->f);
     if (o->kind != DVMC_TENSOR) return lw_unsupported(n, "body output %d is not a tensor", k);
     if ((st = lw_reg_of(L, o, &reg))) return st;
-    dvmc_fn_op2(L->f, DVM_OP_LEN, at, outs[k]);
-    dvmc_fn_emit(L->f, DVM_OP_INSERT, (int64_t[]){outs[k], outs[k], at, reg}, 4);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, at);
+    dvmc_fn_LEN(L->f, at, outs[k]);
+    dvmc_fn_INSERT(L->f, outs[k], outs[k], at, reg);
+    dvmc_fn_RELEASE(L->f, at);
     if (o->typed) lw_set_type(n->out[k], o->dtype);
     lw_set_kind(n->out[k], DVMC_SEQUENCE);
   }
   for (int k = 0; k < n->nout; k++) { /* the body's outputs are the body's to drop */
     int reg = lw_lookup(L, body->outputs[k]);
     if (reg >= 0 && lw_owns(body, body->outputs[k])) {
-      dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+      dvmc_fn_RELEASE(L->f, reg);
       if (!lw_bind(L, body->outputs[k], -1)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     }
   }
   if (!lw_drop_scoped(L, scoped_at)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   L->depth--;
-  for (int k = 0; k < n->nin; k++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, items[k]);
-  dvmc_fn_op3(L->f, DVM_OP_ADD, i, i, one);
-  dvmc_fn_op1(L->f, DVM_OP_JMP, head);
-  dvmc_fn_patch(L->f, exit, dvmc_fn_here(L->f));
+  for (int k = 0; k < n->nin; k++) dvmc_fn_RELEASE(L->f, items[k]);
+  dvmc_fn_ADD(L->f, i, i, one);
+  dvmc_fn_JMP(L->f, head);
+  dvmc_fn_set_target(L->f, exit, dvmc_fn_here(L->f));
   int after[] = {len, i, go, one};
-  for (size_t k = 0; k < sizeof after / sizeof *after; k++) dvmc_fn_op1(L->f, DVM_OP_RELEASE, after[k]);
+  for (size_t k = 0; k < sizeof after / sizeof *after; k++) dvmc_fn_RELEASE(L->f, after[k]);
   for (int k = 0; k < n->nout; k++)
     if (!lw_bind(L, n->out[k], outs[k])) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   return NULL;

@@ -91,7 +91,7 @@ int lw_drop_scoped(lowering *L, size_t from) {
   for (size_t i = from; i < L->nscoped; i++) {
     int reg = lw_lookup(L, L->scoped[i]);
     if (reg < 0) continue;
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, reg);
+    dvmc_fn_RELEASE(L->f, reg);
     ok &= lw_bind(L, L->scoped[i], -1);
   }
   L->nscoped = from;
@@ -107,20 +107,19 @@ dvm_status *lw_reg_of(lowering *L, const dvmc_value *v, int *out) {
     int k = dvmc_emit_const(L->e, v->name, v->constant);
     r = dvmc_fn_reg(L->f);
     if (k < 0 || !lw_bind(L, v, r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    dvmc_fn_op2(L->f, DVM_OP_CONST, r, k);
+    dvmc_fn_CONST(L->f, r, k);
     if (!scope(L, v)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   if (r < 0 && !v->constant && lw_foldable(L, v)) { /* a folded shape, needed as data here */
     int sh = lw_shape_of_exprs(L, v->nelems, v->elems), dims = dvmc_fn_reg(L->f), k;
-    int64_t w[2 + 1] = {dims, v->rank, 0};
-    if (v->rank) w[2] = lw_emit_int(L, v->nelems);
-    dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 2 + v->rank);
+    int64_t n = v->rank ? lw_emit_int(L, v->nelems) : 0;
+    dvmc_fn_MAKE_SHAPE(L->f, dims, (dvm_list){v->rank, &n});
     r = dvmc_fn_reg(L->f);
     lw_emit_alloc(L, r, DVM_I64, dims, v->rank, (const dvmc_expr *[]){dvmc_const(L->c->exprs, v->nelems)});
     k = dvmc_emit_kernel(L->e, "from_shape", DVM_DEVICE_CPU, 1, NULL, 0);
-    dvmc_fn_emit(L->f, DVM_OP_INVOKE, (int64_t[]){k, -1, 1, r, 0, 1, sh}, 7);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, sh);
-    dvmc_fn_op1(L->f, DVM_OP_RELEASE, dims);
+    dvmc_fn_INVOKE(L->f, k, -1, DVM_LIST(r), DVM_NO_LIST, DVM_LIST(sh));
+    dvmc_fn_RELEASE(L->f, sh);
+    dvmc_fn_RELEASE(L->f, dims);
     if (!lw_bind(L, v, r)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
     if (!scope(L, v)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
@@ -147,19 +146,19 @@ void lw_emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, cons
     }
     if (L->nsites < L->sites_cap) {
       L->sites[L->nsites++] = (dvmc_plan_site){.word = dvmc_fn_here(L->f), .bytes = bytes};
-      dvmc_fn_emit(L->f, DVM_OP_ALLOC_TENSOR, (int64_t[]){reg, L->arena, L->arena, dt, shape}, 5);
+      dvmc_fn_ALLOC_TENSOR(L->f, reg, L->arena, L->arena, dt, shape);
       return;
     }
   }
   L->unplanned++;
-  dvmc_fn_emit(L->f, DVM_OP_ALLOC, (int64_t[]){reg, dt, shape, DVM_DEVICE_CPU}, 4);
+  dvmc_fn_ALLOC(L->f, reg, dt, shape, DVM_DEVICE_CPU);
 }
 
 /* ---- attributes ---- */
 
 int lw_emit_int(lowering *L, int64_t v) {
   int r = dvmc_fn_reg(L->f);
-  dvmc_fn_op2(L->f, DVM_OP_IMM, r, v);
+  dvmc_fn_IMM(L->f, r, v);
   return r;
 }
 
@@ -167,17 +166,16 @@ int lw_emit_float(lowering *L, double v) {
   int r = dvmc_fn_reg(L->f);
   int64_t bits;
   memcpy(&bits, &v, sizeof bits);
-  dvmc_fn_op2(L->f, DVM_OP_FIMM, r, bits);
+  dvmc_fn_FIMM(L->f, r, bits);
   return r;
 }
 
 int lw_emit_shape(lowering *L, int n, const int64_t *v) {
-  int64_t w[2 + DVM_MAX_RANK];
-  w[0] = dvmc_fn_reg(L->f);
-  w[1] = n;
-  for (int i = 0; i < n; i++) w[2 + i] = lw_emit_int(L, v[i]);
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 2 + n);
-  return (int)w[0];
+  int64_t w[DVM_MAX_RANK];
+  int r = dvmc_fn_reg(L->f);
+  for (int i = 0; i < n; i++) w[i] = lw_emit_int(L, v[i]);
+  dvmc_fn_MAKE_SHAPE(L->f, r, (dvm_list){n, w});
+  return r;
 }
 
 /* ---- symbolic dims as code ---- */
@@ -226,7 +224,7 @@ int lw_bind_data_dims(lowering *L, const dvmc_node *n) {
       }
       L->data_syms[L->ndata] = e;
       L->data_regs[L->ndata] = dvmc_fn_reg(L->f);
-      dvmc_fn_op3(L->f, DVM_OP_DIM, L->data_regs[L->ndata++], t, d);
+      dvmc_fn_DIM(L->f, L->data_regs[L->ndata++], t, d);
     }
   }
   return 1;
@@ -259,14 +257,14 @@ int lw_expr_reg(lowering *L, const dvmc_expr *e) {
       int t = dvmc_expr_kind_of(m) == DVMC_E_CONST ? lw_emit_int(L, coef) : lw_expr_reg(L, m);
       if (dvmc_expr_kind_of(m) != DVMC_E_CONST && coef != 1) {
         int c = lw_emit_int(L, coef), p = dvmc_fn_reg(L->f);
-        dvmc_fn_op3(L->f, DVM_OP_MUL, p, t, c);
+        dvmc_fn_MUL(L->f, p, t, c);
         t = p;
       }
       if (r < 0) {
         r = t;
       } else {
         int sum = dvmc_fn_reg(L->f);
-        dvmc_fn_op3(L->f, DVM_OP_ADD, sum, r, t);
+        dvmc_fn_ADD(L->f, sum, r, t);
         r = sum;
       }
     }
@@ -275,16 +273,17 @@ int lw_expr_reg(lowering *L, const dvmc_expr *e) {
     r = lw_expr_reg(L, dvmc_expr_arg(e, 0));
     for (int i = 1; i < dvmc_expr_arity(e); i++) {
       int p = dvmc_fn_reg(L->f);
-      dvmc_fn_op3(L->f, DVM_OP_MUL, p, r, lw_expr_reg(L, dvmc_expr_arg(e, i)));
+      dvmc_fn_MUL(L->f, p, r, lw_expr_reg(L, dvmc_expr_arg(e, i)));
       r = p;
     }
     break;
   default: {
-    static const dvm_opcode ops[] = {[DVMC_E_FLOORDIV] = DVM_OP_DIV, [DVMC_E_MOD] = DVM_OP_MOD,
-                                     [DVMC_E_MIN] = DVM_OP_MIN, [DVMC_E_MAX] = DVM_OP_MAX};
+    static void (*const ops[])(dvmc_fn *, int64_t, int64_t, int64_t) = {
+        [DVMC_E_FLOORDIV] = dvmc_fn_DIV, [DVMC_E_MOD] = dvmc_fn_MOD, [DVMC_E_MIN] = dvmc_fn_MIN,
+        [DVMC_E_MAX] = dvmc_fn_MAX};
     int a = lw_expr_reg(L, dvmc_expr_arg(e, 0)), b = lw_expr_reg(L, dvmc_expr_arg(e, 1));
     r = dvmc_fn_reg(L->f);
-    dvmc_fn_op3(L->f, ops[dvmc_expr_kind_of(e)], r, a, b);
+    ops[dvmc_expr_kind_of(e)](L->f, r, a, b);
     break;
   }
   }
@@ -306,12 +305,11 @@ int lw_expr_reg(lowering *L, const dvmc_expr *e) {
 
 /* A shape value made of expressions (all emittable). */
 int lw_shape_of_exprs(lowering *L, int n, const dvmc_expr *const *e) {
-  int64_t w[2 + DVM_MAX_RANK];
-  for (int i = 0; i < n; i++) w[2 + i] = lw_expr_reg(L, e[i]);
-  w[0] = dvmc_fn_reg(L->f);
-  w[1] = n;
-  dvmc_fn_emit(L->f, DVM_OP_MAKE_SHAPE, w, 2 + n);
-  return (int)w[0];
+  int64_t w[DVM_MAX_RANK];
+  for (int i = 0; i < n; i++) w[i] = lw_expr_reg(L, e[i]);
+  int r = dvmc_fn_reg(L->f);
+  dvmc_fn_MAKE_SHAPE(L->f, r, (dvm_list){n, w});
+  return r;
 }
 
 /* Whether v's contents can be made from expressions here, so the node that

@@ -6,23 +6,12 @@
 #include "bytecode.h"
 #include "cuda_codegen.h"
 #include "nvrtc.h"
-#include "opcode.h"
+#include "instr.h"
 #include "ops/cpu/fused.h"
 #include "ops/cuda/gen_abi.h"
 #include "place_cuda.h"
 
-#define VEC(T) struct { T *v; size_t n, cap; }
-#define PUSH(p, vec, item)                                                   \
-  do {                                                                       \
-    if ((vec).n == (vec).cap) {                                              \
-      size_t c_ = (vec).cap ? (vec).cap * 2 : 64;                            \
-      void *q_ = realloc((vec).v, c_ * sizeof *(vec).v);                     \
-      if (!q_) { (p)->oom = 1; break; }                                      \
-      (vec).v = q_;                                                          \
-      (vec).cap = c_;                                                        \
-    }                                                                        \
-    (vec).v[(vec).n++] = (item);                                             \
-  } while (0)
+#define PUSH(p, vec, item) DVM_VEC_PUSH(vec, item, (p)->oom = 1)
 
 /* A generated kernel, kept by source so that equal groups share one. */
 typedef struct gen {
@@ -33,9 +22,9 @@ typedef struct gen {
 typedef struct placer {
   dvm_module *m;
   uint32_t nfuncs;           /* the original functions; clone i is nfuncs + i */
-  VEC(dvm_kernel_ref) kernels;
-  VEC(gen) gens;
-  VEC(void *) owned;         /* names and payloads, freed at the end */
+  DVM_VEC(dvm_kernel_ref) kernels;
+  DVM_VEC(gen) gens;
+  DVM_VEC(void *) owned;         /* names and payloads, freed at the end */
   int oom;
   dvm_status *error;
 } placer;
@@ -49,9 +38,10 @@ typedef struct fact {
   uint8_t has_imm, has_fimm;
   int64_t imm;
   double fimm;
-  const int64_t *shape;  /* make_shape's list (count, items) */
-  const int64_t *tshape; /* a tensor's shape: a make_shape register (1 word) or an immediate list */
-  int tshape_kind;       /* 0 none, 1 register, 2 immediate list, 3 constant, 4 parameter */
+  dvm_list shape;        /* make_shape's dims (v NULL: none) */
+  int64_t tshape;        /* a tensor's shape: a make_shape register, or a constant */
+  dvm_list tdims;        /* ... or immediate dims */
+  int tshape_kind;       /* 0 none, 1 register, 2 immediate dims, 3 constant, 4 parameter */
   int8_t out_dev;        /* the device of the first invoke that writes it, -1 none */
   uint8_t allocated;     /* by `alloc` or `alloc_tensor` (which follow out_dev), not a view */
 } fact;
@@ -60,9 +50,9 @@ typedef struct clone {
   placer *p;
   const dvm_func *f;
   fact *facts;
-  VEC(int64_t) code;
-  VEC(const char *) src;
-  VEC(uint32_t) jumps; /* words holding old jump targets */
+  dvm_words code;
+  DVM_VEC(const char *) src;
+  DVM_VEC(uint32_t) jumps; /* words holding old jump targets */
   uint32_t *map;       /* old word offset -> new */
   uint32_t nregs;
   const char *loc;
@@ -75,18 +65,24 @@ static char *own_str(placer *p, const char *s) {
   return d;
 }
 
-static void emit(clone *c, int64_t op, const int64_t *w, int nw) {
-  PUSH(c->p, c->src, c->loc);
-  PUSH(c->p, c->code, op);
-  for (int i = 0; i < nw; i++) PUSH(c->p, c->code, w[i]);
-}
-static void emit3(clone *c, int64_t op, int64_t a, int64_t b, int64_t d) {
-  emit(c, op, (int64_t[]){a, b, d}, 3);
-}
+/* Appends an instruction: EMIT(c, INVOKE, operands...). */
+#define EMIT(c, op, ...)                                         \
+  do {                                                           \
+    PUSH((c)->p, (c)->src, (c)->loc);                            \
+    dvm_encode_##op(&(c)->code, &(c)->p->oom, __VA_ARGS__);      \
+  } while (0)
 
 /* ---- facts ---- */
 
-static const char *operand_fmt(const int64_t *ins) { return dvm_opinfo_table[ins[0]].format; }
+typedef struct {
+  fact *F;
+  const int64_t *instr;
+} counting;
+
+static void count_write(void *ctx, char letter, uint32_t word) {
+  counting *k = ctx;
+  if (letter == 'd' || letter == 'D') k->F[k->instr[word]].writes++;
+}
 
 static void scan(clone *c) {
   const dvm_func *f = c->f;
@@ -100,39 +96,63 @@ static void scan(clone *c) {
       F[k].tshape_kind = 4;
     }
   for (uint32_t i = 0; i < f->ninstr; i++) {
-    const int64_t *ins = f->code + f->starts[i], *o = ins + 1;
-    for (const char *fmt = operand_fmt(ins); *fmt; fmt++) {
-      int64_t n = dvm_operand_is_list(*fmt) ? *o++ : 1;
-      for (int64_t q = 0; q < n; q++, o++)
-        if (*fmt == 'd' || *fmt == 'D') F[*o].writes++;
+    const int64_t *instr = f->code + f->starts[i];
+    dvm_instr_operands(instr, 0, count_write, &(counting){F, instr});
+    switch (instr[0]) {
+    case DVM_OP_IMM: {
+      dvm_ops_IMM x = dvm_decode_IMM(instr);
+      F[x.dst].has_imm = 1, F[x.dst].imm = x.value;
+      break;
     }
-    o = ins + 1;
-    switch (ins[0]) {
-    case DVM_OP_IMM: F[o[0]].has_imm = 1, F[o[0]].imm = o[1]; break;
-    case DVM_OP_FIMM: F[o[0]].has_fimm = 1, memcpy(&F[o[0]].fimm, &o[1], sizeof(double)); break;
-    case DVM_OP_MAKE_SHAPE: F[o[0]].shape = o + 1; break;
-    case DVM_OP_CONST:
-      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)m->consts[o[1]].dtype;
-      F[o[0]].tshape_kind = 3, F[o[0]].tshape = o + 1;
+    case DVM_OP_FIMM: {
+      dvm_ops_FIMM x = dvm_decode_FIMM(instr);
+      F[x.dst].has_fimm = 1, memcpy(&F[x.dst].fimm, &x.value, sizeof(double));
       break;
-    case DVM_OP_ALLOC:
-      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[1], F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 2;
-      F[o[0]].allocated = 1;
+    }
+    case DVM_OP_MAKE_SHAPE: {
+      dvm_ops_MAKE_SHAPE x = dvm_decode_MAKE_SHAPE(instr);
+      F[x.dst].shape = x.dims;
       break;
-    case DVM_OP_ALLOC_TENSOR: /* follows out_dev too: on the host it leaves its storage */
-      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[3], F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 4;
-      F[o[0]].allocated = 1;
+    }
+    case DVM_OP_CONST: {
+      dvm_ops_CONST x = dvm_decode_CONST(instr);
+      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)m->consts[x.constant].dtype;
+      F[x.dst].tshape_kind = 3, F[x.dst].tshape = x.constant;
       break;
-    case DVM_OP_ALLOC_TENSOR_I:
-      F[o[0]].tensor = 1, F[o[0]].dtype = (int8_t)o[3], F[o[0]].tshape_kind = 2, F[o[0]].tshape = o + 4;
+    }
+    case DVM_OP_ALLOC: {
+      dvm_ops_ALLOC x = dvm_decode_ALLOC(instr);
+      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
+      F[x.dst].allocated = 1;
       break;
-    case DVM_OP_COPY: F[o[0]].tensor = 1; break;
-    case DVM_OP_RESHAPE: F[o[0]].tensor = 1, F[o[0]].tshape_kind = 1, F[o[0]].tshape = o + 2; break;
-    case DVM_OP_MOVE: F[o[0]].tensor |= F[o[1]].tensor; break;
+    }
+    case DVM_OP_ALLOC_TENSOR: { /* follows out_dev too: on the host it leaves its storage */
+      dvm_ops_ALLOC_TENSOR x = dvm_decode_ALLOC_TENSOR(instr);
+      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
+      F[x.dst].allocated = 1;
+      break;
+    }
+    case DVM_OP_ALLOC_TENSOR_I: {
+      dvm_ops_ALLOC_TENSOR_I x = dvm_decode_ALLOC_TENSOR_I(instr);
+      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 2, F[x.dst].tdims = x.dims;
+      break;
+    }
+    case DVM_OP_COPY: F[dvm_decode_COPY(instr).dst].tensor = 1; break;
+    case DVM_OP_RESHAPE: {
+      dvm_ops_RESHAPE x = dvm_decode_RESHAPE(instr);
+      F[x.dst].tensor = 1, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
+      break;
+    }
+    case DVM_OP_MOVE: {
+      dvm_ops_MOVE x = dvm_decode_MOVE(instr);
+      F[x.dst].tensor |= F[x.src].tensor;
+      break;
+    }
     case DVM_OP_CALL: {
-      const dvm_func *g = &m->funcs[o[0]];
-      for (int64_t q = 0; q < o[1] && q < g->nresults; q++)
-        F[o[2 + q]].tensor |= g->results[q].kind == DVM_VAL_TENSOR;
+      dvm_ops_CALL x = dvm_decode_CALL(instr);
+      const dvm_func *g = &m->funcs[x.func];
+      for (int64_t q = 0; q < x.dsts.n && q < g->nresults; q++)
+        F[x.dsts.v[q]].tensor |= g->results[q].kind == DVM_VAL_TENSOR;
       break;
     }
     default: break;
@@ -141,10 +161,15 @@ static void scan(clone *c) {
   /* views and copies keep their source's dtype, known once it is
    * written once (a source defined later stays unknown) */
   for (uint32_t i = 0; i < f->ninstr; i++) {
-    const int64_t *o = f->code + f->starts[i] + 1;
-    int op = (int)o[-1];
-    if ((op == DVM_OP_RESHAPE || op == DVM_OP_COPY || op == DVM_OP_MOVE) && F[o[1]].writes <= 1)
-      F[o[0]].dtype = F[o[1]].dtype;
+    const int64_t *instr = f->code + f->starts[i];
+    int64_t dst, src;
+    switch (instr[0]) {
+    case DVM_OP_RESHAPE: dst = dvm_decode_RESHAPE(instr).dst, src = dvm_decode_RESHAPE(instr).src; break;
+    case DVM_OP_COPY: dst = dvm_decode_COPY(instr).dst, src = dvm_decode_COPY(instr).src; break;
+    case DVM_OP_MOVE: dst = dvm_decode_MOVE(instr).dst, src = dvm_decode_MOVE(instr).src; break;
+    default: continue;
+    }
+    if (F[src].writes <= 1) F[dst].dtype = F[src].dtype;
   }
 }
 
@@ -170,17 +195,17 @@ static int shape_of(const clone *c, int64_t r, dimd *d) {
   if (!F->tensor || F->writes > 1) return -1;
   switch (F->tshape_kind) {
   case 1: {
-    const fact *S = &c->facts[F->tshape[0]];
-    if (S->writes != 1 || !S->shape) return -1;
-    for (int64_t k = 0; k < S->shape[0]; k++)
-      if (!dim_of_reg(c, S->shape[1 + k], &d[k])) return -1;
-    return (int)S->shape[0];
+    const fact *S = &c->facts[F->tshape];
+    if (S->writes != 1 || !S->shape.v) return -1;
+    for (int64_t k = 0; k < S->shape.n; k++)
+      if (!dim_of_reg(c, S->shape.v[k], &d[k])) return -1;
+    return (int)S->shape.n;
   }
   case 2:
-    for (int64_t k = 0; k < F->tshape[0]; k++) d[k] = (dimd){0, F->tshape[1 + k]};
-    return (int)F->tshape[0];
+    for (int64_t k = 0; k < F->tdims.n; k++) d[k] = (dimd){0, F->tdims.v[k]};
+    return (int)F->tdims.n;
   case 3: {
-    const dvm_const *k = &c->p->m->consts[F->tshape[0]];
+    const dvm_const *k = &c->p->m->consts[F->tshape];
     for (int q = 0; q < k->rank; q++) d[q] = (dimd){0, k->dims[q]};
     return k->rank;
   }
@@ -271,31 +296,31 @@ static const struct {
 
 /* A ROWS kernel for the invoke, when it works over the last axis of
  * float tensors whose dtypes are known; -1 otherwise. */
-static int64_t rows_kernel(clone *c, dvmc_rows_op op, const int64_t *outs, const int64_t *ins,
-                           const int64_t *attrs) {
+static int64_t rows_kernel(clone *c, dvmc_rows_op op, dvm_list outs, dvm_list ins,
+                           dvm_list attrs) {
   const fact *F = c->facts;
-  int nin = (int)ins[0];
+  int nin = (int)ins.n;
   double eps = 0;
-  if (outs[0] != 1 || attrs[0] < 1) return -1;
-  const fact *a0 = &F[attrs[1]];
+  if (outs.n != 1 || attrs.n < 1) return -1;
+  const fact *a0 = &F[attrs.v[0]];
   if (op <= DVMC_ROWS_LOGSOFTMAX || op == DVMC_ROWS_LAYERNORM) {
     if (a0->writes != 1 || !a0->has_imm || a0->imm != -1) return -1;
   } else { /* axes: a shape of one known -1 */
-    if (a0->writes != 1 || !a0->shape || a0->shape[0] != 1) return -1;
-    const fact *ax = &F[a0->shape[1]];
+    if (a0->writes != 1 || !a0->shape.v || a0->shape.n != 1) return -1;
+    const fact *ax = &F[a0->shape.v[0]];
     if (ax->writes != 1 || !ax->has_imm || ax->imm != -1) return -1;
   }
   if (op == DVMC_ROWS_LAYERNORM) {
-    if (attrs[0] < 2 || F[attrs[2]].writes != 1 || !F[attrs[2]].has_fimm) return -1;
-    eps = F[attrs[2]].fimm;
+    if (attrs.n < 2 || F[attrs.v[1]].writes != 1 || !F[attrs.v[1]].has_fimm) return -1;
+    eps = F[attrs.v[1]].fimm;
   } else if (nin != 1) {
     return -1;
   }
   dvm_dtype dt[DVM_GEN_MAX_IN + 1];
   uint8_t classes[DVM_GEN_MAX_IN] = {0};
   for (int k = 0; k <= nin; k++) {
-    int d = F[k < nin ? ins[1 + k] : outs[1]].dtype;
-    if (!float_dt(d) || F[k < nin ? ins[1 + k] : outs[1]].writes > 1) return -1;
+    int d = F[k < nin ? ins.v[k] : outs.v[0]].dtype;
+    if (!float_dt(d) || F[k < nin ? ins.v[k] : outs.v[0]].writes > 1) return -1;
     dt[k] = (dvm_dtype)d;
     classes[k] = k ? DVM_GEN_SUFFIX : DVM_GEN_SAME;
   }
@@ -306,13 +331,13 @@ static int64_t rows_kernel(clone *c, dvmc_rows_op op, const int64_t *outs, const
 
 /* A generated ELEMENTWISE kernel running fused program `prog`, its inputs
  * classified against output 0; -1 on failure (p->error). */
-static int64_t elementwise_kernel(clone *c, const uint8_t *prog, size_t size, const int64_t *outs,
-                                  const int64_t *ins) {
+static int64_t elementwise_kernel(clone *c, const uint8_t *prog, size_t size, dvm_list outs,
+                                  dvm_list ins) {
   int nin = prog[6], nout = prog[7];
   uint8_t classes[DVM_GEN_MAX_IN];
   dvm_dtype dt[DVM_GEN_MAX_IN + DVM_GEN_MAX_OUT];
   for (int q = 0; q < nin + nout; q++) dt[q] = (dvm_dtype)prog[16 + q];
-  for (int q = 0; q < nin; q++) classes[q] = classify(c, ins[1 + q], outs[1]);
+  for (int q = 0; q < nin; q++) classes[q] = classify(c, ins.v[q], outs.v[0]);
   char *src;
   if ((c->p->error = dvmc_cuda_elementwise(prog, size, classes, &src))) return -1;
   return gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, nin, nout, classes, dt);
@@ -321,26 +346,26 @@ static int64_t elementwise_kernel(clone *c, const uint8_t *prog, size_t size, co
 /* A standalone elementwise op (add, cast, where...) as a one-op fused
  * program, when the dtypes of its operands and its attributes are known
  * here and DVMF computes it exactly (dvmc_cuda_op_program); -1 otherwise. */
-static int64_t single_kernel(clone *c, const char *name, const int64_t *outs, const int64_t *ins,
-                             const int64_t *attrs) {
+static int64_t single_kernel(clone *c, const char *name, dvm_list outs, dvm_list ins,
+                             dvm_list attrs) {
   const fact *F = c->facts;
-  int nin = (int)ins[0];
-  if (outs[0] != 1 || nin > 3 || attrs[0] > 2) return -1;
+  int nin = (int)ins.n;
+  if (outs.n != 1 || nin > 3 || attrs.n > 2) return -1;
   dvm_dtype dt[4];
   for (int k = 0; k <= nin; k++) {
-    const fact *t = &F[k < nin ? ins[1 + k] : outs[1]];
+    const fact *t = &F[k < nin ? ins.v[k] : outs.v[0]];
     if (t->writes > 1 || t->dtype < 0) return -1;
     dt[k] = (dvm_dtype)t->dtype;
   }
   dvmc_cuda_attr at[2] = {{0}};
-  for (int q = 0; q < attrs[0]; q++) {
-    const fact *a = &F[attrs[1 + q]];
+  for (int q = 0; q < attrs.n; q++) {
+    const fact *a = &F[attrs.v[q]];
     if (a->writes == 1 && a->has_imm) at[q] = (dvmc_cuda_attr){DVMC_ATTR_INT, a->imm, 0};
     else if (a->writes == 1 && a->has_fimm) at[q] = (dvmc_cuda_attr){DVMC_ATTR_FLOAT, 0, a->fimm};
   }
   void *prog = NULL;
   size_t size = 0;
-  if ((c->p->error = dvmc_cuda_op_program(name, nin, dt, (int)attrs[0], at, &prog, &size)) || !prog)
+  if ((c->p->error = dvmc_cuda_op_program(name, nin, dt, (int)attrs.n, at, &prog, &size)) || !prog)
     return -1;
   int64_t k = elementwise_kernel(c, prog, size, outs, ins);
   free(prog);
@@ -351,14 +376,14 @@ static int64_t single_kernel(clone *c, const char *name, const int64_t *outs, co
  * perm (DVM_GEN_PERMUTED; the invoke keeps its perm attribute for the
  * launcher), when its dtype is known and a register carries it exactly;
  * -1 otherwise. */
-static int64_t transpose_kernel(clone *c, const int64_t *outs, const int64_t *ins,
-                                const int64_t *attrs) {
-  const fact *x = &c->facts[ins[1]], *y = &c->facts[outs[1]];
+static int64_t transpose_kernel(clone *c, dvm_list outs, dvm_list ins,
+                                dvm_list attrs) {
+  const fact *x = &c->facts[ins.v[0]], *y = &c->facts[outs.v[0]];
   dimd d[DVM_MAX_RANK];
   /* a rank the bytecode proves above the kernels' is left to the host; an
    * unproven one is checked by the launcher */
-  if (ins[0] != 1 || outs[0] != 1 || attrs[0] > 1 || x->writes > 1 || y->writes > 1 ||
-      x->dtype < 0 || y->dtype != x->dtype || shape_of(c, ins[1], d) > DVM_GEN_MAX_RANK)
+  if (ins.n != 1 || outs.n != 1 || attrs.n > 1 || x->writes > 1 || y->writes > 1 ||
+      x->dtype < 0 || y->dtype != x->dtype || shape_of(c, ins.v[0], d) > DVM_GEN_MAX_RANK)
     return -1;
   void *prog = NULL;
   size_t size = 0;
@@ -376,10 +401,10 @@ static int64_t transpose_kernel(clone *c, const int64_t *outs, const int64_t *in
 
 /* A gather as a generated GATHER kernel, when the dtypes of its data and
  * indices are known (the invoke keeps its axis attribute); -1 otherwise. */
-static int64_t gather_kernel(clone *c, const int64_t *outs, const int64_t *ins,
-                             const int64_t *attrs) {
-  const fact *x = &c->facts[ins[1]], *idx = &c->facts[ins[2]], *y = &c->facts[outs[1]];
-  if (ins[0] != 2 || outs[0] != 1 || attrs[0] > 1 || x->writes > 1 || idx->writes > 1 ||
+static int64_t gather_kernel(clone *c, dvm_list outs, dvm_list ins,
+                             dvm_list attrs) {
+  const fact *x = &c->facts[ins.v[0]], *idx = &c->facts[ins.v[1]], *y = &c->facts[outs.v[0]];
+  if (ins.n != 2 || outs.n != 1 || attrs.n > 1 || x->writes > 1 || idx->writes > 1 ||
       y->writes > 1 || x->dtype < 0 || y->dtype != x->dtype ||
       (idx->dtype != DVM_I32 && idx->dtype != DVM_I64))
     return -1;
@@ -390,10 +415,10 @@ static int64_t gather_kernel(clone *c, const int64_t *outs, const int64_t *ins,
   return gen_kernel(c->p, src, DVM_GEN_GATHER, 2, 1, classes, dt);
 }
 
-static plan plan_invoke(clone *c, const int64_t *ins_word) {
+static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   placer *p = c->p;
-  const dvm_kernel_ref *k = &p->m->kernels[ins_word[1]];
-  const int64_t *outs = ins_word + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+  const dvm_kernel_ref *k = &p->m->kernels[x->kernel];
+  dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
   plan pl = {-1, 0, 0, 0};
   if (k->device != DVM_DEVICE_CPU) return pl;
   if (strcmp(k->name, "matmul") == 0 || strcmp(k->name, "gemm") == 0) {
@@ -433,79 +458,74 @@ static plan plan_invoke(clone *c, const int64_t *ins_word) {
 
 /* ---- rewriting ---- */
 
-static void copy_to(clone *c, int64_t dst, int64_t src, dvm_device_kind dev) {
-  emit3(c, DVM_OP_COPY, dst, src, dev);
-}
+static void copy_to(clone *c, int64_t dst, int64_t src, dvm_device_kind dev) { EMIT(c, COPY, dst, src, dev); }
 
 /* An invoke on the device: operands moved there in place; a generated
  * kernel gets its variant, extent mod T, in a fresh register. */
-static void invoke_device(clone *c, const int64_t *w, const plan *pl) {
-  const int64_t *outs = w + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
-  for (int64_t q = 0; q < ins[0]; q++) copy_to(c, ins[1 + q], ins[1 + q], DVM_DEVICE_CUDA);
-  for (int64_t q = 0; q < outs[0]; q++) copy_to(c, outs[1 + q], outs[1 + q], DVM_DEVICE_CUDA);
-  int64_t variant = w[2];
+static void invoke_device(clone *c, const dvm_ops_INVOKE *x, const plan *pl) {
+  for (int64_t q = 0; q < x->ins.n; q++) copy_to(c, x->ins.v[q], x->ins.v[q], DVM_DEVICE_CUDA);
+  for (int64_t q = 0; q < x->outs.n; q++) copy_to(c, x->outs.v[q], x->outs.v[q], DVM_DEVICE_CUDA);
+  int64_t variant = x->variant;
   if (pl->generated) {
     int64_t n = c->nregs, t = c->nregs + 1;
     variant = c->nregs + 2;
-    if (pl->rows) emit3(c, DVM_OP_DIM, n, ins[1], -1);
-    else emit(c, DVM_OP_NUMEL, (int64_t[]){n, outs[1]}, 2);
-    emit(c, DVM_OP_IMM, (int64_t[]){t, DVMC_CUDA_TILE}, 2);
-    emit3(c, DVM_OP_MOD, variant, n, t);
+    if (pl->rows) EMIT(c, DIM, n, x->ins.v[0], -1);
+    else EMIT(c, NUMEL, n, x->outs.v[0]);
+    EMIT(c, IMM, t, DVMC_CUDA_TILE);
+    EMIT(c, MOD, variant, n, t);
   }
-  VEC(int64_t) words = {0};
-  PUSH(c->p, words, pl->kernel);
-  PUSH(c->p, words, variant);
-  for (const int64_t *o = outs; o < attrs; o++) PUSH(c->p, words, *o);
-  if (pl->generated && !pl->keep_attrs) PUSH(c->p, words, 0);
-  else for (int64_t q = 0; q <= attrs[0]; q++) PUSH(c->p, words, attrs[q]);
-  if (words.v) emit(c, DVM_OP_INVOKE, words.v, (int)words.n);
-  free(words.v);
+  EMIT(c, INVOKE, pl->kernel, variant, x->outs, x->ins, pl->generated && !pl->keep_attrs ? DVM_NO_LIST : x->attrs);
   if (pl->generated)
-    for (int q = 0; q < 3; q++) emit(c, DVM_OP_RELEASE, (int64_t[]){c->nregs + q}, 1);
+    for (int q = 0; q < 3; q++) EMIT(c, RELEASE, c->nregs + q);
 }
 
 /* An invoke on the host: its inputs as host copies in fresh registers,
  * its outputs moved to the host in place unless allocated there. */
-static void invoke_host(clone *c, const int64_t *w) {
-  const int64_t *outs = w + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
-  for (int64_t q = 0; q < outs[0]; q++)
-    if (!c->facts[outs[1 + q]].allocated || c->facts[outs[1 + q]].writes != 1 ||
-        c->facts[outs[1 + q]].out_dev != DVM_DEVICE_CPU)
-      copy_to(c, outs[1 + q], outs[1 + q], DVM_DEVICE_CPU);
-  for (int64_t q = 0; q < ins[0]; q++) copy_to(c, c->nregs + q, ins[1 + q], DVM_DEVICE_CPU);
-  int64_t *words = malloc(sizeof(int64_t) * (size_t)(attrs + 1 + attrs[0] - (w + 1)));
-  if (!words) {
+static void invoke_host(clone *c, const dvm_ops_INVOKE *x) {
+  for (int64_t q = 0; q < x->outs.n; q++) {
+    const fact *o = &c->facts[x->outs.v[q]];
+    if (!o->allocated || o->writes != 1 || o->out_dev != DVM_DEVICE_CPU)
+      copy_to(c, x->outs.v[q], x->outs.v[q], DVM_DEVICE_CPU);
+  }
+  int64_t *ins = malloc(sizeof(int64_t) * (size_t)(x->ins.n + 1));
+  if (!ins) {
     c->p->oom = 1;
     return;
   }
-  int64_t nw = attrs + 1 + attrs[0] - (w + 1);
-  memcpy(words, w + 1, sizeof(int64_t) * (size_t)nw);
-  int64_t *wins = words + 2 + 1 + outs[0];
-  for (int64_t q = 0; q < ins[0]; q++) wins[1 + q] = c->nregs + q;
-  emit(c, DVM_OP_INVOKE, words, (int)nw);
-  free(words);
-  for (int64_t q = 0; q < ins[0]; q++) emit(c, DVM_OP_RELEASE, (int64_t[]){c->nregs + q}, 1);
+  for (int64_t q = 0; q < x->ins.n; q++) copy_to(c, ins[q] = c->nregs + q, x->ins.v[q], DVM_DEVICE_CPU);
+  EMIT(c, INVOKE, x->kernel, x->variant, x->outs, (dvm_list){x->ins.n, ins}, x->attrs);
+  free(ins);
+  for (int64_t q = 0; q < x->ins.n; q++) EMIT(c, RELEASE, c->nregs + q);
 }
 
 /* A shape function reads tensors on the host (some read their data). */
-static void shapefn_host(clone *c, const int64_t *w, uint32_t len) {
-  const int64_t *dl = w + 2, *rl = dl + 1 + dl[0];
-  int64_t *words = malloc(sizeof(int64_t) * len);
-  if (!words) {
+static void shapefn_host(clone *c, const dvm_ops_SHAPEFN *x) {
+  int64_t *args = malloc(sizeof(int64_t) * (size_t)(x->args.n + 1));
+  if (!args) {
     c->p->oom = 1;
     return;
   }
-  memcpy(words, w + 1, sizeof(int64_t) * (len - 1));
-  int64_t *wr = words + (rl - (w + 1));
   int ntmp = 0;
-  for (int64_t q = 0; q < rl[0]; q++)
-    if (c->facts[rl[1 + q]].tensor) {
-      copy_to(c, c->nregs + ntmp, rl[1 + q], DVM_DEVICE_CPU);
-      wr[1 + q] = c->nregs + ntmp++;
+  for (int64_t q = 0; q < x->args.n; q++) {
+    args[q] = x->args.v[q];
+    if (c->facts[args[q]].tensor) {
+      copy_to(c, c->nregs + ntmp, args[q], DVM_DEVICE_CPU);
+      args[q] = c->nregs + ntmp++;
     }
-  emit(c, DVM_OP_SHAPEFN, words, (int)len - 1);
-  free(words);
-  for (int q = 0; q < ntmp; q++) emit(c, DVM_OP_RELEASE, (int64_t[]){c->nregs + q}, 1);
+  }
+  EMIT(c, SHAPEFN, x->fn, x->dsts, (dvm_list){x->args.n, args});
+  free(args);
+  for (int q = 0; q < ntmp; q++) EMIT(c, RELEASE, c->nregs + q);
+}
+
+typedef struct {
+  clone *c;
+  size_t at; /* where the instruction starts in the new code */
+} jumps;
+
+static void note_jump(void *ctx, char letter, uint32_t word) {
+  jumps *j = ctx;
+  if (letter == 'j') PUSH(j->c->p, j->c->jumps, (uint32_t)(j->at + word));
 }
 
 static void rewrite(clone *c, uint32_t i, int after_guards) {
@@ -519,38 +539,46 @@ static void rewrite(clone *c, uint32_t i, int after_guards) {
       if (f->params[k].kind == DVM_VAL_TENSOR) copy_to(c, k, k, DVM_DEVICE_CUDA);
   switch (w[0]) {
   case DVM_OP_ALLOC: {
-    int64_t dev = c->facts[w[1]].out_dev == DVM_DEVICE_CPU ? DVM_DEVICE_CPU : DVM_DEVICE_CUDA;
-    emit(c, DVM_OP_ALLOC, (int64_t[]){w[1], w[2], w[3], dev}, 4);
+    dvm_ops_ALLOC x = dvm_decode_ALLOC(w);
+    EMIT(c, ALLOC, x.dst, x.dtype, x.shape, c->facts[x.dst].out_dev == DVM_DEVICE_CPU ? DVM_DEVICE_CPU : DVM_DEVICE_CUDA);
     return;
   }
-  case DVM_OP_ALLOC_STORAGE:
-    emit(c, DVM_OP_ALLOC_STORAGE, (int64_t[]){w[1], w[2], DVM_DEVICE_CUDA, w[4]}, 4);
+  case DVM_OP_ALLOC_STORAGE: {
+    dvm_ops_ALLOC_STORAGE x = dvm_decode_ALLOC_STORAGE(w);
+    EMIT(c, ALLOC_STORAGE, x.dst, x.bytes, DVM_DEVICE_CUDA, x.align);
     return;
-  case DVM_OP_ALLOC_TENSOR: /* a host kernel's output: a host tensor, not a copy of the slot's */
-    if (c->facts[w[1]].out_dev == DVM_DEVICE_CPU && c->facts[w[1]].writes == 1) {
-      emit(c, DVM_OP_ALLOC, (int64_t[]){w[1], w[4], w[5], DVM_DEVICE_CPU}, 4);
+  }
+  case DVM_OP_ALLOC_TENSOR: { /* a host kernel's output: a host tensor, not a copy of the slot's */
+    dvm_ops_ALLOC_TENSOR x = dvm_decode_ALLOC_TENSOR(w);
+    if (c->facts[x.dst].out_dev == DVM_DEVICE_CPU && c->facts[x.dst].writes == 1) {
+      EMIT(c, ALLOC, x.dst, x.dtype, x.shape, DVM_DEVICE_CPU);
       return;
     }
     break;
+  }
   case DVM_OP_INVOKE: {
-    plan pl = plan_invoke(c, w);
-    if (pl.kernel >= 0) invoke_device(c, w, &pl);
-    else invoke_host(c, w);
+    dvm_ops_INVOKE x = dvm_decode_INVOKE(w);
+    plan pl = plan_invoke(c, &x);
+    if (pl.kernel >= 0) invoke_device(c, &x, &pl);
+    else invoke_host(c, &x);
     return;
   }
-  case DVM_OP_SHAPEFN: shapefn_host(c, w, len); return;
+  case DVM_OP_SHAPEFN: {
+    dvm_ops_SHAPEFN x = dvm_decode_SHAPEFN(w);
+    shapefn_host(c, &x);
+    return;
+  }
+  case DVM_OP_CALL: { /* to the clone */
+    dvm_ops_CALL x = dvm_decode_CALL(w);
+    EMIT(c, CALL, x.func + c->p->nfuncs, x.dsts, x.args);
+    return;
+  }
   default: break;
   }
-  /* anything else as it is, calls going to the clones */
-  size_t at = c->code.n;
-  emit(c, w[0], w + 1, (int)len - 1);
-  if (w[0] == DVM_OP_CALL) c->code.v[at + 1] += c->p->nfuncs;
-  const int64_t *o = w + 1;
-  for (const char *fmt = operand_fmt(w); *fmt; fmt++) {
-    int64_t n = dvm_operand_is_list(*fmt) ? *o++ : 1;
-    if (*fmt == 'j') PUSH(c->p, c->jumps, (uint32_t)(at + 1 + (o - (w + 1))));
-    o += n;
-  }
+  /* anything else as it is, its jump targets mapped at the end */
+  PUSH(c->p, c->src, c->loc);
+  dvm_instr_operands(w, 0, note_jump, &(jumps){c, c->code.n});
+  for (uint32_t q = 0; q < len; q++) PUSH(c->p, c->code, w[q]);
 }
 
 /* The most registers any rewrite borrows past the function's own. */
@@ -558,13 +586,8 @@ static uint32_t scratch_regs(const dvm_func *f) {
   uint32_t most = 3;
   for (uint32_t i = 0; i < f->ninstr; i++) {
     const int64_t *w = f->code + f->starts[i];
-    if (w[0] == DVM_OP_INVOKE) {
-      const int64_t *ins = w + 4 + w[3];
-      if ((uint32_t)ins[0] > most) most = (uint32_t)ins[0];
-    } else if (w[0] == DVM_OP_SHAPEFN) {
-      const int64_t *rl = w + 3 + w[2];
-      if ((uint32_t)rl[0] > most) most = (uint32_t)rl[0];
-    }
+    int64_t n = w[0] == DVM_OP_INVOKE ? dvm_decode_INVOKE(w).ins.n : w[0] == DVM_OP_SHAPEFN ? dvm_decode_SHAPEFN(w).args.n : 0;
+    if ((uint32_t)n > most) most = (uint32_t)n;
   }
   return most;
 }
@@ -582,9 +605,10 @@ static dvm_status *clone_func(placer *p, const dvm_func *f, dvm_func *out) {
     for (uint32_t i = 0; i < f->ninstr && !p->error; i++) {
       const int64_t *w = f->code + f->starts[i];
       if (w[0] != DVM_OP_INVOKE) continue;
-      plan pl = plan_invoke(&c, w);
-      for (int64_t q = 0; q < w[3]; q++) {
-        fact *o = &c.facts[w[4 + q]];
+      dvm_ops_INVOKE x = dvm_decode_INVOKE(w);
+      plan pl = plan_invoke(&c, &x);
+      for (int64_t q = 0; q < x.outs.n; q++) {
+        fact *o = &c.facts[x.outs.v[q]];
         if (o->out_dev < 0) o->out_dev = (int8_t)(pl.kernel >= 0 ? DVM_DEVICE_CUDA : DVM_DEVICE_CPU);
       }
     }

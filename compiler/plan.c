@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "emit.h"
-#include "opcode.h"
 #include "plan.h"
 
 typedef struct {
@@ -19,7 +18,7 @@ static int find(int *parent, int r) {
   return r;
 }
 
-/* The operands of instruction i, by value (see dvmc_code_operands). */
+/* The operands of instruction i, by value (see dvm_instr_operands). */
 typedef struct {
   const int64_t *code;
   void (*fn)(void *, char, int64_t);
@@ -33,7 +32,7 @@ static void pass_value(void *ctx, char c, uint32_t word) {
 
 static void operands(const code_view *v, int i, void (*fn)(void *, char, int64_t), void *ctx) {
   by_value b = {v->code, fn, ctx};
-  dvmc_code_operands(v->code, v->start[i], pass_value, &b);
+  dvm_instr_operands(v->code, v->start[i], pass_value, &b);
 }
 
 static int is_reg(char c) { return strchr("drokRD", c) != NULL; }
@@ -227,8 +226,9 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
         op == DVM_OP_INSERT || op == DVM_OP_ERASE) {
       walk k = {.v = &v, .i = i, .first = -1};
       if (op == DVM_OP_RESHAPE) { /* not its shape operand */
-        unite(&k, 'd', code[v.start[i] + 1]);
-        unite(&k, 'r', code[v.start[i] + 2]);
+        dvm_ops_RESHAPE rs = dvm_decode_RESHAPE(code + v.start[i]);
+        unite(&k, 'd', rs.dst);
+        unite(&k, 'r', rs.src);
       } else {
         operands(&v, i, unite, &k);
       }
@@ -258,7 +258,11 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   }
   first_names(&v, named, next, named + v.nregs + 1);
   for (int s = 0; s < nsites; s++) { /* the site of each class: -2 where it has several */
-    int64_t r = code[sites[s].word + 1];
+    if (index_of(&v, sites[s].word) < 0 || code[sites[s].word] != DVM_OP_ALLOC_TENSOR) {
+      st = dvm_status_new(DVM_INTERNAL, "memory plan: site at word %u is not an alloc_tensor", sites[s].word);
+      goto done;
+    }
+    int64_t r = dvm_decode_ALLOC_TENSOR(code + sites[s].word).dst;
     if (r < 0 || r >= v.nregs) {
       st = dvm_status_new(DVM_INTERNAL, "memory plan: site at word %u has no register", sites[s].word);
       goto done;
@@ -269,11 +273,8 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   for (int s = 0; s < nsites; s++) { /* in code order, each chained to a slot or kept outside */
     dvmc_plan_site *p = &sites[s];
     int i = index_of(&v, p->word);
-    if (i < 0 || code[p->word] != DVM_OP_ALLOC_TENSOR) {
-      st = dvm_status_new(DVM_INTERNAL, "memory plan: site at word %u is not an alloc_tensor", p->word);
-      goto done;
-    }
-    int cls = find(v.parent, (int)code[p->word + 1]);
+    int64_t dst = dvm_decode_ALLOC_TENSOR(code + p->word).dst;
+    int cls = find(v.parent, (int)dst);
     site_at[s] = i;
     p->slot = -1;
     if (in_loop[i] || esc[cls]) {
@@ -287,10 +288,10 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
      * slot's last occupant */
     int j = inplace ? next[i] : -1;
     const int64_t *call = j >= 0 ? code + v.start[j] : NULL;
-    if (call && call[0] == DVM_OP_INVOKE && call[3] >= 1 && call[4] == code[p->word + 1] && inplace(ctx, call[1])) {
-      const int64_t *in = call + 4 + call[3];
-      for (int q = 1; q <= in[0] && p->slot < 0; q++) {
-        int c = in[q] >= 0 ? find(v.parent, (int)in[q]) : -1, t = c >= 0 ? site_of[c] : -1;
+    dvm_ops_INVOKE inv = call && call[0] == DVM_OP_INVOKE ? dvm_decode_INVOKE(call) : (dvm_ops_INVOKE){0};
+    if (inv.outs.n >= 1 && inv.outs.v[0] == dst && inplace(ctx, inv.kernel)) {
+      for (int64_t q = 0; q < inv.ins.n && p->slot < 0; q++) {
+        int c = inv.ins.v[q] >= 0 ? find(v.parent, (int)inv.ins.v[q]) : -1, t = c >= 0 ? site_of[c] : -1;
         if (t >= 0 && t < s && sites[t].slot >= 0 && sites[t].bytes == p->bytes && last[c] >= j &&
             slots[sites[t].slot].to == last[c] && named[c] <= j)
           p->slot = sites[t].slot, out->inplace++;

@@ -10,6 +10,7 @@
 
 #include "asm.h"
 #include "opcode.h"
+#include "vec.h"
 
 enum { T_EOF, T_NL, T_WORD, T_STR, T_HEX, T_PUNCT };
 
@@ -21,19 +22,7 @@ typedef struct {
   int line, col;
 } token;
 
-/* A growable array: items, count, capacity. */
-#define VEC(T) struct { T *v; size_t n, cap; }
-#define VEC_PUSH(vec, item, ok)                                              \
-  do {                                                                       \
-    if ((vec).n == (vec).cap) {                                              \
-      size_t c_ = (vec).cap ? (vec).cap * 2 : 16;                            \
-      void *p_ = realloc((vec).v, c_ * sizeof *(vec).v);                     \
-      if (!p_) { ok = 0; break; }                                            \
-      (vec).v = p_;                                                          \
-      (vec).cap = c_;                                                        \
-    }                                                                        \
-    (vec).v[(vec).n++] = (item);                                             \
-  } while (0)
+#define VEC_PUSH(vec, item, ok) DVM_VEC_PUSH(vec, item, ok = 0)
 
 typedef struct {
   uint32_t word;
@@ -53,23 +42,23 @@ typedef struct {
   token tok;      /* current token */
   dvm_module *m;
   dvm_arena *a;
-  VEC(const char *) strings;
-  VEC(dvm_const) consts;
-  VEC(dvm_kernel_ref) kernels;
-  VEC(dvm_shapefn_ref) shapefns;
-  VEC(dvm_hostfn_ref) hostfns;
-  VEC(dvm_func) funcs;
+  DVM_VEC(const char *) strings;
+  DVM_VEC(dvm_const) consts;
+  DVM_VEC(dvm_kernel_ref) kernels;
+  DVM_VEC(dvm_shapefn_ref) shapefns;
+  DVM_VEC(dvm_hostfn_ref) hostfns;
+  DVM_VEC(dvm_func) funcs;
   /* the function being parsed */
   dvm_func *f;
-  VEC(int64_t) code;
-  VEC(uint32_t) starts;
-  VEC(const char *) src;
-  VEC(dvm_sym) syms;
-  VEC(dvm_info) info;
-  VEC(dvm_sig) params;
-  VEC(dvm_sig) results;
-  VEC(fixup) fixups;
-  VEC(label) labels;
+  DVM_VEC(int64_t) code;
+  DVM_VEC(uint32_t) starts;
+  DVM_VEC(const char *) src;
+  DVM_VEC(dvm_sym) syms;
+  DVM_VEC(dvm_info) info;
+  DVM_VEC(dvm_sig) params;
+  DVM_VEC(dvm_sig) results;
+  DVM_VEC(fixup) fixups;
+  DVM_VEC(label) labels;
   const char *loc;
   dvm_status *err;
 } parser;

@@ -155,6 +155,10 @@ DVM_MUST_USE dvm_status *dvm_module_new_empty(dvm_module **out);
 /* Decodes the instruction at word `pc`: its length in words, or 0 if it is
  * malformed (unknown opcode, operand or list past the end). */
 uint32_t dvm_instr_length(const int64_t *code, uint32_t ncode, uint32_t pc);
+/* Calls fn(ctx, letter, word) for each operand word of the well-formed
+ * instruction at word pc, list items with their list's letter. */
+void dvm_instr_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),
+                        void *ctx);
 
 /* Index of the instruction at word offset pc (binary search), or -1. */
 int dvm_func_instr_index(const dvm_func *f, uint32_t pc);

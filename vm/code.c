@@ -22,6 +22,19 @@ uint32_t dvm_instr_length(const int64_t *code, uint32_t ncode, uint32_t pc) {
   return (uint32_t)(w - pc);
 }
 
+void dvm_instr_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),
+                        void *ctx) {
+  uint32_t w = pc + 1;
+  for (const char *f = dvm_opinfo_table[code[pc]].format; *f; f++) {
+    if (dvm_operand_is_list(*f)) {
+      int64_t n = code[w++];
+      for (int64_t k = 0; k < n; k++) fn(ctx, *f, w++);
+    } else {
+      fn(ctx, *f, w++);
+    }
+  }
+}
+
 int dvm_func_instr_index(const dvm_func *f, uint32_t pc) {
   uint32_t lo = 0, hi = f->ninstr;
   while (lo < hi) {

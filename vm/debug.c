@@ -3,7 +3,7 @@
 
 #include "asm.h"
 #include "dvm/debug.h"
-#include "opcode.h"
+#include "instr.h"
 #include "vmimpl.h"
 
 dvm_status *dvm_vm_start(dvm_vm *vm, int f, const dvm_value *args, int nargs) {
@@ -83,10 +83,10 @@ void dvm_function_instr(const dvm_module *m, int f, int i, dvm_instr_info *out) 
   out->opcode = dvm_opinfo_table[c[0]].name;
   out->node = fn->src[i];
   switch (c[0]) {
-  case DVM_OP_INVOKE: out->callee = m->kernels[c[1]].name; break;
-  case DVM_OP_SHAPEFN: out->callee = m->shapefns[c[1]].name; break;
-  case DVM_OP_HOSTCALL: out->callee = m->hostfns[c[1]].name; break;
-  case DVM_OP_CALL: out->callee = m->funcs[c[1]].name; break;
+  case DVM_OP_INVOKE: out->callee = m->kernels[dvm_decode_INVOKE(c).kernel].name; break;
+  case DVM_OP_SHAPEFN: out->callee = m->shapefns[dvm_decode_SHAPEFN(c).fn].name; break;
+  case DVM_OP_HOSTCALL: out->callee = m->hostfns[dvm_decode_HOSTCALL(c).fn].name; break;
+  case DVM_OP_CALL: out->callee = m->funcs[dvm_decode_CALL(c).func].name; break;
   default: out->callee = NULL; break;
   }
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "hostfn.h"
-#include "opcode.h"
+#include "instr.h"
 #include "vmimpl.h"
 
 #define MAX_KERNEL_ARGS 256
@@ -46,16 +46,16 @@ static dvm_status *kind_error(int operand, int64_t reg, const dvm_value *v, dvm_
 }
 
 /* check_with's failure: the message with each "{}" replaced by the next
- * int of the register list (count, then registers). */
-static dvm_status *check_message(const char *fmt, const dvm_value *R, const int64_t *list) {
+ * int of the register list. */
+static dvm_status *check_message(const char *fmt, const dvm_value *R, dvm_list args) {
   char buf[2048];
   size_t n = 0;
   int64_t next = 0;
-  for (int64_t i = 0; i < list[0]; i++)
-    if (R[list[1 + i]].kind != DVM_VAL_INT) return kind_error(2, list[1 + i], &R[list[1 + i]], DVM_VAL_INT);
+  for (int64_t i = 0; i < args.n; i++)
+    if (R[args.v[i]].kind != DVM_VAL_INT) return kind_error(2, args.v[i], &R[args.v[i]], DVM_VAL_INT);
   for (const char *p = fmt; *p && n < sizeof buf - 1; p++) {
-    if (p[0] == '{' && p[1] == '}' && next < list[0]) {
-      int w = snprintf(buf + n, sizeof buf - n, "%lld", (long long)R[list[1 + next++]].u.i);
+    if (p[0] == '{' && p[1] == '}' && next < args.n) {
+      int w = snprintf(buf + n, sizeof buf - n, "%lld", (long long)R[args.v[next++]].u.i);
       n = w > 0 && (size_t)w < sizeof buf - n ? n + (size_t)w : sizeof buf - 1;
       p++;
     } else {
@@ -162,37 +162,38 @@ static dvm_status *scratch_reserve(dvm_vm *vm, size_t n) {
   return NULL;
 }
 
-static dvm_status *do_invoke(dvm_vm *vm, const dvm_kernel_ref *k, dvm_value *R, const int64_t *o) {
-  const int64_t *outs = o + 2, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) {
+  const dvm_kernel_ref *k = &vm->m->kernels[x->kernel];
+  dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
   dvm_tensor *tin[MAX_KERNEL_ARGS], *tout[MAX_KERNEL_ARGS];
-  if (ins[0] > MAX_KERNEL_ARGS || outs[0] > MAX_KERNEL_ARGS || attrs[0] > MAX_KERNEL_ARGS)
+  if (ins.n > MAX_KERNEL_ARGS || outs.n > MAX_KERNEL_ARGS || attrs.n > MAX_KERNEL_ARGS)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\": more than %d operands", k->name,
                           MAX_KERNEL_ARGS);
   int64_t variant = 0;
-  if (o[1] >= 0) {
-    if (R[o[1]].kind != DVM_VAL_INT) return kind_error(1, o[1], &R[o[1]], DVM_VAL_INT);
-    variant = R[o[1]].u.i;
+  if (x->variant >= 0) {
+    if (R[x->variant].kind != DVM_VAL_INT) return kind_error(1, x->variant, &R[x->variant], DVM_VAL_INT);
+    variant = R[x->variant].u.i;
     if (variant < 0 || variant >= k->nvariants)
       return dvm_status_new(DVM_OUT_OF_RANGE, "kernel \"%s\": variant %lld of %u", k->name,
                             (long long)variant, k->nvariants);
   }
-  for (int64_t i = 0; i < outs[0]; i++) {
-    if (R[outs[1 + i]].kind != DVM_VAL_TENSOR) return kind_error(2, outs[1 + i], &R[outs[1 + i]], DVM_VAL_TENSOR);
-    tout[i] = R[outs[1 + i]].u.tensor;
+  for (int64_t i = 0; i < outs.n; i++) {
+    if (R[outs.v[i]].kind != DVM_VAL_TENSOR) return kind_error(2, outs.v[i], &R[outs.v[i]], DVM_VAL_TENSOR);
+    tout[i] = R[outs.v[i]].u.tensor;
     /* constants are the module's, shared by every VM, and may be mapped
      * read-only: a kernel never writes them (views of them included) */
     if (tout[i]->storage == vm->m->data)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\": output r%lld is a module constant",
-                            k->name, (long long)outs[1 + i]);
+                            k->name, (long long)outs.v[i]);
   }
-  for (int64_t i = 0; i < ins[0]; i++) {
-    if (R[ins[1 + i]].kind != DVM_VAL_TENSOR) return kind_error(3, ins[1 + i], &R[ins[1 + i]], DVM_VAL_TENSOR);
-    tin[i] = R[ins[1 + i]].u.tensor;
+  for (int64_t i = 0; i < ins.n; i++) {
+    if (R[ins.v[i]].kind != DVM_VAL_TENSOR) return kind_error(3, ins.v[i], &R[ins.v[i]], DVM_VAL_TENSOR);
+    tin[i] = R[ins.v[i]].u.tensor;
   }
-  dvm_status *st = scratch_reserve(vm, (size_t)attrs[0]);
+  dvm_status *st = scratch_reserve(vm, (size_t)attrs.n);
   if (st) return st;
-  for (int64_t i = 0; i < attrs[0]; i++) vm->scratch[i] = R[attrs[1 + i]]; /* borrowed */
-  dvm_kernel_args a = {tin, (int)ins[0], tout, (int)outs[0], vm->scratch, (int)attrs[0],
+  for (int64_t i = 0; i < attrs.n; i++) vm->scratch[i] = R[attrs.v[i]]; /* borrowed */
+  dvm_kernel_args a = {tin, (int)ins.n, tout, (int)outs.n, vm->scratch, (int)attrs.n,
                        variant, k->payload, k->payload_size, &vm->exec};
   vm->stats.kernel_calls++;
   dvm_stream *s;
@@ -200,23 +201,24 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_kernel_ref *k, dvm_value *R, 
   return dvm_status_annotate(st, "kernel \"%s\"", k->name);
 }
 
-static dvm_status *do_shapefn(dvm_vm *vm, const dvm_shapefn_ref *sf, dvm_value *R, const int64_t *o) {
-  const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
-  dvm_status *st = scratch_reserve(vm, (size_t)(dl[0] + rl[0]));
+static dvm_status *do_shapefn(dvm_vm *vm, const dvm_ops_SHAPEFN *x, dvm_value *R) {
+  const dvm_shapefn_ref *sf = &vm->m->shapefns[x->fn];
+  dvm_list dl = x->dsts, rl = x->args;
+  dvm_status *st = scratch_reserve(vm, (size_t)(dl.n + rl.n));
   if (st) return st;
-  dvm_value *in = vm->scratch, *out = vm->scratch + rl[0];
-  for (int64_t i = 0; i < rl[0]; i++) in[i] = R[rl[1 + i]]; /* borrowed */
-  for (int64_t i = 0; i < dl[0]; i++) out[i].kind = DVM_VAL_NONE;
-  st = sf->def->fn(in, (int)rl[0], out, (int)dl[0]);
+  dvm_value *in = vm->scratch, *out = vm->scratch + rl.n;
+  for (int64_t i = 0; i < rl.n; i++) in[i] = R[rl.v[i]]; /* borrowed */
+  for (int64_t i = 0; i < dl.n; i++) out[i].kind = DVM_VAL_NONE;
+  st = sf->def->fn(in, (int)rl.n, out, (int)dl.n);
   if (!st)
-    for (int64_t i = 0; i < dl[0]; i++)
+    for (int64_t i = 0; i < dl.n; i++)
       if (out[i].kind == DVM_VAL_NONE)
         st = dvm_status_new(DVM_INTERNAL, "result %lld was not set", (long long)i);
   if (st) {
-    for (int64_t i = 0; i < dl[0]; i++) dvm_value_clear(&out[i]);
+    for (int64_t i = 0; i < dl.n; i++) dvm_value_clear(&out[i]);
     return dvm_status_annotate(st, "shape function \"%s\"", sf->name);
   }
-  for (int64_t i = 0; i < dl[0]; i++) reg_put(&R[dl[1 + i]], out[i]);
+  for (int64_t i = 0; i < dl.n; i++) reg_put(&R[dl.v[i]], out[i]);
   return NULL;
 }
 
@@ -275,14 +277,14 @@ dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_va
  * result array) and pops the frame. The two register ranges are disjoint, so
  * each result is retained into its destination before the frame is cleared;
  * the same register may be returned twice. */
-static void do_return(dvm_vm *vm, const int64_t *list) {
+static void do_return(dvm_vm *vm, dvm_list values) {
   dvm_frame *fr = &vm->frames[vm->nframes - 1];
   dvm_value *R = vm->regs + fr->base;
   dvm_value *caller = fr->dsts ? vm->regs + vm->frames[vm->nframes - 2].base : NULL;
-  for (int64_t i = 0; i < list[0]; i++) {
-    dvm_value v = R[list[1 + i]];
+  for (int64_t i = 0; i < values.n; i++) {
+    dvm_value v = R[values.v[i]];
     dvm_value_retain(&v);
-    reg_put(caller ? &caller[fr->dsts[1 + i]] : &vm->results[i], v);
+    reg_put(caller ? &caller[fr->dsts[i]] : &vm->results[i], v);
   }
   uint32_t nregs = vm->m->funcs[fr->func].nregs;
   for (uint32_t r = 0; r < nregs; r++) reg_clear(&R[r]);
@@ -305,7 +307,6 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   const int64_t *code;
   dvm_value *R;
   uint32_t pc;
-  const int64_t *o;
   dvm_status *st = NULL;
   /* steps: instructions executed by this call; the step limit counts the
    * whole invocation, across pauses */
@@ -329,9 +330,13 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   do {                          \
     if ((st = (e))) goto fail;  \
   } while (0)
-#define NEED(j, kind_)                                                    \
-  do {                                                                    \
-    if (R[o[j]].kind != (kind_)) FAIL(kind_error(j, o[j], &R[o[j]], kind_)); \
+/* The operands of the instruction at pc, as x; STEP() moves past it. */
+#define DECODE(e) const dvm_ops_##e x = dvm_decode_##e(code + pc)
+#define STEP() (pc = (uint32_t)(x.end - code))
+/* Operand j, register r, must hold a kind_. */
+#define NEED(j, r, kind_)                                                  \
+  do {                                                                     \
+    if (R[r].kind != (kind_)) FAIL(kind_error(j, r, &R[r], kind_));        \
   } while (0)
 /* Taken jumps backwards and calls are where long programs can be stopped. */
 #define POLL()                                                                           \
@@ -351,7 +356,7 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
 
 #ifdef DVM_COMPUTED_GOTO
   static void *const labels[DVM_OP_COUNT] = {
-#define X(e, name, fmt, flags, syn) &&L_##e,
+#define X(e, name, ops, flags, syn) &&L_##e,
 #include "opcodes.def"
 #undef X
   };
@@ -360,7 +365,6 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   do {                               \
     if (steps >= budget) goto pause; \
     steps++;                         \
-    o = code + pc + 1;               \
     goto *labels[code[pc]];          \
   } while (0)
 #else
@@ -376,46 +380,49 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   for (;;) {
     if (steps >= budget) goto pause;
     steps++;
-    o = code + pc + 1;
     switch ((dvm_opcode)code[pc]) {
 #endif
 
-  CASE(NOP) { pc += 1; NEXT(); }
+  CASE(NOP) { DECODE(NOP); STEP(); NEXT(); }
   CASE(MOVE) {
-    if (R[o[1]].kind == DVM_VAL_NONE) FAIL(dvm_status_new(DVM_INVALID_ARGUMENT, "r%lld is empty", (long long)o[1]));
-    if (o[0] != o[1]) {
-      dvm_value_retain(&R[o[1]]);
-      reg_put(&R[o[0]], R[o[1]]);
+    DECODE(MOVE);
+    if (R[x.src].kind == DVM_VAL_NONE) FAIL(dvm_status_new(DVM_INVALID_ARGUMENT, "r%lld is empty", (long long)x.src));
+    if (x.dst != x.src) {
+      dvm_value_retain(&R[x.src]);
+      reg_put(&R[x.dst], R[x.src]);
     }
-    pc += 3;
+    STEP();
     NEXT();
   }
-  CASE(IMM) { reg_set_int(&R[o[0]], o[1]); pc += 3; NEXT(); }
+  CASE(IMM) { DECODE(IMM); reg_set_int(&R[x.dst], x.value); STEP(); NEXT(); }
   CASE(FIMM) {
+    DECODE(FIMM);
     double f;
-    memcpy(&f, &o[1], sizeof f);
-    reg_clear(&R[o[0]]);
-    R[o[0]].kind = DVM_VAL_FLOAT;
-    R[o[0]].u.f = f;
-    pc += 3;
+    memcpy(&f, &x.value, sizeof f);
+    reg_clear(&R[x.dst]);
+    R[x.dst].kind = DVM_VAL_FLOAT;
+    R[x.dst].u.f = f;
+    STEP();
     NEXT();
   }
   CASE(CONST) {
-    dvm_tensor *t = m->consts[o[1]].tensor;
+    DECODE(CONST);
+    dvm_tensor *t = m->consts[x.constant].tensor;
     dvm_tensor_retain(t);
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
-    pc += 3;
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
+    STEP();
     NEXT();
   }
 
 #define ARITH(e, expr)                                  \
   CASE(e) {                                             \
-    NEED(1, DVM_VAL_INT);                               \
-    NEED(2, DVM_VAL_INT);                               \
-    int64_t a = R[o[1]].u.i, b = R[o[2]].u.i, r;        \
+    DECODE(e);                                          \
+    NEED(1, x.a, DVM_VAL_INT);                          \
+    NEED(2, x.b, DVM_VAL_INT);                          \
+    int64_t a = R[x.a].u.i, b = R[x.b].u.i, r;          \
     expr;                                               \
-    reg_set_int(&R[o[0]], r);                           \
-    pc += 4;                                            \
+    reg_set_int(&R[x.dst], r);                          \
+    STEP();                                             \
     NEXT();                                             \
   }
 #define OVERFLOW(name) \
@@ -438,103 +445,113 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
 #undef ARITH
 #undef OVERFLOW
   CASE(NOT) {
-    NEED(1, DVM_VAL_INT);
-    reg_set_int(&R[o[0]], !R[o[1]].u.i);
-    pc += 3;
+    DECODE(NOT);
+    NEED(1, x.a, DVM_VAL_INT);
+    reg_set_int(&R[x.dst], !R[x.a].u.i);
+    STEP();
     NEXT();
   }
-  CASE(JMP) { JUMP_TO(o[0]); NEXT(); }
+  CASE(JMP) { DECODE(JMP); JUMP_TO(x.target); NEXT(); }
   CASE(JNZ) {
-    NEED(0, DVM_VAL_INT);
-    if (R[o[0]].u.i) JUMP_TO(o[1]);
-    else pc += 3;
+    DECODE(JNZ);
+    NEED(0, x.cond, DVM_VAL_INT);
+    if (R[x.cond].u.i) JUMP_TO(x.target);
+    else STEP();
     NEXT();
   }
   CASE(JZ) {
-    NEED(0, DVM_VAL_INT);
-    if (!R[o[0]].u.i) JUMP_TO(o[1]);
-    else pc += 3;
+    DECODE(JZ);
+    NEED(0, x.cond, DVM_VAL_INT);
+    if (!R[x.cond].u.i) JUMP_TO(x.target);
+    else STEP();
     NEXT();
   }
   CASE(CALL) {
     POLL();
-    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
+    DECODE(CALL);
     SAVE_PC();
-    TRY(dvm_vm_push_frame(vm, (uint32_t)o[0], dl));
+    TRY(dvm_vm_push_frame(vm, (uint32_t)x.func, x.dsts.v));
     dvm_value *caller = vm->regs + vm->frames[vm->nframes - 2].base;
     dvm_value *callee = vm->regs + vm->frames[vm->nframes - 1].base;
-    for (int64_t i = 0; i < rl[0]; i++) {
-      callee[i] = caller[rl[1 + i]];
+    for (int64_t i = 0; i < x.args.n; i++) {
+      callee[i] = caller[x.args.v[i]];
       dvm_value_retain(&callee[i]);
     }
     /* the caller resumes after the call */
-    vm->frames[vm->nframes - 2].pc = (uint32_t)(rl + 1 + rl[0] - code);
+    vm->frames[vm->nframes - 2].pc = (uint32_t)(x.end - code);
     LOAD_FRAME();
     NEXT();
   }
   CASE(RET) {
-    do_return(vm, o);
+    DECODE(RET);
+    do_return(vm, x.values);
     if (vm->nframes <= stop) goto done;
     LOAD_FRAME();
     NEXT();
   }
   CASE(SHAPE_OF) {
-    NEED(1, DVM_VAL_TENSOR);
-    const dvm_tensor *t = R[o[1]].u.tensor;
+    DECODE(SHAPE_OF);
+    NEED(1, x.src, DVM_VAL_TENSOR);
+    const dvm_tensor *t = R[x.src].u.tensor;
     dvm_value v = {.kind = DVM_VAL_SHAPE, .rank = t->rank};
     memcpy(v.u.dims, t->dims, sizeof(int64_t) * t->rank);
-    reg_put(&R[o[0]], v);
-    pc += 3;
+    reg_put(&R[x.dst], v);
+    STEP();
     NEXT();
   }
   CASE(DIM) {
-    uint8_t k = R[o[1]].kind;
-    if (k != DVM_VAL_TENSOR && k != DVM_VAL_SHAPE) FAIL(kind_error(1, o[1], &R[o[1]], DVM_VAL_TENSOR));
+    DECODE(DIM);
+    uint8_t k = R[x.src].kind;
+    if (k != DVM_VAL_TENSOR && k != DVM_VAL_SHAPE) FAIL(kind_error(1, x.src, &R[x.src], DVM_VAL_TENSOR));
     int rank;
-    const int64_t *dims = dims_of(&R[o[1]], &rank);
-    int64_t axis = o[2] < 0 ? o[2] + rank : o[2];
+    const int64_t *dims = dims_of(&R[x.src], &rank);
+    int64_t axis = x.axis < 0 ? x.axis + rank : x.axis;
     if (axis < 0 || axis >= rank)
-      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "axis %lld is out of range for rank %d", (long long)o[2], rank));
-    reg_set_int(&R[o[0]], dims[axis]);
-    pc += 4;
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "axis %lld is out of range for rank %d", (long long)x.axis, rank));
+    reg_set_int(&R[x.dst], dims[axis]);
+    STEP();
     NEXT();
   }
   CASE(RANK) {
-    uint8_t k = R[o[1]].kind;
-    if (k != DVM_VAL_TENSOR && k != DVM_VAL_SHAPE) FAIL(kind_error(1, o[1], &R[o[1]], DVM_VAL_TENSOR));
+    DECODE(RANK);
+    uint8_t k = R[x.src].kind;
+    if (k != DVM_VAL_TENSOR && k != DVM_VAL_SHAPE) FAIL(kind_error(1, x.src, &R[x.src], DVM_VAL_TENSOR));
     int rank;
-    dims_of(&R[o[1]], &rank);
-    reg_set_int(&R[o[0]], rank);
-    pc += 3;
+    dims_of(&R[x.src], &rank);
+    reg_set_int(&R[x.dst], rank);
+    STEP();
     NEXT();
   }
   CASE(NUMEL) {
-    uint8_t k = R[o[1]].kind;
-    if (k != DVM_VAL_TENSOR && k != DVM_VAL_SHAPE) FAIL(kind_error(1, o[1], &R[o[1]], DVM_VAL_TENSOR));
+    DECODE(NUMEL);
+    uint8_t k = R[x.src].kind;
+    if (k != DVM_VAL_TENSOR && k != DVM_VAL_SHAPE) FAIL(kind_error(1, x.src, &R[x.src], DVM_VAL_TENSOR));
     int rank;
-    const int64_t *dims = dims_of(&R[o[1]], &rank);
+    const int64_t *dims = dims_of(&R[x.src], &rank);
     int64_t n;
     TRY(dvm_shape_numel(rank, dims, &n));
-    reg_set_int(&R[o[0]], n);
-    pc += 3;
+    reg_set_int(&R[x.dst], n);
+    STEP();
     NEXT();
   }
   CASE(MAKE_SHAPE) {
-    dvm_value v = {.kind = DVM_VAL_SHAPE, .rank = (uint8_t)o[1]};
-    for (int64_t i = 0; i < o[1]; i++) {
-      const dvm_value *x = &R[o[2 + i]];
-      if (x->kind != DVM_VAL_INT) FAIL(kind_error(1, o[2 + i], x, DVM_VAL_INT));
-      v.u.dims[i] = x->u.i; /* any ints (axes, pads); uses as dims check them */
+    DECODE(MAKE_SHAPE);
+    dvm_value v = {.kind = DVM_VAL_SHAPE, .rank = (uint8_t)x.dims.n};
+    for (int64_t i = 0; i < x.dims.n; i++) {
+      const dvm_value *d = &R[x.dims.v[i]];
+      if (d->kind != DVM_VAL_INT) FAIL(kind_error(1, x.dims.v[i], d, DVM_VAL_INT));
+      v.u.dims[i] = d->u.i; /* any ints (axes, pads); uses as dims check them */
     }
-    reg_put(&R[o[0]], v);
-    pc += 3 + (uint32_t)o[1];
+    reg_put(&R[x.dst], v);
+    STEP();
     NEXT();
   }
   CASE(RESHAPE) {
-    NEED(1, DVM_VAL_TENSOR);
-    NEED(2, DVM_VAL_SHAPE);
-    dvm_tensor *t = R[o[1]].u.tensor, *v;
-    const dvm_value *s = &R[o[2]];
+    DECODE(RESHAPE);
+    NEED(1, x.src, DVM_VAL_TENSOR);
+    NEED(2, x.shape, DVM_VAL_SHAPE);
+    dvm_tensor *t = R[x.src].u.tensor, *v;
+    const dvm_value *s = &R[x.shape];
     int64_t n;
     TRY(dvm_shape_numel(s->rank, s->u.dims, &n));
     if (n != dvm_tensor_numel(t)) {
@@ -545,178 +562,193 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
                           (long long)dvm_tensor_numel(t), b, (long long)n));
     }
     TRY(dvm_tensor_view(t->storage, t->offset, (dvm_dtype)t->dtype, s->rank, s->u.dims, &v));
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = v});
-    pc += 4;
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = v});
+    STEP();
     NEXT();
   }
   CASE(ALLOC_STORAGE) {
-    NEED(1, DVM_VAL_INT);
-    if (R[o[1]].u.i < 0)
-      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "storage size %lld is negative", (long long)R[o[1]].u.i));
+    DECODE(ALLOC_STORAGE);
+    NEED(1, x.bytes, DVM_VAL_INT);
+    if (R[x.bytes].u.i < 0)
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "storage size %lld is negative", (long long)R[x.bytes].u.i));
     dvm_pool *p;
     dvm_storage *s;
-    TRY(dvm_vm_pool(vm, (dvm_device_kind)o[2], &p));
-    TRY(dvm_pool_alloc(p, (size_t)R[o[1]].u.i, (size_t)o[3], &s));
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_STORAGE, .u.storage = s});
-    pc += 5;
+    TRY(dvm_vm_pool(vm, (dvm_device_kind)x.device, &p));
+    TRY(dvm_pool_alloc(p, (size_t)R[x.bytes].u.i, (size_t)x.align, &s));
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_STORAGE, .u.storage = s});
+    STEP();
     NEXT();
   }
   CASE(ALLOC_TENSOR) {
-    NEED(1, DVM_VAL_STORAGE);
-    NEED(2, DVM_VAL_INT);
-    NEED(4, DVM_VAL_SHAPE);
-    if (R[o[2]].u.i < 0)
-      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "tensor offset %lld is negative", (long long)R[o[2]].u.i));
+    DECODE(ALLOC_TENSOR);
+    NEED(1, x.storage, DVM_VAL_STORAGE);
+    NEED(2, x.offset, DVM_VAL_INT);
+    NEED(4, x.shape, DVM_VAL_SHAPE);
+    if (R[x.offset].u.i < 0)
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "tensor offset %lld is negative", (long long)R[x.offset].u.i));
     dvm_tensor *t;
-    TRY(dvm_tensor_view(R[o[1]].u.storage, (size_t)R[o[2]].u.i, (dvm_dtype)o[3], R[o[4]].rank,
-                        R[o[4]].u.dims, &t));
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
-    pc += 6;
+    TRY(dvm_tensor_view(R[x.storage].u.storage, (size_t)R[x.offset].u.i, (dvm_dtype)x.dtype, R[x.shape].rank,
+                        R[x.shape].u.dims, &t));
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
+    STEP();
     NEXT();
   }
   CASE(ALLOC_TENSOR_I) {
-    NEED(1, DVM_VAL_STORAGE);
-    NEED(2, DVM_VAL_INT);
-    if (R[o[2]].u.i < 0)
-      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "tensor offset %lld is negative", (long long)R[o[2]].u.i));
+    DECODE(ALLOC_TENSOR_I);
+    NEED(1, x.storage, DVM_VAL_STORAGE);
+    NEED(2, x.offset, DVM_VAL_INT);
+    if (R[x.offset].u.i < 0)
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "tensor offset %lld is negative", (long long)R[x.offset].u.i));
     dvm_tensor *t;
-    TRY(dvm_tensor_view(R[o[1]].u.storage, (size_t)R[o[2]].u.i, (dvm_dtype)o[3], (int)o[4], o + 5, &t));
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
-    pc += 6 + (uint32_t)o[4];
+    TRY(dvm_tensor_view(R[x.storage].u.storage, (size_t)R[x.offset].u.i, (dvm_dtype)x.dtype, (int)x.dims.n,
+                        x.dims.v, &t));
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
+    STEP();
     NEXT();
   }
   CASE(ALLOC) {
-    NEED(2, DVM_VAL_SHAPE);
-    TRY(do_alloc(vm, (dvm_device_kind)o[3], (dvm_dtype)o[1], R[o[2]].rank, R[o[2]].u.dims, &R[o[0]]));
-    pc += 5;
+    DECODE(ALLOC);
+    NEED(2, x.shape, DVM_VAL_SHAPE);
+    TRY(do_alloc(vm, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, R[x.shape].rank, R[x.shape].u.dims, &R[x.dst]));
+    STEP();
     NEXT();
   }
-  CASE(RELEASE) { reg_clear(&R[o[0]]); pc += 2; NEXT(); }
+  CASE(RELEASE) { DECODE(RELEASE); reg_clear(&R[x.reg]); STEP(); NEXT(); }
   CASE(INVOKE) {
+    DECODE(INVOKE);
     SAVE_PC();
-    TRY(do_invoke(vm, &m->kernels[o[0]], R, o));
-    const int64_t *outs = o + 2, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
-    pc = (uint32_t)(attrs + 1 + attrs[0] - code);
+    TRY(do_invoke(vm, &x, R));
+    STEP();
     NEXT();
   }
   CASE(SHAPEFN) {
+    DECODE(SHAPEFN);
     SAVE_PC();
-    TRY(do_shapefn(vm, &m->shapefns[o[0]], R, o));
-    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
-    pc = (uint32_t)(rl + 1 + rl[0] - code);
+    TRY(do_shapefn(vm, &x, R));
+    STEP();
     NEXT();
   }
   CASE(HOSTCALL) {
-    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
+    DECODE(HOSTCALL);
     dvm_value in[DVM_HOSTFN_MAX_ARGS], out = {0};
-    for (int64_t i = 0; i < rl[0] && i < DVM_HOSTFN_MAX_ARGS; i++) in[i] = R[rl[1 + i]];
+    for (int64_t i = 0; i < x.args.n && i < DVM_HOSTFN_MAX_ARGS; i++) in[i] = R[x.args.v[i]];
     SAVE_PC();
-    TRY(dvm_status_annotate(dvm_hostfn_call(m->hostfns[o[0]].fn, in, &out), "host function \"%s\"",
-                            m->hostfns[o[0]].name));
-    if (dl[0]) reg_put(&R[dl[1]], out);
-    pc = (uint32_t)(rl + 1 + rl[0] - code);
+    TRY(dvm_status_annotate(dvm_hostfn_call(m->hostfns[x.fn].fn, in, &out), "host function \"%s\"",
+                            m->hostfns[x.fn].name));
+    if (x.dsts.n) reg_put(&R[x.dsts.v[0]], out);
+    STEP();
     NEXT();
   }
   CASE(COPY) {
-    NEED(1, DVM_VAL_TENSOR);
-    TRY(dvm_vm_copy(vm, R[o[1]].u.tensor, (dvm_device_kind)o[2], &R[o[0]]));
-    pc += 4;
+    DECODE(COPY);
+    NEED(1, x.src, DVM_VAL_TENSOR);
+    TRY(dvm_vm_copy(vm, R[x.src].u.tensor, (dvm_device_kind)x.device, &R[x.dst]));
+    STEP();
     NEXT();
   }
   CASE(TUPLE) {
+    DECODE(TUPLE);
     dvm_tuple *t;
     dvm_value items[64];
     dvm_value *tmp = items;
-    if (o[1] > 64) {
-      TRY(scratch_reserve(vm, (size_t)o[1]));
+    if (x.items.n > 64) {
+      TRY(scratch_reserve(vm, (size_t)x.items.n));
       tmp = vm->scratch;
     }
-    for (int64_t i = 0; i < o[1]; i++) {
-      if (R[o[2 + i]].kind == DVM_VAL_NONE)
-        FAIL(dvm_status_new(DVM_INVALID_ARGUMENT, "r%lld is empty", (long long)o[2 + i]));
-      tmp[i] = R[o[2 + i]];
+    for (int64_t i = 0; i < x.items.n; i++) {
+      if (R[x.items.v[i]].kind == DVM_VAL_NONE)
+        FAIL(dvm_status_new(DVM_INVALID_ARGUMENT, "r%lld is empty", (long long)x.items.v[i]));
+      tmp[i] = R[x.items.v[i]];
     }
-    TRY(dvm_tuple_create((int)o[1], tmp, &t));
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = t});
-    pc += 3 + (uint32_t)o[1];
+    TRY(dvm_tuple_create((int)x.items.n, tmp, &t));
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = t});
+    STEP();
     NEXT();
   }
   CASE(GET) {
-    NEED(1, DVM_VAL_TUPLE);
-    const dvm_tuple *t = R[o[1]].u.tuple;
-    if (o[2] < 0 || o[2] >= t->n)
-      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "tuple index %lld out of range (size %d)", (long long)o[2], t->n));
-    dvm_value v = t->items[o[2]];
+    DECODE(GET);
+    NEED(1, x.tuple, DVM_VAL_TUPLE);
+    const dvm_tuple *t = R[x.tuple].u.tuple;
+    if (x.index < 0 || x.index >= t->n)
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "tuple index %lld out of range (size %d)", (long long)x.index, t->n));
+    dvm_value v = t->items[x.index];
     dvm_value_retain(&v);
-    reg_put(&R[o[0]], v);
-    pc += 4;
+    reg_put(&R[x.dst], v);
+    STEP();
     NEXT();
   }
   CASE(LEN) {
-    NEED(1, DVM_VAL_TUPLE); /* may be dyn */
-    reg_set_int(&R[o[0]], R[o[1]].u.tuple->n);
-    pc += 3;
+    DECODE(LEN);
+    NEED(1, x.tuple, DVM_VAL_TUPLE); /* may be dyn */
+    reg_set_int(&R[x.dst], R[x.tuple].u.tuple->n);
+    STEP();
     NEXT();
   }
   CASE(AT) {
-    NEED(1, DVM_VAL_TUPLE);
-    NEED(2, DVM_VAL_INT);
-    const dvm_tuple *t = R[o[1]].u.tuple;
-    int64_t i = R[o[2]].u.i < 0 ? R[o[2]].u.i + t->n : R[o[2]].u.i;
+    DECODE(AT);
+    NEED(1, x.tuple, DVM_VAL_TUPLE);
+    NEED(2, x.index, DVM_VAL_INT);
+    const dvm_tuple *t = R[x.tuple].u.tuple;
+    int64_t i = R[x.index].u.i < 0 ? R[x.index].u.i + t->n : R[x.index].u.i;
     if (i < 0 || i >= t->n)
-      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "index %lld out of range (size %d)", (long long)R[o[2]].u.i, t->n));
+      FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "index %lld out of range (size %d)", (long long)R[x.index].u.i, t->n));
     dvm_value v = t->items[i];
     dvm_value_retain(&v);
-    reg_put(&R[o[0]], v);
-    pc += 4;
+    reg_put(&R[x.dst], v);
+    STEP();
     NEXT();
   }
   CASE(INSERT) {
-    NEED(1, DVM_VAL_TUPLE);
-    NEED(2, DVM_VAL_INT);
-    const dvm_tuple *t = R[o[1]].u.tuple;
-    int64_t i = R[o[2]].u.i < 0 ? R[o[2]].u.i + t->n : R[o[2]].u.i;
+    DECODE(INSERT);
+    NEED(1, x.tuple, DVM_VAL_TUPLE);
+    NEED(2, x.index, DVM_VAL_INT);
+    const dvm_tuple *t = R[x.tuple].u.tuple;
+    int64_t i = R[x.index].u.i < 0 ? R[x.index].u.i + t->n : R[x.index].u.i;
     if (i < 0 || i > t->n)
       FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "insert position %lld out of range (size %d)",
-                          (long long)R[o[2]].u.i, t->n));
-    if (R[o[3]].kind == DVM_VAL_NONE)
-      FAIL(dvm_status_new(DVM_INVALID_ARGUMENT, "r%lld is empty", (long long)o[3]));
+                          (long long)R[x.index].u.i, t->n));
+    if (R[x.item].kind == DVM_VAL_NONE)
+      FAIL(dvm_status_new(DVM_INVALID_ARGUMENT, "r%lld is empty", (long long)x.item));
     dvm_tuple *u;
-    TRY(dvm_tuple_insert(t, (int)i, &R[o[3]], &u));
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = u});
-    pc += 5;
+    TRY(dvm_tuple_insert(t, (int)i, &R[x.item], &u));
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = u});
+    STEP();
     NEXT();
   }
   CASE(ERASE) {
-    NEED(1, DVM_VAL_TUPLE);
-    NEED(2, DVM_VAL_INT);
-    const dvm_tuple *t = R[o[1]].u.tuple;
-    int64_t i = R[o[2]].u.i < 0 ? R[o[2]].u.i + t->n : R[o[2]].u.i;
+    DECODE(ERASE);
+    NEED(1, x.tuple, DVM_VAL_TUPLE);
+    NEED(2, x.index, DVM_VAL_INT);
+    const dvm_tuple *t = R[x.tuple].u.tuple;
+    int64_t i = R[x.index].u.i < 0 ? R[x.index].u.i + t->n : R[x.index].u.i;
     if (i < 0 || i >= t->n)
       FAIL(dvm_status_new(DVM_OUT_OF_RANGE, "erase position %lld out of range (size %d)",
-                          (long long)R[o[2]].u.i, t->n));
+                          (long long)R[x.index].u.i, t->n));
     dvm_tuple *u;
     TRY(dvm_tuple_erase(t, (int)i, &u));
-    reg_put(&R[o[0]], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = u});
-    pc += 4;
+    reg_put(&R[x.dst], (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = u});
+    STEP();
     NEXT();
   }
   CASE(GUARD) {
-    TRY(guard(vm, fn, R, &R[o[0]], o[1]));
-    pc += 3;
+    DECODE(GUARD);
+    TRY(guard(vm, fn, R, &R[x.value], x.param));
+    STEP();
     NEXT();
   }
   CASE(CHECK) {
-    NEED(0, DVM_VAL_INT);
-    if (!R[o[0]].u.i) FAIL(dvm_status_new(DVM_FAILED_PRECONDITION, "%s", m->strings[o[1]]));
-    pc += 3;
+    DECODE(CHECK);
+    NEED(0, x.cond, DVM_VAL_INT);
+    if (!R[x.cond].u.i) FAIL(dvm_status_new(DVM_FAILED_PRECONDITION, "%s", m->strings[x.message]));
+    STEP();
     NEXT();
   }
-  CASE(FATAL) { FAIL(dvm_status_new(DVM_FAILED_PRECONDITION, "%s", m->strings[o[0]])); }
+  CASE(FATAL) { DECODE(FATAL); FAIL(dvm_status_new(DVM_FAILED_PRECONDITION, "%s", m->strings[x.message])); }
   CASE(CHECK_WITH) {
-    NEED(0, DVM_VAL_INT);
-    if (!R[o[0]].u.i) FAIL(check_message(m->strings[o[1]], R, o + 2));
-    pc += 4 + (uint32_t)o[2];
+    DECODE(CHECK_WITH);
+    NEED(0, x.cond, DVM_VAL_INT);
+    if (!R[x.cond].u.i) FAIL(check_message(m->strings[x.message], R, x.args));
+    STEP();
     NEXT();
   }
 

@@ -7,7 +7,7 @@
 
 #include "bytecode.h"
 #include "hostfn.h"
-#include "opcode.h"
+#include "instr.h"
 #include "registry.h"
 
 /* Lets the kernels that have a prepack hook build their forms of the
@@ -29,18 +29,24 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
   dvm_status *st = NULL;
   for (uint32_t i = 0; i < f->ninstr && !st; i++) {
     const int64_t *c = f->code + f->starts[i];
-    if (c[0] == DVM_OP_CONST || c[0] == DVM_OP_IMM) {
-      kn[c[1]] = c[0] == DVM_OP_CONST ? (known){c[2] + 1, {0, 0}} : (known){0, {1, c[2]}};
+    if (c[0] == DVM_OP_CONST) {
+      dvm_ops_CONST x = dvm_decode_CONST(c);
+      kn[x.dst] = (known){x.constant + 1, {0, 0}};
+      continue;
+    }
+    if (c[0] == DVM_OP_IMM) {
+      dvm_ops_IMM x = dvm_decode_IMM(c);
+      kn[x.dst] = (known){0, {1, x.value}};
       continue;
     }
     if (c[0] == DVM_OP_INVOKE) {
-      const dvm_kernel_def *def = m->kernels[c[1]].def;
-      const int64_t *outs = c + 3, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
+      dvm_ops_INVOKE x = dvm_decode_INVOKE(c);
+      const dvm_kernel_def *def = m->kernels[x.kernel].def;
       dvm_attr_hint hints[HINTS];
-      int nattrs = attrs[0] < HINTS ? (int)attrs[0] : HINTS;
-      for (int a = 0; a < nattrs; a++) hints[a] = kn[attrs[1 + a]].imm;
-      for (int64_t j = 0; j < ins[0] && def->prepack && !st; j++) {
-        int64_t r = ins[1 + j];
+      int nattrs = x.attrs.n < HINTS ? (int)x.attrs.n : HINTS;
+      for (int a = 0; a < nattrs; a++) hints[a] = kn[x.attrs.v[a]].imm;
+      for (int64_t j = 0; j < x.ins.n && def->prepack && !st; j++) {
+        int64_t r = x.ins.v[j];
         if (!kn[r].konst) continue;
         dvm_tensor *t = m->consts[kn[r].konst - 1].tensor;
         if (dvm_tensor_packed(t, def, (int)j)) continue;
@@ -54,7 +60,7 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
           if (!st) m->released += dvm_tensor_drop_pages(t);
         }
         if (st) st = dvm_status_annotate(st, "prepacking constant \"%s\" for kernel \"%s\"",
-                                         m->consts[kn[r].konst - 1].name, m->kernels[c[1]].name);
+                                         m->consts[kn[r].konst - 1].name, m->kernels[x.kernel].name);
       }
       continue; /* invoke writes tensors, not registers */
     }

@@ -9,7 +9,7 @@
 
 #include "dvm/debug.h"
 #include "dvm/profile.h"
-#include "opcode.h"
+#include "instr.h"
 #include "vmimpl.h"
 
 #define SHAPES_MAX 256
@@ -111,15 +111,9 @@ static dvm_status *site_for(dvm_profile *p, int func, int instr, site **out) {
   return NULL;
 }
 
-/* The tensor operands of the INVOKE at `o`: outputs, then inputs. */
-static void invoke_operands(const int64_t *o, const int64_t **outs, const int64_t **ins) {
-  *outs = o + 2;
-  *ins = *outs + 1 + (*outs)[0];
-}
-
-static uint64_t dims_hash(const dvm_value *R, const int64_t *list, uint64_t h) {
-  for (int64_t i = 0; i < list[0]; i++) {
-    const dvm_value *v = &R[list[1 + i]];
+static uint64_t dims_hash(const dvm_value *R, dvm_list regs, uint64_t h) {
+  for (int64_t i = 0; i < regs.n; i++) {
+    const dvm_value *v = &R[regs.v[i]];
     if (v->kind != DVM_VAL_TENSOR) continue;
     const dvm_tensor *t = v->u.tensor;
     h = (h ^ (uint64_t)t->rank) * 0x100000001b3ull;
@@ -128,9 +122,9 @@ static uint64_t dims_hash(const dvm_value *R, const int64_t *list, uint64_t h) {
   return h;
 }
 
-static void append_shapes(char *buf, size_t size, const dvm_value *R, const int64_t *list) {
-  for (int64_t i = 0; i < list[0]; i++) {
-    const dvm_value *v = &R[list[1 + i]];
+static void append_shapes(char *buf, size_t size, const dvm_value *R, dvm_list regs) {
+  for (int64_t i = 0; i < regs.n; i++) {
+    const dvm_value *v = &R[regs.v[i]];
     size_t len = strlen(buf);
     char one[160] = "?";
     if (v->kind == DVM_VAL_TENSOR)
@@ -140,9 +134,9 @@ static void append_shapes(char *buf, size_t size, const dvm_value *R, const int6
 }
 
 /* Kernel operands' shapes: the first call's kept, later ones compared. */
-static void note_shapes(site *s, const dvm_value *R, const int64_t *o) {
-  const int64_t *outs, *ins;
-  invoke_operands(o, &outs, &ins);
+static void note_shapes(site *s, const dvm_value *R, const int64_t *invoke) {
+  dvm_ops_INVOKE x = dvm_decode_INVOKE(invoke);
+  dvm_list outs = x.outs, ins = x.ins;
   uint64_t h = dims_hash(R, outs, dims_hash(R, ins, 0xcbf29ce484222325ull));
   if (s->calls == 0) {
     s->shape_hash = h;
@@ -197,7 +191,7 @@ dvm_status *dvm_profile_run(dvm_vm *vm, int stop) {
     const int64_t *code = fn->code + fr->pc;
     site *s = NULL;
     if ((st = site_for(p, (int)fr->func, dvm_func_instr_index(fn, fr->pc), &s))) break;
-    if (code[0] == DVM_OP_INVOKE) note_shapes(s, vm->regs + fr->base, code + 1);
+    if (code[0] == DVM_OP_INVOKE) note_shapes(s, vm->regs + fr->base, code);
     uint64_t syncs = vm->stats.host_syncs, t = now_ns();
     st = dvm_interp_run(vm, stop, 1);
     uint64_t end = now_ns();

@@ -7,13 +7,14 @@
  * kinds each register may hold, rejecting reads of registers that may be
  * unset or of the wrong kind. Rules that fail name the function, the
  * instruction and the operand. */
+#include <assert.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bytecode.h"
 #include "hostfn.h"
-#include "opcode.h"
+#include "instr.h"
 
 #define BIT(k) (1u << (k))
 #define K_NONE BIT(DVM_VAL_NONE)
@@ -205,47 +206,55 @@ static dvm_status *check_operands(vctx *v) {
       return st;
     }
   }
-  const int64_t *o = c + v->pc + 1;
+  const int64_t *ins = c + v->pc;
   switch (op) {
   case DVM_OP_CALL: {
-    const dvm_func *callee = &v->m->funcs[o[0]];
-    int64_t nd = o[1], nr = o[2 + nd];
-    if (nd != callee->nresults || nr != callee->nparams)
+    dvm_ops_CALL x = dvm_decode_CALL(ins);
+    const dvm_func *callee = &v->m->funcs[x.func];
+    if (x.dsts.n != callee->nresults || x.args.n != callee->nparams)
       return fail(v, "call of \"%s\" with %lld arguments and %lld results; it takes %u and "
-                     "returns %u", callee->name, (long long)nr, (long long)nd, callee->nparams,
+                     "returns %u", callee->name, (long long)x.args.n, (long long)x.dsts.n, callee->nparams,
                   callee->nresults);
     break;
   }
-  case DVM_OP_RET:
-    if (o[0] != v->f->nresults)
-      return fail(v, "returns %lld values; the function declares %u", (long long)o[0],
+  case DVM_OP_RET: {
+    dvm_ops_RET x = dvm_decode_RET(ins);
+    if (x.values.n != v->f->nresults)
+      return fail(v, "returns %lld values; the function declares %u", (long long)x.values.n,
                   v->f->nresults);
     break;
-  case DVM_OP_MAKE_SHAPE:
-    if (o[1] > DVM_MAX_RANK) return fail(v, "shape of %lld dims exceeds rank %d", (long long)o[1], DVM_MAX_RANK);
+  }
+  case DVM_OP_MAKE_SHAPE: {
+    dvm_ops_MAKE_SHAPE x = dvm_decode_MAKE_SHAPE(ins);
+    if (x.dims.n > DVM_MAX_RANK) return fail(v, "shape of %lld dims exceeds rank %d", (long long)x.dims.n, DVM_MAX_RANK);
     break;
-  case DVM_OP_ALLOC_TENSOR_I:
-    if (o[4] > DVM_MAX_RANK) return fail(v, "shape of %lld dims exceeds rank %d", (long long)o[4], DVM_MAX_RANK);
-    for (int64_t i = 0; i < o[4]; i++)
-      if (o[5 + i] < 0) return fail(v, "shape dim %lld is negative (%lld)", (long long)i, (long long)o[5 + i]);
+  }
+  case DVM_OP_ALLOC_TENSOR_I: {
+    dvm_ops_ALLOC_TENSOR_I x = dvm_decode_ALLOC_TENSOR_I(ins);
+    if (x.dims.n > DVM_MAX_RANK) return fail(v, "shape of %lld dims exceeds rank %d", (long long)x.dims.n, DVM_MAX_RANK);
+    for (int64_t i = 0; i < x.dims.n; i++)
+      if (x.dims.v[i] < 0) return fail(v, "shape dim %lld is negative (%lld)", (long long)i, (long long)x.dims.v[i]);
     break;
-  case DVM_OP_ALLOC_STORAGE:
-    if (o[3] <= 0 || (o[3] & (o[3] - 1)) || o[3] > 256)
-      return fail(v, "alignment %lld is not a power of two up to 256", (long long)o[3]);
+  }
+  case DVM_OP_ALLOC_STORAGE: {
+    dvm_ops_ALLOC_STORAGE x = dvm_decode_ALLOC_STORAGE(ins);
+    if (x.align <= 0 || (x.align & (x.align - 1)) || x.align > 256)
+      return fail(v, "alignment %lld is not a power of two up to 256", (long long)x.align);
     break;
+  }
   case DVM_OP_HOSTCALL: {
+    dvm_ops_HOSTCALL x = dvm_decode_HOSTCALL(ins);
     int nargs;
     char args[DVM_HOSTFN_MAX_ARGS], ret;
-    const dvm_hostfn_ref *h = &v->m->hostfns[o[0]];
+    const dvm_hostfn_ref *h = &v->m->hostfns[x.fn];
     if ((st = dvm_hostfn_sig_parse(h->sig, &nargs, args, &ret))) { /* a bad file, not a bad call */
       dvm_status *err = fail(v, "host function \"%s\": %s", h->name, dvm_status_message(st));
       dvm_status_free(st);
       return err;
     }
-    int64_t nd = o[1], nr = o[2 + nd];
-    if (nr != nargs || nd != (ret != 'v'))
+    if (x.args.n != nargs || x.dsts.n != (ret != 'v'))
       return fail(v, "host call of \"%s\" (%s) with %lld arguments and %lld results", h->name,
-                  h->sig, (long long)nr, (long long)nd);
+                  h->sig, (long long)x.args.n, (long long)x.dsts.n);
     break;
   }
   default: break;
@@ -277,15 +286,15 @@ static dvm_status *need(tstate *t, int j, int64_t r, unsigned mask) {
   return NULL;
 }
 
-static dvm_status *need_list(tstate *t, int j, const int64_t *list, unsigned mask) {
+static dvm_status *need_list(tstate *t, int j, dvm_list l, unsigned mask) {
   dvm_status *st;
-  for (int64_t i = 0; i < list[0]; i++)
-    if ((st = need(t, j, list[1 + i], mask))) return st;
+  for (int64_t i = 0; i < l.n; i++)
+    if ((st = need(t, j, l.v[i], mask))) return st;
   return NULL;
 }
 
-static void set_list(tstate *t, const int64_t *list, unsigned mask) {
-  for (int64_t i = 0; i < list[0]; i++) t->cur[list[1 + i]] = (uint8_t)mask;
+static void set_list(tstate *t, dvm_list l, unsigned mask) {
+  for (int64_t i = 0; i < l.n; i++) t->cur[l.v[i]] = (uint8_t)mask;
 }
 
 static unsigned hostfn_mask(char letter) {
@@ -295,125 +304,183 @@ static unsigned hostfn_mask(char letter) {
 /* Applies one instruction's type rule to t->cur. */
 static dvm_status *step_types(tstate *t) {
   const vctx *v = t->v;
-  const int64_t *o = v->f->code + v->pc + 1;
-  int64_t op = o[-1];
+  const int64_t *ins = v->f->code + v->pc;
   uint8_t *cur = t->cur;
   dvm_status *st = NULL;
-  switch ((dvm_opcode)op) {
+/* The operands of the instruction, as x. */
+#define DECODE(e) dvm_ops_##e x = dvm_decode_##e(ins)
+  switch ((dvm_opcode)ins[0]) {
   case DVM_OP_NOP: case DVM_OP_JMP: case DVM_OP_FATAL: break;
-  case DVM_OP_MOVE:
-    if (!(st = need(t, 1, o[1], K_ANY))) cur[o[0]] = cur[o[1]];
-    break;
-  case DVM_OP_IMM: cur[o[0]] = K_INT; break;
-  case DVM_OP_FIMM: cur[o[0]] = K_FLOAT; break;
-  case DVM_OP_CONST: cur[o[0]] = K_TENSOR; break;
-  case DVM_OP_ADD: case DVM_OP_SUB: case DVM_OP_MUL: case DVM_OP_DIV: case DVM_OP_MOD:
-  case DVM_OP_MIN: case DVM_OP_MAX: case DVM_OP_EQ: case DVM_OP_NE: case DVM_OP_LT:
-  case DVM_OP_LE: case DVM_OP_GT: case DVM_OP_GE:
-    if (!(st = need(t, 1, o[1], K_INT)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_INT;
-    break;
-  case DVM_OP_NOT:
-    if (!(st = need(t, 1, o[1], K_INT))) cur[o[0]] = K_INT;
-    break;
-  case DVM_OP_JNZ: case DVM_OP_JZ: st = need(t, 0, o[0], K_INT); break;
-  case DVM_OP_CALL: {
-    const dvm_func *callee = &v->m->funcs[o[0]];
-    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
-    for (int64_t i = 0; i < rl[0] && !st; i++) st = need(t, 2, rl[1 + i], sig_need(&callee->params[i]));
-    for (int64_t i = 0; i < dl[0] && !st; i++) cur[dl[1 + i]] = (uint8_t)sig_have(&callee->results[i]);
+  case DVM_OP_MOVE: {
+    DECODE(MOVE);
+    if (!(st = need(t, 1, x.src, K_ANY))) cur[x.dst] = cur[x.src];
     break;
   }
-  case DVM_OP_RET:
-    for (int64_t i = 0; i < o[0] && !st; i++) st = need(t, 0, o[1 + i], sig_need(&v->f->results[i]));
+  case DVM_OP_IMM: cur[dvm_decode_IMM(ins).dst] = K_INT; break;
+  case DVM_OP_FIMM: cur[dvm_decode_FIMM(ins).dst] = K_FLOAT; break;
+  case DVM_OP_CONST: cur[dvm_decode_CONST(ins).dst] = K_TENSOR; break;
+#define ARITH(e)                                                                              \
+  case DVM_OP_##e: {                                                                          \
+    DECODE(e);                                                                                \
+    if (!(st = need(t, 1, x.a, K_INT)) && !(st = need(t, 2, x.b, K_INT))) cur[x.dst] = K_INT; \
+    break;                                                                                    \
+  }
+  ARITH(ADD) ARITH(SUB) ARITH(MUL) ARITH(DIV) ARITH(MOD) ARITH(MIN) ARITH(MAX)
+  ARITH(EQ) ARITH(NE) ARITH(LT) ARITH(LE) ARITH(GT) ARITH(GE)
+#undef ARITH
+  case DVM_OP_NOT: {
+    DECODE(NOT);
+    if (!(st = need(t, 1, x.a, K_INT))) cur[x.dst] = K_INT;
     break;
-  case DVM_OP_SHAPE_OF:
-    if (!(st = need(t, 1, o[1], K_TENSOR))) cur[o[0]] = K_SHAPE;
+  }
+  case DVM_OP_JNZ: st = need(t, 0, dvm_decode_JNZ(ins).cond, K_INT); break;
+  case DVM_OP_JZ: st = need(t, 0, dvm_decode_JZ(ins).cond, K_INT); break;
+  case DVM_OP_CALL: {
+    DECODE(CALL);
+    const dvm_func *callee = &v->m->funcs[x.func];
+    for (int64_t i = 0; i < x.args.n && !st; i++) st = need(t, 2, x.args.v[i], sig_need(&callee->params[i]));
+    for (int64_t i = 0; i < x.dsts.n && !st; i++) cur[x.dsts.v[i]] = (uint8_t)sig_have(&callee->results[i]);
     break;
-  case DVM_OP_DIM: case DVM_OP_RANK: case DVM_OP_NUMEL:
-    if (!(st = need(t, 1, o[1], K_TENSOR | K_SHAPE))) cur[o[0]] = K_INT;
+  }
+  case DVM_OP_RET: {
+    DECODE(RET);
+    for (int64_t i = 0; i < x.values.n && !st; i++) st = need(t, 0, x.values.v[i], sig_need(&v->f->results[i]));
     break;
-  case DVM_OP_MAKE_SHAPE:
-    if (!(st = need_list(t, 1, o + 1, K_INT))) cur[o[0]] = K_SHAPE;
+  }
+  case DVM_OP_SHAPE_OF: {
+    DECODE(SHAPE_OF);
+    if (!(st = need(t, 1, x.src, K_TENSOR))) cur[x.dst] = K_SHAPE;
     break;
-  case DVM_OP_RESHAPE:
-    if (!(st = need(t, 1, o[1], K_TENSOR)) && !(st = need(t, 2, o[2], K_SHAPE))) cur[o[0]] = K_TENSOR;
+  }
+#define MEASURE(e)                                                             \
+  case DVM_OP_##e: {                                                           \
+    DECODE(e);                                                                 \
+    if (!(st = need(t, 1, x.src, K_TENSOR | K_SHAPE))) cur[x.dst] = K_INT;     \
+    break;                                                                     \
+  }
+  MEASURE(DIM) MEASURE(RANK) MEASURE(NUMEL)
+#undef MEASURE
+  case DVM_OP_MAKE_SHAPE: {
+    DECODE(MAKE_SHAPE);
+    if (!(st = need_list(t, 1, x.dims, K_INT))) cur[x.dst] = K_SHAPE;
     break;
-  case DVM_OP_ALLOC_STORAGE:
-    if (!(st = need(t, 1, o[1], K_INT))) cur[o[0]] = K_STORAGE;
+  }
+  case DVM_OP_RESHAPE: {
+    DECODE(RESHAPE);
+    if (!(st = need(t, 1, x.src, K_TENSOR)) && !(st = need(t, 2, x.shape, K_SHAPE))) cur[x.dst] = K_TENSOR;
     break;
-  case DVM_OP_ALLOC_TENSOR:
-    if (!(st = need(t, 1, o[1], K_STORAGE)) && !(st = need(t, 2, o[2], K_INT)) &&
-        !(st = need(t, 4, o[4], K_SHAPE)))
-      cur[o[0]] = K_TENSOR;
+  }
+  case DVM_OP_ALLOC_STORAGE: {
+    DECODE(ALLOC_STORAGE);
+    if (!(st = need(t, 1, x.bytes, K_INT))) cur[x.dst] = K_STORAGE;
     break;
-  case DVM_OP_ALLOC_TENSOR_I:
-    if (!(st = need(t, 1, o[1], K_STORAGE)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_TENSOR;
+  }
+  case DVM_OP_ALLOC_TENSOR: {
+    DECODE(ALLOC_TENSOR);
+    if (!(st = need(t, 1, x.storage, K_STORAGE)) && !(st = need(t, 2, x.offset, K_INT)) &&
+        !(st = need(t, 4, x.shape, K_SHAPE)))
+      cur[x.dst] = K_TENSOR;
     break;
-  case DVM_OP_ALLOC:
-    if (!(st = need(t, 2, o[2], K_SHAPE))) cur[o[0]] = K_TENSOR;
+  }
+  case DVM_OP_ALLOC_TENSOR_I: {
+    DECODE(ALLOC_TENSOR_I);
+    if (!(st = need(t, 1, x.storage, K_STORAGE)) && !(st = need(t, 2, x.offset, K_INT))) cur[x.dst] = K_TENSOR;
     break;
-  case DVM_OP_RELEASE: cur[o[0]] = K_NONE; break;
+  }
+  case DVM_OP_ALLOC: {
+    DECODE(ALLOC);
+    if (!(st = need(t, 2, x.shape, K_SHAPE))) cur[x.dst] = K_TENSOR;
+    break;
+  }
+  case DVM_OP_RELEASE: cur[dvm_decode_RELEASE(ins).reg] = K_NONE; break;
   case DVM_OP_INVOKE: {
-    const int64_t *outs = o + 2, *ins = outs + 1 + outs[0], *attrs = ins + 1 + ins[0];
-    if (o[1] >= 0) st = need(t, 1, o[1], K_INT);
-    if (!st) st = need_list(t, 2, outs, K_TENSOR);
-    if (!st) st = need_list(t, 3, ins, K_TENSOR);
-    if (!st) st = need_list(t, 4, attrs, K_INT | K_FLOAT | K_SHAPE);
+    DECODE(INVOKE);
+    if (x.variant >= 0) st = need(t, 1, x.variant, K_INT);
+    if (!st) st = need_list(t, 2, x.outs, K_TENSOR);
+    if (!st) st = need_list(t, 3, x.ins, K_TENSOR);
+    if (!st) st = need_list(t, 4, x.attrs, K_INT | K_FLOAT | K_SHAPE);
     break;
   }
   case DVM_OP_SHAPEFN: {
-    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
-    if (!(st = need_list(t, 2, rl, K_ANY))) set_list(t, dl, K_DYN);
+    DECODE(SHAPEFN);
+    if (!(st = need_list(t, 2, x.args, K_ANY))) set_list(t, x.dsts, K_DYN);
     break;
   }
   case DVM_OP_HOSTCALL: {
+    DECODE(HOSTCALL);
     int nargs;
     char args[DVM_HOSTFN_MAX_ARGS], ret;
-    st = dvm_hostfn_sig_parse(v->m->hostfns[o[0]].sig, &nargs, args, &ret); /* checked before */
-    const int64_t *dl = o + 1, *rl = dl + 1 + dl[0];
-    for (int i = 0; i < nargs && !st; i++) st = need(t, 2, rl[1 + i], hostfn_mask(args[i]));
-    if (!st && dl[0]) cur[dl[1]] = (uint8_t)hostfn_mask(ret);
+    st = dvm_hostfn_sig_parse(v->m->hostfns[x.fn].sig, &nargs, args, &ret); /* checked before */
+    for (int i = 0; i < nargs && !st; i++) st = need(t, 2, x.args.v[i], hostfn_mask(args[i]));
+    if (!st && x.dsts.n) cur[x.dsts.v[0]] = (uint8_t)hostfn_mask(ret);
     break;
   }
-  case DVM_OP_COPY:
-    if (!(st = need(t, 1, o[1], K_TENSOR))) cur[o[0]] = K_TENSOR;
+  case DVM_OP_COPY: {
+    DECODE(COPY);
+    if (!(st = need(t, 1, x.src, K_TENSOR))) cur[x.dst] = K_TENSOR;
     break;
-  case DVM_OP_TUPLE:
-    if (!(st = need_list(t, 1, o + 1, K_ANY))) cur[o[0]] = K_TUPLE;
+  }
+  case DVM_OP_TUPLE: {
+    DECODE(TUPLE);
+    if (!(st = need_list(t, 1, x.items, K_ANY))) cur[x.dst] = K_TUPLE;
     break;
-  case DVM_OP_GET:
-    if (!(st = need(t, 1, o[1], K_TUPLE))) cur[o[0]] = K_DYN;
+  }
+  case DVM_OP_GET: {
+    DECODE(GET);
+    if (!(st = need(t, 1, x.tuple, K_TUPLE))) cur[x.dst] = K_DYN;
     break;
-  case DVM_OP_LEN:
-    if (!(st = need(t, 1, o[1], K_TUPLE))) cur[o[0]] = K_INT;
+  }
+  case DVM_OP_LEN: {
+    DECODE(LEN);
+    if (!(st = need(t, 1, x.tuple, K_TUPLE))) cur[x.dst] = K_INT;
     break;
-  case DVM_OP_AT:
-    if (!(st = need(t, 1, o[1], K_TUPLE)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_DYN;
+  }
+  case DVM_OP_AT: {
+    DECODE(AT);
+    if (!(st = need(t, 1, x.tuple, K_TUPLE)) && !(st = need(t, 2, x.index, K_INT))) cur[x.dst] = K_DYN;
     break;
-  case DVM_OP_INSERT:
-    if (!(st = need(t, 1, o[1], K_TUPLE)) && !(st = need(t, 2, o[2], K_INT)) && !(st = need(t, 3, o[3], K_ANY)))
-      cur[o[0]] = K_TUPLE;
+  }
+  case DVM_OP_INSERT: {
+    DECODE(INSERT);
+    if (!(st = need(t, 1, x.tuple, K_TUPLE)) && !(st = need(t, 2, x.index, K_INT)) && !(st = need(t, 3, x.item, K_ANY)))
+      cur[x.dst] = K_TUPLE;
     break;
-  case DVM_OP_ERASE:
-    if (!(st = need(t, 1, o[1], K_TUPLE)) && !(st = need(t, 2, o[2], K_INT))) cur[o[0]] = K_TUPLE;
+  }
+  case DVM_OP_ERASE: {
+    DECODE(ERASE);
+    if (!(st = need(t, 1, x.tuple, K_TUPLE)) && !(st = need(t, 2, x.index, K_INT))) cur[x.dst] = K_TUPLE;
     break;
+  }
   case DVM_OP_GUARD: {
     /* binds the symbols of the parameter's dims; reading them unset is the point */
-    const dvm_sig *s = &v->f->params[o[1]];
-    if (!(st = need(t, 0, o[0], K_ANY)))
+    DECODE(GUARD);
+    const dvm_sig *s = &v->f->params[x.param];
+    if (!(st = need(t, 0, x.value, K_ANY)))
       for (int d = 0; d < s->rank; d++) {
         int sym = dvm_dim_symbol(s->dims[d]);
         if (sym >= 0) cur[v->f->syms[sym].reg] = K_INT;
       }
     break;
   }
-  case DVM_OP_CHECK: st = need(t, 0, o[0], K_INT); break;
-  case DVM_OP_CHECK_WITH:
-    if (!(st = need(t, 0, o[0], K_INT))) st = need_list(t, 2, o + 2, K_INT);
+  case DVM_OP_CHECK: st = need(t, 0, dvm_decode_CHECK(ins).cond, K_INT); break;
+  case DVM_OP_CHECK_WITH: {
+    DECODE(CHECK_WITH);
+    if (!(st = need(t, 0, x.cond, K_INT))) st = need_list(t, 2, x.args, K_INT);
     break;
+  }
   case DVM_OP_COUNT: break;
   }
+#undef DECODE
   return st;
+}
+
+/* Where the jump instruction at ins goes. */
+static int64_t jump_target(const int64_t *ins) {
+  switch (ins[0]) {
+  case DVM_OP_JMP: return dvm_decode_JMP(ins).target;
+  case DVM_OP_JNZ: return dvm_decode_JNZ(ins).target;
+  default: assert(ins[0] == DVM_OP_JZ); return dvm_decode_JZ(ins).target;
+  }
 }
 
 typedef struct {
@@ -437,8 +504,7 @@ static dvm_status *check_types(vctx *v) {
     const int64_t *c = f->code + f->starts[i];
     unsigned flags = dvm_opinfo_table[c[0]].flags;
     if (flags & DVM_OPF_JUMP) {
-      int64_t target = c[0] == DVM_OP_JMP ? c[1] : c[2];
-      leader[dvm_func_instr_index(f, (uint32_t)target)] = 1;
+      leader[dvm_func_instr_index(f, (uint32_t)jump_target(c))] = 1;
     }
     if (flags & (DVM_OPF_JUMP | DVM_OPF_END)) leader[i + 1] = 1;
   }
@@ -490,7 +556,7 @@ static dvm_status *check_types(vctx *v) {
     uint32_t succ[2];
     int ns = 0;
     if (flags & DVM_OPF_JUMP)
-      succ[ns++] = block_of[dvm_func_instr_index(f, (uint32_t)(c[0] == DVM_OP_JMP ? c[1] : c[2]))];
+      succ[ns++] = block_of[dvm_func_instr_index(f, (uint32_t)jump_target(c))];
     if (!(flags & DVM_OPF_END) && b->last + 1 < n) succ[ns++] = block_of[b->last + 1];
     for (int s = 0; s < ns; s++) {
       block *sb = &blocks[succ[s]];

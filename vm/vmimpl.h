@@ -13,7 +13,7 @@ typedef struct dvm_frame {
   uint32_t func;
   uint32_t pc;           /* word offset of the current instruction */
   size_t base;           /* first register in vm->regs */
-  const int64_t *dsts;   /* caller's result list (count, regs); NULL for the entry frame */
+  const int64_t *dsts;   /* caller's result registers (the call's list items); NULL for the entry frame */
 } dvm_frame;
 
 struct dvm_vm {
