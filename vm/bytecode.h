@@ -159,6 +159,9 @@ uint32_t dvm_instr_length(const int64_t *code, uint32_t ncode, uint32_t pc);
  * instruction at word pc, list items with their list's letter. */
 void dvm_instr_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, char letter, uint32_t word),
                         void *ctx);
+/* The jump target of the well-formed instruction at word pc, or -1 when it
+ * has none. */
+int64_t dvm_instr_jump_target(const int64_t *code, uint32_t pc);
 
 /* Index of the instruction at word offset pc (binary search), or -1. */
 int dvm_func_instr_index(const dvm_func *f, uint32_t pc);

@@ -35,6 +35,22 @@ void dvm_instr_operands(const int64_t *code, uint32_t pc, void (*fn)(void *ctx, 
   }
 }
 
+typedef struct {
+  const int64_t *code;
+  int64_t target;
+} finding;
+
+static void find_target(void *ctx, char letter, uint32_t word) {
+  finding *f = ctx;
+  if (letter == 'j') f->target = f->code[word];
+}
+
+int64_t dvm_instr_jump_target(const int64_t *code, uint32_t pc) {
+  finding f = {code, -1};
+  dvm_instr_operands(code, pc, find_target, &f);
+  return f.target;
+}
+
 int dvm_func_instr_index(const dvm_func *f, uint32_t pc) {
   uint32_t lo = 0, hi = f->ninstr;
   while (lo < hi) {

@@ -165,9 +165,8 @@ static void print_func(const dvm_module *m, const dvm_func *f, FILE *out) {
   /* labels for jump targets */
   unsigned char *target = calloc(f->ninstr, 1);
   for (uint32_t i = 0; target && i < f->ninstr; i++) {
-    const int64_t *c = f->code + f->starts[i];
-    if (dvm_opinfo_table[c[0]].flags & DVM_OPF_JUMP)
-      target[dvm_func_instr_index(f, (uint32_t)(c[0] == DVM_OP_JMP ? c[1] : c[2]))] = 1;
+    if (dvm_opinfo_table[f->code[f->starts[i]]].flags & DVM_OPF_JUMP)
+      target[dvm_func_instr_index(f, (uint32_t)dvm_instr_jump_target(f->code, f->starts[i]))] = 1;
   }
   const char *loc = NULL;
   for (uint32_t i = 0; i < f->ninstr; i++) {

@@ -304,7 +304,7 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   const dvm_module *m = vm->m;
   dvm_frame *fr;
   const dvm_func *fn;
-  const int64_t *code;
+  const int64_t *code, *ins; /* ins: the instruction at pc */
   dvm_value *R;
   uint32_t pc;
   dvm_status *st = NULL;
@@ -331,8 +331,8 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
     if ((st = (e))) goto fail;  \
   } while (0)
 /* The operands of the instruction at pc, as x; STEP() moves past it. */
-#define DECODE(e) const dvm_ops_##e x = dvm_decode_##e(code + pc)
-#define STEP() (pc = (uint32_t)(x.end - code))
+#define DECODE(e) const dvm_ops_##e x = dvm_decode_##e(ins)
+#define STEP() (pc += (uint32_t)(x.end - ins))
 /* Operand j, register r, must hold a kind_. */
 #define NEED(j, r, kind_)                                                  \
   do {                                                                     \
@@ -365,7 +365,8 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   do {                               \
     if (steps >= budget) goto pause; \
     steps++;                         \
-    goto *labels[code[pc]];          \
+    ins = code + pc;                 \
+    goto *labels[*ins];              \
   } while (0)
 #else
 #define CASE(e) case DVM_OP_##e:
@@ -380,7 +381,8 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   for (;;) {
     if (steps >= budget) goto pause;
     steps++;
-    switch ((dvm_opcode)code[pc]) {
+    ins = code + pc;
+    switch ((dvm_opcode)*ins) {
 #endif
 
   CASE(NOP) { DECODE(NOP); STEP(); NEXT(); }

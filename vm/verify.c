@@ -7,7 +7,6 @@
  * kinds each register may hold, rejecting reads of registers that may be
  * unset or of the wrong kind. Rules that fail name the function, the
  * instruction and the operand. */
-#include <assert.h>
 #include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,15 +473,6 @@ static dvm_status *step_types(tstate *t) {
   return st;
 }
 
-/* Where the jump instruction at ins goes. */
-static int64_t jump_target(const int64_t *ins) {
-  switch (ins[0]) {
-  case DVM_OP_JMP: return dvm_decode_JMP(ins).target;
-  case DVM_OP_JNZ: return dvm_decode_JNZ(ins).target;
-  default: assert(ins[0] == DVM_OP_JZ); return dvm_decode_JZ(ins).target;
-  }
-}
-
 typedef struct {
   uint32_t first, last; /* instruction indices, inclusive */
   uint8_t *in;          /* kinds at entry; NULL until reached */
@@ -504,7 +494,7 @@ static dvm_status *check_types(vctx *v) {
     const int64_t *c = f->code + f->starts[i];
     unsigned flags = dvm_opinfo_table[c[0]].flags;
     if (flags & DVM_OPF_JUMP) {
-      leader[dvm_func_instr_index(f, (uint32_t)jump_target(c))] = 1;
+      leader[dvm_func_instr_index(f, (uint32_t)dvm_instr_jump_target(f->code, f->starts[i]))] = 1;
     }
     if (flags & (DVM_OPF_JUMP | DVM_OPF_END)) leader[i + 1] = 1;
   }
@@ -556,7 +546,7 @@ static dvm_status *check_types(vctx *v) {
     uint32_t succ[2];
     int ns = 0;
     if (flags & DVM_OPF_JUMP)
-      succ[ns++] = block_of[dvm_func_instr_index(f, (uint32_t)jump_target(c))];
+      succ[ns++] = block_of[dvm_func_instr_index(f, (uint32_t)dvm_instr_jump_target(f->code, f->starts[b->last]))];
     if (!(flags & DVM_OPF_END) && b->last + 1 < n) succ[ns++] = block_of[b->last + 1];
     for (int s = 0; s < ns; s++) {
       block *sb = &blocks[succ[s]];
