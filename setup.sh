@@ -8,7 +8,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 packages=(
   build-essential pkg-config meson ninja-build   # the build
-  libffi-dev zlib1g-dev libdnnl-dev libdlpack-dev # libdvm's libraries
+  libffi-dev zlib1g-dev libxxhash-dev libdnnl-dev libdlpack-dev # libdvm's libraries
   protobuf-c-compiler libprotobuf-c-dev           # the ONNX importer
   clang libclang-rt-14-dev                        # fuzzers and sanitizers
   libedit-dev tmux                                # dvm repl; its terminal test

@@ -3,7 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "emit.h"
+#include "extdata.h"
 
 #define PUSH(e, vec, item) DVM_VEC_PUSH(vec, item, (e)->oom = 1)
 
@@ -28,6 +31,8 @@ struct dvmc_emit {
   DVM_VEC(dvm_shapefn_ref) shapefns;
   DVM_VEC(dvmc_fn *) funcs;
   int oom;
+  dvmc_ctx *ext_ctx; /* dvmc_emit_reference */
+  const char *ext_dir;
 };
 
 static const char *copy(dvmc_emit *e, const char *s) {
@@ -76,9 +81,18 @@ int dvmc_emit_const(dvmc_emit *e, const char *name, const dvmc_tensor *t) {
   dvm_const c = {.name = copy(e, name), .dtype = (uint8_t)t->dtype, .rank = (uint8_t)t->rank,
                  .data = t->data, .nbytes = t->nbytes};
   memcpy(c.dims, t->dims, sizeof c.dims);
+  if (e->ext_ctx && dvmc_extdata_find(e->ext_ctx, e->ext_dir, t, &c.ext_path, &c.ext_offset)) {
+    c.ext_path = copy(e, c.ext_path);
+    c.ext_hash = XXH3_64bits(t->data, t->nbytes);
+  }
   size_t n = e->consts.n;
   PUSH(e, e->consts, c);
   return e->consts.n > n ? (int)n : -1;
+}
+
+void dvmc_emit_reference(dvmc_emit *e, dvmc_ctx *c, const char *dir) {
+  e->ext_ctx = c;
+  e->ext_dir = dir;
 }
 
 int dvmc_emit_kernel(dvmc_emit *e, const char *name, dvm_device_kind dev, uint32_t nvariants,

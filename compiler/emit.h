@@ -18,6 +18,11 @@ typedef struct dvmc_fn dvmc_fn;
 DVM_MUST_USE dvm_status *dvmc_emit_create(dvmc_emit **out);
 void dvmc_emit_destroy(dvmc_emit *e);
 
+/* From now on, a constant whose bytes lie in one of c's external data files
+ * inside folder `dir` (where the .dvmb goes) is written as a reference to
+ * them, not a copy (compiler/extdata.h). */
+void dvmc_emit_reference(dvmc_emit *e, dvmc_ctx *c, const char *dir);
+
 /* Table entries; each returns its index, or -1 when out of memory. */
 int dvmc_emit_const(dvmc_emit *e, const char *name, const dvmc_tensor *t);
 int dvmc_emit_kernel(dvmc_emit *e, const char *name, dvm_device_kind dev, uint32_t nvariants,

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "extdata.h"
 #include "ir.h"
 #include "ops.h"
 
@@ -63,6 +64,7 @@ dvm_status *dvmc_ctx_create(dvmc_ctx **out) {
 
 void dvmc_ctx_destroy(dvmc_ctx *c) {
   if (!c) return;
+  dvmc_extdata_unmap(c);
   dvmc_exprs_destroy(c->exprs);
   dvm_arena_free(&c->arena);
   free(c);

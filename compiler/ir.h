@@ -145,11 +145,14 @@ struct dvmc_graph {
   int nconstraints, constraints_cap;
 };
 
+typedef struct dvmc_extfile dvmc_extfile;
+
 /* The compilation context: arena, expressions, options. */
 typedef struct dvmc_ctx {
   dvm_arena arena;
   dvmc_exprs *exprs;
   const char *model_dir; /* for external data files */
+  dvmc_extfile *extfiles; /* those files, mapped (extdata.c) */
   int opset;             /* default domain opset of the model */
   int unnamed;           /* counter for generated node names */
 } dvmc_ctx;

@@ -297,6 +297,7 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
                 .stitch = !(opts && (opts->no_fusion || opts->no_stitch)), .plan = !(opts && opts->no_plan)};
   dvm_status *st = dvmc_emit_create(&L.e);
   if (st) return st;
+  if (opts && opts->data_dir) dvmc_emit_reference(L.e, c, opts->data_dir);
   L.f = dvmc_emit_func(L.e, opts && opts->function ? opts->function : "main");
   if (!L.f) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "");

@@ -11,6 +11,9 @@ typedef struct dvmc_options {
   int no_fusion;        /* keep every elementwise node its own kernel call */
   int no_stitch;        /* keep reductions out of fused groups (no row stitching) */
   int no_plan;          /* no arena: every tensor its own allocation */
+  /* The folder the .dvmb goes to: weights the model keeps in external
+   * data files inside it are referenced there, not copied (NULL: copied) */
+  const char *data_dir;
 } dvmc_options;
 
 /* Compiles graph g into .dvmb bytes (*bytes malloc'ed). Errors name the

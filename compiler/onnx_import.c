@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "onnx.pb-c.h"
+#include "extdata.h"
 #include "onnx_import.h"
 #include "ops.h"
 
@@ -270,7 +271,8 @@ static dvm_status *open_inside(const char *dir, const char *path, const char *tn
   return st;
 }
 
-/* Reads nbytes of external data (data_location EXTERNAL) into the arena. */
+/* Finds nbytes of external data (data_location EXTERNAL) in its file,
+ * mapped: read only where a pass reads it (extdata.h). */
 static dvm_status *read_external(imp *im, const Onnx__TensorProto *tp, const char *tn,
                                  size_t nbytes, const void **data) {
   const char *loc = NULL;
@@ -323,19 +325,10 @@ static dvm_status *read_external(imp *im, const Onnx__TensorProto *tp, const cha
                  ") lies past the end of %s (%lld bytes)",
                  Q(tn), nbytes, offset, Q(path), (long long)sb.st_size);
   } else if (nbytes) {
-    uint8_t *buf = dvm_arena_alloc(&im->c->arena, nbytes, 1);
-    size_t got = 0;
-    if (!buf) st = OOM();
-    while (!st && got < nbytes) {
-      ssize_t r = pread(fd, buf + got, nbytes - got, (off_t)(offset + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
-        st = fail(DVM_IO, "tensor %s: reading external data file %s: %s", Q(tn), Q(path),
-                  r < 0 ? strerror(errno) : "file shrank while reading");
-      else
-        got += (size_t)r;
-    }
-    *data = buf;
+    const uint8_t *base;
+    st = dvmc_extdata_map(im->c, path, fd, (size_t)sb.st_size, &base);
+    if (st) st = dvm_status_annotate(st, "tensor %s", Q(tn));
+    else *data = base + offset;
   }
   if (fd >= 0) close(fd);
   free(path);

@@ -32,7 +32,10 @@ static const char usage_text[] =
     "  --no-fusion              keep every elementwise node its own kernel call\n"
     "  --no-stitch              keep reductions out of fused groups (no row stitching of a\n"
     "                           reduction over the last axis with its elementwise neighbours)\n"
-    "  --no-plan                no memory plan: every tensor its own allocation\n";
+    "  --no-plan                no memory plan: every tensor its own allocation\n"
+    "  --embed-data             copy the weights of the model's external data files into the\n"
+    "                           .dvmb (default: refer to them where they lie, when the files\n"
+    "                           are in the .dvmb's folder or below it)\n";
 
 /* The op table (compiler/ops.def) as docs/compiler.md shows it. */
 static int list_ops(void) {
@@ -70,14 +73,14 @@ int dvm_cmd_compile(int argc, char **argv) {
       {"function", required_argument, 0, 'f'}, {"no-fusion", no_argument, 0, 'N'},
       {"no-stitch", no_argument, 0, 'T'},
       {"no-plan", no_argument, 0, 'P'}, {"disable", required_argument, 0, 'X'},
-      {"list-passes", no_argument, 0, 'R'},
+      {"list-passes", no_argument, 0, 'R'}, {"embed-data", no_argument, 0, 'E'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *out = NULL, *shapes = NULL, *dims[MAX_DIMS];
-  int ndims = 0, dump = 0, cuda = 0;
+  int ndims = 0, dump = 0, cuda = 0, embed = 0;
   uint32_t disabled = 0;
   dvmc_options co = {0};
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NTPX:Rh", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NTPX:REh", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
@@ -96,6 +99,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     case 'N': co.no_fusion = 1; break;
     case 'T': co.no_stitch = 1; break;
     case 'P': co.no_plan = 1; break;
+    case 'E': embed = 1; break;
     case 'L': return list_ops();
     case 'R': return list_passes();
     case 'X': {
@@ -170,6 +174,13 @@ int dvm_cmd_compile(int argc, char **argv) {
   }
   if (!out) goto done;
   co.no_stitch |= cuda; /* row programs run on the CPU only (place_cuda.c refuses them) */
+  char *out_dir = embed ? NULL : strdup(out);
+  if (out_dir) {
+    char *slash = strrchr(out_dir, '/');
+    if (!slash) strcpy(out_dir, ".");
+    else slash[slash == out_dir] = 0; /* "/x.dvmb" is in "/" */
+  }
+  co.data_dir = out_dir;
   if ((st = dvmc_lower(c, g, &co, &bytes, &size))) {
     rc = dvm_cli_fail("compile", dvm_status_annotate(st, "%s", argv[optind]));
     goto done;
@@ -192,6 +203,7 @@ int dvm_cmd_compile(int argc, char **argv) {
   }
   if (progress) fprintf(stderr, "dvm compile: wrote %s, %zu bytes (%.2fs)\n", out, size, dvm_cli_now() - t0);
 done:
+  free((char *)co.data_dir);
   free(bytes);
   dvmc_ctx_destroy(c);
   return rc;

@@ -289,7 +289,6 @@ static dvm_status *dir_const(parser *ps) {
     if (c.dims[c.rank++] < 0) return ERR("negative dim");
   }
   TRY(next(ps));
-  if (ps->tok.type != T_HEX) return ERR("expected the constant's bytes as x\"...\"");
   int64_t n;
   size_t bytes;
   dvm_status *st = dvm_shape_numel(c.rank, c.dims, &n);
@@ -297,10 +296,28 @@ static dvm_status *dir_const(parser *ps) {
     dvm_status_free(st);
     return ERR("bad shape");
   }
-  if (dvm_mul_overflows((size_t)n, dvm_dtype_size(d), &bytes) || bytes != ps->tok.len)
-    return ERR("constant \"%s\" has %zu bytes, its shape needs %zu", c.name, ps->tok.len, bytes);
-  c.data = ps->tok.text;
+  if (dvm_mul_overflows((size_t)n, dvm_dtype_size(d), &bytes)) return ERR("bad shape");
   c.nbytes = bytes;
+  if (ps->tok.type == T_WORD && strcmp(ps->tok.text, "file") == 0) { /* file "PATH" OFFSET HASH */
+    TRY(next(ps));
+    if (ps->tok.type != T_STR) return ERR("expected the file's path as a string");
+    c.ext_path = ps->tok.text;
+    TRY(next(ps));
+    int64_t off;
+    TRY(integer(ps, &off));
+    if (off < 0) return ERR("negative file offset");
+    c.ext_offset = (uint64_t)off;
+    char *end;
+    errno = 0;
+    c.ext_hash = ps->tok.type == T_WORD ? strtoull(ps->tok.text, &end, 16) : 0;
+    if (ps->tok.type != T_WORD || strncmp(ps->tok.text, "0x", 2) != 0 || *end || errno)
+      return ERR("expected the bytes' XXH3-64 as 0x and 16 hex digits");
+  } else {
+    if (ps->tok.type != T_HEX) return ERR("expected the constant's bytes as x\"...\" or file \"PATH\"");
+    if (bytes != ps->tok.len)
+      return ERR("constant \"%s\" has %zu bytes, its shape needs %zu", c.name, ps->tok.len, bytes);
+    c.data = ps->tok.text;
+  }
   if (FIND(ps->consts, c.name) >= 0) return ERR("constant \"%s\" is defined twice", c.name);
   int ok = 1;
   VEC_PUSH(ps->consts, c, ok);

@@ -16,7 +16,7 @@ static const char *const section_names[DVM_SEC_COUNT + 1] = {
     [DVM_SEC_STRINGS] = "strings", [DVM_SEC_CONSTS] = "constants",
     [DVM_SEC_KERNELS] = "kernels", [DVM_SEC_SHAPEFNS] = "shape functions",
     [DVM_SEC_HOSTFNS] = "host functions", [DVM_SEC_FUNCS] = "functions",
-    [DVM_SEC_DATA] = "data", [DVM_SEC_INFO] = "info",
+    [DVM_SEC_DATA] = "data", [DVM_SEC_INFO] = "info", [DVM_SEC_EXTERNAL] = "external",
 };
 
 typedef struct {
@@ -25,6 +25,7 @@ typedef struct {
   size_t size;
   dvm_reader sec[DVM_SEC_COUNT + 1];
   size_t data_off, data_size; /* DATA section, absolute */
+  uint64_t *const_off;        /* per constant, until the external section is read */
 } parser;
 
 static dvm_status *truncated(const char *what, size_t i) {
@@ -164,7 +165,8 @@ static dvm_status *read_consts(parser *ps) {
   dvm_status *st = read_count(ps, DVM_SEC_CONSTS, 24, &m->nconsts);
   if (st) return st;
   m->consts = dvm_arena_alloc(&m->arena, m->nconsts, sizeof(dvm_const));
-  if (!m->consts && m->nconsts) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  ps->const_off = dvm_arena_alloc(&m->arena, m->nconsts, sizeof(uint64_t));
+  if ((!m->consts || !ps->const_off) && m->nconsts) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   for (uint32_t i = 0; i < m->nconsts; i++) {
     dvm_const *c = &m->consts[i];
     uint32_t name = dvm_reader_u32(r);
@@ -194,8 +196,62 @@ static dvm_status *read_consts(parser *ps) {
     if (off % DVM_BC_DATA_ALIGN)
       return CORRUPT("constant \"%s\": data offset %llu is not %d-byte aligned", c->name,
                      (unsigned long long)off, DVM_BC_DATA_ALIGN);
-    if ((st = data_range(ps, off, n, "constants", i, &c->data))) return st;
+    ps->const_off[i] = off;
     c->nbytes = (size_t)n;
+  }
+  return NULL;
+}
+
+/* A path as ONNX's external data location: relative, and never leaving the
+ * folder it is relative to. */
+static bool path_stays_inside(const char *p) {
+  if (p[0] == '/') return false;
+  for (const char *c = p; *c;) {
+    size_t len = strcspn(c, "/");
+    if (len == 2 && c[0] == '.' && c[1] == '.') return false;
+    c += len + (c[len] == '/');
+  }
+  return true;
+}
+
+/* Entries name constants in strictly increasing order, so each at most once. */
+static dvm_status *read_external(parser *ps) {
+  dvm_module *m = ps->m;
+  dvm_reader *r = &ps->sec[DVM_SEC_EXTERNAL];
+  uint32_t n;
+  int64_t prev = -1;
+  dvm_status *st = read_count(ps, DVM_SEC_EXTERNAL, 24, &n);
+  if (st) return st;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t ci = dvm_reader_u32(r), path = dvm_reader_u32(r);
+    uint64_t off = dvm_reader_u64(r), hash = dvm_reader_u64(r);
+    if (r->bad) return truncated("external", i);
+    if (ci >= m->nconsts || (int64_t)ci <= prev)
+      return CORRUPT("external: entry %u names constant %u (of %u) out of order", i, ci, m->nconsts);
+    dvm_const *c = &m->consts[ci];
+    if ((st = name_at(ps, path, "external", i, &c->ext_path))) return st;
+    if (!path_stays_inside(c->ext_path))
+      return CORRUPT("constant \"%s\": external file \"%s\" is not a path inside the module's folder",
+                     c->name, c->ext_path);
+    if (ps->const_off[ci])
+      return CORRUPT("constant \"%s\": external, but its data offset is %llu, not 0", c->name,
+                     (unsigned long long)ps->const_off[ci]);
+    if (off % DVM_BC_DATA_ALIGN)
+      return CORRUPT("constant \"%s\": offset %llu in \"%s\" is not %d-byte aligned", c->name,
+                     (unsigned long long)off, c->ext_path, DVM_BC_DATA_ALIGN);
+    c->ext_offset = off;
+    c->ext_hash = hash;
+    prev = ci;
+  }
+  return NULL;
+}
+
+/* The bytes of the constants that are not external. */
+static dvm_status *place_consts(parser *ps) {
+  for (uint32_t i = 0; i < ps->m->nconsts; i++) {
+    dvm_const *c = &ps->m->consts[i];
+    dvm_status *st = c->ext_path ? NULL : data_range(ps, ps->const_off[i], c->nbytes, "constants", i, &c->data);
+    if (st) return st;
   }
   return NULL;
 }
@@ -373,7 +429,8 @@ dvm_status *dvm_bc_read(dvm_module *m, const uint8_t *bytes, size_t size) {
   dvm_status *st;
   if ((st = read_header(&ps)) || (st = read_strings(&ps)) || (st = read_consts(&ps)) ||
       (st = read_kernels(&ps)) || (st = read_shapefns(&ps)) || (st = read_hostfns(&ps)) ||
-      (st = read_funcs(&ps)) || (st = read_info(&ps)))
+      (st = read_funcs(&ps)) || (st = read_info(&ps)) || (st = read_external(&ps)) ||
+      (st = place_consts(&ps)))
     return st;
   for (int id = 1; id <= DVM_SEC_COUNT; id++)
     if (id != DVM_SEC_DATA && ps.sec[id].p && dvm_reader_left(&ps.sec[id]))

@@ -173,6 +173,8 @@ static dvm_status *write_funcs(buf *b, interner *in, const dvm_module *m) {
  * string section can be written first. */
 static void intern_all(interner *in, const dvm_module *m) {
   for (uint32_t i = 0; i < m->nconsts; i++) intern(in, m->consts[i].name);
+  for (uint32_t i = 0; i < m->nconsts; i++)
+    if (m->consts[i].ext_path) intern(in, m->consts[i].ext_path);
   for (uint32_t i = 0; i < m->nkernels; i++) intern(in, m->kernels[i].name);
   for (uint32_t i = 0; i < m->nshapefns; i++) intern(in, m->shapefns[i].name);
   for (uint32_t i = 0; i < m->nhostfns; i++) {
@@ -214,10 +216,14 @@ static bool uses_1_2(const dvm_module *m) {
 dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
   interner in = {0};
   intern_all(&in, m);
-  /* the info section is optional (1.1): without it the file is a 1.0 file */
-  uint32_t ninfo = 0;
+  /* the info section (1.1) and the external section (1.3) are optional:
+   * without them the file is a 1.0 file */
+  uint32_t ninfo = 0, next = 0;
   for (uint32_t i = 0; i < m->nfuncs; i++) ninfo += m->funcs[i].ninfo;
-  int nsec = ninfo ? DVM_SEC_INFO : DVM_SEC_DATA;
+  for (uint32_t i = 0; i < m->nconsts; i++) next += m->consts[i].ext_path != NULL;
+  int ids[DVM_SEC_COUNT], nsec = 0;
+  for (int id = 1; id <= DVM_SEC_COUNT; id++)
+    if ((id != DVM_SEC_INFO || ninfo) && (id != DVM_SEC_EXTERNAL || next)) ids[nsec++] = id;
   buf b = {0};
   uint64_t sec_off[DVM_SEC_COUNT + 1], sec_size[DVM_SEC_COUNT + 1];
   dvm_status *st = NULL;
@@ -235,6 +241,7 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
   }
   uint64_t *payload_off = const_off + m->nconsts;
   for (uint32_t i = 0; i < m->nconsts; i++) {
+    if (m->consts[i].ext_path) continue; /* offset 0: its bytes are in its file */
     const_off[i] = data_len;
     data_len = align_up(data_len + m->consts[i].nbytes, DVM_BC_DATA_ALIGN);
   }
@@ -243,7 +250,8 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
     data_len = align_up(data_len + m->kernels[i].payload_size, DVM_BC_DATA_ALIGN);
   }
 
-  for (int id = 1; id <= nsec; id++) {
+  for (int j = 0; j < nsec; j++) {
+    int id = ids[j];
     pad_to(&b, id == DVM_SEC_DATA ? DVM_BC_DATA_ALIGN : 8);
     sec_off[id] = b.len;
     switch (id) {
@@ -296,12 +304,24 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
       break;
     case DVM_SEC_DATA:
       for (uint32_t i = 0; i < m->nconsts; i++) {
+        if (m->consts[i].ext_path) continue;
         put(&b, m->consts[i].data, m->consts[i].nbytes);
         pad_to(&b, DVM_BC_DATA_ALIGN);
       }
       for (uint32_t i = 0; i < m->nkernels; i++) {
         put(&b, m->kernels[i].payload, m->kernels[i].payload_size);
         pad_to(&b, DVM_BC_DATA_ALIGN);
+      }
+      break;
+    case DVM_SEC_EXTERNAL:
+      put_u32(&b, next);
+      for (uint32_t i = 0; i < m->nconsts; i++) {
+        const dvm_const *c = &m->consts[i];
+        if (!c->ext_path) continue;
+        put_u32(&b, i);
+        put_u32(&b, intern(&in, c->ext_path));
+        put_u64(&b, c->ext_offset);
+        put_u64(&b, c->ext_hash);
       }
       break;
     case DVM_SEC_INFO:
@@ -324,16 +344,16 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
   /* Header and section table, then the checksum over everything after. */
   buf h = {b.p + 8, 0, DVM_BC_HEADER_SIZE - 8 + (size_t)nsec * 24, 0};
   put_u16(&h, DVM_BC_MAJOR);
-  put_u16(&h, uses_1_2(m) ? 2 : ninfo ? 1 : 0);
+  put_u16(&h, next ? 3 : uses_1_2(m) ? 2 : ninfo ? 1 : 0);
   put_u32(&h, (uint32_t)nsec);
   put_u64(&h, b.len);
   put_u32(&h, 0); /* checksum, below */
   put_u32(&h, 0); /* flags */
-  for (int id = 1; id <= nsec; id++) {
-    put_u32(&h, (uint32_t)id);
+  for (int j = 0; j < nsec; j++) {
+    put_u32(&h, (uint32_t)ids[j]);
     put_u32(&h, 0);
-    put_u64(&h, sec_off[id]);
-    put_u64(&h, sec_size[id]);
+    put_u64(&h, sec_off[ids[j]]);
+    put_u64(&h, sec_size[ids[j]]);
   }
   uint32_t crc = (uint32_t)crc32_z(0, b.p + DVM_BC_HEADER_SIZE, b.len - DVM_BC_HEADER_SIZE);
   for (int i = 0; i < 4; i++) b.p[24 + i] = (uint8_t)(crc >> (8 * i));

@@ -17,7 +17,7 @@
 
 #define DVM_BC_MAGIC "\x89" "DVMB\r\n\x1a"
 #define DVM_BC_MAJOR 1
-#define DVM_BC_MINOR 2
+#define DVM_BC_MINOR 3
 #define DVM_BC_HEADER_SIZE 32
 #define DVM_BC_DATA_ALIGN 64
 
@@ -30,8 +30,9 @@ enum {
   DVM_SEC_HOSTFNS,
   DVM_SEC_FUNCS,
   DVM_SEC_DATA,
-  DVM_SEC_INFO, /* since 1.1, optional: written only when a function has info */
-  DVM_SEC_COUNT = DVM_SEC_INFO
+  DVM_SEC_INFO,     /* since 1.1, optional: written only when a function has info */
+  DVM_SEC_EXTERNAL, /* since 1.3, optional: constants whose bytes are in other files */
+  DVM_SEC_COUNT = DVM_SEC_EXTERNAL
 };
 
 /* Limits the verifier enforces, so that no count can make us allocate or
@@ -95,6 +96,12 @@ typedef struct dvm_const {
   const void *data;
   size_t nbytes;
   dvm_tensor *tensor; /* made at load; shares the module's bytes */
+  /* Section external (1.3): the bytes are at `ext_offset` in the file
+   * `ext_path` (relative to the .dvmb's folder), whose XXH3-64 is
+   * `ext_hash`; NULL for bytes in the data section. */
+  const char *ext_path;
+  uint64_t ext_offset, ext_hash;
+  dvm_storage *storage; /* where data lies, if not in the module's bytes */
 } dvm_const;
 
 typedef struct dvm_kernel_ref {
@@ -141,6 +148,11 @@ DVM_MUST_USE dvm_status *dvm_bc_read(dvm_module *m, const uint8_t *bytes, size_t
 /* Checks everything the interpreter relies on; fills each function's
  * instruction starts. */
 DVM_MUST_USE dvm_status *dvm_verify_module(dvm_module *m);
+
+/* Maps the files of m's external constants (their paths relative to `dir`,
+ * or refused where dir is NULL), links m and checks the constants' hashes
+ * (vm/extdata.c); without external constants, dvm_module_link alone. */
+DVM_MUST_USE dvm_status *dvm_extdata_link(dvm_module *m, const char *dir, const dvm_load_options *opts);
 
 /* Resolves kernels and shape functions by name in m->reg, host functions
  * in opts, and makes the constant tensors. */

@@ -234,7 +234,13 @@ void dvm_disasm_module(const dvm_module *m, FILE *out) {
     fprintf(out, " %s [", dvm_dtype_name((dvm_dtype)c->dtype));
     for (int d = 0; d < c->rank; d++) fprintf(out, d ? ", %lld" : "%lld", (long long)c->dims[d]);
     fputs("] ", out);
-    print_hex(c->data, c->nbytes, out);
+    if (c->ext_path) {
+      fputs("file ", out);
+      print_quoted(c->ext_path, out);
+      fprintf(out, " %llu 0x%016llx", (unsigned long long)c->ext_offset, (unsigned long long)c->ext_hash);
+    } else {
+      print_hex(c->data, c->nbytes, out);
+    }
     fputc('\n', out);
   }
   for (uint32_t i = 0; i < m->nkernels; i++) {

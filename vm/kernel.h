@@ -74,6 +74,10 @@ typedef struct dvm_kernel_def {
    * nattrs attributes the linker saw loaded by `imm`, and their values. */
   dvm_status *(*prepack)(const dvm_tensor *t, int input, const struct dvm_attr_hint *attrs,
                          int nattrs, void **data, void (**free_data)(void *));
+  /* Set when the kernel, given an input it built a form of, never reads
+   * that input's plain bytes: a constant of an external data file read
+   * only so is then held only as its forms (vm/extdata.c). */
+  int prepack_replaces;
   /* Set when output 0 may be the very memory of any input of its byte
    * size: every element of that input is read before the output element
    * at the same index is written. The compiler's memory plan then lets an

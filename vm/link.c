@@ -109,8 +109,9 @@ dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
     /* views of the file's storage, so a constant handed out as a result
      * keeps the bytes alive after the module is gone */
     dvm_const *c = &m->consts[i];
-    size_t off = (size_t)((const uint8_t *)c->data - (const uint8_t *)m->bytes);
-    dvm_status *st = dvm_tensor_view(m->data, off, (dvm_dtype)c->dtype, c->rank, c->dims, &c->tensor);
+    dvm_storage *s = c->storage ? c->storage : m->data; /* an external file's (vm/extdata.c) */
+    size_t off = (size_t)((const uint8_t *)c->data - (const uint8_t *)s->ptr);
+    dvm_status *st = dvm_tensor_view(s, off, (dvm_dtype)c->dtype, c->rank, c->dims, &c->tensor);
     if (st) return dvm_status_annotate(st, "constant \"%s\"", c->name);
   }
   for (uint32_t i = 0; i < m->nfuncs; i++) {

@@ -31,8 +31,9 @@ dvm_status *dvm_module_new_empty(dvm_module **out) {
   return NULL;
 }
 
-/* Takes ownership of fb (even on failure). */
-static dvm_status *load(const dvm_registry *reg, file_bytes *fb, const dvm_load_options *opts,
+/* Takes ownership of fb (even on failure). `dir`: the file's folder, where
+ * external constants' paths start (NULL for a module given in memory). */
+static dvm_status *load(const dvm_registry *reg, file_bytes *fb, const char *dir, const dvm_load_options *opts,
                         dvm_module **out) {
   dvm_module *m = NULL;
   dvm_status *st = dvm_module_new_empty(&m);
@@ -52,7 +53,7 @@ static dvm_status *load(const dvm_registry *reg, file_bytes *fb, const dvm_load_
   }
   m->data->file_pages = fb->mapped;
   if ((st = dvm_bc_read(m, fb->p, fb->size)) || (st = dvm_verify_module(m)) ||
-      (st = dvm_module_link(m, opts))) {
+      (st = dvm_extdata_link(m, dir, opts))) {
     dvm_module_release(m);
     return st;
   }
@@ -71,7 +72,7 @@ dvm_status *dvm_module_load_memory_with(const dvm_registry *reg, const void *dat
   }
   if (size) memcpy(copy, data, size);
   *fb = (file_bytes){copy, size, false};
-  return load(reg, fb, opts, out);
+  return load(reg, fb, NULL, opts, out);
 }
 
 dvm_status *dvm_module_load_file_with(const dvm_registry *reg, const char *path,
@@ -101,7 +102,15 @@ dvm_status *dvm_module_load_file_with(const dvm_registry *reg, const char *path,
     return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
   *fb = (file_bytes){p, size, true};
-  return dvm_status_annotate(load(reg, fb, opts, out), "%s", path);
+  const char *slash = strrchr(path, '/');
+  char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+  if (!dir) {
+    free_bytes(fb);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  dvm_status *st = load(reg, fb, dir, opts, out);
+  free(dir);
+  return dvm_status_annotate(st, "%s", path);
 }
 
 void dvm_module_retain(dvm_module *m) { atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed); }
@@ -162,7 +171,12 @@ const char *dvm_function_info(const dvm_module *m, int f, const char *key) {
   return NULL;
 }
 
-bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t) { return t->storage == m->data; }
+bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t) {
+  if (t->storage == m->data) return true;
+  for (uint32_t i = 0; i < m->nconsts; i++) /* external constants have storages of their own */
+    if (m->consts[i].storage && m->consts[i].storage == t->storage) return true;
+  return false;
+}
 
 int dvm_module_constant_count(const dvm_module *m) { return (int)m->nconsts; }
 

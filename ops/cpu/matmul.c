@@ -1111,7 +1111,7 @@ static dvm_status *einsum(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
-    [K_MATMUL] = {"matmul", DVM_DEVICE_CPU, matmul, "matmul", .prepack = matmul_prepack,
+    [K_MATMUL] = {"matmul", DVM_DEVICE_CPU, matmul, "matmul", .prepack = matmul_prepack, .prepack_replaces = 1,
                   .dtypes = DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16) |
                             DVM_DTYPE_BIT(DVM_F64)},
     [K_GEMM] = {"gemm", DVM_DEVICE_CPU, gemm, "gemm", .prepack = gemm_prepack},
@@ -1119,6 +1119,6 @@ const dvm_kernel_def dvm_cpu_matmul_kernels[] = {
     [K_GEMM_ACT] = {"gemm_act", DVM_DEVICE_CPU, gemm_act, "gemm_act", .prepack = gemm_prepack,
                     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     [K_MATMUL_BIAS] = {"matmul_bias", DVM_DEVICE_CPU, matmul_bias, "matmul_bias", .prepack = matmul_prepack,
-                       .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+                       .prepack_replaces = 1, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     [K_END] = {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -217,6 +217,7 @@ static bytes splice(const bytes *v, size_t at, size_t del, const void *ins, size
   out.n = v->n - del + nins;
   int64_t delta = (int64_t)nins - (int64_t)del;
   for (int id = 1; id <= DVM_SEC_COUNT; id++) {
+    if (!L.entry[id]) continue; /* absent */
     uint8_t *e = out.p + L.entry[id];
     uint64_t off = get_le(e + 8, 8), size = get_le(e + 16, 8);
     if (off > at) put_le(e + 8, off + (uint64_t)delta, 8);
@@ -228,6 +229,7 @@ static bytes splice(const bytes *v, size_t at, size_t del, const void *ins, size
   memmove(out.p + off + pad, out.p + off, out.n - off);
   memset(out.p + off, 0, pad);
   for (int id = 1; id <= DVM_SEC_COUNT; id++) { /* data and what follows it move */
+    if (!L.entry[id]) continue;
     uint8_t *f = out.p + L.entry[id];
     if (get_le(f + 8, 8) >= off) put_le(f + 8, get_le(f + 8, 8) + pad, 8);
   }
@@ -362,7 +364,7 @@ static void truncated_at(size_t n) {
   fix_header(&v);
   snprintf(name, sizeof name, "truncated-fixed: at %zu", n);
   expect(name, v, DVM_CORRUPT,
-         n < DVM_BC_HEADER_SIZE + 24 * DVM_SEC_COUNT ? "section table is past the end"
+         n < DVM_BC_HEADER_SIZE + 24 * (size_t)get32(12) ? "section table is past the end"
                                                       : "are outside the file");
 }
 
@@ -393,7 +395,7 @@ static void header(void) {
   }
   corrupt("version: major 2", 8, 2, 2, "unsupported version 2.1");
   corrupt("version: major 0", 8, 2, 0, "unsupported version 0.1");
-  corrupt("version: minor 3", 10, 2, 3, "unsupported version 1.3");
+  corrupt("version: minor 4", 10, 2, 4, "unsupported version 1.4");
   corrupt("size: one more", 16, 8, base.n + 1, "header says the file is");
   corrupt("size: one less", 16, 8, base.n - 1, "header says the file is");
   corrupt("size: 2^64-1", 16, 8, UINT64_MAX, "header says the file is");
@@ -414,7 +416,7 @@ static void header(void) {
 
 static void section_table(void) {
   size_t e = L.entry[DVM_SEC_STRINGS];
-  corrupt("section-count: 9", 12, 4, DVM_SEC_COUNT + 1, "section count 9 exceeds 8");
+  corrupt("section-count: 10", 12, 4, DVM_SEC_COUNT + 1, "section count 10 exceeds 9");
   corrupt("section-count: 2^32-1", 12, 4, UINT32_MAX, "section count 4294967295 exceeds");
   /* with the data section left out, the constants point nowhere */
   corrupt("section-missing: data", 12, 4, DVM_SEC_DATA - 1, "outside the data section (0 bytes)");
@@ -860,6 +862,35 @@ static void info(void) {
   expect("info: record truncated", v, DVM_CORRUPT, "info: count 1 does not fit");
 }
 
+/* The external section (1.3), on ext.dvms: records of (constant, path,
+ * offset, hash) for constant "w", the module's third. */
+static void external(const char *path) {
+  free(base.p);
+  base = assemble(path);
+  memset(&L, 0, sizeof L);
+  walk_layout();
+  size_t sec = L.off[DVM_SEC_EXTERNAL], r = sec + 4;
+  if (!sec || get32(sec) != 1 || L.nconsts != 3 || get32(r) != 2) {
+    fprintf(stderr, "%s must have one external constant, the third\n", path);
+    exit(1);
+  }
+  expect("external: loaded from memory", dup_base(), DVM_UNIMPLEMENTED,
+         "constant \"w\" is in the file \"w.bin\", but the module was loaded from memory");
+  corrupt("external: absurd count", sec, 4, UINT32_MAX, "external: count 4294967295 does not fit");
+  corrupt("external: trailing", sec, 4, 0, "external: 24 bytes after the last entry");
+  corrupt("external: count past the records", sec, 4, 2, "external: count 2 does not fit in 28 bytes");
+  corrupt("external: constant out of range", r, 4, 3, "external: entry 0 names constant 3 (of 3) out of order");
+  corrupt("external: path string out of range", r + 4, 4, L.nstrings, "external: entry 0 names string");
+  corrupt("external: absolute path", r + 4, 4, string_index("/abs/w.bin"),
+          "constant \"w\": external file \"/abs/w.bin\" is not a path inside the module's folder");
+  corrupt("external: path leaving the folder", r + 4, 4, string_index("up/../../w.bin"),
+          "external file \"up/../../w.bin\" is not a path inside");
+  corrupt("external: offset not aligned", r + 8, 8, 130, "constant \"w\": offset 130 in \"w.bin\" is not 64-byte aligned");
+  corrupt("external: data offset", L.consts[2] + 8, 8, 64, "constant \"w\": external, but its data offset is 64, not 0");
+  /* without the section the constant's bytes are looked for in the data section */
+  corrupt("external: section dropped", L.entry[DVM_SEC_EXTERNAL] + 16, 8, 0, "external: section too short for its count");
+}
+
 static void write_valid_seed(const char *path) {
   bytes b = assemble(path);
   const char *stem = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
@@ -896,6 +927,9 @@ int main(int argc, char **argv) {
     write_file(path, &base);
     for (int i = 4; i < argc; i++) write_valid_seed(argv[i]);
   }
+  char ext[512]; /* ext.dvms, beside the base */
+  snprintf(ext, sizeof ext, "%.*sext.dvms", (int)(strrchr(argv[1], '/') ? strrchr(argv[1], '/') + 1 - argv[1] : 0), argv[1]);
+  external(ext);
   printf("test_corrupt: %d corrupt variants\n", ncases);
   free(base.p);
   dvm_hostfn_registry_destroy(registry);

@@ -34,10 +34,15 @@ typedef struct dvm_load_options {
 } dvm_load_options;
 
 /* Loads and verifies a module. The file is mapped, and constants are used
- * in place. `opts` may be NULL. `*out` holds one reference; release it. */
+ * in place. Constants the module keeps in other files (external data,
+ * docs/bytecode.md 3.9) are found relative to the file's folder and
+ * checked against their hashes. `opts` may be NULL. `*out` holds one
+ * reference; release it. */
 DVM_API DVM_MUST_USE dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
                                               dvm_module **out);
-/* Same, from memory; the bytes are copied, the caller keeps `data`. */
+/* Same, from memory; the bytes are copied, the caller keeps `data`. A
+ * module with external constants is refused (DVM_UNIMPLEMENTED): it has no
+ * folder to find their files in. */
 DVM_API DVM_MUST_USE dvm_status *dvm_module_load_memory(const void *data, size_t size,
                                                 const dvm_load_options *opts, dvm_module **out);
 DVM_API void dvm_module_retain(dvm_module *m);

@@ -1,0 +1,214 @@
+"""Weights in the model's external data files, referenced by the .dvmb
+(docs/bytecode.md 3.9): compiled by `dvm compile`, loaded with dvm.load,
+checked against ONNX Runtime, and refused or kept safe when the file is
+wrong or changes."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from conftest import model
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import dvm
+
+DVM = os.environ.get("DVM", "dvm")
+ort = pytest.importorskip("onnxruntime")
+
+
+def weights(rng):
+    # bytes multiples of 64, so that onnx.save lays each at a 64-byte
+    # aligned offset and every one is referenced
+    return {"w1": rng.standard_normal((37, 64)).astype(np.float32),
+            "b1": rng.standard_normal(64).astype(np.float32),
+            "w2": rng.standard_normal((64, 131)).astype(np.float32),
+            "emb": rng.standard_normal((97, 16)).astype(np.float32)}
+
+
+def mlp_gather(w):
+    """y = relu(x @ w1 + b1) @ w2 (packed weights); e = emb[ids] (read plain)."""
+    nodes = [h.make_node("MatMul", ["x", "w1"], ["h0"]), h.make_node("Add", ["h0", "b1"], ["h1"]),
+             h.make_node("Relu", ["h1"], ["h2"]), h.make_node("MatMul", ["h2", "w2"], ["y"]),
+             h.make_node("Gather", ["emb", "ids"], ["e"])]
+    return model(nodes, [("x", T.FLOAT, ["n", 37]), ("ids", T.INT64, ["n", 5])],
+                 [("y", T.FLOAT, None), ("e", T.FLOAT, None)],
+                 [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True) for k, v in w.items()])
+
+
+def compile_cli(src, out, *flags):
+    p = subprocess.run([DVM, "compile", str(src), "-o", str(out), "--dim", "n=0..4096", *flags],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def references(path):
+    p = subprocess.run([DVM, "disasm", str(path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return [line.split()[1] for line in p.stdout.splitlines() if line.startswith(".const") and ' file "' in line]
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """model.onnx + model.onnx.data as onnx.save writes them, compiled beside them."""
+    w = weights(np.random.default_rng(7))
+    onnx.save(mlp_gather(w), str(tmp_path / "model.onnx"), save_as_external_data=True,
+              location="model.onnx.data", size_threshold=0)
+    compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
+    return tmp_path
+
+
+def feeds(rng, n):
+    return {"x": rng.standard_normal((n, 37)).astype(np.float32), "ids": rng.integers(-97, 97, (n, 5))}
+
+
+def test_referenced_not_copied_and_same_answers_as_onnxruntime(folder):
+    data = (folder / "model.onnx.data").stat().st_size
+    assert sorted(references(folder / "model.dvmb")) == ["b1", "emb", "w1", "w2"]
+    assert (folder / "model.dvmb").stat().st_size < data // 4
+    ref = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    m, rng = dvm.load(folder / "model.dvmb"), np.random.default_rng(1)
+    for n in (0, 1, 2, 17, 257):
+        f = feeds(rng, n)
+        y, e = ref.run(None, f)
+        out = m.run(f)
+        np.testing.assert_allclose(out["y"], y, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(out["e"], e)
+
+
+def test_embed_data_flag_and_output_elsewhere_copy_the_weights(folder, tmp_path_factory):
+    data = (folder / "model.onnx.data").stat().st_size
+    embedded = compile_cli(folder / "model.onnx", folder / "embedded.dvmb", "--embed-data")
+    other = compile_cli(folder / "model.onnx", tmp_path_factory.mktemp("elsewhere") / "m.dvmb")
+    f = feeds(np.random.default_rng(2), 3)
+    want = dvm.load(folder / "model.dvmb").run(f)
+    os.remove(folder / "model.onnx.data")
+    for path in (embedded, other):  # outside the data's folder: copied, runs without it
+        assert references(path) == [] and path.stat().st_size > data
+        out = dvm.load(path).run(f)
+        np.testing.assert_array_equal(out["y"], want["y"])
+        np.testing.assert_array_equal(out["e"], want["e"])
+
+
+LOAD_RSS = """
+import os, sys, dvm
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+before = rss()
+m = dvm.load(sys.argv[1])
+print(rss() - before, m._sizes()["released_bytes"])
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux's /proc")
+def test_packed_weights_held_once_plain_ones_copied(tmp_path):
+    """A MatMul weight is held only as its packed form (its pages of the
+    mapping given back), a Gather's table as a copy: a load costs about
+    each weight once."""
+    rng = np.random.default_rng(6)
+    w = {"w1": rng.standard_normal((1024, 2048)).astype(np.float32),  # 8 MiB, packed
+         "b1": rng.standard_normal(2048).astype(np.float32),
+         "w2": rng.standard_normal((2048, 64)).astype(np.float32),
+         "emb": rng.standard_normal((4096, 256)).astype(np.float32)}  # 4 MiB, copied
+    nodes = [h.make_node("MatMul", ["x", "w1"], ["h0"]), h.make_node("Add", ["h0", "b1"], ["h1"]),
+             h.make_node("MatMul", ["h1", "w2"], ["y"]), h.make_node("Gather", ["emb", "ids"], ["e"])]
+    mp = model(nodes, [("x", T.FLOAT, ["n", 1024]), ("ids", T.INT64, ["n"])], [("y", T.FLOAT, None), ("e", T.FLOAT, None)],
+               [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True) for k, v in w.items()])
+    onnx.save(mp, str(tmp_path / "model.onnx"), save_as_external_data=True, location="d.bin", size_threshold=0)
+    path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
+    # in a fresh process, where no freed memory is at hand to reuse
+    p = subprocess.run([sys.executable, "-c", LOAD_RSS, str(path)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    grown, released = map(int, p.stdout.split())
+    total = sum(v.nbytes for v in w.values())
+    assert released >= w["w1"].nbytes - 8192
+    assert total * 0.9 < grown < total * 1.4, (grown, total)  # a copy of w1 too would be 1.7
+    m = dvm.load(path)
+    x = rng.standard_normal((3, 1024)).astype(np.float32)
+    np.testing.assert_allclose(m.run({"x": x, "ids": np.array([0, 4095, -1])})["y"],
+                               (x.astype(np.float64) @ w["w1"] + w["b1"]) @ w["w2"], rtol=1e-3, atol=1e-2)
+
+
+def test_a_changed_file_is_refused_naming_file_and_constant(folder):
+    data = folder / "model.onnx.data"
+    raw = bytearray(data.read_bytes())
+    off = (37 * 64 + 64 + 64 * 131) * 4 + 5  # inside emb
+    raw[off] ^= 1
+    data.write_bytes(raw)
+    with pytest.raises(dvm.Error, match=r'constant "emb": bytes \d+\.\.\d+ of "model.onnx.data" have XXH3-64 '
+                                        r'[0-9a-f]{16}, the module expects') as e:
+        dvm.load(folder / "model.dvmb")
+    assert e.value.code == "CORRUPT"
+
+
+def test_a_short_or_missing_file_is_refused(folder):
+    data = folder / "model.onnx.data"
+    size = data.stat().st_size
+    os.truncate(data, size - 4)
+    with pytest.raises(dvm.Error, match=r'constant "emb": bytes \d+\.\.%d of "model.onnx.data" lie past its end '
+                                        r'\(%d bytes\)' % (size, size - 4)):
+        dvm.load(folder / "model.dvmb")
+    os.remove(data)
+    with pytest.raises(dvm.Error, match=r'constant "w1": external file .*model.onnx.data: No such file'):
+        dvm.load(folder / "model.dvmb")
+
+
+def test_loaded_from_memory_says_where_the_weights_are(folder):
+    with pytest.raises(dvm.Error, match=r'constant "w1" is in the file "model.onnx.data", but the module was '
+                                        r'loaded from memory'):
+        dvm.Module((folder / "model.dvmb").read_bytes())
+
+
+def test_a_file_changed_after_load_does_not_change_answers(folder):
+    """Written in place while loaded: the packed forms and the plain copies
+    are the module's own memory; nothing is read from the file again."""
+    m, f = dvm.load(folder / "model.dvmb"), feeds(np.random.default_rng(4), 9)
+    before = m.run(f)
+    data = folder / "model.onnx.data"
+    with open(data, "r+b") as fh:
+        fh.write(b"\x7f" * data.stat().st_size)
+    after = m.run(f)
+    np.testing.assert_array_equal(after["y"], before["y"])
+    np.testing.assert_array_equal(after["e"], before["e"])
+    with pytest.raises(dvm.Error, match="changed after compiling"):
+        dvm.load(folder / "model.dvmb")
+
+
+def test_an_unaligned_offset_is_copied(tmp_path):
+    """An offset the loader could not use in place (not a multiple of 64) is
+    written into the .dvmb."""
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = onnx.TensorProto(name="w", data_type=T.FLOAT, dims=w.shape, data_location=T.EXTERNAL)
+    for k, v in (("location", "w.bin"), ("offset", "4"), ("length", str(w.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    (tmp_path / "w.bin").write_bytes(b"\0" * 4 + w.tobytes())
+    mp = model([h.make_node("MatMul", ["x", "w"], ["y"])], [("x", T.FLOAT, ["n", 3])], [("y", T.FLOAT, None)], [t])
+    onnx.save(mp, str(tmp_path / "model.onnx"))
+    path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
+    assert references(path) == []
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(dvm.load(path).run({"x": x})["y"], x @ w)
+
+
+def test_conv_weights_are_copied_since_conv_packs_them_lazily(tmp_path):
+    """A convolution makes its weight's oneDNN forms on first use, from the
+    plain bytes: those come from the module's own copy, never the file."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    mp = model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+               [("x", T.FLOAT, ["n", 3, 13, 11])], [("y", T.FLOAT, None)],
+               [h.make_tensor("w", T.FLOAT, w.shape, w.tobytes(), raw=True)])
+    onnx.save(mp, str(tmp_path / "model.onnx"), save_as_external_data=True, location="w.bin", size_threshold=0)
+    path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
+    assert references(path) == ["w"]
+    ref = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((2, 3, 13, 11)).astype(np.float32)
+    want = ref.run(None, {"x": x})[0]
+    m = dvm.load(path)
+    (tmp_path / "w.bin").write_bytes(np.zeros_like(w).tobytes())  # before the first run
+    np.testing.assert_allclose(m.run({"x": x})["y"], want, rtol=1e-4, atol=1e-4)

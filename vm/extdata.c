@@ -1,0 +1,234 @@
+/* External constants (section external, docs/bytecode.md 3.9): bytes that
+ * stay in the files the model came with, mapped at load, checked against
+ * the hash the compiler recorded, and held so that a file changed after
+ * load cannot change an answer (docs/bytecode.md 3.9 says why this way):
+ *
+ * - a constant that kernels read only through the forms they packed of it
+ *   at link is packed from the mapping, then hashed there; its plain pages
+ *   go back and are never read again;
+ * - any other is read once (pread) into memory of its own, and that copy
+ *   is hashed and used. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "bytecode.h"
+#include "object.h"
+#include "opcode.h"
+
+typedef struct extfile {
+  const char *path; /* as the module names it */
+  int fd;
+  size_t size;
+  dvm_storage *map; /* the whole file, private and read-only */
+} extfile;
+
+typedef struct mapping {
+  void *p;
+  size_t size;
+} mapping;
+
+static void unmap(void *ctx) {
+  mapping *mp = ctx;
+  munmap(mp->p, mp->size);
+  free(mp);
+}
+
+static dvm_status *open_file(const char *dir, extfile *f, const char *cname) {
+  char *full = malloc(strlen(dir) + strlen(f->path) + 2);
+  if (!full) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  sprintf(full, "%s/%s", dir, f->path);
+  dvm_status *st = NULL;
+  struct stat sb;
+  f->fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (f->fd < 0 || fstat(f->fd, &sb) != 0)
+    st = dvm_status_new(errno == ENOENT ? DVM_NOT_FOUND : DVM_IO, "constant \"%s\": external file %s: %s",
+                        cname, full, strerror(errno));
+  else if (!S_ISREG(sb.st_mode))
+    st = dvm_status_new(DVM_IO, "constant \"%s\": external file %s is not a regular file", cname, full);
+  free(full);
+  if (st) return st;
+  f->size = (size_t)sb.st_size;
+  mapping *mp = malloc(sizeof *mp);
+  void *p = f->size ? mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, f->fd, 0) : NULL;
+  if (!mp || p == MAP_FAILED) {
+    free(mp);
+    return p == MAP_FAILED ? dvm_status_new(DVM_IO, "external file %s: mmap: %s", f->path, strerror(errno))
+                           : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+#ifdef MADV_NOHUGEPAGE
+  if (p) madvise(p, f->size, MADV_NOHUGEPAGE); /* pages go back one constant at a time */
+#endif
+  *mp = (mapping){p, f->size};
+  st = dvm_storage_wrap(DVM_DEVICE_CPU, p, f->size, unmap, mp, &f->map);
+  if (st) {
+    unmap(mp);
+    return st;
+  }
+  f->map->file_pages = true;
+  return NULL;
+}
+
+/* Maps each file once and points every external constant at its bytes. */
+static dvm_status *map_files(dvm_module *m, const char *dir, extfile *files, uint32_t *nfiles) {
+  for (uint32_t i = 0; i < m->nconsts; i++) {
+    dvm_const *c = &m->consts[i];
+    if (!c->ext_path) continue;
+    if (!dir)
+      return dvm_status_new(DVM_UNIMPLEMENTED, "constant \"%s\" is in the file \"%s\", but the module "
+                                               "was loaded from memory, without a folder to find it in",
+                            c->name, c->ext_path);
+    uint32_t k = 0;
+    while (k < *nfiles && strcmp(files[k].path, c->ext_path) != 0) k++;
+    if (k == *nfiles) {
+      files[k] = (extfile){c->ext_path, -1, 0, NULL};
+      ++*nfiles;
+      dvm_status *st = open_file(dir, &files[k], c->name);
+      if (st) return st;
+    }
+    if (c->ext_offset > files[k].size || c->nbytes > files[k].size - c->ext_offset)
+      return dvm_status_new(DVM_CORRUPT, "constant \"%s\": bytes %llu..%llu of \"%s\" lie past its end (%zu bytes)",
+                            c->name, (unsigned long long)c->ext_offset,
+                            (unsigned long long)(c->ext_offset + c->nbytes), c->ext_path, files[k].size);
+    c->storage = files[k].map;
+    c->data = (const uint8_t *)files[k].map->ptr + c->ext_offset;
+  }
+  return NULL;
+}
+
+/* How the instructions of a function read one register: not at all, only
+ * as input `slot` of kernel `def` (whose forms replace the plain bytes), or
+ * otherwise (plain). */
+typedef struct reg_reads {
+  const dvm_kernel_def *def;
+  int slot;
+  bool plain;
+} reg_reads;
+
+static void note_read(reg_reads *r, const dvm_kernel_def *def, int slot) {
+  if (!def || (r->def && (r->def != def || r->slot != slot))) r->plain = true;
+  r->def = def;
+  r->slot = slot;
+}
+
+/* Marks each constant that some instruction of f may read plain: it is
+ * loaded by a `const` into a register that something reads other than one
+ * kernel input whose form of it replaces the plain bytes (conv's forms,
+ * for one, are made lazily from them). Per register, not per path, so no
+ * jump can hide a reader; one kernel input per register keeps it linear. */
+static dvm_status *mark_plain(const dvm_module *m, const dvm_func *f, bool *plain) {
+  reg_reads *regs = calloc(f->nregs + 1, sizeof *regs);
+  if (!regs) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    const int64_t *c = f->code + f->starts[i];
+    const dvm_kernel_def *def = c[0] == DVM_OP_INVOKE ? m->kernels[c[1]].def : NULL;
+    const int64_t *ins = def ? c + 4 + c[3] : NULL; /* invoke: X o R(out) R(in) R(attrs) */
+    const int64_t *o = c + 1;
+    for (const char *fmt = dvm_opinfo_table[c[0]].format; *fmt; fmt++) {
+      int64_t count = dvm_operand_is_list(*fmt) ? *o++ : 1;
+      bool reads = *fmt == 'r' || *fmt == 'o' || *fmt == 'R'; /* 'k', release, drops it unread */
+      for (int64_t q = 0; q < count; q++, o++) {
+        if (!reads || *o < 0) continue;
+        bool input = ins && def->prepack_replaces && o > ins && o <= ins + ins[0];
+        note_read(&regs[*o], input ? def : NULL, input ? (int)(o - ins - 1) : 0);
+      }
+    }
+  }
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    const int64_t *c = f->code + f->starts[i];
+    if (c[0] != DVM_OP_CONST) continue;
+    const reg_reads *r = &regs[c[1]];
+    if (r->plain || (r->def && !dvm_tensor_packed(m->consts[c[2]].tensor, r->def, r->slot))) plain[c[2]] = true;
+  }
+  free(regs);
+  return NULL;
+}
+
+static dvm_status *hash_check(const dvm_const *c, const void *bytes) {
+  uint64_t h = XXH3_64bits(bytes, c->nbytes);
+  if (h == c->ext_hash) return NULL;
+  return dvm_status_new(DVM_CORRUPT, "constant \"%s\": bytes %llu..%llu of \"%s\" have XXH3-64 %016llx, the "
+                                     "module expects %016llx (the file changed after compiling)",
+                        c->name, (unsigned long long)c->ext_offset,
+                        (unsigned long long)(c->ext_offset + c->nbytes), c->ext_path,
+                        (unsigned long long)h, (unsigned long long)c->ext_hash);
+}
+
+static void free_copy(void *p) { free(p); }
+
+/* Reads c's bytes into memory of its own, checks them, and moves c's
+ * tensor onto them. */
+static dvm_status *copy_const(dvm_const *c, int fd) {
+  size_t padded = (c->nbytes + 63) & ~(size_t)63;
+  uint8_t *buf = aligned_alloc(64, padded ? padded : 64);
+  if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = NULL;
+  for (size_t got = 0; !st && got < c->nbytes;) {
+    ssize_t r = pread(fd, buf + got, c->nbytes - got, (off_t)(c->ext_offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      st = dvm_status_new(DVM_IO, "constant \"%s\": reading \"%s\": %s", c->name, c->ext_path,
+                          r < 0 ? strerror(errno) : "the file shrank while loading");
+    else
+      got += (size_t)r;
+  }
+  dvm_storage *s = NULL;
+  if (!st) st = hash_check(c, buf);
+  if (!st) st = dvm_storage_wrap(DVM_DEVICE_CPU, buf, c->nbytes, free_copy, buf, &s);
+  if (st) {
+    free(buf);
+    return st;
+  }
+  dvm_storage_release(c->tensor->storage);
+  c->tensor->storage = s;
+  c->tensor->offset = 0;
+  c->storage = s;
+  c->data = buf;
+  return NULL;
+}
+
+static dvm_status *seal(dvm_module *m, extfile *files, uint32_t nfiles) {
+  bool *plain = calloc(m->nconsts + 1, sizeof *plain);
+  if (!plain) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = NULL;
+  for (uint32_t i = 0; i < m->nfuncs && !st; i++) st = mark_plain(m, &m->funcs[i], plain);
+  for (uint32_t i = 0; i < m->nconsts && !st; i++) {
+    dvm_const *c = &m->consts[i];
+    if (!c->ext_path) continue;
+    if (plain[i] || !c->tensor->packed) {
+      uint32_t k = 0;
+      while (strcmp(files[k].path, c->ext_path) != 0) k++;
+      st = copy_const(c, files[k].fd);
+    } else {
+      /* hashed after packing, so the bytes the forms were made from are
+       * the bytes checked; then given back for good */
+      st = hash_check(c, c->data);
+      dvm_tensor_drop_pages(c->tensor); /* link counted them in m->released */
+    }
+  }
+  free(plain);
+  return st;
+}
+
+dvm_status *dvm_extdata_link(dvm_module *m, const char *dir, const dvm_load_options *opts) {
+  uint32_t next = 0, nfiles = 0;
+  for (uint32_t i = 0; i < m->nconsts; i++) next += m->consts[i].ext_path != NULL;
+  if (!next) return dvm_module_link(m, opts);
+  extfile *files = calloc(next, sizeof *files);
+  if (!files) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = map_files(m, dir, files, &nfiles);
+  if (!st) st = dvm_module_link(m, opts);
+  if (!st) st = seal(m, files, nfiles);
+  for (uint32_t k = 0; k < nfiles; k++) {
+    if (files[k].fd >= 0) close(files[k].fd);
+    dvm_storage_release(files[k].map); /* constants left on it hold their own reference */
+  }
+  free(files);
+  return st;
+}
