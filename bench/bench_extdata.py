@@ -92,7 +92,7 @@ def main():
                           "--input", "ids=" + os.path.join(a.dir, "ids.npy")]) for _ in range(a.runs)]
             med = lambda rows, k: statistics.median(r[k] for r in rows)
             print(f"| {dvm} | {'embed' if embed else 'default'} | {med(comp, 0):.2f} | {med(comp, 1):.2f} | "
-                  f"{med(comp, 2):.0f} | {os.path.getsize(out) / 1e6:.1f} | {med(run, 0):.2f} | {med(run, 1):.2f} | "
+                  f"{med(comp, 2):.0f} | {os.path.getsize(out) / 1e6:.3f} | {med(run, 0):.2f} | {med(run, 1):.2f} | "
                   f"{med(run, 2):.0f} |")
 
 

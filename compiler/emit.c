@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "emit.h"
 #include "extdata.h"
 
@@ -83,7 +81,7 @@ int dvmc_emit_const(dvmc_emit *e, const char *name, const dvmc_tensor *t) {
   memcpy(c.dims, t->dims, sizeof c.dims);
   if (e->ext_ctx && dvmc_extdata_find(e->ext_ctx, e->ext_dir, t, &c.ext_path, &c.ext_offset)) {
     c.ext_path = copy(e, c.ext_path);
-    c.ext_hash = XXH3_64bits(t->data, t->nbytes);
+    c.ext_hash = dvmc_extdata_hash(t);
   }
   size_t n = e->consts.n;
   PUSH(e, e->consts, c);

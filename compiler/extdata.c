@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "extdata.h"
 
@@ -67,6 +69,17 @@ bool dvmc_extdata_find(dvmc_ctx *c, const char *dir, const dvmc_tensor *t, const
     return true;
   }
   return false;
+}
+
+uint64_t dvmc_extdata_hash(const dvmc_tensor *t) {
+  uint64_t h = XXH3_64bits(t->data, t->nbytes);
+  /* its pages are not read again: the compile's RSS stays that of the
+   * constants it makes, not of the files it reads */
+  long page = sysconf(_SC_PAGESIZE);
+  uintptr_t mask = page > 0 ? (uintptr_t)page - 1 : 0, start = (uintptr_t)t->data;
+  uintptr_t lo = (start + mask) & ~mask, hi = (start + t->nbytes) & ~mask;
+  if (page > 0 && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+  return h;
 }
 
 void dvmc_extdata_unmap(dvmc_ctx *c) {

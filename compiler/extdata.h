@@ -18,6 +18,10 @@ DVM_MUST_USE dvm_status *dvmc_extdata_map(dvmc_ctx *c, const char *path, int fd,
 bool dvmc_extdata_find(dvmc_ctx *c, const char *dir, const dvmc_tensor *t, const char **path,
                        uint64_t *offset);
 
+/* The XXH3-64 of t's bytes, which dvmc_extdata_find found in a file; the
+ * whole pages among them are given back to the file. */
+uint64_t dvmc_extdata_hash(const dvmc_tensor *t);
+
 void dvmc_extdata_unmap(dvmc_ctx *c);
 
 #endif
