@@ -186,8 +186,6 @@ static const struct {
 static const char *const ctype[] = {[DVM_F32] = "float", [DVM_I64] = "long long",
                                     [DVM_BOOL] = "bool"};
 
-static int rd16(const uint8_t *p) { return p[0] | p[1] << 8; }
-
 /* The cast of register x of type `from` to type `to`, as docs/fused.md. */
 static void cast_expr(buf *b, int from, int to, const char *x) {
   if (to == DVM_BOOL) put(b, "%s != 0", x);
@@ -203,19 +201,17 @@ static void cast_expr(buf *b, int from, int to, const char *x) {
  * for the end, their values kept aside, so that an output may be the
  * memory of an input (the memory plan's in place, vm/kernel.h): every
  * load of element i comes before any store to it. */
-static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classes) {
-  int nin = prog[6], nout = prog[7], nregs = prog[8], ninstr = rd16(prog + 10);
-  const uint8_t *in_dt = prog + 16, *out_dt = in_dt + nin, *rtype = out_dt + nout;
-  const uint8_t *code = prog + ((16 + nin + nout + nregs + 7) & ~7);
+static dvm_status *element_fn(buf *b, const dvm_fused_program *g, const uint8_t *classes) {
+  const uint8_t *in_dt = g->in_dtype, *out_dt = g->out_dtype, *rtype = g->reg_dtype;
   put(b, "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n");
-  for (int r = 0; r < nregs; r++) put(b, "  %s r%d;\n", ctype[rtype[r]], r);
-  for (int k = 0; k < ninstr; k++) {
-    const uint8_t *c = code + 16 * k;
-    int op = c[0], dst = c[1], a = c[2];
+  for (int r = 0; r < g->nregs; r++) put(b, "  %s r%d;\n", ctype[rtype[r]], r);
+  for (int k = 0; k < g->ninstrs; k++) {
+    const dvm_fused_instr *c = &g->instrs[k];
+    int op = c->op, dst = c->dst, a = c->a;
     char x[8], y[8], z[8], idx[40];
     snprintf(x, sizeof x, "r%d", a);
-    snprintf(y, sizeof y, "r%d", c[3]);
-    snprintf(z, sizeof z, "r%d", c[4]);
+    snprintf(y, sizeof y, "r%d", c->b);
+    snprintf(z, sizeof z, "r%d", c->c);
     dvm_status *st = NULL;
     if (op == DVM_FUSED_LOAD) {
       static const char *const index[] = {[DVM_GEN_SAME] = "i", [DVM_GEN_SCALAR] = "0",
@@ -229,20 +225,14 @@ static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classe
     } else if (op == DVM_FUSED_STORE) {
       put(b, "  const %s s%d = r%d;\n", ctype[rtype[a]], k, a);
     } else if (op == DVM_FUSED_CONST) {
-      uint64_t imm = 0;
-      for (int q = 0; q < 8; q++) imm |= (uint64_t)c[8 + q] << (8 * q);
       if (rtype[dst] == DVM_F32) {
-        double d;
-        float f;
         uint32_t bits;
-        memcpy(&d, &imm, sizeof d);
-        f = (float)d;
-        memcpy(&bits, &f, sizeof bits);
+        memcpy(&bits, &c->imm.f, sizeof bits);
         put(b, "  r%d = dvm_bits(0x%08xu);\n", dst, bits);
       } else if (rtype[dst] == DVM_I64) {
-        put(b, "  r%d = (long long)0x%016llxull;\n", dst, (unsigned long long)imm);
+        put(b, "  r%d = (long long)0x%016llxull;\n", dst, (unsigned long long)c->imm.i);
       } else {
-        put(b, "  r%d = %s;\n", dst, imm ? "true" : "false");
+        put(b, "  r%d = %s;\n", dst, c->imm.b ? "true" : "false");
       }
     } else if (op == DVM_FUSED_CAST) {
       put(b, "  r%d = ", dst);
@@ -250,7 +240,7 @@ static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classe
       put(b, ";\n");
     } else {
       /* the operand type picks the form: where's is its second operand */
-      int t = rtype[op == DVM_FUSED_WHERE ? c[3] : a];
+      int t = rtype[op == DVM_FUSED_WHERE ? c->b : a];
       const char *form = NULL;
       for (size_t q = 0; q < sizeof exprs / sizeof exprs[0]; q++)
         if (exprs[q].op == op) form = t == DVM_F32 ? exprs[q].f32 : exprs[q].i64;
@@ -263,13 +253,13 @@ static dvm_status *element_fn(buf *b, const uint8_t *prog, const uint8_t *classe
     }
     if (st) return st;
   }
-  for (int k = 0; k < ninstr; k++) {
-    const uint8_t *c = code + 16 * k;
+  for (int k = 0; k < g->ninstrs; k++) {
+    const dvm_fused_instr *c = &g->instrs[k];
     char v[8];
-    if (c[0] != DVM_FUSED_STORE) continue;
+    if (c->op != DVM_FUSED_STORE) continue;
     snprintf(v, sizeof v, "s%d", k);
     put(b, "  ");
-    dvm_status *st = store_stmt(b, (dvm_dtype)out_dt[c[1]], nin + c[1], "i", v);
+    dvm_status *st = store_stmt(b, (dvm_dtype)out_dt[c->dst], g->nin + c->dst, "i", v);
     if (st) return st;
   }
   put(b, "}\n");
@@ -305,20 +295,23 @@ static void elementwise_kernels(buf *b) {
 
 dvm_status *dvmc_cuda_elementwise(const void *prog, size_t size, const uint8_t *classes,
                                   char **src) {
-  dvm_status *st = dvm_fused_validate(prog, size);
-  if (st) return dvm_status_annotate(st, "CUDA codegen");
-  const uint8_t *p = prog;
-  for (int k = 0; k < p[6]; k++)
-    if (classes[k] > DVM_GEN_PERMUTED || (classes[k] == DVM_GEN_PERMUTED && p[6] != 1))
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: input %d has class %d", k,
-                            classes[k]);
+  dvm_fused_program *g = malloc(sizeof *g);
+  if (!g) return dvm_status_new(DVM_OUT_OF_MEMORY, "CUDA codegen");
+  dvm_status *st = dvm_fused_read(prog, size, g);
+  if (st) st = dvm_status_annotate(st, "CUDA codegen");
+  for (int k = 0; !st && k < g->nin; k++)
+    if (classes[k] > DVM_GEN_PERMUTED || (classes[k] == DVM_GEN_PERMUTED && g->nin != 1))
+      st = dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: input %d has class %d", k, classes[k]);
   buf b = {0};
-  put(&b, "%s", prelude);
-  /* STRIDED and PERMUTED read alike: the classes keep their sources apart */
-  put(&b, "/* input classes:");
-  for (int k = 0; k < p[6]; k++) put(&b, " %d", classes[k]);
-  put(&b, " */\n");
-  st = element_fn(&b, p, classes);
+  if (!st) {
+    put(&b, "%s", prelude);
+    /* STRIDED and PERMUTED read alike: the classes keep their sources apart */
+    put(&b, "/* input classes:");
+    for (int k = 0; k < g->nin; k++) put(&b, " %d", classes[k]);
+    put(&b, " */\n");
+    st = element_fn(&b, g, classes);
+  }
+  free(g);
   if (!st) elementwise_kernels(&b);
   if (st) {
     free(b.s);

@@ -430,13 +430,18 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   }
   pl.generated = 1;
   if (strncmp(k->name, "fused@", 6) == 0) {
-    /* validated first: the program's header sizes what is read of it */
-    if ((p->error = dvm_fused_validate(k->payload, k->payload_size)) ||
-        (((const uint8_t *)k->payload)[9] & DVM_FUSED_ROWS &&
+    dvm_fused_program *g = malloc(sizeof *g);
+    if (!g) {
+      p->oom = 1;
+      return pl;
+    }
+    if ((p->error = dvm_fused_read(k->payload, k->payload_size, g)) ||
+        (g->rows &&
          (p->error = dvm_status_new(DVM_UNIMPLEMENTED, "a row program (row stitching) has no CUDA version: "
                                                        "compile with --no-stitch"))) ||
         (pl.kernel = elementwise_kernel(c, k->payload, k->payload_size, outs, ins)) < 0)
       p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
+    free(g);
     return pl;
   }
   int transpose = strcmp(k->name, "transpose") == 0;

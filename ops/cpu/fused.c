@@ -240,12 +240,8 @@ static char *type_list(char *buf, size_t size, const floop *fn) {
 
 typedef struct finstr {
   uint8_t op, dst, a, b, c;
-  floop fn; /* compute ops */
-  union {
-    float f;
-    int64_t i;
-    uint8_t b;
-  } imm;    /* const: the value in the register's type */
+  floop fn;          /* compute ops */
+  dvm_fused_imm imm; /* const: the value in the register's type */
 } finstr;
 
 typedef struct fprog {
@@ -467,6 +463,25 @@ dvm_status *dvm_fused_validate(const void *payload, size_t size) {
   fprog *f = malloc(sizeof *f);
   if (!f) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = decode(payload, size, f);
+  free(f);
+  return dvm_status_annotate(st, "fused");
+}
+
+dvm_status *dvm_fused_read(const void *payload, size_t size, dvm_fused_program *out) {
+  fprog *f = malloc(sizeof *f);
+  if (!f) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = decode(payload, size, f);
+  if (!st) {
+    *out = (dvm_fused_program){.nin = f->nin, .nout = f->nout, .nregs = f->nregs, .ninstrs = f->ninstrs,
+                               .rows = f->rows};
+    memcpy(out->in_dtype, f->in_dt, (size_t)f->nin);
+    memcpy(out->out_dtype, f->out_dt, (size_t)f->nout);
+    for (int r = 0; r < f->nregs; r++) out->reg_dtype[r] = (uint8_t)rt_dtype[f->rt[r]];
+    for (int i = 0; i < f->ninstrs; i++) {
+      const finstr *in = &f->ins[i];
+      out->instrs[i] = (dvm_fused_instr){in->op, in->dst, in->a, in->b, in->c, in->imm};
+    }
+  }
   free(f);
   return dvm_status_annotate(st, "fused");
 }

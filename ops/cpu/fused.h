@@ -82,6 +82,31 @@ const char *dvm_fused_op_name(int op);
  * instruction and the operand unless payload is a valid program. */
 DVM_MUST_USE dvm_status *dvm_fused_validate(const void *payload, size_t size);
 
+/* A valid program, as its bytes say (docs/fused.md): what every reader of
+ * a payload other than the kernel (the CUDA code generator, placement)
+ * reads, so that the byte layout is read in one place, the kernel's. */
+typedef union dvm_fused_imm {
+  float f;
+  int64_t i;
+  uint8_t b;
+} dvm_fused_imm;
+
+typedef struct dvm_fused_instr {
+  uint8_t op, dst, a, b, c; /* dst of a store and a of a load: indices */
+  dvm_fused_imm imm;        /* const: the value in its register's type */
+} dvm_fused_instr;
+
+typedef struct dvm_fused_program {
+  int nin, nout, nregs, ninstrs;
+  int rows; /* a row program (DVM_FUSED_ROWS) */
+  uint8_t in_dtype[DVM_FUSED_MAX_INPUTS], out_dtype[DVM_FUSED_MAX_OUTPUTS];
+  uint8_t reg_dtype[DVM_FUSED_MAX_REGS]; /* DVM_F32, DVM_I64 or DVM_BOOL */
+  dvm_fused_instr instrs[DVM_FUSED_MAX_INSTRS];
+} dvm_fused_program;
+
+/* Validates payload as dvm_fused_validate does and reads it into *out. */
+DVM_MUST_USE dvm_status *dvm_fused_read(const void *payload, size_t size, dvm_fused_program *out);
+
 /* ---- the builder ---- */
 
 #define DVM_FUSED_MAX_VALUES DVM_FUSED_MAX_INSTRS
