@@ -255,7 +255,7 @@ static dvm_status *element_fn(buf *b, const dvm_fused_program *g, const uint8_t 
   }
   for (int k = 0; k < g->ninstrs; k++) {
     const dvm_fused_instr *c = &g->instrs[k];
-    char v[8];
+    char v[16];
     if (c->op != DVM_FUSED_STORE) continue;
     snprintf(v, sizeof v, "s%d", k);
     put(b, "  ");
