@@ -1116,10 +1116,16 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
     if (!strcmp(name, "output_shape") && r->lower == lw_lower_window) known = 1; /* ConvTranspose's */
     if (!strcmp(name, "equation") && r->lower == lw_lower_einsum) known = 1;
     if (r->lower == lw_lower_resize) known = 1; /* lw_lower_resize reads or refuses each */
-    /* the layernorm kernel computes in f32, which stash_type 1 asks for
-     * (ONNX Runtime writes it on its fused LayerNormalization) */
+    /* ONNX Runtime's CPU kernel of com.microsoft RotaryEmbedding reads
+     * neither (the same results with any value) */
+    if ((!strcmp(name, "scale") || !strcmp(name, "is_packed_batching")) && r->kernel &&
+        !strcmp(r->kernel, "contrib_rotary_embedding"))
+      known = 1;
+    /* the layernorm kernels compute in f32, which stash_type 1 asks for
+     * (ONNX Runtime writes it on its fused LayerNormalization and
+     * SimplifiedLayerNormalization) */
     if (!strcmp(name, "stash_type") && n->attrs[i].type == DVMC_ATTR_INT && n->attrs[i].i == 1 && r->kernel &&
-        !strcmp(r->kernel, "layernorm"))
+        (!strcmp(r->kernel, "layernorm") || !strcmp(r->kernel, "rmsnorm")))
       known = 1;
     for (int k = 0; harmless[k] && !known; k++)
       known = !strcmp(name, harmless[k]) && (n->attrs[i].type != DVMC_ATTR_INT || n->attrs[i].i == 0 ||

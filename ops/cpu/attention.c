@@ -377,23 +377,84 @@ done:
   return st;
 }
 
-/* ---- rotary_embedding ---- */
+/* ---- rotary embeddings ---- */
+
+void dvm_cpu_rope_row(float *row, const float *cosv, const float *sinv, int64_t half, int interleaved) {
+  for (int64_t k = 0; k < half; k++) {
+    int64_t i1 = interleaved ? 2 * k : k, i2 = interleaved ? 2 * k + 1 : k + half;
+    float x1 = row[i1], x2 = row[i2];
+    row[i1] = cosv[k] * x1 - sinv[k] * x2;
+    row[i2] = sinv[k] * x1 + cosv[k] * x2;
+  }
+}
+
+/* y = x with the first rd of each of the H heads of D rotated by the
+ * caches' row crow[b * S + s] ([rows, rd / 2], x's dtype); x 4-D
+ * [B, H, S, D] or 3-D [B, S, H * D]. The rows are in range. */
+static dvm_status *rotate(const char *op, const dvm_tensor *x, int64_t H, int64_t D, int64_t rd, int inter,
+                          const dvm_tensor *cs, const dvm_tensor *sn, const int64_t *crow, dvm_tensor *y) {
+  int64_t B = x->dims[0], S = x->dims[x->rank == 4 ? 2 : 1], half = rd / 2;
+  float *buf = malloc(sizeof(float) * (size_t)(D + rd + 1));
+  if (!buf) return oom(op);
+  float *row = buf, *cosv = buf + D, *sinv = cosv + half;
+  int dt = x->dtype;
+  size_t es = dvm_dtype_size((dvm_dtype)dt);
+  const char *xp = dvm_tensor_ptr(x), *cp = dvm_tensor_ptr(cs), *sp = dvm_tensor_ptr(sn);
+  char *yp = dvm_tensor_ptr(y);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t s = 0; s < S; s++) {
+      int64_t r = crow[b * S + s];
+      dvm_vec_load(dt, cp + (size_t)(r * half) * es, cosv, half);
+      dvm_vec_load(dt, sp + (size_t)(r * half) * es, sinv, half);
+      for (int64_t h = 0; h < H; h++) {
+        int64_t at = x->rank == 4 ? ((b * H + h) * S + s) * D : (b * S + s) * H * D + h * D;
+        dvm_vec_load(dt, xp + (size_t)at * es, row, D);
+        dvm_cpu_rope_row(row, cosv, sinv, half, inter);
+        dvm_vec_store(dt, row, yp + (size_t)at * es, D);
+      }
+    }
+  free(buf);
+  return NULL;
+}
+
+/* The cache rows of positions p (B * S of them; p == crow allowed),
+ * checked against the caches' `rows`. */
+static dvm_status *check_rows(const char *op, const int64_t *p, int64_t n, int64_t rows) {
+  for (int64_t i = 0; i < n; i++)
+    if (p[i] < 0 || p[i] >= rows)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: position %lld (of token %lld) is outside the caches' %lld rows",
+                            op, (long long)p[i], (long long)i, (long long)rows);
+  return NULL;
+}
+
+static dvm_status *rotary_attrs(const char *op, const dvm_kernel_args *a, int n, int64_t *inter, int64_t *rd,
+                                int64_t *heads) {
+  dvm_status *st = dvm_attr_count(op, a->nattrs, n, n);
+  if (!st) st = dvm_attr_int(op, "interleaved", &a->attrs[0], inter);
+  if (!st) st = dvm_attr_int(op, "rotary_embedding_dim", &a->attrs[1], rd);
+  if (!st) st = dvm_attr_int(op, "num_heads", &a->attrs[2], heads);
+  return st;
+}
+
+static dvm_status *check_rotary_io(const char *op, const dvm_tensor *x, const dvm_tensor *cs, const dvm_tensor *sn,
+                                   const dvm_tensor *y) {
+  char s1[DVM_SHAPE_STR_SIZE];
+  if (!dvm_vec_is_float(x->dtype) || cs->dtype != x->dtype || sn->dtype != x->dtype || y->dtype != x->dtype)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input, caches and output must share one float dtype", op);
+  if (x->rank != 3 && x->rank != 4)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %s must be 3-D or 4-D", op, dvm_shape_str(s1, x->rank, x->dims));
+  return NULL;
+}
 
 static dvm_status *rotary_embedding(const dvm_kernel_args *a) {
   const char *op = "rotary_embedding";
   int64_t inter, rd, heads;
   dvm_status *st = dvm_kargs_check_range(a, op, 3, 4, 1, 1, DVM_DEVICE_CPU);
-  if (!st) st = dvm_attr_count(op, a->nattrs, 3, 3);
-  if (!st) st = dvm_attr_int(op, "interleaved", &a->attrs[0], &inter);
-  if (!st) st = dvm_attr_int(op, "rotary_embedding_dim", &a->attrs[1], &rd);
-  if (!st) st = dvm_attr_int(op, "num_heads", &a->attrs[2], &heads);
-  if (st) return st;
+  if (!st) st = rotary_attrs(op, a, 3, &inter, &rd, &heads);
   const dvm_tensor *x = a->in[0], *cs = a->in[1], *sn = a->in[2], *pos = a->nin > 3 ? a->in[3] : NULL;
+  if (!st) st = check_rotary_io(op, x, cs, sn, a->out[0]);
+  if (st) return st;
   char s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
-  if (!dvm_vec_is_float(x->dtype) || cs->dtype != x->dtype || sn->dtype != x->dtype || a->out[0]->dtype != x->dtype)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input, caches and output must share one float dtype", op);
-  if (x->rank != 3 && x->rank != 4)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %s must be 3-D or 4-D", op, dvm_shape_str(s1, x->rank, x->dims));
   if (x->rank == 3 && heads <= 0)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a 3-D input needs num_heads > 0", op);
   int64_t B = x->dims[0], H = x->rank == 4 ? x->dims[1] : heads, S = x->dims[x->rank == 4 ? 2 : 1];
@@ -414,42 +475,65 @@ static dvm_status *rotary_embedding(const dvm_kernel_args *a) {
                           pos ? "[positions, rd / 2]" : "[B, S, rd / 2]", (long long)half);
   if (pos && (pos->dtype != DVM_I64 || pos->rank != 2 || pos->dims[0] != B || pos->dims[1] != S))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: position_ids must be i64 [%lld, %lld]", op, (long long)B, (long long)S);
-  const int64_t *pp = pos ? dvm_tensor_ptr(pos) : NULL;
-  for (int64_t i = 0; pp && i < B * S; i++)
-    if (pp[i] < 0 || pp[i] >= cs->dims[0])
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: position_ids[%lld] = %lld is outside the caches' %lld rows", op,
-                            (long long)i, (long long)pp[i], (long long)cs->dims[0]);
-  float *buf = malloc(sizeof(float) * (size_t)(D + rd + 1));
-  if (!buf) return oom(op);
-  float *row = buf, *cosv = buf + D, *sinv = cosv + half;
-  int dt = x->dtype;
-  size_t es = dt == DVM_F32 ? 4 : 2;
-  const char *xp = dvm_tensor_ptr(x), *cp = dvm_tensor_ptr(cs), *sp = dvm_tensor_ptr(sn);
-  char *yp = dvm_tensor_ptr(a->out[0]);
-  for (int64_t b = 0; b < B; b++)
-    for (int64_t s = 0; s < S; s++) {
-      int64_t crow = pp ? pp[b * S + s] : b * S + s;
-      dvm_vec_load(dt, cp + (size_t)(crow * half) * es, cosv, half);
-      dvm_vec_load(dt, sp + (size_t)(crow * half) * es, sinv, half);
-      for (int64_t h = 0; h < H; h++) {
-        int64_t at = x->rank == 4 ? ((b * H + h) * S + s) * D : (b * S + s) * H * D + h * D;
-        dvm_vec_load(dt, xp + (size_t)at * es, row, D);
-        for (int64_t k = 0; k < half; k++) {
-          int64_t i1 = inter ? 2 * k : k, i2 = inter ? 2 * k + 1 : k + half;
-          float x1 = row[i1], x2 = row[i2];
-          row[i1] = cosv[k] * x1 - sinv[k] * x2;
-          row[i2] = sinv[k] * x1 + cosv[k] * x2;
-        }
-        dvm_vec_store(dt, row, yp + (size_t)at * es, D);
-      }
-    }
-  free(buf);
-  return NULL;
+  int64_t *rows = NULL;
+  if (pos) {
+    if ((st = check_rows(op, dvm_tensor_ptr(pos), B * S, cs->dims[0]))) return st;
+  } else { /* the caches are per token: row b * S + s */
+    if (!(rows = malloc(sizeof(int64_t) * (size_t)(B * S + 1)))) return oom(op);
+    for (int64_t i = 0; i < B * S; i++) rows[i] = i;
+  }
+  st = rotate(op, x, H, D, rd, (int)inter, cs, sn, pos ? dvm_tensor_ptr(pos) : rows, a->out[0]);
+  free(rows);
+  return st;
+}
+
+/* com.microsoft RotaryEmbedding: the head size is twice cos_cache's
+ * width without rotary_embedding_dim, else hidden / num_heads, as ONNX
+ * Runtime derives it; positions from position_ids [B, S], or one start
+ * ([1] or a scalar) plus s. */
+static dvm_status *contrib_rotary_embedding(const dvm_kernel_args *a) {
+  const char *op = "contrib_rotary_embedding";
+  int64_t inter, rd, heads;
+  dvm_status *st = dvm_kargs_check(a, op, 4, 1, DVM_DEVICE_CPU);
+  if (!st) st = rotary_attrs(op, a, 3, &inter, &rd, &heads);
+  const dvm_tensor *x = a->in[0], *pos = a->in[1], *cs = a->in[2], *sn = a->in[3];
+  if (!st) st = check_rotary_io(op, x, cs, sn, a->out[0]);
+  if (st) return st;
+  char s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
+  if (cs->rank != 2 || sn->rank != 2 || memcmp(cs->dims, sn->dims, sizeof(int64_t) * 2))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: cos_cache %s and sin_cache %s must be one 2-D shape", op,
+                          dvm_shape_str(s1, cs->rank, cs->dims), dvm_shape_str(s2, sn->rank, sn->dims));
+  if (rd > 0 && heads <= 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: rotary_embedding_dim needs num_heads", op);
+  int four = x->rank == 4;
+  int64_t B = x->dims[0], S = x->dims[four ? 2 : 1], hidden = four ? x->dims[1] * x->dims[3] : x->dims[2];
+  int64_t D = rd ? hidden / heads : 2 * cs->dims[1], H = heads > 0 ? heads : D ? hidden / D : 0;
+  if (!rd) rd = D;
+  if (D <= 0 || H * D != hidden || (four && (H != x->dims[1] || D != x->dims[3])) || rd > D || rd % 2 ||
+      cs->dims[1] != rd / 2)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %s, cos_cache %s, num_heads %lld and rotary_embedding_dim "
+                          "%lld do not fit: heads of D (2 x the caches' width without rotary_embedding_dim), the "
+                          "caches [positions, rotary_embedding_dim / 2]", op, dvm_shape_str(s1, x->rank, x->dims),
+                          dvm_shape_str(s2, cs->rank, cs->dims), (long long)heads, (long long)rd);
+  int64_t n = dvm_tensor_numel(pos);
+  const int64_t *pp = dvm_tensor_ptr(pos);
+  int each = pos->rank == 2 && pos->dims[0] == B && pos->dims[1] == S;
+  if (pos->dtype != DVM_I64 || !(each || (pos->rank <= 1 && n == 1)))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: position_ids %s must be i64 [%lld, %lld], [1] or a scalar", op,
+                          dvm_shape_str(s1, pos->rank, pos->dims), (long long)B, (long long)S);
+  int64_t *rows = malloc(sizeof(int64_t) * (size_t)(B * S + 1));
+  if (!rows) return oom(op);
+  for (int64_t i = 0; i < B * S; i++) rows[i] = each ? pp[i] : pp[0] + i % S;
+  st = check_rows(op, rows, B * S, cs->dims[0]);
+  if (!st) st = rotate(op, x, H, D, rd, (int)inter, cs, sn, rows, a->out[0]);
+  free(rows);
+  return st;
 }
 
 #define FLOATS (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))
 const dvm_kernel_def dvm_cpu_attention_kernels[] = {
     {"sdpa", DVM_DEVICE_CPU, sdpa, "sdpa", .dtypes = DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16)},
     {"rotary_embedding", DVM_DEVICE_CPU, rotary_embedding, "same", .dtypes = FLOATS},
+    {"contrib_rotary_embedding", DVM_DEVICE_CPU, contrib_rotary_embedding, "same", .dtypes = FLOATS},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

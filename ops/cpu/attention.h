@@ -33,6 +33,12 @@ typedef struct dvm_attend {
   int64_t left, right;
 } dvm_attend;
 
+/* Rotates the first 2 * half values of row in pairs (halves, or
+ * neighbours when interleaved) by cosv and sinv ([half]): the rotary
+ * embedding's step (RotaryEmbedding, com.microsoft RotaryEmbedding and
+ * GroupQueryAttention). */
+void dvm_cpu_rope_row(float *row, const float *cosv, const float *sinv, int64_t half, int interleaved);
+
 /* Runs `at` on up to `threads` threads of the kernels' pool; fails naming
  * `op` when oneDNN fails or scratch runs out. */
 DVM_MUST_USE dvm_status *dvm_cpu_attend(const char *op, const dvm_attend *at, int threads);

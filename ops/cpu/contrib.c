@@ -14,6 +14,10 @@
  *     sum = x + skip + bias, y = layernorm(sum) over the last dim H, times
  *     gamma plus beta; skip has x's shape; gamma, beta, bias [H]. The layernorm
  *     kernel's vectorized rows, in parallel (norm.h).
+ *   skip_rmsnorm(in: x, skip, gamma[, bias]; attrs: epsilon:float) -> y[, sum]
+ *     com.microsoft SkipSimplifiedLayerNormalization: skip_layernorm with
+ *     the mean taken as 0 and no beta, y = sum / sqrt(mean(sum^2) + eps)
+ *     * gamma.
  *   embed_layernorm(in: ids, segment_ids, word, pos, seg, gamma, beta[, mask
  *       [, position_ids]]; attrs: epsilon:float) -> y, mask_index
  *     y[b, s] = layernorm(word[ids[b, s]] + pos[position_ids[b, s] or s] +
@@ -178,10 +182,11 @@ static dvm_status *epsilon_of(const char *op, const dvm_kernel_args *a, float *e
   return st;
 }
 
-static dvm_status *skip_layernorm(const dvm_kernel_args *a) {
-  const char *op = "skip_layernorm";
+/* skip_layernorm (x, skip, gamma[, beta[, bias]]) or, rms, skip_rmsnorm
+ * (x, skip, gamma[, bias]). */
+static dvm_status *skip_norm(const dvm_kernel_args *a, const char *op, int rms) {
   float eps;
-  dvm_status *st = dvm_kargs_check_range(a, op, 3, 5, 1, 2, DVM_DEVICE_CPU);
+  dvm_status *st = dvm_kargs_check_range(a, op, 3, rms ? 4 : 5, 1, 2, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, a->nin);
   if (!st) st = epsilon_of(op, a, &eps);
   if (st) return st;
@@ -191,15 +196,20 @@ static dvm_status *skip_layernorm(const dvm_kernel_args *a) {
   if (skip->rank != x->rank || memcmp(skip->dims, x->dims, sizeof(int64_t) * (size_t)x->rank))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: skip %s must have x's shape %s", op,
                           dvm_shape_str(ss, skip->rank, skip->dims), dvm_shape_str(sx, x->rank, x->dims));
-  const char *names[] = {"gamma", "beta", "bias"};
+  static const char *const names[2][3] = {{"gamma", "beta", "bias"}, {"gamma", "bias"}};
   for (int i = 2; i < a->nin; i++)
-    if ((st = want_vec(op, names[i - 2], a->in[i], h))) return st;
-  const float *beta = a->nin > 3 ? dvm_tensor_ptr(a->in[3]) : NULL, *bias = a->nin > 4 ? dvm_tensor_ptr(a->in[4]) : NULL;
+    if ((st = want_vec(op, names[rms][i - 2], a->in[i], h))) return st;
+  int at_bias = rms ? 3 : 4;
+  const float *beta = !rms && a->nin > 3 ? dvm_tensor_ptr(a->in[3]) : NULL;
+  const float *bias = a->nin > at_bias ? dvm_tensor_ptr(a->in[at_bias]) : NULL;
   dvm_cpu_skip_layernorm_rows(dvm_kargs_threads(a), h ? n / h : 0, h, dvm_tensor_ptr(x), dvm_tensor_ptr(skip), bias,
-                              dvm_tensor_ptr(a->in[2]), beta, eps, a->nout > 1 ? dvm_tensor_ptr(a->out[1]) : NULL,
-                              dvm_tensor_ptr(a->out[0]));
+                              dvm_tensor_ptr(a->in[2]), beta, eps, rms,
+                              a->nout > 1 ? dvm_tensor_ptr(a->out[1]) : NULL, dvm_tensor_ptr(a->out[0]));
   return NULL;
 }
+
+static dvm_status *skip_layernorm(const dvm_kernel_args *a) { return skip_norm(a, "skip_layernorm", 0); }
+static dvm_status *skip_rmsnorm(const dvm_kernel_args *a) { return skip_norm(a, "skip_rmsnorm", 1); }
 
 /* An embedding table or a vector: f32, or u8/i8 codes with a scale and a
  * zero point (QEmbedLayerNormalization's). */
@@ -670,6 +680,7 @@ const dvm_kernel_def dvm_cpu_contrib_kernels[] = {
     {"fast_gelu", DVM_DEVICE_CPU, fast_gelu, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"bias_gelu", DVM_DEVICE_CPU, bias_gelu, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"skip_layernorm", DVM_DEVICE_CPU, skip_layernorm, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"skip_rmsnorm", DVM_DEVICE_CPU, skip_rmsnorm, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"embed_layernorm", DVM_DEVICE_CPU, embed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
     {"attention", DVM_DEVICE_CPU, attention, "attention", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"qembed_layernorm", DVM_DEVICE_CPU, qembed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},

@@ -11,9 +11,12 @@
  *     on; Scale and B broadcast to those dims. X, Scale, B, Y: f32, f16 or
  *     bf16 each; Mean and InvStdDev (X's shape with those dims 1; stash_type
  *     1, computed in f32) f32, f16 or bf16. Shape function "layernorm".
- *   rmsnorm (in: X, Scale[, B]; attrs: axis:int, epsilon:float) -> Y
- *     ONNX RMSNormalization (opset 23): layernorm with the mean taken as
- *     0, x / sqrt(mean(x^2) + epsilon) * Scale (+ B); the same dtypes.
+ *   rmsnorm (in: X, Scale[, B]; attrs: axis:int, epsilon:float)
+ *       -> Y[, InvStdDev]
+ *     ONNX RMSNormalization (opset 23) and ONNX Runtime's
+ *     SimplifiedLayerNormalization (with its inv_std_var output): layernorm
+ *     with the mean taken as 0, x / sqrt(mean(x^2) + epsilon) * Scale
+ *     (+ B); the same dtypes.
  *   batchnorm (in: X, scale, B, input_mean, input_var; attrs: epsilon:float) -> Y
  *     ONNX BatchNormalization in inference mode (training_mode = 0): X is
  *     [N, C, ...] (rank >= 2), the others [C]; all f32, f16 or bf16. Y has
@@ -453,9 +456,9 @@ DVM_VEC static void layernorm_rows(const void *job, int64_t r0, int64_t r1) {
   }
 }
 
-/* layernorm, or rmsnorm (rms: no mean, one output) */
+/* layernorm, or rmsnorm (rms: no mean; its second output is InvStdDev) */
 static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms) {
-  if (a->nin < 2 || a->nin > 3 || a->nout < 1 || a->nout > (rms ? 1 : 3))
+  if (a->nin < 2 || a->nin > 3 || a->nout < 1 || a->nout > (rms ? 2 : 3))
     return dvm_status_new(DVM_INVALID_ARGUMENT,
                           "%s: takes 2 or 3 inputs and 1 to 3 outputs, got %d and %d", op, a->nin,
                           a->nout);
@@ -463,7 +466,7 @@ static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms)
   if (st) return st;
   static const char *const in_names[] = {"X", "Scale", "B"}, *const out_names[] = {"Y", "Mean", "InvStdDev"};
   for (int i = 0; i < a->nin && !st; i++) st = check_dtype(op, in_names[i], a->in[i]);
-  for (int i = 0; i < a->nout && !st; i++) st = check_dtype(op, out_names[i], a->out[i]);
+  for (int i = 0; i < a->nout && !st; i++) st = check_dtype(op, out_names[i + rms * (i > 0)], a->out[i]);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *g = a->in[1], *b = a->nin > 2 ? a->in[2] : NULL;
   int axis;
@@ -482,7 +485,7 @@ static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms)
     if (t->rank != x->rank || memcmp(t->dims, stat_dims, sizeof(int64_t) * (size_t)x->rank)) {
       char s1[DVM_SHAPE_STR_SIZE], s2[DVM_SHAPE_STR_SIZE];
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s != %s, X's dims up to axis %d", op,
-                            out_names[i], dvm_shape_str(s1, t->rank, t->dims),
+                            out_names[i + rms], dvm_shape_str(s1, t->rank, t->dims),
                             dvm_shape_str(s2, x->rank, stat_dims), axis);
     }
   }
@@ -499,12 +502,14 @@ static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms)
   layernorm_job j = {io.x, params, NULL, io.y, NULL, NULL, n, (float)eps, rms, NULL, NULL, NULL};
   expand_param(g, x->rank, x->dims, n, params);
   if (b) expand_param(b, x->rank, x->dims, n, params + n), j.bias = params + n;
-  if (a->nout > 1) j.mean = a->out[1]->dtype == DVM_F32 ? dvm_tensor_ptr(a->out[1]) : params + 2 * n;
-  if (a->nout > 2) j.inv = a->out[2]->dtype == DVM_F32 ? dvm_tensor_ptr(a->out[2]) : params + 2 * n + rows;
+  /* the statistics outputs, in order: Mean then InvStdDev, or InvStdDev alone */
+  float **stats[2] = {rms ? &j.inv : &j.mean, &j.inv};
+  for (int i = 1; i < a->nout; i++)
+    *stats[i - 1] = a->out[i]->dtype == DVM_F32 ? dvm_tensor_ptr(a->out[i]) : params + 2 * n + (i - 1) * rows;
   dvm_vec_parallel(threads_for(a, rows * n), rows, layernorm_rows, &j);
   io_finish(&io, a->out[0]);
   for (int i = 1; i < a->nout; i++) {
-    float *src = i == 1 ? j.mean : j.inv;
+    float *src = *stats[i - 1];
     if ((void *)src != dvm_tensor_ptr(a->out[i]))
       dvm_vec_store(a->out[i]->dtype, src, dvm_tensor_ptr(a->out[i]), rows);
   }
@@ -513,9 +518,9 @@ static dvm_status *norm_layer(const dvm_kernel_args *a, const char *op, int rms)
 }
 
 void dvm_cpu_skip_layernorm_rows(int threads, int64_t rows, int64_t n, const float *x, const float *skip,
-                                  const float *bias, const float *gamma, const float *beta, float eps, float *sum,
-                                  float *y) {
-  layernorm_job j = {x, gamma, beta, y, NULL, NULL, n, eps, 0, skip, bias, sum};
+                                  const float *bias, const float *gamma, const float *beta, float eps, int rms,
+                                  float *sum, float *y) {
+  layernorm_job j = {x, gamma, beta, y, NULL, NULL, n, eps, rms, skip, bias, sum};
   if (rows > 0 && n > 0) dvm_vec_parallel(rows * n >= MIN_PAR ? threads : 1, rows, layernorm_rows, &j);
 }
 

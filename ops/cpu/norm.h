@@ -6,10 +6,11 @@
 
 /* Per row of n: s = x + skip[ + bias], written to sum (NULL: to y), then
  * y = (s - mean) / sqrt(var + eps) * gamma[ + beta], all f32, gamma, beta
- * and bias [n] (beta, bias may be NULL): the layernorm kernel's vectorized
- * rows over `threads` of the pool (skip_layernorm, contrib.c). */
+ * and bias [n] (beta, bias may be NULL), mean taken as 0 when rms: the
+ * layernorm kernel's vectorized rows over `threads` of the pool
+ * (skip_layernorm and skip_rmsnorm, contrib.c). */
 void dvm_cpu_skip_layernorm_rows(int threads, int64_t rows, int64_t n, const float *x, const float *skip,
-                                  const float *bias, const float *gamma, const float *beta, float eps, float *sum,
-                                  float *y);
+                                  const float *bias, const float *gamma, const float *beta, float eps, int rms,
+                                  float *sum, float *y);
 
 #endif
