@@ -1048,6 +1048,55 @@ dvm_status *lw_lower_mha(lowering *L, const dvmc_node *n, const op_rule *r) {
   return lw_emit_call_fixed(L, n, &c, 4, "multihead_attention", DVM_F32);
 }
 
+/* GroupQueryAttention's attributes outside its row that lw_lower_gqa
+ * accepts at the values the kernel computes, or refuses. */
+static const char *const gqa_checked[] = {"causal", "sliding_window_cache", "qk_output", "k_quant_type", "v_quant_type",
+                                          "kv_cache_bit_width", "qk_norm_epsilon", "q_norm_epsilon", "k_norm_epsilon",
+                                          NULL};
+
+/* com.microsoft GroupQueryAttention (ops/cpu/gqa.c), f32: the given ones
+ * of its first 12 inputs, named by bits 0..11 of `present` (16..18: the
+ * wanted outputs), always three outputs. What else the op defines (a
+ * quantized cache, per-head Q and K norms, right-padded query chunks, a
+ * window-sized cache, bidirectional attention, the QK output) is refused
+ * by name. */
+dvm_status *lw_lower_gqa(lowering *L, const dvmc_node *n, const op_rule *r) {
+  static const char *const later[] = {"k_scale", "v_scale", "q_norm_weight", "k_norm_weight", "query_seqlens"};
+  if (n->nin > 17 || n->nout > 4) return lw_unsupported(n, "%d inputs and %d outputs (at most 17 and 4)", n->nin, n->nout);
+  for (int i = 12; i < n->nin; i++)
+    if (n->in[i]) return lw_unsupported(n, "input %d (%s) is not supported", i, later[i - 12]);
+  if (n->nout > 3 && n->out[3]) return lw_unsupported(n, "output 3 (output_qk) is not supported");
+  if (!n->nout || !n->out[0] || n->nin < 7 || !n->in[0] || !n->in[5] || !n->in[6])
+    return lw_invalid(n, "query, seqlens_k, total_sequence_length and output are needed");
+  if (n->in[0]->typed && n->in[0]->dtype != DVM_F32)
+    return lw_unsupported(n, "dtype %s is not supported (f32 only)", dvm_dtype_name(n->in[0]->dtype));
+  if (dvmc_attr_int(n, "causal", 1) != 1) return lw_unsupported(n, "causal 0 (bidirectional attention) is not supported");
+  if (dvmc_attr_int(n, "sliding_window_cache", 0))
+    return lw_unsupported(n, "sliding_window_cache 1 (a window-sized cache) is not supported");
+  if (dvmc_attr_int(n, "qk_output", 0)) return lw_unsupported(n, "qk_output is not supported");
+  for (int i = 0; i < 2; i++) {
+    const char *q = dvmc_attr_string(n, i ? "v_quant_type" : "k_quant_type", "NONE");
+    if (strcmp(q, "NONE")) return lw_unsupported(n, "%s \"%s\" (a quantized cache) is not supported", i ? "v_quant_type" : "k_quant_type", q);
+  }
+  call c = {.kernel = r->kernel};
+  int64_t present = 0;
+  dvm_status *st;
+  for (int i = 0; i < n->nin; i++) {
+    int reg;
+    if (!n->in[i]) continue;
+    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
+    c.ins[c.nin++] = reg;
+    present |= 1 << i;
+  }
+  dvmc_node m = *n;
+  m.nout = n->nout < 3 ? n->nout : 3;
+  for (int j = 0; j < m.nout; j++)
+    if (n->out[j]) present |= 1 << (16 + j);
+  c.attrs[c.nattrs++] = lw_emit_int(L, present);
+  if ((st = lw_call_attrs(L, n, r->attrs, -1, &c))) return st;
+  return lw_emit_call_fixed(L, &m, &c, 3, "group_query_attention", DVM_F32);
+}
+
 /* SoftmaxCrossEntropyLoss: log_prob = LogSoftmax over axis 1 (output 1,
  * or a value of its own), then NegativeLogLikelihoodLoss of it with the
  * labels and weights, reduction and ignore_index. */
@@ -1116,6 +1165,7 @@ dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r) {
     if (!strcmp(name, "output_shape") && r->lower == lw_lower_window) known = 1; /* ConvTranspose's */
     if (!strcmp(name, "equation") && r->lower == lw_lower_einsum) known = 1;
     if (r->lower == lw_lower_resize) known = 1; /* lw_lower_resize reads or refuses each */
+    for (int k = 0; r->lower == lw_lower_gqa && gqa_checked[k] && !known; k++) known = !strcmp(name, gqa_checked[k]);
     /* ONNX Runtime's CPU kernel of com.microsoft RotaryEmbedding reads
      * neither (the same results with any value) */
     if ((!strcmp(name, "scale") || !strcmp(name, "is_packed_batching")) && r->kernel &&

@@ -135,7 +135,7 @@ DVM_MUST_USE dvm_status *lw_cast_value(lowering *L, const dvmc_node *n, dvmc_val
 LW_LOWER(view) LW_LOWER(alias) LW_LOWER(constant_of_shape) LW_LOWER(nary) LW_LOWER(pow) LW_LOWER(window)
 LW_LOWER(einsum) LW_LOWER(resize) LW_LOWER(deform) LW_LOWER(hard) LW_LOWER(softmax) LW_LOWER(skip_layernorm)
 LW_LOWER(contrib_attention) LW_LOWER(sdpa) LW_LOWER(sce) LW_LOWER(dropout) LW_LOWER(tfidf)
-LW_LOWER(present) LW_LOWER(mha) LW_LOWER(mean) LW_LOWER(bitcast)
+LW_LOWER(present) LW_LOWER(mha) LW_LOWER(gqa) LW_LOWER(mean) LW_LOWER(bitcast)
 LW_LOWER(pad) LW_LOWER(dft) LW_LOWER(stft) LW_LOWER(batchnorm) LW_LOWER(random)
 LW_LOWER(if) LW_LOWER(loop) /* lower_control.c */
 LW_LOWER(scan)             /* lower_scan.c */

@@ -35,4 +35,18 @@ DVM_MUST_USE dvm_status *dvm_mha_dims_of(const char *fn, int64_t heads, int qr, 
                                          const int64_t *k, int vr, const int64_t *v, int pr, const int64_t *pk,
                                          int pvr, const int64_t *pv, dvm_mha_dims *d);
 
+/* com.microsoft GroupQueryAttention's dims (ops/cpu/gqa.c and the
+ * "group_query_attention" shape function): query [b, s, hq d] and key,
+ * value [b, s, hkv d], or packed QKV [b, s, (hq + 2 hkv) d] (key and
+ * value NULL), rows of ldq floats; past_key and past_value [b, hkv, p, d]
+ * (NULL: none); total (total_sequence_length, an i32 scalar or [1]) and
+ * present = max(total, p), the rows of present_key and present_value. */
+typedef struct dvm_gqa_dims {
+  int64_t b, s, hq, hkv, d, ldq, total, present;
+} dvm_gqa_dims;
+
+DVM_MUST_USE dvm_status *dvm_gqa_dims_of(const char *fn, int64_t heads, int64_t kv_heads, const dvm_tensor *q,
+                                         const dvm_tensor *k, const dvm_tensor *v, const dvm_tensor *pk,
+                                         const dvm_tensor *pv, const dvm_tensor *total, dvm_gqa_dims *d);
+
 #endif

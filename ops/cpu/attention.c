@@ -165,7 +165,8 @@ static int attend_task(const dvm_attend *j, int64_t task, float *p) {
   int64_t rows = d->sq - i0 < qb ? d->sq - i0 : qb;
   int64_t ldq = d->rank == 3 ? j->ldq : d->dh, ldy = d->rank == 3 ? d->hq * d->dv : d->dv;
   const float *q = j->q + (d->rank == 3 ? b * d->sq * ldq + h * d->dh : bh * d->sq * d->dh) + i0 * ldq;
-  const float *k = j->k + (b * d->hkv + kvh) * T * d->dh, *v = j->v + (b * d->hkv + kvh) * T * d->dv;
+  int64_t kr = j->kv_rows ? j->kv_rows : T;
+  const float *k = j->k + (b * d->hkv + kvh) * kr * d->dh, *v = j->v + (b * d->hkv + kvh) * kr * d->dv;
   float *y = j->y + (d->rank == 3 ? b * d->sq * ldy + h * d->dv : bh * d->sq * d->dv) + i0 * ldy;
   float *bias = p + qb * T;
   int fast = !j->qk && !(j->softcap > 0) && (!j->mask || j->mstride[3] == 1);

@@ -23,7 +23,7 @@
 typedef struct dvm_attend {
   dvm_sdpa_dims d;
   const float *q, *k, *v;
-  int64_t ldq;
+  int64_t ldq, kv_rows;
   const float *mask;
   int64_t mstride[4], mlen;
   const int64_t *nonpad;

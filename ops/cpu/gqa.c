@@ -1,0 +1,389 @@
+/* com.microsoft GroupQueryAttention on the CPU, f32, as ONNX Runtime's CPU
+ * kernel computes it (the decoder attention of the LLMs that ONNX Runtime
+ * GenAI's model builder writes).
+ *
+ *   group_query_attention(in: the given ones of query, key, value,
+ *       past_key, past_value, seqlens_k, total_sequence_length,
+ *       cos_cache, sin_cache, position_ids, attention_bias, head_sink;
+ *       attrs: present:int (bits 0..11: which of those the node gives,
+ *       16..18: which outputs it wants), num_heads, kv_num_heads,
+ *       scale:float, softcap:float, do_rotary, rotary_interleaved,
+ *       local_window_size, smooth_softmax) -> output, present_key,
+ *       present_value
+ *     query [B, S, Hq D], key and value [B, S, Hkv D]; or packed QKV
+ *     [B, S, (Hq + 2 Hkv) D] with key and value absent. past_key and
+ *     past_value [B, Hkv, P, D] (BNSH); present_key and present_value
+ *     [B, Hkv, Tp, D], Tp = max(total_sequence_length, P). seqlens_k
+ *     (i32 [B]) is each entry's total length T_b less 1. The call is a
+ *     first prompt when S equals total_sequence_length (entry b's past is
+ *     0 and its first T_b query rows are its tokens: right padding), else
+ *     entry b's past is T_b - S (one token, or several with batch 1).
+ *     Entry b's keys are past_key's first past_b rows then the S new
+ *     ones, written at rows past_b.. of present; query row s (at position
+ *     pos = past_b + s) sees keys [0, pos], the last local_window_size of
+ *     them when that is > 0 (-1: all). Scores q k * scale (0: 1 /
+ *     sqrt(D)), softcapped (c tanh(x / c) when softcap > 0), plus
+ *     attention_bias ([B or 1, Hq or 1, S, total_sequence_length]), then
+ *     softmax: smooth_softmax adds exp(0) to the denominator, head_sink
+ *     ([Hq]) exp(sink[h]); output rows past an entry's tokens are 0.
+ *     With do_rotary, query and the new keys are rotated first, by
+ *     cos/sin_cache ([positions, rd / 2], rd <= D) at position_ids
+ *     ([B, S]; a first prompt reads only its first, position_ids[0, 0] +
+ *     s for every entry, as ONNX Runtime) or, without them, at s (a first
+ *     prompt) or past_b + s.
+ *
+ * present and past in one buffer (the same data pointer, as ONNX Runtime
+ * decides it): only the new rows are written, at each entry's own
+ * position. Otherwise present gets past's first past_b rows, the new
+ * rows, and zeros after them (ONNX Runtime's copy mode). Unwanted
+ * present outputs are empty tensors; the keys and values then go to
+ * scratch.
+ *
+ * One task per (entry, kv head, query row): the query heads sharing a kv
+ * head read each key and value row once, by vectorized dot products (the
+ * decode step: one pass over the cache). Prompts without a sink go to
+ * the attention core (attention.h): sgemm per block of queries, per
+ * entry over its own rows only. Shape function "group_query_attention"
+ * (shapefuncs/attention.c). */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/vec.h"
+#include "ops/kargs.h"
+#include "shapefuncs/attention.h"
+#include "shapefuncs/attr.h"
+#include "shapefuncs/shape.h"
+
+#define OP "group_query_attention"
+
+enum { Q_, K_, V_, PK, PV, SEQLENS, TOTAL, COS, SIN, POS, BIAS, SINK, NIN_ };
+
+typedef struct gqa_job {
+  const float *q; /* rows of ldq: query heads at columns h * d */
+  int64_t ldq;
+  const float *k, *v; /* present: [b, hkv, tp, d] */
+  const float *bias;  /* attention_bias or NULL: strides over [b, hq, s], rows of blen */
+  int64_t bstride[3], blen;
+  const float *sink; /* [hq] or NULL */
+  float *y;          /* [b, s, hq d] */
+  const int64_t *past, *rows; /* per entry: keys before its first query row; its query rows */
+  int64_t s, hq, hkv, d, tp, window;
+  float scale, softcap;
+  int smooth;
+  atomic_int failed;
+} gqa_job;
+
+/* softmax of row[0, n) with one more logit, `sink`, in the denominator
+ * (-inf: none), as ONNX Runtime's smooth softmax. */
+DVM_VEC static void sink_softmax(float *row, int64_t n, float sink) {
+  if (sink == -INFINITY) {
+    dvm_cpu_softmax_row(row, row, n);
+    return;
+  }
+  float mx = sink, sum = 0;
+  for (int64_t c = 0; c < n; c++) mx = row[c] > mx ? row[c] : mx;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < n; c++) sum += row[c] = dvm_ew_expf(row[c] - mx);
+  float inv = 1.0f / (sum + dvm_ew_expf(sink - mx));
+#pragma omp simd
+  for (int64_t c = 0; c < n; c++) row[c] *= inv;
+}
+
+/* One query row s of entry b for the g query heads of kv head kvh: sc is
+ * g * tp floats of scratch. */
+DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t s, float *sc) {
+  int64_t g = j->hq / j->hkv, d = j->d, tp = j->tp, h0 = kvh * g;
+  float *y = j->y + (b * j->s + s) * j->hq * d + h0 * d;
+  memset(y, 0, sizeof(float) * (size_t)(g * d));
+  if (s >= j->rows[b]) return; /* padding after the entry's tokens */
+  int64_t pos = j->past[b] + s, lo = j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0, n = pos + 1 - lo;
+  const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d;
+  const float *k = j->k + ((b * j->hkv + kvh) * tp + lo) * d, *v = j->v + ((b * j->hkv + kvh) * tp + lo) * d;
+  for (int64_t c = 0; c < n; c++) { /* each key row once for the g heads */
+    const float *kr = k + c * d;
+    for (int64_t h = 0; h < g; h++) {
+      const float *qh = q + h * d;
+      float acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = 0; i < d; i++) acc += qh[i] * kr[i];
+      sc[h * tp + c] = acc * j->scale;
+    }
+  }
+  for (int64_t h = 0; h < g; h++) {
+    float *row = sc + h * tp;
+    if (j->softcap > 0)
+      for (int64_t c = 0; c < n; c++) row[c] = j->softcap * tanhf(row[c] / j->softcap);
+    if (j->bias) {
+      const float *br = j->bias + b * j->bstride[0] + (h0 + h) * j->bstride[1] + s * j->bstride[2] + lo;
+#pragma omp simd
+      for (int64_t c = 0; c < n; c++) row[c] += br[c];
+    }
+    sink_softmax(row, n, j->sink ? j->sink[h0 + h] : j->smooth ? 0.0f : -INFINITY);
+  }
+  for (int64_t c = 0; c < n; c++) { /* each value row once */
+    const float *vr = v + c * d;
+    for (int64_t h = 0; h < g; h++) {
+      float p = sc[h * tp + c], *yh = y + h * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; i++) yh[i] += p * vr[i];
+    }
+  }
+}
+
+static void attend_rows(const void *job, int64_t t0, int64_t t1) {
+  gqa_job *j = (gqa_job *)job;
+  float *sc = malloc(sizeof(float) * (size_t)(j->hq / j->hkv * j->tp + 1));
+  if (!sc) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  for (int64_t t = t0; t < t1; t++) attend_row(j, t / (j->hkv * j->s), t / j->s % j->hkv, t % j->s, sc);
+  free(sc);
+}
+
+/* A prompt's rows through the attention core, entry by entry over its own
+ * rows: no sink (the core's softmax has none). */
+static dvm_status *attend_prompt(const gqa_job *j, int64_t B, int threads) {
+  for (int64_t b = 0; b < B; b++) {
+    int64_t rows = j->rows[b];
+    dvm_attend at = {
+        .d = {.rank = 3, .b = 1, .hq = j->hq, .hkv = j->hkv, .sq = rows, .skv = rows, .past = j->past[b], .dh = j->d,
+              .dv = j->d},
+        .q = j->q + b * j->s * j->ldq, .ldq = j->ldq, .k = j->k + b * j->hkv * j->tp * j->d,
+        .v = j->v + b * j->hkv * j->tp * j->d, .kv_rows = j->tp, .y = j->y + b * j->s * j->hq * j->d,
+        .causal = 1, .past = 1, .scale = j->scale, .softcap = j->softcap, .left = j->window > 0 ? j->window - 1 : -1,
+        .right = -1};
+    if (j->bias) {
+      at.mask = j->bias + b * j->bstride[0];
+      at.mstride[1] = j->bstride[1], at.mstride[2] = j->bstride[2], at.mstride[3] = 1, at.mlen = j->blen;
+    }
+    dvm_status *st = rows ? dvm_cpu_attend(OP, &at, threads) : NULL;
+    if (st) return st;
+    memset(j->y + (b * j->s + rows) * j->hq * j->d, 0, sizeof(float) * (size_t)((j->s - rows) * j->hq * j->d));
+  }
+  return NULL;
+}
+
+static dvm_status *bad(const char *what, const dvm_tensor *t, const char *want) {
+  char s[DVM_SHAPE_STR_SIZE];
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s %s must be %s", OP, what,
+                        dvm_dtype_name((dvm_dtype)t->dtype), dvm_shape_str(s, t->rank, t->dims), want);
+}
+
+static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", OP); }
+
+static const char *const input_names[NIN_] = {"query", "key", "value", "past_key", "past_value", "seqlens_k",
+                                              "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
+                                              "attention_bias", "head_sink"};
+
+/* The node's inputs from the kernel's by `present`'s bits, f32 but for the
+ * integer ones. */
+static dvm_status *map_inputs(const dvm_kernel_args *a, int64_t present, const dvm_tensor **in) {
+  int next = 0;
+  for (int i = 0; i < NIN_; i++)
+    if (present & (1 << i)) {
+      if (next >= a->nin) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: present names more inputs than given", OP);
+      in[i] = a->in[next++];
+    }
+  if (next != a->nin || !in[Q_] || !in[SEQLENS] || !in[TOTAL])
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %d inputs do not fit present %lld (query, seqlens_k and "
+                          "total_sequence_length needed)", OP, a->nin, (long long)present);
+  for (int i = 0; i < NIN_; i++)
+    if (in[i] && i != SEQLENS && i != TOTAL && i != POS && in[i]->dtype != DVM_F32) return bad(input_names[i], in[i], "f32");
+  return NULL;
+}
+
+/* The optional inputs' shapes into j: position_ids, attention_bias,
+ * head_sink; *half the rotary caches' width (do_rotary). */
+static dvm_status *check_options(const dvm_gqa_dims *g, const dvm_tensor *const *in, int rotary, gqa_job *j,
+                                 int64_t *half) {
+  const dvm_tensor *pos = in[POS], *bias = in[BIAS], *sink = in[SINK], *c = in[COS], *s = in[SIN];
+  *half = 0;
+  if (rotary) {
+    if (!c || !s) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: do_rotary needs cos_cache and sin_cache", OP);
+    *half = c->rank == 2 ? c->dims[1] : -1;
+    if (c->rank != 2 || s->rank != 2 || memcmp(c->dims, s->dims, sizeof(int64_t) * 2) || 2 * *half > g->d)
+      return bad("cos_cache (and sin_cache)", c, "[positions, at most head size / 2], both one shape");
+  }
+  if (pos && (pos->dtype != DVM_I64 || pos->rank != 2 || pos->dims[0] != g->b || pos->dims[1] != g->s))
+    return bad("position_ids", pos, "i64 [batch, sequence]");
+  if (bias) {
+    const int64_t *d = bias->dims;
+    if (bias->rank != 4 || (d[0] != 1 && d[0] != g->b) || (d[1] != 1 && d[1] != g->hq) || d[2] != g->s ||
+        d[3] < g->total)
+      return bad("attention_bias", bias, "[batch or 1, num_heads or 1, sequence, total_sequence_length]");
+    j->blen = d[3];
+    j->bstride[2] = d[3];
+    j->bstride[1] = d[1] == 1 ? 0 : g->s * d[3];
+    j->bstride[0] = d[0] == 1 ? 0 : d[1] * g->s * d[3];
+    j->bias = dvm_tensor_ptr(bias);
+  }
+  if (sink && (sink->rank != 1 || sink->dims[0] != g->hq)) return bad("head_sink", sink, "[num_heads]");
+  j->sink = sink ? dvm_tensor_ptr(sink) : NULL;
+  if (j->window == 0 || j->window < -1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: local_window_size %lld must be -1 (none) or positive", OP,
+                          (long long)j->window);
+  return NULL;
+}
+
+/* Each entry's past (the keys before its first query row) and query
+ * rows from seqlens_k, checked against past_key's pastn rows and
+ * present's. */
+static dvm_status *entries(const dvm_gqa_dims *g, const int32_t *seqlens, int first, int64_t pastn, int64_t *past,
+                           int64_t *rows) {
+  for (int64_t b = 0; b < g->b; b++) {
+    int64_t t = (int64_t)seqlens[b] + 1;
+    past[b] = first ? 0 : t - g->s;
+    rows[b] = first ? t : g->s;
+    if (t < 1 || (first && t > g->s) || (!first && (past[b] < 0 || past[b] > pastn || t > g->present)))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: seqlens_k[%lld] = %d does not fit %s (%lld new tokens, %lld "
+                            "past rows, total_sequence_length %lld)", OP, (long long)b, seqlens[b],
+                            first ? "a first prompt" : "the past", (long long)g->s, (long long)pastn,
+                            (long long)g->total);
+  }
+  return NULL;
+}
+
+/* present_key (i 0) or present_value's memory: the output, which may be
+ * the past's own (*shared; a partial overlap fails), or, when it is not
+ * wanted, scratch (*owned). */
+static dvm_status *present_of(const dvm_gqa_dims *g, const dvm_tensor *past, const dvm_tensor *out, int wanted,
+                              int i, float **p, float **owned, int *shared) {
+  size_t bytes = sizeof(float) * (size_t)(g->b * g->hkv * g->present * g->d);
+  *shared = 0;
+  if (!wanted) return (*p = *owned = malloc(bytes + 1)) ? NULL : oom();
+  *p = dvm_tensor_ptr(out);
+  if (!past) return NULL;
+  const char *pp = dvm_tensor_ptr(past), *po = (const char *)*p;
+  size_t pn = sizeof(float) * (size_t)dvm_tensor_numel(past);
+  *shared = pp == po;
+  if (*shared ? past->dims[2] == g->present : !(po < pp + pn && pp < po + bytes)) return NULL;
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s overlaps %s without being it row for row (%lld rows, present "
+                        "%lld)", OP, i ? "present_value" : "present_key", input_names[PK + i],
+                        (long long)past->dims[2], (long long)g->present);
+}
+
+/* Copy mode: each entry's past rows into present (or zeros past them). */
+static void copy_past(const dvm_gqa_dims *g, const float *past, int64_t pastn, const int64_t *per, float *present) {
+  for (int64_t b = 0; b < g->b; b++)
+    for (int64_t h = 0; h < g->hkv; h++) {
+      float *o = present + (b * g->hkv + h) * g->present * g->d;
+      if (per[b]) memcpy(o, past + (b * g->hkv + h) * pastn * g->d, sizeof(float) * (size_t)(per[b] * g->d));
+      int64_t end = per[b] + g->s;
+      memset(o + end * g->d, 0, sizeof(float) * (size_t)((g->present - end) * g->d));
+    }
+}
+
+/* Entry b's new keys and values into present at rows past.. (k, v:
+ * [hkv, tp, d] of this entry), the keys rotated at positions pos (NULL:
+ * no rotary) by the caches' rows cs, sn of half floats. */
+static void append_kv(const dvm_gqa_dims *g, const float *key, const float *value, int64_t ldkv, int64_t past,
+                      const int64_t *pos, const float *cs, const float *sn, int64_t half, int inter, float *k,
+                      float *v) {
+  for (int64_t s = 0; s < g->s; s++)
+    for (int64_t h = 0; h < g->hkv; h++) {
+      float *kr = k + (h * g->present + past + s) * g->d;
+      memcpy(kr, key + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
+      memcpy(v + (h * g->present + past + s) * g->d, value + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
+      if (pos) dvm_cpu_rope_row(kr, cs + pos[s] * half, sn + pos[s] * half, half, inter);
+    }
+}
+
+/* The rotary position of every (entry, token) into posn, checked against
+ * the caches' rows: position_ids (a first prompt reads only its first,
+ * as ONNX Runtime), else s in a first prompt, past_b + s after. Queries
+ * rotated into q ([B, S, Hq D]). */
+static dvm_status *rotate_queries(const dvm_gqa_dims *g, const dvm_tensor *const *in, int first, const int64_t *per,
+                                  int64_t half, int inter, int64_t *posn, float *q) {
+  const int64_t *pid = in[POS] ? dvm_tensor_ptr(in[POS]) : NULL;
+  const float *qp = dvm_tensor_ptr(in[Q_]), *cs = dvm_tensor_ptr(in[COS]), *sn = dvm_tensor_ptr(in[SIN]);
+  for (int64_t b = 0; b < g->b; b++)
+    for (int64_t s = 0; s < g->s; s++) {
+      int64_t p = posn[b * g->s + s] = pid ? (first ? pid[0] + s : pid[b * g->s + s]) : first ? s : per[b] + s;
+      if (p < 0 || p >= in[COS]->dims[0])
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: position %lld (entry %lld, token %lld) is outside the rotary "
+                              "caches' %lld rows", OP, (long long)p, (long long)b, (long long)s,
+                              (long long)in[COS]->dims[0]);
+      float *row = q + (b * g->s + s) * g->hq * g->d;
+      memcpy(row, qp + (b * g->s + s) * g->ldq, sizeof(float) * (size_t)(g->hq * g->d));
+      for (int64_t h = 0; h < g->hq; h++) dvm_cpu_rope_row(row + h * g->d, cs + p * half, sn + p * half, half, inter);
+    }
+  return NULL;
+}
+
+static dvm_status *group_query_attention(const dvm_kernel_args *a) {
+  int64_t v[9];
+  double f[2];
+  static const char *const names[] = {"present", "num_heads", "kv_num_heads", "scale", "softcap",
+                                      "do_rotary", "rotary_interleaved", "local_window_size", "smooth_softmax"};
+  dvm_status *st = dvm_kargs_check_range(a, OP, 3, NIN_, 3, 3, DVM_DEVICE_CPU);
+  if (!st) st = dvm_attr_count(OP, a->nattrs, 9, 9);
+  for (int i = 0; i < 9 && !st; i++)
+    st = i == 3 || i == 4 ? dvm_attr_float(OP, names[i], &a->attrs[i], &f[i - 3])
+                          : dvm_attr_int(OP, names[i], &a->attrs[i], &v[i]);
+  const dvm_tensor *in[NIN_] = {0};
+  if (!st) st = map_inputs(a, v[0], in);
+  dvm_gqa_dims g;
+  if (!st) st = dvm_gqa_dims_of(OP, v[1], v[2], in[Q_], in[K_], in[V_], in[PK], in[PV], in[TOTAL], &g);
+  if (st) return st;
+  const dvm_tensor *sl = in[SEQLENS];
+  if (sl->dtype != DVM_I32 || sl->rank != 1 || sl->dims[0] != g.b) return bad("seqlens_k", sl, "i32 [batch]");
+  int first = g.s == g.total, rotary = v[5] != 0, inter = v[6] != 0;
+  if (!first && g.s > 1 && g.b != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %lld new tokens after a past need batch 1, got %lld (as ONNX "
+                          "Runtime)", OP, (long long)g.s, (long long)g.b);
+  gqa_job j = {.q = dvm_tensor_ptr(in[Q_]), .ldq = g.ldq, .s = g.s, .hq = g.hq, .hkv = g.hkv, .d = g.d,
+               .tp = g.present, .window = v[7], .scale = f[0] != 0 ? (float)f[0] : 1.0f / sqrtf((float)g.d),
+               .softcap = (float)f[1], .smooth = v[8] != 0};
+  int64_t half, pastn = in[PK] ? in[PK]->dims[2] : 0;
+  if ((st = check_options(&g, in, rotary, &j, &half))) return st;
+  /* scratch: each entry's past and rows, the rotary positions; unwanted
+   * present outputs and the rotated queries */
+  int64_t *per = malloc(sizeof(int64_t) * (size_t)(2 * g.b + g.b * g.s + 1));
+  float *pres[2] = {0}, *owned[3] = {0};
+  int shared[2] = {0, 0};
+  if (!per) return oom();
+  j.past = per, j.rows = per + g.b;
+  st = entries(&g, dvm_tensor_ptr(sl), first, pastn, per, per + g.b);
+  for (int i = 0; i < 2 && !st; i++)
+    st = present_of(&g, in[PK + i], a->out[1 + i], (v[0] >> (17 + i)) & 1, i, &pres[i], &owned[i], &shared[i]);
+  for (int i = 0; i < 2 && !st; i++)
+    if (!shared[i]) copy_past(&g, in[PK + i] ? dvm_tensor_ptr(in[PK + i]) : NULL, pastn, per, pres[i]);
+  int64_t *posn = rotary ? per + 2 * g.b : NULL;
+  if (!st && rotary) {
+    if (!(owned[2] = malloc(sizeof(float) * (size_t)(g.b * g.s * g.hq * g.d + 1)))) st = oom();
+    if (!st) st = rotate_queries(&g, in, first, per, half, inter, posn, owned[2]);
+    j.q = owned[2], j.ldq = g.hq * g.d;
+  }
+  if (st) goto done;
+  const float *qp = dvm_tensor_ptr(in[Q_]), *cs = rotary ? dvm_tensor_ptr(in[COS]) : NULL;
+  const float *sn = rotary ? dvm_tensor_ptr(in[SIN]) : NULL;
+  const float *kp = in[K_] ? dvm_tensor_ptr(in[K_]) : qp + g.hq * g.d;
+  const float *vp = in[V_] ? dvm_tensor_ptr(in[V_]) : kp + g.hkv * g.d;
+  int64_t ldkv = in[K_] ? g.hkv * g.d : g.ldq, entry = g.hkv * g.present * g.d;
+  for (int64_t b = 0; b < g.b; b++)
+    append_kv(&g, kp + b * g.s * ldkv, vp + b * g.s * ldkv, ldkv, per[b], posn ? posn + b * g.s : NULL, cs, sn, half,
+              inter, pres[0] + b * entry, pres[1] + b * entry);
+  j.k = pres[0], j.v = pres[1], j.y = dvm_tensor_ptr(a->out[0]);
+  if (g.s > 1 && !j.sink && !j.smooth) {
+    st = attend_prompt(&j, g.b, dvm_kargs_threads(a));
+  } else {
+    dvm_vec_parallel(dvm_kargs_threads(a), g.b * g.hkv * g.s, attend_rows, &j);
+    if (atomic_load(&j.failed)) st = oom();
+  }
+done:
+  for (int i = 0; i < 3; i++) free(owned[i]);
+  free(per);
+  return st;
+}
+
+const dvm_kernel_def dvm_cpu_gqa_kernels[] = {
+    {"group_query_attention", DVM_DEVICE_CPU, group_query_attention, "group_query_attention",
+     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL},
+};
