@@ -154,6 +154,7 @@ dvmc_fn *dvmc_emit_func(dvmc_emit *e, const char *name) {
 }
 
 int dvmc_fn_reg(dvmc_fn *f) { return (int)f->nregs++; }
+int dvmc_fn_nregs(const dvmc_fn *f) { return (int)f->nregs; }
 
 static dvm_sig copy_sig(dvmc_emit *e, const dvm_sig *s) {
   dvm_sig c = *s;

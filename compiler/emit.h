@@ -35,6 +35,7 @@ int dvmc_emit_string(dvmc_emit *e, const char *s);
 /* Functions. */
 dvmc_fn *dvmc_emit_func(dvmc_emit *e, const char *name);
 int dvmc_fn_reg(dvmc_fn *f); /* a new register */
+int dvmc_fn_nregs(const dvmc_fn *f); /* registers so far */
 /* Parameters take registers 0..n-1 in order: declare them first. */
 int dvmc_fn_param(dvmc_fn *f, const dvm_sig *sig);
 /* Replaces parameter i's signature (when it names symbols made after). */

@@ -214,6 +214,9 @@ static dvm_status *finish_plan(lowering *L, uint32_t head) {
   char buf[4097];
   if (strlen(dvmc_expr_str(p.peak, buf, sizeof buf)) < sizeof buf - 1 && identifiers_only(p.peak)) {
     dvmc_fn_info(L->f, "peak", buf);
+    if (p.peak_bound != p.peak && strlen(dvmc_expr_str(p.peak_bound, buf, sizeof buf)) < sizeof buf - 1 &&
+        identifiers_only(p.peak_bound))
+      dvmc_fn_info(L->f, "peak_bound", buf);
     /* tensors the formula does not count make it a lower bound */
     snprintf(buf, sizeof buf, "%d", L->unplanned);
     if (L->unplanned) dvmc_fn_info(L->f, "unplanned", buf);
@@ -291,6 +294,33 @@ static dvm_status *signature(lowering *L, const dvmc_value *v, dvm_sig *s) {
   return NULL;
 }
 
+/* A result that its own `alloc` makes becomes `alloc_result`
+ * (dvmc_plan_results), so a caller that binds that result
+ * (dvm_vm_invoke_bound) has it written in place. */
+static dvm_status *bind_results(lowering *L) {
+  uint32_t ncode;
+  const int64_t *code = dvmc_fn_code(L->f, &ncode);
+  int nregs = dvmc_fn_nregs(L->f);
+  int *result_of = malloc(((size_t)nregs + 1) * sizeof *result_of);
+  dvmc_fn_edit *ed = malloc(((size_t)L->g->noutputs + 1) * sizeof *ed);
+  dvm_words ins = {0};
+  int oom = 0, ned = 0;
+  dvm_status *st = result_of && ed ? dvmc_plan_results(code, ncode, nregs, result_of) : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (uint32_t w = 0; !st && w < ncode; w += dvm_instr_length(code, ncode, w)) {
+    if (code[w] != DVM_OP_ALLOC) continue;
+    dvm_ops_ALLOC a = dvm_decode_ALLOC(code + w);
+    if (result_of[a.dst] < 0) continue;
+    ed[ned++] = (dvmc_fn_edit){w, 1, ins.n};
+    dvm_encode_ALLOC_RESULT(&ins, &oom, a.dst, a.dtype, a.shape, a.device, result_of[a.dst]);
+  }
+  if (!st && oom) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (!st && ned) dvmc_fn_edit_code(L->f, ed, ned, &ins);
+  free(ins.v);
+  free(result_of);
+  free(ed);
+  return st;
+}
+
 dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opts, uint8_t **bytes,
                        size_t *size) {
   lowering L = {.c = c, .g = g, .fuse = !(opts && opts->no_fusion),
@@ -349,6 +379,7 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
   }
   dvmc_fn_RET(L.f, (dvm_list){g->noutputs, w});
   if (L.plan && (st = finish_plan(&L, head))) goto done;
+  if ((st = bind_results(&L))) goto done;
   st = dvmc_emit_finish(L.e, bytes, size);
 done:
   free(L.map);

@@ -126,6 +126,12 @@ static void scan(clone *c) {
       F[x.dst].allocated = 1;
       break;
     }
+    case DVM_OP_ALLOC_RESULT: {
+      dvm_ops_ALLOC_RESULT x = dvm_decode_ALLOC_RESULT(instr);
+      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
+      F[x.dst].allocated = 1;
+      break;
+    }
     case DVM_OP_ALLOC_TENSOR: { /* follows out_dev too: on the host it leaves its storage */
       dvm_ops_ALLOC_TENSOR x = dvm_decode_ALLOC_TENSOR(instr);
       F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
@@ -546,6 +552,12 @@ static void rewrite(clone *c, uint32_t i, int after_guards) {
   case DVM_OP_ALLOC: {
     dvm_ops_ALLOC x = dvm_decode_ALLOC(w);
     EMIT(c, ALLOC, x.dst, x.dtype, x.shape, c->facts[x.dst].out_dev == DVM_DEVICE_CPU ? DVM_DEVICE_CPU : DVM_DEVICE_CUDA);
+    return;
+  }
+  case DVM_OP_ALLOC_RESULT: {
+    dvm_ops_ALLOC_RESULT x = dvm_decode_ALLOC_RESULT(w);
+    EMIT(c, ALLOC_RESULT, x.dst, x.dtype, x.shape, c->facts[x.dst].out_dev == DVM_DEVICE_CPU ? DVM_DEVICE_CPU : DVM_DEVICE_CUDA,
+         x.result);
     return;
   }
   case DVM_OP_ALLOC_STORAGE: {

@@ -80,6 +80,36 @@ static int index_of(const code_view *v, uint32_t word) {
   return -1;
 }
 
+typedef struct {
+  const int64_t *code;
+  int *writes;
+} write_count;
+
+static void count_write(void *ctx, char letter, uint32_t word) {
+  write_count *c = ctx;
+  if (letter == 'd' || letter == 'D') c->writes[c->code[word]]++;
+}
+
+dvm_status *dvmc_plan_results(const int64_t *code, uint32_t ncode, int nregs, int *result_of) {
+  int *writes = calloc((size_t)nregs + 1, sizeof *writes);
+  if (!writes) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  uint32_t ret = 0;
+  for (uint32_t w = 0; w < ncode; w += dvm_instr_length(code, ncode, w)) {
+    dvmc_code_operands(code, w, count_write, &(write_count){code, writes});
+    ret = w;
+  }
+  for (int r = 0; r < nregs; r++) result_of[r] = -1;
+  const int64_t *list = code + ret + 1;
+  for (int64_t k = 0; ncode && code[ret] == DVM_OP_RET && k < list[0]; k++) {
+    int64_t r = list[1 + k];
+    if (r >= 0 && r < nregs && writes[r] == 1) result_of[r] = result_of[r] == -1 ? (int)k : -2;
+  }
+  for (int r = 0; r < nregs; r++)
+    if (result_of[r] < -1) result_of[r] = -1; /* returned twice */
+  free(writes);
+  return NULL;
+}
+
 /* A slot is one storage, made at its first occupant's site and returned
  * after its last occupant dies; it holds tensors of one size (the same
  * interned expression) one after another. */
@@ -171,17 +201,39 @@ static int le(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
   return a == b || dvmc_expr_nonneg(dvmc_sub(x, b, a));
 }
 
+/* The largest of the sums live where each site is made (live_at_sites
+ * over spans[0..n), which it reorders), those provably below another
+ * dropped; `peaks` holds nsites + 1. */
+static const dvmc_expr *peak_of(dvmc_exprs *x, const int *site_at, int nsites, span *spans, int n,
+                                const dvmc_expr **live, const dvmc_expr **peaks) {
+  int npeaks = 0;
+  live_at_sites(x, site_at, nsites, spans, n, live);
+  for (int s = 0; s < nsites; s++) {
+    const dvmc_expr *sum = live[s];
+    int j, m = 0;
+    for (j = 0; j < npeaks && !le(x, sum, peaks[j]); j++) {}
+    if (j < npeaks) continue;
+    for (j = 0; j < npeaks; j++)
+      if (!le(x, peaks[j], sum)) peaks[m++] = peaks[j];
+    peaks[m++] = sum;
+    npeaks = m;
+  }
+  const dvmc_expr *peak = dvmc_const(x, 0);
+  for (int j = 0; j < npeaks; j++) peak = j ? dvmc_max(x, peak, peaks[j]) : peaks[j];
+  return peak;
+}
+
 dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode, dvmc_plan_site *sites, int nsites,
                              dvmc_plan_inplace_fn inplace, void *ctx, dvmc_plan *out) {
   memset(out, 0, sizeof *out);
   code_view v = {.code = code};
   dvm_status *st = NULL;
   int *last = NULL, *esc = NULL, *in_loop = NULL, *site_of = NULL, *named = NULL, *calm = NULL;
-  int *site_at = NULL, *next_same = NULL, *heads = NULL;
+  int *site_at = NULL, *next_same = NULL, *heads = NULL, *result_of = NULL, *bound_site = NULL;
   slot *slots = NULL;
-  span *spans = NULL;
+  span *spans = NULL, *bound_spans = NULL;
   const dvmc_expr **live = NULL, **peaks = NULL, **keys = NULL;
-  int nslots = 0, nspans = 0, npeaks = 0, mask = 15;
+  int nslots = 0, nspans = 0, mask = 15;
   v.start = malloc((ncode ? ncode : 1) * sizeof *v.start);
   if (!v.start) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   for (uint32_t pc = 0, len; pc < ncode; pc += len) {
@@ -200,22 +252,26 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
   named = malloc(2 * ((size_t)v.nregs + 1) * sizeof *named);
   in_loop = calloc((size_t)v.n + 1, sizeof *in_loop);
   calm = malloc(2 * ((size_t)v.n + 1) * sizeof *calm);
-  site_at = malloc(2 * ((size_t)nsites + 1) * sizeof *site_at);
+  site_at = calloc(2 * ((size_t)nsites + 1), sizeof *site_at);
   next_same = site_at ? site_at + nsites + 1 : NULL;
   heads = malloc(((size_t)mask + 1) * sizeof *heads);
   keys = calloc((size_t)mask + 1, sizeof *keys);
   slots = calloc((size_t)nsites + 1, sizeof *slots);
   spans = malloc(2 * ((size_t)nsites + 1) * sizeof *spans);
+  bound_spans = malloc(2 * ((size_t)nsites + 1) * sizeof *bound_spans);
+  bound_site = malloc(((size_t)nsites + 1) * sizeof *bound_site);
+  result_of = malloc(((size_t)v.nregs + 1) * sizeof *result_of);
   live = malloc(((size_t)nsites + 1) * sizeof *live);
   peaks = malloc(((size_t)nsites + 1) * sizeof *peaks);
   out->size = malloc(((size_t)nsites + 1) * sizeof *out->size);
   out->first = malloc(2 * ((size_t)nsites + 1) * sizeof *out->first);
   out->last = out->first ? out->first + nsites + 1 : NULL;
   if (!v.parent || !last || !esc || !site_of || !named || !in_loop || !calm || !site_at || !heads || !keys || !slots || !spans ||
-      !live || !peaks || !out->size || !out->first) {
+      !live || !peaks || !out->size || !out->first || !bound_spans || !bound_site || !result_of) {
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
     goto done;
   }
+  if ((st = dvmc_plan_results(code, ncode, v.nregs, result_of))) goto done;
   for (int k = 0; k <= mask; k++) heads[k] = -1;
   by_size sized = {keys, heads, mask};
   for (int r = 0; r < v.nregs; r++) v.parent[r] = r, last[r] = -1, site_of[r] = -1;
@@ -323,24 +379,21 @@ dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode,
     out->last[p->slot] = s;
   }
   for (int k = 0; k < nslots; k++) spans[nspans++] = (span){slots[k].from, slots[k].to, slots[k].size};
-  live_at_sites(x, site_at, nsites, spans, nspans, live);
-  /* the peak: the largest of the sums live where a site is made, those
-   * provably below another dropped */
-  for (int s = 0; s < nsites; s++) {
-    const dvmc_expr *sum = live[s];
-    int j, n = 0;
-    for (j = 0; j < npeaks && !le(x, sum, peaks[j]); j++) {}
-    if (j < npeaks) continue;
-    for (j = 0; j < npeaks; j++)
-      if (!le(x, peaks[j], sum)) peaks[n++] = peaks[j];
-    peaks[n++] = sum;
-    npeaks = n;
-  }
-  out->peak = dvmc_const(x, 0);
-  for (int j = 0; j < npeaks; j++) out->peak = j ? dvmc_max(x, out->peak, peaks[j]) : peaks[j];
+  /* with the results bound: the spans of the sites kept outside come
+   * first, in site order; those of results alloc_result makes left out */
+  int nouter = 0, nbound = 0;
+  for (int s = 0; s < nsites; s++)
+    if (sites[s].slot < 0) {
+      int64_t r = code[sites[s].word + 1];
+      bound_site[nouter++] = esc[find(v.parent, (int)r)] && result_of[r] >= 0;
+    }
+  for (int k = 0; k < nspans; k++)
+    if (!(k < nouter && bound_site[k])) bound_spans[nbound++] = spans[k];
+  out->peak = peak_of(x, site_at, nsites, spans, nspans, live, peaks);
+  out->peak_bound = peak_of(x, site_at, nsites, bound_spans, nbound, live, peaks);
   for (int k = 0; k < nslots; k++) out->size[k] = slots[k].size;
   out->nslots = nslots;
-  if (!out->peak) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (!out->peak || !out->peak_bound) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
 done:
   free(v.start);
   free(v.parent);
@@ -354,6 +407,9 @@ done:
   free(heads);
   free(keys);
   free(spans);
+  free(bound_spans);
+  free(bound_site);
+  free(result_of);
   free(live);
   free(peaks);
   free(slots);

@@ -32,6 +32,7 @@ typedef struct dvmc_plan {
   const dvmc_expr **size; /* per slot: its storage's bytes (malloc'ed) */
   int *first, *last;      /* per slot: the index of its first and last site (malloc'ed) */
   const dvmc_expr *peak;  /* the most bytes of sites live where one is made */
+  const dvmc_expr *peak_bound; /* the same when the results alloc_result makes are bound (not the pool's) */
   int reused;             /* sites placed in a slot another site used before */
   int inplace;            /* of those, sites that took their own call's input's */
 } dvmc_plan;
@@ -45,5 +46,11 @@ typedef int (*dvmc_plan_inplace_fn)(void *ctx, int64_t kernel);
 DVM_MUST_USE dvm_status *dvmc_plan_memory(dvmc_exprs *x, const int64_t *code, uint32_t ncode, dvmc_plan_site *sites,
                                           int nsites, dvmc_plan_inplace_fn inplace, void *ctx, dvmc_plan *out);
 void dvmc_plan_free(dvmc_plan *p);
+
+/* result_of[r] for each of the code's nregs registers: k when r is written
+ * once and named once by the `ret` that ends the code (so a tensor its
+ * alloc makes is result k's own, and alloc_result may take the caller's
+ * instead), else -1. */
+DVM_MUST_USE dvm_status *dvmc_plan_results(const int64_t *code, uint32_t ncode, int nregs, int *result_of);
 
 #endif

@@ -23,6 +23,7 @@ int dvm_cmd_inspect(int argc, char **argv);
 int dvm_cmd_bench(int argc, char **argv);
 int dvm_cmd_repl(int argc, char **argv);
 int dvm_cmd_serve(int argc, char **argv);
+int dvm_cmd_generate(int argc, char **argv);
 
 /* Element i of a CPU tensor as a double, for any dtype. */
 double dvm_cli_element(const dvm_tensor *t, int64_t i);

@@ -137,8 +137,9 @@ static int inspect_memory(const char *path, int ndims, char **dims) {
       printf("  peak: not recorded (compiled with --no-plan, or not by dvm compile)\n");
       continue;
     }
-    const char *unplanned = dvm_function_info(m, fn, "unplanned");
+    const char *unplanned = dvm_function_info(m, fn, "unplanned"), *bound = dvm_function_info(m, fn, "peak_bound");
     printf("  peak = %s bytes\n", peak);
+    if (bound) printf("  with its results bound (dvm_vm_invoke_bound): peak = %s bytes\n", bound);
     if (unplanned)
       printf("  (a lower bound: %s tensors are sized only at run time or made inside If or Loop bodies, "
              "and the pool holds them beside this)\n", unplanned);
@@ -156,17 +157,25 @@ static int inspect_memory(const char *path, int ndims, char **dims) {
     }
     if (rc != DVM_EXIT_OK || !ndims) continue;
     formula f = {.p = peak, .names = names, .values = values, .n = ndims};
-    int64_t v = sum(&f);
+    int64_t v = sum(&f), vb = 0;
     if (!f.err && *f.p) f.err = "unexpected text";
+    if (!f.err && bound) {
+      f.p = bound;
+      vb = sum(&f);
+      if (!f.err && *f.p) f.err = "unexpected text";
+    }
     if (f.err && have < dvm_function_symbol_count(m, fn)) {
       rc = dvm_cli_usage_error("inspect", "function %s: give every symbol a value with --dim", dvm_function_name(m, fn));
     } else if (f.err) {
       rc = dvm_cli_fail("inspect", dvm_status_new(DVM_OUT_OF_RANGE, "function %s: peak formula: %s",
                                                   dvm_function_name(m, fn), f.err));
     } else {
-      fputs("  at", stdout);
-      for (int i = 0; i < ndims; i++) printf("%s %s=%lld", i ? "," : "", names[i], (long long)values[i]);
-      printf(": %lld bytes (%.1f MiB)\n", (long long)v, (double)v / (1 << 20));
+      for (int k = !bound; k < 2; k++) { /* the bound value first: scripts read the last line's */
+        int64_t x = k ? v : vb;
+        fputs(k ? "  at" : "  with its results bound, at", stdout);
+        for (int i = 0; i < ndims; i++) printf("%s %s=%lld", i ? "," : "", names[i], (long long)values[i]);
+        printf(": %lld bytes (%.1f MiB)\n", (long long)x, (double)x / (1 << 20));
+      }
     }
   }
   dvm_module_release(m);

@@ -18,6 +18,7 @@ static const struct {
     {"inspect", dvm_cmd_inspect, "list functions, signatures, constants and kernels"},
     {"repl", dvm_cmd_repl, "step through a function's bytecode, watching values and shapes"},
     {"bench", dvm_cmd_bench, "time a function on random inputs of given shapes"},
+    {"generate", dvm_cmd_generate, "generate tokens with a decoder LLM (ONNX Runtime GenAI model folder)"},
     {"serve", dvm_cmd_serve, "serve a model repository over HTTP (KServe v2 / Triton protocol)"},
 };
 

@@ -462,7 +462,7 @@ static dvm_status *operand(parser *ps, char c) {
       TRY(reg(ps, &x));
     }
     break;
-  case 'i': case 'p': TRY(integer(ps, &x)); break;
+  case 'i': case 'p': case 'q': TRY(integer(ps, &x)); break;
   case 'f': TRY(floating(ps, &x)); break;
   case 'c': case 'F': case 'X': case 'Y': case 'H': {
     int line = ps->tok.line, col = ps->tok.col;

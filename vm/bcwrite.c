@@ -194,23 +194,26 @@ static void intern_all(interner *in, const dvm_module *m) {
 
 static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-/* Whether m uses what 1.2 added: the tuple instructions len, at, insert
- * and erase, and tuple signatures with a dtype. A file says the least
- * version that reads it. */
-static bool uses_1_2(const dvm_module *m) {
+/* The least minor version that reads m: 3 when it uses alloc_result
+ * (1.3), 2 when it uses what 1.2 added (the tuple instructions len, at,
+ * insert and erase, and tuple signatures with a dtype), else 1 with an
+ * info section, else 0. */
+static int least_minor(const dvm_module *m, uint32_t ninfo) {
+  int minor = ninfo ? 1 : 0;
   for (uint32_t i = 0; i < m->nfuncs; i++) {
     const dvm_func *f = &m->funcs[i];
     for (uint32_t p = 0; p < f->nparams + f->nresults; p++) {
       const dvm_sig *s = p < f->nparams ? &f->params[p] : &f->results[p - f->nparams];
-      if (dvm_sig_item_dtype(s) >= 0) return true;
+      if (dvm_sig_item_dtype(s) >= 0 && minor < 2) minor = 2;
     }
     for (uint32_t pc = 0, len; pc < f->ncode; pc += len) {
       int64_t op = f->code[pc];
-      if (op == DVM_OP_LEN || op == DVM_OP_AT || op == DVM_OP_INSERT || op == DVM_OP_ERASE) return true;
+      if (op == DVM_OP_ALLOC_RESULT) return 3;
+      if ((op == DVM_OP_LEN || op == DVM_OP_AT || op == DVM_OP_INSERT || op == DVM_OP_ERASE) && minor < 2) minor = 2;
       if (!(len = dvm_instr_length(f->code, f->ncode, pc))) break;
     }
   }
-  return false;
+  return minor;
 }
 
 dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
@@ -344,7 +347,7 @@ dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size) {
   /* Header and section table, then the checksum over everything after. */
   buf h = {b.p + 8, 0, DVM_BC_HEADER_SIZE - 8 + (size_t)nsec * 24, 0};
   put_u16(&h, DVM_BC_MAJOR);
-  put_u16(&h, next ? 3 : uses_1_2(m) ? 2 : ninfo ? 1 : 0);
+  put_u16(&h, (uint16_t)(next ? 3 : least_minor(m, ninfo)));
   put_u32(&h, (uint32_t)nsec);
   put_u64(&h, b.len);
   put_u32(&h, 0); /* checksum, below */

@@ -58,7 +58,7 @@ static uint32_t print_operand(const dvm_module *m, const dvm_func *f, char c, co
   switch (c) {
   case 'd': case 'r': case 'k': fprintf(out, "r%lld", (long long)x); return 1;
   case 'o': if (x < 0) fputc('-', out); else fprintf(out, "r%lld", (long long)x); return 1;
-  case 'i': case 'p': fprintf(out, "%lld", (long long)x); return 1;
+  case 'i': case 'p': case 'q': fprintf(out, "%lld", (long long)x); return 1;
   case 'f': print_float(x, out); return 1;
   /* the sigil only on bare names: the assembler reads "$" alone as a word */
   case 'c': fputs(is_ident(m->consts[x].name) ? "$" : "", out); dvm_disasm_name(m->consts[x].name, out); return 1;

@@ -241,6 +241,32 @@ static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int r
   return NULL;
 }
 
+dvm_status *dvm_vm_copy_into(dvm_vm *vm, dvm_tensor *dst, const dvm_tensor *src) {
+  dvm_device_kind dev = (dvm_device_kind)dst->storage->device, sdev = (dvm_device_kind)src->storage->device;
+  dvm_stream *s;
+  dvm_status *st = dvm_vm_stream(vm, dev == DVM_DEVICE_CPU ? sdev : dev, &s);
+  if (!st) st = s->dev->stream_copy(s, dvm_tensor_ptr(dst), dev, dvm_tensor_ptr(src), sdev, dvm_tensor_nbytes(src));
+  return st;
+}
+
+/* alloc_result with result k bound to t: t itself, when it is what the
+ * instruction would allocate. */
+static dvm_status *take_bound(const dvm_func *fn, int64_t k, dvm_tensor *t, dvm_device_kind dev, dvm_dtype dt,
+                              const dvm_value *shape, dvm_value *dst) {
+  if (t->dtype != dt || t->storage->device != dev || t->rank != shape->rank ||
+      memcmp(t->dims, shape->u.dims, (size_t)t->rank * sizeof *t->dims)) {
+    char have[160], want[160];
+    dvm_shape_format(have, sizeof have, (dvm_dtype)t->dtype, t->rank, t->dims);
+    dvm_shape_format(want, sizeof want, dt, shape->rank, shape->u.dims);
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "result \"%s\": the bound tensor is %s on %s, the function makes %s on %s",
+                          fn->results[k].name, have, dvm_device_name((dvm_device_kind)t->storage->device), want,
+                          dvm_device_name(dev));
+  }
+  dvm_tensor_retain(t);
+  reg_put(dst, (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
+  return NULL;
+}
+
 /* A tensor already on `dev` is shared, not copied (the functions of a
  * device copy every input to it, wherever it is), and so is a module
  * constant's device copy after its first upload. A copy runs on the VM's
@@ -259,11 +285,7 @@ dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_va
   dvm_value tmp = {0};
   dvm_status *st = do_alloc(vm, dev, (dvm_dtype)src->dtype, src->rank, src->dims, &tmp);
   if (st) return st;
-  dvm_stream *s;
-  void *to = dvm_tensor_ptr(tmp.u.tensor);
-  size_t n = dvm_tensor_nbytes(src);
-  if (!(st = dvm_vm_stream(vm, dev == DVM_DEVICE_CPU ? sdev : dev, &s)))
-    st = s->dev->stream_copy(s, to, dev, dvm_tensor_ptr(src), sdev, n);
+  st = dvm_vm_copy_into(vm, tmp.u.tensor, src);
   if (!st && constant) st = dvm_constcopy_add(&vm->consts[dev], src, tmp.u.tensor);
   if (st) {
     dvm_value_clear(&tmp);
@@ -612,6 +634,18 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
     DECODE(ALLOC);
     NEED(2, x.shape, DVM_VAL_SHAPE);
     TRY(do_alloc(vm, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, R[x.shape].rank, R[x.shape].u.dims, &R[x.dst]));
+    STEP();
+    NEXT();
+  }
+  CASE(ALLOC_RESULT) {
+    DECODE(ALLOC_RESULT);
+    NEED(2, x.shape, DVM_VAL_SHAPE);
+    /* only the entry frame's results can be bound */
+    const dvm_value *b = !fr->dsts && vm->bound ? &vm->bound[x.result] : NULL;
+    if (b && b->kind == DVM_VAL_TENSOR)
+      TRY(take_bound(fn, x.result, b->u.tensor, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, &R[x.shape], &R[x.dst]));
+    else
+      TRY(do_alloc(vm, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, R[x.shape].rank, R[x.shape].u.dims, &R[x.dst]));
     STEP();
     NEXT();
   }

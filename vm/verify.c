@@ -157,7 +157,7 @@ static dvm_status *check_index(const vctx *v, char kind, int64_t x, int j) {
   } names[] = {{'d', "register"}, {'r', "register"}, {'o', "register"}, {'k', "register"},
                {'c', "constant"}, {'F', "function"}, {'X', "kernel"},  {'Y', "shape function"},
                {'H', "host function"}, {'s', "string"}, {'t', "dtype"}, {'v', "device"},
-               {'p', "parameter"}};
+               {'p', "parameter"}, {'q', "result"}};
   int64_t limit;
   switch (kind) {
   case 'd': case 'r': case 'k': case 'R': case 'D': limit = f->nregs; break;
@@ -171,6 +171,7 @@ static dvm_status *check_index(const vctx *v, char kind, int64_t x, int j) {
   case 't': limit = DVM_DTYPE_COUNT; break;
   case 'v': limit = DVM_DEVICE_COUNT; break;
   case 'p': limit = f->nparams; break;
+  case 'q': limit = f->nresults; break;
   case 'j':
     if (x < 0 || x >= f->ncode || dvm_func_instr_index(f, (uint32_t)x) < 0)
       return fail(v, "operand %d: jump target %lld is not an instruction of this function", j,
@@ -391,6 +392,11 @@ static dvm_status *step_types(tstate *t) {
     if (!(st = need(t, 2, x.shape, K_SHAPE))) cur[x.dst] = K_TENSOR;
     break;
   }
+  case DVM_OP_ALLOC_RESULT: {
+    DECODE(ALLOC_RESULT);
+    if (!(st = need(t, 2, x.shape, K_SHAPE))) cur[x.dst] = K_TENSOR;
+    break;
+  }
   case DVM_OP_RELEASE: cur[dvm_decode_RELEASE(ins).reg] = K_NONE; break;
   case DVM_OP_INVOKE: {
     DECODE(INVOKE);
@@ -583,9 +589,9 @@ done:
   return st;
 }
 
-/* Info (section 1.1): "peak", a formula of integers, the function's
- * symbols, + - * ^ ( ) , and floordiv, mod, min, max (tools evaluate it, so
- * what it names must exist), and "unplanned", the count of tensors the
+/* Info (section 1.1): "peak" and "peak_bound" (1.3), formulas of
+ * integers, the function's symbols, + - * ^ ( ) , and floordiv, mod, min,
+ * max (tools evaluate them, so what they name must exist), and "unplanned", the count of tensors the
  * formula leaves out (the same rules hold it). */
 static dvm_status *check_info(const dvm_func *f) {
   static const char ident[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789";
@@ -593,8 +599,8 @@ static dvm_status *check_info(const dvm_func *f) {
   for (uint32_t i = 0; i < f->ninfo; i++) {
     const char *key = f->info[i].key, *p = f->info[i].value;
     size_t len = strlen(p), ok = 0;
-    if (strcmp(key, "peak") != 0 && strcmp(key, "unplanned") != 0)
-      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" is not a known key (peak, unplanned)",
+    if (strcmp(key, "peak") != 0 && strcmp(key, "peak_bound") != 0 && strcmp(key, "unplanned") != 0)
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" is not a known key (peak, peak_bound, unplanned)",
                             f->name, key);
     if (len > DVM_MAX_LIST)
       return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" exceeds %d bytes", f->name, key, DVM_MAX_LIST);

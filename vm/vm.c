@@ -319,8 +319,44 @@ dvm_status *dvm_vm_deliver(dvm_vm *vm, dvm_value *results, int n) {
 
 dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs, dvm_value *results,
                           int nresults) {
+  return dvm_vm_invoke_bound(vm, f, args, nargs, NULL, results, nresults);
+}
+
+/* Makes each bound result the bound tensor: the run wrote it in place
+ * (alloc_result), or its bytes are copied in now. */
+static dvm_status *fill_bound(dvm_vm *vm, const dvm_func *fn, const dvm_value *bound, dvm_value *results, int n) {
+  for (int k = 0; k < n; k++) {
+    if (bound[k].kind != DVM_VAL_TENSOR) continue;
+    dvm_tensor *b = bound[k].u.tensor;
+    if (results[k].kind == DVM_VAL_TENSOR && results[k].u.tensor == b) continue;
+    const dvm_tensor *t = results[k].kind == DVM_VAL_TENSOR ? results[k].u.tensor : NULL;
+    if (!t || t->dtype != b->dtype || t->rank != b->rank || memcmp(t->dims, b->dims, (size_t)t->rank * sizeof *t->dims)) {
+      char have[160], want[160] = "a ";
+      dvm_shape_format(have, sizeof have, (dvm_dtype)b->dtype, b->rank, b->dims);
+      if (t) dvm_shape_format(want, sizeof want, (dvm_dtype)t->dtype, t->rank, t->dims);
+      else snprintf(want, sizeof want, "a %s", dvm_kind_name((dvm_kind)results[k].kind));
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "result \"%s\": the bound tensor is %s, the function made %s",
+                            fn->results[k].name, have, want);
+    }
+    dvm_status *st = dvm_vm_copy_into(vm, b, t);
+    if (st) return st;
+    vm->stats.result_copies++;
+    dvm_value_clear(&results[k]);
+    dvm_tensor_retain(b);
+    results[k] = dvm_value_tensor(b);
+  }
+  return NULL;
+}
+
+dvm_status *dvm_vm_invoke_bound(dvm_vm *vm, int f, const dvm_value *args, int nargs, const dvm_value *bound,
+                                dvm_value *results, int nresults) {
   dvm_status *st = dvm_vm_begin(vm, f, args, nargs, results, nresults);
-  if (!st) st = vm->profile ? dvm_profile_run(vm, vm->nframes - 1) : dvm_interp_run(vm, vm->nframes - 1, UINT64_MAX);
+  if (st) return st;
+  vm->bound = bound;
+  st = vm->profile ? dvm_profile_run(vm, vm->nframes - 1) : dvm_interp_run(vm, vm->nframes - 1, UINT64_MAX);
+  vm->bound = NULL;
+  if (!st && bound && (st = fill_bound(vm, &vm->m->funcs[f], bound, results, nresults)))
+    for (int k = 0; k < nresults; k++) dvm_value_clear(&results[k]);
   return st ? st : dvm_vm_deliver(vm, results, nresults);
 }
 

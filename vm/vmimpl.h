@@ -27,6 +27,7 @@ struct dvm_vm {
   dvm_frame *frames;
   int nframes;
   dvm_value *results; /* the entry frame's results go here */
+  const dvm_value *bound; /* the entry frame's bound results (dvm_vm_invoke_bound), or NULL */
   dvm_value *scratch; /* shape function arguments and results */
   size_t scratch_cap;
   atomic_int interrupt;
@@ -61,6 +62,10 @@ DVM_MUST_USE dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, 
 /* `copy`: src on device dev into *dst (released first), shared when it is
  * already there (see interp.c). */
 DVM_MUST_USE dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_value *dst);
+
+/* Copies src's bytes into dst (same byte size), on whichever devices they
+ * are. */
+DVM_MUST_USE dvm_status *dvm_vm_copy_into(dvm_vm *vm, dvm_tensor *dst, const dvm_tensor *src);
 
 /* The entry function's results as the caller gets them: tensors a device
  * holds copied to the host (inside tuples too), or, with opts.results_on_device, left there once

@@ -9,5 +9,6 @@
 #include "dvm/vm.h"
 #include "dvm/debug.h"
 #include "dvm/profile.h"
+#include "dvm/generate.h"
 
 #endif

@@ -65,6 +65,22 @@ DVM_API dvm_device_kind dvm_device_auto(const dvm_module *m, char *buf, size_t s
 DVM_API DVM_MUST_USE dvm_status *dvm_vm_invoke(dvm_vm *vm, int f, const dvm_value *args, int nargs,
                                        dvm_value *results, int nresults);
 
+/* dvm_vm_invoke with results bound to the caller's tensors (as ONNX
+ * Runtime's IOBinding binds an output to a preallocated value): where
+ * bound[k] holds a tensor (borrowed for the call; bound may be NULL, and
+ * bound[k] of kind DVM_VAL_NONE leaves result k unbound), result k is that
+ * tensor. The kernel that makes the result writes into it where the
+ * function allocates the result itself (the compiler's `alloc_result`);
+ * otherwise the result is copied into it after the run (counted in
+ * dvm_vm_stats.result_copies). Its dtype, shape and device must be the
+ * result's: a mismatch fails naming the result and both. A bound tensor
+ * may also be an argument (a KV cache as both past and present) only
+ * where the kernel that writes it reads that argument in place, as
+ * GroupQueryAttention does. results[k] then holds a new reference to
+ * bound[k]'s tensor. */
+DVM_API DVM_MUST_USE dvm_status *dvm_vm_invoke_bound(dvm_vm *vm, int f, const dvm_value *args, int nargs,
+                                             const dvm_value *bound, dvm_value *results, int nresults);
+
 /* Asks a running invocation to stop at its next call or back-edge; it then
  * fails with DVM_INTERRUPTED. Safe from any thread. */
 DVM_API void dvm_vm_interrupt(dvm_vm *vm);
@@ -87,6 +103,7 @@ typedef struct dvm_vm_stats {
   uint64_t instructions; /* executed, all invocations */
   uint64_t kernel_calls;
   uint64_t host_syncs; /* times the host waited for a device (CUDA stream), all invocations */
+  uint64_t result_copies; /* bound results copied in after a run (dvm_vm_invoke_bound) */
 } dvm_vm_stats;
 
 DVM_API void dvm_vm_get_stats(const dvm_vm *vm, dvm_vm_stats *out);

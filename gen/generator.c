@@ -1,0 +1,443 @@
+/* The generator: sequences, the KV cache and the steps that run the
+ * model, through libdvm's public API only.
+ *
+ * The cache is one key and one value tensor per layer, [batch, kv_heads,
+ * max_length, head_size], made once. Row b of it, [1, kv_heads,
+ * max_length, head_size], is contiguous, so a sequence can also run alone
+ * on a view of its row. Every step binds the tensors it passes as past to
+ * the present results (dvm_vm_invoke_bound): the attention kernel finds
+ * present's memory is past's and writes only the new rows.
+ *
+ * A sequence with several new tokens (a prompt) runs alone on its row, at
+ * its own length. Sequences with one new token run together: each row's
+ * attention_mask holds ones up to its own length (zeros after), so each
+ * attends to its own past. A row with nothing new in such a step repeats
+ * its last token at its last position: that rewrites the same key and
+ * value there and keeps every row's length within max_length. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "genimpl.h"
+
+enum { IDS, MASK, POS, NINPUTS };
+
+struct dvm_generator {
+  dvm_generator_config c;
+  dvm_vm *vm;
+  int f, nparams, nresults;
+  int param[NINPUTS];       /* parameter index of input_ids, attention_mask, position_ids (-1: none) */
+  dvm_dtype idtype[NINPUTS];
+  int *past, *present;      /* [2 * layers]: key of layer l at 2l, value at 2l + 1 */
+  int logits_result;
+  int batch, max_length;
+  dvm_tensor **cache;       /* [2 * layers] */
+  dvm_tensor **rows;        /* [2 * layers * batch]: row b of cache[i] at i * batch + b */
+  int32_t *tokens;          /* [batch * max_length] */
+  int *len, *ran;           /* tokens, and those the cache holds */
+  bool *done, *has_logits;
+  float *logits;            /* [batch * vocab] */
+  int *work;                /* [vocab] */
+  dvm_generator_rng rng;
+  dvm_value *args, *bound, *results;
+};
+
+void dvm_generator_options_init(dvm_generator_options *o) {
+  *o = (dvm_generator_options){.max_length = -1, .do_sample = -1, .top_k = -1, .top_p = -1,
+                         .temperature = -1, .repetition_penalty = -1, .seed = -1};
+}
+
+/* ---- creation ---- */
+
+/* The options over the config's search settings, each checked. */
+static dvm_status *apply_options(dvm_generator_config *c, const dvm_generator_options *o) {
+  if (o->max_length >= 0) {
+    if (o->max_length < 1 || o->max_length > c->context_length)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "max_length %d out of range: 1 to the model's context_length %d",
+                            o->max_length, c->context_length);
+    c->max_length = o->max_length;
+  }
+  if (o->do_sample >= 0) c->do_sample = o->do_sample != 0;
+  if (o->top_k >= 0) c->top_k = o->top_k;
+  if (o->top_p >= 0) {
+    if (!(o->top_p <= 1)) return dvm_status_new(DVM_INVALID_ARGUMENT, "top_p %g out of range (0, 1]", o->top_p);
+    c->top_p = o->top_p;
+  }
+  if (o->temperature >= 0) {
+    if (!(o->temperature > 0)) return dvm_status_new(DVM_INVALID_ARGUMENT, "temperature must be > 0, got %g", o->temperature);
+    c->temperature = o->temperature;
+  }
+  if (o->repetition_penalty >= 0) {
+    if (!(o->repetition_penalty > 0))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "repetition_penalty must be > 0, got %g", o->repetition_penalty);
+    c->repetition_penalty = o->repetition_penalty;
+  }
+  if (o->seed >= 0) c->seed = o->seed;
+  return NULL;
+}
+
+/* 2l + v when `name` is layer l's key (v = 0) or value (v = 1) name as
+ * the formats key and value make them, else -1. */
+static int layer_role(const dvm_generator_config *c, const char *key, const char *value, const char *name) {
+  char buf[160];
+  for (int l = 0; l < c->layers; l++)
+    for (int v = 0; v < 2; v++) {
+      snprintf(buf, sizeof buf, v ? value : key, l);
+      if (strcmp(buf, name) == 0) return 2 * l + v;
+    }
+  return -1;
+}
+
+/* Which of the config's inputs `name` is: IDS, MASK, POS, or NINPUTS + 2l
+ * (+ 1) for the past key (value) of layer l; -1: none. */
+static int input_role(const dvm_generator_config *c, const char *name) {
+  const char *fixed[NINPUTS] = {c->input_ids, c->attention_mask, c->position_ids};
+  for (int i = 0; i < NINPUTS; i++)
+    if (fixed[i][0] && strcmp(fixed[i], name) == 0) return i;
+  int r = layer_role(c, c->past_key, c->past_value, name);
+  return r < 0 ? -1 : NINPUTS + r;
+}
+
+/* 0: logits, 1 + 2l (+ 1): present key (value) of layer l, -1: neither. */
+static int result_role(const dvm_generator_config *c, const char *name) {
+  if (strcmp(c->logits, name) == 0) return 0;
+  int r = layer_role(c, c->present_key, c->present_value, name);
+  return r < 0 ? -1 : 1 + r;
+}
+
+/* Binds the function's parameters and results to their roles. */
+static dvm_status *map_signature(dvm_generator *g, const dvm_module *m, dvm_dtype *cache_dt) {
+  const dvm_generator_config *c = &g->c;
+  int n = 2 * c->layers;
+  for (int i = 0; i < NINPUTS; i++) g->param[i] = -1;
+  for (int i = 0; i < n; i++) g->past[i] = g->present[i] = -1;
+  g->logits_result = -1;
+  *cache_dt = DVM_DTYPE_COUNT;
+  for (int p = 0; p < g->nparams; p++) {
+    dvm_param_info in;
+    dvm_function_param(m, g->f, p, &in);
+    int role = input_role(c, in.name);
+    if (role < 0)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "model input \"%s\" is none of genai_config.json's inputs", in.name);
+    if (role < NINPUTS) {
+      if (in.kind != DVM_VAL_TENSOR || (in.dtype != DVM_I64 && in.dtype != DVM_I32) || in.rank != 2)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "model input \"%s\" must be an int64 or int32 [batch, n] tensor", in.name);
+      g->param[role] = p;
+      g->idtype[role] = in.dtype;
+      continue;
+    }
+    if (in.kind != DVM_VAL_TENSOR || in.rank != 4 || (in.dims[1].symbol == NULL && in.dims[1].value != c->kv_heads) ||
+        (in.dims[3].symbol == NULL && in.dims[3].value != c->head_size))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "model input \"%s\" must be a [batch, %d, length, %d] tensor "
+                            "(num_key_value_heads, head_size)", in.name, c->kv_heads, c->head_size);
+    if (*cache_dt != DVM_DTYPE_COUNT && in.dtype != *cache_dt)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "model input \"%s\" is %s, another cache input %s", in.name,
+                            dvm_dtype_name(in.dtype), dvm_dtype_name(*cache_dt));
+    *cache_dt = in.dtype;
+    g->past[role - NINPUTS] = p;
+  }
+  for (int r = 0; r < g->nresults; r++) {
+    dvm_param_info out;
+    dvm_function_result(m, g->f, r, &out);
+    int role = result_role(c, out.name);
+    if (role < 0)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "model output \"%s\" is none of genai_config.json's outputs", out.name);
+    if (role == 0) {
+      if (out.kind != DVM_VAL_TENSOR || out.dtype != DVM_F32 || out.rank < 2 || out.rank > 3)
+        return dvm_status_new(DVM_UNIMPLEMENTED, "model output \"%s\" must be f32 logits [batch, (n,) vocab]", out.name);
+      g->logits_result = r;
+    } else {
+      g->present[role - 1] = r;
+    }
+  }
+  const char *missing = g->param[IDS] < 0 ? c->input_ids : g->param[MASK] < 0 ? c->attention_mask
+                      : g->logits_result < 0 ? c->logits : NULL;
+  char buf[160];
+  for (int i = 0; !missing && i < n; i++) {
+    int v = i % 2;
+    if (g->past[i] < 0) snprintf(buf, sizeof buf, v ? c->past_value : c->past_key, i / 2), missing = buf;
+    else if (g->present[i] < 0) snprintf(buf, sizeof buf, v ? c->present_value : c->present_key, i / 2), missing = buf;
+  }
+  if (!missing && c->position_ids[0] && g->param[POS] < 0) missing = c->position_ids;
+  if (missing) return dvm_status_new(DVM_INVALID_ARGUMENT, "the model has no \"%s\", which genai_config.json names", missing);
+  return NULL;
+}
+
+/* The cache, zeroed, and its row views. */
+static dvm_status *make_cache(dvm_generator *g, dvm_dtype dt) {
+  const dvm_generator_config *c = &g->c;
+  int n = 2 * c->layers;
+  int64_t dims[4] = {g->batch, c->kv_heads, g->max_length, c->head_size};
+  for (int i = 0; i < n; i++) {
+    dvm_status *st = dvm_tensor_create(dt, 4, dims, &g->cache[i]);
+    if (st) return st;
+    memset(dvm_tensor_data(g->cache[i]), 0, dvm_tensor_nbytes(g->cache[i]));
+    size_t row = dvm_tensor_nbytes(g->cache[i]) / (size_t)g->batch;
+    for (int b = 0; b < g->batch; b++) {
+      char *data = (char *)dvm_tensor_data(g->cache[i]) + (size_t)b * row;
+      int64_t one[4] = {1, c->kv_heads, g->max_length, c->head_size};
+      if ((st = dvm_tensor_wrap(dt, 4, one, data, NULL, NULL, &g->rows[i * g->batch + b]))) return st;
+    }
+  }
+  return NULL;
+}
+
+static void seed(dvm_generator *g) {
+  uint64_t s = (uint64_t)g->c.seed;
+  if (g->c.seed < 0) { /* GenAI's random_seed -1: a different stream each time */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)g;
+  }
+  dvm_generator_rng_seed(&g->rng, s);
+}
+
+dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const dvm_generator_options *opts,
+                                 dvm_generator **out) {
+  dvm_generator_options defaults;
+  if (!opts) dvm_generator_options_init(&defaults), opts = &defaults;
+  *out = NULL;
+  if (opts->batch_size < 0 || opts->threads < 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "batch_size and threads must be >= 0, got %d and %d",
+                          opts->batch_size, opts->threads);
+  dvm_generator *g = calloc(1, sizeof *g);
+  if (!g) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = dvm_generator_config_read(config_path, &g->c);
+  if (!st) st = apply_options(&g->c, opts);
+  if (st) {
+    free(g);
+    return st;
+  }
+  const dvm_generator_config *c = &g->c;
+  g->batch = opts->batch_size ? opts->batch_size : 1;
+  g->max_length = c->max_length;
+  g->f = dvm_module_find_function(m, "main");
+  if (g->f < 0) g->f = 0;
+  if (dvm_module_function_count(m) == 0) st = dvm_status_new(DVM_INVALID_ARGUMENT, "the module has no function");
+  if (st) {
+    free(g);
+    return st;
+  }
+  g->nparams = dvm_function_param_count(m, g->f);
+  g->nresults = dvm_function_result_count(m, g->f);
+  size_t B = (size_t)g->batch, L = (size_t)c->layers, V = (size_t)c->vocab_size;
+  g->past = calloc(4 * L, sizeof *g->past);
+  g->present = g->past ? g->past + 2 * L : NULL;
+  g->cache = calloc(2 * L * (1 + B), sizeof *g->cache);
+  g->rows = g->cache ? g->cache + 2 * L : NULL;
+  g->tokens = calloc(B * (size_t)g->max_length, sizeof *g->tokens);
+  g->len = calloc(2 * B, sizeof *g->len);
+  g->ran = g->len ? g->len + B : NULL;
+  g->done = calloc(2 * B, sizeof *g->done);
+  g->has_logits = g->done ? g->done + B : NULL;
+  g->logits = calloc(B * V, sizeof *g->logits);
+  g->work = calloc(V, sizeof *g->work);
+  g->args = calloc((size_t)(g->nparams + 2 * g->nresults) + 1, sizeof *g->args);
+  g->bound = g->args ? g->args + g->nparams : NULL;
+  g->results = g->bound ? g->bound + g->nresults : NULL;
+  if (!g->past || !g->cache || !g->tokens || !g->len || !g->done || !g->logits || !g->work || !g->args) {
+    dvm_generator_destroy(g);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  dvm_dtype cache_dt;
+  dvm_vm_options vo;
+  dvm_vm_options_init(&vo);
+  vo.threads = opts->threads;
+  if ((st = map_signature(g, m, &cache_dt)) || (st = make_cache(g, cache_dt)) || (st = dvm_vm_create(m, &vo, &g->vm))) {
+    dvm_generator_destroy(g);
+    return st;
+  }
+  seed(g);
+  *out = g;
+  return NULL;
+}
+
+dvm_status *dvm_generator_model_file(const char *config_path, char *buf, size_t size) {
+  dvm_generator_config c;
+  dvm_status *st = dvm_generator_config_read(config_path, &c);
+  if (st) return st;
+  if (strlen(c.filename) >= size) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: model.decoder.filename is too long", config_path);
+  memcpy(buf, c.filename, strlen(c.filename) + 1);
+  return NULL;
+}
+
+void dvm_generator_destroy(dvm_generator *g) {
+  if (!g) return;
+  for (int i = 0; g->cache && i < 2 * g->c.layers * (1 + g->batch); i++) dvm_tensor_release(g->cache[i]);
+  dvm_vm_destroy(g->vm);
+  free(g->past);
+  free(g->cache);
+  free(g->tokens);
+  free(g->len);
+  free(g->done);
+  free(g->logits);
+  free(g->work);
+  free(g->args);
+  free(g);
+}
+
+/* ---- steps ---- */
+
+/* An int tensor [rows, cols] of dtype dt from int64 values. */
+static dvm_status *int_tensor(dvm_dtype dt, int64_t rows, int64_t cols, const int64_t *v, dvm_tensor **out) {
+  int64_t dims[2] = {rows, cols};
+  dvm_status *st = dvm_tensor_create(dt, 2, dims, out);
+  if (st) return st;
+  void *d = dvm_tensor_data(*out);
+  for (int64_t i = 0; i < rows * cols; i++)
+    if (dt == DVM_I64) ((int64_t *)d)[i] = v[i];
+    else ((int32_t *)d)[i] = (int32_t)v[i];
+  return NULL;
+}
+
+/* One invocation over rows [b0, b0 + nb) (all of them, or one alone):
+ * row b feeds tokens [from[b], to[b]) of its sequence, n = the most of
+ * them; a row feeds to - from tokens, all rows the same count. Each row's
+ * logits after its last token are kept when keep[b]. */
+static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *from, const int *to, const bool *keep) {
+  const dvm_generator_config *c = &g->c;
+  int T = 0;
+  for (int b = 0; b < nb; b++)
+    if (to[b] > T) T = to[b];
+  int64_t *ids = malloc(((size_t)nb * (2 * (size_t)n + (size_t)T)) * sizeof *ids), *pos = ids + (size_t)nb * n,
+          *mask = pos + (size_t)nb * n;
+  if (!ids) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (int b = 0; b < nb; b++) {
+    for (int i = 0; i < n; i++) {
+      ids[b * n + i] = g->tokens[(size_t)(b0 + b) * g->max_length + from[b] + i];
+      pos[b * n + i] = from[b] + i;
+    }
+    for (int t = 0; t < T; t++) mask[(size_t)b * T + t] = t < to[b];
+  }
+  dvm_tensor *in[NINPUTS] = {NULL, NULL, NULL};
+  const int64_t *vals[NINPUTS] = {ids, mask, pos};
+  dvm_status *st = NULL;
+  for (int k = 0; k < NINPUTS && !st; k++)
+    if (g->param[k] >= 0) st = int_tensor(g->idtype[k], nb, k == MASK ? T : n, vals[k], &in[k]);
+  free(ids);
+  for (int k = 0; k < NINPUTS; k++)
+    if (g->param[k] >= 0) g->args[g->param[k]] = dvm_value_tensor(in[k]);
+  for (int r = 0; r < g->nresults; r++) g->bound[r] = (dvm_value){.kind = DVM_VAL_NONE};
+  for (int i = 0; i < 2 * c->layers; i++) {
+    dvm_tensor *t = nb == g->batch ? g->cache[i] : g->rows[i * g->batch + b0];
+    g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
+  }
+  if (!st) st = dvm_vm_invoke_bound(g->vm, g->f, g->args, g->nparams, g->bound, g->results, g->nresults);
+  for (int k = 0; k < NINPUTS; k++) dvm_tensor_release(in[k]);
+  if (st) return st;
+  const dvm_tensor *lt = g->results[g->logits_result].u.tensor;
+  const int64_t *ld = dvm_tensor_dims(lt);
+  int rank = dvm_tensor_rank(lt);
+  int64_t s = rank == 3 ? ld[1] : 1;
+  if (ld[0] != nb || ld[rank - 1] != c->vocab_size || s < 1)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "logits [%lld, ..., %lld] for %d sequences and a vocabulary of %d",
+                        (long long)ld[0], (long long)ld[rank - 1], nb, c->vocab_size);
+  const float *L = dvm_tensor_data(lt);
+  for (int b = 0; !st && b < nb; b++) {
+    if (!keep[b]) continue;
+    memcpy(g->logits + (size_t)(b0 + b) * c->vocab_size, L + ((size_t)b * s + (size_t)(s - 1)) * c->vocab_size,
+           (size_t)c->vocab_size * sizeof *L);
+    g->has_logits[b0 + b] = true;
+  }
+  for (int r = 0; r < g->nresults; r++) dvm_value_clear(&g->results[r]);
+  return st;
+}
+
+dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
+  int B = g->batch, step = 0;
+  int *from = malloc(2 * (size_t)B * sizeof *from), *to = from + B;
+  bool *keep = malloc((size_t)B * sizeof *keep);
+  dvm_status *st = from && keep ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (int b = 0; b < B && !st; b++) {
+    if (g->len[b] - g->ran[b] >= 2) {
+      from[b] = g->ran[b], to[b] = g->len[b], keep[b] = true;
+      if (!(st = invoke(g, b, 1, g->len[b] - g->ran[b], from + b, to + b, keep + b))) g->ran[b] = g->len[b];
+    }
+    step |= g->len[b] - g->ran[b] == 1;
+  }
+  if (step && !st) {
+    for (int b = 0; b < B; b++) {
+      keep[b] = g->len[b] > g->ran[b];
+      to[b] = keep[b] ? g->len[b] : g->ran[b];
+      from[b] = to[b] - 1;
+    }
+    if (!(st = invoke(g, 0, B, 1, from, to, keep)))
+      for (int b = 0; b < B; b++) g->ran[b] = g->len[b];
+  }
+  free(from);
+  free(keep);
+  return st ? dvm_status_annotate(st, "generator step") : NULL;
+}
+
+/* ---- sequences ---- */
+
+static bool is_eos(const dvm_generator_config *c, int32_t t) {
+  for (int e = 0; e < c->neos; e++)
+    if (c->eos[e] == t) return true;
+  return false;
+}
+
+dvm_status *dvm_generator_append(dvm_generator *g, const int32_t *const *tokens, const int *counts) {
+  const dvm_generator_config *c = &g->c;
+  for (int b = 0; b < g->batch; b++) {
+    if (counts[b] < 0) return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: %d tokens", b, counts[b]);
+    if (counts[b] > g->max_length - g->len[b])
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: %d + %d tokens exceed max_length %d", b, g->len[b],
+                            counts[b], g->max_length);
+    if (g->len[b] + counts[b] == 0) return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: no tokens", b);
+    for (int i = 0; i < counts[b]; i++)
+      if (tokens[b][i] < 0 || tokens[b][i] >= c->vocab_size)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: token %d (%d) is outside the vocabulary (0 to %d)", b, i,
+                              tokens[b][i], c->vocab_size - 1);
+  }
+  for (int b = 0; b < g->batch; b++) {
+    if (!counts[b]) continue;
+    memcpy(g->tokens + (size_t)b * g->max_length + g->len[b], tokens[b], (size_t)counts[b] * sizeof **tokens);
+    g->len[b] += counts[b];
+    g->done[b] = g->len[b] >= g->max_length;
+    g->has_logits[b] = false;
+  }
+  return NULL;
+}
+
+const float *dvm_generator_logits(const dvm_generator *g, int b) {
+  return b >= 0 && b < g->batch && g->has_logits[b] ? g->logits + (size_t)b * g->c.vocab_size : NULL;
+}
+
+dvm_status *dvm_generator_next(dvm_generator *g) {
+  if (dvm_generator_done(g)) return dvm_status_new(DVM_FAILED_PRECONDITION, "every sequence is done");
+  dvm_status *st = dvm_generator_compute_logits(g);
+  if (st) return st;
+  for (int b = 0; b < g->batch; b++) {
+    if (g->done[b]) continue;
+    int32_t *seq = g->tokens + (size_t)b * g->max_length;
+    int32_t t = dvm_generator_choose(&g->c, g->logits + (size_t)b * g->c.vocab_size, seq, g->len[b], g->work, &g->rng);
+    g->has_logits[b] = false;
+    if (is_eos(&g->c, t)) { /* ends the sequence, and is not part of it (as in GenAI) */
+      g->done[b] = true;
+      continue;
+    }
+    seq[g->len[b]++] = t;
+    g->done[b] = g->len[b] >= g->max_length;
+  }
+  return NULL;
+}
+
+bool dvm_generator_done(const dvm_generator *g) {
+  for (int b = 0; b < g->batch; b++)
+    if (!g->done[b]) return false;
+  return true;
+}
+
+bool dvm_generator_seq_done(const dvm_generator *g, int b) { return b < 0 || b >= g->batch || g->done[b]; }
+int dvm_generator_batch_size(const dvm_generator *g) { return g->batch; }
+int dvm_generator_max_length(const dvm_generator *g) { return g->max_length; }
+int dvm_generator_vocab_size(const dvm_generator *g) { return g->c.vocab_size; }
+dvm_vm *dvm_generator_vm(const dvm_generator *g) { return g->vm; }
+
+const int32_t *dvm_generator_sequence(const dvm_generator *g, int b, int *length) {
+  if (b < 0 || b >= g->batch) return NULL;
+  *length = g->len[b];
+  return g->tokens + (size_t)b * g->max_length;
+}

@@ -1,0 +1,95 @@
+/* Generation: a decoder LLM run token by token over a KV cache.
+ *
+ * A generator runs a module compiled from a model folder as ONNX Runtime
+ * GenAI's builder writes it (model.onnx + genai_config.json): the
+ * decoder's inputs input_ids, attention_mask, [position_ids] and each
+ * layer's past key and value, its outputs logits and each layer's present
+ * key and value. It owns one VM, the sequences, and the KV cache: per
+ * layer a key and a value tensor [batch, kv_heads, max_length, head_size],
+ * allocated once when it is created and bound as both the past input and
+ * the present output of every step (dvm_vm_invoke_bound), so a step writes
+ * only the new rows. docs/generation.md says what the config fields mean
+ * and what is refused.
+ *
+ * A generator belongs to one thread at a time, like its VM. */
+#ifndef DVM_GENERATE_H
+#define DVM_GENERATE_H
+
+#include "dvm/vm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dvm_generator dvm_generator;
+
+/* Each search setting left negative (as dvm_generator_options_init leaves them)
+ * takes the value of genai_config.json's "search" object. */
+typedef struct dvm_generator_options {
+  int batch_size;   /* sequences; 0 = 1 */
+  int threads;      /* kernel threads of its VM; 0 = all cores */
+  int max_length;   /* tokens per sequence, prompt included, at most context_length */
+  int do_sample;    /* 0: greedy (the most likely token); 1: sample */
+  int top_k;        /* sample among the k most likely tokens; 0 = all */
+  double top_p;     /* ... then among the fewest whose probabilities reach p, in (0, 1] */
+  double temperature;        /* > 0: logits are divided by it before the softmax */
+  double repetition_penalty; /* > 0: a seen token's logit l becomes l / r (l > 0) or l * r */
+  int64_t seed;     /* the sampler's seed (search.random_seed; -1 there: from the clock) */
+} dvm_generator_options;
+
+DVM_API void dvm_generator_options_init(dvm_generator_options *opts);
+
+/* A generator for module `m` (retained) and the model folder's
+ * genai_config.json at `config_path`. Fails with a message naming the
+ * field for a missing, unknown or out-of-range field of the file or of
+ * opts, and for a module whose inputs and outputs are not the config's.
+ * *out is destroyed with dvm_generator_destroy. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_create(dvm_module *m, const char *config_path,
+                                                      const dvm_generator_options *opts, dvm_generator **out);
+DVM_API void dvm_generator_destroy(dvm_generator *g); /* NULL is fine */
+
+/* Reads and checks genai_config.json at config_path as
+ * dvm_generator_create does, and writes its model.decoder.filename (the
+ * ONNX file in the model folder) into buf. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_model_file(const char *config_path, char *buf, size_t size);
+
+/* Appends counts[b] tokens (tokens[b], borrowed) to sequence b for each of
+ * the batch's sequences; counts may differ and may be 0 for a sequence
+ * that has tokens already. Fails, appending nothing, for a token outside
+ * the vocabulary or a sequence that would pass max_length. A sequence that
+ * was done is no longer. The model runs on them at the next
+ * dvm_generator_compute_logits or dvm_generator_next. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_append(dvm_generator *g, const int32_t *const *tokens,
+                                                      const int *counts);
+
+/* Runs the model on the tokens appended since it last ran: each sequence
+ * with several new tokens alone (its own length, no padding), those with
+ * one new token together in one step. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_compute_logits(dvm_generator *g);
+
+/* Sequence b's logits after its last token (vocab_size floats, borrowed
+ * until the next call that runs the model), or NULL before any. */
+DVM_API const float *dvm_generator_logits(const dvm_generator *g, int b);
+
+/* Computes the logits if needed, then chooses the next token of each
+ * sequence that is not done (repetition penalty, then greedy or
+ * temperature, top-k and top-p sampling, as ONNX Runtime GenAI) and
+ * appends it, unless it is an EOS token: that ends the sequence without
+ * joining it (as in ONNX Runtime GenAI). A sequence is done after its EOS
+ * or at max_length. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_next(dvm_generator *g);
+
+DVM_API bool dvm_generator_done(const dvm_generator *g);          /* every sequence */
+DVM_API bool dvm_generator_seq_done(const dvm_generator *g, int b);
+DVM_API int dvm_generator_batch_size(const dvm_generator *g);
+DVM_API int dvm_generator_max_length(const dvm_generator *g);
+DVM_API int dvm_generator_vocab_size(const dvm_generator *g);
+/* Sequence b's tokens (borrowed until the next append or next). */
+DVM_API const int32_t *dvm_generator_sequence(const dvm_generator *g, int b, int *length);
+/* Its VM (borrowed), e.g. for dvm_vm_get_stats. */
+DVM_API dvm_vm *dvm_generator_vm(const dvm_generator *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
