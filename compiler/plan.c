@@ -95,7 +95,7 @@ dvm_status *dvmc_plan_results(const int64_t *code, uint32_t ncode, int nregs, in
   if (!writes) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   uint32_t ret = 0;
   for (uint32_t w = 0; w < ncode; w += dvm_instr_length(code, ncode, w)) {
-    dvmc_code_operands(code, w, count_write, &(write_count){code, writes});
+    dvm_instr_operands(code, w, count_write, &(write_count){code, writes});
     ret = w;
   }
   for (int r = 0; r < nregs; r++) result_of[r] = -1;

@@ -54,6 +54,7 @@ static inline void dvm_words_list(dvm_words *w, int *oom, dvm_list l) {
 #define DVM_CLASS_t S
 #define DVM_CLASS_v S
 #define DVM_CLASS_p S
+#define DVM_CLASS_q S
 #define DVM_CLASS_R L
 #define DVM_CLASS_D L
 #define DVM_CLASS_I L
