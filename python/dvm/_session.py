@@ -228,6 +228,38 @@ def _onnx_facts(data: Optional[bytes]) -> Tuple[ModelMetadata, Dict[str, NodeArg
     return meta, declared
 
 
+def cached_compile(source: Any, key: str, target: str) -> Module:
+    """The module compiled from source (a path or bytes) for target, from
+    the cache when it holds one under key (a SHA-256 in hex of what the
+    module depends on: InferenceSession's and dvm.genai.Model's)."""
+    cached, limit = os.path.join(_cache_dir(), key + ".dvmb"), _cache_limit()
+    if os.path.exists(cached):
+        try:
+            m = Module(cached)
+            try:
+                os.utime(cached)  # recently used: the last to be pruned
+            except OSError:
+                pass
+            return m
+        except _dvm.Error:
+            pass  # stale or damaged: compile again
+    # the bytes, not a Module made from them: that would copy them and
+    # pack the weights beside them, only to be replaced by the file
+    data = _compile_bytes(source, target=target)
+    try:  # written whole, then renamed, so readers never see half a file
+        os.makedirs(os.path.dirname(cached), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, cached)
+    except OSError:
+        return Module(data)  # no cache: still usable
+    _prune_cache(os.path.dirname(cached), cached, limit)
+    # the cached file, memory-mapped, once the bytes are gone
+    del data
+    return Module(cached)
+
+
 class InferenceSession:
     """onnxruntime.InferenceSession's common surface over dvm.
 
@@ -267,44 +299,13 @@ class InferenceSession:
             # here are dropped first, not held beside the compiler's
             source: Any = self._model_path if self._model_path else data
             del data
-            self._module = self._compiled(source, h.hexdigest(), target)
+            self._module = cached_compile(source, h.hexdigest(), target)
         fn = self._module.functions.get("main")
         if fn is None:
             raise _dvm.Error("dvm.InferenceSession: the module has no function \"main\"")
         self._inputs = [declared.get(v.name) or self._node_arg(v) for v in fn.inputs]
         self._outputs = [declared.get(v.name) or self._node_arg(v) for v in fn.outputs]
         self._output_names = [o.name for o in self._outputs]
-
-    @staticmethod
-    def _compiled(source: Any, key: str, target: str) -> Module:
-        """The module compiled from source (a path or bytes) for target, from
-        the cache when it holds one under key."""
-        cached, limit = os.path.join(_cache_dir(), key + ".dvmb"), _cache_limit()
-        if os.path.exists(cached):
-            try:
-                m = Module(cached)
-                try:
-                    os.utime(cached)  # recently used: the last to be pruned
-                except OSError:
-                    pass
-                return m
-            except _dvm.Error:
-                pass  # stale or damaged: compile again
-        # the bytes, not a Module made from them: that would copy them and
-        # pack the weights beside them, only to be replaced by the file
-        data = _compile_bytes(source, target=target)
-        try:  # written whole, then renamed, so readers never see half a file
-            os.makedirs(os.path.dirname(cached), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, cached)
-        except OSError:
-            return Module(data)  # no cache: still usable
-        _prune_cache(os.path.dirname(cached), cached, limit)
-        # the cached file, memory-mapped, once the bytes are gone
-        del data
-        return Module(cached)
 
     @staticmethod
     def _node_arg(v: Any) -> NodeArg:

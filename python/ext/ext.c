@@ -64,6 +64,7 @@ static PyObject *py_probe(PyObject *self, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"compile", (PyCFunction)(void (*)(void))dvm_py_compile, METH_VARARGS | METH_KEYWORDS, dvm_py_compile_doc},
+    {"generator_model_file", dvm_py_generator_model_file, METH_O, dvm_py_generator_model_file_doc},
     {"probe", py_probe, METH_O,
      "probe(device) -> (present, description): whether a device (\"cpu\", \"cuda\") is there, "
      "what it is, or why it is not."},
@@ -78,7 +79,9 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC PyInit__dvm(void) {
   import_array();
   if (dvm_py_tensor_init() < 0) return NULL;
-  if (PyType_Ready(&dvm_py_TensorType) < 0 || PyType_Ready(&dvm_py_ModuleType) < 0) return NULL;
+  if (PyType_Ready(&dvm_py_TensorType) < 0 || PyType_Ready(&dvm_py_ModuleType) < 0 ||
+      PyType_Ready(&dvm_py_GeneratorType) < 0)
+    return NULL;
   PyObject *mod = PyModule_Create(&moduledef);
   if (!mod) return NULL;
   PyObject *errs = NULL;
@@ -105,8 +108,10 @@ PyMODINIT_FUNC PyInit__dvm(void) {
   Py_DECREF(errs);
   Py_INCREF(&dvm_py_TensorType);
   Py_INCREF(&dvm_py_ModuleType);
+  Py_INCREF(&dvm_py_GeneratorType);
   if (PyModule_AddObject(mod, "Tensor", (PyObject *)&dvm_py_TensorType) < 0 ||
-      PyModule_AddObject(mod, "Module", (PyObject *)&dvm_py_ModuleType) < 0) {
+      PyModule_AddObject(mod, "Module", (PyObject *)&dvm_py_ModuleType) < 0 ||
+      PyModule_AddObject(mod, "Generator", (PyObject *)&dvm_py_GeneratorType) < 0) {
     Py_DECREF(mod);
     return NULL;
   }

@@ -1,7 +1,7 @@
 /* dvm._dvm, the CPython extension under the Python package: shared
  * declarations of its files (ext.c: the module and its errors; module.c:
  * the Module type and running; tensor.c: tensors between NumPy, DLPack and
- * dvm; compile.c: the compiler). It uses libdvm's public API and the
+ * dvm; compile.c: the compiler; generator.c: the generator for dvm.genai). It uses libdvm's public API and the
  * compiler library, nothing else of dvm. */
 #ifndef DVM_PY_EXT_H
 #define DVM_PY_EXT_H
@@ -53,6 +53,14 @@ const char *dvm_py_dtype_name(dvm_dtype dt);
 extern PyTypeObject dvm_py_ModuleType;
 
 PyMODINIT_FUNC PyInit__dvm(void);
+
+/* The dvm_module of a dvm._dvm.Module (borrowed), or NULL with an exception set. */
+dvm_module *dvm_py_module_of(PyObject *obj);
+
+/* ---- generator.c ---- */
+extern PyTypeObject dvm_py_GeneratorType;
+PyObject *dvm_py_generator_model_file(PyObject *self, PyObject *arg);
+extern const char dvm_py_generator_model_file_doc[];
 
 /* ---- compile.c ---- */
 PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs);

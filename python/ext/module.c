@@ -117,6 +117,14 @@ static int check_loaded(ModuleObject *self) {
   return -1;
 }
 
+dvm_module *dvm_py_module_of(PyObject *obj) {
+  if (!PyObject_TypeCheck(obj, &dvm_py_ModuleType)) {
+    PyErr_Format(PyExc_TypeError, "expected a dvm._dvm.Module, got %s", Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  return check_loaded((ModuleObject *)obj) < 0 ? NULL : ((ModuleObject *)obj)->m;
+}
+
 /* ---- signatures ---- */
 
 static PyObject *param_tuple(const dvm_param_info *p) {

@@ -1,0 +1,317 @@
+"""dvm.genai against ONNX Runtime GenAI (which runs in another interpreter,
+build-data/genai-venv, through genai_ref.py) on model folders written by
+GenAI's model builder (build-data/genai/<arch>-<fp32|int4>) and on a decoder
+of standard ops in the same form (tests/gen/llm.py) with a builder folder's
+tokenizer."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dvm
+import dvm.genai as og
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+GENAI = os.path.join(ROOT, "build-data", "genai")
+VENV_PY = os.path.join(ROOT, "build-data", "genai-venv", "bin", "python")
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEPS = 40  # generated tokens per comparison
+
+if not os.path.isdir(GENAI) or not os.access(VENV_PY, os.X_OK):
+    pytest.skip("no ONNX Runtime GenAI test models: build-data/genai and build-data/genai-venv are made by setup.sh",
+                allow_module_level=True)
+pytest.importorskip("tokenizers", reason="dvm.genai.Tokenizer needs the tokenizers package")
+
+BUILDER = sorted(d for d in os.listdir(GENAI) if os.path.isfile(os.path.join(GENAI, d, "genai_config.json")))
+
+
+def ort(tmp_path, job):
+    """GenAI's result for job (genai_ref.py)."""
+    jf, out = tmp_path / "job.json", str(tmp_path / "ref")
+    jf.write_text(json.dumps(job))
+    p = subprocess.run([VENV_PY, os.path.join(HERE, "genai_ref.py"), str(jf), out], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    r = json.load(open(out + ".json"))
+    r["logits"] = np.load(out + ".npy")
+    return r
+
+
+def run(model, prompt, **search):
+    """dvm.genai's sequence and the logits each token was chosen from, as genai_ref.py does."""
+    params = og.GeneratorParams(model)
+    params.set_search_options(**search)
+    g = og.Generator(model, params)
+    g.append_tokens(np.array(prompt, dtype=np.int32))
+    logits = []
+    while not g.is_done():
+        g.generate_next_token()
+        logits.append(g.get_logits()[0, -1])
+    return g.get_sequence(0).tolist(), np.array(logits), g
+
+
+_models = {}
+
+
+def load(folder):
+    """The folder's dvm.genai.Model, or a skip naming what dvm does not run."""
+    if folder not in _models:
+        try:
+            _models[folder] = og.Model(folder)
+        except dvm.Error as e:
+            _models[folder] = e
+    m = _models[folder]
+    if isinstance(m, dvm.Error):
+        pytest.skip(f"{os.path.basename(folder)}: dvm does not run it: {m}")
+    return m
+
+
+@pytest.fixture(scope="module")
+def scatter(tmp_path_factory):
+    """A decoder of standard ops in the builder's form, llama-fp32's tokenizer."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "gen"))
+    llm = pytest.importorskip("llm", reason="tests/gen/llm.py writes the standard-op decoder")
+    d = tmp_path_factory.mktemp("scatter")
+    llm.make(str(d), attention="scatter", vocab=512, eos=2, max_length=128, context=256)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(GENAI, "llama-fp32", f), d / f)
+    return str(d)
+
+
+def folders():
+    return [pytest.param(os.path.join(GENAI, d), id=d) for d in BUILDER] + [pytest.param(None, id="scatter")]
+
+
+@pytest.fixture(params=folders())
+def folder(request, scatter):
+    return request.param or scatter
+
+
+PROMPT = "The first 4 digits of pi are"
+
+
+def rel_err(a, b, eos):
+    """Largest difference over the largest reference magnitude, EOS aside
+    (GenAI shows it as -FLT_MAX below min_length)."""
+    keep = np.ones(b.shape[-1], bool)
+    keep[eos] = False
+    return float(np.abs(a[..., keep] - b[..., keep]).max() / np.abs(b[..., keep]).max())
+
+
+def test_greedy_matches_genai(tmp_path, folder):
+    """fp32: the same tokens for STEPS steps and logits within 1e-4 at every
+    step. int4: each step's greedy choice, given GenAI's sequence so far
+    (dvm reads it token by token), is GenAI's on >= 95% of the steps; the
+    logits' largest relative difference is printed."""
+    model = load(folder)
+    eos = model.config._json["model"]["eos_token_id"]
+    n = len(og.Tokenizer(model).encode(PROMPT))
+    search = {"max_length": n + STEPS, "min_length": n + STEPS}
+    ref = ort(tmp_path, {"folder": folder, "texts": [PROMPT], "search": search})
+    prompt = ref["encoded"][0]
+    assert og.Tokenizer(model).encode(PROMPT).tolist() == prompt
+    assert len(ref["tokens"]) == n + STEPS
+    if "int4" not in os.path.basename(folder):
+        tokens, logits, _ = run(model, prompt, **search)
+        assert tokens == ref["tokens"]
+        errs = [rel_err(a, b, eos) for a, b in zip(logits, ref["logits"])]
+        assert len(errs) == STEPS and max(errs) <= 1e-4, errs
+        return
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=n + STEPS)
+    g = og.Generator(model, params)
+    g.append_tokens(np.array(prompt, dtype=np.int32))
+    same, errs = 0, []
+    for step, want in enumerate(ref["tokens"][n:]):
+        logits = g.get_logits()[0, -1]
+        errs.append(rel_err(logits, ref["logits"][step], eos))
+        same += int(np.argmax(logits)) == want
+        g.append_tokens(np.array([want], dtype=np.int32))
+    print(f"{os.path.basename(folder)}: {same}/{STEPS} greedy choices as GenAI's; logits' relative "
+          f"difference max {max(errs):.2e}, median {np.median(errs):.2e}")
+    assert same >= 0.95 * STEPS
+
+
+def test_batch_equals_each_alone(folder):
+    model = load(folder)
+    tok = og.Tokenizer(model)
+    texts = ["The square root of 2 is", "a", "The first 6 numbers of the Fibonacci sequence are 1, 1, 2"]
+    batch = tok.encode_batch(texts)
+    assert batch.shape()[0] == 3 and len({len(tok.encode(t)) for t in texts}) == 3
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=48, batch_size=3)
+    g = og.Generator(model, params)
+    g.append_tokens(batch)
+    logits = []
+    while not g.is_done():
+        g.generate_next_token()
+        logits.append(g.get_logits()[:, 0])
+    for b, t in enumerate(texts):
+        tokens, alone, _ = run(model, tok.encode(t), max_length=48)
+        assert g.get_sequence(b).tolist() == tokens
+        together = np.array([step[b] for step in logits[:len(alone)]])
+        np.testing.assert_allclose(together, alone, rtol=1e-5, atol=1e-5)
+
+
+def test_sampling_with_a_seed_is_reproducible(scatter):
+    model = load(scatter)
+    opts = dict(max_length=60, min_length=60, do_sample=True, top_k=20, top_p=0.9, temperature=0.8)
+    a = run(model, [5, 6, 7], random_seed=7, **opts)[0]
+    b = run(model, [5, 6, 7], random_seed=7, **opts)[0]
+    c = run(model, [5, 6, 7], random_seed=8, **opts)[0]
+    greedy = run(model, [5, 6, 7], max_length=60, min_length=60)[0]
+    assert a == b and a != c and a != greedy
+
+
+def test_tokenizer_matches_genai(tmp_path, scatter):
+    folder = scatter  # llama-fp32's tokenizer.json
+    texts = [PROMPT, "", "a", "  two  spaces\nand a newline", "ünïcödé 你好 🙂", "</s> special <s>"]
+    ref = ort(tmp_path, {"folder": folder, "texts": texts, "ids": [1], "search": {"max_length": 2},
+                         "decode": [[1] + list(range(40, 60)) + [2]]})
+    model = load(folder)
+    tok = og.Tokenizer(model)
+    for t, ids in zip(texts, ref["encoded"]):
+        assert tok.encode(t).tolist() == ids, t
+        text = tok.decode(ids)
+        assert text == t if "<" not in t else "special" in text and "<" not in text  # special tokens left out
+    assert tok.decode([1] + list(range(40, 60)) + [2]) == ref["decoded"][0]
+    stream = tok.create_stream()
+    ids = tok.encode(texts[4])
+    pieces = [stream.decode(i) for i in ids]
+    assert "".join(pieces) == texts[4] and "" in pieces  # multi-byte characters wait for their last byte
+    batch = tok.encode_batch(texts[:3]).as_numpy()
+    assert batch.dtype == np.int32 and batch.shape == (3, len(ref["encoded"][0]))
+    assert (batch[1] == tok.pad_token_id).all() and batch[0].tolist() == ref["encoded"][0]
+    assert tok.eos_token_ids == [2] and tok.to_token_id("</s>") == 2
+
+
+def test_example_script_runs_with_the_import_changed(tmp_path, scatter):
+    """ONNX Runtime GenAI's examples/python/model-generate.py (and its
+    common.py), with `import dvm.genai as og` for `import
+    onnxruntime_genai as og` and nothing else changed."""
+    for f in ("model-generate.py", "common.py"):
+        src = open(os.path.join(HERE, "genai_examples", f)).read()
+        assert "import onnxruntime_genai as og\n" in src
+        (tmp_path / f).write_text(src.replace("import onnxruntime_genai as og\n", "import dvm.genai as og\n"))
+    p = subprocess.run([sys.executable, str(tmp_path / "model-generate.py"), "-m", scatter, "-e", "cpu",
+                        "--non_interactive", "-l", "30"], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    model = load(scatter)
+    tok = og.Tokenizer(model)
+    prompts = ["The first 4 digits of pi are", "The square root of 2 is",
+               "The first 6 numbers of the Fibonacci sequence are"]
+    total = 0
+    for i, text in enumerate(prompts):
+        tokens = run(model, tok.encode(text), max_length=30)[0]
+        total += len(tokens)
+        assert f"Prompt #{i}: {text}\n\n{tok.decode(tokens)}\n" in p.stdout
+    assert f"Tokens: {total}," in p.stdout
+
+
+def test_threads_from_the_config_overlay(scatter):
+    cfg = og.Config(scatter)
+    cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": 1}}}}))
+    one = og.Model(cfg)
+    assert one._threads == 1 and load(scatter)._threads == 0
+    assert run(one, [5, 6], max_length=20)[0] == run(load(scatter), [5, 6], max_length=20)[0]
+    cfg.overlay('{"model": {"decoder": {"session_options": {"intra_op_num_threads": -2}}}}')
+    with pytest.raises(dvm.Error, match="intra_op_num_threads: expected a count"):
+        og.Model(cfg)
+    cfg = og.Config(scatter)
+    cfg.overlay('{"search": {"max_length": 12}}')
+    assert len(run(og.Model(cfg), [5, 6])[0]) == 12
+
+
+def test_eos_ends_a_sequence(scatter):
+    """An EOS ends the sequence without joining it; get_next_tokens shows it."""
+    model = load(scatter)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=100, repetition_penalty=0.01)  # favours what was seen: the EOS
+    g = og.Generator(model, params)
+    g.append_tokens(np.array([2, 2, 2, 5], dtype=np.int32))
+    while not g.is_done():
+        g.generate_next_token()
+    seq = g.get_sequence(0).tolist()
+    assert len(seq) < 100 and g.get_next_tokens().tolist() == [2] and seq[4:].count(2) == 0
+
+
+def edit(folder, tmp_path, path, value=None, remove=None):
+    """A copy of folder with one change."""
+    d = tmp_path / "m"
+    shutil.copytree(folder, d)
+    if remove:
+        os.remove(d / remove)
+    if path:
+        cfg = json.load(open(d / "genai_config.json"))
+        node = cfg
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+        json.dump(cfg, open(d / "genai_config.json", "w"))
+    return str(d)
+
+
+def test_bad_input(scatter, tmp_path):
+    model = load(scatter)
+    params = og.GeneratorParams(model)
+    with pytest.raises(dvm.Error, match='Unknown value "max_lenght"'):
+        params.set_search_options(max_lenght=10)
+    with pytest.raises(dvm.Error, match="Unknown search option type, can be float/bool/int: top_k"):
+        params.set_search_options(top_k="5")
+    with pytest.raises(dvm.Error, match="search.num_beams: 4 is out of range .*beam search is not supported"):
+        params.set_search_options(num_beams=4)
+    with pytest.raises(dvm.Error, match="search.top_p: 1.5 is out of range"):
+        params.set_search_options(top_p=1.5)
+    with pytest.raises(dvm.Error, match="chunk_size 16 .* is not supported"):
+        params.set_search_options(chunk_size=16)
+    with pytest.raises(dvm.Error, match="search.max_length: exceeds model.context_length"):
+        params.set_search_options(max_length=257)
+    params.set_search_options(max_length=10)
+    assert params.get_search_options()["max_length"] == 10  # the refused ones changed nothing
+    g = og.Generator(model, params)
+    with pytest.raises(dvm.InvalidInput, match="0 \\+ 11 tokens exceed max_length 10"):
+        g.append_tokens(np.arange(1, 12, dtype=np.int32))
+    with pytest.raises(dvm.InvalidInput, match="token 1 \\(512\\) is outside the vocabulary \\(0 to 511\\)"):
+        g.append_tokens(np.array([5, 512], dtype=np.int32))
+    with pytest.raises(dvm.InvalidInput, match="token 0 \\(-1\\) is outside the vocabulary"):
+        g.append_tokens([-1])
+    with pytest.raises(dvm.InvalidInput, match="expected integer token ids, got float64"):
+        g.append_tokens([1.5])
+    with pytest.raises(dvm.InvalidInput, match="expected \\[1, n\\] tokens, got shape \\[2, 1\\]"):
+        g.append_tokens([[1], [2]])
+    with pytest.raises(dvm.Error, match="no tokens yet"):
+        g.get_logits()
+    with pytest.raises(IndexError, match="sequence 1 out of range: the batch has 1"):
+        g.get_sequence(1)
+    with pytest.raises(dvm.Error, match="get_output.* is not supported"):
+        g.get_output("logits")
+    with pytest.raises(dvm.Error, match="Error opening .*nowhere/genai_config.json"):
+        og.Model(str(tmp_path / "nowhere"))
+    with pytest.raises(dvm.Error, match="provider 'cuda' .* is not supported"):
+        og.Config(scatter).append_provider("cuda")
+
+
+@pytest.mark.parametrize("path,value,remove,message", [
+    (None, None, "model.onnx", "model.onnx: model.decoder.filename names no file"),
+    (None, None, "tokenizer.json", "tokenizer.json: no such file"),
+    (("model", "decoder", "head_size"), None, None, "model.decoder.head_size: must be an integer"),
+    (("model", "decoder", "flux_capacitor"), 8, None, "model.decoder.flux_capacitor: unknown field"),
+    (("model", "decoder", "num_hidden_layers"), 3, None, "no \"past_key_values.2.key\""),
+])
+def test_bad_folder(scatter, tmp_path, path, value, remove, message):
+    d = edit(scatter, tmp_path, path, value, remove)
+    with pytest.raises(dvm.Error, match=message):
+        m = og.Model(d)
+        og.Generator(m, og.GeneratorParams(m))
+        og.Tokenizer(m)
+
+
+def test_tokenizer_package_missing(scatter, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    with pytest.raises(dvm.Error, match="needs the tokenizers package: pip install tokenizers"):
+        og.Tokenizer(load(scatter))
