@@ -384,6 +384,11 @@ class Generator:
         a = np.asarray(tokens.as_numpy() if isinstance(tokens, Tensor) else tokens)
         if a.size and a.dtype.kind not in "iu":
             raise _dvm.InvalidInput(f"append_tokens: expected integer token ids, got {a.dtype}")
+        if a.size and (a.min() < 0 or a.max() > np.iinfo(np.int32).max):
+            bad = a.min() if a.min() < 0 else a.max()
+            raise _dvm.InvalidInput(f"append_tokens: token {bad} is outside the vocabulary (0 to "
+                                    f"{self._g.vocab_size - 1})")
+        a = a.astype(np.int32)
         if a.ndim == 1 and self._batch > 1:
             if a.size % self._batch:
                 raise _dvm.InvalidInput(f"append_tokens: {a.size} tokens do not divide into a batch of {self._batch}")

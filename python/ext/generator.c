@@ -114,7 +114,8 @@ static PyObject *generator_append(GeneratorObject *self, PyObject *rows) {
   }
   for (int b = 0; b < n; b++) {
     PyObject *o = PySequence_Fast_GET_ITEM(seq, b);
-    arr[b] = (PyArrayObject *)PyArray_FROMANY(o, NPY_INT32, 1, 1, NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
+    /* safe casts only: an int64 id past int32 must not wrap into the vocabulary */
+    arr[b] = (PyArrayObject *)PyArray_FROMANY(o, NPY_INT32, 1, 1, NPY_ARRAY_IN_ARRAY);
     if (!arr[b]) goto done;
     tokens[b] = PyArray_DATA(arr[b]);
     counts[b] = (int)PyArray_DIM(arr[b], 0);

@@ -278,8 +278,12 @@ def test_bad_input(scatter, tmp_path):
         g.append_tokens(np.arange(1, 12, dtype=np.int32))
     with pytest.raises(dvm.InvalidInput, match="token 1 \\(512\\) is outside the vocabulary \\(0 to 511\\)"):
         g.append_tokens(np.array([5, 512], dtype=np.int32))
-    with pytest.raises(dvm.InvalidInput, match="token 0 \\(-1\\) is outside the vocabulary"):
+    with pytest.raises(dvm.InvalidInput, match="token -1 is outside the vocabulary \\(0 to 511\\)"):
         g.append_tokens([-1])
+    with pytest.raises(dvm.InvalidInput, match="token 4294967301 is outside the vocabulary"):
+        g.append_tokens(np.array([2**32 + 5], dtype=np.int64))  # not wrapped to 5
+    with pytest.raises(TypeError, match="Cannot cast"):
+        g._g.append([np.array([2**32 + 5])])
     with pytest.raises(dvm.InvalidInput, match="expected integer token ids, got float64"):
         g.append_tokens([1.5])
     with pytest.raises(dvm.InvalidInput, match="expected \\[1, n\\] tokens, got shape \\[2, 1\\]"):
