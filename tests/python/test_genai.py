@@ -197,9 +197,10 @@ def test_example_script_runs_with_the_import_changed(tmp_path, scatter):
         src = open(os.path.join(HERE, "genai_examples", f)).read()
         assert "import onnxruntime_genai as og\n" in src
         (tmp_path / f).write_text(src.replace("import onnxruntime_genai as og\n", "import dvm.genai as og\n"))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))  # this dvm
     p = subprocess.run([sys.executable, str(tmp_path / "model-generate.py"), "-m", scatter, "-e", "cpu",
                         "--non_interactive", "-l", "30"], capture_output=True, text=True, timeout=600,
-                       cwd=tmp_path)
+                       cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
     model = load(scatter)
     tok = og.Tokenizer(model)
