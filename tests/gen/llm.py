@@ -30,9 +30,10 @@ class _Graph:
         self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    def op(self, op_type, inputs, nout=1, domain="", **attrs):
+    def op(self, op_type, inputs, nout=1, domain="", omit=(), **attrs):
+        """Outputs whose index is in omit are left unnamed ("")."""
         self.n += 1
-        outs = [f"{op_type}_{self.n}_{i}" for i in range(nout)]
+        outs = ["" if i in omit else f"{op_type}_{self.n}_{i}" for i in range(nout)]
         self.nodes.append(helper.make_node(op_type, inputs, outs, name=f"{op_type}_{self.n}", domain=domain, **attrs))
         return outs[0] if nout == 1 else outs
 
@@ -99,7 +100,7 @@ def make(folder, *, attention="scatter", layers=2, hidden=64, heads=4, kv_heads=
             y = g.op("SimplifiedLayerNormalization", [x, ln1], axis=-1, epsilon=eps, stash_type=1)
             skip = x
         else:
-            y, _, _, skip = g.op("SkipSimplifiedLayerNormalization", [x, skip, ln1], nout=4, domain="com.microsoft",
+            y, _, _, skip = g.op("SkipSimplifiedLayerNormalization", [x, skip, ln1], nout=4, domain="com.microsoft", omit=(1, 2),
                                  epsilon=eps)
         if attention == "scatter":
             q = g.op("MatMul", [y, g.w(f"{p}.attn.q_proj.weight", hidden, heads * hs)])
@@ -124,7 +125,7 @@ def make(folder, *, attention="scatter", layers=2, hidden=64, heads=4, kv_heads=
             x = g.op("Add", [x, o])
             y = _rms(g, x, ln2, eps)
         else:
-            y, _, _, skip = g.op("SkipSimplifiedLayerNormalization", [o, skip, ln2], nout=4, domain="com.microsoft",
+            y, _, _, skip = g.op("SkipSimplifiedLayerNormalization", [o, skip, ln2], nout=4, domain="com.microsoft", omit=(1, 2),
                                  epsilon=eps)
         gate = g.op("MatMul", [y, g.w(f"{p}.mlp.gate_proj.weight", hidden, 2 * hidden)])
         up = g.op("MatMul", [y, g.w(f"{p}.mlp.up_proj.weight", hidden, 2 * hidden)])
@@ -138,7 +139,8 @@ def make(folder, *, attention="scatter", layers=2, hidden=64, heads=4, kv_heads=
     if attention == "scatter":
         y = _rms(g, x, lnf, eps)
     else:
-        y, _, _, _ = g.op("SkipSimplifiedLayerNormalization", [x, skip, lnf], nout=4, domain="com.microsoft", epsilon=eps)
+        y, _, _, _ = g.op("SkipSimplifiedLayerNormalization", [x, skip, lnf], nout=4, domain="com.microsoft",
+                          omit=(1, 2, 3), epsilon=eps)
     head = g.op("Transpose", [embed], perm=[1, 0]) if tied else g.w("lm_head.weight", hidden, vocab)
     g.nodes.append(helper.make_node("MatMul", [y, head], ["logits"], name="lm_head"))
     graph = helper.make_graph(g.nodes, "decoder", inputs, outputs, g.inits)

@@ -44,8 +44,6 @@ def decoder(request, tmp_path_factory):
     d = tmp_path_factory.mktemp("gqa")
     llm.make(str(d), attention="gqa", max_length=64, search={"min_length": 256})
     p = run("compile", d / "model.onnx", "-o", d / "model.dvmb", check=False)
-    if p.returncode != 0 and "the op is not supported" in p.stderr:
-        pytest.skip("this dvm does not compile the builder's LLM ops yet: " + p.stderr.strip().splitlines()[-1])
     assert p.returncode == 0, p.stderr
     return d
 
@@ -155,7 +153,11 @@ def test_decode_does_not_copy_the_cache(decoder):
     cache = 1 * dec["num_key_value_heads"] * 64 * dec["head_size"] * 4  # [batch, kv_heads, max_length, head_size] f32
     assert r["result_copies"] == 0
     assert r["invocations"] == r["steps"]  # one prefill, then one step per token
-    assert r["peak_requested"] == max(bound_peak(decoder, 1, 3, 3, 64), bound_peak(decoder, 1, 1, 63, 64))
+    if decoder.name.startswith("scatter"):
+        # GroupQueryAttention's present length, max(past, total), is data: its
+        # presents are sized at run time and the plan is only a lower bound,
+        # without a bound-results formula to compare with
+        assert r["peak_requested"] == max(bound_peak(decoder, 1, 3, 3, 64), bound_peak(decoder, 1, 1, 63, 64))
     assert r["peak_requested"] < 2 * cache
 
 
