@@ -65,8 +65,9 @@ dvm_nbits_b *dvm_nbits_pack_b(const uint8_t *src, int64_t k, int64_t n, int64_t 
     uint8_t *g = b->codes + col / NG * b->kb * bb;
     for (int64_t t = 0; t < kp; t++) {
       unsigned q = bits == 4 ? (s[t >> 1] >> ((t & 1) * 4)) & 15 : s[t];
-      int shift;
-      g[t / block * bb + code_at(bits, t % block, col % NG, &shift)] |= (uint8_t)(q << shift);
+      int shift; /* set by code_at before q is shifted: the subscript is computed first */
+      int64_t at = t / block * bb + code_at(bits, t % block, col % NG, &shift);
+      g[at] |= (uint8_t)(q << shift);
     }
   }
   return b;
