@@ -127,7 +127,8 @@ static void tile_generic(const targs *t, int r, int int8) {
         float fdot = 0;
         for (int64_t k = 0; k < b->block; k++) {
           int shift;
-          int q = u[code_at(b->bits, k, c, &shift)] >> shift & (b->bits == 4 ? 15 : 255);
+          uint8_t byte = u[code_at(b->bits, k, c, &shift)]; /* sets shift: read it after */
+          int q = byte >> shift & (b->bits == 4 ? 15 : 255);
           if (int8)
             idot += q * ((const int8_t *)t->a->v)[base + k];
           else
