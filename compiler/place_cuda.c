@@ -84,6 +84,12 @@ static void count_write(void *ctx, char letter, uint32_t word) {
   if (letter == 'd' || letter == 'D') k->F[k->instr[word]].writes++;
 }
 
+/* A tensor that an alloc instruction makes with its shape in register `shape`. */
+static void allocated(fact *r, int64_t dtype, int64_t shape) {
+  r->tensor = 1, r->dtype = (int8_t)dtype, r->tshape_kind = 1, r->tshape = shape;
+  r->allocated = 1;
+}
+
 static void scan(clone *c) {
   const dvm_func *f = c->f;
   const dvm_module *m = c->p->m;
@@ -122,20 +128,17 @@ static void scan(clone *c) {
     }
     case DVM_OP_ALLOC: {
       dvm_ops_ALLOC x = dvm_decode_ALLOC(instr);
-      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
-      F[x.dst].allocated = 1;
+      allocated(&F[x.dst], x.dtype, x.shape);
       break;
     }
     case DVM_OP_ALLOC_RESULT: {
       dvm_ops_ALLOC_RESULT x = dvm_decode_ALLOC_RESULT(instr);
-      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
-      F[x.dst].allocated = 1;
+      allocated(&F[x.dst], x.dtype, x.shape);
       break;
     }
     case DVM_OP_ALLOC_TENSOR: { /* follows out_dev too: on the host it leaves its storage */
       dvm_ops_ALLOC_TENSOR x = dvm_decode_ALLOC_TENSOR(instr);
-      F[x.dst].tensor = 1, F[x.dst].dtype = (int8_t)x.dtype, F[x.dst].tshape_kind = 1, F[x.dst].tshape = x.shape;
-      F[x.dst].allocated = 1;
+      allocated(&F[x.dst], x.dtype, x.shape);
       break;
     }
     case DVM_OP_ALLOC_TENSOR_I: {
