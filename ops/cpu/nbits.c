@@ -444,7 +444,7 @@ static dvm_status *gather_block_quantized(const dvm_kernel_args *a) {
 
 const dvm_kernel_def dvm_cpu_nbits_kernels[] = {
     [K_MATMUL_NBITS] = {"matmul_nbits", DVM_DEVICE_CPU, matmul_nbits, "matmul_nbits", .prepack = nbits_prepack,
-                        .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+                        .prepack_replaces = 1, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     [K_GATHER_BQ] = {"gather_block_quantized", DVM_DEVICE_CPU, gather_block_quantized, "gather_block_quantized",
                      .dtypes = DVM_DTYPE_BIT(DVM_U8)},
     {NULL, 0, NULL, NULL, 0},
