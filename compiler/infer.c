@@ -1530,17 +1530,23 @@ static void rule_mha(inf *I, const dvmc_node *n) {
 
 /* com.microsoft GroupQueryAttention: output [B, S, Hq D] (query's shape,
  * or its Hq parts of packed QKV); present_key and present_value [B, Hkv,
- * ?, D]: their length, max(total_sequence_length, past), is data, left to
- * the shape function. */
+ * max(P, T), D], P past_key's length (0 without one) and T the value of
+ * total_sequence_length where inference knows it as an expression (the
+ * builder's graph takes it from attention_mask's shape), else left to the
+ * shape function. When past and present share one buffer, as a generator
+ * binds them, T <= P, so the memory plan bounds a step by the cache's
+ * length. */
 static void rule_gqa(inf *I, const dvmc_node *n) {
-  const dvmc_value *q = n->in[0];
+  const dvmc_value *q = n->in[0], *past = n->nin > 3 ? n->in[3] : NULL, *total = n->nin > 6 ? n->in[6] : NULL;
   int64_t hq = dvmc_attr_int(n, "num_heads", 0), hkv = dvmc_attr_int(n, "kv_num_heads", 0), w;
   int packed = n->nin < 2 || !n->in[1];
   for (int i = 0; i < n->nout && i < 3; i++) set_rank(n->out[i], i ? 4 : 3);
   if (!q || q->rank != 3 || hq <= 0 || hkv <= 0 || !q->dims[2] || !dvmc_expr_is_const(q->dims[2], &w)) return;
   int64_t d = w / (packed ? hq + 2 * hkv : hq);
+  const dvmc_expr *t = total && dvmc_value_elems_known(total) && total->nelems == 1 ? total->elems[0] : NULL;
+  if (t && past) t = past->rank == 4 && past->dims[2] ? dvmc_max(I->x, past->dims[2], t) : NULL;
   const dvmc_expr *y[3] = {q->dims[0], q->dims[1], dvmc_const(I->x, hq * d)};
-  const dvmc_expr *kv[4] = {q->dims[0], dvmc_const(I->x, hkv), NULL, dvmc_const(I->x, d)};
+  const dvmc_expr *kv[4] = {q->dims[0], dvmc_const(I->x, hkv), t, dvmc_const(I->x, d)};
   if (n->nout) set_shape(n->out[0], 3, y);
   for (int i = 1; i < n->nout && i < 3; i++) set_shape(n->out[i], 4, kv);
 }
