@@ -19,7 +19,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 GENAI = os.path.join(ROOT, "build-data", "genai")
 VENV_PY = os.path.join(ROOT, "build-data", "genai-venv", "bin", "python")
 HERE = os.path.dirname(os.path.abspath(__file__))
-STEPS = 40  # generated tokens per comparison
+STEPS = 128  # generated tokens per fp32 comparison
+INT4_PROMPTS, INT4_STEPS = 20, 32  # random prompts per int4 folder, and tokens generated from each
 
 if not os.path.isdir(GENAI) or not os.access(VENV_PY, os.X_OK):
     pytest.skip("no ONNX Runtime GenAI test models: build-data/genai and build-data/genai-venv are made by setup.sh",
@@ -27,6 +28,7 @@ if not os.path.isdir(GENAI) or not os.access(VENV_PY, os.X_OK):
 pytest.importorskip("tokenizers", reason="dvm.genai.Tokenizer needs the tokenizers package")
 
 BUILDER = sorted(d for d in os.listdir(GENAI) if os.path.isfile(os.path.join(GENAI, d, "genai_config.json")))
+INT4 = [d for d in BUILDER if d.endswith("-int4")]
 
 
 def ort(tmp_path, job):
@@ -91,6 +93,11 @@ def folder(request, scatter):
     return request.param or scatter
 
 
+@pytest.fixture(params=[p for p in folders() if not p.id.endswith("-int4")])
+def fp32_folder(request, scatter):
+    return request.param or scatter
+
+
 PROMPT = "The first 4 digits of pi are"
 
 
@@ -102,11 +109,10 @@ def rel_err(a, b, eos):
     return float(np.abs(a[..., keep] - b[..., keep]).max() / np.abs(b[..., keep]).max())
 
 
-def test_greedy_matches_genai(tmp_path, folder):
-    """fp32: the same tokens for STEPS steps and logits within 1e-4 at every
-    step. int4: each step's greedy choice, given GenAI's sequence so far
-    (dvm reads it token by token), is GenAI's on >= 95% of the steps; the
-    logits' largest relative difference is printed."""
+def test_greedy_matches_genai(tmp_path, fp32_folder):
+    """fp32: the same tokens for STEPS steps and logits within 1e-4 at
+    every step."""
+    folder = fp32_folder
     model = load(folder)
     eos = model.config._json["model"]["eos_token_id"]
     n = len(og.Tokenizer(model).encode(PROMPT))
@@ -115,25 +121,57 @@ def test_greedy_matches_genai(tmp_path, folder):
     prompt = ref["encoded"][0]
     assert og.Tokenizer(model).encode(PROMPT).tolist() == prompt
     assert len(ref["tokens"]) == n + STEPS
-    if "int4" not in os.path.basename(folder):
-        tokens, logits, _ = run(model, prompt, **search)
-        assert tokens == ref["tokens"]
-        errs = [rel_err(a, b, eos) for a, b in zip(logits, ref["logits"])]
-        assert len(errs) == STEPS and max(errs) <= 1e-4, errs
-        return
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=n + STEPS)
-    g = og.Generator(model, params)
-    g.append_tokens(np.array(prompt, dtype=np.int32))
+    tokens, logits, _ = run(model, prompt, **search)
+    assert tokens == ref["tokens"]
+    errs = [rel_err(a, b, eos) for a, b in zip(logits, ref["logits"])]
+    assert len(errs) == STEPS and max(errs) <= 1e-4, errs
+
+
+def test_whole_context_matches_genai(tmp_path, fp32_folder):
+    """fp32, from a 3-token prompt to the model's context length: the same
+    tokens and logits within 1e-4 at every step."""
+    model = load(fp32_folder)
+    cfg = model.config._json["model"]
+    if "sliding_window" in cfg["decoder"]:  # the builder's Mistral, whose window no layer uses
+        pytest.skip("ONNX Runtime GenAI 0.18 fails past a sliding window's length (present.0.key's shape "
+                    "is not the one it computed): no reference")
+    prompt, n = [5, 6, 7], cfg["context_length"]
+    search = {"max_length": n, "min_length": n}
+    ref = ort(tmp_path, {"folder": fp32_folder, "ids": prompt, "search": search})
+    tokens, logits, _ = run(model, prompt, **search)
+    assert len(ref["tokens"]) == n and tokens == ref["tokens"]
+    errs = [rel_err(a, b, cfg["eos_token_id"]) for a, b in zip(logits, ref["logits"])]
+    assert len(errs) == n - len(prompt) and max(errs) <= 1e-4, max(errs)
+
+
+@pytest.mark.parametrize("name", INT4 or [pytest.param("", marks=pytest.mark.skip(reason="no int4 builder folders"))])
+def test_int4_greedy_choices_match_genai(tmp_path, name):
+    """int4, over INT4_PROMPTS random prompts of 1 to 40 tokens: each
+    step's greedy choice, given GenAI's sequence so far (dvm reads it token
+    by token), is GenAI's on >= 95% of the steps; the logits' relative
+    difference is printed."""
+    folder = os.path.join(GENAI, name)
+    model = load(folder)
+    cfg = model.config._json["model"]
+    rng = np.random.default_rng(28)
+    prompts = [rng.integers(3, cfg["vocab_size"], rng.integers(1, 41)).tolist() for _ in range(INT4_PROMPTS)]
+    ref = ort(tmp_path, {"folder": folder, "prompts": prompts, "steps": INT4_STEPS, "search": {}})
     same, errs = 0, []
-    for step, want in enumerate(ref["tokens"][n:]):
-        logits = g.get_logits()[0, -1]
-        errs.append(rel_err(logits, ref["logits"][step], eos))
-        same += int(np.argmax(logits)) == want
-        g.append_tokens(np.array([want], dtype=np.int32))
-    print(f"{os.path.basename(folder)}: {same}/{STEPS} greedy choices as GenAI's; logits' relative "
-          f"difference max {max(errs):.2e}, median {np.median(errs):.2e}")
-    assert same >= 0.95 * STEPS
+    for prompt, seq, ref_logits in zip(prompts, ref["tokens"], ref["logits"]):
+        assert len(seq) == len(prompt) + INT4_STEPS
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=len(seq))
+        g = og.Generator(model, params)
+        g.append_tokens(np.array(prompt, dtype=np.int32))
+        for step, want in enumerate(seq[len(prompt):]):
+            logits = g.get_logits()[0, -1]
+            errs.append(rel_err(logits, ref_logits[step], cfg["eos_token_id"]))
+            same += int(np.argmax(logits)) == want
+            g.append_tokens(np.array([want], dtype=np.int32))
+    total = INT4_PROMPTS * INT4_STEPS
+    print(f"{name}: {same}/{total} greedy choices as GenAI's; logits' relative difference max {max(errs):.2e}, "
+          f"median {np.median(errs):.2e}")
+    assert same >= 0.95 * total
 
 
 def test_batch_equals_each_alone(folder):
