@@ -3,8 +3,6 @@
  * tables are checked here when the table is already known (names) and in the
  * verifier otherwise (code operands). */
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "bytecode.h"
@@ -52,31 +50,9 @@ static dvm_status *data_range(parser *ps, uint64_t off, uint64_t n, const char *
   return NULL;
 }
 
-/* The CRC-32 of everything after the header. Over a file mapping, in
- * chunks whose pages are given back once summed: a page is read again from
- * the file when something needs it, and the weights that kernels pack at
- * link (vm/link.c) are otherwise never read plain again, so the checksum
- * does not make the whole file resident. */
-#define CRC_CHUNK ((size_t)8 << 20)
-
+/* The CRC-32 of everything after the header. */
 static uint32_t checksum(const parser *ps) {
-  const uint8_t *p = ps->bytes + DVM_BC_HEADER_SIZE;
-  size_t left = ps->size - DVM_BC_HEADER_SIZE;
-  if (!ps->m->mapped) return (uint32_t)crc32_z(0, p, left);
-  uLong crc = 0;
-  long page = sysconf(_SC_PAGESIZE);
-  uintptr_t done = (uintptr_t)ps->bytes; /* pages below are given back */
-  while (left) {
-    size_t n = left < CRC_CHUNK ? left : CRC_CHUNK;
-    crc = crc32_z(crc, p, n);
-    p += n;
-    left -= n;
-    if (page > 0) {
-      uintptr_t end = (uintptr_t)p & ~((uintptr_t)page - 1); /* the last partial page stays */
-      if (end > done && madvise((void *)done, end - done, MADV_DONTNEED) == 0) done = end;
-    }
-  }
-  return (uint32_t)crc;
+  return (uint32_t)crc32_z(0, ps->bytes + DVM_BC_HEADER_SIZE, ps->size - DVM_BC_HEADER_SIZE);
 }
 
 static dvm_status *read_header(parser *ps) {

@@ -135,10 +135,9 @@ struct dvm_module {
   dvm_shapefn_ref *shapefns;
   dvm_hostfn_ref *hostfns;
   dvm_func *funcs;
-  void *bytes;       /* the file: mapped or malloc'ed, or NULL for a built module */
+  void *bytes;       /* the file's bytes, the module's own, or NULL for a built module */
   size_t size;
-  bool mapped;
-  size_t released;   /* bytes of packed constants' plain pages given back at link */
+  size_t released;   /* bytes of packed constants' plain pages given back at load */
   dvm_storage *data; /* wraps the file bytes for constant tensors */
 };
 
@@ -151,7 +150,8 @@ DVM_MUST_USE dvm_status *dvm_verify_module(dvm_module *m);
 
 /* Maps the files of m's external constants (their paths relative to `dir`,
  * or refused where dir is NULL), links m and checks the constants' hashes
- * (vm/extdata.c); without external constants, dvm_module_link alone. */
+ * (vm/extdata.c); then gives back the plain pages of constants that
+ * kernels read only packed. */
 DVM_MUST_USE dvm_status *dvm_extdata_link(dvm_module *m, const char *dir, const dvm_load_options *opts);
 
 /* Resolves kernels and shape functions by name in m->reg, host functions

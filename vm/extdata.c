@@ -7,7 +7,11 @@
  *   at link is packed from the mapping, then hashed there; its plain pages
  *   go back and are never read again;
  * - any other is read once (pread) into memory of its own, and that copy
- *   is hashed and used. */
+ *   is hashed and used.
+ *
+ * The same walk gives back the plain pages of the module's own constants
+ * that kernels read only packed (the module's bytes are a private copy of
+ * its file, vm/module.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -71,7 +75,7 @@ static dvm_status *open_file(const char *dir, extfile *f, const char *cname) {
     unmap(mp);
     return st;
   }
-  f->map->file_pages = true;
+  f->map->droppable = true;
   return NULL;
 }
 
@@ -193,24 +197,28 @@ static dvm_status *copy_const(dvm_const *c, int fd) {
   return NULL;
 }
 
-static dvm_status *seal(dvm_module *m, extfile *files, uint32_t nfiles) {
+/* Holds every constant so that nothing reads a file after load: an
+ * external one as its forms or a checked copy, as above; of one in the
+ * module's own bytes that kernels read only packed, the plain pages go
+ * back. */
+static dvm_status *seal(dvm_module *m, extfile *files) {
   bool *plain = calloc(m->nconsts + 1, sizeof *plain);
   if (!plain) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = NULL;
   for (uint32_t i = 0; i < m->nfuncs && !st; i++) st = mark_plain(m, &m->funcs[i], plain);
   for (uint32_t i = 0; i < m->nconsts && !st; i++) {
     dvm_const *c = &m->consts[i];
-    if (!c->ext_path) continue;
-    if (plain[i] || !c->tensor->packed) {
+    bool packed_only = c->tensor->packed && !plain[i];
+    if (c->ext_path && !packed_only) {
       uint32_t k = 0;
       while (strcmp(files[k].path, c->ext_path) != 0) k++;
       st = copy_const(c, files[k].fd);
-    } else {
-      /* hashed after packing, so the bytes the forms were made from are
-       * the bytes checked; then given back for good */
-      st = hash_check(c, c->data);
-      dvm_tensor_drop_pages(c->tensor); /* link counted them in m->released */
+      continue;
     }
+    /* hashed after packing, so the bytes the forms were made from are
+     * the bytes checked */
+    if (c->ext_path) st = hash_check(c, c->data);
+    if (!st && packed_only) m->released += dvm_tensor_drop_pages(c->tensor);
   }
   free(plain);
   return st;
@@ -219,12 +227,11 @@ static dvm_status *seal(dvm_module *m, extfile *files, uint32_t nfiles) {
 dvm_status *dvm_extdata_link(dvm_module *m, const char *dir, const dvm_load_options *opts) {
   uint32_t next = 0, nfiles = 0;
   for (uint32_t i = 0; i < m->nconsts; i++) next += m->consts[i].ext_path != NULL;
-  if (!next) return dvm_module_link(m, opts);
-  extfile *files = calloc(next, sizeof *files);
+  extfile *files = calloc(next + 1, sizeof *files);
   if (!files) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = map_files(m, dir, files, &nfiles);
   if (!st) st = dvm_module_link(m, opts);
-  if (!st) st = seal(m, files, nfiles);
+  if (!st) st = seal(m, files);
   for (uint32_t k = 0; k < nfiles; k++) {
     if (files[k].fd >= 0) close(files[k].fd);
     dvm_storage_release(files[k].map); /* constants left on it hold their own reference */

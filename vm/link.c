@@ -53,12 +53,7 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
         void *data = NULL;
         void (*free_data)(void *) = NULL;
         st = def->prepack(t, (int)j, hints, nattrs, &data, &free_data);
-        if (!st && data) {
-          st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
-          /* the plain bytes, read to pack, go back to the file: the
-           * kernel reads its form from now on (docs/kernels.md) */
-          if (!st) m->released += dvm_tensor_drop_pages(t);
-        }
+        if (!st && data) st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
         if (st) st = dvm_status_annotate(st, "prepacking constant \"%s\" for kernel \"%s\"",
                                          m->consts[kn[r].konst - 1].name, m->kernels[x.kernel].name);
       }

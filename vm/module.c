@@ -1,4 +1,4 @@
-/* Loading modules (map, read, verify, link) and the signature API. */
+/* Loading modules (read, verify, link) and the signature API. */
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -44,14 +44,13 @@ static dvm_status *load(const dvm_registry *reg, file_bytes *fb, const char *dir
   m->reg = reg;
   m->bytes = fb->p;
   m->size = fb->size;
-  m->mapped = fb->mapped;
   st = dvm_storage_wrap(DVM_DEVICE_CPU, fb->p, fb->size, free_bytes, fb, &m->data);
   if (st) {
     free_bytes(fb);
     free(m);
     return st;
   }
-  m->data->file_pages = fb->mapped;
+  m->data->droppable = fb->mapped;
   if ((st = dvm_bc_read(m, fb->p, fb->size)) || (st = dvm_verify_module(m)) ||
       (st = dvm_extdata_link(m, dir, opts))) {
     dvm_module_release(m);
@@ -75,6 +74,31 @@ dvm_status *dvm_module_load_memory_with(const dvm_registry *reg, const void *dat
   return load(reg, fb, NULL, opts, out);
 }
 
+/* Reads the file into private memory instead of mapping it: a mapping is
+ * not a snapshot, so a file written in place after load would change the
+ * module's answers, and one cut short would end the process with SIGBUS on
+ * the next read. Anonymous pages, so that the plain bytes of weights that
+ * kernels read only packed can still be given back (vm/extdata.c). */
+static dvm_status *read_file(int fd, const char *path, size_t size, void **out) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: %zu bytes to read it into", path, size);
+#ifdef MADV_NOHUGEPAGE
+  madvise(p, size, MADV_NOHUGEPAGE); /* pages go back one constant at a time */
+#endif
+  for (size_t got = 0; got < size;) {
+    ssize_t r = pread(fd, (uint8_t *)p + got, size - got, (off_t)got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      dvm_status *st = dvm_status_new(DVM_IO, "%s: %s", path, r < 0 ? strerror(errno) : "the file shrank while loading");
+      munmap(p, size);
+      return st;
+    }
+    got += (size_t)r;
+  }
+  *out = p;
+  return NULL;
+}
+
 dvm_status *dvm_module_load_file_with(const dvm_registry *reg, const char *path,
                                       const dvm_load_options *opts, dvm_module **out) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO is refused, not waited on */
@@ -86,16 +110,10 @@ dvm_status *dvm_module_load_file_with(const dvm_registry *reg, const char *path,
     return dvm_status_new(DVM_IO, "%s: not a regular file", path);
   }
   size_t size = (size_t)sb.st_size;
-  void *p = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  void *p = NULL;
+  dvm_status *st = size ? read_file(fd, path, size, &p) : dvm_status_new(DVM_CORRUPT, "%s: file is empty", path);
   close(fd);
-  if (size == 0) return dvm_status_new(DVM_CORRUPT, "%s: file is empty", path);
-  if (p == MAP_FAILED) return dvm_status_new(DVM_IO, "%s: mmap: %s", path, strerror(errno));
-#ifdef MADV_NOHUGEPAGE
-  /* 4 KiB pages: the page cache may hold the file in 2 MiB folios, and
-   * mapping one whole would bring a packed weight's plain bytes back
-   * with any small constant beside them (vm/link.c's release_plain) */
-  madvise(p, size, MADV_NOHUGEPAGE);
-#endif
+  if (st) return st;
   file_bytes *fb = malloc(sizeof *fb);
   if (!fb) {
     munmap(p, size);
@@ -108,7 +126,7 @@ dvm_status *dvm_module_load_file_with(const dvm_registry *reg, const char *path,
     free_bytes(fb);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  dvm_status *st = load(reg, fb, dir, opts, out);
+  st = load(reg, fb, dir, opts, out);
   free(dir);
   return dvm_status_annotate(st, "%s", path);
 }

@@ -18,9 +18,10 @@ struct dvm_storage {
   size_t block;      /* pool block size (size class) */
   void (*deleter)(void *ctx); /* external memory only */
   void *ctx;
-  /* A private read-only mapping of a file (a module's bytes): pages may be
-   * given back (dvm_tensor_drop_pages) and are read again on use. */
-  bool file_pages;
+  /* Whole pages of its own (a module's bytes, a mapped data file): those of
+   * constants that nothing reads plain after load may be given back
+   * (dvm_tensor_drop_pages). */
+  bool droppable;
 };
 
 /* A form of a constant tensor that a kernel built for one of its inputs
@@ -81,11 +82,11 @@ DVM_MUST_USE dvm_status *dvm_tensor_attach_packed(dvm_tensor *t, const void *own
                                                   void *data, void (*free_data)(void *));
 
 /* Gives back to the system the whole pages inside t's bytes where its
- * storage is a private read-only file mapping (file_pages), and returns
- * how many bytes; 0 for any other storage. For a constant whose kernels
- * read a packed form instead: the plain bytes were read to pack it, which
- * made them resident. Always safe: a later reader of t faults the pages in
- * again from the file (docs/kernels.md). */
+ * storage is droppable, and returns how many bytes; 0 for any other
+ * storage. For a constant whose kernels read a packed form instead: the
+ * plain bytes were read to pack it, which made them resident. Only for a
+ * constant nothing reads plain again: its pages read as zeros afterwards
+ * (vm/extdata.c decides, docs/kernels.md). */
 size_t dvm_tensor_drop_pages(const dvm_tensor *t);
 
 /* The form `owner` built of t for its input `input`, or NULL. */

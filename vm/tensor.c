@@ -123,7 +123,7 @@ size_t dvm_tensor_drop_pages(const dvm_tensor *t) {
   const dvm_storage *s = t->storage;
   size_t bytes = dvm_tensor_nbytes(t);
   long page = sysconf(_SC_PAGESIZE);
-  if (!s->file_pages || bytes == 0 || page <= 0) return 0;
+  if (!s->droppable || bytes == 0 || page <= 0) return 0;
   uintptr_t start = (uintptr_t)s->ptr + t->offset, mask = (uintptr_t)page - 1;
   uintptr_t lo = (start + mask) & ~mask, hi = (start + bytes) & ~mask; /* neighbours keep theirs */
   return hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0 ? hi - lo : 0;

@@ -5,6 +5,7 @@ memory across many requests, and SIGTERM. After each, the server must
 still answer a good request correctly."""
 import http.client
 import json
+import os
 import shutil
 import socket
 import struct
@@ -264,6 +265,25 @@ def test_sigterm_drains(repo, tmp_path):
     assert out and out[0][0] == 200, out
     log = s.log_text()
     assert '"path":"/v2/models/slow/infer","status":200' in log and "dvm serve: stopped" in log, log
+
+
+def test_model_file_overwritten_while_served(repo, tmp_path):
+    """A served model.dvmb written over in place (as cp and rsync --inplace
+    do), with the same size and then cut to nothing: the server answers as
+    before, with no reload, and does not die (SIGBUS of a mapped file)."""
+    os.makedirs(tmp_path / "repo" / "plain" / "1")
+    path = tmp_path / "repo" / "plain" / "1" / "model.dvmb"
+    shutil.copy(os.path.join(repo, "plain", "1", "model.dvmb"), path)
+    s = Server(str(tmp_path / "repo"), str(tmp_path / "serve.log"))
+    assert_healthy(s, repo, "plain")
+    data = path.read_bytes()
+    with open(path, "r+b") as f:
+        f.write(data[:64] + bytes(b ^ 0x5A for b in data[64:]))
+    assert_healthy(s, repo, "plain")
+    with open(path, "r+b") as f:
+        f.truncate(0)
+    assert_healthy(s, repo, "plain")
+    assert s.stop() == 0, s.log_text()[-3000:]
 
 
 def test_priority(server, repo):
