@@ -3,8 +3,11 @@
  * socket and cancels its queued work when the client goes away. Bodies are
  * collected up to max_body (a larger Content-Length is refused before any
  * of it is read), then routed by api.c. One JSON access-log line per
- * request. Shutdown: stop accepting, answer new requests 503, wait for
- * those in flight, close. */
+ * request. Connections have deadlines (conns.c) and a cap per client
+ * address; past max_connections, a few spares answer health and metrics
+ * and refuse the rest with 503, so a crowd of idle or slow clients neither
+ * hangs a new one nor hides the server's health. Shutdown: stop accepting,
+ * answer new requests 503, wait for those in flight, close. */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <poll.h>
@@ -17,6 +20,7 @@
 
 struct dvms_server {
   struct MHD_Daemon *daemon;
+  dvms_conns *conns;
   dvms_api api;
   dvms_server_options opts;
   atomic_int draining;
@@ -27,12 +31,15 @@ struct dvms_server {
 typedef struct conn_req {
   dvms_buf body;
   int too_large;
+  int spare; /* on a spare connection: only health and metrics */
+  void *conn; /* its record in conns.c */
   double t0;
 } conn_req;
 
 void dvms_server_options_init(dvms_server_options *o) {
   *o = (dvms_server_options){.host = "127.0.0.1", .port = 8000, .max_body = 64u << 20,
-                             .max_elements = 16 << 20, .max_connections = 256};
+                             .max_elements = 16 << 20, .max_connections = 256, .header_timeout = 30,
+                             .body_timeout = 60};
 }
 
 static int client_gone(void *ctx) {
@@ -82,7 +89,7 @@ static void access_log(dvms_server *s, struct MHD_Connection *c, const char *met
   dvms_buf_free(&line);
 }
 
-static enum MHD_Result send_reply(dvms_server *s, struct MHD_Connection *c, dvms_http_reply *rp) {
+static enum MHD_Result send_reply(dvms_server *s, struct MHD_Connection *c, dvms_http_reply *rp, int close) {
   size_t len = rp->body.len;
   struct MHD_Response *resp = len ? MHD_create_response_from_buffer(len, rp->body.data, MHD_RESPMEM_MUST_FREE)
                                   : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -98,7 +105,7 @@ static enum MHD_Result send_reply(dvms_server *s, struct MHD_Connection *c, dvms
     snprintf(num, sizeof num, "%d", rp->retry_after);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, num);
   }
-  if (atomic_load(&s->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  if (close || atomic_load(&s->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ok = MHD_queue_response(c, rp->status, resp);
   MHD_destroy_response(resp);
   dvms_metrics_http(s->api.metrics, rp->status);
@@ -128,18 +135,28 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!(r = calloc(1, sizeof *r))) return MHD_NO;
     r->t0 = dvms_now();
     *con_cls = r;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->conn = ci ? ci->socket_context : NULL;
+    r->spare = dvms_conns_spare(r->conn) && strncmp(url, "/v2/health/", 11) != 0 && strcmp(url, "/metrics") != 0;
     size_t declared;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && parse_size(cl, &declared) && declared > s->opts.max_body) r->too_large = 1;
-    if (!r->too_large) return MHD_YES;
+    dvms_conns_phase(s->conns, r->conn, DVMS_CONN_BODY);
+    if (!r->too_large && !r->spare) return MHD_YES;
   } else if (*upload_size) {
     if (r->body.len + *upload_size > s->opts.max_body) r->too_large = 1;
     else dvms_buf_put(&r->body, upload_data, *upload_size);
     *upload_size = 0;
     return MHD_YES;
   }
+  dvms_conns_phase(s->conns, r->conn, DVMS_CONN_WORK);
   dvms_http_reply rp = {0};
-  if (r->too_large) {
+  if (r->spare) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "the server has its limit of %d connections open; try again", s->opts.max_connections);
+    reply_error(&rp, 503, msg);
+    rp.retry_after = 1;
+  } else if (r->too_large) {
     char msg[96];
     snprintf(msg, sizeof msg, "the body is larger than the server's limit of %zu bytes", s->opts.max_body);
     reply_error(&rp, 413, msg);
@@ -159,18 +176,31 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!draining) atomic_fetch_sub(&s->inflight, 1);
   }
   size_t out = rp.body.len;
-  enum MHD_Result ok = send_reply(s, c, &rp);
+  enum MHD_Result ok = send_reply(s, c, &rp, r->spare);
   access_log(s, c, method, url, r, &rp, out);
   dvms_buf_free(&rp.body);
   return ok;
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
+  dvms_server *s = cls;
   conn_req *r = *con_cls;
   if (!r) return;
+  dvms_conns_phase(s->conns, r->conn, DVMS_CONN_HEADERS); /* for the next request */
   dvms_buf_free(&r->body);
   free(r);
   *con_cls = NULL;
+}
+
+static void notify(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_ConnectionNotificationCode code) {
+  dvms_server *s = cls;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    dvms_conns_closed(s->conns, *ctx);
+    *ctx = NULL;
+    return;
+  }
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (ci) dvms_conns_opened(s->conns, ci->connect_fd, ctx);
 }
 
 dvm_status *dvms_server_start(dvms_repo *repo, dvms_metrics *metrics, const dvms_server_options *o,
@@ -182,13 +212,22 @@ dvm_status *dvms_server_start(dvms_repo *repo, dvms_metrics *metrics, const dvms
   if (!s) return dvm_status_new(DVM_OUT_OF_MEMORY, "server");
   s->opts = *o;
   s->api = (dvms_api){.repo = repo, .metrics = metrics, .max_elements = o->max_elements};
+  int per_client = o->max_per_client > 0 ? o->max_per_client : (o->max_connections + 1) / 2;
+  dvm_status *st = dvms_conns_create(o->max_connections, o->header_timeout, o->body_timeout, &s->conns);
+  if (st) {
+    free(s);
+    return st;
+  }
   pthread_mutex_init(&s->log_mu, NULL);
   s->daemon = MHD_start_daemon(
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, (uint16_t)o->port, NULL,
       NULL, handle, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-      MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+      MHD_OPTION_NOTIFY_CONNECTION, notify, s,
+      MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections + DVMS_SPARE_CONNECTIONS),
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_client, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
       MHD_OPTION_END);
   if (!s->daemon) {
+    dvms_conns_free(s->conns);
     pthread_mutex_destroy(&s->log_mu);
     free(s);
     return dvm_status_new(DVM_UNAVAILABLE, "cannot listen on %s:%d (in use, or not an address of this machine)",
@@ -214,6 +253,7 @@ void dvms_server_stop(dvms_server *s, double drain_s) {
   }
   MHD_stop_daemon(s->daemon);
   if (fd != MHD_INVALID_SOCKET) close(fd);
+  dvms_conns_free(s->conns);
   pthread_mutex_destroy(&s->log_mu);
   free(s);
 }

@@ -3,6 +3,7 @@
  *
  *   http.c     the HTTP front (libmicrohttpd, a thread per connection):
  *              bodies, limits, disconnect watch, access log, shutdown
+ *   conns.c    the open connections: header and body deadlines
  *   api.c      the KServe v2 routes: health, metadata, infer, repository
  *   request.c  an infer request's JSON (+ binary tensor data) to tensors
  *   reply.c    an infer response to JSON (+ binary tensor data)
@@ -222,16 +223,37 @@ void dvms_repo_index(dvms_repo *r, dvms_buf *b);
 /* 1 when every model that should be loaded is loaded. */
 int dvms_repo_ready(dvms_repo *r);
 
+/* ---- the open connections (conns.c) ---- */
+/* A connection waits for its headers (also between requests), then for
+ * its body, then works without a deadline. */
+enum { DVMS_CONN_HEADERS, DVMS_CONN_BODY, DVMS_CONN_WORK };
+typedef struct dvms_conns dvms_conns;
+/* Past header_s or body_s seconds (0: none) in its phase, a connection's
+ * socket is shut down. Those opened while `max` were open are spares. */
+DVM_MUST_USE dvm_status *dvms_conns_create(int max, double header_s, double body_s, dvms_conns **out);
+void dvms_conns_free(dvms_conns *cs);
+/* From libmicrohttpd's connection notifications: *ctx is the connection's
+ * record (NULL, and its socket shut down, without memory for one). */
+void dvms_conns_opened(dvms_conns *cs, int fd, void **ctx);
+void dvms_conns_closed(dvms_conns *cs, void *ctx);
+void dvms_conns_phase(dvms_conns *cs, void *ctx, int phase);
+/* 1 for a connection beyond max, which gets only health and metrics. */
+int dvms_conns_spare(void *ctx);
+
 /* ---- the server ---- */
 typedef struct dvms_server_options {
   const char *host;       /* "127.0.0.1" */
   int port;               /* 8000 */
   size_t max_body;        /* bytes, default 64 MiB */
   int64_t max_elements;   /* per tensor, default 16M */
-  int max_connections;    /* default 256 */
+  int max_connections;    /* default 256, and DVMS_SPARE_CONNECTIONS more for 503s and health */
+  int max_per_client;     /* connections from one address; default max_connections / 2 */
+  double header_timeout;  /* seconds to send the headers, or to idle between requests; 30 */
+  double body_timeout;    /* seconds to send the body; 60 */
   FILE *access_log;       /* a JSON line per request; NULL: none */
 } dvms_server_options;
 
+#define DVMS_SPARE_CONNECTIONS 16
 typedef struct dvms_server dvms_server;
 void dvms_server_options_init(dvms_server_options *o);
 DVM_MUST_USE dvm_status *dvms_server_start(dvms_repo *repo, dvms_metrics *metrics,

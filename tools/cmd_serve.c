@@ -20,7 +20,10 @@ static const char usage_text[] =
     "  --threads N          kernel threads shared by a model's workers (default: all cores)\n"
     "  --max-body BYTES     largest request body (default 67108864)\n"
     "  --max-elements N     largest tensor in a request, in elements (default 16777216)\n"
-    "  --max-connections N  open connections at once (default 256)\n"
+    "  --max-connections N  open connections at once (default 256; 16 more answer health or 503)\n"
+    "  --max-per-client N   open connections from one address (default: half of --max-connections)\n"
+    "  --header-timeout S   seconds for a request's headers, or idle between requests (default 30)\n"
+    "  --body-timeout S     seconds for a request's body (default 60)\n"
     "  --drain-seconds S    on SIGTERM, how long to wait for requests in flight (default 30)\n"
     "  --cache-dir DIR      keep model.onnx files compiled at load here, for the next load\n"
     "  --no-access-log      no JSON access log on stderr\n"
@@ -48,7 +51,8 @@ int dvm_cmd_serve(int argc, char **argv) {
       {"workers", required_argument, 0, 'w'}, {"threads", required_argument, 0, 't'},
       {"max-body", required_argument, 0, 'b'}, {"max-elements", required_argument, 0, 'e'},
       {"max-connections", required_argument, 0, 'c'}, {"drain-seconds", required_argument, 0, 'd'},
-      {"cache-dir", required_argument, 0, 'C'}, {"no-access-log", no_argument, 0, 'n'},
+      {"max-per-client", required_argument, 0, 'P'}, {"header-timeout", required_argument, 0, 'T'},
+      {"body-timeout", required_argument, 0, 'B'}, {"cache-dir", required_argument, 0, 'C'}, {"no-access-log", no_argument, 0, 'n'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   dvms_server_options so;
   dvms_server_options_init(&so);
@@ -65,6 +69,9 @@ int dvm_cmd_serve(int argc, char **argv) {
     case 'b': if (!number("--max-body", optarg, 1, 1LL << 40, &x)) return DVM_EXIT_USAGE; so.max_body = (size_t)x; break;
     case 'e': if (!number("--max-elements", optarg, 1, 1LL << 40, &x)) return DVM_EXIT_USAGE; so.max_elements = x; break;
     case 'c': if (!number("--max-connections", optarg, 1, 100000, &x)) return DVM_EXIT_USAGE; so.max_connections = (int)x; break;
+    case 'P': if (!number("--max-per-client", optarg, 1, 100000, &x)) return DVM_EXIT_USAGE; so.max_per_client = (int)x; break;
+    case 'T': if (!number("--header-timeout", optarg, 1, 86400, &x)) return DVM_EXIT_USAGE; so.header_timeout = (double)x; break;
+    case 'B': if (!number("--body-timeout", optarg, 1, 86400, &x)) return DVM_EXIT_USAGE; so.body_timeout = (double)x; break;
     case 'd': if (!number("--drain-seconds", optarg, 0, 3600, &drain)) return DVM_EXIT_USAGE; break;
     case 'C': cache_dir = optarg; break;
     case 'n': so.access_log = NULL; break;

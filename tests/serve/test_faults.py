@@ -286,6 +286,65 @@ def test_model_file_overwritten_while_served(repo, tmp_path):
     assert s.stop() == 0, s.log_text()[-3000:]
 
 
+def held_open(conn, seconds):
+    """True if the server keeps conn open (no EOF, no reset) for `seconds`."""
+    conn.settimeout(seconds)
+    try:
+        return conn.recv(1) != b""
+    except socket.timeout:
+        return True
+    except ConnectionError:
+        return False
+
+
+def test_idle_and_slow_clients_cannot_lock_others_out(repo, tmp_path):
+    """Idle and trickling connections fill neither the server nor one
+    client's share: a client's connections past its cap are refused at
+    once; past max_connections, spares answer health and metrics and refuse
+    the rest with 503; headers and bodies sent a byte at a time are cut at
+    their deadlines; an idle connection goes at the header deadline."""
+    s = Server(repo, str(tmp_path / "serve.log"), "--max-connections", "8", "--max-per-client", "5",
+               "--header-timeout", "2", "--body-timeout", "2")
+    at = lambda host: socket.create_connection(("127.0.0.1", s.port), timeout=5, source_address=(host, 0))
+    mine = [at("127.0.0.1") for _ in range(5)]
+    extra = at("127.0.0.1")
+    assert not held_open(extra, 1), "a 6th connection from one client was kept"
+    others = [at("127.0.0.2") for _ in range(3)]  # 8 open now: the limit
+    time.sleep(0.2)
+    late = at("127.0.0.3")
+    late.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert late.recv(4096).startswith(b"HTTP/1.1 200"), "health not answered at the limit"
+    late.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert late.recv(65536).startswith(b"HTTP/1.1 200"), "metrics not answered at the limit"
+    late.close()
+    late = at("127.0.0.3")
+    late.sendall(b"GET /v2/models/plain HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = late.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in reply and b"limit of 8" in reply, reply
+    late.close()
+    # a trickle of header bytes, and then of body bytes, each cut at its deadline
+    def trickle(data, head=b""):
+        c = at("127.0.0.4")
+        c.sendall(head)
+        t0 = time.monotonic()
+        try:
+            for b in data:
+                c.sendall(bytes([b]))
+                time.sleep(0.25)
+        except OSError:
+            pass
+        c.close()
+        return time.monotonic() - t0
+    assert trickle(b"GET /v2/health/live HTTP/1.1\r\nX-Long: " + b"a" * 100) < 4
+    assert trickle(b"{" * 100, b"POST /v2/models/plain/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n") < 4
+    # the idle ones are gone at the header deadline, and others are served again
+    for c in mine + others:
+        assert not held_open(c, 3)
+        c.close()
+    assert_healthy(s, repo, "plain")
+    assert s.stop() == 0, s.log_text()[-3000:]
+
+
 def test_priority(server, repo):
     """prio: one worker, batches of 2, 400 ms queue delay. a (length 5) and
     b (length 6) wait in the queue; c (length 6, priority 1) goes to the
