@@ -218,10 +218,15 @@ static int cmp_i64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The entry of `name`, created if absent (r->mu held); NULL when full. */
-static entry *entry_of(dvms_repo *r, const char *name) {
+/* The index of `name`'s entry, or -1 (r->mu held). */
+static int find_entry(const dvms_repo *r, const char *name) {
   for (int i = 0; i < r->nentries; i++)
-    if (strcmp(r->entries[i]->name, name) == 0) return r->entries[i];
+    if (strcmp(r->entries[i]->name, name) == 0) return i;
+  return -1;
+}
+
+/* A new entry for `name` (r->mu held); NULL when full. */
+static entry *add_entry(dvms_repo *r, const char *name) {
   if (r->nentries == MAX_ENTRIES) return NULL;
   entry *e = calloc(1, sizeof *e);
   if (!e) return NULL;
@@ -263,8 +268,15 @@ dvm_status *dvms_repo_load(dvms_repo *r, const char *name) {
   dvms_model *models[MAX_VERSIONS], *old[MAX_VERSIONS];
   int n = 0, nold = 0;
   dvm_status *st = load_versions(r, name, models, &n);
+  char dir[1024];
+  struct stat sb;
+  snprintf(dir, sizeof dir, "%s/%s", r->root, name);
+  int folder = stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
   pthread_mutex_lock(&r->mu);
-  entry *e = entry_of(r, name);
+  int at = find_entry(r, name);
+  /* only a model of the repository takes an entry, loaded or with the
+   * reason it failed: not any name a client asks to load */
+  entry *e = at >= 0 ? r->entries[at] : folder || !st ? add_entry(r, name) : NULL;
   if (!e) {
     if (!st) st = dvm_status_new(DVM_RESOURCE_EXHAUSTED, "more than %d models", MAX_ENTRIES);
   } else if (st) {
@@ -310,21 +322,18 @@ dvm_status *dvms_repo_unload(dvms_repo *r, const char *name) {
   pthread_mutex_lock(&r->load);
   pthread_mutex_lock(&r->mu);
   dvms_model *old[MAX_VERSIONS];
-  int nold = 0;
-  entry *e = NULL;
-  for (int i = 0; i < r->nentries; i++)
-    if (strcmp(r->entries[i]->name, name) == 0) e = r->entries[i];
-  if (e) {
+  int nold = 0, at = find_entry(r, name);
+  entry *e = at >= 0 ? r->entries[at] : NULL;
+  if (e) { /* its slot is free again; the index lists its folder as not loaded */
     nold = e->nversions;
     memcpy(old, e->versions, sizeof old[0] * (size_t)nold);
-    e->nversions = 0;
-    e->ready = 0;
-    snprintf(e->reason, sizeof e->reason, "unloaded");
+    r->entries[at] = r->entries[--r->nentries];
+    free(e);
   }
   pthread_mutex_unlock(&r->mu);
   for (int i = 0; i < nold; i++) dvms_model_release(old[i]);
   pthread_mutex_unlock(&r->load);
-  return e ? NULL : dvm_status_new(DVM_NOT_FOUND, "model %s is not in the repository's index", name);
+  return at >= 0 ? NULL : dvm_status_new(DVM_NOT_FOUND, "model %s is not in the repository's index", name);
 }
 
 dvms_model *dvms_repo_get(dvms_repo *r, const char *name, const char *version) {
@@ -401,8 +410,7 @@ int dvms_repo_ready(dvms_repo *r) {
 
 void dvms_repo_close(dvms_repo *r) {
   if (!r) return;
-  for (int i = 0; i < r->nentries; i++) dvm_status_free(dvms_repo_unload(r, r->entries[i]->name));
-  for (int i = 0; i < r->nentries; i++) free(r->entries[i]);
+  while (r->nentries) dvm_status_free(dvms_repo_unload(r, r->entries[0]->name));
   pthread_mutex_destroy(&r->mu);
   pthread_mutex_destroy(&r->load);
   free(r->root);

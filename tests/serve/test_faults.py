@@ -345,6 +345,30 @@ def test_idle_and_slow_clients_cannot_lock_others_out(repo, tmp_path):
     assert s.stop() == 0, s.log_text()[-3000:]
 
 
+def test_model_table_holds_only_models(repo, tmp_path):
+    """Loading names that have no folder takes no place in the model table
+    (300 of them, more than it holds), unloading gives a model's place
+    back, and a model added to the repository afterwards still loads."""
+    os.makedirs(tmp_path / "repo" / "plain" / "1")
+    shutil.copy(os.path.join(repo, "plain", "1", "model.dvmb"), tmp_path / "repo" / "plain" / "1" / "model.dvmb")
+    s = Server(str(tmp_path / "repo"), str(tmp_path / "serve.log"))
+    for i in range(300):
+        status, _, data = post(s, f"/v2/repository/models/ghost{i}/load", "{}")
+        assert status == 404 and b"no folder" in data, (status, data)
+    index = json.loads(post(s, "/v2/repository/index", "{}")[2])
+    assert [m["name"] for m in index] == ["plain"], index
+    assert post(s, "/v2/repository/models/plain/unload", "{}")[0] == 200
+    assert post(s, "/v2/models/plain/infer", "{}")[0] == 404
+    assert json.loads(post(s, "/v2/repository/index", "{}")[2]) == [
+        {"name": "plain", "state": "UNAVAILABLE", "reason": "not loaded"}]
+    os.makedirs(tmp_path / "repo" / "late" / "1")
+    shutil.copy(os.path.join(repo, "plain", "1", "model.dvmb"), tmp_path / "repo" / "late" / "1" / "model.dvmb")
+    for name in ("plain", "late"):
+        assert post(s, f"/v2/repository/models/{name}/load", "{}")[0] == 200
+        assert_healthy(s, repo, name)
+    assert s.stop() == 0, s.log_text()[-3000:]
+
+
 def test_priority(server, repo):
     """prio: one worker, batches of 2, 400 ms queue delay. a (length 5) and
     b (length 6) wait in the queue; c (length 6, priority 1) goes to the
