@@ -36,65 +36,6 @@ static dvm_status *bad(const char *fmt, ...) {
   return st;
 }
 
-/* Stores JSON element v as element i of t; the dtype decides what is valid. */
-static dvm_status *store(dvm_tensor *t, int64_t i, const json_t *v, const char *name) {
-  void *d = dvm_tensor_data(t);
-  dvm_dtype dt = dvm_tensor_dtype(t);
-  if (dt == DVM_BOOL) {
-    if (!json_is_boolean(v)) return bad("input \"%s\": element %lld is not a boolean", name, (long long)i);
-    ((uint8_t *)d)[i] = json_is_true(v);
-    return NULL;
-  }
-  if (dt == DVM_F32 || dt == DVM_F64) {
-    if (!json_is_number(v)) return bad("input \"%s\": element %lld is not a number", name, (long long)i);
-    double x = json_number_value(v);
-    if (dt == DVM_F64) ((double *)d)[i] = x;
-    else ((float *)d)[i] = (float)x;
-    return NULL;
-  }
-  if (!json_is_integer(v)) return bad("input \"%s\": element %lld is not an integer", name, (long long)i);
-  json_int_t x = json_integer_value(v);
-  static const int64_t lo[] = {[DVM_I8] = INT8_MIN, [DVM_I16] = INT16_MIN, [DVM_I32] = INT32_MIN,
-                               [DVM_I64] = INT64_MIN, [DVM_U8] = 0, [DVM_U16] = 0,
-                               [DVM_U32] = 0, [DVM_U64] = 0};
-  static const int64_t hi[] = {[DVM_I8] = INT8_MAX, [DVM_I16] = INT16_MAX, [DVM_I32] = INT32_MAX,
-                               [DVM_I64] = INT64_MAX, [DVM_U8] = UINT8_MAX,
-                               [DVM_U16] = UINT16_MAX, [DVM_U32] = UINT32_MAX,
-                               [DVM_U64] = INT64_MAX}; /* JSON integers here are int64 */
-  if (x < lo[dt] || x > hi[dt])
-    return bad("input \"%s\": element %lld (%lld) is out of range for %s", name, (long long)i,
-               (long long)x, dvms_datatype_name(dt));
-  switch (dt) {
-  case DVM_I8: ((int8_t *)d)[i] = (int8_t)x; break;
-  case DVM_I16: ((int16_t *)d)[i] = (int16_t)x; break;
-  case DVM_I32: ((int32_t *)d)[i] = (int32_t)x; break;
-  case DVM_U8: ((uint8_t *)d)[i] = (uint8_t)x; break;
-  case DVM_U16: ((uint16_t *)d)[i] = (uint16_t)x; break;
-  case DVM_U32: ((uint32_t *)d)[i] = (uint32_t)x; break;
-  default: ((int64_t *)d)[i] = x; break;
-  }
-  return NULL;
-}
-
-/* Flattens `data` (flat or nested arrays, row-major) into t. */
-static dvm_status *fill(dvm_tensor *t, const json_t *data, int depth, int64_t *n, const char *name) {
-  if (!json_is_array(data)) {
-    if (*n >= dvm_tensor_numel(t))
-      return bad("input \"%s\": data has more elements than its shape holds", name);
-    dvm_status *st = store(t, *n, data, name);
-    ++*n;
-    return st;
-  }
-  if (depth > DVM_MAX_RANK) return bad("input \"%s\": data is nested too deeply", name);
-  size_t k;
-  const json_t *v;
-  json_array_foreach(data, k, v) {
-    dvm_status *st = fill(t, v, depth + 1, n, name);
-    if (st) return st;
-  }
-  return NULL;
-}
-
 static int find_sig(const dvms_sig *sig, int n, const char *name) {
   for (int i = 0; i < n; i++)
     if (strcmp(sig[i].name, name) == 0) return i;
@@ -125,8 +66,16 @@ static dvm_status *check_shape(const dvms_sigs *sigs, int i, const int64_t *dims
   return NULL;
 }
 
+/* The text of inputs[idx]'s data in the body. */
+typedef struct body_text {
+  const char *body;
+  dvms_span *spans;
+  size_t nspans;
+} body_text;
+
 static dvm_status *parse_input(const json_t *in, size_t idx, const dvms_sigs *sigs, int64_t max_elements,
-                               const uint8_t *bin, size_t bin_size, size_t *bin_used, dvms_request *req) {
+                               const uint8_t *bin, size_t bin_size, size_t *bin_used, const body_text *text,
+                               dvms_request *req) {
   const char *name = json_string_value(json_object_get(in, "name"));
   const char *datatype = json_string_value(json_object_get(in, "datatype"));
   const json_t *shape = json_object_get(in, "shape"), *data = json_object_get(in, "data");
@@ -181,8 +130,10 @@ static dvm_status *parse_input(const json_t *in, size_t idx, const dvms_sigs *si
     *bin_used += nbytes;
     return NULL;
   }
+  const dvms_span *sp = idx < text->nspans && text->spans[idx].end ? &text->spans[idx] : NULL;
+  if (!sp) return bad("input \"%s\": its \"data\" was not found in the request's text", name);
   int64_t n = 0;
-  if ((st = fill(t, data, 0, &n, name))) return st;
+  if ((st = dvms_json_fill(t, text->body + sp->start, sp->end - sp->start, name, &n))) return st;
   if (n != numel) return bad("input \"%s\": data has %lld elements, its shape needs %lld", name, (long long)n, (long long)numel);
   return NULL;
 }
@@ -213,8 +164,8 @@ static dvm_status *parse_outputs(const json_t *outputs, int binary_default, cons
   return NULL;
 }
 
-static dvm_status *parse(const json_t *root, const uint8_t *bin, size_t bin_size, const dvms_sigs *sigs,
-                         int64_t max_elements, dvms_request *req) {
+static dvm_status *parse(const json_t *root, const uint8_t *bin, size_t bin_size, const body_text *text,
+                         const dvms_sigs *sigs, int64_t max_elements, dvms_request *req) {
   if (!json_is_object(root)) return bad("the request must be a JSON object");
   const json_t *id = json_object_get(root, "id");
   if (id) {
@@ -242,7 +193,7 @@ static dvm_status *parse(const json_t *root, const uint8_t *bin, size_t bin_size
   size_t used = 0, k;
   const json_t *in;
   json_array_foreach(inputs, k, in) {
-    dvm_status *st = parse_input(in, k, sigs, max_elements, bin, bin_size, &used, req);
+    dvm_status *st = parse_input(in, k, sigs, max_elements, bin, bin_size, &used, text, req);
     if (st) return st;
   }
   for (int i = 0; i < sigs->nin; i++)
@@ -259,11 +210,21 @@ dvm_status *dvms_request_parse(const uint8_t *body, size_t size, size_t header_l
   size_t hlen = header_len ? header_len : size;
   if (hlen > size)
     return bad("Inference-Header-Content-Length %zu is larger than the body (%zu bytes)", header_len, size);
+  char *skeleton;
+  body_text text = {(const char *)body, NULL, 0};
+  dvm_status *st = dvms_json_skeleton(text.body, hlen, &skeleton, &text.spans, &text.nspans);
+  if (st) return st;
   json_error_t err;
-  json_t *root = json_loadb((const char *)body, hlen, JSON_REJECT_DUPLICATES, &err);
-  if (!root) return bad("malformed JSON at line %d, column %d: %s", err.line, err.column, err.text);
-  dvm_status *st = parse(root, body + hlen, size - hlen, sigs, max_elements, req);
+  json_t *root = json_loadb(skeleton, hlen, JSON_REJECT_DUPLICATES, &err);
+  if (!root && json_error_code(&err) == json_error_out_of_memory)
+    st = dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory parsing the request's JSON (%zu bytes)", hlen);
+  else if (!root)
+    st = bad("malformed JSON at line %d, column %d: %s", err.line, err.column, err.text);
+  else
+    st = parse(root, body + hlen, size - hlen, &text, sigs, max_elements, req);
   json_decref(root);
+  free(skeleton);
+  free(text.spans);
   if (st) dvms_request_clear(req);
   return st;
 }

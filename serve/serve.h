@@ -59,6 +59,19 @@ typedef struct dvms_sigs {
 /* The KServe v2 datatype name of a dvm dtype ("FP32", "INT64", ...). */
 const char *dvms_datatype_name(dvm_dtype dt);
 
+/* ---- the inputs' data in a request's JSON text (jsondata.c) ---- */
+typedef struct dvms_span {
+  size_t start, end; /* a value's bytes in the body; end 0: none */
+} dvms_span;
+/* *skeleton: a copy of body[0..n) with each inputs[k].data value blanked to
+ * a 0 (*spans[k] says where it was; malloc'ed, as is the copy). Refuses a
+ * request of more than a few thousand other JSON values. */
+DVM_MUST_USE dvm_status *dvms_json_skeleton(const char *body, size_t n, char **skeleton, dvms_span **spans,
+                                            size_t *nspans);
+/* Reads the JSON value s[0..n) (a scalar or nested arrays, row-major) into
+ * t, each element checked against t's dtype; *count: elements read. */
+DVM_MUST_USE dvm_status *dvms_json_fill(dvm_tensor *t, const char *s, size_t n, const char *name, int64_t *count);
+
 /* ---- an infer request, parsed ---- */
 enum { DVMS_OUT_NONE = 0, DVMS_OUT_JSON, DVMS_OUT_BINARY };
 

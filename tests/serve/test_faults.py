@@ -6,6 +6,7 @@ still answer a good request correctly."""
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import struct
@@ -366,6 +367,84 @@ def test_model_table_holds_only_models(repo, tmp_path):
     for name in ("plain", "late"):
         assert post(s, f"/v2/repository/models/{name}/load", "{}")[0] == 200
         assert_healthy(s, repo, name)
+    assert s.stop() == 0, s.log_text()[-3000:]
+
+
+def test_json_memory_is_bounded_by_the_body(repo, tmp_path):
+    """A 24 MiB body of JSON numbers (12 M elements for a [1, 4] input):
+    refused for its element count, while the server's peak RSS grows by
+    less than three times the body (a document tree of it took over 20
+    times); a request of millions of other JSON values is refused before
+    any tree of it is built."""
+    s = Server(repo, str(tmp_path / "serve.log"))
+    assert_healthy(s, repo)
+    with open(f"/proc/{s.proc.pid}/status") as f:
+        before = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) * 1024
+    ids = '{"name": "ids", "datatype": "INT64", "shape": [1, 4], "data": [' + "1," * (12 << 20) + '1]}'
+    mask = '{"name": "mask", "datatype": "INT64", "shape": [1, 4], "data": [1, 1, 1, 1]}'
+    body = '{"inputs": [' + ids + ", " + mask + "]}"
+    status, _, data = post(s, "/v2/models/bert/infer", body, timeout=120)
+    assert status == 400 and b"more elements than its shape holds" in data, data[:200]
+    with open(f"/proc/{s.proc.pid}/status") as f:
+        grown = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) * 1024 - before
+    assert grown < 3 * len(body), (grown, len(body))
+    junk = '{"inputs": [' + mask + '], "junk": [' + "[]," * (1 << 20) + "[]]}"
+    status, _, data = post(s, "/v2/models/bert/infer", junk, timeout=120)
+    assert status == 400 and b"more than 4096 JSON values" in data, data[:200]
+    assert_healthy(s, repo)
+    assert s.stop() == 0, s.log_text()[-3000:]
+
+
+DTYPES = {"FP32": (1, "float32"), "FP64": (11, "float64"), "INT8": (3, "int8"), "INT16": (5, "int16"),
+          "INT32": (6, "int32"), "INT64": (7, "int64"), "UINT8": (2, "uint8"), "UINT16": (4, "uint16"),
+          "UINT32": (12, "uint32"), "UINT64": (13, "uint64"), "BOOL": (9, "bool")}
+
+
+def test_json_values_are_checked_against_every_dtype(tmp_path):
+    """Each datatype takes exactly the JSON values it holds: its extremes
+    round-trip; one past them, a float past FP32's or FP64's range (not
+    infinity), a fraction for an integer type, a number for BOOL are 400
+    naming the input and the element."""
+    from onnx import TensorProto, helper as oh
+    names = list(DTYPES)
+    nodes = [oh.make_node("Identity", [f"x{i}"], [f"y{i}"]) for i in range(len(names))]
+    g = oh.make_graph(nodes, "dtypes", [oh.make_tensor_value_info(f"x{i}", DTYPES[n][0], ["n"])
+                                        for i, n in enumerate(names)],
+                      [oh.make_tensor_value_info(f"y{i}", DTYPES[n][0], ["n"]) for i, n in enumerate(names)])
+    os.makedirs(tmp_path / "repo" / "ids" / "1")
+    with open(tmp_path / "repo" / "ids" / "1" / "model.onnx", "wb") as f:
+        f.write(oh.make_model(g, opset_imports=[oh.make_opsetid("", 17)]).SerializeToString())
+    with open(tmp_path / "repo" / "ids" / "config", "w") as f:
+        f.write("dim = n=1..8\n")
+    s = Server(str(tmp_path / "repo"), str(tmp_path / "serve.log"))
+    def edges(n):  # four values each dtype holds, and values it does not
+        dt = np.dtype(DTYPES[n][1])
+        if n == "BOOL":
+            return ["true", "false", "false", "true"], ["1", "0.5", '"true"']
+        if dt.kind == "f":
+            big = "3.4028234e38" if n == "FP32" else "1.7976931348623157e308"
+            return [big, "-" + big, "1e-45", "0"], ["1e39" if n == "FP32" else "1e309", "-1e400", "1e999"]
+        lo, hi = np.iinfo(dt).min, np.iinfo(dt).max
+        return [str(lo), str(hi), "0", "1"], [str(lo - 1), str(hi + 1), "1.5", "1e3", "true"]
+    def request(values_of):
+        inputs = [f'{{"name": "x{i}", "datatype": "{n}", "shape": [{len(values_of(n))}], '
+                  f'"data": [{", ".join(values_of(n))}]}}' for i, n in enumerate(names)]
+        return '{"inputs": [' + ", ".join(inputs) + "]}"
+    status, _, data = post(s, "/v2/models/ids/infer", request(lambda n: edges(n)[0]))
+    assert status == 200, data
+    outs = {o["name"]: o for o in json.loads(data)["outputs"]}
+    for i, n in enumerate(names):
+        good = edges(n)[0]
+        want = np.array([json.loads(v) for v in good], dtype=DTYPES[n][1])
+        assert outs[f"y{i}"]["datatype"] == n
+        np.testing.assert_array_equal(np.array(outs[f"y{i}"]["data"], dtype=DTYPES[n][1]), want)
+    for i, n in enumerate(names):
+        for v in edges(n)[1]:
+            values_of = lambda m: [v] + edges(m)[0][1:] if m == n else edges(m)[0]
+            status, _, data = post(s, "/v2/models/ids/infer", request(values_of))
+            err = json.loads(data)["error"]
+            assert status == 400 and f'input "x{i}": element 0' in err, (n, v, status, err)
+            assert ("out of range" in err) == (v not in ("1.5", "1e3", "true", "1", "0.5", '"true"')), (n, v, err)
     assert s.stop() == 0, s.log_text()[-3000:]
 
 
