@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "asm.h"
 #include "cli.h"
+#include "dvm/asm.h"
 
 int dvm_cmd_asm(int argc, char **argv) {
   static const char usage[] = "usage: dvm asm INPUT.dvms -o OUTPUT.dvmb\n"
@@ -23,12 +23,11 @@ int dvm_cmd_asm(int argc, char **argv) {
   }
   char *text;
   size_t len;
-  dvm_module *m = NULL;
   uint8_t *bytes = NULL;
   size_t size;
   dvm_status *st = dvm_cli_read_file(argv[optind], &text, &len);
   if (st) return dvm_cli_fail("asm", st);
-  if (!(st = dvm_asm_parse(text, len, argv[optind], &m)) && !(st = dvm_bc_write(m, &bytes, &size))) {
+  if (!(st = dvm_asm_assemble(text, len, argv[optind], &bytes, &size))) {
     FILE *f = fopen(out, "wb");
     if (!f || fwrite(bytes, 1, size, f) != size)
       st = dvm_status_new(DVM_IO, "%s: cannot write", out);
@@ -36,7 +35,6 @@ int dvm_cmd_asm(int argc, char **argv) {
   }
   free(text);
   free(bytes);
-  dvm_module_release(m);
   return st ? dvm_cli_fail("asm", st) : DVM_EXIT_OK;
 }
 

@@ -14,7 +14,7 @@
 #include <editline/readline.h>
 
 #include "cli.h"
-#include "npy.h"
+#include "dvm/npy.h"
 #include "runlimits.h"
 
 #define MAX_INPUTS 64

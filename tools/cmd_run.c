@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "npy.h"
+#include "dvm/npy.h"
 #include "onnx_import.h"
 #include "runlimits.h"
 

@@ -714,3 +714,12 @@ dvm_status *dvm_asm_parse(const char *text, size_t len, const char *filename, dv
   *out = m;
   return NULL;
 }
+
+dvm_status *dvm_asm_assemble(const char *text, size_t len, const char *filename, uint8_t **out, size_t *size) {
+  dvm_module *m;
+  dvm_status *st = dvm_asm_parse(text, len, filename, &m);
+  if (st) return st;
+  st = dvm_bc_write(m, out, size);
+  dvm_module_release(m);
+  return st;
+}

@@ -6,20 +6,12 @@
 #include <stdio.h>
 
 #include "bytecode.h"
+#include "dvm/asm.h"
 
 /* Parses assembly text into a verified (not linked) module. Errors name
  * `filename`, the line and the column. */
 DVM_MUST_USE dvm_status *dvm_asm_parse(const char *text, size_t len, const char *filename,
                                        dvm_module **out);
-
-/* Prints the whole module as assembly that dvm_asm_parse reads back to the
- * same file bytes. */
-void dvm_disasm_module(const dvm_module *m, FILE *out);
-
-/* Prints the source code that kernels' payloads carry (a generated CUDA
- * kernel's CUDA C), as their describe hooks read it (kernel.h), in comment
- * lines, which the assembler skips. m must be linked (loaded). */
-void dvm_disasm_gen_sources(const dvm_module *m, FILE *out);
 
 /* Prints one instruction (no label, no newline) with its synopsis. */
 void dvm_disasm_instr(const dvm_module *m, const dvm_func *f, uint32_t index, FILE *out);

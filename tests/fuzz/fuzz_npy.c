@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "npy.h"
+#include "dvm/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

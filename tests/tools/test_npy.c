@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "npy.h"
+#include "dvm/npy.h"
 
 static const char *fixtures;
 

@@ -22,8 +22,8 @@
  * little-endian descr, header padded with spaces and a newline so the data
  * starts at a multiple of 64 bytes. bf16 has no NumPy dtype and cannot be
  * written. */
-#ifndef DVM_TOOLS_NPY_H
-#define DVM_TOOLS_NPY_H
+#ifndef DVM_NPY_H
+#define DVM_NPY_H
 
 #include <stddef.h>
 
@@ -31,19 +31,19 @@
 #include "dvm/tensor.h"
 
 /* Reads the file at `path`. `*out` holds one reference; release it. */
-DVM_MUST_USE dvm_status *dvm_npy_read_file(const char *path, dvm_tensor **out);
+DVM_API DVM_MUST_USE dvm_status *dvm_npy_read_file(const char *path, dvm_tensor **out);
 
 /* Reads `size` bytes of .npy at `data` (borrowed for the call); `what` names
  * the source in error messages (NULL: ".npy data"). `*out` holds one
  * reference; release it. */
-DVM_MUST_USE dvm_status *dvm_npy_read_memory(const void *data, size_t size, const char *what,
-                                             dvm_tensor **out);
+DVM_API DVM_MUST_USE dvm_status *dvm_npy_read_memory(const void *data, size_t size, const char *what,
+                                                     dvm_tensor **out);
 
 /* Writes CPU tensor `t` (borrowed) to `path`, replacing the file. */
-DVM_MUST_USE dvm_status *dvm_npy_write_file(const char *path, const dvm_tensor *t);
+DVM_API DVM_MUST_USE dvm_status *dvm_npy_write_file(const char *path, const dvm_tensor *t);
 
 /* Encodes CPU tensor `t` (borrowed). `*out` is malloc'ed, `*size` bytes long;
  * the caller frees it. */
-DVM_MUST_USE dvm_status *dvm_npy_write_memory(const dvm_tensor *t, void **out, size_t *size);
+DVM_API DVM_MUST_USE dvm_status *dvm_npy_write_memory(const dvm_tensor *t, void **out, size_t *size);
 
 #endif

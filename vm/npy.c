@@ -1,4 +1,4 @@
-/* .npy reading and writing (see npy.h).
+/* .npy reading and writing (dvm/npy.h).
  *
  * Layout: magic "\x93NUMPY", major and minor version bytes, the header length
  * (u16 little-endian in 1.0, u32 in 2.0 and 3.0), the header, the data. The
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "npy.h"
+#include "dvm/npy.h"
 #include "object.h"
 #include "reader.h"
 
