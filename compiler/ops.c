@@ -25,6 +25,11 @@ static const dvmc_op table[] = {
 int dvmc_op_count(void) { return (int)(sizeof table / sizeof table[0]); }
 const dvmc_op *dvmc_op_at(int i) { return &table[i]; }
 
+void dvmc_op_describe(int i, dvmc_op_info *out) {
+  const dvmc_op *op = &table[i];
+  *out = (dvmc_op_info){op->domain, op->name, op->kernel, op->dtype, op->min_opset, op->shape_rule, op->fused >= 0};
+}
+
 /* A linear scan: once per node at import. */
 const dvmc_op *dvmc_op_find(const char *domain, const char *name) {
   if (!domain || !strcmp(domain, "ai.onnx")) domain = "";

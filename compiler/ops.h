@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 
+#include "dvmc.h"
 #include "ir.h"
 
 typedef struct dvmc_op {
@@ -24,8 +25,7 @@ typedef struct dvmc_op {
 /* The row of op `name` of `domain` ("" or "ai.onnx": the default one), or
  * NULL. */
 const dvmc_op *dvmc_op_find(const char *domain, const char *name);
-int dvmc_op_count(void);
-const dvmc_op *dvmc_op_at(int i);
+const dvmc_op *dvmc_op_at(int i); /* 0 <= i < dvmc_op_count() (dvmc.h) */
 static inline int dvmc_op_index(const dvmc_op *op) { return (int)(op - dvmc_op_at(0)); }
 
 /* The dtype of node n's output i by its row's rule: a fixed dtype (bool,

@@ -53,6 +53,10 @@ _Static_assert(sizeof passes / sizeof passes[0] <= 32, "dvmc_passes_run's mask h
 int dvmc_pass_count(void) { return (int)(sizeof passes / sizeof passes[0]); }
 const dvmc_pass *dvmc_pass_at(int i) { return &passes[i]; }
 
+void dvmc_pass_describe(int i, dvmc_pass_info *out) {
+  *out = (dvmc_pass_info){passes[i].name, passes[i].what, passes[i].cpu_only};
+}
+
 uint32_t dvmc_passes_cpu_only(void) {
   uint32_t mask = 0;
   for (int i = 0; i < dvmc_pass_count(); i++)

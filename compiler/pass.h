@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dvmc.h"
 #include "ir.h"
 
 typedef struct dvmc_pass {
@@ -26,10 +27,8 @@ typedef struct dvmc_pass {
   bool cpu_only;
 } dvmc_pass;
 
-int dvmc_pass_count(void);
+/* 0 <= i < dvmc_pass_count(); dvmc_pass_find names them (dvmc.h). */
 const dvmc_pass *dvmc_pass_at(int i);
-/* The index of the pass named name, or -1. */
-int dvmc_pass_find(const char *name);
 
 /* The mask (as dvmc_passes_run's `disabled`) of the cpu_only passes: what
  * a build that is placed for CUDA (dvmc_place_cuda) adds to `disabled`. */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "dvm/dvm.h"
+#include "dvmc.h"
 
 /* Exit codes: 0 success, 1 runtime error, 2 usage or input error. */
 enum { DVM_EXIT_OK = 0, DVM_EXIT_RUNTIME = 1, DVM_EXIT_USAGE = 2 };
@@ -16,6 +17,12 @@ int dvm_cli_fail(const char *cmd, dvm_status *st);
 int dvm_cli_usage_error(const char *cmd, const char *fmt, ...) DVM_PRINTF(2, 3);
 
 int dvm_cmd_compile(int argc, char **argv);
+/* Compiles the ONNX model at `onnx` with o's settings into the .dvmb file
+ * `out` (NULL: only o's dumps), referring to the weights of external data
+ * files in out's folder or below unless `embed` (then copying them).
+ * Warnings and notes go to stderr, and progress when it is a terminal;
+ * o's diag, no_lower and data_dir are set here. */
+DVM_MUST_USE dvm_status *dvm_cli_compile(const char *onnx, const char *out, int embed, dvmc_compile_options *o);
 int dvm_cmd_run(int argc, char **argv);
 int dvm_cmd_asm(int argc, char **argv);
 int dvm_cmd_disasm(int argc, char **argv);

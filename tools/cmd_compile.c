@@ -6,23 +6,17 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "fold.h"
-#include "ir.h"
-#include "infer.h"
-#include "lower.h"
-#include "onnx_import.h"
-#include "ops.h"
-#include "pass.h"
-#include "place_cuda.h"
+#include "dvmc.h"
 
-#define MAX_DIMS 64
+#define MAX_DIMS 64 /* --dim and --disable options each */
 
 static const char usage_text[] =
     "usage: dvm compile MODEL.onnx -o MODEL.dvmb [options]\n"
     "  --target cpu[,cuda]      code for these devices (default cpu); cuda adds a NAME@cuda\n"
     "                           clone of each function with NVRTC-compiled kernels (the CPU\n"
     "                           function stays, so the file runs anywhere)\n"
-    "  --dim NAME=LO..HI        the range of a symbolic dim (checked by the input guards)\n"
+    "  --dim NAME=LO..HI        the range of a symbolic dim (checked by the input guards);\n"
+    "                           NAME=N is NAME=N..N\n"
     "  --dump-ir                print the imported graph and stop unless -o is given\n"
     "  --dump-shapes FILE       write every value's inferred dtype and dims as JSON\n"
     "  --list-ops               print the ONNX ops dvm compiles (a Markdown table) and exit\n"
@@ -41,28 +35,74 @@ static const char usage_text[] =
 static int list_ops(void) {
   printf("| ONNX op | kernel | from opset | shape rule | fuses | output dtype |\n| --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < dvmc_op_count(); i++) {
-    const dvmc_op *op = dvmc_op_at(i);
-    printf("| %s%s%s | %s%s%s | %d | %s | %s | ", op->domain, op->domain[0] ? "." : "", op->name,
-           op->kernel ? "`" : "",
-           op->kernel ? op->kernel : "(own lowering)", op->kernel ? "`" : "", op->min_opset,
-           op->shape_rule ? "yes" : "no: at run time", op->fused >= 0 ? "yes" : "");
-    for (const char *p = op->dtype ? op->dtype : "input 0's"; *p; p++) /* "in2|u8": a | escaped in a cell */
+    dvmc_op_info op;
+    dvmc_op_describe(i, &op);
+    printf("| %s%s%s | %s%s%s | %d | %s | %s | ", op.domain, op.domain[0] ? "." : "", op.name,
+           op.kernel ? "`" : "", op.kernel ? op.kernel : "(own lowering)", op.kernel ? "`" : "", op.min_opset,
+           op.shape_rule ? "yes" : "no: at run time", op.fuses ? "yes" : "");
+    for (const char *p = op.dtype ? op.dtype : "input 0's"; *p; p++) /* "in2|u8": a | escaped in a cell */
       printf("%s%c", *p == '|' ? "\\" : "", *p);
     printf(" |\n");
   }
   return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
 }
 
-/* The graph rewrites (compiler/pass.c's table), one per line. */
+/* The graph rewrites, one per line, in the order they run. */
 static int list_passes(void) {
-  for (int i = 0; i < dvmc_pass_count(); i++) printf("%-13s %s\n", dvmc_pass_at(i)->name, dvmc_pass_at(i)->what);
+  for (int i = 0; i < dvmc_pass_count(); i++) {
+    dvmc_pass_info p;
+    dvmc_pass_describe(i, &p);
+    printf("%-13s %s\n", p.name, p.what);
+  }
   return fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
 }
 
-/* A declared type that inference contradicts: said, and compiling goes on. */
-static void warn(void *ctx, const char *msg) {
-  (void)ctx;
-  fprintf(stderr, "dvm compile: warning: %s\n", msg);
+/* Warnings always; the note on unknown shapes always; progress, timed,
+ * when stderr is a terminal. */
+typedef struct diag_to {
+  int progress;
+  double t0;
+} diag_to;
+
+static void diag(void *ctx, dvmc_diag_kind kind, const char *msg) {
+  const diag_to *d = ctx;
+  if (kind == DVMC_DIAG_WARNING) fprintf(stderr, "dvm compile: warning: %s\n", msg);
+  else if (kind == DVMC_DIAG_NOTE) fprintf(stderr, "dvm compile: %s\n", msg);
+  else if (d->progress) fprintf(stderr, "dvm compile: %s (%.2fs)\n", msg, dvm_cli_now() - d->t0);
+}
+
+/* The folder of the file at path (malloc'ed; NULL: no memory). */
+static char *folder_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) return strdup(".");
+  return strndup(path, slash == path ? 1 : (size_t)(slash - path)); /* "/x.dvmb" is in "/" */
+}
+
+static dvm_status *write_file(const char *path, const uint8_t *bytes, size_t size) {
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(bytes, 1, size, f) == size;
+  if (f) ok &= fclose(f) == 0;
+  return ok ? NULL : dvm_status_new(DVM_IO, "%s: cannot write", path);
+}
+
+dvm_status *dvm_cli_compile(const char *onnx, const char *out, int embed, dvmc_compile_options *o) {
+  diag_to d = {isatty(STDERR_FILENO), dvm_cli_now()};
+  o->diag = diag;
+  o->diag_ctx = &d;
+  o->no_lower = !out;
+  char *dir = out && !embed ? folder_of(out) : NULL;
+  if (out && !embed && !dir) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  o->data_dir = dir;
+  uint8_t *bytes;
+  size_t size;
+  dvm_status *st = dvmc_compile_file(onnx, o, &bytes, &size);
+  if (!st && out) st = write_file(out, bytes, size);
+  free(bytes);
+  free(dir);
+  o->data_dir = NULL;
+  if (!st && out && d.progress)
+    fprintf(stderr, "dvm compile: wrote %s, %zu bytes (%.2fs)\n", out, size, dvm_cli_now() - d.t0);
+  return st;
 }
 
 int dvm_cmd_compile(int argc, char **argv) {
@@ -75,136 +115,53 @@ int dvm_cmd_compile(int argc, char **argv) {
       {"no-plan", no_argument, 0, 'P'}, {"disable", required_argument, 0, 'X'},
       {"list-passes", no_argument, 0, 'R'}, {"embed-data", no_argument, 0, 'E'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  const char *out = NULL, *shapes = NULL, *dims[MAX_DIMS];
-  int ndims = 0, dump = 0, cuda = 0, embed = 0;
-  uint32_t disabled = 0;
-  dvmc_options co = {0};
+  const char *out = NULL, *shapes = NULL, *dims[MAX_DIMS], *disable[MAX_DIMS];
+  int embed = 0;
+  dvmc_compile_options co;
+  dvmc_compile_options_init(&co);
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NTPX:REh", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
       for (char *t = strtok(optarg, ","); t; t = strtok(NULL, ","))
-        if (strcmp(t, "cuda") == 0) cuda = 1;
+        if (strcmp(t, "cuda") == 0) co.cuda = true;
         else if (strcmp(t, "cpu") != 0)
           return dvm_cli_usage_error("compile", "unknown target \"%s\" (cpu, cuda)", t);
       break;
     case 'D':
-      if (ndims == MAX_DIMS) return dvm_cli_usage_error("compile", "too many --dim");
-      dims[ndims++] = optarg;
+      if (co.ndims == MAX_DIMS) return dvm_cli_usage_error("compile", "too many --dim");
+      dims[co.ndims++] = optarg;
       break;
-    case 'I': dump = 1; break;
+    case 'I': co.dump_ir = stdout; break;
     case 'S': shapes = optarg; break;
     case 'f': co.function = optarg; break;
-    case 'N': co.no_fusion = 1; break;
-    case 'T': co.no_stitch = 1; break;
-    case 'P': co.no_plan = 1; break;
+    case 'N': co.no_fusion = true; break;
+    case 'T': co.no_stitch = true; break;
+    case 'P': co.no_plan = true; break;
     case 'E': embed = 1; break;
     case 'L': return list_ops();
     case 'R': return list_passes();
-    case 'X': {
-      int p = dvmc_pass_find(optarg);
-      if (p < 0) return dvm_cli_usage_error("compile", "--disable %s: no such pass (--list-passes names them)", optarg);
-      disabled |= 1u << p;
+    case 'X':
+      if (dvmc_pass_find(optarg) < 0)
+        return dvm_cli_usage_error("compile", "--disable %s: no such pass (--list-passes names them)", optarg);
+      if (co.ndisable == MAX_DIMS) return dvm_cli_usage_error("compile", "too many --disable");
+      disable[co.ndisable++] = optarg;
       break;
-    }
     case 'h': fputs(usage_text, stdout); return DVM_EXIT_OK;
     default: fputs(usage_text, stderr); return DVM_EXIT_USAGE;
     }
   }
-  if (optind != argc - 1 || (!out && !dump && !shapes)) {
+  if (optind != argc - 1 || (!out && !co.dump_ir && !shapes)) {
     fputs(usage_text, stderr);
     return DVM_EXIT_USAGE;
   }
-  int progress = isatty(STDERR_FILENO);
-  double t0 = dvm_cli_now();
-  dvmc_ctx *c;
-  dvmc_graph *g = NULL;
-  dvm_status *st = dvmc_ctx_create(&c);
-  if (st) return dvm_cli_fail("compile", st);
-  int rc = DVM_EXIT_OK;
-  uint8_t *bytes = NULL;
-  size_t size = 0;
-  if ((st = dvmc_import_onnx(c, argv[optind], &g))) {
-    rc = dvm_cli_fail("compile", st);
-    goto done;
-  }
-  if (progress) fprintf(stderr, "dvm compile: imported %d nodes (%.2fs)\n", g->nnodes, dvm_cli_now() - t0);
-  int folded = 0;
-  if ((st = dvmc_fold(c, g, &folded))) {
-    rc = dvm_cli_fail("compile", st);
-    goto done;
-  }
-  if (progress && folded) fprintf(stderr, "dvm compile: folded %d BatchNormalization nodes into Convs\n", folded);
-  for (int i = 0; i < ndims; i++)
-    if ((st = dvmc_graph_set_dim(c, g, dims[i]))) {
-      rc = dvm_cli_usage_error("compile", "--dim %s", dvm_status_message(st));
-      dvm_status_free(st);
-      goto done;
-    }
-  if ((st = dvmc_infer(c, g))) {
-    rc = dvm_cli_fail("compile", st);
-    goto done;
-  }
-  dvmc_infer_disagreements(g, warn, NULL);
-  int rewrites[32] = {0};
-  if ((st = dvmc_passes_run(c, g, disabled | (cuda ? dvmc_passes_cpu_only() : 0), rewrites))) {
-    rc = dvm_cli_fail("compile", st);
-    goto done;
-  }
-  for (int i = 0; progress && i < dvmc_pass_count(); i++)
-    if (rewrites[i]) fprintf(stderr, "dvm compile: pass %s rewrote %d patterns\n", dvmc_pass_at(i)->name, rewrites[i]);
-  int total;
-  const dvmc_node *lost;
-  int unknown = dvmc_infer_unknown(g, &total, &lost);
-  if (unknown && lost)
-    fprintf(stderr, "dvm compile: %d of %d values have unknown shapes; fusion and memory planning skip them; "
-            "first at node \"%s\" (%s): %s\n", unknown, total, lost->name, lost->op, lost->shape_lost);
-  else if (unknown)
-    fprintf(stderr, "dvm compile: %d of %d values have unknown shapes; fusion and memory planning skip them\n",
-            unknown, total);
-  if (dump) dvmc_graph_print(g, stdout);
-  if (shapes) {
-    FILE *f = fopen(shapes, "w");
-    if (f) dvmc_graph_print_shapes(g, f);
-    if (!f || ferror(f) | fclose(f)) {
-      rc = dvm_cli_fail("compile", dvm_status_new(DVM_IO, "%s: cannot write", shapes));
-      goto done;
-    }
-  }
-  if (!out) goto done;
-  co.no_stitch |= cuda; /* row programs run on the CPU only (place_cuda.c refuses them) */
-  char *out_dir = embed ? NULL : strdup(out);
-  if (out_dir) {
-    char *slash = strrchr(out_dir, '/');
-    if (!slash) strcpy(out_dir, ".");
-    else slash[slash == out_dir] = 0; /* "/x.dvmb" is in "/" */
-  }
-  co.data_dir = out_dir;
-  if ((st = dvmc_lower(c, g, &co, &bytes, &size))) {
-    rc = dvm_cli_fail("compile", dvm_status_annotate(st, "%s", argv[optind]));
-    goto done;
-  }
-  if (cuda) {
-    uint8_t *placed;
-    if ((st = dvmc_place_cuda(bytes, size, &placed, &size))) {
-      rc = dvm_cli_fail("compile", dvm_status_annotate(st, "%s", argv[optind]));
-      goto done;
-    }
-    free(bytes);
-    bytes = placed;
-    if (progress) fprintf(stderr, "dvm compile: placed for CUDA (%.2fs)\n", dvm_cli_now() - t0);
-  }
-  FILE *f = fopen(out, "wb");
-  if (!f || fwrite(bytes, 1, size, f) != size || fclose(f) != 0) {
-    if (f) fclose(f);
-    rc = dvm_cli_fail("compile", dvm_status_new(DVM_IO, "%s: cannot write", out));
-    goto done;
-  }
-  if (progress) fprintf(stderr, "dvm compile: wrote %s, %zu bytes (%.2fs)\n", out, size, dvm_cli_now() - t0);
-done:
-  free((char *)co.data_dir);
-  free(bytes);
-  dvmc_ctx_destroy(c);
-  return rc;
+  co.dims = dims;
+  co.disable = disable;
+  FILE *f = shapes ? fopen(shapes, "w") : NULL;
+  if (shapes && !f) return dvm_cli_fail("compile", dvm_status_new(DVM_IO, "%s: cannot write", shapes));
+  co.dump_shapes = f;
+  dvm_status *st = dvm_cli_compile(argv[optind], out, embed, &co);
+  if (f && (ferror(f) | fclose(f)) && !st) st = dvm_status_new(DVM_IO, "%s: cannot write", shapes);
+  return st ? dvm_cli_fail("compile", st) : DVM_EXIT_OK;
 }

@@ -86,9 +86,10 @@ static int compile_dir(const char *dir, const char *config, char *dvmb, size_t s
   self[n > 0 ? n : 0] = 0;
   if (newer(dvmb, onnx) && (!self[0] || newer(dvmb, self))) return -1;
   fprintf(stderr, "dvm generate: compiling %s to %s\n", onnx, dvmb);
-  char *argv[] = {"compile", onnx, "-o", dvmb, NULL};
-  int rc = dvm_cmd_compile(4, argv);
-  return rc == DVM_EXIT_OK ? -1 : rc;
+  dvmc_compile_options co;
+  dvmc_compile_options_init(&co);
+  st = dvm_cli_compile(onnx, dvmb, 0, &co);
+  return st ? dvm_cli_fail("generate", st) : -1;
 }
 
 typedef struct {

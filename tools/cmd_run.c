@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dvmc.h"
 #include "dvm/npy.h"
-#include "onnx_import.h"
 #include "runlimits.h"
 
 #define MAX_BINDINGS 64
@@ -95,58 +95,21 @@ static dvm_status *assign(const dvm_module *m, int f, const char **args, int nb,
 static dvm_status *read_pb(const char *path, dvm_tensor **out) {
   char *bytes;
   size_t size;
-  dvmc_ctx *c;
-  const dvmc_tensor *t;
   dvm_status *st = dvm_cli_read_file(path, &bytes, &size);
   if (st) return st;
-  if ((st = dvmc_ctx_create(&c))) {
-    free(bytes);
-    return st;
-  }
-  if (!(st = dvmc_import_tensor_memory(c, bytes, size, path, &t)) &&
-      !(st = dvm_tensor_create(t->dtype, t->rank, t->dims, out)) && t->nbytes)
-    memcpy(dvm_tensor_data(*out), t->data, t->nbytes);
-  dvmc_ctx_destroy(c);
+  st = dvmc_read_tensor_pb(bytes, size, path, out);
   free(bytes);
   return st;
 }
 
 /* A sequence or optional input (a tuple): an ONNX SequenceProto or
- * OptionalProto .pb file (the same wire form: an optional is a sequence
- * of none or one item), items tensors or sequences. */
-static dvm_status *tuple_of(const dvmc_pbvalue *v, dvm_value *out) {
-  if (v->tensor) {
-    dvm_tensor *t;
-    dvm_status *st = dvm_tensor_create(v->tensor->dtype, v->tensor->rank, v->tensor->dims, &t);
-    if (st) return st;
-    if (v->tensor->nbytes) memcpy(dvm_tensor_data(t), v->tensor->data, v->tensor->nbytes);
-    *out = dvm_value_tensor(t);
-    return NULL;
-  }
-  dvm_value *items = calloc((size_t)(v->n ? v->n : 1), sizeof *items);
-  dvm_status *st = items ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  for (int i = 0; i < v->n && !st; i++) st = tuple_of(&v->items[i], &items[i]);
-  dvm_tuple *t = NULL;
-  if (!st) st = dvm_tuple_create(v->n, items, &t);
-  for (int i = 0; i < v->n && items; i++) dvm_value_clear(&items[i]); /* the tuple holds its own */
-  free(items);
-  if (!st) *out = (dvm_value){.kind = DVM_VAL_TUPLE, .u.tuple = t};
-  return st;
-}
-
+ * OptionalProto .pb file. */
 static dvm_status *read_sequence_pb(const char *path, dvm_value *out) {
   char *bytes;
   size_t size;
-  dvmc_ctx *c;
-  const dvmc_pbvalue *v;
   dvm_status *st = dvm_cli_read_file(path, &bytes, &size);
   if (st) return st;
-  if ((st = dvmc_ctx_create(&c))) {
-    free(bytes);
-    return st;
-  }
-  if (!(st = dvmc_import_sequence_memory(c, bytes, size, path, &v))) st = tuple_of(v, out);
-  dvmc_ctx_destroy(c);
+  st = dvmc_read_sequence_pb(bytes, size, path, out);
   free(bytes);
   return st;
 }

@@ -131,10 +131,9 @@ def _unlink(path: str) -> bool:
 
 
 def _compiler_id() -> bytes:
-    """Ties cached files to the compiler that made them: the extension's size
-    and modification time (a rebuilt dvm recompiles)."""
-    st = os.stat(_dvm.__file__)
-    return f"{st.st_size}:{st.st_mtime_ns}".encode()
+    """Ties cached files to the compiler that made them (a rebuilt dvm
+    recompiles)."""
+    return b"%d" % _dvm.compiler_id()
 
 
 def _provider_names(providers: Optional[Sequence[Any]]) -> List[str]:

@@ -1,20 +1,14 @@
-/* dvm._dvm.compile: an ONNX model to .dvmb bytes with the compiler library,
- * through the passes `dvm compile` runs (tools/cmd_compile.c), in the same
- * order: import, fold, symbol ranges, inference, graph rewrites, lowering,
- * CUDA placement. */
+/* dvm._dvm.compile: an ONNX model to .dvmb bytes through the compiler's
+ * API (dvmc.h), the one `dvm compile` uses. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dvmc.h"
 #include "ext.h"
-#include "fold.h"
-#include "infer.h"
-#include "ir.h"
-#include "lower.h"
-#include "onnx_import.h"
-#include "pass.h"
-#include "place_cuda.h"
 
 #define MAX_DIMS 64
+#define MAX_SPEC 192 /* "NAME=LO..HI" */
 
 const char dvm_py_compile_doc[] =
     "compile($module, model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None,\n"
@@ -26,74 +20,36 @@ const char dvm_py_compile_doc[] =
     "stitch=False keeps reductions out of fused groups (`dvm compile --no-stitch`).\n"
     "Use dvm.compile, which returns a Module.";
 
-typedef struct {
-  char name[128];
-  long long lo, hi;
-} dim_range;
-
-/* Everything after import, without the GIL; *ir (when ir is not NULL)
- * gets the inferred graph's listing (malloc'ed), and lowering is skipped
- * unless `lower`. */
 /* One warning per line, for dvm_py_compile to raise as Python warnings. */
-static void collect_warning(void *ctx, const char *msg) { fprintf(ctx, "%s\n", msg); }
-
-static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const dim_range *dims, int ndims,
-                                 const dvmc_options *co, uint32_t disabled, int cuda, int lower, char **ir,
-                                 char **warnings, const char *what, uint8_t **bytes, size_t *size) {
-  int folded = 0;
-  dvm_status *st = dvmc_fold(c, g, &folded);
-  if (st) return st;
-  for (int i = 0; i < ndims; i++) {
-    char spec[192];
-    snprintf(spec, sizeof spec, "%.127s=%lld..%lld", dims[i].name, dims[i].lo, dims[i].hi);
-    if ((st = dvmc_graph_set_dim(c, g, spec))) return dvm_status_annotate(st, "dims");
-  }
-  if ((st = dvmc_infer(c, g))) return st;
-  size_t wlen;
-  FILE *w = open_memstream(warnings, &wlen);
-  if (!w) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  dvmc_infer_disagreements(g, collect_warning, w);
-  fclose(w);
-  if ((st = dvmc_passes_run(c, g, disabled | (cuda ? dvmc_passes_cpu_only() : 0), NULL))) return st;
-  if (ir) {
-    size_t len;
-    FILE *f = open_memstream(ir, &len);
-    if (!f) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    dvmc_graph_print(g, f);
-    fclose(f);
-  }
-  if (!lower) return NULL;
-  if ((st = dvmc_lower(c, g, co, bytes, size))) return dvm_status_annotate(st, "%s", what);
-  if (cuda) {
-    uint8_t *placed;
-    if ((st = dvmc_place_cuda(*bytes, *size, &placed, size))) return dvm_status_annotate(st, "%s", what);
-    free(*bytes);
-    *bytes = placed;
-  }
-  return NULL;
+static void collect_warning(void *ctx, dvmc_diag_kind kind, const char *msg) {
+  if (kind == DVMC_DIAG_WARNING) fprintf(ctx, "%s\n", msg);
 }
 
-/* disable: an iterable of pass names, as a mask of their indices. */
-static int parse_disable(PyObject *names, uint32_t *mask) {
-  PyObject *it = PyObject_GetIter(names), *item;
-  if (!it) return -1;
-  while ((item = PyIter_Next(it))) {
+/* disable: an iterable of pass names, checked here so that a wrong one is
+ * a ValueError; *seq keeps the names alive for the call. */
+static int parse_disable(PyObject *names, PyObject **seq, const char **out, int *n) {
+  *seq = PySequence_Fast(names, "disable must be an iterable of pass names");
+  if (!*seq) return -1;
+  Py_ssize_t count = PySequence_Fast_GET_SIZE(*seq);
+  if (count > MAX_DIMS) {
+    PyErr_Format(PyExc_ValueError, "disable: more than %d names", MAX_DIMS);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < count; i++) {
+    PyObject *item = PySequence_Fast_GET_ITEM(*seq, i);
     const char *name = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
-    int p = name ? dvmc_pass_find(name) : -1;
-    if (p < 0) {
+    if (!name || dvmc_pass_find(name) < 0) {
       if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "disable: no pass %R (dvm compile --list-passes)", item);
-      Py_DECREF(item);
-      Py_DECREF(it);
       return -1;
     }
-    *mask |= 1u << p;
-    Py_DECREF(item);
+    out[i] = name;
   }
-  Py_DECREF(it);
-  return PyErr_Occurred() ? -1 : 0;
+  *n = (int)count;
+  return 0;
 }
 
-static int parse_dims(PyObject *list, dim_range *dims, int *ndims) {
+/* dims: (name, lo, hi) tuples as "NAME=LO..HI" specs. */
+static int parse_dims(PyObject *list, char (*specs)[MAX_SPEC], int *ndims) {
   PyObject *seq = PySequence_Fast(list, "dims must be a list of (name, lo, hi)");
   if (!seq) return -1;
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -104,22 +60,32 @@ static int parse_dims(PyObject *list, dim_range *dims, int *ndims) {
   }
   for (Py_ssize_t i = 0; i < n; i++) {
     const char *name;
-    dim_range *d = &dims[i];
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sLL;dims: expected (name, lo, hi)", &name, &d->lo,
-                          &d->hi)) {
+    long long lo, hi;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sLL;dims: expected (name, lo, hi)", &name, &lo, &hi)) {
       Py_DECREF(seq);
       return -1;
     }
-    if (d->lo < 0 || d->hi < d->lo || strlen(name) >= sizeof d->name) {
+    if (lo < 0 || hi < lo || strlen(name) >= 128) {
       PyErr_Format(PyExc_ValueError, "dims: \"%s\" = %lld..%lld: expected 0 <= lo <= hi (and a name under 128 bytes)",
-                   name, d->lo, d->hi);
+                   name, lo, hi);
       Py_DECREF(seq);
       return -1;
     }
-    strcpy(d->name, name);
+    snprintf(specs[i], MAX_SPEC, "%s=%lld..%lld", name, lo, hi);
   }
   *ndims = (int)n;
   Py_DECREF(seq);
+  return 0;
+}
+
+/* Raises each collected warning line as a UserWarning, as the CLI prints
+ * its "warning:" lines; -1 when one became an error. */
+static int raise_warnings(char *warnings) {
+  for (char *line = warnings, *end; line && *line; line = end + 1) {
+    end = strchr(line, '\n');
+    *end = 0;
+    if (PyErr_WarnEx(PyExc_UserWarning, line, 1) < 0) return -1;
+  }
   return 0;
 }
 
@@ -129,73 +95,73 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   PyObject *model, *dims_obj, *dir_obj = Py_None, *disable_obj = NULL;
   const char *function = NULL;
   int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1, stitch = 1;
-  char *ir = NULL, *warnings = NULL;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppOp:compile", kw, &model, &dims_obj, &function, &cuda,
                                    &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj, &stitch))
     return NULL;
-  uint32_t disabled = 0;
-  if (disable_obj && parse_disable(disable_obj, &disabled) < 0) return NULL;
-  dim_range dims[MAX_DIMS];
-  int ndims = 0;
-  if (parse_dims(dims_obj, dims, &ndims) < 0) return NULL;
-  char *fn_copy = function ? strdup(function) : NULL;
-  PyObject *path = NULL, *dir = NULL;
+  char specs[MAX_DIMS][MAX_SPEC];
+  const char *dims[MAX_DIMS], *disable[MAX_DIMS];
+  dvmc_compile_options co;
+  dvmc_compile_options_init(&co);
+  PyObject *disable_seq = NULL, *path = NULL, *dir = NULL, *out = NULL;
   Py_buffer view = {0};
   int have_view = 0;
+  char *ir = NULL, *warnings = NULL;
+  size_t ir_len, warnings_len;
+  if ((disable_obj && parse_disable(disable_obj, &disable_seq, disable, &co.ndisable) < 0) ||
+      parse_dims(dims_obj, specs, &co.ndims) < 0)
+    goto done;
+  for (int i = 0; i < co.ndims; i++) dims[i] = specs[i];
   if (PyObject_CheckBuffer(model)) {
-    if (PyObject_GetBuffer(model, &view, PyBUF_SIMPLE) < 0) goto fail;
+    if (PyObject_GetBuffer(model, &view, PyBUF_SIMPLE) < 0) goto done;
     have_view = 1;
-    if (dir_obj != Py_None && !PyUnicode_FSConverter(dir_obj, &dir)) goto fail;
+    if (dir_obj != Py_None && !PyUnicode_FSConverter(dir_obj, &dir)) goto done;
   } else if (!PyUnicode_FSConverter(model, &path)) {
-    goto fail;
+    goto done;
   }
-  /* row programs run on the CPU only (place_cuda.c refuses them) */
-  dvmc_options co = {.function = fn_copy, .no_fusion = !fusion, .no_stitch = !stitch || cuda, .no_plan = !plan};
-  uint8_t *bytes = NULL;
-  size_t size = 0;
+  co.function = function; /* args holds it for the call */
+  co.dims = dims;
+  co.disable = disable;
+  co.cuda = cuda;
+  co.no_fusion = !fusion;
+  co.no_stitch = !stitch;
+  co.no_plan = !plan;
+  co.no_lower = !lower;
+  co.dump_ir = dump_ir ? open_memstream(&ir, &ir_len) : NULL;
+  FILE *w = open_memstream(&warnings, &warnings_len);
+  if ((dump_ir && !co.dump_ir) || !w) {
+    if (co.dump_ir) fclose(co.dump_ir);
+    if (w) fclose(w);
+    PyErr_NoMemory();
+    goto done;
+  }
+  co.diag = collect_warning;
+  co.diag_ctx = w;
+  uint8_t *bytes;
+  size_t size;
   dvm_status *st;
   Py_BEGIN_ALLOW_THREADS
-  dvmc_ctx *c = NULL;
-  dvmc_graph *g = NULL;
-  const char *what = path ? PyBytes_AS_STRING(path) : "<memory>";
-  st = dvmc_ctx_create(&c);
-  if (!st)
-    st = path ? dvmc_import_onnx(c, what, &g)
-              : dvmc_import_onnx_memory(c, view.buf, (size_t)view.len, dir ? PyBytes_AS_STRING(dir) : NULL, &g);
-  if (!st) st = compile_graph(c, g, dims, ndims, &co, disabled, cuda, lower, dump_ir ? &ir : NULL, &warnings, what,
-                            &bytes, &size);
-  dvmc_ctx_destroy(c);
+  st = path ? dvmc_compile_file(PyBytes_AS_STRING(path), &co, &bytes, &size)
+            : dvmc_compile_memory(view.buf, (size_t)view.len, dir ? PyBytes_AS_STRING(dir) : NULL, &co, &bytes, &size);
   Py_END_ALLOW_THREADS
-  if (have_view) PyBuffer_Release(&view);
-  Py_XDECREF(path);
-  Py_XDECREF(dir);
-  free(fn_copy);
-  /* declared types that inference contradicts: UserWarnings, as the CLI's "warning:" lines */
-  for (char *line = warnings, *end; !st && line && *line; line = end + 1) {
-    end = strchr(line, '\n');
-    *end = 0;
-    if (PyErr_WarnEx(PyExc_UserWarning, line, 1) < 0) {
-      free(warnings);
-      free(bytes);
-      free(ir);
-      return NULL;
-    }
-  }
-  free(warnings);
+  fclose(w);
+  if (co.dump_ir) fclose(co.dump_ir);
   if (st) {
-    free(bytes);
-    free(ir);
-    return dvm_py_raise(st, 1);
+    dvm_py_raise(st, 1);
+  } else if (raise_warnings(warnings) == 0) {
+    out = bytes ? PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)size) : (Py_INCREF(Py_None), Py_None);
+    if (out && dump_ir) out = Py_BuildValue("(Ns)", out, ir ? ir : "");
   }
-  PyObject *out = bytes ? PyBytes_FromStringAndSize((const char *)bytes, (Py_ssize_t)size) : (Py_INCREF(Py_None), Py_None);
   free(bytes);
-  if (out && dump_ir) out = Py_BuildValue("(Ns)", out, ir ? ir : "");
-  free(ir);
-  return out;
-fail:
+done:
   if (have_view) PyBuffer_Release(&view);
+  Py_XDECREF(disable_seq);
   Py_XDECREF(path);
   Py_XDECREF(dir);
-  free(fn_copy);
-  return NULL;
+  free(ir);
+  free(warnings);
+  return out;
+}
+
+PyObject *dvm_py_compiler_id(PyObject *self, PyObject *unused) {
+  return PyLong_FromUnsignedLongLong(dvmc_compiler_id());
 }

@@ -65,6 +65,8 @@ static PyObject *py_probe(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"compile", (PyCFunction)(void (*)(void))dvm_py_compile, METH_VARARGS | METH_KEYWORDS, dvm_py_compile_doc},
     {"generator_model_file", dvm_py_generator_model_file, METH_O, dvm_py_generator_model_file_doc},
+    {"compiler_id", dvm_py_compiler_id, METH_NOARGS,
+     "compiler_id() -> int: differs between builds of the compiler, for keys of caches of compiled files."},
     {"probe", py_probe, METH_O,
      "probe(device) -> (present, description): whether a device (\"cpu\", \"cuda\") is there, "
      "what it is, or why it is not."},

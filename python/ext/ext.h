@@ -1,8 +1,9 @@
 /* dvm._dvm, the CPython extension under the Python package: shared
  * declarations of its files (ext.c: the module and its errors; module.c:
  * the Module type and running; tensor.c: tensors between NumPy, DLPack and
- * dvm; compile.c: the compiler; generator.c: the generator for dvm.genai). It uses libdvm's public API and the
- * compiler library, nothing else of dvm. */
+ * dvm; compile.c: the compiler; generator.c: the generator for dvm.genai).
+ * It uses libdvm's public API and the compiler's (dvmc.h), nothing else of
+ * dvm. */
 #ifndef DVM_PY_EXT_H
 #define DVM_PY_EXT_H
 
@@ -65,5 +66,6 @@ extern const char dvm_py_generator_model_file_doc[];
 /* ---- compile.c ---- */
 PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs);
 extern const char dvm_py_compile_doc[];
+PyObject *dvm_py_compiler_id(PyObject *self, PyObject *unused);
 
 #endif

@@ -1,0 +1,148 @@
+/* The compile pipeline behind dvmc.h: import, fold, symbol ranges, infer,
+ * graph rewrites, lower, place for CUDA, in that order, written once for
+ * every caller. */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dvmc.h"
+#include "fold.h"
+#include "infer.h"
+#include "ir.h"
+#include "lower.h"
+#include "onnx_import.h"
+#include "pass.h"
+#include "place_cuda.h"
+
+void dvmc_compile_options_init(dvmc_compile_options *o) { *o = (dvmc_compile_options){0}; }
+
+static void say(const dvmc_compile_options *o, dvmc_diag_kind kind, const char *fmt, ...) DVM_PRINTF(3, 4);
+static void say(const dvmc_compile_options *o, dvmc_diag_kind kind, const char *fmt, ...) {
+  if (!o->diag) return;
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  o->diag(o->diag_ctx, kind, msg);
+}
+
+static void warn(void *ctx, const char *msg) {
+  const dvmc_compile_options *o = ctx;
+  o->diag(o->diag_ctx, DVMC_DIAG_WARNING, msg);
+}
+
+/* "NAME=N" as "NAME=N..N"; anything else as given (set_dim says what is wrong). */
+static dvm_status *set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec) {
+  char name[128], range[192], tail;
+  long long n;
+  if (sscanf(spec, "%127[^=]=%lld%c", name, &n, &tail) == 2 && snprintf(range, sizeof range, "%s=%lld..%lld",
+                                                                        name, n, n) < (int)sizeof range)
+    spec = range;
+  return dvm_status_annotate(dvmc_graph_set_dim(c, g, spec), "dim");
+}
+
+static dvm_status *disabled_mask(const dvmc_compile_options *o, uint32_t *mask) {
+  *mask = o->cuda ? dvmc_passes_cpu_only() : 0;
+  for (int i = 0; i < o->ndisable; i++) {
+    int p = dvmc_pass_find(o->disable[i]);
+    if (p < 0)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "disable: no pass '%s' (dvm compile --list-passes names them)",
+                            o->disable[i]);
+    *mask |= 1u << p;
+  }
+  return NULL;
+}
+
+/* Everything after import; `what` names the model in lowering's errors. */
+static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const char *what, const dvmc_compile_options *o,
+                                 uint32_t disabled, uint8_t **bytes, size_t *size) {
+  say(o, DVMC_DIAG_PROGRESS, "imported %d nodes", g->nnodes);
+  int folded = 0;
+  dvm_status *st = dvmc_fold(c, g, &folded);
+  if (st) return st;
+  if (folded) say(o, DVMC_DIAG_PROGRESS, "folded %d BatchNormalization nodes into Convs", folded);
+  for (int i = 0; i < o->ndims; i++)
+    if ((st = set_dim(c, g, o->dims[i]))) return st;
+  if ((st = dvmc_infer(c, g))) return st;
+  if (o->diag) dvmc_infer_disagreements(g, warn, (void *)o);
+  int rewrites[32] = {0};
+  if ((st = dvmc_passes_run(c, g, disabled, rewrites))) return st;
+  for (int i = 0; i < dvmc_pass_count(); i++)
+    if (rewrites[i]) say(o, DVMC_DIAG_PROGRESS, "pass %s rewrote %d patterns", dvmc_pass_at(i)->name, rewrites[i]);
+  int total;
+  const dvmc_node *lost;
+  int unknown = dvmc_infer_unknown(g, &total, &lost);
+  if (unknown && lost)
+    say(o, DVMC_DIAG_NOTE, "%d of %d values have unknown shapes; fusion and memory planning skip them; "
+        "first at node \"%s\" (%s): %s", unknown, total, lost->name, lost->op, lost->shape_lost);
+  else if (unknown)
+    say(o, DVMC_DIAG_NOTE, "%d of %d values have unknown shapes; fusion and memory planning skip them", unknown,
+        total);
+  if (o->dump_ir) dvmc_graph_print(g, o->dump_ir);
+  if (o->dump_shapes) dvmc_graph_print_shapes(g, o->dump_shapes);
+  if (o->no_lower) return NULL;
+  /* row programs run on the CPU only (place_cuda.c refuses them) */
+  dvmc_options lo = {.function = o->function, .no_fusion = o->no_fusion, .no_stitch = o->no_stitch || o->cuda,
+                     .no_plan = o->no_plan, .data_dir = o->data_dir};
+  if ((st = dvmc_lower(c, g, &lo, bytes, size))) return dvm_status_annotate(st, "%s", what);
+  if (!o->cuda) return NULL;
+  uint8_t *placed;
+  if ((st = dvmc_place_cuda(*bytes, *size, &placed, size))) return dvm_status_annotate(st, "%s", what);
+  free(*bytes);
+  *bytes = placed;
+  say(o, DVMC_DIAG_PROGRESS, "placed for CUDA");
+  return NULL;
+}
+
+/* Imports the model at path, or else in data, then compiles it. */
+static dvm_status *compile(const char *path, const void *data, size_t data_size, const char *model_dir,
+                           const dvmc_compile_options *o, uint8_t **bytes, size_t *size) {
+  dvmc_compile_options defaults;
+  if (!o) {
+    dvmc_compile_options_init(&defaults);
+    o = &defaults;
+  }
+  *bytes = NULL;
+  *size = 0;
+  uint32_t disabled;
+  dvm_status *st = disabled_mask(o, &disabled);
+  if (st) return st;
+  dvmc_ctx *c;
+  if ((st = dvmc_ctx_create(&c))) return st;
+  dvmc_graph *g;
+  st = path ? dvmc_import_onnx(c, path, &g) : dvmc_import_onnx_memory(c, data, data_size, model_dir, &g);
+  if (!st) st = compile_graph(c, g, path ? path : "<memory>", o, disabled, bytes, size);
+  dvmc_ctx_destroy(c);
+  if (st) {
+    free(*bytes);
+    *bytes = NULL;
+    *size = 0;
+  }
+  return st;
+}
+
+dvm_status *dvmc_compile_file(const char *path, const dvmc_compile_options *o, uint8_t **bytes, size_t *size) {
+  return compile(path, NULL, 0, NULL, o, bytes, size);
+}
+
+dvm_status *dvmc_compile_memory(const void *data, size_t data_size, const char *model_dir,
+                                const dvmc_compile_options *o, uint8_t **bytes, size_t *size) {
+  return compile(NULL, data, data_size, model_dir, o, bytes, size);
+}
+
+/* The identity of the file that holds this code: the dvm executable, or
+ * the library that links the compiler into another program. */
+uint64_t dvmc_compiler_id(void) {
+  Dl_info info;
+  struct stat sb;
+  int found = dladdr((void *)(uintptr_t)&dvmc_compiler_id, &info) && info.dli_fname && info.dli_fname[0] &&
+              stat(info.dli_fname, &sb) == 0;
+  if (!found && stat("/proc/self/exe", &sb) != 0) return 0;
+  int64_t id[3] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (size_t i = 0; i < sizeof id; i++) h = (h ^ ((const uint8_t *)id)[i]) * 0x100000001b3ull;
+  return h;
+}
