@@ -56,6 +56,9 @@ static dvm_status *load(const dvm_registry *reg, file_bytes *fb, const char *dir
     dvm_module_release(m);
     return st;
   }
+  /* read-only from now on, as a mapping of the file was: a write through a
+   * result that is a constant faults instead of changing every VM's answers */
+  if (fb->mapped) mprotect(fb->p, fb->size, PROT_READ);
   *out = m;
   return NULL;
 }

@@ -78,6 +78,7 @@ static bool dtype_of(PyArray_Descr *d, dvm_dtype *out) {
 typedef struct {
   PyObject_HEAD
   dvm_tensor *t;
+  int readonly; /* a module's constant, shared by every VM (and maybe by its file) */
 } TensorObject;
 
 static void tensor_dealloc(TensorObject *self) {
@@ -92,6 +93,7 @@ static PyObject *tensor_new_from(dvm_tensor *t) { /* takes t's reference */
     return NULL;
   }
   o->t = t;
+  o->readonly = 0;
   return (PyObject *)o;
 }
 
@@ -101,11 +103,36 @@ static void capsule_deleter(PyObject *cap) {
   if (mt && mt->deleter) mt->deleter(mt);
 }
 
+/* A new tensor of t's dtype and shape holding a copy of its bytes. */
+static dvm_status *copy_of(const dvm_tensor *t, dvm_tensor **out) {
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "a copy of a tensor on the %s device for DLPack: copy it there "
+                          "with the consumer instead", dvm_device_name(dvm_tensor_device(t)));
+  dvm_status *st = dvm_tensor_create(dvm_tensor_dtype(t), dvm_tensor_rank(t), dvm_tensor_dims(t), out);
+  if (!st) memcpy(dvm_tensor_data(*out), dvm_tensor_data(t), dvm_tensor_nbytes(t));
+  return st;
+}
+
 static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwargs) {
-  /* stream, max_version, dl_device, copy: the tensor is ready (the VM has
-   * waited for its device) and is handed on as it is */
+  /* stream, max_version, dl_device: the tensor is ready (the VM has waited
+   * for its device) and is handed on as it is. A read-only one (a module
+   * constant) goes as a copy: the DLPack this exports (0.6) cannot mark a
+   * tensor read-only, and a consumer writing into a constant would change
+   * every VM's answers or fault on a read-only page. */
+  static char *kw[] = {"stream", "max_version", "dl_device", "copy", NULL};
+  PyObject *stream = NULL, *max_version = NULL, *dl_device = NULL, *copy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO", kw, &stream, &max_version, &dl_device, &copy))
+    return NULL;
+  if (self->readonly && copy == Py_False)
+    return PyErr_Format(PyExc_BufferError, "the tensor is a module constant, read-only, and DLPack 0.6 "
+                        "cannot say so: export it with copy=None or copy=True");
+  dvm_tensor *t = self->t;
   DLManagedTensor *mt;
-  dvm_status *st = dvm_tensor_to_dlpack(self->t, &mt);
+  dvm_status *st = NULL;
+  if (self->readonly || copy == Py_True) st = copy_of(self->t, &t);
+  else dvm_tensor_retain(t);
+  if (!st) st = dvm_tensor_to_dlpack(t, &mt);
+  dvm_tensor_release(t); /* mt holds its own */
   if (st) return dvm_py_raise(st, 0);
   PyObject *cap = PyCapsule_New(mt, "dltensor", capsule_deleter);
   if (!cap) mt->deleter(mt);
@@ -142,7 +169,7 @@ static PyObject *tensor_numpy(TensorObject *self, PyObject *unused) {
     return PyErr_Format(dvm_py_InvalidInput, "the tensor is on the %s device: pass it on with DLPack "
                         "(e.g. torch.from_dlpack), or run with results_on_device=False",
                         dvm_device_name(dvm_tensor_device(self->t)));
-  return array_over((PyObject *)self, 0);
+  return array_over((PyObject *)self, self->readonly);
 }
 
 static PyObject *tensor_repr(TensorObject *self) {
@@ -360,8 +387,10 @@ PyObject *dvm_py_from_value(dvm_value *v, const dvm_module *m) {
     dvm_tensor *t = v->u.tensor;
     v->kind = DVM_VAL_NONE; /* the Tensor takes the reference */
     PyObject *obj = tensor_new_from(t);
-    if (!obj || dvm_tensor_device(t) != DVM_DEVICE_CPU) return obj;
-    r = array_over(obj, dvm_module_holds(m, t));
+    if (!obj) return NULL;
+    ((TensorObject *)obj)->readonly = dvm_module_holds(m, t);
+    if (dvm_tensor_device(t) != DVM_DEVICE_CPU) return obj;
+    r = array_over(obj, ((TensorObject *)obj)->readonly);
     Py_DECREF(obj);
     return r;
   }

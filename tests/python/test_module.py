@@ -1,4 +1,5 @@
 """dvm.compile, dvm.load, Module: signatures, saving, running, dtypes, zero copy, errors."""
+import ctypes
 import inspect
 import os
 import subprocess
@@ -182,6 +183,40 @@ def test_constant_results_are_read_only():
         assert not out["k"].flags.writeable
         with pytest.raises(ValueError):
             out["k"][0] = 5
+
+
+def test_constant_results_go_out_through_dlpack_as_copies(tmp_path):
+    """A result that is a module constant (here of a module loaded from its
+    file, whose bytes are read-only) is read-only through its dvm.Tensor
+    too: .numpy() is read-only and __dlpack__, which cannot mark a tensor
+    read-only, exports a copy (copy=False: BufferError), so writing into
+    what a consumer got changes no later answer and faults nothing. Other
+    results are exported in place."""
+    c = h.make_tensor("c", T.FLOAT, [3], [1.0, 2.0, 3.0])
+    path = tmp_path / "c.dvmb"
+    dvm.compile(model([h.make_node("Identity", ["c"], ["k"]), h.make_node("Neg", ["x"], ["y"])],
+                      [("x", T.FLOAT, [3])], [("k", T.FLOAT, None), ("y", T.FLOAT, None)], [c])).save(path)
+    m = dvm.load(path)
+    out = m.run({"x": np.ones(3, np.float32)})
+    k, y = out["k"].base, out["y"].base
+    assert isinstance(k, dvm.Tensor) and isinstance(y, dvm.Tensor)
+    assert not k.numpy().flags.writeable and y.numpy().flags.writeable
+    with pytest.raises(BufferError, match="read-only"):
+        k.__dlpack__(copy=False)
+    def consume(t, **kw):
+        """Writes 7s where DLPack says t's data is, as a writing consumer
+        (torch.from_dlpack) may; the data's address."""
+        cap = t.__dlpack__(**kw)
+        get = ctypes.pythonapi.PyCapsule_GetPointer
+        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        data = ctypes.c_void_p.from_address(get(cap, b"dltensor")).value  # DLTensor.data comes first
+        ctypes.memmove(data, np.full(3, 7, np.float32).ctypes.data, 12)
+        return data
+    for kw in ({}, {"copy": None}, {"copy": True}):
+        assert consume(k, **kw) != k.data_ptr
+    np.testing.assert_array_equal(m.run({"x": np.ones(3, np.float32)})["k"], [1, 2, 3])
+    assert consume(y) == y.data_ptr
+    np.testing.assert_array_equal(out["y"], [7, 7, 7])
 
 
 def test_scalars_lists_and_call(add_module):
