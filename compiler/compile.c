@@ -2,10 +2,12 @@
  * graph rewrites, lower, place for CUDA, in that order, written once for
  * every caller. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <stdio.h>
+#include <xxhash.h>
 
 #include "dvmc.h"
 #include "fold.h"
@@ -133,16 +135,29 @@ dvm_status *dvmc_compile_memory(const void *data, size_t data_size, const char *
   return compile(NULL, data, data_size, model_dir, o, bytes, size);
 }
 
-/* The identity of the file that holds this code: the dvm executable, or
- * the library that links the compiler into another program. */
-uint64_t dvmc_compiler_id(void) {
+/* The identity of the file that holds this code (the dvm executable, or
+ * the library that links the compiler into another program): XXH3-64 of
+ * its bytes, once. Not its size and modification time, which two builds
+ * share where builds are reproducible or copied with `cp -p`. */
+static uint64_t compiler_id;
+
+static void hash_compiler(void) {
   Dl_info info;
-  struct stat sb;
-  int found = dladdr((void *)(uintptr_t)&dvmc_compiler_id, &info) && info.dli_fname && info.dli_fname[0] &&
-              stat(info.dli_fname, &sb) == 0;
-  if (!found && stat("/proc/self/exe", &sb) != 0) return 0;
-  int64_t id[3] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-  for (size_t i = 0; i < sizeof id; i++) h = (h ^ ((const uint8_t *)id)[i]) * 0x100000001b3ull;
-  return h;
+  const char *path = dladdr((void *)(uintptr_t)&dvmc_compiler_id, &info) && info.dli_fname && info.dli_fname[0]
+                         ? info.dli_fname : "/proc/self/exe";
+  FILE *f = fopen(path, "rb");
+  XXH3_state_t *x = XXH3_createState();
+  if (f && x && XXH3_64bits_reset(x) == XXH_OK) {
+    char buf[1 << 16];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) XXH3_64bits_update(x, buf, n);
+    if (!ferror(f)) compiler_id = XXH3_64bits_digest(x);
+  }
+  XXH3_freeState(x);
+  if (f) fclose(f);
+}
+
+uint64_t dvmc_compiler_id(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, hash_compiler);
+  return compiler_id;
 }

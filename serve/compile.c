@@ -1,16 +1,18 @@
 /* model.onnx in a repository, compiled at load through the compiler's API
  * (dvmc.h) with the config's function and `dim` lines; the bytes are loaded
  * as a module. With a cache folder, the .dvmb is kept there under a key of
- * the file's identity (path, size, modification time), the compile settings
- * and the compiler's (dvmc_compiler_id), and a later
- * load maps it instead of compiling; a cache entry that fails to load is
+ * the content of the model's folder (model.onnx and its data files), the
+ * compile settings and the compiler's identity (dvmc_compiler_id), and a
+ * later load reads it instead of compiling; a cache entry that fails to load is
  * compiled again, and a cache that cannot be written is only not used. */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "dvmc.h"
 #include "serve_compile.h"
@@ -44,29 +46,52 @@ static dvm_status *compile(const char *path, const char *name, const dvms_config
   return dvmc_compile_file(path, &co, bytes, size);
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
-  return h;
+/* XXH3-64 of the names and bytes of the regular files in the folder of
+ * `path`, in name order: the ONNX file and the data files it may refer to.
+ * Content, not sizes and modification times, which a different model
+ * shares after `cp -p` or a reproducible build. 0 if one cannot be read. */
+static int folder_hash(const char *path, XXH3_state_t *x) {
+  char *dir = strdup(path);
+  if (!dir) return 0;
+  char *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
+  struct dirent **list;
+  int n = scandir(slash ? dir : ".", &list, NULL, alphasort), ok = n >= 0;
+  for (int i = 0; i < n; i++) {
+    char file[1200];
+    struct stat sb;
+    snprintf(file, sizeof file, "%s/%s", slash ? dir : ".", list[i]->d_name);
+    if (ok && list[i]->d_name[0] != '.' && stat(file, &sb) == 0 && S_ISREG(sb.st_mode)) {
+      FILE *f = fopen(file, "rb");
+      char buf[1 << 16];
+      XXH3_64bits_update(x, list[i]->d_name, strlen(list[i]->d_name) + 1);
+      for (size_t got; f && (got = fread(buf, 1, sizeof buf, f)) > 0;) XXH3_64bits_update(x, buf, got);
+      ok = f && !ferror(f);
+      if (f) fclose(f);
+    }
+    free(list[i]);
+  }
+  free(list);
+  free(dir);
+  return ok;
 }
 
-/* CACHE/NAME-KEY.dvmb for the ONNX file at path and cfg; 0 if unstattable. */
+/* CACHE/NAME-KEY.dvmb for the ONNX file at path and cfg; 0 if its folder
+ * cannot be read. */
 static int cache_path(const char *cache, const char *name, const char *path, const dvms_config *cfg,
                       char *out, size_t size) {
-  struct stat sb;
-  char *abs = realpath(path, NULL);
-  if (!abs || stat(abs, &sb) != 0) {
-    free(abs);
-    return 0;
+  XXH3_state_t *x = XXH3_createState();
+  int ok = x && XXH3_64bits_reset(x) == XXH_OK && folder_hash(path, x);
+  if (ok) {
+    XXH3_64bits_update(x, cfg->function, strlen(cfg->function) + 1);
+    for (int i = 0; i < cfg->ndims; i++) XXH3_64bits_update(x, cfg->dims[i], strlen(cfg->dims[i]) + 1);
+    uint64_t compiler = dvmc_compiler_id(); /* another dvm compiles again */
+    XXH3_64bits_update(x, &compiler, sizeof compiler);
+    ok = snprintf(out, size, "%s/%s-%016llx.dvmb", cache, name, (unsigned long long)XXH3_64bits_digest(x)) <
+         (int)size;
   }
-  uint64_t h = fnv(0xcbf29ce484222325ull, abs, strlen(abs) + 1);
-  free(abs);
-  int64_t id[3] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
-  h = fnv(h, id, sizeof id);
-  h = fnv(h, cfg->function, strlen(cfg->function) + 1);
-  for (int i = 0; i < cfg->ndims; i++) h = fnv(h, cfg->dims[i], strlen(cfg->dims[i]) + 1);
-  uint64_t compiler = dvmc_compiler_id(); /* a rebuilt dvm compiles again */
-  h = fnv(h, &compiler, sizeof compiler);
-  return snprintf(out, size, "%s/%s-%016llx.dvmb", cache, name, (unsigned long long)h) < (int)size;
+  XXH3_freeState(x);
+  return ok;
 }
 
 /* Writes bytes to path through a temporary file and a rename, so a reader

@@ -78,9 +78,10 @@ DVM_API DVM_MUST_USE dvm_status *dvmc_compile_memory(const void *data, size_t da
                                                      const dvmc_compile_options *o, uint8_t **bytes,
                                                      size_t *size);
 
-/* A number that differs between builds of the compiler (the size and
- * modification time of the file that holds it), for keys of caches of
- * compiled files: what an older compiler made may load and still differ. */
+/* A number that differs between builds of the compiler (a hash of the
+ * bytes of the file that holds it; 0 if that cannot be read), for keys of
+ * caches of compiled files: what an older compiler made may load and still
+ * differ. */
 DVM_API uint64_t dvmc_compiler_id(void);
 
 /* ---- the op table and the graph rewrites, as `dvm compile --list-ops` and

@@ -448,6 +448,40 @@ def test_json_values_are_checked_against_every_dtype(tmp_path):
     assert s.stop() == 0, s.log_text()[-3000:]
 
 
+def test_onnx_cache_is_keyed_by_content(repo, tmp_path):
+    """model.onnx replaced by another model of the same size and the same
+    modification time (cp -p, reproducible builds): a reload and a restart
+    with --cache-dir compile the new one instead of serving the old."""
+    import onnx
+    os.makedirs(tmp_path / "repo" / "mlp" / "1")
+    path = tmp_path / "repo" / "mlp" / "1" / "model.onnx"
+    shutil.copy2(os.path.join(repo, "mlp", "1", "model.onnx"), path)
+    shutil.copy(os.path.join(repo, "mlp", "config"), tmp_path / "repo" / "mlp" / "config")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    x = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 16], "data": list(range(16))}]})
+    s = Server(str(tmp_path / "repo"), str(tmp_path / "serve.log"), "--cache-dir", str(cache))
+    first = post(s, "/v2/models/mlp/infer", x)
+    assert first[0] == 200
+    m = onnx.load(str(path))
+    for init in m.graph.initializer:  # the same bytes count, other weights
+        w = onnx.numpy_helper.to_array(init)
+        init.CopyFrom(onnx.numpy_helper.from_array((w * 2 + 1).astype(w.dtype), init.name))
+    stat = path.stat()
+    data = m.SerializeToString()
+    assert len(data) == stat.st_size and data != path.read_bytes()
+    path.write_bytes(data)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert post(s, "/v2/repository/models/mlp/load", "{}")[0] == 200
+    second = post(s, "/v2/models/mlp/infer", x)
+    assert second[0] == 200 and second[2] != first[2], "the old model was served from the cache"
+    assert s.stop() == 0
+    s = Server(str(tmp_path / "repo"), str(tmp_path / "serve2.log"), "--cache-dir", str(cache))
+    assert post(s, "/v2/models/mlp/infer", x)[2] == second[2]
+    assert len(list(cache.glob("mlp-*.dvmb"))) == 2, list(cache.iterdir())
+    assert s.stop() == 0
+
+
 def test_priority(server, repo):
     """prio: one worker, batches of 2, 400 ms queue delay. a (length 5) and
     b (length 6) wait in the queue; c (length 6, priority 1) goes to the
@@ -535,10 +569,14 @@ def test_onnx_cache(repo, tmp_path):
         assert post(s, "/v2/models/mlp/infer", json.dumps(x))[2] == first[2]
     finally:
         assert s.stop() == 0
-    # another dvm build (here a copy: another modification time) does not
-    # load what this one compiled: its entry has another key
+    # another dvm build (here a copy with a byte more, and this one's
+    # modification time) does not load what this one compiled: its entry
+    # has another key
     other = tmp_path / "dvm"
-    shutil.copy(DVM, other)
+    shutil.copy2(DVM, other)
+    with open(other, "ab") as f:
+        f.write(b"\0")
+    shutil.copystat(DVM, other)
     s = Server(repo, str(tmp_path / "serve2.log"), "--cache-dir", str(cache), exe=str(other))
     try:
         assert len(list(cache.glob("mlp-*.dvmb"))) == 2, list(cache.iterdir())
