@@ -50,7 +50,7 @@ def check(tmp, path, mod, feeds):
         cmd += ["--output", str(o)]
     p = dvm(*cmd)
     assert p.returncode == 0, p.stderr
-    for o, w in zip(outs, want):
+    for o, w in zip(outs, want, strict=True):
         got = np.load(o)
         assert got.shape == w.shape, (feeds, got.shape, w.shape)
         np.testing.assert_allclose(got, w, rtol=1e-6)

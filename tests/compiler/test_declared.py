@@ -59,7 +59,7 @@ def test_contradiction_is_a_warning(tmp_path, out_decl, h_decl, want):
     path = relu_neg(tmp_path, out_decl, h_decl)
     got = compile_(path)
     assert len(got) == len(want), got
-    for line, w in zip(got, want):
+    for line, w in zip(got, want, strict=True):
         assert line == f"dvm compile: warning: {w}: the declaration is ignored", line
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     np.testing.assert_array_equal(run(path, x), -np.maximum(x, 0))  # the inferred type is used

@@ -71,7 +71,7 @@ def test_scan_outputs_match_onnxruntime(tmp_path, stop_after):
         want = sess.run(None, {"x": x, "n": np.array(n, np.int64)})
         p, got = run(tmp_path, mod, x, n)
         assert p.returncode == 0, p.stderr
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.shape == w.shape, (shape, n, g.shape, w.shape)
             np.testing.assert_allclose(g, w, rtol=1e-5)
 
@@ -121,7 +121,7 @@ def test_empty_scan_of_known_shape(tmp_path):
         assert q.returncode == 0, q.stderr
         got = [np.load(tmp_path / "s.npy"), np.load(tmp_path / "si.npy")]
         assert got[0].shape == (n, 3, 5) and got[0].dtype == np.float32 and got[1].dtype == np.int64
-        for g, w in zip(got, sess.run(None, {"x": x, "n": np.array(n, np.int64)})):
+        for g, w in zip(got, sess.run(None, {"x": x, "n": np.array(n, np.int64)}), strict=True):
             assert g.shape == (w.shape if n else (0, 3, 5)) and w.size == g.size, (n, g.shape, w.shape)
             np.testing.assert_array_equal(g.ravel(), w.ravel())
 
@@ -165,7 +165,7 @@ def test_loop_and_if_results_keep_their_body_dtypes(tmp_path):
                         "--output", str(tmp_path / "y.npy"), "--output", str(tmp_path / "a.npy")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    for got, w in zip([np.load(tmp_path / "y.npy"), np.load(tmp_path / "a.npy")], want):
+    for got, w in zip([np.load(tmp_path / "y.npy"), np.load(tmp_path / "a.npy")], want, strict=True):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
@@ -270,7 +270,7 @@ def run_feeds(tmp, mod, feeds, nout):
 
 
 def check(got, want):
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == np.float32, (g.shape, w.shape)
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
@@ -530,7 +530,7 @@ def test_loop_scans_many_iterations_and_dtypes(tmp_path, trip_count):
         want = sess.run(None, feeds)
         count = min(n if n is not None else big, stop)
         assert got[1].shape == (count, 3) and got[2].shape == (count,), (n, stop, got[1].shape)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.shape == w.shape, (n, stop, g.dtype, w.dtype, g.shape, w.shape)
             np.testing.assert_array_equal(g, w)
 
@@ -669,12 +669,12 @@ def test_unread_scan_output_not_accumulated(tmp_path, op, opset):
         if want is None:
             sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
             want = [sess.run(None, feeds) for feeds in feeds_at]
-        for feeds, w in zip(feeds_at, want):
+        for feeds, w in zip(feeds_at, want, strict=True):
             q, got = run_feeds(tmp_path, mod, feeds, nout)
             assert q.returncode == 0, q.stderr
             if big == "branch":  # its last output is max(yb)
                 w = w[:2] + [np.max(w[2])]
-            for g, x in zip(got, w):
+            for g, x in zip(got, w, strict=True):
                 assert g.shape == x.shape, (big, g.shape, x.shape)
                 np.testing.assert_allclose(g, x, rtol=1e-5, atol=1e-5)
         peaks[big] = peak_bytes(mod, op, 20000, 50, opset)

@@ -71,7 +71,7 @@ def on_off(tmp, path, pass_name, feeds_list, nout=1, rtol=1e-5, atol=1e-5, with_
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     for feeds in feeds_list:
         a, b, want = run(tmp, on, feeds, nout), run(tmp, off, feeds, nout), sess.run(None, feeds)
-        for x, y, w in zip(a, b, want):
+        for x, y, w in zip(a, b, want, strict=True):
             assert x.shape == y.shape == w.shape
             np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
             if with_ort:
@@ -247,7 +247,7 @@ def on_off_exact(tmp, path, pass_name, feeds_list, nout=1, threads=(1, 2), with_
         want = sess.run(None, feeds)
         for t in threads:
             a, b = run(tmp, on, feeds, nout, t), run(tmp, off, feeds, nout, t)
-            for x, y, w in zip(a, b, want):
+            for x, y, w in zip(a, b, want, strict=True):
                 assert x.shape == y.shape == w.shape
                 np.testing.assert_array_equal(x, y, err_msg=f"threads {t}, x {feeds['x'].shape}")
                 if with_ort:
@@ -631,7 +631,7 @@ def test_conv_nhwc(tmp_path, case):
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         for f in feeds:
             a, b, want_ = run(tmp_path, on, f, nout, threads), run(tmp_path, off, f, nout, threads), sess.run(None, f)
-            for x, y, w in zip(a, b, want_):
+            for x, y, w in zip(a, b, want_, strict=True):
                 assert x.shape == y.shape == w.shape
                 np.testing.assert_allclose(x, y, rtol=1e-5, atol=2e-5)
                 np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4)
@@ -1023,7 +1023,7 @@ def on_off_ort(tmp, path, nout, passes, shapes, threads=(1, 2), rtol=1e-5, atol=
         want = sess.run(None, f)
         for t in threads:
             a, b = run(tmp, on, f, nout, t), run(tmp, off, f, nout, t)
-            for x, y, w in zip(a, b, want):
+            for x, y, w in zip(a, b, want, strict=True):
                 assert x.shape == y.shape == w.shape
                 np.testing.assert_allclose(x, y, rtol=rtol, atol=atol, err_msg=f"{shape} {t} threads")
                 np.testing.assert_allclose(x, w, rtol=1e-4, atol=1e-4, err_msg=f"{shape} {t} threads")

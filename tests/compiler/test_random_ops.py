@@ -89,7 +89,7 @@ def test_shapes_and_dtypes_as_onnx_runtime(tmp_path, n):
     got = run(tmp_path, mod, feeds, len(outputs))
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, feeds) if n else None  # ONNX Runtime refuses Multinomial's batch of 0
-    for k, (g, (name, t)) in enumerate(zip(got, outputs)):
+    for k, (g, (name, t)) in enumerate(zip(got, outputs, strict=True)):
         assert g.dtype == NP[t], (name, g.dtype)
         if want is not None:
             assert g.shape == want[k].shape and g.dtype == want[k].dtype, (name, g.shape, want[k].shape)
@@ -134,12 +134,12 @@ def test_seeded_modules_agree(tmp_path):
     feeds = feeds_of(13)
     first = run(tmp_path, m1, feeds, len(outputs))
     for mod, extra in ((m1, ()), (m2, ()), (m2, ("--threads", "1")), (m1, ("--threads", "2"))):
-        for g, w in zip(run(tmp_path, mod, feeds, len(outputs), *extra), first):
+        for g, w in zip(run(tmp_path, mod, feeds, len(outputs), *extra), first, strict=True):
             np.testing.assert_array_equal(g, w)
     # another seed, other numbers
     nodes, _, _ = all_ops(seed=8)
     other = run(tmp_path, compile_(save(tmp_path, nodes, inputs, outputs, "m8")), feeds, len(outputs))
-    for g, w in zip(other[:4], first[:4]):
+    for g, w in zip(other[:4], first[:4], strict=True):
         assert (g != w).all()
 
 
@@ -156,7 +156,7 @@ def test_unseeded_draw_anew(tmp_path):
     mod = compile_(path)
     x = np.zeros(64, np.float32)
     r1, r2 = run(tmp_path, mod, {"x": x}, 5), run(tmp_path, mod, {"x": x}, 5)
-    for g, w in zip(r1, r2):
+    for g, w in zip(r1, r2, strict=True):
         assert (g != w).all()
     assert (r1[0] != r1[1]).all() and (r1[2] != r1[3]).all()
     np.testing.assert_allclose(r1[4], r1[0] + r1[1], rtol=1e-6)

@@ -67,7 +67,7 @@ def run(tmp, mod, feeds, kinds):
     if p.returncode:
         return p, None
     got = []
-    for o, kind in zip(outs, kinds):
+    for o, kind in zip(outs, kinds, strict=True):
         m = onnx.SequenceProto() if kind == "seq" else onnx.TensorProto()
         m.ParseFromString(o.read_bytes())
         got.append([numpy_helper.to_array(x) for x in m.tensor_values] if kind == "seq" else numpy_helper.to_array(m))
@@ -78,10 +78,10 @@ def check(tmp, path, mod, feeds):
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
     p, got = run(tmp, mod, feeds, ["seq" if isinstance(w, list) else "tensor" for w in want])
     assert p.returncode == 0, p.stderr
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         if isinstance(w, list):
             assert isinstance(g, list) and len(g) == len(w), (len(g), len(w))
-            for a, b in zip(g, w):
+            for a, b in zip(g, w, strict=True):
                 assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape)
                 np.testing.assert_allclose(a, b, rtol=1e-6)
         else:

@@ -133,7 +133,7 @@ def check(tmp, path, shapes, nout=1, per_row_input=False, npdt=np.float32, want_
         if per_row_input:
             feeds["r"] = (rng.random(shape[:-1] + (1,)) + 0.5).astype(npdt)
         a, b, w = run(tmp, on, feeds, nout, threads), run(tmp, off, feeds, nout, threads), sess.run(None, feeds)
-        for x, y, z in zip(a, b, w):
+        for x, y, z in zip(a, b, w, strict=True):
             assert x.shape == y.shape == z.shape, (shape, x.shape, y.shape, z.shape)
             np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6, err_msg=str(shape))
             np.testing.assert_allclose(x, z, rtol=1e-4, atol=1e-4, err_msg=str(shape))

@@ -69,7 +69,7 @@ def check(tmp, nodes, feeds, nout=1, opset=21, ref=None):
         if ref is None or "NOT_IMPLEMENTED" not in str(e):
             raise
         want = ref()
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape
         if w.dtype.kind == "f":
             np.testing.assert_allclose(g, w, rtol=1e-6 if w.dtype != np.float16 else 1e-3)
@@ -173,7 +173,7 @@ def test_cast_saturate_accepted(tmp_path, opset, to):
              helper.make_node("CastLike", ["x", "like"], ["y1"], saturate=0)]
     feeds = {"x": x, "like": like}
     got = dvm(tmp_path, save(tmp_path, nodes, feeds, 2, opset), feeds, 2)
-    for g, p in zip(got, plain):
+    for g, p in zip(got, plain, strict=True):
         np.testing.assert_array_equal(g, p)
 
 

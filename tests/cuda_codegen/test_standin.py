@@ -126,7 +126,7 @@ def check(model, onnx_path, cases):
                 failures.append(f"{what} on the stand-in ({mode}): {c.stderr.strip()}")
                 continue
             syncs = re.search(r"host_syncs=(\d+)", c.stdout)
-            for i, (out, ref, want) in enumerate(zip(outs, refs, onnx)):
+            for i, (out, ref, want) in enumerate(zip(outs, refs, onnx, strict=True)):
                 got = np.load(out)
                 worst = relative_error(got, ref)
                 worst_ort = relative_error(got, want) if got.shape == want.shape else float("inf")

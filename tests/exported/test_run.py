@@ -43,7 +43,7 @@ def test_exported_model_matches_ort(model, tmp_path):
         feeds = feeds_for(spec, env, rng)
         want = sess.run(None, feeds)
         got, _ = run_dvm(dvmb, feeds, len(want), tmp_path)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.shape == w.shape, env
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=str(env))
 

@@ -59,7 +59,7 @@ def as_precise(mine, theirs, inputs):
     symbols wherever ORT's is (not a symbol read at run time)."""
     if mine is None or None in mine or len(mine) != len(theirs):
         return False
-    for e, t in zip(mine, theirs):
+    for e, t in zip(mine, theirs, strict=True):
         ort_names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", str(t))) - {"floor", "ceiling", "Min", "Max", "Mod"}
         if ort_names <= inputs and evaluate(e, {s: 1 for s in inputs}) is None:
             return False

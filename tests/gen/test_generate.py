@@ -72,7 +72,7 @@ def assert_logits_close(ours, ref, eos):
     """Within 1e-4 of the largest magnitude at every step, EOS aside (GenAI
     reports it as -FLT_MAX below min_length)."""
     keep = np.arange(ref.shape[-1]) != eos
-    for step, (a, b) in enumerate(zip(ours[:, keep], ref[:, keep])):
+    for step, (a, b) in enumerate(zip(ours[:, keep], ref[:, keep], strict=True)):
         err = float(np.abs(a - b).max() / np.abs(b).max())
         assert err <= 1e-4, f"step {step}: relative error {err}"
 

@@ -66,7 +66,7 @@ def test_model(model, compiled):
                 cmd += ["--output", p]
             rr = subprocess.run(cmd, capture_output=True, text=True)
             assert rr.returncode == 0, f"{shapes}: {rr.stderr}"
-            for p, w in zip(outs, want):
+            for p, w in zip(outs, want, strict=True):
                 got = np.load(p)
                 assert got.shape == w.shape, shapes
                 np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5, err_msg=str(shapes))

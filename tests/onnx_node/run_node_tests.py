@@ -192,7 +192,7 @@ def compare_values(got, want, rtol, atol):
             return "a sequence and a tensor"
         if len(got) != len(want):
             return f"a sequence of {len(got)} items, expected {len(want)}"
-        for k, (g, w) in enumerate(zip(got, want)):
+        for k, (g, w) in enumerate(zip(got, want, strict=True)):
             why = compare_values(g, w, rtol, atol)
             if why:
                 return f"item {k}: {why}"

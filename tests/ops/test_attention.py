@@ -56,7 +56,7 @@ def run_both(tmp_path, op, inputs, outputs, opset=23, named=False, names=None, *
 
 
 def close(got, want):
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
         tol = 1e-5 if g.dtype == np.float32 else 2e-3
         g, w = g.astype(np.float64), w.astype(np.float64)

@@ -22,7 +22,7 @@ def f32(*shape):
 
 
 def close(got, want):
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
         if w.dtype.kind == "f":
             assert np.abs(g - w).max(initial=0) <= 1e-5 * max(np.abs(w).max(initial=0), 1)
@@ -353,7 +353,7 @@ def test_multihead_attention_unidirectional_and_scale(tmp_path, s, mask):
 def close_masked(got, want):
     """close, with the entries ONNX Runtime's unidirectional mask sets to
     -FLT_MAX (qk) compared as a pattern."""
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         low = w <= -1e38
         np.testing.assert_array_equal(g <= -1e38, low)
         close([np.where(low, 0, g)], [np.where(low, 0, w)])

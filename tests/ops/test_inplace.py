@@ -97,7 +97,7 @@ def test_inplace(kernel, inputs, attrs, shapefn, k, nout):
     fresh = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout)
     shared = run(kernel, inputs, attrs, shapefn=shapefn, out_dtypes=dts, nout=nout, inplace=k)
     assert fresh[0].nbytes == inputs[k].nbytes
-    for a, b in zip(fresh, shared):
+    for a, b in zip(fresh, shared, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -129,7 +129,7 @@ def test_fused_inplace(payload, inputs, k, nout, monkeypatch):
         return program(*a, **kw, inplace=k)
     monkeypatch.setattr(dvmop, "program", aliased)
     shared = run_fused(payload, inputs, [np.float32] * nout)
-    for a, b in zip(fresh, shared):
+    for a, b in zip(fresh, shared, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -46,7 +46,7 @@ def both(m, feeds):
 def close(got, want, rows=None):
     """rows: per batch entry, how many rows of output 0 to compare (the
     rest is padding ONNX Runtime leaves unspecified)."""
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, w.shape)
         if i == 0 and rows is not None:
             g = np.concatenate([g[b, :r] for b, r in enumerate(rows)])

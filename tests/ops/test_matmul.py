@@ -94,7 +94,7 @@ def run_bf16(kernel, inputs, attrs, outputs, payload=None):
     body.append(f"  invoke {kernel}, -, ({', '.join(out_regs)}), ({', '.join(in_regs)}), "
                 f"({', '.join(attr_regs)})")
     rets = []
-    for (dt, s), r in zip(outputs, out_regs):
+    for (dt, s), r in zip(outputs, out_regs, strict=True):
         if np.dtype(dt) != BF16:
             rets.append(r)
             continue

@@ -497,7 +497,7 @@ def test_split_sizes(shape, sizes, axis):
     x = rand(shape)
     got = run("split", [x, i64(*sizes)], [axis], nout=len(sizes))
     want = np.split(x, np.cumsum(sizes)[:-1], axis)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
 
 
@@ -509,7 +509,7 @@ def test_split_even(shape, n, axis):
     got = run("split", [x], [axis, n], nout=n)
     chunk = -(-shape[axis] // n)
     bounds = [min(chunk * i, shape[axis]) for i in range(1, n)]
-    for g, w in zip(got, np.split(x, bounds, axis)):
+    for g, w in zip(got, np.split(x, bounds, axis), strict=True):
         np.testing.assert_array_equal(g, w)
 
 
@@ -745,7 +745,7 @@ def test_onnx_node(name, op):
     node, attrs, ins, want = node_case(name)
     got = run_node(op, attrs, ins, len(want))
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
 

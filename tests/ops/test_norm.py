@@ -275,7 +275,7 @@ def test_onnx_node(name):
     else:
         op = "logsoftmax" if name.startswith("test_logsoftmax") else "softmax"
         got = [run1(op, ins, [attrs.get("axis", -1)], outputs=[(ins[0].dtype, ins[0].shape)])]
-    for g, w in zip(got, outs):
+    for g, w in zip(got, outs, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
 
@@ -376,5 +376,5 @@ def test_batchnorm_train(shape):
     x, ps = rand(shape), bn_params(shape[1])
     y, rm, rv = run("batchnorm_train", [x] + ps, [1e-2, 0.8], shapefn="batchnorm_train", nout=3)
     want = batchnorm_train_ref(x, *ps, 1e-2, 0.8)
-    for got, w in zip((y, rm, rv), want):
+    for got, w in zip((y, rm, rv), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)

@@ -276,7 +276,7 @@ def test_onnx_node(name):
         got = run("max_pool" if maxp else "average_pool", [x],
                   pool_attrs(k, strides, pads, dil, a.get("ceil_mode", 0), extra), shapefn="pool",
                   out_dtypes=[x.dtype, np.int64][:len(outs)], nout=len(outs))
-    for g, w in zip(got, outs):
+    for g, w in zip(got, outs, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
 

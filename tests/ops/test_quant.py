@@ -58,7 +58,7 @@ def run_both(tmp_path, op, inputs, outputs, opset=21, domain="", ort_threads=0, 
 
 
 def check(got, want):
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
         if w.dtype.kind == "f":
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=0)

@@ -393,6 +393,6 @@ def test_onnx_node(name):
         got = run("topk", ins, [attrs.get("axis", -1), attrs.get("largest", 1),
                                 attrs.get("sorted", 1)], shapefn="topk",
                   out_dtypes=[ins[0].dtype, np.int64], nout=2)
-    for g, w in zip(got, outs):
+    for g, w in zip(got, outs, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)

@@ -226,7 +226,7 @@ def test_against_reference(name):
     got = dvm_run(m, feeds, out_names)
     ref = reference(op, ins, attrs, attrs["layout"])
     want = [ref[j] for j, w in enumerate(outs) if w]
-    for n, g, w in zip(out_names, got, want):
+    for n, g, w in zip(out_names, got, want, strict=True):
         assert g.shape == w.shape, (n, g.shape, w.shape)
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=n)
     if 0 in ins[0].shape:  # ONNX Runtime 1.23 aborts the process on batch 0
@@ -237,7 +237,7 @@ def test_against_reference(name):
         theirs = sess.run(out_names, feeds)
     except Exception:  # ORT does not run every case
         return
-    for n, g, t in zip(out_names, got, theirs):
+    for n, g, t in zip(out_names, got, theirs, strict=True):
         np.testing.assert_allclose(g, t, rtol=1e-4, atol=1e-5, err_msg=f"{n} vs ONNX Runtime")
 
 
@@ -277,7 +277,7 @@ def test_f16_as_onnxruntime(name):
     f32 = dvm_run(m32, {k: v if k == "sequence_lens" else v.astype(np.float32) for k, v in feeds.items()}, out_names)
     ref = reference(op, ins32, attrs, attrs["layout"])
     want = [ref[j] for j, w in enumerate(outs) if w]
-    for n, g, f, w in zip(out_names, got, f32, want):
+    for n, g, f, w in zip(out_names, got, f32, want, strict=True):
         assert g.dtype == np.float16 and g.shape == f.shape, (n, g.dtype, g.shape, f.shape)
         np.testing.assert_array_equal(g, f.astype(np.float16), err_msg=n)
         within_f16_ulp(g, w, 2e-5, n)
@@ -289,7 +289,7 @@ def test_f16_as_onnxruntime(name):
         theirs = sess.run(out_names, feeds)
     except Exception:  # ORT does not run every case (layout 1)
         return
-    for n, g, t in zip(out_names, got, theirs):
+    for n, g, t in zip(out_names, got, theirs, strict=True):
         within_f16_ulp(g, t, 1e-5, f"{n} vs ONNX Runtime")
 
 

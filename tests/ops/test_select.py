@@ -67,7 +67,7 @@ def test_unique(shape, axis, sorted_):
         x = np.take(x, rng.integers(0, shape[axis], shape[axis]), axis=axis)
     got = run0("unique", [x], [sorted_] + ([] if axis is None else [axis]), nout=4,
                out_dtypes=[np.float32] + [np.int64] * 3)
-    for g, w in zip(got, unique_ref(x, sorted_, axis)):
+    for g, w in zip(got, unique_ref(x, sorted_, axis), strict=True):
         np.testing.assert_array_equal(g, w)
 
 
@@ -76,7 +76,7 @@ def test_unique_dtypes(dtype):
     x = rand((5, 4), dtype)
     x[3] = x[1]
     got = run0("unique", [x], [1, 0], nout=4, out_dtypes=[dtype] + [np.int64] * 3)
-    for g, w in zip(got, unique_ref(x, 1, 0)):
+    for g, w in zip(got, unique_ref(x, 1, 0), strict=True):
         np.testing.assert_array_equal(g, w)
 
 

@@ -74,7 +74,7 @@ def ort_run(m, feeds):
 
 
 def check(got, want, dt):
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
         if w.dtype.kind == "f":
             tol = TOL[dt]

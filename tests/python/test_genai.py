@@ -212,7 +212,7 @@ def test_tokenizer_matches_genai(tmp_path, scatter):
                          "decode": [[1] + list(range(40, 60)) + [2]]})
     model = load(folder)
     tok = og.Tokenizer(model)
-    for t, ids in zip(texts, ref["encoded"]):
+    for t, ids in zip(texts, ref["encoded"], strict=True):
         assert tok.encode(t).tolist() == ids, t
         text = tok.decode(ids)
         assert text == t if "<" not in t else "special" in text and "<" not in text  # special tokens left out

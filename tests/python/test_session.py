@@ -45,7 +45,7 @@ def test_same_outputs_as_onnxruntime(name):
         got_sig, got, got_last = user_code(dvm, path, shapes, i)
         assert got_sig == want_sig
         assert len(got) == len(want)
-        for g, w in zip(got + got_last, want + want_last):
+        for g, w in zip(got + got_last, want + want_last, strict=True):
             assert isinstance(g, np.ndarray) and g.shape == w.shape and g.dtype == w.dtype
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=f"{name} {shapes}")
 
@@ -157,7 +157,7 @@ def test_packaged_models_same_outputs_as_onnxruntime(name):
     for i, shapes in enumerate(REAL_CASES[name]):
         want, got = real_model_code(onnxruntime, path, shapes, i), real_model_code(dvm, path, shapes, i)
         assert len(got) == len(want)
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.shape == w.shape and g.dtype == w.dtype, (name, shapes)
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(w).max())),
                                        err_msg=f"{name} {shapes}")
@@ -195,7 +195,7 @@ def test_iobinding_as_onnxruntime():
     else:
         want = iobinding_code(onnxruntime, path, x)
     assert got[0] == want[0] and got[4] == want[4]
-    for g, w in zip(got[1:4], want[1:4]):
+    for g, w in zip(got[1:4], want[1:4], strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     sess = dvm.InferenceSession(path)
     io = sess.io_binding()

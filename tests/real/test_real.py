@@ -2,11 +2,7 @@
 `rapidocr-onnxruntime` wheels ship (fetch_models.py puts them in
 tests/real/models at setup), compiled once each and run from that one .dvmb
 at several shapes against ONNX Runtime: max abs error <= 1e-4 * max |ref|
-per output.
-
-Models that dvm refuses today are listed in UNSUPPORTED with the exact
-refusal (node, op, opset); the test fails when one of them compiles (move it
-out of the list: its runs below then check it) or is refused differently.
+per output. Every one of them compiles: a refusal fails its test.
 """
 import os
 import subprocess
@@ -22,10 +18,6 @@ DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 rng = np.random.default_rng(7)
 # Calls per silero run with the state carried; the sanitizer build uses fewer.
 CHUNKS = int(os.environ.get("DVM_REAL_CHUNKS", "50"))
-
-# model file -> what `dvm compile` says today (after "dvm compile: error: PATH: ").
-UNSUPPORTED = {}
-
 
 # model file -> its bound on max abs error / max |ref| where it is not 1e-4.
 # silero_vad_half.onnx (f32 throughout, despite its name): its LSTM cell
@@ -108,8 +100,8 @@ def model_files():
 def test_models_are_there():
     # The wheels ship 9 ONNX files; a missing set is a failure, not a skip.
     assert len(model_files()) == 9, f"{MODELS}: {model_files()}: run python3 tests/real/fetch_models.py"
-    bare = set(model_files()) - set(UNSUPPORTED) - set(RUNS)
-    assert not bare, f"{sorted(bare)}: every model needs runs in RUNS or an UNSUPPORTED line"
+    bare = set(model_files()) - set(RUNS)
+    assert not bare, f"{sorted(bare)}: every model needs runs in RUNS"
 
 
 def compile_model(name, tmp_path):
@@ -150,16 +142,7 @@ def dvm_runner(mod, nout, tmp_path):
     return run
 
 
-@pytest.mark.parametrize("name", sorted(UNSUPPORTED))
-def test_refused_as_listed(name, tmp_path):
-    p, _ = compile_model(name, tmp_path)
-    assert p.returncode != 0, f"{name} compiles now: remove it from UNSUPPORTED so that its runs check it"
-    assert p.returncode == 2, p.stderr
-    want = f"dvm compile: error: {os.path.join(MODELS, name)}: {UNSUPPORTED[name]}"
-    assert p.stderr.strip().splitlines()[-1] == want, f"refused differently:\n{p.stderr}\nlisted:\n{want}"
-
-
-@pytest.mark.parametrize("name", sorted(set(RUNS) - set(UNSUPPORTED)))
+@pytest.mark.parametrize("name", sorted(RUNS))
 def test_matches_onnxruntime(name, tmp_path):
     p, mod = compile_model(name, tmp_path)
     assert p.returncode == 0, p.stderr
@@ -174,7 +157,7 @@ def test_matches_onnxruntime(name, tmp_path):
             want = sess.run(None, {**feeds, **ort_state})
             got = dvm_run({**feeds, **dvm_state})
             shape = {k: v.shape for k, v in feeds.items()}
-            for i, (g, w) in enumerate(zip(got, want)):
+            for i, (g, w) in enumerate(zip(got, want, strict=True)):
                 assert g.shape == w.shape and g.dtype == w.dtype, (shape, c, i, g.shape, w.shape)
                 err, scale = float(np.abs(g - w).max(initial=0)), float(np.abs(w).max(initial=0))
                 worst = max(worst, err / scale if scale else err)

@@ -123,7 +123,7 @@ def test_batching_of_different_lengths(client, server, repo):
     reqs = [sentence(rng, int(n)) for n in rng.integers(3, 41, size=24)]
     pending = [client.async_infer("bert", bert_inputs(ids, mask, True), model_version="1") for ids, mask in reqs]
     results = [p.get_result().as_numpy("hidden") for p in pending]
-    for (ids, mask), got in zip(reqs, results):
+    for (ids, mask), got in zip(reqs, results, strict=True):
         np.testing.assert_allclose(got, reference(repo, ids, mask), rtol=1e-4, atol=1e-5)
     after = server.metrics()
     batches = metric(after, "dvm_batch_size_count", model="bert") - metric(before, "dvm_batch_size_count", model="bert")

@@ -81,7 +81,7 @@ def test_cuda_model_batched_equals_cpu_run(cuda_server, tmp_path):
         got = [r.get_result().as_numpy("hidden") for r in [infer(c) for c in cases + cases]]
     finally:
         client.close()
-    for (ids, _, want), g in zip(cases + cases, got):
+    for (ids, _, want), g in zip(cases + cases, got, strict=True):
         assert g.shape == want.shape
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
     text = cuda_server.metrics()
