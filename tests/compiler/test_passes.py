@@ -695,8 +695,8 @@ def test_conv_nhwc_pools(tmp_path, case):
 def fpn_model(tmp, case):
     """An FPN level as PP-OCR's det spells it: x -> Conv 3x3 (16) -> c1;
     an SE block on c1 (GlobalAveragePool, Conv 1x1, Relu, Conv 1x1,
-    HardSigmoid; Mul(c1, s) -> Add(c1, .)) -> e; Conv 3x3 stride 2 (16) on
-    e -> c2 -> Resize nearest x2 -> u; Add(e, u) -> a; Concat(a, Clip(a))
+    HardSigmoid; Mul(c1, s) -> Add(c1, .)) -> e; Conv 3x3 stride (2, 1) (16) on
+    e -> c2 -> Resize nearest x2 on H -> u; Add(e, u) -> a; Concat(a, Clip(a))
     on channels -> k; Conv 1x1 (8) on k -> y. conv_nhwc carries the SE's
     Mul and Add, the Resize, the Add, the Clip and the Concat on the
     [N, H, W, C] views. Cases break a link, and as every value here is
@@ -709,14 +709,14 @@ def fpn_model(tmp, case):
         return const(name, rng.standard_normal(shape) * (0.8 / np.sqrt(np.prod(shape[1:]))))
     inits = [w("w1", 16, C_IN, 3, 3), w("w2", 16, 16, 3, 3), w("w3", 8, 32, 1, 1), w("se1", 4, 16, 1, 1),
              w("se2", 16, 4, 1, 1), const("b16", rng.uniform(-1, 1, 16)), const("b4", rng.uniform(-1, 1, 4)),
-             const("scales", np.array([1, 1, 2, 2], np.float32)), const("lo", np.array(-0.5, np.float32)),
+             const("scales", np.array([1, 1, 2, 1], np.float32)), const("lo", np.array(-0.5, np.float32)),
              const("hi", np.array(0.7, np.float32))]
     nodes = [helper.make_node("Conv", ["x", "w1", "b16"], ["c1"], pads=[1, 1, 1, 1]),
              node("GlobalAveragePool", ["c1"], "g"), helper.make_node("Conv", ["g", "se1", "b4"], ["g1"]),
              node("Relu", ["g1"], "g2"), helper.make_node("Conv", ["g2", "se2", "b16"], ["g3"]),
              helper.make_node("HardSigmoid", ["g3"], ["s"], alpha=0.2, beta=0.5),
              node("Mul", ["c1", "s"], "m"), node("Add", ["c1", "m"], "e"),
-             helper.make_node("Conv", ["e", "w2", "b16"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2])]
+             helper.make_node("Conv", ["e", "w2", "b16"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 1])]
     if case == "sizes":
         nodes += [node("Shape", ["e"], "es"),
                   helper.make_node("Resize", ["c2", "", "", "es"], ["u0"], mode="nearest"),
@@ -738,16 +738,52 @@ def fpn_model(tmp, case):
     return model(tmp, nodes, inits, outputs=outputs, name="fpn.onnx", x_shape=("n", C_IN, "h", "w")), len(outputs)
 
 
+def carried_ops(path):
+    """The ops conv_nhwc carries onto [N, H, W, C] views in path."""
+    text = ir(path)
+    return {ln.split(" = ")[1].split("(")[0] for ln in text.splitlines() if ":nhwc" in ln.split(" = ")[0]
+            and "LayoutView" not in ln}, text
+
+
 @pytest.mark.parametrize("case", ["plain", "sizes", "axis", "spatial", "escape"])
 def test_conv_nhwc_carried(tmp_path, case):
     path, nout = fpn_model(tmp_path, case)
-    text = ir(path)
-    carried = {ln.split(" = ")[1].split("(")[0] for ln in text.splitlines() if ":nhwc" in ln.split(" = ")[0]
-               and "LayoutView" not in ln}
+    carried, text = carried_ops(path)
     assert carried == ({"Mul", "Add", "Resize", "Clip", "Concat"} if case == "plain" else set()), text
     assert "LayoutView" not in ir(path, "--disable", "conv_nhwc")
     shapes = [(1, C_IN, 8, 8), (2, C_IN, 6, 10), (1, C_IN, 2, 2), (1, C_IN, 14, 6)]
     on_off_ort(tmp_path, path, nout, ["conv_nhwc"], shapes)
+
+
+# operand of Add/Mul/Concat on c1 -> (its nodes, constants, whether carried, shapes of x):
+# per channel it is carried; a dim other than C equal to C's count (16), a
+# column [N, C, H, 1], a row [N, C, 1, W] or a Concat on the last axis is not
+# (and such an Add constant is not folded into the conv's bias either)
+NHWC_OPERANDS = {
+    "channel": (lambda: [node("Mul", ["c1", "k"], "m")], [(1, 16, 1, 1)], True, [(1, C_IN, 7, 11), (2, C_IN, 1, 5)]),
+    "width": (lambda: [node("Add", ["c1", "k"], "m")], [(1, 1, 1, 16)], False, [(1, C_IN, 7, 16), (2, C_IN, 16, 16)]),
+    "height": (lambda: [node("Add", ["c1", "k"], "m")], [(16, 1)], False, [(1, C_IN, 16, 7), (2, C_IN, 16, 16)]),
+    "column": (lambda: [node("Mul", ["c1", "k"], "m")], [(1, 16, 7, 1)], False, [(1, C_IN, 7, 11), (2, C_IN, 7, 16)]),
+    "row": (lambda: [node("Mul", ["c1", "k"], "m")], [(1, 16, 1, 11)], False, [(1, C_IN, 7, 11), (2, C_IN, 16, 11)]),
+    "concat_last": (lambda: [helper.make_node("Concat", ["c1", "c1"], ["m"], axis=-1)], [], False,
+                    [(1, C_IN, 7, 11), (2, C_IN, 16, 16)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NHWC_OPERANDS))
+def test_conv_nhwc_operands(tmp_path, case):
+    """x -> Conv 3x3 (16) -> c1 -> op(c1, operand) -> m -> Conv 1x1 (8) -> y:
+    an operand is read per channel only when it is one."""
+    make, consts, is_carried, shapes = NHWC_OPERANDS[case]
+    inits = [const("w1", rng.standard_normal((16, C_IN, 3, 3)) * 0.3), const("b16", rng.uniform(-1, 1, 16)),
+             const("w2", rng.standard_normal((8, 16, 1, 1)) * 0.3)]
+    inits += [const("k", rng.uniform(-1, 1, s)) for s in consts]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b16"], ["c1"], pads=[1, 1, 1, 1]), *make(),
+             helper.make_node("Conv", ["m", "w2"], ["y"])]
+    path = model(tmp_path, nodes, inits, name="operand.onnx", x_shape=("n", C_IN, "h", "w"))
+    carried, text = carried_ops(path)
+    assert bool(carried) == is_carried, text
+    on_off_ort(tmp_path, path, 1, ["conv_nhwc"], shapes)
 
 
 @pytest.mark.parametrize("attr,value", [("dvm_layout", -1), ("dvm_layout", 8), ("dvm_algo", 2)])
