@@ -199,6 +199,9 @@ CONVT_CASES = [
     ((1, 4, 6, 5), (4, 2, 2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 2, (0, 0), True),   # groups: oneDNN
     ((1, 4, 6, 5), (4, 2, 2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 1, (1, 1), True),   # output_padding: oneDNN
     ((1, 4, 6, 5), (4, 2, 2, 2), (2, 2), (1, 0, 0, 1), (1, 1), 1, (0, 0), True),   # pads: oneDNN
+    # a begin pad on one axis that output_padding makes up: Y is X * kernel, but not an unpool
+    ((1, 4, 6, 5), (4, 2, 2, 2), (2, 2), (0, 1, 0, 0), (1, 1), 1, (0, 1), True),
+    ((2, 4, 5, 7), (4, 3, 2, 3), (2, 3), (1, 0, 0, 0), (1, 1), 1, (1, 0), False),
 ]
 
 
