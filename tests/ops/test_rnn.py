@@ -201,6 +201,8 @@ CASES = {
     "gru_reverse_layout1": case("GRU", 4, 2, 3, 5, "reverse", 1, h0=True, clip=0.5),
     "gru_acts": case("GRU", 3, 2, 3, 4, activations=["LeakyRelu", "Affine"],
                      activation_alpha=[0.2, 0.7], activation_beta=[0.1]),
+    # no lists: HardSigmoid's own defaults, alpha 0.2 and beta 0.5
+    "gru_acts_defaults": case("GRU", 3, 2, 3, 4, activations=["HardSigmoid", "Tanh"]),
     "rnn_relu_bidir_layout1": case("RNN", 4, 3, 2, 5, "bidirectional", 1, lens=[4, 1, 3], h0=True,
                                    activations=["Relu", "ThresholdedRelu"], activation_alpha=[0.1]),
     "rnn_bidir_lens": case("RNN", 4, 3, 2, 5, "bidirectional", lens=[4, 0, 3], h0=True),
