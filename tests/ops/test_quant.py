@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from dvmop import DVM
+from dvmop import DVM, run_model
 
 rng = np.random.default_rng(7)
 ONNX_TYPE = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.int16: TensorProto.INT16,
@@ -172,6 +172,20 @@ def test_matmul_integer_per_column_zero_point(tmp_path, tb, isa):
     a, b = operand(np.uint8, (4, 7)), operand(tb, (7, 5))
     inputs = {"a": a, "b": b, "az": operand(np.uint8, ()), "bz": operand(tb, (5,))}
     check(*run_both(tmp_path, "MatMulInteger", inputs, [("y", np.int32)], opset=13))
+
+
+@pytest.mark.parametrize("ta, tb", [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)])
+def test_matmul_integer_per_row_zero_point(tmp_path, ta, tb, isa):
+    """a's zero point one per row (M of them, past a block of rows). ONNX
+    Runtime's CPU kernel refuses it, so NumPy is the reference."""
+    a, b, az, bz = operand(ta, (19, 37)), operand(tb, (37, 21)), operand(ta, (19,)), operand(tb, ())
+    vi = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype.type], list(v.shape))
+          for k, v in (("a", a), ("b", b), ("az", az), ("bz", bz))]
+    g = helper.make_graph([helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])], "g", vi,
+                          [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
+    got = run_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+                    {"a": a, "b": b, "az": az, "bz": bz})[0]
+    check([got], [np.matmul(a.astype(np.int32) - az.astype(np.int32)[:, None], b.astype(np.int32) - bz)])
 
 
 @pytest.mark.parametrize("ta, tb", [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)])
