@@ -104,10 +104,12 @@ def gguf(llamacpp, ckpt, precision):
         # The checkpoint's tokenizer is a small BPE the converter does not know
         # by its hash; it tokenizes nothing in this benchmark, so it is read as GPT-2's.
         code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r); import convert_hf_to_gguf as c; "
-                "c.TextModel.get_vocab_base_pre = lambda self, tok: 'gpt-2'; "
+                "import conversion.base as b; b.TextModel.get_vocab_base_pre = lambda self, tok: 'gpt-2'; "
                 "sys.argv = ['convert', %r, '--outtype', 'f32', '--outfile', %r]; c.main()"
                 % (src, os.path.join(src, "gguf-py"), ckpt, f32))
-        subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        if p.returncode:
+            sys.exit(f"bench_generate: llama.cpp's converter failed on {ckpt}:\n{p.stderr[-3000:]}")
     if precision == "fp32":
         return f32
     q4 = os.path.join(ckpt, "model-q4_0.gguf")
