@@ -9,9 +9,10 @@ of weights read per second against this machine's measured read bandwidth.
         [--precisions fp32,int4] [--batches 1,4] [--threads 1,2] [--json F]
 
 DIR is what tests/genai/builder_models.py --size bench writes (DIR/ckpt/llama,
-DIR/llama-fp32, DIR/llama-int4); llama.cpp's binaries and GGUF files come from
---llamacpp (a llama.cpp build folder; the GGUF files are made once beside the
-checkpoint with llama.cpp's converter and llama-quantize). Each measurement runs
+DIR/llama-fp32, DIR/llama-int4); llama.cpp's binaries come from --llamacpp
+(the build folder bench/setup_llamacpp.sh prints), and its GGUF files are made
+once beside the checkpoint, before any measurement, with llama.cpp's converter
+and llama-quantize. bench/plot_generate.py plots --json. Each measurement runs
 in its own process so that peak RSS is its own. dvm compiles each folder once,
 in a process of its own before the measurements (its time and peak RSS
 printed), so that theirs are generation's: the compile is a one-off, cached,
@@ -192,13 +193,20 @@ def main():
     a = ap.parse_args()
     if a.one:
         return one(a)
+    engines = a.engines.split(",")
+    if "llamacpp" in engines:
+        if not a.llamacpp:
+            sys.exit("bench_generate: the llamacpp engine needs --llamacpp (bench/setup_llamacpp.sh prints it)")
+        # made here, so that no measurement's time or peak RSS includes the conversion
+        for prec in a.precisions.split(","):
+            gguf(a.llamacpp, os.path.join(a.models, "ckpt", FAMILY), prec)
     bw = read_bandwidth()
     print(f"read bandwidth, one thread: {bw:.1f} GB/s")
     rows = []
     print(f"{'precision':9} {'batch':>5} {'thr':>3} {'engine':9} {'TTFT ms':>9} {'prefill t/s':>11} "
           f"{'decode t/s':>10} {'weights GB/s':>12} {'RSS MB':>7}  dvm/engine decode")
     for prec in a.precisions.split(","):
-        if "dvm" in a.engines.split(","):
+        if "dvm" in engines:
             p = subprocess.run([sys.executable, __file__, "--one", "--models", a.models, "--engine", "dvm-compile",
                                 "--precision", prec], capture_output=True, text=True)
             r = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 else None
@@ -208,7 +216,7 @@ def main():
         for batch in map(int, a.batches.split(",")):
             for thr in map(int, a.threads.split(",")):
                 res = {}
-                for eng in a.engines.split(","):
+                for eng in engines:
                     if eng == "torch" and prec != "fp32":
                         continue
                     cmd = [sys.executable, __file__, "--one", "--models", a.models, "--engine", eng,
