@@ -589,7 +589,6 @@ static void cache_put(entry *e) {
 
 typedef struct wforms {
   pthread_mutex_t lock; /* guards n and f; a kept form is never changed */
-  const dvm_tensor *t;  /* W, the constant that owns this holder */
   int n;
   struct {
     dnnl_memory_desc_t md;
@@ -613,17 +612,16 @@ static dvm_status *conv_prepack(const dvm_tensor *t, int input, const dvm_attr_h
     free(w);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "conv: no memory for the forms of weight W");
   }
-  w->t = t;
   *data = w;
   *free_data = wforms_free;
   return NULL;
 }
 
 /* The slice of W from output channel `at` (memory `from`) in e's layout: a
- * kept form, or one made now by e's reorder, after which W's plain pages
- * go back to its file where it is mapped from one (dvm_tensor_drop_pages:
- * read again only for another slice or layout); *out is NULL when all
- * WFORMS_MAX hold other slices or layouts. */
+ * kept form, or one made now by e's reorder; *out is NULL when all
+ * WFORMS_MAX hold other slices or layouts. W's plain bytes stay: another
+ * slice or layout is made from them, and a module's bytes are its own
+ * memory, not a file's pages that could be read again (vm/module.c). */
 static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, int64_t at, dnnl_memory_t from,
                               dnnl_stream_t stream, dnnl_memory_t scratch, void **out) {
   dvm_status *st = NULL;
@@ -650,7 +648,6 @@ static dvm_status *wforms_get(const char *op, wforms *w, const entry *e, int64_t
   w->f[w->n++].data = data;
   *out = data;
   data = NULL;
-  dvm_tensor_drop_pages(w->t);
 out:
   pthread_mutex_unlock(&w->lock);
   if (to) dnnl_memory_destroy(to);
