@@ -36,14 +36,19 @@ static void warn(void *ctx, const char *msg) {
   o->diag(o->diag_ctx, DVMC_DIAG_WARNING, msg);
 }
 
-/* "NAME=N" as "NAME=N..N"; anything else as given (set_dim says what is wrong). */
-static dvm_status *set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec) {
-  char name[128], range[192], tail;
-  long long n;
-  if (sscanf(spec, "%127[^=]=%lld%c", name, &n, &tail) == 2 && snprintf(range, sizeof range, "%s=%lld..%lld",
-                                                                        name, n, n) < (int)sizeof range)
-    spec = range;
-  return dvm_status_annotate(dvmc_graph_set_dim(c, g, spec), "dim");
+/* Each --dim once: a second range for one name is a mistake to report,
+ * not one to settle by taking the last. */
+static dvm_status *set_dims(dvmc_ctx *c, const dvmc_graph *g, const dvmc_compile_options *o) {
+  for (int i = 0; i < o->ndims; i++) {
+    size_t n = strcspn(o->dims[i], "=");
+    for (int j = 0; j < i; j++)
+      if (strncmp(o->dims[j], o->dims[i], n) == 0 && o->dims[j][n] == '=' && o->dims[i][n] == '=')
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "dim: %.*s is given twice (%s, %s)", (int)n, o->dims[i],
+                              o->dims[j], o->dims[i]);
+    dvm_status *st = dvmc_graph_set_dim(c, g, o->dims[i]);
+    if (st) return dvm_status_annotate(st, "dim");
+  }
+  return NULL;
 }
 
 static dvm_status *disabled_mask(const dvmc_compile_options *o, uint32_t *mask) {
@@ -66,8 +71,7 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const char *what, c
   dvm_status *st = dvmc_fold(c, g, &folded);
   if (st) return st;
   if (folded) say(o, DVMC_DIAG_PROGRESS, "folded %d BatchNormalization nodes into Convs", folded);
-  for (int i = 0; i < o->ndims; i++)
-    if ((st = set_dim(c, g, o->dims[i]))) return st;
+  if ((st = set_dims(c, g, o))) return st;
   if ((st = dvmc_infer(c, g))) return st;
   if (o->diag) dvmc_infer_disagreements(g, warn, (void *)o);
   int rewrites[32] = {0};

@@ -29,7 +29,11 @@
  * they read back to the same float, always with a "." or an exponent;
  * "strings"; [lists]; tensors as `i64[2] [1, -1]`); graph attributes follow
  * the node, indented. Data of at most 16 elements is written out. */
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,11 +209,27 @@ bool dvmc_graph_constrain(dvmc_ctx *c, dvmc_graph *g, const dvmc_constraint *k) 
 
 /* ---- attributes ---- */
 
+/* Decimal digits at s, within long long; *end after them. */
+static bool dim_value(const char *s, const char **end, long long *out) {
+  char *e;
+  if (*s < '0' || *s > '9') return false;
+  errno = 0;
+  *out = strtoll(s, &e, 10);
+  *end = e;
+  return errno != ERANGE;
+}
+
 dvm_status *dvmc_graph_set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec) {
   char name[128];
   long long lo, hi;
-  if (sscanf(spec, "%127[^=]=%lld..%lld", name, &lo, &hi) != 3 || lo < 0 || hi < lo)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: expected NAME=LO..HI with 0 <= LO <= HI", spec);
+  const char *eq = strchr(spec, '='), *p;
+  bool ok = eq && eq > spec && eq - spec < (ptrdiff_t)sizeof name && dim_value(eq + 1, &p, &lo);
+  if (ok && *p) ok = p[0] == '.' && p[1] == '.' && dim_value(p + 2, &p, &hi) && !*p;
+  else hi = lo;
+  if (!ok || hi < lo)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: expected NAME=N or NAME=LO..HI with 0 <= LO <= HI <= %lld",
+                          spec, LLONG_MAX);
+  snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
   for (int k = 0; k < g->ninputs; k++)
     for (int d = 0; d < g->inputs[k]->rank; d++) {
       const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);

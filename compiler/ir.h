@@ -172,8 +172,9 @@ const dvmc_attr *dvmc_attr_find(const dvmc_node *n, const char *name);
 bool dvmc_graph_constrain(dvmc_ctx *c, dvmc_graph *g, const dvmc_constraint *k);
 
 /* Gives symbol NAME of g's inputs the range LO..HI from spec
- * "NAME=LO..HI" (--dim, dims=, a serving config): an error naming the spec
- * when it is malformed or no input of g has a dim of that name. */
+ * "NAME=LO..HI" or "NAME=N" (--dim, dims=, a serving config): an error
+ * naming the spec when it is malformed, out of range or no input of g has
+ * a dim of that name. */
 DVM_MUST_USE dvm_status *dvmc_graph_set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec);
 
 /* Attribute getters with defaults. */

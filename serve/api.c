@@ -114,7 +114,7 @@ static void infer(dvms_api *api, dvms_model *m, const dvms_http_request *rq, dvm
     return;
   }
   if (rq->bad_header_len) {
-    error(rp, 400, "Inference-Header-Content-Length is not a number");
+    error(rp, 400, "Inference-Header-Content-Length is not a number of bytes");
     dvms_metrics_request(api->metrics, m->name, DVMS_CLIENT_ERROR, -1);
     return;
   }

@@ -1,6 +1,7 @@
 /* A model's `config` file: `key = value` lines, '#' starts a comment.
  * Keys and defaults are listed in docs/serving.md; an unknown key or a bad
  * value fails the model's load, naming the file and line. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ static int set(dvms_config *c, const char *key, char *v) {
     if (!colon || c->npad_inputs == DVMS_MAX_IO) return 0;
     *colon = 0;
     double d = strtod(colon + 1, &end);
-    if (end == colon + 1 || *end) return 0;
+    if (end == colon + 1 || *end || !isfinite(d)) return 0; /* 1e400 is no pad value */
     c->pad_value[c->npad_inputs] = d;
     return copy(c->pad_input[c->npad_inputs++], sizeof c->pad_input[0], trim(v));
   }

@@ -9,6 +9,7 @@
  * hangs a new one nor hides the server's health. Shutdown: stop accepting,
  * answer new requests 503, wait for those in flight, close. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -120,9 +121,10 @@ static void reply_error(dvms_http_reply *rp, unsigned status, const char *msg) {
 
 static int parse_size(const char *v, size_t *out) {
   char *end;
-  if (!v || !*v || *v == '-') return 0;
+  if (!v || *v < '0' || *v > '9') return 0;
+  errno = 0;
   unsigned long long x = strtoull(v, &end, 10);
-  if (*end) return 0;
+  if (*end || errno == ERANGE || x > SIZE_MAX) return 0;
   *out = (size_t)x;
   return 1;
 }

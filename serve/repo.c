@@ -262,6 +262,9 @@ static dvm_status *load_versions(dvms_repo *r, const char *name, dvms_model **mo
 }
 
 dvm_status *dvms_repo_load(dvms_repo *r, const char *name) {
+  if (strlen(name) >= sizeof ((entry *)NULL)->name)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "model name of %zu characters: at most %zu", strlen(name),
+                          sizeof ((entry *)NULL)->name - 1);
   if (!valid_name(name))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "model name \"%s\": letters, digits, '_', '-', '.' only", name);
   pthread_mutex_lock(&r->load);

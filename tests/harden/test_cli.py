@@ -218,3 +218,22 @@ def test_bad_attribute_values_are_named_at_compile_time(tmp_path, op, kw, w, fra
     p = dvm("compile", path, "-o", tmp_path / "bad.dvmb")
     assert p.returncode == 2, p.stderr
     assert f'node "n1" ({op}, opset 17): {fragment}' in p.stderr and "internal error" not in p.stderr, p.stderr
+
+
+def test_dim_ranges_are_exact_and_given_once(tmp_path):
+    """--dim takes NAME=N or NAME=LO..HI in 0..2^63-1 exactly: past it, or
+    with anything after, it is an error naming the spec (it was clamped to
+    2^63-1); a name given twice is an error (the last silently won)."""
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [vi("x", F, ["m", 3])], [vi("y", F, None)])
+    model = save(tmp_path, g, "relu").with_suffix(".onnx")
+    out = tmp_path / "m.dvmb"
+    for spec in ("m=1..99999999999999999999", "m=99999999999999999999", "m=1..5x", "m=-1..4", "m=5..2",
+                 "m=", "=3", "m=1..", "m=1...4"):
+        p = dvm("compile", model, "-o", out, "--dim", spec)
+        assert p.returncode != 0 and f"{spec}: expected NAME=N or NAME=LO..HI" in p.stderr, (spec, p.stderr)
+    p = dvm("compile", model, "-o", out, "--dim", "m=1..4", "--dim", "m=1..8")
+    assert p.returncode != 0 and "m is given twice (m=1..4, m=1..8)" in p.stderr, p.stderr
+    for spec, lo, hi in (("m=3", 3, 3), ("m=0..9223372036854775807", 0, 9223372036854775807)):
+        assert dvm("compile", model, "-o", out, "--dim", spec).returncode == 0, spec
+        info = dvm("inspect", out).stdout
+        assert f"{lo}..{hi}" in info, (spec, info)

@@ -482,6 +482,28 @@ def test_onnx_cache_is_keyed_by_content(repo, tmp_path):
     assert s.stop() == 0
 
 
+def test_small_messages(repo, tmp_path):
+    """A model name too long says so; an Inference-Header-Content-Length
+    past 2^64 is not a number of bytes (it read as 18446744073709551615); a
+    pad_value past the doubles (mask:1e400) is a bad value of the config."""
+    os.makedirs(tmp_path / "repo" / "inf" / "1")
+    shutil.copy(os.path.join(repo, "bert", "1", "model.dvmb"), tmp_path / "repo" / "inf" / "1" / "model.dvmb")
+    with open(tmp_path / "repo" / "inf" / "config", "w") as f:
+        f.write("batch = batch\npad_value = mask:1e400\n")
+    s = Server(repo, str(tmp_path / "serve.log"))
+    status, _, data = post(s, "/v2/repository/models/" + "a" * 130 + "/load", "{}")
+    assert status == 400 and b"model name of 130 characters: at most 127" in data, data
+    ids, mask = sentence(np.random.default_rng(3), 4)
+    header, body = binary_request(ids, mask)
+    status, _, data = post(s, "/v2/models/bert/infer", body, {"Inference-Header-Content-Length": "9" * 25})
+    assert status == 400 and b"Inference-Header-Content-Length is not a number of bytes" in data, data
+    assert s.stop() == 0
+    s = Server(str(tmp_path / "repo"), str(tmp_path / "serve2.log"))
+    index = json.loads(post(s, "/v2/repository/index", "{}")[2])
+    assert index[0]["state"] == "UNAVAILABLE" and "config:2: bad value for pad_value" in index[0]["reason"], index
+    assert s.stop() == 0
+
+
 def test_priority(server, repo):
     """prio: one worker, batches of 2, 400 ms queue delay. a (length 5) and
     b (length 6) wait in the queue; c (length 6, priority 1) goes to the
