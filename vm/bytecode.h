@@ -102,6 +102,11 @@ typedef struct dvm_const {
   const char *ext_path;
   uint64_t ext_offset, ext_hash;
   dvm_storage *storage; /* where data lies, if not in the module's bytes */
+  /* How instructions read it (link.c): only as input reader_slot of kernel
+   * `reader`, whose form replaces the plain bytes, or `plain` otherwise. */
+  const struct dvm_kernel_def *reader;
+  int reader_slot;
+  bool plain;
 } dvm_const;
 
 typedef struct dvm_kernel_ref {
@@ -150,13 +155,16 @@ DVM_MUST_USE dvm_status *dvm_verify_module(dvm_module *m);
 
 /* Maps the files of m's external constants (their paths relative to `dir`,
  * or refused where dir is NULL), links m and checks the constants' hashes
- * (vm/extdata.c); then gives back the plain pages of constants that
- * kernels read only packed. */
+ * (vm/extdata.c). */
 DVM_MUST_USE dvm_status *dvm_extdata_link(dvm_module *m, const char *dir, const dvm_load_options *opts);
 
 /* Resolves kernels and shape functions by name in m->reg, host functions
- * in opts, and makes the constant tensors. */
+ * in opts, makes the constant tensors and their kernels' forms, and gives
+ * back the plain pages of the constants in m's bytes read only as forms. */
 DVM_MUST_USE dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts);
+
+/* Whether instructions read c only through the form its one reader made. */
+bool dvm_const_packed_only(const dvm_const *c);
 
 /* Canonical file bytes of m (verified or built); *out is malloc'ed. */
 DVM_MUST_USE dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size);

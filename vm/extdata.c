@@ -7,11 +7,7 @@
  *   at link is packed from the mapping, then hashed there; its plain pages
  *   go back and are never read again;
  * - any other is read once (pread) into memory of its own, and that copy
- *   is hashed and used.
- *
- * The same walk gives back the plain pages of the module's own constants
- * that kernels read only packed (the module's bytes are a private copy of
- * its file, vm/module.c). */
+ *   is hashed and used. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,7 +20,6 @@
 
 #include "bytecode.h"
 #include "object.h"
-#include "opcode.h"
 
 typedef struct extfile {
   const char *path; /* as the module names it */
@@ -106,54 +101,6 @@ static dvm_status *map_files(dvm_module *m, const char *dir, extfile *files, uin
   return NULL;
 }
 
-/* How the instructions of a function read one register: not at all, only
- * as input `slot` of kernel `def` (whose forms replace the plain bytes), or
- * otherwise (plain). */
-typedef struct reg_reads {
-  const dvm_kernel_def *def;
-  int slot;
-  bool plain;
-} reg_reads;
-
-static void note_read(reg_reads *r, const dvm_kernel_def *def, int slot) {
-  if (!def || (r->def && (r->def != def || r->slot != slot))) r->plain = true;
-  r->def = def;
-  r->slot = slot;
-}
-
-/* Marks each constant that some instruction of f may read plain: it is
- * loaded by a `const` into a register that something reads other than one
- * kernel input whose form of it replaces the plain bytes (conv's forms,
- * for one, are made lazily from them). Per register, not per path, so no
- * jump can hide a reader; one kernel input per register keeps it linear. */
-static dvm_status *mark_plain(const dvm_module *m, const dvm_func *f, bool *plain) {
-  reg_reads *regs = calloc(f->nregs + 1, sizeof *regs);
-  if (!regs) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  for (uint32_t i = 0; i < f->ninstr; i++) {
-    const int64_t *c = f->code + f->starts[i];
-    const dvm_kernel_def *def = c[0] == DVM_OP_INVOKE ? m->kernels[c[1]].def : NULL;
-    const int64_t *ins = def ? c + 4 + c[3] : NULL; /* invoke: X o R(out) R(in) R(attrs) */
-    const int64_t *o = c + 1;
-    for (const char *fmt = dvm_opinfo_table[c[0]].format; *fmt; fmt++) {
-      int64_t count = dvm_operand_is_list(*fmt) ? *o++ : 1;
-      bool reads = *fmt == 'r' || *fmt == 'o' || *fmt == 'R'; /* 'k', release, drops it unread */
-      for (int64_t q = 0; q < count; q++, o++) {
-        if (!reads || *o < 0) continue;
-        bool input = ins && def->prepack_replaces && o > ins && o <= ins + ins[0];
-        note_read(&regs[*o], input ? def : NULL, input ? (int)(o - ins - 1) : 0);
-      }
-    }
-  }
-  for (uint32_t i = 0; i < f->ninstr; i++) {
-    const int64_t *c = f->code + f->starts[i];
-    if (c[0] != DVM_OP_CONST) continue;
-    const reg_reads *r = &regs[c[1]];
-    if (r->plain || (r->def && !dvm_tensor_packed(m->consts[c[2]].tensor, r->def, r->slot))) plain[c[2]] = true;
-  }
-  free(regs);
-  return NULL;
-}
-
 static dvm_status *hash_check(const dvm_const *c, const void *bytes) {
   uint64_t h = XXH3_64bits(bytes, c->nbytes);
   if (h == c->ext_hash) return NULL;
@@ -197,30 +144,24 @@ static dvm_status *copy_const(dvm_const *c, int fd) {
   return NULL;
 }
 
-/* Holds every constant so that nothing reads a file after load: an
- * external one as its forms or a checked copy, as above; of one in the
- * module's own bytes that kernels read only packed, the plain pages go
- * back. */
+/* Holds every external constant so that nothing reads its file after
+ * load: as its forms or as a checked copy, as above. */
 static dvm_status *seal(dvm_module *m, extfile *files) {
-  bool *plain = calloc(m->nconsts + 1, sizeof *plain);
-  if (!plain) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = NULL;
-  for (uint32_t i = 0; i < m->nfuncs && !st; i++) st = mark_plain(m, &m->funcs[i], plain);
   for (uint32_t i = 0; i < m->nconsts && !st; i++) {
     dvm_const *c = &m->consts[i];
-    bool packed_only = c->tensor->packed && !plain[i];
-    if (c->ext_path && !packed_only) {
+    if (!c->ext_path) continue;
+    if (!dvm_const_packed_only(c)) {
       uint32_t k = 0;
       while (strcmp(files[k].path, c->ext_path) != 0) k++;
       st = copy_const(c, files[k].fd);
       continue;
     }
     /* hashed after packing, so the bytes the forms were made from are
-     * the bytes checked */
-    if (c->ext_path) st = hash_check(c, c->data);
-    if (!st && packed_only) m->released += dvm_tensor_drop_pages(c->tensor);
+     * the bytes checked; then given back for good */
+    st = hash_check(c, c->data);
+    if (!st) m->released += dvm_tensor_drop_pages(c->tensor);
   }
-  free(plain);
   return st;
 }
 

@@ -8,7 +8,64 @@
 #include "bytecode.h"
 #include "hostfn.h"
 #include "instr.h"
+#include "object.h"
+#include "opcode.h"
 #include "registry.h"
+
+/* How the instructions of a function read one register: not at all, only
+ * as input `slot` of kernel `def` (whose forms replace the plain bytes), or
+ * otherwise (plain). */
+typedef struct reg_reads {
+  const dvm_kernel_def *def;
+  int slot;
+  bool plain;
+} reg_reads;
+
+static void note_read(reg_reads *r, const dvm_kernel_def *def, int slot) {
+  if (!def || (r->def && (r->def != def || r->slot != slot))) r->plain = true;
+  r->def = def;
+  r->slot = slot;
+}
+
+/* Notes how the instructions of f read each constant (dvm_const.plain,
+ * .reader): plain when a `const` loads it into a register that something
+ * reads other than one kernel input whose form of it replaces the plain
+ * bytes (conv's forms, for one, are made lazily from them), or when two
+ * such inputs differ. Per register, not per path, so no jump can hide a
+ * reader; one kernel input per register keeps it linear. */
+static dvm_status *mark_reads(dvm_module *m, const dvm_func *f) {
+  reg_reads *regs = calloc(f->nregs + 1, sizeof *regs);
+  if (!regs) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    const int64_t *c = f->code + f->starts[i];
+    const dvm_kernel_def *def = c[0] == DVM_OP_INVOKE ? m->kernels[c[1]].def : NULL;
+    const int64_t *ins = def ? c + 4 + c[3] : NULL; /* invoke: X o R(out) R(in) R(attrs) */
+    const int64_t *o = c + 1;
+    for (const char *fmt = dvm_opinfo_table[c[0]].format; *fmt; fmt++) {
+      int64_t count = dvm_operand_is_list(*fmt) ? *o++ : 1;
+      bool reads = *fmt == 'r' || *fmt == 'o' || *fmt == 'R'; /* 'k', release, drops it unread */
+      for (int64_t q = 0; q < count; q++, o++) {
+        if (!reads || *o < 0) continue;
+        bool input = ins && def->prepack_replaces && o > ins && o <= ins + ins[0];
+        note_read(&regs[*o], input ? def : NULL, input ? (int)(o - ins - 1) : 0);
+      }
+    }
+  }
+  for (uint32_t i = 0; i < f->ninstr; i++) {
+    const int64_t *c = f->code + f->starts[i];
+    if (c[0] != DVM_OP_CONST) continue;
+    const reg_reads *r = &regs[c[1]];
+    dvm_const *k = &m->consts[c[2]];
+    if (r->plain || (r->def && k->reader && (k->reader != r->def || k->reader_slot != r->slot))) k->plain = true;
+    else if (r->def) k->reader = r->def, k->reader_slot = r->slot;
+  }
+  free(regs);
+  return NULL;
+}
+
+bool dvm_const_packed_only(const dvm_const *c) {
+  return !c->plain && c->reader && dvm_tensor_packed(c->tensor, c->reader, c->reader_slot);
+}
 
 /* Lets the kernels that have a prepack hook build their forms of the
  * constants f feeds them. A linear walk that knows which constant each
@@ -54,6 +111,12 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
         void (*free_data)(void *) = NULL;
         st = def->prepack(t, (int)j, hints, nattrs, &data, &free_data);
         if (!st && data) st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
+        /* the plain bytes, read to pack, go back now when the kernel reads
+         * its form only (an external constant's once its hash is checked,
+         * vm/extdata.c): packing weight after weight then holds one plain
+         * weight at a time, not the whole file beside the forms */
+        const dvm_const *kc = &m->consts[kn[r].konst - 1];
+        if (!st && data && !kc->ext_path && dvm_const_packed_only(kc)) m->released += dvm_tensor_drop_pages(t);
         if (st) st = dvm_status_annotate(st, "prepacking constant \"%s\" for kernel \"%s\"",
                                          m->consts[kn[r].konst - 1].name, m->kernels[x.kernel].name);
       }
@@ -108,6 +171,10 @@ dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
     size_t off = (size_t)((const uint8_t *)c->data - (const uint8_t *)s->ptr);
     dvm_status *st = dvm_tensor_view(s, off, (dvm_dtype)c->dtype, c->rank, c->dims, &c->tensor);
     if (st) return dvm_status_annotate(st, "constant \"%s\"", c->name);
+  }
+  for (uint32_t i = 0; i < m->nfuncs; i++) {
+    dvm_status *st = mark_reads(m, &m->funcs[i]);
+    if (st) return st;
   }
   for (uint32_t i = 0; i < m->nfuncs; i++) {
     dvm_status *st = prepack_function(m, &m->funcs[i]);
