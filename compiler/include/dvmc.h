@@ -1,9 +1,9 @@
 /* The dvm compiler as a library (libdvmc): an ONNX model in, .dvmb bytes
  * out, through import, folding, symbol ranges, shape inference, graph
  * rewrites, lowering and, for CUDA, placement (docs/compiler.md). This is
- * the one header its users include; `dvm compile`, the server and the
- * Python package compile through it. Everything else under compiler/ is
- * internal.
+ * the one header its users include; `dvm compile`, `dvm generate`, the
+ * server and the Python package compile through it. Everything else under
+ * compiler/ is internal.
  *
  * Thread safety: each call owns what it builds; any number of threads may
  * compile at once. */
@@ -60,7 +60,8 @@ typedef struct dvmc_compile_options {
 } dvmc_compile_options;
 
 /* Sets *o to the defaults: entry "main", every pass, fusion, stitching and
- * the memory plan on, CPU only, no dumps, no diagnostics. */
+ * the memory plan on, CPU only, external data copied, no dumps, no
+ * diagnostics. */
 DVM_API void dvmc_compile_options_init(dvmc_compile_options *o);
 
 /* Compiles the ONNX model at `path` (external data found beside it) into

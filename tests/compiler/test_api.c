@@ -1,6 +1,7 @@
 /* The compiler's public API (compiler/include/dvmc.h), used the way its
  * clients use it: only dvmc.h and libdvm's public headers. argv[1] is
- * tests/models, argv[2] tests/cli (the .pb fixtures). */
+ * tests/models, argv[2] tests/cli (the .pb fixtures), argv[3] the folder
+ * of extdata.onnx and its data file (make_extdata_model.py). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 #include "dvmc.h"
 #include "harness.h"
 
-static const char *models, *fixtures;
+static const char *models, *fixtures, *extdir;
 
 static char *path_of(const char *dir, const char *name) {
   static char buf[4096];
@@ -156,6 +157,46 @@ static void test_diag(void) {
   CHECK(s.kinds[DVMC_DIAG_WARNING] == 0);
 }
 
+/* Weights in an external data file are referred to when the .dvmb goes to
+ * their folder (data_dir), copied without one or for another folder; a
+ * model from memory finds its data file in model_dir, and without one it
+ * is an error. */
+static void test_external_data(void) {
+  char model[4096];
+  snprintf(model, sizeof model, "%s/extdata.onnx", extdir);
+  const size_t weights = (16 * 64 + 64) * sizeof(float);
+  uint8_t *copied = NULL, *other = NULL, *ref = NULL, *mem = NULL;
+  size_t nc, no, nr, nm, n = 0;
+  void *data = read_all(model, &n);
+  CHECK(data != NULL);
+  if (!data) return;
+  dvmc_compile_options o;
+  dvmc_compile_options_init(&o);
+  CHECK_OK(dvmc_compile_file(model, &o, &copied, &nc));
+  o.data_dir = models;
+  CHECK_OK(dvmc_compile_file(model, &o, &other, &no));
+  o.data_dir = extdir;
+  CHECK_OK(dvmc_compile_file(model, &o, &ref, &nr));
+  if (!copied || !other || !ref) goto done;
+  CHECK(no == nc && !memcmp(other, copied, nc));
+  CHECK(nr < weights && nc > weights);
+  dvm_module *m = NULL;
+  CHECK_OK(dvm_module_load_memory(copied, nc, NULL, &m));
+  dvm_module_release(m);
+  /* a module that refers to files cannot be loaded from memory: it has no folder */
+  CHECK_ERR(dvm_module_load_memory(ref, nr, NULL, &m), DVM_UNIMPLEMENTED, "");
+  CHECK_ERR(dvmc_compile_memory(data, n, NULL, &o, &mem, &nm), DVM_UNIMPLEMENTED,
+            "external data file \"extdata.onnx.data\", but the model was given in memory without its directory");
+  CHECK_OK(dvmc_compile_memory(data, n, extdir, &o, &mem, &nm));
+  CHECK(mem && nm == nr && !memcmp(mem, ref, nr));
+done:
+  free(data);
+  free(copied);
+  free(other);
+  free(ref);
+  free(mem);
+}
+
 static void test_tables(void) {
   int add = 0;
   for (int i = 0; i < dvmc_op_count(); i++) {
@@ -189,16 +230,18 @@ static void test_pb(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: test_api MODELS_DIR PB_FIXTURES_DIR\n");
+  if (argc != 4) {
+    fprintf(stderr, "usage: test_api MODELS_DIR PB_FIXTURES_DIR EXTDATA_DIR\n");
     return 2;
   }
   models = argv[1];
   fixtures = argv[2];
+  extdir = argv[3];
   test_file_and_memory();
   test_dims();
   test_passes();
   test_diag();
+  test_external_data();
   test_tables();
   test_pb();
   return harness_finish("compiler_api");
