@@ -104,7 +104,7 @@ static void test_dims(void) {
   o.dims = wrong;
   CHECK_ERR(dvmc_compile_file(mlp, &o, &bytes, &size), DVM_INVALID_ARGUMENT, "no input of the model has a dim named \"zzz\"");
   o.dims = bad;
-  CHECK_ERR(dvmc_compile_file(mlp, &o, &bytes, &size), DVM_INVALID_ARGUMENT, "batch=x: expected NAME=LO..HI");
+  CHECK_ERR(dvmc_compile_file(mlp, &o, &bytes, &size), DVM_INVALID_ARGUMENT, "batch=x: expected NAME=N or NAME=LO..HI");
 }
 
 /* Passes by name; a wrong name refused before anything is read. */
