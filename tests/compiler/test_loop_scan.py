@@ -674,6 +674,7 @@ def test_unread_scan_output_not_accumulated(tmp_path, op, opset):
             assert q.returncode == 0, q.stderr
             if big == "branch":  # its last output is max(yb)
                 w = w[:2] + [np.max(w[2])]
+            w = w[:nout]  # the models without the big output: the others'
             for g, x in zip(got, w, strict=True):
                 assert g.shape == x.shape, (big, g.shape, x.shape)
                 np.testing.assert_allclose(g, x, rtol=1e-5, atol=1e-5)
