@@ -1,0 +1,109 @@
+/* Allocation failure sweeps, in SQLite's manner: the k-th allocation that
+ * libdvm makes (malloc, calloc, realloc, aligned_alloc) fails, for k = 1,
+ * 2, ... until the operation no longer reaches a k-th, while loading a
+ * module from its file and while creating a VM and running it. Each
+ * failure must come back as a status, never a crash, leave nothing behind
+ * (AddressSanitizer's leak check at exit, in the sanitizer build) and
+ * leave the next attempt working. The allocators are wrapped at link time
+ * (-Wl,--wrap), so every call from libdvm's objects is counted. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dvm/dvm.h"
+#include "dvm/asm.h"
+#include "harness.h"
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t a, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_aligned_alloc(size_t a, size_t n);
+
+static long fail_at, counted; /* fail_at 0: none fails */
+
+static int fails(void) { return fail_at && ++counted == fail_at; }
+void *__wrap_malloc(size_t n) { return fails() ? NULL : __real_malloc(n); }
+void *__wrap_calloc(size_t k, size_t n) { return fails() ? NULL : __real_calloc(k, n); }
+void *__wrap_realloc(void *p, size_t n) { return fails() ? NULL : __real_realloc(p, n); }
+void *__wrap_aligned_alloc(size_t a, size_t n) { return fails() ? NULL : __real_aligned_alloc(a, n); }
+
+/* Runs op with the k-th allocation failing, for every k it reaches; returns
+ * how many failed (each checked to be a status). */
+#define SWEEP(k, failed, op, undo)                                                           \
+  for (long k = 1;; k++) {                                                                 \
+    counted = 0;                                                                           \
+    fail_at = k;                                                                           \
+    dvm_status *sw_ = (op);                                                                \
+    long reached_ = counted;                                                               \
+    fail_at = 0;                                                                           \
+    if (sw_) {                                                                             \
+      failed++;                                                                            \
+      CHECK(dvm_status_code(sw_) == DVM_OUT_OF_MEMORY);                                    \
+      if (dvm_status_code(sw_) != DVM_OUT_OF_MEMORY)                                       \
+        fprintf(stderr, "allocation %ld: %s\n", k, dvm_status_message(sw_));               \
+      dvm_status_free(sw_);                                                                \
+    } else {                                                                               \
+      undo;                                                                                \
+    }                                                                                      \
+    if (reached_ < k) break; /* the whole operation ran without a k-th allocation */      \
+  }
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: tesw_oom MATMUL.dvms TMPDIR\n");
+    return 2;
+  }
+  FILE *f = fopen(argv[1], "rb");
+  char text[8192];
+  size_t len = f ? fread(text, 1, sizeof text, f) : 0;
+  if (f) fclose(f);
+  uint8_t *bytes;
+  size_t size;
+  CHECK_OK(dvm_asm_assemble(text, len, argv[1], &bytes, &size));
+  char path[4096];
+  snprintf(path, sizeof path, "%s/oom.dvmb", argv[2]);
+  f = fopen(path, "wb");
+  CHECK(f && fwrite(bytes, 1, size, f) == size);
+  if (f) fclose(f);
+  free(bytes);
+  if (harness_failures) return 1;
+
+  long failed = 0;
+  dvm_module *m = NULL;
+  SWEEP(k, failed, dvm_module_load_file(path, NULL, &m), (dvm_module_release(m), m = NULL));
+  CHECK(failed > 5); /* it allocates, so the sweep failed some */
+  printf("load: %ld allocations failed in turn\n", failed);
+
+  CHECK_OK(dvm_module_load_file(path, NULL, &m));
+  int64_t dims[2] = {3, 2};
+  dvm_tensor *x;
+  CHECK_OK(dvm_tensor_create(DVM_F32, 2, dims, &x));
+  float *xd = dvm_tensor_data(x);
+  for (int i = 0; i < 6; i++) xd[i] = (float)(i % 2 == 0) + (i >= 4);
+  dvm_value arg = dvm_value_tensor(x), r = {0};
+  dvm_vm *vm = NULL;
+  failed = 0;
+  SWEEP(k, failed, dvm_vm_create(m, NULL, &vm), (dvm_vm_destroy(vm), vm = NULL));
+  printf("vm: %ld allocations failed in turn\n", failed);
+  CHECK_OK(dvm_vm_create(m, NULL, &vm));
+  failed = 0;
+  /* a fresh VM each time, so its pool holds nothing from the last run */
+  SWEEP(k, failed, dvm_vm_invoke(vm, 0, &arg, 1, &r, 1), {
+    const float *y = dvm_tensor_data(r.u.tensor);
+    CHECK(y[0] == 1 && y[1] == 2 && y[2] == 3 && y[6] == 6 && y[8] == 12); /* x = [[1, 0], [1, 0], [2, 1]] */
+    dvm_value_clear(&r);
+    dvm_vm_destroy(vm);
+    CHECK_OK(dvm_vm_create(m, NULL, &vm));
+  });
+  CHECK(failed > 0);
+  printf("run: %ld allocations failed in turn\n", failed);
+  CHECK_OK(dvm_vm_invoke(vm, 0, &arg, 1, &r, 1)); /* and the VM still runs */
+  dvm_value_clear(&r);
+  dvm_vm_destroy(vm);
+  dvm_tensor_release(x);
+  dvm_module_release(m);
+  return harness_finish("oom");
+}
