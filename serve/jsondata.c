@@ -14,6 +14,11 @@
 
 #include "serve.h"
 
+/* JSON's whitespace, and what ends a scalar (strchr would also match the
+ * NUL that ends its set, and a NUL byte is neither). */
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+static int ends_scalar(char c, const char *closers) { return is_space(c) || c == ',' || (c && strchr(closers, c)); }
+
 /* The index after the string that starts at s[i] ('"'), or 0 if it does
  * not end. */
 static size_t string_end(const char *s, size_t n, size_t i) {
@@ -29,7 +34,7 @@ static size_t string_end(const char *s, size_t n, size_t i) {
 static size_t value_end(const char *s, size_t n, size_t i) {
   if (s[i] == '"') return string_end(s, n, i);
   if (s[i] != '[' && s[i] != '{') {
-    while (i < n && !strchr(",]} \t\r\n", s[i])) i++;
+    while (i < n && !ends_scalar(s[i], "]}")) i++;
     return i;
   }
   size_t depth = 0;
@@ -102,7 +107,7 @@ dvm_status *dvms_json_skeleton(const char *body, size_t n, char **skeleton, dvms
       if (depth == 1 && (inputs = key_is(body, ks, ke, "inputs"))) k = 0;
       if (depth != 3 || !inputs || open[1] != '[' || open[2] != '{' || !key_is(body, ks, ke, "data")) continue;
       size_t v = i + 1;
-      while (v < n && strchr(" \t\r\n", body[v])) v++;
+      while (v < n && is_space(body[v])) v++;
       size_t e = v < n ? value_end(body, n, v) : 0;
       if (!e) break;
       if (k >= nsp) {
@@ -233,7 +238,7 @@ dvm_status *dvms_json_fill(dvm_tensor *t, const char *s, size_t n, const char *n
   *count = 0;
   for (size_t i = 0; i < n; i++) {
     char c = s[i];
-    if (strchr(" \t\r\n", c)) continue;
+    if (is_space(c)) continue;
     if (want_value && c == '[') {
       if (++depth > DVM_MAX_RANK) return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\": data is nested too deeply", name);
       after_open = 1;
@@ -249,10 +254,10 @@ dvm_status *dvms_json_fill(dvm_tensor *t, const char *s, size_t n, const char *n
       after_open = 0;
       continue;
     }
-    if (!want_value || strchr(",]", c))
+    if (!want_value || c == ',' || c == ']')
       return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\": malformed data at character %zu of its value", name, i);
     size_t e = i;
-    while (e < n && !strchr(",] \t\r\n", s[e])) e++;
+    while (e < n && !ends_scalar(s[e], "]")) e++;
     if (*count >= numel) return dvm_status_new(DVM_INVALID_ARGUMENT, "input \"%s\": data has more elements than its shape holds", name);
     dvm_status *st = store(t, *count, s + i, e - i, name);
     if (st) return st;

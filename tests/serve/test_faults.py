@@ -95,6 +95,10 @@ def test_malformed_json_and_values(server, repo):
     bodies[variant(0, name="nope")] = "no such input"
     bodies[variant(1, name="ids")] = "given twice"
     bodies[variant(0, data=[[[[[[[[[[1]]]]]]]]]])] = "nested too deeply"
+    bodies[variant(0).replace('"data": [', '"data": [\x00', 1)] = "element 0 is not an integer"
+    bodies[variant(0).replace('"data": [1', '"data": [1 \x00', 1)] = "malformed data"
+    bodies[variant(0).replace('"data": [1', '"data": [1,,', 1)] = "malformed data"
+    bodies[variant(0).replace('"data": [1', '"data": [1]', 1)] = "malformed"
     for body, message in bodies.items():
         status, _, data = post(server, "/v2/models/bert/infer", body)
         assert status == 400, (body[:80], data)
