@@ -2,7 +2,7 @@
  * row-major dnnl_sgemm (f32), except matmul and gemm with a constant f32 B,
  * which their prepack hooks pack when the module is linked: those run
  * ops/cpu/pgemm.c's microkernel on the packed B (for any number of rows),
- * and the plain B is not read again (its pages go back to the file).
+ * and the plain B is not read again (its pages are given back at load).
  *
  *   matmul (in: A, B) -> Y
  *     ONNX MatMul (shapes and batch broadcasting: shapefuncs/matmul.h).
