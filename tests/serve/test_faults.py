@@ -391,7 +391,8 @@ def test_json_memory_is_bounded_by_the_body(repo, tmp_path):
     assert status == 400 and b"more elements than its shape holds" in data, data[:200]
     with open(f"/proc/{s.proc.pid}/status") as f:
         grown = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) * 1024 - before
-    assert grown < 3 * len(body), (grown, len(body))
+    if not os.environ.get("DVM_SANITIZED"):  # AddressSanitizer holds freed memory in quarantine
+        assert grown < 3 * len(body), (grown, len(body))
     junk = '{"inputs": [' + mask + '], "junk": [' + "[]," * (1 << 20) + "[]]}"
     status, _, data = post(s, "/v2/models/bert/infer", junk, timeout=120)
     assert status == 400 and b"more than 4096 JSON values" in data, data[:200]
