@@ -1,12 +1,15 @@
 """How dvm serve's batcher groups requests (serve/batcher.c), through the
 real tritonclient[http]: requests of several rows share invocations and
 each gets back exactly its own rows; requests share an invocation only
-within their length bucket (bert's default buckets: 8, 16, 32, 64)."""
+within their length bucket (bert's default buckets: 8, 16, 32, 64) and
+only with equal dims where the signature leaves a dim open."""
+import subprocess
+
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from conftest import metric, reference, sentence
+from conftest import DVM, Server, metric, reference, sentence
 from test_conformance import bert_inputs
 
 
@@ -54,3 +57,52 @@ def test_length_buckets(client, server, repo):
         np.testing.assert_allclose(got, reference(repo, ids, mask), rtol=1e-4, atol=1e-5)
     assert batches < len(reqs), "no two requests shared an invocation"
     assert padded == 0, f"{padded} padding elements: requests of different buckets shared an invocation"
+
+
+OPEN_DIM = """.kernel mul cpu 1
+.shapefn broadcast
+
+.func main regs=5
+  .sym batch r4 1 64
+  .param x tensor f32 [batch, ?]
+  .result y tensor f32 [batch, ?]
+  guard          r0, 0
+  shapefn        broadcast, (r1), (r0, r0)
+  alloc          r2, f32, r1, cpu
+  invoke         mul, -, (r2), (r0, r0), ()
+  ret            (r2)
+.end
+"""
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory):
+    """A model whose signature leaves x's dim 1 open (`?`), batched on dim 0."""
+    root = tmp_path_factory.mktemp("open")
+    src, model = root / "square.dvms", root / "repo" / "square" / "1" / "model.dvmb"
+    src.write_text(OPEN_DIM)
+    model.parent.mkdir(parents=True)
+    subprocess.run([DVM, "asm", str(src), "-o", str(model)], check=True)
+    (root / "repo" / "square" / "config").write_text("batch = batch\nmax_batch = 8\nqueue_delay_us = 20000\n")
+    s = Server(str(root / "repo"), str(root / "serve.log"))
+    yield s
+    assert s.stop() == 0, s.log_text()[-3000:]
+
+
+def test_open_dims_batch_only_when_equal(open_server):
+    """Requests whose open dim differs never share an invocation (joining
+    them would need one width): each gets its own x * x, of its own width."""
+    c = httpclient.InferenceServerClient(open_server.url, concurrency=16)
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal((int(rows), int(w))).astype(np.float32)
+          for rows, w in zip(rng.integers(1, 3, 24), rng.permutation([3, 5, 8] * 8))]
+    pending = []
+    for x in xs:
+        i = httpclient.InferInput("x", list(x.shape), "FP32")
+        i.set_data_from_numpy(x, binary_data=True)
+        pending.append(c.async_infer("square", [i]))
+    for x, p in zip(xs, pending, strict=True):
+        np.testing.assert_array_equal(p.get_result().as_numpy("y"), x * x)
+    c.close()
+    assert metric(open_server.metrics(), "dvm_batch_size_count", model="square") < len(xs), \
+        "no two requests shared an invocation"
