@@ -130,6 +130,7 @@ dvm_status *dvms_json_skeleton(const char *body, size_t n, char **skeleton, dvms
       if (depth < 3) open[depth] = c;
       depth++;
     } else if (c == ']' || c == '}') {
+      if (depth == 0) break; /* a closer with nothing open: jansson says where */
       if (depth-- == 2) inputs = 0;
     } else if (c == ',') {
       values++;

@@ -78,6 +78,7 @@ def test_malformed_json_and_values(server, repo):
         "[]": "must be a JSON object",
         '{"inputs": 3}': "\"inputs\" must be an array",
         '{"inputs": [], "inputs": []}': "malformed JSON",
+        "]]]]{{{{": "malformed JSON",  # closers first: the skeleton's scan must not go below the root
         json.dumps({**good, "id": 5}): "\"id\" must be a string",
     }
     def variant(i, **kw):
