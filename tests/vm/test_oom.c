@@ -4,52 +4,14 @@
  * module from its file and while creating a VM and running it. Each
  * failure must come back as a status, never a crash, leave nothing behind
  * (AddressSanitizer's leak check at exit, in the sanitizer build) and
- * leave the next attempt working. The allocators are wrapped at link time
- * (-Wl,--wrap), so every call from libdvm's objects is counted. */
+ * leave the next attempt working. tests/oom.h wraps the allocators at link
+ * time, so every call from libdvm's objects is counted. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "dvm/dvm.h"
 #include "dvm/asm.h"
-#include "harness.h"
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t k, size_t n);
-void *__real_realloc(void *p, size_t n);
-void *__real_aligned_alloc(size_t a, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t k, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_aligned_alloc(size_t a, size_t n);
-
-static long fail_at, counted; /* fail_at 0: none fails */
-
-static int fails(void) { return fail_at && ++counted == fail_at; }
-void *__wrap_malloc(size_t n) { return fails() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t k, size_t n) { return fails() ? NULL : __real_calloc(k, n); }
-void *__wrap_realloc(void *p, size_t n) { return fails() ? NULL : __real_realloc(p, n); }
-void *__wrap_aligned_alloc(size_t a, size_t n) { return fails() ? NULL : __real_aligned_alloc(a, n); }
-
-/* Runs op with the k-th allocation failing, for every k it reaches; returns
- * how many failed (each checked to be a status). */
-#define SWEEP(k, failed, op, undo)                                                           \
-  for (long k = 1;; k++) {                                                                 \
-    counted = 0;                                                                           \
-    fail_at = k;                                                                           \
-    dvm_status *sw_ = (op);                                                                \
-    long reached_ = counted;                                                               \
-    fail_at = 0;                                                                           \
-    if (sw_) {                                                                             \
-      failed++;                                                                            \
-      CHECK(dvm_status_code(sw_) == DVM_OUT_OF_MEMORY);                                    \
-      if (dvm_status_code(sw_) != DVM_OUT_OF_MEMORY)                                       \
-        fprintf(stderr, "allocation %ld: %s\n", k, dvm_status_message(sw_));               \
-      dvm_status_free(sw_);                                                                \
-    } else {                                                                               \
-      undo;                                                                                \
-    }                                                                                      \
-    if (reached_ < k) break; /* the whole operation ran without a k-th allocation */      \
-  }
+#include "oom.h"
 
 int main(int argc, char **argv) {
   if (argc != 3) {
@@ -73,7 +35,7 @@ int main(int argc, char **argv) {
 
   long failed = 0;
   dvm_module *m = NULL;
-  SWEEP(k, failed, dvm_module_load_file(path, NULL, &m), (dvm_module_release(m), m = NULL));
+  OOM_SWEEP(k, failed, dvm_module_load_file(path, NULL, &m), (dvm_module_release(m), m = NULL));
   CHECK(failed > 5); /* it allocates, so the sweep failed some */
   printf("load: %ld allocations failed in turn\n", failed);
 
@@ -86,12 +48,12 @@ int main(int argc, char **argv) {
   dvm_value arg = dvm_value_tensor(x), r = {0};
   dvm_vm *vm = NULL;
   failed = 0;
-  SWEEP(k, failed, dvm_vm_create(m, NULL, &vm), (dvm_vm_destroy(vm), vm = NULL));
+  OOM_SWEEP(k, failed, dvm_vm_create(m, NULL, &vm), (dvm_vm_destroy(vm), vm = NULL));
   printf("vm: %ld allocations failed in turn\n", failed);
   CHECK_OK(dvm_vm_create(m, NULL, &vm));
   failed = 0;
   /* a fresh VM each time, so its pool holds nothing from the last run */
-  SWEEP(k, failed, dvm_vm_invoke(vm, 0, &arg, 1, &r, 1), {
+  OOM_SWEEP(k, failed, dvm_vm_invoke(vm, 0, &arg, 1, &r, 1), {
     const float *y = dvm_tensor_data(r.u.tensor);
     CHECK(y[0] == 1 && y[1] == 2 && y[2] == 3 && y[6] == 6 && y[8] == 12); /* x = [[1, 0], [1, 0], [2, 1]] */
     dvm_value_clear(&r);
