@@ -182,8 +182,9 @@ static void intern_all(interner *in, const dvm_module *m) {
     intern(in, m->hostfns[i].sig);
   }
   buf scratch = {0};
-  dvm_status_free(write_funcs(&scratch, in, m)); /* same traversal as the real write */
-  if (scratch.oom) in->oom = 1;
+  dvm_status *st = write_funcs(&scratch, in, m); /* same traversal as the real write */
+  if (st || scratch.oom) in->oom = 1; /* (a string left out would be written as another) */
+  dvm_status_free(st);
   free(scratch.p);
   for (uint32_t i = 0; i < m->nfuncs; i++)
     for (uint32_t k = 0; k < m->funcs[i].ninfo; k++) {
