@@ -121,6 +121,12 @@ static dvm_status *compile(const char *path, const void *data, size_t data_size,
   dvmc_graph *g;
   st = path ? dvmc_import_onnx(c, path, &g) : dvmc_import_onnx_memory(c, data, data_size, model_dir, &g);
   if (!st) st = compile_graph(c, g, path ? path : "<memory>", o, disabled, bytes, size);
+  /* where a failed allocation looked like an unknown shape, whatever came
+   * of it is out of memory */
+  if (c->oom || dvmc_exprs_out_of_memory(c->exprs)) {
+    dvm_status_free(st);
+    st = dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory");
+  }
   dvmc_ctx_destroy(c);
   if (st) {
     free(*bytes);

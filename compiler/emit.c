@@ -333,6 +333,8 @@ static void *to_arena(dvmc_emit *e, const void *v, size_t n, size_t size) {
   return p;
 }
 
+bool dvmc_emit_out_of_memory(const dvmc_emit *e) { return e->oom; }
+
 dvm_status *dvmc_emit_finish(dvmc_emit *e, uint8_t **bytes, size_t *size) {
   dvm_module *m = e->m;
   m->nstrings = (uint32_t)e->strings.n;

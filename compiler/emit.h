@@ -84,6 +84,9 @@ void dvmc_fn_edit_code(dvmc_fn *f, const dvmc_fn_edit *edits, int n, const dvm_w
 
 /* Verifies and writes the module; *bytes is malloc'ed. The first error met
  * while building (out of memory) is reported here too. */
+/* Whether an allocation failed since e was created: the code read back
+ * (dvmc_fn_code) may then miss words. */
+bool dvmc_emit_out_of_memory(const dvmc_emit *e);
 DVM_MUST_USE dvm_status *dvmc_emit_finish(dvmc_emit *e, uint8_t **bytes, size_t *size);
 
 #endif

@@ -30,7 +30,21 @@ struct dvmc_exprs {
   dvmc_expr **table;
   uint32_t nbuckets, count, next_id, fresh;
   const dvmc_expr *one;
+  bool oom; /* an allocation failed: some NULL result meant that, not "no expression" */
 };
+
+/* malloc and calloc that note a failure in x (dvmc_exprs_out_of_memory). */
+static void *xmalloc(dvmc_exprs *x, size_t n) {
+  void *p = malloc(n);
+  if (!p) x->oom = true;
+  return p;
+}
+
+static void *xcalloc(dvmc_exprs *x, size_t k, size_t n) {
+  void *p = calloc(k, n);
+  if (!p) x->oom = true;
+  return p;
+}
 
 typedef struct {
   int64_t coef;
@@ -52,6 +66,8 @@ DVM_MUST_USE dvm_status *dvmc_exprs_create(dvmc_exprs **out) {
   *out = x;
   return NULL;
 }
+
+bool dvmc_exprs_out_of_memory(const dvmc_exprs *x) { return x->oom; }
 
 void dvmc_exprs_destroy(dvmc_exprs *x) {
   if (!x) return;
@@ -98,7 +114,7 @@ static int same(const dvmc_expr *e, dvmc_expr_kind k, int64_t value, const char 
 
 static int grow(dvmc_exprs *x) {
   uint32_t nb = x->nbuckets * 2;
-  dvmc_expr **t = calloc(nb, sizeof *t);
+  dvmc_expr **t = xcalloc(x, nb, sizeof *t);
   if (!t) return 0;
   for (uint32_t b = 0; b < x->nbuckets; b++)
     for (dvmc_expr *e = x->table[b], *next; e; e = next) {
@@ -118,7 +134,7 @@ static const dvmc_expr *intern(dvmc_exprs *x, dvmc_expr_kind k, int64_t value, c
   for (dvmc_expr *e = x->table[h & (x->nbuckets - 1)]; e; e = e->chain)
     if (e->hash == h && same(e, k, value, name, n, args, coefs)) return e;
   if (x->count >= x->nbuckets && !grow(x)) return NULL;
-  dvmc_expr *e = calloc(1, sizeof *e);
+  dvmc_expr *e = xcalloc(x, 1, sizeof *e);
   if (!e) return NULL;
   e->kind = k;
   e->id = x->next_id++;
@@ -130,6 +146,7 @@ static const dvmc_expr *intern(dvmc_exprs *x, dvmc_expr_kind k, int64_t value, c
   if ((name && !(e->name = strdup(name))) ||
       (n && !(e->args = malloc(sizeof *args * (size_t)n))) ||
       (coefs && !(e->coefs = malloc(sizeof *coefs * (size_t)n)))) {
+    x->oom = true;
     free((void *)e->name);
     free(e->args);
     free(e);
@@ -200,8 +217,8 @@ static const dvmc_expr *from_terms(dvmc_exprs *x, term *t, int n) {
   if (k == 0) return dvmc_const(x, 0);
   if (k == 1 && t[0].mono == x->one) return dvmc_const(x, t[0].coef);
   if (k == 1 && t[0].coef == 1) return t[0].mono;
-  const dvmc_expr **m = malloc(sizeof *m * (size_t)k);
-  int64_t *c = malloc(sizeof *c * (size_t)k);
+  const dvmc_expr **m = xmalloc(x, sizeof *m * (size_t)k);
+  int64_t *c = xmalloc(x, sizeof *c * (size_t)k);
   const dvmc_expr *r = NULL;
   if (m && c) {
     for (int i = 0; i < k; i++) {
@@ -222,7 +239,7 @@ static const dvmc_expr *mono_mul(dvmc_exprs *x, const dvmc_expr *a, const dvmc_e
   int na = a->kind == DVMC_E_PRODUCT ? a->n : 1, nb = b->kind == DVMC_E_PRODUCT ? b->n : 1;
   const dvmc_expr *const *fa = a->kind == DVMC_E_PRODUCT ? a->args : &a;
   const dvmc_expr *const *fb = b->kind == DVMC_E_PRODUCT ? b->args : &b;
-  const dvmc_expr **f = malloc(sizeof *f * (size_t)(na + nb));
+  const dvmc_expr **f = xmalloc(x, sizeof *f * (size_t)(na + nb));
   if (!f) return NULL;
   int i = 0, j = 0, k = 0;
   while (i < na || j < nb)
@@ -237,7 +254,7 @@ const dvmc_expr *dvmc_add(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b)
   int64_t va, vb, sum;
   if (dvmc_expr_is_const(a, &va) && dvmc_expr_is_const(b, &vb))
     return __builtin_add_overflow(va, vb, &sum) ? NULL : dvmc_const(x, sum);
-  term *t = malloc(sizeof *t * (size_t)(nterms(a) + nterms(b)));
+  term *t = xmalloc(x, sizeof *t * (size_t)(nterms(a) + nterms(b)));
   if (!t) return NULL;
   int n = terms_of(x, a, t);
   n += terms_of(x, b, t + n);
@@ -250,7 +267,7 @@ const dvmc_expr *dvmc_add(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b)
  * when d divides them all). */
 static const dvmc_expr *rescale(dvmc_exprs *x, const dvmc_expr *a, int64_t s, int64_t d) {
   if (!a) return NULL;
-  term *t = malloc(sizeof *t * (size_t)nterms(a));
+  term *t = xmalloc(x, sizeof *t * (size_t)nterms(a));
   if (!t) return NULL;
   int n = terms_of(x, a, t);
   const dvmc_expr *r = NULL;
@@ -272,7 +289,7 @@ const dvmc_expr *dvmc_mul(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b)
   if (!a || !b) return NULL;
   int na = nterms(a), nb = nterms(b);
   if ((size_t)na * (size_t)nb > 4096) return NULL; /* expansion too large to be a shape */
-  term *ta = malloc(sizeof *ta * (size_t)(na + nb + na * nb)), *tb = ta + na, *t = tb + nb;
+  term *ta = xmalloc(x, sizeof *ta * (size_t)(na + nb + na * nb)), *tb = ta + na, *t = tb + nb;
   if (!ta) return NULL;
   const dvmc_expr *r = NULL;
   na = terms_of(x, a, ta);
@@ -313,7 +330,7 @@ static const dvmc_expr *mono_div(dvmc_exprs *x, const dvmc_expr *a, const dvmc_e
   const dvmc_expr *const *fa = a->kind == DVMC_E_PRODUCT ? a->args : &a;
   const dvmc_expr *const *fb = b->kind == DVMC_E_PRODUCT ? b->args : &b;
   if (nb > na) return NULL;
-  const dvmc_expr **q = malloc(sizeof *q * (size_t)(na ? na : 1));
+  const dvmc_expr **q = xmalloc(x, sizeof *q * (size_t)(na ? na : 1));
   if (!q) return NULL;
   int i = 0, j = 0, k = 0;
   while (i < na) { /* both sorted by id: a merge that drops b's factors */
@@ -332,7 +349,7 @@ static const dvmc_expr *mono_div(dvmc_exprs *x, const dvmc_expr *a, const dvmc_e
 static const dvmc_expr *exact_div(dvmc_exprs *x, const dvmc_expr *a, const dvmc_expr *b) {
   term tb;
   if (nterms(b) != 1 || terms_of(x, b, &tb) != 1 || tb.coef <= 0) return NULL;
-  term *t = malloc(sizeof *t * (size_t)nterms(a));
+  term *t = xmalloc(x, sizeof *t * (size_t)nterms(a));
   if (!t) return NULL;
   int n = terms_of(x, a, t);
   const dvmc_expr *r = NULL;

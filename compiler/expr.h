@@ -21,6 +21,10 @@ typedef struct dvmc_exprs dvmc_exprs; /* the context that owns them */
 
 DVM_MUST_USE dvm_status *dvmc_exprs_create(dvmc_exprs **out);
 void dvmc_exprs_destroy(dvmc_exprs *x);
+/* Whether an allocation of x's failed: the functions below then return
+ * NULL as they do for "no such expression", so a caller that saw NULL
+ * asks this to tell out of memory from an unknown shape. */
+bool dvmc_exprs_out_of_memory(const dvmc_exprs *x);
 
 /* Symbols, by name: the same name gives the same symbol. Ranges default to
  * 0..INT64_MAX and can be narrowed (from --dim NAME=LO..HI or a model). */

@@ -155,6 +155,9 @@ typedef struct dvmc_ctx {
   dvmc_extfile *extfiles; /* those files, mapped (extdata.c) */
   int opset;             /* default domain opset of the model */
   int unnamed;           /* counter for generated node names */
+  /* An allocation failed where NULL has another meaning too (a protobuf
+   * parse error, a lowering memo left out): compiling reports out of memory. */
+  bool oom;
 } dvmc_ctx;
 
 DVM_MUST_USE dvm_status *dvmc_ctx_create(dvmc_ctx **out);

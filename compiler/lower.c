@@ -158,6 +158,7 @@ static int kernel_inplace(void *ctx, int64_t k) {
  * and its register released just after its last one (the views keep it
  * until they die); the sites left outside become plain allocs. */
 static dvm_status *finish_plan(lowering *L, uint32_t head) {
+  if (dvmc_emit_out_of_memory(L->e)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   uint32_t ncode;
   const int64_t *code = dvmc_fn_code(L->f, &ncode);
   dvmc_plan p;

@@ -143,6 +143,7 @@ void lw_emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, cons
       int cap = L->sites_cap ? L->sites_cap * 2 : 64;
       dvmc_plan_site *p = realloc(L->sites, (size_t)cap * sizeof *p);
       if (p) L->sites = p, L->sites_cap = cap;
+      else L->c->oom = true; /* an unplanned alloc instead would change the bytes */
     }
     if (L->nsites < L->sites_cap) {
       L->sites[L->nsites++] = (dvmc_plan_site){.word = dvmc_fn_here(L->f), .bytes = bytes};
@@ -294,7 +295,10 @@ int lw_expr_reg(lowering *L, const dvmc_expr *e) {
       int *mr = m ? realloc(L->memo_reg, cap * sizeof *mr) : NULL;
       if (m) L->memo = m;
       if (mr) L->memo_reg = mr;
-      if (!m || !mr) return r;
+      if (!m || !mr) {
+        L->c->oom = true; /* fewer reuses would change the bytes, not just the speed */
+        return r;
+      }
       L->memo_cap = cap;
     }
     L->memo[L->nmemo] = e;

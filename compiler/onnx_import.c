@@ -201,7 +201,10 @@ static scan_result wire_scan(const uint8_t *p, size_t n, const ProtobufCMessageD
 /* ---- protobuf-c allocates in the context's arena ---- */
 
 static void *pb_alloc(void *ud, size_t size) {
-  return dvm_arena_alloc(&((dvmc_ctx *)ud)->arena, size ? size : 1, 1);
+  dvmc_ctx *c = ud;
+  void *p = dvm_arena_alloc(&c->arena, size ? size : 1, 1);
+  if (!p) c->oom = true;
+  return p;
 }
 
 static void pb_free(void *ud, void *p) { (void)ud, (void)p; }
@@ -1171,7 +1174,7 @@ static dvm_status *import_model(imp *im, const uint8_t *data, size_t size, dvmc_
                    mem, limit);
   ProtobufCAllocator alloc = {pb_alloc, pb_free, im->c};
   Onnx__ModelProto *m = onnx__model_proto__unpack(&alloc, size, data);
-  if (!m) return CORRUPT("not an ONNX model: the protobuf parse failed");
+  if (!m) return im->c->oom ? OOM() : CORRUPT("not an ONNX model: the protobuf parse failed");
   if (!m->graph) return CORRUPT("not an ONNX model: it has no graph");
   if (m->n_training_info)
     return UNSUPPORTED("the model has training info, which dvm does not support");
@@ -1310,7 +1313,7 @@ dvm_status *dvmc_import_sequence_memory(dvmc_ctx *c, const void *data, size_t si
     ProtobufCAllocator alloc = {pb_alloc, pb_free, c};
     Onnx__SequenceProto *sp = onnx__sequence_proto__unpack(&alloc, size, data);
     dvmc_pbvalue *v = dvm_arena_alloc(&c->arena, 1, sizeof *v);
-    if (!sp) st = CORRUPT("not an ONNX SequenceProto or OptionalProto: the protobuf parse failed");
+    if (!sp) st = c->oom ? OOM() : CORRUPT("not an ONNX SequenceProto or OptionalProto: the protobuf parse failed");
     else if (!v) st = OOM();
     else if (!(st = read_sequence(&im, sp, v))) *out = v;
   }
@@ -1326,7 +1329,7 @@ dvm_status *dvmc_import_tensor_memory(dvmc_ctx *c, const void *data, size_t size
     ProtobufCAllocator alloc = {pb_alloc, pb_free, c};
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(&alloc, size, data);
     dvmc_tensor *t = NULL;
-    if (!tp) st = CORRUPT("not an ONNX TensorProto: the protobuf parse failed");
+    if (!tp) st = c->oom ? OOM() : CORRUPT("not an ONNX TensorProto: the protobuf parse failed");
     else if (tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
       st = UNSUPPORTED("a tensor file with external data is not supported");
     else if (!(st = read_tensor(&im, tp, tp->name && tp->name[0] ? tp->name : "tensor", &t)))
