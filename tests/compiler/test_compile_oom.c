@@ -6,7 +6,8 @@
  * nothing behind (AddressSanitizer's leak check at exit, in the sanitizer
  * build), and the compile right after it must give the same bytes as one
  * that never failed. The ONNX parse is counted too: protobuf-c allocates
- * through the compiler's arena. */
+ * through the compiler's arena. A model with external data is compiled
+ * with its weights copied and referred to where they lie. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 
 static const uint8_t *model, *expect;
 static size_t model_size, expect_size;
+static const char *model_dir;           /* where its external data is */
+static const dvmc_compile_options *opts;
 
 static int same_as_expected(uint8_t *bytes, size_t size) {
   int same = bytes && size == expect_size && memcmp(bytes, expect, size) == 0;
@@ -28,7 +31,7 @@ static int same_as_expected(uint8_t *bytes, size_t size) {
 static dvm_status *compile(void) {
   uint8_t *bytes;
   size_t size;
-  dvm_status *st = dvmc_compile_memory(model, model_size, NULL, NULL, &bytes, &size);
+  dvm_status *st = dvmc_compile_memory(model, model_size, model_dir, opts, &bytes, &size);
   if (!st) {
     if (!same_as_expected(bytes, size)) {
       CHECK(!"a compile that succeeded gave the expected bytes");
@@ -38,13 +41,13 @@ static dvm_status *compile(void) {
   }
   CHECK(!bytes && !size);
   oom_fail_at = 0;
-  dvm_status *again = dvmc_compile_memory(model, model_size, NULL, NULL, &bytes, &size);
+  dvm_status *again = dvmc_compile_memory(model, model_size, model_dir, opts, &bytes, &size);
   CHECK_OK(again);
   CHECK(same_as_expected(bytes, size));
   return st;
 }
 
-static void sweep(const char *dir, const char *name) {
+static void sweep(const char *dir, const char *name, const dvmc_compile_options *o) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   FILE *f = fopen(path, "rb");
@@ -53,24 +56,29 @@ static void sweep(const char *dir, const char *name) {
   CHECK(f && model_size > 0 && model_size < sizeof data);
   if (f) fclose(f);
   model = data;
+  model_dir = dir;
+  opts = o;
   uint8_t *bytes;
-  CHECK_OK(dvmc_compile_memory(model, model_size, NULL, NULL, &bytes, &expect_size));
+  CHECK_OK(dvmc_compile_memory(model, model_size, model_dir, opts, &bytes, &expect_size));
   expect = bytes;
   long failed = 0;
   OOM_SWEEP(k, failed, compile(), (void)0);
   CHECK(failed > 100); /* a compile allocates a lot, so the sweep failed many */
-  printf("%s: %ld allocations failed in turn\n", name, failed);
+  printf("%s%s: %ld allocations failed in turn\n", name, o && o->data_dir ? " (data referred to)" : "", failed);
   free(bytes);
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: test_compile_oom MODELS_DIR\n");
+  if (argc != 3) {
+    fprintf(stderr, "usage: test_compile_oom MODELS_DIR EXTDATA_DIR\n");
     return 2;
   }
-  sweep(argv[1], "mlp.onnx");
-  sweep(argv[1], "control.onnx");
-  sweep(argv[1], "bert.onnx");
-  sweep(argv[1], "resnet.onnx");
+  static const char *const models[] = {"mlp.onnx", "control.onnx", "bert.onnx", "resnet.onnx"};
+  for (size_t i = 0; i < sizeof models / sizeof *models; i++) sweep(argv[1], models[i], NULL);
+  dvmc_compile_options refer;
+  dvmc_compile_options_init(&refer);
+  refer.data_dir = argv[2];
+  sweep(argv[2], "extdata.onnx", NULL);
+  sweep(argv[2], "extdata.onnx", &refer);
   return harness_finish("compile_oom");
 }
