@@ -104,7 +104,7 @@ dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g) {
     int folded = n->nout > 0;
     for (int k = 0; k < n->nout; k++) folded &= lw_foldable(L, n->out[k]);
     if (!folded && ((st = lw_check_attrs(n, r)) || (st = lw_check_values(n)) || (st = lw_check_kinds(n)) ||
-                    (st = (r->lower ? r->lower : lw_lower_kernel)(L, n, r))))
+                    (st = r->lower(L, n, r))))
       break;
     if (!folded && L->depth == 0 && !lw_bind_data_dims(L, n)) {
       st = dvm_status_new(DVM_OUT_OF_MEMORY, "");

@@ -1125,7 +1125,6 @@ dvm_status *lw_lower_sce(lowering *L, const dvmc_node *n, const op_rule *r) {
 }
 
 /* The lowering columns of the op table (ops.def), by row. */
-#define lw_lower__ NULL
 static const op_rule rules[] = {
 #define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
   {#name, kernel, attrs, dtype, nin, lw_lower_##lower, opset},

@@ -61,7 +61,7 @@ typedef struct {
 } lowering;
 
 typedef struct op_rule op_rule;
-typedef dvm_status *(*lower_fn)(lowering *L, const dvmc_node *n, const op_rule *r);
+typedef dvm_status *lower_fn(lowering *L, const dvmc_node *n, const op_rule *r);
 
 /* A row of the op table (ops.def) as the lowering reads it. */
 struct op_rule {
@@ -70,7 +70,7 @@ struct op_rule {
   const char *attrs;  /* attribute specs, space separated (lw_lower_attr) */
   const char *dtype;  /* output dtype rule (ops.c) */
   int nin;            /* inputs passed to the kernel (rest are attributes); -1 = all */
-  lower_fn lower;     /* NULL: the generic kernel lowering */
+  lower_fn *lower;    /* its LOWER column's lw_lower_X; lw_lower_kernel for _ */
   int min_opset;      /* the first opset with these semantics */
 };
 
@@ -131,17 +131,13 @@ const op_rule *lw_find_rule(const dvmc_node *n);
 DVM_MUST_USE dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r);
 /* A new value: a cast of v to dt, through the cast kernel (*out its value). */
 DVM_MUST_USE dvm_status *lw_cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out);
-#define LW_LOWER(x) dvm_status *lw_lower_##x(lowering *L, const dvmc_node *n, const op_rule *r);
-LW_LOWER(view) LW_LOWER(alias) LW_LOWER(constant_of_shape) LW_LOWER(nary) LW_LOWER(pow) LW_LOWER(window)
-LW_LOWER(einsum) LW_LOWER(resize) LW_LOWER(deform) LW_LOWER(hard) LW_LOWER(softmax) LW_LOWER(skip_layernorm)
-LW_LOWER(contrib_attention) LW_LOWER(sdpa) LW_LOWER(sce) LW_LOWER(dropout) LW_LOWER(tfidf)
-LW_LOWER(present) LW_LOWER(mha) LW_LOWER(gqa) LW_LOWER(mean) LW_LOWER(bitcast)
-LW_LOWER(pad) LW_LOWER(dft) LW_LOWER(stft) LW_LOWER(batchnorm) LW_LOWER(random)
-LW_LOWER(if) LW_LOWER(loop) /* lower_control.c */
-LW_LOWER(scan)             /* lower_scan.c */
-LW_LOWER(sequence)         /* lower_seq.c */
-LW_LOWER(rnn)              /* lower_rnn.c */
-#undef LW_LOWER
+/* The special lowerings, lw_lower_X for each X of ops.def's LOWER column,
+ * defined in lower_ops.c or the file of their family (above); a row's _
+ * names the generic kernel call. */
+#define lw_lower__ lw_lower_kernel
+#define OP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) lower_fn lw_lower_##lower;
+#include "ops.def"
+#undef OP
 
 /* lower_control.c: loop pieces Loop and Scan share */
 int lw_scalar_tensor(lowering *L, dvm_dtype dt, int v);
