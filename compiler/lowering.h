@@ -55,7 +55,7 @@ typedef struct {
   dvmc_plan_site *sites;
   int nsites, sites_cap;
   int unplanned;             /* tensors left to the pool: sized at run time, or in a branch or body */
-  const dvmc_expr **data_syms; /* symbols read from a node's output (infer.c's data_dim), */
+  const dvmc_expr **data_syms; /* symbols read from a node's output (inf_data_dim), */
   int *data_regs;              /* and their registers */
   int ndata, data_cap;
 } lowering;

@@ -1,4 +1,4 @@
-"""Data-dependent dims (infer.c's data_dim): the output dims of NonZero, of
+"""Data-dependent dims (inf_data_dim, compiler/infer_rule.c): the output dims of NonZero, of
 TopK with a runtime k and of Range with runtime bounds are fresh symbols,
 read from the output once the node has run, so the shapes after them are
 arithmetic on that register (no shape function). Compared with ONNX
