@@ -109,6 +109,15 @@ def server(repo, tmp_path_factory):
     assert rc == 0, s.log_text()[-3000:]
 
 
+@pytest.fixture(scope="module")
+def client(server):
+    """tritonclient's HTTP client on the module's server."""
+    import tritonclient.http as httpclient
+    c = httpclient.InferenceServerClient(server.url, concurrency=16)
+    yield c
+    c.close()
+
+
 def metric(text, name, **labels):
     """The value of one sample in Prometheus text."""
     want = ",".join(f'{k}="{v}"' for k, v in labels.items())

@@ -13,13 +13,6 @@ from conftest import DVM, Server, metric, reference, sentence
 from test_conformance import bert_inputs
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    c = httpclient.InferenceServerClient(server.url, concurrency=16)
-    yield c
-    c.close()
-
-
 def run_all(client, server, reqs):
     """Sends reqs at once: (each result, invocations, padding elements)."""
     before = server.metrics()

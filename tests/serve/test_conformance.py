@@ -10,13 +10,6 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 from conftest import metric, reference, sentence
 
 
-@pytest.fixture(scope="module")
-def client(server):
-    c = httpclient.InferenceServerClient(server.url, concurrency=16)
-    yield c
-    c.close()
-
-
 def bert_inputs(ids, mask, binary):
     inputs = []
     for name, x in (("ids", ids), ("mask", mask)):
