@@ -19,8 +19,18 @@ static void error(dvms_http_reply *rp, unsigned status, const char *msg) {
   rp->content_type = "application/json";
 }
 
+/* An out-of-memory status's message may name only what was being
+ * allocated ("583 bytes for the request's JSON"): the answer says what
+ * happened. */
 static void error_status(dvms_http_reply *rp, unsigned status, dvm_status *st) {
-  error(rp, status, dvm_status_message(st));
+  const char *msg = dvm_status_message(st);
+  if (dvm_status_code(st) == DVM_OUT_OF_MEMORY && !strstr(msg, "out of memory")) {
+    char full[512];
+    snprintf(full, sizeof full, "out of memory: %s", msg);
+    error(rp, status, full);
+  } else {
+    error(rp, status, msg);
+  }
   dvm_status_free(st);
 }
 
@@ -119,9 +129,11 @@ static void infer(dvms_api *api, dvms_model *m, const dvms_http_request *rq, dvm
     return;
   }
   dvm_status *st = dvms_request_parse(rq->body, rq->size, rq->header_len, &m->sigs, api->max_elements, &req);
-  if (st) {
-    error_status(rp, 400, st);
-    dvms_metrics_request(api->metrics, m->name, DVMS_CLIENT_ERROR, -1);
+  if (st) { /* 400, or 507 when memory ran out */
+    unsigned status;
+    int outcome = outcome_of(dvm_status_code(st), &status);
+    error_status(rp, status, st);
+    dvms_metrics_request(api->metrics, m->name, outcome, -1);
     return;
   }
   if (req.id) snprintf(rp->id, sizeof rp->id, "%s", req.id);
@@ -144,7 +156,8 @@ static void infer(dvms_api *api, dvms_model *m, const dvms_http_request *rq, dvm
     } else if (job.status) {
       unsigned status;
       outcome = outcome_of(dvm_status_code(job.status), &status);
-      error(rp, status, dvm_status_message(job.status));
+      error_status(rp, status, job.status);
+      job.status = NULL;
     } else {
       outcome = DVMS_OK;
       ok_json(rp);
@@ -254,5 +267,5 @@ void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply
   } else {
     error(rp, 404, "no such route");
   }
-  if (rp->body.failed) error(rp, 500, "out of memory writing the response");
+  if (rp->body.failed) error(rp, 507, "out of memory writing the response");
 }

@@ -6,7 +6,9 @@
  * socket of any connection past its deadline, which ends the connection
  * in its own thread. The list's lock is held by libmicrohttpd's
  * notification of a closed connection, which comes before it closes the
- * socket, so the watcher never shuts down a descriptor reused by another. */
+ * socket, so the watcher never shuts down a descriptor reused by another.
+ * The records are allocated with the list, one for each connection
+ * libmicrohttpd may hold open, so that opening one needs no memory. */
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -24,7 +26,9 @@ typedef struct conn {
 struct dvms_conns {
   pthread_mutex_t mu;
   pthread_cond_t wake;
-  conn head; /* a ring: head.next is the first */
+  conn head;  /* a ring: head.next is the first */
+  conn *free; /* the unused records, linked by next */
+  conn *records;
   int open, max;
   double header_s, body_s;
   int stopping;
@@ -56,7 +60,14 @@ static void *watch(void *arg) {
 
 dvm_status *dvms_conns_create(int max, double header_s, double body_s, dvms_conns **out) {
   dvms_conns *cs = calloc(1, sizeof *cs);
-  if (!cs) return dvm_status_new(DVM_OUT_OF_MEMORY, "connections");
+  int n = max + DVMS_SPARE_CONNECTIONS;
+  conn *records = cs ? calloc((size_t)n, sizeof *records) : NULL;
+  if (!records) {
+    free(cs);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "records of %d connections", n);
+  }
+  for (int i = 0; i < n; i++) records[i].next = i + 1 < n ? &records[i + 1] : NULL;
+  cs->records = cs->free = records;
   cs->head.next = cs->head.prev = &cs->head;
   cs->max = max;
   cs->header_s = header_s;
@@ -66,6 +77,7 @@ dvm_status *dvms_conns_create(int max, double header_s, double body_s, dvms_conn
   if (pthread_create(&cs->watcher, NULL, watch, cs) != 0) {
     pthread_cond_destroy(&cs->wake);
     pthread_mutex_destroy(&cs->mu);
+    free(records);
     free(cs);
     return dvm_status_new(DVM_UNAVAILABLE, "cannot start the connection watcher thread");
   }
@@ -82,6 +94,7 @@ void dvms_conns_free(dvms_conns *cs) {
   pthread_join(cs->watcher, NULL);
   pthread_cond_destroy(&cs->wake);
   pthread_mutex_destroy(&cs->mu);
+  free(cs->records);
   free(cs);
 }
 
@@ -91,15 +104,17 @@ static double phase_deadline(const dvms_conns *cs, int phase) {
 }
 
 void dvms_conns_opened(dvms_conns *cs, int fd, void **ctx) {
-  conn *c = calloc(1, sizeof *c);
-  if (!c) { /* untracked, so refused */
+  pthread_mutex_lock(&cs->mu);
+  conn *c = cs->free;
+  if (!c) { /* more than libmicrohttpd's limit: untracked, so refused */
+    pthread_mutex_unlock(&cs->mu);
     shutdown(fd, SHUT_RDWR);
     return;
   }
+  cs->free = c->next;
   c->fd = fd;
   c->phase = DVMS_CONN_HEADERS;
   c->deadline = phase_deadline(cs, c->phase);
-  pthread_mutex_lock(&cs->mu);
   c->next = &cs->head;
   c->prev = cs->head.prev;
   c->prev->next = c;
@@ -116,8 +131,9 @@ void dvms_conns_closed(dvms_conns *cs, void *ctx) {
   c->prev->next = c->next;
   c->next->prev = c->prev;
   cs->open--;
+  c->next = cs->free;
+  cs->free = c;
   pthread_mutex_unlock(&cs->mu);
-  free(c);
 }
 
 void dvms_conns_phase(dvms_conns *cs, void *ctx, int phase) {

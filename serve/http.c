@@ -113,6 +113,20 @@ static enum MHD_Result send_reply(dvms_server *s, struct MHD_Connection *c, dvms
   return ok;
 }
 
+/* Without memory for the request's record: a prepared answer, which
+ * closes the connection (its body is not read). */
+static enum MHD_Result out_of_memory(dvms_server *s, struct MHD_Connection *c) {
+  static const char body[] = "{\"error\":\"out of memory\"}";
+  struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+  if (!resp) return MHD_NO;
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  enum MHD_Result ok = MHD_queue_response(c, 507, resp);
+  MHD_destroy_response(resp);
+  dvms_metrics_http(s->api.metrics, 507);
+  return ok;
+}
+
 static void reply_error(dvms_http_reply *rp, unsigned status, const char *msg) {
   rp->status = status;
   rp->content_type = "application/json";
@@ -134,7 +148,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   dvms_server *s = cls;
   conn_req *r = *con_cls;
   if (!r) {
-    if (!(r = calloc(1, sizeof *r))) return MHD_NO;
+    if (!(r = calloc(1, sizeof *r))) return out_of_memory(s, c);
     r->t0 = dvms_now();
     *con_cls = r;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);

@@ -6,6 +6,7 @@
  * DVM_INVALID_ARGUMENT naming the input and the fact. */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,6 +204,21 @@ static dvm_status *parse(const json_t *root, const uint8_t *bin, size_t bin_size
   return parse_outputs(json_object_get(root, "outputs"), binary_default, sigs, req);
 }
 
+/* jansson reports an allocation that failed inside its parser as a
+ * syntax error (at the token it was reading, or at line -1), so its
+ * allocations go through json_alloc, which notes a failure for the thread
+ * that parses. */
+static _Thread_local int json_failed;
+
+static void *json_alloc(size_t n) {
+  void *p = malloc(n);
+  if (!p) json_failed = 1;
+  return p;
+}
+
+static pthread_once_t json_once = PTHREAD_ONCE_INIT;
+static void json_setup(void) { json_set_alloc_funcs(json_alloc, free); }
+
 dvm_status *dvms_request_parse(const uint8_t *body, size_t size, size_t header_len, const dvms_sigs *sigs,
                                int64_t max_elements, dvms_request *req) {
   *req = (dvms_request){0};
@@ -215,8 +231,10 @@ dvm_status *dvms_request_parse(const uint8_t *body, size_t size, size_t header_l
   dvm_status *st = dvms_json_skeleton(text.body, hlen, &skeleton, &text.spans, &text.nspans);
   if (st) return st;
   json_error_t err;
+  pthread_once(&json_once, json_setup);
+  json_failed = 0;
   json_t *root = json_loadb(skeleton, hlen, JSON_REJECT_DUPLICATES, &err);
-  if (!root && json_error_code(&err) == json_error_out_of_memory)
+  if (json_failed || (!root && json_error_code(&err) == json_error_out_of_memory))
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory parsing the request's JSON (%zu bytes)", hlen);
   else if (!root)
     st = bad("malformed JSON at line %d, column %d: %s", err.line, err.column, err.text);

@@ -246,7 +246,8 @@ typedef struct dvms_conns dvms_conns;
 DVM_MUST_USE dvm_status *dvms_conns_create(int max, double header_s, double body_s, dvms_conns **out);
 void dvms_conns_free(dvms_conns *cs);
 /* From libmicrohttpd's connection notifications: *ctx is the connection's
- * record (NULL, and its socket shut down, without memory for one). */
+ * record (NULL, and its socket shut down, when all max + DVMS_SPARE_CONNECTIONS
+ * are in use, which libmicrohttpd's limit prevents). */
 void dvms_conns_opened(dvms_conns *cs, int fd, void **ctx);
 void dvms_conns_closed(dvms_conns *cs, void *ctx);
 void dvms_conns_phase(dvms_conns *cs, void *ctx, int phase);

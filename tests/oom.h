@@ -1,10 +1,12 @@
 /* Allocation failure injection for the sweeps (tests/vm/test_oom.c,
- * tests/compiler/test_compile_oom.c), in SQLite's manner: the k-th
- * allocation (malloc, calloc, realloc, aligned_alloc) fails, for k = 1, 2,
- * ... until the operation no longer reaches a k-th. The allocators are
+ * tests/compiler/test_compile_oom.c, tests/serve/test_request_oom.c), in
+ * SQLite's manner: the k-th allocation (malloc, calloc, realloc,
+ * aligned_alloc) fails, for k = 1, 2, ... until the operation no longer
+ * reaches a k-th. The allocators are
  * wrapped at link time (-Wl,--wrap, tests/meson.build's oom_wrap), so every
- * call from the objects linked statically into the test is counted; calls
- * made inside shared libraries (libprotobuf-c, jansson, oneDNN) are not.
+ * call from the objects linked statically into the test is counted, on any
+ * thread (the counter is atomic); calls made inside shared libraries
+ * (libprotobuf-c, jansson, oneDNN) are not.
  * Include it in one file of a test program: it defines the wrappers. */
 #ifndef DVM_TEST_OOM_H
 #define DVM_TEST_OOM_H
@@ -24,7 +26,7 @@ void *__wrap_calloc(size_t k, size_t n);
 void *__wrap_realloc(void *p, size_t n);
 void *__wrap_aligned_alloc(size_t a, size_t n);
 
-static long oom_fail_at, oom_counted; /* oom_fail_at 0: none fails */
+static _Atomic long oom_fail_at, oom_counted; /* oom_fail_at 0: none fails */
 
 static int oom_fails(void) { return oom_fail_at && ++oom_counted == oom_fail_at; }
 void *__wrap_malloc(size_t n) { return oom_fails() ? NULL : __real_malloc(n); }
