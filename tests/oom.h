@@ -1,13 +1,14 @@
 /* Allocation failure injection for the sweeps (tests/vm/test_oom.c,
- * tests/compiler/test_compile_oom.c, tests/serve/test_request_oom.c), in
- * SQLite's manner: the k-th allocation (malloc, calloc, realloc,
- * aligned_alloc) fails, for k = 1, 2, ... until the operation no longer
- * reaches a k-th. The allocators are
- * wrapped at link time (-Wl,--wrap, tests/meson.build's oom_wrap), so every
- * call from the objects linked statically into the test is counted, on any
- * thread (the counter is atomic); calls made inside shared libraries
- * (libprotobuf-c, jansson, oneDNN) are not.
- * Include it in one file of a test program: it defines the wrappers. */
+ * tests/compiler/test_compile_oom.c, tests/serve/test_request_oom.c,
+ * tests/python/oom_ext.c), in SQLite's manner: the k-th allocation
+ * (malloc, calloc, realloc, aligned_alloc) fails, for k = 1, 2, ... until
+ * the operation no longer reaches a k-th. The allocators are wrapped at
+ * link time (-Wl,--wrap, tests/meson.build's oom_wrap), so every call from
+ * the objects linked statically into the test is counted, on any thread
+ * (the counter is atomic); calls made inside shared libraries
+ * (libprotobuf-c, jansson, oneDNN) are not. Include it in one file of a
+ * test program: it defines the wrappers, unless that file defines its own
+ * (OOM_OWN_WRAPPERS) around oom_fails(). */
 #ifndef DVM_TEST_OOM_H
 #define DVM_TEST_OOM_H
 
@@ -29,10 +30,12 @@ void *__wrap_aligned_alloc(size_t a, size_t n);
 static _Atomic long oom_fail_at, oom_counted; /* oom_fail_at 0: none fails */
 
 static int oom_fails(void) { return oom_fail_at && ++oom_counted == oom_fail_at; }
+#ifndef OOM_OWN_WRAPPERS
 void *__wrap_malloc(size_t n) { return oom_fails() ? NULL : __real_malloc(n); }
 void *__wrap_calloc(size_t k, size_t n) { return oom_fails() ? NULL : __real_calloc(k, n); }
 void *__wrap_realloc(void *p, size_t n) { return oom_fails() ? NULL : __real_realloc(p, n); }
 void *__wrap_aligned_alloc(size_t a, size_t n) { return oom_fails() ? NULL : __real_aligned_alloc(a, n); }
+#endif
 
 /* Runs op (a dvm_status * expression) with the k-th allocation failing,
  * for every k it reaches, counting in `failed` the runs that failed (each

@@ -240,6 +240,8 @@ def cached_compile(source: Any, key: str, target: str) -> Module:
             except OSError:
                 pass
             return m
+        except _dvm.OutOfMemory:
+            raise  # the entry may be sound: compiling would need more memory still
         except _dvm.Error:
             pass  # stale or damaged: compile again
     # the bytes, not a Module made from them: that would copy them and
