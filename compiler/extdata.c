@@ -1,4 +1,5 @@
 /* External data files, mapped (see extdata.h). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,17 +41,23 @@ dvm_status *dvmc_extdata_map(dvmc_ctx *c, const char *path, int fd, size_t size,
   return NULL;
 }
 
-/* f's path relative to dir when f lies inside dir (every link resolved). */
-static const char *relative(dvmc_extfile *f, const char *dir) {
+/* f's path relative to dir when f lies inside dir (every link resolved).
+ * Without memory for it, c->oom: the constant must not be copied into
+ * the module instead, which would be another module. */
+static const char *relative(dvmc_ctx *c, dvmc_extfile *f, const char *dir) {
   if (f->rel_dir && strcmp(f->rel_dir, dir) == 0) return f->rel;
   free(f->rel_dir);
   free(f->rel);
   f->rel = NULL;
-  f->rel_dir = strdup(dir);
+  errno = 0;
   char *root = realpath(dir, NULL), *real = root ? realpath(f->path, NULL) : NULL;
+  if (errno == ENOMEM) c->oom = true;
   size_t n = root ? strlen(root) : 0;
-  if (real && strcmp(root, "/") == 0) f->rel = strdup(real + 1);
-  else if (real && strncmp(real, root, n) == 0 && real[n] == '/') f->rel = strdup(real + n + 1);
+  const char *inside = !real ? NULL
+                       : strcmp(root, "/") == 0 ? real + 1
+                       : strncmp(real, root, n) == 0 && real[n] == '/' ? real + n + 1 : NULL;
+  if (inside && !(f->rel = strdup(inside))) c->oom = true;
+  if (!(f->rel_dir = strdup(dir))) c->oom = true;
   free(real);
   free(root);
   return f->rel;
@@ -62,7 +69,7 @@ bool dvmc_extdata_find(dvmc_ctx *c, const char *dir, const dvmc_tensor *t, const
   for (dvmc_extfile *f = c->extfiles; f && p; f = f->next) {
     if (p < f->base || p >= f->base + f->size || t->nbytes > (size_t)(f->base + f->size - p)) continue;
     uint64_t off = (uint64_t)(p - f->base);
-    const char *rel = relative(f, dir);
+    const char *rel = relative(c, f, dir);
     if (!rel || off % 64) return false; /* 64: the loader's alignment (DVM_BC_DATA_ALIGN) */
     *path = rel;
     *offset = off;

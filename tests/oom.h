@@ -1,7 +1,8 @@
 /* Allocation failure injection for the sweeps (tests/vm/test_oom.c,
  * tests/compiler/test_compile_oom.c, tests/serve/test_request_oom.c,
  * tests/python/oom_ext.c), in SQLite's manner: the k-th allocation
- * (malloc, calloc, realloc, aligned_alloc) fails, for k = 1, 2, ... until
+ * (malloc, calloc, realloc, aligned_alloc, posix_memalign, and strdup and
+ * strndup, which allocate inside libc) fails, for k = 1, 2, ... until
  * the operation no longer reaches a k-th. The allocators are wrapped at
  * link time (-Wl,--wrap, tests/meson.build's oom_wrap), so every call from
  * the objects linked statically into the test is counted, on any thread
@@ -12,8 +13,10 @@
 #ifndef DVM_TEST_OOM_H
 #define DVM_TEST_OOM_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dvm/status.h"
 #include "harness.h"
@@ -22,10 +25,14 @@ void *__real_malloc(size_t n);
 void *__real_calloc(size_t k, size_t n);
 void *__real_realloc(void *p, size_t n);
 void *__real_aligned_alloc(size_t a, size_t n);
+int __real_posix_memalign(void **p, size_t a, size_t n);
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t k, size_t n);
 void *__wrap_realloc(void *p, size_t n);
 void *__wrap_aligned_alloc(size_t a, size_t n);
+int __wrap_posix_memalign(void **p, size_t a, size_t n);
+char *__wrap_strdup(const char *s);
+char *__wrap_strndup(const char *s, size_t max);
 
 static _Atomic long oom_fail_at, oom_counted; /* oom_fail_at 0: none fails */
 
@@ -35,7 +42,19 @@ void *__wrap_malloc(size_t n) { return oom_fails() ? NULL : __real_malloc(n); }
 void *__wrap_calloc(size_t k, size_t n) { return oom_fails() ? NULL : __real_calloc(k, n); }
 void *__wrap_realloc(void *p, size_t n) { return oom_fails() ? NULL : __real_realloc(p, n); }
 void *__wrap_aligned_alloc(size_t a, size_t n) { return oom_fails() ? NULL : __real_aligned_alloc(a, n); }
+int __wrap_posix_memalign(void **p, size_t a, size_t n) { return oom_fails() ? ENOMEM : __real_posix_memalign(p, a, n); }
 #endif
+/* strdup's malloc is libc's own call, which the link cannot wrap */
+char *__wrap_strdup(const char *s) { return __wrap_strndup(s, strlen(s)); }
+char *__wrap_strndup(const char *s, size_t max) {
+  size_t n = strnlen(s, max);
+  char *p = __wrap_malloc(n + 1);
+  if (p) {
+    memcpy(p, s, n);
+    p[n] = 0;
+  }
+  return p;
+}
 
 /* Runs op (a dvm_status * expression) with the k-th allocation failing,
  * for every k it reaches, counting in `failed` the runs that failed (each

@@ -91,10 +91,18 @@ void *__wrap_aligned_alloc(size_t a, size_t n) {
   live_add(p);
   return p;
 }
+int __wrap_posix_memalign(void **p, size_t a, size_t n) {
+  int rc = oom_fails() ? ENOMEM : __real_posix_memalign(p, a, n);
+  if (rc == 0) live_add(*p);
+  return rc;
+}
 
 /* From Python (ctypes): arm so that the k-th allocation from now fails;
  * disarm, returning how many allocations were made while armed; the
  * number of blocks held now. */
+void dvm_oom_arm(long k);
+long dvm_oom_disarm(void);
+long dvm_oom_live(void);
 __attribute__((visibility("default"))) void dvm_oom_arm(long k) {
   oom_counted = 0;
   oom_fail_at = k;
