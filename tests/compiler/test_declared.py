@@ -13,11 +13,12 @@ import time
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
+from dvmtest.cli import dvm_ok, run_module  # noqa: E402
+from dvmtest.onnxmodel import make_model, save_model, vi  # noqa: E402
+from dvmtest.paths import DVM  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
 
@@ -25,28 +26,16 @@ def relu_neg(tmp, out_decl, h_decl=None):
     """x [N, 4] -> Relu -> h -> Neg -> y, with y declared out_decl = (elem,
     shape) and h declared h_decl (or not at all)."""
     nodes = [helper.make_node("Relu", ["x"], ["h"], name="r"), helper.make_node("Neg", ["h"], ["y"], name="n")]
-    vis = [helper.make_tensor_value_info("h", *h_decl)] if h_decl else []
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, ["N", 4])],
-                          [helper.make_tensor_value_info("y", *out_decl)], value_info=vis)
-    path = tmp / "m.onnx"
-    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
-    return str(path)
+    m = make_model(nodes, [vi("x", F, ["N", 4])], [vi("y", *out_decl)])
+    if h_decl:
+        m.graph.value_info.append(vi("h", *h_decl))
+    return save_model(m, tmp / "m.onnx")
 
 
-def compile_(path):
-    p = subprocess.run([DVM, "compile", path, "-o", path + ".dvmb"], capture_output=True, text=True, timeout=60)
-    for bad in ("Sanitizer", "runtime error:"):
-        assert bad not in p.stderr, p.stderr
-    assert p.returncode == 0, p.stderr
+def compile_warnings(path):
+    """The warning lines of compiling path (to path.dvmb)."""
+    p = dvm_ok("compile", path, "-o", path + ".dvmb")
     return [l for l in p.stderr.splitlines() if "warning:" in l]
-
-
-def run(path, x):
-    np.save(path + ".x.npy", x)
-    p = subprocess.run([DVM, "run", path + ".dvmb", "--input", path + ".x.npy", "--output", path + ".y.npy"],
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    return np.load(path + ".y.npy")
 
 
 @pytest.mark.parametrize("out_decl,h_decl,want", [
@@ -57,12 +46,12 @@ def run(path, x):
 ])
 def test_contradiction_is_a_warning(tmp_path, out_decl, h_decl, want):
     path = relu_neg(tmp_path, out_decl, h_decl)
-    got = compile_(path)
+    got = compile_warnings(path)
     assert len(got) == len(want), got
     for line, w in zip(got, want, strict=True):
         assert line == f"dvm compile: warning: {w}: the declaration is ignored", line
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
-    np.testing.assert_array_equal(run(path, x), -np.maximum(x, 0))  # the inferred type is used
+    np.testing.assert_array_equal(run_module(path + ".dvmb", [x])[0], -np.maximum(x, 0))  # the inferred type is used
 
 
 @pytest.mark.parametrize("out_decl,h_decl", [
@@ -71,7 +60,7 @@ def test_contradiction_is_a_warning(tmp_path, out_decl, h_decl, want):
     ((F, None), None),                         # no shape declared
 ])
 def test_agreement_is_silent(tmp_path, out_decl, h_decl):
-    assert compile_(relu_neg(tmp_path, out_decl, h_decl)) == []
+    assert compile_warnings(relu_neg(tmp_path, out_decl, h_decl)) == []
 
 
 

@@ -14,33 +14,32 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
+from dvmtest.cli import assert_no_sanitizer_report  # noqa: E402
+from dvmtest.onnxmodel import make_model, vi  # noqa: E402
+from dvmtest.paths import BUILD, NODE_SUBSET  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DUMP = os.environ.get("DVMC_IMPORT_DUMP", os.path.join(HERE, "../../build/tests/compiler/import_dump"))
-NODE_TESTS = os.environ.get("ONNX_NODE_TESTS", os.path.join(HERE, "../onnx_node/data/ops_subset"))
+DUMP = os.environ.get("DVMC_IMPORT_DUMP", os.path.join(BUILD, "tests", "compiler", "import_dump"))
 
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
 
 
-def run(path, memory=False):
+def import_dump(path, memory=False):
     args = [DUMP] + (["--memory"] if memory else []) + [str(path)]
     p = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert p.returncode in (0, 1), f"import_dump crashed ({p.returncode}): {p.stderr}"
-    # Under -Db_sanitize a report can come with exit code 1 too.
-    for bad in ("Sanitizer", "runtime error:"):
-        assert bad not in p.stderr, p.stderr
+    assert_no_sanitizer_report(p.stderr)  # which can come with exit code 1 too
     return p
 
 
 def dump(path, memory=False):
-    p = run(path, memory)
+    p = import_dump(path, memory)
     assert p.returncode == 0, p.stderr
     return p.stdout
 
 
 def error(path, code, *fragments, memory=False):
-    p = run(path, memory)
+    p = import_dump(path, memory)
     assert p.returncode == 1, p.stdout
     msg = p.stderr.strip()
     name = "<memory>" if memory else str(path)
@@ -50,24 +49,16 @@ def error(path, code, *fragments, memory=False):
     return msg
 
 
-def model(nodes, inputs, outputs, inits=(), opset=17, **kw):
-    g = helper.make_graph(nodes, kw.pop("name", "g"), inputs, outputs, list(inits))
-    return helper.make_model(g, opset_imports=kw.pop("opsets", [helper.make_opsetid("", opset)]), **kw)
-
-
-def save(m, tmp_path, name="model.onnx"):
+def onnx_file(m, tmp_path, name="model.onnx"):
+    """The model (or bytes) written as tmp_path/name."""
     path = tmp_path / name
     path.write_bytes(m if isinstance(m, bytes) else m.SerializeToString())
     return path
 
 
-def vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
 def identity_model(init, **kw):
     """A model whose output is the initializer `init` (through Identity)."""
-    return model([helper.make_node("Identity", [init.name], ["y"], name="id")], [],
+    return make_model([helper.make_node("Identity", [init.name], ["y"], name="id")], [],
                  [vi("y", init.data_type, None)], [init], **kw)
 
 
@@ -81,11 +72,11 @@ def const_line(out, name):
 
 
 def test_simple_graph(tmp_path):
-    m = model([helper.make_node("Add", ["x", "b"], ["s"], name="add0"),
-               helper.make_node("Relu", ["s"], ["y"])],
-              [vi("x", F, ["batch", "seq", 4])], [vi("y", F, ["batch", "seq", 4])],
-              [helper.make_tensor("b", F, [4], [1, 2, 3, 4.5])], name="main")
-    out = dump(save(m, tmp_path))
+    m = make_model([helper.make_node("Add", ["x", "b"], ["s"], name="add0"),
+                    helper.make_node("Relu", ["s"], ["y"])],
+                   [vi("x", F, ["batch", "seq", 4])], [vi("y", F, ["batch", "seq", 4])],
+                   [helper.make_tensor("b", F, [4], [1, 2, 3, 4.5])], name="main")
+    out = dump(onnx_file(m, tmp_path))
     assert out.splitlines() == [
         "graph main",
         "  input  %x: f32[batch, seq, 4]",
@@ -97,16 +88,16 @@ def test_simple_graph(tmp_path):
 
 
 def test_memory_import_is_the_same(tmp_path):
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, ["n"])], [vi("y", F, ["n"])])
-    path = save(m, tmp_path)
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, ["n"])], [vi("y", F, ["n"])])
+    path = onnx_file(m, tmp_path)
     assert dump(path) == dump(path, memory=True)
 
 
 def test_dim_params_shared_between_inputs(tmp_path):
-    m = model([helper.make_node("Add", ["a", "b"], ["y"])],
-              [vi("a", F, ["batch", "seq"]), vi("b", F, ["batch", 1]), vi("c", I64, [])],
-              [vi("y", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"])],
+                   [vi("a", F, ["batch", "seq"]), vi("b", F, ["batch", 1]), vi("c", I64, [])],
+                   [vi("y", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     assert "  input  %a: f32[batch, seq]\n" in out
     assert "  input  %b: f32[batch, 1]\n" in out
     assert "  input  %c: i64[]\n" in out
@@ -122,8 +113,8 @@ def test_unnamed_dims_become_fresh_symbols(tmp_path):
     x = vi("x", F, [None, "n", None])
     y = vi("y", F, [None])
     y.type.tensor_type.shape.dim[0].dim_param = ""  # an empty name is unnamed too
-    m = model([helper.make_node("Add", ["x", "y"], ["z"])], [x, y], [vi("z", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model([helper.make_node("Add", ["x", "y"], ["z"])], [x, y], [vi("z", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     xd, yd = input_dims(out, "x"), input_dims(out, "y")
     fresh = [xd[0], xd[2], yd[0]]
     assert xd[1] == "n"
@@ -132,11 +123,11 @@ def test_unnamed_dims_become_fresh_symbols(tmp_path):
 
 def test_input_without_shape_has_unknown_rank(tmp_path):
     x = helper.make_tensor_value_info("x", F, None)
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [x], [vi("y", F, None)])
-    assert "  input  %x: f32[*]\n" in dump(save(m, tmp_path))
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [x], [vi("y", F, None)])
+    assert "  input  %x: f32[*]\n" in dump(onnx_file(m, tmp_path))
 
 
-def tensor(name, dtype, dims):
+def empty_tensor(name, dtype, dims):
     t = TensorProto()
     t.name = name
     t.data_type = dtype
@@ -162,21 +153,21 @@ RAW_CASES = [
 
 @pytest.mark.parametrize("np_type,onnx_type,values,want", RAW_CASES, ids=lambda c: str(c))
 def test_initializer_raw_data(tmp_path, np_type, onnx_type, values, want):
-    t = tensor("w", onnx_type, [len(values)])
+    t = empty_tensor("w", onnx_type, [len(values)])
     t.raw_data = np.array(values, np_type).tobytes()
-    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == want
+    assert const_line(dump(onnx_file(identity_model(t), tmp_path)), "w") == want
 
 
 def test_initializer_bfloat16_raw(tmp_path):
-    t = tensor("w", TensorProto.BFLOAT16, [2])
+    t = empty_tensor("w", TensorProto.BFLOAT16, [2])
     t.raw_data = np.array([0x3FC0, 0xC000], np.uint16).tobytes()  # 1.5, -2
-    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == "bf16[2] = [1.5, -2.0]"
+    assert const_line(dump(onnx_file(identity_model(t), tmp_path)), "w") == "bf16[2] = [1.5, -2.0]"
 
 
 def test_initializer_bool_raw_bytes_become_0_or_1(tmp_path):
-    t = tensor("w", TensorProto.BOOL, [3])
+    t = empty_tensor("w", TensorProto.BOOL, [3])
     t.raw_data = bytes([0, 7, 255])
-    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == "bool[3] = [false, true, true]"
+    assert const_line(dump(onnx_file(identity_model(t), tmp_path)), "w") == "bool[3] = [false, true, true]"
 
 
 TYPED_CASES = [
@@ -199,31 +190,31 @@ TYPED_CASES = [
 
 @pytest.mark.parametrize("field,onnx_type,values,want", TYPED_CASES, ids=lambda c: str(c))
 def test_initializer_typed_fields(tmp_path, field, onnx_type, values, want):
-    t = tensor("w", onnx_type, [len(values)])
+    t = empty_tensor("w", onnx_type, [len(values)])
     getattr(t, field).extend(values)
-    assert const_line(dump(save(identity_model(t), tmp_path)), "w") == want
+    assert const_line(dump(onnx_file(identity_model(t), tmp_path)), "w") == want
 
 
 def test_initializer_scalar_empty_and_large(tmp_path):
     s = helper.make_tensor("s", F, [], [2.0])
-    e = tensor("e", F, [0, 3])
+    e = empty_tensor("e", F, [0, 3])
     big = helper.make_tensor("big", F, [4, 8], np.arange(32, dtype=np.float32).tobytes(), raw=True)
-    m = model([helper.make_node("Concat", ["e", "e"], ["y"], axis=0)], [], [vi("y", F, None)],
-              [s, e, big])
-    out = dump(save(m, tmp_path))
+    m = make_model([helper.make_node("Concat", ["e", "e"], ["y"], axis=0)], [], [vi("y", F, None)],
+                   [s, e, big])
+    out = dump(onnx_file(m, tmp_path))
     assert const_line(out, "s") == "f32[] = [2.0]"
     assert const_line(out, "e") == "f32[0, 3] = []"
     assert const_line(out, "big") == "f32[4, 8]"
 
 
 def external_model(tmp_path, location, offset=None, length=None, values=(1.0, 2.0, 3.0)):
-    t = tensor("w", F, [len(values)])
+    t = empty_tensor("w", F, [len(values)])
     t.data_location = TensorProto.EXTERNAL
     for k, v in (("location", location), ("offset", offset), ("length", length)):
         if v is not None:
             e = t.external_data.add()
             e.key, e.value = k, str(v)
-    return save(identity_model(t), tmp_path)
+    return onnx_file(identity_model(t), tmp_path)
 
 
 def test_external_data(tmp_path):
@@ -258,8 +249,8 @@ def test_constant_nodes(tmp_path):
         helper.make_node("Constant", [], ["is"], value_ints=[4, 5, 6]),
         helper.make_node("Reshape", ["x", "t"], ["y"]),
     ]
-    m = model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     assert const_line(out, "t") == "i64[2] = [1, -1]"
     assert const_line(out, "f") == "f32[] = [0.5]"
     assert const_line(out, "fs") == "f32[2] = [1.0, 2.5]"
@@ -277,8 +268,8 @@ def test_attributes_printed(tmp_path):
         helper.make_node("ConstantOfShape", ["s"], ["c"], value=helper.make_tensor("v", F, [1], [0.0])),
         helper.make_node("Custom", ["d"], ["y"], names=["a", 'q"b'], scales=[0.5, 1e-5]),
     ]
-    m = model(nodes, [vi("x", F, [1, 2, 3]), vi("s", I64, [1])], [vi("y", F, None), vi("c", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model(nodes, [vi("x", F, [1, 2, 3]), vi("s", I64, [1])], [vi("y", F, None), vi("c", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     assert "= Transpose(%x) {perm=[0, 2, 1]}" in out
     assert "= LeakyRelu(%t) {alpha=0.01}" in out
     assert '= DepthToSpace(%l) {blocksize=2, mode="CRD"}' in out
@@ -289,32 +280,32 @@ def test_attributes_printed(tmp_path):
 def test_omitted_optional_inputs_and_outputs(tmp_path):
     nodes = [helper.make_node("Resize", ["x", "", "sc"], ["r"], mode="nearest"),
              helper.make_node("Dropout", ["r"], ["y", ""])]
-    m = model(nodes, [vi("x", F, [1, 1, 2, 2]), vi("sc", F, [4])], [vi("y", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model(nodes, [vi("x", F, [1, 1, 2, 2]), vi("sc", F, [4])], [vi("y", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     assert "= Resize(%x, none, %sc)" in out
     assert "%y: ?, none = Dropout(%r)" in out
 
 
 def test_initializer_listed_as_input_is_a_constant(tmp_path):
     w = helper.make_tensor("w", F, [2], [1, 2])
-    m = model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", F, [2]), vi("w", F, [2])],
-              [vi("y", F, None)], [w])
-    out = dump(save(m, tmp_path))
+    m = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [vi("x", F, [2]), vi("w", F, [2])],
+                   [vi("y", F, None)], [w])
+    out = dump(onnx_file(m, tmp_path))
     assert "input  %w" not in out and const_line(out, "w") == "f32[2] = [1.0, 2.0]"
 
 
 def test_names_that_need_quotes(tmp_path):
-    m = model([helper.make_node("Neg", ["/enc/layer.0/x:0"], ["out put"], name="n\t1")],
-              [vi("/enc/layer.0/x:0", F, [1])], [vi("out put", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model([helper.make_node("Neg", ["/enc/layer.0/x:0"], ["out put"], name="n\t1")],
+                   [vi("/enc/layer.0/x:0", F, [1])], [vi("out put", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     assert '%"out put": ? = Neg(%/enc/layer.0/x:0)  ; node "n\\t1"' in out
 
 
 def test_default_domain_spelled_ai_onnx(tmp_path):
     n = helper.make_node("Neg", ["x"], ["y"], domain="ai.onnx")
-    m = model([n], [vi("x", F, [1])], [vi("y", F, None)],
-              opsets=[helper.make_opsetid("ai.onnx", 13), helper.make_opsetid("ai.onnx.ml", 3)])
-    assert "= Neg(%x)" in dump(save(m, tmp_path))
+    m = make_model([n], [vi("x", F, [1])], [vi("y", F, None)],
+                   opsets=[helper.make_opsetid("ai.onnx", 13), helper.make_opsetid("ai.onnx.ml", 3)])
+    assert "= Neg(%x)" in dump(onnx_file(m, tmp_path))
 
 
 def test_if_with_outer_references(tmp_path):
@@ -322,9 +313,9 @@ def test_if_with_outer_references(tmp_path):
                                [vi("t", F, None)])
     else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, None)])
     nodes = [helper.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)]
-    m = model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", F, ["n"])], [vi("y", F, None)],
-              [helper.make_tensor("w", F, [1], [2])])
-    out = dump(save(m, tmp_path))
+    m = make_model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", F, ["n"])], [vi("y", F, None)],
+                   [helper.make_tensor("w", F, [1], [2])])
+    out = dump(onnx_file(m, tmp_path))
     assert out.splitlines()[-8:] == [
         '  %y: ? = If(%c)  ; node "if0"',
         "    else_branch: graph else",
@@ -343,8 +334,8 @@ def test_loop_with_outer_reference(tmp_path):
         "body", [vi("i", I64, []), vi("cond", TensorProto.BOOL, []), vi("acc", F, ["n"])],
         [vi("cond2", TensorProto.BOOL, []), vi("acc2", F, ["n"])])
     nodes = [helper.make_node("Loop", ["trip", "", "a0"], ["a"], body=body)]
-    m = model(nodes, [vi("trip", I64, []), vi("a0", F, ["n"]), vi("step", F, ["n"])], [vi("a", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model(nodes, [vi("trip", I64, []), vi("a0", F, ["n"]), vi("step", F, ["n"])], [vi("a", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     assert "= Loop(%trip, none, %a0)" in out
     assert "    body: graph body\n      input  %i: i64[]\n      input  %cond: bool[]\n" \
            "      input  %acc: f32[n]\n" in out
@@ -354,8 +345,8 @@ def test_loop_with_outer_reference(tmp_path):
 def test_many_nodes(tmp_path):
     n = 20000
     nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"]) for i in range(n)]
-    m = model(nodes, [vi("v0", F, ["n"])], [vi(f"v{n}", F, None)])
-    out = dump(save(m, tmp_path))
+    m = make_model(nodes, [vi("v0", F, ["n"])], [vi(f"v{n}", F, None)])
+    out = dump(onnx_file(m, tmp_path))
     assert out.count("= Relu(") == n and f"  output %v{n}\n" in out
 
 
@@ -371,227 +362,227 @@ def test_directory(tmp_path):
 
 
 def small_valid():
-    return model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [2])], [vi("y", F, None)])
+    return make_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [2])], [vi("y", F, None)])
 
 
 def test_truncated_file(tmp_path):
     data = small_valid().SerializeToString()
-    error(save(data[: len(data) - 7], tmp_path), "corrupt", "malformed")
+    error(onnx_file(data[: len(data) - 7], tmp_path), "corrupt", "malformed")
 
 
 def test_not_a_protobuf(tmp_path):
-    error(save(b"\xff" * 16, tmp_path), "corrupt", "not an ONNX model")
-    error(save(b"just some text\n", tmp_path, "text.onnx"), "corrupt", "not an ONNX model")
+    error(onnx_file(b"\xff" * 16, tmp_path), "corrupt", "not an ONNX model")
+    error(onnx_file(b"just some text\n", tmp_path, "text.onnx"), "corrupt", "not an ONNX model")
 
 
 def test_empty_file(tmp_path):
-    error(save(b"", tmp_path), "corrupt", "has no graph")
+    error(onnx_file(b"", tmp_path), "corrupt", "has no graph")
 
 
 @pytest.mark.parametrize("opset", [0, 29])
 def test_unsupported_opset(tmp_path, opset):
     m = small_valid()
     m.opset_import[0].version = opset
-    error(save(m, tmp_path), "unimplemented", f"opset {opset} of the default domain is not supported")
+    error(onnx_file(m, tmp_path), "unimplemented", f"opset {opset} of the default domain is not supported")
 
 
 def test_no_default_opset(tmp_path):
     m = small_valid()
     m.opset_import[0].domain = "ai.onnx.ml"
-    error(save(m, tmp_path), "corrupt", "is in the default ONNX domain, but the model imports no opset of it")
+    error(onnx_file(m, tmp_path), "corrupt", "is in the default ONNX domain, but the model imports no opset of it")
     del m.opset_import[:]
-    error(save(m, tmp_path), "corrupt", "the model imports no opset of the default ONNX domain")
+    error(onnx_file(m, tmp_path), "corrupt", "the model imports no opset of the default ONNX domain")
 
 
 def test_other_domain_only(tmp_path):
     """A model importing only a domain dvm lacks: its first node is refused
     by name and domain (the ONNX node suite's ai.onnx.ml cases)."""
     n = helper.make_node("Binarizer", ["x"], ["y"], name="b1", domain="ai.onnx.ml")
-    m = model([n], [vi("x", F, [2])], [vi("y", F, None)], opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
-    error(save(m, tmp_path), "unimplemented", 'node "b1" (Binarizer): is in domain "ai.onnx.ml"')
+    m = make_model([n], [vi("x", F, [2])], [vi("y", F, None)], opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
+    error(onnx_file(m, tmp_path), "unimplemented", 'node "b1" (Binarizer): is in domain "ai.onnx.ml"')
 
 
 @pytest.mark.parametrize("domain", ["org.pytorch.aten", "ai.onnx.ml"])
 def test_unknown_domain(tmp_path, domain):
     n = helper.make_node("Gelu", ["x"], ["y"], name="g1", domain=domain)
-    m = model([n], [vi("x", F, [2])], [vi("y", F, None)],
-              opsets=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
-    error(save(m, tmp_path), "unimplemented", f'node "g1" (Gelu): is in domain "{domain}"')
+    m = make_model([n], [vi("x", F, [2])], [vi("y", F, None)],
+                   opsets=[helper.make_opsetid("", 17), helper.make_opsetid(domain, 1)])
+    error(onnx_file(m, tmp_path), "unimplemented", f'node "g1" (Gelu): is in domain "{domain}"')
 
 
 def test_string_tensor(tmp_path):
-    t = tensor("names", TensorProto.STRING, [1])
+    t = empty_tensor("names", TensorProto.STRING, [1])
     t.string_data.append(b"a")
-    error(save(identity_model(t), tmp_path), "unimplemented",
+    error(onnx_file(identity_model(t), tmp_path), "unimplemented",
           'tensor "names" has element type STRING, which dvm does not support')
 
 
 @pytest.mark.parametrize("onnx_type,name", [(TensorProto.COMPLEX64, "COMPLEX64"),
                                             (TensorProto.FLOAT8E4M3FN, "FLOAT8E4M3FN")])
 def test_unsupported_element_type(tmp_path, onnx_type, name):
-    t = tensor("w", onnx_type, [0])
-    error(save(identity_model(t), tmp_path), "unimplemented", f'tensor "w" has element type {name}')
+    t = empty_tensor("w", onnx_type, [0])
+    error(onnx_file(identity_model(t), tmp_path), "unimplemented", f'tensor "w" has element type {name}')
 
 
 def test_rank_9_initializer(tmp_path):
-    t = tensor("w", F, [1] * 9)
+    t = empty_tensor("w", F, [1] * 9)
     t.raw_data = b"\0" * 4
-    error(save(identity_model(t), tmp_path), "unimplemented", 'tensor "w" has rank 9, more than')
+    error(onnx_file(identity_model(t), tmp_path), "unimplemented", 'tensor "w" has rank 9, more than')
 
 
 def test_rank_9_input(tmp_path):
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1] * 9)], [vi("y", F, None)])
-    error(save(m, tmp_path), "unimplemented", 'input "x" has rank 9')
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1] * 9)], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "unimplemented", 'input "x" has rank 9')
 
 
 def test_bad_raw_data_size(tmp_path):
-    t = tensor("w", F, [3])
+    t = empty_tensor("w", F, [3])
     t.raw_data = b"\0" * 8
-    error(save(identity_model(t), tmp_path), "corrupt", 'tensor "w": raw_data has 8 bytes, expected 12')
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", 'tensor "w": raw_data has 8 bytes, expected 12')
 
 
 def test_typed_count_mismatch(tmp_path):
-    t = tensor("w", F, [3])
+    t = empty_tensor("w", F, [3])
     t.float_data.extend([1, 2])
-    error(save(identity_model(t), tmp_path), "corrupt", 'tensor "w": float_data has 2 values, expected 3')
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", 'tensor "w": float_data has 2 values, expected 3')
 
 
 def test_wrong_typed_field(tmp_path):
-    t = tensor("w", F, [2])
+    t = empty_tensor("w", F, [2])
     t.int64_data.extend([1, 2])
-    error(save(identity_model(t), tmp_path), "corrupt", "has its data in int64_data, expected float_data")
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", "has its data in int64_data, expected float_data")
 
 
 @pytest.mark.parametrize("field,onnx_type,value,name", [("uint64_data", TensorProto.UINT32, 2**32, "u32"),
                                                        ("int32_data", TensorProto.UINT16, 65536, "u16"),
                                                        ("int32_data", TensorProto.UINT16, -1, "u16")])
 def test_typed_value_out_of_range(tmp_path, field, onnx_type, value, name):
-    t = tensor("w", onnx_type, [2])
+    t = empty_tensor("w", onnx_type, [2])
     getattr(t, field).extend([1, value])
-    error(save(identity_model(t), tmp_path), "corrupt", f"[1] = {value} is out of range for {name}")
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", f"[1] = {value} is out of range for {name}")
 
 
 def test_raw_and_typed_data(tmp_path):
-    t = tensor("w", F, [1])
+    t = empty_tensor("w", F, [1])
     t.float_data.append(1)
     t.raw_data = b"\0" * 4
-    error(save(identity_model(t), tmp_path), "corrupt", "both raw_data and float_data")
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", "both raw_data and float_data")
 
 
 def test_no_data(tmp_path):
-    error(save(identity_model(tensor("w", F, [2])), tmp_path), "corrupt", 'tensor "w" has no data')
+    error(onnx_file(identity_model(empty_tensor("w", F, [2])), tmp_path), "corrupt", 'tensor "w" has no data')
 
 
 def test_negative_dim(tmp_path):
-    t = tensor("w", F, [2, -1])
-    error(save(identity_model(t), tmp_path), "corrupt", 'tensor "w": dim 1 is -1, negative')
+    t = empty_tensor("w", F, [2, -1])
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", 'tensor "w": dim 1 is -1, negative')
 
 
 def test_element_count_overflow(tmp_path):
-    t = tensor("w", F, [2**40, 2**40])
-    error(save(identity_model(t), tmp_path), "corrupt", "overflows dvm's limit of 2^48 elements")
-    t = tensor("w", F, [0, 2**62])  # no elements, but strides would overflow
-    error(save(identity_model(t), tmp_path), "corrupt", "overflows dvm's limit of 2^48 elements")
+    t = empty_tensor("w", F, [2**40, 2**40])
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", "overflows dvm's limit of 2^48 elements")
+    t = empty_tensor("w", F, [0, 2**62])  # no elements, but strides would overflow
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", "overflows dvm's limit of 2^48 elements")
     x = vi("x", F, [2**60])
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [x], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'input "x": dim 0 is 1152921504606846976, more than')
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [x], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'input "x": dim 0 is 1152921504606846976, more than')
 
 
 @pytest.mark.parametrize("onnx_type,value", [(TensorProto.INT8, 128), (TensorProto.UINT8, -1),
                                              (TensorProto.BOOL, 2), (TensorProto.FLOAT16, 70000)])
 def test_int32_data_out_of_range(tmp_path, onnx_type, value):
-    t = tensor("w", onnx_type, [1])
+    t = empty_tensor("w", onnx_type, [1])
     t.int32_data.append(value)
-    error(save(identity_model(t), tmp_path), "corrupt", f"int32_data[0] = {value} is out of range")
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", f"int32_data[0] = {value} is out of range")
 
 
 def test_undefined_input(tmp_path):
-    m = model([helper.make_node("Add", ["x", "nope"], ["y"], name="add1")], [vi("x", F, [1])],
-              [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'node "add1" (Add): input 1 "nope" is not defined')
+    m = make_model([helper.make_node("Add", ["x", "nope"], ["y"], name="add1")], [vi("x", F, [1])],
+                   [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'node "add1" (Add): input 1 "nope" is not defined')
 
 
 def test_input_defined_by_a_later_node(tmp_path):
-    m = model([helper.make_node("Neg", ["t"], ["y"]), helper.make_node("Neg", ["x"], ["t"])],
-              [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'node "Neg_0" (Neg): input 0 "t" is not defined')
+    m = make_model([helper.make_node("Neg", ["t"], ["y"]), helper.make_node("Neg", ["x"], ["t"])],
+                   [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'node "Neg_0" (Neg): input 0 "t" is not defined')
 
 
 def test_duplicate_output(tmp_path):
-    m = model([helper.make_node("Neg", ["x"], ["y"], name="a"), helper.make_node("Abs", ["x"], ["y"], name="b")],
-              [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt",
+    m = make_model([helper.make_node("Neg", ["x"], ["y"], name="a"), helper.make_node("Abs", ["x"], ["y"], name="b")],
+                   [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt",
           'node "b" (Abs): output "y" is already defined by node "a" (Neg)')
 
 
 def test_output_redefines_an_input(tmp_path):
-    m = model([helper.make_node("Neg", ["x"], ["x"], name="n")], [vi("x", F, [1])], [vi("x", F, None)])
-    error(save(m, tmp_path), "corrupt", 'node "n" (Neg): output "x" is already defined as an input')
+    m = make_model([helper.make_node("Neg", ["x"], ["x"], name="n")], [vi("x", F, [1])], [vi("x", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'node "n" (Neg): output "x" is already defined as an input')
 
 
 def test_duplicate_initializer(tmp_path):
     a, b = helper.make_tensor("w", F, [1], [1]), helper.make_tensor("w", F, [1], [2])
-    m = model([helper.make_node("Neg", ["w"], ["y"])], [], [vi("y", F, None)], [a, b])
-    error(save(m, tmp_path), "corrupt", 'initializer "w" is already defined as a constant')
+    m = make_model([helper.make_node("Neg", ["w"], ["y"])], [], [vi("y", F, None)], [a, b])
+    error(onnx_file(m, tmp_path), "corrupt", 'initializer "w" is already defined as a constant')
 
 
 def test_duplicate_input(tmp_path):
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1]), vi("x", F, [1])],
-              [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'input "x" is already defined as an input')
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1]), vi("x", F, [1])],
+                   [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'input "x" is already defined as an input')
 
 
 def test_undefined_graph_output(tmp_path):
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [vi("z", F, None)])
-    error(save(m, tmp_path), "corrupt", 'output "z" is not defined')
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [vi("z", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'output "z" is not defined')
 
 
 def test_bad_attribute_type(tmp_path):
     n = helper.make_node("Conv", ["x", "w"], ["y"], name="Conv_3", auto_pad=[1, 2])
-    m = model([n], [vi("x", F, [1, 1, 3, 3]), vi("w", F, [1, 1, 1, 1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt",
+    m = make_model([n], [vi("x", F, [1, 1, 3, 3]), vi("w", F, [1, 1, 1, 1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt",
           'node "Conv_3" (Conv): attribute "auto_pad" has type INTS, expected STRING')
 
 
 def test_attribute_without_type(tmp_path):
     n = helper.make_node("Neg", ["x"], ["y"], name="n", foo=1)
     n.attribute[0].ClearField("type")
-    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'node "n" (Neg): attribute "foo" has no type')
+    m = make_model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'node "n" (Neg): attribute "foo" has no type')
 
 
 def test_duplicate_attribute(tmp_path):
     n = helper.make_node("Softmax", ["x"], ["y"], name="s", axis=1)
     n.attribute.append(helper.make_attribute("axis", 0))
-    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'node "s" (Softmax): attribute "axis" is given twice')
+    m = make_model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'node "s" (Softmax): attribute "axis" is given twice')
 
 
 def test_attribute_string_with_nul(tmp_path):
     n = helper.make_node("Custom", ["x"], ["y"], name="c", s=b"a\0b")
-    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'attribute "s": a string contains a NUL byte')
+    m = make_model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'attribute "s": a string contains a NUL byte')
 
 
 def test_tensors_attribute(tmp_path):
     n = helper.make_node("Custom", ["x"], ["y"], name="c", ts=[helper.make_tensor("a", F, [1], [1])])
-    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "unimplemented", 'attribute "ts" has type TENSORS')
+    m = make_model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "unimplemented", 'attribute "ts" has type TENSORS')
 
 
 def test_ref_attr_name(tmp_path):
     n = helper.make_node("Softmax", ["x"], ["y"], name="s")
     a = n.attribute.add()
     a.name, a.ref_attr_name, a.type = "axis", "outer_axis", onnx.AttributeProto.INT
-    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "unimplemented", 'attribute "axis" refers to "outer_axis" (ref_attr_name)')
+    m = make_model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "unimplemented", 'attribute "axis" refers to "outer_axis" (ref_attr_name)')
 
 
 def test_node_without_op_type(tmp_path):
     n = helper.make_node("Neg", ["x"], ["y"], name="n")
     n.ClearField("op_type")
-    m = model([n], [vi("x", F, [1])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'node "n" (): has no op_type')
+    m = make_model([n], [vi("x", F, [1])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'node "n" (): has no op_type')
 
 
 def test_sparse_initializer(tmp_path):
@@ -600,56 +591,56 @@ def test_sparse_initializer(tmp_path):
     sp.values.CopyFrom(helper.make_tensor("sv", F, [1], [1]))
     sp.indices.CopyFrom(helper.make_tensor("si", I64, [1], [0]))
     sp.dims.append(4)
-    error(save(m, tmp_path), "unimplemented", "sparse initializers")
+    error(onnx_file(m, tmp_path), "unimplemented", "sparse initializers")
 
 
 def test_sequence_input(tmp_path):
     """Sequences of tensors and optionals are taken (the IR prints their
     kind); sequences of sequences, optionals of optionals and maps are not."""
     seq = helper.make_tensor_sequence_value_info("xs", F, None)
-    m = model([helper.make_node("SequenceLength", ["xs"], ["y"])], [seq], [vi("y", I64, [])])
-    assert "seq(f32)" in dump(save(m, tmp_path))
+    m = make_model([helper.make_node("SequenceLength", ["xs"], ["y"])], [seq], [vi("y", I64, [])])
+    assert "seq(f32)" in dump(onnx_file(m, tmp_path))
     seq2 = helper.make_value_info("xs", helper.make_sequence_type_proto(
         helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None))))
-    m = model([helper.make_node("SequenceLength", ["xs"], ["y"])], [seq2], [vi("y", I64, [])])
-    error(save(m, tmp_path), "unimplemented", 'input "xs" has a sequence of sequences type')
+    m = make_model([helper.make_node("SequenceLength", ["xs"], ["y"])], [seq2], [vi("y", I64, [])])
+    error(onnx_file(m, tmp_path), "unimplemented", 'input "xs" has a sequence of sequences type')
 
 
 def test_optional_and_map_types(tmp_path):
     opt = helper.make_value_info("o", helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [1])))
-    m = model([helper.make_node("OptionalHasElement", ["o"], ["y"])], [opt], [vi("y", TensorProto.BOOL, [])])
-    assert "opt(f32)" in dump(save(m, tmp_path))
+    m = make_model([helper.make_node("OptionalHasElement", ["o"], ["y"])], [opt], [vi("y", TensorProto.BOOL, [])])
+    assert "opt(f32)" in dump(onnx_file(m, tmp_path))
     opt2 = helper.make_value_info("o", helper.make_optional_type_proto(opt.type))
-    m = model([helper.make_node("OptionalHasElement", ["o"], ["y"])], [opt2], [vi("y", TensorProto.BOOL, [])])
-    error(save(m, tmp_path), "unimplemented", 'input "o" has an optional of an optional type')
+    m = make_model([helper.make_node("OptionalHasElement", ["o"], ["y"])], [opt2], [vi("y", TensorProto.BOOL, [])])
+    error(onnx_file(m, tmp_path), "unimplemented", 'input "o" has an optional of an optional type')
     mp = helper.make_value_info("m", helper.make_map_type_proto(I64, helper.make_tensor_type_proto(F, [1])))
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [mp])
-    error(save(m, tmp_path), "unimplemented", 'output "m" has a map type')
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [mp])
+    error(onnx_file(m, tmp_path), "unimplemented", 'output "m" has a map type')
 
 
 def test_local_functions(tmp_path):
     m = small_valid()
     f = m.functions.add()
     f.name, f.domain = "f", "local"
-    error(save(m, tmp_path), "unimplemented", "local functions")
+    error(onnx_file(m, tmp_path), "unimplemented", "local functions")
 
 
 def test_training_info(tmp_path):
     m = small_valid()
     m.training_info.add()
-    error(save(m, tmp_path), "unimplemented", "training info")
+    error(onnx_file(m, tmp_path), "unimplemented", "training info")
 
 
 def test_constant_value_string(tmp_path):
     n = helper.make_node("Constant", [], ["s"], value_string="hi")
-    m = model([n, helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", TensorProto.STRING, None)])
-    error(save(m, tmp_path), "unimplemented", "string tensors are not supported")
+    m = make_model([n, helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", TensorProto.STRING, None)])
+    error(onnx_file(m, tmp_path), "unimplemented", "string tensors are not supported")
 
 
 def test_constant_with_two_values(tmp_path):
     n = helper.make_node("Constant", [], ["s"], name="k", value_int=1, value_float=2.0)
-    m = model([n, helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt", 'node "k" (Constant): has 2 attributes')
+    m = make_model([n, helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt", 'node "k" (Constant): has 2 attributes')
 
 
 @pytest.mark.parametrize("location,fragment", [
@@ -678,7 +669,7 @@ def test_external_data_links_out_of_the_folder_refused(tmp_path):
     os.symlink(secret, d / "out")
     os.symlink("../secret/w.bin", d / "rel.bin")
     for loc in ("link.bin", "out/w.bin", "rel.bin", "./out/w.bin"):
-        p = run(external_model(d, loc))
+        p = import_dump(external_model(d, loc))
         assert p.returncode == 1 and "7.0" not in p.stdout, p.stdout
         assert "escapes the model's directory" in p.stderr, p.stderr
         assert 'tensor "w": external data path' in p.stderr, p.stderr
@@ -723,8 +714,8 @@ def test_subgraph_shadowing_an_outer_name(tmp_path):
     else_g = helper.make_graph([helper.make_node("Neg", ["c2"], ["e"])], "else", [], [vi("e", F, None)])
     nodes = [helper.make_node("Cast", ["c"], ["c2"], to=F),
              helper.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=else_g)]
-    m = model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", F, [])], [vi("y", F, None)])
-    error(save(m, tmp_path), "corrupt",
+    m = make_model(nodes, [vi("c", TensorProto.BOOL, []), vi("x", F, [])], [vi("y", F, None)])
+    error(onnx_file(m, tmp_path), "corrupt",
           'node "if0" (If): attribute "then_branch": node "inner" (Neg): output "x" is already defined '
           "as an input of an enclosing graph")
 
@@ -733,9 +724,9 @@ def test_subgraph_error_names_the_path(tmp_path):
     then_g = helper.make_graph([helper.make_node("Neg", ["nope"], ["t"], name="inner")], "then", [],
                                [vi("t", F, None)])
     nodes = [helper.make_node("If", ["c"], ["y"], name="if0", then_branch=then_g, else_branch=then_g)]
-    m = model(nodes, [vi("c", TensorProto.BOOL, [])], [vi("y", F, None)])
+    m = make_model(nodes, [vi("c", TensorProto.BOOL, [])], [vi("y", F, None)])
     # make_node sorts attributes by name: else_branch is imported first.
-    error(save(m, tmp_path), "corrupt",
+    error(onnx_file(m, tmp_path), "corrupt",
           'node "if0" (If): attribute "else_branch": node "inner" (Neg): input 0 "nope" is not defined')
 
 
@@ -760,19 +751,19 @@ def test_nesting_too_deep(tmp_path):
     for _ in range(40):
         g = field(1, field(5, field(6, g)))
     data = small_valid().SerializeToString() + field(7, g)  # a second graph field is merged
-    error(save(data, tmp_path), "corrupt", "nest deeper than")
+    error(onnx_file(data, tmp_path), "corrupt", "nest deeper than")
 
 
 def test_parse_memory_bound(tmp_path):
     # 4M empty nodes: 8 MiB of file, but over 400 MiB once unpacked.
     graph = b"\x0a\x00" * (4 << 20)
     data = small_valid().SerializeToString() + field(7, graph)
-    error(save(data, tmp_path), "corrupt", "bytes of memory to parse, more than")
+    error(onnx_file(data, tmp_path), "corrupt", "bytes of memory to parse, more than")
 
 
 def test_graph_without_outputs(tmp_path):
-    m = model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [])
-    error(save(m, tmp_path), "corrupt", "has no outputs")
+    m = make_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", F, [1])], [])
+    error(onnx_file(m, tmp_path), "corrupt", "has no outputs")
 
 
 def test_negative_and_zero_dims_are_unknown(tmp_path):
@@ -782,24 +773,24 @@ def test_negative_and_zero_dims_are_unknown(tmp_path):
     for i, d in enumerate((-1, 0, -2)):
         x.type.tensor_type.shape.dim[i].dim_value = d
     y = vi("y", F, [-1, 3, 4, 5])
-    m = model([helper.make_node("Neg", ["x"], ["t"]), helper.make_node("Neg", ["t"], ["y"])], [x], [y])
+    m = make_model([helper.make_node("Neg", ["x"], ["t"]), helper.make_node("Neg", ["t"], ["y"])], [x], [y])
     m.graph.value_info.append(vi("t", F, [-1, -1, 7, 5]))
-    xd = input_dims(dump(save(m, tmp_path)), "x")
+    xd = input_dims(dump(onnx_file(m, tmp_path)), "x")
     assert len(set(xd[:3])) == 3 and all(not d.lstrip("-").isdigit() for d in xd[:3]) and xd[3] == "5", xd
 
 
 def test_malformed_in_memory(tmp_path):
     data = small_valid().SerializeToString()
-    error(save(data[:-3], tmp_path), "corrupt", "malformed", memory=True)
+    error(onnx_file(data[:-3], tmp_path), "corrupt", "malformed", memory=True)
 
 
 # ---- the ONNX node test models ----
 
 
 def node_models():
-    if not os.path.isdir(NODE_TESTS):
+    if not os.path.isdir(NODE_SUBSET):
         return []
-    return sorted(d for d in os.listdir(NODE_TESTS) if os.path.exists(os.path.join(NODE_TESTS, d, "model.onnx")))
+    return sorted(d for d in os.listdir(NODE_SUBSET) if os.path.exists(os.path.join(NODE_SUBSET, d, "model.onnx")))
 
 
 # Valid ONNX that dvm refuses on purpose (opsets outside 11..21, unsigned and
@@ -810,10 +801,10 @@ REFUSED = re.compile(r"opset \d+ of the default domain is not supported|has elem
 
 def test_onnx_node_models():
     names = node_models()
-    assert names, f"no ONNX node tests under {NODE_TESTS}: python3 tests/onnx_node/gen_node_data.py writes them"
+    assert names, f"no ONNX node tests under {NODE_SUBSET}: python3 tests/onnx_node/gen_node_data.py writes them"
     imported = refused = 0
     for name in names:
-        p = run(os.path.join(NODE_TESTS, name, "model.onnx"))
+        p = import_dump(os.path.join(NODE_SUBSET, name, "model.onnx"))
         if p.returncode == 0:
             imported += 1
             assert p.stdout.startswith("graph "), name

@@ -4,24 +4,19 @@ grows geometrically, a Scan's is made once); compared with ONNX Runtime for
 counted loops, loops that stop on their condition, thousands of iterations,
 several dtypes, and empty scans (no iteration)."""
 import json
-import os
-import subprocess
 
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from dvmtest.cli import compile_onnx, dvm, try_run  # noqa: E402
+from dvmtest.compare import ort_session  # noqa: E402
+from dvmtest.onnxmodel import vi  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 rng = np.random.default_rng(3)
-
-
-def vi(name, t, shape=None):
-    return helper.make_tensor_value_info(name, t, shape)
 
 
 def loop_model(tmp, stop_after):
@@ -43,33 +38,22 @@ def loop_model(tmp, stop_after):
                            numpy_helper.from_array(np.int64(stop_after), "stop")])
     path = str(tmp / f"loop{stop_after}.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
-    mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    return path, mod
+    return path, compile_onnx(path)
 
 
-def run(tmp, mod, x, n):
-    np.save(tmp / "x.npy", x)
-    np.save(tmp / "n.npy", np.array(n, np.int64))
-    outs = [tmp / f"o{i}.npy" for i in range(3)]
-    cmd = [DVM, "run", mod, "--input", f"x={tmp / 'x.npy'}", "--input", f"n={tmp / 'n.npy'}"]
-    for o in outs:
-        cmd += ["--output", str(o)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    for bad in ("Sanitizer", "runtime error:"):
-        assert bad not in p.stderr, p.stderr
-    return p, [np.load(o) for o in outs] if p.returncode == 0 else None
+def run_loop(mod, x, n):
+    """(dvm run's process, the loop model's three outputs or None)."""
+    return try_run(mod, {"x": x, "n": np.array(n, np.int64)}, 3)
 
 
 @pytest.mark.parametrize("stop_after", [1000, 4])
 def test_scan_outputs_match_onnxruntime(tmp_path, stop_after):
     path, mod = loop_model(tmp_path, stop_after)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     for shape, n in [((1, 1), 1), ((3, 5), 2), ((2, 17), 7), ((4, 3), 13)]:
         x = rng.standard_normal(shape).astype(np.float32)
         want = sess.run(None, {"x": x, "n": np.array(n, np.int64)})
-        p, got = run(tmp_path, mod, x, n)
+        p, got = run_loop(mod, x, n)
         assert p.returncode == 0, p.stderr
         for g, w in zip(got, want, strict=True):
             assert g.shape == w.shape, (shape, n, g.shape, w.shape)
@@ -82,10 +66,10 @@ def test_empty_scan_of_loop_carried_shape(tmp_path):
     # inference knows, so dvm gives [0, a, b] = [0, 2, 3] where ONNX Runtime
     # gives [0]; Shape(acc2) is [2] per iteration: dvm [0, 2], ORT [0, 0].
     path, mod = loop_model(tmp_path, 1000)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     x = np.ones((2, 3), np.float32)
     want = sess.run(None, {"x": x, "n": np.array(0, np.int64)})
-    p, got = run(tmp_path, mod, x, 0)
+    p, got = run_loop(mod, x, 0)
     assert p.returncode == 0, p.stderr
     np.testing.assert_array_equal(got[0], want[0])
     assert got[1].shape == (0, 2, 3) and want[1].size == 0 and got[1].dtype == np.float32
@@ -108,18 +92,13 @@ def test_empty_scan_of_known_shape(tmp_path):
     path = str(tmp_path / "known.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     for n in (0, 1, 3):
         x = rng.standard_normal((3, 5)).astype(np.float32)
-        np.save(tmp_path / "x.npy", x)
-        np.save(tmp_path / "n.npy", np.array(n, np.int64))
-        q = subprocess.run([DVM, "run", mod, "--input", f"x={tmp_path / 'x.npy'}", "--input",
-                            f"n={tmp_path / 'n.npy'}", "--output", str(tmp_path / "s.npy"), "--output",
-                            str(tmp_path / "si.npy")], capture_output=True, text=True, timeout=60)
+        q, got = try_run(mod, {"x": x, "n": np.array(n, np.int64)}, 2)
         assert q.returncode == 0, q.stderr
-        got = [np.load(tmp_path / "s.npy"), np.load(tmp_path / "si.npy")]
         assert got[0].shape == (n, 3, 5) and got[0].dtype == np.float32 and got[1].dtype == np.int64
         for g, w in zip(got, sess.run(None, {"x": x, "n": np.array(n, np.int64)}), strict=True):
             assert g.shape == (w.shape if n else (0, 3, 5)) and w.size == g.size, (n, g.shape, w.shape)
@@ -153,19 +132,15 @@ def test_loop_and_if_results_keep_their_body_dtypes(tmp_path):
     g.output[1].type.tensor_type.elem_type = 0
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), untyped)
     mod = str(tmp_path / "dtypes.dvmb")
-    p = subprocess.run([DVM, "compile", untyped, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", untyped, "-o", mod)
     assert p.returncode == 0, p.stderr
-    p = subprocess.run([DVM, "inspect", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("inspect", mod)
     assert "output acc_final: tensor f32" in p.stdout, p.stdout
     x = rng.standard_normal((3, 4)).astype(np.float32)
-    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x, "n": np.array(3, np.int64)})
-    np.save(tmp_path / "x.npy", x)
-    np.save(tmp_path / "n.npy", np.array(3, np.int64))
-    p = subprocess.run([DVM, "run", mod, "--input", f"x={tmp_path / 'x.npy'}", "--input", f"n={tmp_path / 'n.npy'}",
-                        "--output", str(tmp_path / "y.npy"), "--output", str(tmp_path / "a.npy")],
-                       capture_output=True, text=True, timeout=60)
+    want = ort_session(path).run(None, {"x": x, "n": np.array(3, np.int64)})
+    p, outs = try_run(mod, {"x": x, "n": np.array(3, np.int64)}, 2)
     assert p.returncode == 0, p.stderr
-    for got, w in zip([np.load(tmp_path / "y.npy"), np.load(tmp_path / "a.npy")], want, strict=True):
+    for got, w in zip(outs, want, strict=True):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
 
@@ -184,22 +159,18 @@ def test_if_condition_of_one_element_any_rank(tmp_path, cond_shape):
                           [axes, numpy_helper.from_array(np.float32(0), "zero")])
     path, mod = str(tmp_path / "if.onnx"), str(tmp_path / "if.dvmb")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
     x = rng.standard_normal((3, 5)).astype(np.float32)
     for sign in (1, -1):
         c = np.full(cond_shape + [3], sign, np.float32)
-        np.save(tmp_path / "x.npy", x)
-        np.save(tmp_path / "c.npy", c)
-        p = subprocess.run([DVM, "run", mod, "--input", f"x={tmp_path / 'x.npy'}", "--input",
-                            f"c={tmp_path / 'c.npy'}", "--output", str(tmp_path / "y.npy")],
-                           capture_output=True, text=True, timeout=60)
+        p, outs = try_run(mod, {"x": x, "c": c})
         if int(np.prod(cond_shape)) != 1:
             assert p.returncode != 0 and "1 element is needed, got 2" in p.stderr, p.stderr
             continue
         assert p.returncode == 0, p.stderr
-        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x, "c": c})[0]
-        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+        want = ort_session(path).run(None, {"x": x, "c": c})[0]
+        np.testing.assert_array_equal(outs[0], want)
 
 
 # ---- Scan (lower_scan.c): a bytecode loop over its body, compared with NumPy and ONNX Runtime ----
@@ -234,7 +205,7 @@ def scan_model(tmp, opset=17, **attrs):
     path = str(tmp / f"scan{opset}.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
     mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     return path, mod, p
 
 
@@ -255,21 +226,7 @@ def scan_ref(s, w, x, z, in_axes=(0, 0), in_dirs=(0, 0), out_axes=(0, 0), out_di
     return outs
 
 
-def run_feeds(tmp, mod, feeds, nout):
-    cmd = [DVM, "run", mod]
-    for k, v in feeds.items():
-        np.save(tmp / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp / (k + '.npy')}"]
-    outs = [tmp / f"out{i}.npy" for i in range(nout)]
-    for o in outs:
-        cmd += ["--output", str(o)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    for bad in ("Sanitizer", "runtime error:"):
-        assert bad not in p.stderr, p.stderr
-    return p, [np.load(o) for o in outs] if p.returncode == 0 else None
-
-
-def check(got, want):
+def check_f32(got, want):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == np.float32, (g.shape, w.shape)
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
@@ -304,13 +261,13 @@ def test_scan_axes_and_directions(tmp_path, attrs):
     # One .dvmb for every length and shape: lengths 1 and primes, dims of 1.
     path, mod, p = scan_model(tmp_path, **attrs)
     assert p.returncode == 0, p.stderr
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     for T, a, b in [(1, 1, 1), (2, 3, 5), (7, 1, 13), (13, 2, 3)]:
         feeds = scan_feeds(T, a, b, attrs)
-        q, got = run_feeds(tmp_path, mod, feeds, 4)
+        q, got = try_run(mod, feeds, 4)
         assert q.returncode == 0, q.stderr
-        check(got, scan_ref(*feeds.values(), **ref_args(attrs)))
-        check(got, sess.run(None, feeds))
+        check_f32(got, scan_ref(*feeds.values(), **ref_args(attrs)))
+        check_f32(got, sess.run(None, feeds))
 
 
 @pytest.mark.parametrize("attrs", SCAN_ATTRS)
@@ -321,9 +278,9 @@ def test_scan_of_zero_length(tmp_path, attrs):
     path, mod, p = scan_model(tmp_path, **attrs)
     assert p.returncode == 0, p.stderr
     feeds = scan_feeds(0, 2, 3, attrs)
-    q, got = run_feeds(tmp_path, mod, feeds, 4)
+    q, got = try_run(mod, feeds, 4)
     assert q.returncode == 0, q.stderr
-    check(got, scan_ref(*feeds.values(), **ref_args(attrs)))
+    check_f32(got, scan_ref(*feeds.values(), **ref_args(attrs)))
 
 
 def test_scan_inputs_of_different_lengths_fail(tmp_path):
@@ -331,11 +288,11 @@ def test_scan_inputs_of_different_lengths_fail(tmp_path):
     m = onnx.load(path)
     m.graph.input[3].type.tensor_type.shape.dim[0].dim_param = "U"  # z's length, not x's T
     onnx.save(m, path)
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
     feeds = {"s0": np.ones((2, 3), np.float32), "w0": np.ones((2, 3), np.float32),
              "x": np.ones((4, 2, 3), np.float32), "z": np.ones((5, 2, 3), np.float32)}
-    q, _ = run_feeds(tmp_path, mod, feeds, 4)
+    q, _ = try_run(mod, feeds, 4)
     assert q.returncode != 0 and 'node "scan" (Scan): scan input 1 has 5 along its axis 0, scan input 0 has 4' in q.stderr
 
 
@@ -346,18 +303,18 @@ def test_scan8_batches(tmp_path, directions):
     # direction here: compared with it only forward.)
     path, mod, p = scan_model(tmp_path, opset=8, **({"directions": directions} if directions else {}))
     assert p.returncode == 0, p.stderr
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     for n, T, a, b in [(1, 1, 1, 1), (3, 5, 2, 7), (2, 0, 2, 3)]:
         feeds = {"s0": rng.standard_normal((n, a, b)).astype(np.float32),
                  "w0": rng.standard_normal((n, a, b)).astype(np.float32),
                  "x": rng.standard_normal((n, T, a, b)).astype(np.float32),
                  "z": rng.standard_normal((n, T, a, b)).astype(np.float32)}
-        q, got = run_feeds(tmp_path, mod, feeds, 4)
+        q, got = try_run(mod, feeds, 4)
         assert q.returncode == 0, q.stderr
         rows = [scan_ref(*(v[i] for v in feeds.values()), in_dirs=directions or (0, 0)) for i in range(n)]
-        check(got, [np.stack([r[k] for r in rows]) for k in range(4)])
+        check_f32(got, [np.stack([r[k] for r in rows]) for k in range(4)])
         if not directions and T:
-            check(got, sess.run(None, feeds))
+            check_f32(got, sess.run(None, feeds))
 
 
 def scan8_with_lens(tmp_path, directions=None):
@@ -366,7 +323,7 @@ def scan8_with_lens(tmp_path, directions=None):
     m.graph.node[0].input[0] = "lens"
     m.graph.input.append(vi("lens", I64, ["m"]))  # not "n": the count is the kernel's to check
     onnx.save(m, path)
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     return path, mod, p
 
 
@@ -378,23 +335,23 @@ def test_scan8_sequence_lens(tmp_path, directions):
     # and with ONNX Runtime forward (see test_scan8_batches).
     path, mod, p = scan8_with_lens(tmp_path, directions)
     assert p.returncode == 0, p.stderr
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     for lens, T, a, b in [([1], 1, 1, 1), ([5, 1, 3], 5, 2, 7), ([2, 7], 7, 1, 3), ([4, 4], 4, 3, 2)]:
         n = len(lens)
         feeds = {"s0": rng.standard_normal((n, a, b)).astype(np.float32),
                  "w0": rng.standard_normal((n, a, b)).astype(np.float32),
                  "x": rng.standard_normal((n, T, a, b)).astype(np.float32),
                  "z": rng.standard_normal((n, T, a, b)).astype(np.float32), "lens": np.array(lens, np.int64)}
-        q, got = run_feeds(tmp_path, mod, feeds, 4)
+        q, got = try_run(mod, feeds, 4)
         assert q.returncode == 0, q.stderr
         rows = []
         for i, l in enumerate(lens):
             r = scan_ref(feeds["s0"][i], feeds["w0"][i], feeds["x"][i][:l], feeds["z"][i][:l],
                          in_dirs=directions or (0, 0))
             rows.append(r[:2] + [np.concatenate([y, np.zeros((T - l,) + y.shape[1:], np.float32)]) for y in r[2:]])
-        check(got, [np.stack([r[k] for r in rows]) for k in range(4)])
+        check_f32(got, [np.stack([r[k] for r in rows]) for k in range(4)])
         if not directions:
-            check(got, sess.run(None, feeds))
+            check_f32(got, sess.run(None, feeds))
 
 
 def test_scan8_sequence_lens_f16(tmp_path):
@@ -408,14 +365,14 @@ def test_scan8_sequence_lens_f16(tmp_path):
             if v.type.tensor_type.elem_type == F:
                 v.type.tensor_type.elem_type = TensorProto.FLOAT16
     onnx.save(m, path)
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
     for lens, T, a, b in [([1], 1, 1, 1), ([5, 1, 3], 5, 2, 7), ([2, 7], 7, 1, 3)]:
         n = len(lens)
         feeds = {k: rng.standard_normal(shape).astype(np.float16)
                  for k, shape in (("s0", (n, a, b)), ("w0", (n, a, b)), ("x", (n, T, a, b)), ("z", (n, T, a, b)))}
         feeds["lens"] = np.array(lens, np.int64)
-        q, got = run_feeds(tmp_path, mod, feeds, 4)
+        q, got = try_run(mod, feeds, 4)
         assert q.returncode == 0, q.stderr
         f32 = {k: v.astype(np.float32) for k, v in feeds.items()}
         for i, l in enumerate(lens):
@@ -436,7 +393,7 @@ def test_scan8_bad_sequence_lens_fail(tmp_path, lens):
     assert p.returncode == 0, p.stderr
     feeds = {k: np.ones((2, 3, 2, 2) if k in "xz" else (2, 2, 2), np.float32) for k in ("s0", "w0", "x", "z")}
     feeds["lens"] = np.array(lens, np.int64)
-    q, _ = run_feeds(tmp_path, mod, feeds, 4)
+    q, _ = try_run(mod, feeds, 4)
     assert q.returncode != 0 and 'node "scan" (Scan, opset 8): sequence_lens' in q.stderr, q.stderr
 
 
@@ -461,18 +418,18 @@ def test_carried_values_passed_on_swapped(tmp_path, op):
     path = str(tmp_path / "swap.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"]) if op == "Loop" else None
+    sess = ort_session(path) if op == "Loop" else None
     for steps in (1, 2, 3):
         feeds = {"a0": np.array([1, 2], np.float32), "b0": np.array([3, 4], np.float32)}
         feeds.update({"n": np.array(steps, np.int64)} if op == "Loop" else {"x": np.zeros((steps, 2), np.float32)})
-        q, got = run_feeds(tmp_path, mod, feeds, 2)
+        q, got = try_run(mod, feeds, 2)
         assert q.returncode == 0, q.stderr
         want = [feeds["b0"], feeds["a0"]] if steps % 2 else [feeds["a0"], feeds["b0"]]
-        check(got, want)
+        check_f32(got, want)
         if op == "Loop":
-            check(got, sess.run(None, feeds))
+            check_f32(got, sess.run(None, feeds))
 
 
 # ---- many iterations: scan outputs written in place (lw_put_scan, loop_put_scans) ----
@@ -504,7 +461,7 @@ def dtype_loop_model(tmp, trip_count):
     path = str(tmp / f"dtypes{int(trip_count)}.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
     return path, mod
 
@@ -516,7 +473,7 @@ def test_loop_scans_many_iterations_and_dtypes(tmp_path, trip_count):
     # accumulator cut to the count), no trip count at all (INT64_MAX), and
     # every scan output dtype bit for bit as ONNX Runtime makes it.
     path, mod = dtype_loop_model(tmp_path, trip_count)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     big = 1 << 40
     cases = [(1, big), (15, big), (16, big), (17, big), (33, 20), (4999, big), (5000, 2501)] if trip_count else \
         [(None, 1), (None, 16), (None, 17), (None, 3001)]
@@ -525,7 +482,7 @@ def test_loop_scans_many_iterations_and_dtypes(tmp_path, trip_count):
         feeds = {"x0": rng.standard_normal(3).astype(np.float32) * 100, "stop": np.array(stop, np.int64)}
         if n is not None:
             feeds["n"] = np.array(n, np.int64)
-        q, got = run_feeds(tmp_path, mod, feeds, nout)
+        q, got = try_run(mod, feeds, nout)
         assert q.returncode == 0, q.stderr
         want = sess.run(None, feeds)
         count = min(n if n is not None else big, stop)
@@ -538,7 +495,7 @@ def test_loop_scans_many_iterations_and_dtypes(tmp_path, trip_count):
 def test_loop_scans_of_no_iteration_keep_dtypes(tmp_path):
     path, mod = dtype_loop_model(tmp_path, True)
     feeds = {"x0": np.ones(3, np.float32), "stop": np.array(5, np.int64), "n": np.array(0, np.int64)}
-    q, got = run_feeds(tmp_path, mod, feeds, 3 + len(DTYPES))
+    q, got = try_run(mod, feeds, 3 + len(DTYPES))
     assert q.returncode == 0, q.stderr
     assert got[1].shape == (0, 3) and got[2].shape == (0,) and got[2].dtype == np.int64
     for g, (_, dt) in zip(got[3:], DTYPES):
@@ -552,10 +509,10 @@ def test_scan_many_steps(tmp_path, attrs):
     path, mod, p = scan_model(tmp_path, **attrs)
     assert p.returncode == 0, p.stderr
     feeds = scan_feeds(3001, 2, 3, attrs)
-    q, got = run_feeds(tmp_path, mod, feeds, 4)
+    q, got = try_run(mod, feeds, 4)
     assert q.returncode == 0, q.stderr
-    check(got, scan_ref(*feeds.values(), **ref_args(attrs)))
-    check(got, ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds))
+    check_f32(got, scan_ref(*feeds.values(), **ref_args(attrs)))
+    check_f32(got, ort_session(path).run(None, feeds))
 
 
 @pytest.mark.parametrize("op", ["Loop", "Scan"])
@@ -581,9 +538,9 @@ def test_scan_output_changing_shape_fails(tmp_path, op):
     path = str(tmp_path / "growing.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
     mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
-    q, _ = run_feeds(tmp_path, mod, feeds, 1)
+    q, _ = try_run(mod, feeds, 1)
     assert q.returncode != 0, q.stderr
     want = "input [1,2] does not fit output [3,1]" if op == "Loop" else "input [1,5] does not fit output [3,2]"
     assert 'node "growing"' in q.stderr and want in q.stderr and "slices must have one shape" in q.stderr, q.stderr
@@ -634,7 +591,7 @@ def unread_model(tmp, op, big, opset=17):
     path = str(tmp / f"{op}_{big}_{opset}.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
     mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
+    p = dvm("compile", path, "-o", mod)
     assert p.returncode == 0, p.stderr
     return path, mod, len(outs)
 
@@ -643,7 +600,7 @@ def peak_bytes(mod, op, n, t, opset):
     args = ["--dim", f"N={n}", "--dim", f"T={t}", "--dim", "b=2", "--iters", "2", "--warmup", "1", "--threads", "1"]
     if op == "Loop":
         args += ["--shape", "T=scalar", "--range", f"T={t}..{t}"]
-    p = subprocess.run([DVM, "bench", mod] + args, capture_output=True, text=True, timeout=120)
+    p = dvm("bench", mod, *args, timeout=120)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])["peak_bytes"]
 
@@ -667,10 +624,10 @@ def test_unread_scan_output_not_accumulated(tmp_path, op, opset):
     for big in ["output", "unread", "omitted"] + (["branch"] if opset >= 11 else []):  # If: opset 11 on
         path, mod, nout = unread_model(tmp_path, op, big, opset)
         if want is None:
-            sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            sess = ort_session(path)
             want = [sess.run(None, feeds) for feeds in feeds_at]
         for feeds, w in zip(feeds_at, want, strict=True):
-            q, got = run_feeds(tmp_path, mod, feeds, nout)
+            q, got = try_run(mod, feeds, nout)
             assert q.returncode == 0, q.stderr
             if big == "branch":  # its last output is max(yb)
                 w = w[:2] + [np.max(w[2])]

@@ -4,73 +4,45 @@ are the same with the pass on and off (and ONNX Runtime's) at several
 shapes, seq 1 and primes included; on the PyTorch exports each pass fires
 and the kernel calls drop."""
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from dvmtest.cli import compile_onnx, dump_ir, dvm, dvm_ok, run_module  # noqa: E402
+from dvmtest.compare import ort_session  # noqa: E402
+from dvmtest.onnxmodel import const, make_model, save_model  # noqa: E402
+from dvmtest.paths import REAL_MODELS  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "exported"))
 from corpus import MODELS, feeds_for  # noqa: E402
 
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 F = TensorProto.FLOAT
 D = 24
 SHAPES = [(1, 1, D), (1, 7, D), (3, 13, D)]
 rng = np.random.default_rng(11)
 
 
-def const(name, value):
-    return numpy_helper.from_array(np.asarray(value, dtype=np.float32), name)
-
-
-def model(tmp, nodes, inits, opset=14, outputs=("y",), name="m.onnx", x_shape=("batch", "seq", D)):
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(x_shape))],
-                          [helper.make_tensor_value_info(o, F, None) for o in outputs], inits)
-    path = str(tmp / name)
-    with open(path, "wb") as f:
-        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-                .SerializeToString())
-    return path
-
-
-def compile_(path, out, *extra):
-    r = subprocess.run([DVM, "compile", path, "-o", out, *extra], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-
-
-def ir(path, *extra):
-    r = subprocess.run([DVM, "compile", path, "--dump-ir", *extra], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
-
-
-def run(tmp, dvmb, feeds, nout, threads=None):
-    cmd = [DVM, "run", dvmb] + (["--threads", str(threads)] if threads else [])
-    for k, v in feeds.items():
-        np.save(tmp / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp / (k + '.npy')}"]
-    for i in range(nout):
-        cmd += ["--output", str(tmp / f"out{i}.npy")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return [np.load(tmp / f"out{i}.npy") for i in range(nout)]
+def pass_model(tmp, nodes, inits, opset=14, outputs=("y",), name="m.onnx", x_shape=("batch", "seq", D)):
+    """x [x_shape] through nodes to outputs, saved as tmp/name."""
+    m = make_model(nodes, [("x", F, list(x_shape))], [(o, F, None) for o in outputs], inits, opset=opset,
+                   ir_version=8)
+    return save_model(m, tmp / name)
 
 
 def on_off(tmp, path, pass_name, feeds_list, nout=1, rtol=1e-5, atol=1e-5, with_ort=True):
     """The model with the pass on and off, at each feed, against each other
     and ONNX Runtime."""
     on, off = str(tmp / "on.dvmb"), str(tmp / "off.dvmb")
-    compile_(path, on)
-    compile_(path, off, "--disable", pass_name)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    compile_onnx(path, out=on)
+    compile_onnx(path, "--disable", pass_name, out=off)
+    sess = ort_session(path)
     for feeds in feeds_list:
-        a, b, want = run(tmp, on, feeds, nout), run(tmp, off, feeds, nout), sess.run(None, feeds)
+        a, b, want = run_module(on, feeds, nout), run_module(off, feeds, nout), sess.run(None, feeds)
         for x, y, w in zip(a, b, want, strict=True):
             assert x.shape == y.shape == w.shape
             np.testing.assert_allclose(x, y, rtol=rtol, atol=atol)
@@ -111,11 +83,11 @@ def layernorm_inits(g_shape=(D,), eps=1e-5, two=2.0):
     dict(axis=2)])
 def test_layernorm(tmp_path, variant):
     opset = variant.pop("opset", 14)
-    path = model(tmp_path, layernorm_nodes(**variant), layernorm_inits(eps=1e-12 if variant.get("swap") else 1e-5),
-                 opset=opset)
-    text = ir(path)
+    path = pass_model(tmp_path, layernorm_nodes(**variant), layernorm_inits(eps=1e-12 if variant.get("swap") else 1e-5),
+                      opset=opset)
+    text = dump_ir(path)
     assert "LayerNormalization(%x, %g" in text and "ReduceMean" not in text and "Sqrt" not in text, text
-    assert "LayerNormalization" not in ir(path, "--disable", "layernorm")
+    assert "LayerNormalization" not in dump_ir(path, "--disable", "layernorm")
     on_off(tmp_path, path, "layernorm", xs() + xs(scale=0.5, shift=4.0))
 
 
@@ -138,8 +110,8 @@ def test_layernorm_not_rewritten(tmp_path, case):
         nodes = [n for n in nodes]
         nodes[0] = helper.make_node("ReduceMean", ["x"], ["m0"], axes=[-1], keepdims=0)
         nodes.insert(1, helper.make_node("Unsqueeze", ["m0", "axes"], ["m"]))
-    path = model(tmp_path, nodes, inits, outputs=outputs)
-    assert "LayerNormalization" not in ir(path)
+    path = pass_model(tmp_path, nodes, inits, outputs=outputs)
+    assert "LayerNormalization" not in dump_ir(path)
     # x^3's mean can be negative, its square root NaN; ONNX Runtime's own
     # LayerNorm fusion gives numbers there
     on_off(tmp_path, path, "layernorm", xs()[1:], nout=len(outputs), with_ort=case != "exponent3")
@@ -182,16 +154,16 @@ def test_gelu(tmp_path, form, bias):
     nodes = gelu_tanh_nodes() if form == "tanh" else gelu_erf_nodes(form)
     if bias:
         nodes = with_bias(nodes)
-    path = model(tmp_path, nodes, gelu_inits())
-    text = ir(path)
+    path = pass_model(tmp_path, nodes, gelu_inits())
+    text = dump_ir(path)
     arg = "%h" if bias else "%x"
     want = f"Gelu({arg})" + (' {approximate="tanh"}' if form == "tanh" else "")
     assert want in text and "Erf" not in text and "Tanh" not in text, text
-    assert "Gelu" not in ir(path, "--disable", "gelu")
+    assert "Gelu" not in dump_ir(path, "--disable", "gelu")
     on_off(tmp_path, path, "gelu", xs(scale=3.0))
     if bias:  # the bias add and the GELU: one fused call
         dvmb = str(tmp_path / "on.dvmb")
-        text = subprocess.run([DVM, "disasm", dvmb], capture_output=True, text=True, check=True).stdout
+        text = dvm_ok("disasm", dvmb).stdout
         calls = [ln.split()[1] for ln in text.splitlines() if ln.strip().startswith("invoke")]
         assert len(calls) == 1 and calls[0].strip('",').startswith("fused@"), calls
 
@@ -206,8 +178,8 @@ def test_gelu_not_rewritten(tmp_path, case):
         inits = gelu_inits(c=0.7978)
     elif case == "erf_escapes":
         outputs = ("y", "e")
-    path = model(tmp_path, nodes, inits, outputs=outputs)
-    assert "Gelu" not in ir(path)
+    path = pass_model(tmp_path, nodes, inits, outputs=outputs)
+    assert "Gelu" not in dump_ir(path)
     on_off(tmp_path, path, "gelu", xs()[1:], nout=len(outputs))
 
 
@@ -232,7 +204,7 @@ def epilogue_model(tmp, n_out, act="none", bias_first=False, bias_shape=None, ou
         attrs = {"approximate": "tanh"} if act == "GeluTanh" else {}
         nodes.append(helper.make_node(ACTIVATIONS[act], ["h"], ["y"], **attrs))
         opset = 20 if act.startswith("Gelu") else 14
-    return model(tmp, nodes, inits, opset=opset, outputs=outputs)
+    return pass_model(tmp, nodes, inits, opset=opset, outputs=outputs)
 
 
 def on_off_exact(tmp, path, pass_name, feeds_list, nout=1, threads=(1, 2), with_ort=True):
@@ -240,13 +212,13 @@ def on_off_exact(tmp, path, pass_name, feeds_list, nout=1, threads=(1, 2), with_
     separate kernels do), at 1 and 2 threads, and ONNX Runtime's within
     rounding."""
     on, off = str(tmp / "on.dvmb"), str(tmp / "off.dvmb")
-    compile_(path, on)
-    compile_(path, off, "--disable", pass_name)
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    compile_onnx(path, out=on)
+    compile_onnx(path, "--disable", pass_name, out=off)
+    sess = ort_session(path)
     for feeds in feeds_list:
         want = sess.run(None, feeds)
         for t in threads:
-            a, b = run(tmp, on, feeds, nout, t), run(tmp, off, feeds, nout, t)
+            a, b = run_module(on, feeds, nout, threads=t), run_module(off, feeds, nout, threads=t)
             for x, y, w in zip(a, b, want, strict=True):
                 assert x.shape == y.shape == w.shape
                 np.testing.assert_array_equal(x, y, err_msg=f"threads {t}, x {feeds['x'].shape}")
@@ -268,19 +240,19 @@ def epi_xs():
 @pytest.mark.parametrize("n_out", [1, 37, 64, 99])
 def test_epilogue(tmp_path, act, n_out):
     path = epilogue_model(tmp_path, n_out, act, bias_first=n_out == 37)
-    text = ir(path)
+    text = dump_ir(path)
     want = f'dvm::MatMulBias(%x, %w, %b) {{activation="{act}"}}'
     assert want in text and "= MatMul(" not in text and "= Add(" not in text, text
-    assert "MatMulBias" not in ir(path, "--disable", "epilogue")
+    assert "MatMulBias" not in dump_ir(path, "--disable", "epilogue")
     # builds placed for CUDA keep MatMul and Add (the placement has no epilogue)
-    assert "MatMulBias" not in ir(path, "--target", "cpu,cuda")
+    assert "MatMulBias" not in dump_ir(path, "--target", "cpu,cuda")
     on_off_exact(tmp_path, path, "epilogue", epi_xs())
 
 
 def test_epilogue_after_gelu_pass(tmp_path):
     """BERT's erf GELU: pass gelu makes the Gelu, this pass takes it in."""
     path = epilogue_model(tmp_path, 40, erf_gelu=True)
-    assert 'dvm::MatMulBias(%x, %w, %b) {activation="Gelu"}' in ir(path)
+    assert 'dvm::MatMulBias(%x, %w, %b) {activation="Gelu"}' in dump_ir(path)
     on_off_exact(tmp_path, path, "epilogue", epi_xs()[:3])
 
 
@@ -307,10 +279,10 @@ def test_epilogue_gemm(tmp_path, act, trans_b, c_shape, n_out):
     if c_shape == "mn":  # C [rows, N]: one row count
         rows, c_shape = [39], (39, n_out)
     path = gemm_model(tmp_path, n_out, act, trans_b, c_shape, alpha=0.5 if trans_b else 1.0)
-    text = ir(path)
+    text = dump_ir(path)
     assert "= dvm::GemmAct(%x, %w" in text and f'activation="{act}"' in text and "= Gemm(" not in text, text
-    assert "GemmAct" not in ir(path, "--disable", "epilogue")
-    assert "GemmAct" not in ir(path, "--target", "cpu,cuda")
+    assert "GemmAct" not in dump_ir(path, "--disable", "epilogue")
+    assert "GemmAct" not in dump_ir(path, "--target", "cpu,cuda")
     on_off_exact(tmp_path, path, "epilogue", [{"x": rng.standard_normal((r, D)).astype(np.float32)} for r in rows])
 
 
@@ -323,7 +295,7 @@ def test_epilogue_not_rewritten(tmp_path, case):
         path, want = epilogue_model(tmp_path, 16, outputs=("y", "p")), "= MatMul("
     else:  # the Add before the Relu is read outside: bias only, the Relu stays
         path, want = epilogue_model(tmp_path, 16, "Relu", outputs=("y", "h")), '{activation="none"}'
-    text = ir(path)
+    text = dump_ir(path)
     assert want in text, text
     nout = 2 if case != "bias_2d" else 1
     on_off_exact(tmp_path, path, "epilogue", epi_xs()[1:3], nout=nout, threads=(1,))
@@ -348,25 +320,25 @@ def skip_model(tmp, beta=True, sum_out=False, sum_read=False, swap=False, skip_s
     if sum_read:  # the next residual add of a pre-LN block
         nodes.append(helper.make_node("Mul", ["s", "y"], ["t"]))
         outputs.append("t")
-    return model(tmp, nodes, inits, opset=ln_opset, outputs=outputs), len(outputs)
+    return pass_model(tmp, nodes, inits, opset=ln_opset, outputs=outputs), len(outputs)
 
 
 @pytest.mark.parametrize("variant", [dict(), dict(beta=False), dict(swap=True), dict(sum_out=True),
                                      dict(sum_read=True), dict(axis=2)])
 def test_skiplayernorm(tmp_path, variant):
     path, nout = skip_model(tmp_path, **variant)
-    text = ir(path)
+    text = dump_ir(path)
     assert "com.microsoft::SkipLayerNormalization(" in text and "= LayerNormalization(" not in text, text
     assert ("%s: f32" in text) == (variant.get("sum_out", False) or variant.get("sum_read", False)), text
-    assert "SkipLayerNormalization" not in ir(path, "--disable", "skiplayernorm")
-    assert "SkipLayerNormalization" not in ir(path, "--target", "cpu,cuda")
+    assert "SkipLayerNormalization" not in dump_ir(path, "--disable", "skiplayernorm")
+    assert "SkipLayerNormalization" not in dump_ir(path, "--target", "cpu,cuda")
     on_off_exact(tmp_path, path, "skiplayernorm", epi_xs(), nout=nout)
 
 
 @pytest.mark.parametrize("case", ["broadcast_skip", "axis1"])
 def test_skiplayernorm_not_rewritten(tmp_path, case):
     path, nout = skip_model(tmp_path, skip_shape=case == "broadcast_skip", axis=1 if case == "axis1" else -1)
-    assert "SkipLayerNormalization" not in ir(path)
+    assert "SkipLayerNormalization" not in dump_ir(path)
     # ONNX Runtime reads a [D] scale of a LayerNorm over [seq, D] otherwise
     # than numpy broadcasting (dvm's reading); the pass is what is tested here
     on_off_exact(tmp_path, path, "skiplayernorm", epi_xs()[1:3], nout=nout, threads=(1,), with_ort=case != "axis1")
@@ -396,11 +368,11 @@ def rmsnorm_inits(two=2.0, g_shape=(D,)):
 @pytest.mark.parametrize("variant", [dict(), dict(square="mul"), dict(form="div"), dict(swap=True),
                                      dict(axis=2)])
 def test_rmsnorm(tmp_path, variant):
-    path = model(tmp_path, rmsnorm_nodes(**variant), rmsnorm_inits())
-    text = ir(path)
+    path = pass_model(tmp_path, rmsnorm_nodes(**variant), rmsnorm_inits())
+    text = dump_ir(path)
     assert "= RMSNormalization(%x, %g) {axis=-1, epsilon=" in text and "ReduceMean" not in text, text
-    assert "RMSNormalization" not in ir(path, "--disable", "rmsnorm")
-    assert "RMSNormalization" not in ir(path, "--target", "cpu,cuda")
+    assert "RMSNormalization" not in dump_ir(path, "--disable", "rmsnorm")
+    assert "RMSNormalization" not in dump_ir(path, "--target", "cpu,cuda")
     on_off(tmp_path, path, "rmsnorm", xs() + xs(scale=0.5, shift=4.0) + epi_xs())
 
 
@@ -415,8 +387,8 @@ def test_rmsnorm_not_rewritten(tmp_path, case):
         inits = rmsnorm_inits(g_shape=(1,))
     else:
         outputs = ("y", "m")
-    path = model(tmp_path, nodes, inits, outputs=outputs)
-    assert "RMSNormalization" not in ir(path)
+    path = pass_model(tmp_path, nodes, inits, outputs=outputs)
+    assert "RMSNormalization" not in dump_ir(path)
     on_off(tmp_path, path, "rmsnorm", xs()[1:], nout=len(outputs), with_ort=case != "exponent3")
 
 
@@ -508,14 +480,14 @@ def test_conv_act(tmp_path, case, conv):
     kw = dict(grouped_strided=dict(group=C_IN, strides=(2, 1), dilations=(1, 2), pads=(0, 2, 1, 1), c_out=6),
               no_bias=dict(bias=False)).get(conv, {})
     path, _ = conv_model(tmp_path, nodes, act_consts() + affine_consts(), opset=14, **kw)
-    text = ir(path, *NO_WINO)
+    text = dump_ir(path, *NO_WINO)
     if act:
         assert "= com.microsoft::FusedConv(" in text, text
         assert f'activation="{act}"' in text, text
     else:
         assert "FusedConv" not in text and text.count("= Conv(") == 1, text
     assert text.count("= Mul(") + text.count("= Add(") + text.count("= Clip(") == 0, text
-    assert "FusedConv" not in ir(path, "--disable", "conv_act", *NO_WINO)
+    assert "FusedConv" not in dump_ir(path, "--disable", "conv_act", *NO_WINO)
     conv_on_off(tmp_path, path, CONV_SHAPES[:2] + [(0, C_IN, 5, 5), (1, C_IN, 2, 3)] if kw.get("group") else CONV_SHAPES)
 
 
@@ -542,7 +514,7 @@ def test_conv_act_not_rewritten(tmp_path, case):
         nodes = [node("Mul", ["c", "s1"], "m"), node("Relu", ["m"], "y")]
         w_input = True
     path, w = conv_model(tmp_path, nodes, inits, outputs=outputs, w_input=w_input)
-    assert "FusedConv" not in ir(path, *NO_WINO)
+    assert "FusedConv" not in dump_ir(path, *NO_WINO)
     if w is not None:
         extra["w"] = w
     feeds = [{"x": rng.standard_normal(s).astype(np.float32), **extra} for s in CONV_SHAPES[:2]]
@@ -556,17 +528,17 @@ def test_conv_act_models(tmp_path, model_name):
     conv_winograd off in both where Convs are counted: they make FusedConvs
     of Convs)."""
     onnx_path, spec, envs = MODELS[model_name]
-    on, off = ir(onnx_path, "--disable", "conv_nhwc", *NO_CONV_PASSES), ir(onnx_path, "--disable", "conv_act", "--disable",
-                                                                         "conv_nhwc", *NO_CONV_PASSES)
+    on = dump_ir(onnx_path, "--disable", "conv_nhwc", *NO_CONV_PASSES)
+    off = dump_ir(onnx_path, "--disable", "conv_act", "--disable", "conv_nhwc", *NO_CONV_PASSES)
     fused = on.count("FusedConv(")
     assert fused >= 3 and fused == off.count("= Conv(") - on.count("= Conv("), (fused, off.count("= Conv("))
     a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
-    compile_(onnx_path, a)
-    compile_(onnx_path, b, "--disable", "conv_act")
+    compile_onnx(onnx_path, out=a)
+    compile_onnx(onnx_path, "--disable", "conv_act", out=b)
     assert invokes(a) < invokes(b)
     for env in envs:
         feeds = feeds_for(spec, env, np.random.default_rng(4))
-        x, y = run(tmp_path, a, feeds, 1), run(tmp_path, b, feeds, 1)
+        x, y = run_module(a, feeds, 1), run_module(b, feeds, 1)
         np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
 
 
@@ -613,7 +585,7 @@ def nhwc_model(tmp, case):
 @pytest.mark.parametrize("case", ["plain", "output", "add", "weights"])
 def test_conv_nhwc(tmp_path, case):
     path, nout = nhwc_model(tmp_path, case)
-    text = ir(path)
+    text = dump_ir(path)
     layouts = sorted(ln.split("dvm_layout=")[1][0] for ln in text.splitlines() if "dvm_layout=" in ln)
     # dvm_layout per conv (2: writes NHWC, 1: reads it, 3: both): c1's conv (Relu fused) 2, c2's 3,
     # c3's 3, y's 1, z's (Sigmoid fused) 1; where c2 escapes, c2's conv 1 and c3's 2; where c1 is read
@@ -621,16 +593,17 @@ def test_conv_nhwc(tmp_path, case):
     want = {"plain": ["1", "1", "2", "3", "3"], "output": ["1", "1", "2", "2"], "add": ["1", "1", "2", "2"],
             "weights": ["1", "1", "2", "3"]}[case]
     assert layouts == sorted(want), text
-    assert "dvm_layout" not in ir(path, "--disable", "conv_nhwc")
+    assert "dvm_layout" not in dump_ir(path, "--disable", "conv_nhwc")
     shapes = NHWC_SHAPES if case != "weights" else [(1, C_IN, 5, 5)]
     feeds = [{"x": rng.standard_normal(s).astype(np.float32)} for s in shapes]
     for threads in (1, 2):
         on, off = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
-        compile_(path, on)
-        compile_(path, off, "--disable", "conv_nhwc")
-        sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        compile_onnx(path, out=on)
+        compile_onnx(path, "--disable", "conv_nhwc", out=off)
+        sess = ort_session(path)
         for f in feeds:
-            a, b, want_ = run(tmp_path, on, f, nout, threads), run(tmp_path, off, f, nout, threads), sess.run(None, f)
+            a, b = run_module(on, f, nout, threads=threads), run_module(off, f, nout, threads=threads)
+            want_ = sess.run(None, f)
             for x, y, w in zip(a, b, want_, strict=True):
                 assert x.shape == y.shape == w.shape
                 np.testing.assert_allclose(x, y, rtol=1e-5, atol=2e-5)
@@ -683,11 +656,11 @@ def pools_model(tmp, case):
 @pytest.mark.parametrize("case", ["plain", "escape", "other", "indices", "gap", "dilated", "ceil"])
 def test_conv_nhwc_pools(tmp_path, case):
     path, nout = pools_model(tmp_path, case)
-    text = ir(path)
+    text = dump_ir(path)
     maxpool = case in ("plain", "gap", "dilated", "ceil")
     assert ("dvm::MaxPoolNhwc(" in text) == maxpool and ("= MaxPool(" in text) == (not maxpool), text
     assert ("dvm::GlobalAveragePoolNhwc(" in text) == (case != "gap"), text
-    assert "Nhwc" not in ir(path, "--disable", "conv_nhwc")
+    assert "Nhwc" not in dump_ir(path, "--disable", "conv_nhwc")
     shapes = [s for s in NHWC_SHAPES if s[2] > 1 or case not in ("dilated", "ceil")]
     on_off_ort(tmp_path, path, nout, ["conv_nhwc"], shapes)
 
@@ -735,12 +708,12 @@ def fpn_model(tmp, case):
         nodes[at:at + 1] = [node("ReduceMean", ["c1"], "cm", axes=[1]), node("Mul", ["c1", "cm"], "m")]
     if case == "escape":
         outputs.append("a")
-    return model(tmp, nodes, inits, outputs=outputs, name="fpn.onnx", x_shape=("n", C_IN, "h", "w")), len(outputs)
+    return pass_model(tmp, nodes, inits, outputs=outputs, name="fpn.onnx", x_shape=("n", C_IN, "h", "w")), len(outputs)
 
 
 def carried_ops(path):
     """The ops conv_nhwc carries onto [N, H, W, C] views in path."""
-    text = ir(path)
+    text = dump_ir(path)
     return {ln.split(" = ")[1].split("(")[0] for ln in text.splitlines() if ":nhwc" in ln.split(" = ")[0]
             and "LayoutView" not in ln}, text
 
@@ -750,7 +723,7 @@ def test_conv_nhwc_carried(tmp_path, case):
     path, nout = fpn_model(tmp_path, case)
     carried, text = carried_ops(path)
     assert carried == ({"Mul", "Add", "Resize", "Clip", "Concat"} if case == "plain" else set()), text
-    assert "LayoutView" not in ir(path, "--disable", "conv_nhwc")
+    assert "LayoutView" not in dump_ir(path, "--disable", "conv_nhwc")
     shapes = [(1, C_IN, 8, 8), (2, C_IN, 6, 10), (1, C_IN, 2, 2), (1, C_IN, 14, 6)]
     on_off_ort(tmp_path, path, nout, ["conv_nhwc"], shapes)
 
@@ -780,7 +753,7 @@ def test_conv_nhwc_operands(tmp_path, case):
     inits += [const("k", rng.uniform(-1, 1, s)) for s in consts]
     nodes = [helper.make_node("Conv", ["x", "w1", "b16"], ["c1"], pads=[1, 1, 1, 1]), *make(),
              helper.make_node("Conv", ["m", "w2"], ["y"])]
-    path = model(tmp_path, nodes, inits, name="operand.onnx", x_shape=("n", C_IN, "h", "w"))
+    path = pass_model(tmp_path, nodes, inits, name="operand.onnx", x_shape=("n", C_IN, "h", "w"))
     carried, text = carried_ops(path)
     assert bool(carried) == is_carried, text
     on_off_ort(tmp_path, path, 1, ["conv_nhwc"], shapes)
@@ -796,11 +769,11 @@ def test_fused_conv_dvm_attr_refused(tmp_path, attr, value):
     with open(path, "wb") as f:
         f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14), helper.make_opsetid("com.microsoft", 1)],
                                   ir_version=8).SerializeToString())
-    r = subprocess.run([DVM, "compile", path, "-o", str(tmp_path / "bad.dvmb")], capture_output=True, text=True)
+    r = dvm("compile", path, "-o", tmp_path / "bad.dvmb")
     assert r.returncode == 2 and 'node "FusedConv_0"' in r.stderr and attr in r.stderr, r.stderr
 
 
-CLS = os.path.join(HERE, "..", "real", "models", "ch_ppocr_mobile_v2.0_cls_infer.onnx")
+CLS = os.path.join(REAL_MODELS, "ch_ppocr_mobile_v2.0_cls_infer.onnx")
 
 
 @pytest.mark.parametrize("model_name", ["ppocr_det", "ppocr_rec", "ppocr_cls", "resnet_fixture", "yolo_tiny"])
@@ -816,15 +789,15 @@ def test_conv_nhwc_models(tmp_path, model_name):
         onnx_path, spec, envs = MODELS[model_name]
     if not os.path.exists(onnx_path):
         pytest.fail(f"{onnx_path} is missing (setup.sh)")
-    kept = ir(onnx_path).count("dvm_layout=")
+    kept = dump_ir(onnx_path).count("dvm_layout=")
     assert kept >= (2 if model_name in ("resnet_fixture", "yolo_tiny") else 10), kept
     a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
-    compile_(onnx_path, a)
-    compile_(onnx_path, b, "--disable", "conv_nhwc")
+    compile_onnx(onnx_path, out=a)
+    compile_onnx(onnx_path, "--disable", "conv_nhwc", out=b)
     for env in envs:
         feeds = feeds_for(spec, env, np.random.default_rng(4))
         for threads in (1, 2):
-            x, y = run(tmp_path, a, feeds, 1, threads), run(tmp_path, b, feeds, 1, threads)
+            x, y = run_module(a, feeds, 1, threads=threads), run_module(b, feeds, 1, threads=threads)
             np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
 
 
@@ -869,7 +842,7 @@ def quant_model(tmp, n_out, case="bias"):
     if case == "product_read":
         nodes.append(helper.make_node("Cast", ["p"], ["pf"], to=F))
         outputs.append("pf")
-    return model(tmp, nodes, inits, opset=14, outputs=outputs, name="quant.onnx"), len(outputs)
+    return pass_model(tmp, nodes, inits, opset=14, outputs=outputs, name="quant.onnx"), len(outputs)
 
 
 QUANT_FIRES = ["bias", "bias_first", "no_bias", "per_column", "scales_swapped", "scale_read", "bias_2d"]
@@ -880,14 +853,14 @@ QUANT_STAYS = ["no_zero_points", "cast_f16", "product_read"]
 @pytest.mark.parametrize("n_out", [1, 17, 64])
 def test_quant_float(tmp_path, case, n_out):
     path, nout = quant_model(tmp_path, n_out, case)
-    text = ir(path)
+    text = dump_ir(path)
     fired = "com.microsoft::MatMulIntegerToFloat(" in text
     assert fired == (case in QUANT_FIRES), text
     if fired:  # the bias taken where it is [N], the Mul alone where not
         assert ("= Add(" in text) == (case == "bias_2d"), text
         assert ("= Mul(" in text) == (case == "scale_read"), text
-    assert "MatMulIntegerToFloat" not in ir(path, "--disable", "quant_float")
-    assert "MatMulIntegerToFloat" not in ir(path, "--target", "cpu,cuda")
+    assert "MatMulIntegerToFloat" not in dump_ir(path, "--disable", "quant_float")
+    assert "MatMulIntegerToFloat" not in dump_ir(path, "--target", "cpu,cuda")
     feeds = [{"x": rng.standard_normal(s).astype(np.float32) * 2} for s in [(1, 1, D), (1, 7, D), (3, 13, D)]]
     # the same bits on and off (the kernel rounds as the Mul, Cast, Mul and
     # Add kernels do); ONNX Runtime's within rounding
@@ -954,8 +927,8 @@ def test_attention_extra_reader(tmp_path, form, target, reader):
     a Shape of any value of the chain is known without it; any other reader
     of the chain's values leaves the pattern alone."""
     path = attention_graph(tmp_path, form, target, reader)
-    fired = "= Attention(" in ir(path)
-    assert fired == (reader == "shape" or target in ("qt", "kt", "vt", "kr")), ir(path)
+    fired = "= Attention(" in dump_ir(path)
+    assert fired == (reader == "shape" or target in ("qt", "kt", "vt", "kr")), dump_ir(path)
     feeds = []
     for b, s in ((1, 1), (2, 7), (1, 13)):
         f = {n: rng.standard_normal((b, s, H * DH)).astype(np.float32) for n in "qkv"}
@@ -1002,7 +975,7 @@ def test_extra_reader(tmp_path, pattern, reader):
             path, _ = conv_model(tmp_path, with_extra, inits, outputs=("y", extra))
             feeds = [{"x": rng.standard_normal(s).astype(np.float32)} for s in CONV_SHAPES[:2]]
         else:
-            path = model(tmp_path, with_extra, inits, opset=opset, outputs=("y", extra))
+            path = pass_model(tmp_path, with_extra, inits, opset=opset, outputs=("y", extra))
             feeds = xs()[:2]
         on_off(tmp_path, path, pass_name, feeds, nout=2)
 
@@ -1051,14 +1024,14 @@ def on_off_ort(tmp, path, nout, passes, shapes, threads=(1, 2), rtol=1e-5, atol=
     """The model with `passes` on and off agree (rtol, atol) and match ONNX
     Runtime, at each shape of x and thread count."""
     on, off = str(tmp / "on.dvmb"), str(tmp / "off.dvmb")
-    compile_(path, on)
-    compile_(path, off, *[a for p in passes for a in ("--disable", p)])
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    compile_onnx(path, out=on)
+    compile_onnx(path, *[a for p in passes for a in ("--disable", p)], out=off)
+    sess = ort_session(path)
     for shape in shapes:
         f = {"x": rng.standard_normal(shape).astype(np.float32)}
         want = sess.run(None, f)
         for t in threads:
-            a, b = run(tmp, on, f, nout, t), run(tmp, off, f, nout, t)
+            a, b = run_module(on, f, nout, threads=t), run_module(off, f, nout, threads=t)
             for x, y, w in zip(a, b, want, strict=True):
                 assert x.shape == y.shape == w.shape
                 np.testing.assert_allclose(x, y, rtol=rtol, atol=atol, err_msg=f"{shape} {t} threads")
@@ -1068,7 +1041,7 @@ def on_off_ort(tmp, path, nout, passes, shapes, threads=(1, 2), rtol=1e-5, atol=
 @pytest.mark.parametrize("case", ["relu", "plain", "down", "nobias", "broadcast", "escape"])
 def test_conv_add(tmp_path, case):
     path, nout = residual_model(tmp_path, case)
-    text = ir(path, *NO_WINO)
+    text = dump_ir(path, *NO_WINO)
     z = [ln for ln in text.splitlines() if "FusedConv(%c1, %w2, %b2, %x)" in ln or "FusedConv(%x, %wd, %bd, %c2)" in ln]
     if case in ("relu", "plain", "down"):
         assert len(z) == 1 and ("%wd" in z[0]) == (case == "down") and ('activation="Relu"' in z[0]) == (case != "plain"), text
@@ -1077,7 +1050,7 @@ def test_conv_add(tmp_path, case):
         assert "dvm_layout=" in z[0], text
     else:
         assert not z and "= Add(" in text, text
-    assert "= Add(" in ir(path, "--disable", "conv_add")
+    assert "= Add(" in dump_ir(path, "--disable", "conv_add")
     on_off_ort(tmp_path, path, nout, ["conv_add"], RESIDUAL_SHAPES)
     on_off_ort(tmp_path, path, nout, ["conv_add", "conv_nhwc", "conv_winograd"], RESIDUAL_SHAPES[:4])
 
@@ -1101,10 +1074,10 @@ def test_conv_winograd(tmp_path):
     path = str(tmp_path / "wino.onnx")
     with open(path, "wb") as f:
         f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)], ir_version=8).SerializeToString())
-    text = ir(path)
+    text = dump_ir(path)
     algo = [ln.split("= ")[0].strip() for ln in text.splitlines() if "dvm_algo=1" in ln]
     assert len(algo) == 1 and algo[0].startswith("%c1"), text
-    assert "dvm_algo" not in ir(path, *NO_WINO)
+    assert "dvm_algo" not in dump_ir(path, *NO_WINO)
     on_off_ort(tmp_path, path, 1, ["conv_winograd"], RESIDUAL_SHAPES, threads=(1, 2, 3), rtol=1e-4, atol=1e-4)
 
 
@@ -1118,18 +1091,18 @@ def test_conv_add_winograd_models(tmp_path, model_name, pass_name, least):
     onnx_path, spec, envs = MODELS[model_name]
     if not os.path.exists(onnx_path):
         pytest.fail(f"{onnx_path} is missing (setup.sh)")
-    text = ir(onnx_path)
+    text = dump_ir(onnx_path)
     fired = sum(1 for ln in text.splitlines() if "FusedConv(" in ln and
                 ("dvm_algo=1" in ln if pass_name == "conv_winograd" else ln.split("FusedConv(")[1].split(")")[0].count(",") == 3))
     assert fired >= (least if model_name == "resnet_fixture" or (pass_name, model_name) == ("conv_winograd", "ppocr_det")
                      else 0), fired
     a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
-    compile_(onnx_path, a)
-    compile_(onnx_path, b, "--disable", pass_name)
+    compile_onnx(onnx_path, out=a)
+    compile_onnx(onnx_path, "--disable", pass_name, out=b)
     for env in envs:
         feeds = feeds_for(spec, env, np.random.default_rng(4))
         for threads in (1, 2):
-            x, y = run(tmp_path, a, feeds, 1, threads), run(tmp_path, b, feeds, 1, threads)
+            x, y = run_module(a, feeds, 1, threads=threads), run_module(b, feeds, 1, threads=threads)
             np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=f"{env} {threads} threads")
 
 
@@ -1140,7 +1113,7 @@ def node_count(text):
 
 
 def invokes(dvmb):
-    text = subprocess.run([DVM, "disasm", dvmb], capture_output=True, text=True, check=True).stdout
+    text = dvm_ok("disasm", dvmb).stdout
     return sum(1 for ln in text.splitlines() if ln.strip().startswith("invoke"))
 
 
@@ -1151,7 +1124,7 @@ def test_exports(tmp_path, model_name):
         pytest.fail(f"{onnx_path} is missing: setup.sh exports it (tests/exported/export_models.py)")
     # (with layernorm off, rmsnorm would take the LayerNorm's centred half)
     all_off = sum((["--disable", p] for p in ("layernorm", "gelu", "epilogue", "skiplayernorm", "rmsnorm")), [])
-    on, off = ir(onnx_path), ir(onnx_path, *all_off)
+    on, off = dump_ir(onnx_path), dump_ir(onnx_path, *all_off)
     # a LayerNorm either stands alone or takes the residual add before it
     skips = on.count("com.microsoft::SkipLayerNormalization(")
     lns = on.count("= LayerNormalization(") + skips
@@ -1168,12 +1141,12 @@ def test_exports(tmp_path, model_name):
     # per residual add 2
     assert node_count(off) - node_count(on) >= 8 * lns + 4 * gelus + products + skips
     a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
-    compile_(onnx_path, a)
-    compile_(onnx_path, b, *all_off)
+    compile_onnx(onnx_path, out=a)
+    compile_onnx(onnx_path, *all_off, out=b)
     assert invokes(a) < invokes(b)
     for env in [{"batch": 1, "seq": 1}, {"batch": 1, "seq": 7}, {"batch": 2, "seq": 13}]:
         feeds = feeds_for(spec, env, np.random.default_rng(4))
-        x, y = run(tmp_path, a, feeds, 1), run(tmp_path, b, feeds, 1)
+        x, y = run_module(a, feeds, 1), run_module(b, feeds, 1)
         np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-5, err_msg=str(env))
 
 
@@ -1183,25 +1156,24 @@ def test_attention_exports(tmp_path, model_name):
     becomes one Attention node, the head Transposes and shape arithmetic
     go with it, and the results stay the same at seq 1, primes and batch 2."""
     onnx_path, spec, _ = MODELS[model_name]
-    on, off = ir(onnx_path), ir(onnx_path, "--disable", "attention")
+    on, off = dump_ir(onnx_path), dump_ir(onnx_path, "--disable", "attention")
     assert on.count("= Attention(") == off.count("= Softmax(") >= 2 and "= Softmax(" not in on
     assert "= Transpose(" not in on and ("is_causal=1" in on) == (model_name == "gpt2_tiny")
     a, b = str(tmp_path / "on.dvmb"), str(tmp_path / "off.dvmb")
-    compile_(onnx_path, a)
-    compile_(onnx_path, b, "--disable", "attention")
+    compile_onnx(onnx_path, out=a)
+    compile_onnx(onnx_path, "--disable", "attention", out=b)
     assert invokes(a) < invokes(b)
     for env in [{"batch": 1, "seq": 1}, {"batch": 1, "seq": 7}, {"batch": 2, "seq": 13}, {"batch": 1, "seq": 67}]:
         feeds = feeds_for(spec, env, np.random.default_rng(5))
-        x, y = run(tmp_path, a, feeds, 1), run(tmp_path, b, feeds, 1)
+        x, y = run_module(a, feeds, 1), run_module(b, feeds, 1)
         np.testing.assert_allclose(x[0], y[0], rtol=1e-4, atol=1e-4, err_msg=str(env))
 
 
 def test_cli():
-    r = subprocess.run([DVM, "compile", "--list-passes"], capture_output=True, text=True)
+    r = dvm("compile", "--list-passes")
     assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["quant_float", "layernorm", "gelu", "epilogue",
                                                                                    "skiplayernorm", "rmsnorm",
                                                                                    "conv_act", "conv_add", "conv_nhwc",
                                                                                    "conv_winograd", "attention"], r.stdout
-    r = subprocess.run([DVM, "compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch"], capture_output=True,
-                       text=True)
+    r = dvm("compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch")
     assert r.returncode == 2 and "--disable nosuch: no such pass" in r.stderr, r.stderr

@@ -7,9 +7,7 @@ thread counts, and unseeded nodes that draw anew on every run and in every
 node (the compiler neither folds nor shares them); and explicit refusals.
 The kernels' own statistical tests: tests/ops/test_random.py."""
 import math
-import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -17,47 +15,17 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto as T, helper  # noqa: E402
+from dvmtest.cli import compile_onnx, dvm, run_module  # noqa: E402
+from dvmtest.onnxmodel import make_model, save_model  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 NP = {T.FLOAT: np.float32, T.DOUBLE: np.float64, T.FLOAT16: np.float16, T.INT32: np.int32,
       T.INT64: np.int64, T.BOOL: np.bool_}
 
 
-def dvm(*args):
-    p = subprocess.run([DVM, *args], capture_output=True, text=True, timeout=120)
-    for bad in ("Sanitizer", "runtime error:"):
-        assert bad not in p.stderr, p.stderr
-    return p
-
-
-def save(tmp, nodes, inputs, outputs, name="m", opset=17):
+def random_model(tmp, nodes, inputs, outputs, name="m", opset=17):
     """The model as tmp/name.onnx; inputs and outputs (name, elem type[, dims])."""
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, d) for n, t, d in inputs],
-                          [helper.make_tensor_value_info(n, t, None) for n, t in outputs])
-    path = str(tmp / f"{name}.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
-    return path
-
-
-def compile_(path, out=None):
-    out = out or path.replace(".onnx", ".dvmb")
-    p = dvm("compile", path, "-o", out)
-    assert p.returncode == 0, p.stderr
-    return out
-
-
-def run(tmp, mod, feeds, nout, *extra):
-    cmd = ["run", mod, *extra]
-    for k, v in feeds.items():
-        np.save(tmp / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp / (k + '.npy')}"]
-    outs = [tmp / f"out{i}.npy" for i in range(nout)]
-    for o in outs:
-        cmd += ["--output", str(o)]
-    p = dvm(*cmd)
-    assert p.returncode == 0, p.stderr
-    return [np.load(o) for o in outs]
+    m = make_model(nodes, inputs, [(n, t, None) for n, t in outputs], opset=opset, ir_version=8)
+    return save_model(m, tmp / f"{name}.onnx")
 
 
 def all_ops(seed=None):
@@ -83,10 +51,10 @@ def feeds_of(n):
 @pytest.mark.parametrize("n", [0, 1, 13])
 def test_shapes_and_dtypes_as_onnx_runtime(tmp_path, n):
     nodes, inputs, outputs = all_ops()
-    path = save(tmp_path, nodes, inputs, outputs)
-    mod = compile_(path)
+    path = random_model(tmp_path, nodes, inputs, outputs)
+    mod = compile_onnx(path)
     feeds = feeds_of(n)
-    got = run(tmp_path, mod, feeds, len(outputs))
+    got = run_module(mod, feeds, len(outputs))
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(
         None, feeds) if n else None  # ONNX Runtime refuses Multinomial's batch of 0
     for k, (g, (name, t)) in enumerate(zip(got, outputs, strict=True)):
@@ -108,12 +76,13 @@ def test_attributes_reach_the_kernels(tmp_path):
              helper.make_node("Bernoulli", ["p"], ["d"], seed=4.0),
              helper.make_node("Multinomial", ["l"], ["e"], dtype=T.INT64, seed=5.0),
              helper.make_node("Multinomial", ["l"], ["f"], sample_size=n, seed=6.0)]
-    path = save(tmp_path, nodes, [("x", T.DOUBLE, ["n"]), ("p", T.FLOAT, ["n"]), ("l", T.FLOAT, ["b", 4])],
-                [("a", T.FLOAT), ("b", T.DOUBLE), ("c", T.FLOAT16), ("d", T.FLOAT), ("e", T.INT64), ("f", T.INT32)])
+    path = random_model(tmp_path, nodes, [("x", T.DOUBLE, ["n"]), ("p", T.FLOAT, ["n"]), ("l", T.FLOAT, ["b", 4])],
+                        [("a", T.FLOAT), ("b", T.DOUBLE), ("c", T.FLOAT16), ("d", T.FLOAT), ("e", T.INT64),
+                         ("f", T.INT32)])
     with np.errstate(divide="ignore"):  # probability 0: -inf
         logits = np.log(np.array([[1, 2, 3, 4], [4, 0, 0, 1]], np.float32))
-    a, b, c, d, e, f = run(tmp_path, compile_(path), {"x": np.zeros(n), "p": np.full(n, 0.3, np.float32),
-                                                     "l": logits}, 6)
+    a, b, c, d, e, f = run_module(compile_onnx(path), {"x": np.zeros(n), "p": np.full(n, 0.3, np.float32),
+                                                      "l": logits}, 6)
     assert a.dtype == np.float32 and b.dtype == np.float64 and c.dtype == np.float16 and d.dtype == np.float32
     assert abs(a.mean() - 5) < 5 * 0.5 / math.sqrt(n) and abs(a.std() - 0.5) < 5 * 0.5 / math.sqrt(2 * n)
     assert ((b >= 10) & (b < 12)).all() and abs(b.mean() - 11) < 5 * 2 / math.sqrt(12 * n)
@@ -129,16 +98,16 @@ def test_seeded_modules_agree(tmp_path):
     """The same seeded model compiled twice: every run of either module, at
     1 or 2 threads, draws the same numbers."""
     nodes, inputs, outputs = all_ops(seed=7)
-    path = save(tmp_path, nodes, inputs, outputs)
-    m1, m2 = compile_(path, str(tmp_path / "one.dvmb")), compile_(path, str(tmp_path / "two.dvmb"))
+    path = random_model(tmp_path, nodes, inputs, outputs)
+    m1, m2 = compile_onnx(path, out=tmp_path / "one.dvmb"), compile_onnx(path, out=tmp_path / "two.dvmb")
     feeds = feeds_of(13)
-    first = run(tmp_path, m1, feeds, len(outputs))
+    first = run_module(m1, feeds, len(outputs))
     for mod, extra in ((m1, ()), (m2, ()), (m2, ("--threads", "1")), (m1, ("--threads", "2"))):
-        for g, w in zip(run(tmp_path, mod, feeds, len(outputs), *extra), first, strict=True):
+        for g, w in zip(run_module(mod, feeds, len(outputs), *extra), first, strict=True):
             np.testing.assert_array_equal(g, w)
     # another seed, other numbers
     nodes, _, _ = all_ops(seed=8)
-    other = run(tmp_path, compile_(save(tmp_path, nodes, inputs, outputs, "m8")), feeds, len(outputs))
+    other = run_module(compile_onnx(random_model(tmp_path, nodes, inputs, outputs, "m8")), feeds, len(outputs))
     for g, w in zip(other[:4], first[:4], strict=True):
         assert (g != w).all()
 
@@ -151,11 +120,11 @@ def test_unseeded_draw_anew(tmp_path):
              helper.make_node("RandomUniformLike", ["x"], ["c"]),
              helper.make_node("RandomUniformLike", ["x"], ["d"]),
              helper.make_node("Add", ["a", "b"], ["s"])]
-    path = save(tmp_path, nodes, [("x", T.FLOAT, [64])],
-                [("a", T.FLOAT), ("b", T.FLOAT), ("c", T.FLOAT), ("d", T.FLOAT), ("s", T.FLOAT)])
-    mod = compile_(path)
+    path = random_model(tmp_path, nodes, [("x", T.FLOAT, [64])],
+                        [("a", T.FLOAT), ("b", T.FLOAT), ("c", T.FLOAT), ("d", T.FLOAT), ("s", T.FLOAT)])
+    mod = compile_onnx(path)
     x = np.zeros(64, np.float32)
-    r1, r2 = run(tmp_path, mod, {"x": x}, 5), run(tmp_path, mod, {"x": x}, 5)
+    r1, r2 = run_module(mod, {"x": x}, 5), run_module(mod, {"x": x}, 5)
     for g, w in zip(r1, r2, strict=True):
         assert (g != w).all()
     assert (r1[0] != r1[1]).all() and (r1[2] != r1[3]).all()
@@ -175,8 +144,8 @@ def test_in_a_loop_body(tmp_path):
             [helper.make_tensor_value_info("cond_out", T.BOOL, []), helper.make_tensor_value_info("r", T.FLOAT, [5])])
     for seed in (None, 3.0):
         nodes = [helper.make_node("Loop", ["trips", ""], ["ys"], body=body(seed))]
-        path = save(tmp_path, nodes, [("trips", T.INT64, [])], [("ys", T.FLOAT)], f"loop{seed}")
-        (ys,) = run(tmp_path, compile_(path), {"trips": np.array(4, np.int64)}, 1)
+        path = random_model(tmp_path, nodes, [("trips", T.INT64, [])], [("ys", T.FLOAT)], f"loop{seed}")
+        (ys,) = run_module(compile_onnx(path), {"trips": np.array(4, np.int64)}, 1)
         assert ys.shape == (4, 5)
         if seed is None:
             assert (ys[1:] != ys[:-1]).all()
@@ -195,13 +164,13 @@ def test_in_a_loop_body(tmp_path):
      r"dtype i64 is not supported \(kernel bernoulli takes"),
 ])
 def test_refused_by_name(tmp_path, node, inputs, what):
-    path = save(tmp_path, [node], inputs, [("y", T.FLOAT)])
+    path = random_model(tmp_path, [node], inputs, [("y", T.FLOAT)])
     p = dvm("compile", path, "-o", str(tmp_path / "m.dvmb"))
     assert p.returncode == 2 and f'({node.op_type}, opset 17)' in p.stderr, p.stderr
     assert re.search(what, p.stderr), p.stderr
 
 
 def test_shape_attribute_required(tmp_path):
-    path = save(tmp_path, [helper.make_node("RandomUniform", [], ["y"])], [], [("y", T.FLOAT)])
+    path = random_model(tmp_path, [helper.make_node("RandomUniform", [], ["y"])], [], [("y", T.FLOAT)])
     p = dvm("compile", path, "-o", str(tmp_path / "m.dvmb"))
     assert p.returncode != 0 and 'attribute "shape" (a list of ints) is required' in p.stderr, p.stderr

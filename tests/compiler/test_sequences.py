@@ -8,85 +8,26 @@ Sequence inputs and outputs go through `dvm run` as directories of .npy
 files. Then what must fail does, naming what: a position out of range, an
 empty sequence to concatenate, a sequence given to an op that takes
 tensors (refused at compile time)."""
-import os
-import subprocess
-
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from dvmtest.cli import dvm, try_run  # noqa: E402
+from dvmtest.compare import check_with_ort  # noqa: E402
+from dvmtest.onnxmodel import make_model, save_model, seq_vi, vi  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 rng = np.random.default_rng(5)
 
 
-def vi(name, t, shape=None):
-    return helper.make_tensor_value_info(name, t, shape)
-
-
-def seq(name, t=F):
-    return helper.make_tensor_sequence_value_info(name, t, None)
-
-
-def compile_model(tmp, name, nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-    path = str(tmp / f"{name}.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8), path)
+def seq_model(tmp, name, nodes, inputs, outputs, inits=(), opset=17):
+    """The model as tmp/name.onnx compiled: (its path, the module, the compile's process)."""
+    path = save_model(make_model(nodes, inputs, outputs, inits, opset=opset, ir_version=8, name=name),
+                      tmp / f"{name}.onnx")
     mod = path.replace(".onnx", ".dvmb")
-    p = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True, timeout=60)
-    return path, mod, p
-
-
-def run(tmp, mod, feeds, kinds):
-    """Runs mod on feeds (arrays, or lists of arrays: sequences); returns
-    (process, outputs as arrays, or lists where kinds[i] is "seq")."""
-    noutputs = len(kinds)
-    cmd = [DVM, "run", mod]
-    for k, (name, v) in enumerate(feeds.items()):
-        if isinstance(v, list):
-            d = tmp / f"in{k}"
-            d.mkdir(exist_ok=True)
-            for f in d.iterdir():
-                f.unlink()
-            for i, a in enumerate(v):
-                np.save(d / f"{i}.npy", a)
-            cmd += ["--input", f"{name}={d}"]
-        else:
-            np.save(tmp / f"in{k}.npy", v)
-            cmd += ["--input", f"{name}={tmp / f'in{k}.npy'}"]
-    outs = [tmp / f"out{i}.pb" for i in range(noutputs)]
-    for o in outs:
-        cmd += ["--output", str(o)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    for bad in ("Sanitizer", "runtime error:"):
-        assert bad not in p.stderr, p.stderr
-    if p.returncode:
-        return p, None
-    got = []
-    for o, kind in zip(outs, kinds, strict=True):
-        m = onnx.SequenceProto() if kind == "seq" else onnx.TensorProto()
-        m.ParseFromString(o.read_bytes())
-        got.append([numpy_helper.to_array(x) for x in m.tensor_values] if kind == "seq" else numpy_helper.to_array(m))
-    return p, got
-
-
-def check(tmp, path, mod, feeds):
-    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
-    p, got = run(tmp, mod, feeds, ["seq" if isinstance(w, list) else "tensor" for w in want])
-    assert p.returncode == 0, p.stderr
-    for g, w in zip(got, want, strict=True):
-        if isinstance(w, list):
-            assert isinstance(g, list) and len(g) == len(w), (len(g), len(w))
-            for a, b in zip(g, w, strict=True):
-                assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape)
-                np.testing.assert_allclose(a, b, rtol=1e-6)
-        else:
-            assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
-            np.testing.assert_allclose(g, w, rtol=1e-6)
+    return path, mod, dvm("compile", path, "-o", mod)
 
 
 @pytest.mark.parametrize("shape,axis,split,keepdims", [
@@ -97,37 +38,38 @@ def test_split_to_sequence(tmp_path, shape, axis, split, keepdims):
     if split is not None:
         inits.append(numpy_helper.from_array(np.array(split, np.int64), "split"))
         ins.append("split")
-    path, mod, p = compile_model(tmp_path, "split", [helper.make_node("SplitToSequence", ins, ["s"], axis=axis,
-                                                                       keepdims=keepdims)],
-                                 [vi("x", F, list(shape))], [seq("s")], inits)
+    path, mod, p = seq_model(tmp_path, "split", [helper.make_node("SplitToSequence", ins, ["s"], axis=axis,
+                                                                   keepdims=keepdims)],
+                             [vi("x", F, list(shape))], [seq_vi("s")], inits)
     assert p.returncode == 0, p.stderr
-    check(tmp_path, path, mod, {"x": rng.standard_normal(shape).astype(np.float32)})
+    check_with_ort(path, {"x": rng.standard_normal(shape).astype(np.float32)}, mod=mod, rtol=1e-6, dtype=True)
 
 
 def test_split_by_a_scalar_input(tmp_path):
     """The chunk size read at run time; one model, several shapes."""
-    path, mod, p = compile_model(tmp_path, "split_in", [helper.make_node("SplitToSequence", ["x", "k"], ["s"], axis=1)],
-                                 [vi("x", F, ["a", "b"]), vi("k", I64, [])], [seq("s")])
+    path, mod, p = seq_model(tmp_path, "split_in", [helper.make_node("SplitToSequence", ["x", "k"], ["s"], axis=1)],
+                             [vi("x", F, ["a", "b"]), vi("k", I64, [])], [seq_vi("s")])
     assert p.returncode == 0, p.stderr
     for shape, k in [((2, 7), 3), ((3, 1), 1), ((1, 12), 5), ((2, 0), 2), ((4, 5), 9)]:
-        check(tmp_path, path, mod, {"x": rng.standard_normal(shape).astype(np.float32), "k": np.array(k, np.int64)})
-    p, _ = run(tmp_path, mod, {"x": np.zeros((2, 3), np.float32), "k": np.array(0, np.int64)}, ["tensor"])
+        check_with_ort(path, {"x": rng.standard_normal(shape).astype(np.float32), "k": np.array(k, np.int64)},
+                       mod=mod, rtol=1e-6, dtype=True)
+    p, _ = try_run(mod, {"x": np.zeros((2, 3), np.float32), "k": np.array(0, np.int64)}, kinds=["tensor"])
     assert p.returncode != 0 and "split must be positive, got 0" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("axis,new_axis", [(0, 0), (1, 0), (-1, 0), (0, 1), (-1, 1), (2, 1)])
 def test_concat_from_sequence(tmp_path, axis, new_axis):
-    path, mod, p = compile_model(tmp_path, "concat", [helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=axis,
-                                                                        new_axis=new_axis)],
-                                 [seq("s")], [vi("y", F)], opset=17)
+    path, mod, p = seq_model(tmp_path, "concat", [helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=axis,
+                                                                    new_axis=new_axis)],
+                             [seq_vi("s")], [vi("y", F)], opset=17)
     assert p.returncode == 0, p.stderr
     for n, shape in [(1, (2, 3)), (3, (2, 3)), (5, (1, 1)), (2, (0, 3))]:
         items = [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
         if not new_axis:  # items may differ along the axis
             items = [rng.standard_normal(tuple(d + (i if a == axis % 2 else 0) for a, d in enumerate(shape)))
                      .astype(np.float32) for i in range(n)]
-        check(tmp_path, path, mod, {"s": items})
-    p, _ = run(tmp_path, mod, {"s": []}, ["tensor"])
+        check_with_ort(path, {"s": items}, mod=mod, rtol=1e-6, dtype=True)
+    p, _ = try_run(mod, {"s": []}, kinds=["tensor"])
     assert p.returncode != 0 and "the sequence is empty" in p.stderr, p.stderr
 
 
@@ -142,23 +84,24 @@ def test_insert_at_erase_length(tmp_path):
              helper.make_node("SequenceErase", ["s2", "zero"], ["s3"]),
              helper.make_node("SequenceErase", ["s3"], ["s4"]),
              helper.make_node("SequenceLength", ["s4"], ["n"])]
-    path, mod, p = compile_model(tmp_path, "ops", nodes, [seq("s"), vi("x", F, [None, 3])],
-                                 [seq("s2"), vi("last", F), vi("first", F), seq("s4"), vi("n", I64, [])],
-                                 [c("m2", -2), c("m1", -1), c("zero", 0)])
+    path, mod, p = seq_model(tmp_path, "ops", nodes, [seq_vi("s"), vi("x", F, [None, 3])],
+                             [seq_vi("s2"), vi("last", F), vi("first", F), seq_vi("s4"), vi("n", I64, [])],
+                             [c("m2", -2), c("m1", -1), c("zero", 0)])
     assert p.returncode == 0, p.stderr
     for n in (1, 4):
         items = [rng.standard_normal((i + 1, 3)).astype(np.float32) for i in range(n)]
-        check(tmp_path, path, mod, {"s": items, "x": rng.standard_normal((2, 3)).astype(np.float32)})
+        check_with_ort(path, {"s": items, "x": rng.standard_normal((2, 3)).astype(np.float32)},
+                       mod=mod, rtol=1e-6, dtype=True)
     # from an empty sequence, s1 has one item: position -2 is before the start (ONNX Runtime fails too)
-    p, _ = run(tmp_path, mod, {"s": [], "x": np.zeros((2, 3), np.float32)}, ["tensor"])
+    p, _ = try_run(mod, {"s": [], "x": np.zeros((2, 3), np.float32)}, kinds=["tensor"])
     assert p.returncode != 0 and "insert position -2 out of range (size 1)" in p.stderr, p.stderr
 
 
 def test_position_out_of_range(tmp_path):
-    path, mod, p = compile_model(tmp_path, "at", [helper.make_node("SequenceAt", ["s", "i"], ["y"])],
-                                 [seq("s"), vi("i", I64, [])], [vi("y", F)])
+    path, mod, p = seq_model(tmp_path, "at", [helper.make_node("SequenceAt", ["s", "i"], ["y"])],
+                             [seq_vi("s"), vi("i", I64, [])], [vi("y", F)])
     assert p.returncode == 0, p.stderr
-    p, _ = run(tmp_path, mod, {"s": [np.zeros(2, np.float32)] * 2, "i": np.array(-3, np.int64)}, ["tensor"])
+    p, _ = try_run(mod, {"s": [np.zeros(2, np.float32)] * 2, "i": np.array(-3, np.int64)}, kinds=["tensor"])
     assert p.returncode != 0 and "index -3 out of range (size 2)" in p.stderr and "SequenceAt" in p.stderr, p.stderr
 
 
@@ -167,17 +110,17 @@ def test_sequence_map(tmp_path):
                               helper.make_node("Shape", ["a"], ["sh"])],
                              "body", [vi("a", F, ["n"]), vi("b", F, ["n"]), vi("tt", F, [1])],
                              [vi("y", F, ["n"]), vi("sh", I64, [1])])
-    path, mod, p = compile_model(tmp_path, "map", [helper.make_node("SequenceMap", ["s", "u", "t"], ["ys", "shapes"],
-                                                                     body=body)],
-                                 [seq("s"), seq("u"), vi("t", F, [1])], [seq("ys"), seq("shapes", I64)])
+    path, mod, p = seq_model(tmp_path, "map", [helper.make_node("SequenceMap", ["s", "u", "t"], ["ys", "shapes"],
+                                                                 body=body)],
+                             [seq_vi("s"), seq_vi("u"), vi("t", F, [1])], [seq_vi("ys"), seq_vi("shapes", I64)])
     assert p.returncode == 0, p.stderr
     for sizes in ([], [1], [3, 0, 7]):
         s = [rng.standard_normal(k).astype(np.float32) for k in sizes]
         u = [rng.standard_normal(k).astype(np.float32) for k in sizes]
-        check(tmp_path, path, mod, {"s": s, "u": u, "t": np.array([2.0], np.float32)})
+        check_with_ort(path, {"s": s, "u": u, "t": np.array([2.0], np.float32)}, mod=mod, rtol=1e-6, dtype=True)
 
 
 def test_sequence_to_a_tensor_op_is_refused(tmp_path):
-    _, _, p = compile_model(tmp_path, "bad", [helper.make_node("Relu", ["s"], ["y"])], [seq("s")], [vi("y", F)])
+    _, _, p = seq_model(tmp_path, "bad", [helper.make_node("Relu", ["s"], ["y"])], [seq_vi("s")], [vi("y", F)])
     assert p.returncode == 2, p.stderr
     assert 'input 0 ("s") is a sequence; the op takes tensors' in p.stderr and "Relu" in p.stderr, p.stderr

@@ -6,24 +6,17 @@ results (`--no-stitch`) and ONNX Runtime's at several shapes: row length 1,
 primes, 0 rows, 0-length rows, per-row values broadcast from an input;
 what must not stitch (f64, a per-row value read after the group) is left
 to the per-node lowering and still right."""
-import os
-import subprocess
-
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from test_passes import run  # noqa: E402  (dvm run of a module on named feeds)
+from dvmtest.cli import compile_onnx, dvm_ok, run_module  # noqa: E402
+from dvmtest.compare import ort_session  # noqa: E402
+from dvmtest.onnxmodel import const, make_model, save_model  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 F, D64 = TensorProto.FLOAT, TensorProto.DOUBLE
-
-
-def c(name, value, dtype=np.float32):
-    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
 
 
 def axes(name="ax"):
@@ -93,46 +86,38 @@ FORMS = {"f_normalize": f_normalize, "layernorm_moments": layernorm_moments, "la
 
 def write(tmp, nodes, d, extra_inits=(), outputs=("y",), dtype=F, per_row_input=False, opset=13):
     npdt = np.float32 if dtype == F else np.float64
-    inits = [c("eps", 1e-5, npdt), c("two", 2.0, npdt), c("one", 1.0, npdt), c("tiny", 1e-12, npdt), axes(),
-             c("g", np.linspace(0.5, 1.5, d), npdt), c("b", np.linspace(-1, 1, d), npdt), *extra_inits]
+    inits = [const("eps", 1e-5, npdt), const("two", 2.0, npdt), const("one", 1.0, npdt), const("tiny", 1e-12, npdt),
+             axes(), const("g", np.linspace(0.5, 1.5, d), npdt), const("b", np.linspace(-1, 1, d), npdt), *extra_inits]
     used = {i for n in nodes for i in n.input}
     inits = [t for t in inits if t.name in used]
     ins = [helper.make_tensor_value_info("x", dtype, ["batch", "seq", d])]
     if per_row_input:
         ins.append(helper.make_tensor_value_info("r", dtype, ["batch", "seq", 1]))
-    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info(o, dtype, None) for o in outputs], inits)
-    path = str(tmp / "m.onnx")
-    with open(path, "wb") as f:
-        f.write(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-                .SerializeToString())
-    return path
-
-
-def compile_(path, out, *extra):
-    r = subprocess.run([DVM, "compile", path, "-o", out, *extra], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    m = make_model(nodes, ins, [(o, dtype, None) for o in outputs], inits, opset=opset, ir_version=8)
+    return save_model(m, tmp / "m.onnx")
 
 
 def stitched(dvmb):
-    text = subprocess.run([DVM, "disasm", dvmb], capture_output=True, text=True, check=True).stdout
+    text = dvm_ok("disasm", dvmb).stdout
     return sum(1 for ln in text.splitlines() if "fused@stitch" in ln and "invoke" in ln)
 
 
-def check(tmp, path, shapes, nout=1, per_row_input=False, npdt=np.float32, want_stitched=1, extra=(),
+def check_stitched(tmp, path, shapes, nout=1, per_row_input=False, npdt=np.float32, want_stitched=1, extra=(),
           threads=None):
     on, off = str(tmp / "on.dvmb"), str(tmp / "off.dvmb")
-    compile_(path, on, *extra)
-    compile_(path, off, "--no-stitch", *extra)
+    compile_onnx(path, *extra, out=on)
+    compile_onnx(path, "--no-stitch", *extra, out=off)
     assert stitched(off) == 0
     got = stitched(on)
     assert want_stitched is None or (got >= 1 if want_stitched else got == 0), got
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     rng = np.random.default_rng(3)
     for shape in shapes:
         feeds = {"x": rng.standard_normal(shape).astype(npdt)}
         if per_row_input:
             feeds["r"] = (rng.random(shape[:-1] + (1,)) + 0.5).astype(npdt)
-        a, b, w = run(tmp, on, feeds, nout, threads), run(tmp, off, feeds, nout, threads), sess.run(None, feeds)
+        a, b = run_module(on, feeds, nout, threads=threads), run_module(off, feeds, nout, threads=threads)
+        w = sess.run(None, feeds)
         for x, y, z in zip(a, b, w, strict=True):
             assert x.shape == y.shape == z.shape, (shape, x.shape, y.shape, z.shape)
             np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6, err_msg=str(shape))
@@ -148,26 +133,26 @@ def test_forms(tmp_path, form, d):
     path = write(tmp_path, FORMS[form](13), d, per_row_input=form == "min_range")
     extra = ("--disable", "layernorm", "--disable", "rmsnorm") if form.startswith("layernorm") else ()
     shapes = [(1, 1, d), (1, 7, d), (3, 13, d), (0, 5, d), (2, 67, d)]
-    check(tmp_path, path, shapes, per_row_input=form == "min_range", extra=extra)
+    check_stitched(tmp_path, path, shapes, per_row_input=form == "min_range", extra=extra)
 
 
 @pytest.mark.parametrize("form", ["softmax", "layernorm_std"])
 def test_opset18_threads(tmp_path, form):
     """axes as an input (opset 18), and the rows split across threads."""
     path = write(tmp_path, FORMS[form](18), 24, opset=18)
-    check(tmp_path, path, [(4, 1000, 24), (1, 3, 24)], extra=("--disable", "layernorm"), threads=2)
+    check_stitched(tmp_path, path, [(4, 1000, 24), (1, 3, 24)], extra=("--disable", "layernorm"), threads=2)
 
 
 def test_long_rows(tmp_path):
     """rows past the thread's stack scratch: the registers on the heap."""
     path = write(tmp_path, FORMS["softmax"](13), 50000)
-    check(tmp_path, path, [(1, 3, 50000), (2, 1, 50000)])
+    check_stitched(tmp_path, path, [(1, 3, 50000), (2, 1, 50000)])
 
 
 def test_empty_rows(tmp_path):
     """0-length rows: ReduceSum of nothing is 0, and the outputs are empty."""
     path = write(tmp_path, FORMS["l2_normalize"](13), 0)
-    check(tmp_path, path, [(2, 3, 0)])
+    check_stitched(tmp_path, path, [(2, 3, 0)])
 
 
 def test_per_row_value_read_after(tmp_path):
@@ -175,7 +160,7 @@ def test_per_row_value_read_after(tmp_path):
     not stitched (a row program's outputs are rows), and all is right."""
     nodes = layernorm_std(13)
     path = write(tmp_path, nodes, 24, outputs=("y", "m"))
-    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], nout=2, extra=("--disable", "layernorm"), want_stitched=0)
+    check_stitched(tmp_path, path, [(1, 7, 24), (2, 3, 24)], nout=2, extra=("--disable", "layernorm"), want_stitched=0)
 
 
 @pytest.mark.parametrize("reader", ["output", "sum"])
@@ -188,20 +173,20 @@ def test_extra_reader(tmp_path, form, reader):
     for target in [o for n in nodes for o in n.output if o != "y"]:
         extra_nodes = [] if reader == "output" else [helper.make_node("ReduceSum", [target], ["extra"], keepdims=0)]
         path = write(tmp_path, nodes + extra_nodes, 13, outputs=("y", target if reader == "output" else "extra"))
-        check(tmp_path, path, [(1, 1, 13), (2, 7, 13)], nout=2, extra=("--disable", "layernorm"),
-              want_stitched=None)
+        check_stitched(tmp_path, path, [(1, 1, 13), (2, 7, 13)], nout=2, extra=("--disable", "layernorm"),
+                       want_stitched=None)
 
 
 def test_f64_not_stitched(tmp_path):
     path = write(tmp_path, softmax(13), 24, dtype=D64)
-    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], npdt=np.float64, want_stitched=0)
+    check_stitched(tmp_path, path, [(1, 7, 24), (2, 3, 24)], npdt=np.float64, want_stitched=0)
 
 
 def test_reduce_not_last_axis(tmp_path):
     """a reduction over another axis is not a row reduction."""
     nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[1]), helper.make_node("Sub", ["x", "m"], ["y"])]
     path = write(tmp_path, nodes, 24)
-    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], want_stitched=0)
+    check_stitched(tmp_path, path, [(1, 7, 24), (2, 3, 24)], want_stitched=0)
 
 
 @pytest.mark.parametrize("form", ["layernorm_std", "l2_normalize", "softmax"])
@@ -215,9 +200,10 @@ def test_in_place(tmp_path, form):
         helper.make_node(n.op_type, [rename.get(i, i) for i in n.input], [rename.get(o, o) for o in n.output],
                          name=n.name, **{a.name: helper.get_attribute_value(a) for a in n.attribute})
         for n in FORMS[form](13)] + [helper.make_node("MatMul", ["z", "w"], ["y"])]
-    w = c("w", np.random.default_rng(1).standard_normal((d, d)) / 4)
+    w = const("w", np.random.default_rng(1).standard_normal((d, d)) / 4)
     path = write(tmp_path, nodes, d, extra_inits=[w])
-    check(tmp_path, path, [(1, 7, d), (3, 13, d), (2, 67, d)], extra=("--disable", "layernorm", "--disable", "rmsnorm"))
+    check_stitched(tmp_path, path, [(1, 7, d), (3, 13, d), (2, 67, d)],
+                   extra=("--disable", "layernorm", "--disable", "rmsnorm"))
 
 
 def test_group_norm_after_reshape(tmp_path):
@@ -233,14 +219,15 @@ def test_group_norm_after_reshape(tmp_path):
         helper.make_node("Reshape", ["n", "bshape"], ["nb"]), helper.make_node("Mul", ["nb", "g"], ["s"]),
         helper.make_node("Add", ["s", "b"], ["y"])]
     path = write(tmp_path, nodes, 24, extra_inits=[shp, back])
-    check(tmp_path, path, [(1, 8, 24), (3, 8, 24), (0, 8, 24)], extra=("--disable", "layernorm", "--disable", "rmsnorm"))
+    check_stitched(tmp_path, path, [(1, 8, 24), (3, 8, 24), (0, 8, 24)],
+                   extra=("--disable", "layernorm", "--disable", "rmsnorm"))
 
 
 def test_cuda_target_not_stitched(tmp_path):
     """row programs have no CUDA version: --target cpu,cuda builds none."""
     path = write(tmp_path, softmax(13), 24)
     out = str(tmp_path / "cu.dvmb")
-    compile_(path, out, "--target", "cpu,cuda")
+    compile_onnx(path, "--target", "cpu,cuda", out=out)
     assert stitched(out) == 0
 
 
@@ -248,4 +235,4 @@ def test_keepdims_0_not_stitched(tmp_path):
     nodes = [helper.make_node("ReduceMax", ["x"], ["m"], axes=[-1], keepdims=0),
              helper.make_node("Unsqueeze", ["m", "ax"], ["mu"]), helper.make_node("Sub", ["x", "mu"], ["y"])]
     path = write(tmp_path, nodes, 24)
-    check(tmp_path, path, [(1, 7, 24), (2, 3, 24)], want_stitched=0)
+    check_stitched(tmp_path, path, [(1, 7, 24), (2, 3, 24)], want_stitched=0)

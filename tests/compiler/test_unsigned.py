@@ -3,18 +3,16 @@ elementwise, comparison, bitwise and shift kernels, Where, Cast), BitCast,
 Mean and Cast's saturate, through `dvm compile` and `dvm run`, against ONNX
 Runtime at awkward shapes (0-size dims, 1, primes, broadcasting) and values
 near the types' limits (u64 above 2^63, u32 and u16 wraparound)."""
-import os
-import subprocess
-
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 from onnx import TensorProto as T, helper  # noqa: E402
+from dvmtest.cli import DvmError, compile_onnx, run_module  # noqa: E402
+from dvmtest.compare import ort_outputs  # noqa: E402
+from dvmtest.onnxmodel import save_model  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 rng = np.random.default_rng(13)
 
 ONNX_OF = {np.dtype(k): v for k, v in [(np.uint8, T.UINT8), (np.uint16, T.UINT16), (np.uint32, T.UINT32),
@@ -24,7 +22,7 @@ ONNX_OF = {np.dtype(k): v for k, v in [(np.uint8, T.UINT8), (np.uint16, T.UINT16
 UINTS = [np.uint16, np.uint32, np.uint64]
 
 
-def save(tmp, nodes, feeds, nout=1, opset=21, name="m.onnx"):
+def unsigned_model(tmp, nodes, feeds, nout=1, opset=21, name="m.onnx"):
     ins = [helper.make_tensor_value_info(k, ONNX_OF[v.dtype], list(v.shape)) for k, v in feeds.items()]
     outs = [helper.make_value_info(f"y{i}", onnx.TypeProto()) for i in range(nout)]
     m = helper.make_model(helper.make_graph(nodes, "g", ins, outs), opset_imports=[helper.make_opsetid("", opset)],
@@ -33,38 +31,25 @@ def save(tmp, nodes, feeds, nout=1, opset=21, name="m.onnx"):
         m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
     except Exception:  # an invalid model, for the refusal tests: saved as it is
         pass
-    path = str(tmp / name)
-    with open(path, "wb") as f:
-        f.write(m.SerializeToString())
-    return path
+    return save_model(m, tmp / name)
 
 
-def dvm(tmp, path, feeds, nout=1):
+def compile_and_run(path, feeds, nout=1):
     """dvm's outputs, or (exit code, stderr) when compiling or running fails."""
-    mod = path.replace(".onnx", ".dvmb")
-    r = subprocess.run([DVM, "compile", path, "-o", mod], capture_output=True, text=True)
-    if r.returncode:
-        return r.returncode, r.stderr
-    cmd = [DVM, "run", mod]
-    for k, v in feeds.items():
-        np.save(tmp / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp / (k + '.npy')}"]
-    for i in range(nout):
-        cmd += ["--output", str(tmp / f"y{i}.npy")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        return r.returncode, r.stderr
-    return [np.load(tmp / f"y{i}.npy") for i in range(nout)]
+    try:
+        return run_module(compile_onnx(path), feeds, nout)
+    except DvmError as e:
+        return e.rc, e.message
 
 
-def check(tmp, nodes, feeds, nout=1, opset=21, ref=None):
+def check_unsigned(tmp, nodes, feeds, nout=1, opset=21, ref=None):
     """dvm against ONNX Runtime, or where ONNX Runtime has no kernel for the
     dtype (Min of u16, Where of u32), against `ref` (NumPy)."""
-    path = save(tmp, nodes, feeds, nout, opset)
-    got = dvm(tmp, path, feeds, nout)
+    path = unsigned_model(tmp, nodes, feeds, nout, opset)
+    got = compile_and_run(path, feeds, nout)
     assert isinstance(got, list), got[1]
     try:
-        want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+        want = ort_outputs(path, feeds)
     except Exception as e:  # NOT_IMPLEMENTED
         if ref is None or "NOT_IMPLEMENTED" not in str(e):
             raise
@@ -102,7 +87,8 @@ def test_binary_and_compare(tmp_path, dtype, sa, sb):
     y.flat[-1:] = x.flat[:1] if x.size else y.flat[-1:]  # equal elements for the comparisons
     for op, ref in NUMPY.items():  # one op a model: ONNX Runtime lacks some (Min of u16)
         with np.errstate(all="ignore"):
-            check(tmp_path, [helper.make_node(op, ["x", "y"], ["y0"])], {"x": x, "y": y}, ref=lambda: [ref(x, y)])
+            check_unsigned(tmp_path, [helper.make_node(op, ["x", "y"], ["y0"])], {"x": x, "y": y},
+                           ref=lambda: [ref(x, y)])
 
 
 @pytest.mark.parametrize("dtype", UINTS)
@@ -114,9 +100,9 @@ def test_shift_not_where(tmp_path, dtype):
     nodes = [helper.make_node("BitShift", ["x", "s"], ["y0"], direction="LEFT"),
              helper.make_node("BitShift", ["x", "s"], ["y1"], direction="RIGHT"),
              helper.make_node("BitwiseNot", ["x"], ["y2"])]
-    check(tmp_path, nodes, {"x": x, "s": s}, 3)
-    check(tmp_path, [helper.make_node("Where", ["c", "x", "s"], ["y0"])], {"x": x, "s": s, "c": c},
-          ref=lambda: [np.where(c, x, s)])
+    check_unsigned(tmp_path, nodes, {"x": x, "s": s}, 3)
+    check_unsigned(tmp_path, [helper.make_node("Where", ["c", "x", "s"], ["y0"])], {"x": x, "s": s, "c": c},
+                   ref=lambda: [np.where(c, x, s)])
 
 
 @pytest.mark.parametrize("dtype", UINTS)
@@ -129,13 +115,13 @@ def test_movement(tmp_path, dtype):
              helper.make_node("Reshape", ["x", "shape"], ["y1"]),
              helper.make_node("Transpose", ["x"], ["y2"], perm=[2, 0, 1]),
              helper.make_node("Gather", ["x", "idx"], ["y3"], axis=1)]
-    check(tmp_path, nodes, {"x": x, "idx": idx, "shape": shape}, 4)
+    check_unsigned(tmp_path, nodes, {"x": x, "idx": idx, "shape": shape}, 4)
 
 
 def test_division_by_zero_is_an_error(tmp_path):
     """ONNX Runtime's integer division by zero is undefined (a crash): dvm fails the run, naming it."""
     feeds = {"x": np.array([1, 2, 3], np.uint32), "y": np.array([1, 0, 1], np.uint32)}
-    rc, err = dvm(tmp_path, save(tmp_path, [helper.make_node("Div", ["x", "y"], ["y0"])], feeds), feeds)
+    rc, err = compile_and_run(unsigned_model(tmp_path, [helper.make_node("Div", ["x", "y"], ["y0"])], feeds), feeds)
     assert rc != 0 and "integer division by zero (divisor element 1)" in err
 
 
@@ -144,7 +130,7 @@ def test_division_by_zero_is_an_error(tmp_path):
 def test_cast_from_integers(tmp_path, src, to):
     x = values(src, (37,)) if src != np.int64 else rng.integers(-2**63, 2**63 - 1, 37, dtype=np.int64)
     x[:3] = [0, 2**53 + 1, 2**31] if src in (np.uint64, np.int64) else x[:3]
-    check(tmp_path, [helper.make_node("Cast", ["x"], ["y0"], to=to)], {"x": x})
+    check_unsigned(tmp_path, [helper.make_node("Cast", ["x"], ["y0"], to=to)], {"x": x})
 
 
 @pytest.mark.parametrize("src", [np.float32, np.float64])
@@ -153,7 +139,7 @@ def test_cast_float_to_unsigned_in_range(tmp_path, src, to):
     top = {T.UINT16: 65535.0, T.UINT32: 4294967040.0, T.UINT64: 1.8e19}[to]
     x = (rng.random(41) * top).astype(src)
     x[:4] = [0.0, 0.99, top, 2.0**63 if to == T.UINT64 else 7.5]
-    check(tmp_path, [helper.make_node("Cast", ["x"], ["y0"], to=to)], {"x": x})
+    check_unsigned(tmp_path, [helper.make_node("Cast", ["x"], ["y0"], to=to)], {"x": x})
 
 
 @pytest.mark.parametrize("opset", [19, 21, 25])
@@ -163,16 +149,17 @@ def test_cast_saturate_accepted(tmp_path, opset, to):
     x = (rng.standard_normal(13) * 1e5).astype(np.float32)
     x = np.abs(x) if to == T.UINT32 else x
     like = np.zeros(1, helper.tensor_dtype_to_np_dtype(to))
-    plain = check(tmp_path, [helper.make_node("Cast", ["x"], ["y0"], to=to),
-                             helper.make_node("CastLike", ["x", "like"], ["y1"])], {"x": x, "like": like}, 2, opset)
+    plain = check_unsigned(tmp_path, [helper.make_node("Cast", ["x"], ["y0"], to=to),
+                                      helper.make_node("CastLike", ["x", "like"], ["y1"])],
+                           {"x": x, "like": like}, 2, opset)
     nodes = [helper.make_node("Cast", ["x"], ["y0"], to=to, saturate=1),
              helper.make_node("CastLike", ["x", "like"], ["y1"], saturate=1)]
-    check(tmp_path, nodes, {"x": x, "like": like}, 2, opset)
+    check_unsigned(tmp_path, nodes, {"x": x, "like": like}, 2, opset)
     # ONNX Runtime refuses saturate 0 where the target is not float8; the spec ignores it there
     nodes = [helper.make_node("Cast", ["x"], ["y0"], to=to, saturate=0),
              helper.make_node("CastLike", ["x", "like"], ["y1"], saturate=0)]
     feeds = {"x": x, "like": like}
-    got = dvm(tmp_path, save(tmp_path, nodes, feeds, 2, opset), feeds, 2)
+    got = compile_and_run(unsigned_model(tmp_path, nodes, feeds, 2, opset), feeds, 2)
     for g, p in zip(got, plain, strict=True):
         np.testing.assert_array_equal(g, p)
 
@@ -181,7 +168,7 @@ def test_cast_to_float8_is_refused(tmp_path):
     feeds = {"x": np.zeros(3, np.float32)}
     nodes = [helper.make_node("Cast", ["x"], ["f8"], to=T.FLOAT8E4M3FN, saturate=1),
              helper.make_node("Cast", ["f8"], ["y0"], to=T.FLOAT)]
-    rc, err = dvm(tmp_path, save(tmp_path, nodes, feeds), feeds)
+    rc, err = compile_and_run(unsigned_model(tmp_path, nodes, feeds), feeds)
     assert rc == 2 and "FLOAT8E4M3FN" in err, err
 
 
@@ -203,8 +190,8 @@ def test_bitcast(tmp_path, src, to, shape):
         x[np.isnan(x)] = 1
     if np.dtype(ty).kind == "f":
         x[np.isnan(x.reshape(-1).view(ty)).reshape(shape)] = 1
-    got = check(tmp_path, [helper.make_node("BitCast", ["x"], ["y0"], to=to)], {"x": x}, opset=26,
-                ref=lambda: [x.reshape(-1).view(ty).reshape(shape)])[0]
+    got = check_unsigned(tmp_path, [helper.make_node("BitCast", ["x"], ["y0"], to=to)], {"x": x}, opset=26,
+                         ref=lambda: [x.reshape(-1).view(ty).reshape(shape)])[0]
     assert got.tobytes() == x.tobytes()
 
 
@@ -212,8 +199,8 @@ def test_bitcast(tmp_path, src, to, shape):
                                          (np.uint8, T.BOOL, "to bool is not supported")])
 def test_bitcast_refused(tmp_path, src, to, why):
     feeds = {"x": np.zeros(3, src)}
-    path = save(tmp_path, [helper.make_node("BitCast", ["x"], ["y0"], to=to)], feeds, opset=26)
-    rc, err = dvm(tmp_path, path, feeds)
+    path = unsigned_model(tmp_path, [helper.make_node("BitCast", ["x"], ["y0"], to=to)], feeds, opset=26)
+    rc, err = compile_and_run(path, feeds)
     assert rc != 0 and why in err and "BitCast" in err, err
 
 
@@ -226,12 +213,12 @@ MEAN_SHAPES = [[(3,)], [(2, 3), (3,)], [(5, 1, 3), (1, 7, 1), (7, 3)], [(0, 3), 
 def test_mean(tmp_path, dtype, shapes):
     feeds = {f"x{i}": rng.standard_normal(s).astype(dtype) for i, s in enumerate(shapes)}
     want = sum(v.astype(np.float64) for v in feeds.values()) / len(feeds)
-    check(tmp_path, [helper.make_node("Mean", list(feeds), ["y0"])], feeds, opset=13,
-          ref=lambda: [np.asarray(want.astype(dtype))])
+    check_unsigned(tmp_path, [helper.make_node("Mean", list(feeds), ["y0"])], feeds, opset=13,
+                   ref=lambda: [np.asarray(want.astype(dtype))])
 
 
 def test_mean_of_integers_is_refused(tmp_path):
     feeds = {"a": np.zeros(3, np.int32), "b": np.zeros(3, np.int32)}
-    path = save(tmp_path, [helper.make_node("Mean", ["a", "b"], ["y0"])], feeds, opset=13)
-    rc, err = dvm(tmp_path, path, feeds)
+    path = unsigned_model(tmp_path, [helper.make_node("Mean", ["a", "b"], ["y0"])], feeds, opset=13)
+    rc, err = compile_and_run(path, feeds)
     assert rc == 2 and "Mean" in err and "i32" in err, err
