@@ -14,8 +14,7 @@ pytest.importorskip("onnx")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from bench_compile import chain  # noqa: E402
-
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
+from dvmtest.paths import DVM  # noqa: E402
 
 
 def cpu_seconds(tmp_path, n, *flags):
