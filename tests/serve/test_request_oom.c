@@ -15,16 +15,17 @@
  * answer. Before each armed request the model is loaded again, so its VMs'
  * pools start empty and the run allocates its tensors.
  *
- * What is counted: tests/oom.h wraps malloc, calloc, realloc and
- * aligned_alloc at link time, which reaches every allocation made by
- * serve/, libdvm and the compiler (static libraries linked here), from any
- * thread, and jansson's (a shared library) too, as request.c gives jansson
- * an allocator of its own that calls malloc. Not counted: libmicrohttpd's own allocations (its
+ * What is counted: tests/oom.h wraps the allocators (malloc, calloc,
+ * realloc, aligned_alloc, posix_memalign, strdup, strndup) at link time,
+ * which reaches every allocation made by serve/, libdvm and the compiler
+ * (static libraries linked here), from any thread, and jansson's (a shared
+ * library) too, as request.c gives jansson an allocator of its own that
+ * calls malloc. Not counted: libmicrohttpd's own allocations (its
  * per-connection memory), libc's internal ones (stdio, thread stacks) and
  * oneDNN's: a preload shim armed by an environment variable would reach
- * those too, but also every allocation of the test's client, and a failure
- * inside libmicrohttpd is answered by libmicrohttpd, not by dvm. The
- * client here allocates nothing while armed (static buffers), and the
+ * those too, but also every allocation of the test's client, and a
+ * failure inside libmicrohttpd is answered by libmicrohttpd, not by dvm.
+ * The client here allocates nothing while armed (static buffers), and the
  * other threads (idle workers, the connection watcher) allocate nothing. */
 #include <arpa/inet.h>
 #include <netinet/in.h>

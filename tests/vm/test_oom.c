@@ -1,7 +1,8 @@
 /* Allocation failure sweeps, in SQLite's manner: the k-th allocation that
- * libdvm makes (malloc, calloc, realloc, aligned_alloc) fails, for k = 1,
- * 2, ... until the operation no longer reaches a k-th, while loading a
- * module from its file and while creating a VM and running it. Each
+ * libdvm makes (tests/oom.h: malloc, calloc, realloc, aligned_alloc,
+ * posix_memalign, strdup, strndup) fails, for k = 1, 2, ... until the
+ * operation no longer reaches a k-th, while loading a module from its
+ * file and while creating a VM and running it. Each
  * failure must come back as a status, never a crash, leave nothing behind
  * (AddressSanitizer's leak check at exit, in the sanitizer build) and
  * leave the next attempt working. tests/oom.h wraps the allocators at link
