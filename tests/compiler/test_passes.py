@@ -4,7 +4,6 @@ are the same with the pass on and off (and ONNX Runtime's) at several
 shapes, seq 1 and primes included; on the PyTorch exports each pass fires
 and the kernel calls drop."""
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -14,12 +13,9 @@ pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from dvmtest.cli import compile_onnx, dump_ir, dvm, dvm_ok, run_module  # noqa: E402
 from dvmtest.compare import ort_session  # noqa: E402
+from dvmtest.corpus import MODELS, feeds_for  # noqa: E402
 from dvmtest.onnxmodel import const, make_model, save_model  # noqa: E402
 from dvmtest.paths import REAL_MODELS  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "exported"))
-from corpus import MODELS, feeds_for  # noqa: E402
 
 F = TensorProto.FLOAT
 D = 24

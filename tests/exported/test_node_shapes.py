@@ -13,19 +13,15 @@ import glob
 import json
 import os
 import re
-import subprocess
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
 import onnx
+from dvmtest.cli import dvm
+from dvmtest.paths import NODE_SUITE as NODE
 from onnx import numpy_helper
 
-from corpus import DVM, ROOT  # noqa: E402
-from test_shapes import actual_shapes, evaluate, ort_known  # noqa: E402
-
-NODE = os.environ.get("ONNX_NODE_TESTS", os.path.join(ROOT, "..", "shared", "onnx-node", "tests"))
+from test_shapes import actual_shapes, evaluate, ort_known
 
 
 def symbolic(model):
@@ -59,7 +55,7 @@ def test_node_models_symbolic(tmp_path):
         path = str(tmp_path / f"{name}.onnx")
         onnx.save(model, path)
         out = tmp_path / "s.json"
-        r = subprocess.run([DVM, "compile", path, "--dump-shapes", str(out)], capture_output=True, text=True)
+        r = dvm("compile", path, "--dump-shapes", out)
         if r.returncode != 0:
             continue
         compiled += 1

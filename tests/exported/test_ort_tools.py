@@ -26,16 +26,16 @@ the activations' quantization; a wrong kernel errs by the output's
 magnitude."""
 import os
 import subprocess
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from dvmtest.cli import dvm, try_run
+from dvmtest.compare import ort_session
+from dvmtest.corpus import EXPORTED, MODELS, feeds_for
 
-from corpus import DVM, EXPORTED, HERE, MODELS, feeds_for  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SHAPES = [dict(batch=1, seq=1), dict(batch=2, seq=7), dict(batch=3, seq=13), dict(batch=1, seq=64)]
 # model -> (optimizer model_type, heads, hidden) of export_models.py's tiny sizes
@@ -95,25 +95,18 @@ def test_transformed_model_matches_ort(variant, tmp_path):
     base, how = variant.split(":")
     path = transform(base, how, str(tmp_path))
     dvmb = tmp_path / "model.dvmb"
-    r = subprocess.run([DVM, "compile", path, "-o", str(dvmb)], capture_output=True, text=True)
+    r = dvm("compile", path, "-o", dvmb)
     assert r.returncode == 0, f"{variant} ({', '.join(ms_ops(path)) or 'default domain only'}): {r.stderr}"
-    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     _, spec, _ = MODELS[base]
     spec = {k: v for k, v in spec.items() if k in {i.name for i in sess.get_inputs()}}
     rng = np.random.default_rng(5)
     for env in SHAPES:
         feeds = feeds_for(spec, env, rng)
         want = sess.run(None, feeds)
-        cmd = [DVM, "run", str(dvmb)]
-        for k, v in feeds.items():
-            np.save(tmp_path / f"{k}.npy", v)
-            cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-        for i in range(len(want)):
-            cmd += ["--output", str(tmp_path / f"out{i}.npy")]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r, got = try_run(dvmb, feeds, len(want))
         assert r.returncode == 0, f"{variant} {env}: {r.stderr}"
-        for i, w in enumerate(want):
-            g = np.load(tmp_path / f"out{i}.npy")
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
             assert g.shape == w.shape, (variant, env)
             scale, d = float(np.abs(w).max(initial=0)), np.abs(g.astype(np.float64) - w)
             err = float(d.max(initial=0))
@@ -153,7 +146,7 @@ def test_quantized_lstm_matches_ort(lstm_export, per_channel, tmp_path):
     quantize_dynamic(lstm_export, path, per_channel=per_channel)
     assert ms_ops(path) == ["DynamicQuantizeLSTM"]
     dvmb = tmp_path / "model.dvmb"
-    r = subprocess.run([DVM, "compile", path, "-o", str(dvmb)], capture_output=True, text=True)
+    r = dvm("compile", path, "-o", dvmb)
     assert r.returncode == 0, r.stderr
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
@@ -162,14 +155,9 @@ def test_quantized_lstm_matches_ort(lstm_export, per_channel, tmp_path):
     for seq, batch in [(1, 1), (1, 3), (2, 1), (7, 3), (13, 1), (31, 2)]:
         x = rng.standard_normal((seq, batch, 12)).astype(np.float32)
         want = sess.run(None, {"x": x})
-        np.save(tmp_path / "x.npy", x)
-        cmd = [DVM, "run", str(dvmb), "--input", f"x={tmp_path / 'x.npy'}"]
-        for i in range(len(want)):
-            cmd += ["--output", str(tmp_path / f"out{i}.npy")]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r, got = try_run(dvmb, {"x": x}, len(want))
         assert r.returncode == 0, f"seq {seq} batch {batch}: {r.stderr}"
-        for i, w in enumerate(want):
-            g = np.load(tmp_path / f"out{i}.npy")
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
             assert g.shape == w.shape, (seq, batch, i)
             err, bound = float(np.abs(g - w).max(initial=0)), 1e-4 * float(np.abs(w).max(initial=0))
             assert err <= bound, f"seq {seq} batch {batch} output {i}: max error {err}, bound {bound}"

@@ -2,31 +2,14 @@
 .dvmb at every shape of its corpus entry with `dvm run`, compared with ONNX
 Runtime (1e-4 relative, a small absolute floor near 0)."""
 import os
-import subprocess
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-
-from corpus import DVM, MODELS, feeds_for  # noqa: E402
+from dvmtest.cli import compile_onnx, dvm_ok, run_module
+from dvmtest.compare import ort_session
+from dvmtest.corpus import MODELS, feeds_for
 
 EXPORTS = sorted(m for m in MODELS if not m.endswith("_fixture") and not m.startswith("ppocr"))
-
-
-def run_dvm(path, feeds, nout, tmp_path, extra=()):
-    cmd = [DVM, "run", str(path), *extra]
-    for k, v in feeds.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-    outs = [tmp_path / f"out{i}.npy" for i in range(nout)]
-    for p in outs:
-        cmd += ["--output", str(p)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return [np.load(p) for p in outs], r.stderr
 
 
 @pytest.mark.parametrize("model", EXPORTS)
@@ -35,14 +18,13 @@ def test_exported_model_matches_ort(model, tmp_path):
     if not os.path.exists(onnx_path):
         pytest.fail(f"{onnx_path} is missing: setup.sh exports it (tests/exported/export_models.py)")
     dvmb = tmp_path / f"{model}.dvmb"
-    r = subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    compile_onnx(onnx_path, out=dvmb)
+    sess = ort_session(onnx_path)
     rng = np.random.default_rng(3)
     for env in bindings:
         feeds = feeds_for(spec, env, rng)
         want = sess.run(None, feeds)
-        got, _ = run_dvm(dvmb, feeds, len(want), tmp_path)
+        got = run_module(dvmb, feeds, len(want))
         for g, w in zip(got, want, strict=True):
             assert g.shape == w.shape, env
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=str(env))
@@ -64,14 +46,12 @@ def test_memory_formula_is_the_measured_peak(model, tmp_path):
     peak_requested_bytes): the plan covers every tensor."""
     onnx_path, spec, bindings = MODELS[model]
     dvmb = tmp_path / f"{model}.dvmb"
-    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb)], check=True)
+    compile_onnx(onnx_path, out=dvmb)
     for env in bindings:
         dims = [f"--dim={k}={v}" for k, v in env.items()]
-        out = subprocess.run([DVM, "inspect", "--memory", str(dvmb), *dims], capture_output=True, text=True,
-                             check=True).stdout
+        out = dvm_ok("inspect", "--memory", dvmb, *dims).stdout
         predicted = int(out.split(": ")[-1].split(" bytes")[0])
-        bench = subprocess.run([DVM, "bench", str(dvmb), *shape_args(spec, env), "--iters", "1", "--warmup", "0",
-                                "--threads", "1"], capture_output=True, text=True, check=True).stdout
+        bench = dvm_ok("bench", dvmb, *shape_args(spec, env), "--iters", "1", "--warmup", "0", "--threads", "1").stdout
         measured = int(bench.split('"peak_requested_bytes":')[1].split(",")[0])
         assert predicted == measured, f"{env}: inspect says {predicted} bytes, the run asked for {measured}"
 
@@ -88,9 +68,8 @@ def test_bert_export_chains_fused(tmp_path, stitch):
     onnx_path = MODELS["bert_tiny"][0]
     dvmb = tmp_path / "bert.dvmb"
     off = sum((["--disable", p] for p in ("layernorm", "gelu", "epilogue", "skiplayernorm", "rmsnorm")), [])
-    subprocess.run([DVM, "compile", onnx_path, "-o", str(dvmb), *off] + ([] if stitch else ["--no-stitch"]),
-                   check=True)
-    text = subprocess.run([DVM, "disasm", str(dvmb)], capture_output=True, text=True, check=True).stdout
+    compile_onnx(onnx_path, *off, *([] if stitch else ["--no-stitch"]), out=dvmb)
+    text = dvm_ok("disasm", dvmb).stdout
     per_layer, loc = {}, ""
     for line in text.splitlines():
         s = line.strip()

@@ -11,18 +11,15 @@ evaluated at the symbols' values there.
 import json
 import os
 import re
-import subprocess
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from dvmtest.cli import dvm
+from dvmtest.corpus import MODELS, feeds_for
 from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-from corpus import DVM, MODELS, feeds_for  # noqa: E402
 
 
 def ort_known(path):
@@ -49,7 +46,7 @@ def ort_known(path):
 
 def dvm_shapes(path, tmp_path):
     out = tmp_path / "shapes.json"
-    r = subprocess.run([DVM, "compile", path, "--dump-shapes", str(out)], capture_output=True, text=True)
+    r = dvm("compile", path, "--dump-shapes", out)
     assert r.returncode == 0, r.stderr
     return {v["name"]: v for v in json.loads(out.read_text())["values"]}, r.stderr
 

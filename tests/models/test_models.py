@@ -2,15 +2,13 @@
 several shapes from that one file with `dvm run`, compared with ONNX
 Runtime (1e-4 relative, and a small absolute floor for values near 0)."""
 import os
-import subprocess
-import tempfile
 
 import numpy as np
-import onnxruntime as ort
 import pytest
+from dvmtest.cli import compile_onnx, dvm, dvm_ok, run_module, try_run
+from dvmtest.compare import ort_session
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 rng = np.random.default_rng(7)
 
 CASES = {
@@ -41,8 +39,7 @@ def compiled(tmp_path_factory):
     d = tmp_path_factory.mktemp("models")
     for name in CASES:
         path = str(d / f"{name}.dvmb")
-        r = subprocess.run([DVM, "compile", os.path.join(HERE, f"{name}.onnx"), "-o", path],
-                           capture_output=True, text=True)
+        r = dvm("compile", os.path.join(HERE, f"{name}.onnx"), "-o", path)
         out[name] = (path, r)
     return out
 
@@ -51,25 +48,15 @@ def compiled(tmp_path_factory):
 def test_model(model, compiled):
     path, r = compiled[model]
     assert r.returncode == 0, r.stderr
-    sess = ort.InferenceSession(os.path.join(HERE, f"{model}.onnx"), providers=["CPUExecutionProvider"])
+    sess = ort_session(os.path.join(HERE, f"{model}.onnx"))
     for shapes in CASES[model]:
         feeds = inputs(model, shapes)
         want = sess.run(None, feeds)
-        with tempfile.TemporaryDirectory() as tmp:
-            cmd = [DVM, "run", path]
-            for k, v in feeds.items():
-                p = os.path.join(tmp, k + ".npy")
-                np.save(p, v)
-                cmd += ["--input", f"{k}={p}"]
-            outs = [os.path.join(tmp, f"out{i}.npy") for i in range(len(want))]
-            for p in outs:
-                cmd += ["--output", p]
-            rr = subprocess.run(cmd, capture_output=True, text=True)
-            assert rr.returncode == 0, f"{shapes}: {rr.stderr}"
-            for p, w in zip(outs, want, strict=True):
-                got = np.load(p)
-                assert got.shape == w.shape, shapes
-                np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5, err_msg=str(shapes))
+        rr, outs = try_run(path, feeds, len(want))
+        assert rr.returncode == 0, f"{shapes}: {rr.stderr}"
+        for got, w in zip(outs, want, strict=True):
+            assert got.shape == w.shape, shapes
+            np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-5, err_msg=str(shapes))
 
 
 def test_bert_is_folded_and_fused(compiled, tmp_path):
@@ -78,47 +65,36 @@ def test_bert_is_folded_and_fused(compiled, tmp_path):
     results are the same."""
     path, r = compiled["bert"]
     assert r.returncode == 0, r.stderr
-    text = subprocess.run([DVM, "disasm", path], capture_output=True, text=True, check=True).stdout
+    text = dvm_ok("disasm", path).stdout
     assert "fused@" in text
     assert "\n  shapefn " not in text
     plain = str(tmp_path / "plain.dvmb")
-    subprocess.run([DVM, "compile", os.path.join(HERE, "bert.onnx"), "-o", plain, "--no-fusion"], check=True)
-    outs = run_each((path, plain), inputs("bert", {"ids": (2, 9)}), tmp_path)
+    compile_onnx(os.path.join(HERE, "bert.onnx"), "--no-fusion", out=plain)
+    outs = run_each((path, plain), inputs("bert", {"ids": (2, 9)}))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
 
 
-def run_each(mods, feeds, tmp_path):
+def run_each(mods, feeds):
     """The output of `dvm run` of each module on the same inputs."""
-    cmd = []
-    for k, v in feeds.items():
-        p = str(tmp_path / (k + ".npy"))
-        np.save(p, v)
-        cmd += ["--input", f"{k}={p}"]
-    out = str(tmp_path / "out.npy")
-    outs = []
-    for mod in mods:
-        subprocess.run([DVM, "run", mod] + cmd + ["--output", out], check=True, capture_output=True)
-        outs.append(np.load(out))
-    return outs
+    return [run_module(mod, feeds)[0] for mod in mods]
 
 
 def peak_of(path, **dims):
     """`dvm inspect --memory`'s formula and its value at dims."""
-    cmd = [DVM, "inspect", "--memory", path] + [f"--dim={k}={v}" for k, v in dims.items()]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = dvm_ok("inspect", "--memory", path, *[f"--dim={k}={v}" for k, v in dims.items()]).stdout
     formula = out.split("peak = ")[1].split(" bytes")[0]
     return formula, int(out.split(": ")[-1].split(" bytes")[0])
 
 
 def bench_peak(path, shapes):
     """The pool's peak over one `dvm bench` invocation (its JSON line)."""
-    cmd = [DVM, "bench", path, "--iters", "1", "--warmup", "0", "--threads", "1"]
+    cmd = ["bench", path, "--iters", "1", "--warmup", "0", "--threads", "1"]
     for k, v in shapes.items():
         dims = "x".join(map(str, v))
         cmd += ["--shape", f"{k}={dims}"]
         if k == "ids":
             cmd += ["--shape", f"mask={dims}", "--range", "ids=0..99", "--range", "mask=0..1"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = dvm_ok(*cmd).stdout
     return int(out.split('"peak_bytes":')[1].split(",")[0].split("}")[0])
 
 
@@ -136,10 +112,9 @@ def test_plan_peak_not_above_pool(model, compiled, tmp_path):
     extra = {"resnet": ["--disable", "conv_act"], "bert": ["--disable", "attention"]}.get(model, [])
     if extra:
         path = str(tmp_path / "planned.dvmb")
-        subprocess.run([DVM, "compile", os.path.join(HERE, f"{model}.onnx"), "-o", path] + extra, check=True)
+        compile_onnx(os.path.join(HERE, f"{model}.onnx"), *extra, out=path)
     plain = str(tmp_path / "plain.dvmb")
-    subprocess.run([DVM, "compile", os.path.join(HERE, f"{model}.onnx"), "-o", plain, "--no-plan"] + extra,
-                   check=True)
+    compile_onnx(os.path.join(HERE, f"{model}.onnx"), "--no-plan", *extra, out=plain)
     larger = {"mlp": {"x": (1000, 16)}, "bert": {"ids": (8, 64)}, "resnet": {"image": (1, 3, 64, 64)},
               "control": {"x": (1000,)}}
     for shapes in CASES[model] + [larger[model]]:
@@ -158,31 +133,31 @@ def test_bert_memory_plan(compiled, tmp_path):
     gives the same results."""
     path, r = compiled["bert"]
     assert r.returncode == 0, r.stderr
-    text = subprocess.run([DVM, "disasm", path], capture_output=True, text=True, check=True).stdout
+    text = dvm_ok("disasm", path).stdout
     slots = [l.split(",")[1].strip() for l in text.splitlines() if l.strip().startswith("alloc_tensor ")]
     assert len(slots) > len(set(slots)) > 0, "tensors reuse slots"
     assert text.count("alloc_storage ") == len(set(slots))
     plain = str(tmp_path / "plain.dvmb")
-    subprocess.run([DVM, "compile", os.path.join(HERE, "bert.onnx"), "-o", plain, "--no-plan"], check=True)
-    ptext = subprocess.run([DVM, "disasm", plain], capture_output=True, text=True, check=True).stdout
+    compile_onnx(os.path.join(HERE, "bert.onnx"), "--no-plan", out=plain)
+    ptext = dvm_ok("disasm", plain).stdout
     assert "alloc_storage" not in ptext and ".info" not in ptext
     env = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max, "min": min}
     for batch, seq in [(1, 1), (2, 13), (3, 64)]:
         formula, value = peak_of(path, batch=batch, seq=seq)
         assert value == eval(formula.replace("^", "**"), dict(env, batch=batch, seq=seq))
-        bench = subprocess.run([DVM, "bench", path, "--shape", f"ids={batch}x{seq}", "--shape", f"mask={batch}x{seq}",
-                                "--range", "ids=0..99", "--range", "mask=0..1", "--iters", "1", "--warmup", "0",
-                                "--threads", "1"], capture_output=True, text=True, check=True).stdout
+        bench = dvm_ok("bench", path, "--shape", f"ids={batch}x{seq}", "--shape", f"mask={batch}x{seq}",
+                       "--range", "ids=0..99", "--range", "mask=0..1", "--iters", "1", "--warmup", "0",
+                       "--threads", "1").stdout
         assert int(bench.split('"peak_bytes":')[1].split(",")[0]) >= value
-        outs = run_each((path, plain), inputs("bert", {"ids": (batch, seq)}), tmp_path)
+        outs = run_each((path, plain), inputs("bert", {"ids": (batch, seq)}))
         np.testing.assert_array_equal(outs[0], outs[1])
 
 
 def test_inspect_memory_errors(compiled):
     path, _ = compiled["bert"]
-    r = subprocess.run([DVM, "inspect", "--memory", path, "--dim", "batch=2"], capture_output=True, text=True)
+    r = dvm("inspect", "--memory", path, "--dim", "batch=2")
     assert r.returncode == 2 and "give every symbol a value" in r.stderr
-    r = subprocess.run([DVM, "inspect", "--memory", path, "--dim", "seq=x"], capture_output=True, text=True)
+    r = dvm("inspect", "--memory", path, "--dim", "seq=x")
     assert r.returncode == 2 and "expected SYMBOL=N" in r.stderr
-    r = subprocess.run([DVM, "inspect", path, "--dim", "seq=2"], capture_output=True, text=True)
+    r = dvm("inspect", path, "--dim", "seq=2")
     assert r.returncode == 2

@@ -5,16 +5,15 @@ at several shapes against ONNX Runtime: max abs error <= 1e-4 * max |ref|
 per output. Every one of them compiles: a refusal fails its test.
 """
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
+from dvmtest.cli import compile_onnx, run_module  # noqa: E402
+from dvmtest.compare import ort_session  # noqa: E402
+from dvmtest.paths import REAL_MODELS as MODELS  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = os.path.join(HERE, "models")
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
 rng = np.random.default_rng(7)
 # Calls per silero run with the state carried; the sanitizer build uses fewer.
 CHUNKS = int(os.environ.get("DVM_REAL_CHUNKS", "50"))
@@ -104,16 +103,7 @@ def test_models_are_there():
     assert not bare, f"{sorted(bare)}: every model needs runs in RUNS"
 
 
-def compile_model(name, tmp_path):
-    mod = str(tmp_path / (name[:-5] + ".dvmb"))
-    p = subprocess.run([DVM, "compile", os.path.join(MODELS, name), "-o", mod],
-                       capture_output=True, text=True, timeout=600)
-    for bad in ("Sanitizer", "runtime error:"):
-        assert bad not in p.stderr, p.stderr
-    return p, mod
-
-
-def dvm_runner(mod, nout, tmp_path):
+def dvm_runner(mod, nout):
     """A function from feeds to the .dvmb's nout outputs in order: in this
     process through the Python package where it imports (meson points
     PYTHONPATH at it: the silero runs are about 2,000 calls), else with
@@ -127,29 +117,16 @@ def dvm_runner(mod, nout, tmp_path):
         names = [o.name for o in m.functions["main"].outputs]
         return lambda feeds: [np.asarray(m.run(feeds)[k]) for k in names]
 
-    def run(feeds):
-        cmd = [DVM, "run", mod]
-        for k, v in feeds.items():
-            path = tmp_path / f"in_{k}.npy"
-            np.save(path, v)
-            cmd += ["--input", f"{k}={path}"]
-        outs = [tmp_path / f"out_{i}.npy" for i in range(nout)]
-        for o in outs:
-            cmd += ["--output", str(o)]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stderr
-        return [np.load(o) for o in outs]
-    return run
+    return lambda feeds: run_module(mod, feeds, nout)
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_matches_onnxruntime(name, tmp_path):
-    p, mod = compile_model(name, tmp_path)
-    assert p.returncode == 0, p.stderr
-    sess = ort.InferenceSession(os.path.join(MODELS, name), providers=["CPUExecutionProvider"])
+    mod = compile_onnx(os.path.join(MODELS, name), out=tmp_path / (name[:-5] + ".dvmb"))
+    sess = ort_session(os.path.join(MODELS, name))
     nout = len(sess.get_outputs())
     worst = 0.0
-    dvm_run = dvm_runner(mod, nout, tmp_path)
+    dvm_run = dvm_runner(mod, nout)
     for calls, carry in RUNS[name]:
         ort_state = {k: v for k, (_, v) in carry.items()}
         dvm_state = dict(ort_state)

@@ -1,15 +1,12 @@
 """The corpus of models nobody here designed, with their inputs: PyTorch
-exports that setup.sh makes with export_models.py (into build-data/exported, or
-$DVM_EXPORTED), and the fixture models."""
+exports that setup.sh makes with tests/exported/export_models.py (into
+build-data/exported, or $DVM_EXPORTED), packaged models, and the fixture
+models."""
 import os
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-DVM = os.environ.get("DVM", os.path.join(ROOT, "build", "tools", "dvm"))
-REAL = os.path.join(ROOT, "tests", "real", "models")
-EXPORTED = os.environ.get("DVM_EXPORTED", os.path.join(ROOT, "build-data", "exported"))
+from dvmtest.paths import EXPORTED, MODELS as FIXTURES, REAL_MODELS as REAL
 
 # model -> (file, input name -> (dtype, dims with symbols, int range), bindings)
 SEQ = [dict(batch=1, seq=1), dict(batch=2, seq=7), dict(batch=3, seq=13)]
@@ -28,12 +25,12 @@ MODELS = {
                   [dict(unk0=1, unk1=64, unk2=96), dict(unk0=2, unk1=96, unk2=160)]),
     "ppocr_rec": (os.path.join(REAL, "ch_PP-OCRv4_rec_infer.onnx"), {"x": ("f32", ["unk0", 3, "unk1", "unk2"], 0)},
                   [dict(unk0=1, unk1=48, unk2=80), dict(unk0=3, unk1=48, unk2=320)]),
-    "bert_fixture": (os.path.join(ROOT, "tests", "models", "bert.onnx"),
+    "bert_fixture": (os.path.join(FIXTURES, "bert.onnx"),
                      {"ids": ("i64", ["batch", "seq"], 50), "mask": ("i64", ["batch", "seq"], 2)}, SEQ),
-    "resnet_fixture": (os.path.join(ROOT, "tests", "models", "resnet.onnx"),
+    "resnet_fixture": (os.path.join(FIXTURES, "resnet.onnx"),
                        {"image": ("f32", ["batch", 3, "height", "width"], 0)},
                        [dict(batch=1, height=32, width=32), dict(batch=2, height=17, width=23)]),
-    "mlp_fixture": (os.path.join(ROOT, "tests", "models", "mlp.onnx"), {"x": ("f32", ["batch", 16], 0)},
+    "mlp_fixture": (os.path.join(FIXTURES, "mlp.onnx"), {"x": ("f32", ["batch", 16], 0)},
                     [dict(batch=1), dict(batch=5)]),
 }
 
