@@ -427,6 +427,8 @@ dvm_status *dvmc_cuda_op_program(const char *kernel, int nin, const dvm_dtype *d
   for (int i = 0; i < (int)(sizeof single_ops / sizeof single_ops[0]) && q < 0; i++)
     if (strcmp(kernel, single_ops[i].name) == 0) q = i;
   int where = strcmp(kernel, "where") == 0, cast = strcmp(kernel, "cast") == 0;
+  if (q < 0 && !where && !cast) /* its kernel table entry and this table disagree */
+    return dvm_status_new(DVM_INTERNAL, "CUDA codegen: kernel \"%s\" has no elementwise op here", kernel);
   dvm_fused_op op = q >= 0 ? (dvm_fused_op)single_ops[q].op : DVM_FUSED_OP_END;
   double lo = 0, hi = 0;
   if (where) { /* cond bool; x, y and the output of one dtype */
@@ -436,7 +438,7 @@ dvm_status *dvmc_cuda_op_program(const char *kernel, int nin, const dvm_dtype *d
   } else if (cast) {
     if (nin != 1 || nattrs || !cast_exact(dt[0], dt[1])) return NULL;
   } else {
-    if (q < 0 || nin != single_ops[q].nin || !(dtype_set(dt[0]) & single_ops[q].types)) return NULL;
+    if (nin != single_ops[q].nin || !(dtype_set(dt[0]) & single_ops[q].types)) return NULL;
     for (int k = 1; k < nin; k++)
       if (dt[k] != dt[0]) return NULL;
     if (dt[nin] != (single_ops[q].cmp ? DVM_BOOL : dt[0])) return NULL;
@@ -532,17 +534,17 @@ static void row_loop(buf *b, int r, const char *body) {
 static int is_float(dvm_dtype dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16; }
 
 /* The body of one ROWS kernel: x is the row's start, X(J) its element. */
-static void rows_body(buf *b, dvmc_rows_op op, int nin, int r, const char *store_y) {
+static void rows_body(buf *b, dvm_kernel_form op, int nin, int r, const char *store_y) {
   char body[512];
   switch (op) {
-  case DVMC_ROWS_SOFTMAX:
-  case DVMC_ROWS_LOGSOFTMAX:
+  case DVM_FORM_ROWS_SOFTMAX:
+  case DVM_FORM_ROWS_LOGSOFTMAX:
     put(b, "  float m = " NEG_INF ";\n");
     row_loop(b, r, "float w = X(J), v = m; m = " MAX_OP ";");
     put(b, "  m = dvm_block_max(m);\n  float s = 0.0f;\n");
     row_loop(b, r, "s += expf(X(J) - m);");
     put(b, "  s = dvm_block_sum(s);\n");
-    if (op == DVMC_ROWS_SOFTMAX) {
+    if (op == DVM_FORM_ROWS_SOFTMAX) {
       snprintf(body, sizeof body, store_y, "expf(X(J) - m) / s");
     } else {
       put(b, "  const float ls = logf(s);\n");
@@ -550,7 +552,7 @@ static void rows_body(buf *b, dvmc_rows_op op, int nin, int r, const char *store
     }
     row_loop(b, r, body);
     break;
-  case DVMC_ROWS_LAYERNORM:
+  case DVM_FORM_ROWS_LAYERNORM:
     put(b, "  float s = 0.0f;\n");
     row_loop(b, r, "s += X(J);");
     put(b, "  const float mean = dvm_block_sum(s) / (float)n;\n  float q = 0.0f;\n");
@@ -561,22 +563,24 @@ static void rows_body(buf *b, dvmc_rows_op op, int nin, int r, const char *store
     row_loop(b, r, body);
     break;
   default: {
-    int sum = op == DVMC_ROWS_SUM || op == DVMC_ROWS_MEAN;
-    put(b, "  float a = %s;\n", sum ? "0.0f" : op == DVMC_ROWS_MAX ? NEG_INF : POS_INF);
+    int sum = op == DVM_FORM_ROWS_SUM || op == DVM_FORM_ROWS_MEAN;
+    put(b, "  float a = %s;\n", sum ? "0.0f" : op == DVM_FORM_ROWS_MAX ? NEG_INF : POS_INF);
     row_loop(b, r, sum ? "a += X(J);"
-                       : op == DVMC_ROWS_MAX ? "float w = X(J), v = a; a = " MAX_OP ";"
+                       : op == DVM_FORM_ROWS_MAX ? "float w = X(J), v = a; a = " MAX_OP ";"
                                              : "float w = X(J), v = a; a = " MIN_OP ";");
-    put(b, "  a = dvm_block_%s(a);\n", sum ? "sum" : op == DVMC_ROWS_MAX ? "max" : "min");
+    put(b, "  a = dvm_block_%s(a);\n", sum ? "sum" : op == DVM_FORM_ROWS_MAX ? "max" : "min");
     put(b, "  if (threadIdx.x == 0) { ");
-    snprintf(body, sizeof body, store_y, op == DVMC_ROWS_MEAN ? "a / (float)n" : "a");
+    snprintf(body, sizeof body, store_y, op == DVM_FORM_ROWS_MEAN ? "a / (float)n" : "a");
     put(b, "%s }\n", body);
   }
   }
 }
 
-dvm_status *dvmc_cuda_rows(dvmc_rows_op op, int nin, const dvm_dtype *dt, double epsilon,
+dvm_status *dvmc_cuda_rows(dvm_kernel_form op, int nin, const dvm_dtype *dt, double epsilon,
                            char **src) {
-  int want = op == DVMC_ROWS_LAYERNORM ? (nin == 2 || nin == 3) : nin == 1;
+  if (op < DVM_FORM_ROWS_SOFTMAX || op > DVM_FORM_ROWS_MIN)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: form %d is not a ROWS form", (int)op);
+  int want = op == DVM_FORM_ROWS_LAYERNORM ? (nin == 2 || nin == 3) : nin == 1;
   if (!want) return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: rows op %d takes not %d inputs", op, nin);
   for (int k = 0; k <= nin; k++)
     if (!is_float(dt[k]))
@@ -600,7 +604,7 @@ dvm_status *dvmc_cuda_rows(dvmc_rows_op op, int nin, const dvm_dtype *dt, double
   put(&b, ")\n");
   /* the statement that stores %s as y's element: y[row, J] or y[row] */
   buf y = {0};
-  int reduce = op >= DVMC_ROWS_SUM;
+  int reduce = op >= DVM_FORM_ROWS_SUM;
   if (!st) st = store_stmt(&y, dt[nin], nin, reduce ? "row" : "row * n + J", "(%s)");
   for (int r = 0; r <= DVMC_CUDA_TILE && !st && !y.oom; r++) {
     entry(&b, r);

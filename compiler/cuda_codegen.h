@@ -12,6 +12,7 @@
 
 #include "dvm/status.h"
 #include "dvm/tensor.h"
+#include "kernel.h"
 
 /* Elements per thread-step, and so the variants per configuration. */
 #define DVMC_CUDA_TILE 4
@@ -33,8 +34,9 @@ typedef struct dvmc_cuda_attr {
   double f;
 } dvmc_cuda_attr;
 
-/* The fused program that computes what CPU kernel `kernel` (add, where,
- * gelu, clip, cast...; ops/cpu/binary.c, unary.c) computes for one call
+/* The fused program that computes what CPU kernel `kernel` (one of form
+ * DVM_FORM_ELEMENTWISE: add, where, gelu, clip, cast...; ops/cpu/binary.c,
+ * unary.c; another is DVM_INTERNAL) computes for one call
  * whose nin input dtypes and output dtype (dt[nin]) and attributes are
  * these, so that a standalone elementwise op runs as a generated kernel.
  * *prog (malloc'ed) is NULL where DVMF has no form with the CPU kernel's
@@ -56,21 +58,13 @@ DVM_MUST_USE dvm_status *dvmc_cuda_transpose_program(dvm_dtype dt, void **prog, 
  * kernels tile the output. *src is malloc'ed. */
 DVM_MUST_USE dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **src);
 
-typedef enum dvmc_rows_op {
-  DVMC_ROWS_SOFTMAX,
-  DVMC_ROWS_LOGSOFTMAX,
-  DVMC_ROWS_LAYERNORM,
-  DVMC_ROWS_SUM,
-  DVMC_ROWS_MEAN,
-  DVMC_ROWS_MAX,
-  DVMC_ROWS_MIN,
-} dvmc_rows_op;
 
-/* A ROWS kernel. Inputs: x, then for layer norm scale and optionally bias
+/* A ROWS kernel of form `form` (a DVM_FORM_ROWS_* of the CPU kernel it
+ * stands for). Inputs: x, then for layer norm scale and optionally bias
  * (n elements each); output y: x's shape, or one element per row for the
  * reductions. dtypes: f32, f16 or bf16 (dt[0..nin-1] inputs, dt[nin]
  * output). */
-DVM_MUST_USE dvm_status *dvmc_cuda_rows(dvmc_rows_op op, int nin, const dvm_dtype *dt,
+DVM_MUST_USE dvm_status *dvmc_cuda_rows(dvm_kernel_form form, int nin, const dvm_dtype *dt,
                                         double epsilon, char **src);
 
 /* Compiles `src` with NVRTC (sm_80 and sm_90 cubins, compute_80 PTX) and

@@ -14,6 +14,7 @@
 
 #include "lower.h"
 #include "lowering.h"
+#include "ops/optable.h"
 
 /* Whether v is g's own value (not an enclosing graph's). */
 int lw_owns(const dvmc_graph *g, const dvmc_value *v) {
@@ -148,7 +149,7 @@ static int identifiers_only(const dvmc_expr *e) {
 static int kernel_inplace(void *ctx, int64_t k) {
   const char *name = dvmc_emit_kernel_name(ctx, k);
   char base[64];
-  const dvm_kernel_def *def = name ? lw_cpu_kernel(name, base) : NULL;
+  const dvm_kernel_def *def = name ? dvm_ops_find_entry(name, DVM_DEVICE_CPU, base) : NULL;
   return def && def->inplace;
 }
 

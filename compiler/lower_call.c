@@ -205,12 +205,6 @@ dvm_status *lw_call_attrs(lowering *L, const dvmc_node *n, const char *spec, int
   return NULL;
 }
 
-/* The CPU kernel of a kernel table name: its base, "fused@3" is "fused". */
-const dvm_kernel_def *lw_cpu_kernel(const char *name, char base[64]) {
-  snprintf(base, 64, "%.*s", (int)strcspn(name, "@"), name);
-  return dvm_ops_find(base, DVM_DEVICE_CPU);
-}
-
 /* Shape function sf on c's inputs and attributes, into registers dsts. */
 static void call_shapefn(lowering *L, int sf, int ndsts, const int64_t *dsts, const call *c) {
   int64_t args[64 + 32];
@@ -232,7 +226,7 @@ static void emit_invoke(lowering *L, const call *c, const void *payload, size_t 
 
 dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c) {
   char base[64];
-  const dvm_kernel_def *k = lw_cpu_kernel(c->kernel, base);
+  const dvm_kernel_def *k = dvm_ops_find_entry(c->kernel, DVM_DEVICE_CPU, base);
   if (!k) return lw_unsupported(n, "kernel \"%s\" is not in this dvm", base);
   const dvmc_value *in0 = n->nin ? n->in[0] : NULL;
   if (k->dtypes && in0 && in0->typed && !(k->dtypes & DVM_DTYPE_BIT(in0->dtype))) {

@@ -119,7 +119,6 @@ void lw_set_type(const dvmc_value *v, dvm_dtype dt);
 DVM_MUST_USE dvm_status *lw_call_inputs(lowering *L, const dvmc_node *n, const op_rule *r, call *c);
 DVM_MUST_USE dvm_status *lw_call_attrs(lowering *L, const dvmc_node *n, const char *spec, int pads_reg, call *c);
 DVM_MUST_USE dvm_status *lw_call_present(lowering *L, const dvmc_node *n, int first, int present, call *c);
-const dvm_kernel_def *lw_cpu_kernel(const char *name, char base[64]);
 DVM_MUST_USE dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, const call *c);
 DVM_MUST_USE dvm_status *lw_emit_call_fixed(lowering *L, const dvmc_node *n, call *c, int nfixed, const char *shapefn,
                                             dvm_dtype dt);

@@ -9,6 +9,7 @@
 #include "instr.h"
 #include "ops/cpu/fused.h"
 #include "ops/cuda/gen_abi.h"
+#include "ops/optable.h"
 #include "place_cuda.h"
 
 #define PUSH(p, vec, item) DVM_VEC_PUSH(vec, item, (p)->oom = 1)
@@ -295,31 +296,23 @@ typedef struct plan {
 
 static int float_dt(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16; }
 
-static const struct {
-  const char *name;
-  dvmc_rows_op op;
-} rows_ops[] = {{"softmax", DVMC_ROWS_SOFTMAX},     {"logsoftmax", DVMC_ROWS_LOGSOFTMAX},
-                {"layernorm", DVMC_ROWS_LAYERNORM}, {"reduce_sum", DVMC_ROWS_SUM},
-                {"reduce_mean", DVMC_ROWS_MEAN},    {"reduce_max", DVMC_ROWS_MAX},
-                {"reduce_min", DVMC_ROWS_MIN}};
-
 /* A ROWS kernel for the invoke, when it works over the last axis of
  * float tensors whose dtypes are known; -1 otherwise. */
-static int64_t rows_kernel(clone *c, dvmc_rows_op op, dvm_list outs, dvm_list ins,
+static int64_t rows_kernel(clone *c, dvm_kernel_form op, dvm_list outs, dvm_list ins,
                            dvm_list attrs) {
   const fact *F = c->facts;
   int nin = (int)ins.n;
   double eps = 0;
   if (outs.n != 1 || attrs.n < 1) return -1;
   const fact *a0 = &F[attrs.v[0]];
-  if (op <= DVMC_ROWS_LOGSOFTMAX || op == DVMC_ROWS_LAYERNORM) {
+  if (op < DVM_FORM_ROWS_SUM) { /* softmax, logsoftmax, layernorm: an axis */
     if (a0->writes != 1 || !a0->has_imm || a0->imm != -1) return -1;
   } else { /* axes: a shape of one known -1 */
     if (a0->writes != 1 || !a0->shape.v || a0->shape.n != 1) return -1;
     const fact *ax = &F[a0->shape.v[0]];
     if (ax->writes != 1 || !ax->has_imm || ax->imm != -1) return -1;
   }
-  if (op == DVMC_ROWS_LAYERNORM) {
+  if (op == DVM_FORM_ROWS_LAYERNORM) {
     if (attrs.n < 2 || F[attrs.v[1]].writes != 1 || !F[attrs.v[1]].has_fimm) return -1;
     eps = F[attrs.v[1]].fimm;
   } else if (nin != 1) {
@@ -350,6 +343,27 @@ static int64_t elementwise_kernel(clone *c, const uint8_t *prog, size_t size, dv
   char *src;
   if ((c->p->error = dvmc_cuda_elementwise(prog, size, classes, &src))) return -1;
   return gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, nin, nout, classes, dt);
+}
+
+/* The fused program of kernel table entry k (a fused@N) as a generated
+ * kernel; -1 on failure (p->error, or p->oom). */
+static int64_t fused_kernel(clone *c, const dvm_kernel_ref *k, dvm_list outs, dvm_list ins) {
+  placer *p = c->p;
+  dvm_fused_program *g = malloc(sizeof *g);
+  int64_t kernel = -1;
+  if (!g) {
+    p->oom = 1;
+    return -1;
+  }
+  if (!(p->error = dvm_fused_read(k->payload, k->payload_size, g))) {
+    if (g->rows)
+      p->error = dvm_status_new(DVM_UNIMPLEMENTED, "a row program (row stitching) has no CUDA version: "
+                                                   "compile with --no-stitch");
+    else
+      kernel = elementwise_kernel(c, k->payload, k->payload_size, outs, ins);
+  }
+  free(g);
+  return kernel;
 }
 
 /* A standalone elementwise op (add, cast, where...) as a one-op fused
@@ -424,48 +438,35 @@ static int64_t gather_kernel(clone *c, dvm_list outs, dvm_list ins,
   return gen_kernel(c->p, src, DVM_GEN_GATHER, 2, 1, classes, dt);
 }
 
+/* By the kernel's form (vm/kernel.h): a generated kernel, cuBLAS's of the
+ * same name, or -1 (the host). */
 static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   placer *p = c->p;
   const dvm_kernel_ref *k = &p->m->kernels[x->kernel];
   dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
   plan pl = {-1, 0, 0, 0};
   if (k->device != DVM_DEVICE_CPU) return pl;
-  if (strcmp(k->name, "matmul") == 0 || strcmp(k->name, "gemm") == 0) {
+  if (dvm_ops_find(k->name, DVM_DEVICE_CUDA)) {
     /* names are unique in the table; the linker looks up what precedes '@' */
     char name[32];
     snprintf(name, sizeof name, "%s@cuda", k->name);
     pl.kernel = add_kernel(p, name, 1, NULL, 0);
     return pl;
   }
-  pl.generated = 1;
-  if (strncmp(k->name, "fused@", 6) == 0) {
-    dvm_fused_program *g = malloc(sizeof *g);
-    if (!g) {
-      p->oom = 1;
-      return pl;
-    }
-    if ((p->error = dvm_fused_read(k->payload, k->payload_size, g)) ||
-        (g->rows &&
-         (p->error = dvm_status_new(DVM_UNIMPLEMENTED, "a row program (row stitching) has no CUDA version: "
-                                                       "compile with --no-stitch"))) ||
-        (pl.kernel = elementwise_kernel(c, k->payload, k->payload_size, outs, ins)) < 0)
-      p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
-    free(g);
-    return pl;
+  char base[64];
+  const dvm_kernel_def *def = dvm_ops_find_entry(k->name, DVM_DEVICE_CPU, base);
+  dvm_kernel_form form = def ? def->form : DVM_FORM_NONE;
+  pl.generated = form != DVM_FORM_NONE;
+  pl.rows = form >= DVM_FORM_ROWS_SOFTMAX;
+  pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER;
+  switch (form) {
+  case DVM_FORM_NONE: break;
+  case DVM_FORM_ELEMENTWISE: pl.kernel = single_kernel(c, k->name, outs, ins, attrs); break;
+  case DVM_FORM_FUSED: pl.kernel = fused_kernel(c, k, outs, ins); break;
+  case DVM_FORM_PERMUTED: pl.kernel = transpose_kernel(c, outs, ins, attrs); break;
+  case DVM_FORM_GATHER: pl.kernel = gather_kernel(c, outs, ins, attrs); break;
+  default: pl.kernel = rows_kernel(c, form, outs, ins, attrs); break;
   }
-  int transpose = strcmp(k->name, "transpose") == 0;
-  if (transpose || strcmp(k->name, "gather") == 0) { /* both keep their attribute */
-    pl.kernel = transpose ? transpose_kernel(c, outs, ins, attrs) : gather_kernel(c, outs, ins, attrs);
-    pl.keep_attrs = 1;
-    return pl;
-  }
-  for (size_t q = 0; q < sizeof rows_ops / sizeof rows_ops[0]; q++)
-    if (strcmp(k->name, rows_ops[q].name) == 0) {
-      pl.kernel = rows_kernel(c, rows_ops[q].op, outs, ins, attrs);
-      pl.rows = 1;
-      return pl;
-    }
-  pl.kernel = single_kernel(c, k->name, outs, ins, attrs);
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
   return pl;
 }

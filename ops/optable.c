@@ -1,6 +1,7 @@
 /* The op table: every kernel under the name a .dvmb kernel table uses, for
  * its device, with the shape function of its outputs. The tables live with
  * their kernels, one per family; adding a kernel is adding one entry there. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernel.h"
@@ -22,4 +23,9 @@ const dvm_kernel_def *dvm_ops_find(const char *name, dvm_device_kind device) {
     for (const dvm_kernel_def *k = tables[t]; k->name; k++)
       if (k->device == device && strcmp(k->name, name) == 0) return k;
   return NULL;
+}
+
+const dvm_kernel_def *dvm_ops_find_entry(const char *name, dvm_device_kind device, char base[64]) {
+  snprintf(base, 64, "%.*s", (int)strcspn(name, "@"), name);
+  return dvm_ops_find(base, device);
 }

@@ -53,6 +53,27 @@ typedef struct dvm_payload_desc {
   size_t source_size;   /* 0: no source */
 } dvm_payload_desc;
 
+/* What a kernel computes, in the terms of a device that generates its own
+ * kernels: a call of a kernel with a form may run there as a generated
+ * kernel of that form (compiler/place_cuda.c, docs/cuda.md); one without
+ * stays on the host. (A device's library kernel of the same name, cuBLAS's
+ * matmul, is called instead, whatever the form.) */
+typedef enum dvm_kernel_form {
+  DVM_FORM_NONE,
+  DVM_FORM_ELEMENTWISE, /* one elementwise op on its inputs (add, where, cast...) */
+  DVM_FORM_FUSED,       /* the elementwise program its payload holds */
+  DVM_FORM_PERMUTED,    /* its input copied through the perm attribute (transpose) */
+  DVM_FORM_GATHER,      /* ONNX Gather along the axis attribute */
+  /* one row at a time along the last axis; the ROWS forms come last */
+  DVM_FORM_ROWS_SOFTMAX,
+  DVM_FORM_ROWS_LOGSOFTMAX,
+  DVM_FORM_ROWS_LAYERNORM,
+  DVM_FORM_ROWS_SUM,
+  DVM_FORM_ROWS_MEAN,
+  DVM_FORM_ROWS_MAX,
+  DVM_FORM_ROWS_MIN,
+} dvm_kernel_form;
+
 typedef struct dvm_kernel_def {
   const char *name;       /* as named by the .dvmb kernel table */
   dvm_device_kind device;
@@ -88,6 +109,9 @@ typedef struct dvm_kernel_def {
    * into *out, or fails naming what is wrong with it (the disassembler
    * shows payloads through this, never decoding them itself). */
   DVM_MUST_USE dvm_status *(*describe)(const void *payload, size_t size, dvm_payload_desc *out);
+  /* The form in which a device that generates kernels may run a call of
+   * this kernel (above); DVM_FORM_NONE: none. */
+  dvm_kernel_form form;
 } dvm_kernel_def;
 
 #define DVM_DTYPE_BIT(dt) (1u << (dt))

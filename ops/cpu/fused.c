@@ -1298,6 +1298,6 @@ dvm_status *dvm_fused_builder_finish(dvm_fused_builder *b, void **payload, size_
 }
 
 const dvm_kernel_def dvm_cpu_fused_kernels[] = {
-    {"fused", DVM_DEVICE_CPU, fused, "broadcast", .inplace = 1},
+    {"fused", DVM_DEVICE_CPU, fused, "broadcast", .inplace = 1, .form = DVM_FORM_FUSED},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -1047,8 +1047,8 @@ static dvm_status *trilu(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_movement_kernels[] = {
-    {"transpose", DVM_DEVICE_CPU, transpose, "transpose"},
-    {"gather", DVM_DEVICE_CPU, gather, "gather"},
+    {"transpose", DVM_DEVICE_CPU, transpose, "transpose", .form = DVM_FORM_PERMUTED},
+    {"gather", DVM_DEVICE_CPU, gather, "gather", .form = DVM_FORM_GATHER},
     {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements"},
     {"slice", DVM_DEVICE_CPU, slice, "slice"},
     {"concat", DVM_DEVICE_CPU, concat, "concat"},

@@ -597,9 +597,11 @@ static dvm_status *batchnorm(const dvm_kernel_args *a) {
 #define F32_F16_BF16 (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))
 
 const dvm_kernel_def dvm_cpu_norm_kernels[] = {
-    {"softmax", DVM_DEVICE_CPU, softmax, "same", .dtypes = F32_F16_BF16 | DVM_DTYPE_BIT(DVM_F64), .inplace = 1},
-    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .dtypes = F32_F16_BF16 | DVM_DTYPE_BIT(DVM_F64), .inplace = 1},
-    {"layernorm", DVM_DEVICE_CPU, layernorm, "layernorm", .inplace = 1},
+    {"softmax", DVM_DEVICE_CPU, softmax, "same", .dtypes = F32_F16_BF16 | DVM_DTYPE_BIT(DVM_F64), .inplace = 1,
+     .form = DVM_FORM_ROWS_SOFTMAX},
+    {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .dtypes = F32_F16_BF16 | DVM_DTYPE_BIT(DVM_F64), .inplace = 1,
+     .form = DVM_FORM_ROWS_LOGSOFTMAX},
+    {"layernorm", DVM_DEVICE_CPU, layernorm, "layernorm", .inplace = 1, .form = DVM_FORM_ROWS_LAYERNORM},
     {"rmsnorm", DVM_DEVICE_CPU, rmsnorm, "layernorm", .inplace = 1},
     {"batchnorm", DVM_DEVICE_CPU, batchnorm, "same", .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},

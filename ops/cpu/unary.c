@@ -625,21 +625,21 @@ KERNEL(bitwise_not, OP_BITWISE_NOT)
 #define NUMS_BITS (DVM_DTYPES_FLOAT | INTS_BITS)
 
 const dvm_kernel_def dvm_cpu_unary_kernels[] = {
-#define OWN_1(name, text) {text, DVM_DEVICE_CPU, kernel_##name, "same", .inplace = 1},
+#define OWN_1(name, text) {text, DVM_DEVICE_CPU, kernel_##name, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
 #define OWN_0(name, text)
 #define X(name, code, text, own, ...) OWN_##own(name, text)
     DVM_UNARY_MATH(X)
 #undef X
 #undef OWN_1
 #undef OWN_0
-    {"gelu", DVM_DEVICE_CPU, gelu, "same", .inplace = 1},
-    {"relu", DVM_DEVICE_CPU, relu, "same", .inplace = 1},
-    {"neg", DVM_DEVICE_CPU, neg, "same", .inplace = 1},
-    {"abs", DVM_DEVICE_CPU, abs_, "same", .inplace = 1},
-    {"not", DVM_DEVICE_CPU, not_, "same", .inplace = 1},
-    {"clip", DVM_DEVICE_CPU, clip, "same", .inplace = 1},
+    {"gelu", DVM_DEVICE_CPU, gelu, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
+    {"relu", DVM_DEVICE_CPU, relu, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
+    {"neg", DVM_DEVICE_CPU, neg, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
+    {"abs", DVM_DEVICE_CPU, abs_, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
+    {"not", DVM_DEVICE_CPU, not_, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
+    {"clip", DVM_DEVICE_CPU, clip, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
     {"identity", DVM_DEVICE_CPU, identity, "same"},
-    {"cast", DVM_DEVICE_CPU, cast, "same"},
+    {"cast", DVM_DEVICE_CPU, cast, "same", .form = DVM_FORM_ELEMENTWISE},
     {"bitcast", DVM_DEVICE_CPU, bitcast, "same", .inplace = 1},
     {"sin", DVM_DEVICE_CPU, sin_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
     {"cos", DVM_DEVICE_CPU, cos_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},

@@ -6,7 +6,8 @@
  * inputs with NaN, infinities and wrapping integers, at extents 1, primes,
  * T*k + r for every residue r and just past a block: every variant that
  * fits n and the baseline, every configuration, every input class.
- * A wrong variant is shown to fail. usage: test_emulate SHIM_DIR [rows] (rows: the ROWS kernels only). Skips
+ * A wrong variant is shown to fail. Each kernel's form (vm/kernel.h), by
+ * which placement picks its generator, is the one checked here. usage: test_emulate SHIM_DIR [rows] (rows: the ROWS kernels only). Skips
  * (77) without g++. */
 #include <dlfcn.h>
 #include <math.h>
@@ -405,7 +406,11 @@ static const struct op_case {
     {"max", 2, {DVM_I32, DVM_I32, DVM_I32}, 0, {{0}}},
     {"equal", 2, {DVM_F32, DVM_F32, DVM_BOOL}, 0, {{0}}},
     {"less", 2, {DVM_I64, DVM_I64, DVM_BOOL}, 0, {{0}}},
+    {"greater", 2, {DVM_I32, DVM_I32, DVM_BOOL}, 0, {{0}}},
+    {"less_equal", 2, {DVM_BF16, DVM_BF16, DVM_BOOL}, 0, {{0}}},
     {"greater_equal", 2, {DVM_F16, DVM_F16, DVM_BOOL}, 0, {{0}}},
+    {"and", 2, {DVM_BOOL, DVM_BOOL, DVM_BOOL}, 0, {{0}}},
+    {"or", 2, {DVM_BOOL, DVM_BOOL, DVM_BOOL}, 0, {{0}}},
     {"xor", 2, {DVM_BOOL, DVM_BOOL, DVM_BOOL}, 0, {{0}}},
     {"where", 3, {DVM_BOOL, DVM_I64, DVM_I64, DVM_I64}, 0, {{0}}},
     {"where", 3, {DVM_BOOL, DVM_BF16, DVM_BF16, DVM_BF16}, 0, {{0}}},
@@ -462,7 +467,6 @@ static void op_program_refusals(void) {
       {"gelu", 1, {DVM_F32, DVM_F32}, 1, {{0}}},
       {"gelu", 1, {DVM_F32, DVM_F32}, 1, {AI(2)}},
       {"relu", 1, {DVM_F32, DVM_F32}, 1, {AI(0)}},
-      {"transpose", 1, {DVM_F32, DVM_F32}, 0, {{0}}},
   };
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
     void *prog = (void *)1;
@@ -652,13 +656,13 @@ static void ga_check(const unit *u, const dvm_dtype *dt) {
 /* ---- rows ---- */
 
 static const struct {
-  dvmc_rows_op op;
+  dvm_kernel_form op;
   const char *kernel;
   int nin;
-} rows_ops[] = {{DVMC_ROWS_SOFTMAX, "softmax", 1},   {DVMC_ROWS_LOGSOFTMAX, "logsoftmax", 1},
-                {DVMC_ROWS_LAYERNORM, "layernorm", 2}, {DVMC_ROWS_LAYERNORM, "layernorm", 3},
-                {DVMC_ROWS_SUM, "reduce_sum", 1},    {DVMC_ROWS_MEAN, "reduce_mean", 1},
-                {DVMC_ROWS_MAX, "reduce_max", 1},    {DVMC_ROWS_MIN, "reduce_min", 1}};
+} rows_ops[] = {{DVM_FORM_ROWS_SOFTMAX, "softmax", 1},   {DVM_FORM_ROWS_LOGSOFTMAX, "logsoftmax", 1},
+                {DVM_FORM_ROWS_LAYERNORM, "layernorm", 2}, {DVM_FORM_ROWS_LAYERNORM, "layernorm", 3},
+                {DVM_FORM_ROWS_SUM, "reduce_sum", 1},    {DVM_FORM_ROWS_MEAN, "reduce_mean", 1},
+                {DVM_FORM_ROWS_MAX, "reduce_max", 1},    {DVM_FORM_ROWS_MIN, "reduce_min", 1}};
 #define NROWS (int)(sizeof rows_ops / sizeof rows_ops[0])
 
 /* dtypes of x, scale, bias and y: all f32, or mixed (the CPU kernels want
@@ -668,7 +672,7 @@ static void rows_dtypes(int q, int mixed, dvm_dtype *dt) {
   static const dvm_dtype ln[] = {DVM_F16, DVM_BF16, DVM_F32};
   for (int k = 0; k <= nin; k++) dt[k] = DVM_F32;
   if (!mixed) return;
-  if (rows_ops[q].op == DVMC_ROWS_LAYERNORM) {
+  if (rows_ops[q].op == DVM_FORM_ROWS_LAYERNORM) {
     for (int k = 0; k < nin; k++) dt[k] = ln[k];
     dt[nin] = DVM_BF16;
   } else {
@@ -683,7 +687,7 @@ static const int64_t row_lengths[] = {3, 13, 257, 1030, 1, 2, 4, 7, 32, 129, 513
 #define MIXED_LENGTHS 4
 
 static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) {
-  int nin = rows_ops[q].nin, reduce = rows_ops[q].op >= DVMC_ROWS_SUM;
+  int nin = rows_ops[q].nin, reduce = rows_ops[q].op >= DVM_FORM_ROWS_SUM;
   double eps = 1e-5;
   for (int s = 0; s < nlengths; s++) {
     int64_t n = row_lengths[s], rows = 2, xd[2] = {rows, n}, yd[2] = {rows, 1};
@@ -704,7 +708,7 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
     dvm_value attrs[3];
     int nattrs = 1;
     attrs[0] = dvm_value_int(-1);
-    if (rows_ops[q].op == DVMC_ROWS_LAYERNORM) {
+    if (rows_ops[q].op == DVM_FORM_ROWS_LAYERNORM) {
       attrs[1] = dvm_value_float(eps);
       nattrs = 2;
     } else if (reduce) {
@@ -723,8 +727,8 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
       int64_t r = reduce ? i : i / n;
       double mag = 0;
       for (int64_t j = 0; j < n; j++) mag += fabs(x[r * n + j]);
-      atol[i] = 1e-6 + 1e-6 * (rows_ops[q].op == DVMC_ROWS_MEAN ? mag / (double)n
-                                : rows_ops[q].op == DVMC_ROWS_SUM ? mag : 4);
+      atol[i] = 1e-6 + 1e-6 * (rows_ops[q].op == DVM_FORM_ROWS_MEAN ? mag / (double)n
+                                : rows_ops[q].op == DVM_FORM_ROWS_SUM ? mag : 4);
     }
     free(x);
     char name[256];
@@ -762,15 +766,52 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
   }
 }
 
+/* ---- forms: the generator each kernel's form (vm/kernel.h) picks is the
+ * one checked against that kernel here ---- */
+
+static dvm_kernel_form form_of(const char *kernel) {
+  const dvm_kernel_def *k = dvm_ops_find(kernel, DVM_DEVICE_CPU);
+  return k ? k->form : DVM_FORM_NONE;
+}
+
+/* A kernel of form ELEMENTWISE that an op of compiler/ops.def calls has a
+ * case in op_cases. */
+static void elementwise_has_case(const char *kernel) {
+  if (!kernel || form_of(kernel) != DVM_FORM_ELEMENTWISE) return;
+  int found = 0;
+  for (int i = 0; i < NOPS; i++) found |= strcmp(op_cases[i].kernel, kernel) == 0;
+  if (!found) fprintf(stderr, "kernel %s is of form ELEMENTWISE but op_cases has no case of it\n", kernel);
+  CHECK(found);
+}
+
+static void kernel_forms(void) {
+  for (int q = 0; q < NROWS; q++) CHECK(form_of(rows_ops[q].kernel) == rows_ops[q].op);
+  for (int i = 0; i < NOPS; i++) CHECK(form_of(op_cases[i].kernel) == DVM_FORM_ELEMENTWISE);
+  CHECK(form_of("transpose") == DVM_FORM_PERMUTED);
+  CHECK(form_of("gather") == DVM_FORM_GATHER);
+  CHECK(form_of("fused") == DVM_FORM_FUSED);
+#define OP(name, kernel, ...) elementwise_has_case(kernel);
+#include "ops.def"
+#undef OP
+  /* a kernel of another form has no one-op program */
+  dvm_dtype dt[2] = {DVM_F32, DVM_F32};
+  void *prog = NULL;
+  size_t size = 0;
+  CHECK_ERR(dvmc_cuda_op_program("transpose", 1, dt, 0, NULL, &prog, &size), DVM_INTERNAL,
+            "kernel \"transpose\" has no elementwise op");
+  CHECK(prog == NULL);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2 && !(argc == 3 && strcmp(argv[2], "rows") == 0)) {
     fprintf(stderr, "usage: test_emulate SHIM_DIR [rows]\n");
     return 2;
   }
   shim_dir = argv[1];
+  kernel_forms();
   if (system("g++ --version >/dev/null 2>&1") != 0) {
     printf("SKIP: no g++ to compile the generated CUDA C for the host\n");
-    return 77;
+    return harness_failures ? harness_finish("test_emulate") : 77;
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
   enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NGU = NTU + NTR, NU = NGU + NGA };
