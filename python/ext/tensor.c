@@ -126,11 +126,11 @@ static PyObject *tensor_dlpack(TensorObject *self, PyObject *args, PyObject *kwa
   if (self->readonly && copy == Py_False)
     return PyErr_Format(PyExc_BufferError, "the tensor is a module constant, read-only, and DLPack 0.6 "
                         "cannot say so: export it with copy=None or copy=True");
-  dvm_tensor *t = self->t;
+  dvm_tensor *t = NULL; /* a reference of this call's: a copy, or self's retained */
   DLManagedTensor *mt;
   dvm_status *st = NULL;
   if (self->readonly || copy == Py_True) st = copy_of(self->t, &t);
-  else dvm_tensor_retain(t);
+  else dvm_tensor_retain(t = self->t);
   if (!st) st = dvm_tensor_to_dlpack(t, &mt);
   dvm_tensor_release(t); /* mt holds its own */
   if (st) return dvm_py_raise(st, 0);

@@ -2,7 +2,8 @@
 k-th allocation of the extension fails, for k = 1, 2, ... until a call no
 longer reaches a k-th, in dvm.Module(bytes), dvm.load(path), Module.run (on
 a new VM, its pool empty) and dvm.InferenceSession (an .onnx model whose
-compiled module is in the cache, and a .dvmb) with its run. Each failure
+compiled module is in the cache, and a .dvmb) with its run, dvm.compile,
+and a run whose input and result go by DLPack. Each failure
 must raise dvm.OutOfMemory (code OUT_OF_MEMORY) or MemoryError, never crash
 or give another error; the extension must hold no block more than before
 the call once its objects are gone; and the same call right after must
@@ -102,12 +103,26 @@ def main():
     def answers(m):
         return np.array_equal(m.run({"x": x}, threads=1)["y"], want)
 
+    sweep("compile", lambda: dvm.compile(onnx_path, dims={"batch": (1, 64)}), answers)
     sweep("Module(bytes)", lambda: dvm.Module(data), answers)
     sweep("load(path)", lambda: dvm.load(dvmb), answers)
 
     m = dvm.load(dvmb)
     sweep("Module.run", lambda: m.run({"x": x}, threads=1)["y"], lambda y: np.array_equal(y, want),
           settle=m.close_vms)
+
+    class Producer:
+        """An input that speaks DLPack and nothing else."""
+        def __dlpack__(self, stream=None, **kwargs):
+            return x.__dlpack__()
+
+        def __dlpack_device__(self):
+            return x.__dlpack_device__()
+
+    def through_dlpack():  # in by DLPack, and the result out by DLPack as a copy
+        return np.from_dlpack(m.run({"x": Producer()}, threads=1)["y"].base, copy=True)
+
+    sweep("Module.run, DLPack in and out", through_dlpack, lambda y: np.array_equal(y, want), settle=m.close_vms)
     del m
 
     opts = dvm.SessionOptions()
