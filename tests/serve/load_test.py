@@ -62,17 +62,42 @@ def make_repo(tmp, workers, model, max_len):
     return os.path.join(tmp, "repo")
 
 
-def request_body(ids, mask):
-    header = json.dumps({"inputs": [
-        {"name": "ids", "datatype": "INT64", "shape": list(ids.shape), "parameters": {"binary_data_size": ids.nbytes}},
-        {"name": "mask", "datatype": "INT64", "shape": list(mask.shape), "parameters": {"binary_data_size": mask.nbytes}}],
-        "parameters": {"binary_data_output": True}}).encode()
-    return header + ids.tobytes() + mask.tobytes(), len(header)
+DATATYPES = {np.dtype(np.int64): "INT64", np.dtype(np.float32): "FP32"}
 
 
-def parse_reply(data, hlen):
-    out = json.loads(data[:hlen])["outputs"][0]
-    return np.frombuffer(data[hlen:], dtype=np.float32).reshape(out["shape"])
+def infer_body(inputs, binary=True, binary_out=True, parameters=None):
+    """A KServe v2 infer body for {name: array}: the data in the JSON, or
+    binary tensors after it (Triton's extension). Returns the body and the
+    JSON's length (Inference-Header-Content-Length; None for JSON only)."""
+    def entry(name, x):
+        e = {"name": name, "datatype": DATATYPES[x.dtype], "shape": list(x.shape)}
+        if binary:
+            e["parameters"] = {"binary_data_size": x.nbytes}
+        else:
+            e["data"] = x.flatten().tolist()
+        return e
+    params = {"binary_data_output": True} if binary_out else {}
+    params.update(parameters or {})
+    header = json.dumps({"inputs": [entry(n, x) for n, x in inputs.items()], "parameters": params}).encode()
+    if not binary:
+        return header, None
+    return header + b"".join(x.tobytes() for x in inputs.values()), len(header)
+
+
+def outputs_of(data, header_len):
+    """{name: array} of an infer response body, whose JSON is header_len
+    bytes (None: all of it) and each output in it or in binary after it."""
+    head = json.loads(data[:header_len] if header_len is not None else data)
+    out, at = {}, header_len
+    for o in head["outputs"]:
+        dtype = next(k for k, v in DATATYPES.items() if v == o["datatype"])
+        size = o.get("parameters", {}).get("binary_data_size")
+        if size is None:
+            out[o["name"]] = np.array(o["data"], dtype).reshape(o["shape"])
+        else:
+            out[o["name"]] = np.frombuffer(data[at:at + size], dtype).reshape(o["shape"])
+            at += size
+    return out
 
 
 def run_cell(server, model, pool, n, concurrency, exact, seconds):
@@ -89,7 +114,7 @@ def run_cell(server, model, pool, n, concurrency, exact, seconds):
                 if next(counter, None) is None:
                     break
             ids, mask, ref = pool[int(rng.integers(len(pool)))]
-            body, hlen = request_body(ids, mask)
+            body, hlen = infer_body({"ids": ids, "mask": mask})
             t0 = time.perf_counter()
             try:
                 c.request("POST", f"/v2/models/{model}/infer", body=body,
@@ -104,7 +129,7 @@ def run_cell(server, model, pool, n, concurrency, exact, seconds):
             dt = time.perf_counter() - t0
             ok = r.status == 200
             if ok:
-                got = parse_reply(data, int(r.getheader("Inference-Header-Content-Length")))
+                got = outputs_of(data, int(r.getheader("Inference-Header-Content-Length")))["hidden"]
                 diff = float(np.max(np.abs(got - ref))) if got.shape == ref.shape else float("inf")
                 ok = diff == 0 if exact else diff <= TOL * (1 + float(np.max(np.abs(ref))))
             with lock:

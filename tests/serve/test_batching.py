@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from conftest import DVM, Server, metric, reference, sentence
+from conftest import DVM, OPEN_DIM, Server, metric, reference, sentence
 from test_conformance import bert_inputs
 
 
@@ -50,22 +50,6 @@ def test_length_buckets(client, server, repo):
         np.testing.assert_allclose(got, reference(repo, ids, mask), rtol=1e-4, atol=1e-5)
     assert batches < len(reqs), "no two requests shared an invocation"
     assert padded == 0, f"{padded} padding elements: requests of different buckets shared an invocation"
-
-
-OPEN_DIM = """.kernel mul cpu 1
-.shapefn broadcast
-
-.func main regs=5
-  .sym batch r4 1 64
-  .param x tensor f32 [batch, ?]
-  .result y tensor f32 [batch, ?]
-  guard          r0, 0
-  shapefn        broadcast, (r1), (r0, r0)
-  alloc          r2, f32, r1, cpu
-  invoke         mul, -, (r2), (r0, r0), ()
-  ret            (r2)
-.end
-"""
 
 
 @pytest.fixture(scope="module")
