@@ -74,7 +74,9 @@ static dvm_status *compile_graph(dvmc_ctx *c, dvmc_graph *g, const char *what, c
   if ((st = set_dims(c, g, o))) return st;
   if ((st = dvmc_infer(c, g))) return st;
   if (o->diag) dvmc_infer_disagreements(g, warn, (void *)o);
-  int rewrites[32] = {0};
+  int rewrites[32] = {0}, last = 0;
+  if (o->last_position && (st = dvmc_last_position(c, g, o->last_position, &last))) return st;
+  if (last) say(o, DVMC_DIAG_PROGRESS, "output %s computed for its last position only", o->last_position);
   if ((st = dvmc_passes_run(c, g, disabled, rewrites))) return st;
   for (int i = 0; i < dvmc_pass_count(); i++)
     if (rewrites[i]) say(o, DVMC_DIAG_PROGRESS, "pass %s rewrote %d patterns", dvmc_pass_at(i)->name, rewrites[i]);

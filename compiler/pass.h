@@ -94,6 +94,10 @@ DVM_MUST_USE dvm_status *dvmc_pass_set_domain(dvmc_node *n, const char *domain);
  * set to value (conv_nhwc's dvm_layout, conv_winograd's dvm_algo). */
 DVM_MUST_USE dvm_status *dvmc_pass_fused_conv(dvmc_ctx *c, dvmc_graph *g, dvmc_node *n, const char *name,
                                               int64_t value);
+/* Not in the table: run when dvmc_compile_options.last_position names an
+ * output (last_position.c); adds 1 to *count when it rewrote. */
+DVM_MUST_USE dvm_status *dvmc_last_position(dvmc_ctx *c, dvmc_graph *g, const char *output, int *count);
+
 /* The passes, in the order they run (pass.c's table). */
 DVM_MUST_USE dvm_status *dvmc_pass_quant_float(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_layernorm(dvmc_ctx *c, dvmc_graph *g, int *count);

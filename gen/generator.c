@@ -253,12 +253,15 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   return NULL;
 }
 
-dvm_status *dvm_generator_model_file(const char *config_path, char *buf, size_t size) {
+dvm_status *dvm_generator_model_file(const char *config_path, char *file, char *logits, size_t size) {
   dvm_generator_config c;
   dvm_status *st = dvm_generator_config_read(config_path, &c);
   if (st) return st;
-  if (strlen(c.filename) >= size) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: model.decoder.filename is too long", config_path);
-  memcpy(buf, c.filename, strlen(c.filename) + 1);
+  if (strlen(c.filename) >= size || strlen(c.logits) >= size)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: model.decoder.%s is too long", config_path,
+                          strlen(c.filename) >= size ? "filename" : "outputs.logits");
+  memcpy(file, c.filename, strlen(c.filename) + 1);
+  memcpy(logits, c.logits, strlen(c.logits) + 1);
   return NULL;
 }
 

@@ -29,7 +29,9 @@ static const char usage_text[] =
     "  --no-plan                no memory plan: every tensor its own allocation\n"
     "  --embed-data             copy the weights of the model's external data files into the\n"
     "                           .dvmb (default: refer to them where they lie, when the files\n"
-    "                           are in the .dvmb's folder or below it)\n";
+    "                           are in the .dvmb's folder or below it)\n"
+    "  --last-position OUTPUT   compute OUTPUT [batch, seq, ...] for the last position of seq\n"
+    "                           only (a generator's logits: dvm generate reads no other)\n";
 
 /* The op table (compiler/ops.def) as docs/compiler.md shows it. */
 static int list_ops(void) {
@@ -114,13 +116,14 @@ int dvm_cmd_compile(int argc, char **argv) {
       {"no-stitch", no_argument, 0, 'T'},
       {"no-plan", no_argument, 0, 'P'}, {"disable", required_argument, 0, 'X'},
       {"list-passes", no_argument, 0, 'R'}, {"embed-data", no_argument, 0, 'E'},
+      {"last-position", required_argument, 0, 'l'},
       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *out = NULL, *shapes = NULL, *dims[MAX_DIMS], *disable[MAX_DIMS];
   int embed = 0;
   dvmc_compile_options co;
   dvmc_compile_options_init(&co);
   optind = 1;
-  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NTPX:REh", opts, NULL)) != -1;) {
+  for (int c; (c = getopt_long(argc, argv, "o:t:D:IS:Lf:NTPX:REl:h", opts, NULL)) != -1;) {
     switch (c) {
     case 'o': out = optarg; break;
     case 't':
@@ -140,6 +143,7 @@ int dvm_cmd_compile(int argc, char **argv) {
     case 'T': co.no_stitch = true; break;
     case 'P': co.no_plan = true; break;
     case 'E': embed = 1; break;
+    case 'l': co.last_position = optarg; break;
     case 'L': return list_ops();
     case 'R': return list_passes();
     case 'X':

@@ -73,8 +73,8 @@ static int newer(const char *a, const char *b) { /* a's mtime >= b's; 0 when a i
 /* MODEL_DIR's compiled module: DIR/NAME.dvmb for DIR/NAME.onnx, compiled
  * unless it is newer than both the ONNX file and this dvm. */
 static int compile_dir(const char *dir, const char *config, char *dvmb, size_t size) {
-  char file[256], onnx[PATH_MAX + 256];
-  dvm_status *st = dvm_generator_model_file(config, file, sizeof file);
+  char file[256], logits[256], onnx[PATH_MAX + 256];
+  dvm_status *st = dvm_generator_model_file(config, file, logits, sizeof file);
   if (st) return dvm_cli_fail("generate", st);
   snprintf(onnx, sizeof onnx, "%s/%s", dir, file);
   size_t stem = strlen(onnx) > 5 && strcmp(onnx + strlen(onnx) - 5, ".onnx") == 0 ? strlen(onnx) - 5 : strlen(onnx);
@@ -88,6 +88,7 @@ static int compile_dir(const char *dir, const char *config, char *dvmb, size_t s
   fprintf(stderr, "dvm generate: compiling %s to %s\n", onnx, dvmb);
   dvmc_compile_options co;
   dvmc_compile_options_init(&co);
+  co.last_position = logits; /* the generator reads no other row */
   st = dvm_cli_compile(onnx, dvmb, 0, &co);
   return st ? dvm_cli_fail("generate", st) : -1;
 }

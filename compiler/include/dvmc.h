@@ -47,6 +47,12 @@ typedef struct dvmc_compile_options {
    * lie, not copied (docs/bytecode.md, section external). NULL: copied,
    * as `dvm compile --embed-data`. */
   const char *data_dir;
+  /* An output of which the caller reads only the last position of axis 1
+   * (a generator's logits [batch, seq, vocab]): computed for that position
+   * alone, so it has 1 on axis 1 (where it is made by a MatMul or
+   * MatMulNBits followed only by elementwise nodes; otherwise unchanged).
+   * NULL: every output whole. */
+  const char *last_position;
   /* Stop after the graph rewrites: no bytes (for dump_ir, dump_shapes). */
   bool no_lower;
   /* When set, the graph after the rewrites as text (`--dump-ir`) and every

@@ -183,7 +183,8 @@ def compile(model: Any, *, dims: Optional[Mapping[str, Any]] = None, target: str
     version of each function, compiled with NVRTC). options: function="main"
     (the entry's name), fusion=True, plan=True (False: --no-fusion,
     --no-plan), disable=() (graph rewrites to skip, as --disable), stitch=True
-    (False: --no-stitch). Raises dvm.UnsupportedOp naming the node for ops dvm does
+    (False: --no-stitch), last_position=None (an output name: computed for
+    the last position of its axis 1 only, as --last-position). Raises dvm.UnsupportedOp naming the node for ops dvm does
     not take, dvm.CompileError for other failures."""
     return Module(_compile_bytes(model, dims=dims, target=target, **options))
 
@@ -196,14 +197,15 @@ def _compile_bytes(model: Any, *, dims: Optional[Mapping[str, Any]] = None, targ
     bad = [t for t in parts if t not in ("cpu", "cuda")]
     if bad or not parts:
         raise ValueError(f"unknown target {target!r} (cpu, cpu,cuda)")
-    known = {"function", "fusion", "plan", "disable", "stitch"}
+    known = {"function", "fusion", "plan", "disable", "stitch", "last_position"}
     extra = set(options) - known
     if extra:
         raise TypeError(f"dvm.compile: unknown options {sorted(extra)} (known: {sorted(known)})")
     disable = options.get("disable", ())
     src, model_dir = _model_bytes(model)
     data = _dvm.compile(src, _dim_list(dims), cuda="cuda" in parts, model_dir=model_dir,
-                        function=options.get("function"), fusion=bool(options.get("fusion", True)),
+                        function=options.get("function"), last_position=options.get("last_position"),
+                        fusion=bool(options.get("fusion", True)),
                         plan=bool(options.get("plan", True)), stitch=bool(options.get("stitch", True)),
                         disable=(disable,) if isinstance(disable, str) else tuple(disable))
     return data

@@ -227,7 +227,7 @@ def _onnx_facts(data: Optional[bytes]) -> Tuple[ModelMetadata, Dict[str, NodeArg
     return meta, declared
 
 
-def cached_compile(source: Any, key: str, target: str) -> Module:
+def cached_compile(source: Any, key: str, target: str, **options: Any) -> Module:
     """The module compiled from source (a path or bytes) for target, from
     the cache when it holds one under key (a SHA-256 in hex of what the
     module depends on: InferenceSession's and dvm.genai.Model's)."""
@@ -246,7 +246,7 @@ def cached_compile(source: Any, key: str, target: str) -> Module:
             pass  # stale or damaged: compile again
     # the bytes, not a Module made from them: that would copy them and
     # pack the weights beside them, only to be replaced by the file
-    data = _compile_bytes(source, target=target)
+    data = _compile_bytes(source, target=target, **options)
     try:  # written whole, then renamed, so readers never see half a file
         os.makedirs(os.path.dirname(cached), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")

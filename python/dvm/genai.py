@@ -134,7 +134,7 @@ class Config:
         return n
 
 
-def _model_key(folder: str, filename: str) -> str:
+def _model_key(folder: str, filename: str, logits: str) -> str:
     """What the compiled module depends on: the ONNX file's bytes, its
     external data files (by size and modification time: hashing gigabytes
     of weights at every load would cost more than it saves) and the
@@ -147,7 +147,7 @@ def _model_key(folder: str, filename: str) -> str:
         if name != filename and name.startswith(filename):
             st = os.stat(os.path.join(folder, name))
             h.update(f"\0{name}:{st.st_size}:{st.st_mtime_ns}".encode())
-    h.update(b"\0genai\0cpu\0" + _compiler_id())
+    h.update(b"\0genai\0cpu\0last_position=" + logits.encode() + b"\0" + _compiler_id())
     return h.hexdigest()
 
 
@@ -161,11 +161,13 @@ class Model:
         self.path = self.config.path
         self._threads = self.config._threads()
         with _ConfigFile(_generator_json(self.config._json, self.config._json.get("search", {}))) as cf:
-            filename = _dvm.generator_model_file(cf.path)
+            filename, logits = _dvm.generator_model_file(cf.path)
         onnx_path = os.path.join(self.path, filename)
         if not os.path.isfile(onnx_path):
             raise Error(f"{onnx_path}: model.decoder.filename names no file in the model folder")
-        self._module = cached_compile(onnx_path, _model_key(self.path, filename), "cpu")
+        # the generator reads the logits after each sequence's last token only
+        self._module = cached_compile(onnx_path, _model_key(self.path, filename, logits), "cpu",
+                                      last_position=logits)
 
     @property
     def type(self) -> str:

@@ -91,12 +91,13 @@ static int raise_warnings(char *warnings) {
 
 PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   static char *kw[] = {"model", "dims", "function", "cuda", "fusion", "plan", "model_dir", "dump_ir", "lower",
-                       "disable", "stitch", NULL};
+                       "disable", "stitch", "last_position", NULL};
   PyObject *model, *dims_obj, *dir_obj = Py_None, *disable_obj = NULL;
-  const char *function = NULL;
+  const char *function = NULL, *last_position = NULL;
   int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1, stitch = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppOp:compile", kw, &model, &dims_obj, &function, &cuda,
-                                   &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj, &stitch))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppOpz:compile", kw, &model, &dims_obj, &function, &cuda,
+                                   &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj, &stitch,
+                                   &last_position))
     return NULL;
   char specs[MAX_DIMS][MAX_SPEC];
   const char *dims[MAX_DIMS], *disable[MAX_DIMS];
@@ -118,7 +119,8 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   } else if (!PyUnicode_FSConverter(model, &path)) {
     goto done;
   }
-  co.function = function; /* args holds it for the call */
+  co.function = function; /* args holds it and last_position for the call */
+  co.last_position = last_position;
   co.dims = dims;
   co.disable = disable;
   co.cuda = cuda;

@@ -227,17 +227,18 @@ static PyMethodDef generator_methods[] = {
     {NULL, NULL, 0, NULL}};
 
 const char dvm_py_generator_model_file_doc[] =
-    "generator_model_file(config_path) -> str: checks genai_config.json as the generator reads it and "
-    "returns model.decoder.filename.";
+    "generator_model_file(config_path) -> (str, str): checks genai_config.json as the generator reads it "
+    "and returns model.decoder.filename and model.decoder.outputs.logits.";
 
 PyObject *dvm_py_generator_model_file(PyObject *self, PyObject *arg) {
   PyObject *path;
   if (!PyUnicode_FSConverter(arg, &path)) return NULL;
-  char name[256];
-  dvm_status *st = dvm_generator_model_file(PyBytes_AS_STRING(path), name, sizeof name);
+  char name[256], logits[256];
+  dvm_status *st = dvm_generator_model_file(PyBytes_AS_STRING(path), name, logits, sizeof name);
   Py_DECREF(path);
   if (st) return dvm_py_raise(st, 0);
-  return PyUnicode_DecodeFSDefault(name);
+  PyObject *file = PyUnicode_DecodeFSDefault(name);
+  return file ? Py_BuildValue("(Ns)", file, logits) : NULL;
 }
 
 PyTypeObject dvm_py_GeneratorType = {

@@ -50,8 +50,12 @@ DVM_API void dvm_generator_destroy(dvm_generator *g); /* NULL is fine */
 
 /* Reads and checks genai_config.json at config_path as
  * dvm_generator_create does, and writes its model.decoder.filename (the
- * ONNX file in the model folder) into buf. */
-DVM_API DVM_MUST_USE dvm_status *dvm_generator_model_file(const char *config_path, char *buf, size_t size);
+ * ONNX file in the model folder) into file and its
+ * model.decoder.outputs.logits (the output a generator reads the last
+ * position of: dvmc_compile_options.last_position) into logits; each
+ * buffer holds size bytes. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_model_file(const char *config_path, char *file, char *logits,
+                                                          size_t size);
 
 /* Appends counts[b] tokens (tokens[b], borrowed) to sequence b for each of
  * the batch's sequences; counts may differ and may be 0 for a sequence
