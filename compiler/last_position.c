@@ -8,6 +8,7 @@
  * n tokens then skips n - 1 rows of the model's largest product (the
  * vocabulary projection) and holds one row of logits instead of n. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fold.h"
@@ -43,7 +44,7 @@ static dvmc_value *last_index(dvmc_ctx *c, dvmc_graph *g, const char *base) {
   if (!t || !data) return NULL;
   *data = -1;
   *t = (dvmc_tensor){.dtype = DVM_I64, .rank = 1, .dims = {1}, .data = data, .nbytes = sizeof *data};
-  return dvmc_fold_const(c, g, base, "last", t);
+  return dvmc_fold_const(c, g, base, "last_index", t);
 }
 
 dvm_status *dvmc_last_position(dvmc_ctx *c, dvmc_graph *g, const char *output, int *count) {
@@ -66,11 +67,12 @@ dvm_status *dvmc_last_position(dvmc_ctx *c, dvmc_graph *g, const char *output, i
   dvmc_value *a = p->in[0];
   if (!a || a->rank != 3 || !a->typed) return NULL;
   const dvmc_expr *one = dvmc_const(c->exprs, 1);
-  char *name = dvm_arena_alloc(&c->arena, strlen(a->name) + 6, 1);
+  size_t len = strlen(a->name) + sizeof ".last_row" + 20;
+  char *name = dvm_arena_alloc(&c->arena, len, 1);
+  if (name) snprintf(name, len, "%s.last_row", a->name);
+  for (int i = 1; name && dvmc_value_find(g, name); i++) snprintf(name, len, "%s.last_row%d", a->name, i);
   dvmc_value *idx = last_index(c, g, a->name), *last = name ? dvmc_value_new(c, g, name) : NULL;
   if (!one || !idx || !last) return dvm_status_new(DVM_OUT_OF_MEMORY, "last_position");
-  strcpy(name, a->name);
-  strcat(name, ".last");
   last->typed = true;
   last->dtype = a->dtype;
   last->rank = 3;

@@ -109,14 +109,20 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
         if (dvm_tensor_packed(t, def, (int)j)) continue;
         void *data = NULL;
         void (*free_data)(void *) = NULL;
-        st = def->prepack(t, (int)j, hints, nattrs, &data, &free_data);
-        if (!st && data) st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
-        /* the plain bytes, read to pack, go back now when the kernel reads
-         * its form only (an external constant's once its hash is checked,
-         * vm/extdata.c): packing weight after weight then holds one plain
-         * weight at a time, not the whole file beside the forms */
         const dvm_const *kc = &m->consts[kn[r].konst - 1];
-        if (!st && data && !kc->ext_path && dvm_const_packed_only(kc)) m->released += dvm_tensor_drop_pages(t);
+        /* the plain bytes, read to pack, go back when the kernel reads its
+         * form only (an external constant's once its hash is checked,
+         * vm/extdata.c): during packing, as the hook reads them, where it
+         * says so (dvm_tensor_consumed), else right after; packing weight
+         * after weight then holds little of one plain weight at a time, not
+         * the whole file beside the forms */
+        bool consume = !kc->ext_path && def->prepack_replaces && !kc->plain && kc->reader == def &&
+                       kc->reader_slot == (int)j;
+        t->consumable = consume;
+        st = def->prepack(t, (int)j, hints, nattrs, &data, &free_data);
+        t->consumable = false;
+        if (!st && data) st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
+        if (!st && data && consume && dvm_const_packed_only(kc)) m->released += dvm_tensor_drop_pages(t);
         if (st) st = dvm_status_annotate(st, "prepacking constant \"%s\" for kernel \"%s\"",
                                          m->consts[kn[r].konst - 1].name, m->kernels[x.kernel].name);
       }

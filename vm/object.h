@@ -43,6 +43,9 @@ struct dvm_tensor {
   dvm_storage *storage; /* holds one reference */
   size_t offset;        /* bytes into storage */
   dvm_packed *packed;   /* forms built at link; freed with the tensor */
+  /* Set by the linker only around a prepack hook's call, when nothing but
+   * the form being built reads the plain bytes (dvm_tensor_consumed). */
+  bool consumable;
   int64_t dims[DVM_MAX_RANK];
 };
 
@@ -88,6 +91,12 @@ DVM_MUST_USE dvm_status *dvm_tensor_attach_packed(dvm_tensor *t, const void *own
  * constant nothing reads plain again: its pages read as zeros afterwards
  * (vm/extdata.c decides, docs/kernels.md). */
 size_t dvm_tensor_drop_pages(const dvm_tensor *t);
+
+/* For a prepack hook: bytes [offset, offset + size) of t's plain data are
+ * read for the last time. Where t is consumable (its storage droppable)
+ * their whole pages go back now, not after the hook, so that packing a
+ * weight holds little more than its form; elsewhere nothing happens. */
+void dvm_tensor_consumed(const dvm_tensor *t, size_t offset, size_t size);
 
 /* The form `owner` built of t for its input `input`, or NULL. */
 static inline const void *dvm_tensor_packed(const dvm_tensor *t, const void *owner, int input) {

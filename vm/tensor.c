@@ -119,14 +119,22 @@ void dvm_storage_release(dvm_storage *s) {
   free(s);
 }
 
-size_t dvm_tensor_drop_pages(const dvm_tensor *t) {
+/* The whole pages of bytes [offset, offset + bytes) of t's data given
+ * back; how many bytes. */
+static size_t drop_range(const dvm_tensor *t, size_t offset, size_t bytes) {
   const dvm_storage *s = t->storage;
-  size_t bytes = dvm_tensor_nbytes(t);
   long page = sysconf(_SC_PAGESIZE);
   if (!s->droppable || bytes == 0 || page <= 0) return 0;
-  uintptr_t start = (uintptr_t)s->ptr + t->offset, mask = (uintptr_t)page - 1;
+  uintptr_t start = (uintptr_t)s->ptr + t->offset + offset, mask = (uintptr_t)page - 1;
   uintptr_t lo = (start + mask) & ~mask, hi = (start + bytes) & ~mask; /* neighbours keep theirs */
   return hi > lo && madvise((void *)lo, hi - lo, MADV_DONTNEED) == 0 ? hi - lo : 0;
+}
+
+size_t dvm_tensor_drop_pages(const dvm_tensor *t) { return drop_range(t, 0, dvm_tensor_nbytes(t)); }
+
+void dvm_tensor_consumed(const dvm_tensor *t, size_t offset, size_t size) {
+  if (t->consumable && offset <= dvm_tensor_nbytes(t) && size <= dvm_tensor_nbytes(t) - offset)
+    drop_range(t, offset, size);
 }
 
 dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int rank,
@@ -146,6 +154,7 @@ dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int ran
   t->storage = s;
   t->offset = offset;
   t->packed = NULL;
+  t->consumable = false;
   if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank); /* dims may be NULL at rank 0 */
   dvm_storage_retain(s);
   *out = t;

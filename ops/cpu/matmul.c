@@ -337,15 +337,22 @@ static dvm_status *linear(const char *op, int f64, int64_t rows, int64_t n, int6
 /* The kernels' indices in dvm_cpu_matmul_kernels: a packed form's owner. */
 enum { K_MATMUL, K_GEMM, K_EINSUM, K_MATMUL_BIAS, K_GEMM_ACT, K_END };
 
+static void rows_consumed(void *t, int64_t l0, int64_t l1) {
+  const dvm_tensor *b = t;
+  size_t row = (size_t)b->dims[b->rank - 1] * sizeof(float);
+  dvm_tensor_consumed(b, (size_t)l0 * row, (size_t)(l1 - l0) * row);
+}
+
 /* matmul's input 1 when it is one f32 matrix (batch dims all 1): packed
- * for ops/cpu/pgemm.c (pgemm.h). */
+ * for ops/cpu/pgemm.c (pgemm.h), its rows given back as they are packed
+ * where nothing else reads them (vm/link.c). */
 static dvm_status *matmul_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
                                   int nattrs, void **data, void (**free_data)(void *)) {
   if (input != 1 || t->dtype != DVM_F32 || t->rank < 2) return NULL;
   for (int i = 0; i < t->rank - 2; i++)
     if (t->dims[i] != 1) return NULL;
   int64_t k = t->dims[t->rank - 2], n = t->dims[t->rank - 1];
-  *data = dvm_pgemm_pack(dvm_tensor_ptr(t), k, n, n, 1);
+  *data = dvm_pgemm_pack_rows(dvm_tensor_ptr(t), k, n, n, 1, rows_consumed, (void *)t);
   *free_data = dvm_pgemm_free;
   return NULL;
 }

@@ -74,15 +74,35 @@ dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, in
   return dvm_pgemm_pack_isa(dvm_isa_chosen(), b, k, n, sk, sn);
 }
 
+static dvm_pgemm_b *pack(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn,
+                         void (*done)(void *, int64_t, int64_t), void *ctx);
+
 dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk,
                                 int64_t sn) {
+  return pack(isa, b, k, n, sk, sn, NULL, NULL);
+}
+
+dvm_pgemm_b *dvm_pgemm_pack_rows(const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn,
+                                 void (*done)(void *ctx, int64_t l0, int64_t l1), void *ctx) {
+  return pack(dvm_isa_chosen(), b, k, n, sk, sn, done, ctx);
+}
+
+/* Rows of B packed per block: about 1 MiB of them. Block by block, every
+ * panel's rows of the block, so B is read in order and a caller can give
+ * its rows back as it goes (dvm_pgemm_pack_rows); the form, written across
+ * all its panels at each block, is then on 4 KiB pages until the end, so
+ * that it grows as B shrinks. */
+#define PACK_BLOCK_BYTES ((int64_t)1 << 20)
+
+static dvm_pgemm_b *pack(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn,
+                         void (*done)(void *, int64_t, int64_t), void *ctx) {
   if (k <= 0 || n <= 0 || isa == DVM_ISA_GENERIC || !dvm_isa_supported(isa)) return NULL;
   dvm_pgemm_b *pb = malloc(sizeof *pb);
   const int64_t nr = isa == DVM_ISA_AVX512F ? NR512 : NR;
   int64_t panels = (n + nr - 1) / nr;
   size_t bytes;
   if (!pb || dvm_mul_overflows((size_t)(panels * nr), (size_t)k * sizeof(float), &bytes) ||
-      !(pb->data = dvm_weight_alloc(bytes))) {
+      !(pb->data = done ? dvm_weight_alloc_lazy(bytes) : dvm_weight_alloc(bytes))) {
     free(pb);
     return NULL;
   }
@@ -91,15 +111,22 @@ dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t 
   pb->panels = panels;
   pb->nr = nr;
   pb->isa = isa;
-  for (int64_t p = 0; p < panels; p++) {
-    float *dst = pb->data + p * k * nr;
-    int64_t j0 = p * nr, w = n - j0 < nr ? n - j0 : nr;
-    for (int64_t l = 0; l < k; l++, dst += nr) {
-      int64_t j = 0;
-      for (; j < w; j++) dst[j] = b[l * sk + (j0 + j) * sn];
-      for (; j < nr; j++) dst[j] = 0;
+  int64_t rows = PACK_BLOCK_BYTES / (n * (int64_t)sizeof(float));
+  if (rows < 1) rows = 1;
+  for (int64_t l0 = 0; l0 < k; l0 += rows) {
+    int64_t l1 = k - l0 < rows ? k : l0 + rows;
+    for (int64_t p = 0; p < panels; p++) {
+      int64_t j0 = p * nr, w = n - j0 < nr ? n - j0 : nr;
+      float *dst = pb->data + (p * k + l0) * nr;
+      for (int64_t l = l0; l < l1; l++, dst += nr) {
+        int64_t j = 0;
+        for (; j < w; j++) dst[j] = b[l * sk + (j0 + j) * sn];
+        for (; j < nr; j++) dst[j] = 0;
+      }
     }
+    if (done) done(ctx, l0, l1);
   }
+  if (done) dvm_weight_settle(pb->data, bytes);
   return pb;
 }
 
@@ -303,6 +330,12 @@ dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, in
 dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk,
                                 int64_t sn) {
   (void)isa, (void)b, (void)k, (void)n, (void)sk, (void)sn;
+  return NULL;
+}
+
+dvm_pgemm_b *dvm_pgemm_pack_rows(const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn,
+                                 void (*done)(void *ctx, int64_t l0, int64_t l1), void *ctx) {
+  (void)b, (void)k, (void)n, (void)sk, (void)sn, (void)done, (void)ctx;
   return NULL;
 }
 

@@ -33,6 +33,12 @@ dvm_pgemm_b *dvm_pgemm_pack(const float *b, int64_t k, int64_t n, int64_t sk, in
  * DVM_ISA_GENERIC or one this CPU lacks. */
 dvm_pgemm_b *dvm_pgemm_pack_isa(dvm_isa isa, const float *b, int64_t k, int64_t n, int64_t sk,
                                 int64_t sn);
+/* dvm_pgemm_pack, reading b a block of rows at a time and calling
+ * done(ctx, l0, l1) once rows [l0, l1) are read for the last time (so a
+ * caller can give their memory back as packing goes: vm/link.c). done is
+ * not called when it returns NULL. */
+dvm_pgemm_b *dvm_pgemm_pack_rows(const float *b, int64_t k, int64_t n, int64_t sk, int64_t sn,
+                                 void (*done)(void *ctx, int64_t l0, int64_t l1), void *ctx);
 void dvm_pgemm_free(void *pb);
 dvm_isa dvm_pgemm_isa(const dvm_pgemm_b *pb); /* the variant pb was packed for */
 

@@ -14,11 +14,28 @@
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
+/* Linux 6.1's synchronous collapse into 2 MiB pages; glibc's headers may
+ * not name it yet (the generic value, as on x86-64 and arm64). An older
+ * kernel answers EINVAL, and khugepaged collapses later instead. */
+#if !defined(MADV_COLLAPSE) && defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#define MADV_COLLAPSE 25
+#endif
+
+void *dvm_weight_alloc_lazy(size_t bytes) {
+  void *p = NULL;
+  return posix_memalign(&p, bytes >= HUGE_PAGE ? HUGE_PAGE : 64, bytes ? bytes : 64) == 0 ? p : NULL;
+}
+
+void dvm_weight_settle(void *p, size_t bytes) {
+  if (bytes < HUGE_PAGE) return;
+  madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* advice: failure is harmless */
+#ifdef MADV_COLLAPSE
+  madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_COLLAPSE);
+#endif
+}
 
 void *dvm_weight_alloc(size_t bytes) {
-  void *p = NULL;
-  int huge = bytes >= HUGE_PAGE;
-  if (posix_memalign(&p, huge ? HUGE_PAGE : 64, bytes ? bytes : 64) != 0) return NULL;
-  if (huge) madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* advice: failure is harmless */
+  void *p = dvm_weight_alloc_lazy(bytes);
+  if (p && bytes >= HUGE_PAGE) madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
   return p;
 }

@@ -10,4 +10,14 @@
  * 4 KiB pages. NULL when out of memory. Free with free(). */
 void *dvm_weight_alloc(size_t bytes);
 
+/* The same, but on 4 KiB pages until dvm_weight_settle: for a form written
+ * out of order while its source is given back (pgemm.c), so that it grows
+ * as the source shrinks instead of taking its 2 MiB pages at the first
+ * write. */
+void *dvm_weight_alloc_lazy(size_t bytes);
+/* p (from dvm_weight_alloc_lazy), now written, moved onto 2 MiB pages:
+ * at once where the kernel can (MADV_COLLAPSE, Linux 6.1), else as its
+ * khugepaged gets to it. */
+void dvm_weight_settle(void *p, size_t bytes);
+
 #endif

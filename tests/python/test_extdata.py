@@ -133,6 +133,41 @@ def test_packed_weights_held_once_plain_ones_copied(tmp_path):
                                (x.astype(np.float64) @ w["w1"] + w["b1"]) @ w["w2"], rtol=1e-3, atol=1e-2)
 
 
+LOAD_PEAK = """
+import sys, dvm
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key + ":"))
+before = status("VmRSS")
+m = dvm.load(sys.argv[1])
+print(status("VmHWM") - before)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux's /proc")
+def test_packing_a_weight_gives_its_rows_back_as_it_goes(tmp_path):
+    """A module with its weights inside (a cached or --embed-data one) is
+    read into memory whole; packing a MatMul weight gives its plain rows
+    back block by block while its form grows (ops/cpu/pgemm.c), so the
+    load's peak is about the weights once, not the largest one twice."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((1031, 8192)).astype(np.float32)  # 33 MiB; a prime count of rows
+    mp = model([h.make_node("MatMul", ["x", "w"], ["y"])], [("x", T.FLOAT, ["n", 1031])], [("y", T.FLOAT, None)],
+               [onnx.numpy_helper.from_array(w, "w")])
+    onnx.save(mp, str(tmp_path / "model.onnx"))
+    path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb", "--embed-data")
+    # without meson's MALLOC_PERTURB_, which fills (so touches) every page malloc hands out
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"}
+    p = subprocess.run([sys.executable, "-c", LOAD_PEAK, str(path)], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert p.returncode == 0, p.stderr
+    peak = int(p.stdout)
+    if not os.environ.get("DVM_SANITIZED"):  # ASan's allocator and shadow pages have RSS of their own
+        assert w.nbytes * 0.9 < peak < w.nbytes * 1.3, (peak, w.nbytes)  # plain and form at once: 2x
+    x = rng.standard_normal((5, 1031)).astype(np.float32)
+    np.testing.assert_allclose(dvm.load(path).run({"x": x})["y"], x.astype(np.float64) @ w, rtol=1e-3, atol=1e-2)
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux's /proc")
 def test_nbits_weights_held_once_as_their_packed_form(tmp_path):
     """MatMulNBits' codes, scales and zero points from an external file
