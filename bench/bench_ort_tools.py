@@ -17,8 +17,9 @@ import numpy as np
 import onnxruntime as ort
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "exported"))
-from corpus import DVM, MODELS  # noqa: E402
+sys.path[:0] = [os.path.join(HERE, "..", "tests", "exported"), os.path.join(HERE, "..", "tests", "lib")]
+from dvmtest.corpus import MODELS  # noqa: E402
+from dvmtest.paths import DVM  # noqa: E402
 from test_ort_tools import transform  # noqa: E402
 
 
