@@ -234,7 +234,8 @@ static void repository(dvms_api *api, char **p, int n, const dvms_http_request *
     return;
   }
   if (st) {
-    error_status(rp, dvm_status_code(st) == DVM_NOT_FOUND ? 404 : 400, st);
+    dvm_code code = dvm_status_code(st);
+    error_status(rp, code == DVM_NOT_FOUND ? 404 : code == DVM_OUT_OF_MEMORY ? 507 : 400, st);
     return;
   }
   ok_json(rp);

@@ -334,14 +334,21 @@ static void *worker(void *p) {
 }
 
 dvm_status *dvms_batcher_start(dvms_model *m, int threads) {
-  pthread_mutex_init(&m->mu, NULL);
-  cond_init(&m->work);
   int n = m->nworkers;
   m->threads = calloc((size_t)n, sizeof *m->threads);
   m->vms = calloc((size_t)n, sizeof *m->vms);
   m->pools = calloc((size_t)n, sizeof *m->pools);
-  if (!m->threads || !m->vms || !m->pools)
+  if (!m->threads || !m->vms || !m->pools) { /* nothing to stop: dvms_batcher_stop looks at threads */
+    free(m->threads);
+    free(m->vms);
+    free(m->pools);
+    m->threads = NULL;
+    m->vms = NULL;
+    m->pools = NULL;
     return dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: workers", m->name);
+  }
+  pthread_mutex_init(&m->mu, NULL);
+  cond_init(&m->work);
   dvm_vm_options o;
   dvm_vm_options_init(&o);
   o.threads = threads;

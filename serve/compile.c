@@ -4,8 +4,10 @@
  * the content of the model's folder (model.onnx and its data files), the
  * compile settings and the compiler's identity (dvmc_compiler_id), and a
  * later load reads it instead of compiling; a cache entry that fails to load is
- * compiled again, and a cache that cannot be written is only not used. */
+ * compiled again (but not when memory ran out), and a cache that cannot be
+ * written is only not used. */
 #include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,16 +51,18 @@ static dvm_status *compile(const char *path, const char *name, const dvms_config
 /* XXH3-64 of the names and bytes of the regular files in the folder of
  * `path`, in name order: the ONNX file and the data files it may refer to.
  * Content, not sizes and modification times, which a different model
- * shares after `cp -p` or a reproducible build. 0 if one cannot be read. */
+ * shares after `cp -p` or a reproducible build. 1 when hashed, 0 if one
+ * cannot be read, -1 without memory to list the folder. */
 static int folder_hash(const char *path, XXH3_state_t *x) {
-  char *dir = strdup(path);
-  if (!dir) return 0;
+  char dir[1100];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return 0;
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
-  struct dirent **list;
-  int n = scandir(slash ? dir : ".", &list, NULL, alphasort), ok = n >= 0;
+  struct dirent **list = NULL;
+  errno = 0;
+  int n = scandir(slash ? dir : ".", &list, NULL, alphasort), ok = n >= 0 ? 1 : errno == ENOMEM ? -1 : 0;
   for (int i = 0; i < n; i++) {
-    char file[1200];
+    char file[1400];
     struct stat sb;
     snprintf(file, sizeof file, "%s/%s", slash ? dir : ".", list[i]->d_name);
     if (ok && list[i]->d_name[0] != '.' && stat(file, &sb) == 0 && S_ISREG(sb.st_mode)) {
@@ -72,17 +76,16 @@ static int folder_hash(const char *path, XXH3_state_t *x) {
     free(list[i]);
   }
   free(list);
-  free(dir);
   return ok;
 }
 
-/* CACHE/NAME-KEY.dvmb for the ONNX file at path and cfg; 0 if its folder
- * cannot be read. */
+/* CACHE/NAME-KEY.dvmb for the ONNX file at path and cfg: 1, or 0 if its
+ * folder cannot be read, -1 without memory to make the key. */
 static int cache_path(const char *cache, const char *name, const char *path, const dvms_config *cfg,
                       char *out, size_t size) {
   XXH3_state_t *x = XXH3_createState();
-  int ok = x && XXH3_64bits_reset(x) == XXH_OK && folder_hash(path, x);
-  if (ok) {
+  int ok = !x ? -1 : XXH3_64bits_reset(x) == XXH_OK ? folder_hash(path, x) : 0;
+  if (ok > 0) {
     XXH3_64bits_update(x, cfg->function, strlen(cfg->function) + 1);
     for (int i = 0; i < cfg->ndims; i++) XXH3_64bits_update(x, cfg->dims[i], strlen(cfg->dims[i]) + 1);
     uint64_t compiler = dvmc_compiler_id(); /* another dvm compiles again */
@@ -110,10 +113,12 @@ dvm_status *dvms_compile_onnx(const char *path, const char *name, const dvms_con
                               const dvms_repo_options *o, dvm_module **out) {
   const char *cache = o->cache_dir;
   char cached[1100];
-  int use_cache = cache && cache_path(cache, name, path, cfg, cached, sizeof cached);
+  int use_cache = cache ? cache_path(cache, name, path, cfg, cached, sizeof cached) : 0;
+  if (use_cache < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "the cache key of %s", path);
   if (use_cache) {
     dvm_status *st = dvm_module_load_file(cached, NULL, out);
-    if (!st) return NULL;
+    /* out of memory is not a stale entry: compiling would need more */
+    if (!st || dvm_status_code(st) == DVM_OUT_OF_MEMORY) return st;
     dvm_status_free(st); /* absent or stale: compile it */
   }
   uint8_t *bytes = NULL;

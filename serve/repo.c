@@ -281,7 +281,8 @@ dvm_status *dvms_repo_load(dvms_repo *r, const char *name) {
    * reason it failed: not any name a client asks to load */
   entry *e = at >= 0 ? r->entries[at] : folder || !st ? add_entry(r, name) : NULL;
   if (!e) {
-    if (!st) st = dvm_status_new(DVM_RESOURCE_EXHAUSTED, "more than %d models", MAX_ENTRIES);
+    if (!st && r->nentries == MAX_ENTRIES) st = dvm_status_new(DVM_RESOURCE_EXHAUSTED, "more than %d models", MAX_ENTRIES);
+    else if (!st) st = dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: its entry", name);
   } else if (st) {
     snprintf(e->reason, sizeof e->reason, "%s", dvm_status_message(st));
     e->ready = e->nversions > 0; /* a failed reload keeps what was serving */

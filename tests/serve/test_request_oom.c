@@ -28,6 +28,7 @@
  * The client here allocates nothing while armed (static buffers), and the
  * other threads (idle workers, the connection watcher) allocate nothing. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,51 +132,75 @@ static void exchange(int port, const request *const *qs, answer *as, int n) {
   }
 }
 
-static unsigned post(int port, const char *path) {
-  request q;
-  q.len = (size_t)snprintf(q.text, sizeof q.text,
-                           "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", path);
-  answer a;
-  exchange(port, (const request *const[]){&q}, &a, 1);
-  return a.status;
+/* A POST of path with an empty body. */
+static void make_post(request *q, const char *path) {
+  q->len = (size_t)snprintf(q->text, sizeof q->text,
+                            "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+                            path);
 }
 
 static int same(const answer *a, const answer *b) {
   return a->status == b->status && a->len == b->len && memcmp(a->body, b->body, a->len) == 0;
 }
 
-/* Sweeps the n requests qs to `model` (answered `ref` without a failure). */
-static void sweep(int port, const char *model, const request *const *qs, const answer *ref, int n, const char *what) {
-  char load[160];
-  snprintf(load, sizeof load, "/v2/repository/models/%s/load", model);
+/* Before each k, `model` is loaded again (reset "load": its VMs' pools
+ * start empty) or unloaded ("unload": its next load is its first); then
+ * the requests `armed` are sent at once with the k-th allocation failing,
+ * then `after` without a failure, whose answers must be the unfailed ones. */
+typedef struct sweep_case {
+  const char *what, *model, *reset;
+  const request *armed[2], *after[2];
+  int narmed, nafter;
+} sweep_case;
+
+static void sweep(int port, const sweep_case *c) {
+  request reset;
+  char path[160];
+  snprintf(path, sizeof path, "/v2/repository/models/%s/%s", c->model, c->reset);
+  make_post(&reset, path);
+  answer ref[2], after_ref[2], got[2], one;
+  exchange(port, c->armed, ref, c->narmed);
+  exchange(port, c->after, after_ref, c->nafter);
+  for (int i = 0; i < c->narmed; i++) CHECK(ref[i].status == 200);
+  for (int i = 0; i < c->nafter; i++) CHECK(after_ref[i].status == 200);
   long failed = 0, k;
-  for (k = 1;; k++) {
-    CHECK(post(port, load) == 200); /* fresh VMs: empty pools */
-    answer got[2];
+  for (k = 1; !harness_failures; k++) {
+    exchange(port, (const request *const[]){&reset}, &one, 1);
+    CHECK(one.status == 200);
     oom_counted = 0;
     oom_fail_at = k;
-    exchange(port, qs, got, n);
+    exchange(port, c->armed, got, c->narmed);
     long reached = oom_counted;
     oom_fail_at = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < c->narmed; i++) {
       if (same(&got[i], &ref[i])) continue;
       failed++;
       int clean = got[i].status == 507 && memmem(got[i].body, got[i].len, "out of memory", 13);
       CHECK(clean);
       if (!clean)
-        fprintf(stderr, "%s, allocation %ld, request %d: %u %.*s\n", what, k, i, got[i].status,
+        fprintf(stderr, "%s, allocation %ld, request %d: %u %.*s\n", c->what, k, i, got[i].status,
                 (int)(got[i].len < 300 ? got[i].len : 300), got[i].body);
     }
-    answer again[2];
-    exchange(port, qs, again, n); /* and the server answers the next as before */
-    for (int i = 0; i < n; i++) {
-      CHECK(same(&again[i], &ref[i]));
-      if (!same(&again[i], &ref[i])) fprintf(stderr, "%s, after allocation %ld: %u\n", what, k, again[i].status);
+    exchange(port, c->after, got, c->nafter); /* and the server answers the next as before */
+    for (int i = 0; i < c->nafter; i++) {
+      CHECK(same(&got[i], &after_ref[i]));
+      if (!same(&got[i], &after_ref[i])) fprintf(stderr, "%s, after allocation %ld: %u\n", c->what, k, got[i].status);
     }
-    if (reached < k || harness_failures > 20) break;
+    if (reached < k) break;
   }
   CHECK(failed > 10); /* the request allocates, so the sweep failed some */
-  printf("%s: %ld allocations, %ld answers 507\n", what, k - 1, failed);
+  printf("%s: %ld allocations, %ld answers 507\n", c->what, k - 1, failed);
+}
+
+/* The sum of the inode numbers of the compiled models in the cache
+ * folder: a compile replaces its entry by a new file. */
+static unsigned long long cache_inodes(const char *cache) {
+  unsigned long long sum = 0;
+  DIR *d = opendir(cache);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strstr(e->d_name, ".dvmb")) sum += e->d_ino;
+  if (d) closedir(d);
+  return sum;
 }
 
 static void write_file(const char *path, const char *text) {
@@ -245,27 +270,25 @@ int main(int argc, char **argv) {
   if (harness_failures) return harness_finish("request_oom");
   int port = dvms_server_port(server);
 
-  static request q[4];
+  static request q[6];
   make_request(&q[0], "mlp", 3, 0);
   make_request(&q[1], "mlp", 5, 1);
   make_request(&q[2], "mlpb", 1, 0);
   make_request(&q[3], "mlpb", 3, 1);
-  static const struct {
-    const char *what, *model;
-    int first, n;
-  } cases[] = {
-      {"unbatched JSON", "mlp", 0, 1},
-      {"unbatched binary", "mlp", 1, 1},
-      {"batched JSON and binary", "mlpb", 2, 2},
+  make_post(&q[4], "/v2/repository/models/mlp/load");
+  make_post(&q[5], "/v2/repository/models/mlpb/load");
+  const sweep_case cases[] = {
+      {"unbatched JSON", "mlp", "load", {&q[0]}, {&q[0]}, 1, 1},
+      {"unbatched binary", "mlp", "load", {&q[1]}, {&q[1]}, 1, 1},
+      {"batched JSON and binary", "mlpb", "load", {&q[2], &q[3]}, {&q[2], &q[3]}, 2, 2},
+      /* a reload (the old version serves on when it fails), then a request to it */
+      {"model reload", "mlp", "load", {&q[4]}, {&q[0]}, 1, 1},
+      /* a first load (the model table takes an entry), then a load that works */
+      {"model load", "mlpb", "unload", {&q[5]}, {&q[5]}, 1, 1},
   };
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    const request *qs[2] = {&q[cases[c].first], &q[cases[c].first + 1]};
-    answer ref[2];
-    exchange(port, qs, ref, cases[c].n);
-    for (int i = 0; i < cases[c].n; i++) CHECK(ref[i].status == 200);
-    if (harness_failures) break;
-    sweep(port, cases[c].model, qs, ref, cases[c].n, cases[c].what);
-  }
+  unsigned long long inodes = cache_inodes(cache);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) sweep(port, &cases[c]);
+  CHECK(inodes && cache_inodes(cache) == inodes); /* out of memory loading an entry did not compile it again */
   dvms_server_stop(server, 5);
   dvms_repo_close(repo);
   dvms_metrics_destroy(metrics);
