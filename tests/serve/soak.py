@@ -24,7 +24,8 @@ server's own counts by status (its /metrics) must equal what the clients
 saw, and its RSS, sampled every 2 s, may not grow by more than
 --max-growth percent after the warm-up (the first 10% of the requests).
 Prints tables of the faults and of RSS; exits 1 on anything lost, wrong,
-unexpected or grown, or when the server does not exit 0 on SIGTERM.
+unexpected or grown, or when the server does not exit 0 on SIGTERM (or
+its log has a sanitizer's report).
 
   python3 tests/serve/soak.py [--requests 200000] [--concurrency 16] [--max-growth 10]"""
 import argparse
@@ -45,7 +46,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "..", "lib")]
 from conftest import OPEN_DIM, Server, metric  # noqa: E402
-from dvmtest.cli import assemble, compile_onnx, run_module  # noqa: E402
+from dvmtest.cli import SANITIZER_REPORTS, assemble, compile_onnx, run_module  # noqa: E402
 from dvmtest.paths import MODELS  # noqa: E402
 from load_test import MODES, cpu_model, infer_body, outputs_of  # noqa: E402
 
@@ -418,8 +419,12 @@ def main():
     finally:
         rc = server.stop()
     failures = report(a, soak.tally, wall, samples, before, after)
+    log = server.log_text()
     if rc != 0:
-        failures.append(f"dvm serve exited {rc}: {server.log_text()[-2000:]}")
+        failures.append(f"dvm serve exited {rc}: {log[-3000:]}")
+    reports = [line for line in log.splitlines() if any(r in line for r in SANITIZER_REPORTS)]
+    if reports:  # UndefinedBehaviorSanitizer reports and goes on
+        failures.append("the server's log has sanitizer reports: " + "; ".join(reports[:5]))
     if failures:
         sys.exit("soak.py: " + "; ".join(failures))
     shutil.rmtree(tmp)
