@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, os.path.join(ROOT, "tests/ops"))
+sys.path[:0] = [os.path.join(ROOT, "tests/ops"), os.path.join(ROOT, "tests/lib")]
 from dvmop import Shape, program  # noqa: E402
 
 # (name, X, W, stride, pad)

@@ -37,7 +37,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "ops"))
+sys.path[:0] = [os.path.join(os.path.dirname(__file__), "..", "tests", d) for d in ("ops", "lib")]
 import dvmop  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")

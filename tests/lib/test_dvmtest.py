@@ -1,13 +1,17 @@
 """The shared test library's own promises: outputs paired strictly, a
 failed dvm run raised with its message, a sanitizer report failing the
 test whatever the exit code, sequences read back as lists."""
+import os
+
 import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
+from dvmtest import devices  # noqa: E402
 from dvmtest.cli import DvmError, assert_no_sanitizer_report, compile_onnx, dvm, run_module, try_run  # noqa: E402
 from dvmtest.compare import check_with_ort, compare_outputs  # noqa: E402
+from dvmtest.devices import device  # noqa: E402, F401 (the fixture)
 from dvmtest.onnxmodel import make_model, save_model, seq_vi, vi  # noqa: E402
 
 F = TensorProto.FLOAT
@@ -86,3 +90,38 @@ def test_sequences_in_and_out(tmp_path):
     x = np.arange(3, dtype=np.float32)
     t, n = run_module(mod, {"s": items, "x": x}, kinds=["seq", "tensor"])
     compare_outputs([t, n], [items + [x], np.array(3)])
+
+
+def test_cuda_unavailable_says_why(monkeypatch):
+    monkeypatch.setenv("DVM_CUDA_DRIVER", "/nonexistent/libcuda.so.1")
+    devices.cuda_unavailable.cache_clear()
+    try:
+        assert devices.cuda_unavailable() == "/nonexistent/libcuda.so.1 not found (no NVIDIA driver)"
+    finally:
+        devices.cuda_unavailable.cache_clear()
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """The stand-in CUDA driver and cuBLAS (tests/cuda/fake_cuda.c) as dvm's."""
+    fake = os.environ.get("DVM_FAKE_CUDA")
+    if not fake:
+        pytest.skip("DVM_FAKE_CUDA (the stand-in driver, built by meson) is not set")
+    monkeypatch.setenv("DVM_CUDA_DRIVER", fake)
+    monkeypatch.setenv("DVM_CUBLAS", fake)
+    devices.cuda_unavailable.cache_clear()
+    yield
+    devices.cuda_unavailable.cache_clear()
+
+
+def test_a_case_runs_on_its_device(stand_in, device, tmp_path):
+    """Under the device fixture compile_onnx and run_module build and run for
+    the case's device: on CUDA (here the stand-in) the module has main@cuda
+    and runs it; outside the fixture, the CPU again."""
+    mod = compile_onnx(neg_model(tmp_path))
+    functions = dvm("inspect", mod).stdout
+    assert ("main@cuda" in functions) == (device == "cuda"), functions
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y, _ = run_module(mod, {"x": x}, 2)
+    np.testing.assert_array_equal(y, -x)
+    assert devices.run_flags() == (["--device", "cuda"] if device == "cuda" else [])

@@ -1,4 +1,7 @@
-"""The ONNX node test cases that several test files here check kernels
+"""Every case here runs on each device present (dvmtest.devices: the CPU,
+and CUDA where there is a GPU, a skip saying why elsewhere).
+
+The ONNX node test cases that several test files here check kernels
 against: the tests named in tests/onnx_node/ops_subset.txt, which setup
 writes (gen_node_data.py) and links into tests/onnx_node/data/ops_subset.
 Without them those cases would vanish silently, so the session stops with
@@ -6,13 +9,17 @@ an error when the folder or any case of the list is missing."""
 import os
 
 import pytest
+from dvmtest.devices import device  # noqa: F401 (the fixture, for on_each_device)
+from dvmtest.paths import NODE_SUBSET as NODE_DATA, TESTS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-NODE_DATA = os.path.join(HERE, "../onnx_node/data/ops_subset")
+
+@pytest.fixture(autouse=True)
+def on_each_device(device):  # noqa: F811
+    """Each case once per device: dvmop and dvmtest.cli read the active one."""
 
 
 def pytest_sessionstart(session):
-    with open(os.path.join(HERE, "../onnx_node/ops_subset.txt")) as f:
+    with open(os.path.join(TESTS, "onnx_node", "ops_subset.txt")) as f:
         names = [line.strip() for line in f if line.strip() and not line.startswith("#")]
     lacking = [n for n in names if not os.path.isfile(os.path.join(NODE_DATA, n, "model.onnx"))]
     if lacking:

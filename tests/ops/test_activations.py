@@ -5,7 +5,8 @@ broadcasting)."""
 import numpy as np
 import pytest
 
-from test_unary import bf16_round, run1, via_bf16
+from dvmop import run1
+from test_unary import bf16_round, via_bf16
 
 rng = np.random.default_rng(7)
 SHAPES = [(), (1,), (0,), (3, 0), (13,), (7, 31), (40009,)]
@@ -48,7 +49,7 @@ UNARY = {
 }
 
 
-def sample(op, n, dtype):
+def sample_unary(op, n, dtype):
     lo, hi = UNARY[op][2]
     x = rng.uniform(lo, hi, n)
     if op == "round":
@@ -60,7 +61,7 @@ def sample(op, n, dtype):
 @pytest.mark.parametrize("shape", SHAPES)
 def test_unary_f32(op, shape):
     attrs, ref, _ = UNARY[op]
-    x = sample(op, int(np.prod(shape)), np.float32).reshape(shape)
+    x = sample_unary(op, int(np.prod(shape)), np.float32).reshape(shape)
     got = run1(op, [x], list(attrs), shapefn="same")
     assert got.dtype == np.float32 and got.shape == shape
     np.testing.assert_allclose(got, ref(x.astype(np.float64)), rtol=2e-6, atol=1e-6)
@@ -69,7 +70,7 @@ def test_unary_f32(op, shape):
 @pytest.mark.parametrize("op", list(UNARY))
 def test_unary_f64_f16_bf16(op):
     attrs, ref, _ = UNARY[op]
-    x = sample(op, 257, np.float64)
+    x = sample_unary(op, 257, np.float64)
     np.testing.assert_allclose(run1(op, [x], list(attrs), shapefn="same"), ref(x), rtol=1e-13, atol=1e-14)
     h = x.astype(np.float16)
     got = run1(op, [h], list(attrs), shapefn="same")

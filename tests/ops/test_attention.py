@@ -6,26 +6,23 @@ batch, more queries than a task's block (32); masks of rank 1 to 4 broadcast and
 qk_matmul_output_mode; the input dims fixed (inference's shapes) or named
 (the shape function's at run time). f32 within 1e-5 * max |reference|, f16
 within 2e-3 (the reference rounds to f16 at each step)."""
-import subprocess
-
 import numpy as np
-import onnx
 import pytest
+from dvmtest.arrays import normal_f32
+from dvmtest.cli import dvm
+from dvmtest.onnxmodel import save_model
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from dvmop import DVM
+from dvmop import run_model
 
 rng = np.random.default_rng(23)
+f32 = normal_f32(rng)
 ONNX_TYPE = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.bool_: TensorProto.BOOL,
              np.int64: TensorProto.INT64}
 
 
-def f32(*shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def run_both(tmp_path, op, inputs, outputs, opset=23, named=False, names=None, **attrs):
+def run_ref(op, inputs, outputs, opset=23, named=False, names=None, **attrs):
     """inputs: name -> array, in the node's order ("" leaves an optional one
     out; or names lists the node's inputs); outputs: names, "" leaving one
     out. named: the graph's input dims are symbols. Returns (dvm's outputs,
@@ -38,24 +35,11 @@ def run_both(tmp_path, op, inputs, outputs, opset=23, named=False, names=None, *
     vo = [helper.make_tensor_value_info(k, TensorProto.UNDEFINED, None) for k in outputs if k]
     node = helper.make_node(op, names, outputs, name="n1", **attrs)
     model = helper.make_model(helper.make_graph([node], "g", vi, vo), opset_imports=[helper.make_opsetid("", opset)])
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
     want = ReferenceEvaluator(model).run(None, given)
-    r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
-    for k, v in given.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-    nout = len([k for k in outputs if k])
-    for i in range(nout):
-        cmd += ["--output", str(tmp_path / f"o{i}.npy")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return [np.load(tmp_path / f"o{i}.npy") for i in range(nout)], want
+    return run_model(model, given, len([k for k in outputs if k])), want
 
 
-def close(got, want):
+def close_ref(got, want):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
         tol = 1e-5 if g.dtype == np.float32 else 2e-3
@@ -89,7 +73,7 @@ def test_attention(tmp_path, dims, three_d, causal):
     if three_d and not dims[0]:
         pytest.skip("the reference reshapes an empty batch with -1")
     q, k, v = qkv(dims, three_d)
-    close(*run_both(tmp_path, "Attention", {"Q": q, "K": k, "V": v}, ["Y"], is_causal=causal,
+    close_ref(*run_ref("Attention", {"Q": q, "K": k, "V": v}, ["Y"], is_causal=causal,
                     **heads(dims, three_d)))
 
 
@@ -98,7 +82,7 @@ def test_attention(tmp_path, dims, three_d, causal):
 def test_attention_named_dims(tmp_path, dims, three_d):
     """The shapes from the shape function at run time, with every output."""
     q, k, v = qkv(dims, three_d)
-    close(*run_both(tmp_path, "Attention", {"Q": q, "K": k, "V": v}, ["Y", "pk", "pv", "qk"], named=True,
+    close_ref(*run_ref("Attention", {"Q": q, "K": k, "V": v}, ["Y", "pk", "pv", "qk"], named=True,
                     is_causal=1, **heads(dims, three_d)))
 
 
@@ -110,7 +94,7 @@ def test_attention_past(tmp_path, past, three_d, named):
     dims = (b, hq, hkv, sq, skv, past, d, dv)
     q, k, v = qkv(dims, three_d)
     inputs = {"Q": q, "K": k, "V": v, "": None, "past_key": f32(b, hkv, past, d), "past_value": f32(b, hkv, past, dv)}
-    close(*run_both(tmp_path, "Attention", inputs, ["Y", "pk", "pv"], named=named, is_causal=1,
+    close_ref(*run_ref("Attention", inputs, ["Y", "pk", "pv"], named=named, is_causal=1,
                     **heads(dims, three_d)))
 
 
@@ -131,7 +115,7 @@ def test_attention_mask(tmp_path, kind, shape, causal):
     q, k, v = qkv(dims, False)
     m = rng.random(shape) < 0.7 if kind == "bool" else (f32(*shape) * 2).astype(np.float32)
     inputs = {"Q": q, "K": k, "V": v, "attn_mask": m, "past_key": f32(2, 3, 2, 4), "past_value": f32(2, 3, 2, 4)}
-    close(*run_both(tmp_path, "Attention", inputs, ["Y", "", "", "qk"], is_causal=causal, qk_matmul_output_mode=2))
+    close_ref(*run_ref("Attention", inputs, ["Y", "", "", "qk"], is_causal=causal, qk_matmul_output_mode=2))
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2, 3])
@@ -140,7 +124,7 @@ def test_attention_modes(tmp_path, mode, softcap):
     q, k, v = qkv((1, 3, 3, 5, 7, 0, 4, 4), True)
     m = rng.random((5, 7)) < 0.6
     m[2] = False  # a fully masked row: zeros
-    close(*run_both(tmp_path, "Attention", {"Q": q, "K": k, "V": v, "attn_mask": m}, ["Y", "", "", "qk"],
+    close_ref(*run_ref("Attention", {"Q": q, "K": k, "V": v, "attn_mask": m}, ["Y", "", "", "qk"],
                     q_num_heads=3, kv_num_heads=3, qk_matmul_output_mode=mode, softcap=softcap, scale=0.3))
 
 
@@ -148,7 +132,7 @@ def test_attention_modes(tmp_path, mode, softcap):
 @pytest.mark.parametrize("causal", [0, 1])
 def test_attention_window(tmp_path, window, causal):
     q, k, v = qkv((2, 4, 2, 4, 7, 0, 3, 3), False)
-    close(*run_both(tmp_path, "Attention", {"Q": q, "K": k, "V": v}, ["Y"], opset=25, is_causal=causal,
+    close_ref(*run_ref("Attention", {"Q": q, "K": k, "V": v}, ["Y"], opset=25, is_causal=causal,
                     left_window_size=window[0], right_window_size=window[1]))
 
 
@@ -159,19 +143,17 @@ def test_attention_nonpad(tmp_path, nonpad, causal):
     nonpad - Sq (negative: leading rows fully masked, zeros)."""
     q, k, v = qkv((2, 2, 1, 3, 7, 0, 4, 4), False)
     given = {"Q": q, "K": k, "V": v, "nonpad_kv_seqlen": np.array(nonpad, np.int64)}
-    close(*run_both(tmp_path, "Attention", given, ["Y"], opset=24, names=["Q", "K", "V", "", "", "", "nonpad_kv_seqlen"],
+    close_ref(*run_ref("Attention", given, ["Y"], opset=24, names=["Q", "K", "V", "", "", "", "nonpad_kv_seqlen"],
                     is_causal=causal))
 
 
 def test_attention_f16(tmp_path):
     q, k, v = qkv((2, 4, 2, 5, 6, 0, 8, 8), False, np.float16)
-    close(*run_both(tmp_path, "Attention", {"Q": q, "K": k, "V": v}, ["Y", "pk", "pv"], is_causal=1))
+    close_ref(*run_ref("Attention", {"Q": q, "K": k, "V": v}, ["Y", "pk", "pv"], is_causal=1))
 
 
-def refused(tmp_path, model):
-    onnx.save(model, tmp_path / "m.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
-                       capture_output=True, text=True)
+def compile_refused(tmp_path, model):
+    r = dvm("compile", save_model(model, tmp_path / "m.onnx"), "-o", tmp_path / "m.dvmb")
     assert r.returncode == 2 and 'node "n1" (Attention' in r.stderr and "not supported" in r.stderr, r.stderr
     return r.stderr
 
@@ -180,7 +162,7 @@ def test_attention_bf16_is_refused_by_name(tmp_path):
     vi = [helper.make_tensor_value_info(k, TensorProto.BFLOAT16, [1, 2, 3, 4]) for k in "QKV"]
     node = helper.make_node("Attention", ["Q", "K", "V"], ["Y"], name="n1")
     g = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("Y", TensorProto.BFLOAT16, None)])
-    assert "bf16" in refused(tmp_path, helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]))
+    assert "bf16" in compile_refused(tmp_path, helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]))
 
 
 # (batch, heads, seq, head size, rotary dim)
@@ -204,11 +186,11 @@ def test_rotary_embedding(tmp_path, dims, three_d, interleaved, positions):
     attrs = {"interleaved": interleaved, "rotary_embedding_dim": rd}
     if three_d:
         attrs["num_heads"] = h
-    close(*run_both(tmp_path, "RotaryEmbedding", inputs, ["y"], **attrs))
+    close_ref(*run_ref("RotaryEmbedding", inputs, ["y"], **attrs))
 
 
 def test_rotary_embedding_f16(tmp_path):
     x = f32(2, 3, 4, 8).astype(np.float16)
     inputs = {"x": x, "cos": f32(9, 4).astype(np.float16), "sin": f32(9, 4).astype(np.float16),
               "pos": rng.integers(0, 9, (2, 4)).astype(np.int64)}
-    close(*run_both(tmp_path, "RotaryEmbedding", inputs, ["y"]))
+    close_ref(*run_ref("RotaryEmbedding", inputs, ["y"]))

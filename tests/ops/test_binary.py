@@ -1,6 +1,7 @@
 """add and mul against NumPy, through the whole stack (asm, run, .npy)."""
 import numpy as np
 import pytest
+from dvmtest.paths import NODE_SUBSET as NODE
 
 from dvmop import DvmError, run1
 
@@ -31,9 +32,7 @@ import os
 
 import dvmop
 from test_unary import BF16, bf16_round, run_chain, via_bf16
-from test_unary import run1 as call  # keeps 0-d inputs 0-d
 
-NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 
 # Every pattern of the inner row (vector-vector, scalar-vector,
 # vector-scalar), merged and unmerged dims, sizes past block boundaries,
@@ -53,7 +52,7 @@ INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, n
 NO_POW = (np.uint16, np.uint32, np.uint64)
 
 
-def sample(shape, dtype, lo=-100, hi=100):
+def sample_binary(shape, dtype, lo=-100, hi=100):
     if np.issubdtype(dtype, np.integer):
         return rng.integers(lo, hi, shape).astype(dtype)
     if dtype == np.bool_:
@@ -114,15 +113,15 @@ CASES = [(a, b, dt) for dt in FLOATS + INTS for a, b in (PAIRS if dt in (np.floa
 def test_arith(op, a, b, dtype):
     if op == "pow" and dtype in NO_POW:
         with pytest.raises(DvmError, match=r"pow: dtypes"):
-            call(op, [sample(a, dtype), sample(b, dtype)], shapefn="broadcast")
+            run1(op, [sample_binary(a, dtype), sample_binary(b, dtype)], shapefn="broadcast")
         return
-    x, y = sample(a, dtype), sample(b, dtype)
+    x, y = sample_binary(a, dtype), sample_binary(b, dtype)
     if op == "div" and np.issubdtype(dtype, np.integer):
         y[y == 0] = 7
     if op == "pow":
-        x = sample(a, dtype, -5, 6) if np.issubdtype(dtype, np.integer) else np.abs(x) / 4
-        y = sample(b, dtype, -2, 9) if np.issubdtype(dtype, np.integer) else (y / 10).astype(dtype)
-    got = call(op, [x, y], shapefn="broadcast")
+        x = sample_binary(a, dtype, -5, 6) if np.issubdtype(dtype, np.integer) else np.abs(x) / 4
+        y = sample_binary(b, dtype, -2, 9) if np.issubdtype(dtype, np.integer) else (y / 10).astype(dtype)
+    got = run1(op, [x, y], shapefn="broadcast")
     want = arith_ref(op, x, y)
     assert got.dtype == np.dtype(dtype) and got.shape == want.shape
     if op == "pow" and not np.issubdtype(dtype, np.integer):
@@ -147,9 +146,9 @@ def test_nan_and_overflow():
     y = np.array([1.0, np.nan, np.nan, np.inf, -0.0, 0.0], np.float32)
     for op in ("min", "max", "add", "div"):
         with np.errstate(all="ignore"):
-            np.testing.assert_array_equal(call(op, [x, y], shapefn="broadcast"), ARITH[op](x, y))
+            np.testing.assert_array_equal(run1(op, [x, y], shapefn="broadcast"), ARITH[op](x, y))
     i = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], np.int64)
-    np.testing.assert_array_equal(call("add", [i, np.array([1], np.int64)], shapefn="broadcast"),
+    np.testing.assert_array_equal(run1("add", [i, np.array([1], np.int64)], shapefn="broadcast"),
                                   i + 1)
 
 
@@ -158,12 +157,12 @@ def test_int_division():
         mn = np.iinfo(dt).min
         x = np.array([7, -7, 7, -7, mn, mn, 0, 5], dt)
         y = np.array([2, 2, -2, -2, -1, 1, 3, 9], dt)
-        np.testing.assert_array_equal(call("div", [x, y], shapefn="broadcast"),
+        np.testing.assert_array_equal(run1("div", [x, y], shapefn="broadcast"),
                                       np.array([3, -3, -3, 3, mn, mn, 0, 0], dt))
         with pytest.raises(DvmError, match=r"div: integer division by zero \(divisor element 2\)"):
-            call("div", [x, np.array([1, 2, 0], dt)[None].T], shapefn="broadcast")
+            run1("div", [x, np.array([1, 2, 0], dt)[None].T], shapefn="broadcast")
     # an empty output divides nothing
-    assert call("div", [np.zeros((0, 3), np.int32), np.zeros(3, np.int32)], shapefn="broadcast").size == 0
+    assert run1("div", [np.zeros((0, 3), np.int32), np.zeros(3, np.int32)], shapefn="broadcast").size == 0
 
 
 def test_unsigned_limits():
@@ -172,36 +171,36 @@ def test_unsigned_limits():
     other = np.array([2**63, 2**63 + 1, 3, 2**64 - 2, 2**63, 1], np.uint64)
     with np.errstate(all="ignore"):
         for op in ("add", "sub", "mul", "min", "max"):
-            np.testing.assert_array_equal(call(op, [big, other], shapefn="broadcast"),
+            np.testing.assert_array_equal(run1(op, [big, other], shapefn="broadcast"),
                                           ARITH[op](big, other, dtype=np.uint64), err_msg=op)
-    np.testing.assert_array_equal(call("div", [big, other], shapefn="broadcast"), big // other)
+    np.testing.assert_array_equal(run1("div", [big, other], shapefn="broadcast"), big // other)
     for op, ref in CMP.items():
-        np.testing.assert_array_equal(call(op, [big, other], shapefn="broadcast", out_dtypes=[np.bool_]),
+        np.testing.assert_array_equal(run1(op, [big, other], shapefn="broadcast", out_dtypes=[np.bool_]),
                                       ref(big, other), err_msg=op)
     for dt in (np.uint16, np.uint32):
         mx = np.iinfo(dt).max
         x = np.array([mx, mx, 0, 1, mx // 2 + 1], dt)
         y = np.array([1, mx, 1, mx, 2], dt)
         with np.errstate(all="ignore"):
-            np.testing.assert_array_equal(call("add", [x, y], shapefn="broadcast"), x + y)
-            np.testing.assert_array_equal(call("sub", [x, y], shapefn="broadcast"), x - y)
-            np.testing.assert_array_equal(call("mul", [x, y], shapefn="broadcast"), x * y)
-        np.testing.assert_array_equal(call("div", [x, y], shapefn="broadcast"), x // y)
+            np.testing.assert_array_equal(run1("add", [x, y], shapefn="broadcast"), x + y)
+            np.testing.assert_array_equal(run1("sub", [x, y], shapefn="broadcast"), x - y)
+            np.testing.assert_array_equal(run1("mul", [x, y], shapefn="broadcast"), x * y)
+        np.testing.assert_array_equal(run1("div", [x, y], shapefn="broadcast"), x // y)
         # an unsigned zero divisor fails as a signed one does (ONNX Runtime has it undefined)
         with pytest.raises(DvmError, match=r"div: integer division by zero \(divisor element 1\)"):
-            call("div", [x, np.array([3, 0, 1, 1, 1], dt)], shapefn="broadcast")
+            run1("div", [x, np.array([3, 0, 1, 1, 1], dt)], shapefn="broadcast")
     # broadcasting at awkward shapes, and an empty output
-    x = sample((3, 1, 7), np.uint64, 0, 2**62) * np.uint64(3)
-    y = sample((5, 1), np.uint64, 1, 2**40)
-    np.testing.assert_array_equal(call("div", [x, y], shapefn="broadcast"), x // y)
-    assert call("div", [np.zeros((0, 3), np.uint32), np.zeros(3, np.uint32)], shapefn="broadcast").size == 0
+    x = sample_binary((3, 1, 7), np.uint64, 0, 2**62) * np.uint64(3)
+    y = sample_binary((5, 1), np.uint64, 1, 2**40)
+    np.testing.assert_array_equal(run1("div", [x, y], shapefn="broadcast"), x // y)
+    assert run1("div", [np.zeros((0, 3), np.uint32), np.zeros(3, np.uint32)], shapefn="broadcast").size == 0
 
 
 def test_int_pow():
     x = np.array([2, 2, -2, 3, 0, 1, -1, -1, 0, 7, 3], np.int64)
     e = np.array([3, -1, 3, -2, 0, -5, -3, -4, -1, 0, 40], np.int64)
-    np.testing.assert_array_equal(call("pow", [x, e], shapefn="broadcast"), ipow(x, e))
-    np.testing.assert_array_equal(call("pow", [x.astype(np.int32), e.astype(np.int32)], shapefn="broadcast"),
+    np.testing.assert_array_equal(run1("pow", [x, e], shapefn="broadcast"), ipow(x, e))
+    np.testing.assert_array_equal(run1("pow", [x.astype(np.int32), e.astype(np.int32)], shapefn="broadcast"),
                                   ipow(x.astype(np.int32), e.astype(np.int32)))
 
 
@@ -209,7 +208,7 @@ def test_int_pow():
 @pytest.mark.parametrize("e", [2.0, 3.0, 0.5, -1.0])
 def test_pow_scalar_exponent(dtype, e):
     x = (rng.standard_normal((3, 257)) * 4).astype(dtype)
-    got = call("pow", [x, np.array([e], dtype)], shapefn="broadcast")
+    got = run1("pow", [x, np.array([e], dtype)], shapefn="broadcast")
     with np.errstate(all="ignore"):
         want = np.power(x, dtype(e))
     if e == 2.0:  # exactly x * x
@@ -229,11 +228,11 @@ def test_compare(op, a, b, dtype):
     if dtype == np.bool_ and op != "equal":
         pytest.skip("only equal takes bool")
     # few distinct values, so that equal elements are common; NaN for floats
-    x, y = sample(a, dtype, -3, 3), sample(b, dtype, -3, 3)
+    x, y = sample_binary(a, dtype, -3, 3), sample_binary(b, dtype, -3, 3)
     if np.issubdtype(dtype, np.floating):
         x, y = np.round(x / 4).astype(dtype), np.round(y / 4).astype(dtype)
         x.flat[:1] = np.nan
-    got = call(op, [x, y], shapefn="broadcast", out_dtypes=[np.bool_])
+    got = run1(op, [x, y], shapefn="broadcast", out_dtypes=[np.bool_])
     assert got.dtype == np.bool_
     np.testing.assert_array_equal(got, CMP[op](x, y))
 
@@ -249,8 +248,8 @@ def test_compare_bf16():
                                     ("xor", np.logical_xor)])
 @pytest.mark.parametrize("a,b", PAIRS)
 def test_logic(op, ref, a, b):
-    x, y = sample(a, np.bool_), sample(b, np.bool_)
-    np.testing.assert_array_equal(call(op, [x, y], shapefn="broadcast"), ref(x, y))
+    x, y = sample_binary(a, np.bool_), sample_binary(b, np.bool_)
+    np.testing.assert_array_equal(run1(op, [x, y], shapefn="broadcast"), ref(x, y))
 
 
 WHERE_SHAPES = [((), (), ()), ((7,), (7,), (7,)), ((7,), (), ()), ((), (7,), ()), ((), (), (7,)),
@@ -263,8 +262,8 @@ WHERE_SHAPES = [((), (), ()), ((7,), (7,), (7,)), ((7,), (), ()), ((), (7,), ())
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int8, np.int32, np.int64,
                                    np.uint8, np.uint16, np.uint64, np.bool_])
 def test_where(c, a, b, dtype):
-    cond, x, y = sample(c, np.bool_), sample(a, dtype), sample(b, dtype)
-    got = call("where", [cond, x, y], shapefn="broadcast", out_dtypes=[dtype])
+    cond, x, y = sample_binary(c, np.bool_), sample_binary(a, dtype), sample_binary(b, dtype)
+    got = run1("where", [cond, x, y], shapefn="broadcast", out_dtypes=[dtype])
     np.testing.assert_array_equal(got, np.where(cond, x, y))
 
 
@@ -283,7 +282,7 @@ def test_inplace():
     x = rng.standard_normal((3, 70001)).astype(np.float32)
     text = dvmop.program("add", [x, x[0]], shapefn="broadcast")
     text = text.replace("invoke add, -, (r3)", "invoke add, -, (r0)").replace("ret (r3)", "ret (r0)")
-    from test_unary import run_text
+    from dvmop import run_text
     np.testing.assert_array_equal(run_text(text, [x, x[0]], 1)[0], x + x[0])
 
 
@@ -291,21 +290,21 @@ def test_errors():
     f, i = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.int32)
     with pytest.raises(DvmError, match=r"sub: dtypes f32, i32 -> f32: want one of f32, f16, bf16, f64, "
                                         r"i8, i16, i32, i64, u8, u16, u32, u64, the same for all"):
-        call("sub", [f, i], shapefn="broadcast")
+        run1("sub", [f, i], shapefn="broadcast")
     with pytest.raises(DvmError, match=r"less: dtypes f32, f32 -> f32: want one of f32, f16, bf16, f64, "
                                         r"i8, i16, i32, i64, u8, u16, u32, u64, the same for both inputs, and a bool output"):
-        call("less", [f, f], shapefn="broadcast")
+        run1("less", [f, f], shapefn="broadcast")
     with pytest.raises(DvmError, match=r"and: dtypes f32, f32 -> bool: want one of bool"):
-        call("and", [f, f], shapefn="broadcast", out_dtypes=[np.bool_])
+        run1("and", [f, f], shapefn="broadcast", out_dtypes=[np.bool_])
     with pytest.raises(DvmError, match=r"where: dtypes f32, f32, f32 -> f32: want a bool condition"):
-        call("where", [f, f, f], shapefn="broadcast")
+        run1("where", [f, f, f], shapefn="broadcast")
     with pytest.raises(DvmError, match=r"where: output \[3\] != \[2,3\], the broadcast of \[2,1\], \[3\] and \[\]"):
-        call("where", [np.zeros((2, 1), np.bool_), f[0], np.float32(1)], outputs=[(np.float32, (3,))])
+        run1("where", [np.zeros((2, 1), np.bool_), f[0], np.float32(1)], outputs=[(np.float32, (3,))])
     with pytest.raises(DvmError, match=r"where: broadcast: \[2,3\] vs \[4\]: dim -1 3 != 4"):
-        call("where", [np.zeros((2, 3), np.bool_), np.zeros(4, np.float32), np.float32(1)],
+        run1("where", [np.zeros((2, 3), np.bool_), np.zeros(4, np.float32), np.float32(1)],
              outputs=[(np.float32, (2, 3))])
     with pytest.raises(DvmError, match=r"max: takes 2 inputs and 1 output, got 3 and 1"):
-        call("max", [f, f, f], outputs=[(np.float32, (2, 3))])
+        run1("max", [f, f, f], outputs=[(np.float32, (2, 3))])
 
 
 # ---- ONNX backend node tests; n-ary Min/Max as a chain of binary ones ----
@@ -318,7 +317,7 @@ SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, 
                                    np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
 
 
-def node_cases():
+def binary_node_cases():
     if not os.path.isdir(NODE):
         return []
     import onnx
@@ -330,7 +329,7 @@ def node_cases():
     return cases
 
 
-@pytest.mark.parametrize("case", node_cases())
+@pytest.mark.parametrize("case", binary_node_cases())
 def test_onnx_node(case):
     import onnx
     graph = onnx.load(os.path.join(case, "model.onnx")).graph

@@ -2,26 +2,23 @@
 single-node models, dvm against ONNX Runtime's CPU kernels at awkward
 shapes (0-size batch or sequence, 1, primes): max error <= 1e-5 * max |ORT|
 (f32 sums in another order)."""
-import subprocess
-
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from dvmtest.arrays import normal_f32
+from dvmtest.cli import compile_onnx, dvm, run_module, try_run
+from dvmtest.compare import ort_outputs
 from onnx import TensorProto, helper
 
-from dvmop import DVM
-from test_quant import run_both
+from dvmop import run_model
+from test_quant import run_with_ort
 
 rng = np.random.default_rng(11)
+f32 = normal_f32(rng)
 MS = "com.microsoft"
 
 
-def f32(*shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def close(got, want):
+def close_contrib(got, want):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
         if w.dtype.kind == "f":
@@ -36,11 +33,11 @@ SHAPES = [(0, 4), (1, 1), (3, 7), (2, 5, 13), (2, 0, 3)]
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("op", ["FastGelu", "BiasGelu"])
 def test_gelus(tmp_path, shape, op):
-    close(*run_both(tmp_path, op, {"x": f32(*shape) * 3, "b": f32(shape[-1])}, [("y", np.float32)], domain=MS))
+    close_contrib(*run_with_ort(op, {"x": f32(*shape) * 3, "b": f32(shape[-1])}, [("y", np.float32)], domain=MS))
 
 
 def test_fast_gelu_without_bias(tmp_path):
-    close(*run_both(tmp_path, "FastGelu", {"x": f32(3, 5) * 3}, [("y", np.float32)], domain=MS))
+    close_contrib(*run_with_ort("FastGelu", {"x": f32(3, 5) * 3}, [("y", np.float32)], domain=MS))
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 7), (3, 1, 64), (1, 0, 5)])
@@ -53,7 +50,7 @@ def test_skip_layer_normalization(tmp_path, shape, extra, with_sum):
         inputs["b"] = f32(h)
     if extra == 2:
         inputs["bias"] = f32(h)
-    close(*run_skip(tmp_path, inputs, with_sum))
+    close_contrib(*run_skip(tmp_path, inputs, with_sum))
 
 
 def run_skip(tmp_path, inputs, with_sum):
@@ -66,18 +63,8 @@ def run_skip(tmp_path, inputs, with_sum):
     node = helper.make_node("SkipLayerNormalization", list(inputs), outs, domain=MS, epsilon=1e-5)
     model = helper.make_model(helper.make_graph([node], "g", vi, vo),
                               opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, inputs)
-    subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], check=True)
-    cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
-    for k, v in inputs.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-    for i in range(len(want)):
-        cmd += ["--output", str(tmp_path / f"o{i}.npy")]
-    subprocess.run(cmd, check=True, capture_output=True)
-    return [np.load(tmp_path / f"o{i}.npy") for i in range(len(want))], want
+    want = ort_outputs(model, inputs)
+    return run_model(model, inputs, len(want)), want
 
 
 @pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (0, 3)])
@@ -91,8 +78,8 @@ def test_embed_layer_normalization(tmp_path, bs, with_positions):
               "segt": f32(2, h), "g": f32(h), "beta": f32(h), "mask": mask}
     if with_positions:
         inputs["posids"] = rng.integers(0, 16, (1, s)).astype(np.int32)
-    close(*run_both(tmp_path, "EmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
-                    opset=17, domain=MS, epsilon=1e-5))
+    close_contrib(*run_with_ort("EmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
+              opset=17, domain=MS, epsilon=1e-5))
 
 
 @pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (1, 0)])
@@ -108,14 +95,14 @@ def test_attention(tmp_path, bs, mask, heads):
         m = rng.integers(0, 2, (b, s)).astype(np.int32)
         m[:, :1] = 1
         inputs["m"] = m
-    close(*run_both(tmp_path, "Attention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
+    close_contrib(*run_with_ort("Attention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
 
 
 @pytest.mark.parametrize("s", [1, 6])
 def test_attention_unidirectional(tmp_path, s):
     inputs = {"x": f32(2, s, 4), "w": f32(4, 12), "bias": f32(12)}
-    close(*run_both(tmp_path, "Attention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=2,
-                    unidirectional=1))
+    close_contrib(*run_with_ort("Attention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=2,
+              unidirectional=1))
 
 
 MATMULS = [((5,), (5, 3)), ((4, 5), (5,)), ((1, 1), (1, 1)), ((0, 7), (7, 3)), ((3, 0), (0, 2)),
@@ -133,12 +120,12 @@ def test_fused_matmul(tmp_path, shapes, trans):
         a = np.ascontiguousarray(np.swapaxes(a, -1, -2))
     if tb:
         b = np.ascontiguousarray(np.swapaxes(b, -1, -2))
-    got, want = run_both(tmp_path, "FusedMatMul", {"a": a, "b": b}, [("y", np.float32)], domain=MS, alpha=0.37,
-                         transA=ta, transB=tb)
+    got, want = run_with_ort("FusedMatMul", {"a": a, "b": b}, [("y", np.float32)], domain=MS, alpha=0.37,
+                   transA=ta, transB=tb)
     if len(sa) < 2 or len(sb) < 2:  # ORT 1.32 errs with a 1-D operand and the other transposed: NumPy says
         want = [(0.37 * np.matmul(np.swapaxes(a, -1, -2) if ta else a, np.swapaxes(b, -1, -2) if tb else b))
                 .astype(np.float32)]
-    close(got, want)
+    close_contrib(got, want)
 
 
 @pytest.mark.parametrize("mkn", [(1, 1, 1), (7, 5, 3), (0, 4, 2), (3, 0, 5), (2, 13, 11)])
@@ -149,13 +136,13 @@ def test_fused_gemm(tmp_path, mkn, act, c):
     inputs = {"a": f32(k, m), "b": f32(n, k)}
     if c:
         inputs["c"] = f32(n) if c == "row" else f32(m, n)
-    close(*run_both(tmp_path, "FusedGemm", inputs, [("y", np.float32)], domain=MS, activation=act, transA=1,
-                    transB=1, alpha=0.8, beta=0.6, **({"activation_alpha": 0.2} if act == "LeakyRelu" else {})))
+    close_contrib(*run_with_ort("FusedGemm", inputs, [("y", np.float32)], domain=MS, activation=act, transA=1,
+              transB=1, alpha=0.8, beta=0.6, **({"activation_alpha": 0.2} if act == "LeakyRelu" else {})))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_gelu(tmp_path, shape):
-    close(*run_both(tmp_path, "Gelu", {"x": f32(*shape) * 3}, [("y", np.float32)], domain=MS))
+    close_contrib(*run_with_ort("Gelu", {"x": f32(*shape) * 3}, [("y", np.float32)], domain=MS))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -163,8 +150,8 @@ def test_gelu(tmp_path, shape):
 def test_quick_gelu(tmp_path, shape, alpha):
     """QuickGelu: x * sigmoid(alpha * x), alpha 1.702 when omitted (the
     swish kernel)."""
-    close(*run_both(tmp_path, "QuickGelu", {"x": f32(*shape) * 4}, [("y", np.float32)], domain=MS,
-                    **({} if alpha is None else {"alpha": alpha})))
+    close_contrib(*run_with_ort("QuickGelu", {"x": f32(*shape) * 4}, [("y", np.float32)], domain=MS,
+              **({} if alpha is None else {"alpha": alpha})))
 
 
 def i8(*shape):
@@ -185,7 +172,7 @@ def test_dynamic_quantize_matmul(tmp_path, shapes, per_column, bias):
     n = sb[-1]
     inputs = {"a": f32(*sa), "b": i8(*sb), "bs": rng.uniform(0.01, 0.1, (n,) if per_column else ()).astype(np.float32),
               "bz": np.zeros((n,) if per_column else (), np.int8), "bias": f32(n) if bias else ""}
-    close(*run_both(tmp_path, "DynamicQuantizeMatMul", inputs, [("y", np.float32)], domain=MS))
+    close_contrib(*run_with_ort("DynamicQuantizeMatMul", inputs, [("y", np.float32)], domain=MS))
 
 
 @pytest.mark.parametrize("shapes", PRODUCT_SHAPES)
@@ -195,7 +182,7 @@ def test_matmul_integer_to_float(tmp_path, shapes):
     inputs = {"a": rng.integers(0, 256, sa).astype(np.uint8), "b": i8(*sb), "as": np.array(0.02, np.float32),
               "bs": np.array(0.05, np.float32), "az": np.array(7, np.uint8), "bz": np.array(-3, np.int8),
               "bias": f32(n)}
-    close(*run_both(tmp_path, "MatMulIntegerToFloat", inputs, [("y", np.float32)], domain=MS))
+    close_contrib(*run_with_ort("MatMulIntegerToFloat", inputs, [("y", np.float32)], domain=MS))
 
 
 def test_contrib_op_dvm_lacks_is_refused_by_name(tmp_path):
@@ -206,8 +193,7 @@ def test_contrib_op_dvm_lacks_is_refused_by_name(tmp_path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
               tmp_path / "m.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
-                       capture_output=True, text=True)
+    r = dvm("compile", tmp_path / "m.onnx", "-o", tmp_path / "m.dvmb")
     assert r.returncode == 2 and 'node "r1" (Rfft' in r.stderr and "not supported" in r.stderr, r.stderr
 
 
@@ -229,8 +215,8 @@ def test_qembed_layer_normalization(tmp_path, bs, dt):
         inputs[k + "_s"] = np.array(rng.uniform(0.01, 0.1), np.float32)
     for k in ["word", "pos", "segt", "g", "beta"]:
         inputs[k + "_z"] = codes(dt)
-    close(*run_both(tmp_path, "QEmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
-                    opset=17, domain=MS, epsilon=1e-5))
+    close_contrib(*run_with_ort("QEmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
+              opset=17, domain=MS, epsilon=1e-5))
 
 
 @pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (1, 0)])
@@ -259,7 +245,7 @@ def qattention_case(tmp_path, bs, types, mask, hin, per_column):
     inputs = {"x": codes(tx, b, s, hin), "w": codes(tw, hin, 3 * h), "bias": f32(3 * h),
               "xs": np.array(0.02, np.float32), "ws": rng.uniform(0.005, 0.02, ncol).astype(np.float32), "m": m,
               "xz": codes(tx), "wz": codes(tw, *ncol)}
-    close(*run_both(tmp_path, "QAttention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
+    close_contrib(*run_with_ort("QAttention", inputs, [("y", np.float32)], opset=17, domain=MS, num_heads=heads))
 
 
 def test_attention_past_state_is_refused_by_name(tmp_path):
@@ -272,8 +258,7 @@ def test_attention_past_state_is_refused_by_name(tmp_path):
     g = helper.make_graph([node], "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
               tmp_path / "m.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
-                       capture_output=True, text=True)
+    r = dvm("compile", tmp_path / "m.onnx", "-o", tmp_path / "m.dvmb")
     assert r.returncode == 2 and 'node "a1" (Attention' in r.stderr and "not supported" in r.stderr, r.stderr
 
 
@@ -299,21 +284,10 @@ def run_mha(tmp_path, inputs, outputs=("y",), **attrs):
     outs = [o for o in outputs if o]
     full = ("y", "pk_out", "pv_out", "qk")
     mha_model(tmp_path / "ort.onnx", inputs, full, attrs)
-    got = ort.InferenceSession(str(tmp_path / "ort.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)
+    got = ort_outputs(tmp_path / "ort.onnx", feed)
     want = [got[full.index(o)] for o in outs]
     mha_model(tmp_path / "m.onnx", inputs, outputs, attrs)
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
-    for o in outs:
-        cmd += ["--output", str(tmp_path / f"o_{o}.npy")]
-    for k, v in feed.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return [np.load(tmp_path / f"o_{o}.npy") for o in outs], want
+    return run_module(compile_onnx(tmp_path / "m.onnx"), feed, len(outs)), want
 
 
 @pytest.mark.parametrize("bsl", [(1, 1, 1), (2, 3, 5), (3, 7, 2), (0, 3, 4), (2, 1, 7)])
@@ -339,7 +313,7 @@ def test_multihead_attention(tmp_path, bsl, heads_dv, extras):
         inputs["ab"] = f32(b, n, s, l)
     if extras == "abias_b1n":
         inputs["ab"] = f32(1, 1, s, l)
-    close(*run_mha(tmp_path, inputs, num_heads=n))
+    close_contrib(*run_mha(tmp_path, inputs, num_heads=n))
 
 
 @pytest.mark.parametrize("s", [1, 4, 7])
@@ -347,7 +321,7 @@ def test_multihead_attention(tmp_path, bsl, heads_dv, extras):
 def test_multihead_attention_unidirectional_and_scale(tmp_path, s, mask):
     inputs = {"q": f32(2, s, 6), "k": f32(2, s, 6), "v": f32(2, s, 6), "bias": f32(18),
               "mask": (rng.random((2, s)) < 0.6).astype(np.int32) if mask else ""}
-    close(*run_mha(tmp_path, inputs, num_heads=2, unidirectional=1, scale=0.3))
+    close_contrib(*run_mha(tmp_path, inputs, num_heads=2, unidirectional=1, scale=0.3))
 
 
 def close_masked(got, want):
@@ -356,7 +330,7 @@ def close_masked(got, want):
     for g, w in zip(got, want, strict=True):
         low = w <= -1e38
         np.testing.assert_array_equal(g <= -1e38, low)
-        close([np.where(low, 0, g)], [np.where(low, 0, w)])
+        close_contrib([np.where(low, 0, g)], [np.where(low, 0, w)])
 
 
 # (batch, new length S = L, past length P)
@@ -417,16 +391,8 @@ def test_multihead_attention_shapes_at_run_time(tmp_path, kv4):
                                        for k, v in feed.items()], [vi(o, TensorProto.FLOAT, None) for o in outs])
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]), path)
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)
-    r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    cmd = [DVM, "run", str(tmp_path / "m.dvmb")] + sum([["--output", str(tmp_path / f"o{i}.npy")] for i in range(4)], [])
-    for k, v in feed.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    close_masked([np.load(tmp_path / f"o{i}.npy") for i in range(4)], want)
+    want = ort_outputs(path, feed)
+    close_masked(run_module(compile_onnx(path), feed, 4), want)
 
 
 @pytest.mark.parametrize("bsl", [(1, 1, 1), (2, 3, 5), (3, 4, 2)])
@@ -466,8 +432,7 @@ def test_multihead_attention_unsupported_is_refused_by_name(tmp_path, case):
     g = helper.make_graph([node], "g", ins, outs)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
               tmp_path / "m.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
-                       capture_output=True, text=True)
+    r = dvm("compile", tmp_path / "m.onnx", "-o", tmp_path / "m.dvmb")
     assert r.returncode == 2 and 'node "mha1" (MultiHeadAttention' in r.stderr, r.stderr
 
 
@@ -499,7 +464,7 @@ def run_qlstm(tmp_path, s, b, i, h, direction="forward", dt="i8", per_column=Fal
     outputs = [(name if want else "", np.float32) for name, want in zip(["y", "yh", "yc"], outs)]
     # ONNX Runtime quantizes each step's states over the rows one thread
     # runs; with one thread, all the batch's rows, as dvm
-    return run_both(tmp_path, "DynamicQuantizeLSTM", inputs, outputs, domain=MS, ort_threads=1, **attrs)
+    return run_with_ort("DynamicQuantizeLSTM", inputs, outputs, domain=MS, ort_threads=1, **attrs)
 
 
 # (seq, batch, input, hidden): 1s, primes, a batch of 1 and more. Not 0:
@@ -516,7 +481,7 @@ def test_dynamic_quantize_lstm(tmp_path, sbih, direction, dt, per_column):
     """DynamicQuantizeLSTM against ONNX Runtime: X and each step's states
     quantized to u8 as its CPU kernel quantizes them, exact i32 sums: the
     same codes, so the outputs agree to f32 rounding."""
-    close(*run_qlstm(tmp_path, *sbih, direction=direction, dt=dt, per_column=per_column, extras=("bias",)))
+    close_contrib(*run_qlstm(tmp_path, *sbih, direction=direction, dt=dt, per_column=per_column, extras=("bias",)))
 
 
 @pytest.mark.parametrize("extras", [("states",), ("lens",), ("lens", "states", "bias"), ("peephole", "bias"),
@@ -527,7 +492,7 @@ def test_dynamic_quantize_lstm_inputs(tmp_path, extras, outs, direction):
     """The optional inputs; sequence_lens with and without Y (ONNX Runtime
     counts a finished row's state in the next step's range as 0 when Y is
     wanted, as its last state when not)."""
-    close(*run_qlstm(tmp_path, 6, 4, 5, 3, direction=direction, dt="u8", extras=extras, outs=outs))
+    close_contrib(*run_qlstm(tmp_path, 6, 4, 5, 3, direction=direction, dt="u8", extras=extras, outs=outs))
 
 
 @pytest.mark.parametrize("sb", [(0, 2), (3, 0)])
@@ -546,16 +511,7 @@ def test_dynamic_quantize_lstm_empty(tmp_path, sb):
                                             for o in ("y", "yh", "yc")])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
               tmp_path / "m.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    cmd = [DVM, "run", str(tmp_path / "m.dvmb")] + [f"--output={tmp_path / o}.npy" for o in ("y", "yh", "yc")]
-    for k, v in feeds.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / k}.npy"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    y, yh, yc = (np.load(tmp_path / f"{o}.npy") for o in ("y", "yh", "yc"))
+    y, yh, yc = run_module(compile_onnx(tmp_path / "m.onnx"), feeds, 3)
     assert y.shape == (s, 2, b, 2) and yh.shape == yc.shape == (2, b, 2)
     assert not yh.any() and not yc.any()
 
@@ -574,10 +530,5 @@ def test_dynamic_quantize_lstm_bad_zero_point_is_refused(tmp_path):
                           initializer=inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)]),
               tmp_path / "m.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    np.save(tmp_path / "x.npy", f32(1, 1, 3))
-    r = subprocess.run([DVM, "run", str(tmp_path / "m.dvmb"), "--input", f"x={tmp_path / 'x.npy'}",
-                        "--output", str(tmp_path / "y.npy")], capture_output=True, text=True)
+    r, _ = try_run(compile_onnx(tmp_path / "m.onnx"), {"x": f32(1, 1, 3)})
     assert r.returncode != 0 and "W_zero_point must be 0" in r.stderr, r.stderr

@@ -10,13 +10,15 @@ import subprocess
 import numpy as np
 import onnx
 import pytest
+from dvmtest.arrays import normal_f32
+from dvmtest.cli import assemble
+from dvmtest.paths import DVM, NODE_SUBSET as NODE_TESTS, ROOT
 from onnx import TensorProto, helper
 
 from dvmop import DvmError, Shape, program, run1, run_model
 
 rng = np.random.default_rng(0)
-ROOT = os.path.join(os.path.dirname(__file__), "../..")
-NODE_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
+rand = normal_f32(rng)
 
 
 def span(k, d):
@@ -74,7 +76,7 @@ def dvm_conv(x, w, b, strides, pads, dilations, group, output_padding=None, cons
     return run1("conv_transpose", ins, attrs + [Shape(output_padding)], const_from=const_from, threads=threads)
 
 
-def ort_run(op, inputs, attrs, opset=21):
+def ort_node(op, inputs, attrs, opset=21):
     """One ONNX node through ONNX Runtime."""
     import onnxruntime as ort
     names = [f"i{i}" for i in range(len(inputs))]
@@ -88,10 +90,6 @@ def ort_run(op, inputs, attrs, opset=21):
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, dict(zip(names, inputs)))[0]
-
-
-def rand(*shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 # (X, W, strides, pads, dilations, group, bias)
@@ -128,7 +126,7 @@ def test_conv(xs, ws, strides, pads, dil, group, bias):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     if x.size and w.size:
         ins = [x, w] + ([b] if bias else [])
-        ort = ort_run("Conv", ins, dict(strides=strides, pads=pads, dilations=dil, group=group))
+        ort = ort_node("Conv", ins, dict(strides=strides, pads=pads, dilations=dil, group=group))
         np.testing.assert_allclose(got, ort, rtol=1e-4, atol=1e-4)
 
 
@@ -215,8 +213,8 @@ def test_conv_transpose(xs, ws, strides, pads, dil, group, opad, bias):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     if x.size:
         ins = [x, w] + ([b] if bias else [])
-        ort = ort_run("ConvTranspose", ins, dict(strides=strides, pads=pads, dilations=dil, group=group,
-                                                 output_padding=opad))
+        ort = ort_node("ConvTranspose", ins, dict(strides=strides, pads=pads, dilations=dil, group=group,
+                                                  output_padding=opad))
         np.testing.assert_allclose(got, ort, rtol=1e-4, atol=1e-4)
 
 
@@ -539,7 +537,7 @@ def window_attrs(a, x_shape, kernel):
     return strides, [p[0] for p in pb] + [p[1] for p in pb], dil
 
 
-def node_cases(op_types):
+def conv_node_cases(op_types):
     """The ONNX backend node tests of these ops, {name: (node, {input name:
     array}, [output arrays], source)}: the stored subset in NODE_TESTS, then
     the cases that the installed onnx package generates (its current suite,
@@ -579,7 +577,7 @@ def node_cases(op_types):
     return cases
 
 
-CONV_NODE_CASES = node_cases(("Conv", "ConvTranspose"))
+CONV_NODE_CASES = conv_node_cases(("Conv", "ConvTranspose"))
 
 
 @pytest.mark.parametrize("name", sorted(CONV_NODE_CASES))
@@ -634,7 +632,7 @@ def test_conv_transpose_auto_pad_compiled(attrs):
         x = rand(*xs)
         got = run_model(model, {"x": x})[0]
         # ONNX Runtime at batch 1 for an empty batch: the shape
-        want = ort_run("ConvTranspose", [x if xs[0] else rand(1, *xs[1:]), w, b], attrs, opset=22)
+        want = ort_node("ConvTranspose", [x if xs[0] else rand(1, *xs[1:]), w, b], attrs, opset=22)
         if not xs[0]:
             assert got.shape == (0,) + want.shape[1:]
             continue
@@ -655,7 +653,7 @@ def test_conv_transpose_output_shape_compiled(attrs):
     for xs in [(1, 4, 3, 3), (2, 4, 3, 3)]:
         x = rand(*xs)
         got = run_model(model, {"x": x})[0]
-        np.testing.assert_allclose(got, ort_run("ConvTranspose", [x, w], attrs, opset=22), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got, ort_node("ConvTranspose", [x, w], attrs, opset=22), rtol=1e-4, atol=1e-5)
     # output_shape too large for the input: an explicit error where it runs
     with pytest.raises(DvmError, match=r"conv_transpose: output size \d+ would need a negative begin pad"):
         run_model(model, {"x": rand(1, 4, 1, 1)})
@@ -693,7 +691,7 @@ def build_driver(tmp_path, source, libs):
     """Compiles a C driver against this build's headers and libraries (with
     its sanitizer flags); skips where that cannot be done."""
     cc = shutil.which("cc")
-    build = os.path.dirname(os.path.dirname(os.path.abspath(os.environ.get("DVM", ROOT + "/build/tools/dvm"))))
+    build = os.path.dirname(os.path.dirname(os.path.abspath(DVM)))
     libs = [os.path.join(build, lib) for lib in libs]
     if not cc or not all(os.path.exists(p) for p in libs):
         pytest.skip("no C compiler or build libraries")
@@ -819,15 +817,13 @@ int main(int argc, char **argv) {
 def test_conv_threads(tmp_path, const_w):
     """Many threads, one module, the shared primitive cache under eviction;
     with W and B constants, also W's kept forms made and shared at once."""
-    from dvmop import DVM
     exe = build_driver(tmp_path, THREADS_DRIVER, ["libdvm.so"])
     w = ((np.arange(54) * 5) % 7 - 3).astype(np.float32).reshape(3, 2, 3, 3)  # the driver's w and b
     b = np.arange(3, dtype=np.float32)
     prog = program("conv", [np.zeros((1, 2, 5, 6), np.float32), w, b],
                    [Shape((1, 1)), Shape((1,) * 4), Shape((1, 1)), 1], const_from=1 if const_w else None)
-    (tmp_path / "conv.dvms").write_text(prog)
-    subprocess.run([DVM, "asm", str(tmp_path / "conv.dvms"), "-o", str(tmp_path / "conv.dvmb")], check=True)
-    r = subprocess.run([exe, str(tmp_path / "conv.dvmb"), "1" if const_w else "3"], capture_output=True,
+    mod = assemble(prog, tmp_path / "conv.dvmb")
+    r = subprocess.run([exe, mod, "1" if const_w else "3"], capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "OK", r.stdout + r.stderr
 
@@ -840,7 +836,6 @@ def test_conv_f16(tmp_path, xs, ws, strides, pads, dil, group, bias):
     """An f16 Conv node through the whole stack: the compiler casts X, W and
     B to f32 for the f32 kernel and the result back (lower_ops.c's
     conv_via_f32); against the f64 convolution of the same f16 values."""
-    from dvmop import DVM
     x, w = rand(*xs).astype(np.float16), rand(*ws).astype(np.float16)
     ins = {"x": x, "w": w}
     if bias:
@@ -851,17 +846,7 @@ def test_conv_f16(tmp_path, xs, ws, strides, pads, dil, group, bias):
                                                                       if k == "x" else v.shape)
                                         for k, v in ins.items()],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), tmp_path / "c.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "c.onnx"), "-o", str(tmp_path / "c.dvmb")], capture_output=True,
-                       text=True)
-    assert r.returncode == 0, r.stderr
-    cmd = [DVM, "run", str(tmp_path / "c.dvmb"), "--output", str(tmp_path / "y.npy")]
-    for k, v in ins.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
-    assert r.returncode == 0, r.stderr
-    got = np.load(tmp_path / "y.npy")
+    got = run_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), ins)[0]
     want = ref_conv(x, w, ins.get("b"), strides, pads, dil, group)
     assert got.dtype == np.float16 and got.shape == want.shape
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-3 * max(1, np.abs(want).max(initial=0)))

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import dvmop
-from dvmop import DvmError
-from test_unary import BF16, bf16_round, reference, run1, run_chain, run_text, ulps
+from dvmop import DvmError, run1, run_text
+from test_unary import BF16, bf16_round, unary_reference, run_chain, ulps
 
 rng = np.random.default_rng(3)
 
@@ -74,7 +74,7 @@ SIZES = [(1, 1), (7, 13), (3, 257), (31, 1025), (0, 5), (65, 300), (2, 70001), (
 
 
 def gelu64(v):
-    return reference("gelu", v)
+    return unary_reference("gelu", v)
 
 
 @pytest.mark.parametrize("n,m", SIZES)
@@ -198,7 +198,7 @@ def random_program(seed, nin, nregs=6, length=14):
     return code, ["f32"] * nregs + ["bool"]
 
 
-def evaluate(code, inputs, shape):
+def evaluate_program(code, inputs, shape):
     """The program on NumPy float32 arrays; math ops through float64."""
     regs = {}
     for ins in code:
@@ -214,7 +214,7 @@ def evaluate(code, inputs, shape):
             with np.errstate(all="ignore"):
                 regs[dst] = EXACT_UNARY[op](regs[a]).astype(np.float32)
         elif op in MATH or op == "tanh":
-            regs[dst] = reference(op, regs[a]).astype(np.float32).reshape(shape)
+            regs[dst] = unary_reference(op, regs[a]).astype(np.float32).reshape(shape)
         elif op in CMP:
             regs[dst] = CMP[op](regs[a], regs[b])
         elif op == "where":
@@ -233,7 +233,7 @@ def test_random_chains(seed):
     code, regs = random_program(seed, nin)
     payload = encode(["f32"] * nin, ["f32"], regs, code)
     got = run_fused(payload, inputs, [np.float32], shape=(n, m))[0]
-    want = evaluate(code, inputs, (n, m))
+    want = evaluate_program(code, inputs, (n, m))
     # exact ops agree bit for bit; math ops within a few ulp, which later
     # ops may magnify: compare as values
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5, equal_nan=True)
@@ -256,7 +256,7 @@ def test_half_types():
     p = encode(["bf16"], ["bf16"], ["f32"], [("load", 0, 0), ("sigmoid", 0, 0), ("store", 0, 0)])
     got = run_chain([xb], [("cast", ["x0"], (), "bf16", "same"), ("fused", [0], (), "bf16", "same"),
                            ("cast", [1], (), np.float32, "same")], [2], payloads={"fused": p})[0]
-    assert np.max(ulps(got, reference("sigmoid", xb), BF16)) <= 1
+    assert np.max(ulps(got, unary_reference("sigmoid", xb), BF16)) <= 1
 
 
 def test_integers_and_bools():

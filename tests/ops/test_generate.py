@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dvmop import DvmError, run, run_model
-from test_movement import ALL, node_case, node_tests, rand, run0
+from test_movement import ALL, node_case, node_tests, rand_any, run0
 
 rng = np.random.default_rng(1)
 
@@ -13,7 +13,7 @@ rng = np.random.default_rng(1)
 # ---- nonzero ----
 
 def sparse(shape, dtype, density=0.3):
-    x = rand(shape, dtype)
+    x = rand_any(shape, dtype)
     return np.where(rng.random(shape) < density, x, np.zeros((), dtype))
 
 

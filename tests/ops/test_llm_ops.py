@@ -5,27 +5,22 @@ SkipSimplifiedLayerNormalization, RotaryEmbedding and GroupQueryAttention
 kernels at awkward shapes: max error <= 1e-5 * max |ORT| (f32 sums in
 another order). GroupQueryAttention also with present_key/present_value
 in past_key/past_value's own memory, as a generator binds them."""
-import os
-import subprocess
-import tempfile
-
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
+from dvmtest.arrays import normal_f32
+from dvmtest.cli import dvm
+from dvmtest.compare import ort_outputs
+from dvmtest.onnxmodel import save_model
 from onnx import TensorProto, helper
 
-from dvmop import DVM, DvmError, run_model
+from dvmop import DvmError, run_model, run_text
 
 rng = np.random.default_rng(29)
+f32 = normal_f32(rng)
 MS = "com.microsoft"
 
 
-def f32(*shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def model(op, feeds, names, outs, domain="", **attrs):
+def op_model(op, feeds, names, outs, domain="", **attrs):
     """A one-node model; names: the node's inputs in order ("" omitted),
     feeds: their arrays; outs: its outputs ("" omitted)."""
     vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), list(feeds[n].shape))
@@ -38,12 +33,12 @@ def model(op, feeds, names, outs, domain="", **attrs):
 
 def both(m, feeds):
     """(dvm's outputs, ONNX Runtime's) of model m."""
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort_outputs(m, feeds)
     names = [i.name for i in m.graph.input]
     return run_model(m, {n: feeds[n] for n in names}, len(want)), want
 
 
-def close(got, want, rows=None):
+def close_rows(got, want, rows=None):
     """rows: per batch entry, how many rows of output 0 to compare (the
     rest is padding ONNX Runtime leaves unspecified)."""
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
@@ -73,8 +68,9 @@ def test_simplified_layer_normalization(shape, axis, inv):
     attrs = {} if axis == -1 else {"axis": axis}
     if inv:
         attrs["epsilon"] = 1e-3
-    m = model("SimplifiedLayerNormalization", {"x": x, "s": s}, ["x", "s"], ["y", "inv"] if inv else ["y"], **attrs)
-    close(*both(m, {"x": x, "s": s}))
+    m = op_model("SimplifiedLayerNormalization", {"x": x, "s": s}, ["x", "s"], ["y", "inv"] if inv else ["y"],
+                 **attrs)
+    close_rows(*both(m, {"x": x, "s": s}))
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 7), (3, 1, 64), (1, 0, 5), (5, 33), (1, 257)])
@@ -86,13 +82,13 @@ def test_skip_simplified_layer_normalization(shape, bias, with_sum):
     if bias:
         feeds["bias"] = f32(h)
     outs = ["y", "", "", "sum"] if with_sum else ["y"]
-    m = model("SkipSimplifiedLayerNormalization", feeds, list(feeds), outs, domain=MS, epsilon=1e-6)
-    close(*both(m, feeds))
+    m = op_model("SkipSimplifiedLayerNormalization", feeds, list(feeds), outs, domain=MS, epsilon=1e-6)
+    close_rows(*both(m, feeds))
 
 
 def test_skip_simplified_layer_normalization_statistics_are_refused():
     feeds = {"x": f32(2, 4), "skip": f32(2, 4), "g": f32(4)}
-    m = model("SkipSimplifiedLayerNormalization", feeds, list(feeds), ["y", "", "inv"], domain=MS)
+    m = op_model("SkipSimplifiedLayerNormalization", feeds, list(feeds), ["y", "", "inv"], domain=MS)
     refused(m, feeds, ["SkipSimplifiedLayerNormalization", "output 2"])
 
 
@@ -118,16 +114,16 @@ def test_contrib_rotary_embedding(shape, heads, rd, d, interleaved, pos):
         attrs["num_heads"] = heads
     if rd:
         attrs["rotary_embedding_dim"] = rd
-    m = model("RotaryEmbedding", feeds, ["x", "pos", "cos", "sin"], ["y"], domain=MS, scale=2.0, **attrs)
-    close(*both(m, feeds))
+    m = op_model("RotaryEmbedding", feeds, ["x", "pos", "cos", "sin"], ["y"], domain=MS, scale=2.0, **attrs)
+    close_rows(*both(m, feeds))
 
 
 def test_contrib_rotary_embedding_bad_positions():
     feeds = {"x": f32(1, 3, 16), "pos": np.array([9], np.int64), "cos": f32(10, 4), "sin": f32(10, 4)}
-    m = model("RotaryEmbedding", feeds, ["x", "pos", "cos", "sin"], ["y"], domain=MS)
+    m = op_model("RotaryEmbedding", feeds, ["x", "pos", "cos", "sin"], ["y"], domain=MS)
     refused(m, feeds, ["contrib_rotary_embedding", "position 10", "10 rows"])
     feeds["cos"] = f32(10, 3)
-    m = model("RotaryEmbedding", feeds, ["x", "pos", "cos", "sin"], ["y"], domain=MS)
+    m = op_model("RotaryEmbedding", feeds, ["x", "pos", "cos", "sin"], ["y"], domain=MS)
     refused(m, feeds, ["contrib_rotary_embedding", "cos_cache"])
 
 
@@ -170,8 +166,8 @@ def gqa_case(b, s, past, lens, hq=4, hkv=2, d=16, packed=False, rotary=False, po
 
 def run_gqa(case, outs=("output", "present_key", "present_value")):
     feeds, names, attrs, rows = case
-    m = model("GroupQueryAttention", feeds, names, outs, domain=MS, **attrs)
-    close(*both(m, feeds), rows=rows)
+    m = op_model("GroupQueryAttention", feeds, names, outs, domain=MS, **attrs)
+    close_rows(*both(m, feeds), rows=rows)
 
 
 # (B, S, past length or None, each entry's total length)
@@ -209,11 +205,12 @@ def test_gqa_present_outputs_optional():
     for call, outs in (((2, 1, 5, [6, 3]), ("output",)), ((2, 3, 0, [3, 2]), ("output", "present_key")),
                        ((1, 4, 6, [10]), ("output", "", "present_value"))):
         feeds, names, attrs, rows = gqa_case(*call, rotary=True)
-        full = model("GroupQueryAttention", feeds, names, ("output", "present_key", "present_value"), domain=MS, **attrs)
-        want = ort.InferenceSession(full.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-        m = model("GroupQueryAttention", feeds, names, outs, domain=MS, **attrs)
+        full = op_model("GroupQueryAttention", feeds, names, ("output", "present_key", "present_value"), domain=MS,
+                        **attrs)
+        want = ort_outputs(full, feeds)
+        m = op_model("GroupQueryAttention", feeds, names, outs, domain=MS, **attrs)
         got = run_model(m, feeds, len([o for o in outs if o]))
-        close(got, [want[i] for i, o in enumerate(outs) if o], rows=rows)
+        close_rows(got, [want[i] for i, o in enumerate(outs) if o], rows=rows)
 
 
 def shared_program(feeds, names, attrs):
@@ -261,14 +258,7 @@ def shared_program(feeds, names, attrs):
 
 
 def run_shared(feeds, names, attrs):
-    from dvmop import run_module
-    with tempfile.TemporaryDirectory() as tmp:
-        src, mod = os.path.join(tmp, "g.dvms"), os.path.join(tmp, "g.dvmb")
-        with open(src, "w") as f:
-            f.write(shared_program(feeds, names, attrs))
-        r = subprocess.run([DVM, "asm", src, "-o", mod], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        return run_module(mod, tmp, [(None, feeds[n]) for n in names if n], 3)
+    return run_text(shared_program(feeds, names, attrs), [feeds[n] for n in names if n], 3)
 
 
 # (B, S, max length, each entry's total length): the buffers hold the
@@ -281,32 +271,32 @@ SHARED = [(3, 1, 16, [13, 5, 10]), (1, 1, 8, [1]), (2, 1, 33, [33, 2]), (1, 5, 1
 def test_gqa_shared_buffer(call, opts):
     b, s, mx, lens = call
     feeds, names, attrs, rows = gqa_case(b, s, mx, lens, d=32, **opts)
-    m = model("GroupQueryAttention", feeds, names, ("output", "present_key", "present_value"), domain=MS, **attrs)
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    m = op_model("GroupQueryAttention", feeds, names, ("output", "present_key", "present_value"), domain=MS, **attrs)
+    want = ort_outputs(m, feeds)
     got = run_shared(feeds, names, attrs)
     assert got[1].shape == feeds["past_key"].shape
-    close(got[:1], want[:1], rows=rows)
+    close_rows(got[:1], want[:1], rows=rows)
     first = rows is not None or s == feeds["total_sequence_length"]
     for e in range(b):  # the new rows as ONNX Runtime writes them, the other rows untouched
         p = 0 if first else lens[e] - s
         for k, name in ((1, "past_key"), (2, "past_value")):
-            close([got[k][e, :, :p + s]], [want[k][e, :, :p + s]])
+            close_rows([got[k][e, :, :p + s]], [want[k][e, :, :p + s]])
             np.testing.assert_array_equal(got[k][e, :, p + s:], feeds[name][e, :, p + s:])
             np.testing.assert_array_equal(got[k][e, :, :p], feeds[name][e, :, :p])
 
 
 def test_gqa_bad_input_is_refused():
     feeds, names, attrs, _ = gqa_case(2, 1, 4, [5, 3])
-    m = model("GroupQueryAttention", feeds, names, ("output",), domain=MS, **attrs)
+    m = op_model("GroupQueryAttention", feeds, names, ("output",), domain=MS, **attrs)
     bad = dict(feeds, seqlens_k=np.array([7, 2], np.int32))  # past of 7 in a past buffer of 4
     refused(m, bad, ["group_query_attention", "seqlens_k[0] = 7"])
-    m = model("GroupQueryAttention", feeds, names, ("output",), domain=MS, num_heads=3, kv_num_heads=2)
+    m = op_model("GroupQueryAttention", feeds, names, ("output",), domain=MS, num_heads=3, kv_num_heads=2)
     refused(m, feeds, ["num_heads 3", "kv_num_heads 2"])
-    m = model("GroupQueryAttention", feeds, names, ("output",), domain=MS, local_window_size=0, **attrs)
+    m = op_model("GroupQueryAttention", feeds, names, ("output",), domain=MS, local_window_size=0, **attrs)
     refused(m, feeds, ["local_window_size 0"])
     feeds, names, attrs, _ = gqa_case(1, 2, 0, [2], rotary=True)
     feeds.update(cos_cache=f32(1, 8), sin_cache=f32(1, 8))
-    m = model("GroupQueryAttention", feeds, names, ("output",), domain=MS, **attrs)
+    m = op_model("GroupQueryAttention", feeds, names, ("output",), domain=MS, **attrs)
     refused(m, feeds, ["position 1", "1 rows"])
 
 
@@ -314,13 +304,10 @@ def test_gqa_bad_input_is_refused():
     ("causal 0", dict(causal=0), {}), ("sliding_window_cache", dict(sliding_window_cache=1), {}),
     ("qk_output", dict(qk_output=1), {}), ("k_quant_type", dict(k_quant_type="PER_TENSOR"), {}),
     ("input 16 (query_seqlens)", {}, {"query_seqlens": np.array([1], np.int32)})])
-def test_gqa_unsupported_is_refused_by_name(what, attrs, extra):
+def test_gqa_unsupported_is_refused_by_name(tmp_path, what, attrs, extra):
     feeds, names, a, _ = gqa_case(1, 1, 3, [4])
     names = names + [""] * (16 - len(names)) + list(extra) if extra else names
     feeds = dict(feeds, **extra)
-    m = model("GroupQueryAttention", feeds, names, ("output",), domain=MS, **a, **attrs)
-    path = tempfile.mktemp(suffix=".onnx")
-    onnx.save(m, path)
-    r = subprocess.run([DVM, "compile", path, "-o", path + ".dvmb"], capture_output=True, text=True)
-    os.remove(path)
+    m = op_model("GroupQueryAttention", feeds, names, ("output",), domain=MS, **a, **attrs)
+    r = dvm("compile", save_model(m, tmp_path / "m.onnx"), "-o", tmp_path / "m.dvmb")
     assert r.returncode != 0 and "GroupQueryAttention" in r.stderr and what in r.stderr, r.stderr

@@ -4,8 +4,7 @@ primes)."""
 import numpy as np
 import pytest
 
-from dvmop import DvmError
-from test_unary import run1
+from dvmop import DvmError, run1
 
 rng = np.random.default_rng(5)
 NO_IGNORE = -(2 ** 63)

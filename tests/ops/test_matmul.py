@@ -11,23 +11,22 @@ identity (exact: one product by 1 per element).
 import contextlib
 import glob
 import os
-import subprocess
-import tempfile
+import re
 
 import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from dvmtest.paths import NODE_SUBSET as NODE
 
 import dvmop
 from dvmop import DvmError, Shape, run, run1
 
 rng = np.random.default_rng(0)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 
 
-def rand(shape, dtype=np.float32):
+def rand_matmul(shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 
 
@@ -37,8 +36,8 @@ def with_payload(kernel, data):
     orig = dvmop.program
 
     def program(*args, **kw):
-        line = f".kernel {kernel} cpu 1\n"
-        return orig(*args, **kw).replace(line, f'.kernel {kernel} cpu 1 x"{data.hex()}"\n', 1)
+        return re.sub(rf"^(\.kernel {kernel} \w+ 1)$", rf'\1 x"{data.hex()}"', orig(*args, **kw), count=1,
+                      flags=re.M)
 
     dvmop.program = program
     try:
@@ -112,17 +111,10 @@ def run_bf16(kernel, inputs, attrs, outputs, payload=None):
     lines += [f"  .result y{i} any" for i in range(len(rets))]
     lines += body
     lines.append(".end")
-    with tempfile.TemporaryDirectory() as tmp:
-        src, mod = os.path.join(tmp, "op.dvms"), os.path.join(tmp, "op.dvmb")
-        with open(src, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        r = subprocess.run([dvmop.DVM, "asm", src, "-o", mod], capture_output=True, text=True)
-        if r.returncode:
-            raise DvmError(r.returncode, r.stderr.strip())
-        return dvmop.run_module(mod, tmp, [(None, x) for x in inputs if x.dtype != BF16], len(rets))
+    return dvmop.run_text("\n".join(lines) + "\n", [x for x in inputs if x.dtype != BF16], len(rets))
 
 
-def close(got, want, k=1, dtype=np.float32):
+def close_products(got, want, k=1, dtype=np.float32):
     """Products of k terms: f32 error grows with k; f16/bf16 outputs round."""
     eps = {np.dtype(np.float32): 2e-6, np.dtype(np.float16): 1e-3, BF16: 8e-3}[np.dtype(dtype)]
     tol = eps * (4 + np.sqrt(k)) * max(1.0, float(np.abs(want).max(initial=0)))
@@ -145,10 +137,10 @@ MATMUL_SHAPES = [
 
 @pytest.mark.parametrize("a,b", MATMUL_SHAPES)
 def test_matmul(a, b):
-    x, y = rand(a), rand(b)
+    x, y = rand_matmul(a), rand_matmul(b)
     got = run1("matmul", [x, y])
     assert got.dtype == np.float32 and got.shape == np.matmul(x, y).shape
-    close(got, np.matmul(x.astype(np.float64), y), k=a[-1])
+    close_products(got, np.matmul(x.astype(np.float64), y), k=a[-1])
 
 
 @pytest.mark.parametrize("dx,dy,do", [(np.float16, np.float16, np.float16),
@@ -156,25 +148,25 @@ def test_matmul(a, b):
                                       (np.float32, np.float16, np.float32)])
 @pytest.mark.parametrize("a,b", [((7, 13), (13, 31)), ((2, 3, 65, 31), (31, 64)), ((13,), (13,))])
 def test_matmul_f16(dx, dy, do, a, b):
-    x, y = rand(a, dx), rand(b, dy)
+    x, y = rand_matmul(a, dx), rand_matmul(b, dy)
     got = run1("matmul", [x, y], out_dtypes=[do])
     assert got.dtype == do
-    close(got, np.matmul(x.astype(np.float64), y.astype(np.float64)), k=a[-1], dtype=do)
+    close_products(got, np.matmul(x.astype(np.float64), y.astype(np.float64)), k=a[-1], dtype=do)
 
 
 @pytest.mark.parametrize("do", [BF16, np.float32])
 def test_matmul_bf16(do):
-    x, y = rand((2, 7, 13)).astype(BF16), rand((13, 9)).astype(BF16)
+    x, y = rand_matmul((2, 7, 13)).astype(BF16), rand_matmul((13, 9)).astype(BF16)
     want = np.matmul(x.astype(np.float64), y.astype(np.float64))
     (got,) = run_bf16("matmul", [x, y], [], [(do, want.shape)])
-    close(got, want, k=13, dtype=do)
+    close_products(got, want, k=13, dtype=do)
 
 
 @pytest.mark.parametrize("a,b", [((7,), (7,)), ((1, 1), (1, 1)), ((0, 13), (13, 5)), ((3, 1, 4, 5), (2, 5, 6)),
                                  ((2, 7, 13), (13, 3)), ((4, 16, 64), (4, 64, 16))])
 def test_matmul_f64(a, b):
     """f64 throughout, computed in f64 (the einsum engine's plain loop)."""
-    x, y = rand(a).astype(np.float64), rand(b).astype(np.float64)
+    x, y = rand_matmul(a).astype(np.float64), rand_matmul(b).astype(np.float64)
     got = run1("matmul", [x, y])
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, np.matmul(x, y), rtol=1e-12, atol=1e-12)
@@ -182,11 +174,11 @@ def test_matmul_f64(a, b):
 
 def test_matmul_errors():
     with pytest.raises(DvmError, match=r"matmul: \[2,3\] x \[4,5\]: inner dims 3 != 4"):
-        run1("matmul", [rand((2, 3)), rand((4, 5))])
+        run1("matmul", [rand_matmul((2, 3)), rand_matmul((4, 5))])
     with pytest.raises(DvmError, match=r"matmul: dtypes i64, i64 -> i64: want f32, f16 and bf16 \(computed in f32\), or f64"):
         run1("matmul", [np.ones((2, 3), np.int64), np.ones((3, 4), np.int64)])
     with pytest.raises(DvmError, match=r"matmul: output \[2,5\] != \[2,4\], the product of"):
-        run1("matmul", [rand((2, 3)), rand((3, 4))], outputs=[(np.float32, (2, 5))])
+        run1("matmul", [rand_matmul((2, 3)), rand_matmul((3, 4))], outputs=[(np.float32, (2, 5))])
 
 
 # B a module constant: matmul packs it at load (ops/cpu/pgemm.c) and runs
@@ -204,15 +196,15 @@ PACKED_SHAPES = ([((m, 13), (13, 17)) for m in range(1, 34)] +
 
 @pytest.mark.parametrize("a,b", PACKED_SHAPES)
 def test_matmul_constant_b(a, b):
-    x, y = rand(a), rand(b)
+    x, y = rand_matmul(a), rand_matmul(b)
     got = run1("matmul", [x, y], const_from=1)
-    close(got, np.matmul(x.astype(np.float64), y), k=a[-1])
+    close_products(got, np.matmul(x.astype(np.float64), y), k=a[-1])
 
 
 def test_matmul_constant_b_f16():
     """An f16 constant B is not packed: the plain path converts it."""
-    x, y = rand((5, 13)), rand((13, 17), np.float16)
-    close(run1("matmul", [x, y], const_from=1), np.matmul(x.astype(np.float64), y), k=13)
+    x, y = rand_matmul((5, 13)), rand_matmul((13, 17), np.float16)
+    close_products(run1("matmul", [x, y], const_from=1), np.matmul(x.astype(np.float64), y), k=13)
 
 
 # ---- gemm -------------------------------------------------------------------
@@ -230,39 +222,39 @@ C_SHAPES = [None, (), (1,), "n", (1, "n"), ("m", 1), ("m", "n")]
 @pytest.mark.parametrize("cs", C_SHAPES)
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (7, 13, 31), (65, 7, 257), (40, 1024, 9)])
 def test_gemm(ta, tb, cs, m, n, k):
-    a = rand((k, m) if ta else (m, k))
-    b = rand((n, k) if tb else (k, n))
-    c = None if cs is None else rand(tuple({"m": m, "n": n}.get(d, d) for d in cs))
+    a = rand_matmul((k, m) if ta else (m, k))
+    b = rand_matmul((n, k) if tb else (k, n))
+    c = None if cs is None else rand_matmul(tuple({"m": m, "n": n}.get(d, d) for d in cs))
     alpha, beta = 0.5, -1.5
     got = run1("gemm", [a, b] + ([c] if c is not None else []), [ta, tb, alpha, beta])
-    close(got, gemm_ref(a, b, c, ta, tb, alpha, beta), k=k)
+    close_products(got, gemm_ref(a, b, c, ta, tb, alpha, beta), k=k)
 
 
 @pytest.mark.parametrize("m,n,k", [(0, 5, 3), (4, 0, 3), (4, 5, 0)])
 def test_gemm_empty(m, n, k):
-    a, b, c = rand((m, k)), rand((k, n)), rand((n,))
+    a, b, c = rand_matmul((m, k)), rand_matmul((k, n)), rand_matmul((n,))
     got = run1("gemm", [a, b, c], [0, 0, 1.0, 2.0])
-    close(got, gemm_ref(a, b, c, 0, 0, 1.0, 2.0))
+    close_products(got, gemm_ref(a, b, c, 0, 0, 1.0, 2.0))
 
 
 def test_gemm_beta0_ignores_c():
-    a, b = rand((3, 4)), rand((4, 5))
+    a, b = rand_matmul((3, 4)), rand_matmul((4, 5))
     c = np.full((3, 5), np.nan, np.float32)
-    close(run1("gemm", [a, b, c], [0, 0, 1.0, 0.0]), gemm_ref(a, b, None, 0, 0, 1.0, 0.0), k=4)
+    close_products(run1("gemm", [a, b, c], [0, 0, 1.0, 0.0]), gemm_ref(a, b, None, 0, 0, 1.0, 0.0), k=4)
 
 
 def test_gemm_f16():
-    a, b, c = rand((7, 13), np.float16), rand((13, 9), np.float16), rand((9,), np.float16)
+    a, b, c = rand_matmul((7, 13), np.float16), rand_matmul((13, 9), np.float16), rand_matmul((9,), np.float16)
     got = run1("gemm", [a, b, c], [0, 0, 1.0, 1.0])
     assert got.dtype == np.float16
-    close(got, gemm_ref(a, b, c.astype(np.float64), 0, 0, 1.0, 1.0), k=13, dtype=np.float16)
+    close_products(got, gemm_ref(a, b, c.astype(np.float64), 0, 0, 1.0, 1.0), k=13, dtype=np.float16)
 
 
 def test_gemm_bf16():
-    a, b, c = (rand(s).astype(BF16) for s in [(13, 7), (13, 9), (7, 1)])
+    a, b, c = (rand_matmul(s).astype(BF16) for s in [(13, 7), (13, 9), (7, 1)])
     want = gemm_ref(a, b, c.astype(np.float64), 1, 0, 2.0, 0.5)
     (got,) = run_bf16("gemm", [a, b, c], [1, 0, 2.0, 0.5], [(BF16, (7, 9))])
-    close(got, want, k=13, dtype=BF16)
+    close_products(got, want, k=13, dtype=BF16)
 
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
@@ -272,29 +264,29 @@ def test_gemm_bf16():
 def test_gemm_constant_b(ta, tb, cs, m, n, k):
     """B (and C) module constants: B packed at load both ways (transB is a
     run-time attribute), the packed path for every row count."""
-    a = rand((k, m) if ta else (m, k))
-    b = rand((n, k) if tb else (k, n))
-    c = None if cs is None else rand(tuple({"m": m, "n": n}.get(d, d) for d in cs))
+    a = rand_matmul((k, m) if ta else (m, k))
+    b = rand_matmul((n, k) if tb else (k, n))
+    c = None if cs is None else rand_matmul(tuple({"m": m, "n": n}.get(d, d) for d in cs))
     alpha, beta = 0.5, -1.5
     got = run1("gemm", [a, b] + ([c] if c is not None else []), [ta, tb, alpha, beta],
                const_from=1)
-    close(got, gemm_ref(a, b, c, ta, tb, alpha, beta), k=k)
+    close_products(got, gemm_ref(a, b, c, ta, tb, alpha, beta), k=k)
 
 
 def test_gemm_errors():
     with pytest.raises(DvmError, match=r"gemm: C \[3\] does not broadcast to \[2,4\]"):
-        run1("gemm", [rand((2, 5)), rand((5, 4)), rand((3,))], [0, 0, 1.0, 1.0])
+        run1("gemm", [rand_matmul((2, 5)), rand_matmul((5, 4)), rand_matmul((3,))], [0, 0, 1.0, 1.0])
     with pytest.raises(DvmError, match=r"gemm: A \[2,5\] \(transA 0\) x B \[4,5\] \(transB 0\): "
                                        r"inner dims 5 != 4"):
-        run1("gemm", [rand((2, 5)), rand((4, 5))], [0, 0, 1.0, 1.0])
+        run1("gemm", [rand_matmul((2, 5)), rand_matmul((4, 5))], [0, 0, 1.0, 1.0])
     with pytest.raises(DvmError, match=r"gemm: A \[2,3,5\] and B \[5,4\] must both be 2-D"):
-        run1("gemm", [rand((2, 3, 5)), rand((5, 4))], [0, 0, 1.0, 1.0])
+        run1("gemm", [rand_matmul((2, 3, 5)), rand_matmul((5, 4))], [0, 0, 1.0, 1.0])
     with pytest.raises(DvmError, match=r"gemm: attribute alpha must be float, got int"):
-        run1("gemm", [rand((2, 5)), rand((5, 4))], [0, 0, 1, 1.0])
+        run1("gemm", [rand_matmul((2, 5)), rand_matmul((5, 4))], [0, 0, 1, 1.0])
     with pytest.raises(DvmError, match=r"gemm: transB must be 0 or 1, got 2"):
-        run1("gemm", [rand((2, 5)), rand((5, 4))], [0, 2, 1.0, 1.0])
+        run1("gemm", [rand_matmul((2, 5)), rand_matmul((5, 4))], [0, 2, 1.0, 1.0])
     with pytest.raises(DvmError, match=r"gemm: takes 6 to 7 inputs, got 5"):
-        run1("gemm", [rand((2, 5)), rand((5, 4))], [0, 0, 1.0])
+        run1("gemm", [rand_matmul((2, 5)), rand_matmul((5, 4))], [0, 0, 1.0])
 
 
 # ---- einsum -----------------------------------------------------------------
@@ -363,16 +355,16 @@ EQUATIONS = [
 
 @pytest.mark.parametrize("eq,shapes", EQUATIONS)
 def test_einsum(eq, shapes):
-    xs = [rand(s) for s in shapes]
+    xs = [rand_matmul(s) for s in shapes]
     got = einsum(eq, xs)
     want = np.einsum(eq, *[x.astype(np.float64) for x in xs])
     assert got.shape == want.shape
-    close(got, want, k=max(max(s, default=1) for s in shapes) ** 2)
+    close_products(got, want, k=max(max(s, default=1) for s in shapes) ** 2)
 
 
 def test_einsum_large_attention():
-    q, k = rand((1, 12, 128, 64)), rand((1, 12, 128, 64))
-    close(einsum("bhqd,bhkd->bhqk", [q, k]), np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k), k=64)
+    q, k = rand_matmul((1, 12, 128, 64)), rand_matmul((1, 12, 128, 64))
+    close_products(einsum("bhqd,bhkd->bhqk", [q, k]), np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k), k=64)
 
 
 @pytest.mark.parametrize("eq,shapes", [("bhqd,bhkd->bhqk", [(2, 3, 13, 16), (2, 3, 7, 16)]),
@@ -380,7 +372,7 @@ def test_einsum_large_attention():
                                        ("ij->ji", [(7, 13)]), ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
                                        ("ij,jk->ik", [(3, 0), (0, 4)])])
 def test_einsum_f64(eq, shapes):
-    xs = [rand(s, np.float64) for s in shapes]
+    xs = [rand_matmul(s, np.float64) for s in shapes]
     got = einsum(eq, xs)
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, np.einsum(eq, *xs), rtol=1e-12, atol=1e-12)
@@ -389,24 +381,24 @@ def test_einsum_f64(eq, shapes):
 def test_einsum_dtype_errors():
     with pytest.raises(DvmError, match=r"einsum: dtypes f64, f32 -> f64: want f32, f16 and bf16 "
                                        r"\(computed in f32\), or f64 throughout"):
-        einsum("ij,jk->ik", [rand((2, 3), np.float64), rand((3, 4))], out_dtypes=[np.float64])
+        einsum("ij,jk->ik", [rand_matmul((2, 3), np.float64), rand_matmul((3, 4))], out_dtypes=[np.float64])
     with pytest.raises(DvmError, match=r"matmul: dtypes f64, f32 -> f64: want f32, f16 and bf16"):
-        run1("matmul", [rand((2, 3), np.float64), rand((3, 4))], out_dtypes=[np.float64])
+        run1("matmul", [rand_matmul((2, 3), np.float64), rand_matmul((3, 4))], out_dtypes=[np.float64])
 
 
 @pytest.mark.parametrize("do", [np.float16, np.float32])
 def test_einsum_f16(do):
-    xs = [rand((2, 3, 13, 16), np.float16), rand((2, 3, 7, 16), np.float16)]
+    xs = [rand_matmul((2, 3, 13, 16), np.float16), rand_matmul((2, 3, 7, 16), np.float16)]
     got = einsum("bhqd,bhkd->bhqk", xs, out_dtypes=[do])
     assert got.dtype == do
-    close(got, np.einsum("bhqd,bhkd->bhqk", *[x.astype(np.float64) for x in xs]), k=16, dtype=do)
+    close_products(got, np.einsum("bhqd,bhkd->bhqk", *[x.astype(np.float64) for x in xs]), k=16, dtype=do)
 
 
 def test_einsum_bf16():
-    xs = [rand((3, 7, 13)).astype(BF16), rand((3, 13, 5)).astype(BF16)]
+    xs = [rand_matmul((3, 7, 13)).astype(BF16), rand_matmul((3, 13, 5)).astype(BF16)]
     want = np.einsum("bij,bjk->bik", *[x.astype(np.float64) for x in xs])
     (got,) = run_bf16("einsum", xs, [Shape(())], [(BF16, want.shape)], payload=b"bij,bjk->bik")
-    close(got, want, k=13, dtype=BF16)
+    close_products(got, want, k=13, dtype=BF16)
 
 
 @pytest.mark.parametrize("eq,shapes,msg", [
@@ -421,7 +413,7 @@ def test_einsum_bf16():
     ("ij;k", [(2, 3)], r"einsum: the equation has byte 0x3b at 2"),
 ])
 def test_einsum_errors(eq, shapes, msg):
-    xs = [rand(s) for s in shapes]
+    xs = [rand_matmul(s) for s in shapes]
     with pytest.raises(DvmError, match=msg):
         with with_payload("einsum", eq.encode()):
             run1("einsum", xs, [Shape(())], outputs=[(np.float32, (2, 3))])
@@ -429,23 +421,23 @@ def test_einsum_errors(eq, shapes, msg):
 
 def test_einsum_no_payload():
     with pytest.raises(DvmError, match=r"einsum: no equation: it is the kernel table entry's payload"):
-        run1("einsum", [rand((2, 3))], [Shape((0,))])
+        run1("einsum", [rand_matmul((2, 3))], [Shape((0,))])
 
 
 def test_einsum_shapefn():
     # broadcast ellipsis: dims[1] is input 0 axis 1 (1) with input 1 axis 0 (5)
-    xs = [rand((2, 1, 7, 13)), rand((5, 13, 6))]
+    xs = [rand_matmul((2, 1, 7, 13)), rand_matmul((5, 13, 6))]
     dims = einsum_dims("...ij,...jk->...ik", [x.shape for x in xs])
     assert tuple(dims) == (0, 1 | (16 + 1) << 8, 2, 18)
     with pytest.raises(DvmError, match=r"einsum: output dim 0: input 0 axis 0 is 2 but input 1 axis 0 is 3"):
-        run1("einsum", [rand((2, 3)), rand((3, 4))], [Shape((0 | (16 + 1) << 8,))], shapefn="einsum")
+        run1("einsum", [rand_matmul((2, 3)), rand_matmul((3, 4))], [Shape((0 | (16 + 1) << 8,))], shapefn="einsum")
     with pytest.raises(DvmError, match=r"einsum: dims\[0\] names input 2 axis 0, which is not an input"):
-        run1("einsum", [rand((2, 3)), rand((3, 4))], [Shape((32,))], shapefn="einsum")
+        run1("einsum", [rand_matmul((2, 3)), rand_matmul((3, 4))], [Shape((32,))], shapefn="einsum")
 
 
 # ---- ONNX backend node tests ------------------------------------------------
 
-def node_cases(prefix):
+def matmul_node_cases(prefix):
     return sorted(os.path.basename(d) for d in glob.glob(f"{NODE}/{prefix}*"))
 
 
@@ -459,8 +451,8 @@ def load_node(name):
     return attrs, ins, outs
 
 
-@pytest.mark.parametrize("name", node_cases("test_matmul_") + node_cases("test_gemm_") +
-                         node_cases("test_einsum_"))
+@pytest.mark.parametrize("name", matmul_node_cases("test_matmul_") + matmul_node_cases("test_gemm_") +
+                         matmul_node_cases("test_einsum_"))
 def test_onnx_node(name):
     attrs, ins, outs = load_node(name)
     if any(x.ndim == 0 for x in ins):

@@ -33,7 +33,7 @@ TYPES = {np.float32: TensorProto.FLOAT, np.uint8: TensorProto.UINT8, np.int32: T
 TOL = {0: 1e-5, 4: 1e-5}
 
 
-def model(op, inputs, consts, outputs, **attrs):
+def nbits_model(op, inputs, consts, outputs, **attrs):
     """One node; inputs: [(name, array or None)] in the node's order (None
     leaves an optional one out), those named in consts as initializers."""
     names = [n if a is not None else "" for n, a in inputs]
@@ -79,7 +79,7 @@ def nbits_inputs(rng, a_shape, k, n, bits, block, zp, bias):
             ("bias", rng.standard_normal(n).astype(np.float32) if bias else None)]
 
 
-def reference(ins, k, n, bits, block, level):
+def nbits_reference(ins, k, n, bits, block, level):
     """MatMulNBits in NumPy (f64), at level 4 with A quantized as ONNX
     Runtime does: per block of each row, scale max|a| / 127, half to even."""
     d = dict(ins)
@@ -107,11 +107,11 @@ def matmul_nbits(rng, m, k, n, bits=4, block=32, zp=None, bias=False, level=0, b
     a_shape = (m, k) if batch is None else (batch, m, k)
     ins = nbits_inputs(rng, a_shape, k, n, bits, block, zp, bias)
     consts = {"B", "scales", "zero_points", "bias"} if const else set()
-    mod = model("MatMulNBits", ins, consts, ["Y"], K=k, N=n, bits=bits, block_size=block, accuracy_level=level)
+    mod = nbits_model("MatMulNBits", ins, consts, ["Y"], K=k, N=n, bits=bits, block_size=block, accuracy_level=level)
     feeds = {name: x for name, x in ins if x is not None and name not in consts}
     got, want = run_both(mod, feeds, isa, threads)
     if level == 4 and not const:  # ONNX Runtime sums in f32 where B is not a constant it could pack
-        want = reference(ins, k, n, bits, block, level).reshape(want.shape).astype(np.float32)
+        want = nbits_reference(ins, k, n, bits, block, level).reshape(want.shape).astype(np.float32)
     assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
     if want.size:
         err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
@@ -170,7 +170,7 @@ def test_matmul_nbits_empty_b():
     ins = nbits_inputs(rng, (3, 40), 40, 7, 4, 32, None, True)
     ins[1] = ("B", np.zeros((7, 0, 16), np.uint8))
     ins[2] = ("scales", np.zeros(0, np.float32))
-    mod = model("MatMulNBits", ins, {"bias"}, ["Y"], K=40, N=7, bits=4, block_size=32)
+    mod = nbits_model("MatMulNBits", ins, {"bias"}, ["Y"], K=40, N=7, bits=4, block_size=32)
     got, want = run_both(mod, {n: x for n, x in ins if x is not None and n != "bias"})
     np.testing.assert_array_equal(got, want)
 
@@ -186,8 +186,8 @@ def test_matmul_nbits_8bit_float_zero_points():
         d = dict(ins)
         w = (d["B"].astype(np.float64) - d["zero_points"][..., None]) * d["scales"].reshape(n, kb)[..., None]
         want = d["A"].astype(np.float64) @ w.reshape(n, -1)[:, :k].T + d["bias"]
-        mod = model("MatMulNBits", ins, {"B", "scales", "zero_points", "bias"}, ["Y"], K=k, N=n, bits=8,
-                    block_size=block, accuracy_level=level)
+        mod = nbits_model("MatMulNBits", ins, {"B", "scales", "zero_points", "bias"}, ["Y"], K=k, N=n, bits=8,
+                          block_size=block, accuracy_level=level)
         got = run_model(mod, {"A": d["A"]})[0]
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
@@ -199,17 +199,17 @@ def test_matmul_nbits_nan(level):
     ins = nbits_inputs(rng, (3, 40), 40, 7, 4, 32, "u8", False)
     a = ins[0][1]
     a[1, 35] = np.nan
-    mod = model("MatMulNBits", ins, {"B", "scales", "zero_points"}, ["Y"], K=40, N=7, bits=4, block_size=32,
-                accuracy_level=level)
+    mod = nbits_model("MatMulNBits", ins, {"B", "scales", "zero_points"}, ["Y"], K=40, N=7, bits=4, block_size=32,
+                      accuracy_level=level)
     got = run_model(mod, {"A": a})[0]
-    want = reference(ins, 40, 7, 4, 32, level)
+    want = nbits_reference(ins, 40, 7, 4, 32, level)
     assert np.isnan(got[1]).all() and np.isfinite(got[[0, 2]]).all()
     np.testing.assert_allclose(got[[0, 2]], want[[0, 2]], rtol=1e-5, atol=1e-5 * np.abs(want[[0, 2]]).max())
 
 
 def fails(ins, consts, match, **attrs):
     attrs = {"K": 40, "N": 7, "bits": 4, "block_size": 32, **attrs}
-    mod = model("MatMulNBits", ins, consts, ["Y"], **attrs)
+    mod = nbits_model("MatMulNBits", ins, consts, ["Y"], **attrs)
     with pytest.raises(DvmError, match=match):
         run_model(mod, {n: x for n, x in ins if x is not None and n not in consts})
 
@@ -262,8 +262,8 @@ def gbq_inputs(rng, rows, inner, kq, bits, block, zp, idx):
 def test_gather_block_quantized(rows, inner, kq, bits, block, zp, idx):
     rng = np.random.default_rng(rows + kq)
     ins = gbq_inputs(rng, rows, inner, kq, bits, block, zp, idx)
-    mod = model("GatherBlockQuantized", ins, {"data", "scales", "zero_points"}, ["Y"], bits=bits,
-                block_size=block, gather_axis=0, quantize_axis=len(inner) + 1)
+    mod = nbits_model("GatherBlockQuantized", ins, {"data", "scales", "zero_points"}, ["Y"], bits=bits,
+                      block_size=block, gather_axis=0, quantize_axis=len(inner) + 1)
     got, want = run_both(mod, {"indices": idx})
     assert got.shape == want.shape, (got.shape, want.shape)
     np.testing.assert_array_equal(got, want)
@@ -274,7 +274,7 @@ def test_gather_block_quantized_out_of_range():
     rng = np.random.default_rng(9)
     idx = np.array([1, 6, -7], np.int64)
     ins = gbq_inputs(rng, 6, (), 32, 4, 16, True, idx)
-    mod = model("GatherBlockQuantized", ins, {"data", "scales", "zero_points"}, ["Y"], block_size=16)
+    mod = nbits_model("GatherBlockQuantized", ins, {"data", "scales", "zero_points"}, ["Y"], block_size=16)
     got = run_model(mod, {"indices": idx})[0]
     assert not got[1:].any() and got[0].any()
 
@@ -286,13 +286,13 @@ def test_gather_block_quantized_malformed():
     for attrs, match in [({"gather_axis": 1}, "takes gather_axis 0 and quantize_axis the last"),
                          ({"bits": 2}, "bits 2 is not supported"),
                          ({"block_size": 8}, "block_size 8 must be a power of 2")]:
-        mod = model("GatherBlockQuantized", ins, {"data", "scales", "zero_points"}, ["Y"],
-                    **{"block_size": 16, **attrs})
+        mod = nbits_model("GatherBlockQuantized", ins, {"data", "scales", "zero_points"}, ["Y"],
+                          **{"block_size": 16, **attrs})
         with pytest.raises(DvmError, match=match):
             run_model(mod, {"indices": idx})
     bad = list(ins)
     bad[2] = ("scales", np.ones((6, 3), np.float32))
-    mod = model("GatherBlockQuantized", bad, {"data", "scales", "zero_points"}, ["Y"], block_size=16)
+    mod = nbits_model("GatherBlockQuantized", bad, {"data", "scales", "zero_points"}, ["Y"], block_size=16)
     with pytest.raises(DvmError, match=r"scales is f32 \[6,3\]: want f32 \[6,2\]"):
         run_model(mod, {"indices": idx})
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dvmop import DvmError, Shape, run, run1
-from test_conv import node_cases, onnx_attrs, ort_run, window_attrs
+from test_conv import channels_last, conv_node_cases, onnx_attrs, ort_node, window_attrs
 
 rng = np.random.default_rng(1)
 
@@ -61,7 +61,7 @@ def pool_attrs(kernel, strides, pads, dil, ceil_mode, extra):
     return [Shape(kernel), Shape(strides), Shape(pads), Shape(dil), ceil_mode, extra]
 
 
-def rand(shape, dtype=np.float32):
+def rand_pool(shape, dtype=np.float32):
     if np.dtype(dtype).kind in "iu":
         info = np.iinfo(dtype)
         return rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype)
@@ -91,7 +91,7 @@ CASES = [
 @pytest.mark.parametrize("xs,k,s,p,d,ceil", CASES)
 @pytest.mark.parametrize("storage_order", [0, 1])
 def test_max_pool(xs, k, s, p, d, ceil, storage_order):
-    x = rand(xs)
+    x = rand_pool(xs)
     y, idx = run("max_pool", [x], pool_attrs(k, s, p, d, ceil, storage_order), shapefn="pool",
                  out_dtypes=[np.float32, np.int64], nout=2)
     want, want_idx = ref_pool(x, k, s, p, d, ceil, "max", storage_order=storage_order)
@@ -101,14 +101,14 @@ def test_max_pool(xs, k, s, p, d, ceil, storage_order):
     if x.size and storage_order == 0:
         got1 = run1("max_pool", [x], pool_attrs(k, s, p, d, ceil, 0), shapefn="pool")
         np.testing.assert_array_equal(got1, y)
-        ort = ort_run("MaxPool", [x], dict(kernel_shape=k, strides=s, pads=p, dilations=d, ceil_mode=ceil))
+        ort = ort_node("MaxPool", [x], dict(kernel_shape=k, strides=s, pads=p, dilations=d, ceil_mode=ceil))
         np.testing.assert_array_equal(y, ort)
 
 
 @pytest.mark.parametrize("xs,k,s,p,d,ceil", CASES)
 @pytest.mark.parametrize("include_pad", [0, 1])
 def test_average_pool(xs, k, s, p, d, ceil, include_pad):
-    x = rand(xs)
+    x = rand_pool(xs)
     y = run1("average_pool", [x], pool_attrs(k, s, p, d, ceil, include_pad), shapefn="pool")
     want, _ = ref_pool(x, k, s, p, d, ceil, "avg", count_include_pad=include_pad)
     assert y.shape == want.shape
@@ -117,14 +117,14 @@ def test_average_pool(xs, k, s, p, d, ceil, include_pad):
         # ONNX Runtime counts the positions past the end padding that
         # ceil_mode adds as well (ONNX's reference does not), so with both
         # flags the two differ
-        ort = ort_run("AveragePool", [x], dict(kernel_shape=k, strides=s, pads=p, dilations=d, ceil_mode=ceil,
+        ort = ort_node("AveragePool", [x], dict(kernel_shape=k, strides=s, pads=p, dilations=d, ceil_mode=ceil,
                                                 count_include_pad=include_pad))
         np.testing.assert_allclose(y, ort, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint8])
 def test_max_pool_dtypes(dtype):
-    x = rand((2, 3, 9, 8), dtype)
+    x = rand_pool((2, 3, 9, 8), dtype)
     y, idx = run("max_pool", [x], pool_attrs((3, 2), (2, 1), (1, 0, 1, 1), (1, 1), 1, 0), shapefn="pool",
                  out_dtypes=[dtype, np.int64], nout=2)
     want, want_idx = ref_pool(x, (3, 2), (2, 1), (1, 0, 1, 1), (1, 1), 1, "max")
@@ -143,7 +143,7 @@ def test_max_pool_ties():
 
 
 def test_average_pool_f64():
-    x = rand((1, 2, 7, 6), np.float64)
+    x = rand_pool((1, 2, 7, 6), np.float64)
     y = run1("average_pool", [x], pool_attrs((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, 1), shapefn="pool")
     want, _ = ref_pool(x, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1, "avg", count_include_pad=1)
     assert y.dtype == np.float64
@@ -152,7 +152,7 @@ def test_average_pool_f64():
 
 def test_pool_defaults():
     """Empty strides, pads and dilations are the ONNX defaults."""
-    x = rand((1, 2, 6, 5))
+    x = rand_pool((1, 2, 6, 5))
     y = run1("max_pool", [x], [Shape((2, 2)), Shape(()), Shape(()), Shape(()), 0, 0], shapefn="pool")
     np.testing.assert_array_equal(y, ref_pool(x, (2, 2), (1, 1), (0,) * 4, (1, 1), 0, "max")[0])
 
@@ -164,17 +164,12 @@ GLOBAL_SHAPES = [(1, 3, 7, 7), (2, 5, 13), (1, 2, 3, 4, 5), (0, 3, 4, 4), (3, 65
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("op,ref", [("global_average_pool", np.mean), ("global_max_pool", np.max)])
 def test_global_pool(xs, dtype, op, ref):
-    x = rand(xs, dtype)
+    x = rand_pool(xs, dtype)
     y = run1(op, [x], shapefn="global_pool")
     axes = tuple(range(2, x.ndim))
     want = ref(x.astype(np.float64), axis=axes, keepdims=True) if x.size else np.zeros(xs[:2] + (1,) * (x.ndim - 2))
     assert y.dtype == dtype and y.shape == want.shape
     np.testing.assert_allclose(y, want, rtol=1e-6)
-
-
-def channels_last(a):
-    """a's elements in [N, spatial..., C] order, under a's dims [N, C, spatial...]."""
-    return np.ascontiguousarray(np.moveaxis(a, 1, -1)).reshape(a.shape)
 
 
 # max_pool_nhwc, global_average_pool_nhwc (pass conv_nhwc): X (and max's Y)
@@ -183,7 +178,7 @@ def channels_last(a):
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("xs,k,s,p,d,ceil", CASES + [((2, 300, 9, 8), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1)])
 def test_max_pool_nhwc(xs, k, s, p, d, ceil, threads):
-    x = rand(xs)
+    x = rand_pool(xs)
     want, _ = ref_pool(x, k, s, p, d, ceil, "max")
     got = run1("max_pool_nhwc", [channels_last(x)], pool_attrs(k, s, p, d, ceil, 0), shapefn="pool", threads=threads)
     assert got.shape == want.shape
@@ -193,7 +188,7 @@ def test_max_pool_nhwc(xs, k, s, p, d, ceil, threads):
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("xs", GLOBAL_SHAPES + [(2, 300, 17, 3), (1, 512, 7, 7)])
 def test_global_average_pool_nhwc(xs, threads):
-    x = rand(xs)
+    x = rand_pool(xs)
     got = run1("global_average_pool_nhwc", [channels_last(x)], shapefn="global_pool", threads=threads)
     want = x.astype(np.float64).mean(axis=tuple(range(2, x.ndim)), keepdims=True) if x.size else \
         np.zeros(xs[:2] + (1,) * (x.ndim - 2))
@@ -203,10 +198,10 @@ def test_global_average_pool_nhwc(xs, threads):
 
 def test_pool_nhwc_checks():
     with pytest.raises(DvmError, match=r"max_pool_nhwc: dtypes f64 -> f64: want X and Y of one of f32"):
-        run1("max_pool_nhwc", [rand((1, 2, 5, 5), np.float64)], pool_attrs((3, 3), (1, 1), (1,) * 4, (1, 1), 0, 0),
+        run1("max_pool_nhwc", [rand_pool((1, 2, 5, 5), np.float64)], pool_attrs((3, 3), (1, 1), (1,) * 4, (1, 1), 0, 0),
              shapefn="pool")
     with pytest.raises(DvmError, match=r"global_average_pool_nhwc: dtypes f64 -> f64: want X and Y of one of f32"):
-        run1("global_average_pool_nhwc", [rand((1, 2, 5, 5), np.float64)], shapefn="global_pool")
+        run1("global_average_pool_nhwc", [rand_pool((1, 2, 5, 5), np.float64)], shapefn="global_pool")
 
 
 @pytest.mark.parametrize("op,ins,attrs,kw,msg", [
@@ -241,7 +236,7 @@ def test_pool_errors(op, ins, attrs, kw, msg):
 
 
 def test_pool_kernel_checks():
-    x = rand((1, 2, 5, 5))
+    x = rand_pool((1, 2, 5, 5))
     attrs = pool_attrs((3, 3), (1, 1), (0,) * 4, (1, 1), 0, 0)
     with pytest.raises(DvmError, match=r"max_pool: output 0 \[1,2,5,5\] != \[1,2,3,3\], what X \[1,2,5,5\]"):
         run1("max_pool", [x], attrs, outputs=[(np.float32, (1, 2, 5, 5))])
@@ -257,7 +252,7 @@ def test_pool_kernel_checks():
         run1("global_max_pool", [np.zeros((1, 1, 2), np.int32)], shapefn="global_pool")
 
 
-POOL_NODE_CASES = node_cases(("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"))
+POOL_NODE_CASES = conv_node_cases(("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"))
 
 
 @pytest.mark.parametrize("name", sorted(POOL_NODE_CASES))
@@ -308,18 +303,18 @@ def ref_count(shape, kernel, strides, pads, dil, ceil_mode):
 @pytest.mark.parametrize("xs,k,s,p,d,ceil", CASES + [((2, 3, 11), (3,), (2,), (1, 2), (1,), 0)])
 @pytest.mark.parametrize("pw", [1, 2, 3])
 def test_lp_pool(xs, k, s, p, d, ceil, pw):
-    x = rand(xs)
+    x = rand_pool(xs)
     y = run1("lp_pool", [x], pool_attrs(k, s, p, d, ceil, pw), shapefn="pool")
     want = ref_lp_pool(x, k, s, p, d, ceil, pw)
     assert y.shape == want.shape
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
     if x.size and not ceil and max(d) == 1:
-        ort = ort_run("LpPool", [x], dict(kernel_shape=k, strides=s, pads=p, p=pw))
+        ort = ort_node("LpPool", [x], dict(kernel_shape=k, strides=s, pads=p, p=pw))
         np.testing.assert_allclose(y, ort, rtol=1e-5, atol=1e-5)
 
 
 def test_lp_pool_f64_and_errors():
-    x = rand((1, 2, 5, 7)).astype(np.float64)
+    x = rand_pool((1, 2, 5, 7)).astype(np.float64)
     y = run1("lp_pool", [x], pool_attrs((2, 3), (1, 1), (0, 0, 0, 0), (1, 1), 0, 2), shapefn="pool")
     np.testing.assert_allclose(y, ref_lp_pool(x, (2, 3), (1, 1), (0, 0, 0, 0), (1, 1), 0, 2), rtol=1e-12)
     with pytest.raises(DvmError, match=r"lp_pool: p must be in 1..64, got 0"):

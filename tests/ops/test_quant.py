@@ -4,16 +4,13 @@ compared with ONNX Runtime running the same model, at awkward shapes (0-size
 dims, 1, primes, broadcast batch dims), per tensor, per axis and blocked,
 with every integer type both take. Integer outputs must be equal; float
 outputs (DequantizeLinear) within 1e-6 relative."""
-import os
-import subprocess
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from dvmop import DVM, run_model
+from dvmop import run_model
 
 rng = np.random.default_rng(7)
 ONNX_TYPE = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8, np.int16: TensorProto.INT16,
@@ -26,7 +23,7 @@ def qrange(dt):
     return int(i.min), int(i.max)
 
 
-def run_both(tmp_path, op, inputs, outputs, opset=21, domain="", ort_threads=0, **attrs):
+def run_with_ort(op, inputs, outputs, opset=21, domain="", ort_threads=0, **attrs):
     """inputs: name -> array (all graph inputs; a name or value "" leaves
     an optional one out); outputs: [(name, np dtype)] ("" leaves one out). Returns (dvm's
     outputs, ORT's); ort_threads > 0 sets ONNX Runtime's intra-op threads."""
@@ -39,25 +36,13 @@ def run_both(tmp_path, op, inputs, outputs, opset=21, domain="", ort_threads=0, 
     node = helper.make_node(op, names, onames, domain=domain, **attrs)
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     model = helper.make_model(helper.make_graph([node], "g", vi, vo), opset_imports=opsets)
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
     so = ort.SessionOptions()
     so.intra_op_num_threads = ort_threads
-    want = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, inputs)
-    r = subprocess.run([DVM, "compile", str(path), "-o", str(tmp_path / "m.dvmb")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    cmd = [DVM, "run", str(tmp_path / "m.dvmb")]
-    for k, v in inputs.items():
-        np.save(tmp_path / f"{k}.npy", v)
-        cmd += ["--input", f"{k}={tmp_path / (k + '.npy')}"]
-    for i in range(len(outputs)):
-        cmd += ["--output", str(tmp_path / f"o{i}.npy")]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    return [np.load(tmp_path / f"o{i}.npy") for i in range(len(outputs))], want
+    want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, inputs)
+    return run_model(model, inputs, len(outputs)), want
 
 
-def check(got, want):
+def check_quant(got, want):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
         if w.dtype.kind == "f":
@@ -98,12 +83,12 @@ def test_quantize_linear(tmp_path, layout, qt):
     zp = rng.integers(lo // 4, hi // 4, ss).astype(qt)
     if x.size:
         zp.flat[0] = 0
-    check(*run_both(tmp_path, "QuantizeLinear", {"x": x, "s": scale, "z": zp}, [("y", qt)], **attrs_of(axis, block)))
+    check_quant(*run_with_ort("QuantizeLinear", {"x": x, "s": scale, "z": zp}, [("y", qt)], **attrs_of(axis, block)))
 
 
 def test_quantize_linear_without_zero_point_is_u8(tmp_path):
     x = (rng.standard_normal((3, 5)) * 100).astype(np.float32)
-    check(*run_both(tmp_path, "QuantizeLinear", {"x": x, "s": np.float32(0.5)}, [("y", np.uint8)]))
+    check_quant(*run_with_ort("QuantizeLinear", {"x": x, "s": np.float32(0.5)}, [("y", np.uint8)]))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -117,7 +102,7 @@ def test_dequantize_linear(tmp_path, layout, qt):
     inputs = {"x": x, "s": scale}
     if qt != np.int32:  # an i32 zero point must be 0: left out
         inputs["z"] = rng.integers(lo // 4, hi // 4, ss).astype(qt)
-    check(*run_both(tmp_path, "DequantizeLinear", inputs, [("y", np.float32)], **attrs_of(axis, block)))
+    check_quant(*run_with_ort("DequantizeLinear", inputs, [("y", np.float32)], **attrs_of(axis, block)))
 
 
 @pytest.mark.parametrize("shape", [(0,), (1,), (1, 1), (7, 13), (3, 0, 5), (2, 31, 17)])
@@ -125,8 +110,8 @@ def test_dequantize_linear(tmp_path, layout, qt):
 def test_dynamic_quantize_linear(tmp_path, shape, kind):
     x = (rng.standard_normal(shape) * 5).astype(np.float32)
     x = {"normal": x, "positive": np.abs(x), "negative": -np.abs(x), "zero": np.zeros_like(x)}[kind]
-    check(*run_both(tmp_path, "DynamicQuantizeLinear", {"x": x}, [("y", np.uint8), ("s", np.float32),
-                                                                   ("z", np.uint8)], opset=13))
+    check_quant(*run_with_ort("DynamicQuantizeLinear", {"x": x}, [("y", np.uint8), ("s", np.float32),
+                                                             ("z", np.uint8)], opset=13))
 
 
 # (a shape, b shape): 1-D operands, 0 and 1 and prime dims, broadcast batches
@@ -161,17 +146,17 @@ def test_matmul_integer(tmp_path, shapes, types, isa):
     (sa, sb), (ta, tb) = shapes, types
     a, b = operand(ta, sa), operand(tb, sb)
     inputs = {"a": a, "b": b, "az": operand(ta, ()), "bz": operand(tb, ())}
-    got, want = run_both(tmp_path, "MatMulInteger", inputs, [("y", np.int32)], opset=13)
+    got, want = run_with_ort("MatMulInteger", inputs, [("y", np.int32)], opset=13)
     if a.shape[-1] == 0:  # ORT 1.32 leaves such outputs unwritten: NumPy says 0
         want = [np.matmul(a.astype(np.int32) - inputs["az"], b.astype(np.int32) - inputs["bz"]).astype(np.int32)]
-    check(got, want)
+    check_quant(got, want)
 
 
 @pytest.mark.parametrize("tb", [np.uint8, np.int8])
 def test_matmul_integer_per_column_zero_point(tmp_path, tb, isa):
     a, b = operand(np.uint8, (4, 7)), operand(tb, (7, 5))
     inputs = {"a": a, "b": b, "az": operand(np.uint8, ()), "bz": operand(tb, (5,))}
-    check(*run_both(tmp_path, "MatMulInteger", inputs, [("y", np.int32)], opset=13))
+    check_quant(*run_with_ort("MatMulInteger", inputs, [("y", np.int32)], opset=13))
 
 
 @pytest.mark.parametrize("ta, tb", [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)])
@@ -185,7 +170,7 @@ def test_matmul_integer_per_row_zero_point(tmp_path, ta, tb, isa):
                           [helper.make_tensor_value_info("y", TensorProto.INT32, None)])
     got = run_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
                     {"a": a, "b": b, "az": az, "bz": bz})[0]
-    check([got], [np.matmul(a.astype(np.int32) - az.astype(np.int32)[:, None], b.astype(np.int32) - bz)])
+    check_quant([got], [np.matmul(a.astype(np.int32) - az.astype(np.int32)[:, None], b.astype(np.int32) - bz)])
 
 
 @pytest.mark.parametrize("ta, tb", [(np.uint8, np.int8), (np.int8, np.int8), (np.uint8, np.uint8)])
@@ -198,13 +183,13 @@ def test_matmul_integer_sums_exactly_at_the_extremes(tmp_path, ta, tb, isa):
     a = np.where(rng.random((67, 1031)) < 0.5, lo_a, hi_a).astype(ta)
     b = np.where(rng.random((1031, 37)) < 0.5, lo_b, hi_b).astype(tb)
     inputs = {"a": a, "b": b, "az": np.zeros((), ta), "bz": np.zeros((), tb)}
-    got, _ = run_both(tmp_path, "MatMulInteger", inputs, [("y", np.int32)], opset=13)
-    check(got, [np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)])
+    got, _ = run_with_ort("MatMulInteger", inputs, [("y", np.int32)], opset=13)
+    check_quant(got, [np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)])
 
 
 def test_matmul_integer_without_zero_points(tmp_path):
-    check(*run_both(tmp_path, "MatMulInteger", {"a": operand(np.uint8, (3, 5)), "b": operand(np.int8, (5, 2))},
-                    [("y", np.int32)], opset=13))
+    check_quant(*run_with_ort("MatMulInteger", {"a": operand(np.uint8, (3, 5)), "b": operand(np.int8, (5, 2))},
+              [("y", np.int32)], opset=13))
 
 
 @pytest.mark.parametrize("shapes", PRODUCTS[3:])
@@ -215,10 +200,10 @@ def test_qlinear_matmul(tmp_path, shapes, qt, st, isa):
     s = lambda v: np.array(v, st)  # noqa: E731
     inputs = {"a": operand(qt, sa), "as": s(0.02), "az": operand(qt, ()), "b": operand(qt, sb), "bs": s(0.011),
               "bz": operand(qt, ()), "ys": s(0.7), "yz": operand(qt, ())}
-    got, want = run_both(tmp_path, "QLinearMatMul", inputs, [("y", qt)], opset=21)
+    got, want = run_with_ort("QLinearMatMul", inputs, [("y", qt)], opset=21)
     if sa[-1] == 0:  # ORT 1.32 leaves such outputs unwritten: the sums are 0, y is y's zero point
         want = [np.full(want[0].shape, inputs["yz"], qt)]
-    check(got, want)
+    check_quant(got, want)
 
 
 # (x shape, w shape, attrs)
@@ -235,7 +220,7 @@ def test_conv_integer(tmp_path, conv, types):
     sx, sw, attrs = conv
     (tx, tw) = types
     inputs = {"x": operand(tx, sx), "w": operand(tw, sw), "xz": operand(tx, ()), "wz": operand(tw, ())}
-    check(*run_both(tmp_path, "ConvInteger", inputs, [("y", np.int32)], opset=13, **attrs))
+    check_quant(*run_with_ort("ConvInteger", inputs, [("y", np.int32)], opset=13, **attrs))
 
 
 @pytest.mark.parametrize("conv", CONVS)
@@ -249,7 +234,7 @@ def test_qlinear_conv(tmp_path, conv, qt, per_channel):
     inputs = {"x": operand(qt, sx), "xs": np.float32(0.05), "xz": operand(qt, ()), "w": operand(qt, sw),
               "ws": ws, "wz": wz, "ys": np.float32(0.3), "yz": operand(qt, ()),
               "b": rng.integers(-500, 500, (m,)).astype(np.int32)}
-    check(*run_both(tmp_path, "QLinearConv", inputs, [("y", qt)], opset=13, **attrs))
+    check_quant(*run_with_ort("QLinearConv", inputs, [("y", qt)], opset=13, **attrs))
 
 
 def test_input_counts_refused():

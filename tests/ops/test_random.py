@@ -206,7 +206,7 @@ def test_bernoulli_seeds_and_errors():
 
 # ---- multinomial ----
 
-def softmax(x):
+def probabilities(x):
     x = np.asarray(x, np.float64)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
@@ -225,7 +225,7 @@ def test_multinomial_frequencies(dtype, xdtype):
     n = 20011
     y = multinomial(x, n, dtype, seed=21)
     assert y.shape == (4, n) and y.dtype == dtype
-    want = softmax(x.astype(np.float64))
+    want = probabilities(x.astype(np.float64))
     for b in range(4):
         counts = np.bincount(y[b], minlength=7)
         assert counts.size == 7, counts
@@ -239,7 +239,7 @@ def test_multinomial_many_classes():
     x = rng.standard_normal((2, 4099)).astype(np.float32) * 3
     n = 100003
     y = multinomial(x, n, np.int64, seed=2)
-    p = softmax(x)
+    p = probabilities(x)
     for b in range(2):
         counts = np.bincount(y[b], minlength=4099)
         top = np.argsort(p[b])[-20:]

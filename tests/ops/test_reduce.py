@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from dvmop import DvmError, Shape, run, run1
-from test_matmul import BF16, load_node, node_cases, run_bf16
+from test_matmul import BF16, load_node, matmul_node_cases, run_bf16
 
 rng = np.random.default_rng(1)
 
 
-def rand(shape, dtype=np.float32):
+def rand_reduce(shape, dtype=np.float32):
     if np.issubdtype(dtype, np.integer):
         return rng.integers(-9, 10, shape).astype(dtype)
     if dtype == np.bool_:
@@ -32,7 +32,7 @@ def reduce_ref(op, x, axes, keepdims):
     return np.asarray(out)
 
 
-def check(got, want, dtype, n=1):
+def check_reduce(got, want, dtype, n=1):
     assert got.shape == want.shape
     if np.dtype(dtype).kind in "iub":
         np.testing.assert_array_equal(got, want.astype(dtype))
@@ -52,10 +52,10 @@ CASES = [((7,), ()), ((7,), (0,)), ((3, 4, 5), ()), ((3, 4, 5), (0,)), ((3, 4, 5
 @pytest.mark.parametrize("shape,axes", CASES)
 @pytest.mark.parametrize("keepdims", [0, 1])
 def test_reduce_f32(op, shape, axes, keepdims):
-    x = rand(shape) * (0.5 if op == "reduce_prod" else 1.0) + (1.0 if op == "reduce_prod" else 0.0)
+    x = rand_reduce(shape) * (0.5 if op == "reduce_prod" else 1.0) + (1.0 if op == "reduce_prod" else 0.0)
     got = run1(op, [x], [Shape(axes), keepdims, 0], shapefn="reduce")
     n = int(np.prod([shape[a] for a in axes])) if axes else x.size
-    check(got, reduce_ref(op, x, axes, keepdims), np.float32, n)
+    check_reduce(got, reduce_ref(op, x, axes, keepdims), np.float32, n)
 
 
 @pytest.mark.parametrize("op,dtype", [(op, dt) for op in REFS for dt in
@@ -65,12 +65,12 @@ def test_reduce_f32(op, shape, axes, keepdims):
                                       and (dt != np.bool_ or op in ("reduce_max", "reduce_min"))])
 @pytest.mark.parametrize("shape,axes", [((3, 4, 5), (1,)), ((2, 3, 4, 5), (1, 3)), ((65, 31), ())])
 def test_reduce_dtypes(op, dtype, shape, axes):
-    x = rand(shape, dtype)
+    x = rand_reduce(shape, dtype)
     if op == "reduce_prod" and np.dtype(dtype).kind == "f":
         x = (x * 0.1 + 1).astype(dtype)
     got = run1(op, [x], [Shape(axes), 1, 0], shapefn="reduce")
     assert got.dtype == dtype
-    check(got, reduce_ref(op, x, axes, 1), dtype, x.size)
+    check_reduce(got, reduce_ref(op, x, axes, 1), dtype, x.size)
 
 
 def test_reduce_int_wraps():
@@ -111,7 +111,7 @@ MAPPED_CASES = [((7,), ()), ((1,), (0,)), ((3, 4, 5), (0, 2)), ((3, 4, 5), (1,))
 @pytest.mark.parametrize("shape,axes", MAPPED_CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 def test_reduce_mapped(op, shape, axes, dtype):
-    x = rand(shape, dtype)
+    x = rand_reduce(shape, dtype)
     if op == "reduce_log_sum":
         x = np.abs(x) + np.asarray(0.1, dtype)
     keepdims = len(axes) % 2
@@ -120,7 +120,7 @@ def test_reduce_mapped(op, shape, axes, dtype):
     got = run1(op, [x], [Shape(axes), keepdims, 0], shapefn="reduce")
     assert got.dtype == dtype
     n = int(np.prod([shape[a] for a in axes])) if axes else x.size
-    check(got, want, dtype, n)
+    check_reduce(got, want, dtype, n)
 
 
 def test_reduce_log_sum_exp_large():
@@ -134,10 +134,10 @@ def test_reduce_log_sum_exp_large():
 
 @pytest.mark.parametrize("op", ["reduce_sum", "reduce_mean", "reduce_max", "reduce_prod"])
 def test_reduce_bf16(op):
-    x = (rand((3, 5, 7)) * 0.3 + 1).astype(BF16)
+    x = (rand_reduce((3, 5, 7)) * 0.3 + 1).astype(BF16)
     want = reduce_ref(op, x, (1,), 1)
     (got,) = run_bf16(op, [x], [Shape((1,)), 1, 0], [(BF16, want.shape)])
-    check(got, want, BF16, 5)
+    check_reduce(got, want, BF16, 5)
 
 
 @pytest.mark.parametrize("op,want", [("reduce_sum", 0.0), ("reduce_prod", 1.0),
@@ -156,13 +156,13 @@ def test_reduce_empty(op, want):
 
 
 def test_reduce_noop():
-    x = rand((3, 4))
+    x = rand_reduce((3, 4))
     np.testing.assert_array_equal(run1("reduce_sum", [x], [Shape(()), 1, 1], shapefn="reduce"), x)
     np.testing.assert_array_equal(run1("reduce_max", [x], [Shape(()), 0, 1], shapefn="reduce"), x)
 
 
 def test_reduce_nan():
-    x = rand((3, 40))
+    x = rand_reduce((3, 40))
     x[1, 17] = np.nan
     for op in ["reduce_max", "reduce_min", "reduce_sum"]:
         got = run1(op, [x], [Shape((1,)), 0, 0], shapefn="reduce")
@@ -170,7 +170,7 @@ def test_reduce_nan():
 
 
 def test_reduce_errors():
-    x = rand((3, 4))
+    x = rand_reduce((3, 4))
     with pytest.raises(DvmError, match=r"reduce: axis 1 is repeated in axes"):
         run1("reduce_sum", [x], [Shape((1, 1)), 1, 0], shapefn="reduce")
     with pytest.raises(DvmError, match=r"reduce: axis 2 is out of range for rank 2"):
@@ -208,14 +208,14 @@ def test_argreduce(op, shape, axis, keepdims, last):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.uint32, np.uint64])
 def test_argreduce_dtypes(dtype):
-    x = rand((5, 13), dtype)
+    x = rand_reduce((5, 13), dtype)
     for op in ["argmax", "argmin"]:
         got = run1(op, [x], [1, 0, 1], shapefn="argreduce", out_dtypes=[np.int64])
         np.testing.assert_array_equal(got, arg_ref(op, x, 1, 0, 1))
 
 
 def test_argreduce_bf16():
-    x = rand((5, 13)).astype(BF16)
+    x = rand_reduce((5, 13)).astype(BF16)
     (got,) = run_bf16("argmax", [x], [0, 1, 0], [(np.int64, (1, 13))])
     np.testing.assert_array_equal(got, arg_ref("argmax", x.astype(np.float32), 0, 1, 0))
 
@@ -247,9 +247,9 @@ def test_argreduce_errors():
     with pytest.raises(DvmError, match=r"argmax: axis 1 is empty"):
         run1("argmax", [np.zeros((3, 0), np.float32)], [1, 0, 0], outputs=[(np.int64, (3,))])
     with pytest.raises(DvmError, match=r"argreduce: axis -3 is out of range for rank 2"):
-        run1("argmax", [rand((3, 4))], [-3, 0, 0], shapefn="argreduce", out_dtypes=[np.int64])
+        run1("argmax", [rand_reduce((3, 4))], [-3, 0, 0], shapefn="argreduce", out_dtypes=[np.int64])
     with pytest.raises(DvmError, match=r"argmin: dtypes f32 -> f32: want f32, f64, f16, bf16, i32 or i64 -> i64"):
-        run1("argmin", [rand((3, 4))], [0, 0, 0], outputs=[(np.float32, (4,))])
+        run1("argmin", [rand_reduce((3, 4))], [0, 0, 0], outputs=[(np.float32, (4,))])
 
 
 # ---- cumsum -----------------------------------------------------------------
@@ -268,30 +268,30 @@ def cumsum_ref(x, axis, exclusive, reverse):
                                         ((1025, 64), 0), ((64, 1025), -1), ((2, 0, 3), 1)])
 @pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
 def test_cumsum(shape, axis, exclusive, reverse):
-    x = rand(shape)
+    x = rand_reduce(shape)
     got = run1("cumsum", [x], [axis, exclusive, reverse], outputs=[(np.float32, shape)])
-    check(got, cumsum_ref(x, axis, exclusive, reverse), np.float32, shape[axis] if x.size else 1)
+    check_reduce(got, cumsum_ref(x, axis, exclusive, reverse), np.float32, shape[axis] if x.size else 1)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64, np.uint32, np.uint64])
 def test_cumsum_dtypes(dtype):
-    x = rand((4, 13), dtype)
+    x = rand_reduce((4, 13), dtype)
     got = run1("cumsum", [x], [1, 1, 1], outputs=[(dtype, x.shape)])
     assert got.dtype == dtype
-    check(got, cumsum_ref(x, 1, 1, 1), dtype, 13)
+    check_reduce(got, cumsum_ref(x, 1, 1, 1), dtype, 13)
 
 
 def test_cumsum_bf16():
-    x = rand((4, 13)).astype(BF16)
+    x = rand_reduce((4, 13)).astype(BF16)
     (got,) = run_bf16("cumsum", [x], [1, 0, 0], [(BF16, x.shape)])
-    check(got, cumsum_ref(x.astype(np.float32), 1, 0, 0), BF16, 13)
+    check_reduce(got, cumsum_ref(x.astype(np.float32), 1, 0, 0), BF16, 13)
 
 
 def test_cumsum_errors():
     with pytest.raises(DvmError, match=r"cumsum: axis 2 is out of range for rank 2"):
-        run1("cumsum", [rand((3, 4))], [2, 0, 0], outputs=[(np.float32, (3, 4))])
+        run1("cumsum", [rand_reduce((3, 4))], [2, 0, 0], outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"cumsum: output \[4,3\] != \[3,4\]"):
-        run1("cumsum", [rand((3, 4))], [1, 0, 0], outputs=[(np.float32, (4, 3))])
+        run1("cumsum", [rand_reduce((3, 4))], [1, 0, 0], outputs=[(np.float32, (4, 3))])
     with pytest.raises(DvmError, match=r"cumsum: dtypes bool -> bool"):
         run1("cumsum", [np.ones((3,), np.bool_)], [0, 0, 0], outputs=[(np.bool_, (3,))])
 
@@ -316,7 +316,7 @@ def topk(x, k, axis, largest, kdtype=np.int64):
                                           ((257, 31), 0, 31), ((2, 65, 3), -2, 65)])
 @pytest.mark.parametrize("largest", [0, 1])
 def test_topk(shape, axis, k, largest):
-    x = rng.integers(0, 8, shape).astype(np.float32) if k == 1 else rand(shape)  # ties
+    x = rng.integers(0, 8, shape).astype(np.float32) if k == 1 else rand_reduce(shape)  # ties
     vals, idx = topk(x, k, axis, largest)
     want_v, want_i = topk_ref(x, k, axis, largest)
     np.testing.assert_array_equal(idx, want_i)
@@ -325,7 +325,7 @@ def test_topk(shape, axis, k, largest):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64])
 def test_topk_dtypes(dtype):
-    x = rand((4, 13), dtype)
+    x = rand_reduce((4, 13), dtype)
     vals, idx = topk(x, 4, 1, 1)
     want_v, want_i = topk_ref(x, 4, 1, 1)
     assert vals.dtype == dtype
@@ -334,7 +334,7 @@ def test_topk_dtypes(dtype):
 
 
 def test_topk_bf16():
-    x = rand((4, 13)).astype(BF16)
+    x = rand_reduce((4, 13)).astype(BF16)
     vals, idx = run_bf16("topk", [x, np.array([3], np.int64)], [1, 1, 1],
                          [(BF16, (4, 3)), (np.int64, (4, 3))])
     want_v, want_i = topk_ref(x.astype(np.float32), 3, 1, 1)
@@ -352,14 +352,14 @@ def test_topk_nan_and_k32():
 
 def test_topk_errors():
     with pytest.raises(DvmError, match=r"topk: k 5 is out of range \[0, 4\]"):
-        topk(rand((3, 4)), 5, 1, 1)
+        topk(rand_reduce((3, 4)), 5, 1, 1)
     with pytest.raises(DvmError, match=r"topk: k -1 is out of range"):
-        topk(rand((3, 4)), -1, 1, 1)
+        topk(rand_reduce((3, 4)), -1, 1, 1)
     with pytest.raises(DvmError, match=r"topk: k must be one i64 or i32 element, got i64 with 2 elements"):
-        run("topk", [rand((3, 4)), np.array([1, 2], np.int64)], [1, 1, 1], shapefn="topk",
+        run("topk", [rand_reduce((3, 4)), np.array([1, 2], np.int64)], [1, 1, 1], shapefn="topk",
             out_dtypes=[np.float32, np.int64], nout=2)
     with pytest.raises(DvmError, match=r"topk: values \[3,2\] != \[3,1\], the shape it must have"):
-        run("topk", [rand((3, 4)), np.array([1], np.int64)], [1, 1, 1],
+        run("topk", [rand_reduce((3, 4)), np.array([1], np.int64)], [1, 1, 1],
             outputs=[(np.float32, (3, 2)), (np.int64, (3, 1))])
 
 
@@ -370,8 +370,8 @@ def axes_of(attrs, ins, rank):
     return Shape(int(a) % rank if rank else int(a) for a in axes)
 
 
-@pytest.mark.parametrize("name", node_cases("test_reduce_") + node_cases("test_argm") +
-                         node_cases("test_cumsum_") + node_cases("test_top_k"))
+@pytest.mark.parametrize("name", matmul_node_cases("test_reduce_") + matmul_node_cases("test_argm") +
+                         matmul_node_cases("test_cumsum_") + matmul_node_cases("test_top_k"))
 def test_onnx_node(name):
     attrs, ins, outs = load_node(name)
     if ins[0].dtype == np.uint64:

@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from dvmop import DvmError, Shape, run1
-from test_conv import node_cases, onnx_attrs
+from test_conv import conv_node_cases, onnx_attrs
 
 rng = np.random.default_rng(2)
 
@@ -125,7 +125,7 @@ def ort_resize(x, sizes, mode, cmode, nmode, a=-0.75, exclude=0, antialias=0, sc
     return sess.run(None, {"x": x})[0]
 
 
-def rand(*shape, dtype=np.float32):
+def rand_resize(*shape, dtype=np.float32):
     if np.dtype(dtype).kind in "iub":
         return rng.integers(0, 100, shape).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
@@ -161,7 +161,7 @@ SHAPES = [
 def test_resize(xs, sizes, mode, cmode):
     if cmode == "tf_half_pixel_for_nearest" and mode != "nearest":
         pytest.skip("tf_half_pixel_for_nearest is for nearest")
-    x = rand(*xs)
+    x = rand_resize(*xs)
     got = dvm_resize(x, sizes, mode, cmode)
     want = ref_resize(x, sizes, mode, cmode)
     assert got.shape == tuple(sizes)
@@ -174,7 +174,7 @@ def test_resize(xs, sizes, mode, cmode):
 @pytest.mark.parametrize("nmode", NEAREST)
 @pytest.mark.parametrize("cmode", ["half_pixel", "asymmetric", "align_corners", "tf_half_pixel_for_nearest"])
 def test_nearest_modes(nmode, cmode):
-    x = rand(1, 2, 7, 5)
+    x = rand_resize(1, 2, 7, 5)
     for sizes in ((1, 2, 14, 10), (1, 2, 3, 2), (1, 2, 11, 8)):
         got = dvm_resize(x, sizes, "nearest", cmode, nmode)
         np.testing.assert_array_equal(got, ref_resize(x, sizes, "nearest", cmode, nmode))
@@ -185,7 +185,7 @@ def test_nearest_modes(nmode, cmode):
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
 @pytest.mark.parametrize("sizes", [(1, 2, 4, 3), (1, 2, 2, 9), (1, 2, 1, 2)])
 def test_antialias(mode, sizes):
-    x = rand(1, 2, 13, 11)
+    x = rand_resize(1, 2, 13, 11)
     got = dvm_resize(x, sizes, mode, "half_pixel", antialias=1)
     np.testing.assert_allclose(got, ref_resize(x, sizes, mode, "half_pixel", antialias=1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, ort_resize(x, sizes, mode, "half_pixel", "round_prefer_floor", antialias=1),
@@ -194,7 +194,7 @@ def test_antialias(mode, sizes):
 
 @pytest.mark.parametrize("a,exclude", [(-0.5, 0), (-0.5, 1), (-0.75, 1)])
 def test_cubic_options(a, exclude):
-    x = rand(1, 1, 6, 9)
+    x = rand_resize(1, 1, 6, 9)
     for sizes in ((1, 1, 12, 5), (1, 1, 4, 17)):
         got = dvm_resize(x, sizes, "cubic", "half_pixel", a=a, exclude=exclude)
         np.testing.assert_allclose(got, ref_resize(x, sizes, "cubic", "half_pixel", a=a, exclude=exclude),
@@ -207,7 +207,7 @@ def test_cubic_options(a, exclude):
 @pytest.mark.parametrize("cmode", [c for c in COORDS if c != "tf_half_pixel_for_nearest"])
 def test_explicit_scales(mode, cmode):
     """Scales whose floor(in * scale) sizes differ from sizes / in."""
-    x = rand(1, 2, 5, 7)
+    x = rand_resize(1, 2, 5, 7)
     scales = (1.0, 1.0, 1.7, 0.6)
     sizes = tuple(int(np.floor(d * s)) for d, s in zip(x.shape, scales))
     got = dvm_resize(x, sizes, mode, cmode, scales=scales)
@@ -219,7 +219,7 @@ def test_explicit_scales(mode, cmode):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int64, np.int32, np.uint8, np.bool_])
 def test_nearest_dtypes(dtype):
-    x = rand(2, 3, 5, dtype=dtype)
+    x = rand_resize(2, 3, 5, dtype=dtype)
     got = dvm_resize(x, (3, 3, 9), "nearest", "asymmetric", "floor")
     assert got.dtype == dtype
     np.testing.assert_array_equal(got, ref_resize(x, (3, 3, 9), "nearest", "asymmetric", "floor"))
@@ -227,14 +227,14 @@ def test_nearest_dtypes(dtype):
 
 def test_short_attrs():
     """Four attributes: cubic_coeff_a, exclude_outside, antialias default."""
-    x = rand(1, 1, 4, 4)
+    x = rand_resize(1, 1, 4, 4)
     got = run1("resize", [x], [Shape((1, 1, 7, 3)), 2, 0, 0])
     np.testing.assert_allclose(got, ref_resize(x, (1, 1, 7, 3), "cubic", "half_pixel"), rtol=1e-5, atol=1e-5)
 
 
 def test_extreme_scales():
     """Coordinates far outside X clamp to its edges; no overflow."""
-    x = rand(1, 1, 4, 4)
+    x = rand_resize(1, 1, 4, 4)
     for mode in MODES:
         got = dvm_resize(x, (1, 1, 2, 3), mode, "asymmetric", scales=(1.0, 1.0, 1e-300, 1e300))
         np.testing.assert_allclose(got, ref_resize(x, (1, 1, 2, 3), mode, "asymmetric",
@@ -244,7 +244,7 @@ def test_extreme_scales():
 
 
 def test_identity():
-    x = rand(2, 3, 4)
+    x = rand_resize(2, 3, 4)
     for mode in MODES:
         np.testing.assert_array_equal(dvm_resize(x, x.shape, mode, "half_pixel"), x)
 
@@ -271,14 +271,14 @@ def test_resize_errors(x, attrs, kw, msg):
 
 
 def test_resize_kernel_checks():
-    x = rand(1, 1, 4, 4)
+    x = rand_resize(1, 1, 4, 4)
     with pytest.raises(DvmError, match=r"resize: dtypes i64 -> i64: want X and Y of one dtype, f32 for linear"):
         dvm_resize(x.astype(np.int64), (1, 1, 8, 8), "linear", "half_pixel")
     with pytest.raises(DvmError, match=r"resize: output Y \[1,1,4,4\] != sizes \[1,1,8,8\]"):
         dvm_resize(x, (1, 1, 8, 8), "linear", "half_pixel", outputs=[(np.float32, (1, 1, 4, 4))])
 
 
-RESIZE_NODE_CASES = node_cases(("Resize",))
+RESIZE_NODE_CASES = conv_node_cases(("Resize",))
 
 
 def map_resize_node(node, ins):
@@ -360,7 +360,7 @@ def compare_compiled(model, feeds, shapes, rtol=1e-5, atol=1e-5):
     from dvmop import run_model
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for xs in shapes:
-        f = {"x": rand(*xs), **feeds}
+        f = {"x": rand_resize(*xs), **feeds}
         want = sess.run(None, f)[0]
         got = run_model(model, f)[0]
         assert got.shape == want.shape, (xs, got.shape, want.shape)

@@ -6,15 +6,16 @@ node compiled by `dvm compile` and run by `dvm run`, against a float64
 NumPy reference written from the ONNX spec, and against ONNX Runtime where
 it runs the case."""
 import os
-import subprocess
 import tempfile
 
 import numpy as np
 import onnx
 import pytest
+from dvmtest.cli import dvm
+from dvmtest.onnxmodel import save_model
 from onnx import TensorProto, helper
 
-from dvmop import DVM
+from dvmop import run_model
 
 rng = np.random.default_rng(13)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -58,7 +59,7 @@ def functions(op, dirs, attrs):
     return [fs[d * k:(d + 1) * k] for d in range(dirs)]
 
 
-def reference(op, ins, attrs, layout):
+def rnn_reference(op, ins, attrs, layout):
     """ONNX RNN/GRU/LSTM in float64: Y (layout 0 form), Y_h, Y_c."""
     x, w, r = (np.asarray(ins[i], np.float64) for i in range(3))
     if layout:
@@ -139,7 +140,7 @@ def case(op, S, B, I, H, direction="forward", layout=0, with_b=True, lens=None, 
         outs[:2 if op != "LSTM" else 3]
 
 
-def model(op, ins, attrs, outs):
+def rnn_model(op, ins, attrs, outs):
     names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
     last = max(ins)
     node_in = [names[i] if i in ins else "" for i in range(last + 1)]
@@ -156,23 +157,6 @@ def model(op, ins, attrs, outs):
     inits = [onnx.numpy_helper.from_array(ins[i], names[i]) for i in const]
     g = helper.make_graph([node], "rnn", inputs, outputs, inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)]), [n for n in node_out if n]
-
-
-def dvm_run(m, feeds, out_names):
-    with tempfile.TemporaryDirectory() as d:
-        src, mod = os.path.join(d, "m.onnx"), os.path.join(d, "m.dvmb")
-        onnx.save(m, src)
-        r = subprocess.run([DVM, "compile", src, "-o", mod], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
-        cmd = [DVM, "run", mod]
-        for k, v in feeds.items():
-            np.save(os.path.join(d, k + ".npy"), v)
-            cmd += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
-        for n in out_names:
-            cmd += ["--output", os.path.join(d, n + ".npy")]
-        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
-        assert r.returncode == 0, r.stderr
-        return [np.load(os.path.join(d, n + ".npy")) for n in out_names]
 
 
 CASES = {
@@ -222,11 +206,11 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_against_reference(name):
     op, ins, attrs, outs = CASES[name]
-    m, out_names = model(op, ins, attrs, outs)
+    m, out_names = rnn_model(op, ins, attrs, outs)
     names = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
     feeds = {names[i]: v for i, v in ins.items() if not (attrs["const"] and i in (1, 2))}
-    got = dvm_run(m, feeds, out_names)
-    ref = reference(op, ins, attrs, attrs["layout"])
+    got = run_model(m, feeds, len(out_names))
+    ref = rnn_reference(op, ins, attrs, attrs["layout"])
     want = [ref[j] for j, w in enumerate(outs) if w]
     for n, g, w in zip(out_names, got, want, strict=True):
         assert g.shape == w.shape, (n, g.shape, w.shape)
@@ -245,7 +229,7 @@ def test_against_reference(name):
 
 def f16_model(op, ins, attrs, outs):
     """The case's model with every float tensor f16 (sequence_lens stays i32)."""
-    m, out_names = model(op, ins, attrs, outs)
+    m, out_names = rnn_model(op, ins, attrs, outs)
     for v in list(m.graph.input) + list(m.graph.output):
         if v.name != "sequence_lens":
             v.type.tensor_type.elem_type = TensorProto.FLOAT16
@@ -273,11 +257,12 @@ def test_f16_as_onnxruntime(name):
     ins16 = {i: v if i == 4 else v.astype(np.float16) for i, v in ins.items()}
     m, out_names = f16_model(op, ins16, attrs, outs)
     feeds = {names[i]: v for i, v in ins16.items() if not (attrs["const"] and i in (1, 2))}
-    got = dvm_run(m, feeds, out_names)
+    got = run_model(m, feeds, len(out_names))
     ins32 = {i: v if i == 4 else v.astype(np.float32) for i, v in ins16.items()}
-    m32, _ = model(op, ins32, attrs, outs)
-    f32 = dvm_run(m32, {k: v if k == "sequence_lens" else v.astype(np.float32) for k, v in feeds.items()}, out_names)
-    ref = reference(op, ins32, attrs, attrs["layout"])
+    m32, _ = rnn_model(op, ins32, attrs, outs)
+    f32 = run_model(m32, {k: v if k == "sequence_lens" else v.astype(np.float32) for k, v in feeds.items()},
+                    len(out_names))
+    ref = rnn_reference(op, ins32, attrs, attrs["layout"])
     want = [ref[j] for j, w in enumerate(outs) if w]
     for n, g, f, w in zip(out_names, got, f32, want, strict=True):
         assert g.dtype == np.float16 and g.shape == f.shape, (n, g.dtype, g.shape, f.shape)
@@ -299,11 +284,9 @@ def test_refuses_f64():
     """ONNX Runtime 1.32 has no f64 RNN, and its GRU and LSTM stop on f64
     when run ("does not support double yet"): dvm refuses f64 by name."""
     op, ins, attrs, outs = case("LSTM", 2, 1, 3, 4)
-    m, _ = model(op, {k: v.astype(np.float64) for k, v in ins.items()}, attrs, outs)
+    m, _ = rnn_model(op, {k: v.astype(np.float64) for k, v in ins.items()}, attrs, outs)
     for v in list(m.graph.input) + list(m.graph.output):
         v.type.tensor_type.elem_type = TensorProto.DOUBLE
     with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "m.onnx")
-        onnx.save(m, src)
-        r = subprocess.run([DVM, "compile", src, "-o", os.path.join(d, "m.dvmb")], capture_output=True, text=True)
+        r = dvm("compile", save_model(m, os.path.join(d, "m.onnx")), "-o", os.path.join(d, "m.dvmb"))
     assert r.returncode == 2 and "(LSTM, opset 14)" in r.stderr and "dtype f64" in r.stderr, r.stderr

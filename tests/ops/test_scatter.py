@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dvmop import DvmError, run1
-from test_movement import ALL, rand, run0
+from test_movement import ALL, rand_any, run0
 
 rng = np.random.default_rng(2)
 
@@ -37,12 +37,12 @@ def scatter_nd_ref(x, idx, upd, red):
 ])
 @pytest.mark.parametrize("red", REDUCTIONS)
 def test_scatter_nd(shape, ishape, red):
-    x = rand(shape, np.int32) if red != "mul" else rng.integers(-3, 4, shape).astype(np.int32)
+    x = rand_any(shape, np.int32) if red != "mul" else rng.integers(-3, 4, shape).astype(np.int32)
     k = ishape[-1]
     # negative and duplicate indices: each in [-d, d)
     idx = np.stack([rng.integers(-shape[t], shape[t], ishape[:-1]) for t in range(k)], -1)
     idx = idx.reshape(ishape).astype(np.int64)
-    upd = rand(ishape[:-1] + shape[k:], np.int32)
+    upd = rand_any(ishape[:-1] + shape[k:], np.int32)
     # duplicates with no reduction: the last write wins, in order
     got = run1("scatter_nd", [x, idx, upd], [REDUCTIONS.index(red)], outputs=[(np.int32, shape)])
     np.testing.assert_array_equal(got, scatter_nd_ref(x, idx, upd, red))
@@ -50,7 +50,7 @@ def test_scatter_nd(shape, ishape, red):
 
 @pytest.mark.parametrize("dtype", ALL)
 def test_scatter_nd_dtypes(dtype):
-    x, upd = rand((6, 5), dtype), rand((3, 5), dtype)
+    x, upd = rand_any((6, 5), dtype), rand_any((3, 5), dtype)
     idx = np.array([[4], [0], [-1]], np.int32)
     got = run1("scatter_nd", [x, idx, upd], [0], outputs=[(dtype, (6, 5))])
     np.testing.assert_array_equal(got, scatter_nd_ref(x, idx, upd, "none"))
@@ -59,7 +59,7 @@ def test_scatter_nd_dtypes(dtype):
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int64])
 @pytest.mark.parametrize("red", REDUCTIONS[1:])
 def test_scatter_nd_reduction_dtypes(dtype, red):
-    x, upd = rand((4, 3), dtype), rand((5, 3), dtype)
+    x, upd = rand_any((4, 3), dtype), rand_any((5, 3), dtype)
     idx = np.array([[1], [1], [3], [-4], [1]], np.int64)
     got = run1("scatter_nd", [x, idx, upd], [REDUCTIONS.index(red)], outputs=[(dtype, (4, 3))])
     with np.errstate(over="ignore"):
@@ -68,20 +68,20 @@ def test_scatter_nd_reduction_dtypes(dtype, red):
 
 
 def test_scatter_nd_errors():
-    x = rand((3, 4))
+    x = rand_any((3, 4))
     with pytest.raises(DvmError, match=r"scatter_nd: indices\[2\] = 3 is out of range for dim 0 "
                                        r"of data \[3,4\] \(size 3\)"):
-        run1("scatter_nd", [x, np.array([[0], [-3], [3]]), rand((3, 4))], [0], outputs=[(np.float32, (3, 4))])
+        run1("scatter_nd", [x, np.array([[0], [-3], [3]]), rand_any((3, 4))], [0], outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"scatter_nd: indices\[1\] = -5 is out of range for dim 1"):
-        run1("scatter_nd", [x, np.array([[0, -5]]), rand((1,))], [0], outputs=[(np.float32, (3, 4))])
+        run1("scatter_nd", [x, np.array([[0, -5]]), rand_any((1,))], [0], outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"scatter_nd: updates f32 \[2,4\] do not fit data f32 \[3,4\]"):
-        run1("scatter_nd", [x, np.array([[0]]), rand((2, 4))], [0], outputs=[(np.float32, (3, 4))])
+        run1("scatter_nd", [x, np.array([[0]]), rand_any((2, 4))], [0], outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"scatter_nd: indices \[1,3\]: want rank 1 or more and a last dim 1 to 2"):
-        run1("scatter_nd", [x, np.array([[0, 0, 0]]), rand((1,))], [0], outputs=[(np.float32, (3, 4))])
+        run1("scatter_nd", [x, np.array([[0, 0, 0]]), rand_any((1,))], [0], outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"scatter_nd: indices are f32, want i64 or i32"):
-        run1("scatter_nd", [x, np.array([[0.0]], np.float32), rand((1, 4))], [0], outputs=[(np.float32, (3, 4))])
+        run1("scatter_nd", [x, np.array([[0.0]], np.float32), rand_any((1, 4))], [0], outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"scatter_nd: a reduction on bool is not supported"):
-        b = rand((3,), np.bool_)
+        b = rand_any((3,), np.bool_)
         run1("scatter_nd", [b, np.array([[0]]), b[:1]], [1], outputs=[(np.bool_, (3,))])
 
 
@@ -115,23 +115,23 @@ def test_scatter_elements(shape, ishape, axis, red):
 
 @pytest.mark.parametrize("dtype", ALL)
 def test_scatter_elements_dtypes(dtype):
-    x, upd = rand((4, 6), dtype), rand((4, 3), dtype)
+    x, upd = rand_any((4, 6), dtype), rand_any((4, 3), dtype)
     idx = rng.integers(-6, 6, (4, 3)).astype(np.int32)
     got = run1("scatter_elements", [x, idx, upd], [1], outputs=[(dtype, (4, 6))])  # as opset 9 Scatter
     np.testing.assert_array_equal(got, scatter_elements_ref(x, idx, upd, 1, "none"))
 
 
 def test_scatter_elements_errors():
-    x = rand((3, 4))
+    x = rand_any((3, 4))
     with pytest.raises(DvmError, match=r"scatter_elements: indices\[1\] = 4 is out of range for dim 1 "
                                        r"of data \[3,4\] \(size 4\)"):
-        run1("scatter_elements", [x, np.array([[0, 4]]), rand((1, 2))], [1, 0], outputs=[(np.float32, (3, 4))])
+        run1("scatter_elements", [x, np.array([[0, 4]]), rand_any((1, 2))], [1, 0], outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"scatter_elements: data f32 \[3,4\], indices \[4,1\] and updates "
                                        r"f32 \[4,1\]: want"):
-        run1("scatter_elements", [x, np.zeros((4, 1), np.int64), rand((4, 1))], [1, 0],
+        run1("scatter_elements", [x, np.zeros((4, 1), np.int64), rand_any((4, 1))], [1, 0],
              outputs=[(np.float32, (3, 4))])
     with pytest.raises(DvmError, match=r"scatter_elements: axis 2 is out of range for rank 2"):
-        run1("scatter_elements", [x, np.zeros((1, 1), np.int64), rand((1, 1))], [2, 0],
+        run1("scatter_elements", [x, np.zeros((1, 1), np.int64), rand_any((1, 1))], [2, 0],
              outputs=[(np.float32, (3, 4))])
 
 
@@ -154,7 +154,7 @@ def gather_nd_ref(x, idx, b):
     ((1, 1), (1, 2), 0), ((3, 0, 2), (2, 1), 0), ((5, 3), (0, 2), 0), ((13, 11), (17, 2), 0),
 ])
 def test_gather_nd(shape, ishape, b):
-    x = rand(shape, np.float32)
+    x = rand_any(shape, np.float32)
     k = ishape[-1]
     idx = np.stack([rng.integers(-shape[b + t], shape[b + t], ishape[:-1]) if shape[b + t]
                     else np.zeros(ishape[:-1], int) for t in range(k)], -1)
@@ -166,12 +166,12 @@ def test_gather_nd(shape, ishape, b):
 
 @pytest.mark.parametrize("dtype", ALL)
 def test_gather_nd_dtypes(dtype):
-    x, idx = rand((3, 4, 2), dtype), np.array([[2, -1], [0, 0], [2, -1]], np.int32)
+    x, idx = rand_any((3, 4, 2), dtype), np.array([[2, -1], [0, 0], [2, -1]], np.int32)
     np.testing.assert_array_equal(run1("gather_nd", [x, idx], [0]), gather_nd_ref(x, idx, 0))
 
 
 def test_gather_nd_errors():
-    x = rand((3, 4))
+    x = rand_any((3, 4))
     with pytest.raises(DvmError, match=r"gather_nd: indices\[3\] = -5 is out of range for dim 1 "
                                        r"of data \[3,4\] \(size 4\)"):
         run1("gather_nd", [x, np.array([[0, 1], [2, -5]])], [0])
@@ -199,14 +199,14 @@ def reverse_sequence_ref(x, lens, batch_axis, time_axis):
 ])
 def test_reverse_sequence(shape, time_axis):
     batch_axis = 1 - time_axis
-    x = rand(shape, np.int16)
+    x = rand_any(shape, np.int16)
     lens = rng.integers(0, shape[time_axis] + 1, shape[batch_axis]).astype(np.int64)
     got = run1("reverse_sequence", [x, lens], [batch_axis, time_axis], outputs=[(np.int16, shape)])
     np.testing.assert_array_equal(got, reverse_sequence_ref(x, lens, batch_axis, time_axis))
 
 
 def test_reverse_sequence_errors():
-    x = rand((3, 2))
+    x = rand_any((3, 2))
     with pytest.raises(DvmError, match=r"reverse_sequence: sequence_lens\[1\] = 4 is out of range \[0, 3\]"):
         run1("reverse_sequence", [x, np.array([1, 4])], [1, 0], outputs=[(np.float32, (3, 2))])
     with pytest.raises(DvmError, match=r"reverse_sequence: sequence_lens is i64 \[3\], want i64 or i32 \[2\]"):
@@ -218,14 +218,14 @@ def test_reverse_sequence_errors():
 @pytest.mark.parametrize("shape", [(3, 3), (4, 7), (7, 4), (1, 1), (0, 3), (13, 1)])
 @pytest.mark.parametrize("k", [0, 1, -2, 9, -9, 2**62, -2**62])
 def test_eyelike(shape, k):
-    x = rand(shape, np.float32)
+    x = rand_any(shape, np.float32)
     np.testing.assert_array_equal(run1("eyelike", [x], [k], outputs=[(np.float32, shape)]),
                                   np.eye(*shape, k=k, dtype=np.float32))
 
 
 @pytest.mark.parametrize("dtype", ALL)
 def test_eyelike_dtypes(dtype):
-    x = rand((3, 4), np.int32)  # the output's dtype is its own
+    x = rand_any((3, 4), np.int32)  # the output's dtype is its own
     np.testing.assert_array_equal(run1("eyelike", [x], [1], outputs=[(dtype, (3, 4))]),
                                   np.eye(3, 4, k=1, dtype=dtype))
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dvmop import DvmError
-from test_movement import ALL, rand, run0
+from test_movement import ALL, rand_any, run0
 
 rng = np.random.default_rng(3)
 
@@ -20,7 +20,7 @@ rng = np.random.default_rng(3)
     ((13, 11), 0, 13),
 ])
 def test_compress(shape, axis, n):
-    x, c = rand(shape, np.int16), rng.random(n) < 0.5
+    x, c = rand_any(shape, np.int16), rng.random(n) < 0.5
     want = np.compress(c, x, axis=axis)
     got = run0("compress", [x, c], [] if axis is None else [axis])
     np.testing.assert_array_equal(got, want)
@@ -28,12 +28,12 @@ def test_compress(shape, axis, n):
 
 @pytest.mark.parametrize("dtype", ALL)
 def test_compress_dtypes(dtype):
-    x, c = rand((4, 3), dtype), np.array([True, False, True, True])
+    x, c = rand_any((4, 3), dtype), np.array([True, False, True, True])
     np.testing.assert_array_equal(run0("compress", [x, c], [0]), np.compress(c, x, axis=0))
 
 
 def test_compress_errors():
-    x = rand((3, 4))
+    x = rand_any((3, 4))
     with pytest.raises(DvmError, match=r"compress: condition \[5\] is longer than the axis of x \[3,4\] \(4\)"):
         run0("compress", [x, np.ones(5, bool)], [1])
     with pytest.raises(DvmError, match=r"compress: condition is i64 \[2\], want a 1-D bool tensor"):
@@ -73,7 +73,7 @@ def test_unique(shape, axis, sorted_):
 
 @pytest.mark.parametrize("dtype", ALL)
 def test_unique_dtypes(dtype):
-    x = rand((5, 4), dtype)
+    x = rand_any((5, 4), dtype)
     x[3] = x[1]
     got = run0("unique", [x], [1, 0], nout=4, out_dtypes=[dtype] + [np.int64] * 3)
     for g, w in zip(got, unique_ref(x, 1, 0), strict=True):
@@ -89,10 +89,10 @@ def test_unique_fewer_outputs_and_nan():
 # ---- nms ----
 
 def test_nms_errors():
-    boxes, scores = rand((1, 3, 4)), rand((1, 2, 3))
+    boxes, scores = rand_any((1, 3, 4)), rand_any((1, 2, 3))
     mx = np.array([2], np.int64)
     with pytest.raises(DvmError, match=r"nms: boxes \[1,3,4\] and scores \[1,2,4\]: want"):
-        run0("nms", [boxes, rand((1, 2, 4)), mx], [0], out_dtypes=[np.int64])
+        run0("nms", [boxes, rand_any((1, 2, 4)), mx], [0], out_dtypes=[np.int64])
     with pytest.raises(DvmError, match=r"nms: input 2 \(max_output_boxes_per_class\) is i32 \[1\], want one i64"):
         run0("nms", [boxes, scores, mx.astype(np.int32)], [0], out_dtypes=[np.int64])
     with pytest.raises(DvmError, match=r"nms: center_point_box is 2, want 0 or 1"):

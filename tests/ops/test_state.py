@@ -7,16 +7,16 @@ with symbolic dims by `dvm compile` and run by `dvm run` at several shapes
 from that one file, against the onnx package's reference implementation
 (onnx.reference), and against ONNX Runtime where it runs the case."""
 import os
-import subprocess
 import tempfile
 
 import numpy as np
-import onnx
 import pytest
+from dvmtest.cli import compile_onnx, dvm, try_run
+from dvmtest.onnxmodel import save_model
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from dvmop import DVM
+from dvmop import poisoned
 
 rng = np.random.default_rng(27)
 TYPES = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int64: TensorProto.INT64,
@@ -24,7 +24,7 @@ TYPES = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16, np.int6
 TOL = {np.float32: 1e-5, np.float16: 2e-3}
 
 
-def model(op, names, dtypes, ranks, outs, opset, **attrs):
+def state_model(op, names, dtypes, ranks, outs, opset, **attrs):
     """One node; each given input of rank r gets symbolic dims (name_0..)."""
     node = helper.make_node(op, names, outs, **attrs)
     inputs = [helper.make_tensor_value_info(n, TYPES[dt], [f"{n}_{d}" for d in range(r)])
@@ -40,30 +40,18 @@ class Compiled:
     def __init__(self, m):
         self.dir = tempfile.TemporaryDirectory()
         self.m = m
-        src, self.mod = os.path.join(self.dir.name, "m.onnx"), os.path.join(self.dir.name, "m.dvmb")
-        onnx.save(m, src)
-        r = subprocess.run([DVM, "compile", src, "-o", self.mod], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+        self.mod = compile_onnx(save_model(m, os.path.join(self.dir.name, "m.onnx")))
 
     def run(self, feeds, nout, ok=True):
-        d = self.dir.name
-        cmd = [DVM, "run", self.mod]
-        for k, v in feeds.items():
-            np.save(os.path.join(d, k + ".npy"), v)
-            cmd += ["--input", f"{k}={os.path.join(d, k + '.npy')}"]
-        for i in range(nout):
-            cmd += ["--output", os.path.join(d, f"out{i}.npy")]
-        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "DVM_POISON": "1"})
-        for bad in ("Sanitizer", "runtime error:"):
-            assert bad not in r.stderr, r.stderr
+        r, outs = try_run(self.mod, feeds, nout, env=poisoned())
         if not ok:
             assert r.returncode != 0, r.stderr
             return r.stderr
         assert r.returncode == 0, r.stderr
-        return [np.load(os.path.join(d, f"out{i}.npy")) for i in range(nout)]
+        return outs
 
 
-def ort_run(m, feeds):
+def ort_or_none(m, feeds):
     """ONNX Runtime's outputs, or None where it does not take the model."""
     try:
         import onnxruntime as ort
@@ -73,7 +61,7 @@ def ort_run(m, feeds):
     return sess.run(None, feeds)
 
 
-def check(got, want, dt):
+def check_state(got, want, dt):
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
         if w.dtype.kind == "f":
@@ -108,8 +96,8 @@ def test_linear_attention(case):
     names = ["query", "key", "value", "past_state" if past else "", "decay" if decay else "", "beta" if beta else ""]
     while not names[-1]:
         names.pop()
-    m = model("LinearAttention", names, [dt] * 6, [3, 3, 3, 4, 3, 3], ["output", "present_state"], 27,
-              q_num_heads=hq, kv_num_heads=hkv, update_rule=rule, **({"scale": scale} if scale else {}))
+    m = state_model("LinearAttention", names, [dt] * 6, [3, 3, 3, 4, 3, 3], ["output", "present_state"], 27,
+                    q_num_heads=hq, kv_num_heads=hkv, update_rule=rule, **({"scale": scale} if scale else {}))
     c = Compiled(m)
     ref = ReferenceEvaluator(m)
     for B, T in shapes:
@@ -123,18 +111,16 @@ def test_linear_attention(case):
             f["beta"] = 1 / (1 + np.exp(-rng.standard_normal((B, T, hkv if beta == "heads" else 1))))
         f = {k: v.astype(dt) for k, v in f.items()}
         got = c.run(f, 2)
-        check(got, ref.run(None, f), dt)
-        if T and (want := ort_run(m, f)) is not None:
-            check(got, want, dt)
+        check_state(got, ref.run(None, f), dt)
+        if T and (want := ort_or_none(m, f)) is not None:
+            check_state(got, want, dt)
 
 
 def test_linear_attention_refuses_mismatched_inputs(tmp_path):
     # beta is for the delta rules: refused at compile time, naming the node
-    m = model("LinearAttention", ["query", "key", "value", "", "", "beta"], [np.float32] * 6, [3] * 6,
-              ["output", "present_state"], 27, q_num_heads=1, kv_num_heads=1, update_rule="linear")
-    onnx.save(m, tmp_path / "m.onnx")
-    r = subprocess.run([DVM, "compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.dvmb")], capture_output=True,
-                       text=True)
+    m = state_model("LinearAttention", ["query", "key", "value", "", "", "beta"], [np.float32] * 6, [3] * 6,
+                    ["output", "present_state"], 27, q_num_heads=1, kv_num_heads=1, update_rule="linear")
+    r = dvm("compile", save_model(m, tmp_path / "m.onnx"), "-o", tmp_path / "m.dvmb")
     assert r.returncode == 2 and 'update_rule "linear" takes no decay and takes no beta' in r.stderr, r.stderr
 
 
@@ -157,8 +143,8 @@ def test_causal_conv_with_state(case):
     names = ["input", "weight", "bias" if bias else "", "past_state" if past else ""]
     while not names[-1]:
         names.pop()
-    m = model("CausalConvWithState", names, [dt] * 4, [3, 3, 1, 3], ["output", "present_state"], 27,
-              **({"activation": act} if act else {}))
+    m = state_model("CausalConvWithState", names, [dt] * 4, [3, 3, 1, 3], ["output", "present_state"], 27,
+                    **({"activation": act} if act else {}))
     # weight and bias keep their dims: [C, 1, K] and [C] fixed
     for i, v in enumerate(m.graph.input):
         if v.name in ("weight", "bias"):
@@ -175,9 +161,9 @@ def test_causal_conv_with_state(case):
             f["past_state"] = rng.standard_normal((B, C, K - 1)).astype(dt)
         want = ref.run(None, f) if L else [np.zeros((B, C, 0), dt), (f.get("past_state", np.zeros((B, C, K - 1), dt)))]
         got = c.run(f, 2)
-        check(got, want, dt)
-        if L and (want := ort_run(m, f)) is not None:
-            check(got, want, dt)
+        check_state(got, want, dt)
+        if L and (want := ort_or_none(m, f)) is not None:
+            check_state(got, want, dt)
 
 
 # ---- TensorScatter ----
@@ -197,8 +183,8 @@ TS_CASES = [
 def test_tensor_scatter(case):
     shape, axis, seq, mode, idx, dt = case
     names = ["past_cache", "update"] + (["write_indices"] if idx is not None else [])
-    m = model("TensorScatter", names, [dt, dt, np.int64], [len(shape)] * 2 + [1], ["present_cache"], 24, axis=axis,
-              mode=mode)
+    m = state_model("TensorScatter", names, [dt, dt, np.int64], [len(shape)] * 2 + [1], ["present_cache"], 24, axis=axis,
+                    mode=mode)
     c = Compiled(m)
     ushape = list(shape)
     ushape[axis] = seq
@@ -207,14 +193,14 @@ def test_tensor_scatter(case):
     if idx is not None:
         f["write_indices"] = np.array(idx, np.int64)
     got = c.run(f, 1)
-    check(got, ReferenceEvaluator(m).run(None, f), dt if dt in TOL else np.float32)
-    if seq and (want := ort_run(m, f)) is not None:
-        check(got, want, dt if dt in TOL else np.float32)
+    check_state(got, ReferenceEvaluator(m).run(None, f), dt if dt in TOL else np.float32)
+    if seq and (want := ort_or_none(m, f)) is not None:
+        check_state(got, want, dt if dt in TOL else np.float32)
 
 
 def test_tensor_scatter_linear_overflow_fails():
-    m = model("TensorScatter", ["past_cache", "update", "write_indices"], [np.float32, np.float32, np.int64],
-              [3, 3, 1], ["present_cache"], 24, axis=1)
+    m = state_model("TensorScatter", ["past_cache", "update", "write_indices"], [np.float32, np.float32, np.int64],
+                    [3, 3, 1], ["present_cache"], 24, axis=1)
     c = Compiled(m)
     f = {"past_cache": np.zeros((2, 4, 3), np.float32), "update": np.ones((2, 2, 3), np.float32),
          "write_indices": np.array([2, 3], np.int64)}

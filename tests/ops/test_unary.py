@@ -8,19 +8,17 @@ elementwise test files use too)."""
 import glob
 import math
 import os
-import subprocess
-import tempfile
 
 import ml_dtypes
 import numpy as np
 import pytest
+from dvmtest.paths import NODE_SUBSET as NODE
 
 import dvmop
-from dvmop import DTYPES, DvmError
+from dvmop import DTYPES, DvmError, run1, run_text
 
 rng = np.random.default_rng(1)
 BF16 = np.dtype(ml_dtypes.bfloat16)
-NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../onnx_node/data/ops_subset")
 
 SHAPES = [(), (1,), (7,), (13,), (31, 17), (65,), (257,), (1025,), (3, 0), (70001,)]
 
@@ -68,27 +66,6 @@ def run_chain(inputs, steps, results, payloads=None):
     lines.append(f"  ret ({', '.join(step_reg[r] for r in results)})")
     lines.append(".end")
     return run_text("\n".join(lines) + "\n", inputs, len(results))
-
-
-def run1(kernel, inputs, attrs=(), **kw):
-    """dvmop.run1, keeping 0-d inputs 0-d (np.ascontiguousarray, which
-    dvmop.run uses, makes them 1-d)."""
-    inputs = [np.asarray(x, order="C") for x in inputs]
-    nres = len(kw["outputs"]) if kw.get("outputs") else kw.get("nout", 1)
-    return run_text(dvmop.program(kernel, inputs, attrs, **kw), inputs, nres)[0]
-
-
-def run_text(text, inputs, nres):
-    """Assembles and runs a .dvms program; returns its results."""
-    inputs = [np.asarray(x, order="C") for x in inputs]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, mod = os.path.join(tmp, "p.dvms"), os.path.join(tmp, "p.dvmb")
-        with open(src, "w") as f:
-            f.write(text)
-        r = subprocess.run([dvmop.DVM, "asm", src, "-o", mod], capture_output=True, text=True)
-        if r.returncode:
-            raise DvmError(r.returncode, r.stderr.strip())
-        return dvmop.run_module(mod, tmp, [(None, x) for x in inputs], nres)
 
 
 def via_bf16(kernel, xs, attrs=(), shapefn="same", out_bf16=True):
@@ -166,7 +143,7 @@ MATH = {
 }
 
 
-def reference(op, x, approx=0):
+def unary_reference(op, x, approx=0):
     f = _gelu_tanh if op == "gelu" and approx else MATH[op][1]
     return np.asarray(_vec(f)(np.asarray(x, np.float64)), np.float64)
 
@@ -178,14 +155,14 @@ def test_math_f32(op, shape):
     x = sample(int(np.prod(shape))).astype(np.float32).reshape(shape)
     got = run1(op, [x], attrs, shapefn="same")
     assert got.dtype == np.float32 and got.shape == shape
-    assert np.max(ulps(got, reference(op, x), np.float32), initial=0) <= budget
+    assert np.max(ulps(got, unary_reference(op, x), np.float32), initial=0) <= budget
 
 
 @pytest.mark.parametrize("op", list(MATH))
 def test_math_f64(op):
     x = MATH[op][2](257).astype(np.float64)
     got = run1(op, [x], shapefn="same")
-    np.testing.assert_allclose(got, reference(op, x), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(got, unary_reference(op, x), rtol=1e-13, atol=1e-300)
 
 
 @pytest.mark.parametrize("op", list(MATH))
@@ -196,14 +173,14 @@ def test_math_f16(op):
     got = run1(op, [x], shapefn="same")
     assert got.dtype == np.float16
     # computed in f32 and rounded once to f16: within one f16 ulp
-    assert np.max(ulps(got, reference(op, x), np.float16), initial=0) <= 1
+    assert np.max(ulps(got, unary_reference(op, x), np.float16), initial=0) <= 1
 
 
 @pytest.mark.parametrize("op", list(MATH))
 def test_math_bf16(op):
     x = bf16_round(MATH[op][2](257))
     got = via_bf16(op, [x])
-    assert np.max(ulps(got, reference(op, x), BF16), initial=0) <= 1
+    assert np.max(ulps(got, unary_reference(op, x), BF16), initial=0) <= 1
 
 
 # The accuracy the header of ops/cpu/elementwise_math.h states, over samples
@@ -218,7 +195,7 @@ def test_accuracy_f32(op):
     x = np.concatenate([bits.view(np.float32), rng.uniform(-20, 20, 60000).astype(np.float32),
                         rng.uniform(-1, 1, 20000).astype(np.float32)])
     got = run1(op, [x], shapefn="same")
-    err = ulps(got, reference(op, x), np.float32)
+    err = ulps(got, unary_reference(op, x), np.float32)
     assert np.max(err) <= ACCURACY[op], (op, x[np.argmax(err)], got[np.argmax(err)])
 
 
@@ -226,8 +203,8 @@ def test_gelu_tanh():
     x = rng.uniform(-6, 6, 4097).astype(np.float32)
     got = run1("gelu", [x], [1], shapefn="same")
     # the argument of tanh rounds in f32: the error grows with |y| in the tail
-    np.testing.assert_allclose(got, reference("gelu", x, 1), rtol=2e-5, atol=1e-37)
-    np.testing.assert_allclose(run1("gelu", [x], [0], shapefn="same"), reference("gelu", x),
+    np.testing.assert_allclose(got, unary_reference("gelu", x, 1), rtol=2e-5, atol=1e-37)
+    np.testing.assert_allclose(run1("gelu", [x], [0], shapefn="same"), unary_reference("gelu", x),
                                rtol=1e-6, atol=1e-37)
 
 
@@ -239,7 +216,7 @@ SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3e38, -3e
 def test_special_values(op):
     with np.errstate(all="ignore"):
         got = run1(op, [SPECIAL], shapefn="same")
-        want = reference(op, SPECIAL).astype(np.float32)
+        want = unary_reference(op, SPECIAL).astype(np.float32)
     assert np.max(ulps(got, want, np.float32)) <= max(MATH[op][3], 1), list(zip(SPECIAL, got, want))
 
 
@@ -473,7 +450,7 @@ NODE_OPS = {"Abs": "abs", "Neg": "neg", "Relu": "relu", "Sqrt": "sqrt", "Exp": "
             "Not": "not", "Identity": "identity", "Clip": "clip", "Cast": "cast", "Gelu": "gelu"}
 
 
-def node_cases():
+def unary_node_cases():
     if not os.path.isdir(NODE):
         return []
     import onnx
@@ -488,7 +465,7 @@ def node_cases():
     return cases
 
 
-@pytest.mark.parametrize("case", node_cases())
+@pytest.mark.parametrize("case", unary_node_cases())
 def test_onnx_node(case):
     import onnx
     from onnx import helper

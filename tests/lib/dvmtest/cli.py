@@ -8,6 +8,7 @@ import tempfile
 
 import numpy as np
 
+from dvmtest import devices
 from dvmtest.paths import DVM
 
 # Under -Db_sanitize a report can come with any exit code, 0 included.
@@ -48,11 +49,11 @@ def dvm_ok(*args, **kw):
 
 
 def compile_onnx(path, *flags, out=None, **kw):
-    """`dvm compile PATH -o OUT FLAGS...`; OUT (default: PATH with .dvmb for
-    .onnx) as a str."""
+    """`dvm compile PATH -o OUT FLAGS...` for the case's device
+    (dvmtest.devices); OUT (default: PATH with .dvmb for .onnx) as a str."""
     path = str(path)
     out = str(out) if out else (path[:-5] if path.endswith(".onnx") else path) + ".dvmb"
-    dvm_ok("compile", path, "-o", out, *flags, **kw)
+    dvm_ok("compile", path, "-o", out, *flags, *devices.compile_flags(), **kw)
     return out
 
 
@@ -94,8 +95,9 @@ def _read_pb(path, kind):
 
 
 def try_run(mod, feeds, nout=1, *flags, threads=None, kinds=None, **kw):
-    """`dvm run MOD FLAGS...` on feeds (see _input_args), on `threads`
-    kernel threads (or dvm's default): (the CompletedProcess, its first
+    """`dvm run MOD FLAGS...` on feeds (see _input_args), on the case's
+    device (dvmtest.devices), on `threads` kernel threads (or dvm's
+    default): (the CompletedProcess, its first
     nout outputs as arrays, or None when dvm failed). Where kinds lists
     "tensor" or "seq" for each output, outputs are read from .pb files, a
     sequence as a list of arrays."""
@@ -105,7 +107,7 @@ def try_run(mod, feeds, nout=1, *flags, threads=None, kinds=None, **kw):
         flags += ("--threads", str(threads))
     with tempfile.TemporaryDirectory() as d:
         outs = [os.path.join(d, f"out{i}" + (".pb" if kinds else ".npy")) for i in range(nout)]
-        args = ["run", mod, *flags, *_input_args(feeds, d)]
+        args = ["run", mod, *flags, *devices.run_flags(), *_input_args(feeds, d)]
         for o in outs:
             args += ["--output", o]
         p = dvm(*args, **kw)
