@@ -4,44 +4,20 @@ relative; a token id out of range, which the device gather records and
 the next host wait reports; the cuBLAS matmul at awkward shapes (1,
 primes, past a tile, batch broadcasting, f16) against numpy. Without a CUDA device it says so
 and exits 77 (meson's skip)."""
-import ctypes
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
+from dvmtest.cli import dvm, try_run
+from dvmtest.devices import cuda_unavailable
+from dvmtest.paths import MODELS
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DVM = os.environ.get("DVM", os.path.join(HERE, "../../build/tools/dvm"))
-MODELS = os.environ.get("DVM_MODELS", os.path.join(HERE, "../models"))
 sys.path.insert(0, MODELS)
 rng = np.random.default_rng(11)
 
 
-def cuda_device():
-    """The reason there is no usable device, or None."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return "libcuda.so.1 not found (no NVIDIA driver)"
-    n = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(n)) != 0 or n.value < 1:
-        return "no CUDA device"
-    return None
-
-
-def run(args, **kw):
-    return subprocess.run([DVM] + args, capture_output=True, text=True, **kw)
-
-
-def save(d, name, a):
-    path = os.path.join(d, name + ".npy")
-    np.save(path, a)
-    return path
-
-
-def compare(got, want, what):
+def close_to_cpu(got, want, what):
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     tol = 1e-4 * np.abs(want.astype(np.float64)) + 1e-5
     if got.shape != want.shape or not np.all(err <= tol):
@@ -49,17 +25,14 @@ def compare(got, want, what):
         raise AssertionError(f"{what}: shapes {got.shape} {want.shape}, worst error {worst}")
 
 
-def run_both(d, dvmb, feeds, tag):
-    """Runs on cuda and cpu; returns {output path suffix: (cuda, cpu)}."""
+def on_cuda_and_cpu(dvmb, feeds, tag):
+    """Runs on cuda and cpu; returns {device: its output 0}."""
     outs = {}
     for dev in ("cuda", "cpu"):
-        args = ["run", dvmb, "--device", dev, "--output", f"{d}/{tag}_{dev}.npy"]
-        for k, v in feeds.items():
-            args += ["--input", f"{k}={save(d, tag + '_' + k, v)}"]
-        r = run(args)
+        r, got = try_run(dvmb, feeds, 1, "--device", dev)
         if r.returncode != 0:
             raise AssertionError(f"{tag} on {dev}: {r.stderr}")
-        outs[dev] = np.load(f"{d}/{tag}_{dev}.npy")
+        outs[dev] = got[0]
     return outs
 
 
@@ -67,14 +40,14 @@ def test_models(d, failures):
     import test_models as tm  # the shapes and inputs of the CPU end-to-end test
     for name, shapes_list in tm.CASES.items():
         dvmb = os.path.join(d, name + ".dvmb")
-        r = run(["compile", os.path.join(MODELS, name + ".onnx"), "--target", "cpu,cuda", "-o", dvmb])
+        r = dvm("compile", os.path.join(MODELS, name + ".onnx"), "--target", "cpu,cuda", "-o", dvmb)
         if r.returncode != 0:
             failures.append(f"{name}: compile --target cpu,cuda: {r.stderr}")
             continue
         for i, shapes in enumerate(shapes_list):
             try:
-                o = run_both(d, dvmb, tm.inputs(name, shapes), f"{name}{i}")
-                compare(o["cuda"], o["cpu"], f"{name} {shapes}")
+                o = on_cuda_and_cpu(dvmb, tm.inputs(name, shapes), f"{name}{i}")
+                close_to_cpu(o["cuda"], o["cpu"], f"{name} {shapes}")
             except AssertionError as e:
                 failures.append(str(e))
 
@@ -86,10 +59,7 @@ def test_bad_index(d, failures):
     dvmb = os.path.join(d, "bert.dvmb")
     feeds = tm.inputs("bert", {"ids": (2, 9)})
     feeds["ids"][1, 4] = 10**6
-    args = ["run", dvmb, "--device", "cuda"]
-    for k, v in feeds.items():
-        args += ["--input", f"{k}={save(d, 'bad_' + k, v)}"]
-    r = run(args)
+    r, _ = try_run(dvmb, feeds, 1, "--device", "cuda")
     if r.returncode == 0 or "indices[13] = 1000000 is out of range" not in r.stderr:
         failures.append(f"bert with a bad id on cuda: exit {r.returncode}, {r.stderr.strip()}")
 
@@ -117,7 +87,7 @@ def test_matmul(d, failures):
         with open(src, "w") as f:
             f.write(MATMUL.format(dt=dt))
         dvmb = os.path.join(d, f"mm_{dt}.dvmb")
-        r = run(["asm", src, "-o", dvmb])
+        r = dvm("asm", src, "-o", dvmb)
         if r.returncode != 0:
             failures.append(f"asm matmul {dt}: {r.stderr}")
             continue
@@ -125,19 +95,18 @@ def test_matmul(d, failures):
             a = rng.standard_normal((batch, m, k)).astype(npdt)
             b = rng.standard_normal((k, n)).astype(npdt)
             want = a.astype(np.float64) @ b.astype(np.float64)
-            r = run(["run", dvmb, "--device", "cuda", "--input", f"a={save(d, 'a', a)}",
-                     "--input", f"b={save(d, 'b', b)}", "--output", f"y={d}/y.npy"])
+            r, outs = try_run(dvmb, {"a": a, "b": b}, 1, "--device", "cuda")
             if r.returncode != 0:
                 failures.append(f"matmul {dt} {a.shape}x{b.shape}: {r.stderr}")
                 continue
-            got = np.load(f"{d}/y.npy")
+            got = outs[0]
             err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
             if got.shape != want.shape or err > tol:
                 failures.append(f"matmul {dt} {a.shape}x{b.shape}: relative error {err}")
 
 
 def main():
-    why = cuda_device()
+    why = cuda_unavailable()
     if why:
         print(f"skipped: no CUDA device here ({why})")
         return 77

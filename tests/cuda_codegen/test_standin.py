@@ -30,7 +30,7 @@ rng = np.random.default_rng(17)
 
 # four shapes per model: the dynamic dims take values of every residue
 # mod 4 (bert's seq and batch * seq, resnet's spatial extents, control's n)
-def shapes(model):
+def model_feeds(model):
     if model == "mlp":
         return [{"x": rng.standard_normal((b, 16), dtype=np.float32)} for b in (1, 2, 3, 7)]
     if model == "bert":
@@ -83,7 +83,7 @@ def relative_error(got, want):
     return float(np.nanmax(err)) if err.size else 0.0
 
 
-def run(args, extra_env=None):
+def run_dvm(args, extra_env=None):
     return subprocess.run([dvm] + args, env=dict(env, **(extra_env or {})), capture_output=True, text=True)
 
 
@@ -95,9 +95,9 @@ def skip(why):
 
 if shutil.which("g++") is None:
     skip("no g++ to compile the generated CUDA C for the host")
-def check(model, onnx_path, cases):
+def check_model(model, onnx_path, cases):
     dvmb = os.path.join(tmp, model + ".dvmb")
-    c = run(["compile", onnx_path, "-o", dvmb, "--target", "cpu,cuda"])
+    c = run_dvm(["compile", onnx_path, "-o", dvmb, "--target", "cpu,cuda"])
     if c.returncode:
         if "NVRTC is not available" in c.stderr:
             skip(c.stderr.strip())
@@ -113,7 +113,7 @@ def check(model, onnx_path, cases):
             args += ["--input", f"{name}={path}"]
         what = f"{model} " + " ".join(f"{n}{list(v.shape)}" for n, v in inputs.items())
         cpu_outs = [os.path.join(tmp, f"cpu{i}.npy") for i in range(nout)]
-        c = run(args + ["--device", "cpu"] + [a for o in cpu_outs for a in ("--output", o)])
+        c = run_dvm(args + ["--device", "cpu"] + [a for o in cpu_outs for a in ("--output", o)])
         if c.returncode:
             failures.append(f"{what}: the CPU run failed: {c.stderr.strip()}")
             continue
@@ -121,7 +121,7 @@ def check(model, onnx_path, cases):
         onnx = session.run(None, inputs)
         for mode, extra in (("variants", {}), ("baseline", {"DVM_CUDA_BASELINE": "1"})):
             outs = [os.path.join(tmp, f"cuda{i}.npy") for i in range(nout)]
-            c = run(args + ["--device", "cuda", "--stats"] + [a for o in outs for a in ("--output", o)], extra)
+            c = run_dvm(args + ["--device", "cuda", "--stats"] + [a for o in outs for a in ("--output", o)], extra)
             if c.returncode:
                 failures.append(f"{what} on the stand-in ({mode}): {c.stderr.strip()}")
                 continue
@@ -147,10 +147,10 @@ def check(model, onnx_path, cases):
 if real:
     for model, cases in REAL.items():
         if only is None or model in only:
-            check(model, os.path.join(real, model + ".onnx"), cases)
+            check_model(model, os.path.join(real, model + ".onnx"), cases)
 else:
     for model in ("mlp", "bert", "resnet", "control"):
-        check(model, os.path.join(models, model + ".onnx"), shapes(model))
+        check_model(model, os.path.join(models, model + ".onnx"), model_feeds(model))
 
 entries = set()
 if os.path.exists(env["FAKE_CUDA_TRACE"]):
