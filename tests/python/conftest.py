@@ -8,6 +8,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import dvm
+from dvmtest.onnxmodel import make_model
 
 MODELS = os.environ.get("DVM_MODELS", os.path.join(os.path.dirname(__file__), "..", "models"))
 
@@ -16,17 +17,10 @@ ONNX_TYPES = {"float32": T.FLOAT, "float16": T.FLOAT16, "bfloat16": T.BFLOAT16, 
               "bool": T.BOOL, "uint16": T.UINT16, "uint32": T.UINT32, "uint64": T.UINT64}
 
 
-def model(nodes, inputs, outputs, inits=()):
-    """An ONNX ModelProto (opset 17) from nodes and (name, onnx type, dims) inputs/outputs."""
-    vi = lambda n, t, d: h.make_tensor_value_info(n, t, d)
-    g = h.make_graph(nodes, "g", [vi(*i) for i in inputs], [vi(*o) for o in outputs], list(inits))
-    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
-
-
 def add_model(shape=("n",)):
     """z = x + y over float32 tensors of `shape`."""
-    return model([h.make_node("Add", ["x", "y"], ["z"])],
-                 [("x", T.FLOAT, list(shape)), ("y", T.FLOAT, list(shape))], [("z", T.FLOAT, None)])
+    return make_model([h.make_node("Add", ["x", "y"], ["z"])],
+                      [("x", T.FLOAT, list(shape)), ("y", T.FLOAT, list(shape))], [("z", T.FLOAT, None)])
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,9 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import MODELS, model
+from conftest import MODELS
+from dvmtest.onnxmodel import make_model
+from dvmtest.paths import DVM
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -15,9 +17,9 @@ import dvm
 @pytest.fixture(scope="module")
 def reshape_module():
     """flat = Reshape(x, [-1]) (a view of the input), twice = x + x."""
-    return dvm.compile(model([h.make_node("Reshape", ["x", "s"], ["flat"]), h.make_node("Add", ["x", "x"], ["twice"])],
-                             [("x", T.FLOAT, ["n", 4])], [("flat", T.FLOAT, None), ("twice", T.FLOAT, None)],
-                             [h.make_tensor("s", T.INT64, [1], [-1])]))
+    return dvm.compile(make_model([h.make_node("Reshape", ["x", "s"], ["flat"]), h.make_node("Add", ["x", "x"], ["twice"])],
+                                  [("x", T.FLOAT, ["n", 4])], [("flat", T.FLOAT, None), ("twice", T.FLOAT, None)],
+                                  [h.make_tensor("s", T.INT64, [1], [-1])]))
 
 
 class Producer:
@@ -56,8 +58,8 @@ def test_results_on_device_on_the_cpu(reshape_module):
 def test_run_with_stats_counts_one_call(reshape_module):
     """The counters are this call's, also on a VM that ran before."""
     x = np.ones((3, 4), np.float32)
-    m = dvm.compile(model([h.make_node("Add", ["x", "x"], ["y"]), h.make_node("Mul", ["y", "x"], ["z"])],
-                          [("x", T.FLOAT, ["n", 4])], [("z", T.FLOAT, None)]), fusion=False)
+    m = dvm.compile(make_model([h.make_node("Add", ["x", "x"], ["y"]), h.make_node("Mul", ["y", "x"], ["z"])],
+                               [("x", T.FLOAT, ["n", 4])], [("z", T.FLOAT, None)]), fusion=False)
     out1, s1 = m.run_with_stats([x], device="cpu")
     del out1  # its memory goes back to the VM's pool, for the second call
     out2, s2 = m.run_with_stats([x], device="cpu")
@@ -118,10 +120,9 @@ def test_python_m_dvm(tmp_path):
     out = str(tmp_path / "bert.dvmb")
     r = run_cli("compile", bert, "-o", out, "--dim", "batch=1..8", "--dim", "seq=1..32")
     assert r.returncode == 0, r.stderr
-    dvm_exe = os.environ.get("DVM", os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools", "dvm"))
     for args in (["inspect", out], ["inspect", out, "--memory", "--dim", "batch=2", "--dim", "seq=8"]):
         r = run_cli(*args)
-        c = subprocess.run([dvm_exe, *args], capture_output=True, text=True)
+        c = subprocess.run([DVM, *args], capture_output=True, text=True)
         assert r.returncode == 0 and c.returncode == 0 and r.stdout == c.stdout, r.stderr  # as the C command prints it
     assert "peak = " in r.stdout and "at batch=2, seq=8: " in r.stdout
     ids, mask = np.ones((2, 5), np.int64), np.ones((2, 5), np.int64)
@@ -135,10 +136,10 @@ def test_python_m_dvm(tmp_path):
     np.testing.assert_array_equal(np.load(res), want)
     args = ["run", out, "--input", f"ids={tmp_path / 'ids.npy'}", "--input", f"mask={tmp_path / 'ids.npy'}", "--show", "5"]
     r = run_cli(*args)
-    c = subprocess.run([dvm_exe, *args], capture_output=True, text=True)
+    c = subprocess.run([DVM, *args], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("hidden: f32[2,5,32] min=") and r.stdout == c.stdout
     r = run_cli(*args, "--stats", "--device", "cpu", "--threads", "1")
-    c = subprocess.run([dvm_exe, *args, "--stats", "--device", "cpu", "--threads", "1"], capture_output=True, text=True)
+    c = subprocess.run([DVM, *args, "--stats", "--device", "cpu", "--threads", "1"], capture_output=True, text=True)
     assert r.returncode == 0 and c.returncode == 0, r.stderr
     assert "\nstats: instructions=" in r.stdout and " cpu_pool: in_use=" in r.stdout
     assert r.stdout == c.stdout  # the same counts and pool figures as the C command's fresh VM
@@ -148,10 +149,10 @@ def test_python_m_dvm(tmp_path):
     r = run_cli("run", out, "--input", str(tmp_path / "ids.npy"))
     assert r.returncode == 2 and 'input 1 ("mask") is missing' in r.stderr
     r = run_cli("compile", bert, "--dump-ir", "--dim", "seq=1..32")
-    c = subprocess.run([dvm_exe, "compile", bert, "--dump-ir", "--dim", "seq=1..32"], capture_output=True, text=True)
+    c = subprocess.run([DVM, "compile", bert, "--dump-ir", "--dim", "seq=1..32"], capture_output=True, text=True)
     assert r.returncode == 0 and c.returncode == 0 and r.stdout == c.stdout  # as the C command prints it
     args = ["compile", bert, "--dump-ir", "--disable", "gelu"]
-    r, c = run_cli(*args), subprocess.run([dvm_exe, *args], capture_output=True, text=True)
+    r, c = run_cli(*args), subprocess.run([DVM, *args], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout == c.stdout and "= Erf(" in r.stdout
     r = run_cli("compile", bert, "-o", out, "--disable", "nosuch")
     assert r.returncode == 2 and "no pass 'nosuch'" in r.stderr

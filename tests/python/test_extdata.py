@@ -9,13 +9,13 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from conftest import model
+from dvmtest.cli import compile_onnx, dvm_ok
+from dvmtest.onnxmodel import make_model
 from onnx import TensorProto as T
 from onnx import helper as h
 
 import dvm
 
-DVM = os.environ.get("DVM", "dvm")
 ort = pytest.importorskip("onnxruntime")
 
 
@@ -33,26 +33,23 @@ def mlp_gather(w):
     nodes = [h.make_node("MatMul", ["x", "w1"], ["h0"]), h.make_node("Add", ["h0", "b1"], ["h1"]),
              h.make_node("Relu", ["h1"], ["h2"]), h.make_node("MatMul", ["h2", "w2"], ["y"]),
              h.make_node("Gather", ["emb", "ids"], ["e"])]
-    return model(nodes, [("x", T.FLOAT, ["n", 37]), ("ids", T.INT64, ["n", 5])],
-                 [("y", T.FLOAT, None), ("e", T.FLOAT, None)],
-                 [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True) for k, v in w.items()])
+    return make_model(nodes, [("x", T.FLOAT, ["n", 37]), ("ids", T.INT64, ["n", 5])],
+                      [("y", T.FLOAT, None), ("e", T.FLOAT, None)],
+                      [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True) for k, v in w.items()])
 
 
 def compile_cli(src, out, *flags):
-    p = subprocess.run([DVM, "compile", str(src), "-o", str(out), "--dim", "n=0..4096", *flags],
-                       capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
+    compile_onnx(src, "--dim", "n=0..4096", *flags, out=out)
     return out
 
 
 def references(path):
-    p = subprocess.run([DVM, "disasm", str(path)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
+    p = dvm_ok("disasm", path)
     return [line.split()[1] for line in p.stdout.splitlines() if line.startswith(".const") and ' file "' in line]
 
 
 @pytest.fixture
-def folder(tmp_path):
+def extdata_folder(tmp_path):
     """model.onnx + model.onnx.data as onnx.save writes them, compiled beside them."""
     w = weights(np.random.default_rng(7))
     onnx.save(mlp_gather(w), str(tmp_path / "model.onnx"), save_as_external_data=True,
@@ -65,12 +62,12 @@ def feeds(rng, n):
     return {"x": rng.standard_normal((n, 37)).astype(np.float32), "ids": rng.integers(-97, 97, (n, 5))}
 
 
-def test_referenced_not_copied_and_same_answers_as_onnxruntime(folder):
-    data = (folder / "model.onnx.data").stat().st_size
-    assert sorted(references(folder / "model.dvmb")) == ["b1", "emb", "w1", "w2"]
-    assert (folder / "model.dvmb").stat().st_size < data // 4
-    ref = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
-    m, rng = dvm.load(folder / "model.dvmb"), np.random.default_rng(1)
+def test_referenced_not_copied_and_same_answers_as_onnxruntime(extdata_folder):
+    data = (extdata_folder / "model.onnx.data").stat().st_size
+    assert sorted(references(extdata_folder / "model.dvmb")) == ["b1", "emb", "w1", "w2"]
+    assert (extdata_folder / "model.dvmb").stat().st_size < data // 4
+    ref = ort.InferenceSession(str(extdata_folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    m, rng = dvm.load(extdata_folder / "model.dvmb"), np.random.default_rng(1)
     for n in (0, 1, 2, 17, 257):
         f = feeds(rng, n)
         y, e = ref.run(None, f)
@@ -79,13 +76,13 @@ def test_referenced_not_copied_and_same_answers_as_onnxruntime(folder):
         np.testing.assert_array_equal(out["e"], e)
 
 
-def test_embed_data_flag_and_output_elsewhere_copy_the_weights(folder, tmp_path_factory):
-    data = (folder / "model.onnx.data").stat().st_size
-    embedded = compile_cli(folder / "model.onnx", folder / "embedded.dvmb", "--embed-data")
-    other = compile_cli(folder / "model.onnx", tmp_path_factory.mktemp("elsewhere") / "m.dvmb")
+def test_embed_data_flag_and_output_elsewhere_copy_the_weights(extdata_folder, tmp_path_factory):
+    data = (extdata_folder / "model.onnx.data").stat().st_size
+    embedded = compile_cli(extdata_folder / "model.onnx", extdata_folder / "embedded.dvmb", "--embed-data")
+    other = compile_cli(extdata_folder / "model.onnx", tmp_path_factory.mktemp("elsewhere") / "m.dvmb")
     f = feeds(np.random.default_rng(2), 3)
-    want = dvm.load(folder / "model.dvmb").run(f)
-    os.remove(folder / "model.onnx.data")
+    want = dvm.load(extdata_folder / "model.dvmb").run(f)
+    os.remove(extdata_folder / "model.onnx.data")
     for path in (embedded, other):  # outside the data's folder: copied, runs without it
         assert references(path) == [] and path.stat().st_size > data
         out = dvm.load(path).run(f)
@@ -116,8 +113,8 @@ def test_packed_weights_held_once_plain_ones_copied(tmp_path):
          "emb": rng.standard_normal((4096, 256)).astype(np.float32)}  # 4 MiB, copied
     nodes = [h.make_node("MatMul", ["x", "w1"], ["h0"]), h.make_node("Add", ["h0", "b1"], ["h1"]),
              h.make_node("MatMul", ["h1", "w2"], ["y"]), h.make_node("Gather", ["emb", "ids"], ["e"])]
-    mp = model(nodes, [("x", T.FLOAT, ["n", 1024]), ("ids", T.INT64, ["n"])], [("y", T.FLOAT, None), ("e", T.FLOAT, None)],
-               [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True) for k, v in w.items()])
+    mp = make_model(nodes, [("x", T.FLOAT, ["n", 1024]), ("ids", T.INT64, ["n"])], [("y", T.FLOAT, None), ("e", T.FLOAT, None)],
+                    [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True) for k, v in w.items()])
     onnx.save(mp, str(tmp_path / "model.onnx"), save_as_external_data=True, location="d.bin", size_threshold=0)
     path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
     # in a fresh process, where no freed memory is at hand to reuse
@@ -152,8 +149,8 @@ def test_packing_a_weight_gives_its_rows_back_as_it_goes(tmp_path):
     load's peak is about the weights once, not the largest one twice."""
     rng = np.random.default_rng(7)
     w = rng.standard_normal((1031, 8192)).astype(np.float32)  # 33 MiB; a prime count of rows
-    mp = model([h.make_node("MatMul", ["x", "w"], ["y"])], [("x", T.FLOAT, ["n", 1031])], [("y", T.FLOAT, None)],
-               [onnx.numpy_helper.from_array(w, "w")])
+    mp = make_model([h.make_node("MatMul", ["x", "w"], ["y"])], [("x", T.FLOAT, ["n", 1031])], [("y", T.FLOAT, None)],
+                    [onnx.numpy_helper.from_array(w, "w")])
     onnx.save(mp, str(tmp_path / "model.onnx"))
     path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb", "--embed-data")
     # without meson's MALLOC_PERTURB_, which fills (so touches) every page malloc hands out
@@ -181,8 +178,8 @@ def test_nbits_weights_held_once_as_their_packed_form(tmp_path):
          "zp": rng.integers(0, 256, (n, kb // 2), dtype=np.uint8)}
     node = h.make_node("MatMulNBits", ["x", "b", "scales", "zp"], ["y"], domain="com.microsoft",
                        K=k, N=n, bits=4, block_size=block)
-    mp = model([node], [("x", T.FLOAT, ["n", k])], [("y", T.FLOAT, None)],
-               [onnx.numpy_helper.from_array(v, name) for name, v in w.items()])
+    mp = make_model([node], [("x", T.FLOAT, ["n", k])], [("y", T.FLOAT, None)],
+                    [onnx.numpy_helper.from_array(v, name) for name, v in w.items()])
     mp.opset_import.append(h.make_opsetid("com.microsoft", 1))
     onnx.save(mp, str(tmp_path / "model.onnx"), save_as_external_data=True, location="d.bin", size_threshold=0)
     path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
@@ -205,49 +202,49 @@ def test_nbits_weights_held_once_as_their_packed_form(tmp_path):
         np.testing.assert_allclose(m.run({"x": x})["y"], ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-3)
 
 
-def test_a_changed_file_is_refused_naming_file_and_constant(folder):
-    data = folder / "model.onnx.data"
+def test_a_changed_file_is_refused_naming_file_and_constant(extdata_folder):
+    data = extdata_folder / "model.onnx.data"
     raw = bytearray(data.read_bytes())
     off = (37 * 64 + 64 + 64 * 131) * 4 + 5  # inside emb
     raw[off] ^= 1
     data.write_bytes(raw)
     with pytest.raises(dvm.Error, match=r'constant "emb": bytes \d+\.\.\d+ of "model.onnx.data" have XXH3-64 '
                                         r'[0-9a-f]{16}, the module expects') as e:
-        dvm.load(folder / "model.dvmb")
+        dvm.load(extdata_folder / "model.dvmb")
     assert e.value.code == "CORRUPT"
 
 
-def test_a_short_or_missing_file_is_refused(folder):
-    data = folder / "model.onnx.data"
+def test_a_short_or_missing_file_is_refused(extdata_folder):
+    data = extdata_folder / "model.onnx.data"
     size = data.stat().st_size
     os.truncate(data, size - 4)
     with pytest.raises(dvm.Error, match=r'constant "emb": bytes \d+\.\.%d of "model.onnx.data" lie past its end '
                                         r'\(%d bytes\)' % (size, size - 4)):
-        dvm.load(folder / "model.dvmb")
+        dvm.load(extdata_folder / "model.dvmb")
     os.remove(data)
     with pytest.raises(dvm.Error, match=r'constant "w1": external file .*model.onnx.data: No such file'):
-        dvm.load(folder / "model.dvmb")
+        dvm.load(extdata_folder / "model.dvmb")
 
 
-def test_loaded_from_memory_says_where_the_weights_are(folder):
+def test_loaded_from_memory_says_where_the_weights_are(extdata_folder):
     with pytest.raises(dvm.Error, match=r'constant "w1" is in the file "model.onnx.data", but the module was '
                                         r'loaded from memory'):
-        dvm.Module((folder / "model.dvmb").read_bytes())
+        dvm.Module((extdata_folder / "model.dvmb").read_bytes())
 
 
-def test_a_file_changed_after_load_does_not_change_answers(folder):
+def test_a_file_changed_after_load_does_not_change_answers(extdata_folder):
     """Written in place while loaded: the packed forms and the plain copies
     are the module's own memory; nothing is read from the file again."""
-    m, f = dvm.load(folder / "model.dvmb"), feeds(np.random.default_rng(4), 9)
+    m, f = dvm.load(extdata_folder / "model.dvmb"), feeds(np.random.default_rng(4), 9)
     before = m.run(f)
-    data = folder / "model.onnx.data"
+    data = extdata_folder / "model.onnx.data"
     with open(data, "r+b") as fh:
         fh.write(b"\x7f" * data.stat().st_size)
     after = m.run(f)
     np.testing.assert_array_equal(after["y"], before["y"])
     np.testing.assert_array_equal(after["e"], before["e"])
     with pytest.raises(dvm.Error, match="changed after compiling"):
-        dvm.load(folder / "model.dvmb")
+        dvm.load(extdata_folder / "model.dvmb")
 
 
 def test_an_unaligned_offset_is_copied(tmp_path):
@@ -259,7 +256,7 @@ def test_an_unaligned_offset_is_copied(tmp_path):
         e = t.external_data.add()
         e.key, e.value = k, v
     (tmp_path / "w.bin").write_bytes(b"\0" * 4 + w.tobytes())
-    mp = model([h.make_node("MatMul", ["x", "w"], ["y"])], [("x", T.FLOAT, ["n", 3])], [("y", T.FLOAT, None)], [t])
+    mp = make_model([h.make_node("MatMul", ["x", "w"], ["y"])], [("x", T.FLOAT, ["n", 3])], [("y", T.FLOAT, None)], [t])
     onnx.save(mp, str(tmp_path / "model.onnx"))
     path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
     assert references(path) == []
@@ -272,9 +269,9 @@ def test_conv_weights_are_copied_since_conv_packs_them_lazily(tmp_path):
     plain bytes: those come from the module's own copy, never the file."""
     rng = np.random.default_rng(5)
     w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
-    mp = model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
-               [("x", T.FLOAT, ["n", 3, 13, 11])], [("y", T.FLOAT, None)],
-               [h.make_tensor("w", T.FLOAT, w.shape, w.tobytes(), raw=True)])
+    mp = make_model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+                    [("x", T.FLOAT, ["n", 3, 13, 11])], [("y", T.FLOAT, None)],
+                    [h.make_tensor("w", T.FLOAT, w.shape, w.tobytes(), raw=True)])
     onnx.save(mp, str(tmp_path / "model.onnx"), save_as_external_data=True, location="w.bin", size_threshold=0)
     path = compile_cli(tmp_path / "model.onnx", tmp_path / "model.dvmb")
     assert references(path) == ["w"]

@@ -43,7 +43,7 @@ def ort(tmp_path, job):
     return r
 
 
-def run(model, prompt, **search):
+def genai_run(model, prompt, **search):
     """dvm.genai's sequence and the logits each token was chosen from, as genai_ref.py does."""
     params = og.GeneratorParams(model)
     params.set_search_options(**search)
@@ -73,7 +73,7 @@ def load(folder):
 
 
 @pytest.fixture(scope="module")
-def scatter(tmp_path_factory):
+def scatter_folder(tmp_path_factory):
     """A decoder of standard ops in the builder's form, llama-fp32's tokenizer."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "gen"))
     llm = pytest.importorskip("llm", reason="tests/gen/llm.py writes the standard-op decoder")
@@ -89,13 +89,13 @@ def folders():
 
 
 @pytest.fixture(params=folders())
-def folder(request, scatter):
-    return request.param or scatter
+def folder(request, scatter_folder):
+    return request.param or scatter_folder
 
 
 @pytest.fixture(params=[p for p in folders() if not p.id.endswith("-int4")])
-def fp32_folder(request, scatter):
-    return request.param or scatter
+def fp32_folder(request, scatter_folder):
+    return request.param or scatter_folder
 
 
 PROMPT = "The first 4 digits of pi are"
@@ -121,7 +121,7 @@ def test_greedy_matches_genai(tmp_path, fp32_folder):
     prompt = ref["encoded"][0]
     assert og.Tokenizer(model).encode(PROMPT).tolist() == prompt
     assert len(ref["tokens"]) == n + STEPS
-    tokens, logits, _ = run(model, prompt, **search)
+    tokens, logits, _ = genai_run(model, prompt, **search)
     assert tokens == ref["tokens"]
     errs = [rel_err(a, b, eos) for a, b in zip(logits, ref["logits"])]
     assert len(errs) == STEPS and max(errs) <= 1e-4, errs
@@ -138,7 +138,7 @@ def test_whole_context_matches_genai(tmp_path, fp32_folder):
     prompt, n = [5, 6, 7], cfg["context_length"]
     search = {"max_length": n, "min_length": n}
     ref = ort(tmp_path, {"folder": fp32_folder, "ids": prompt, "search": search})
-    tokens, logits, _ = run(model, prompt, **search)
+    tokens, logits, _ = genai_run(model, prompt, **search)
     assert len(ref["tokens"]) == n and tokens == ref["tokens"]
     errs = [rel_err(a, b, cfg["eos_token_id"]) for a, b in zip(logits, ref["logits"])]
     assert len(errs) == n - len(prompt) and max(errs) <= 1e-4, max(errs)
@@ -189,24 +189,24 @@ def test_batch_equals_each_alone(folder):
         g.generate_next_token()
         logits.append(g.get_logits()[:, 0])
     for b, t in enumerate(texts):
-        tokens, alone, _ = run(model, tok.encode(t), max_length=48)
+        tokens, alone, _ = genai_run(model, tok.encode(t), max_length=48)
         assert g.get_sequence(b).tolist() == tokens
         together = np.array([step[b] for step in logits[:len(alone)]])
         np.testing.assert_allclose(together, alone, rtol=1e-5, atol=1e-5)
 
 
-def test_sampling_with_a_seed_is_reproducible(scatter):
-    model = load(scatter)
+def test_sampling_with_a_seed_is_reproducible(scatter_folder):
+    model = load(scatter_folder)
     opts = dict(max_length=60, min_length=60, do_sample=True, top_k=20, top_p=0.9, temperature=0.8)
-    a = run(model, [5, 6, 7], random_seed=7, **opts)[0]
-    b = run(model, [5, 6, 7], random_seed=7, **opts)[0]
-    c = run(model, [5, 6, 7], random_seed=8, **opts)[0]
-    greedy = run(model, [5, 6, 7], max_length=60, min_length=60)[0]
+    a = genai_run(model, [5, 6, 7], random_seed=7, **opts)[0]
+    b = genai_run(model, [5, 6, 7], random_seed=7, **opts)[0]
+    c = genai_run(model, [5, 6, 7], random_seed=8, **opts)[0]
+    greedy = genai_run(model, [5, 6, 7], max_length=60, min_length=60)[0]
     assert a == b and a != c and a != greedy
 
 
-def test_tokenizer_matches_genai(tmp_path, scatter):
-    folder = scatter  # llama-fp32's tokenizer.json
+def test_tokenizer_matches_genai(tmp_path, scatter_folder):
+    folder = scatter_folder  # llama-fp32's tokenizer.json
     texts = [PROMPT, "", "a", "  two  spaces\nand a newline", "ünïcödé 你好 🙂", "</s> special <s>"]
     ref = ort(tmp_path, {"folder": folder, "texts": texts, "ids": [1], "search": {"max_length": 2},
                          "decode": [[1] + list(range(40, 60)) + [2]]})
@@ -227,7 +227,7 @@ def test_tokenizer_matches_genai(tmp_path, scatter):
     assert tok.eos_token_ids == [2] and tok.to_token_id("</s>") == 2
 
 
-def test_example_script_runs_with_the_import_changed(tmp_path, scatter):
+def test_example_script_runs_with_the_import_changed(tmp_path, scatter_folder):
     """ONNX Runtime GenAI's examples/python/model-generate.py (and its
     common.py), with `import dvm.genai as og` for `import
     onnxruntime_genai as og` and nothing else changed."""
@@ -236,39 +236,39 @@ def test_example_script_runs_with_the_import_changed(tmp_path, scatter):
         assert "import onnxruntime_genai as og\n" in src
         (tmp_path / f).write_text(src.replace("import onnxruntime_genai as og\n", "import dvm.genai as og\n"))
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))  # this dvm
-    p = subprocess.run([sys.executable, str(tmp_path / "model-generate.py"), "-m", scatter, "-e", "cpu",
+    p = subprocess.run([sys.executable, str(tmp_path / "model-generate.py"), "-m", scatter_folder, "-e", "cpu",
                         "--non_interactive", "-l", "30"], capture_output=True, text=True, timeout=600,
                        cwd=tmp_path, env=env)
     assert p.returncode == 0, p.stderr
-    model = load(scatter)
+    model = load(scatter_folder)
     tok = og.Tokenizer(model)
     prompts = ["The first 4 digits of pi are", "The square root of 2 is",
                "The first 6 numbers of the Fibonacci sequence are"]
     total = 0
     for i, text in enumerate(prompts):
-        tokens = run(model, tok.encode(text), max_length=30)[0]
+        tokens = genai_run(model, tok.encode(text), max_length=30)[0]
         total += len(tokens)
         assert f"Prompt #{i}: {text}\n\n{tok.decode(tokens)}\n" in p.stdout
     assert f"Tokens: {total}," in p.stdout
 
 
-def test_threads_from_the_config_overlay(scatter):
-    cfg = og.Config(scatter)
+def test_threads_from_the_config_overlay(scatter_folder):
+    cfg = og.Config(scatter_folder)
     cfg.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": 1}}}}))
     one = og.Model(cfg)
-    assert one._threads == 1 and load(scatter)._threads == 0
-    assert run(one, [5, 6], max_length=20)[0] == run(load(scatter), [5, 6], max_length=20)[0]
+    assert one._threads == 1 and load(scatter_folder)._threads == 0
+    assert genai_run(one, [5, 6], max_length=20)[0] == genai_run(load(scatter_folder), [5, 6], max_length=20)[0]
     cfg.overlay('{"model": {"decoder": {"session_options": {"intra_op_num_threads": -2}}}}')
     with pytest.raises(dvm.Error, match="intra_op_num_threads: expected a count"):
         og.Model(cfg)
-    cfg = og.Config(scatter)
+    cfg = og.Config(scatter_folder)
     cfg.overlay('{"search": {"max_length": 12}}')
-    assert len(run(og.Model(cfg), [5, 6])[0]) == 12
+    assert len(genai_run(og.Model(cfg), [5, 6])[0]) == 12
 
 
-def test_eos_ends_a_sequence(scatter):
+def test_eos_ends_a_sequence(scatter_folder):
     """An EOS ends the sequence without joining it; get_next_tokens shows it."""
-    model = load(scatter)
+    model = load(scatter_folder)
     params = og.GeneratorParams(model)
     params.set_search_options(max_length=100, repetition_penalty=0.01)  # favours what was seen: the EOS
     g = og.Generator(model, params)
@@ -295,8 +295,8 @@ def edit(folder, tmp_path, path, value=None, remove=None):
     return str(d)
 
 
-def test_bad_input(scatter, tmp_path):
-    model = load(scatter)
+def test_bad_input(scatter_folder, tmp_path):
+    model = load(scatter_folder)
     params = og.GeneratorParams(model)
     with pytest.raises(dvm.Error, match='Unknown value "max_lenght"'):
         params.set_search_options(max_lenght=10)
@@ -336,7 +336,7 @@ def test_bad_input(scatter, tmp_path):
     with pytest.raises(dvm.Error, match="Error opening .*nowhere/genai_config.json"):
         og.Model(str(tmp_path / "nowhere"))
     with pytest.raises(dvm.Error, match="provider 'cuda' .* is not supported"):
-        og.Config(scatter).append_provider("cuda")
+        og.Config(scatter_folder).append_provider("cuda")
 
 
 @pytest.mark.parametrize("path,value,remove,message", [
@@ -346,15 +346,15 @@ def test_bad_input(scatter, tmp_path):
     (("model", "decoder", "flux_capacitor"), 8, None, "model.decoder.flux_capacitor: unknown field"),
     (("model", "decoder", "num_hidden_layers"), 3, None, "no \"past_key_values.2.key\""),
 ])
-def test_bad_folder(scatter, tmp_path, path, value, remove, message):
-    d = edit(scatter, tmp_path, path, value, remove)
+def test_bad_folder(scatter_folder, tmp_path, path, value, remove, message):
+    d = edit(scatter_folder, tmp_path, path, value, remove)
     with pytest.raises(dvm.Error, match=message):
         m = og.Model(d)
         og.Generator(m, og.GeneratorParams(m))
         og.Tokenizer(m)
 
 
-def test_tokenizer_package_missing(scatter, monkeypatch):
+def test_tokenizer_package_missing(scatter_folder, monkeypatch):
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     with pytest.raises(dvm.Error, match="needs the tokenizers package: pip install tokenizers"):
-        og.Tokenizer(load(scatter))
+        og.Tokenizer(load(scatter_folder))

@@ -7,7 +7,8 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import MODELS, ONNX_TYPES, add_model, bert_inputs, model
+from conftest import MODELS, ONNX_TYPES, add_model, bert_inputs
+from dvmtest.onnxmodel import make_model
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -66,9 +67,9 @@ def test_packed_weights_plain_pages_are_given_back(tmp_path):
     that something also reads plain (Transpose) is kept whole."""
     rng = np.random.default_rng(3)
     w = rng.standard_normal((512, 384)).astype(np.float32)  # 768 KiB
-    mp = model([h.make_node("MatMul", ["x", "w"], ["y"])],
-               [("x", T.FLOAT, ["m", 512])], [("y", T.FLOAT, None)],
-               [h.make_tensor("w", T.FLOAT, w.shape, w.tobytes(), raw=True)])
+    mp = make_model([h.make_node("MatMul", ["x", "w"], ["y"])],
+                    [("x", T.FLOAT, ["m", 512])], [("y", T.FLOAT, None)],
+                    [h.make_tensor("w", T.FLOAT, w.shape, w.tobytes(), raw=True)])
     path = tmp_path / "mm.dvmb"
     dvm.compile(mp, dims={"m": (1, 1024)}).save(path)
     m = dvm.load(path)
@@ -119,12 +120,12 @@ def test_a_file_overwritten_after_load_changes_nothing(tmp_path):
         w = rng.standard_normal((64, 48)).astype(np.float32)  # packed
         b = rng.standard_normal(48).astype(np.float32)  # read plain
         e = rng.standard_normal((10, 48)).astype(np.float32)  # a Gather's table
-        return model([h.make_node("MatMul", ["x", "w"], ["xw"]), h.make_node("Add", ["xw", "b"], ["y"]),
-                      h.make_node("Gather", ["e", "ids"], ["g"])],
-                     [("x", T.FLOAT, ["m", 64]), ("ids", T.INT64, ["n"])],
-                     [("y", T.FLOAT, None), ("g", T.FLOAT, None)],
-                     [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True)
-                      for k, v in (("w", w), ("b", b), ("e", e))])
+        return make_model([h.make_node("MatMul", ["x", "w"], ["xw"]), h.make_node("Add", ["xw", "b"], ["y"]),
+                           h.make_node("Gather", ["e", "ids"], ["g"])],
+                          [("x", T.FLOAT, ["m", 64]), ("ids", T.INT64, ["n"])],
+                          [("y", T.FLOAT, None), ("g", T.FLOAT, None)],
+                          [h.make_tensor(k, T.FLOAT, v.shape, v.tobytes(), raw=True)
+                           for k, v in (("w", w), ("b", b), ("e", e))])
     path, other = tmp_path / "m.dvmb", tmp_path / "other.dvmb"
     dvm.compile(build(1)).save(path)
     dvm.compile(build(2)).save(other)
@@ -137,9 +138,9 @@ def test_a_file_overwritten_after_load_changes_nothing(tmp_path):
 @pytest.mark.parametrize("dtype", list(ONNX_TYPES))
 def test_round_trip_every_dtype(dtype):
     t = ONNX_TYPES[dtype]
-    m = dvm.compile(model([h.make_node("Identity", ["x"], ["same"]),
-                           h.make_node("Concat", ["x", "x"], ["twice"], axis=0)],
-                          [("x", t, ["n", 3])], [("same", t, None), ("twice", t, None)]))
+    m = dvm.compile(make_model([h.make_node("Identity", ["x"], ["same"]),
+                                h.make_node("Concat", ["x", "x"], ["twice"], axis=0)],
+                               [("x", t, ["n", 3])], [("same", t, None), ("twice", t, None)]))
     assert str(m.functions["main"].inputs[0].dtype) == dtype
     rng = np.random.default_rng(1)
     for n in (1, 2, 5):
@@ -151,9 +152,9 @@ def test_round_trip_every_dtype(dtype):
 
 
 def test_zero_copy_in_and_out():
-    m = dvm.compile(model([h.make_node("Reshape", ["x", "s"], ["flat"]), h.make_node("Add", ["x", "x"], ["sum"])],
-                          [("x", T.FLOAT, ["n", 4])], [("flat", T.FLOAT, None), ("sum", T.FLOAT, None)],
-                          [h.make_tensor("s", T.INT64, [1], [-1])]))
+    m = dvm.compile(make_model([h.make_node("Reshape", ["x", "s"], ["flat"]), h.make_node("Add", ["x", "x"], ["sum"])],
+                               [("x", T.FLOAT, ["n", 4])], [("flat", T.FLOAT, None), ("sum", T.FLOAT, None)],
+                               [h.make_tensor("s", T.INT64, [1], [-1])]))
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     out = m.run([x])
     # the VM's view of the input is the input's own memory, and the result wraps it
@@ -175,8 +176,8 @@ def test_zero_copy_in_and_out():
 
 def test_constant_results_are_read_only():
     c = h.make_tensor("c", T.FLOAT, [3], [1.0, 2.0, 3.0])
-    m = dvm.compile(model([h.make_node("Identity", ["c"], ["k"]), h.make_node("Identity", ["x"], ["y"])],
-                          [("x", T.FLOAT, [3])], [("k", T.FLOAT, None), ("y", T.FLOAT, None)], [c]))
+    m = dvm.compile(make_model([h.make_node("Identity", ["c"], ["k"]), h.make_node("Identity", ["x"], ["y"])],
+                               [("x", T.FLOAT, [3])], [("k", T.FLOAT, None), ("y", T.FLOAT, None)], [c]))
     out = m.run({"x": np.zeros(3, np.float32)})
     np.testing.assert_array_equal(out["k"], [1, 2, 3])
     if out["k"].base is not None and not out["k"].flags.owndata:  # a view of the module's constant
@@ -194,8 +195,8 @@ def test_constant_results_go_out_through_dlpack_as_copies(tmp_path):
     results are exported in place."""
     c = h.make_tensor("c", T.FLOAT, [3], [1.0, 2.0, 3.0])
     path = tmp_path / "c.dvmb"
-    dvm.compile(model([h.make_node("Identity", ["c"], ["k"]), h.make_node("Neg", ["x"], ["y"])],
-                      [("x", T.FLOAT, [3])], [("k", T.FLOAT, None), ("y", T.FLOAT, None)], [c])).save(path)
+    dvm.compile(make_model([h.make_node("Identity", ["c"], ["k"]), h.make_node("Neg", ["x"], ["y"])],
+                           [("x", T.FLOAT, [3])], [("k", T.FLOAT, None), ("y", T.FLOAT, None)], [c])).save(path)
     m = dvm.load(path)
     out = m.run({"x": np.ones(3, np.float32)})
     k, y = out["k"].base, out["y"].base
@@ -284,7 +285,7 @@ def test_compile_disable_passes(bert):
 def test_compile_warns_of_contradicted_declarations():
     """A declared output type that inference contradicts is a UserWarning
     (as `dvm compile` prints it), and the module uses the inferred type."""
-    m = model([h.make_node("Neg", ["x"], ["y"], name="n")], [("x", T.FLOAT, ["N", 4])], [("y", T.FLOAT, ["N", 3])])
+    m = make_model([h.make_node("Neg", ["x"], ["y"], name="n")], [("x", T.FLOAT, ["N", 4])], [("y", T.FLOAT, ["N", 3])])
     with pytest.warns(UserWarning) as w:
         mod = dvm.compile(m)
     assert [str(x.message) for x in w] == [
@@ -293,7 +294,7 @@ def test_compile_warns_of_contradicted_declarations():
     np.testing.assert_array_equal(mod.run({"x": x})["y"], -x)
 
 def test_compile_errors():
-    bad = model([h.make_node("NoSuchOp", ["x"], ["y"])], [("x", T.FLOAT, [2])], [("y", T.FLOAT, None)])
+    bad = make_model([h.make_node("NoSuchOp", ["x"], ["y"])], [("x", T.FLOAT, [2])], [("y", T.FLOAT, None)])
     with pytest.raises(dvm.UnsupportedOp, match="NoSuchOp") as e:
         dvm.compile(bad)
     assert isinstance(e.value, dvm.CompileError)

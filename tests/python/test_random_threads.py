@@ -4,7 +4,7 @@ new numbers in every call; the kernels keep no state between calls."""
 import threading
 
 import numpy as np
-from conftest import model
+from dvmtest.onnxmodel import make_model
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -13,10 +13,10 @@ import dvm
 
 def random_module(seed):
     s = {} if seed is None else {"seed": seed}
-    return dvm.compile(model([h.make_node("RandomNormalLike", ["x"], ["a"], **s),
-                              h.make_node("Multinomial", ["l"], ["b"], sample_size=50, **s)],
-                             [("x", T.FLOAT, ["n"]), ("l", T.FLOAT, [2, 6])],
-                             [("a", T.FLOAT, None), ("b", T.INT32, None)]))
+    return dvm.compile(make_model([h.make_node("RandomNormalLike", ["x"], ["a"], **s),
+                                   h.make_node("Multinomial", ["l"], ["b"], sample_size=50, **s)],
+                                  [("x", T.FLOAT, ["n"]), ("l", T.FLOAT, [2, 6])],
+                                  [("a", T.FLOAT, None), ("b", T.INT32, None)]))
 
 
 def run_in_threads(mod, feeds, nthreads=8, calls=10):
