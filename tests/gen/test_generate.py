@@ -9,31 +9,24 @@ import numpy as np
 import pytest
 
 import llm
+from dvmtest.cli import dvm, dvm_ok
 
 og = pytest.importorskip("onnxruntime_genai")
 
-DVM = os.environ.get("DVM", "dvm")
 DRIVER = os.environ.get("GEN_DRIVER", "gen_driver")
 
 
-def run(*args, check=True):
-    p = subprocess.run([DVM, *map(str, args)], capture_output=True, text=True, timeout=600)
-    if check:
-        assert p.returncode == 0, p.stderr
-    return p
-
-
-def folder(tmp_path_factory, name, **kw):
+def decoder_folder(tmp_path_factory, name, **kw):
     d = tmp_path_factory.mktemp(name)
     llm.make(str(d), **kw)
-    run("compile", d / "model.onnx", "-o", d / "model.dvmb")
+    dvm_ok("compile", d / "model.onnx", "-o", d / "model.dvmb")
     return d
 
 
 # min_length past max_length holds EOS back, so runs go on to max_length
 @pytest.fixture(scope="module")
-def scatter(tmp_path_factory):
-    return folder(tmp_path_factory, "scatter", attention="scatter", max_length=64, search={"min_length": 256})
+def scatter_decoder(tmp_path_factory):
+    return decoder_folder(tmp_path_factory, "scatter", attention="scatter", max_length=64, search={"min_length": 256})
 
 
 @pytest.fixture(scope="module", params=["scatter", "gqa"])
@@ -42,18 +35,18 @@ def decoder(request, tmp_path_factory):
     MODEL_DIR` compiles it (logits of the last position only), and the
     standard-op one, compiled whole."""
     if request.param == "scatter":
-        return request.getfixturevalue("scatter")
+        return request.getfixturevalue("scatter_decoder")
     d = tmp_path_factory.mktemp("gqa")
     llm.make(str(d), attention="gqa", max_length=64, search={"min_length": 256})
-    p = run("compile", d / "model.onnx", "-o", d / "model.dvmb", "--last-position", "logits", check=False)
+    p = dvm("compile", d / "model.onnx", "-o", d / "model.dvmb", "--last-position", "logits")
     assert p.returncode == 0, p.stderr
     return d
 
 
 @pytest.fixture(scope="module")
 def scatter_tied(tmp_path_factory):
-    return folder(tmp_path_factory, "tied", attention="scatter", max_length=64, tied=True, seed=3,
-                  layers=3, vocab=131, search={"min_length": 256})
+    return decoder_folder(tmp_path_factory, "tied", attention="scatter", max_length=64, tied=True, seed=3,
+                          layers=3, vocab=131, search={"min_length": 256})
 
 
 def genai(d, prompt, max_length, **search):
@@ -109,17 +102,17 @@ def test_greedy_tied_head_matches_genai(scatter_tied):
 
 
 def test_eos_ends_without_joining(tmp_path_factory):
-    d = folder(tmp_path_factory, "eos", attention="scatter", max_length=64)  # eos = 96, which it picks early
+    d = decoder_folder(tmp_path_factory, "eos", attention="scatter", max_length=64)  # eos = 96, which it picks early
     prompt = [5, 6, 7, 8, 9]
     tokens, _ = genai(d, prompt, 64)
     assert len(tokens) < 64  # GenAI stopped at the EOS, which it does not append
     assert driver(d, [prompt], 64)["tokens"][0] == tokens
-    assert run("generate", d, "--prompt-ids", "5,6,7,8,9").stdout.split() == list(map(str, tokens[5:]))
+    assert dvm_ok("generate", d, "--prompt-ids", "5,6,7,8,9").stdout.split() == list(map(str, tokens[5:]))
 
 
 def test_repetition_penalty_matches_genai(tmp_path_factory):
-    d = folder(tmp_path_factory, "penalty", attention="scatter", max_length=40,
-               search={"repetition_penalty": 1.7, "min_length": 256})
+    d = decoder_folder(tmp_path_factory, "penalty", attention="scatter", max_length=40,
+                       search={"repetition_penalty": 1.7, "min_length": 256})
     prompt = [7, 7, 7, 2, 2]
     tokens, _ = genai(d, prompt, 40, repetition_penalty=1.7)
     assert driver(d, [prompt], 40)["tokens"][0] == tokens
@@ -139,9 +132,9 @@ def test_batch_equals_each_alone(decoder):
 
 
 def bound_peak(d, batch, seq, total, max_length):
-    out = run("inspect", "--memory", d / "model.dvmb", "--dim", f"batch_size={batch}", "--dim",
-              f"sequence_length={seq}", "--dim", f"past_sequence_length={max_length}", "--dim",
-              f"total_sequence_length={total}").stdout
+    out = dvm_ok("inspect", "--memory", d / "model.dvmb", "--dim", f"batch_size={batch}", "--dim",
+                 f"sequence_length={seq}", "--dim", f"past_sequence_length={max_length}", "--dim",
+                 f"total_sequence_length={total}").stdout
     assert "a lower bound" not in out, out  # every tensor the step allocates is in the formula
     return int(out.split("with its results bound, at ")[1].split(": ")[1].split()[0])
 
@@ -176,7 +169,7 @@ def test_builder_model_step_peak_is_the_plan(tmp_path, name):
     d = tmp_path / name
     shutil.copytree(os.path.join(GENAI, name), d, ignore=shutil.ignore_patterns("*.dvmb"))
     for rows, last in [(5, []), (1, ["--last-position", "logits"])]:
-        run("compile", d / "model.onnx", "-o", d / "model.dvmb", *last)
+        dvm_ok("compile", d / "model.onnx", "-o", d / "model.dvmb", *last)
         r = driver(d, [[5, 6, 7, 8, 9]], 64)
         assert r["result_copies"] == 0
         bound = max(bound_peak(d, 1, 5, 5, 64), bound_peak(d, 1, 1, 63, 64))
@@ -184,32 +177,32 @@ def test_builder_model_step_peak_is_the_plan(tmp_path, name):
         assert bound <= r["peak_requested"] <= bound + logits, (r["peak_requested"], bound, logits)
 
 
-def test_sampling_is_reproducible(scatter):
-    a = driver(scatter, [[5, 6, 7]], 40, sample=1, seed=7)
-    b = driver(scatter, [[5, 6, 7]], 40, sample=1, seed=7)
-    c = driver(scatter, [[5, 6, 7]], 40, sample=1, seed=8)
+def test_sampling_is_reproducible(scatter_decoder):
+    a = driver(scatter_decoder, [[5, 6, 7]], 40, sample=1, seed=7)
+    b = driver(scatter_decoder, [[5, 6, 7]], 40, sample=1, seed=7)
+    c = driver(scatter_decoder, [[5, 6, 7]], 40, sample=1, seed=8)
     assert a["tokens"] == b["tokens"]
     assert a["tokens"] != c["tokens"]
 
 
 @pytest.mark.parametrize("opts", [["--top-k", "1"], ["--top-p", "1e-9"], ["--temperature", "1e-6"]])
-def test_sampling_that_leaves_one_choice_is_greedy(scatter, opts):
-    greedy = run("generate", scatter / "model.dvmb", "--prompt-ids", "5,6,7", "--max-length", 30).stdout
-    sampled = run("generate", scatter / "model.dvmb", "--prompt-ids", "5,6,7", "--max-length", 30,
-                  "--do-sample", "--seed", 11, *opts).stdout
+def test_sampling_that_leaves_one_choice_is_greedy(scatter_decoder, opts):
+    greedy = dvm_ok("generate", scatter_decoder / "model.dvmb", "--prompt-ids", "5,6,7", "--max-length", 30).stdout
+    sampled = dvm_ok("generate", scatter_decoder / "model.dvmb", "--prompt-ids", "5,6,7", "--max-length", 30,
+                     "--do-sample", "--seed", 11, *opts).stdout
     assert sampled == greedy and len(greedy.split()) == 27
 
 
 def test_cli_compiles_once_and_streams(tmp_path):
     llm.make(str(tmp_path), attention="scatter", max_length=24, search={"min_length": 256})
-    first = run("generate", tmp_path, "--prompt-ids", "1,2,3", "--stats")
+    first = dvm_ok("generate", tmp_path, "--prompt-ids", "1,2,3", "--stats")
     assert "compiling" in first.stderr and (tmp_path / "model.dvmb").exists()
     assert "prefill: 3 tokens" in first.stderr and "time to first token" in first.stderr
     assert "decode: 20 tokens" in first.stderr
-    second = run("generate", tmp_path, "--prompt-ids", "1,2,3")
+    second = dvm_ok("generate", tmp_path, "--prompt-ids", "1,2,3")
     assert "compiling" not in second.stderr and second.stdout == first.stdout
     assert len(first.stdout.split()) == 21
-    batch = run("generate", tmp_path, "--prompt-ids", "1,2,3", "--prompt-ids", "9").stdout.splitlines()
+    batch = dvm_ok("generate", tmp_path, "--prompt-ids", "1,2,3", "--prompt-ids", "9").stdout.splitlines()
     assert sorted(line.split(":")[0] for line in batch) == ["0", "1"]
     assert "0: " + first.stdout.strip() in batch
 
@@ -245,32 +238,32 @@ def edit_config(d, path, value):
     (["--prompt-ids", "1"], (("model", "decoder", "num_key_value_heads"), 3), "must divide num_attention_heads"),
     (["--prompt", "hello"], None, "text needs a tokenizer"),
 ])
-def test_bad_input(scatter, tmp_path, args, edit, message):
+def test_bad_input(scatter_decoder, tmp_path, args, edit, message):
     d = tmp_path / "m"
-    shutil.copytree(scatter, d)
+    shutil.copytree(scatter_decoder, d)
     if edit:
         edit_config(d, *edit)
-    p = run("generate", d / "model.dvmb", *args, check=False)
+    p = dvm("generate", d / "model.dvmb", *args)
     assert p.returncode == 2, p.stderr
     assert message in p.stderr, p.stderr
 
 
-def test_sliding_window_config(scatter, tmp_path):
+def test_sliding_window_config(scatter_decoder, tmp_path):
     """Mistral's builder config names a window that no layer uses: accepted;
     one that layers use is refused."""
     d = tmp_path / "m"
-    shutil.copytree(scatter, d)
+    shutil.copytree(scatter_decoder, d)
     window = {"window_size": 128, "slide_key_value_cache": False, "slide_inputs": False, "layers": [], "cache_slack": 0}
     edit_config(d, ("model", "decoder", "sliding_window"), window)
-    assert run("generate", d / "model.dvmb", "--prompt-ids", "1", "--max-length", 4).stdout.split()
+    assert dvm_ok("generate", d / "model.dvmb", "--prompt-ids", "1", "--max-length", 4).stdout.split()
     edit_config(d, ("model", "decoder", "sliding_window", "layers"), [0, 1])
-    p = run("generate", d / "model.dvmb", "--prompt-ids", "1", check=False)
+    p = dvm("generate", d / "model.dvmb", "--prompt-ids", "1")
     assert p.returncode == 2 and "sliding_window.layers: must be an empty list: sliding-window attention" in p.stderr
 
 
 def test_missing_external_data(tmp_path):
     llm.make(str(tmp_path), attention="scatter")
     os.remove(tmp_path / "model.onnx.data")
-    p = run("generate", tmp_path, "--prompt-ids", "1", check=False)
+    p = dvm("generate", tmp_path, "--prompt-ids", "1")
     assert p.returncode == 2 and "model.onnx.data" in p.stderr, p.stderr
     assert not (tmp_path / "model.dvmb").exists()

@@ -12,11 +12,7 @@ import urllib.request
 
 import numpy as np
 import pytest
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-DVM = os.environ.get("DVM", os.path.join(ROOT, "build", "tools", "dvm"))
-MODELS = os.path.join(ROOT, "tests", "models")
+from dvmtest.paths import DVM, MODELS, ROOT
 
 # Model configs (docs/serving.md): bert batches and pads by length bucket;
 # slow waits long in its queue (for cancellation, timeouts, queue limits);

@@ -33,7 +33,8 @@ import numpy as np
 
 TOL = 1e-4  # --tol
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..", "lib")]
 from conftest import DVM, Server, metric, reference  # noqa: E402
 
 MODES = {

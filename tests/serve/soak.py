@@ -81,7 +81,7 @@ TIMEOUT = 60  # seconds a client waits for an answer
 SAMPLE_S = 2.0
 
 
-def build_repo(root):
+def build_soak_repo(root):
     """The repository, and for each model file the .dvmb its references run."""
     files = {name: compile_onnx(os.path.join(MODELS, name + ".onnx"), *[a for d in dims for a in ("--dim", d)],
                                 out=os.path.join(root, name + ".dvmb")) for name, dims in DIMS.items()}
@@ -375,7 +375,7 @@ def pools_kb(text):
     return int(total("dvm_pool_bytes_peak")) // 1024, int(total("dvm_pool_bytes_cached")) // 1024
 
 
-def run(server, soak, concurrency):
+def run_clients(server, soak, concurrency):
     """Runs the clients while sampling the server every SAMPLE_S seconds:
     [(seconds, requests done, RSS kB, pools' peak kB, pools' cache kB)];
     stops early when no request finished for 2 * TIMEOUT (a hang)."""
@@ -406,14 +406,14 @@ def main():
                     help="batched results may differ by tol * (1 + max |reference|)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="dvm-soak-")
-    repo, files = build_repo(tmp)
+    repo, files = build_soak_repo(tmp)
     pools = input_pools(files, np.random.default_rng(2026))
     server = Server(repo, os.path.join(tmp, "serve.log"), "--workers", "2", "--no-access-log",
                     "--max-body", str(MAX_BODY))
     soak = Soak(server.port, pools, a.tol, a.requests)
     try:
         before = server.metrics()
-        samples, wall = run(server, soak, a.concurrency)
+        samples, wall = run_clients(server, soak, a.concurrency)
         time.sleep(1.0)  # the handlers of the last clients gone from the queue notice it within 50 ms
         after = server.metrics() if server.proc.poll() is None else None
     finally:

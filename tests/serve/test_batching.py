@@ -10,13 +10,13 @@ import pytest
 import tritonclient.http as httpclient
 
 from conftest import DVM, OPEN_DIM, Server, metric, reference, sentence
-from test_conformance import bert_inputs
+from test_conformance import triton_inputs
 
 
 def run_all(client, server, reqs):
     """Sends reqs at once: (each result, invocations, padding elements)."""
     before = server.metrics()
-    pending = [client.async_infer("bert", bert_inputs(ids, mask, True)) for ids, mask in reqs]
+    pending = [client.async_infer("bert", triton_inputs(ids, mask, True)) for ids, mask in reqs]
     results = [p.get_result().as_numpy("hidden") for p in pending]
     after = server.metrics()
     delta = {k: metric(after, k, model="bert") - metric(before, k, model="bert")

@@ -10,7 +10,7 @@ from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 from conftest import metric, reference, sentence
 
 
-def bert_inputs(ids, mask, binary):
+def triton_inputs(ids, mask, binary):
     inputs = []
     for name, x in (("ids", ids), ("mask", mask)):
         i = httpclient.InferInput(name, list(x.shape), np_to_triton_dtype(x.dtype))
@@ -45,7 +45,7 @@ def test_infer_equals_dvm_run(client, repo, binary):
         ids, mask = sentence(rng, length, batch=2)
         mask[1, length // 2:] = 0
         outputs = [httpclient.InferRequestedOutput("hidden", binary_data=binary)]
-        r = client.infer("bert", bert_inputs(ids, mask, binary), outputs=outputs, request_id=f"r{length}")
+        r = client.infer("bert", triton_inputs(ids, mask, binary), outputs=outputs, request_id=f"r{length}")
         assert r.get_response()["id"] == f"r{length}"
         assert r.get_response()["model_version"] == "2"
         got = r.as_numpy("hidden")
@@ -56,7 +56,7 @@ def test_infer_equals_dvm_run(client, repo, binary):
 def test_binary_output_by_default_parameter(client, repo):
     ids, mask = sentence(np.random.default_rng(1), 5)
     # no requested outputs: tritonclient asks for binary_data_output
-    r = client.infer("bert", bert_inputs(ids, mask, True), model_version="1")
+    r = client.infer("bert", triton_inputs(ids, mask, True), model_version="1")
     out = r.get_output("hidden")
     assert out["parameters"]["binary_data_size"] == 5 * 32 * 4
     np.testing.assert_array_equal(r.as_numpy("hidden"), reference(repo, ids, mask))
@@ -76,21 +76,21 @@ def test_onnx_compiled_at_load(client):
 def test_errors(client):
     ids, mask = sentence(np.random.default_rng(2), 4)
     cases = [
-        ("nosuch", bert_inputs(ids, mask, False), "not loaded"),
-        ("bad", bert_inputs(ids, mask, False), "not loaded"),
-        ("bert", bert_inputs(ids.astype(np.int32), mask, False), "datatype INT32, expected INT64"),
-        ("bert", bert_inputs(ids[0], mask[0], True), "rank 1, expected 2"),
-        ("bert", bert_inputs(ids, mask[:, :2], False), "another input has seq = 4"),
-        ("bert", bert_inputs(*sentence(np.random.default_rng(3), 65), True), "must be in 1..64"),
-        ("bert", bert_inputs(ids, mask, False)[:1], "input \"mask\" is missing"),
+        ("nosuch", triton_inputs(ids, mask, False), "not loaded"),
+        ("bad", triton_inputs(ids, mask, False), "not loaded"),
+        ("bert", triton_inputs(ids.astype(np.int32), mask, False), "datatype INT32, expected INT64"),
+        ("bert", triton_inputs(ids[0], mask[0], True), "rank 1, expected 2"),
+        ("bert", triton_inputs(ids, mask[:, :2], False), "another input has seq = 4"),
+        ("bert", triton_inputs(*sentence(np.random.default_rng(3), 65), True), "must be in 1..64"),
+        ("bert", triton_inputs(ids, mask, False)[:1], "input \"mask\" is missing"),
     ]
     for model, inputs, message in cases:
         with pytest.raises(InferenceServerException, match=message):
             client.infer(model, inputs)
     with pytest.raises(InferenceServerException, match="no such output"):
-        client.infer("bert", bert_inputs(ids, mask, False), outputs=[httpclient.InferRequestedOutput("nope")])
+        client.infer("bert", triton_inputs(ids, mask, False), outputs=[httpclient.InferRequestedOutput("nope")])
     with pytest.raises(InferenceServerException, match="version 9"):
-        client.infer("bert", bert_inputs(ids, mask, False), model_version="9")
+        client.infer("bert", triton_inputs(ids, mask, False), model_version="9")
 
 
 def test_repository_api(client):
@@ -114,7 +114,7 @@ def test_batching_of_different_lengths(client, server, repo):
     before = server.metrics()
     rng = np.random.default_rng(11)
     reqs = [sentence(rng, int(n)) for n in rng.integers(3, 41, size=24)]
-    pending = [client.async_infer("bert", bert_inputs(ids, mask, True), model_version="1") for ids, mask in reqs]
+    pending = [client.async_infer("bert", triton_inputs(ids, mask, True), model_version="1") for ids, mask in reqs]
     results = [p.get_result().as_numpy("hidden") for p in pending]
     for (ids, mask), got in zip(reqs, results, strict=True):
         np.testing.assert_allclose(got, reference(repo, ids, mask), rtol=1e-4, atol=1e-5)
