@@ -5,7 +5,7 @@
 
 Three parts, each printing a table and one JSON line per row:
 
-1. A BERT-base-style encoder (tests/models/make_models.bert at hidden 768,
+1. A BERT-base-style encoder (tests/models/make_models.bert_model at hidden 768,
    12 heads, FFN 3072, --layers layers, random weights) compiled once with
    `dvm compile --target cpu,cuda` and timed by `dvm bench --device cuda`
    at batch 1 with seq 8, 32, 128, 384, 512 and batch 8 with seq 128, next
@@ -87,8 +87,8 @@ def encoder(d, args, torch):
     import make_models
     hidden, heads, ffn, vocab, max_pos = 768, 12, 3072, 30522, 512
     # written into d, not over the test fixture
-    make_models.bert(layers=args.layers, hidden=hidden, heads=heads, vocab=vocab, max_pos=max_pos, ffn=ffn,
-                     out_dir=d)
+    make_models.bert_model(layers=args.layers, hidden=hidden, heads=heads, vocab=vocab, max_pos=max_pos, ffn=ffn,
+                           out_dir=d)
     dvmb = os.path.join(d, "bert.dvmb")
     compile_model(args.dvm, os.path.join(d, "bert.onnx"), dvmb)
     tmodel = None

@@ -7,22 +7,23 @@ references, omitted optional inputs), and a few broken ones. Run again after
 changing it: python3 tests/compiler/make_import_fixtures.py
 """
 import os
+import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../fuzz/corpus/onnx")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from dvmtest.onnxmodel import make_model, vi  # noqa: E402
+
+OUT = os.path.join(HERE, "../fuzz/corpus/onnx")
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 
-def vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, elem, shape)
-
-
-def model(nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "main", inputs, outputs, list(inits))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+def seed_model(nodes, inputs, outputs, inits=(), opset=17):
+    """The seed: one graph, "main", IR version 8."""
+    return make_model(nodes, inputs, outputs, inits, opset=opset, ir_version=8, name="main")
 
 
 def tensor(name, dtype, dims, field=None, values=None, raw=None):
@@ -36,12 +37,12 @@ def tensor(name, dtype, dims, field=None, values=None, raw=None):
     return t
 
 
-def mlp():
+def mlp_seed():
     w = helper.make_tensor("w", F, [4, 3], np.arange(12, dtype=np.float32).tobytes(), raw=True)
     b = helper.make_tensor("b", F, [3], [0.5, -1, 2])
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["a"]),
              helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=-1)]
-    return model(nodes, [vi("x", F, ["batch", 4])], [vi("y", F, ["batch", 3])], [w, b])
+    return seed_model(nodes, [vi("x", F, ["batch", 4])], [vi("y", F, ["batch", 3])], [w, b])
 
 
 def encodings():
@@ -66,7 +67,7 @@ def encodings():
         tensor("ru64", TensorProto.UINT64, [1], raw=np.uint64(2**63).tobytes()),
     ]
     nodes = [helper.make_node("Identity", [t.name], [t.name + "_o"]) for t in inits]
-    return model(nodes, [], [vi(t.name + "_o", t.data_type, None) for t in inits], inits)
+    return seed_model(nodes, [], [vi(t.name + "_o", t.data_type, None) for t in inits], inits)
 
 
 def constants():
@@ -78,7 +79,7 @@ def constants():
         helper.make_node("Constant", [], ["is"], value_ints=[4, 5]),
         helper.make_node("Reshape", ["x", "t"], ["y"]),
     ]
-    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)])
+    return seed_model(nodes, [vi("x", F, [2, 3])], [vi("y", F, None)])
 
 
 def attributes():
@@ -91,34 +92,34 @@ def attributes():
         helper.make_node("Custom", ["y"], ["z"], names=["a", "b"], scales=[0.5, 1e-5]),
     ]
     inputs = [vi("x", F, [1, 1, None, None]), vi("w", F, [1, 1, 3, 3]), vi("s", I64, [2]), vi("sc", F, [4])]
-    return model(nodes, inputs, [vi("z", F, None), vi("k", F, None)])
+    return seed_model(nodes, inputs, [vi("z", F, None), vi("k", F, None)])
 
 
 def if_model():
     then_g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["t"])], "then", [], [vi("t", F, None)])
     else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, None)])
     nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
-    return model(nodes, [vi("c", B, []), vi("x", F, ["n"])], [vi("y", F, None)],
-                 [helper.make_tensor("w", F, [1], [2])])
+    return seed_model(nodes, [vi("c", B, []), vi("x", F, ["n"])], [vi("y", F, None)],
+                      [helper.make_tensor("w", F, [1], [2])])
 
 
-def loop_model():
+def loop_seed():
     body = helper.make_graph(
         [helper.make_node("Add", ["acc", "step"], ["acc2"]), helper.make_node("Identity", ["cond"], ["cond2"])],
         "body", [vi("i", I64, []), vi("cond", B, []), vi("acc", F, ["n"])],
         [vi("cond2", B, []), vi("acc2", F, ["n"])])
     nodes = [helper.make_node("Loop", ["trip", "", "a0"], ["a"], body=body)]
-    return model(nodes, [vi("trip", I64, []), vi("a0", F, ["n"]), vi("step", F, ["n"])], [vi("a", F, None)])
+    return seed_model(nodes, [vi("trip", I64, []), vi("a0", F, ["n"]), vi("step", F, ["n"])], [vi("a", F, None)])
 
 
-def scan_model():
+def scan_seed():
     body = helper.make_graph([helper.make_node("Add", ["s", "x"], ["s2"]), helper.make_node("Identity", ["s2"], ["o"])],
                              "body", [vi("s", F, [2]), vi("x", F, [2])], [vi("s2", F, [2]), vi("o", F, [2])])
     nodes = [helper.make_node("Scan", ["init", "xs"], ["final", "ys"], body=body, num_scan_inputs=1)]
-    return model(nodes, [vi("init", F, [2]), vi("xs", F, ["t", 2])], [vi("final", F, None), vi("ys", F, None)])
+    return seed_model(nodes, [vi("init", F, [2]), vi("xs", F, ["t", 2])], [vi("final", F, None), vi("ys", F, None)])
 
 
-def shapes():
+def shapes_seed():
     nodes = [helper.make_node("Shape", ["ids"], ["s"]),
              helper.make_node("Gather", ["s", "one"], ["seq"], axis=0),
              helper.make_node("Unsqueeze", ["seq", "zero"], ["seq1"]),
@@ -126,8 +127,8 @@ def shapes():
              helper.make_node("Reshape", ["mask", "shape"], ["y"])]
     inits = [helper.make_tensor("one", I64, [], [1]), helper.make_tensor("zero", I64, [1], [0]),
              helper.make_tensor("neg", I64, [1], [-1])]
-    return model(nodes, [vi("ids", I64, ["batch", "seq"]), vi("mask", I64, ["batch", "seq"])],
-                 [vi("y", I64, None)], inits)
+    return seed_model(nodes, [vi("ids", I64, ["batch", "seq"]), vi("mask", I64, ["batch", "seq"])],
+                      [vi("y", I64, None)], inits)
 
 
 def quant_contrib():
@@ -154,7 +155,7 @@ def quant_contrib():
               vi("e", F, [1, "t", 4]), vi("aw", F, [4, 12]), vi("ab", F, [12]), vi("m", I32, [1]),
               vi("gw", F, [3, 4])]
     outputs = [vi(k, F, None) for k in ["sl", "sum", "at", "fg", "fm"]] + [vi("mi", I32, None), vi("co", I32, None)]
-    m = model(nodes, inputs, outputs, opset=21)
+    m = seed_model(nodes, inputs, outputs, opset=21)
     m.opset_import.append(helper.make_opsetid(ms, 1))
     return m
 
@@ -172,7 +173,7 @@ def attention():
     inputs = [vi("q", F, [1, "s", 8]), vi("cos", F, [16, 1]), vi("sin", F, [16, 1]), vi("pos", I64, [1, "s"]),
               vi("k", F, [1, "s", 4]), vi("v", F, [1, "s", 4]), vi("m", B, ["s", "t"]), vi("pk", F, [1, 1, "p", 4]),
               vi("pv", F, [1, 1, "p", 4])]
-    return model(nodes, inputs, [vi(k, F, None) for k in ["y", "pv2", "qk"]], opset=25)
+    return seed_model(nodes, inputs, [vi(k, F, None) for k in ["y", "pv2", "qk"]], opset=25)
 
 
 def unsigned():
@@ -183,7 +184,7 @@ def unsigned():
              helper.make_node("CastLike", ["c", "x"], ["cl"], saturate=0),
              helper.make_node("Mean", ["x", "cl", "x"], ["y"])]
     s = tensor("s", TensorProto.UINT32, [1], "uint64_data", [3])
-    return model(nodes, [vi("x", F, ["n", 3])], [vi("y", F, ["n", 3])], [s], opset=26)
+    return seed_model(nodes, [vi("x", F, ["n", 3])], [vi("y", F, ["n", 3])], [s], opset=26)
 
 
 def broken(m, edit):
@@ -194,11 +195,11 @@ def broken(m, edit):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    valid = {"mlp": mlp(), "encodings": encodings(), "constants": constants(), "attributes": attributes(),
-             "if": if_model(), "loop": loop_model(), "scan": scan_model(), "shapes": shapes(),
+    valid = {"mlp": mlp_seed(), "encodings": encodings(), "constants": constants(), "attributes": attributes(),
+             "if": if_model(), "loop": loop_seed(), "scan": scan_seed(), "shapes": shapes_seed(),
              "quant_contrib": quant_contrib(), "attention": attention(), "unsigned": unsigned()}
     files = {f"valid_{k}.onnx": m.SerializeToString() for k, m in valid.items()}
-    small = mlp()
+    small = mlp_seed()
 
     def undefined(m):
         m.graph.node[1].input[0] = "nope"

@@ -9,11 +9,13 @@ import pytest
 
 pytest.importorskip("onnx")
 from onnx import TensorProto, helper  # noqa: E402
+from dvmtest.arrays import normal_f32  # noqa: E402
 from dvmtest.cli import compile_onnx, dvm, try_run  # noqa: E402
 from dvmtest.onnxmodel import make_model, save_model  # noqa: E402
 
 F = TensorProto.FLOAT
 rng = np.random.default_rng(11)
+f32 = normal_f32(rng)
 
 
 def relation_model(tmp, nodes, inputs, inits=(), name="m.onnx"):
@@ -25,10 +27,6 @@ def run_o(mod, **feeds):
     """(dvm run's process, output o or None)."""
     p, outs = try_run(mod, feeds)
     return p, outs and outs[0]
-
-
-def f32(*shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 ADD = [helper.make_node("Add", ["x", "y"], ["z"], name="add"), helper.make_node("Relu", ["z"], ["o"], name="relu")]

@@ -61,7 +61,7 @@ def l2_reduce_ops(o):  # ReduceL2, ReduceSumSquare and ReduceL1 as exported
             helper.make_node("Div", ["b2", "sqe"], ["y"])]
 
 
-def softmax(o):  # exp(x - max) / sum(exp(x - max))
+def softmax_nodes(o):  # exp(x - max) / sum(exp(x - max))
     return [red("ReduceMax", "x", "mx", o), helper.make_node("Sub", ["x", "mx"], ["d"]),
             helper.make_node("Exp", ["d"], ["e"]), red("ReduceSum", "e", "s", o),
             helper.make_node("Div", ["e", "s"], ["y"])]
@@ -81,7 +81,7 @@ def f_normalize(o):  # PyTorch's F.normalize(x, dim=-1) as exported: ReduceL2, C
 
 
 FORMS = {"f_normalize": f_normalize, "layernorm_moments": layernorm_moments, "layernorm_std": layernorm_std, "l2_normalize": l2_normalize,
-         "l2_reduce_ops": l2_reduce_ops, "softmax": softmax, "min_range": min_range}
+         "l2_reduce_ops": l2_reduce_ops, "softmax": softmax_nodes, "min_range": min_range}
 
 
 def write(tmp, nodes, d, extra_inits=(), outputs=("y",), dtype=F, per_row_input=False, opset=13):
@@ -178,7 +178,7 @@ def test_extra_reader(tmp_path, form, reader):
 
 
 def test_f64_not_stitched(tmp_path):
-    path = write(tmp_path, softmax(13), 24, dtype=D64)
+    path = write(tmp_path, softmax_nodes(13), 24, dtype=D64)
     check_stitched(tmp_path, path, [(1, 7, 24), (2, 3, 24)], npdt=np.float64, want_stitched=0)
 
 
@@ -225,7 +225,7 @@ def test_group_norm_after_reshape(tmp_path):
 
 def test_cuda_target_not_stitched(tmp_path):
     """row programs have no CUDA version: --target cpu,cuda builds none."""
-    path = write(tmp_path, softmax(13), 24)
+    path = write(tmp_path, softmax_nodes(13), 24)
     out = str(tmp_path / "cu.dvmb")
     compile_onnx(path, "--target", "cpu,cuda", out=out)
     assert stitched(out) == 0

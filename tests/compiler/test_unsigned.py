@@ -63,7 +63,7 @@ def check_unsigned(tmp, nodes, feeds, nout=1, opset=21, ref=None):
     return got
 
 
-def values(dtype, shape, lo=0):
+def full_range(dtype, shape, lo=0):
     """Integers over the whole range, the limits among them."""
     info = np.iinfo(dtype)
     x = rng.integers(lo, info.max, shape, dtype=dtype, endpoint=True)
@@ -83,7 +83,7 @@ NUMPY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.floor_
 @pytest.mark.parametrize("dtype", UINTS)
 @pytest.mark.parametrize("sa,sb", SHAPES)
 def test_binary_and_compare(tmp_path, dtype, sa, sb):
-    x, y = values(dtype, sa), values(dtype, sb, lo=1)  # no zero divisor: ONNX Runtime has it undefined
+    x, y = full_range(dtype, sa), full_range(dtype, sb, lo=1)  # no zero divisor: ONNX Runtime has it undefined
     y.flat[-1:] = x.flat[:1] if x.size else y.flat[-1:]  # equal elements for the comparisons
     for op, ref in NUMPY.items():  # one op a model: ONNX Runtime lacks some (Min of u16)
         with np.errstate(all="ignore"):
@@ -94,7 +94,7 @@ def test_binary_and_compare(tmp_path, dtype, sa, sb):
 @pytest.mark.parametrize("dtype", UINTS)
 def test_shift_not_where(tmp_path, dtype):
     bits = np.dtype(dtype).itemsize * 8
-    x = values(dtype, (3, 1, 7))
+    x = full_range(dtype, (3, 1, 7))
     s = rng.integers(0, bits, (5, 1), dtype=dtype)
     c = rng.integers(0, 2, (5, 7)).astype(np.bool_)
     nodes = [helper.make_node("BitShift", ["x", "s"], ["y0"], direction="LEFT"),
@@ -108,7 +108,7 @@ def test_shift_not_where(tmp_path, dtype):
 @pytest.mark.parametrize("dtype", UINTS)
 def test_movement(tmp_path, dtype):
     """Data movement is by size: Concat, Reshape, Transpose, Gather, Slice."""
-    x = values(dtype, (2, 3, 5))
+    x = full_range(dtype, (2, 3, 5))
     idx = np.array([2, 0, 2], np.int64)
     shape = np.array([5, -1], np.int64)
     nodes = [helper.make_node("Concat", ["x", "x"], ["y0"], axis=1),
@@ -128,7 +128,7 @@ def test_division_by_zero_is_an_error(tmp_path):
 @pytest.mark.parametrize("src", UINTS + [np.int64])
 @pytest.mark.parametrize("to", [T.FLOAT, T.DOUBLE, T.FLOAT16, T.UINT8, T.INT32, T.UINT64, T.UINT16, T.BOOL])
 def test_cast_from_integers(tmp_path, src, to):
-    x = values(src, (37,)) if src != np.int64 else rng.integers(-2**63, 2**63 - 1, 37, dtype=np.int64)
+    x = full_range(src, (37,)) if src != np.int64 else rng.integers(-2**63, 2**63 - 1, 37, dtype=np.int64)
     x[:3] = [0, 2**53 + 1, 2**31] if src in (np.uint64, np.int64) else x[:3]
     check_unsigned(tmp_path, [helper.make_node("Cast", ["x"], ["y0"], to=to)], {"x": x})
 

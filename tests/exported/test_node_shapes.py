@@ -21,7 +21,7 @@ from dvmtest.cli import dvm
 from dvmtest.paths import NODE_SUITE as NODE
 from onnx import numpy_helper
 
-from test_shapes import actual_shapes, evaluate, ort_known
+from test_shapes import actual_shapes, eval_dim, ort_known
 
 
 def symbolic(model):
@@ -40,16 +40,16 @@ def symbolic(model):
     return model, env
 
 
-def cases():
+def node_case_dirs():
     return sorted(glob.glob(os.path.join(NODE, "test_*")))
 
 
 def test_node_models_symbolic(tmp_path):
-    if not cases():
+    if not node_case_dirs():
         raise AssertionError(f"no node tests under {NODE}")
     compiled = wrong = ort_only = values = 0
     bad, missing = [], []
-    for case in cases():
+    for case in node_case_dirs():
         name = os.path.basename(case)
         model, env = symbolic(onnx.load(os.path.join(case, "model.onnx")))
         path = str(tmp_path / f"{name}.onnx")
@@ -83,7 +83,7 @@ def test_node_models_symbolic(tmp_path):
                     bad.append(f"{name}: {vname} rank {len(v['dims'])}, really {real[vname]}")
                     continue
                 for e, d in zip(v["dims"], real[vname]):
-                    got = None if e is None else evaluate(e, env)
+                    got = None if e is None else eval_dim(e, env)
                     if got is not None and got != d:
                         bad.append(f"{name}: {vname} ({v.get('op')}) {v['dims']}, really {real[vname]}")
                         break

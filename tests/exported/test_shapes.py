@@ -58,12 +58,12 @@ def as_precise(mine, theirs, inputs):
         return False
     for e, t in zip(mine, theirs, strict=True):
         ort_names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", str(t))) - {"floor", "ceiling", "Min", "Max", "Mod"}
-        if ort_names <= inputs and evaluate(e, {s: 1 for s in inputs}) is None:
+        if ort_names <= inputs and eval_dim(e, {s: 1 for s in inputs}) is None:
             return False
     return True
 
 
-def evaluate(expr, env):
+def eval_dim(expr, env):
     """A dvm dim expression ("3072*batch*seq + 48", "floordiv(seq + 1, 2)")
     at the symbols' values; None if it names a symbol not in env."""
     names = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", expr)) - {"floordiv", "mod", "min", "max"}
@@ -111,7 +111,7 @@ def test_shapes_match_ort(model, tmp_path):
                 wrong.append(f"{name}: rank {len(v['dims'])}, really {real[name]} at {env}")
                 continue
             for d, (e, r) in enumerate(zip(v["dims"], real[name])):
-                got = None if e is None else evaluate(e, env)
+                got = None if e is None else eval_dim(e, env)
                 if got is not None and got != r:
                     wrong.append(f"{name} ({v.get('op')}) dim {d}: {e} = {got} at {env}, really {r}")
     print(f"{model}: {len(mine)} values, ORT knows {len(known)}, unknown to dvm {len(unknown)}, "

@@ -22,11 +22,11 @@ F = TensorProto.FLOAT
 rng = np.random.default_rng(3)
 
 
-def const(name, *shape, dtype=np.float32):
+def weight(name, *shape, dtype=np.float32):
     return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(dtype), name)
 
 
-def save(out, name, nodes, inputs, outputs, inits, opset=17, extra_opsets=()):
+def save_seed(out, name, nodes, inputs, outputs, inits, opset=17, extra_opsets=()):
     g = helper.make_graph(nodes, name, inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)] +
                           [helper.make_opsetid(d, v) for d, v in extra_opsets])
@@ -41,10 +41,10 @@ def recurrent(out):
     h, i = 3, 4
     x = helper.make_tensor_value_info("x", F, ["seq", 2, i])
     lens = helper.make_tensor_value_info("lens", TensorProto.INT32, [2])
-    inits = [const("lw", 2, 4 * h, i), const("lr", 2, 4 * h, h), const("lb", 2, 8 * h),
-             const("lh", 2, 2, h), const("lc", 2, 2, h), const("lp", 2, 3 * h),
-             const("gw", 1, 3 * h, 2 * h), const("gr", 1, 3 * h, h), const("gb", 1, 6 * h),
-             const("rw", 1, h, h), const("rr", 1, h, h)]
+    inits = [weight("lw", 2, 4 * h, i), weight("lr", 2, 4 * h, h), weight("lb", 2, 8 * h),
+             weight("lh", 2, 2, h), weight("lc", 2, 2, h), weight("lp", 2, 3 * h),
+             weight("gw", 1, 3 * h, 2 * h), weight("gr", 1, 3 * h, h), weight("gb", 1, 6 * h),
+             weight("rw", 1, h, h), weight("rr", 1, h, h)]
     nodes = [
         helper.make_node("LSTM", ["x", "lw", "lr", "lb", "lens", "lh", "lc", "lp"], ["ly", "lyh", "lyc"],
                          hidden_size=h, direction="bidirectional", clip=5.0,
@@ -61,7 +61,7 @@ def recurrent(out):
     ]
     inits += [numpy_helper.from_array(np.array([0, 0, -1], np.int64), "shape"),
               numpy_helper.from_array(np.array([1], np.int64), "one")]
-    save(out, "recurrent", nodes, [x, lens], [helper.make_tensor_value_info("y", F, None),
+    save_seed(out, "recurrent", nodes, [x, lens], [helper.make_tensor_value_info("y", F, None),
                                                helper.make_tensor_value_info("lyh", F, None),
                                                helper.make_tensor_value_info("gyh", F, None)], inits)
 
@@ -80,8 +80,8 @@ def activations(out):
         nodes.append(helper.make_node(op, [prev], [f"a{n}"], **attrs))
         prev = f"a{n}"
     nodes.append(helper.make_node("Mul", [prev, "scale"], ["y"]))
-    save(out, "activations", nodes, [x], [helper.make_tensor_value_info("y", F, None)],
-         [const("scale", 5)], opset=20)
+    save_seed(out, "activations", nodes, [x], [helper.make_tensor_value_info("y", F, None)],
+              [weight("scale", 5)], opset=20)
 
 
 def sequences(out):
@@ -115,7 +115,7 @@ def sequences(out):
     outs = [helper.make_tensor_value_info("last", F, None), helper.make_tensor_value_info("len", I64, []),
             helper.make_tensor_sequence_value_info("mapped", F, None), helper.make_value_info("opt", o.type),
             helper.make_tensor_sequence_value_info("got", F, None)]
-    save(out, "sequences", nodes, [s, o, x], outs, [numpy_helper.from_array(np.array(-1, np.int64), "minus1")])
+    save_seed(out, "sequences", nodes, [s, o, x], outs, [numpy_helper.from_array(np.array(-1, np.int64), "minus1")])
 
 
 def tfidf(out):
@@ -123,8 +123,8 @@ def tfidf(out):
     node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TFIDF", min_gram_length=1, max_gram_length=2,
                             max_skip_count=1, ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 4],
                             pool_int64s=[2, 3, 5, 2, 3, 5, 6], weights=[0.5, 1.0, 1.5, 2.0, 2.5])
-    save(out, "tfidf", [node], [helper.make_tensor_value_info("x", TensorProto.INT64, ["b", 9])],
-         [helper.make_tensor_value_info("y", F, None)], [], opset=12)
+    save_seed(out, "tfidf", [node], [helper.make_tensor_value_info("x", TensorProto.INT64, ["b", 9])],
+              [helper.make_tensor_value_info("y", F, None)], [], opset=12)
 
 
 def decode_state(out):
@@ -149,12 +149,12 @@ def decode_state(out):
         helper.make_node("CausalConvWithState", ["lt", "cw", "", "cs"], ["cy", "cstate"], activation="silu"),
         helper.make_node("TensorScatter", ["cache", "cstate", "wi"], ["y"], axis=2, mode="circular"),
     ]
-    inits = [const("s0", 1, 8), const("cw", 8, 1, 3), const("cs", 1, 8, 2), const("cache", 1, 8, 5),
+    inits = [weight("s0", 1, 8), weight("cw", 8, 1, 3), weight("cs", 1, 8, 2), weight("cache", 1, 8, 5),
              numpy_helper.from_array(np.array([4], np.int64), "wi"),
              numpy_helper.from_array(np.array([0], np.int64), "zero"),
              numpy_helper.from_array(np.array([2], np.int64), "two"),
              numpy_helper.from_array(np.array([-1], np.int64), "minus1")]
-    save(out, "decode_state", nodes, [x], [helper.make_tensor_value_info("y", F, None),
+    save_seed(out, "decode_state", nodes, [x], [helper.make_tensor_value_info("y", F, None),
                                             helper.make_tensor_value_info("cy", F, None),
                                             helper.make_tensor_value_info("state", F, None)], inits, opset=27)
 
@@ -168,7 +168,7 @@ def spatial(out):
     DFT (one-sided, dft_length omitted before axis) and STFT."""
     x = helper.make_tensor_value_info("x", F, [1, 8, 6, 6])
     i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
-    inits = [const("sc", 8), const("bi", 8), const("slope", 8, 1, 1), const("mu", 8),
+    inits = [weight("sc", 8), weight("bi", 8), weight("slope", 8, 1, 1), weight("mu", 8),
              i64("crop", [4, 4]), i64("img", [4, 4]), i64("blk", [2, 2]), i64("n", 8), i64("step", 2),
              numpy_helper.from_array(np.abs(rng.standard_normal(8)).astype(np.float32), "var")]
     nodes = [
@@ -195,9 +195,9 @@ def spatial(out):
         helper.make_node("STFT", ["sig", "step", "win"], ["y"], onesided=1),
     ]
     inits += [i64("shp", [1, 32, 4]), i64("ax", [2]), i64("axis", 1)]
-    save(out, "spatial", nodes, [x], [helper.make_tensor_value_info("y", F, None),
-                                      helper.make_tensor_value_info("f", F, None),
-                                      helper.make_tensor_value_info("rm", F, None)], inits, opset=21)
+    save_seed(out, "spatial", nodes, [x], [helper.make_tensor_value_info("y", F, None),
+                                           helper.make_tensor_value_info("f", F, None),
+                                           helper.make_tensor_value_info("rm", F, None)], inits, opset=21)
 
 
 def sampling(out):
@@ -208,7 +208,7 @@ def sampling(out):
     x = helper.make_tensor_value_info("x", F, [1, 2, "h", "w"])
     theta = helper.make_tensor_value_info("theta", F, [1, 2, 3])
     inits = [numpy_helper.from_array(np.array([1, 2, 4, 4], np.int64), "gsize"),
-             const("dw", 2, 2, 2, 2), const("db", 2), const("ct_w", 2, 2, 3, 3),
+             weight("dw", 2, 2, 2, 2), weight("db", 2), weight("ct_w", 2, 2, 3, 3),
              numpy_helper.from_array(np.array([0.1, 0.2, 0.9, 0.8], np.float32), "roi"),
              numpy_helper.from_array(np.array([3, 7], np.int64), "rsizes")]
     nodes = [
@@ -227,14 +227,14 @@ def sampling(out):
         helper.make_node("ConvTranspose", ["rk", "ct_w"], ["ct"], strides=[2, 2], output_shape=[3, 7]),
         helper.make_node("ConvTranspose", ["ct", "ct_w"], ["ca"], strides=[2, 1], auto_pad="SAME_UPPER"),
     ]
-    inits += [const("ones", 16, 2, 2, 2),
+    inits += [weight("ones", 16, 2, 2, 2),
               numpy_helper.from_array(np.array([0], np.int64), "m0"),
               numpy_helper.from_array(np.array([8], np.int64), "m1"),
               numpy_helper.from_array(np.array([1], np.int64), "m_ax")]
-    save(out, "sampling", nodes, [x, theta], [helper.make_tensor_value_info("ca", F, None)], inits, opset=22)
+    save_seed(out, "sampling", nodes, [x, theta], [helper.make_tensor_value_info("ca", F, None)], inits, opset=22)
     up = [helper.make_node("Upsample", ["x", "uscales"], ["y"], mode="nearest")]
-    save(out, "upsample", up, [x], [helper.make_tensor_value_info("y", F, None)],
-         [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "uscales")], opset=9)
+    save_seed(out, "upsample", up, [x], [helper.make_tensor_value_info("y", F, None)],
+              [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "uscales")], opset=9)
 
 
 def random_ops(out):
@@ -253,7 +253,7 @@ def random_ops(out):
     outs = [helper.make_tensor_value_info(n, t, None) for n, t in
             [("rn", TensorProto.DOUBLE), ("ru", F), ("rnl", TensorProto.FLOAT16), ("b", TensorProto.INT32),
              ("m", TensorProto.INT64)]]
-    save(out, "random", nodes, [x], outs, [])
+    save_seed(out, "random", nodes, [x], outs, [])
 
 
 def conv_epilogues(out):
@@ -274,10 +274,10 @@ def conv_epilogues(out):
              helper.make_node("LeakyRelu", ["c3"], ["y3"], alpha=0.2),
              helper.make_node("FusedConv", ["y3", "w4", "b4"], ["y"], domain="com.microsoft", kernel_shape=[3, 3],
                               pads=[1, 1, 1, 1], activation="HardSigmoid", activation_params=[0.2, 0.5])]
-    inits = scalars + [const("w1", 4, 4, 3, 3), const("b1", 4), const("w2", 4, 2, 1, 1),
-                       const("w3", 4, 4, 3, 3), const("b3", 4), const("w4", 2, 4, 3, 3), const("b4", 2)]
-    save(out, "conv_epilogues", nodes, [x], [helper.make_tensor_value_info("y", F, None)], inits,
-         extra_opsets=[("com.microsoft", 1)])
+    inits = scalars + [weight("w1", 4, 4, 3, 3), weight("b1", 4), weight("w2", 4, 2, 1, 1),
+                       weight("w3", 4, 4, 3, 3), weight("b3", 4), weight("w4", 2, 4, 3, 3), weight("b4", 2)]
+    save_seed(out, "conv_epilogues", nodes, [x], [helper.make_tensor_value_info("y", F, None)], inits,
+              extra_opsets=[("com.microsoft", 1)])
 
 
 def conv_residual(out):
@@ -290,10 +290,10 @@ def conv_residual(out):
              helper.make_node("Add", ["c2", "x"], ["s"]), helper.make_node("Relu", ["s"], ["r2"]),
              helper.make_node("FusedConv", ["r2", "w3", "b3", "x"], ["y"], domain="com.microsoft", kernel_shape=[3, 3],
                               pads=[1, 1, 1, 1], activation="Relu")]
-    inits = [const("w1", 16, 16, 3, 3), const("b1", 16), const("w2", 16, 16, 3, 3), const("b2", 16),
-             const("w3", 16, 16, 3, 3), const("b3", 16)]
-    save(out, "conv_residual", nodes, [x], [helper.make_tensor_value_info("y", F, None)], inits,
-         extra_opsets=[("com.microsoft", 1)])
+    inits = [weight("w1", 16, 16, 3, 3), weight("b1", 16), weight("w2", 16, 16, 3, 3), weight("b2", 16),
+             weight("w3", 16, 16, 3, 3), weight("b3", 16)]
+    save_seed(out, "conv_residual", nodes, [x], [helper.make_tensor_value_info("y", F, None)], inits,
+              extra_opsets=[("com.microsoft", 1)])
 
 
 def main():

@@ -34,18 +34,18 @@ def w(name, *shape, scale=0.2):
     return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
 
 
-def i64(name, values):
+def i64_init(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
 
 
-def save(graph, name, out_dir=HERE):
+def save_fixture(graph, name, out_dir=HERE):
     model = helper.make_model(graph, opset_imports=OPSET, producer_name="dvm-fixtures")
     model.ir_version = 8
     onnx.checker.check_model(model)
     onnx.save(model, os.path.join(out_dir, name))
 
 
-def mlp():
+def mlp_model():
     nodes, inits = [], []
     prev, width = "x", 16
     for i, out in enumerate([32, 32, 4]):
@@ -60,16 +60,16 @@ def mlp():
     nodes.append(helper.make_node("Identity", [prev], ["y"], name="Output"))
     g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], inits)
-    save(g, "mlp.onnx")
+    save_fixture(g, "mlp.onnx")
 
 
-def bert(layers=2, hidden=32, heads=4, vocab=100, max_pos=64, ffn=64, name="bert.onnx", out_dir=HERE):
+def bert_model(layers=2, hidden=32, heads=4, vocab=100, max_pos=64, ffn=64, name="bert.onnx", out_dir=HERE):
     dh = hidden // heads
     nodes, inits = [], []
     n = nodes.append
     inits += [w("tok_emb", vocab, hidden), w("pos_emb", max_pos, hidden), w("emb_ln_g", hidden, scale=1.0),
-              w("emb_ln_b", hidden), i64("c0", [0]), i64("c1", [1]), i64("c_heads", [heads]),
-              i64("c_dh", [dh]), i64("c_hidden", [hidden]),
+              w("emb_ln_b", hidden), i64_init("c0", [0]), i64_init("c1", [1]), i64_init("c_heads", [heads]),
+              i64_init("c_dh", [dh]), i64_init("c_hidden", [hidden]),
               numpy_helper.from_array(np.array(1.0, np.float32), "one"),
               numpy_helper.from_array(np.array(-10000.0, np.float32), "neg"),
               numpy_helper.from_array(np.array(1 / np.sqrt(dh), np.float32), "scale"),
@@ -148,7 +148,7 @@ def bert(layers=2, hidden=32, heads=4, vocab=100, max_pos=64, ffn=64, name="bert
                            helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"])],
                           [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "seq", hidden])],
                           inits)
-    save(g, name, out_dir)
+    save_fixture(g, name, out_dir)
 
 
 def resnet():
@@ -189,7 +189,7 @@ def resnet():
     g = helper.make_graph(nodes, "resnet",
                           [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
                           [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])], inits)
-    save(g, "resnet.onnx")
+    save_fixture(g, "resnet.onnx")
 
 
 def control():
@@ -216,15 +216,15 @@ def control():
              helper.make_node("Loop", ["trips", "true", "branch"], ["y"], body=body, name="Loop")]
     g = helper.make_graph(nodes, "control", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])], [two, zero, trips])
-    save(g, "control.onnx")
+    save_fixture(g, "control.onnx")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--bert-base"]:  # BERT-base's sizes, for benchmarks: not committed
-        bert(layers=12, hidden=768, heads=12, vocab=30522, max_pos=512, ffn=3072, name="bert_base.onnx",
-             out_dir=sys.argv[2])
+        bert_model(layers=12, hidden=768, heads=12, vocab=30522, max_pos=512, ffn=3072, name="bert_base.onnx",
+                   out_dir=sys.argv[2])
         sys.exit(0)
-    mlp()
-    bert()
+    mlp_model()
+    bert_model()
     resnet()
     control()

@@ -22,7 +22,7 @@ CORPUS = os.path.join(HERE, "..", "fuzz", "corpus", "npy")
 SCALE = {"i1": 3, "i2": 1000, "i4": 100000007, "i8": 1000000000007}
 
 
-def values(code):
+def sample_values(code):
     k = np.arange(6)
     if code[0] == "f":
         v = (k - 2) * 0.75
@@ -35,12 +35,12 @@ def values(code):
     return v.astype(code).reshape(2, 3)
 
 
-def save(name, arr, version=None):
+def save_npy(name, arr, version=None):
     with open(os.path.join(FIXTURES, name), "wb") as f:
         npf.write_array(f, arr, version=version)
 
 
-def raw(path, header, data, version=1):
+def raw_npy(path, header, data, version=1):
     """A file with a hand-written header (padded as numpy pads it)."""
     h = header.encode("utf8" if version == 3 else "latin1")
     lenfmt = 2 if version == 1 else 4
@@ -56,21 +56,21 @@ def main():
     os.makedirs(FIXTURES, exist_ok=True)
     os.makedirs(CORPUS, exist_ok=True)
     for code in ["f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "b1"]:
-        a = values(code)
-        save(f"{code}_le.npy", a.astype(a.dtype.newbyteorder("<")))
-        save(f"{code}_be.npy", a.astype(a.dtype.newbyteorder(">")))
-    f4 = values("f4")
-    save("f4_v2.npy", f4, version=(2, 0))
-    save("f4_v3.npy", f4, version=(3, 0))
+        a = sample_values(code)
+        save_npy(f"{code}_le.npy", a.astype(a.dtype.newbyteorder("<")))
+        save_npy(f"{code}_be.npy", a.astype(a.dtype.newbyteorder(">")))
+    f4 = sample_values("f4")
+    save_npy("f4_v2.npy", f4, version=(2, 0))
+    save_npy("f4_v3.npy", f4, version=(3, 0))
     # Column-major on disk; the reader transposes to row-major.
-    save("fortran_2x3_f4.npy", np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)))
-    save("fortran_2x3x4_i4.npy",
-         np.asfortranarray(np.arange(24, dtype=">i4").reshape(2, 3, 4)))
-    save("scalar_f8.npy", np.array(3.5, dtype="<f8"))
-    save("empty_0x3_f4.npy", np.zeros((0, 3), dtype="<f4"))
-    save("empty_2x0x4_i8.npy", np.zeros((2, 0, 4), dtype="<i8"))
-    save("vec_i4.npy", np.arange(5, dtype="<i4"))
-    save("rank8_i2.npy", np.arange(16, dtype="<i2").reshape(1, 2, 1, 2, 1, 2, 1, 2))
+    save_npy("fortran_2x3_f4.npy", np.asfortranarray(np.arange(6, dtype="<f4").reshape(2, 3)))
+    save_npy("fortran_2x3x4_i4.npy",
+             np.asfortranarray(np.arange(24, dtype=">i4").reshape(2, 3, 4)))
+    save_npy("scalar_f8.npy", np.array(3.5, dtype="<f8"))
+    save_npy("empty_0x3_f4.npy", np.zeros((0, 3), dtype="<f4"))
+    save_npy("empty_2x0x4_i8.npy", np.zeros((2, 0, 4), dtype="<i8"))
+    save_npy("vec_i4.npy", np.arange(5, dtype="<i4"))
+    save_npy("rank8_i2.npy", np.arange(16, dtype="<i2").reshape(1, 2, 1, 2, 1, 2, 1, 2))
     # numpy leaves room for the first dim to grow by padding the header; here
     # that padding decides whether the data starts at 128 or 192. numpy.save
     # refuses these dims (their product overflows), so only the header is
@@ -81,28 +81,28 @@ def main():
     data = f4.astype("<f4").tobytes()
     # Headers numpy would read but never writes: native order, another key
     # order with double quotes and odd spacing, Python 2 long ints.
-    raw(os.path.join(FIXTURES, "native_f4.npy"),
-        "{'descr': '=f4', 'fortran_order': False, 'shape': (2, 3), }", data)
-    raw(os.path.join(FIXTURES, "reordered_f4.npy"),
-        '{ "shape" :(2,3) ,"fortran_order":False,\t"descr":"<f4"}', data)
-    raw(os.path.join(FIXTURES, "py2_long_f4.npy"),
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }", data)
+    raw_npy(os.path.join(FIXTURES, "native_f4.npy"),
+            "{'descr': '=f4', 'fortran_order': False, 'shape': (2, 3), }", data)
+    raw_npy(os.path.join(FIXTURES, "reordered_f4.npy"),
+            '{ "shape" :(2,3) ,"fortran_order":False,\t"descr":"<f4"}', data)
+    raw_npy(os.path.join(FIXTURES, "py2_long_f4.npy"),
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }", data)
 
     # Malformed seeds for the fuzzer (the valid fixtures seed it too).
-    raw(os.path.join(CORPUS, "short_data.npy"),
-        "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", data)
-    raw(os.path.join(CORPUS, "negative_dim.npy"),
-        "{'descr': '<i2', 'fortran_order': True, 'shape': (2, -3), }", data)
-    raw(os.path.join(CORPUS, "structured.npy"),
-        "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, 'shape': (1,), }",
-        data[:8])
-    raw(os.path.join(CORPUS, "v3_fortran_be.npy"),
-        "{'descr': '>f8', 'fortran_order': True, 'shape': (1, 2, 1, 3), }",
-        np.arange(6, dtype=">f8").tobytes(), version=3)
-    raw(os.path.join(CORPUS, "overflow_dims.npy"),
-        "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", b"")
-    raw(os.path.join(CORPUS, "bool_two.npy"),
-        "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", b"\x01\x02\x00")
+    raw_npy(os.path.join(CORPUS, "short_data.npy"),
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }", data)
+    raw_npy(os.path.join(CORPUS, "negative_dim.npy"),
+            "{'descr': '<i2', 'fortran_order': True, 'shape': (2, -3), }", data)
+    raw_npy(os.path.join(CORPUS, "structured.npy"),
+            "{'descr': [('a', '<f4'), ('b', '<i4')], 'fortran_order': False, 'shape': (1,), }",
+            data[:8])
+    raw_npy(os.path.join(CORPUS, "v3_fortran_be.npy"),
+            "{'descr': '>f8', 'fortran_order': True, 'shape': (1, 2, 1, 3), }",
+            np.arange(6, dtype=">f8").tobytes(), version=3)
+    raw_npy(os.path.join(CORPUS, "overflow_dims.npy"),
+            "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", b"")
+    raw_npy(os.path.join(CORPUS, "bool_two.npy"),
+            "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", b"\x01\x02\x00")
     with open(os.path.join(CORPUS, "truncated_preamble.npy"), "wb") as f:
         f.write(b"\x93NUMPY\x02\x00\x40")
 
