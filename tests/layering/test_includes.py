@@ -24,7 +24,7 @@ CLIENTS = ("serve", "python", "tools", "gen")
 ROOTS = [ROOT, ROOT / "vm" / "include", ROOT / "vm", ROOT / "compiler" / "include", ROOT / "compiler"]
 
 
-def sources():
+def c_sources():
     """Every C file of the tree outside tests/ and build folders."""
     for dirpath, dirs, files in os.walk(ROOT):
         here = Path(dirpath)
@@ -46,7 +46,7 @@ def resolve(src, name):
 
 def includes(under=None):
     """(file, line, name, resolved) of each include of a project header."""
-    for src in sources():
+    for src in c_sources():
         rel = src.relative_to(ROOT)
         if under and rel.parts[0] not in under:
             continue
