@@ -1,7 +1,7 @@
 """add and mul against NumPy, through the whole stack (asm, run, .npy)."""
 import numpy as np
 import pytest
-from dvmtest.paths import NODE_SUBSET as NODE
+from dvmtest.nodecases import single_node_cases
 
 from dvmop import DvmError, run1
 
@@ -27,7 +27,6 @@ def test_mismatch():
 
 # ---- every op, dtype and broadcasting pattern (ops/cpu/binary.c) ----
 
-import glob
 import os
 
 import dvmop
@@ -317,19 +316,7 @@ SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int8, 
                                    np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)}
 
 
-def binary_node_cases():
-    if not os.path.isdir(NODE):
-        return []
-    import onnx
-    cases = []
-    for d in sorted(glob.glob(os.path.join(NODE, "test_*"))):
-        model = onnx.load(os.path.join(d, "model.onnx"))
-        if len(model.graph.node) == 1 and model.graph.node[0].op_type in NODE_OPS:
-            cases.append(pytest.param(d, id=os.path.basename(d)))
-    return cases
-
-
-@pytest.mark.parametrize("case", binary_node_cases())
+@pytest.mark.parametrize("case", single_node_cases(NODE_OPS))
 def test_onnx_node(case):
     import onnx
     graph = onnx.load(os.path.join(case, "model.onnx")).graph

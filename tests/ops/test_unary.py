@@ -5,14 +5,13 @@ tests of these ops.
 bf16 has no .npy form, so bf16 cases run as a chain in one program:
 cast f32 -> bf16, the kernel, cast bf16 -> f32 (run_chain, which the other
 elementwise test files use too)."""
-import glob
 import math
 import os
 
 import ml_dtypes
 import numpy as np
 import pytest
-from dvmtest.paths import NODE_SUBSET as NODE
+from dvmtest.nodecases import single_node_cases
 
 import dvmop
 from dvmop import DTYPES, DvmError, run1, run_text
@@ -450,22 +449,7 @@ NODE_OPS = {"Abs": "abs", "Neg": "neg", "Relu": "relu", "Sqrt": "sqrt", "Exp": "
             "Not": "not", "Identity": "identity", "Clip": "clip", "Cast": "cast", "Gelu": "gelu"}
 
 
-def unary_node_cases():
-    if not os.path.isdir(NODE):
-        return []
-    import onnx
-    cases = []
-    for d in sorted(glob.glob(os.path.join(NODE, "test_*"))):
-        if d.endswith("_expanded"):
-            continue
-        model = onnx.load(os.path.join(d, "model.onnx"))
-        if len(model.graph.node) != 1 or model.graph.node[0].op_type not in NODE_OPS:
-            continue
-        cases.append(pytest.param(d, id=os.path.basename(d)))
-    return cases
-
-
-@pytest.mark.parametrize("case", unary_node_cases())
+@pytest.mark.parametrize("case", single_node_cases(NODE_OPS, expanded=False))
 def test_onnx_node(case):
     import onnx
     from onnx import helper
