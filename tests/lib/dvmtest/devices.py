@@ -1,14 +1,27 @@
-"""The devices a test case runs on: the CPU always, CUDA where dvm's
-driver finds a GPU (DVM_CUDA_DRIVER as dvm reads it, so the stand-in
-driver of tests/cuda counts as one). The `device` fixture runs a case once
-per device, CUDA skipped with the reason where it is not there; while a
-case runs on CUDA, compile_onnx and try_run (dvmtest.cli) compile for
+"""The devices a test case runs on: the CPU always, CUDA where dvm finds
+a GPU (as `dvm run --device cuda` does: the stand-in driver of tests/cuda,
+given as DVM_CUDA_DRIVER, counts as one). The `device` fixture runs a case
+once per device, CUDA skipped with the reason where it is not there; while
+a case runs on CUDA, compile_onnx and try_run (dvmtest.cli) compile for
 `cpu,cuda` and run with `--device cuda`."""
-import ctypes
 import functools
 import os
+import subprocess
+import tempfile
 
 import pytest
+
+from dvmtest.paths import DVM
+
+# a CUDA function that returns its argument: what dvm says running it is
+# the answer (the driver is loaded by dvm, never into this process, which
+# a sanitized stand-in driver would abort)
+PROBE = """.func "main@cuda" regs=1
+  .param x int
+  .result y int
+  ret (r0)
+.end
+"""
 
 DEVICES = ("cpu", "cuda")
 _active = ["cpu"]
@@ -17,14 +30,14 @@ _active = ["cpu"]
 @functools.cache
 def cuda_unavailable():
     """Why dvm cannot run on CUDA here, or None."""
-    lib = os.environ.get("DVM_CUDA_DRIVER", "libcuda.so.1")
-    try:
-        cuda = ctypes.CDLL(lib)
-    except OSError:
-        return f"{lib} not found (no NVIDIA driver)"
-    n = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(n)) != 0 or n.value < 1:
-        return "no CUDA device"
+    with tempfile.TemporaryDirectory() as d:
+        src, mod = os.path.join(d, "probe.dvms"), os.path.join(d, "probe.dvmb")
+        with open(src, "w") as f:
+            f.write(PROBE)
+        for args in (["asm", src, "-o", mod], ["run", "--device", "cuda", mod, "-i", "x=1"]):
+            p = subprocess.run([DVM, *args], capture_output=True, text=True, timeout=120)
+            if p.returncode:
+                return p.stderr.strip().split("not available: ")[-1]
     return None
 
 
