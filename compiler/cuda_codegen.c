@@ -649,15 +649,18 @@ static void *compile_image(void *arg) {
 }
 
 /* The images, compiled at once: NVRTC allows concurrent calls on distinct
- * programs, and each takes seconds. The first failure wins. */
+ * programs, and each takes seconds. The first failure wins. Each on a
+ * thread of its own, not the caller's: NVRTC's thread-local state then
+ * goes with the thread, and LeakSanitizer (gcc 12's) crashes at exit
+ * scanning it on a thread that outlives the compile. */
 static dvm_status *compile_images(const char *src, const char *name, void **img, size_t *isz) {
   image_job jobs[NIMAGES];
   pthread_t th[NIMAGES];
   int started[NIMAGES] = {0};
   for (int i = 0; i < NIMAGES; i++) {
     jobs[i] = (image_job){src, name, archs[i], NULL, 0, NULL};
-    /* the last one, and any the system will not start a thread for, here */
-    started[i] = i + 1 < NIMAGES && pthread_create(&th[i], NULL, compile_image, &jobs[i]) == 0;
+    /* any the system will not start a thread for, here */
+    started[i] = pthread_create(&th[i], NULL, compile_image, &jobs[i]) == 0;
     if (!started[i]) compile_image(&jobs[i]);
   }
   dvm_status *st = NULL;
