@@ -33,9 +33,9 @@ def assert_no_sanitizer_report(stderr):
         assert bad not in report, stderr
 
 
-def dvm(*args, timeout=600, env=None, exe=None):
+def dvm(*args, timeout=600, env=None):
     """`dvm ARGS...` (each str()ed): the CompletedProcess, text output."""
-    p = subprocess.run([exe or DVM, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+    p = subprocess.run([DVM, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
     assert_no_sanitizer_report(p.stderr)
     return p
 
