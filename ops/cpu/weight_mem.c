@@ -21,6 +21,9 @@
 #define MADV_COLLAPSE 25
 #endif
 
+/* p's whole 2 MiB pieces advised onto 2 MiB pages: advice, failure is harmless. */
+static void advise_huge(void *p, size_t bytes) { madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); }
+
 void *dvm_weight_alloc_lazy(size_t bytes) {
   void *p = NULL;
   return posix_memalign(&p, bytes >= HUGE_PAGE ? HUGE_PAGE : 64, bytes ? bytes : 64) == 0 ? p : NULL;
@@ -28,7 +31,7 @@ void *dvm_weight_alloc_lazy(size_t bytes) {
 
 void dvm_weight_settle(void *p, size_t bytes) {
   if (bytes < HUGE_PAGE) return;
-  madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE); /* advice: failure is harmless */
+  advise_huge(p, bytes);
 #ifdef MADV_COLLAPSE
   madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_COLLAPSE);
 #endif
@@ -36,6 +39,6 @@ void dvm_weight_settle(void *p, size_t bytes) {
 
 void *dvm_weight_alloc(size_t bytes) {
   void *p = dvm_weight_alloc_lazy(bytes);
-  if (p && bytes >= HUGE_PAGE) madvise(p, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+  if (p && bytes >= HUGE_PAGE) advise_huge(p, bytes);
   return p;
 }
