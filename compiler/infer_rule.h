@@ -1,6 +1,6 @@
 /* What the shape rules share (infer.h is the pass's interface). infer.c
  * runs the pass; the rules of ops.def's SHAPE column are defined one file
- * per op family, named like ops/cpu/ and shapefuncs/ (infer_matmul.c,
+ * per shape-function family, named like shapefuncs/ (infer_matmul.c,
  * infer_movement.c, ...), with the helpers below (infer_rule.c). A rule
  * reads a node's inputs and attributes and sets what it can tell of its
  * outputs; what it cannot tell stays unknown. */
