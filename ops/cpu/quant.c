@@ -12,7 +12,7 @@
  *     u8, i8, i16, u16 or i32; scale and zp shaped as above.
  *   dynamic_quantize_linear(in: x f32) -> y u8, y_scale f32 [], y_zp u8 []
  *     scale = (max(x, 0) - min(x, 0)) / 255 (1 when that is 0, as ONNX
- *     Runtime), zp = saturate(round_half_even(-min(x, 0) / scale)), y as
+ *     Runtime), zp = round_half_even(clamp(-min(x, 0) / scale, 0, 255)), y as
  *     quantize_linear. Shape function "dynamic_quantize_linear".
  *   matmul_integer(in: a, b[, a_zp[, b_zp]]) -> y i32
  *     ONNX MatMulInteger: (a - a_zp) x (b - b_zp) with MatMul's shapes and
@@ -110,12 +110,16 @@ static void range_of(int dt, int32_t *lo, int32_t *hi) {
   *hi = dt == DVM_U8 ? 255 : dt == DVM_I8 ? 127 : dt == DVM_U16 ? 65535 : 32767;
 }
 
+/* r saturated to [lo, hi]; a NaN (x / scale of an infinite x and scale)
+ * to lo, as ONNX Runtime's MLAS clamps it (its max(NaN, lo) is lo). */
+#define SATURATE(r, lo, hi) ((r) >= (float)(lo) ? ((r) <= (float)(hi) ? (int32_t)(r) : (hi)) : (lo))
+
 /* round_half_even(v) + zp, saturated to dtype dt, stored at y[i]. */
 static void store_q(void *y, int dt, int64_t i, float v, int32_t zp) {
   int32_t lo, hi;
   range_of(dt, &lo, &hi);
   float r = nearbyintf(v) + (float)zp; /* the default rounding mode: half to even */
-  int32_t q = r < (float)lo ? lo : r > (float)hi ? hi : (int32_t)r;
+  int32_t q = SATURATE(r, lo, hi);
   if (dt == DVM_U8) ((uint8_t *)y)[i] = (uint8_t)q;
   else if (dt == DVM_I8) ((int8_t *)y)[i] = (int8_t)q;
   else if (dt == DVM_U16) ((uint16_t *)y)[i] = (uint16_t)q;
@@ -128,7 +132,7 @@ static void store_q(void *y, int dt, int64_t i, float v, int32_t zp) {
   DVM_VEC static void name(const float *x, int64_t n, float scale, int32_t zp, T *y) { \
     _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                              \
       float r = nearbyintf(x[i] / scale) + (float)zp;                                  \
-      y[i] = (T)(r < (float)(LO) ? (LO) : r > (float)(HI) ? (HI) : (int32_t)r);        \
+      y[i] = (T)SATURATE(r, LO, HI);                                                   \
     }                                                                                  \
   }
 QUANT_ROW(quant_row_u8, uint8_t, 0, 255)
@@ -277,8 +281,12 @@ DVM_VEC static void dynamic_params(const float *x, int64_t n, float *scale, uint
 
 void dvm_cpu_quant_u8_params(float lo, float hi, float *scale, uint8_t *zp) {
   *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-  float z = nearbyintf(-lo / *scale);
-  *zp = (uint8_t)(z < 0 ? 0 : z > 255 ? 255 : z);
+  /* ONNX Runtime's order: clamped as std::max(0, std::min(255, z)), then
+   * rounded, so the NaN of an infinite lo (-inf / inf) becomes 255 */
+  float z = 0.0f - lo / *scale;
+  z = z < 255.0f ? z : 255.0f;
+  z = 0.0f < z ? z : 0.0f;
+  *zp = (uint8_t)nearbyintf(z);
 }
 
 void dvm_cpu_quant_u8(const float *x, int64_t n, float scale, uint8_t zp, uint8_t *y) {

@@ -30,8 +30,9 @@ void dvm_cpu_quant_dequant_bytes(const dvm_tensor *t, int64_t at, int64_t n, flo
 
 /* DynamicQuantizeLinear's u8 scale and zero point for values whose
  * minimum is lo and maximum hi, both taken with 0 (lo <= 0 <= hi):
- * scale (hi - lo) / 255 (1 when that is 0), zero point
- * round_half_even(-lo / scale) saturated, as ONNX Runtime computes them. */
+ * scale (hi - lo) / 255 (1 when that is 0), zero point (0 - lo / scale)
+ * clamped to [0, 255] then rounded half to even, as ONNX Runtime computes
+ * them. */
 void dvm_cpu_quant_u8_params(float lo, float hi, float *scale, uint8_t *zp);
 
 /* y[i] = saturate(round_half_even(x[i] / scale) + zp) for i < n. */
