@@ -76,9 +76,12 @@ static dvm_status *host_tensor(const char *fn, const dvm_value *in, int nin, int
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input 0 must be a tensor, got %s", fn, dvm_kind_name((dvm_kind)in[0].kind));
   const dvm_tensor *t = in[0].u.tensor;
   int64_t n = dvm_tensor_numel(t);
-  if (dvm_tensor_device(t) != DVM_DEVICE_CPU || n > max || (max == 1 && n != 1))
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a host tensor of %s%lld element%s is needed, got %lld", fn,
-                          max == 1 ? "" : "at most ", (long long)max, max == 1 ? "" : "s", (long long)n);
+  if (dvm_tensor_device(t) != DVM_DEVICE_CPU || n > max || (max == 1 && n != 1)) {
+    char s[DVM_SHAPE_STR_SIZE];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a host tensor of %s%lld element%s is needed, got %lld (shape %s, on %s)", fn,
+                          max == 1 ? "" : "at most ", (long long)max, max == 1 ? "" : "s", (long long)n,
+                          dvm_shape_str(s, dvm_tensor_rank(t), dvm_tensor_dims(t)), dvm_device_name(dvm_tensor_device(t)));
+  }
   /* one element of any rank is a scalar (an If's condition may be bool[1, 1]); a list is a vector */
   if (max > 1 && dvm_tensor_rank(t) > 1)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a host tensor of rank 0 or 1 is needed, got rank %d", fn,
