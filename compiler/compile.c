@@ -40,11 +40,14 @@ static void warn(void *ctx, const char *msg) {
  * not one to settle by taking the last. */
 static dvm_status *set_dims(dvmc_ctx *c, const dvmc_graph *g, const dvmc_compile_options *o) {
   for (int i = 0; i < o->ndims; i++) {
-    size_t n = strcspn(o->dims[i], "=");
-    for (int j = 0; j < i; j++)
-      if (strncmp(o->dims[j], o->dims[i], n) == 0 && o->dims[j][n] == '=' && o->dims[i][n] == '=')
+    const char *eq = strrchr(o->dims[i], '='); /* the name is all before the last '=' */
+    size_t n = eq ? (size_t)(eq - o->dims[i]) : strlen(o->dims[i]);
+    for (int j = 0; j < i; j++) {
+      const char *eqj = strrchr(o->dims[j], '=');
+      if (eq && eqj && eqj - o->dims[j] == eq - o->dims[i] && strncmp(o->dims[j], o->dims[i], n) == 0)
         return dvm_status_new(DVM_INVALID_ARGUMENT, "dim: %.*s is given twice (%s, %s)", (int)n, o->dims[i],
                               o->dims[j], o->dims[i]);
+    }
     dvm_status *st = dvmc_graph_set_dim(c, g, o->dims[i]);
     if (st) return dvm_status_annotate(st, "dim");
   }

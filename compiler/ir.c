@@ -220,25 +220,28 @@ static bool dim_value(const char *s, const char **end, long long *out) {
 }
 
 dvm_status *dvmc_graph_set_dim(dvmc_ctx *c, const dvmc_graph *g, const char *spec) {
-  char name[128];
   long long lo, hi;
-  const char *eq = strchr(spec, '='), *p;
-  bool ok = eq && eq > spec && eq - spec < (ptrdiff_t)sizeof name && dim_value(eq + 1, &p, &lo);
+  /* the last '=': the bounds hold none, so the name may hold any character */
+  const char *eq = strrchr(spec, '='), *p;
+  bool ok = eq && eq > spec && dim_value(eq + 1, &p, &lo);
   if (ok && *p) ok = p[0] == '.' && p[1] == '.' && dim_value(p + 2, &p, &hi) && !*p;
   else hi = lo;
   if (!ok || hi < lo)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: expected NAME=N or NAME=LO..HI with 0 <= LO <= HI <= %lld",
                           spec, LLONG_MAX);
-  snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
+  size_t n = (size_t)(eq - spec);
   for (int k = 0; k < g->ninputs; k++)
     for (int d = 0; d < g->inputs[k]->rank; d++) {
       const char *s = dvmc_expr_sym_name(g->inputs[k]->dims[d]);
-      if (s && strcmp(s, name) == 0) {
-        dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, name), lo, hi);
+      if (s && strlen(s) == n && memcmp(s, spec, n) == 0) {
+        dvmc_sym_set_range(c->exprs, dvmc_sym(c->exprs, s), lo, hi);
         return NULL;
       }
     }
-  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: no input of the model has a dim named \"%s\"", spec, name);
+  bool ident = strspn(spec, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") == n;
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: no input of the model has a dim named \"%.*s\"%s", spec, (int)n, spec,
+                        ident ? "" : " (a dim_param that is not an identifier of letters, digits and '_' is an "
+                                     "unknown dim, which has no name)");
 }
 
 const dvmc_attr *dvmc_attr_find(const dvmc_node *n, const char *name) {

@@ -47,6 +47,22 @@ void dvm_cli_print_param(FILE *out, const dvm_param_info *p);
  * (returning -1, *m set; release it). */
 int dvm_cli_load_one(const char *cmd, const char *usage, int argc, char **argv, dvm_module **m);
 
+/* One --input or --output argument (text), or the NAME of an --input-name
+ * or --output-name before one (is_name). */
+typedef struct {
+  const char *text;
+  int is_name;
+} dvm_cli_arg;
+
+/* Binds args, in command-line order, to function f's parameters (result
+ * 0) or results (result 1): slots[k] (nslots of them, NULL on entry) gets
+ * the FILE (or number) for position k, pointing into args' text. The forms
+ * are in tools/bind.c and docs/cli.md; an unknown or ambiguous name, a
+ * position bound twice, one argument too many, or a name not followed by
+ * its argument is an error naming it. */
+DVM_MUST_USE dvm_status *dvm_cli_bind(const dvm_module *m, int f, int result, const dvm_cli_arg *args, int nargs,
+                                      int nslots, const char **slots);
+
 /* The device `--device auto` means for m (dvm_device_auto). It says which
  * on stderr, and why not CUDA, when m has CUDA functions or with verbose:
  * a CPU-only module runs quietly. */

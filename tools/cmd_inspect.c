@@ -120,7 +120,7 @@ static int inspect_memory(const char *path, int ndims, char **dims) {
   const char *names[MAX_DIMS];
   int64_t values[MAX_DIMS];
   for (int i = 0; i < ndims; i++) {
-    char *eq = strchr(dims[i], '='), *end;
+    char *eq = strrchr(dims[i], '='), *end; /* N holds no '=': the name is all before the last */
     values[i] = eq ? strtoll(eq + 1, &end, 10) : -1;
     if (!eq || eq == dims[i] || !eq[1] || *end || values[i] < 0) {
       dvm_module_release(m);

@@ -471,9 +471,11 @@ static char **complete(const char *text, int start_pos, int end) {
 }
 
 static const char usage_text[] =
-    "usage: dvm repl MODEL.dvmb [--input FILE | --input NAME=FILE]... [--function NAME]\n"
-    "                [--device cpu|auto] [--script FILE]\n"
+    "usage: dvm repl MODEL.dvmb [--input FILE | --input NAME=FILE | --input-name NAME --input FILE]...\n"
+    "                [--function NAME] [--device cpu|auto] [--script FILE]\n"
     "  an interactive debugger for the bytecode; `help` at its prompt lists the commands.\n"
+    "  Inputs bind as for dvm run (NAME=FILE: NAME one of the function's names, any characters;\n"
+    "  --input-name NAME --input FILE: NAME exactly, FILE whole).\n"
     "  Commands are read from --script FILE, or from standard input when it is not a terminal.\n"
     "  --max-steps N          an invocation stops after N instructions\n"
     "  --memory-limit BYTES   most bytes each device pool may hold (suffix K, M or G: 1024s)\n";
@@ -483,17 +485,18 @@ int dvm_cmd_repl(int argc, char **argv) {
       {"input", required_argument, 0, 'i'}, {"function", required_argument, 0, 'f'},
       {"device", required_argument, 0, 'd'}, {"script", required_argument, 0, 's'},
       {"help", no_argument, 0, 'h'}, {"max-steps", required_argument, 0, 'S'},
-      {"memory-limit", required_argument, 0, 'M'}, {0, 0, 0, 0}};
-  const char *fname = NULL, *script = NULL, *ins[MAX_INPUTS];
+      {"memory-limit", required_argument, 0, 'M'}, {"input-name", required_argument, 0, 'I'}, {0, 0, 0, 0}};
+  const char *fname = NULL, *script = NULL;
+  dvm_cli_arg ins[2 * MAX_INPUTS];
   int nin = 0;
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "i:f:d:s:h", opts, NULL)) != -1;) {
     switch (c) {
-    case 'i':
-      if (nin == MAX_INPUTS) return dvm_cli_usage_error("repl", "too many --input");
-      ins[nin++] = optarg;
+    case 'i': case 'I':
+      if (nin == 2 * MAX_INPUTS) return dvm_cli_usage_error("repl", "too many --input");
+      ins[nin++] = (dvm_cli_arg){optarg, c == 'I'};
       break;
     case 'f': fname = optarg; break;
     case 'd':
@@ -525,24 +528,12 @@ int dvm_cmd_repl(int argc, char **argv) {
     return dvm_cli_usage_error("repl", "no function \"%s\"", fname ? fname : "main");
   }
   int np = dvm_function_param_count(r.m, r.f);
-  for (int i = 0, next = 0; i < nin; i++) {
-    const char *eq = strchr(ins[i], '=');
-    int p = -1;
-    if (eq) {
-      for (int k = 0; k < np; k++) {
-        dvm_param_info info;
-        dvm_function_param(r.m, r.f, k, &info);
-        if (strlen(info.name) == (size_t)(eq - ins[i]) && !strncmp(info.name, ins[i], (size_t)(eq - ins[i]))) p = k;
-      }
-    } else {
-      p = next++;
-    }
-    if (p < 0 || p >= np) {
-      dvm_module_release(r.m);
-      return dvm_cli_usage_error("repl", "--input %s does not match an input of %s", ins[i], dvm_function_name(r.m, r.f));
-    }
-    r.inputs[p] = strdup(eq ? eq + 1 : ins[i]);
+  const char *slots[MAX_INPUTS] = {0};
+  if (np > MAX_INPUTS || (st = dvm_cli_bind(r.m, r.f, 0, ins, nin, np, slots))) {
+    dvm_module_release(r.m);
+    return st ? dvm_cli_fail("repl", st) : dvm_cli_usage_error("repl", "more than %d inputs", MAX_INPUTS);
   }
+  for (int p = 0; p < np; p++) r.inputs[p] = slots[p] ? strdup(slots[p]) : NULL;
   if ((st = dvm_vm_create(r.m, &vo, &r.vm))) {
     dvm_module_release(r.m);
     return dvm_cli_fail("repl", st);

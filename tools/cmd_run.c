@@ -26,8 +26,10 @@ static const char usage_text[] =
     "                                     sequence or optional as a SequenceProto .pb, or as a\n"
     "                                     directory of 0.npy, 1.npy, ...;\n"
     "                                     without it each result is summarized on stdout\n"
-    "                                     (NAME is one of the function's names, of any length;\n"
-    "                                     it may contain '=' and '/')\n"
+    "                                     (NAME=FILE: NAME is one of the function's names, of any\n"
+    "                                     length and any characters, '=' and '/' included)\n"
+    "  --input-name NAME --input FILE     bind input NAME exactly to FILE taken whole, whatever\n"
+    "  --output-name NAME --output FILE   either holds (needed where NAME=FILE is ambiguous)\n"
     "  --function NAME                    function to run (default: main, or the only one)\n"
     "  --device cpu|cuda|auto             where tensors live (default auto: cuda when a device is\n"
     "                                     present and the model was compiled for it, else cpu)\n"
@@ -41,55 +43,6 @@ static const char usage_text[] =
     "  --verbose                          say which device auto picked, and why (always said\n"
     "                                     for a module with CUDA functions)\n"
     DVM_CLI_LIMIT_USAGE;
-
-/* The parameter or result named by "NAME=VALUE": NAME is matched against
- * the function's own names, so a name may hold any character, '=' and '/'
- * included (the longest name that matches wins); -1 when none does. */
-static int named_slot(const dvm_module *m, int f, int nslots, int result, const char *arg) {
-  int k = -1;
-  size_t best = 0;
-  for (int p = 0; p < nslots; p++) {
-    dvm_param_info info;
-    if (result) dvm_function_result(m, f, p, &info);
-    else dvm_function_param(m, f, p, &info);
-    size_t n = strlen(info.name);
-    if (n >= best && strncmp(arg, info.name, n) == 0 && arg[n] == '=') k = p, best = n;
-  }
-  return k;
-}
-
-/* Resolves each --input/--output argument to a parameter or result
- * position: "NAME=VALUE" for a name of the function, else a positional
- * VALUE when it has no '=' or names an existing file; slots[k] gets the
- * VALUE. NULL on success. */
-static dvm_status *assign(const dvm_module *m, int f, const char **args, int nb, int nslots, int result,
-                          const char **slots) {
-  const char *what = result ? "output" : "input";
-  int next = 0;
-  for (int i = 0; i < nb; i++) {
-    const char *value = args[i], *eq = strchr(args[i], '=');
-    int k = named_slot(m, f, nslots, result, args[i]);
-    if (k >= 0) {
-      dvm_param_info info;
-      if (result) dvm_function_result(m, f, k, &info);
-      else dvm_function_param(m, f, k, &info);
-      value = args[i] + strlen(info.name) + 1;
-    } else if (eq && access(args[i], F_OK) != 0) {
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "\"%s\": function \"%s\" has no %s named \"%.*s\" (nor is it a file)",
-                            args[i], dvm_function_name(m, f), what, (int)(eq - args[i]), args[i]);
-    } else {
-      while (next < nslots && slots[next]) next++;
-      k = next;
-      if (k >= nslots)
-        return dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" takes %d %ss; \"%s\" is one too many",
-                              dvm_function_name(m, f), nslots, what, value);
-    }
-    if (slots[k])
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s %d is bound twice", what, k);
-    slots[k] = value;
-  }
-  return NULL;
-}
 
 /* An ONNX TensorProto file (the ONNX test data's input_N.pb). */
 static dvm_status *read_pb(const char *path, dvm_tensor **out) {
@@ -307,8 +260,9 @@ int dvm_cmd_run(int argc, char **argv) {
       {"threads", required_argument, 0, 't'}, {"show", required_argument, 0, 'n'},
       {"stats", no_argument, 0, 's'}, {"tf32", no_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
       {"verbose", no_argument, 0, 'v'}, {"profile", no_argument, 0, 'P'},
-      {"trace", required_argument, 0, 'R'}, DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
-  const char *ins[MAX_BINDINGS], *outs[MAX_BINDINGS];
+      {"trace", required_argument, 0, 'R'}, {"input-name", required_argument, 0, 'I'},
+      {"output-name", required_argument, 0, 'N'}, DVM_CLI_LIMIT_OPTIONS, {0, 0, 0, 0}};
+  dvm_cli_arg ins[2 * MAX_BINDINGS], outs[2 * MAX_BINDINGS];
   int nin = 0, nout = 0, show = 8, stats = 0, verbose = 0, profile = 0, bad;
   double timeout = 0;
   const char *fname = NULL, *trace = NULL;
@@ -319,13 +273,13 @@ int dvm_cmd_run(int argc, char **argv) {
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "i:o:f:d:t:n:shv", opts, NULL)) != -1;) {
     switch (c) {
-    case 'i':
-      if (nin == MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --input");
-      ins[nin++] = optarg;
+    case 'i': case 'I':
+      if (nin == 2 * MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --input");
+      ins[nin++] = (dvm_cli_arg){optarg, c == 'I'};
       break;
-    case 'o':
-      if (nout == MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --output");
-      outs[nout++] = optarg;
+    case 'o': case 'N':
+      if (nout == 2 * MAX_BINDINGS) return dvm_cli_usage_error("run", "too many --output");
+      outs[nout++] = (dvm_cli_arg){optarg, c == 'N'};
       break;
     case 'f': fname = optarg; break;
     case 'd':
@@ -369,7 +323,7 @@ int dvm_cmd_run(int argc, char **argv) {
     rc = dvm_cli_usage_error("run", "function has more than %d inputs or results", MAX_BINDINGS);
     goto done;
   }
-  if ((st = assign(m, f, ins, nin, np, 0, in_slots)) || (st = assign(m, f, outs, nout, nr, 1, out_slots))) {
+  if ((st = dvm_cli_bind(m, f, 0, ins, nin, np, in_slots)) || (st = dvm_cli_bind(m, f, 1, outs, nout, nr, out_slots))) {
     rc = dvm_cli_fail("run", st);
     goto done;
   }
