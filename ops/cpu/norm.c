@@ -524,6 +524,56 @@ void dvm_cpu_skip_layernorm_rows(int threads, int64_t rows, int64_t n, const flo
   if (rows > 0 && n > 0) dvm_vec_parallel(rows * n >= MIN_PAR ? threads : 1, rows, layernorm_rows, &j);
 }
 
+/* ---- instance_norm and group_norm rows (f32) -------------------------- */
+
+typedef struct group_job {
+  const float *x, *scale, *bias;
+  float *y;
+  int64_t groups, cg, s; /* groups per image, channels per group, elements per channel */
+  float eps;
+} group_job;
+
+/* A row whose f32 sums overflow, in double (as layernorm_row_wide):
+ * *mean and the inverse standard deviation. */
+static float group_row_wide(const float *x, int64_t n, float eps, float *mean_out) {
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; i++) sum += x[i];
+  double mean = sum / (double)n;
+  for (int64_t i = 0; i < n; i++) sq += ((double)x[i] - mean) * ((double)x[i] - mean);
+  *mean_out = (float)mean;
+  return (float)(1.0 / sqrt(sq / (double)n + eps));
+}
+
+/* A task per (image, group) row of cg * s elements: its mean and variance
+ * in registers (row_sum, row_sq_dev, two passes), then per channel y =
+ * (x - mean) * (inv * scale[c]) + bias[c]. */
+DVM_VEC static void group_rows(const void *job, int64_t r0, int64_t r1) {
+  const group_job *j = job;
+  int64_t n = j->cg * j->s;
+  for (int64_t row = r0; row < r1; row++) {
+    const float *x = j->x + row * n;
+    float *y = j->y + row * n;
+    float mean = row_sum(x, n) / (float)n, sq = row_sq_dev(x, mean, n);
+    float inv = 1.0f / sqrtf(sq / (float)n + j->eps);
+    if (!isfinite(sq)) inv = group_row_wide(x, n, j->eps, &mean); /* (an inf or NaN in x stays NaN) */
+    for (int64_t k = 0; k < j->cg; k++) {
+      int64_t c = row % j->groups * j->cg + k;
+      float mul = inv * j->scale[c], add = j->bias[c];
+      const float *xc = x + k * j->s;
+      float *yc = y + k * j->s;
+#pragma omp simd
+      for (int64_t i = 0; i < j->s; i++) yc[i] = (xc[i] - mean) * mul + add;
+    }
+  }
+}
+
+void dvm_cpu_group_norm_rows(int threads, int64_t images, int64_t groups, int64_t cg, int64_t s, const float *x,
+                             const float *scale, const float *bias, float eps, float *y) {
+  group_job j = {x, scale, bias, y, groups, cg, s, eps};
+  int64_t rows = images * groups;
+  if (rows > 0 && cg * s > 0) dvm_vec_parallel(rows * cg * s >= MIN_PAR ? threads : 1, rows, group_rows, &j);
+}
+
 static dvm_status *layernorm(const dvm_kernel_args *a) { return norm_layer(a, "layernorm", 0); }
 static dvm_status *rmsnorm(const dvm_kernel_args *a) { return norm_layer(a, "rmsnorm", 1); }
 

@@ -8,7 +8,7 @@
  *     ONNX GroupNormalization (opset 21: scale and bias per channel): per
  *     (n, group of C / num_groups channels), over those channels and the
  *     spatial dims; then scale and bias per channel. stash_type 0 or 1
- *     (both are computed in double here).
+ *     (both compute in f32 for f32 X, in double for f64).
  *   mvn (in: X; attrs: axes:shape) -> Y
  *     ONNX MeanVarianceNormalization: over the axes (empty: [0, 2, 3]),
  *     (x - mean) / (sqrt(mean(x^2) - mean^2) + 1e-9), as ONNX's reference.
@@ -24,15 +24,18 @@
  *     input_mean * momentum + mean * (1 - momentum), the variance alike.
  *
  * X, the parameters and Y are f32 or f64, all one dtype; Y has X's shape
- * (shape function "same"). Everything is computed in double on a copy, so
- * Y may be X's memory. Statistics are two-pass (mean, then the squared
- * deviations). */
+ * (shape function "same"), and may be X's memory. Statistics are two-pass
+ * (mean, then the squared deviations). instance_norm and group_norm in f32
+ * run norm.c's vectorized rows (dvm_cpu_group_norm_rows: f32 sums, as
+ * ONNX Runtime's, in double only where they overflow), one (image, group)
+ * a task on the pool; everything else is computed in double on a copy. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/norm.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
 #include "shapefuncs/shape.h"
@@ -148,6 +151,11 @@ static dvm_status *channel_groups(const dvm_kernel_args *a, const char *op, int6
   int64_t n = dvm_tensor_numel(x), c = x->dims[1];
   if (n == 0) return NULL;
   int64_t s = n / (x->dims[0] * c);
+  if (x->dtype == DVM_F32) {
+    dvm_cpu_group_norm_rows(dvm_kargs_threads(a), x->dims[0], c / cg, cg, s, dvm_tensor_ptr(x),
+                            dvm_tensor_ptr(a->in[1]), dvm_tensor_ptr(a->in[2]), (float)eps, dvm_tensor_ptr(a->out[0]));
+    return NULL;
+  }
   double *buf = malloc(sizeof(double) * (size_t)(n + 2 * c));
   if (!buf) return oom(op);
   double *scale = buf + n, *bias = scale + c;

@@ -294,11 +294,17 @@ def group_norm_ref(x, groups, s, b, eps):
 NORM_SHAPES = [(2, 3, 4, 5), (1, 1, 1), (3, 7, 13), (2, 5), (0, 3, 4), (1, 2, 1, 1, 3)]
 
 
-@pytest.mark.parametrize("shape", [s for s in NORM_SHAPES if len(s) >= 3])
+# and rows of f32 instance_norm's vector loops (16 lanes): one past, a prime,
+# rows spread over threads (from 2^14 elements), a long one off zero
+INSTANCE_SHAPES = [s for s in NORM_SHAPES if len(s) >= 3] + [(1, 3, 17), (2, 5, 1031), (4, 8, 1031),
+                                                             (1, 4, 130, 127)]
+
+
+@pytest.mark.parametrize("shape", INSTANCE_SHAPES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_instance_norm(shape, dtype):
-    x, s, b = rand_norm(shape, dtype, 3), rand_norm(shape[1:2], dtype), rand_norm(shape[1:2], dtype)
-    got = run1("instance_norm", [x, s, b], [1e-5], outputs=[(dtype, shape)])
+    x, s, b = rand_norm(shape, dtype, 3) + 5, rand_norm(shape[1:2], dtype), rand_norm(shape[1:2], dtype)
+    got = run1("instance_norm", [x, s, b], [1e-5], outputs=[(dtype, shape)], threads=2)
     want = group_norm_ref(x, shape[1], s, b, 1e-5)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     if x.size and x.ndim > 2 and dtype == np.float32:
@@ -306,11 +312,22 @@ def test_instance_norm(shape, dtype):
         np.testing.assert_allclose(got, ort_node("InstanceNormalization", [x, s, b], {}), rtol=1e-4, atol=1e-4)
 
 
+def test_instance_norm_wide_rows():
+    """f32 rows whose sums overflow f32 (|x| near 3e38) take their statistics
+    in double: finite, as the formula gives; a row with an inf is NaN."""
+    x = np.stack([rng.uniform(1e38, 3e38, 40) * rng.choice([-1, 1], 40), np.full(40, 3e38),
+                  np.r_[np.inf, np.zeros(39)]]).astype(np.float32)[None]
+    s, b = np.ones(3, np.float32), np.zeros(3, np.float32)
+    got = run1("instance_norm", [x, s, b], [1e-5], outputs=[(np.float32, x.shape)])
+    np.testing.assert_allclose(got[:, :2], group_norm_ref(x[:, :2], 2, s[:2], b[:2], 1e-5), rtol=1e-5, atol=1e-5)
+    assert np.isnan(got[0, 2]).all()
+
+
 @pytest.mark.parametrize("shape,groups", [((2, 4, 3, 3), 2), ((1, 6, 7), 3), ((3, 5, 2), 5), ((2, 6), 1),
-                                           ((0, 4, 2), 2), ((1, 1, 1), 1)])
+                                           ((0, 4, 2), 2), ((1, 1, 1), 1), ((2, 6, 17, 19), 3), ((3, 10, 1031), 2)])
 def test_group_norm(shape, groups):
     x, s, b = rand_norm(shape, np.float32, 2), rand_norm(shape[1:2]), rand_norm(shape[1:2])
-    got = run1("group_norm", [x, s, b], [1e-3, groups, 1], outputs=[(np.float32, shape)])
+    got = run1("group_norm", [x, s, b], [1e-3, groups, 1], outputs=[(np.float32, shape)], threads=2)
     np.testing.assert_allclose(got, group_norm_ref(x, groups, s, b, 1e-3), rtol=1e-5, atol=1e-5)
 
 
