@@ -8,6 +8,7 @@ outputs (DequantizeLinear) within 1e-6 relative."""
 import numpy as np
 import onnxruntime as ort
 import pytest
+from dvmtest import devices
 from dvmtest.cli import compile_onnx, run_module
 from dvmtest.onnxmodel import save_model
 from onnx import TensorProto, helper, numpy_helper
@@ -254,6 +255,8 @@ def test_quantize_dynamic_encoder_agrees_with_ort(tmp_path):
     max |ORT|, one at 4.5e-3 (2 x 64), the quantization error itself
     (against the f32 model) 2-4%. Asserted: every shape within 1e-2 of max
     |ORT| with the same argmax, and at least 8 of 10 within 1e-6."""
+    if devices.active() != "cpu":
+        pytest.skip("the agreement measured is that of the CPU kernels between the quantized products")
     r = np.random.default_rng(0)
     src = save_model(tiny_encoder_model(r), tmp_path / "encoder.onnx")
     path = str(tmp_path / "encoder_q.onnx")
