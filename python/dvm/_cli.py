@@ -3,6 +3,7 @@ codes as the dvm command (docs/cli.md), through the Python package."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -22,18 +23,53 @@ def _fail(cmd: str, e: Exception) -> int:
     return EXIT_USAGE if code in _USAGE_CODES or isinstance(e, (OSError, ValueError)) else EXIT_RUNTIME
 
 
-def _split(arg: str) -> Tuple[Optional[str], str]:
-    """NAME=VALUE, or a plain path (no '=' before any '/') bound by position."""
-    eq, slash = arg.find("="), arg.find("/")
-    if eq > 0 and (slash < 0 or eq < slash):
-        return arg[:eq], arg[eq + 1:]
-    return None, arg
+def _bind(args: Sequence[Tuple[bool, str]], names: List[str], fname: str, what: str) -> List[Optional[str]]:
+    """--input/--output arguments bound to the positions of names, as the
+    dvm command binds them (tools/bind.c): (True, NAME) from --input-name
+    before an --input FILE taken whole; NAME=FILE with NAME one of names;
+    else FILE by position. Ambiguous arguments are errors."""
+    slots: List[Optional[str]] = [None] * len(names)
+    pos, i = 0, 0
+    while i < len(args):
+        is_name, arg = args[i]
+        value = arg
+        if is_name:
+            if i + 1 == len(args) or args[i + 1][0]:
+                raise ValueError(f"--{what}-name \"{arg}\" must be followed by an --{what} FILE")
+            if arg not in names:
+                raise ValueError(f"--{what}-name: function \"{fname}\" has no {what} named \"{arg}\"")
+            k, value, i = names.index(arg), args[i + 1][1], i + 1
+        else:
+            hits = [k for k, n in enumerate(names) if arg.startswith(n + "=")]
+            if len(hits) > 1:
+                raise ValueError(f"--{what} \"{arg}\" is ambiguous: it starts with the {what} names \"{names[hits[0]]}\" "
+                                 f"and \"{names[hits[1]]}\"; say which with --{what}-name NAME --{what} FILE")
+            if hits and os.path.exists(arg):
+                raise ValueError(f"--{what} \"{arg}\" is ambiguous: it starts with the {what} name \"{names[hits[0]]}\" "
+                                 f"and is a file; say which with --{what}-name NAME --{what} FILE, or ./FILE")
+            if hits:
+                k = hits[0]
+                value = arg[len(names[k]) + 1:]
+            elif "=" in arg and not os.path.exists(arg):
+                raise ValueError(f"\"{arg}\": function \"{fname}\" has no {what} named \"{arg.split('=')[0]}\" "
+                                 "(nor is it a file)")
+            else:
+                while pos < len(slots) and slots[pos] is not None:
+                    pos += 1
+                if pos >= len(slots):
+                    raise ValueError(f"function \"{fname}\" takes {len(slots)} {what}s; \"{arg}\" is one too many")
+                k = pos
+        if slots[k] is not None:
+            raise ValueError(f"{what} {k} (\"{names[k]}\") is bound twice")
+        slots[k] = value
+        i += 1
+    return slots
 
 
 def _dims(args: Sequence[str], cmd: str, ranged: bool) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for a in args:
-        name, _, val = a.partition("=")
+        name, _, val = a.rpartition("=")  # the value holds no '=': the name is all before the last
         try:
             if ranged:
                 lo, _, hi = val.partition("..")
@@ -81,35 +117,18 @@ def cmd_run(a: argparse.Namespace) -> int:
     if fn is None:
         print(f"dvm run: error: no function \"{fname}\" in {a.model}", file=sys.stderr)
         return EXIT_USAGE
-    slots: List[Optional[str]] = [None] * len(fn.inputs)
     names = [v.name for v in fn.inputs]
-    pos = 0
-    for b in a.input:
-        name, value = _split(b)
-        if name is not None:
-            if name not in names:
-                raise ValueError(f"function \"{fname}\" has no input named \"{name}\"")
-            k = names.index(name)
-        else:
-            while pos < len(slots) and slots[pos] is not None:
-                pos += 1
-            if pos >= len(slots):
-                raise ValueError(f"function \"{fname}\" takes {len(slots)} inputs; \"{value}\" is one too many")
-            k = pos
-        slots[k] = value
+    slots = _bind(a.inputs, names, fname, "input")
     for k, s in enumerate(slots):
         if s is None:
             raise ValueError(f"function \"{fname}\" takes {len(slots)} inputs; input {k} (\"{names[k]}\") is missing")
+    order = [v.name for v in fn.outputs]
+    outs = {n: f for n, f in zip(order, _bind(a.outputs, order, fname, "output")) if f is not None}
     inputs = {v.name: _load_input(v, str(s)) for v, s in zip(fn.inputs, slots)}
     if a.device == "auto" and any(name.endswith("@cuda") for name in m.functions):
         # as the dvm command: said only where a CUDA function could run
         print(f"dvm: running on {m.auto_device[1]}", file=sys.stderr)
     res, stats = m.run_with_stats(inputs, function=fname, device=a.device, threads=a.threads, tf32=a.tf32)
-    outs: Dict[str, str] = {}
-    order = [v.name for v in fn.outputs]
-    for i, b in enumerate(a.output):
-        name, value = _split(b)
-        outs[name if name is not None else order[i]] = value
     for name, val in res.items():
         if name in outs:
             np.save(outs[name], np.asarray(val))
@@ -238,8 +257,14 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=cmd_compile)
     r = sub.add_parser("run", help="run a function of a .dvmb on .npy inputs")
     r.add_argument("model")
-    r.add_argument("--input", action="append", default=[], metavar="[NAME=]FILE")
-    r.add_argument("--output", action="append", default=[], metavar="[NAME=]FILE")
+    # --input-name NAME before an --input FILE: kept in one list, in order
+    r.add_argument("--input", dest="inputs", action="append", default=[], metavar="[NAME=]FILE", type=lambda t: (False, t))
+    r.add_argument("--input-name", dest="inputs", action="append", metavar="NAME", type=lambda t: (True, t),
+                   help="the next --input binds input NAME exactly, its FILE taken whole")
+    r.add_argument("--output", dest="outputs", action="append", default=[], metavar="[NAME=]FILE",
+                   type=lambda t: (False, t))
+    r.add_argument("--output-name", dest="outputs", action="append", metavar="NAME", type=lambda t: (True, t),
+                   help="the next --output saves output NAME exactly, to its FILE taken whole")
     r.add_argument("--function")
     r.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"])
     r.add_argument("--threads", type=int)
