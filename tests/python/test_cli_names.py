@@ -23,7 +23,7 @@ DIM = "batch_" + "s" * 134
 
 
 def run_python_m_dvm(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))  # this dvm
     return subprocess.run([sys.executable, "-m", "dvm", *map(str, args)], env=env, capture_output=True, text=True,
                           cwd=cwd)
 
