@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev                        # fuzzers and sanitizers
   libedit-dev tmux                                # dvm repl; its terminal test
   libmicrohttpd-dev libjansson-dev                # dvm serve: HTTP and JSON
+  libpcre2-dev libutf8proc-dev                    # the tokenizer: regex patterns, Unicode
   python3 python3-pip                             # fixture generators, references
   python3-torch python3-onnx                      # PyTorch exports of test models (Debian's python3)
   python3-dev python3-venv                        # the Python package (python/)

@@ -1,5 +1,6 @@
-/* dvm generate: a decoder LLM's tokens from prompts of token ids, through
- * the generator (dvm/generate.h). */
+/* dvm generate: a decoder LLM's tokens from prompts of text (through the
+ * folder's tokenizer, dvm/tokenizer.h) or of token ids, through the
+ * generator (dvm/generate.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -13,14 +14,16 @@
 #define MAX_PROMPTS 256
 
 static const char usage_text[] =
-    "usage: dvm generate MODEL_DIR|MODEL.dvmb --prompt-ids 1,2,3 [--prompt-ids ...] [options]\n"
+    "usage: dvm generate MODEL_DIR|MODEL.dvmb --prompt TEXT [--prompt ...] [options]\n"
+    "       dvm generate MODEL_DIR|MODEL.dvmb --prompt-ids 1,2,3 [--prompt-ids ...] [options]\n"
     "  MODEL_DIR                a model folder as ONNX Runtime GenAI's builder writes it\n"
     "                           (genai_config.json, the ONNX file and its data), compiled once\n"
     "                           into a .dvmb beside the ONNX file; or a .dvmb compiled from one,\n"
     "                           with genai_config.json beside it\n"
     "  --prompt-ids IDS         one sequence's prompt, comma-separated token ids (repeat for a\n"
     "                           batch; the lengths may differ)\n"
-    "  --prompt TEXT            text prompts need a tokenizer: use the Python package (dvm.genai)\n"
+    "  --prompt TEXT            one sequence's prompt as text, encoded with the folder's\n"
+    "                           tokenizer.json (repeat for a batch)\n"
     "  --max-length N           tokens per sequence, prompt included (default: search.max_length)\n"
     "  --do-sample              sample instead of choosing the most likely token\n"
     "  --top-k K --top-p P --temperature T --repetition-penalty R --seed S\n"
@@ -28,8 +31,8 @@ static const char usage_text[] =
     "  --threads N              kernel threads (default: all cores)\n"
     "  --stats                  print prefill and decode tokens per second and the time to\n"
     "                           first token on stderr\n"
-    "prints the new tokens of one sequence as they are made; of a batch, one line per\n"
-    "sequence (\"N: ids\") as each is done\n";
+    "prints the new tokens of one sequence as they are made (text for --prompt, ids for\n"
+    "--prompt-ids); of a batch, one line per sequence (\"N: text\" or \"N: ids\") as each is done\n";
 
 static int parse_ids(const char *s, int32_t **out, int *n) {
   int cap = 1;
@@ -98,32 +101,57 @@ typedef struct {
   long prompt_tokens, decoded;
 } timing;
 
-/* Prints what is new since `shown` (one sequence: as made; a batch: each
- * sequence's line once it is done). */
-static void show(const dvm_generator *g, int *shown, int *printed) {
+/* What is printed: each sequence's tokens up to shown[b]; printed[b]:
+ * whether its line (a batch) or anything (one sequence) was. With a
+ * tokenizer, text instead of ids. */
+typedef struct {
+  const dvm_tokenizer *tok;  /* NULL: ids */
+  dvm_tokenizer_stream *stream; /* one sequence's text as it is made */
+  int *shown, *printed, *prompt_len;
+} output;
+
+static void put_text(const char *s, size_t n) {
+  fwrite(s, 1, n, stdout);
+  fflush(stdout);
+}
+
+/* Prints what is new (one sequence: as made; a batch: each sequence's
+ * line once it is done). */
+static dvm_status *show(const dvm_generator *g, output *o) {
   int B = dvm_generator_batch_size(g);
-  for (int b = 0; b < B; b++) {
+  dvm_status *st = NULL;
+  for (int b = 0; b < B && !st; b++) {
     int len;
     const int32_t *seq = dvm_generator_sequence(g, b, &len);
     if (B == 1) {
-      for (; shown[b] < len; shown[b]++) printf("%s%d", printed[b]++ ? " " : "", seq[shown[b]]);
+      for (; o->shown[b] < len && !st; o->shown[b]++) {
+        const char *text;
+        size_t n;
+        if (!o->tok) printf("%s%d", o->printed[b]++ ? " " : "", seq[o->shown[b]]);
+        else if (!(st = dvm_tokenizer_stream_put(o->stream, seq[o->shown[b]], &text, &n))) put_text(text, n), o->printed[b] = 1;
+      }
       fflush(stdout);
-    } else if (dvm_generator_seq_done(g, b) && !printed[b]) {
+    } else if (dvm_generator_seq_done(g, b) && !o->printed[b]) {
       printf("%d:", b);
-      for (; shown[b] < len; shown[b]++) printf(" %d", seq[shown[b]]);
+      if (o->tok) {
+        char *text;
+        size_t n;
+        st = dvm_tokenizer_decode(o->tok, seq + o->prompt_len[b], (size_t)(len - o->prompt_len[b]), 1, &text, &n);
+        if (!st) printf(" "), put_text(text, n), free(text);
+      }
+      for (; !o->tok && o->shown[b] < len; o->shown[b]++) printf(" %d", seq[o->shown[b]]);
       printf("\n");
-      printed[b] = 1;
+      o->printed[b] = 1;
       fflush(stdout);
     }
   }
+  return st;
 }
 
-static dvm_status *generate(dvm_generator *g, int32_t **prompts, int *lens, timing *t) {
+static dvm_status *generate(dvm_generator *g, int32_t **prompts, int *lens, output *o, timing *t) {
   int B = dvm_generator_batch_size(g);
-  int *shown = calloc(2 * (size_t)B, sizeof *shown), *printed = shown + B;
-  if (!shown) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = dvm_generator_append(g, (const int32_t *const *)prompts, lens);
-  for (int b = 0; b < B; b++) shown[b] = lens[b], t->prompt_tokens += lens[b];
+  for (int b = 0; b < B; b++) o->shown[b] = lens[b], t->prompt_tokens += lens[b];
   double t0 = dvm_cli_now();
   if (!st) st = dvm_generator_compute_logits(g);
   t->prefill_s = dvm_cli_now() - t0;
@@ -132,11 +160,27 @@ static dvm_status *generate(dvm_generator *g, int32_t **prompts, int *lens, timi
     st = dvm_generator_next(g);
     if (step == 0) t->first_s = dvm_cli_now() - t0;
     else t->decode_s += dvm_cli_now() - t1, t->decoded++;
-    if (!st) show(g, shown, printed);
+    if (!st) st = show(g, o);
   }
-  if (B == 1 && printed[0]) printf("\n");
-  free(shown);
+  if (!st && o->stream) { /* what the last tokens left incomplete */
+    const char *text;
+    size_t n;
+    if (!(st = dvm_tokenizer_stream_finish(o->stream, &text, &n)) && n) put_text(text, n), o->printed[0] = 1;
+  }
+  if (B == 1 && o->printed[0]) printf("\n");
   return st;
+}
+
+/* The ids of each text prompt, with the special tokens the tokenizer adds. */
+static dvm_status *encode_prompts(const dvm_tokenizer *tok, char **texts, int n, int32_t **prompts, int *lens) {
+  for (int i = 0; i < n; i++) {
+    size_t len;
+    dvm_status *st = dvm_tokenizer_encode(tok, texts[i], strlen(texts[i]), 1, &prompts[i], &len);
+    if (st) return dvm_status_annotate(st, "--prompt %d", i);
+    if (len > INT_MAX) return dvm_status_new(DVM_INVALID_ARGUMENT, "--prompt %d: too long", i);
+    lens[i] = (int)len;
+  }
+  return NULL;
 }
 
 int dvm_cmd_generate(int argc, char **argv) {
@@ -147,8 +191,10 @@ int dvm_cmd_generate(int argc, char **argv) {
       {"temperature", required_argument, 0, 't'}, {"repetition-penalty", required_argument, 0, 'r'},
       {"seed", required_argument, 0, 'S'}, {"threads", required_argument, 0, 'T'},
       {"stats", no_argument, 0, 'x'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-  int32_t *prompts[MAX_PROMPTS];
-  int lens[MAX_PROMPTS], n = 0, stats = 0, rc = DVM_EXIT_USAGE;
+  int32_t *prompts[MAX_PROMPTS] = {0};
+  char *texts[MAX_PROMPTS];
+  int lens[MAX_PROMPTS], n = 0, n_text = 0, stats = 0, rc = DVM_EXIT_USAGE;
+  dvm_tokenizer *tok = NULL;
   dvm_generator_options go;
   dvm_generator_options_init(&go);
   double x;
@@ -167,9 +213,12 @@ int dvm_cmd_generate(int argc, char **argv) {
       n++;
       break;
     case 'P':
-      dvm_cli_usage_error("generate", "--prompt: text needs a tokenizer, which dvm's C library does not have; "
-                                      "give token ids with --prompt-ids, or use the Python package (dvm.genai)");
-      goto done;
+      if (n_text == MAX_PROMPTS) {
+        dvm_cli_usage_error("generate", "more than %d prompts", MAX_PROMPTS);
+        goto done;
+      }
+      texts[n_text++] = optarg;
+      break;
     case 'm': if (!number("--max-length", optarg, 1, 1 << 30, &x)) goto done; go.max_length = (int)x; break;
     case 's': go.do_sample = 1; break;
     case 'k': if (!number("--top-k", optarg, 0, 1 << 30, &x)) goto done; go.top_k = (int)x; break;
@@ -183,7 +232,11 @@ int dvm_cmd_generate(int argc, char **argv) {
     default: fputs(usage_text, stderr); goto done;
     }
   }
-  if (optind != argc - 1 || n == 0) {
+  if (n && n_text) {
+    dvm_cli_usage_error("generate", "give --prompt or --prompt-ids, not both");
+    goto done;
+  }
+  if (optind != argc - 1 || n + n_text == 0) {
     fputs(usage_text, stderr);
     goto done;
   }
@@ -196,15 +249,34 @@ int dvm_cmd_generate(int argc, char **argv) {
            is_dir || slash ? model : ".");
   snprintf(config, sizeof config, "%s/genai_config.json", dir);
   snprintf(dvmb, sizeof dvmb, "%s", model);
+  dvm_status *st = NULL;
+  if (n_text) { /* the tokenizer first: its errors come before compiling */
+    st = dvm_tokenizer_load(dir, &tok);
+    if (!st) st = encode_prompts(tok, texts, n_text, prompts, lens);
+    n = n_text;
+    if (st) {
+      rc = dvm_cli_fail("generate", st);
+      goto done;
+    }
+  }
   if (is_dir && (rc = compile_dir(dir, config, dvmb, sizeof dvmb)) >= 0) goto done;
   dvm_module *m = NULL;
   dvm_generator *g = NULL;
   go.batch_size = n;
-  dvm_status *st = dvm_module_load_file(dvmb, NULL, &m);
+  st = dvm_module_load_file(dvmb, NULL, &m);
   if (!st) st = dvm_generator_create(m, config, &go, &g);
   dvm_module_release(m);
   timing t = {0};
-  if (!st) st = generate(g, prompts, lens, &t);
+  output o = {tok, NULL, calloc(3 * (size_t)n, sizeof(int)), NULL, NULL};
+  if (!st && !o.shown) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (!st) {
+    o.printed = o.shown + n, o.prompt_len = o.shown + 2 * n;
+    memcpy(o.prompt_len, lens, (size_t)n * sizeof *lens);
+  }
+  if (!st && tok && n == 1) st = dvm_tokenizer_stream_create(tok, 1, &o.stream);
+  if (!st) st = generate(g, prompts, lens, &o, &t);
+  dvm_tokenizer_stream_free(o.stream);
+  free(o.shown);
   dvm_generator_destroy(g);
   if (st) {
     rc = dvm_cli_fail("generate", st);
@@ -217,6 +289,7 @@ int dvm_cmd_generate(int argc, char **argv) {
             t.decoded, t.decode_s, t.decoded / (t.decode_s > 0 ? t.decode_s : 1e-9));
   rc = fflush(stdout) == 0 && !ferror(stdout) ? DVM_EXIT_OK : DVM_EXIT_RUNTIME;
 done:
-  for (int i = 0; i < n; i++) free(prompts[i]);
+  for (int i = 0; i < MAX_PROMPTS; i++) free(prompts[i]);
+  dvm_tokenizer_free(tok);
   return rc;
 }

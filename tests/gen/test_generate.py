@@ -236,7 +236,7 @@ def edit_config(d, path, value):
     (["--prompt-ids", "1"], (("model", "decoder", "inputs", "past_key_names"), "past.key"), "exactly one %d"),
     (["--prompt-ids", "1"], (("model", "decoder", "num_hidden_layers"), 3), "no \"past_key_values.2.key\""),
     (["--prompt-ids", "1"], (("model", "decoder", "num_key_value_heads"), 3), "must divide num_attention_heads"),
-    (["--prompt", "hello"], None, "text needs a tokenizer"),
+    (["--prompt", "hello"], None, "tokenizer.json: No such file"),
 ])
 def test_bad_input(scatter_decoder, tmp_path, args, edit, message):
     d = tmp_path / "m"

@@ -10,6 +10,7 @@
 #include "dvm/debug.h"
 #include "dvm/profile.h"
 #include "dvm/generate.h"
+#include "dvm/tokenizer.h"
 #include "dvm/npy.h"
 #include "dvm/asm.h"
 
