@@ -34,7 +34,7 @@ PIECES = ["a", "b", "the", "The", " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", 
           "0", "7", "42", "3.14", "123456", "!", "?", ".", ",", "**", "#", "(", ")", "Привет", "мир", "ё",
           "你好", "世界", "語", "مرحبا", "नमस्ते", "e\u0301", "n\u0303", "\u0301", "café", "😀", "👍🏽",
           "👨\u200d👩\u200d👧", "🇫🇷", "\u00a0", "\u0085", "\u3000", "\u2028", "▁", "▁▁", "<0x41>", "ǅ", "ﬁ",
-          "Ａ", "①", "<s>", "</s>", "<|endoftext|>", "<|end", "<s", "<unk>", "[X]", "\x00", "\x7f", "\U0010ffff"]
+          "Ａ", "①", "<s>", "</s>", "<|endoftext|>", "<|end|>", " <|end|> ", "<|end", "<s", "<unk>", "[X]", "\x00", "\x7f", "\U0010ffff"]
 
 
 def tok_random_texts(seed, count=250):
@@ -126,7 +126,22 @@ def gemma():
     return new
 
 
-KINDS = {"qwen2": qwen2, "gpt2": gpt2, "llama2": llama2, "mistral": mistral, "gemma": gemma}
+def mixed():
+    """The other split behaviours, Digits, NFKD and a Replace by pattern, unk_token without byte fallback."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.NFKD(), normalizers.Replace(Regex(r"\s+"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=False),
+        pre_tokenizers.Split(Regex("[,.!?]"), behavior="merged_with_previous"),
+        pre_tokenizers.Split(" ", behavior="removed"),
+        pre_tokenizers.Split(Regex(r"\p{Lu}"), behavior="contiguous", invert=True),
+        pre_tokenizers.Digits(individual_digits=True)])
+    tok.decoder = decoders.Sequence([decoders.Fuse(), decoders.Strip("a", 2, 0)])  # a stop > 0 panics tokenizers on an empty text
+    tok_train(tok, 500, limit_alphabet=70)
+    return tok
+
+
+KINDS = {"qwen2": qwen2, "gpt2": gpt2, "llama2": llama2, "mistral": mistral, "gemma": gemma, "mixed": mixed}
 
 
 @pytest.fixture(scope="module", params=sorted(KINDS))
