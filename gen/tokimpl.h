@@ -42,6 +42,7 @@ int tok_pieces_add(tok_pieces *p, const char *s, size_t n, int first); /* 0: out
 /* A pattern of tokenizer.json: {"String": s} (literal) or {"Regex": r}. */
 typedef struct tok_re {
   pcre2_code *code;
+  pcre2_match_context *limits; /* a bound on backtracking, so no pattern runs for ever */
 } tok_re;
 
 /* Calls f for each match of re in s[0..n), in order, non-overlapping, as

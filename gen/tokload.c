@@ -11,7 +11,7 @@
 
 #include "tokimpl.h"
 
-#define MAX_ID (1 << 24) /* ids are below this (the largest vocabularies are ~256K) */
+#define MAX_ID (1 << 22) /* ids are below this (the largest vocabularies are ~256K) */
 
 /* GPT-2's pre-tokenization pattern, which ByteLevel's use_regex means. */
 static const char gpt2_pattern[] =
@@ -79,6 +79,8 @@ static dvm_status *compile(const loader *L, const char *pattern, size_t len, int
                                        : bad(L, DVM_UNIMPLEMENTED, where, "pattern \"%s\" at %zu: %s", pattern, (size_t)at, msg);
   }
   pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE); /* without a JIT it is interpreted: the same matches */
+  if (!(re->limits = pcre2_match_context_create(NULL))) return oom();
+  pcre2_set_match_limit(re->limits, 1000000);
   return NULL;
 }
 
@@ -477,7 +479,8 @@ dvm_status *tok_load(const char *text, size_t len, const char *name, dvm_tokeniz
   if (!md) st = oom();
   else if (!json_is_object(j)) st = bad(&L, DVM_CORRUPT, "(top)", "expected an object");
   else if (trunc && !json_is_null(trunc)) st = bad(&L, DVM_UNIMPLEMENTED, "truncation", "is not supported (must be null)");
-  else if (pad && !json_is_null(pad) && !json_equal(json_object_get(pad, "strategy"), json_string("BatchLongest")))
+  else if (pad && !json_is_null(pad) &&
+           strcmp(json_string_value(json_object_get(pad, "strategy")) ? json_string_value(json_object_get(pad, "strategy")) : "", "BatchLongest") != 0)
     st = bad(&L, DVM_UNIMPLEMENTED, "padding", "only null or BatchLongest (which pads no single text) is supported");
   if (!st) st = model(&L, json_object_get(j, "model"));
   if (!st) st = members(&L, json_object_get(j, "normalizer"), "normalizer", "normalizers", add_norm);
@@ -491,10 +494,15 @@ dvm_status *tok_load(const char *text, size_t len, const char *name, dvm_tokeniz
   return st;
 }
 
+static void re_free(tok_re *re) {
+  pcre2_code_free(re->code);
+  pcre2_match_context_free(re->limits);
+}
+
 void tok_clear(dvm_tokenizer *t) {
-  for (size_t i = 0; i < t->n_norm; i++) pcre2_code_free(t->norm[i].re.code);
-  for (size_t i = 0; i < t->n_pre; i++) pcre2_code_free(t->pre[i].re.code);
-  for (size_t i = 0; i < t->n_dec; i++) pcre2_code_free(t->dec[i].re.code);
+  for (size_t i = 0; i < t->n_norm; i++) re_free(&t->norm[i].re);
+  for (size_t i = 0; i < t->n_pre; i++) re_free(&t->pre[i].re);
+  for (size_t i = 0; i < t->n_dec; i++) re_free(&t->dec[i].re);
   for (size_t i = 0; i < t->n_owned; i++) free(t->owned[i]);
   free(t->owned), free(t->norm), free(t->pre), free(t->dec), free(t->tmpl), free(t->added);
   free(t->vocab_text.p), free(t->id_token);

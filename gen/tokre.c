@@ -6,7 +6,7 @@
 int tok_re_each(const tok_re *re, pcre2_match_data *md, const char *s, size_t n, tok_match_fn f, void *ctx) {
   size_t at = 0;
   while (at <= n) {
-    int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK, md, NULL);
+    int rc = pcre2_match(re->code, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK, md, re->limits);
     if (rc == PCRE2_ERROR_NOMATCH) return 1;
     if (rc < 0) return 0;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 import llm
-from dvmtest.cli import dvm, dvm_ok
+from dvmtest.cli import assert_no_sanitizer_report, dvm, dvm_ok
 
 tokenizers = pytest.importorskip("tokenizers")
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
@@ -156,6 +156,7 @@ def tok_run(path, lines):
     """tok_driver's answers to request lines."""
     p = subprocess.run([DRIVER, str(path)], input="".join(line + "\n" for line in lines), capture_output=True,
                        text=True, timeout=120)
+    assert_no_sanitizer_report(p.stderr)
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout.splitlines()
     assert len(out) == len(lines), p.stdout
@@ -164,6 +165,7 @@ def tok_run(path, lines):
 
 def tok_load_error(path):
     p = subprocess.run([DRIVER, str(path)], input="", capture_output=True, text=True, timeout=60)
+    assert_no_sanitizer_report(p.stderr)
     assert p.returncode == 1 and p.stdout.startswith("ERR "), p.stdout + p.stderr
     return p.stdout[4:].strip()
 

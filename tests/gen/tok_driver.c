@@ -20,6 +20,8 @@ static void hex(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++) printf("%02x", (unsigned char)s[i]);
 }
 
+static int nibble(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
+
 static int fail(dvm_status *st) {
   printf("ERR %s\n", dvm_status_message(st));
   dvm_status_free(st);
@@ -50,7 +52,7 @@ int main(int argc, char **argv) {
     if (op == 'E') {
       size_t len = strcspn(arg, "\n") / 2;
       char *text = malloc(len + 1);
-      for (size_t i = 0; i < len; i++) sscanf(arg + 2 * i, "%2hhx", (unsigned char *)&text[i]);
+      for (size_t i = 0; i < len; i++) text[i] = (char)(nibble(arg[2 * i]) << 4 | nibble(arg[2 * i + 1]));
       int32_t *ids;
       size_t n;
       st = dvm_tokenizer_encode(t, text, len, flag, &ids, &n);
