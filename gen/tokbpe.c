@@ -67,8 +67,6 @@ static int word_add(word *w, int32_t id) {
   return 1;
 }
 
-static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, ""); }
-
 /* The word's symbols before merging (the tokenizers library's merge_word). */
 static dvm_status *symbols(const dvm_tokenizer *t, const char *s, size_t n, word *w) {
   int32_t unk = -1; /* an unknown character waiting to be added (fuse_unk joins a run of them) */
@@ -77,9 +75,9 @@ static dvm_status *symbols(const dvm_tokenizer *t, const char *s, size_t n, word
     if (!c) c = 1; /* not reached: the text is valid UTF-8 */
     int32_t id = tok_strmap_get(&t->vocab, s + i, c);
     if (id >= 0) {
-      if (unk >= 0 && !word_add(w, unk)) return oom();
+      if (unk >= 0 && !word_add(w, unk)) return tok_oom();
       unk = -1;
-      if (!word_add(w, id)) return oom();
+      if (!word_add(w, id)) return tok_oom();
       i += c;
       continue;
     }
@@ -88,19 +86,19 @@ static dvm_status *symbols(const dvm_tokenizer *t, const char *s, size_t n, word
       while (j < c && t->byte_id[(unsigned char)s[i + j]] >= 0) j++;
       if (j == c) { /* as in tokenizers, a waiting unk comes after these */
         for (j = 0; j < c; j++)
-          if (!word_add(w, t->byte_id[(unsigned char)s[i + j]])) return oom();
+          if (!word_add(w, t->byte_id[(unsigned char)s[i + j]])) return tok_oom();
         i += c;
         continue;
       }
     }
     if (t->unk_name) return dvm_status_new(DVM_INVALID_ARGUMENT, "unk_token \"%s\" is not in the vocabulary", t->unk_name);
     if (t->unk >= 0) {
-      if (unk >= 0 && !t->fuse_unk && !word_add(w, unk)) return oom();
+      if (unk >= 0 && !t->fuse_unk && !word_add(w, unk)) return tok_oom();
       unk = t->unk;
     } /* without unk_token the character is left out, as in tokenizers */
     i += c;
   }
-  if (unk >= 0 && !word_add(w, unk)) return oom();
+  if (unk >= 0 && !word_add(w, unk)) return tok_oom();
   return NULL;
 }
 
@@ -116,11 +114,11 @@ dvm_status *tok_bpe(const dvm_tokenizer *t, const char *s, size_t n, int32_t **i
   heap h = {0};
   dvm_status *st = NULL;
   if (whole >= 0) {
-    if (!word_add(&w, whole)) st = oom();
+    if (!word_add(&w, whole)) st = tok_oom();
   } else {
     st = symbols(t, s, n, &w);
     for (size_t i = 0; !st && i + 1 < w.n; i++)
-      if (!push_pair(t, &h, &w, (int32_t)i)) st = oom();
+      if (!push_pair(t, &h, &w, (int32_t)i)) st = tok_oom();
     while (!st && h.n) {
       cand c = heap_pop(&h);
       sym *a = &w.s[c.pos];
@@ -131,7 +129,7 @@ dvm_status *tok_bpe(const dvm_tokenizer *t, const char *s, size_t n, int32_t **i
       b->gone = 1;
       a->id = c.id, a->next = b->next;
       if (b->next >= 0) w.s[b->next].prev = c.pos;
-      if ((a->prev >= 0 && !push_pair(t, &h, &w, a->prev)) || !push_pair(t, &h, &w, c.pos)) st = oom();
+      if ((a->prev >= 0 && !push_pair(t, &h, &w, a->prev)) || !push_pair(t, &h, &w, c.pos)) st = tok_oom();
     }
   }
   for (int32_t i = w.n ? 0 : -1; !st && i >= 0; i = w.s[i].next) {
@@ -139,7 +137,7 @@ dvm_status *tok_bpe(const dvm_tokenizer *t, const char *s, size_t n, int32_t **i
       size_t nc = *cap ? 2 * *cap : 64;
       int32_t *p = realloc(*ids, nc * sizeof *p);
       if (!p) {
-        st = oom();
+        st = tok_oom();
         break;
       }
       *ids = p, *cap = nc;

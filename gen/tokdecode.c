@@ -87,8 +87,6 @@ int tok_bytelevel_byte(uint32_t cp) {
   return cp == 256 + 67 ? 173 : -1;
 }
 
-static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, ""); }
-
 #define PIECE(l, i) ((l)->text.p + (l)->s[i].off)
 
 /* One token's bytes through ByteLevel: each character's byte, or the
@@ -107,21 +105,6 @@ static int bytelevel_token(const char *s, size_t n, tok_buf *out) {
     i += c;
   }
   return 1;
-}
-
-typedef struct {
-  const char *s;
-  const char *with;
-  size_t at;
-  tok_buf *out;
-  int ok;
-} replacing;
-
-static int replace_match(void *ctx, size_t start, size_t end) {
-  replacing *r = ctx;
-  r->ok = tok_buf_put(r->out, r->s + r->at, start - r->at) && tok_buf_put(r->out, r->with, strlen(r->with));
-  r->at = end;
-  return r->ok;
 }
 
 static int hexval(char c) {
@@ -191,13 +174,13 @@ static dvm_status *step(const tok_dec *k, pcre2_match_data *md, const tok_pieces
   }
   case TD_REPLACE:
     for (size_t i = 0; i < in->n && ok; i++) {
-      replacing r = {PIECE(in, i), k->text, 0, &b, 1};
       b.len = 0;
-      if (!tok_re_each(&k->re, md, r.s, in->s[i].len, replace_match, &r)) {
+      dvm_status *st = tok_re_replace(&k->re, md, PIECE(in, i), in->s[i].len, k->text, "decoder Replace", &b);
+      if (st) {
         free(b.p);
-        return dvm_status_new(DVM_INVALID_ARGUMENT, "decoder Replace: the pattern failed to match");
+        return st;
       }
-      ok = r.ok && tok_buf_put(&b, r.s + r.at, in->s[i].len - r.at) && tok_pieces_add(out, b.p, b.len, 0);
+      ok = tok_pieces_add(out, b.p, b.len, 0);
     }
     break;
   case TD_BYTEFALLBACK:
@@ -226,22 +209,22 @@ static dvm_status *step(const tok_dec *k, pcre2_match_data *md, const tok_pieces
   }
   }
   free(b.p);
-  return ok ? NULL : oom();
+  return ok ? NULL : tok_oom();
 }
 
 dvm_status *tok_decode_tokens(const dvm_tokenizer *t, pcre2_match_data *md, const char **tokens, size_t n,
                               tok_buf *out) {
   out->len = 0;
-  if (!tok_buf_put(out, "", 0)) return oom();
+  if (!tok_buf_put(out, "", 0)) return tok_oom();
   if (!t->has_decoder) { /* the tokenizers library joins with spaces */
     for (size_t i = 0; i < n; i++)
-      if ((i && !tok_buf_put(out, " ", 1)) || !tok_buf_put(out, tokens[i], strlen(tokens[i]))) return oom();
+      if ((i && !tok_buf_put(out, " ", 1)) || !tok_buf_put(out, tokens[i], strlen(tokens[i]))) return tok_oom();
     return NULL;
   }
   tok_pieces cur = {0}, next = {0};
   dvm_status *st = NULL;
   for (size_t i = 0; i < n && !st; i++)
-    if (!tok_pieces_add(&cur, tokens[i], strlen(tokens[i]), 0)) st = oom();
+    if (!tok_pieces_add(&cur, tokens[i], strlen(tokens[i]), 0)) st = tok_oom();
   for (size_t i = 0; i < t->n_dec && !st; i++) {
     next.n = 0, next.text.len = 0;
     st = step(&t->dec[i], md, &cur, &next);
@@ -249,7 +232,7 @@ dvm_status *tok_decode_tokens(const dvm_tokenizer *t, pcre2_match_data *md, cons
     cur = next, next = swap;
   }
   for (size_t i = 0; i < cur.n && !st; i++)
-    if (!tok_buf_put(out, PIECE(&cur, i), cur.s[i].len)) st = oom();
+    if (!tok_buf_put(out, PIECE(&cur, i), cur.s[i].len)) st = tok_oom();
   free(cur.text.p), free(cur.s), free(next.text.p), free(next.s);
   return st;
 }

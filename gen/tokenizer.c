@@ -11,12 +11,10 @@
 
 #include "tokimpl.h"
 
-static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, ""); }
-
 dvm_status *dvm_tokenizer_load_json(const char *json, size_t len, const char *name, dvm_tokenizer **out) {
   *out = NULL;
   dvm_tokenizer *t = calloc(1, sizeof *t);
-  if (!t) return oom();
+  if (!t) return tok_oom();
   dvm_status *st = tok_load(json, len, name, t);
   if (st) {
     dvm_tokenizer_free(t);
@@ -42,7 +40,7 @@ dvm_status *dvm_tokenizer_load(const char *path, dvm_tokenizer **out) {
   while (ok && (n = fread(chunk, 1, sizeof chunk, f)) > 0) ok = tok_buf_put(&b, chunk, n);
   int err = ferror(f);
   fclose(f);
-  dvm_status *st = !ok ? oom() : err ? dvm_status_new(DVM_IO, "%s: read failed", file)
+  dvm_status *st = !ok ? tok_oom() : err ? dvm_status_new(DVM_IO, "%s: read failed", file)
                                      : dvm_tokenizer_load_json(b.p ? b.p : "", b.len, file, out);
   free(b.p);
   return st;
@@ -154,7 +152,7 @@ static dvm_status *push_id(idlist *l, int32_t id) {
   if (l->n == l->cap) {
     size_t cap = l->cap ? 2 * l->cap : 64;
     int32_t *p = realloc(l->ids, cap * sizeof *p);
-    if (!p) return oom();
+    if (!p) return tok_oom();
     l->ids = p, l->cap = cap;
   }
   l->ids[l->n++] = id;
@@ -166,7 +164,7 @@ static dvm_status *encode_piece(const dvm_tokenizer *t, pcre2_match_data *md, co
                                 tok_buf *norm, parts *sub, tok_pieces *words, idlist *out) {
   dvm_status *st = tok_normalize(t, md, s, n, norm);
   if (st) return st;
-  if (!find_added(t, 1, norm->p, norm->len, sub)) return oom();
+  if (!find_added(t, 1, norm->p, norm->len, sub)) return tok_oom();
   for (size_t i = 0; i < sub->n && !st; i++) {
     part p = sub->p[i];
     if (p.id >= 0) {
@@ -193,8 +191,8 @@ dvm_status *dvm_tokenizer_encode(const dvm_tokenizer *t, const char *text, size_
   tok_buf norm = {0};
   tok_pieces words = {0};
   idlist body = {0}, all = {0};
-  dvm_status *st = md ? NULL : oom();
-  if (!st && !find_added(t, 0, text, len, &top)) st = oom();
+  dvm_status *st = md ? NULL : tok_oom();
+  if (!st && !find_added(t, 0, text, len, &top)) st = tok_oom();
   for (size_t i = 0; i < top.n && !st; i++) {
     part p = top.p[i];
     st = p.id >= 0 ? push_id(&body, p.id)
@@ -208,7 +206,7 @@ dvm_status *dvm_tokenizer_encode(const dvm_tokenizer *t, const char *text, size_
       else
         for (size_t k = 0; k < body.n && !st; k++) st = push_id(&all, body.ids[k]);
   }
-  if (!st && !all.ids && !(all.ids = malloc(sizeof *all.ids))) st = oom();
+  if (!st && !all.ids && !(all.ids = malloc(sizeof *all.ids))) st = tok_oom();
   if (!st) *ids = all.ids, *n = all.n;
   else free(all.ids);
   pcre2_match_data_free(md);
@@ -226,7 +224,7 @@ static const tok_added *added_by_id(const dvm_tokenizer *t, int32_t id) {
 static dvm_status *decode_into(const dvm_tokenizer *t, pcre2_match_data *md, const int32_t *ids, size_t n,
                                int skip_special, tok_buf *out) {
   const char **tokens = malloc((n ? n : 1) * sizeof *tokens);
-  if (!tokens) return oom();
+  if (!tokens) return tok_oom();
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     const tok_added *a = t->n_added ? added_by_id(t, ids[i]) : NULL;
@@ -242,7 +240,7 @@ dvm_status *dvm_tokenizer_decode(const dvm_tokenizer *t, const int32_t *ids, siz
                                  size_t *len) {
   *text = NULL, *len = 0;
   pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-  if (!md) return oom();
+  if (!md) return tok_oom();
   tok_buf out = {0};
   dvm_status *st = decode_into(t, md, ids, n, skip_special, &out);
   pcre2_match_data_free(md);
@@ -267,7 +265,7 @@ dvm_status *dvm_tokenizer_stream_create(const dvm_tokenizer *t, int skip_special
   dvm_tokenizer_stream *s = calloc(1, sizeof *s);
   if (!s || !(s->md = pcre2_match_data_create(1, NULL))) {
     free(s);
-    return oom();
+    return tok_oom();
   }
   s->t = t, s->skip_special = skip_special;
   *out = s;
@@ -291,7 +289,7 @@ static dvm_status *stream_text(dvm_tokenizer_stream *s, int all, const char **te
   size_t from = s->before.len;
   while (from < s->now.len && ((unsigned char)s->now.p[from] & 0xC0) == 0x80) from++; /* a character's start */
   s->piece.len = 0;
-  if (!tok_buf_put(&s->piece, s->now.p + from, s->now.len - from)) return oom();
+  if (!tok_buf_put(&s->piece, s->now.p + from, s->now.len - from)) return tok_oom();
   s->prefix = s->read, s->read = s->ids.n;
   *text = s->piece.p, *len = s->piece.len;
   return NULL;

@@ -16,6 +16,8 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+static inline dvm_status *tok_oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, ""); }
+
 /* A growable byte string. */
 typedef struct tok_buf {
   char *p;
@@ -50,6 +52,10 @@ typedef struct tok_re {
  * character); f returns 0 to stop. Returns 0 on a matching error. */
 typedef int (*tok_match_fn)(void *ctx, size_t start, size_t end);
 int tok_re_each(const tok_re *re, pcre2_match_data *md, const char *s, size_t n, tok_match_fn f, void *ctx);
+/* Appends s[0..n) to out with each match of re made `with` (a Replace
+ * normalizer or decoder). `what` names the step in the error. */
+dvm_status *tok_re_replace(const tok_re *re, pcre2_match_data *md, const char *s, size_t n, const char *with,
+                           const char *what, tok_buf *out);
 
 /* String -> int32 map, keys copied. */
 typedef struct tok_strmap {

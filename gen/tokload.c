@@ -32,8 +32,6 @@ static dvm_status *bad(const loader *L, dvm_code code, const char *where, const 
   return dvm_status_new(code, "%s: %s: %s", L->file, where, msg);
 }
 
-static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, ""); }
-
 /* A copy of s that the tokenizer owns. */
 static char *keep(dvm_tokenizer *t, const char *s, size_t n) {
   char **o = realloc(t->owned, (t->n_owned + 1) * sizeof *o);
@@ -75,11 +73,11 @@ static dvm_status *compile(const loader *L, const char *pattern, size_t len, int
   if (!re->code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    return err == PCRE2_ERROR_NOMEMORY ? oom()
+    return err == PCRE2_ERROR_NOMEMORY ? tok_oom()
                                        : bad(L, DVM_UNIMPLEMENTED, where, "pattern \"%s\" at %zu: %s", pattern, (size_t)at, msg);
   }
   pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE); /* without a JIT it is interpreted: the same matches */
-  if (!(re->limits = pcre2_match_context_create(NULL))) return oom();
+  if (!(re->limits = pcre2_match_context_create(NULL))) return tok_oom();
   pcre2_set_match_limit(re->limits, 1000000);
   return NULL;
 }
@@ -147,7 +145,7 @@ static dvm_status *add_norm(loader *L, const json_t *j, const char *where) {
   static const char *const forms[] = {[TN_NFC] = "NFC", [TN_NFD] = "NFD", [TN_NFKC] = "NFKC", [TN_NFKD] = "NFKD"};
   dvm_tokenizer *t = L->t;
   tok_norm *a = grow(t->norm, t->n_norm, sizeof *a);
-  if (!a) return oom();
+  if (!a) return tok_oom();
   t->norm = a;
   tok_norm *k = memset(&a[t->n_norm], 0, sizeof *k);
   const char *type = type_of(j);
@@ -162,12 +160,12 @@ static dvm_status *add_norm(loader *L, const json_t *j, const char *where) {
     const char *s = str_field(L, j, "prepend", where, &st);
     if (st) return st;
     k->kind = TN_PREPEND;
-    if (!(k->text = keep(t, s, strlen(s)))) return oom();
+    if (!(k->text = keep(t, s, strlen(s)))) return tok_oom();
   } else if (strcmp(type, "Replace") == 0) {
     const char *s = str_field(L, j, "content", where, &st);
     if (st) return st;
     k->kind = TN_REPLACE;
-    if (!(k->text = keep(t, s, strlen(s)))) return oom();
+    if (!(k->text = keep(t, s, strlen(s)))) return tok_oom();
     if ((st = pattern(L, j, where, &k->re))) return st;
   } else {
     return bad(L, DVM_UNIMPLEMENTED, where, "normalizer type \"%s\" is not supported (dvm reads NFC, NFD, NFKC, NFKD, "
@@ -183,7 +181,7 @@ static dvm_status *add_pre(loader *L, const json_t *j, const char *where) {
                                           [SPLIT_WITH_NEXT] = "MergedWithNext", [SPLIT_CONTIGUOUS] = "Contiguous"};
   dvm_tokenizer *t = L->t;
   tok_pre *a = grow(t->pre, t->n_pre, sizeof *a);
-  if (!a) return oom();
+  if (!a) return tok_oom();
   t->pre = a;
   tok_pre *k = memset(&a[t->n_pre], 0, sizeof *k);
   const char *type = type_of(j);
@@ -225,23 +223,25 @@ static dvm_status *add_dec(loader *L, const json_t *j, const char *where) {
   static const char *const plain[] = {[TD_BYTELEVEL] = "ByteLevel", [TD_BYTEFALLBACK] = "ByteFallback", [TD_FUSE] = "Fuse"};
   dvm_tokenizer *t = L->t;
   tok_dec *a = grow(t->dec, t->n_dec, sizeof *a);
-  if (!a) return oom();
+  if (!a) return tok_oom();
   t->dec = a;
   tok_dec *k = memset(&a[t->n_dec], 0, sizeof *k);
   const char *type = type_of(j);
   dvm_status *st = NULL;
-  int known = 0;
   for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
-    if (plain[i] && strcmp(type, plain[i]) == 0) k->kind = (tok_dec_kind)i, known = 1;
-  if (known) {
-  } else if (strcmp(type, "Metaspace") == 0) {
+    if (plain[i] && strcmp(type, plain[i]) == 0) {
+      k->kind = (tok_dec_kind)i;
+      t->n_dec++;
+      return NULL;
+    }
+  if (strcmp(type, "Metaspace") == 0) {
     k->kind = TD_METASPACE;
     st = one_char(L, j, "replacement", where, k->rep);
     if (!st) st = prepend_scheme(L, j, where, &k->prepend);
   } else if (strcmp(type, "Replace") == 0) {
     k->kind = TD_REPLACE;
     const char *s = str_field(L, j, "content", where, &st);
-    if (!st && !(k->text = keep(t, s, strlen(s)))) return oom();
+    if (!st && !(k->text = keep(t, s, strlen(s)))) return tok_oom();
     if (!st) st = pattern(L, j, where, &k->re);
   } else if (strcmp(type, "Strip") == 0) {
     k->kind = TD_STRIP;
@@ -261,7 +261,7 @@ static dvm_status *add_dec(loader *L, const json_t *j, const char *where) {
 
 static dvm_status *tmpl_add(dvm_tokenizer *t, int32_t id) {
   int32_t *a = grow(t->tmpl, t->n_tmpl, sizeof *a);
-  if (!a) return oom();
+  if (!a) return tok_oom();
   t->tmpl = a;
   t->tmpl[t->n_tmpl++] = id;
   return NULL;
@@ -349,7 +349,7 @@ static dvm_status *model(loader *L, const json_t *m) {
       size_t *o = realloc(offs, (size_t)(id + 1) * sizeof *o);
       if (!o) {
         free(offs);
-        return oom();
+        return tok_oom();
       }
       for (int32_t i = t->n_ids; i <= id; i++) o[i] = (size_t)-1;
       offs = o, t->n_ids = (int32_t)id + 1;
@@ -358,12 +358,12 @@ static dvm_status *model(loader *L, const json_t *m) {
     offs[id] = t->vocab_text.len;
     if (!tok_strmap_put(&t->vocab, key, len, (int32_t)id) || !tok_buf_put(&t->vocab_text, key, len + 1)) {
       free(offs);
-      return oom();
+      return tok_oom();
     }
   }
   if (!(t->id_token = calloc(t->n_ids ? (size_t)t->n_ids : 1, sizeof *t->id_token))) {
     free(offs);
-    return oom();
+    return tok_oom();
   }
   for (int32_t i = 0; i < t->n_ids; i++)
     if (offs[i] != (size_t)-1) t->id_token[i] = t->vocab_text.p + offs[i];
@@ -378,7 +378,7 @@ static dvm_status *model(loader *L, const json_t *m) {
   t->unk = -1;
   if (json_is_string(unk)) {
     t->unk = tok_strmap_get(&t->vocab, json_string_value(unk), json_string_length(unk));
-    if (t->unk < 0 && !(t->unk_name = keep(t, json_string_value(unk), json_string_length(unk)))) return oom();
+    if (t->unk < 0 && !(t->unk_name = keep(t, json_string_value(unk), json_string_length(unk)))) return tok_oom();
   } else if (unk && !json_is_null(unk)) {
     return bad(L, DVM_CORRUPT, "model", "\"unk_token\" must be a string or null");
   }
@@ -405,7 +405,7 @@ static dvm_status *model(loader *L, const json_t *m) {
     }
     joined.len = 0;
     if (!tok_buf_put(&joined, a, na) || !tok_buf_put(&joined, b, nb)) {
-      st = oom();
+      st = tok_oom();
       break;
     }
     int32_t ia = tok_strmap_get(&t->vocab, a, na), ib = tok_strmap_get(&t->vocab, b, nb),
@@ -414,7 +414,7 @@ static dvm_status *model(loader *L, const json_t *m) {
       st = bad(L, DVM_CORRUPT, "model.merges", "[%zu] \"%.*s\" + \"%.*s\": \"%s\" is not in the vocabulary", i, (int)na,
                a, (int)nb, b, ia < 0 ? "first" : ib < 0 ? "second" : joined.p);
     else if (!tok_pairmap_put(&t->merges, ia, ib, (int32_t)i, iab))
-      st = oom();
+      st = tok_oom();
   }
   free(joined.p);
   return st;
@@ -428,7 +428,7 @@ static dvm_status *added(loader *L, const json_t *list, pcre2_match_data *md) {
   if (!json_is_array(list)) return bad(L, DVM_CORRUPT, "added_tokens", "must be an array");
   int32_t next = (int32_t)t->vocab.n;
   t->added = calloc(json_array_size(list) + 1, sizeof *t->added);
-  if (!t->added) return oom();
+  if (!t->added) return tok_oom();
   for (size_t i = 0; i < json_array_size(list); i++) {
     const json_t *e = json_array_get(list, i);
     char where[64];
@@ -451,12 +451,12 @@ static dvm_status *added(loader *L, const json_t *list, pcre2_match_data *md) {
       if (next >= MAX_ID) return bad(L, DVM_CORRUPT, where, "too many tokens");
       a.id = next++;
     }
-    if (!(a.content = keep(t, content, strlen(content)))) return oom();
+    if (!(a.content = keep(t, content, strlen(content)))) return tok_oom();
     a.match = a.content, a.match_len = strlen(content);
     if (a.normalized && t->n_norm) { /* matched as the normalizer makes it */
       tok_buf nb = {0};
       st = tok_normalize(t, md, content, strlen(content), &nb);
-      if (!st && !(a.match = keep(t, nb.p, nb.len))) st = oom();
+      if (!st && !(a.match = keep(t, nb.p, nb.len))) st = tok_oom();
       a.match_len = nb.len;
       free(nb.p);
       if (st) return st;
@@ -476,7 +476,7 @@ dvm_status *tok_load(const char *text, size_t len, const char *name, dvm_tokeniz
   dvm_status *st = NULL;
   pcre2_match_data *md = pcre2_match_data_create(1, NULL);
   const json_t *trunc = json_object_get(j, "truncation"), *pad = json_object_get(j, "padding");
-  if (!md) st = oom();
+  if (!md) st = tok_oom();
   else if (!json_is_object(j)) st = bad(&L, DVM_CORRUPT, "(top)", "expected an object");
   else if (trunc && !json_is_null(trunc)) st = bad(&L, DVM_UNIMPLEMENTED, "truncation", "is not supported (must be null)");
   else if (pad && !json_is_null(pad) &&

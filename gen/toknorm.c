@@ -6,21 +6,6 @@
 
 #include "tokimpl.h"
 
-typedef struct {
-  const char *s;
-  const char *with;
-  size_t at; /* s is copied up to here */
-  tok_buf *out;
-  int ok;
-} replacing;
-
-static int replace_match(void *ctx, size_t start, size_t end) {
-  replacing *r = ctx;
-  r->ok = tok_buf_put(r->out, r->s + r->at, start - r->at) && tok_buf_put(r->out, r->with, strlen(r->with));
-  r->at = end;
-  return r->ok;
-}
-
 /* Rewrites s[0..n) into out (emptied first) by one step. */
 static dvm_status *step(const tok_norm *k, pcre2_match_data *md, const char *s, size_t n, tok_buf *out) {
   static const utf8proc_option_t forms[] = {
@@ -36,22 +21,17 @@ static dvm_status *step(const tok_norm *k, pcre2_match_data *md, const char *s, 
     utf8proc_ssize_t len = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &r, forms[k->kind]);
     if (len < 0) {
       free(r);
-      return len == UTF8PROC_ERROR_NOMEM ? dvm_status_new(DVM_OUT_OF_MEMORY, "")
+      return len == UTF8PROC_ERROR_NOMEM ? tok_oom()
                                          : dvm_status_new(DVM_INVALID_ARGUMENT, "normalizer: %s", utf8proc_errmsg(len));
     }
     int ok = tok_buf_put(out, r, (size_t)len);
     free(r);
-    return ok ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    return ok ? NULL : tok_oom();
   }
   case TN_PREPEND:
-    if (n && !tok_buf_put(out, k->text, strlen(k->text))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    return tok_buf_put(out, s, n) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  case TN_REPLACE: {
-    replacing r = {s, k->text, 0, out, 1};
-    if (!tok_re_each(&k->re, md, s, n, replace_match, &r))
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "normalizer Replace: the pattern failed to match");
-    return r.ok && tok_buf_put(out, s + r.at, n - r.at) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  }
+    if (n && !tok_buf_put(out, k->text, strlen(k->text))) return tok_oom();
+    return tok_buf_put(out, s, n) ? NULL : tok_oom();
+  case TN_REPLACE: return tok_re_replace(&k->re, md, s, n, k->text, "normalizer Replace", out);
   }
   return dvm_status_new(DVM_INTERNAL, "normalizer step %d", (int)k->kind);
 }
@@ -59,7 +39,7 @@ static dvm_status *step(const tok_norm *k, pcre2_match_data *md, const char *s, 
 dvm_status *tok_normalize(const dvm_tokenizer *t, pcre2_match_data *md, const char *s, size_t n, tok_buf *out) {
   tok_buf tmp = {0};
   out->len = 0;
-  if (!tok_buf_put(out, s, n)) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (!tok_buf_put(out, s, n)) return tok_oom();
   dvm_status *st = NULL;
   for (size_t i = 0; i < t->n_norm && !st; i++) {
     st = step(&t->norm[i], md, out->p, out->len, &tmp);

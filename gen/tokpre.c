@@ -83,13 +83,12 @@ static int split_by(const segs *g, tok_split_behavior how, int invert, const cha
   return ok;
 }
 
-static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, ""); }
-
 /* The segments of s[0..n) by re (the tokenizers library's find_matches). */
 static dvm_status *find(const tok_re *re, pcre2_match_data *md, const char *s, size_t n, segs *g) {
   g->n = 0, g->at = 0, g->ok = 1;
-  if (!tok_re_each(re, md, s, n, on_match, g)) return dvm_status_new(DVM_INVALID_ARGUMENT, "pre-tokenizer: a pattern failed to match");
-  if (!g->ok || (g->at < n && !seg_add(g, g->at, n, 0))) return oom();
+  if (!tok_re_each(re, md, s, n, on_match, g))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "pre-tokenizer: the pattern failed to match (past its match limit)");
+  if (!g->ok || (g->at < n && !seg_add(g, g->at, n, 0))) return tok_oom();
   return NULL;
 }
 
@@ -109,15 +108,15 @@ static dvm_status *step(const tok_pre *k, pcre2_match_data *md, const char *s, s
   switch (k->kind) {
   case TP_SPLIT:
     if ((st = find(&k->re, md, s, n, g))) return st;
-    return split_by(g, k->behavior, k->invert, s, first, out) ? NULL : oom();
+    return split_by(g, k->behavior, k->invert, s, first, out) ? NULL : tok_oom();
   case TP_BYTELEVEL: {
     tmp->len = 0;
-    if ((k->add_prefix_space && s[0] != ' ' && !tok_buf_put(tmp, " ", 1)) || !tok_buf_put(tmp, s, n)) return oom();
+    if ((k->add_prefix_space && s[0] != ' ' && !tok_buf_put(tmp, " ", 1)) || !tok_buf_put(tmp, s, n)) return tok_oom();
     if (k->use_regex) {
       if ((st = find(&k->re, md, tmp->p, tmp->len, g))) return st;
     } else {
       g->n = 0;
-      if (!seg_add(g, 0, tmp->len, 0)) return oom();
+      if (!seg_add(g, 0, tmp->len, 0)) return tok_oom();
     }
     /* each segment is a piece (Isolated), each of its bytes a printable character */
     tok_buf mapped = {0};
@@ -132,7 +131,7 @@ static dvm_status *step(const tok_pre *k, pcre2_match_data *md, const char *s, s
       if (ok && x.end > x.start) ok = tok_pieces_add(out, mapped.p, mapped.len, first && x.start == 0);
     }
     free(mapped.p);
-    return ok ? NULL : oom();
+    return ok ? NULL : tok_oom();
   }
   case TP_METASPACE: {
     const char *rep = k->rep;
@@ -140,13 +139,13 @@ static dvm_status *step(const tok_pre *k, pcre2_match_data *md, const char *s, s
     /* after ' ' becomes rep, as the tokenizers library checks it */
     int prefix = (k->prepend == PREPEND_ALWAYS || (k->prepend == PREPEND_FIRST && first)) && s[0] != ' ' &&
                  !(n >= r && memcmp(s, rep, r) == 0);
-    if (!metaspace(s, n, rep, prefix, tmp)) return oom();
-    if (!k->split) return tok_pieces_add(out, tmp->p, tmp->len, first) ? NULL : oom();
+    if (!metaspace(s, n, rep, prefix, tmp)) return tok_oom();
+    if (!k->split) return tok_pieces_add(out, tmp->p, tmp->len, first) ? NULL : tok_oom();
     g->n = 0, g->at = 0, g->ok = 1;
     for (const char *p = tmp->p, *end = tmp->p + tmp->len; (p = memmem(p, (size_t)(end - p), rep, r)); p += r)
-      if (!on_match(g, (size_t)(p - tmp->p), (size_t)(p - tmp->p) + r)) return oom();
-    if (g->at < tmp->len && !seg_add(g, g->at, tmp->len, 0)) return oom();
-    return split_by(g, SPLIT_WITH_NEXT, 0, tmp->p, first, out) ? NULL : oom();
+      if (!on_match(g, (size_t)(p - tmp->p), (size_t)(p - tmp->p) + r)) return tok_oom();
+    if (g->at < tmp->len && !seg_add(g, g->at, tmp->len, 0)) return tok_oom();
+    return split_by(g, SPLIT_WITH_NEXT, 0, tmp->p, first, out) ? NULL : tok_oom();
   }
   }
   return dvm_status_new(DVM_INTERNAL, "pre-tokenizer step %d", (int)k->kind);
@@ -156,7 +155,7 @@ dvm_status *tok_pretokenize(const dvm_tokenizer *t, pcre2_match_data *md, const 
                             tok_pieces *out) {
   out->n = 0, out->text.len = 0;
   if (!n) return NULL;
-  if (!tok_pieces_add(out, s, n, first)) return oom();
+  if (!tok_pieces_add(out, s, n, first)) return tok_oom();
   tok_pieces next = {0};
   tok_buf tmp = {0};
   segs g = {0};

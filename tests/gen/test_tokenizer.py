@@ -192,17 +192,18 @@ def tok_check(tok, path, texts, seed):
         for skip in (1, 0):
             reqs.append(f"D {skip} {','.join(map(str, ids))}")
             want.append(("decode", ids, skip, tok.decode(ids, skip_special_tokens=bool(skip)).encode().hex()))
-    for ids in encoded[::2]:  # the stream's pieces joined are the decode
-        reqs.append(f"S 1 {','.join(map(str, ids))}")
-        want.append(("stream", ids, 1, tok.decode(ids).encode().hex()))
-    for ids in scattered[:80]:  # each id's piece is the library's DecodeStream's
+    for ids in encoded[::2] + scattered[:80]:
         stream = DecodeStream(skip_special_tokens=True)
         try:
-            steps = "/".join((stream.step(tok, i) or "").encode().hex() for i in ids)
+            steps = [stream.step(tok, i) or "" for i in ids]
         except Exception:  # it refuses ids whose text changes what came before
             continue
         reqs.append(f"S 1 {','.join(map(str, ids))}")
-        want.append(("steps", ids, 1, steps))
+        full = tok.decode(ids)
+        if "".join(steps) == full:  # then dvm's pieces and the rest the stream's finish gives join into the decode
+            want.append(("stream", ids, 1, full.encode().hex()))
+        else:  # each id's piece is the library's DecodeStream's (a decoder such as Strip reads each chunk alone)
+            want.append(("steps", ids, 1, "/".join(x.encode().hex() for x in steps)))
     got = tok_run(path, reqs)
     bad = []
     for (kind, what, flag, expect), line in zip(want, got):
@@ -216,7 +217,7 @@ def tok_check(tok, path, texts, seed):
 
 def test_matches_tokenizers(trained):
     name, tok, path = trained
-    tok_check(tok, path, tok_random_texts(hash(name) % 1000), seed=1)
+    tok_check(tok, path, tok_random_texts(sorted(KINDS).index(name)), seed=1)
 
 
 def test_merges_as_pairs(trained, tmp_path):
