@@ -241,6 +241,14 @@ def test_builder_folder(name):
     tok_check(tok, folder, tok_random_texts(3, 150), seed=3)
 
 
+def test_token_id(trained):
+    _, tok, path = trained
+    names = ["<s>", "</s>", "<|endoftext|>", "[X]", "e", "nothing-like-this", ""] + list(tok.get_vocab())[::37]
+    got = tok_run(path, ["T 0 " + n.encode().hex() for n in names])
+    want = [str(tok.token_to_id(n) if tok.token_to_id(n) is not None else -1) for n in names]
+    assert got == want
+
+
 def test_invalid_utf8_is_refused(trained):
     _, _, path = trained
     out = tok_run(path, ["E 1 " + b"ab\xffcd".hex(), "E 0 " + b"\xe4\xbd".hex(), "E 0 " + b"\xed\xa0\x80".hex()])

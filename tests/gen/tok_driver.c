@@ -9,6 +9,7 @@
  *                special tokens: the text in hex
  *   S FLAG IDS   the same through a stream, one id at a time: each piece's
  *                hex, then what the stream's finish gives, joined by "/"
+ *   T 0 HEX      the id of the token HEX (-1: none)
  * or "ERR message" when the call fails. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,10 +50,17 @@ int main(int argc, char **argv) {
     char op = line[0];
     int flag = line[2] == '1';
     char *arg = line + 4;
-    if (op == 'E') {
+    if (op == 'E' || op == 'T') {
       size_t len = strcspn(arg, "\n") / 2;
       char *text = malloc(len + 1);
       for (size_t i = 0; i < len; i++) text[i] = (char)(nibble(arg[2 * i]) << 4 | nibble(arg[2 * i + 1]));
+      text[len] = 0;
+      if (op == 'T') {
+        printf("%d\n", dvm_tokenizer_token_id(t, text));
+        free(text);
+        fflush(stdout);
+        continue;
+      }
       int32_t *ids;
       size_t n;
       st = dvm_tokenizer_encode(t, text, len, flag, &ids, &n);
