@@ -21,6 +21,15 @@ int lw_owns(const dvmc_graph *g, const dvmc_value *v) {
   return v && v->id >= 0 && v->id < g->nvalues && g->values[v->id] == v;
 }
 
+/* n's input 0 is f16 and its kernel takes f32 but not f16: it runs on f32
+ * copies (lw_via_f32), as ONNX Runtime runs such nodes. */
+static int f32_only(const dvmc_node *n, const op_rule *r) {
+  char base[64];
+  const dvmc_value *x = n->nin ? n->in[0] : NULL;
+  const dvm_kernel_def *k = x && x->typed && x->dtype == DVM_F16 && r->kernel ? dvm_ops_find_entry(r->kernel, DVM_DEVICE_CPU, base) : NULL;
+  return k && (k->dtypes & DVM_DTYPE_BIT(DVM_F32)) && !(k->dtypes & DVM_DTYPE_BIT(DVM_F16));
+}
+
 /* The values of g a node reads: its inputs, and the values of g its
  * subgraphs read (a branch or loop body reading an outer value uses it
  * where the If or Loop runs). Each once, marked with the node's stamp. */
@@ -105,7 +114,7 @@ dvm_status *lw_lower_graph(lowering *L, const dvmc_graph *g) {
     int folded = n->nout > 0;
     for (int k = 0; k < n->nout; k++) folded &= lw_foldable(L, n->out[k]);
     if (!folded && ((st = lw_check_attrs(n, r)) || (st = lw_check_values(n)) || (st = lw_check_kinds(n)) ||
-                    (st = r->lower(L, n, r))))
+                    (st = f32_only(n, r) ? lw_via_f32(L, n, r) : r->lower(L, n, r))))
       break;
     if (!folded && L->depth == 0 && !lw_bind_data_dims(L, n)) {
       st = dvm_status_new(DVM_OUT_OF_MEMORY, "");

@@ -244,6 +244,45 @@ dvm_status *lw_cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dt
   return lw_lower_kernel(L, &node, &cast);
 }
 
+/* n's lowering r->lower run on f32: each f16 input cast to f32, each f16
+ * output made in f32 and cast back, the f32 copies released after. This is
+ * how ONNX Runtime's CPU provider runs an f16 node its kernel computes in
+ * f32 only (it inserts the same casts), so results round as its do. An
+ * output inference left untyped is input 0's f16. */
+dvm_status *lw_via_f32(lowering *L, const dvmc_node *n, const op_rule *r) {
+  dvmc_value **ins = dvm_arena_alloc(&L->c->arena, (size_t)n->nin + 1, sizeof *ins);
+  dvmc_value **outs = dvm_arena_alloc(&L->c->arena, (size_t)n->nout + 1, sizeof *outs), *back;
+  if (!ins || !outs) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st;
+  for (int i = 0; i < n->nin; i++) {
+    ins[i] = n->in[i];
+    if (ins[i] && ins[i]->typed && ins[i]->dtype == DVM_F16 && (st = lw_cast_value(L, n, n->in[i], DVM_F32, &ins[i])))
+      return st;
+  }
+  for (int j = 0; j < n->nout; j++) {
+    const dvmc_value *o = n->out[j];
+    if (!(outs[j] = n->out[j]) || (o->typed && o->dtype != DVM_F16)) continue; /* untyped: as input 0 */
+    if (!(outs[j] = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    lw_set_type(outs[j], DVM_F32);
+    outs[j]->rank = o->rank;
+    for (int k = 0; k < o->rank; k++) outs[j]->dims[k] = o->dims[k];
+  }
+  dvmc_node m = *n;
+  m.in = ins;
+  m.out = outs;
+  if ((st = r->lower(L, &m, r))) return st;
+  for (int j = 0; j < n->nout; j++) {
+    if (outs[j] == n->out[j]) continue;
+    if ((st = lw_cast_value(L, n, outs[j], DVM_F16, &back))) return st;
+    if (!lw_bind(L, n->out[j], lw_lookup(L, back))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    lw_set_type(n->out[j], DVM_F16);
+    dvmc_fn_RELEASE(L->f, lw_lookup(L, outs[j]));
+  }
+  for (int i = 0; i < n->nin; i++)
+    if (ins[i] != n->in[i]) dvmc_fn_RELEASE(L->f, lw_lookup(L, ins[i]));
+  return NULL;
+}
+
 /* Mean: the inputs summed as Sum does (a chain of the rule's kernel, add),
  * then divided by their count, a scalar constant; f16 and bf16 in f32,
  * rounded once at the end (as ONNX Runtime does). */

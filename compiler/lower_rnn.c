@@ -48,43 +48,6 @@ static dvm_status *rnn_acts(lowering *L, const dvmc_node *n, int nact, int dirs,
   return NULL;
 }
 
-/* An f16 RNN, GRU or LSTM: the f32 kernel on f32 copies of the float
- * inputs (all but sequence_lens), each output cast back to f16. This is
- * how ONNX Runtime runs them: its CPU kernels are f32 and it inserts these
- * casts. The copies are released after. */
-static dvm_status *rnn_via_f32(lowering *L, const dvmc_node *n, const op_rule *r) {
-  dvmc_value *ins[8] = {0}, *ys[3] = {0}, *back;
-  dvm_dtype dt = n->in[0]->dtype;
-  dvm_status *st;
-  for (int i = 0; i < n->nin; i++) {
-    if (!(ins[i] = n->in[i]) || i == 4) continue;
-    if (!ins[i]->typed || ins[i]->dtype != dt) return lw_invalid(n, "input %d is not %s as X is", i, dvm_dtype_name(dt));
-    if ((st = lw_cast_value(L, n, n->in[i], DVM_F32, &ins[i]))) return st;
-  }
-  for (int j = 0; j < n->nout; j++) {
-    const dvmc_value *o = n->out[j];
-    if (!o) continue;
-    if (!(ys[j] = dvmc_value_new(L->c, (dvmc_graph *)L->g, NULL))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    lw_set_type(ys[j], DVM_F32);
-    ys[j]->rank = o->rank;
-    for (int k = 0; k < o->rank; k++) ys[j]->dims[k] = o->dims[k];
-  }
-  dvmc_node m = *n;
-  m.in = ins;
-  m.out = ys;
-  if ((st = lw_lower_rnn(L, &m, r))) return st;
-  for (int j = 0; j < n->nout; j++) {
-    if (!ys[j]) continue;
-    if ((st = lw_cast_value(L, n, ys[j], dt, &back))) return st;
-    if (!lw_bind(L, n->out[j], lw_lookup(L, back))) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    lw_set_type(n->out[j], dt);
-    dvmc_fn_RELEASE(L->f, lw_lookup(L, ys[j]));
-  }
-  for (int i = 0; i < n->nin; i++)
-    if (ins[i] && ins[i] != n->in[i]) dvmc_fn_RELEASE(L->f, lw_lookup(L, ins[i]));
-  return NULL;
-}
-
 /* RNN, GRU, LSTM: one kernel call for the whole sequence (ops/cpu/rnn.c).
  * Omitted inputs are left out and named by the `present` attribute;
  * omitted outputs are given as empty tensors the kernel leaves alone.
@@ -108,8 +71,8 @@ dvm_status *lw_lower_rnn(lowering *L, const dvmc_node *n, const op_rule *r) {
   if (head.nin < 3 || head.nin > maxin || !n->in[0] || !n->in[1] || !n->in[2])
     return lw_unsupported(n, "X, W and R are needed, and at most %d inputs", maxin);
   if (n->nout > nout) return lw_unsupported(n, "%d outputs, at most %d", n->nout, nout);
-  if (!quant && n->in[0]->typed && n->in[0]->dtype == DVM_F16) return rnn_via_f32(L, n, r);
-  /* f64: ONNX Runtime (1.32) has no f64 RNN and its GRU and LSTM refuse f64 when run */
+  /* f16 comes here as f32 (lw_via_f32); f64: ONNX Runtime (1.32) has no f64
+   * RNN and its GRU and LSTM refuse f64 when run */
   if (!lw_is_f32(n->in[0]))
     return lw_unsupported(n, "dtype %s is not supported (f32%s only)",
                           n->in[0]->typed ? dvm_dtype_name(n->in[0]->dtype) : "unknown", quant ? "" : " and f16");

@@ -130,6 +130,9 @@ const op_rule *lw_find_rule(const dvmc_node *n);
 DVM_MUST_USE dvm_status *lw_check_attrs(const dvmc_node *n, const op_rule *r);
 /* A new value: a cast of v to dt, through the cast kernel (*out its value). */
 DVM_MUST_USE dvm_status *lw_cast_value(lowering *L, const dvmc_node *n, dvmc_value *v, dvm_dtype dt, dvmc_value **out);
+/* n lowered by r->lower on f32 copies of its f16 inputs, its f16 outputs
+ * cast back: an f16 node whose kernel computes f32 only. */
+DVM_MUST_USE dvm_status *lw_via_f32(lowering *L, const dvmc_node *n, const op_rule *r);
 /* The special lowerings, lw_lower_X for each X of ops.def's LOWER column,
  * defined in lower_ops.c or the file of their family (above); a row's _
  * names the generic kernel call. */

@@ -76,8 +76,7 @@ static const field fields[] = {
     {"search.num_beams", F_INT, 0, NONE, 1, 1, beams},
     {"search.num_return_sequences", F_INT, 0, NONE, 1, 1, "one sequence per prompt"},
     {"search.no_repeat_ngram_size", F_INT, 0, NONE, 0, 0, "n-gram blocking is not supported"},
-    {"search.past_present_share_buffer", F_BOOL, 0, NONE, 1, 1,
-     "the generator binds one cache buffer per layer as both past and present"},
+    {"search.past_present_share_buffer", F_BOOL, 0, AT(share_buffer), 0, 1, NULL},
     /* beam search's alone */
     {"search.diversity_penalty", F_IGNORED, 0, NONE, 0, 0, NULL},
     {"search.length_penalty", F_IGNORED, 0, NONE, 0, 0, NULL},

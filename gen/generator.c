@@ -13,7 +13,17 @@
  * attention_mask holds ones up to its own length (zeros after), so each
  * attends to its own past. A row with nothing new in such a step repeats
  * its last token at its last position: that rewrites the same key and
- * value there and keeps every row's length within max_length. */
+ * value there and keeps every row's length within max_length.
+ *
+ * A model without a shared buffer (past_present_share_buffer false: the
+ * builder's f16 models, whose MultiHeadAttention concatenates) takes a
+ * past as long as what its rows hold and makes a present one step longer.
+ * The generator keeps the same cache and passes a copy of the rows' held
+ * positions, all rows of the step holding as many, then keeps present's
+ * new positions in the cache: the copy per step ONNX Runtime GenAI makes
+ * in this mode. Rows holding different lengths run alone, and a sequence
+ * with a past takes new tokens one per step (such a graph's mask is made
+ * for a prompt or one token). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,8 +154,10 @@ static dvm_status *map_signature(dvm_generator *g, const dvm_module *m, dvm_dtyp
     if (role < 0)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "model output \"%s\" is none of genai_config.json's outputs", out.name);
     if (role == 0) {
-      if (out.kind != DVM_VAL_TENSOR || out.dtype != DVM_F32 || out.rank < 2 || out.rank > 3)
-        return dvm_status_new(DVM_UNIMPLEMENTED, "model output \"%s\" must be f32 logits [batch, (n,) vocab]", out.name);
+      if (out.kind != DVM_VAL_TENSOR || (out.dtype != DVM_F32 && out.dtype != DVM_F16 && out.dtype != DVM_BF16) ||
+          out.rank < 2 || out.rank > 3)
+        return dvm_status_new(DVM_UNIMPLEMENTED, "model output \"%s\" must be f32, f16 or bf16 logits [batch, (n,) vocab]",
+                              out.name);
       g->logits_result = r;
     } else {
       g->present[role - 1] = r;
@@ -294,6 +306,39 @@ static dvm_status *int_tensor(dvm_dtype dt, int64_t rows, int64_t cols, const in
   return NULL;
 }
 
+/* Without a shared buffer: layer i's past for rows [b0, b0 + nb), each
+ * holding P positions, as a tensor of its own [nb, kv_heads, P, head]. */
+static dvm_status *past_copy(dvm_generator *g, int i, int b0, int nb, int P, dvm_tensor **out) {
+  const dvm_generator_config *c = &g->c;
+  const dvm_tensor *cache = g->cache[i];
+  int64_t dims[4] = {nb, c->kv_heads, P, c->head_size};
+  dvm_status *st = dvm_tensor_create(dvm_tensor_dtype(cache), 4, dims, out);
+  if (st) return st;
+  size_t pos = (size_t)c->head_size * dvm_dtype_size(dvm_tensor_dtype(cache)), n = (size_t)P * pos;
+  char *dst = dvm_tensor_data(*out);
+  for (int b = 0; b < nb; b++)
+    for (int h = 0; h < c->kv_heads; h++, dst += n)
+      memcpy(dst, (const char *)dvm_tensor_data(g->rows[i * g->batch + b0 + b]) + (size_t)h * g->max_length * pos, n);
+  return NULL;
+}
+
+/* ... and present's positions [P, P + n) of those rows into the cache. */
+static dvm_status *present_keep(dvm_generator *g, int i, int b0, int nb, int P, int n, const dvm_tensor *t) {
+  const dvm_generator_config *c = &g->c;
+  const int64_t *d = dvm_tensor_dims(t);
+  if (dvm_tensor_rank(t) != 4 || d[0] != nb || d[1] != c->kv_heads || d[2] != P + n || d[3] != c->head_size ||
+      dvm_tensor_dtype(t) != dvm_tensor_dtype(g->cache[i]))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "a present of the model is not [%d, %d, %d, %d] %s", nb, c->kv_heads,
+                          P + n, c->head_size, dvm_dtype_name(dvm_tensor_dtype(g->cache[i])));
+  size_t pos = (size_t)c->head_size * dvm_dtype_size(dvm_tensor_dtype(t));
+  const char *src = dvm_tensor_data(t);
+  for (int b = 0; b < nb; b++)
+    for (int h = 0; h < c->kv_heads; h++, src += (size_t)(P + n) * pos)
+      memcpy((char *)dvm_tensor_data(g->rows[i * g->batch + b0 + b]) + ((size_t)h * g->max_length + (size_t)P) * pos,
+             src + (size_t)P * pos, (size_t)n * pos);
+  return NULL;
+}
+
 /* One invocation over rows [b0, b0 + nb) (all of them, or one alone):
  * row b feeds tokens [from[b], to[b]) of its sequence, n = the most of
  * them; a row feeds to - from tokens, all rows the same count. Each row's
@@ -322,13 +367,24 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
   for (int k = 0; k < NINPUTS; k++)
     if (g->param[k] >= 0) g->args[g->param[k]] = dvm_value_tensor(in[k]);
   for (int r = 0; r < g->nresults; r++) g->bound[r] = (dvm_value){.kind = DVM_VAL_NONE};
-  for (int i = 0; i < 2 * c->layers; i++) {
+  int P = from[0]; /* without a shared buffer, what every row holds */
+  for (int i = 0; i < 2 * c->layers && !st; i++) {
     dvm_tensor *t = nb == g->batch ? g->cache[i] : g->rows[i * g->batch + b0];
-    g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
+    if (c->share_buffer) g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
+    else if (!(st = past_copy(g, i, b0, nb, P, &t))) g->args[g->past[i]] = dvm_value_tensor(t);
   }
   if (!st) st = dvm_vm_invoke_bound(g->vm, g->f, g->args, g->nparams, g->bound, g->results, g->nresults);
   for (int k = 0; k < NINPUTS; k++) dvm_tensor_release(in[k]);
-  if (st) return st;
+  for (int i = 0; i < 2 * c->layers && !c->share_buffer; i++) {
+    dvm_value *v = &g->args[g->past[i]];
+    if (!st) st = present_keep(g, i, b0, nb, P, n, g->results[g->present[i]].u.tensor);
+    if (v->kind == DVM_VAL_TENSOR) dvm_tensor_release(v->u.tensor);
+    *v = (dvm_value){.kind = DVM_VAL_NONE};
+  }
+  if (st) {
+    for (int r = 0; r < g->nresults; r++) dvm_value_clear(&g->results[r]);
+    return st;
+  }
   const dvm_tensor *lt = g->results[g->logits_result].u.tensor;
   const int64_t *ld = dvm_tensor_dims(lt);
   int rank = dvm_tensor_rank(lt);
@@ -336,11 +392,12 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
   if (ld[0] != nb || ld[rank - 1] != c->vocab_size || s < 1)
     st = dvm_status_new(DVM_INVALID_ARGUMENT, "logits [%lld, ..., %lld] for %d sequences and a vocabulary of %d",
                         (long long)ld[0], (long long)ld[rank - 1], nb, c->vocab_size);
-  const float *L = dvm_tensor_data(lt);
+  const char *L = dvm_tensor_data(lt);
+  size_t row = (size_t)c->vocab_size * dvm_dtype_size(dvm_tensor_dtype(lt));
   for (int b = 0; !st && b < nb; b++) {
     if (!keep[b]) continue;
-    memcpy(g->logits + (size_t)(b0 + b) * c->vocab_size, L + ((size_t)b * s + (size_t)(s - 1)) * c->vocab_size,
-           (size_t)c->vocab_size * sizeof *L);
+    dvm_floats_to_f32(dvm_tensor_dtype(lt), L + ((size_t)b * s + (size_t)(s - 1)) * row,
+                      g->logits + (size_t)(b0 + b) * c->vocab_size, (size_t)c->vocab_size);
     g->has_logits[b0 + b] = true;
   }
   for (int r = 0; r < g->nresults; r++) dvm_value_clear(&g->results[r]);
@@ -352,24 +409,38 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
   int *from = malloc(2 * (size_t)B * sizeof *from), *to = from + B;
   bool *keep = malloc((size_t)B * sizeof *keep);
   dvm_status *st = from && keep ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  bool share = g->c.share_buffer;
   for (int b = 0; b < B && !st; b++) {
-    if (g->len[b] - g->ran[b] >= 2) {
+    /* without a shared buffer, a sequence with a past steps one token at a time */
+    while (!st && g->len[b] - g->ran[b] >= 2 && !share && g->ran[b] > 0) {
+      from[b] = g->ran[b], to[b] = g->ran[b] + 1, keep[b] = true;
+      if (!(st = invoke(g, b, 1, 1, from + b, to + b, keep + b))) g->ran[b]++;
+    }
+    if (!st && g->len[b] - g->ran[b] >= 2) {
       from[b] = g->ran[b], to[b] = g->len[b], keep[b] = true;
       if (!(st = invoke(g, b, 1, g->len[b] - g->ran[b], from + b, to + b, keep + b))) g->ran[b] = g->len[b];
     }
     step |= g->len[b] - g->ran[b] == 1;
   }
   if (step && !st) {
+    bool together = true;
     for (int b = 0; b < B; b++) {
       keep[b] = g->len[b] > g->ran[b];
       to[b] = keep[b] ? g->len[b] : g->ran[b];
       from[b] = to[b] - 1;
+      together &= share || from[b] == from[0];
     }
-    if (!(st = invoke(g, 0, B, 1, from, to, keep)))
+    for (int b = 0; b < B && !st && !together; b++) /* rows holding different lengths: each alone */
+      if (keep[b]) st = invoke(g, b, 1, 1, from + b, to + b, keep + b);
+    if (!st && together) st = invoke(g, 0, B, 1, from, to, keep);
+    if (!st)
       for (int b = 0; b < B; b++) g->ran[b] = g->len[b];
   }
   free(from);
   free(keep);
+  if (st && !share) /* a graph made for a shared buffer fails on a past as long as what is held */
+    return dvm_status_annotate(st, "generator step (search.past_present_share_buffer is false: each past is as long "
+                                   "as what its sequence holds)");
   return st ? dvm_status_annotate(st, "generator step") : NULL;
 }
 

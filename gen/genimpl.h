@@ -20,6 +20,7 @@ typedef struct dvm_generator_config {
   int pad;
   /* search */
   int max_length, min_length, do_sample, top_k;
+  int share_buffer; /* past and present one buffer (GroupQueryAttention), else present = past + new */
   double top_p, temperature, repetition_penalty;
   int64_t seed;
 } dvm_generator_config;

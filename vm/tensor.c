@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "half.h"
 #include "object.h"
 #include "pool.h"
 
@@ -22,6 +23,16 @@ static const struct {
 static const char *const device_names[DVM_DEVICE_COUNT] = {"cpu", "cuda"};
 
 size_t dvm_dtype_size(dvm_dtype dt) { return (unsigned)dt < DVM_DTYPE_COUNT ? dtypes[dt].size : 0; }
+
+bool dvm_floats_to_f32(dvm_dtype dt, const void *src, float *dst, size_t n) {
+  const uint16_t *h = src;
+  switch (dt) {
+  case DVM_F32: memcpy(dst, src, n * sizeof *dst); return true;
+  case DVM_F16: for (size_t i = 0; i < n; i++) dst[i] = dvm_f16_to_f32(h[i]); return true;
+  case DVM_BF16: for (size_t i = 0; i < n; i++) dst[i] = dvm_bf16_to_f32(h[i]); return true;
+  default: return false;
+  }
+}
 
 const char *dvm_dtype_name(dvm_dtype dt) {
   return (unsigned)dt < DVM_DTYPE_COUNT ? dtypes[dt].name : "?";

@@ -158,7 +158,10 @@ BUILDER = sorted(d for d in os.listdir(GENAI) if os.path.isfile(os.path.join(GEN
     if os.path.isdir(GENAI) else []
 
 
-@pytest.mark.parametrize("name", BUILDER or [pytest.param("", marks=pytest.mark.skip(
+SHARED = [d for d in BUILDER if not d.endswith("-fp16")]  # the f16 folders concatenate: no shared buffer
+
+
+@pytest.mark.parametrize("name", SHARED or [pytest.param("", marks=pytest.mark.skip(
     reason="no builder models: build-data/genai is made by setup.sh"))])
 def test_builder_model_step_peak_is_the_plan(tmp_path, name):
     """The builder's folders (GroupQueryAttention, presents max(past, total)
@@ -175,6 +178,27 @@ def test_builder_model_step_peak_is_the_plan(tmp_path, name):
         bound = max(bound_peak(d, 1, 5, 5, 64), bound_peak(d, 1, 1, 63, 64))
         logits = rows * r["logits"].shape[-1] * 4
         assert bound <= r["peak_requested"] <= bound + logits, (r["peak_requested"], bound, logits)
+
+
+@pytest.mark.skipif("llama-fp32" not in BUILDER, reason="no builder models: build-data/genai is made by setup.sh")
+def test_unshared_buffer_gives_the_shared_tokens(tmp_path):
+    """past_present_share_buffer false on a GroupQueryAttention folder
+    (which takes either): each step gets a copy of what its rows hold and
+    keeps present's new rows. The same tokens and logits as with the shared
+    buffer, for a batch whose rows hold different lengths (they step alone)
+    and for rows of one length (together)."""
+    runs = {}
+    for share in (True, False):
+        d = tmp_path / str(share)
+        shutil.copytree(os.path.join(GENAI, "llama-fp32"), d, ignore=shutil.ignore_patterns("*.dvmb"))
+        cfg = json.load(open(d / "genai_config.json"))
+        cfg["search"]["past_present_share_buffer"] = share
+        json.dump(cfg, open(d / "genai_config.json", "w"))
+        dvm_ok("compile", d / "model.onnx", "-o", d / "model.dvmb")
+        runs[share] = [driver(d, prompts, 40) for prompts in ([[5, 6, 7, 8, 9], [4], [8, 1, 2]], [[3, 4], [9, 9]])]
+    for a, b in zip(runs[True], runs[False]):
+        assert a["tokens"] == b["tokens"]
+        np.testing.assert_allclose(a["logits"], b["logits"], rtol=1e-5, atol=1e-5)
 
 
 def test_sampling_is_reproducible(scatter_decoder):
@@ -232,7 +256,8 @@ def edit_config(d, path, value):
     (["--prompt-ids", "1"], (("search", "top_p"), 1.5), "search.top_p: 1.5 is out of range [0, 1]"),
     (["--prompt-ids", "1"], (("search", "repetition_penalty"), 0), "search.repetition_penalty: 0 is out of range"),
     (["--prompt-ids", "1"], (("search", "num_beams"), 4), "search.num_beams: 4 is out of range [1, 1]: beam search"),
-    (["--prompt-ids", "1"], (("search", "past_present_share_buffer"), False), "must be true"),
+    (["--prompt-ids", "1"], (("search", "past_present_share_buffer"), False),
+     "past_present_share_buffer is false: each past is as long as what its sequence holds"),
     (["--prompt-ids", "1"], (("model", "decoder", "inputs", "past_key_names"), "past.key"), "exactly one %d"),
     (["--prompt-ids", "1"], (("model", "decoder", "num_hidden_layers"), 3), "no \"past_key_values.2.key\""),
     (["--prompt-ids", "1"], (("model", "decoder", "num_key_value_heads"), 3), "must divide num_attention_heads"),

@@ -3,7 +3,7 @@ configs with transformers (no hub), and ONNX Runtime GenAI's model builder's
 output for each: the ONNX model folders LLMs are published in.
 
     python builder_models.py OUT [--size tiny|bench] [--families llama,...]
-                                 [--precisions fp32,int4]
+                                 [--precisions fp32,int4,fp16]
 
 writes OUT/ckpt/<family> (the Hugging Face checkpoint with a small byte-level
 BPE tokenizer) and OUT/<family>-<precision>/ (genai_config.json, model.onnx,
@@ -99,7 +99,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
     ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--precisions", default="fp32,int4")
+    ap.add_argument("--precisions", default="fp32,int4,fp16")
     a = ap.parse_args()
     for fam in a.families.split(","):
         ckpt = os.path.join(a.out, "ckpt", fam)

@@ -92,6 +92,42 @@ def test_skip_simplified_layer_normalization_statistics_are_refused():
     refused(m, feeds, ["SkipSimplifiedLayerNormalization", "output 2"])
 
 
+# ---- f16 nodes whose kernels compute f32 only ----
+
+F16_CASES = {  # op, domain, inputs (f32 arrays cast to f16 unless integer), outputs, attributes
+    "skip_rmsnorm": ("SkipSimplifiedLayerNormalization", MS,
+                     {"x": f32(2, 3, 7), "skip": f32(2, 3, 7), "g": f32(7)}, ["y", "", "", "sum"], {"epsilon": 1e-6}),
+    "skip_rmsnorm_257": ("SkipSimplifiedLayerNormalization", MS,
+                         {"x": f32(1, 257), "skip": f32(1, 257), "g": f32(257), "b": f32(257)}, ["y"], {}),
+    "mha": ("MultiHeadAttention", MS, {"q": f32(2, 5, 12), "k": f32(2, 3, 12), "v": f32(2, 3, 8)}, ["y"],
+            {"num_heads": 2}),
+    "mha_past": ("MultiHeadAttention", MS,
+                 {"q": f32(1, 1, 8), "k": f32(1, 1, 8), "v": f32(1, 1, 8), "bias": "", "mask": "", "ab": "",
+                  "pk": f32(1, 2, 6, 4), "pv": f32(1, 2, 6, 4)}, ["y", "pk_out", "pv_out"],
+                 {"num_heads": 2, "unidirectional": 1}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(F16_CASES))
+def test_f16_node_of_an_f32_kernel_rounds_as_onnxruntime(case):
+    """An f16 node whose CPU kernel is f32 only runs on f32 copies of its
+    inputs, its outputs rounded to f16: what ONNX Runtime does (it inserts
+    the casts), so the results are ONNX Runtime's, to an f16 step."""
+    op, domain, inputs, outs, attrs = F16_CASES[case]
+    feeds = {n: a.astype(np.float16) for n, a in inputs.items() if not isinstance(a, str)}
+    names = [n if not isinstance(a, str) else "" for n, a in inputs.items()]
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT16, list(feeds[n].shape)) for n in names if n]
+    vo = [helper.make_tensor_value_info(o, TensorProto.FLOAT16, None) for o in outs if o]
+    node = helper.make_node(op, names, outs, domain=domain, **attrs)
+    m = helper.make_model(helper.make_graph([node], "g", vi, vo),
+                          opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+    got, want = both(m, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.float16 and g.shape == w.shape
+        g, w = g.astype(np.float32), w.astype(np.float32)
+        assert np.all(np.abs(g - w) <= np.spacing(np.abs(w).astype(np.float16)).astype(np.float32)), case
+
+
 # ---- com.microsoft RotaryEmbedding ----
 
 ROTARY = [  # (x shape, num_heads, rotary_embedding_dim, head size)

@@ -1,6 +1,6 @@
 """dvm.genai against ONNX Runtime GenAI (which runs in another interpreter,
 build-data/genai-venv, through genai_ref.py) on model folders written by
-GenAI's model builder (build-data/genai/<arch>-<fp32|int4>) and on a decoder
+GenAI's model builder (build-data/genai/<arch>-<fp32|int4|fp16>) and on a decoder
 of standard ops in the same form (tests/gen/llm.py) with a builder folder's
 tokenizer."""
 import json
@@ -29,6 +29,8 @@ pytest.importorskip("tokenizers", reason="dvm.genai.Tokenizer needs the tokenize
 
 BUILDER = sorted(d for d in os.listdir(GENAI) if os.path.isfile(os.path.join(GENAI, d, "genai_config.json")))
 INT4 = [d for d in BUILDER if d.endswith("-int4")]
+F16 = [d for d in BUILDER if d.endswith("-fp16")]
+F16_STEPS = 48  # tokens generated per fp16 folder
 
 
 def ort(tmp_path, job):
@@ -93,7 +95,7 @@ def folder(request, scatter_folder):
     return request.param or scatter_folder
 
 
-@pytest.fixture(params=[p for p in folders() if not p.id.endswith("-int4")])
+@pytest.fixture(params=[p for p in folders() if not p.id.endswith(("-int4", "-fp16"))])
 def fp32_folder(request, scatter_folder):
     return request.param or scatter_folder
 
@@ -172,6 +174,44 @@ def test_int4_greedy_choices_match_genai(tmp_path, name):
     print(f"{name}: {same}/{total} greedy choices as GenAI's; logits' relative difference max {max(errs):.2e}, "
           f"median {np.median(errs):.2e}")
     assert same >= 0.95 * total
+
+
+@pytest.mark.parametrize("name", F16 or [pytest.param("", marks=pytest.mark.skip(reason="no fp16 builder folders"))])
+def test_f16_greedy_choices_match_onnxruntime(tmp_path, name):
+    """fp16, whose graphs have no shared cache buffer (MultiHeadAttention
+    concatenates past and new). ONNX Runtime GenAI cannot step these on the
+    CPU (its planner trusts the builder's value_info, wrong after the first
+    step), so the reference is onnxruntime on the same graph without its
+    value_info, over dvm's whole sequence at once: the logits of every step
+    within f16 rounding (both compute in f32 between f16 values, rounding
+    at different places), and every greedy choice ONNX Runtime's most
+    likely token or within one f16 step of it (a near-tie)."""
+    import onnx
+    import onnxruntime as ort
+    folder = os.path.join(GENAI, name)
+    model = load(folder)
+    prompt = [5, 17, 99, 3, 250, 41, 7]
+    seq, logits, _ = genai_run(model, prompt, max_length=len(prompt) + F16_STEPS, min_length=len(prompt) + F16_STEPS)
+    assert len(seq) == len(prompt) + F16_STEPS
+    g = onnx.load(os.path.join(folder, "model.onnx"))
+    del g.graph.value_info[:]
+    ref_path = str(tmp_path / "model.onnx")
+    onnx.save(g, ref_path)
+    s = ort.InferenceSession(ref_path, providers=["CPUExecutionProvider"])
+    cfg = json.load(open(os.path.join(folder, "genai_config.json")))["model"]["decoder"]
+    T = len(seq) - 1  # the last token was chosen, never fed
+    feeds = {"input_ids": np.array([seq[:T]], np.int64), "attention_mask": np.ones((1, T), np.int64),
+             "position_ids": np.arange(T)[None].astype(np.int64)}
+    for i in s.get_inputs():
+        if i.name.startswith("past_key_values"):
+            feeds[i.name] = np.zeros((1, cfg["num_key_value_heads"], 0, cfg["head_size"]), np.float16)
+    ref = s.run(["logits"], feeds)[0][0, len(prompt) - 1:].astype(np.float32)
+    assert logits.shape == ref.shape
+    scale = np.abs(ref).max()
+    assert np.abs(logits - ref).max() / scale < 1e-2
+    ulp = 2.0 ** (np.floor(np.log2(scale)) - 10)  # one f16 step at the logits' magnitude
+    for k, t in enumerate(seq[len(prompt):]):
+        assert ref[k].max() - ref[k, t] <= ulp, f"step {k}: token {t}, ONNX Runtime's {int(ref[k].argmax())}"
 
 
 def test_batch_equals_each_alone(folder):

@@ -41,6 +41,9 @@ typedef enum dvm_device_kind {
 DVM_API size_t dvm_dtype_size(dvm_dtype dt);
 DVM_API const char *dvm_dtype_name(dvm_dtype dt);       /* "f32", "i64", ... */
 DVM_API bool dvm_dtype_parse(const char *name, dvm_dtype *out);
+/* n floats of dtype dt (f32, f16 or bf16) at src as f32 at dst; false
+ * for any other dtype. */
+DVM_API bool dvm_floats_to_f32(dvm_dtype dt, const void *src, float *dst, size_t n);
 DVM_API const char *dvm_device_name(dvm_device_kind dev); /* "cpu", "cuda" */
 DVM_API bool dvm_device_parse(const char *name, dvm_device_kind *out);
 
