@@ -222,8 +222,10 @@ static dvm_status *do_shapefn(dvm_vm *vm, const dvm_ops_SHAPEFN *x, dvm_value *R
   return NULL;
 }
 
-static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int rank,
-                            const int64_t *dims, dvm_value *dst) {
+/* A new tensor; exact: a block of its exact size (a result, which the
+ * memory plan counts so), else one of the pool's size classes. */
+static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int rank, const int64_t *dims,
+                            bool exact, dvm_value *dst) {
   int64_t n;
   size_t bytes;
   dvm_status *st = dvm_shape_numel(rank, dims, &n);
@@ -232,7 +234,9 @@ static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int r
     return dvm_status_new(DVM_OUT_OF_RANGE, "tensor byte size overflows");
   dvm_pool *p;
   dvm_storage *s;
-  if ((st = dvm_vm_pool(vm, dev, &p)) || (st = dvm_pool_alloc(p, bytes, 64, &s))) return st;
+  if ((st = dvm_vm_pool(vm, dev, &p)) ||
+      (st = (exact ? dvm_pool_alloc_exact : dvm_pool_alloc)(p, bytes, 64, &s)))
+    return st;
   dvm_tensor *t;
   st = dvm_tensor_view(s, 0, dt, rank, dims, &t);
   dvm_storage_release(s);
@@ -283,7 +287,7 @@ dvm_status *dvm_vm_copy(dvm_vm *vm, dvm_tensor *src, dvm_device_kind dev, dvm_va
     return NULL;
   }
   dvm_value tmp = {0};
-  dvm_status *st = do_alloc(vm, dev, (dvm_dtype)src->dtype, src->rank, src->dims, &tmp);
+  dvm_status *st = do_alloc(vm, dev, (dvm_dtype)src->dtype, src->rank, src->dims, false, &tmp);
   if (st) return st;
   st = dvm_vm_copy_into(vm, tmp.u.tensor, src);
   if (!st && constant) st = dvm_constcopy_add(&vm->consts[dev], src, tmp.u.tensor);
@@ -633,7 +637,8 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
   CASE(ALLOC) {
     DECODE(ALLOC);
     NEED(2, x.shape, DVM_VAL_SHAPE);
-    TRY(do_alloc(vm, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, R[x.shape].rank, R[x.shape].u.dims, &R[x.dst]));
+    TRY(do_alloc(vm, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, R[x.shape].rank, R[x.shape].u.dims, false,
+                 &R[x.dst]));
     STEP();
     NEXT();
   }
@@ -645,7 +650,8 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
     if (b && b->kind == DVM_VAL_TENSOR)
       TRY(take_bound(fn, x.result, b->u.tensor, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, &R[x.shape], &R[x.dst]));
     else
-      TRY(do_alloc(vm, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, R[x.shape].rank, R[x.shape].u.dims, &R[x.dst]));
+      TRY(do_alloc(vm, (dvm_device_kind)x.device, (dvm_dtype)x.dtype, R[x.shape].rank, R[x.shape].u.dims, true,
+                   &R[x.dst]));
     STEP();
     NEXT();
   }

@@ -15,7 +15,9 @@ struct dvm_storage {
   void *ptr;
   size_t size;       /* usable bytes */
   dvm_pool *pool;    /* the pool it returns to; NULL for external memory */
-  size_t block;      /* pool block size (size class) */
+  size_t block;      /* pool block size (its size class, or the exact size asked) */
+  bool exact;        /* a pool block of the exact size asked (dvm_pool_alloc_exact) */
+  uint32_t oversized; /* exact: requests in a row it served at over twice their size */
   void (*deleter)(void *ctx); /* external memory only */
   void *ctx;
   /* Whole pages of its own (a module's bytes, a mapped data file): those of

@@ -17,7 +17,12 @@ struct dvm_pool {
   int owner_gone;
   int poison; /* DVM_POISON set: fill each CPU block with 0xff when handed out */
   dvm_storage *free[NCLASSES]; /* cached blocks, linked through ctx */
+  dvm_storage *exact;          /* cached exact blocks, linked through ctx */
 };
+
+/* Exact requests in a row that a cached block over twice their size may
+ * serve before it is given back for one of the size asked. */
+#define OVERSIZED_RUN 16
 
 /* Rounds size up to its class; returns the class index. */
 static int size_class(size_t size, size_t *block) {
@@ -45,16 +50,26 @@ dvm_status *dvm_pool_create(const dvm_device *dev, size_t limit, dvm_pool **out)
   return NULL;
 }
 
+/* Frees a cached block taken off its list; lock held. */
+static void free_cached(dvm_pool *p, dvm_storage *s) {
+  p->stats.cached -= s->block;
+  p->dev->free(p->dev, s->ptr, s->block);
+  free(s);
+}
+
 /* Frees the cached blocks; lock held. */
 static void trim_locked(dvm_pool *p) {
   for (int c = 0; c < NCLASSES; c++) {
     while (p->free[c]) {
       dvm_storage *s = p->free[c];
       p->free[c] = s->ctx;
-      p->stats.cached -= s->block;
-      p->dev->free(p->dev, s->ptr, s->block);
-      free(s);
+      free_cached(p, s);
     }
+  }
+  while (p->exact) {
+    dvm_storage *s = p->exact;
+    p->exact = s->ctx;
+    free_cached(p, s);
   }
 }
 
@@ -93,65 +108,56 @@ static void make_room_locked(dvm_pool *p, size_t block) {
     while (p->free[c] && p->stats.cached + block > 2 * p->stats.peak) {
       dvm_storage *s = p->free[c];
       p->free[c] = s->ctx;
-      p->stats.cached -= s->block;
-      p->dev->free(p->dev, s->ptr, s->block);
-      free(s);
+      free_cached(p, s);
     }
   }
 }
 
-dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage **out) {
+static dvm_status *check_request(size_t size, size_t align) {
   if (align == 0 || (align & (align - 1)) || align > DVM_POOL_MAX_ALIGN)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "alignment %zu is not a power of two up to %d",
                           align, DVM_POOL_MAX_ALIGN);
   if (size > ((size_t)1 << 62))
     return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "allocation of %zu bytes is too large", size);
-  size_t block;
-  int c = size_class(size, &block);
-  pthread_mutex_lock(&p->lock);
-  /* a miss takes a cached block up to three classes larger (under twice
-   * the size): a run that needs more distinct classes than twice its peak
-   * holds would otherwise free and remap the same blocks every time */
-  int have = c;
-  while (!p->free[have] && have < c + 3 && have + 1 < NCLASSES) have++;
-  dvm_storage *s = p->free[have];
-  if (s) {
-    p->free[have] = s->ctx;
-    block = s->block;
-    p->stats.cached -= block;
-    p->stats.reuses++;
-  } else {
-    uint64_t limit = p->stats.limit;
-    make_room_locked(p, block);
-    if (limit && p->stats.in_use + p->stats.cached + block > limit) trim_locked(p);
-    if (limit && p->stats.in_use + block > limit) {
-      dvm_pool_stats now = p->stats;
-      pthread_mutex_unlock(&p->lock);
-      return dvm_status_new(DVM_RESOURCE_EXHAUSTED,
-                            "%s pool limit of %llu bytes reached: %llu in use, %zu more asked",
-                            p->dev->name, (unsigned long long)limit,
-                            (unsigned long long)now.in_use, size);
-    }
-    s = calloc(1, sizeof *s);
-    void *ptr = NULL;
-    dvm_status *st = s ? p->dev->alloc(p->dev, block, &ptr) : dvm_status_new(DVM_OUT_OF_MEMORY, "");
-    if (st) {
-      unsigned long long in_use = p->stats.in_use;
-      pthread_mutex_unlock(&p->lock);
-      free(s);
-      if (dvm_status_code(st) != DVM_OUT_OF_MEMORY)
-        return dvm_status_annotate(st, "allocating %zu bytes on %s", size, p->dev->name);
-      dvm_status_free(st); /* the bare one: say how much, so the caller can say where */
-      return dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory allocating %zu bytes on %s (%llu in use)",
-                            size, p->dev->name, in_use);
-    }
-    s->ptr = ptr;
-    s->block = block;
-    s->device = (uint8_t)p->dev->kind;
-    s->pool = p;
-    p->stats.allocs++;
+  return NULL;
+}
+
+/* A new block of `block` bytes from the device, within the limit; the
+ * lock is held, and released on failure. */
+static dvm_status *new_block(dvm_pool *p, size_t size, size_t block, dvm_storage **out) {
+  uint64_t limit = p->stats.limit;
+  if (limit && p->stats.in_use + p->stats.cached + block > limit) trim_locked(p);
+  if (limit && p->stats.in_use + block > limit) {
+    dvm_pool_stats now = p->stats;
+    pthread_mutex_unlock(&p->lock);
+    return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "%s pool limit of %llu bytes reached: %llu in use, %zu more asked",
+                          p->dev->name, (unsigned long long)limit, (unsigned long long)now.in_use, size);
   }
-  p->stats.in_use += block;
+  dvm_storage *s = calloc(1, sizeof *s);
+  void *ptr = NULL;
+  dvm_status *st = s ? p->dev->alloc(p->dev, block, &ptr) : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (st) {
+    unsigned long long in_use = p->stats.in_use;
+    pthread_mutex_unlock(&p->lock);
+    free(s);
+    if (dvm_status_code(st) != DVM_OUT_OF_MEMORY)
+      return dvm_status_annotate(st, "allocating %zu bytes on %s", size, p->dev->name);
+    dvm_status_free(st); /* the bare one: say how much, so the caller can say where */
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory allocating %zu bytes on %s (%llu in use)", size,
+                          p->dev->name, in_use);
+  }
+  s->ptr = ptr;
+  s->block = block;
+  s->device = (uint8_t)p->dev->kind;
+  s->pool = p;
+  p->stats.allocs++;
+  *out = s;
+  return NULL;
+}
+
+/* Counts s, cached or new, as handed out for `size` bytes; releases the lock. */
+static void hand_out(dvm_pool *p, dvm_storage *s, size_t size, dvm_storage **out) {
+  p->stats.in_use += s->block;
   if (p->stats.in_use > p->stats.peak) p->stats.peak = p->stats.in_use;
   p->stats.requested += size;
   p->stats.requested_total += size;
@@ -163,6 +169,68 @@ dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage *
   s->ctx = NULL;
   if (p->poison) memset(s->ptr, 0xff, s->block);
   *out = s;
+}
+
+dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align, dvm_storage **out) {
+  dvm_status *st = check_request(size, align);
+  if (st) return st;
+  size_t block;
+  int c = size_class(size, &block);
+  pthread_mutex_lock(&p->lock);
+  /* a miss takes a cached block up to three classes larger (under twice
+   * the size): a run that needs more distinct classes than twice its peak
+   * holds would otherwise free and remap the same blocks every time */
+  int have = c;
+  while (!p->free[have] && have < c + 3 && have + 1 < NCLASSES) have++;
+  dvm_storage *s = p->free[have];
+  if (s) {
+    p->free[have] = s->ctx;
+    p->stats.cached -= s->block;
+    p->stats.reuses++;
+  } else {
+    make_room_locked(p, block);
+    if ((st = new_block(p, size, block, &s))) return st;
+  }
+  hand_out(p, s, size, out);
+  return NULL;
+}
+
+dvm_status *dvm_pool_alloc_exact(dvm_pool *p, size_t size, size_t align, dvm_storage **out) {
+  dvm_status *st = check_request(size, align);
+  if (st) return st;
+  pthread_mutex_lock(&p->lock);
+  dvm_storage **best = NULL;
+  for (dvm_storage **l = &p->exact; *l && !(best && (*best)->block == size); l = (dvm_storage **)&(*l)->ctx)
+    if ((*l)->block >= size && (!best || (*l)->block < (*best)->block)) best = l;
+  dvm_storage *s = best ? *best : NULL;
+  if (s && s->block / 2 > size && ++s->oversized >= OVERSIZED_RUN) { /* much smaller, for long: give it back */
+    *best = s->ctx;
+    free_cached(p, s);
+    s = NULL;
+  }
+  if (s) {
+    if (s->block / 2 <= size) s->oversized = 0;
+    *best = s->ctx;
+    p->stats.cached -= s->block;
+    p->stats.reuses++;
+  } else {
+    /* cached blocks smaller than this one are outgrown: shapes grow, so
+     * the new block is its size class, which the next few growths fit */
+    size_t block = size;
+    for (dvm_storage **l = &p->exact; *l;) {
+      dvm_storage *small = *l;
+      if (small->block >= size) {
+        l = (dvm_storage **)&small->ctx;
+        continue;
+      }
+      *l = small->ctx;
+      free_cached(p, small);
+      size_class(size, &block);
+    }
+    if ((st = new_block(p, size, block, &s))) return st;
+    s->exact = true;
+  }
+  hand_out(p, s, size, out);
   return NULL;
 }
 
@@ -178,8 +246,9 @@ void dvm_pool_return(dvm_storage *s) {
     p->dev->free(p->dev, s->ptr, s->block);
     free(s);
   } else {
-    s->ctx = p->free[c];
-    p->free[c] = s;
+    dvm_storage **list = s->exact ? &p->exact : &p->free[c];
+    s->ctx = *list;
+    *list = s;
     p->stats.cached += s->block;
   }
   int last = p->owner_gone && p->outstanding == 0;

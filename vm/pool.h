@@ -2,9 +2,10 @@
  *
  * Blocks are rounded up to size classes (four per power of two) and kept on
  * free lists when released, so steady-state invocations allocate nothing from
- * the system. A storage returns to its pool when its last reference goes,
- * from whatever thread that happens on, so the pool has a lock; the pool
- * lives until the VM and every storage it handed out are gone. */
+ * the system; results are blocks of their exact size, kept apart. A
+ * storage returns to its pool when its last reference goes, from whatever
+ * thread that happens on, so the pool has a lock; the pool lives until the
+ * VM and every storage it handed out are gone. */
 #ifndef DVM_POOL_H
 #define DVM_POOL_H
 
@@ -25,6 +26,15 @@ void dvm_pool_destroy(dvm_pool *p);
  * freeing cached blocks to make room. */
 DVM_MUST_USE dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align,
                                         dvm_storage **out);
+/* A storage of exactly `size` bytes, for a function's result (the memory
+ * plan counts results at their size, so this is what keeps the pool's
+ * peak at the plan's). Exact blocks are cached apart from the classes: the
+ * smallest cached one at least `size` is reused; one over twice the size
+ * that served 16 requests in a row is given back for one of the size
+ * asked; a miss frees the cached exact blocks it outgrew and, when there
+ * were some, takes its size class instead, so that results that grow
+ * miss once a class, not every time. */
+DVM_MUST_USE dvm_status *dvm_pool_alloc_exact(dvm_pool *p, size_t size, size_t align, dvm_storage **out);
 void dvm_pool_get_stats(dvm_pool *p, dvm_pool_stats *out);
 /* Frees all cached blocks. */
 void dvm_pool_trim(dvm_pool *p);

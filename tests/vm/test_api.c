@@ -1,5 +1,6 @@
 /* The embedding API: loading, signatures, invocation errors, statistics and
  * pool reuse, the VM staying usable after failures, DLPack, tensors. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,7 +10,8 @@
 #include "dvm/dvm.h"
 #include "harness.h"
 
-static const char program[] =
+/* z = x + y; %s: how z is allocated */
+static const char program_fmt[] =
     ".kernel add cpu 1\n"
     ".shapefn broadcast\n"
     ".func main regs=5\n"
@@ -20,16 +22,21 @@ static const char program[] =
     "  guard r0, 0\n"
     "  guard r1, 1\n"
     "  shapefn broadcast, (r2), (r0, r1)\n"
-    "  alloc r3, f32, r2, cpu\n"
+    "  %s\n"
     "  invoke add, -, (r3), (r0, r1), ()\n"
     "  ret (r3)\n"
     ".end\n";
 
-static dvm_module *load(void) {
+/* The program with z allocated by `alloc` (a size-class block), or by
+ * `alloc_result` (a block of its exact size). */
+static dvm_module *load(const char *alloc) {
   dvm_module *built, *m = NULL;
   uint8_t *bytes;
   size_t size;
-  CHECK_OK(dvm_asm_parse(program, sizeof program - 1, "api.dvms", &built));
+  char text[1024];
+  int len = snprintf(text, sizeof text, program_fmt, alloc);
+  CHECK(len > 0 && (size_t)len < sizeof text);
+  CHECK_OK(dvm_asm_parse(text, (size_t)len, "api.dvms", &built));
   CHECK_OK(dvm_bc_write(built, &bytes, &size));
   char path[] = "/tmp/dvm_api_XXXXXX";
   int fd = mkstemp(path);
@@ -146,6 +153,32 @@ static void test_pool_varying_shapes(dvm_module *m) {
   dvm_vm_destroy(vm);
 }
 
+/* Results are blocks of their exact size (the memory plan counts them so):
+ * reused while the size repeats or shrinks a little, given back after 16
+ * runs in a row at under half of it, and taken a size class large when
+ * the size grew past the cached block. */
+static void test_pool_exact_results(dvm_module *m) {
+  dvm_vm *vm;
+  CHECK_OK(dvm_vm_create(m, NULL, &vm));
+  dvm_vm_stats st;
+  const dvm_pool_stats *p = &st.pool[DVM_DEVICE_CPU];
+  invoke_once(vm, 1000);
+  dvm_vm_get_stats(vm, &st);
+  CHECK(p->peak == 4000 && p->peak_requested == 4000 && p->cached == 4000 && p->allocs == 1);
+  for (int i = 0; i < 10; i++) invoke_once(vm, 1000);
+  for (int i = 0; i < 15; i++) invoke_once(vm, 400); /* 1600 bytes in the 4000-byte block */
+  dvm_vm_get_stats(vm, &st);
+  CHECK(p->allocs == 1 && p->reuses == 25 && p->cached == 4000);
+  invoke_once(vm, 400); /* the 16th in a row under half: a block of its own */
+  dvm_vm_get_stats(vm, &st);
+  CHECK(p->allocs == 2 && p->cached == 1600);
+  invoke_once(vm, 401); /* 1604 bytes outgrow it: its class, 1792 */
+  invoke_once(vm, 448);
+  dvm_vm_get_stats(vm, &st);
+  CHECK(p->allocs == 3 && p->cached == 1792 && p->in_use == 0);
+  dvm_vm_destroy(vm);
+}
+
 /* A miss takes a cached block of up to three classes larger (under twice
  * the size) before it maps a new one: with more distinct classes than
  * twice the peak holds, a repeating run otherwise freed and remapped the
@@ -176,7 +209,7 @@ static void test_load_errors(void) {
   dvm_vm_options o;
   dvm_vm_options_init(&o);
   o.device = DVM_DEVICE_CUDA;
-  dvm_module *ok = load();
+  dvm_module *ok = load("alloc r3, f32, r2, cpu");
   CHECK_ERR(dvm_vm_create(ok, &o, &vm), DVM_UNAVAILABLE, "CUDA device is not available");
   dvm_module_release(ok);
 }
@@ -231,12 +264,15 @@ static void test_dlpack(void) {
 }
 
 int main(void) {
-  dvm_module *m = load();
+  dvm_module *m = load("alloc r3, f32, r2, cpu");
   test_signatures(m);
   test_invoke(m);
   test_pool_limit(m);
   test_pool_varying_shapes(m);
   test_pool_larger_class(m);
+  dvm_module_release(m);
+  m = load("alloc_result r3, f32, r2, cpu, 0");
+  test_pool_exact_results(m);
   dvm_module_release(m);
   test_load_errors();
   test_tensors();
