@@ -1,6 +1,9 @@
 /* Convolutions with ONNX semantics, f32, through oneDNN's convolution and
  * deconvolution primitives (1-D, 2-D and 3-D, groups, dilations, asymmetric
- * pads). Geometry and checks are shapefuncs/window.h's.
+ * pads), and the integer convolution of ConvInteger and QLinearConv
+ * (dvm_cpu_conv_s8, conv.h: X u8 or s8 with a zero point, W s8, Y s32)
+ * through the same cache, units and kept forms of W. Geometry and checks
+ * are shapefuncs/window.h's.
  *
  *   conv(in: X [N, C, s...], W [M, C/group, k...], B [M] optional;
  *        attrs: strides:shape, pads:shape, dilations:shape, group:int)
@@ -63,6 +66,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops/cpu/conv.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/par.h"
 #include "ops/cpu/weight_mem.h"
@@ -84,6 +88,7 @@ enum { ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_LEAKY_RELU, ACT_CLIP, 
 
 typedef struct key {
   int32_t transpose, rank, bias, threads, z; /* z: fused_conv's Z given */
+  int32_t dt, xzp; /* X's dnnl_data_type_t (u8 or s8: the integer conv); xzp: with X's zero point */
   int32_t layout;                         /* LAYOUT_* bits */
   int32_t algo;                           /* fused_conv's algo: 1 Winograd where oneDNN has it */
   int32_t act;                            /* the epilogue: ACT_*, */
@@ -186,11 +191,11 @@ static dvm_status *thread_ctx_get(const char *op, size_t size, thread_ctx **out)
   return NULL;
 }
 
-/* A plain f32 descriptor of dims laid out as a row-major array of dims
- * `full` (>= dims: a view into it), except that dims `swap` and swap + 1 are
- * stored in the other order when swap >= 0 (conv_transpose weights), and
- * dim 1 (channels) is stored last when `last` (NHWC). */
-static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *dims,
+/* A plain descriptor of type dt of dims laid out as a row-major array of
+ * dims `full` (>= dims: a view into it), except that dims `swap` and swap +
+ * 1 are stored in the other order when swap >= 0 (conv_transpose weights),
+ * and dim 1 (channels) is stored last when `last` (NHWC). */
+static dnnl_status_t plain_md(dnnl_memory_desc_t *md, dnnl_data_type_t dt, int nd, const dnnl_dim_t *dims,
                               const dnnl_dim_t *full, int swap, bool last) {
   int order[DVM_MAX_RANK + 1];
   dnnl_dims_t strides;
@@ -211,7 +216,7 @@ static dnnl_status_t plain_md(dnnl_memory_desc_t *md, int nd, const dnnl_dim_t *
     s *= full[order[i]];
     dense *= dims[order[i]];
   }
-  return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+  return dnnl_memory_desc_init_by_strides(md, nd, dims, dt, strides);
 }
 
 /* ---- channels last <-> nChw16c ---------------------------------------- */
@@ -340,7 +345,8 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
  * the blocked kernel reads and writes NHWC itself (no copies), and the
  * units' channel slices of an NHWC tensor are strided. */
 static bool gemm_pointwise(const key *k) {
-  bool pw = !k->transpose && !k->layout && !k->z && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 && k->post_shift == 0;
+  bool pw = !k->transpose && !k->layout && !k->z && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 &&
+            k->post_shift == 0 && k->dt == dnnl_f32;
   for (int i = 0; i < k->rank - 2; i++)
     pw &= k->w[2 + i] == 1 && k->stride[i] == 1 && k->pad_begin[i] == 0 && k->pad_end[i] == 0;
   return pw;
@@ -403,6 +409,8 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   const dnnl_dim_t *dims[NBUF] = {xd, wd, yd};
   int ndims[NBUF] = {nd, nd + grouped, nd};
   bool pointwise = gemm_pointwise(k);
+  /* the integer conv: X u8 or s8, W s8, Y s32 */
+  dnnl_data_type_t types[NBUF] = {k->dt, k->dt == dnnl_f32 ? dnnl_f32 : dnnl_s8, k->dt == dnnl_f32 ? dnnl_f32 : dnnl_s32};
   /* A conv_transpose to fewer output channels than a block (16) runs on
    * the plain layouts too: blocked, Y is padded to 16 channels, and PP-OCR
    * det's last one (24 -> 1 channel, 320x320 -> 640x640) took 12 to 60 ms
@@ -410,13 +418,13 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   bool narrow = k->transpose && oc < 16 && !e->crop; /* (not on a view of Y: its GEMM writes Y densely) */
   for (int i = 0; i < NBUF; i++) {
     DNNL_TRY(op, "memory descriptor",
-             plain_md(&e->plain[i], ndims[i], dims[i], full[i], i == WEI && k->transpose ? grouped : -1,
+             plain_md(&e->plain[i], types[i], ndims[i], dims[i], full[i], i == WEI && k->transpose ? grouped : -1,
                       (i == SRC && k->layout & LAYOUT_X_LAST) || (i == DST && k->layout & LAYOUT_Y_LAST)));
     any[i] = e->plain[i];
     if ((pointwise || narrow) && i != WEI) continue;
     DNNL_TRY(
         op, "memory descriptor",
-        dnnl_memory_desc_init_by_tag(&any[i], ndims[i], dims[i], dnnl_f32, dnnl_format_tag_any));
+        dnnl_memory_desc_init_by_tag(&any[i], ndims[i], dims[i], types[i], dnnl_format_tag_any));
   }
   DNNL_TRY(op, "memory descriptor",
            dnnl_memory_desc_init_by_tag(&e->bias, 1, bd, dnnl_f32, dnnl_a));
@@ -425,8 +433,12 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
            dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
   DNNL_TRY(op, "attribute creation", dnnl_primitive_attr_clone(&cattr, attr));
   if (k->z)
-    DNNL_TRY(op, "memory descriptor", plain_md(&e->z, nd, yd, yfull, -1, k->layout & LAYOUT_Z_LAST));
+    DNNL_TRY(op, "memory descriptor", plain_md(&e->z, dnnl_f32, nd, yd, yfull, -1, k->layout & LAYOUT_Z_LAST));
   DNNL_TRY(op, "post-ops", set_post_ops(cattr, k));
+  if (k->xzp) { /* its value given at each call */
+    int32_t runtime = DNNL_RUNTIME_S32_VAL;
+    DNNL_TRY(op, "zero point", dnnl_primitive_attr_set_zero_points(cattr, DNNL_ARG_SRC, 1, 0, &runtime));
+  }
   /* conv_transpose's bias is added by add_bias, after the call */
   const dnnl_memory_desc_t *bias = k->bias && !k->transpose ? &e->bias : NULL;
   if (k->transpose) {
@@ -607,11 +619,8 @@ static void wforms_free(void *p) {
 static dvm_status *conv_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
                                 int nattrs, void **data, void (**free_data)(void *)) {
   if (input != 1 || t->dtype != DVM_F32 || t->rank < 3 || t->rank > 5) return NULL;
-  wforms *w = calloc(1, sizeof *w);
-  if (!w || pthread_mutex_init(&w->lock, NULL) != 0) {
-    free(w);
-    return dvm_status_new(DVM_OUT_OF_MEMORY, "conv: no memory for the forms of weight W");
-  }
+  wforms *w = dvm_cpu_conv_forms_new();
+  if (!w) return dvm_status_new(DVM_OUT_OF_MEMORY, "conv: no memory for the forms of weight W");
   *data = w;
   *free_data = wforms_free;
   return NULL;
@@ -710,6 +719,30 @@ static float epilogue(const key *k, float y) {
   return y * k->post_scale + k->post_shift;
 }
 
+/* A key of X's type dt and the geometry of a call: the dims of X, W and Y
+ * (rank) and the window's; no epilogue. */
+static void key_init(key *k, dnnl_data_type_t dt, int rank, const int64_t *x, const int64_t *w, const int64_t *y,
+                     const dvm_window *win, int64_t group) {
+  memset(k, 0, sizeof *k); /* the key is compared bytewise */
+  k->post_scale = 1;
+  k->dt = dt;
+  k->rank = rank;
+  k->group = group;
+  k->cx = x[1];
+  k->cy = y[1];
+  k->hx = x[2];
+  k->hy = y[2];
+  memcpy(k->x, x, sizeof(int64_t) * rank);
+  memcpy(k->w, w, sizeof(int64_t) * rank);
+  memcpy(k->y, y, sizeof(int64_t) * rank);
+  for (int i = 0; i < win->n; i++) {
+    k->stride[i] = win->stride[i];
+    k->dilation[i] = win->dilation[i];
+    k->pad_begin[i] = win->pad_begin[i];
+    k->pad_end[i] = win->pad_end[i];
+  }
+}
+
 /* Checks a call (kind 0 conv, 1 conv_transpose, 2 fused_conv) and builds its cache key. */
 static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
   static const char *const ops[] = {"conv", "conv_transpose", "fused_conv"};
@@ -742,28 +775,12 @@ static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: Z %s must have Y's dims %s", op,
                           dvm_shape_str(sz, z->rank, z->dims), dvm_shape_str(sy, y->rank, y->dims));
   }
-  memset(k, 0, sizeof *k); /* the key is compared bytewise */
-  k->post_scale = 1;
+  key_init(k, dnnl_f32, x->rank, x->dims, w->dims, y->dims, &win, group);
   if (kind == 2 && (st = epilogue_attrs(a, k))) return st;
   k->z = z != NULL;
   k->transpose = transpose;
-  k->rank = x->rank;
   k->bias = b != NULL;
   k->threads = dvm_kargs_threads(a);
-  k->group = group;
-  k->cx = x->dims[1];
-  k->cy = y->dims[1];
-  k->hx = x->dims[2];
-  k->hy = y->dims[2];
-  memcpy(k->x, x->dims, sizeof(int64_t) * x->rank);
-  memcpy(k->w, w->dims, sizeof(int64_t) * x->rank);
-  memcpy(k->y, y->dims, sizeof(int64_t) * x->rank);
-  for (int i = 0; i < win.n; i++) {
-    k->stride[i] = win.stride[i];
-    k->dilation[i] = win.dilation[i];
-    k->pad_begin[i] = win.pad_begin[i];
-    k->pad_end[i] = win.pad_end[i];
-  }
   return NULL;
 }
 
@@ -813,13 +830,13 @@ static void add_bias(const dnnl_memory_desc_t *md, float *y, const float *b) {
 }
 
 /* One call of e's primitive on the views x, w, b, y (w the slice of W from
- * output channel `at`; wf W's kept forms or NULL), on the calling thread's
- * stream and workspace. */
+ * output channel `at`; wf W's kept forms or NULL; xzp X's zero point when
+ * e has one), on the calling thread's stream and workspace. */
 static dvm_status *exec(const char *op, const entry *e, wforms *wf, int64_t at, void *x, void *w, void *b,
-                        void *y, void *z) {
+                        void *y, void *z, const int32_t *xzp) {
   dvm_status *st = NULL;
   thread_ctx *c = NULL;
-  dnnl_memory_t mem[NBUF] = {0}, inner[NBUF] = {0}, bias = NULL, scratch = NULL, zmem = NULL;
+  dnnl_memory_t mem[NBUF] = {0}, inner[NBUF] = {0}, bias = NULL, scratch = NULL, zmem = NULL, zp = NULL;
   st = thread_ctx_get(op, e->bytes[SRC] + e->bytes[WEI] + e->bytes[DST] + e->scratch, &c);
   if (st) goto out;
   void *user[NBUF] = {x, w, y};
@@ -833,6 +850,12 @@ static dvm_status *exec(const char *op, const entry *e, wforms *wf, int64_t at, 
   }
   if (b && !e->k.transpose) DNNL_TRY(op, "memory creation", dnnl_memory_create(&bias, &e->bias, engine, b));
   if (z) DNNL_TRY(op, "memory creation", dnnl_memory_create(&zmem, &e->z, engine, z));
+  if (e->k.xzp) {
+    dnnl_memory_desc_t zmd;
+    dnnl_dims_t one = {1};
+    DNNL_TRY(op, "memory descriptor", dnnl_memory_desc_init_by_tag(&zmd, 1, one, dnnl_s32, dnnl_a));
+    DNNL_TRY(op, "memory creation", dnnl_memory_create(&zp, &zmd, engine, (void *)xzp));
+  }
   if (e->scratch) {
     dnnl_memory_desc_t smd;
     dnnl_dims_t sdims = {(dnnl_dim_t)e->scratch};
@@ -861,9 +884,10 @@ static dvm_status *exec(const char *op, const entry *e, wforms *wf, int64_t at, 
     dnnl_exec_arg_t r[] = {{DNNL_ARG_FROM, zmem}, {DNNL_ARG_TO, use[DST]}, {DNNL_ARG_SCRATCHPAD, scratch}};
     DNNL_TRY(op, "reorder", dnnl_primitive_execute(e->zcopy, c->stream, 2 + ns, r));
   }
-  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, use[SRC]}, {DNNL_ARG_WEIGHTS, use[WEI]}, {DNNL_ARG_DST, use[DST]}};
+  dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, use[SRC]}, {DNNL_ARG_WEIGHTS, use[WEI]}, {DNNL_ARG_DST, use[DST]}};
   int na = 3;
   if (bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, bias};
+  if (zp) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp};
   if (scratch) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
   DNNL_TRY(op, "execution", dnnl_primitive_execute(e->conv, c->stream, na, args));
   if (e->blk16[DST]) {
@@ -882,6 +906,7 @@ out:
   }
   if (bias) dnnl_memory_destroy(bias);
   if (zmem) dnnl_memory_destroy(zmem);
+  if (zp) dnnl_memory_destroy(zp);
   if (scratch) dnnl_memory_destroy(scratch);
   return st;
 }
@@ -919,6 +944,7 @@ typedef struct job {
   const key *k;
   wforms *wf;
   char *x, *w, *b, *y, *z; /* z: fused_conv's Z or NULL */
+  const int32_t *xzp;       /* X's zero point (the integer conv) or NULL */
   bool rows;                /* units are bands of rows, else slices of channels */
   int64_t parts, slice;     /* units per image, output rows or channels in each */
   int64_t ocg, icg;         /* output, input channels per group */
@@ -995,15 +1021,17 @@ static void run_units(void *ctx, int64_t s, int64_t end) {
     entry *e;
     dvm_status *st = cache_get(j->op, &uk, &e);
     if (!st) {
-      st = exec(j->op, e, j->wf, at, x, w, b, y, z);
+      st = exec(j->op, e, j->wf, at, x, w, b, y, z, j->xzp);
       cache_put(e);
     }
     if (st) keep_first_error(&j->lock, &j->error, st);
   }
 }
 
-/* A conv or conv_transpose on `threads` threads, as units (above). */
-static dvm_status *run_split(const char *op, const dvm_kernel_args *a, const key *k, int threads, wforms *wf) {
+/* A conv or conv_transpose of k on `threads` threads, as units (above):
+ * x, w, b (or NULL), y, z (or NULL) the tensors' memory, wn W's elements. */
+static dvm_status *run_split(const char *op, const key *k, int threads, wforms *wf, void *x, const void *w,
+                             const void *b, void *y, const void *z, const int32_t *xzp, int64_t wn) {
   int64_t oc = k->y[1], ocg = oc / k->group, icg = k->x[1] / k->group, n = k->x[0];
   int64_t spatial = 1, window = 1, xsp = 1, ysp = 1;
   for (int i = 2; i < k->rank; i++) {
@@ -1046,32 +1074,27 @@ static dvm_status *run_split(const char *op, const dvm_kernel_args *a, const key
     j.parts = parts;
     j.slice = slice;
   }
-  int64_t wn = dvm_tensor_numel(a->in[1]);
+  /* element sizes: f32, or the integer conv's X and W bytes (Y s32) */
+  int64_t f = sizeof(float), fx = k->dt == dnnl_f32 ? f : 1, fy = f;
   /* W's output channels: rows of [M, C/group, k...]; of ONNX conv_transpose's
    * [C, M/group, k...], the second dim (whole groups: rows again) */
-  j.wc = (k->transpose && k->group == 1 ? wn / (k->x[1] * oc) : wn / oc) * (int64_t)sizeof(float);
-  j.x = dvm_tensor_ptr(a->in[0]);
-  j.w = dvm_tensor_ptr(a->in[1]);
-  j.b = a->nin >= 3 ? dvm_tensor_ptr(a->in[2]) : NULL;
-  j.y = dvm_tensor_ptr(a->out[0]);
-  j.z = a->nin == 4 ? dvm_tensor_ptr(a->in[3]) : NULL;
+  j.wc = (k->transpose && k->group == 1 ? wn / (k->x[1] * oc) : wn / oc) * fx;
+  j.x = x;
+  j.w = (char *)w; /* (read only: oneDNN's memory handles are not const) */
+  j.b = (char *)b;
+  j.y = y;
+  j.z = (char *)z;
+  j.xzp = xzp;
   /* bytes per image, channel and row; channels last: [N, s..., C] */
-  int64_t f = sizeof(float);
   bool xl = k->layout & LAYOUT_X_LAST, yl = k->layout & LAYOUT_Y_LAST, zl = k->layout & LAYOUT_Z_LAST;
-  j.xn = xsp * k->x[1] * f;
-  j.yn = ysp * oc * f;
-  j.xc = xl ? f : xsp * f;
-  j.yc = yl ? f : ysp * f;
-  j.xr = xsp / k->x[2] * (xl ? k->x[1] : 1) * f;
-  j.yr = ysp / k->y[2] * (yl ? oc : 1) * f;
+  j.xn = xsp * k->x[1] * fx;
+  j.yn = ysp * oc * fy;
+  j.xc = xl ? fx : xsp * fx;
+  j.yc = yl ? fy : ysp * fy;
+  j.xr = xsp / k->x[2] * (xl ? k->x[1] : 1) * fx;
+  j.yr = ysp / k->y[2] * (yl ? oc : 1) * fy;
   j.zc = zl ? f : ysp * f;
   j.zr = ysp / k->y[2] * (zl ? oc : 1) * f;
-  if (k->transpose)
-    for (int i = 0; i < k->rank - 2; i++)
-      if (transpose_end_pad(k, i) < 0) { /* cropped: Y past the window is the bias */
-        fill_bias(a->out[0], a->nin == 3 ? a->in[2] : NULL, NULL, NULL);
-        break;
-      }
   if (pthread_mutex_init(&j.lock, NULL) != 0) return dvm_status_new(DVM_INTERNAL, "%s: pthread_mutex_init failed", op);
   dvm_par_for(threads, n * j.parts, 1, run_units, &j);
   pthread_mutex_destroy(&j.lock);
@@ -1140,6 +1163,16 @@ static dvm_status *unpool(const dvm_kernel_args *a, const key *k, int threads) {
   return j.error;
 }
 
+/* oneDNN's engine, and one OpenMP thread for this thread's calls: oneDNN
+ * sizes its OpenMP teams, and tunes its kernels, by the calling thread's
+ * setting, and each unit is one thread's. */
+static dvm_status *begin(const char *op) {
+  pthread_once(&engine_once, engine_init);
+  if (engine_status != dnnl_success) return dnnl_error(op, "engine creation", engine_status);
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  return NULL;
+}
+
 /* kind: 0 conv, 1 conv_transpose, 2 fused_conv (this table's entries) */
 static dvm_status *run(const dvm_kernel_args *a, int kind) {
   static const char *const ops[] = {"conv", "conv_transpose", "fused_conv"};
@@ -1153,23 +1186,59 @@ static dvm_status *run(const dvm_kernel_args *a, int kind) {
     fill_bias(a->out[0], b, kind == 2 ? &k : NULL, z);
     return NULL;
   }
-  pthread_once(&engine_once, engine_init);
-  if (engine_status != dnnl_success) return dnnl_error(op, "engine creation", engine_status);
-  /* oneDNN sizes its OpenMP teams, and tunes its kernels, by the calling
-   * thread's setting: one thread for the units */
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  if ((st = begin(op))) return st;
   if (unpool_shape(&k)) return unpool(a, &k, k.threads);
+  if (k.transpose)
+    for (int i = 0; i < k.rank - 2; i++)
+      if (transpose_end_pad(&k, i) < 0) { /* cropped: Y past the window is the bias */
+        fill_bias(a->out[0], b, NULL, NULL);
+        break;
+      }
   /* the form's owner is this kernel's table entry; the holder is ours to
    * lock, hence the cast */
   wforms *wf = (wforms *)dvm_tensor_packed(a->in[1], &dvm_cpu_conv_kernels[kind], 1);
   int threads = k.threads;
   k.threads = 1;
-  return run_split(op, a, &k, threads, wf);
+  return run_split(op, &k, threads, wf, dvm_tensor_ptr(a->in[0]), dvm_tensor_ptr(a->in[1]), b ? dvm_tensor_ptr(b) : NULL,
+                   dvm_tensor_ptr(a->out[0]), z ? dvm_tensor_ptr(z) : NULL, NULL, dvm_tensor_numel(a->in[1]));
 }
 
 static dvm_status *conv(const dvm_kernel_args *a) { return run(a, 0); }
 static dvm_status *conv_transpose(const dvm_kernel_args *a) { return run(a, 1); }
 static dvm_status *fused_conv(const dvm_kernel_args *a) { return run(a, 2); }
+
+void *dvm_cpu_conv_forms_new(void) {
+  wforms *w = calloc(1, sizeof *w);
+  if (w && pthread_mutex_init(&w->lock, NULL) != 0) {
+    free(w);
+    w = NULL;
+  }
+  return w;
+}
+
+void dvm_cpu_conv_forms_free(void *forms) {
+  if (forms) wforms_free(forms);
+}
+
+dvm_status *dvm_cpu_conv_s8(const char *op, const dvm_tensor *x, const int32_t *xzp, const int64_t *wdims,
+                            const int8_t *w8, const dvm_window *win, int64_t group, int32_t *y, const int64_t *ydims,
+                            int threads, void *forms) {
+  key k;
+  key_init(&k, x->dtype == DVM_U8 ? dnnl_u8 : dnnl_s8, x->rank, x->dims, wdims, ydims, win, group);
+  k.xzp = xzp != NULL;
+  int64_t wn = 1, yn = 1;
+  for (int i = 0; i < x->rank; i++) {
+    wn *= wdims[i];
+    yn *= ydims[i];
+  }
+  if (yn == 0) return NULL;
+  if (x->dims[1] == 0) { /* sums over no input channels */
+    memset(y, 0, sizeof(int32_t) * (size_t)yn);
+    return NULL;
+  }
+  dvm_status *st = begin(op);
+  return st ? st : run_split(op, &k, threads, forms, dvm_tensor_ptr(x), w8, NULL, y, NULL, xzp, wn);
+}
 
 const dvm_kernel_def dvm_cpu_conv_kernels[] = {
     {"conv", DVM_DEVICE_CPU, conv, "conv", .prepack = conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_F32)},

@@ -43,7 +43,9 @@
  * exactly (AVX-512 VNNI: dvm_isa_int8_dot), else widen their operands,
  * zero points subtracted, into i32 scratch and accumulate in i32; either
  * is exact (|a - zp| <= 255, so sums of up to 2^15 products cannot
- * overflow; longer ones are refused). The convolutions take the i32 path. Requantizing
+ * overflow; longer ones are refused). The convolutions likewise run on
+ * oneDNN's integer convolution (conv.h: x u8 or s8 less its zero point, W
+ * in s8, its zero points added after: conv_acc) or the i32 loop. Requantizing
  * computes in f32, as ONNX Runtime's MLAS does, so results equal its own
  * up to the rounding of acc * scale when that lands within an f32 ulp of a
  * half. */
@@ -58,6 +60,7 @@
 #include <omp.h>
 
 #include "kernel.h"
+#include "ops/cpu/conv.h"
 #include "ops/cpu/isa.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/quant.h"
@@ -710,12 +713,105 @@ static void int_conv(const int32_t *x, const int64_t *dx, const int32_t *w, cons
     }
 }
 
-/* A convolution's checks, widening and i32 result into acc (allocated,
- * Y's shape; the caller frees it). */
+/* The integer convolutions' rows of this file's kernel table (whose
+ * designators would override a row put before them: -Woverride-init). */
+enum { CONV_INTEGER = 5, QLINEAR_CONV };
+
+/* A constant W of the integer convolutions, kept for oneDNN's kernels:
+ * its layouts (conv.c's forms) and, for u8 W, W - 128 in s8. */
+typedef struct conv_w {
+  void *forms;
+  int8_t *w8; /* NULL for i8 W (used as it is) */
+} conv_w;
+
+static void conv_w_free(void *p) {
+  conv_w *c = p;
+  dvm_cpu_conv_forms_free(c->forms);
+  free(c->w8);
+  free(c);
+}
+
+/* u8 w[0, n) less 128, into s8. */
+static void offset_u8(const uint8_t *w, int64_t n, int8_t *w8) {
+  for (int64_t i = 0; i < n; i++) w8[i] = (int8_t)(w[i] ^ 0x80);
+}
+
+/* conv_integer's W (input 1) and qlinear_conv's (input 3): a conv_w. */
+static dvm_status *conv_w_prepack(const dvm_tensor *t, int input, int w_input, void **data, void (**free_data)(void *)) {
+  if (input != w_input || !is_byte(t->dtype) || t->rank < 3 || t->rank > 5) return NULL;
+  conv_w *c = calloc(1, sizeof *c);
+  int64_t n = dvm_tensor_numel(t);
+  if (c) c->forms = dvm_cpu_conv_forms_new();
+  if (c && c->forms && t->dtype == DVM_U8 && (c->w8 = malloc((size_t)(n ? n : 1))))
+    offset_u8(dvm_tensor_ptr(t), n, c->w8);
+  if (!c || !c->forms || (t->dtype == DVM_U8 && !c->w8)) {
+    if (c) conv_w_free(c);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "conv_integer: no memory for the forms of weight W");
+  }
+  *data = c;
+  *free_data = conv_w_free;
+  return NULL;
+}
+
+static dvm_status *conv_integer_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs, int nattrs,
+                                        void **data, void (**free_data)(void *)) {
+  return conv_w_prepack(t, input, 1, data, free_data);
+}
+
+static dvm_status *qlinear_conv_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs, int nattrs,
+                                        void **data, void (**free_data)(void *)) {
+  return conv_w_prepack(t, input, 3, data, free_data);
+}
+
+/* y[n, m, p] += (off - w_zp[m]) * (the sum of x - x_zp over output p's
+ * window and the input channels of m's group): what the convolution of
+ * x with W - off leaves out of that with W - w_zp (w_zp NULL: 0). xw is
+ * x - x_zp widened. The window sums are int_conv's, of x summed over each
+ * group's channels with a kernel of ones. */
+static dvm_status *zero_point_terms(const char *op, const int32_t *xw, const dvm_tensor *x, const dvm_tensor *w,
+                                    const dvm_tensor *wzp, int32_t off, const dvm_window *win, int64_t group,
+                                    const int64_t *dy, int32_t *y) {
+  int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], cg = C / group, sp = 1, osp = 1, ksz = 1;
+  for (int i = 2; i < x->rank; i++) sp *= x->dims[i], osp *= dy[i], ksz *= w->dims[i];
+  int64_t dt[DVM_MAX_RANK], dk[DVM_MAX_RANK], ds[DVM_MAX_RANK];
+  memcpy(dt, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  memcpy(dk, w->dims, sizeof(int64_t) * (size_t)x->rank);
+  memcpy(ds, dy, sizeof(int64_t) * (size_t)x->rank);
+  dt[1] = dk[0] = ds[1] = group;
+  dk[1] = 1;
+  int32_t *t = calloc((size_t)(N * group * sp + ksz * group + N * group * osp), sizeof(int32_t));
+  if (!t) return oom(op);
+  int32_t *ones = t + N * group * sp, *sums = ones + ksz * group;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t c = 0; c < C; c++) {
+      int32_t *to = t + (n * group + c / cg) * sp;
+      const int32_t *from = xw + (n * C + c) * sp;
+      for (int64_t i = 0; i < sp; i++) to[i] += from[i];
+    }
+  for (int64_t i = 0; i < ksz * group; i++) ones[i] = 1;
+  int_conv(t, dt, ones, dk, ds, x->rank - 2, win, group, sums);
+  int per = wzp && dvm_tensor_numel(wzp) != 1;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t m = 0; m < M; m++) {
+      int64_t d = off - (int64_t)(wzp ? dvm_cpu_quant_int_at(wzp, per ? m : 0) : 0);
+      const int32_t *sum = sums + (n * group + m / (M / group)) * osp;
+      int32_t *ym = y + (n * M + m) * osp;
+      for (int64_t i = 0; d && i < osp; i++) ym[i] = (int32_t)((uint32_t)ym[i] + (uint32_t)(d * sum[i])); /* (exact mod 2^32) */
+    }
+  free(t);
+  return NULL;
+}
+
+/* A convolution's checks and i32 result into acc (Y's shape). With
+ * AVX-512 VNNI (dvm_isa_int8_dot) it is oneDNN's integer convolution
+ * (conv.h) of x, less its zero point, with W in s8 (i8 as it is, u8 less
+ * 128), plus the zero points' terms (zero_point_terms) where W's zero
+ * point is not that offset; without VNNI (oneDNN would sum in saturating
+ * i16), the i32 loop (int_conv) on widened operands. cw: W's kept forms
+ * (constant W) or NULL. */
 static dvm_status *conv_acc(const char *op, const dvm_tensor *x, const dvm_tensor *xzp, const dvm_tensor *w,
                             const dvm_tensor *wzp, const dvm_value *attrs, int nattrs, const dvm_tensor *y,
-                            int32_t **acc) {
-  *acc = NULL;
+                            int threads, const conv_w *cw, int32_t *acc) {
   if (!is_byte(x->dtype)) return bad_dtype(op, "x", x, "u8 or i8");
   if (!is_byte(w->dtype)) return bad_dtype(op, "w", w, "u8 or i8");
   dvm_window win;
@@ -732,13 +828,37 @@ static dvm_status *conv_acc(const char *op, const dvm_tensor *x, const dvm_tenso
   if (xzp && (dvm_tensor_numel(xzp) != 1 || xzp->dtype != x->dtype))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: x's zero point must be one element of x's dtype", op);
   if ((st = check_zp(op, "w's zero point", wzp, w, M, "per output channel"))) return st;
-  int32_t *xw = dvm_cpu_quant_widen(x, xzp, 1, 1), *ww = dvm_cpu_quant_widen(w, wzp, w->dims[1] * ksz, M);
-  int64_t n = dvm_tensor_numel(y);
-  *acc = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-  if (xw && ww && *acc) int_conv(xw, x->dims, ww, w->dims, dy, x->rank - 2, &win, group, *acc);
-  else st = oom(op);
-  free(xw), free(ww);
+  if (dvm_tensor_numel(y) == 0) return NULL;
+  int32_t xz = xzp ? dvm_cpu_quant_int_at(xzp, 0) : 0, off = w->dtype == DVM_U8 ? 128 : 0;
+  if (!dvm_isa_int8_dot()) {
+    int32_t *xw = dvm_cpu_quant_widen(x, xzp, 1, 1), *ww = dvm_cpu_quant_widen(w, wzp, w->dims[1] * ksz, M);
+    if (xw && ww) int_conv(xw, x->dims, ww, w->dims, dy, x->rank - 2, &win, group, acc);
+    else st = oom(op);
+    free(xw), free(ww);
+    return st;
+  }
+  int64_t wn = dvm_tensor_numel(w);
+  int8_t *w8 = w->dtype == DVM_I8 ? dvm_tensor_ptr(w) : cw ? cw->w8 : NULL, *made = NULL;
+  if (!w8) {
+    if (!(w8 = made = malloc((size_t)(wn ? wn : 1)))) return oom(op);
+    offset_u8(dvm_tensor_ptr(w), wn, w8);
+  }
+  st = dvm_cpu_conv_s8(op, x, xz ? &xz : NULL, w->dims, w8, &win, group, acc, dy, threads, cw ? cw->forms : NULL);
+  free(made);
+  bool terms = false;
+  for (int64_t m = 0; wzp && m < dvm_tensor_numel(wzp); m++) terms |= dvm_cpu_quant_int_at(wzp, m) != off;
+  terms |= !wzp && off;
+  if (!st && terms && x->dims[1]) {
+    int32_t *xw = dvm_cpu_quant_widen(x, xzp, 1, 1);
+    st = xw ? zero_point_terms(op, xw, x, w, wzp, off, &win, group, dy, acc) : oom(op);
+    free(xw);
+  }
   return st;
+}
+
+/* W's kept forms for kernel table entry `entry` (W its input `input`), or NULL. */
+static const conv_w *kept_w(const dvm_tensor *w, int entry, int input) {
+  return dvm_tensor_packed(w, &dvm_cpu_quant_kernels[entry], input);
 }
 
 static dvm_status *conv_integer(const dvm_kernel_args *a) {
@@ -747,12 +867,8 @@ static dvm_status *conv_integer(const dvm_kernel_args *a) {
   if (st) return st;
   dvm_tensor *y = a->out[0];
   if (y->dtype != DVM_I32) return bad_dtype(op, "y", y, "i32");
-  int32_t *acc;
-  st = conv_acc(op, a->in[0], a->nin > 2 ? a->in[2] : NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL, a->attrs,
-                a->nattrs, y, &acc);
-  if (!st) memcpy(dvm_tensor_ptr(y), acc, sizeof(int32_t) * (size_t)dvm_tensor_numel(y));
-  free(acc);
-  return st;
+  return conv_acc(op, a->in[0], a->nin > 2 ? a->in[2] : NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL, a->attrs,
+                  a->nattrs, y, dvm_kargs_threads(a), kept_w(a->in[1], CONV_INTEGER, 1), dvm_tensor_ptr(y));
 }
 
 static dvm_status *qlinear_conv(const dvm_kernel_args *a) {
@@ -761,12 +877,14 @@ static dvm_status *qlinear_conv(const dvm_kernel_args *a) {
   if (st) return st;
   dvm_tensor *const *in = a->in;
   dvm_tensor *y = a->out[0];
-  int32_t *acc;
-  if ((st = conv_acc(op, in[0], in[2], in[3], in[5], a->attrs, a->nattrs, y, &acc))) {
+  int64_t M = in[3]->dims[0], n = dvm_tensor_numel(y), inner = 1;
+  int32_t *acc = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+  if (!acc) return oom(op);
+  if ((st = conv_acc(op, in[0], in[2], in[3], in[5], a->attrs, a->nattrs, y, dvm_kargs_threads(a),
+                     kept_w(in[3], QLINEAR_CONV, 3), acc))) {
     free(acc);
     return st;
   }
-  int64_t M = in[3]->dims[0], n = dvm_tensor_numel(y), inner = 1;
   for (int i = 2; i < y->rank; i++) inner *= y->dims[i];
   if (a->nin == 9) {
     const dvm_tensor *b = in[8];
@@ -857,10 +975,10 @@ const dvm_kernel_def dvm_cpu_quant_kernels[] = {
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     {"qlinear_matmul", DVM_DEVICE_CPU, qlinear_matmul, "qlinear_matmul",
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
-    {"conv_integer", DVM_DEVICE_CPU, conv_integer, "conv_integer",
-     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
-    {"qlinear_conv", DVM_DEVICE_CPU, qlinear_conv, "qlinear_conv",
-     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    [CONV_INTEGER] = {"conv_integer", DVM_DEVICE_CPU, conv_integer, "conv_integer",
+                      .prepack = conv_integer_prepack, .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    [QLINEAR_CONV] = {"qlinear_conv", DVM_DEVICE_CPU, qlinear_conv, "qlinear_conv",
+                      .prepack = qlinear_conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     {"dynamic_quantize_matmul", DVM_DEVICE_CPU, dynamic_quantize_matmul, "matmul_integer",
      .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"matmul_integer_to_float", DVM_DEVICE_CPU, matmul_integer_to_float, "matmul_integer",

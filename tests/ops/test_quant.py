@@ -376,16 +376,75 @@ CONVS = [((1, 1, 1, 1), (1, 1, 1, 1), {}), ((2, 3, 7, 5), (4, 3, 3, 3), {"pads":
          ((1, 4, 11, 13), (6, 2, 3, 2), {"group": 2, "strides": [2, 3], "dilations": [2, 1]}),
          ((1, 2, 13), (3, 2, 5), {"pads": [2, 1], "strides": [2]}), ((0, 2, 5, 5), (3, 2, 3, 3), {}),
          ((1, 2, 3, 5, 7), (2, 2, 2, 3, 2), {"pads": [1, 0, 1, 0, 1, 1]}),
-         ((2, 6, 5, 5), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]})]
+         ((2, 6, 5, 5), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}),
+         # oneDNN's kernels (ops/cpu/conv.c): patches (kernel = stride), primes
+         # with dilation and uneven pads, a pointwise one past 32 channels,
+         # groups with a stride, and one cut into bands of rows over threads
+         ((1, 3, 35, 37), (5, 3, 4, 4), {"strides": [4, 4]}),
+         ((2, 17, 11, 13), (19, 17, 3, 3), {"pads": [1, 2, 0, 1], "dilations": [2, 1]}),
+         ((1, 33, 7, 9), (20, 33, 1, 1), {}),
+         ((1, 12, 9, 10), (18, 4, 3, 3), {"group": 3, "strides": [2, 1], "pads": [1, 1, 1, 1]}),
+         ((2, 16, 48, 50), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]})]
 
 
 @pytest.mark.parametrize("conv", CONVS)
 @pytest.mark.parametrize("types", [(np.uint8, np.uint8), (np.uint8, np.int8)])
-def test_conv_integer(tmp_path, conv, types):
+def test_conv_integer(tmp_path, conv, types, isa):
     sx, sw, attrs = conv
     (tx, tw) = types
     inputs = {"x": operand(tx, sx), "w": operand(tw, sw), "xz": operand(tx, ()), "wz": operand(tw, ())}
     check_quant(*run_with_ort("ConvInteger", inputs, [("y", np.int32)], opset=13, **attrs))
+
+
+def conv_integer_ref(x, w, xz, wz, attrs):
+    """ConvInteger in float64 (exact for these sums): test_conv's reference
+    on x - xz and w - wz (per output channel)."""
+    from test_conv import ref_conv
+    n = x.ndim - 2
+    wz = np.broadcast_to(np.asarray(wz, np.float64).reshape((-1,) + (1,) * (w.ndim - 1)), w.shape)
+    return ref_conv(x.astype(np.float64) - xz, w.astype(np.float64) - wz, None, attrs.get("strides", [1] * n),
+                    attrs.get("pads", [0] * 2 * n), attrs.get("dilations", [1] * n), attrs.get("group", 1))
+
+
+@pytest.mark.parametrize("conv", [CONVS[i] for i in (1, 2, 6, 7, 8, 10, 11)])
+@pytest.mark.parametrize("tw", [np.uint8, np.int8])
+@pytest.mark.parametrize("const_w", [False, True])
+def test_conv_integer_zero_points(conv, tw, const_w, isa):
+    """W's zero point per output channel (which ONNX Runtime refuses), none
+    at all, and x with none, against NumPy; W and its zero point as
+    initializers (the kept s8 copy and layouts of a constant W) or inputs."""
+    from dvmtest.onnxmodel import make_model
+    from onnx import numpy_helper
+    sx, sw, attrs = conv
+    x, w, xz = operand(np.uint8, sx), operand(tw, sw), operand(np.uint8, ())
+    for wz in (operand(tw, (sw[0],)), None):
+        feeds = {"x": x, "xz": xz} | ({} if const_w else {"w": w} | ({} if wz is None else {"wz": wz}))
+        inits = [numpy_helper.from_array(v, k) for k, v in (("w", w), ("wz", wz)) if const_w and v is not None]
+        ins = ["x", "w", "xz"] + ([] if wz is None else ["wz"])
+        model = make_model([helper.make_node("ConvInteger", ins, ["y"], **attrs)],
+                           [(k, ONNX_TYPE[v.dtype.type], list(v.shape)) for k, v in feeds.items()],
+                           [("y", TensorProto.INT32, None)], inits, opset=13)
+        got = run_model(model, feeds)[0]
+        np.testing.assert_array_equal(got, conv_integer_ref(x, w, int(xz), 0 if wz is None else wz, attrs))
+    model = make_model([helper.make_node("ConvInteger", ["x", "w"], ["y"], **attrs)],
+                       [("x", TensorProto.UINT8, list(sx)), ("w", ONNX_TYPE[tw], list(sw))],
+                       [("y", TensorProto.INT32, None)], opset=13)
+    np.testing.assert_array_equal(run_model(model, {"x": x, "w": w})[0], conv_integer_ref(x, w, 0, 0, attrs))
+
+
+@pytest.mark.parametrize("tw", [np.uint8, np.int8])
+def test_conv_integer_sums_exactly_at_the_extremes(tw, isa):
+    """Codes at their extremes and zero points that make every product as
+    large as it gets (255 x 255 for u8 weights): an i16 pair of them would
+    saturate (oneDNN without VNNI), oneDNN's int8 kernels must not; 2304
+    products per output."""
+    lo, hi = qrange(tw)
+    x = np.where(rng.random((1, 256, 9, 10)) < 0.5, 0, 255).astype(np.uint8)
+    w = np.where(rng.random((17, 256, 3, 3)) < 0.5, lo, hi).astype(tw)
+    for xz, wz in ((0, hi), (255, lo), (0, 0)):
+        inputs = {"x": x, "w": w, "xz": np.array(xz, np.uint8), "wz": np.array(wz, tw)}
+        got, _ = run_with_ort("ConvInteger", inputs, [("y", np.int32)], opset=13, pads=[1, 1, 1, 1])
+        check_quant(got, [conv_integer_ref(x, w, xz, wz, {"pads": [1, 1, 1, 1]}).astype(np.int32)])
 
 
 @pytest.mark.parametrize("conv", CONVS)
