@@ -359,6 +359,42 @@ static int64_t transpose_end_pad(const key *k, int i) {
   return (k->x[2 + i] - 1) * k->stride[i] + (k->w[2 + i] - 1) * k->dilation[i] + 1 - k->pad_begin[i] - k->y[2 + i];
 }
 
+/* Whether md (of nd dims) is channels last: C innermost, unblocked. */
+static bool channels_last_md(const dnnl_memory_desc_t *md) {
+  const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+  return md->format_kind == dnnl_blocked && !b->inner_nblks && b->strides[1] == 1 && md->ndims > 2 &&
+         md->dims[md->ndims - 1] > 1;
+}
+
+/* For a 1-D conv of channels-first X and Y for which oneDNN chose
+ * channels last (its brgconv kernels), the same conv on its 16-channel
+ * blocks (nCw16c) where oneDNN has a JIT kernel for it, else NULL: Y's
+ * transposing reorder back to channels first took as long as the conv
+ * (256 x 3000 floats: 1.7 ms against 1.9), a blocked one a fraction. Not
+ * 2-D: there oneDNN has only its reference kernel blocked for some (a
+ * 7x7 stem over 3 channels), and its channels-last choice was measured. */
+static dnnl_primitive_desc_t blocked_instead(const_dnnl_primitive_desc_t pd, const key *k, const dnnl_memory_desc_t *any,
+                                             dnnl_convolution_desc_t *d, const dnnl_memory_desc_t *bias,
+                                             const dnnl_dim_t *stride, const dnnl_dim_t *dil, const dnnl_dim_t *pl,
+                                             const dnnl_dim_t *pr, const_dnnl_primitive_attr_t attr) {
+  if (k->rank != 3 || k->layout || k->dt != dnnl_f32 ||
+      !channels_last_md(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0)))
+    return NULL;
+  dnnl_memory_desc_t src, dst;
+  dnnl_primitive_desc_t out = NULL;
+  const char *impl = "ref";
+  if (dnnl_memory_desc_init_by_tag(&src, 3, any[SRC].dims, dnnl_f32, dnnl_aBc16b) != dnnl_success ||
+      dnnl_memory_desc_init_by_tag(&dst, 3, any[DST].dims, dnnl_f32, dnnl_aBc16b) != dnnl_success ||
+      dnnl_dilated_convolution_forward_desc_init(d, dnnl_forward_inference, dnnl_convolution_auto, &src, &any[WEI], bias,
+                                                 &dst, stride, dil, pl, pr) != dnnl_success ||
+      dnnl_primitive_desc_create(&out, d, attr, engine, NULL) != dnnl_success)
+    return NULL;
+  dnnl_primitive_desc_query(out, dnnl_query_impl_info_str, 0, &impl);
+  if (strncmp(impl, "jit", 3) == 0) return out;
+  dnnl_primitive_desc_destroy(out);
+  return NULL;
+}
+
 /* Makes a primitive and its reorders for key k. */
 static dvm_status *entry_make(const char *op, const key *k, entry **out) {
   dvm_status *st = NULL;
@@ -469,6 +505,11 @@ static dvm_status *entry_make(const char *op, const key *k, entry **out) {
                dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference, dnnl_convolution_auto, &any[SRC],
                                                           &any[WEI], bias, &any[DST], stride, dil, pl, pr));
       DNNL_TRY(op, "convolution primitive descriptor", dnnl_primitive_desc_create(&pd, &d, cattr, engine, NULL));
+    }
+    dnnl_primitive_desc_t blocked = pointwise ? NULL : blocked_instead(pd, k, any, &d, bias, stride, dil, pl, pr, cattr);
+    if (blocked) {
+      dnnl_primitive_desc_destroy(pd);
+      pd = blocked;
     }
   }
   e->scratch = scratch_size(pd);
@@ -720,27 +761,38 @@ static float epilogue(const key *k, float y) {
 }
 
 /* A key of X's type dt and the geometry of a call: the dims of X, W and Y
- * (rank) and the window's; no epilogue. */
-static void key_init(key *k, dnnl_data_type_t dt, int rank, const int64_t *x, const int64_t *w, const int64_t *y,
-                     const dvm_window *win, int64_t group) {
+ * (rank) and the window's; no epilogue. A convolution's spatial dims of
+ * one input point, a kernel of 1 and no pads (the 1 of a [k, 1] kernel
+ * over [N, C, H, 1]) are left out, one at least kept: the tensors' memory
+ * is the same without them, and oneDNN's kernels, which block the last
+ * spatial dim, ran such convs as 2-D at a third of their speed as 1-D
+ * (docs/performance.md). */
+static void key_init(key *k, dnnl_data_type_t dt, bool transpose, int rank, const int64_t *x, const int64_t *w,
+                     const int64_t *y, const dvm_window *win, int64_t group) {
   memset(k, 0, sizeof *k); /* the key is compared bytewise */
   k->post_scale = 1;
   k->dt = dt;
-  k->rank = rank;
   k->group = group;
-  k->cx = x[1];
-  k->cy = y[1];
-  k->hx = x[2];
-  k->hy = y[2];
-  memcpy(k->x, x, sizeof(int64_t) * rank);
-  memcpy(k->w, w, sizeof(int64_t) * rank);
-  memcpy(k->y, y, sizeof(int64_t) * rank);
+  memcpy(k->x, x, sizeof(int64_t) * 2);
+  memcpy(k->w, w, sizeof(int64_t) * 2);
+  memcpy(k->y, y, sizeof(int64_t) * 2);
+  int n = 0;
   for (int i = 0; i < win->n; i++) {
-    k->stride[i] = win->stride[i];
-    k->dilation[i] = win->dilation[i];
-    k->pad_begin[i] = win->pad_begin[i];
-    k->pad_end[i] = win->pad_end[i];
+    bool unit = !transpose && x[2 + i] == 1 && w[2 + i] == 1 && !win->pad_begin[i] && !win->pad_end[i];
+    if (unit && (n > 0 || i < win->n - 1)) continue;
+    k->x[2 + n] = x[2 + i];
+    k->w[2 + n] = w[2 + i];
+    k->y[2 + n] = y[2 + i];
+    k->stride[n] = win->stride[i];
+    k->dilation[n] = win->dilation[i];
+    k->pad_begin[n] = win->pad_begin[i];
+    k->pad_end[n++] = win->pad_end[i];
   }
+  k->rank = 2 + n;
+  k->cx = k->x[1];
+  k->cy = k->y[1];
+  k->hx = k->x[2];
+  k->hy = k->y[2];
 }
 
 /* Checks a call (kind 0 conv, 1 conv_transpose, 2 fused_conv) and builds its cache key. */
@@ -775,7 +827,7 @@ static dvm_status *check(const dvm_kernel_args *a, int kind, key *k) {
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: Z %s must have Y's dims %s", op,
                           dvm_shape_str(sz, z->rank, z->dims), dvm_shape_str(sy, y->rank, y->dims));
   }
-  key_init(k, dnnl_f32, x->rank, x->dims, w->dims, y->dims, &win, group);
+  key_init(k, dnnl_f32, transpose, x->rank, x->dims, w->dims, y->dims, &win, group);
   if (kind == 2 && (st = epilogue_attrs(a, k))) return st;
   k->z = z != NULL;
   k->transpose = transpose;
@@ -1224,7 +1276,7 @@ dvm_status *dvm_cpu_conv_s8(const char *op, const dvm_tensor *x, const int32_t *
                             const int8_t *w8, const dvm_window *win, int64_t group, int32_t *y, const int64_t *ydims,
                             int threads, void *forms) {
   key k;
-  key_init(&k, x->dtype == DVM_U8 ? dnnl_u8 : dnnl_s8, x->rank, x->dims, wdims, ydims, win, group);
+  key_init(&k, x->dtype == DVM_U8 ? dnnl_u8 : dnnl_s8, false, x->rank, x->dims, wdims, ydims, win, group);
   k.xzp = xzp != NULL;
   int64_t wn = 1, yn = 1;
   for (int i = 0; i < x->rank; i++) {
