@@ -71,9 +71,9 @@ HF = {
     "hubert": ("HubertConfig", "HubertModel", dict(_ENC, conv_dim=[32] * 3, conv_kernel=[10, 3, 3],
                                                    conv_stride=[5, 2, 2], num_conv_pos_embeddings=16,
                                                    num_conv_pos_embedding_groups=4)),
-    "whisper_encoder": ("WhisperConfig", "models.whisper.modeling_whisper.WhisperEncoder", dict(d_model=64, encoder_layers=2, encoder_attention_heads=4,
-                                                                encoder_ffn_dim=128, num_mel_bins=80,
-                                                                max_source_positions=1500)),
+    "whisper_encoder": ("WhisperConfig", "models.whisper.modeling_whisper.WhisperEncoder",
+                        dict(d_model=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=128,
+                             num_mel_bins=80, max_source_positions=1500)),
 }
 
 _IMG_SHAPES = [{"b": 1, "h": 64, "w": 64}, {"b": 2, "h": 96, "w": 128}, {"b": 1, "h": 224, "w": 224}]
