@@ -107,6 +107,7 @@ typedef struct dvm_const {
   const struct dvm_kernel_def *reader;
   int reader_slot;
   bool plain;
+  bool settled; /* external, read only as forms: checked and its pages given back (dvm_extdata_settle) */
 } dvm_const;
 
 typedef struct dvm_kernel_ref {
@@ -165,6 +166,13 @@ DVM_MUST_USE dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *
 
 /* Whether instructions read c only through the form its one reader made. */
 bool dvm_const_packed_only(const dvm_const *c);
+
+/* External constant c, read only as the forms just made of it: its bytes
+ * checked against the module's hash (those the forms were read from, or
+ * those a rows form hashed) and its plain pages given back, as soon as its
+ * forms are made, so that a load holds one plain weight at a time, not the
+ * file beside the forms (vm/extdata.c). */
+DVM_MUST_USE dvm_status *dvm_extdata_settle(dvm_module *m, dvm_const *c);
 
 /* Canonical file bytes of m (verified or built); *out is malloc'ed. */
 DVM_MUST_USE dvm_status *dvm_bc_write(const dvm_module *m, uint8_t **out, size_t *size);

@@ -1,11 +1,14 @@
 /* External constants (section external, docs/bytecode.md 3.9): bytes that
- * stay in the files the model came with, mapped at load, checked against
+ * stay in the files the model came with, mapped at load (vm/filemap.c), checked against
  * the hash the compiler recorded, and held so that a file changed after
  * load cannot change an answer (docs/bytecode.md 3.9 says why this way):
  *
  * - a constant that kernels read only through the forms they packed of it
  *   at link is packed from the mapping, then hashed there; its plain pages
  *   go back and are never read again;
+ * - a constant that a kernel reads only by rows, through the rows form it
+ *   asked for (an embedding table that Gather reads a few rows of), stays
+ *   in its file, checked as it is read (vm/filemap.c);
  * - any other is read once (pread) into memory of its own, and that copy
  *   is hashed and used. */
 #include <errno.h>
@@ -13,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -27,17 +29,6 @@ typedef struct extfile {
   size_t size;
   dvm_storage *map; /* the whole file, private and read-only */
 } extfile;
-
-typedef struct mapping {
-  void *p;
-  size_t size;
-} mapping;
-
-static void unmap(void *ctx) {
-  mapping *mp = ctx;
-  munmap(mp->p, mp->size);
-  free(mp);
-}
 
 static dvm_status *open_file(const char *dir, extfile *f, const char *cname) {
   char *full = malloc(strlen(dir) + strlen(f->path) + 2);
@@ -54,24 +45,7 @@ static dvm_status *open_file(const char *dir, extfile *f, const char *cname) {
   free(full);
   if (st) return st;
   f->size = (size_t)sb.st_size;
-  mapping *mp = malloc(sizeof *mp);
-  void *p = f->size ? mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, f->fd, 0) : NULL;
-  if (!mp || p == MAP_FAILED) {
-    free(mp);
-    return p == MAP_FAILED ? dvm_status_new(DVM_IO, "external file %s: mmap: %s", f->path, strerror(errno))
-                           : dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  }
-#ifdef MADV_NOHUGEPAGE
-  if (p) madvise(p, f->size, MADV_NOHUGEPAGE); /* pages go back one constant at a time */
-#endif
-  *mp = (mapping){p, f->size};
-  st = dvm_storage_wrap(DVM_DEVICE_CPU, p, f->size, unmap, mp, &f->map);
-  if (st) {
-    unmap(mp);
-    return st;
-  }
-  f->map->droppable = true;
-  return NULL;
+  return dvm_storage_map_file(f->fd, f->path, f->size, &f->map);
 }
 
 /* Maps each file once and points every external constant at its bytes. */
@@ -101,8 +75,8 @@ static dvm_status *map_files(dvm_module *m, const char *dir, extfile *files, uin
   return NULL;
 }
 
-static dvm_status *hash_check(const dvm_const *c, const void *bytes) {
-  uint64_t h = XXH3_64bits(bytes, c->nbytes);
+/* h, the XXH3-64 of c's bytes as read, against the module's. */
+static dvm_status *hash_check(const dvm_const *c, uint64_t h) {
   if (h == c->ext_hash) return NULL;
   return dvm_status_new(DVM_CORRUPT, "constant \"%s\": bytes %llu..%llu of \"%s\" have XXH3-64 %016llx, the "
                                      "module expects %016llx (the file changed after compiling)",
@@ -130,7 +104,7 @@ static dvm_status *copy_const(dvm_const *c, int fd) {
       got += (size_t)r;
   }
   dvm_storage *s = NULL;
-  if (!st) st = hash_check(c, buf);
+  if (!st) st = hash_check(c, XXH3_64bits(buf, c->nbytes));
   if (!st) st = dvm_storage_wrap(DVM_DEVICE_CPU, buf, c->nbytes, free_copy, buf, &s);
   if (st) {
     free(buf);
@@ -144,23 +118,30 @@ static dvm_status *copy_const(dvm_const *c, int fd) {
   return NULL;
 }
 
+dvm_status *dvm_extdata_settle(dvm_module *m, dvm_const *c) {
+  uint64_t whole;
+  dvm_status *st = hash_check(c, dvm_rows_whole(c->tensor, &whole) ? whole : XXH3_64bits(c->data, c->nbytes));
+  if (st) return st;
+  m->released += dvm_tensor_drop_pages(c->tensor);
+  c->settled = true;
+  return NULL;
+}
+
 /* Holds every external constant so that nothing reads its file after
- * load: as its forms or as a checked copy, as above. */
+ * load: as its forms (settled as they were made, link.c) or as a checked
+ * copy, as above. */
 static dvm_status *seal(dvm_module *m, extfile *files) {
   dvm_status *st = NULL;
   for (uint32_t i = 0; i < m->nconsts && !st; i++) {
     dvm_const *c = &m->consts[i];
-    if (!c->ext_path) continue;
-    if (!dvm_const_packed_only(c)) {
-      uint32_t k = 0;
-      while (strcmp(files[k].path, c->ext_path) != 0) k++;
-      st = copy_const(c, files[k].fd);
+    if (!c->ext_path || c->settled) continue;
+    if (dvm_const_packed_only(c)) {
+      st = dvm_extdata_settle(m, c);
       continue;
     }
-    /* hashed after packing, so the bytes the forms were made from are
-     * the bytes checked; then given back for good */
-    st = hash_check(c, c->data);
-    if (!st) m->released += dvm_tensor_drop_pages(c->tensor);
+    uint32_t k = 0;
+    while (strcmp(files[k].path, c->ext_path) != 0) k++;
+    st = copy_const(c, files[k].fd);
   }
   return st;
 }
@@ -175,6 +156,7 @@ dvm_status *dvm_extdata_link(dvm_module *m, const char *dir, const dvm_load_opti
   if (!st) st = seal(m, files);
   for (uint32_t k = 0; k < nfiles; k++) {
     if (files[k].fd >= 0) close(files[k].fd);
+    if (files[k].map) dvm_storage_file_closed(files[k].map); /* rows forms hold their own */
     dvm_storage_release(files[k].map); /* constants left on it hold their own reference */
   }
   free(files);

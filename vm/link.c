@@ -109,7 +109,7 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
         if (dvm_tensor_packed(t, def, (int)j)) continue;
         void *data = NULL;
         void (*free_data)(void *) = NULL;
-        const dvm_const *kc = &m->consts[kn[r].konst - 1];
+        dvm_const *kc = &m->consts[kn[r].konst - 1];
         /* the plain bytes, read to pack, go back when the kernel reads its
          * form only (an external constant's once its hash is checked,
          * vm/extdata.c): during packing, as the hook reads them, where it
@@ -123,6 +123,7 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
         t->consumable = false;
         if (!st && data) st = dvm_tensor_attach_packed(t, def, (int)j, data, free_data);
         if (!st && data && consume && dvm_const_packed_only(kc)) m->released += dvm_tensor_drop_pages(t);
+        if (!st && data && kc->ext_path && dvm_const_packed_only(kc)) st = dvm_extdata_settle(m, kc);
         if (st) st = dvm_status_annotate(st, "prepacking constant \"%s\" for kernel \"%s\"",
                                          m->consts[kn[r].konst - 1].name, m->kernels[x.kernel].name);
       }

@@ -100,6 +100,25 @@ size_t dvm_tensor_drop_pages(const dvm_tensor *t);
  * weight holds little more than its form; elsewhere nothing happens. */
 void dvm_tensor_consumed(const dvm_tensor *t, size_t offset, size_t size);
 
+/* A storage over the whole of file fd (size bytes), mapped private and
+ * read-only, its pages droppable; path names it in messages. Its rows
+ * forms may be made until dvm_storage_file_closed (vm/filemap.c). */
+DVM_MUST_USE dvm_status *dvm_storage_map_file(int fd, const char *path, size_t size, dvm_storage **out);
+void dvm_storage_file_closed(dvm_storage *s);
+
+/* For a prepack hook of a kernel that reads t only by rows along its
+ * first axis, each `row` bytes (Gather of an embedding table): a form that
+ * reads rows from t's external data file when asked instead of holding
+ * them, or *data left NULL where t is not in a file mapped by this load.
+ * Its blocks' hashes are taken at once, with the whole's, which the load
+ * checks against the module's (vm/extdata.c). */
+DVM_MUST_USE dvm_status *dvm_rows_form(const dvm_tensor *t, size_t row, void **data, void (**free_data)(void *));
+/* Rows [r, r + n) of such a form into dst, each block read checked: an
+ * error naming the file and bytes where the file changed since load. */
+DVM_MUST_USE dvm_status *dvm_rows_read(const void *form, int64_t r, int64_t n, void *dst);
+/* Whether t has a rows form, and the XXH3-64 of t's bytes it read. */
+bool dvm_rows_whole(const dvm_tensor *t, uint64_t *hash);
+
 /* The form `owner` built of t for its input `input`, or NULL. */
 static inline const void *dvm_tensor_packed(const dvm_tensor *t, const void *owner, int input) {
   for (const dvm_packed *p = t->packed; p; p = p->next)

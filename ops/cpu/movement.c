@@ -50,6 +50,8 @@
 #include "shapefuncs/movement.h"
 #include "shapefuncs/shape.h"
 
+enum { K_GATHER = 1 }; /* gather's row of dvm_cpu_movement_kernels: its forms' owner */
+
 #define ERR(...) dvm_status_new(DVM_INVALID_ARGUMENT, __VA_ARGS__)
 
 /* Below this many elements per thread, a fork costs more than it saves. */
@@ -494,6 +496,34 @@ static dvm_status *check_indices(const char *op, const dvm_tensor *data, const d
   return NULL;
 }
 
+/* gather along axis 0 of a constant left in its file (its rows form,
+ * gather_prepack): each index's row read from the file, checked. */
+static dvm_status *gather_rows(const void *form, const dvm_tensor *idx, int64_t m, int64_t row, int64_t n,
+                               const dvm_tensor *y) {
+  const void *pi = dvm_tensor_ptr(idx);
+  char *py = dvm_tensor_ptr(y);
+  dvm_status *st = NULL;
+  for (int64_t j = 0; j < m && !st; j++) {
+    int64_t k = INDEX(pi, idx->dtype == DVM_I64, j);
+    st = dvm_rows_read(form, k < 0 ? k + n : k, 1, py + j * row);
+  }
+  return st ? dvm_status_annotate(st, "gather") : NULL;
+}
+
+/* Data that gather reads along axis 0 only (its axis attribute known 0,
+ * or -rank) and that lies in an external data file: rows read from the
+ * file when asked (dvm_rows_form), so an embedding table of which a few
+ * rows are read costs no memory. */
+static dvm_status *gather_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs, int nattrs,
+                                  void **data, void (**free_data)(void *)) {
+  if (input != 0 || nattrs < 1 || !attrs[0].known || t->rank < 1 ||
+      (attrs[0].value != 0 && attrs[0].value != -(int64_t)t->rank))
+    return NULL;
+  size_t row = dvm_dtype_size((dvm_dtype)t->dtype);
+  for (int i = 1; i < t->rank; i++) row *= (size_t)t->dims[i];
+  return dvm_rows_form(t, row, data, free_data);
+}
+
 static dvm_status *gather(const dvm_kernel_args *a) {
   call_values cv;
   dvm_gather_info p;
@@ -510,6 +540,8 @@ static dvm_status *gather(const dvm_kernel_args *a) {
   for (int i = p.axis + 1; i < x->rank; i++) inner *= x->dims[i];
   int64_t nrows = outer * m;
   if (nrows == 0 || inner == 0) return NULL;
+  const void *form = p.axis == 0 ? dvm_tensor_packed(x, &dvm_cpu_movement_kernels[K_GATHER], 0) : NULL;
+  if (form) return gather_rows(form, idx, m, inner * (int64_t)dvm_dtype_size((dvm_dtype)x->dtype), n, y);
   gather_fn fn = gathers[size_index(dvm_dtype_size((dvm_dtype)x->dtype))];
   const char *px = dvm_tensor_ptr(x);
   const void *pi = dvm_tensor_ptr(idx);
@@ -1048,7 +1080,8 @@ static dvm_status *trilu(const dvm_kernel_args *a) {
 
 const dvm_kernel_def dvm_cpu_movement_kernels[] = {
     {"transpose", DVM_DEVICE_CPU, transpose, "transpose", .form = DVM_FORM_PERMUTED},
-    {"gather", DVM_DEVICE_CPU, gather, "gather", .form = DVM_FORM_GATHER},
+    [K_GATHER] = {"gather", DVM_DEVICE_CPU, gather, "gather", .form = DVM_FORM_GATHER, .prepack = gather_prepack,
+                  .prepack_replaces = 1},
     {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements"},
     {"slice", DVM_DEVICE_CPU, slice, "slice"},
     {"concat", DVM_DEVICE_CPU, concat, "concat"},
