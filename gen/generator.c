@@ -49,7 +49,10 @@ struct dvm_generator {
   bool *done, *has_logits;
   float *logits;            /* [batch * vocab] */
   int *work;                /* [vocab] */
-  dvm_generator_rng rng;
+  dvm_generator_rng rng;    /* shared by the sequences without their own */
+  dvm_generator_config *search; /* [batch]: each sequence's search settings */
+  dvm_generator_rng *rngs;  /* [batch]: ... and its own random stream, where own_rng[b] */
+  bool *own_rng;
   dvm_value *args, *bound, *results;
 };
 
@@ -195,14 +198,14 @@ static dvm_status *make_cache(dvm_generator *g, dvm_dtype dt) {
   return NULL;
 }
 
-static void seed(dvm_generator *g) {
-  uint64_t s = (uint64_t)g->c.seed;
-  if (g->c.seed < 0) { /* GenAI's random_seed -1: a different stream each time */
+static void seed(int64_t value, const void *salt, dvm_generator_rng *rng) {
+  uint64_t s = (uint64_t)value;
+  if (value < 0) { /* GenAI's random_seed -1: a different stream each time */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    s = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)g;
+    s = (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)salt;
   }
-  dvm_generator_rng_seed(&g->rng, s);
+  dvm_generator_rng_seed(rng, s);
 }
 
 dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const dvm_generator_options *opts,
@@ -245,10 +248,14 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   g->has_logits = g->done ? g->done + B : NULL;
   g->logits = calloc(B * V, sizeof *g->logits);
   g->work = calloc(V, sizeof *g->work);
+  g->search = calloc(B, sizeof *g->search);
+  g->rngs = calloc(B, sizeof *g->rngs);
+  g->own_rng = calloc(B, sizeof *g->own_rng);
   g->args = calloc((size_t)(g->nparams + 2 * g->nresults) + 1, sizeof *g->args);
   g->bound = g->args ? g->args + g->nparams : NULL;
   g->results = g->bound ? g->bound + g->nresults : NULL;
-  if (!g->past || !g->cache || !g->tokens || !g->len || !g->done || !g->logits || !g->work || !g->args) {
+  if (!g->past || !g->cache || !g->tokens || !g->len || !g->done || !g->logits || !g->work || !g->search ||
+      !g->rngs || !g->own_rng || !g->args) {
     dvm_generator_destroy(g);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
@@ -260,7 +267,8 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
     dvm_generator_destroy(g);
     return st;
   }
-  seed(g);
+  for (size_t b = 0; b < B; b++) g->search[b] = g->c;
+  seed(g->c.seed, g, &g->rng);
   *out = g;
   return NULL;
 }
@@ -288,6 +296,9 @@ void dvm_generator_destroy(dvm_generator *g) {
   free(g->done);
   free(g->logits);
   free(g->work);
+  free(g->search);
+  free(g->rngs);
+  free(g->own_rng);
   free(g->args);
   free(g);
 }
@@ -426,7 +437,7 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
     bool together = true;
     for (int b = 0; b < B; b++) {
       keep[b] = g->len[b] > g->ran[b];
-      to[b] = keep[b] ? g->len[b] : g->ran[b];
+      to[b] = keep[b] ? g->len[b] : g->ran[b] ? g->ran[b] : 1; /* an empty row feeds position 0 */
       from[b] = to[b] - 1;
       together &= share || from[b] == from[0];
     }
@@ -459,12 +470,14 @@ dvm_status *dvm_generator_append(dvm_generator *g, const int32_t *const *tokens,
     if (counts[b] > g->max_length - g->len[b])
       return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: %d + %d tokens exceed max_length %d", b, g->len[b],
                             counts[b], g->max_length);
-    if (g->len[b] + counts[b] == 0) return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: no tokens", b);
     for (int i = 0; i < counts[b]; i++)
       if (tokens[b][i] < 0 || tokens[b][i] >= c->vocab_size)
         return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: token %d (%d) is outside the vocabulary (0 to %d)", b, i,
                               tokens[b][i], c->vocab_size - 1);
   }
+  bool any = false;
+  for (int b = 0; b < g->batch; b++) any |= g->len[b] + counts[b] > 0;
+  if (!any) return dvm_status_new(DVM_INVALID_ARGUMENT, "no tokens in any sequence");
   for (int b = 0; b < g->batch; b++) {
     if (!counts[b]) continue;
     memcpy(g->tokens + (size_t)b * g->max_length + g->len[b], tokens[b], (size_t)counts[b] * sizeof **tokens);
@@ -486,7 +499,8 @@ dvm_status *dvm_generator_next(dvm_generator *g) {
   for (int b = 0; b < g->batch; b++) {
     if (g->done[b]) continue;
     int32_t *seq = g->tokens + (size_t)b * g->max_length;
-    int32_t t = dvm_generator_choose(&g->c, g->logits + (size_t)b * g->c.vocab_size, seq, g->len[b], g->work, &g->rng);
+    int32_t t = dvm_generator_choose(&g->search[b], g->logits + (size_t)b * g->c.vocab_size, seq, g->len[b], g->work,
+                                     g->own_rng[b] ? &g->rngs[b] : &g->rng);
     g->has_logits[b] = false;
     if (is_eos(&g->c, t)) { /* ends the sequence, and is not part of it (as in GenAI) */
       g->done[b] = true;
@@ -494,6 +508,31 @@ dvm_status *dvm_generator_next(dvm_generator *g) {
     }
     seq[g->len[b]++] = t;
     g->done[b] = g->len[b] >= g->max_length;
+  }
+  return NULL;
+}
+
+void dvm_generator_reset(dvm_generator *g, int b) {
+  if (b < 0 || b >= g->batch) return;
+  g->len[b] = g->ran[b] = 0;
+  g->done[b] = true;
+  g->has_logits[b] = false;
+  g->search[b] = g->c;
+  g->own_rng[b] = false;
+}
+
+dvm_status *dvm_generator_set_search(dvm_generator *g, int b, const dvm_generator_options *o) {
+  if (b < 0 || b >= g->batch)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d of a batch of %d", b, g->batch);
+  if (o->max_length >= 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "max_length is the generator's, not a sequence's");
+  dvm_generator_config c = g->search[b];
+  dvm_status *st = apply_options(&c, o);
+  if (st) return dvm_status_annotate(st, "sequence %d", b);
+  g->search[b] = c;
+  if (o->seed >= 0) {
+    seed(o->seed, g, &g->rngs[b]);
+    g->own_rng[b] = true;
   }
   return NULL;
 }

@@ -123,6 +123,11 @@ static void infer(dvms_api *api, dvms_model *m, const dvms_http_request *rq, dvm
     dvms_metrics_request(api->metrics, m->name, DVMS_OVERLOAD, -1);
     return;
   }
+  if (m->llm) {
+    error(rp, 400, "a generation model: use /v1/completions or /v1/chat/completions");
+    dvms_metrics_request(api->metrics, m->name, DVMS_CLIENT_ERROR, -1);
+    return;
+  }
   if (rq->bad_header_len) {
     error(rp, 400, "Inference-Header-Content-Length is not a number of bytes");
     dvms_metrics_request(api->metrics, m->name, DVMS_CLIENT_ERROR, -1);
@@ -252,6 +257,8 @@ void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply
     dvms_metrics_write(api->metrics, &rp->body);
     rp->status = 200;
     rp->content_type = "text/plain; version=0.0.4";
+  } else if (n >= 1 && strcmp(p[0], "v1") == 0) {
+    dvms_openai_handle(api, p, n, rq, rp);
   } else if (n == 0 || strcmp(p[0], "v2") != 0) {
     error(rp, 404, "no such route");
   } else if (n == 1) {

@@ -19,7 +19,7 @@ double dvms_now(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void cond_init(pthread_cond_t *c) {
+void dvms_cond_init(pthread_cond_t *c) {
   pthread_condattr_t a;
   pthread_condattr_init(&a);
   pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
@@ -27,7 +27,7 @@ static void cond_init(pthread_cond_t *c) {
   pthread_condattr_destroy(&a);
 }
 
-static void cond_wait_until(pthread_cond_t *c, pthread_mutex_t *mu, double until) {
+void dvms_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *mu, double until) {
   struct timespec t;
   t.tv_sec = (time_t)until;
   t.tv_nsec = (long)((until - (double)t.tv_sec) * 1e9);
@@ -315,7 +315,7 @@ static void *worker(void *p) {
     if (!m->head) break;
     double now = dvms_now(), until = m->head->enqueued + (double)m->cfg.queue_delay_us * 1e-6;
     if (batching(m) && !m->stop && now < until && ready_rows(m, m->head) < m->cfg.max_batch) {
-      cond_wait_until(&m->work, &m->mu, until);
+      dvms_cond_wait_until(&m->work, &m->mu, until);
       continue;
     }
     int n = take(m, a->batch, now);
@@ -348,7 +348,7 @@ dvm_status *dvms_batcher_start(dvms_model *m, int threads) {
     return dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: workers", m->name);
   }
   pthread_mutex_init(&m->mu, NULL);
-  cond_init(&m->work);
+  dvms_cond_init(&m->work);
   dvm_vm_options o;
   dvm_vm_options_init(&o);
   o.threads = threads;
@@ -410,7 +410,7 @@ dvm_status *dvms_batcher_submit(dvms_model *m, dvms_job *job, dvms_request *req,
   job->rows = m->batch_sym >= 0 ? req->sym[m->batch_sym] : 1;
   job->enqueued = dvms_now();
   job->deadline = timeout_s > 0 ? job->enqueued + timeout_s : 0;
-  cond_init(&job->done);
+  dvms_cond_init(&job->done);
   pthread_mutex_lock(&m->mu);
   dvm_status *st = NULL;
   if (m->stop) {
@@ -431,7 +431,7 @@ dvm_status *dvms_batcher_submit(dvms_model *m, dvms_job *job, dvms_request *req,
 
 int dvms_batcher_wait(dvms_model *m, dvms_job *job, double until) {
   pthread_mutex_lock(&m->mu);
-  while (job->state != DVMS_JOB_DONE && dvms_now() < until) cond_wait_until(&job->done, &m->mu, until);
+  while (job->state != DVMS_JOB_DONE && dvms_now() < until) dvms_cond_wait_until(&job->done, &m->mu, until);
   int done = job->state == DVMS_JOB_DONE;
   pthread_mutex_unlock(&m->mu);
   return done;

@@ -40,6 +40,7 @@ static dvm_status *compile(const char *path, const char *name, const dvms_config
   co.function = cfg->function;
   co.dims = dims;
   co.ndims = cfg->ndims;
+  if (cfg->last_position[0]) co.last_position = cfg->last_position;
   warn_to w = {o, name};
   if (o->warn) {
     co.diag = warn;
@@ -88,6 +89,7 @@ static int cache_path(const char *cache, const char *name, const char *path, con
   if (ok > 0) {
     XXH3_64bits_update(x, cfg->function, strlen(cfg->function) + 1);
     for (int i = 0; i < cfg->ndims; i++) XXH3_64bits_update(x, cfg->dims[i], strlen(cfg->dims[i]) + 1);
+    XXH3_64bits_update(x, cfg->last_position, strlen(cfg->last_position) + 1);
     uint64_t compiler = dvmc_compiler_id(); /* another dvm compiles again */
     XXH3_64bits_update(x, &compiler, sizeof compiler);
     ok = snprintf(out, size, "%s/%s-%016llx.dvmb", cache, name, (unsigned long long)XXH3_64bits_digest(x)) <

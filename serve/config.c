@@ -14,6 +14,8 @@ void dvms_config_defaults(dvms_config *c) {
   c->queue_delay_us = 2000;
   c->max_queue = 256;
   strcpy(c->device, "auto");
+  c->max_running = 8;
+  c->continuous_batching = 1;
 }
 
 static char *trim(char *s) {
@@ -49,6 +51,10 @@ static int set(dvms_config *c, const char *key, char *v) {
   if (!strcmp(key, "workers")) return int_value(v, 1, 256, &x) && (c->workers = (int)x, 1);
   if (!strcmp(key, "threads")) return int_value(v, 1, 1024, &x) && (c->threads = (int)x, 1);
   if (!strcmp(key, "pad_to_max")) return int_value(v, 0, 1, &x) && (c->pad_to_max = (int)x, 1);
+  if (!strcmp(key, "max_running")) return int_value(v, 1, 256, &x) && (c->max_running = (int)x, 1);
+  if (!strcmp(key, "max_tokens")) return int_value(v, 0, 1 << 24, &x) && (c->max_tokens = (int)x, 1);
+  if (!strcmp(key, "max_length")) return int_value(v, 0, 1 << 24, &x) && (c->max_length = (int)x, 1);
+  if (!strcmp(key, "continuous_batching")) return int_value(v, 0, 1, &x) && (c->continuous_batching = (int)x, 1);
   if (!strcmp(key, "queue_delay_us")) return int_value(v, 0, 60000000, &c->queue_delay_us);
   if (!strcmp(key, "max_queue")) return int_value(v, 1, 1 << 24, &c->max_queue);
   if (!strcmp(key, "timeout_us")) return int_value(v, 0, INT64_MAX / 2, &c->timeout_us);

@@ -90,12 +90,57 @@ static void access_log(dvms_server *s, struct MHD_Connection *c, const char *met
   dvms_buf_free(&line);
 }
 
-static enum MHD_Result send_reply(dvms_server *s, struct MHD_Connection *c, dvms_http_reply *rp, int close) {
+/* A streamed body: its reader runs in the connection's thread (so it may
+ * block for the next bytes); the request counts as in flight until the
+ * stream is freed, so a drain waits for it. */
+typedef struct stream {
+  dvms_server *s;
+  long (*read)(void *ctx, char *buf, size_t max);
+  void (*done)(void *ctx);
+  void *ctx;
+  int counted;
+} stream;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  stream *x = cls;
+  long n = x->read(x->ctx, buf, max);
+  return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free(void *cls) {
+  stream *x = cls;
+  x->done(x->ctx);
+  if (x->counted) atomic_fetch_sub(&x->s->inflight, 1);
+  free(x);
+}
+
+/* The response of rp: its body, or its stream (taken over; counted: it
+ * holds an in-flight count to give back). */
+static struct MHD_Response *make_response(dvms_server *s, dvms_http_reply *rp, int counted) {
+  if (rp->stream_read) {
+    stream *x = malloc(sizeof *x);
+    struct MHD_Response *resp = x ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, x, stream_free) : NULL;
+    if (!resp) { /* the stream still ends as a freed one would */
+      rp->stream_done(rp->stream_ctx);
+      if (counted) atomic_fetch_sub(&s->inflight, 1);
+      free(x);
+      return NULL;
+    }
+    *x = (stream){s, rp->stream_read, rp->stream_done, rp->stream_ctx, counted};
+    rp->stream_read = NULL;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    return resp;
+  }
   size_t len = rp->body.len;
   struct MHD_Response *resp = len ? MHD_create_response_from_buffer(len, rp->body.data, MHD_RESPMEM_MUST_FREE)
                                   : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-  if (!resp) return MHD_NO;
-  if (len) rp->body = (dvms_buf){0}; /* the response owns it now */
+  if (resp && len) rp->body = (dvms_buf){0}; /* the response owns it now */
+  return resp;
+}
+
+static enum MHD_Result send_reply(dvms_server *s, struct MHD_Connection *c, dvms_http_reply *rp, int close,
+                                  int counted) {
+  struct MHD_Response *resp = make_response(s, rp, counted);
   if (rp->content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rp->content_type);
   char num[32];
   if (rp->header_len) {
@@ -167,6 +212,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   }
   dvms_conns_phase(s->conns, r->conn, DVMS_CONN_WORK);
   dvms_http_reply rp = {0};
+  int counted = 0; /* a stream holds its in-flight count */
   if (r->spare) {
     char msg[96];
     snprintf(msg, sizeof msg, "the server has its limit of %d connections open; try again", s->opts.max_connections);
@@ -189,10 +235,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (hl && !parse_size(hl, &rq.header_len)) rq.bad_header_len = 1;
     if (!rq.body) rq.body = (const uint8_t *)"";
     dvms_api_handle(&s->api, &rq, &rp);
-    if (!draining) atomic_fetch_sub(&s->inflight, 1);
+    counted = !draining;
+    if (counted && !rp.stream_read) atomic_fetch_sub(&s->inflight, 1), counted = 0;
   }
   size_t out = rp.body.len;
-  enum MHD_Result ok = send_reply(s, c, &rp, r->spare);
+  enum MHD_Result ok = send_reply(s, c, &rp, r->spare, counted);
   access_log(s, c, method, url, r, &rp, out);
   dvms_buf_free(&rp.body);
   return ok;

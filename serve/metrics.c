@@ -1,8 +1,10 @@
 /* Prometheus text metrics (exposition format 0.0.4), per model: requests
  * by outcome, queue and compute time histograms, the batch-size histogram,
  * elements computed and elements that were padding, requests queued now,
- * pool bytes in use and peak; and HTTP responses by status code. One mutex: updates are a few
- * additions per request. */
+ * pool bytes in use and peak; and HTTP responses by status code. A
+ * generation model's series take vLLM's names (vllm:..., label
+ * model_name), so dashboards made for vLLM read them. One mutex: updates
+ * are a few additions per request. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +32,11 @@ typedef struct series {
   uint64_t real_elements, padded_elements;
   uint64_t pool_in_use, pool_peak, pool_cached;
   int64_t queued;
+  int gen; /* a generation model: its vllm: series are written */
+  int running;
+  int64_t waiting;
+  uint64_t prompt_tokens, generation_tokens;
+  hist ttft, tpot;
 } series;
 
 struct dvms_metrics {
@@ -112,22 +119,51 @@ void dvms_metrics_queue(dvms_metrics *m, const char *model, int64_t queued) {
   pthread_mutex_unlock(&m->mu);
 }
 
+void dvms_metrics_gen_state(dvms_metrics *m, const char *model, int running, int64_t waiting) {
+  pthread_mutex_lock(&m->mu);
+  series *s = find(m, model);
+  if (s) s->gen = 1, s->running = running, s->waiting = waiting;
+  pthread_mutex_unlock(&m->mu);
+}
+
+void dvms_metrics_gen_prompt(dvms_metrics *m, const char *model, int tokens, double ttft_s) {
+  pthread_mutex_lock(&m->mu);
+  series *s = find(m, model);
+  if (s) {
+    s->prompt_tokens += (uint64_t)tokens;
+    if (ttft_s >= 0) observe(&s->ttft, time_bounds, NTIME, ttft_s), s->generation_tokens++;
+  }
+  pthread_mutex_unlock(&m->mu);
+}
+
+void dvms_metrics_gen_token(dvms_metrics *m, const char *model, double since_last_s) {
+  pthread_mutex_lock(&m->mu);
+  series *s = find(m, model);
+  if (s) observe(&s->tpot, time_bounds, NTIME, since_last_s), s->generation_tokens++;
+  pthread_mutex_unlock(&m->mu);
+}
+
 void dvms_metrics_http(dvms_metrics *m, unsigned status) {
   pthread_mutex_lock(&m->mu);
   m->http[status < 600 ? status : 0]++;
   pthread_mutex_unlock(&m->mu);
 }
 
-static void write_hist(dvms_buf *b, const char *name, const char *model, const hist *h,
-                       const double *bounds, size_t n) {
+static void write_hist_label(dvms_buf *b, const char *name, const char *label, const char *model, const hist *h,
+                             const double *bounds, size_t n) {
   uint64_t cum = 0;
   for (size_t k = 0; k < n; k++) {
     cum += h->counts[k];
-    dvms_buf_printf(b, "%s_bucket{model=\"%s\",le=\"%g\"} %llu\n", name, model, bounds[k], (unsigned long long)cum);
+    dvms_buf_printf(b, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name, label, model, bounds[k], (unsigned long long)cum);
   }
-  dvms_buf_printf(b, "%s_bucket{model=\"%s\",le=\"+Inf\"} %llu\n", name, model, (unsigned long long)h->n);
-  dvms_buf_printf(b, "%s_sum{model=\"%s\"} %.9g\n%s_count{model=\"%s\"} %llu\n", name, model, h->sum, name,
-                  model, (unsigned long long)h->n);
+  dvms_buf_printf(b, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, label, model, (unsigned long long)h->n);
+  dvms_buf_printf(b, "%s_sum{%s=\"%s\"} %.9g\n%s_count{%s=\"%s\"} %llu\n", name, label, model, h->sum, name,
+                  label, model, (unsigned long long)h->n);
+}
+
+static void write_hist(dvms_buf *b, const char *name, const char *model, const hist *h, const double *bounds,
+                       size_t n) {
+  write_hist_label(b, name, "model", model, h, bounds, n);
 }
 
 /* One metric family: its HELP and TYPE lines, then a line per model. */
@@ -169,6 +205,23 @@ void dvms_metrics_write(dvms_metrics *m, dvms_buf *b) {
   FAMILY("dvm_pool_bytes_cached", "gauge", "Bytes the model's VM pools keep for reuse (freed blocks, by size class).",
          dvms_buf_printf(b, "dvm_pool_bytes_cached{model=\"%s\"} %llu\n", s->model,
                          (unsigned long long)s->pool_cached));
+  FAMILY("vllm:num_requests_running", "gauge", "Sequences in the generation engine's slots now.",
+         if (s->gen) dvms_buf_printf(b, "vllm:num_requests_running{model_name=\"%s\"} %d\n", s->model, s->running));
+  FAMILY("vllm:num_requests_waiting", "gauge", "Generation requests waiting for a slot now.",
+         if (s->gen) dvms_buf_printf(b, "vllm:num_requests_waiting{model_name=\"%s\"} %lld\n", s->model,
+                                     (long long)s->waiting));
+  FAMILY("vllm:prompt_tokens_total", "counter", "Prompt tokens admitted.",
+         if (s->gen) dvms_buf_printf(b, "vllm:prompt_tokens_total{model_name=\"%s\"} %llu\n", s->model,
+                                     (unsigned long long)s->prompt_tokens));
+  FAMILY("vllm:generation_tokens_total", "counter", "Tokens generated.",
+         if (s->gen) dvms_buf_printf(b, "vllm:generation_tokens_total{model_name=\"%s\"} %llu\n", s->model,
+                                     (unsigned long long)s->generation_tokens));
+  FAMILY("vllm:time_to_first_token_seconds", "histogram", "Time from queueing to a request's first token.",
+         if (s->gen) write_hist_label(b, "vllm:time_to_first_token_seconds", "model_name", s->model, &s->ttft,
+                                      time_bounds, NTIME));
+  FAMILY("vllm:time_per_output_token_seconds", "histogram", "Time between a sequence's successive tokens.",
+         if (s->gen) write_hist_label(b, "vllm:time_per_output_token_seconds", "model_name", s->model, &s->tpot,
+                                      time_bounds, NTIME));
   dvms_buf_printf(b, "# HELP dvm_http_responses_total HTTP responses by status code.\n"
                      "# TYPE dvm_http_responses_total counter\n");
   for (unsigned c = 100; c < 600; c++)

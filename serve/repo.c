@@ -1,5 +1,8 @@
 /* The model repository: REPO/NAME/VERSION/model.dvmb (or model.onnx,
- * compiled at load) and an optional REPO/NAME/config. Each model name has
+ * compiled at load) and an optional REPO/NAME/config. A version folder
+ * with genai_config.json is a generation model: its decoder is compiled
+ * for the logits of the last position (as dvm generate does) and served
+ * by an engine (llm.c) with the folder's tokenizer. Each model name has
  * an entry holding its loaded versions; a request takes a reference to one
  * version, so unloading or reloading never pulls a model from under a
  * request: the last reference stops its workers and frees it. A model that
@@ -70,6 +73,8 @@ dvm_status *dvms_repo_open(const char *root, const dvms_repo_options *o, dvms_re
 void dvms_model_release(dvms_model *m) {
   if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
   dvms_batcher_stop(m);
+  dvms_llm_stop(m);
+  dvm_tokenizer_free(m->tok);
   dvm_module_release(m->module);
   free(m);
 }
@@ -170,6 +175,19 @@ static dvm_status *check_batching(dvms_model *m) {
   return NULL;
 }
 
+/* A generation model from the folder `dir` holding genai_config.json. */
+static dvm_status *load_llm(dvms_repo *r, dvms_model *m, const char *dir, const char *config) {
+  char file[256], path[1400];
+  dvm_status *st = dvm_generator_model_file(config, file, m->cfg.last_position, sizeof file);
+  if (st) return st;
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (access(path, F_OK) == 0 && (st = dvm_tokenizer_load(path, &m->tok))) return st;
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  if ((st = dvms_compile_onnx(path, m->name, &m->cfg, &r->opts, &m->module))) return st;
+  dvms_chat_read_config(m, dir);
+  return dvms_llm_start(m, config, m->cfg.threads ? m->cfg.threads : r->opts.cores);
+}
+
 static dvm_status *load_version(dvms_repo *r, const char *name, int64_t version, dvms_model **out) {
   char dir[1024], path[1100];
   snprintf(dir, sizeof dir, "%s/%s/%lld", r->root, name, (long long)version);
@@ -183,6 +201,15 @@ static dvm_status *load_version(dvms_repo *r, const char *name, int64_t version,
   dvm_status *st = NULL;
   snprintf(path, sizeof path, "%s/%s/config", r->root, name);
   if (access(path, F_OK) == 0) st = dvms_config_read(path, &m->cfg);
+  snprintf(path, sizeof path, "%s/genai_config.json", dir);
+  if (!st && access(path, F_OK) == 0) {
+    if ((st = load_llm(r, m, dir, path))) {
+      dvms_model_release(m);
+      return dvm_status_annotate(st, "model %s version %lld", name, (long long)version);
+    }
+    *out = m;
+    return NULL;
+  }
   if (!st) {
     snprintf(path, sizeof path, "%s/model.dvmb", dir);
     if (access(path, F_OK) == 0) {
@@ -355,6 +382,18 @@ dvms_model *dvms_repo_get(dvms_repo *r, const char *name, const char *version) {
   if (m) atomic_fetch_add(&m->refs, 1);
   pthread_mutex_unlock(&r->mu);
   return m;
+}
+
+int dvms_repo_llms(dvms_repo *r, dvms_model **out, int max) {
+  int n = 0;
+  pthread_mutex_lock(&r->mu);
+  for (int i = 0; i < r->nentries && n < max; i++) {
+    entry *e = r->entries[i];
+    dvms_model *m = e->nversions ? e->versions[e->nversions - 1] : NULL;
+    if (m && m->llm) atomic_fetch_add(&m->refs, 1), out[n++] = m;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return n;
 }
 
 int dvms_repo_versions(dvms_repo *r, const char *name, int64_t *vs, int max) {

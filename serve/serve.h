@@ -12,6 +12,11 @@
  *   batcher.c  a model's queue and its workers (a VM each): dynamic
  *              batching along the batch symbol, padding in buckets
  *   metrics.c  Prometheus text metrics
+ *   llm.c      a generation model's engine: continuous batching of
+ *              sequences over one dvm_generator
+ *   openai.c   the OpenAI routes (/v1/completions, /v1/chat/completions,
+ *              /v1/models) over llm.c
+ *   chat.c     chat messages to a prompt by the model's chat template
  *
  * Nothing here prints except through the access log FILE the caller gives;
  * errors are dvm_status values. Design and rules: docs/serving.md. */
@@ -122,6 +127,12 @@ typedef struct dvms_config {
   int64_t pool_limit;        /* pool_limit = BYTES per VM pool (0: none) */
   char dims[8][96];
   int ndims;                 /* dim = NAME=LO..HI, for model.onnx compiled at load */
+  /* a generation model (a folder with genai_config.json) */
+  int max_running;           /* max_running = 8 sequences at once (the generator's batch) */
+  int max_tokens;            /* max_tokens = N new tokens per request; 0: up to max_length */
+  int max_length;            /* max_length = N tokens per sequence; 0: genai_config.json's */
+  int continuous_batching;   /* continuous_batching = 1; 0: one sequence at a time */
+  char last_position[128];   /* not a key: the logits output compiled for its last position only */
 } dvms_config;
 
 void dvms_config_defaults(dvms_config *c);
@@ -141,11 +152,18 @@ void dvms_metrics_batch(dvms_metrics *m, const char *model, int rows, double com
 void dvms_metrics_pool(dvms_metrics *m, const char *model, const dvm_pool_stats *sum);
 void dvms_metrics_queue(dvms_metrics *m, const char *model, int64_t queued);
 void dvms_metrics_http(dvms_metrics *m, unsigned status);
+/* A generation model's series (vLLM's names): sequences running and
+ * waiting now, prompt and generated tokens, time to the first token and
+ * between tokens. */
+void dvms_metrics_gen_state(dvms_metrics *m, const char *model, int running, int64_t waiting);
+void dvms_metrics_gen_prompt(dvms_metrics *m, const char *model, int tokens, double ttft_s);
+void dvms_metrics_gen_token(dvms_metrics *m, const char *model, double since_last_s); /* < 0: the first */
 void dvms_metrics_write(dvms_metrics *m, dvms_buf *b);
 
 /* ---- a loaded model version, its queue and workers ---- */
 typedef struct dvms_job dvms_job;
 typedef struct dvms_model dvms_model;
+typedef struct dvms_llm dvms_llm;
 
 struct dvms_model {
   char name[128];
@@ -170,6 +188,12 @@ struct dvms_model {
   pthread_t *threads;
   dvm_vm **vms;
   dvm_pool_stats *pools; /* per worker (the model's device), under mu */
+  /* a generation model: its engine and tokenizer instead of workers */
+  dvms_llm *llm;
+  dvm_tokenizer *tok;
+  char chat_template[16]; /* "chatml", "llama2", "inst", or "" (none) */
+  char chat_error[256];   /* why chat is refused, when chat_template is "" */
+  char bos[64], eos[64];  /* tokenizer_config.json's bos_token and eos_token */
 };
 
 enum { DVMS_JOB_QUEUED, DVMS_JOB_RUNNING, DVMS_JOB_DONE };
@@ -202,6 +226,57 @@ int dvms_batcher_wait(dvms_model *m, dvms_job *job, double until);
 int dvms_batcher_cancel(dvms_model *m, dvms_job *job);
 void dvms_job_clear(dvms_job *job);
 double dvms_now(void);
+void dvms_cond_init(pthread_cond_t *c); /* on the monotonic clock */
+void dvms_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *mu, double until);
+
+/* ---- a generation model's engine (llm.c) ---- */
+enum { DVMS_GEN_QUEUED, DVMS_GEN_RUNNING, DVMS_GEN_DONE };
+/* why a sequence ended: its EOS, max_tokens or max_length, cancelled, failed */
+enum { DVMS_FINISH_NONE, DVMS_FINISH_EOS, DVMS_FINISH_LENGTH, DVMS_FINISH_CANCELLED, DVMS_FINISH_ERROR };
+
+typedef struct dvms_gen dvms_gen;
+struct dvms_gen {
+  /* the request, set before dvms_llm_submit and borrowed until it is done */
+  const int32_t *prompt;
+  int nprompt, max_tokens;
+  dvm_generator_options search; /* per-sequence settings (dvm_generator_set_search) */
+  /* the engine's, under its mutex */
+  dvms_gen *next;
+  int state, slot, finish, cancel;
+  int32_t *tokens; /* [max_tokens]; the first ntokens are final */
+  int ntokens;
+  dvm_status *status; /* DVMS_FINISH_ERROR: why; the caller's to free */
+  double enqueued, first, last;
+  pthread_cond_t cond;
+};
+
+/* Starts the engine of model m, compiled from the genai_config.json at
+ * `config` (m->cfg: max_running, max_length, max_queue,
+ * continuous_batching), with `threads` kernel threads. */
+DVM_MUST_USE dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads);
+/* Finishes what runs and what is queued, then stops. */
+void dvms_llm_stop(dvms_model *m);
+int dvms_llm_max_length(const dvms_model *m);
+/* Queues g (FIFO). Fails with DVM_RESOURCE_EXHAUSTED when max_queue
+ * requests are waiting, DVM_INVALID_ARGUMENT for a prompt or max_tokens
+ * the model cannot take (naming it). */
+DVM_MUST_USE dvm_status *dvms_llm_submit(dvms_model *m, dvms_gen *g);
+/* Waits until g has more than `have` tokens, is done, or `until` passes;
+ * *n: its tokens now; returns 1 when it is done. */
+int dvms_llm_wait(dvms_model *m, dvms_gen *g, int have, double until, int *n);
+/* Ends g (a client gone, a stop string): taken off the queue, or its slot
+ * freed at the next step; returns once the engine has let go of it. */
+void dvms_llm_cancel(dvms_model *m, dvms_gen *g);
+void dvms_gen_clear(dvms_gen *g);
+
+/* ---- chat messages to a prompt (chat.c) ---- */
+/* The prompt text of a JSON array of {role, content} messages by m's chat
+ * template, ending with the assistant's turn opened. Fails with
+ * DVM_INVALID_ARGUMENT naming what is unsupported. */
+DVM_MUST_USE dvm_status *dvms_chat_prompt(const dvms_model *m, const void *messages /* json_t */, dvms_buf *out);
+/* Recognises the chat template in the model folder's
+ * tokenizer_config.json, filling m->chat_template (or chat_error), bos, eos. */
+void dvms_chat_read_config(dvms_model *m, const char *dir);
 
 /* ---- the repository ---- */
 typedef struct dvms_repo dvms_repo;
@@ -229,6 +304,9 @@ DVM_MUST_USE dvm_status *dvms_repo_unload(dvms_repo *r, const char *name);
  * caller releases with dvms_model_release; NULL when not loaded. */
 dvms_model *dvms_repo_get(dvms_repo *r, const char *name, const char *version);
 void dvms_model_release(dvms_model *m);
+/* The highest version of every loaded generation model, each with a
+ * reference; returns the count. */
+int dvms_repo_llms(dvms_repo *r, dvms_model **out, int max);
 /* All versions loaded of `name` (ascending) into vs; returns the count. */
 int dvms_repo_versions(dvms_repo *r, const char *name, int64_t *vs, int max);
 /* The repository index as Triton writes it: [{"name","version","state","reason"}]. */
@@ -296,6 +374,12 @@ typedef struct dvms_http_reply {
   const char *content_type;
   size_t header_len;        /* >0: send Inference-Header-Content-Length */
   int retry_after;          /* >0: send Retry-After */
+  /* a streamed body instead (text/event-stream): read blocks until it has
+   * bytes and returns their count (at most max), 0 at the end, -1 to
+   * abort; done frees ctx (after the last read, or when the client went) */
+  long (*stream_read)(void *ctx, char *buf, size_t max);
+  void (*stream_done)(void *ctx);
+  void *stream_ctx;
   /* for the access log */
   char model[128];
   char id[64];
@@ -310,5 +394,7 @@ typedef struct dvms_api {
 } dvms_api;
 
 void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply *rp);
+/* /v1/... (openai.c): p the path's n parts. */
+void dvms_openai_handle(dvms_api *api, char **p, int n, const dvms_http_request *rq, dvms_http_reply *rp);
 
 #endif

@@ -58,10 +58,11 @@ DVM_API DVM_MUST_USE dvm_status *dvm_generator_model_file(const char *config_pat
                                                           size_t size);
 
 /* Appends counts[b] tokens (tokens[b], borrowed) to sequence b for each of
- * the batch's sequences; counts may differ and may be 0 for a sequence
- * that has tokens already. Fails, appending nothing, for a token outside
- * the vocabulary or a sequence that would pass max_length. A sequence that
- * was done is no longer. The model runs on them at the next
+ * the batch's sequences; counts may differ and may be 0 (a sequence left
+ * empty stays idle: it is done and its row only keeps the batch's shape
+ * in a step). Fails, appending nothing, for a token outside the vocabulary,
+ * a sequence that would pass max_length, or no tokens in any sequence. A
+ * sequence that was done is no longer. The model runs on them at the next
  * dvm_generator_compute_logits or dvm_generator_next. */
 DVM_API DVM_MUST_USE dvm_status *dvm_generator_append(dvm_generator *g, const int32_t *const *tokens,
                                                       const int *counts);
@@ -82,6 +83,20 @@ DVM_API const float *dvm_generator_logits(const dvm_generator *g, int b);
  * joining it (as in ONNX Runtime GenAI). A sequence is done after its EOS
  * or at max_length. */
 DVM_API DVM_MUST_USE dvm_status *dvm_generator_next(dvm_generator *g);
+
+/* Empties sequence b for a new one (a server's slot): no tokens, done,
+ * the generator's search settings again. What its row of the cache holds
+ * is overwritten as the next sequence's tokens run; the other sequences
+ * go on as they were. */
+DVM_API void dvm_generator_reset(dvm_generator *g, int b);
+
+/* Sequence b's own search settings until its next reset: do_sample,
+ * top_k, top_p, temperature, repetition_penalty as in
+ * dvm_generator_create's options (a negative field keeps the generator's;
+ * max_length must be left negative), and a seed >= 0 gives the sequence a
+ * random stream of its own (else it shares the generator's). Fails, naming
+ * the field, for an out-of-range value, changing nothing. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_set_search(dvm_generator *g, int b, const dvm_generator_options *opts);
 
 DVM_API bool dvm_generator_done(const dvm_generator *g);          /* every sequence */
 DVM_API bool dvm_generator_seq_done(const dvm_generator *g, int b);

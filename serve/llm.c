@@ -1,0 +1,259 @@
+/* A generation model's engine: one thread over one dvm_generator whose
+ * batch rows are slots. Each iteration it frees the slots of cancelled
+ * requests, admits waiting requests into free slots (FIFO; with
+ * continuous_batching = 0 only when no sequence runs), runs one
+ * dvm_generator_next over every running sequence (a new prompt's prefill
+ * alone at its length, then one decode step of all rows, each at its own
+ * length), hands each new token to its request and frees the slot of a
+ * sequence that ended (EOS, max_tokens, max_length). A request that comes
+ * while a step runs joins at the next one; nothing is padded to the
+ * longest sequence.
+ *
+ * Slots are rows of one KV cache allocated at its maximum; a paged cache
+ * shared between sequences would replace the generator here, behind the
+ * same queue and slots. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+
+struct dvms_llm {
+  dvm_generator *gen;
+  pthread_mutex_t mu;
+  pthread_cond_t work;
+  pthread_t thread;
+  dvms_gen *head, *tail; /* waiting, oldest first */
+  int64_t waiting;
+  dvms_gen **slots;      /* [max_running]: the request in each row, or NULL */
+  int running, nslots, stop;
+  dvms_model *m;
+};
+
+static void publish(dvms_llm *l) {
+  dvms_metrics_gen_state(l->m->metrics, l->m->name, l->running, l->waiting);
+}
+
+/* Ends g (l->mu held): its slot, if any, is free again. */
+static void finish(dvms_llm *l, dvms_gen *g, int why, dvm_status *st) {
+  if (g->state == DVMS_GEN_RUNNING) {
+    dvm_generator_reset(l->gen, g->slot);
+    l->slots[g->slot] = NULL;
+    l->running--;
+  }
+  g->state = DVMS_GEN_DONE;
+  g->finish = why;
+  g->status = st;
+  pthread_cond_broadcast(&g->cond);
+}
+
+/* Puts the oldest waiting request into free slot s (l->mu held). */
+static void admit(dvms_llm *l, int s) {
+  dvms_gen *g = l->head;
+  l->head = g->next;
+  if (!l->head) l->tail = NULL;
+  g->next = NULL;
+  l->waiting--;
+  const int32_t *toks[256] = {0}; /* max_running is at most 256 (config.c) */
+  int counts[256] = {0};
+  toks[s] = g->prompt;
+  counts[s] = g->nprompt;
+  dvm_generator_reset(l->gen, s);
+  dvm_status *st = dvm_generator_set_search(l->gen, s, &g->search);
+  if (!st) st = dvm_generator_append(l->gen, toks, counts);
+  if (st) {
+    finish(l, g, DVMS_FINISH_ERROR, st);
+    return;
+  }
+  g->state = DVMS_GEN_RUNNING;
+  g->slot = s;
+  l->slots[s] = g;
+  l->running++;
+  dvms_metrics_gen_prompt(l->m->metrics, l->m->name, g->nprompt, -1);
+}
+
+/* After a step (l->mu held): each running sequence's new token to its
+ * request, and the end of those that ended. */
+static void deliver(dvms_llm *l, const int *before, double now) {
+  for (int s = 0; s < l->nslots; s++) {
+    dvms_gen *g = l->slots[s];
+    if (!g) continue;
+    int len;
+    const int32_t *seq = dvm_generator_sequence(l->gen, s, &len);
+    if (len > before[s] && !g->cancel) {
+      g->tokens[g->ntokens++] = seq[len - 1];
+      if (g->ntokens == 1) dvms_metrics_gen_prompt(l->m->metrics, l->m->name, 0, now - g->enqueued), g->first = now;
+      else dvms_metrics_gen_token(l->m->metrics, l->m->name, now - g->last);
+      g->last = now;
+      pthread_cond_broadcast(&g->cond);
+    }
+    if (g->cancel) finish(l, g, DVMS_FINISH_CANCELLED, NULL);
+    else if (g->ntokens >= g->max_tokens) finish(l, g, DVMS_FINISH_LENGTH, NULL);
+    else if (dvm_generator_seq_done(l->gen, s))
+      finish(l, g, len >= dvm_generator_max_length(l->gen) ? DVMS_FINISH_LENGTH : DVMS_FINISH_EOS, NULL);
+  }
+}
+
+static void *engine(void *arg) {
+  dvms_llm *l = arg;
+  int *before = calloc((size_t)l->nslots, sizeof *before);
+  pthread_mutex_lock(&l->mu);
+  for (;;) {
+    for (int s = 0; s < l->nslots; s++)
+      if (l->slots[s] && l->slots[s]->cancel) finish(l, l->slots[s], DVMS_FINISH_CANCELLED, NULL);
+    int one_at_a_time = !l->m->cfg.continuous_batching;
+    for (int s = 0; s < l->nslots && l->head && !(one_at_a_time && l->running); s++)
+      if (!l->slots[s]) admit(l, s);
+    publish(l);
+    if (!l->running) {
+      if (l->stop && !l->head) break;
+      if (!l->head) pthread_cond_wait(&l->work, &l->mu);
+      continue;
+    }
+    for (int s = 0; s < l->nslots; s++) dvm_generator_sequence(l->gen, s, &before[s]);
+    pthread_mutex_unlock(&l->mu);
+    dvm_status *st = before ? dvm_generator_next(l->gen) : dvm_status_new(DVM_OUT_OF_MEMORY, "the engine's state");
+    double now = dvms_now();
+    pthread_mutex_lock(&l->mu);
+    if (st) { /* every running sequence fails with it */
+      for (int s = 0; s < l->nslots; s++)
+        if (l->slots[s]) finish(l, l->slots[s], DVMS_FINISH_ERROR, dvm_status_new(dvm_status_code(st), "%s",
+                                                                                  dvm_status_message(st)));
+      dvm_status_free(st);
+      if (!before) break;
+      continue;
+    }
+    deliver(l, before, now);
+  }
+  publish(l);
+  pthread_mutex_unlock(&l->mu);
+  free(before);
+  return NULL;
+}
+
+dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads) {
+  dvms_llm *l = calloc(1, sizeof *l);
+  if (!l) return dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: its engine", m->name);
+  l->m = m;
+  l->nslots = m->cfg.max_running;
+  dvm_generator_options o;
+  dvm_generator_options_init(&o);
+  o.batch_size = l->nslots;
+  o.threads = threads;
+  if (m->cfg.max_length) o.max_length = m->cfg.max_length;
+  dvm_status *st = dvm_generator_create(m->module, config, &o, &l->gen);
+  if (!st && !(l->slots = calloc((size_t)l->nslots, sizeof *l->slots)))
+    st = dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: its slots", m->name);
+  if (!st) {
+    for (int s = 0; s < l->nslots; s++) dvm_generator_reset(l->gen, s);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->work, NULL);
+    if (pthread_create(&l->thread, NULL, engine, l) != 0) {
+      pthread_mutex_destroy(&l->mu);
+      pthread_cond_destroy(&l->work);
+      st = dvm_status_new(DVM_UNAVAILABLE, "model %s: cannot start its engine thread", m->name);
+    }
+  }
+  if (st) {
+    dvm_generator_destroy(l->gen);
+    free(l->slots);
+    free(l);
+    return st;
+  }
+  m->llm = l;
+  publish(l);
+  return NULL;
+}
+
+void dvms_llm_stop(dvms_model *m) {
+  dvms_llm *l = m->llm;
+  if (!l) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  pthread_cond_signal(&l->work);
+  pthread_mutex_unlock(&l->mu);
+  pthread_join(l->thread, NULL);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->work);
+  dvm_generator_destroy(l->gen);
+  free(l->slots);
+  free(l);
+  m->llm = NULL;
+}
+
+int dvms_llm_max_length(const dvms_model *m) { return dvm_generator_max_length(m->llm->gen); }
+
+dvm_status *dvms_llm_submit(dvms_model *m, dvms_gen *g) {
+  dvms_llm *l = m->llm;
+  int max_length = dvm_generator_max_length(l->gen), vocab = dvm_generator_vocab_size(l->gen);
+  if (g->nprompt < 1) return dvm_status_new(DVM_INVALID_ARGUMENT, "the prompt has no tokens");
+  if (g->nprompt >= max_length)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "the prompt's %d tokens leave no room in the model's max_length of %d",
+                          g->nprompt, max_length);
+  for (int i = 0; i < g->nprompt; i++)
+    if (g->prompt[i] < 0 || g->prompt[i] >= vocab)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "prompt token %d (%d) is outside the vocabulary (0 to %d)", i,
+                            g->prompt[i], vocab - 1);
+  if (g->max_tokens > max_length - g->nprompt)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "max_tokens %d and the prompt's %d tokens pass the model's max_length of %d",
+                          g->max_tokens, g->nprompt, max_length);
+  if (!(g->tokens = malloc((size_t)g->max_tokens * sizeof *g->tokens)))
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "%d tokens of a request", g->max_tokens);
+  dvms_cond_init(&g->cond);
+  pthread_mutex_lock(&l->mu);
+  if (l->waiting >= m->cfg.max_queue || l->stop) {
+    int64_t waiting = l->waiting;
+    pthread_mutex_unlock(&l->mu);
+    pthread_cond_destroy(&g->cond);
+    free(g->tokens);
+    g->tokens = NULL;
+    return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "model %s has %lld requests waiting, its max_queue", m->name,
+                          (long long)waiting);
+  }
+  g->state = DVMS_GEN_QUEUED;
+  g->enqueued = dvms_now();
+  if (l->tail) l->tail->next = g;
+  else l->head = g;
+  l->tail = g;
+  l->waiting++;
+  publish(l);
+  pthread_cond_signal(&l->work);
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+int dvms_llm_wait(dvms_model *m, dvms_gen *g, int have, double until, int *n) {
+  dvms_llm *l = m->llm;
+  pthread_mutex_lock(&l->mu);
+  while (g->state != DVMS_GEN_DONE && g->ntokens <= have && dvms_now() < until)
+    dvms_cond_wait_until(&g->cond, &l->mu, until);
+  *n = g->ntokens;
+  int done = g->state == DVMS_GEN_DONE;
+  pthread_mutex_unlock(&l->mu);
+  return done;
+}
+
+void dvms_llm_cancel(dvms_model *m, dvms_gen *g) {
+  dvms_llm *l = m->llm;
+  pthread_mutex_lock(&l->mu);
+  if (g->state == DVMS_GEN_QUEUED) {
+    dvms_gen **p = &l->head, *prev = NULL;
+    while (*p != g) prev = *p, p = &(*p)->next;
+    *p = g->next;
+    if (l->tail == g) l->tail = prev;
+    l->waiting--;
+    finish(l, g, DVMS_FINISH_CANCELLED, NULL);
+    publish(l);
+  } else if (g->state == DVMS_GEN_RUNNING) {
+    g->cancel = 1;
+    pthread_cond_signal(&l->work);
+    while (g->state != DVMS_GEN_DONE) pthread_cond_wait(&g->cond, &l->mu);
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+void dvms_gen_clear(dvms_gen *g) {
+  if (g->tokens) pthread_cond_destroy(&g->cond);
+  free(g->tokens);
+  dvm_status_free(g->status);
+  *g = (dvms_gen){0};
+}
