@@ -40,9 +40,11 @@ void dvms_buf_printf(dvms_buf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-void dvms_buf_json_string(dvms_buf *b, const char *s) {
+void dvms_buf_json_string(dvms_buf *b, const char *s) { dvms_buf_json_stringn(b, s, strlen(s)); }
+
+void dvms_buf_json_stringn(dvms_buf *b, const char *s, size_t n) {
   dvms_buf_put(b, "\"", 1);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+  for (const unsigned char *p = (const unsigned char *)s, *end = p + n; p < end; p++) {
     if (*p == '"' || *p == '\\') {
       char e[2] = {'\\', (char)*p};
       dvms_buf_put(b, e, 2);

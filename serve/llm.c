@@ -72,22 +72,22 @@ static void admit(dvms_llm *l, int s) {
 }
 
 /* After a step (l->mu held): each running sequence's new token to its
- * request, and the end of those that ended. */
+ * request, and the end of those that ended (a cancelled one ends at the
+ * next iteration's start). */
 static void deliver(dvms_llm *l, const int *before, double now) {
   for (int s = 0; s < l->nslots; s++) {
     dvms_gen *g = l->slots[s];
     if (!g) continue;
     int len;
     const int32_t *seq = dvm_generator_sequence(l->gen, s, &len);
-    if (len > before[s] && !g->cancel) {
+    if (len > before[s]) {
       g->tokens[g->ntokens++] = seq[len - 1];
       if (g->ntokens == 1) dvms_metrics_gen_prompt(l->m->metrics, l->m->name, 0, now - g->enqueued), g->first = now;
       else dvms_metrics_gen_token(l->m->metrics, l->m->name, now - g->last);
       g->last = now;
       pthread_cond_broadcast(&g->cond);
     }
-    if (g->cancel) finish(l, g, DVMS_FINISH_CANCELLED, NULL);
-    else if (g->ntokens >= g->max_tokens) finish(l, g, DVMS_FINISH_LENGTH, NULL);
+    if (g->ntokens >= g->max_tokens) finish(l, g, DVMS_FINISH_LENGTH, NULL);
     else if (dvm_generator_seq_done(l->gen, s))
       finish(l, g, len >= dvm_generator_max_length(l->gen) ? DVMS_FINISH_LENGTH : DVMS_FINISH_EOS, NULL);
   }

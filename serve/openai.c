@@ -326,13 +326,7 @@ static void usage(const call *c, dvms_buf *b) {
 
 /* A JSON string of text[from, to). */
 static void text_json(dvms_buf *b, const call *c, size_t from, size_t to) {
-  char *s = strndup(c->text.data ? c->text.data + from : "", to - from);
-  if (!s) {
-    b->failed = 1;
-    return;
-  }
-  dvms_buf_json_string(b, s);
-  free(s);
+  dvms_buf_json_stringn(b, c->text.data ? c->text.data + from : "", to - from);
 }
 
 static void whole(call *c, dvms_http_reply *rp) {

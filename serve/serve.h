@@ -42,6 +42,7 @@ typedef struct dvms_buf {
 void dvms_buf_put(dvms_buf *b, const void *p, size_t n);
 void dvms_buf_printf(dvms_buf *b, const char *fmt, ...) DVM_PRINTF(2, 3);
 void dvms_buf_json_string(dvms_buf *b, const char *s); /* quoted and escaped */
+void dvms_buf_json_stringn(dvms_buf *b, const char *s, size_t n); /* n bytes, NULs included */
 void dvms_buf_free(dvms_buf *b);
 
 /* ---- signatures: what a request is checked against ---- */
@@ -230,7 +231,7 @@ void dvms_cond_init(pthread_cond_t *c); /* on the monotonic clock */
 void dvms_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *mu, double until);
 
 /* ---- a generation model's engine (llm.c) ---- */
-enum { DVMS_GEN_QUEUED, DVMS_GEN_RUNNING, DVMS_GEN_DONE };
+enum { DVMS_GEN_NEW, DVMS_GEN_QUEUED, DVMS_GEN_RUNNING, DVMS_GEN_DONE };
 /* why a sequence ended: its EOS, max_tokens or max_length, cancelled, failed */
 enum { DVMS_FINISH_NONE, DVMS_FINISH_EOS, DVMS_FINISH_LENGTH, DVMS_FINISH_CANCELLED, DVMS_FINISH_ERROR };
 

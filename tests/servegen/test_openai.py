@@ -1,0 +1,295 @@
+"""dvm serve's generation models through the real `openai` client: completions
+and chat, streamed and not, many streams at once each equal to the same
+request run alone by `dvm generate`, a request joining mid-flight, a client
+leaving mid-stream freeing its slot for a queued request, and a 4xx for each
+bad input (docs/serving.md#generation). Tiny GenAI builder folders
+(setup.sh writes them into build-data/genai)."""
+import http.client
+import json
+import os
+import random
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import openai
+import pytest
+from tokenizers import Tokenizer
+from dvmtest.paths import DVM, ROOT
+
+GENAI = os.path.join(ROOT, "build-data", "genai")
+CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+          "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+          "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+INST = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+        "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}"
+        "{% endif %}{% endfor %}")
+# name: (folder, chat_template or None, config)
+MODELS = {
+    "qwen": ("qwen2-fp32", CHATML, "max_running = 4\n"),
+    "llama": ("llama-fp32", INST, "max_running = 8\nmax_tokens = 300\n"),
+    "one": ("llama-fp32", None, "max_running = 1\nmax_queue = 1\n"),
+    "serial": ("llama-fp32", None, "max_running = 4\ncontinuous_batching = 0\n"),
+}
+
+
+def servegen_folder(name):
+    path = os.path.join(GENAI, name)
+    if not os.path.exists(os.path.join(path, "genai_config.json")):
+        pytest.skip(f"{path}: setup.sh writes the GenAI builder's tiny folders there")
+    return path
+
+
+class GenServer:
+    def __init__(self, repo, log):
+        self.log = open(log, "w+")
+        self.proc = subprocess.Popen([DVM, "serve", repo, "--http-port", "0", "--threads", "2"],
+                                     stderr=self.log, stdout=subprocess.DEVNULL)
+        self.port = None
+        deadline = time.time() + 120
+        while time.time() < deadline and self.proc.poll() is None:
+            text = open(log).read()
+            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
+            if m and "models loaded" in text:
+                self.port = int(m.group(1))
+                break
+            time.sleep(0.05)
+        assert self.port, "dvm serve did not start:\n" + open(log).read()
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def metric_value(self, name, model):
+        text = urllib.request.urlopen(self.base + "/metrics").read().decode()
+        m = re.search(re.escape(name) + r'\{model_name="' + model + r'"\} (\S+)', text)
+        return float(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def gen_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("servegen")
+    for name, (folder, template, config) in MODELS.items():
+        dst = root / "repo" / name / "1"
+        shutil.copytree(servegen_folder(folder), dst, ignore=shutil.ignore_patterns("*.dvmb"))
+        cfg = json.load(open(dst / "tokenizer_config.json"))
+        cfg.pop("chat_template", None)
+        if template:
+            cfg["chat_template"] = template
+        json.dump(cfg, open(dst / "tokenizer_config.json", "w"))
+        (root / "repo" / name / "config").write_text(config)
+    s = GenServer(str(root / "repo"), str(root / "serve.log"))
+    s.root = root
+    yield s
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(60) == 0
+
+
+def gen_client(server):
+    return openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=120)
+
+
+def alone_ids(server, name, prompt, max_tokens):
+    """The same request run alone: dvm generate on a copy of the folder."""
+    folder = server.root / "alone" / name
+    if not folder.exists():
+        shutil.copytree(server.root / "repo" / name / "1", folder)
+    out = subprocess.run([DVM, "generate", str(folder), "--prompt-ids", ",".join(map(str, prompt)),
+                          "--max-length", str(len(prompt) + max_tokens), "--threads", "1"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return [int(t) for t in out]
+
+
+def alone_text(server, name, prompt, max_tokens):
+    tok = Tokenizer.from_file(str(server.root / "repo" / name / "1" / "tokenizer.json"))
+    return tok.decode(alone_ids(server, name, prompt, max_tokens), skip_special_tokens=True)
+
+
+def run_completion(client, model, prompt, max_tokens, stream, **kw):
+    r = client.completions.create(model=model, prompt=prompt, max_tokens=max_tokens, temperature=0,
+                                  stream=stream, **kw)
+    if not stream:
+        return r.choices[0].text, r.choices[0].finish_reason, r.usage
+    text, finish = "", None
+    for ch in r:
+        text += ch.choices[0].text
+        finish = ch.choices[0].finish_reason or finish
+    return text, finish, None
+
+
+@pytest.mark.parametrize("model", ["llama", "serial"])
+def test_concurrent_streams_equal_alone(gen_server, model):
+    rng = random.Random(7)
+    client = gen_client(gen_server)
+    cases = [([rng.randrange(3, 500) for _ in range(n)], m, i % 3 != 2)
+             for i, (n, m) in enumerate([(1, 40), (2, 3), (13, 120), (31, 7), (5, 200), (64, 1), (17, 60),
+                                         (3, 150), (47, 29), (1, 90), (11, 250)])]
+    got = [None] * len(cases)
+
+    def one(i):
+        prompt, m, stream = cases[i]
+        got[i] = run_completion(client, model, prompt, m, stream)
+
+    running = []  # sampled while they run: several at once, or one with continuous_batching = 0
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cases))]
+    for t in threads[:-1]:
+        t.start()
+    time.sleep(0.05)  # the last joins while the others run
+    threads[-1].start()
+    while any(t.is_alive() for t in threads):
+        running.append(gen_server.metric_value("vllm:num_requests_running", model))
+    for t in threads:
+        t.join(300)
+    assert max(running) == (1 if model == "serial" else 8), running
+    lost = [i for i, g in enumerate(got) if g is None]
+    wrong = []
+    for i, (prompt, m, stream) in enumerate(cases):
+        ids = alone_ids(gen_server, model, prompt, m)
+        tok = Tokenizer.from_file(str(gen_server.root / "repo" / model / "1" / "tokenizer.json"))
+        want = tok.decode(ids, skip_special_tokens=True)
+        if got[i] is None:
+            continue
+        text, finish, usage = got[i]
+        if text != want or finish != ("length" if len(ids) == m else "stop"):
+            wrong.append((i, text, want, finish))
+        if usage is not None:
+            assert (usage.prompt_tokens, usage.completion_tokens) == (len(prompt), len(ids))
+    assert not lost and not wrong, (lost, wrong)
+
+
+def test_text_prompt_and_stop(gen_server):
+    client = gen_client(gen_server)
+    text, finish, usage = run_completion(client, "llama", "Hello world, and more", 60, False)
+    tok = Tokenizer.from_file(str(gen_server.root / "repo" / "llama" / "1" / "tokenizer.json"))
+    ids = tok.encode("Hello world, and more").ids
+    assert usage.prompt_tokens == len(ids)
+    assert text == alone_text(gen_server, "llama", ids, 60)
+    stop = text[10:13] if len(text) > 13 else None
+    if stop:
+        for stream in (False, True):
+            cut, finish, _ = run_completion(client, "llama", "Hello world, and more", 60, stream, stop=[stop, "qqzzqq"])
+            assert cut == text[:text.index(stop)] and finish == "stop"
+
+
+def render_chatml(messages):
+    out = "" if messages[0]["role"] == "system" else "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    for m in messages:
+        out += f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n"
+    return out + "<|im_start|>assistant\n"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_chat_chatml(gen_server, stream):
+    client = gen_client(gen_server)
+    messages = [{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": "Hello"},
+                {"role": "user", "content": "Tell me more"}]
+    want, _, _ = run_completion(client, "qwen", render_chatml(messages), 40, False)
+    r = client.chat.completions.create(model="qwen", messages=messages, max_tokens=40, temperature=0, stream=stream)
+    if stream:
+        chunks = list(r)
+        assert chunks[0].choices[0].delta.role == "assistant"
+        text = "".join(c.choices[0].delta.content or "" for c in chunks)
+        assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    else:
+        text = r.choices[0].message.content
+        assert r.choices[0].message.role == "assistant"
+    assert text == want
+
+
+def test_chat_inst(gen_server):
+    client = gen_client(gen_server)
+    messages = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"},
+                {"role": "user", "content": "More"}]
+    want, _, _ = run_completion(client, "llama", "<s>[INST] Hi [/INST]Yo</s><s>[INST] More [/INST]", 30, False)
+    r = client.chat.completions.create(model="llama", messages=messages, max_tokens=30, temperature=0)
+    assert r.choices[0].message.content == want
+
+
+def test_models(gen_server):
+    ids = sorted(m.id for m in gen_client(gen_server).models.list())
+    assert ids == sorted(MODELS)
+
+
+def test_disconnect_frees_slot(gen_server):
+    """"one" has one slot and a queue of one: a stream holds the slot, a
+    request waits, another is refused (503); the stream's client leaving
+    ends its sequence (far fewer than its 500 tokens are made) and the
+    waiting request runs. Connections are opened first: the tiny model
+    makes the 500 tokens in about 0.15 s."""
+    run_completion(gen_client(gen_server), "one", [4], 2, False)  # its first run sets up the kernels
+    tokens_before = gen_server.metric_value("vllm:generation_tokens_total", "one")
+    conns = [http.client.HTTPConnection("127.0.0.1", gen_server.port, timeout=60) for _ in range(3)]
+    for c in conns:
+        c.connect()
+    bodies = [{"prompt": [5, 6, 7], "max_tokens": 500, "stream": True}, {"prompt": [9, 8], "max_tokens": 5},
+              {"prompt": [9, 8], "max_tokens": 5}]
+    for c, b in zip(conns, bodies):
+        c.request("POST", "/v1/completions", json.dumps({"model": "one", "temperature": 0, **b}))
+        if b.get("stream"):
+            hold = c.getresponse()
+            hold.readline()
+    # B and C race to the queue: the one refused answers at once
+    ready, _, _ = select.select([conns[1].sock, conns[2].sock], [], [], 30)
+    first = conns[1] if conns[1].sock in ready else conns[2]
+    refused = first.getresponse()
+    assert refused.status == 503 and refused.getheader("Retry-After") == "1"
+    conns[0].sock.shutdown(socket.SHUT_RDWR)  # the client leaves mid-stream
+    conns[0].close()
+    waited = (conns[2] if first is conns[1] else conns[1]).getresponse()
+    assert waited.status == 200
+    assert json.loads(waited.read())["choices"][0]["text"] == alone_text(gen_server, "one", [9, 8], 5)
+    made = gen_server.metric_value("vllm:generation_tokens_total", "one") - tokens_before
+    assert made - 5 < 400, f"the stream's sequence ran on after its client left ({made - 5} tokens)"
+    assert gen_server.metric_value("vllm:num_requests_running", "one") == 0
+
+
+@pytest.mark.parametrize("field,value,status", [
+    ("n", 2, 400), ("temperature", 2.5, 400), ("temperature", "hot", 400), ("top_p", 0, 400), ("top_p", 1.5, 400),
+    ("max_tokens", 0, 400), ("max_tokens", 301, 400), ("max_tokens", 600, 400), ("seed", -1, 400),
+    ("stop", ["a", "b", "c", "d", "e"], 400), ("stop", [""], 400), ("logprobs", 2, 400), ("echo", True, 400),
+    ("stream", "yes", 400), ("prompt", "x" * 3000, 400), ("prompt", [[1, 2], [3]], 400), ("prompt", [1, 99999], 400),
+    ("prompt", {}, 400), ("model", "nope", 404), ("model", 7, 400),
+])
+def test_bad_completion(gen_server, field, value, status):
+    body = {"model": "llama", "prompt": [1, 2, 3], "max_tokens": 5}
+    body[field] = value
+    req = urllib.request.Request(gen_server.base + "/v1/completions", json.dumps(body).encode())
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == status
+    err = json.loads(e.value.read())["error"]
+    assert err["message"] and (status == 404 or err["param"] in (field, "max_tokens"))
+
+
+@pytest.mark.parametrize("model,messages,says", [
+    ("one", [{"role": "user", "content": "hi"}], "no chat_template"),
+    ("llama", [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], "system message"),
+    ("qwen", [{"role": "tool", "content": "hi"}], "role"),
+    ("qwen", [], "non-empty"),
+    ("qwen", [{"role": "user", "content": [{"type": "image_url"}]}], "text"),
+])
+def test_bad_chat(gen_server, model, messages, says):
+    with pytest.raises(openai.BadRequestError) as e:
+        gen_client(gen_server).chat.completions.create(model=model, messages=messages, max_tokens=3)
+    assert says in str(e.value)
+
+
+def test_bad_json_and_routes(gen_server):
+    for path, body, status in [("/v1/completions", b"{", 400), ("/v1/completions", b"[]", 400),
+                               ("/v1/nothing", b"{}", 404), ("/v2/models/llama/infer", b"{}", 400)]:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(urllib.request.Request(gen_server.base + path, body), timeout=30)
+        assert e.value.code == status, path
+
+
+def test_metrics_count_tokens(gen_server):
+    before = gen_server.metric_value("vllm:generation_tokens_total", "qwen")
+    prompt_before = gen_server.metric_value("vllm:prompt_tokens_total", "qwen")
+    _, _, usage = run_completion(gen_client(gen_server), "qwen", [3, 4, 5, 6], 7, False)
+    assert gen_server.metric_value("vllm:generation_tokens_total", "qwen") - before == usage.completion_tokens
+    assert gen_server.metric_value("vllm:prompt_tokens_total", "qwen") - prompt_before == 4
