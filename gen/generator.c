@@ -13,7 +13,9 @@
  * attention_mask holds ones up to its own length (zeros after), so each
  * attends to its own past. A row with nothing new in such a step repeats
  * its last token at its last position: that rewrites the same key and
- * value there and keeps every row's length within max_length.
+ * value there and keeps every row's length within max_length. Rows after
+ * the last one with a new token stay out of the step (a view of the
+ * cache's first rows), so a server's idle slots at the end cost nothing.
  *
  * A model without a shared buffer (past_present_share_buffer false: the
  * builder's f16 models, whose MultiHeadAttention concatenates) takes a
@@ -381,11 +383,24 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
   int P = from[0]; /* without a shared buffer, what every row holds */
   for (int i = 0; i < 2 * c->layers && !st; i++) {
     dvm_tensor *t = nb == g->batch ? g->cache[i] : g->rows[i * g->batch + b0];
-    if (c->share_buffer) g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
-    else if (!(st = past_copy(g, i, b0, nb, P, &t))) g->args[g->past[i]] = dvm_value_tensor(t);
+    if (c->share_buffer && nb > 1 && nb < g->batch) { /* the first nb rows: a view of the cache */
+      int64_t dims[4] = {nb, c->kv_heads, g->max_length, c->head_size};
+      if ((st = dvm_tensor_wrap(dvm_tensor_dtype(t), 4, dims, dvm_tensor_data(t), NULL, NULL, &t))) break;
+      g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
+    } else if (c->share_buffer) {
+      dvm_tensor_retain(t);
+      g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
+    } else if (!(st = past_copy(g, i, b0, nb, P, &t))) {
+      g->args[g->past[i]] = dvm_value_tensor(t);
+    }
   }
   if (!st) st = dvm_vm_invoke_bound(g->vm, g->f, g->args, g->nparams, g->bound, g->results, g->nresults);
   for (int k = 0; k < NINPUTS; k++) dvm_tensor_release(in[k]);
+  for (int i = 0; i < 2 * c->layers && c->share_buffer; i++) {
+    dvm_value *v = &g->args[g->past[i]];
+    if (v->kind == DVM_VAL_TENSOR) dvm_tensor_release(v->u.tensor);
+    *v = (dvm_value){.kind = DVM_VAL_NONE};
+  }
   for (int i = 0; i < 2 * c->layers && !c->share_buffer; i++) {
     dvm_value *v = &g->args[g->past[i]];
     if (!st) st = present_keep(g, i, b0, nb, P, n, g->results[g->present[i]].u.tensor);
@@ -443,7 +458,9 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
     }
     for (int b = 0; b < B && !st && !together; b++) /* rows holding different lengths: each alone */
       if (keep[b]) st = invoke(g, b, 1, 1, from + b, to + b, keep + b);
-    if (!st && together) st = invoke(g, 0, B, 1, from, to, keep);
+    int rows = B; /* rows past the last with a new token (idle or done) stay out of the step */
+    while (rows > 1 && !keep[rows - 1]) rows--;
+    if (!st && together) st = invoke(g, 0, rows, 1, from, to, keep);
     if (!st)
       for (int b = 0; b < B; b++) g->ran[b] = g->len[b];
   }

@@ -370,6 +370,8 @@ static void chunk(call *c, size_t from, size_t to, const char *finish) {
   PUT(b, "}\n\n");
 }
 
+/* The next bytes of a stream: an event for each step's tokens, then the
+ * last with the finish reason (and the usage when asked), then [DONE]. */
 static long stream_read(void *ctx, char *buf, size_t max) {
   call *c = ctx;
   while (c->out_at == c->out.len) {
@@ -404,7 +406,7 @@ static long stream_read(void *ctx, char *buf, size_t max) {
       }
       PUT(&c->out, "data: [DONE]\n\n");
       c->phase = 1;
-    } else if (to > c->sent || (c->chat && !c->began)) {
+    } else { /* an event per step, even with no text yet (a character or a stop string incomplete) */
       chunk(c, c->sent, to, NULL);
       c->sent = to;
     }
