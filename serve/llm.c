@@ -160,6 +160,7 @@ dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads) {
     return st;
   }
   m->llm = l;
+  m->max_length = dvm_generator_max_length(l->gen);
   publish(l);
   return NULL;
 }
@@ -180,22 +181,16 @@ void dvms_llm_stop(dvms_model *m) {
   m->llm = NULL;
 }
 
-int dvms_llm_max_length(const dvms_model *m) { return dvm_generator_max_length(m->llm->gen); }
-
 dvm_status *dvms_llm_submit(dvms_model *m, dvms_gen *g) {
   dvms_llm *l = m->llm;
-  int max_length = dvm_generator_max_length(l->gen), vocab = dvm_generator_vocab_size(l->gen);
-  if (g->nprompt < 1) return dvm_status_new(DVM_INVALID_ARGUMENT, "the prompt has no tokens");
-  if (g->nprompt >= max_length)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "the prompt's %d tokens leave no room in the model's max_length of %d",
-                          g->nprompt, max_length);
+  int vocab = dvm_generator_vocab_size(l->gen);
+  if (g->nprompt < 1 || g->max_tokens < 1 || g->max_tokens > m->max_length - g->nprompt)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%d prompt tokens and max_tokens %d: at least 1 each, at most %d together",
+                          g->nprompt, g->max_tokens, m->max_length);
   for (int i = 0; i < g->nprompt; i++)
     if (g->prompt[i] < 0 || g->prompt[i] >= vocab)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "prompt token %d (%d) is outside the vocabulary (0 to %d)", i,
                             g->prompt[i], vocab - 1);
-  if (g->max_tokens > max_length - g->nprompt)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "max_tokens %d and the prompt's %d tokens pass the model's max_length of %d",
-                          g->max_tokens, g->nprompt, max_length);
   if (!(g->tokens = malloc((size_t)g->max_tokens * sizeof *g->tokens)))
     return dvm_status_new(DVM_OUT_OF_MEMORY, "%d tokens of a request", g->max_tokens);
   dvms_cond_init(&g->cond);

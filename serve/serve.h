@@ -16,6 +16,7 @@
  *              sequences over one dvm_generator
  *   openai.c   the OpenAI routes (/v1/completions, /v1/chat/completions,
  *              /v1/models) over llm.c
+ *   oairequest.c  such a request's JSON, read and checked
  *   chat.c     chat messages to a prompt by the model's chat template
  *
  * Nothing here prints except through the access log FILE the caller gives;
@@ -44,6 +45,7 @@ void dvms_buf_printf(dvms_buf *b, const char *fmt, ...) DVM_PRINTF(2, 3);
 void dvms_buf_json_string(dvms_buf *b, const char *s); /* quoted and escaped */
 void dvms_buf_json_stringn(dvms_buf *b, const char *s, size_t n); /* n bytes, NULs included */
 void dvms_buf_free(dvms_buf *b);
+#define DVMS_PUT(b, literal) dvms_buf_put(b, literal, sizeof literal - 1) /* a string literal */
 
 /* ---- signatures: what a request is checked against ---- */
 typedef struct dvms_sig {
@@ -191,6 +193,7 @@ struct dvms_model {
   dvm_pool_stats *pools; /* per worker (the model's device), under mu */
   /* a generation model: its engine and tokenizer instead of workers */
   dvms_llm *llm;
+  int max_length;         /* tokens per sequence, prompt included */
   dvm_tokenizer *tok;
   char chat_template[16]; /* "chatml", "llama2", "inst", or "" (none) */
   char chat_error[256];   /* why chat is refused, when chat_template is "" */
@@ -257,7 +260,6 @@ struct dvms_gen {
 DVM_MUST_USE dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads);
 /* Finishes what runs and what is queued, then stops. */
 void dvms_llm_stop(dvms_model *m);
-int dvms_llm_max_length(const dvms_model *m);
 /* Queues g (FIFO). Fails with DVM_RESOURCE_EXHAUSTED when max_queue
  * requests are waiting, DVM_INVALID_ARGUMENT for a prompt or max_tokens
  * the model cannot take (naming it). */
@@ -395,6 +397,26 @@ typedef struct dvms_api {
 } dvms_api;
 
 void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply *rp);
+/* An OpenAI completions or chat request, read and checked (openai.c). */
+#define DVMS_MAX_STOP 4
+typedef struct dvms_openai_req {
+  int chat, stream, include_usage;
+  dvms_gen g;      /* prompt, nprompt, max_tokens, search: ready for dvms_llm_submit */
+  int32_t *prompt; /* malloc'ed */
+  char *stop[DVMS_MAX_STOP];
+  int nstop;
+  size_t maxstop;  /* the longest stop string's bytes */
+} dvms_openai_req;
+/* Reads the JSON object `json` (a json_t) of a request to generation
+ * model m (r->chat set: /v1/chat/completions) into r: 1, or 0 with the
+ * error answered in rp (400 naming the field, 507 without memory). A
+ * prompt fits m->max_length with max_tokens; the caller clears r with
+ * dvms_openai_req_clear either way. */
+int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r, dvms_http_reply *rp);
+void dvms_openai_req_clear(dvms_openai_req *r); /* not r->g: dvms_gen_clear */
+/* OpenAI's {"error": {"message", "type", "param", "code"}} with a status;
+ * param may be NULL. */
+void dvms_openai_error(dvms_http_reply *rp, unsigned status, const char *param, const char *msg);
 /* /v1/... (openai.c): p the path's n parts. */
 void dvms_openai_handle(dvms_api *api, char **p, int n, const dvms_http_request *rq, dvms_http_reply *rp);
 

@@ -1,13 +1,22 @@
 /* Fuzz target for dvm serve's infer-request parser (serve/request.c) and
- * response writer (serve/reply.c). The first byte chooses the framing: odd
- * means the next two bytes (little-endian) are the
+ * response writer (serve/reply.c), and its OpenAI request reader
+ * (serve/oairequest.c with the chat templates of serve/chat.c). The first
+ * byte chooses: bit 1 clear, the infer request, with the framing of bit 0:
+ * set means the next two bytes (little-endian) are the
  * Inference-Header-Content-Length and binary tensor data follows the JSON;
- * the rest is the body. Any input must give a request that keeps every
+ * bit 1 set, an OpenAI request (bit 2: chat; bits 3-4: the chat template,
+ * ChatML, ChatML with Qwen2's system message, Llama-2's [INST], Mistral's;
+ * bit 5: none) to a model of max_length 64 and max_tokens 40 without a
+ * tokenizer (text prompts are refused after the template is written).
+ * The rest is the body. An OpenAI request must be refused with a 400 or
+ * 507 and an error body that is JSON, or read into a prompt of 1 to 63
+ * token ids with max_tokens within what max_length leaves. Any input must give a request that keeps every
  * promise (signature dtypes and ranks, symbol ranges, the element limit)
  * or an invalid-argument error; a parsed request's response must be valid
  * JSON of the length the writer reports. A broken promise aborts. */
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,8 +56,41 @@ static void signature(dvms_sigs *s) {
   s->out[0].sym[2] = -1;
 }
 
+static void openai(uint8_t mode, const uint8_t *body, size_t size) {
+  static const char *const templates[] = {"chatml", "chatml+sys", "llama2", "inst"};
+  dvms_model m = {.max_length = 64};
+  dvms_config_defaults(&m.cfg);
+  m.cfg.max_tokens = 40;
+  snprintf(m.chat_template, sizeof m.chat_template, "%s", mode & 32 ? "" : templates[(mode >> 3) & 3]);
+  strcpy(m.chat_error, "no chat template");
+  strcpy(m.bos, "<s>");
+  strcpy(m.eos, "</s>");
+  json_t *req = json_loadb((const char *)body, size, 0, NULL);
+  if (!req) return;
+  dvms_openai_req r = {.chat = (mode & 4) != 0};
+  dvms_http_reply rp = {0};
+  if (dvms_openai_parse(&m, req, &r, &rp)) {
+    require(r.g.nprompt >= 1 && r.g.nprompt < m.max_length && r.g.prompt == r.prompt);
+    require(r.g.max_tokens >= 1 && r.g.max_tokens <= m.max_length - r.g.nprompt && r.g.max_tokens <= 40);
+    for (int i = 0; i < r.g.nprompt; i++) require(r.prompt[i] >= 0);
+    for (int i = 0; i < r.nstop; i++) require(strlen(r.stop[i]) >= 1 && strlen(r.stop[i]) <= r.maxstop);
+  } else {
+    require(rp.status == 400 || rp.status == 507 || rp.status == 404);
+    json_t *back = json_loadb(rp.body.data, rp.body.len, 0, NULL);
+    require(back && json_is_string(json_object_get(json_object_get(back, "error"), "message")));
+    json_decref(back);
+  }
+  dvms_openai_req_clear(&r);
+  dvms_buf_free(&rp.body);
+  json_decref(req);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 3) return 0;
+  if (data[0] & 2) {
+    openai(data[0], data + 3, size - 3);
+    return 0;
+  }
   dvms_sigs sigs;
   signature(&sigs);
   size_t header_len = data[0] & 1 ? (size_t)data[1] | (size_t)data[2] << 8 : 0;

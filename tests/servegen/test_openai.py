@@ -162,6 +162,28 @@ def test_concurrent_streams_equal_alone(gen_server, model):
     assert not lost and not wrong, (lost, wrong)
 
 
+def test_seed_is_the_sequences_own(gen_server):
+    """A sampled request with a seed makes the same text alone and among
+    others sampling beside it (dvm_generator_set_search: its own stream)."""
+    client = gen_client(gen_server)
+
+    def sampled(prompt, seed):
+        r = client.completions.create(model="llama", prompt=prompt, max_tokens=40, temperature=0.9, top_p=0.95,
+                                      seed=seed)
+        return r.choices[0].text
+
+    alone = sampled([7, 8, 9], 11)
+    got = {}
+    threads = [threading.Thread(target=lambda k=k: got.update({k: sampled([7, 8, 9] if k == 0 else [k, 5], 11 if k == 0
+                                                                           else k)})) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert got[0] == alone
+    assert sampled([7, 8, 9], 12) != alone  # another seed, other tokens
+
+
 def test_text_prompt_and_stop(gen_server):
     client = gen_client(gen_server)
     text, finish, usage = run_completion(client, "llama", "Hello world, and more", 60, False)
@@ -253,7 +275,7 @@ def test_disconnect_frees_slot(gen_server):
     ("max_tokens", 0, 400), ("max_tokens", 301, 400), ("max_tokens", 600, 400), ("seed", -1, 400),
     ("stop", ["a", "b", "c", "d", "e"], 400), ("stop", [""], 400), ("logprobs", 2, 400), ("echo", True, 400),
     ("stream", "yes", 400), ("prompt", "x" * 3000, 400), ("prompt", [[1, 2], [3]], 400), ("prompt", [1, 99999], 400),
-    ("prompt", {}, 400), ("model", "nope", 404), ("model", 7, 400),
+    ("prompt", {}, 400), ("prompt", [], 400), ("prompt", "", 400), ("model", "nope", 404), ("model", 7, 400),
 ])
 def test_bad_completion(gen_server, field, value, status):
     body = {"model": "llama", "prompt": [1, 2, 3], "max_tokens": 5}
