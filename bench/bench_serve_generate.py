@@ -1,12 +1,12 @@
 """dvm serve's generation under concurrent streams: aggregate output tokens/s,
 time to first token and time per output token (p50, p99) at each concurrency,
 with continuous batching on and off, on one server in one run (the two
-models share the folder; levels alternate on and off, so both see the same
-machine). Each client streams /v1/completions (greedy, a prompt of random
+models share the folder; at each concurrency, rounds alternate on and off,
+so both see the same machine). Each client streams /v1/completions (greedy, a prompt of random
 token ids, a fixed number of new tokens) one request after another.
 
     python3 bench/bench_serve_generate.py /work/genai/bench/llama-int4 \
-        --concurrency 1 4 16 --tokens 32 --prompt 32 --requests 2
+        --concurrency 1 4 16 --tokens 32 --prompt 32 --rounds 3
 
 prints a markdown table (docs/performance.md keeps the figures)."""
 import argparse
@@ -100,7 +100,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", help="a GenAI builder folder (genai_config.json, model.onnx, tokenizer.json)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
-    ap.add_argument("--requests", type=int, default=2, help="requests per client")
+    ap.add_argument("--requests", type=int, default=1, help="requests per client in a round")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of on then off at each concurrency")
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
     ap.add_argument("--tokens", type=int, default=32, help="new tokens per request")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -124,8 +125,13 @@ def main():
                 level(port, name, 1, 1, a.prompt, 4, vocab, 0)
             rows = []
             for conc in a.concurrency:
-                for name in configs:
-                    wall, out = level(port, name, conc, a.requests, a.prompt, a.tokens, vocab, conc)
+                got = {name: [0.0, []] for name in configs}
+                for r in range(a.rounds):  # on and off in turn, so both see the machine alike
+                    for name in configs:
+                        wall, out = level(port, name, conc, a.requests, a.prompt, a.tokens, vocab, conc * 100 + r)
+                        got[name][0] += wall
+                        got[name][1] += out
+                for name, (wall, out) in got.items():
                     made = sum(o[2] for o in out)
                     ttft = [o[0] for o in out]
                     tpot = [o[1] for o in out if o[2] > 1]
