@@ -39,6 +39,7 @@
 typedef struct imp {
   dvmc_ctx *c;
   const char *model_dir; /* NULL: external data refused */
+  int ml_opset;          /* the ai.onnx.ml opset imported, or 0 */
 } imp;
 
 /* ---- messages ---- */
@@ -777,6 +778,18 @@ static const struct {
     {"SplitToSequence", "axis=i keepdims=i"},
     {"Squeeze", "axes=I"},
     {"ThresholdedRelu", "alpha=f"},
+    {"TreeEnsembleClassifier", "base_values=F base_values_as_tensor=t class_ids=I class_nodeids=I class_treeids=I "
+                               "class_weights=F class_weights_as_tensor=t classlabels_int64s=I "
+                               "classlabels_strings=S nodes_falsenodeids=I nodes_featureids=I nodes_hitrates=F "
+                               "nodes_hitrates_as_tensor=t nodes_missing_value_tracks_true=I nodes_modes=S "
+                               "nodes_nodeids=I nodes_treeids=I nodes_truenodeids=I nodes_values=F "
+                               "nodes_values_as_tensor=t post_transform=s"},
+    {"TreeEnsembleRegressor", "aggregate_function=s base_values=F base_values_as_tensor=t n_targets=i "
+                              "nodes_falsenodeids=I nodes_featureids=I nodes_hitrates=F nodes_hitrates_as_tensor=t "
+                              "nodes_missing_value_tracks_true=I nodes_modes=S nodes_nodeids=I nodes_treeids=I "
+                              "nodes_truenodeids=I nodes_values=F nodes_values_as_tensor=t post_transform=s "
+                              "target_ids=I target_nodeids=I target_treeids=I target_weights=F "
+                              "target_weights_as_tensor=t"},
     {"TfIdfVectorizer", "max_gram_length=i max_skip_count=i min_gram_length=i mode=s ngram_counts=I "
                         "ngram_indexes=I pool_int64s=I pool_strings=S weights=F"},
     {"TopK", "axis=i largest=i sorted=i"},
@@ -1021,15 +1034,34 @@ static dvm_status *import_constant(imp *im, dvmc_graph *g, const Onnx__NodeProto
   return set_const(im, v, t);
 }
 
+/* Why an ai.onnx.ml op that dvm lacks is refused, where the reason is
+ * known. */
+static const char *ml_refusal(const char *op) {
+  static const struct {
+    const char *op, *why;
+  } why[] = {
+      {"ZipMap", ": its output is a sequence of maps, which dvm does not have (skl2onnx leaves it out with "
+                 "options={id(model): {'zipmap': False}})"},
+      {"CategoryMapper", ": it maps strings, and dvm has no string tensors"},
+      {"DictVectorizer", ": its input is a map, which dvm does not have"},
+  };
+  for (size_t i = 0; i < sizeof why / sizeof *why; i++)
+    if (!strcmp(op, why[i].op)) return why[i].why;
+  return "";
+}
+
 static dvm_status *import_node(imp *im, dvmc_graph *g, const Onnx__NodeProto *np) {
   const char *op = str(np->op_type), *domain = str(np->domain);
   if (!op[0]) return CORRUPT("has no op_type");
-  int contrib = !strcmp(domain, "com.microsoft"); /* ONNX Runtime's contrib ops */
-  if (domain[0] && strcmp(domain, "ai.onnx") != 0 && !contrib)
+  /* ONNX Runtime's contrib ops, and the classical machine learning ops */
+  const char *other = !strcmp(domain, "com.microsoft") ? "com.microsoft" : !strcmp(domain, "ai.onnx.ml") ? "ai.onnx.ml" : NULL;
+  if (domain[0] && strcmp(domain, "ai.onnx") != 0 && !other)
     return UNSUPPORTED("is in domain %s, which dvm does not support (only the default ONNX "
-                       "domain and com.microsoft)",
+                       "domain, com.microsoft and ai.onnx.ml)",
                        Q(domain));
-  if (!contrib && !im->c->opset)
+  if (other && !strcmp(other, "ai.onnx.ml") && !dvmc_op_find(other, op))
+    return UNSUPPORTED("op %s of domain ai.onnx.ml is not supported%s", Q(op), ml_refusal(op));
+  if (!other && !im->c->opset)
     return CORRUPT("is in the default ONNX domain, but the model imports no opset of it");
   if (np->n_input > INT_MAX / 2 || np->n_output > INT_MAX / 2)
     return CORRUPT("has too many inputs or outputs");
@@ -1037,9 +1069,10 @@ static dvm_status *import_node(imp *im, dvmc_graph *g, const Onnx__NodeProto *np
   dvmc_node *n = dvmc_node_new(im->c, g, op, (int)np->n_input, (int)np->n_output);
   if (!n) return OOM();
   if (np->name && np->name[0]) n->name = np->name;
-  if (contrib) {
-    n->domain = "com.microsoft";
+  if (other) {
+    n->domain = other;
     n->def = dvmc_op_find(n->domain, op);
+    if (!strcmp(other, "ai.onnx.ml")) n->opset = im->ml_opset; /* the ops' first opsets are this domain's */
   }
   dvm_status *st = NULL;
   for (int i = 0; i < n->nin && !st; i++) {
@@ -1184,9 +1217,13 @@ static dvm_status *import_model(imp *im, const uint8_t *data, size_t size, dvmc_
   int64_t opset = -1;
   for (size_t i = 0; i < m->n_opset_import; i++) {
     const char *dom = str(m->opset_import[i]->domain);
+    if (!strcmp(dom, "ai.onnx.ml")) im->ml_opset = m->opset_import[i]->has_version ? (int)m->opset_import[i]->version : 0;
     if (dom[0] && strcmp(dom, "ai.onnx") != 0) continue; /* refused when a node uses it */
-    if (opset >= 0) return CORRUPT("the model imports the default domain's opset twice");
-    opset = m->opset_import[i]->has_version ? m->opset_import[i]->version : 0;
+    int64_t v = m->opset_import[i]->has_version ? m->opset_import[i]->version : 0;
+    /* skl2onnx lists the default domain twice, with one version */
+    if (opset >= 0 && v != opset)
+      return CORRUPT("the model imports the default domain's opset twice, as %" PRId64 " and %" PRId64, opset, v);
+    opset = v;
     if (opset < OPSET_MIN || opset > OPSET_MAX)
       return UNSUPPORTED("opset %" PRId64 " of the default domain is not supported (dvm takes "
                          "opsets %d to %d)",

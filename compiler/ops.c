@@ -14,10 +14,13 @@ static const dvmc_op table[] = {
   {"", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
 #define MSOP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
   {"com.microsoft", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
+#define MLOP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
+  {"ai.onnx.ml", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
 #define DVMOP(name, kernel, dtype, nin, lower, shape, opset, fused, attrs) \
   {"dvm", #name, kernel, attrs, dtype, nin, opset, DVM_FUSED_##fused, PRESENT(shape), PRESENT(lower)},
 #include "ops.def"
 #undef DVMOP
+#undef MLOP
 #undef MSOP
 #undef OP
 };

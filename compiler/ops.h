@@ -10,7 +10,7 @@
 #include "ir.h"
 
 typedef struct dvmc_op {
-  const char *domain; /* "" (the default ONNX domain) or "com.microsoft" */
+  const char *domain; /* "" (the default ONNX domain), "com.microsoft" or "ai.onnx.ml" */
   const char *name;   /* ONNX op type */
   const char *kernel; /* CPU kernel, or NULL for special lowerings */
   const char *attrs;  /* kernel attribute specs (lower_call.c) */

@@ -1,0 +1,381 @@
+/* Classical machine learning (the ai.onnx.ml domain): tree_ensemble.
+ *
+ *   tree_ensemble(in: X, E; attrs: targets:int, classifier:int)
+ *     -> labels, scores (a classifier) or scores (a regressor)
+ *
+ * X f32 [N, F] (or [F], one row); E the ensemble's i32 words
+ * (ops/cpu/ml_tree.h), checked and laid out for traversal once when the
+ * module is linked (the prepack hook) or on each call where E is not a
+ * constant; labels i64 [N], scores f32 [N, targets].
+ *
+ * As ONNX Runtime computes it: each row walks each tree from its root to a
+ * leaf (a node sends x[feature] to its true child when the comparison holds,
+ * or x is NaN and the node's missing value tracks true), and the leaf's
+ * weights are aggregated per target (SUM, AVERAGE: the sum over the trees,
+ * MIN, MAX); then the base values, the post transform and, for a classifier,
+ * the label, with ONNX Runtime's rules for two classes (below, finish). */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "ops/cpu/kernels.h"
+#include "ops/cpu/ml_tree.h"
+#include "ops/cpu/par.h"
+#include "ops/kargs.h"
+#include "shapefuncs/ml.h"
+#include "shapefuncs/shape.h"
+
+/* A branch node, or a leaf (feature -1: its weights are w[next[0]] to
+ * w[next[0] + next[1] - 1]). next[0] is the true child. */
+typedef struct {
+  int32_t feature;
+  float thr;
+  int32_t next[2];
+} te_node;
+
+typedef struct {
+  int32_t target;
+  float value;
+} te_weight;
+
+typedef struct {
+  int32_t h[TE_HEADER];
+  int same;    /* the branch mode of every branch node, or -1 */
+  int missing; /* some node sends NaN to its true child */
+  const int32_t *roots;
+  te_node *node;
+  uint8_t *mode; /* per node: mode | missing_tracks_true << 4 */
+  te_weight *w;
+  float *base;
+  int64_t *labels;
+} ensemble;
+
+static float f32_of(int32_t b) {
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+static dvm_status *bad(const char *why, long long at) {
+  return dvm_status_new(DVM_INVALID_ARGUMENT, "tree_ensemble: ensemble words: %s (at %lld)", why, at);
+}
+
+/* Checks the words and builds *out in one allocation (free(out->roots)
+ * releases it; roots point into a copy of the words). */
+static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
+  if (nw < TE_HEADER) return bad("shorter than the header", nw);
+  const int32_t *h = wd;
+  for (int i = 0; i < TE_HEADER; i++)
+    if (h[i] < 0) return bad("a negative header word", i);
+  int64_t T = h[TE_TREES], N = h[TE_NODES], W = h[TE_WEIGHTS], C = h[TE_TARGETS], B = h[TE_BASES];
+  int cls = h[TE_FLAGS] & TE_CLASSIFIER;
+  if (T < 1 || N < T || C < 1 || (cls && C < 2) || h[TE_AGGREGATE] > TE_MAX || h[TE_POST] > TE_PROBIT ||
+      h[TE_FLAGS] > 7 || B > (C > 2 ? C : 2))
+    return bad("header out of range", 0);
+  int64_t want = TE_HEADER + T + N * TE_NODE_WORDS + W * 2 + B + (cls ? C * 2 : 0);
+  if (want != nw) return bad("its length does not match its header", nw);
+  size_t bytes = (size_t)N * (sizeof(te_node) + 1) + (size_t)W * sizeof(te_weight) + (size_t)(B + 1) * sizeof(float) +
+                 (size_t)C * sizeof(int64_t) + (size_t)T * sizeof(int32_t) + 64;
+  char *mem = malloc(bytes);
+  if (!mem) return dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for the ensemble");
+  memcpy(out->h, h, sizeof out->h);
+  int32_t *roots = (int32_t *)mem;
+  out->roots = roots;
+  out->labels = (int64_t *)(((uintptr_t)(roots + T) + 7) & ~(uintptr_t)7);
+  out->node = (te_node *)(out->labels + C);
+  out->w = (te_weight *)(out->node + N);
+  out->base = (float *)(out->w + W);
+  out->mode = (uint8_t *)(out->base + B + 1);
+  const int32_t *r = wd + TE_HEADER, *nd = r + T, *ww = nd + N * TE_NODE_WORDS, *bw = ww + W * 2;
+  dvm_status *st = NULL;
+  out->same = -2;
+  out->missing = 0;
+  for (int64_t t = 0; t < T && !st; t++) {
+    roots[t] = r[t];
+    int64_t end = t + 1 < T ? r[t + 1] : N;
+    if ((t ? r[t] <= r[t - 1] : r[t] != 0) || end <= r[t] || end > N)
+      st = bad("tree roots out of order", TE_HEADER + t);
+    for (int64_t i = r[t]; i < end && !st; i++) {
+      const int32_t *o = nd + i * TE_NODE_WORDS;
+      int mode = o[0] & 0xff, mtt = (o[0] >> 8) & 1;
+      te_node *x = &out->node[i];
+      if ((o[0] & ~0x1ff) || mode > TE_LEAF) {
+        st = bad("a node's mode", i);
+      } else if (mode == TE_LEAF) {
+        if (o[3] < 0 || o[4] < 0 || o[3] > W || o[4] > W - o[3]) st = bad("a leaf's weights are out of range", i);
+        *x = (te_node){-1, 0, {o[3], o[4]}};
+      } else {
+        if (o[1] < 0 || o[1] >= h[TE_FEATURES] || o[3] <= i || o[4] <= i || o[3] >= end || o[4] >= end)
+          st = bad("a node's feature or children are out of range (children follow their parent, in its tree)", i);
+        *x = (te_node){o[1], f32_of(o[2]), {o[3], o[4]}};
+        out->same = out->same == -2 || out->same == mode ? mode : -1;
+        out->missing |= mtt;
+      }
+      out->mode[i] = (uint8_t)(mode | mtt << 4);
+    }
+  }
+  for (int64_t i = 0; i < W && !st; i++) {
+    if (ww[2 * i] < 0 || ww[2 * i] >= C) st = bad("a weight's target is out of range", i);
+    out->w[i] = (te_weight){ww[2 * i], f32_of(ww[2 * i + 1])};
+  }
+  for (int64_t i = 0; i < B; i++) out->base[i] = f32_of(bw[i]);
+  for (int64_t c = 0; cls && c < C; c++)
+    out->labels[c] = (int64_t)((uint64_t)(uint32_t)bw[B + 2 * c] | (uint64_t)(uint32_t)bw[B + 2 * c + 1] << 32);
+  if (out->same == -2) out->same = TE_LEAF; /* only leaves */
+  if (st) free(mem);
+  return st;
+}
+
+static void ensemble_free(void *p) {
+  ensemble *e = p;
+  free((void *)e->roots);
+  free(e);
+}
+
+static dvm_status *te_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *h, int nattrs, void **data,
+                              void (**free_data)(void *)) {
+  (void)h;
+  (void)nattrs;
+  if (input != 1 || t->dtype != DVM_I32 || t->rank != 1) return NULL;
+  ensemble *e = malloc(sizeof *e);
+  if (!e) return dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for the ensemble");
+  dvm_status *st = build(dvm_tensor_ptr(t), t->dims[0], e);
+  if (st) { /* the kernel says why on its call */
+    free(e);
+    dvm_status_free(st);
+    return NULL;
+  }
+  *data = e;
+  *free_data = ensemble_free;
+  return NULL;
+}
+
+/* The leaf row x reaches from node i; `mode` is the one branch mode of
+ * the ensemble without missing tracks, or -1 to read each node's. */
+static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int32_t i, const float *x, int mode) {
+  const te_node *nd = e->node;
+  while (nd[i].feature >= 0) {
+    float v = x[nd[i].feature], t = nd[i].thr;
+    int m = mode >= 0 ? mode : e->mode[i] & 15, go;
+    switch (m) {
+    case TE_LEQ: go = v <= t; break;
+    case TE_LT: go = v < t; break;
+    case TE_GTE: go = v >= t; break;
+    case TE_GT: go = v > t; break;
+    case TE_EQ: go = v == t; break;
+    default: go = v != t; break;
+    }
+    if (mode < 0 && (e->mode[i] >> 4) && isnan(v)) go = 1;
+    i = nd[i].next[!go];
+  }
+  return i;
+}
+
+#define BLOCK 64 /* rows that walk one tree before the next tree: it stays in cache */
+
+/* Rows [0, n) of x (n <= BLOCK), tree by tree, into score/has [n, C]. */
+static inline __attribute__((always_inline)) void walk_block(const ensemble *e, const float *x, int64_t ld, int n,
+                                                             float *score, uint8_t *has, int mode) {
+  int64_t C = e->h[TE_TARGETS];
+  int agg = e->h[TE_AGGREGATE];
+  for (int32_t t = 0; t < e->h[TE_TREES]; t++)
+    for (int r = 0; r < n; r++) {
+      const te_node *leaf = &e->node[walk(e, e->roots[t], x + r * ld, mode)];
+      const te_weight *w = e->w + leaf->next[0];
+      for (int32_t k = 0; k < leaf->next[1]; k++) {
+        float *s = &score[r * C + w[k].target], v = w[k].value;
+        uint8_t *hs = &has[r * C + w[k].target];
+        if (agg == TE_SUM || agg == TE_AVERAGE) *s += v;
+        else if (!*hs || (agg == TE_MIN ? v < *s : v > *s)) *s = v;
+        *hs = 1;
+      }
+    }
+}
+
+static float logistic(float v) {
+  float p = 1 / (1 + expf(-fabsf(v)));
+  return v < 0 ? 1 - p : p;
+}
+
+/* ONNX Runtime's probit: sqrt(2) erfinv(2v - 1), with its approximation of
+ * erfinv (so the two agree to float rounding). */
+static float probit(float v) {
+  float x = 2 * v - 1, sgn = x < 0 ? -1.0f : 1.0f;
+  x = (1 - x) * (1 + x);
+  float l = logf(x), a = 2 / (3.14159f * 0.147f) + 0.5f * l, b = 1 / 0.147f * l;
+  return 1.41421356f * sgn * sqrtf(-a + sqrtf(a * a - b));
+}
+
+/* The post transform of k >= 2 scores, in place. */
+static void transform(int post, float *s, int64_t k) {
+  if (post == TE_PROBIT || post == TE_LOGISTIC) {
+    for (int64_t i = 0; i < k; i++) s[i] = post == TE_PROBIT ? probit(s[i]) : logistic(s[i]);
+  } else if (post == TE_SOFTMAX || post == TE_SOFTMAX_ZERO) {
+    float mx = -FLT_MAX, sum = 0, e0 = 0;
+    for (int64_t i = 0; i < k; i++) mx = s[i] > mx ? s[i] : mx;
+    if (post == TE_SOFTMAX_ZERO) e0 = expf(-mx);
+    for (int64_t i = 0; i < k; i++) {
+      if (post == TE_SOFTMAX_ZERO && s[i] <= 0.0000001f && s[i] >= -0.0000001f) {
+        s[i] *= e0; /* zeros stay zero */
+        continue;
+      }
+      s[i] = expf(s[i] - mx);
+      sum += s[i];
+    }
+    for (int64_t i = 0; i < k; i++) s[i] /= sum;
+  }
+}
+
+/* One row's result from its aggregated scores s and has (C each): z (C
+ * scores) and, for a classifier, *label. */
+static void finish(const ensemble *e, float *s, uint8_t *has, float *z, int64_t *label) {
+  int64_t C = e->h[TE_TARGETS], B = e->h[TE_BASES];
+  int agg = e->h[TE_AGGREGATE], post = e->h[TE_POST], flags = e->h[TE_FLAGS];
+  const float *b = e->base;
+  if (!(flags & TE_CLASSIFIER)) {
+    for (int64_t k = 0; k < C; k++) {
+      float base = B == C ? b[k] : 0, v = s[k];
+      if (agg == TE_AVERAGE) v /= (float)e->h[TE_TREES];
+      /* a target no leaf scored: 0 when there are several (ONNX Runtime) */
+      z[k] = has[k] ? v + base : C > 1 ? 0 : base;
+    }
+    if (C == 1) z[0] = post == TE_PROBIT ? probit(z[0]) : z[0]; /* one target: PROBIT only, as ONNX Runtime */
+    else transform(post, z, C);
+    return;
+  }
+  if (C > 2) {
+    for (int64_t k = 0; k < B; k++) {
+      s[k] = has[k] ? s[k] + b[k] : b[k];
+      has[k] = 1;
+    }
+    int64_t best = -1;
+    for (int64_t k = 0; k < C; k++)
+      if (has[k] && (best < 0 || s[k] > s[best])) best = k;
+    *label = e->labels[best < 0 ? 0 : best];
+    memcpy(z, s, sizeof *z * (size_t)C);
+    transform(post, z, C);
+    return;
+  }
+  /* two classes: ONNX Runtime's rules (an unscored class 1 leaves one score) */
+  int size = 2, extra = -1; /* how one score becomes two */
+  if (B == 2) {
+    if (has[1]) {
+      s[1] = b[1] + s[0];
+      s[0] = -s[1];
+    } else {
+      s[1] += b[1];
+      s[0] += b[0];
+    }
+  } else {
+    if (B == 1) s[0] += b[0];
+    else extra = 3;
+    if (!has[1]) size = 1;
+  }
+  float pos = size == 2 && has[1] ? s[1] : has[0] ? s[0] : 0;
+  if (flags & TE_ONE_CLASS) {
+    int win = flags & TE_POSITIVE ? pos > 0.5f : pos > 0;
+    extra = flags & TE_POSITIVE ? !win : 3 - win;
+    *label = e->labels[win];
+  } else {
+    *label = pos > 0; /* ONNX Runtime's positive and negative labels, 1 and 0 */
+  }
+  if (size == 2) {
+    z[0] = s[0];
+    z[1] = s[1];
+    transform(post, z, 2);
+  } else if (post == TE_PROBIT) {
+    z[0] = probit(s[0]);
+    z[1] = 0;
+  } else if (extra == 0 || extra == 1) {
+    z[0] = 1 - s[0];
+    z[1] = s[0];
+  } else if (extra >= 2) {
+    z[0] = post == TE_LOGISTIC ? logistic(-s[0]) : -s[0];
+    z[1] = post == TE_LOGISTIC ? logistic(s[0]) : s[0];
+  } else {
+    z[0] = s[0];
+    z[1] = 0;
+  }
+}
+
+typedef struct {
+  const ensemble *e;
+  const float *x;
+  int64_t ld;
+  float *z;
+  int64_t *labels;
+  float *score; /* BLOCK x targets per thread */
+  uint8_t *has;
+} job;
+
+static void rows(void *ctx, int64_t s, int64_t end) {
+  job *j = ctx;
+  const ensemble *e = j->e;
+  int64_t C = e->h[TE_TARGETS];
+  size_t slot = (size_t)dvm_par_slot() * BLOCK * (size_t)C;
+  float *score = j->score + slot;
+  uint8_t *has = j->has + slot;
+  int same = e->missing ? -1 : e->same;
+  for (int64_t r0 = s; r0 < end; r0 += BLOCK) {
+    int n = (int)(end - r0 < BLOCK ? end - r0 : BLOCK);
+    memset(score, 0, sizeof *score * (size_t)(n * C));
+    memset(has, 0, (size_t)(n * C));
+    const float *x = j->x + r0 * j->ld;
+    /* the common single modes get their own loops */
+    if (same == TE_LEQ) walk_block(e, x, j->ld, n, score, has, TE_LEQ);
+    else if (same == TE_LT) walk_block(e, x, j->ld, n, score, has, TE_LT);
+    else walk_block(e, x, j->ld, n, score, has, -1);
+    for (int r = 0; r < n; r++)
+      finish(e, score + r * C, has + r * C, j->z + (r0 + r) * C, j->labels ? j->labels + r0 + r : NULL);
+  }
+}
+
+static dvm_status *tree_ensemble(const dvm_kernel_args *a) {
+  int cls;
+  int64_t n, targets;
+  dvm_status *st = dvm_kargs_check_range(a, "tree_ensemble", 2, 2, 1, 2, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *wt = a->in[1];
+  if ((st = dvm_tree_ensemble_infer(x->rank, x->dims, a->attrs, a->nattrs, &n, &targets, &cls))) return st;
+  if (x->dtype != DVM_F32 || wt->dtype != DVM_I32 || wt->rank != 1 || a->nout != 1 + cls ||
+      (cls && a->out[0]->dtype != DVM_I64) || a->out[cls]->dtype != DVM_F32) {
+    char got[64];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "tree_ensemble: %s: want X f32, the ensemble's words i32 [W], and "
+                          "(labels i64,) scores f32", dvm_kargs_dtypes(got, sizeof got, a));
+  }
+  const dvm_tensor *z = a->out[cls];
+  if ((cls && (a->out[0]->rank != 1 || a->out[0]->dims[0] != n)) || z->rank != 2 || z->dims[0] != n ||
+      z->dims[1] != targets)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "tree_ensemble: outputs are not [%lld] and [%lld, %lld]",
+                          (long long)n, (long long)n, (long long)targets);
+  const ensemble *e = dvm_tensor_packed(wt, &dvm_cpu_ml_kernels[0], 1);
+  ensemble own;
+  if (!e) {
+    if ((st = build(dvm_tensor_ptr(wt), wt->dims[0], &own))) return st;
+    e = &own;
+  }
+  int64_t features = x->rank == 2 ? x->dims[1] : x->dims[0];
+  if (e->h[TE_TARGETS] != targets || (e->h[TE_FLAGS] & TE_CLASSIFIER ? 1 : 0) != cls)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "tree_ensemble: the ensemble has %d targets (classifier %d), the call "
+                        "says %lld (%d)", e->h[TE_TARGETS], !!(e->h[TE_FLAGS] & TE_CLASSIFIER), (long long)targets, cls);
+  else if (features < e->h[TE_FEATURES])
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "tree_ensemble: X has %lld features, the trees read feature %d",
+                        (long long)features, e->h[TE_FEATURES] - 1);
+  int threads = dvm_kargs_threads(a);
+  size_t cells = (size_t)threads * BLOCK * (size_t)targets;
+  job j = {e, dvm_tensor_ptr(x), features, dvm_tensor_ptr(z), cls ? dvm_tensor_ptr(a->out[0]) : NULL,
+           st ? NULL : malloc(cells * sizeof(float)), st ? NULL : malloc(cells)};
+  if (!st && (!j.score || !j.has)) st = dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for scores");
+  if (!st) dvm_par_for(threads, n, BLOCK, rows, &j);
+  free(j.score);
+  free(j.has);
+  if (e == &own) free((void *)own.roots);
+  return st;
+}
+
+const dvm_kernel_def dvm_cpu_ml_kernels[] = {
+    {"tree_ensemble", DVM_DEVICE_CPU, tree_ensemble, "tree_ensemble", DVM_DTYPE_BIT(DVM_F32), .prepack = te_prepack},
+    {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
+};
