@@ -31,8 +31,9 @@ dvm_status *dvm_module_new_empty(dvm_module **out) {
   return NULL;
 }
 
-/* Takes ownership of fb (even on failure). `dir`: the file's folder, where
- * external constants' paths start (NULL for a module given in memory). */
+/* Takes ownership of fb (even on failure). `dir`: where external
+ * constants' paths start (opts->data_dir, else the file's folder; NULL for
+ * a module given in memory without one). */
 static dvm_status *load(const dvm_registry *reg, file_bytes *fb, const char *dir, const dvm_load_options *opts,
                         dvm_module **out) {
   dvm_module *m = NULL;
@@ -74,7 +75,7 @@ dvm_status *dvm_module_load_memory_with(const dvm_registry *reg, const void *dat
   }
   if (size) memcpy(copy, data, size);
   *fb = (file_bytes){copy, size, false};
-  return load(reg, fb, NULL, opts, out);
+  return load(reg, fb, opts ? opts->data_dir : NULL, opts, out);
 }
 
 /* Reads the file into private memory instead of mapping it: a mapping is
@@ -129,7 +130,7 @@ dvm_status *dvm_module_load_file_with(const dvm_registry *reg, const char *path,
     free_bytes(fb);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
-  st = load(reg, fb, dir, opts, out);
+  st = load(reg, fb, opts && opts->data_dir ? opts->data_dir : dir, opts, out);
   free(dir);
   return dvm_status_annotate(st, "%s", path);
 }

@@ -99,10 +99,13 @@ class Module(_dvm.Module):
     call runs on a VM of its own, with the GIL released). `functions` describes
     each function; `save(path)` writes the .dvmb."""
 
-    def __init__(self, source: Union[PathLike, bytes, bytearray, memoryview]):
+    def __init__(self, source: Union[PathLike, bytes, bytearray, memoryview], *,
+                 data_dir: Optional[PathLike] = None):
         """Loads and verifies a module from a .dvmb path (memory-mapped) or
-        from its bytes (copied)."""
-        super().__init__(source)
+        from its bytes (copied). data_dir: where the files of its external
+        constants are (one compiled with data_dir, kept elsewhere); default
+        the .dvmb's folder."""
+        super().__init__(source, data_dir=data_dir)
         self._source = source if isinstance(source, (bytes, bytearray, memoryview)) else os.fspath(source)
         self._functions: Optional[Dict[str, Function]] = None
 
@@ -184,9 +187,11 @@ def compile(model: Any, *, dims: Optional[Mapping[str, Any]] = None, target: str
     (the entry's name), fusion=True, plan=True (False: --no-fusion,
     --no-plan), disable=() (graph rewrites to skip, as --disable), stitch=True
     (False: --no-stitch), last_position=None (an output name: computed for
-    the last position of its axis 1 only, as --last-position). Raises dvm.UnsupportedOp naming the node for ops dvm does
+    the last position of its axis 1 only, as --last-position), data_dir=None
+    (the folder the module will be loaded with, Module(..., data_dir=): the
+    model's external data files inside it are referred to, not copied). Raises dvm.UnsupportedOp naming the node for ops dvm does
     not take, dvm.CompileError for other failures."""
-    return Module(_compile_bytes(model, dims=dims, target=target, **options))
+    return Module(_compile_bytes(model, dims=dims, target=target, **options), data_dir=options.get("data_dir"))
 
 
 def _compile_bytes(model: Any, *, dims: Optional[Mapping[str, Any]] = None, target: str = "cpu",
@@ -197,7 +202,7 @@ def _compile_bytes(model: Any, *, dims: Optional[Mapping[str, Any]] = None, targ
     bad = [t for t in parts if t not in ("cpu", "cuda")]
     if bad or not parts:
         raise ValueError(f"unknown target {target!r} (cpu, cpu,cuda)")
-    known = {"function", "fusion", "plan", "disable", "stitch", "last_position"}
+    known = {"function", "fusion", "plan", "disable", "stitch", "last_position", "data_dir"}
     extra = set(options) - known
     if extra:
         raise TypeError(f"dvm.compile: unknown options {sorted(extra)} (known: {sorted(known)})")
@@ -207,5 +212,6 @@ def _compile_bytes(model: Any, *, dims: Optional[Mapping[str, Any]] = None, targ
                         function=options.get("function"), last_position=options.get("last_position"),
                         fusion=bool(options.get("fusion", True)),
                         plan=bool(options.get("plan", True)), stitch=bool(options.get("stitch", True)),
-                        disable=(disable,) if isinstance(disable, str) else tuple(disable))
+                        disable=(disable,) if isinstance(disable, str) else tuple(disable),
+                        data_dir=options.get("data_dir"))
     return data

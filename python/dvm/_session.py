@@ -227,14 +227,16 @@ def _onnx_facts(data: Optional[bytes]) -> Tuple[ModelMetadata, Dict[str, NodeArg
     return meta, declared
 
 
-def cached_compile(source: Any, key: str, target: str, **options: Any) -> Module:
+def cached_compile(source: Any, key: str, target: str, data_dir: Optional[str] = None, **options: Any) -> Module:
     """The module compiled from source (a path or bytes) for target, from
     the cache when it holds one under key (a SHA-256 in hex of what the
-    module depends on: InferenceSession's and dvm.genai.Model's)."""
+    module depends on: InferenceSession's and dvm.genai.Model's). With
+    data_dir, the model's external data files there are referred to, not
+    copied into the cached file, which is loaded with them."""
     cached, limit = os.path.join(_cache_dir(), key + ".dvmb"), _cache_limit()
     if os.path.exists(cached):
         try:
-            m = Module(cached)
+            m = Module(cached, data_dir=data_dir)
             try:
                 os.utime(cached)  # recently used: the last to be pruned
             except OSError:
@@ -246,7 +248,7 @@ def cached_compile(source: Any, key: str, target: str, **options: Any) -> Module
             pass  # stale or damaged: compile again
     # the bytes, not a Module made from them: that would copy them and
     # pack the weights beside them, only to be replaced by the file
-    data = _compile_bytes(source, target=target, **options)
+    data = _compile_bytes(source, target=target, data_dir=data_dir, **options)
     try:  # written whole, then renamed, so readers never see half a file
         os.makedirs(os.path.dirname(cached), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cached), suffix=".tmp")
@@ -254,11 +256,11 @@ def cached_compile(source: Any, key: str, target: str, **options: Any) -> Module
             f.write(data)
         os.replace(tmp, cached)
     except OSError:
-        return Module(data)  # no cache: still usable
+        return Module(data, data_dir=data_dir)  # no cache: still usable
     _prune_cache(os.path.dirname(cached), cached, limit)
     # the cached file, memory-mapped, once the bytes are gone
     del data
-    return Module(cached)
+    return Module(cached, data_dir=data_dir)
 
 
 class InferenceSession:

@@ -165,9 +165,10 @@ class Model:
         onnx_path = os.path.join(self.path, filename)
         if not os.path.isfile(onnx_path):
             raise Error(f"{onnx_path}: model.decoder.filename names no file in the model folder")
-        # the generator reads the logits after each sequence's last token only
+        # the generator reads the logits after each sequence's last token
+        # only; the weights stay in the folder's data files, referred to
         self._module = cached_compile(onnx_path, _model_key(self.path, filename, logits), "cpu",
-                                      last_position=logits)
+                                      data_dir=self.path, last_position=logits)
 
     @property
     def type(self) -> str:

@@ -12,12 +12,13 @@
 
 const char dvm_py_compile_doc[] =
     "compile($module, model, dims, *, function=None, cuda=False, fusion=True, plan=True, model_dir=None,\n"
-    "        dump_ir=False, lower=True, disable=(), stitch=True)\n--\n\n"
+    "        dump_ir=False, lower=True, disable=(), stitch=True, last_position=None, data_dir=None)\n--\n\n"
     "Compiles an ONNX model (a path, or the model's bytes) to .dvmb bytes. dims is a list of\n"
     "(name, lo, hi) symbol ranges. With dump_ir, returns (bytes or None, the inferred graph as\n"
     "`dvm compile --dump-ir` prints it); lower=False stops before lowering (bytes None).\n"
     "disable: names of graph rewrites to skip (`dvm compile --list-passes`).\n"
-    "stitch=False keeps reductions out of fused groups (`dvm compile --no-stitch`).\n"
+    "stitch=False keeps reductions out of fused groups (`dvm compile --no-stitch`).\n"    "data_dir: the folder the .dvmb will be loaded with (Module(data_dir=)): the model's external\n"
+    "data files inside it are referred to, not copied.\n"
     "Use dvm.compile, which returns a Module.";
 
 /* One warning per line, for dvm_py_compile to raise as Python warnings. */
@@ -91,13 +92,13 @@ static int raise_warnings(char *warnings) {
 
 PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   static char *kw[] = {"model", "dims", "function", "cuda", "fusion", "plan", "model_dir", "dump_ir", "lower",
-                       "disable", "stitch", "last_position", NULL};
-  PyObject *model, *dims_obj, *dir_obj = Py_None, *disable_obj = NULL;
+                       "disable", "stitch", "last_position", "data_dir", NULL};
+  PyObject *model, *dims_obj, *dir_obj = Py_None, *disable_obj = NULL, *data_dir_obj = Py_None, *data_dir = NULL;
   const char *function = NULL, *last_position = NULL;
   int cuda = 0, fusion = 1, plan = 1, dump_ir = 0, lower = 1, stitch = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppOpz:compile", kw, &model, &dims_obj, &function, &cuda,
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$zpppOppOpzO:compile", kw, &model, &dims_obj, &function, &cuda,
                                    &fusion, &plan, &dir_obj, &dump_ir, &lower, &disable_obj, &stitch,
-                                   &last_position))
+                                   &last_position, &data_dir_obj))
     return NULL;
   char specs[MAX_DIMS][MAX_SPEC];
   const char *dims[MAX_DIMS], *disable[MAX_DIMS];
@@ -119,6 +120,8 @@ PyObject *dvm_py_compile(PyObject *self, PyObject *args, PyObject *kwargs) {
   } else if (!PyUnicode_FSConverter(model, &path)) {
     goto done;
   }
+  if (data_dir_obj != Py_None && !PyUnicode_FSConverter(data_dir_obj, &data_dir)) goto done;
+  co.data_dir = data_dir ? PyBytes_AS_STRING(data_dir) : NULL;
   co.function = function; /* args holds it and last_position for the call */
   co.last_position = last_position;
   co.dims = dims;
@@ -159,6 +162,7 @@ done:
   Py_XDECREF(disable_seq);
   Py_XDECREF(path);
   Py_XDECREF(dir);
+  Py_XDECREF(data_dir);
   free(ir);
   free(warnings);
   return out;

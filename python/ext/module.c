@@ -70,10 +70,13 @@ static void module_dealloc(ModuleObject *self) {
 }
 
 static int module_init(ModuleObject *self, PyObject *args, PyObject *kwargs) {
-  static char *kw[] = {"source", NULL};
-  PyObject *src;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Module", kw, &src)) return -1;
+  static char *kw[] = {"source", "data_dir", NULL};
+  PyObject *src, *dir_obj = Py_None, *dir = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$O:Module", kw, &src, &dir_obj)) return -1;
+  if (dir_obj != Py_None && !PyUnicode_FSConverter(dir_obj, &dir)) return -1;
+  dvm_load_options lo = {.data_dir = dir ? PyBytes_AS_STRING(dir) : NULL};
   if (self->m) {
+    Py_XDECREF(dir);
     PyErr_SetString(PyExc_RuntimeError, "Module is already loaded");
     return -1;
   }
@@ -81,16 +84,23 @@ static int module_init(ModuleObject *self, PyObject *args, PyObject *kwargs) {
   dvm_status *st;
   if (PyObject_CheckBuffer(src)) {
     Py_buffer view;
-    if (PyObject_GetBuffer(src, &view, PyBUF_SIMPLE) < 0) return -1;
-    Py_BEGIN_ALLOW_THREADS st = dvm_module_load_memory(view.buf, (size_t)view.len, NULL, &m);
+    if (PyObject_GetBuffer(src, &view, PyBUF_SIMPLE) < 0) {
+      Py_XDECREF(dir);
+      return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS st = dvm_module_load_memory(view.buf, (size_t)view.len, &lo, &m);
     Py_END_ALLOW_THREADS PyBuffer_Release(&view);
   } else {
     PyObject *path;
-    if (!PyUnicode_FSConverter(src, &path)) return -1;
+    if (!PyUnicode_FSConverter(src, &path)) {
+      Py_XDECREF(dir);
+      return -1;
+    }
     const char *p = PyBytes_AS_STRING(path);
-    Py_BEGIN_ALLOW_THREADS st = dvm_module_load_file(p, NULL, &m);
+    Py_BEGIN_ALLOW_THREADS st = dvm_module_load_file(p, &lo, &m);
     Py_END_ALLOW_THREADS Py_DECREF(path);
   }
+  Py_XDECREF(dir);
   if (st) {
     dvm_py_raise(st, 0);
     return -1;

@@ -225,6 +225,25 @@ def test_nbits_weights_held_once_as_their_packed_form(tmp_path):
         np.testing.assert_allclose(m.run({"x": x})["y"], ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-3)
 
 
+def test_compiled_for_a_data_dir_and_kept_elsewhere(extdata_folder, tmp_path_factory):
+    """compile(data_dir=) refers to the data files of that folder though the
+    .dvmb lies elsewhere (as a cache keeps it): loaded with the same
+    data_dir, from a file or from memory, it gives the answers of the one
+    beside the data; without it, the files are not found."""
+    elsewhere = tmp_path_factory.mktemp("cache") / "m.dvmb"
+    m = dvm.compile(extdata_folder / "model.onnx", dims={"n": (0, 4096)}, data_dir=extdata_folder)
+    m.save(elsewhere)
+    assert elsewhere.stat().st_size < (extdata_folder / "model.onnx.data").stat().st_size // 4  # referred to
+    f = feeds(np.random.default_rng(5), 7)
+    want = dvm.load(extdata_folder / "model.dvmb").run(f)
+    for got in (dvm.Module(elsewhere, data_dir=extdata_folder).run(f),
+                dvm.Module(elsewhere.read_bytes(), data_dir=str(extdata_folder)).run(f)):
+        np.testing.assert_array_equal(got["y"], want["y"])
+        np.testing.assert_array_equal(got["e"], want["e"])
+    with pytest.raises(dvm.Error, match=r'constant "w1": external file .*model.onnx.data: No such file'):
+        dvm.Module(elsewhere)
+
+
 def test_a_changed_file_is_refused_naming_file_and_constant(extdata_folder):
     data = extdata_folder / "model.onnx.data"
     raw = bytearray(data.read_bytes())

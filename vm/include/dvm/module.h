@@ -31,18 +31,23 @@ DVM_API void dvm_hostfn_registry_destroy(dvm_hostfn_registry *reg); /* after the
 
 typedef struct dvm_load_options {
   const dvm_hostfn_registry *hostfns; /* may be NULL; borrowed for the module's life */
+  /* The folder the files of external constants are found in (a module
+   * compiled with dvmc_compile_options.data_dir, kept elsewhere, as a
+   * cache keeps it); NULL: the module file's folder, and for a module
+   * given in memory none. */
+  const char *data_dir;
 } dvm_load_options;
 
 /* Loads and verifies a module. The file is mapped, and constants are used
  * in place. Constants the module keeps in other files (external data,
- * docs/bytecode.md 3.9) are found relative to the file's folder and
- * checked against their hashes. `opts` may be NULL. `*out` holds one
- * reference; release it. */
+ * docs/bytecode.md 3.9) are found relative to the file's folder (or
+ * opts->data_dir) and checked against their hashes. `opts` may be NULL.
+ * `*out` holds one reference; release it. */
 DVM_API DVM_MUST_USE dvm_status *dvm_module_load_file(const char *path, const dvm_load_options *opts,
                                               dvm_module **out);
 /* Same, from memory; the bytes are copied, the caller keeps `data`. A
- * module with external constants is refused (DVM_UNIMPLEMENTED): it has no
- * folder to find their files in. */
+ * module with external constants is refused (DVM_UNIMPLEMENTED) unless
+ * opts->data_dir says where their files are. */
 DVM_API DVM_MUST_USE dvm_status *dvm_module_load_memory(const void *data, size_t size,
                                                 const dvm_load_options *opts, dvm_module **out);
 DVM_API void dvm_module_retain(dvm_module *m);
