@@ -309,6 +309,23 @@ def test_bad_json_and_routes(gen_server):
         assert e.value.code == status, path
 
 
+def test_sigterm_lets_streams_finish(tmp_path):
+    """SIGTERM while a stream runs: the stream runs to its end (its last
+    event and [DONE]) and the server exits 0."""
+    dst = tmp_path / "repo" / "m" / "1"
+    shutil.copytree(servegen_folder("llama-fp32"), dst, ignore=shutil.ignore_patterns("*.dvmb"))
+    s = GenServer(str(tmp_path / "repo"), str(tmp_path / "serve.log"))
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    c.request("POST", "/v1/completions", json.dumps({"model": "m", "prompt": [5, 6, 7], "max_tokens": 500,
+                                                     "temperature": 0, "stream": True}))
+    r = c.getresponse()
+    r.readline()
+    s.proc.send_signal(signal.SIGTERM)
+    rest = r.read().decode()
+    assert rest.rstrip().endswith("data: [DONE]") and '"finish_reason":"length"' in rest
+    assert s.proc.wait(60) == 0
+
+
 def test_metrics_count_tokens(gen_server):
     before = gen_server.metric_value("vllm:generation_tokens_total", "qwen")
     prompt_before = gen_server.metric_value("vllm:prompt_tokens_total", "qwen")
