@@ -28,7 +28,10 @@
 #include "shapefuncs/shape.h"
 
 /* A branch node, or a leaf (feature -1: its weights are w[next[0]] to
- * w[next[0] + next[1] - 1]). next[0] is the true child. */
+ * w[next[0] + next[1] - 1]). next[0] is the true child. A branch's
+ * feature holds its missing_tracks_true as bit 30 (MISSING_TRUE), so the
+ * walk reads one 16-byte node. */
+#define MISSING_TRUE (1 << 30)
 typedef struct {
   int32_t feature;
   float thr;
@@ -71,7 +74,7 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
     if (h[i] < 0) return bad("a negative header word", i);
   int64_t T = h[TE_TREES], N = h[TE_NODES], W = h[TE_WEIGHTS], C = h[TE_TARGETS], B = h[TE_BASES];
   int cls = h[TE_FLAGS] & TE_CLASSIFIER;
-  if (T < 1 || N < T || C < 1 || (cls && C < 2) || h[TE_AGGREGATE] > TE_MAX || h[TE_POST] > TE_PROBIT ||
+  if (T < 1 || N < T || C < 1 || (cls && C < 2) || h[TE_FEATURES] >= MISSING_TRUE || h[TE_AGGREGATE] > TE_MAX || h[TE_POST] > TE_PROBIT ||
       h[TE_FLAGS] > 7 || B > (C > 2 ? C : 2))
     return bad("header out of range", 0);
   int64_t want = TE_HEADER + T + N * TE_NODE_WORDS + W * 2 + B + (cls ? C * 2 : 0);
@@ -109,7 +112,7 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
       } else {
         if (o[1] < 0 || o[1] >= h[TE_FEATURES] || o[3] <= i || o[4] <= i || o[3] >= end || o[4] >= end)
           st = bad("a node's feature or children are out of range (children follow their parent, in its tree)", i);
-        *x = (te_node){o[1], f32_of(o[2]), {o[3], o[4]}};
+        *x = (te_node){o[1] | (mtt ? MISSING_TRUE : 0), f32_of(o[2]), {o[3], o[4]}};
         out->same = out->same == -2 || out->same == mode ? mode : -1;
         out->missing |= mtt;
       }
@@ -153,11 +156,14 @@ static dvm_status *te_prepack(const dvm_tensor *t, int input, const dvm_attr_hin
 }
 
 /* The leaf row x reaches from node i; `mode` is the one branch mode of
- * the ensemble without missing tracks, or -1 to read each node's. */
-static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int32_t i, const float *x, int mode) {
+ * the ensemble, or -1 to read each node's; `missing`: some node's missing
+ * value tracks true. */
+static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int32_t i, const float *x, int mode,
+                                                          int missing) {
   const te_node *nd = e->node;
   while (nd[i].feature >= 0) {
-    float v = x[nd[i].feature], t = nd[i].thr;
+    int32_t f = nd[i].feature;
+    float v = x[missing ? f & ~MISSING_TRUE : f], t = nd[i].thr;
     int m = mode >= 0 ? mode : e->mode[i] & 15, go;
     switch (m) {
     case TE_LEQ: go = v <= t; break;
@@ -167,7 +173,7 @@ static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int
     case TE_EQ: go = v == t; break;
     default: go = v != t; break;
     }
-    if (mode < 0 && (e->mode[i] >> 4) && isnan(v)) go = 1;
+    if (missing) go |= (f >> 30) & (v != v); /* NaN */
     i = nd[i].next[!go];
   }
   return i;
@@ -177,12 +183,12 @@ static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int
 
 /* Rows [0, n) of x (n <= BLOCK), tree by tree, into score/has [n, C]. */
 static inline __attribute__((always_inline)) void walk_block(const ensemble *e, const float *x, int64_t ld, int n,
-                                                             float *score, uint8_t *has, int mode) {
+                                                             float *score, uint8_t *has, int mode, int missing) {
   int64_t C = e->h[TE_TARGETS];
   int agg = e->h[TE_AGGREGATE];
   for (int32_t t = 0; t < e->h[TE_TREES]; t++)
     for (int r = 0; r < n; r++) {
-      const te_node *leaf = &e->node[walk(e, e->roots[t], x + r * ld, mode)];
+      const te_node *leaf = &e->node[walk(e, e->roots[t], x + r * ld, mode, missing)];
       const te_weight *w = e->w + leaf->next[0];
       for (int32_t k = 0; k < leaf->next[1]; k++) {
         float *s = &score[r * C + w[k].target], v = w[k].value;
@@ -317,16 +323,18 @@ static void rows(void *ctx, int64_t s, int64_t end) {
   size_t slot = (size_t)dvm_par_slot() * BLOCK * (size_t)C;
   float *score = j->score + slot;
   uint8_t *has = j->has + slot;
-  int same = e->missing ? -1 : e->same;
+  int same = e->same, miss = e->missing;
   for (int64_t r0 = s; r0 < end; r0 += BLOCK) {
     int n = (int)(end - r0 < BLOCK ? end - r0 : BLOCK);
     memset(score, 0, sizeof *score * (size_t)(n * C));
     memset(has, 0, (size_t)(n * C));
     const float *x = j->x + r0 * j->ld;
-    /* the common single modes get their own loops */
-    if (same == TE_LEQ) walk_block(e, x, j->ld, n, score, has, TE_LEQ);
-    else if (same == TE_LT) walk_block(e, x, j->ld, n, score, has, TE_LT);
-    else walk_block(e, x, j->ld, n, score, has, -1);
+    /* the converters' single modes get their own loops */
+    if (same == TE_LEQ && !miss) walk_block(e, x, j->ld, n, score, has, TE_LEQ, 0);
+    else if (same == TE_LEQ) walk_block(e, x, j->ld, n, score, has, TE_LEQ, 1);
+    else if (same == TE_LT && !miss) walk_block(e, x, j->ld, n, score, has, TE_LT, 0);
+    else if (same == TE_LT) walk_block(e, x, j->ld, n, score, has, TE_LT, 1);
+    else walk_block(e, x, j->ld, n, score, has, -1, 1);
     for (int r = 0; r < n; r++)
       finish(e, score + r * C, has + r * C, j->z + (r0 + r) * C, j->labels ? j->labels + r0 + r : NULL);
   }
