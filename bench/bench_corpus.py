@@ -67,7 +67,8 @@ def compile_dvm(entry, onnx_path):
     p = subprocess.run([DVM, "compile", onnx_path, "-o", out], capture_output=True, text=True)
     dt = time.perf_counter() - t0
     if p.returncode != 0:
-        return None, dt, (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}").splitlines()[-1]
+        msg = (p.stderr.strip() or p.stdout.strip() or f"exit {p.returncode}").splitlines()[-1]
+        return None, dt, msg.replace(os.path.dirname(onnx_path) + os.sep, "")
     return out, dt, None
 
 
@@ -215,10 +216,11 @@ def markdown(path):
     with open(path) as f:
         info = json.load(f)
     threads = info["threads"]
+    has_rss = any(r.get("rss_dvm_mb") for r in info["results"])
     head = "| model | source | shape | compile s | max diff | " + " | ".join(
-        f"dvm ms ({t}t) | ORT ms ({t}t) | dvm/ORT ({t}t)" for t in threads) + " | RSS dvm / ORT MB |"
+        f"dvm ms ({t}t) | ORT ms ({t}t) | dvm/ORT ({t}t)" for t in threads) + (" | RSS dvm / ORT MB |" if has_rss else " |")
     print(head)
-    print("|" + " --- |" * 5 + " ---: | ---: | ---: |" * len(threads) + " ---: |")
+    print("|" + " --- |" * 5 + " ---: | ---: | ---: |" * len(threads) + " ---: |" * has_rss)
     for r in info["results"]:
         if "shape" not in r or f"ratio_{threads[0]}" not in r:
             print(f"| {r['model']} | {r['source']} | {r.get('shape', '')} | {r['compile_s']:.2f} | "
@@ -229,7 +231,7 @@ def markdown(path):
         rss = f"{r['rss_dvm_mb']:.0f} / {r['rss_ort_mb']:.0f}" if r.get("rss_dvm_mb") and r.get("rss_ort_mb") else ""
         flag = " (mismatch)" if r.get("failure") else ""
         print(f"| {r['model']} | {r['source']} | {r['shape']} | {r['compile_s']:.2f} | {r['max_rel_diff']:.1e}{flag} | "
-              + " | ".join(cells) + f" | {rss} |")
+              + " | ".join(cells) + f" | {rss} |" * has_rss + " |" * (not has_rss))
     for line in info.get("summary", []):
         print(f"\n{line}")
 
