@@ -17,7 +17,6 @@
 
 
 typedef struct call {
-  dvms_api *api;
   dvms_model *m;
   dvms_openai_req r;
   char id[48];
@@ -225,7 +224,6 @@ static void generate(dvms_api *api, dvms_model *m, int chat, const dvms_http_req
     return;
   }
   static atomic_llong serial;
-  c->api = api;
   c->m = m;
   c->r.chat = chat;
   c->created = (long long)time(NULL);
