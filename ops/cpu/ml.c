@@ -27,11 +27,14 @@
 #include "shapefuncs/ml.h"
 #include "shapefuncs/shape.h"
 
-/* A branch node, or a leaf (feature -1: its weights are w[next[0]] to
- * w[next[0] + next[1] - 1]). next[0] is the true child. A branch's
- * feature holds its missing_tracks_true as bit 30 (MISSING_TRUE), so the
- * walk reads one 16-byte node. */
+/* A branch node, or a leaf (feature LEAF, both children itself: a walk
+ * may take a fixed number of steps, as many as its tree is deep, without
+ * a branch on the data). next[0] is the true child. A branch's feature
+ * holds its missing_tracks_true as bit 30 (MISSING_TRUE), so the walk reads
+ * one 16-byte node. */
 #define MISSING_TRUE (1 << 30)
+#define LEAF (1 << 29)
+#define FEATURE (LEAF - 1)
 typedef struct {
   int32_t feature;
   float thr;
@@ -44,11 +47,17 @@ typedef struct {
 } te_weight;
 
 typedef struct {
+  int32_t first, count; /* a leaf's weights */
+} te_span;
+
+typedef struct {
   int32_t h[TE_HEADER];
   int same;    /* the branch mode of every branch node, or -1 */
   int missing; /* some node sends NaN to its true child */
   const int32_t *roots;
+  int32_t *depth; /* per tree: the steps from its root to its deepest leaf */
   te_node *node;
+  te_span *leaf;
   uint8_t *mode; /* per node: mode | missing_tracks_true << 4 */
   te_weight *w;
   float *base;
@@ -74,12 +83,12 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
     if (h[i] < 0) return bad("a negative header word", i);
   int64_t T = h[TE_TREES], N = h[TE_NODES], W = h[TE_WEIGHTS], C = h[TE_TARGETS], B = h[TE_BASES];
   int cls = h[TE_FLAGS] & TE_CLASSIFIER;
-  if (T < 1 || N < T || C < 1 || (cls && C < 2) || h[TE_FEATURES] >= MISSING_TRUE || h[TE_AGGREGATE] > TE_MAX || h[TE_POST] > TE_PROBIT ||
+  if (T < 1 || N < T || C < 1 || (cls && C < 2) || h[TE_FEATURES] >= LEAF || h[TE_AGGREGATE] > TE_MAX || h[TE_POST] > TE_PROBIT ||
       h[TE_FLAGS] > 7 || B > (C > 2 ? C : 2))
     return bad("header out of range", 0);
   int64_t want = TE_HEADER + T + N * TE_NODE_WORDS + W * 2 + B + (cls ? C * 2 : 0);
   if (want != nw) return bad("its length does not match its header", nw);
-  size_t bytes = (size_t)N * (sizeof(te_node) + 1) + (size_t)W * sizeof(te_weight) + (size_t)(B + 1) * sizeof(float) +
+  size_t bytes = (size_t)N * (sizeof(te_node) + sizeof(te_span) + sizeof(int32_t) + 1) + (size_t)T * sizeof(int32_t) + (size_t)W * sizeof(te_weight) + (size_t)(B + 1) * sizeof(float) +
                  (size_t)C * sizeof(int64_t) + (size_t)T * sizeof(int32_t) + 64;
   char *mem = malloc(bytes);
   if (!mem) return dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for the ensemble");
@@ -90,13 +99,18 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
   out->node = (te_node *)(out->labels + C);
   out->w = (te_weight *)(out->node + N);
   out->base = (float *)(out->w + W);
-  out->mode = (uint8_t *)(out->base + B + 1);
+  out->leaf = (te_span *)(out->base + B + 1);
+  out->depth = (int32_t *)(out->leaf + N);
+  int32_t *nodedepth = out->depth + T;
+  out->mode = (uint8_t *)(nodedepth + N);
+  memset(nodedepth, 0, sizeof *nodedepth * (size_t)N);
   const int32_t *r = wd + TE_HEADER, *nd = r + T, *ww = nd + N * TE_NODE_WORDS, *bw = ww + W * 2;
   dvm_status *st = NULL;
   out->same = -2;
   out->missing = 0;
   for (int64_t t = 0; t < T && !st; t++) {
     roots[t] = r[t];
+    out->depth[t] = 0;
     int64_t end = t + 1 < T ? r[t + 1] : N;
     if ((t ? r[t] <= r[t - 1] : r[t] != 0) || end <= r[t] || end > N)
       st = bad("tree roots out of order", TE_HEADER + t);
@@ -108,15 +122,19 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
         st = bad("a node's mode", i);
       } else if (mode == TE_LEAF) {
         if (o[3] < 0 || o[4] < 0 || o[3] > W || o[4] > W - o[3]) st = bad("a leaf's weights are out of range", i);
-        *x = (te_node){-1, 0, {o[3], o[4]}};
+        *x = (te_node){LEAF, 0, {(int32_t)i, (int32_t)i}};
+        out->leaf[i] = (te_span){o[3], o[4]};
       } else {
         if (o[1] < 0 || o[1] >= h[TE_FEATURES] || o[3] <= i || o[4] <= i || o[3] >= end || o[4] >= end)
           st = bad("a node's feature or children are out of range (children follow their parent, in its tree)", i);
         *x = (te_node){o[1] | (mtt ? MISSING_TRUE : 0), f32_of(o[2]), {o[3], o[4]}};
+        for (int c = 3; c <= 4 && !st; c++) /* a child follows its parents: its depth is known here */
+          if (nodedepth[o[c]] < nodedepth[i] + 1) nodedepth[o[c]] = nodedepth[i] + 1;
         out->same = out->same == -2 || out->same == mode ? mode : -1;
         out->missing |= mtt;
       }
       out->mode[i] = (uint8_t)(mode | mtt << 4);
+      if (nodedepth[i] > out->depth[t]) out->depth[t] = nodedepth[i];
     }
   }
   for (int64_t i = 0; i < W && !st; i++) {
@@ -161,9 +179,9 @@ static dvm_status *te_prepack(const dvm_tensor *t, int input, const dvm_attr_hin
 static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int32_t i, const float *x, int mode,
                                                           int missing) {
   const te_node *nd = e->node;
-  while (nd[i].feature >= 0) {
+  while (!(nd[i].feature & LEAF)) {
     int32_t f = nd[i].feature;
-    float v = x[missing ? f & ~MISSING_TRUE : f], t = nd[i].thr;
+    float v = x[f & FEATURE], t = nd[i].thr;
     int m = mode >= 0 ? mode : e->mode[i] & 15, go;
     switch (m) {
     case TE_LEQ: go = v <= t; break;
@@ -181,16 +199,40 @@ static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int
 
 #define BLOCK 64 /* rows that walk one tree before the next tree: it stays in cache */
 
+#define LANES 8 /* rows that walk a tree side by side: independent loads overlap */
+
+/* The leaves rows x[r * ld], r < n <= LANES, reach in tree t, into leaf[r]:
+ * depth[t] steps each, no branch on the data (leaves loop to themselves),
+ * for an ensemble of one branch mode whose X has a column 0. */
+static inline __attribute__((always_inline)) void walk_lanes(const ensemble *e, int32_t t, const float *x, int64_t ld,
+                                                             int n, int mode, int missing, int32_t *leaf) {
+  const te_node *nd = e->node;
+  for (int r = 0; r < n; r++) leaf[r] = e->roots[t];
+  for (int32_t s = 0; s < e->depth[t]; s++)
+    for (int r = 0; r < n; r++) {
+      const te_node *q = &nd[leaf[r]];
+      int32_t f = q->feature;
+      float v = x[r * ld + (f & FEATURE)];
+      int go = mode == TE_LEQ ? v <= q->thr : v < q->thr;
+      if (missing) go |= (f >> 30) & (v != v); /* NaN */
+      leaf[r] = q->next[!go];
+    }
+}
+
 /* Rows [0, n) of x (n <= BLOCK), tree by tree, into score/has [n, C]. */
 static inline __attribute__((always_inline)) void walk_block(const ensemble *e, const float *x, int64_t ld, int n,
                                                              float *score, uint8_t *has, int mode, int missing) {
   int64_t C = e->h[TE_TARGETS];
   int agg = e->h[TE_AGGREGATE];
+  int32_t lanes[LANES];
   for (int32_t t = 0; t < e->h[TE_TREES]; t++)
     for (int r = 0; r < n; r++) {
-      const te_node *leaf = &e->node[walk(e, e->roots[t], x + r * ld, mode, missing)];
-      const te_weight *w = e->w + leaf->next[0];
-      for (int32_t k = 0; k < leaf->next[1]; k++) {
+      /* a few rows: stopping at the leaf beats the fixed depth (unbalanced trees) */
+      if (mode < 0 || n < 4) lanes[r % LANES] = walk(e, e->roots[t], x + r * ld, mode, missing);
+      else if (r % LANES == 0) walk_lanes(e, t, x + r * ld, ld, n - r < LANES ? n - r : LANES, mode, missing, lanes);
+      const te_span *leaf = &e->leaf[lanes[r % LANES]];
+      const te_weight *w = e->w + leaf->first;
+      for (int32_t k = 0; k < leaf->count; k++) {
         float *s = &score[r * C + w[k].target], v = w[k].value;
         uint8_t *hs = &has[r * C + w[k].target];
         if (agg == TE_SUM || agg == TE_AVERAGE) *s += v;
@@ -323,7 +365,7 @@ static void rows(void *ctx, int64_t s, int64_t end) {
   size_t slot = (size_t)dvm_par_slot() * BLOCK * (size_t)C;
   float *score = j->score + slot;
   uint8_t *has = j->has + slot;
-  int same = e->same, miss = e->missing;
+  int same = e->h[TE_FEATURES] ? e->same : -1, miss = e->missing; /* the lanes read column 0 */
   for (int64_t r0 = s; r0 < end; r0 += BLOCK) {
     int n = (int)(end - r0 < BLOCK ? end - r0 : BLOCK);
     memset(score, 0, sizeof *score * (size_t)(n * C));
