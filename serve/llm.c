@@ -110,9 +110,12 @@ static void *engine(void *arg) {
       continue;
     }
     for (int s = 0; s < l->nslots; s++) dvm_generator_sequence(l->gen, s, &before[s]);
+    int running = l->running;
     pthread_mutex_unlock(&l->mu);
+    double t0 = dvms_now();
     dvm_status *st = before ? dvm_generator_next(l->gen) : dvm_status_new(DVM_OUT_OF_MEMORY, "the engine's state");
     double now = dvms_now();
+    dvms_metrics_batch(l->m->metrics, l->m->name, running, now - t0, 0, 0); /* sequences per step */
     pthread_mutex_lock(&l->mu);
     if (st) { /* every running sequence fails with it */
       for (int s = 0; s < l->nslots; s++)

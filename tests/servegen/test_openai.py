@@ -65,6 +65,13 @@ class GenServer:
         assert self.port, "dvm serve did not start:\n" + open(log).read()
         self.base = f"http://127.0.0.1:{self.port}"
 
+    def batch_steps(self, model, rows):
+        """Steps of more than `rows` sequences so far, from dvm_batch_size."""
+        text = urllib.request.urlopen(self.base + "/metrics").read().decode()
+        count = float(re.search(r'dvm_batch_size_count\{model="' + model + r'"\} (\S+)', text).group(1))
+        le = re.search(r'dvm_batch_size_bucket\{model="' + model + r'",le="' + str(rows) + r'"\} (\S+)', text)
+        return count - float(le.group(1))
+
     def metric_value(self, name, model):
         text = urllib.request.urlopen(self.base + "/metrics").read().decode()
         m = re.search(re.escape(name) + r'\{model_name="' + model + r'"\} (\S+)', text)
@@ -131,21 +138,26 @@ def test_concurrent_streams_equal_alone(gen_server, model):
                                          (3, 150), (47, 29), (1, 90), (11, 250)])]
     got = [None] * len(cases)
 
+    together = threading.Barrier(len(cases) - 1)
+
     def one(i):
         prompt, m, stream = cases[i]
+        if i < len(cases) - 1:
+            together.wait()  # so that they overlap however fast the tiny model is
         got[i] = run_completion(client, model, prompt, m, stream)
 
-    running = []  # sampled while they run: several at once, or one with continuous_batching = 0
+    rows = 1 if model == "serial" else 4
+    wide_before = gen_server.batch_steps(model, rows)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cases))]
     for t in threads[:-1]:
         t.start()
     time.sleep(0.05)  # the last joins while the others run
     threads[-1].start()
-    while any(t.is_alive() for t in threads):
-        running.append(gen_server.metric_value("vllm:num_requests_running", model))
     for t in threads:
         t.join(300)
-    assert max(running) == (1 if model == "serial" else 8), running
+    # steps of more than 4 sequences at once; with continuous_batching = 0, none of more than 1
+    wide = gen_server.batch_steps(model, rows) - wide_before
+    assert wide == 0 if model == "serial" else wide > 0, wide
     lost = [i for i, g in enumerate(got) if g is None]
     wrong = []
     for i, (prompt, m, stream) in enumerate(cases):
