@@ -670,6 +670,7 @@ static const struct {
      "auto_pad=s ceil_mode=i count_include_pad=i dilations=I kernel_shape=I pads=I strides=I"},
     {"BatchNormalization", "epsilon=f momentum=f training_mode=i"},
     {"Bernoulli", "dtype=i seed=f"},
+    {"Binarizer", "threshold=f"},
     {"BitCast", "to=i"},
     {"BitShift", "direction=s"},
     {"BlackmanWindow", "output_datatype=i periodic=i"},

@@ -1,4 +1,5 @@
-/* Classical machine learning (the ai.onnx.ml domain): tree_ensemble.
+/* Classical machine learning (the ai.onnx.ml domain): tree_ensemble and
+ * binarizer (below).
  *
  *   tree_ensemble(in: X, E; attrs: targets:int, classifier:int)
  *     -> labels, scores (a classifier) or scores (a regressor)
@@ -425,7 +426,30 @@ static dvm_status *tree_ensemble(const dvm_kernel_args *a) {
   return st;
 }
 
+/* binarizer(in: X; attrs: threshold:float) -> Y: 1 where X > threshold,
+ * else 0, in X's shape; f32. A NaN in X is an error, as in ONNX Runtime. */
+static dvm_status *binarizer(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "binarizer", 1, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  double thr;
+  if (a->nattrs != 1 || a->attrs[0].kind != DVM_VAL_FLOAT)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "binarizer: takes one float attribute (threshold)");
+  thr = a->attrs[0].u.f;
+  int64_t n = dvm_tensor_numel(x);
+  if (x->dtype != DVM_F32 || y->dtype != DVM_F32 || dvm_tensor_numel(y) != n)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "binarizer: want X f32 and Y f32 of X's size");
+  const float *px = dvm_tensor_ptr(x), t = (float)thr;
+  float *py = dvm_tensor_ptr(y);
+  for (int64_t i = 0; i < n; i++) {
+    if (px[i] != px[i]) return dvm_status_new(DVM_INVALID_ARGUMENT, "binarizer: X element %lld is NaN", (long long)i);
+    py[i] = px[i] > t ? 1.0f : 0.0f;
+  }
+  return NULL;
+}
+
 const dvm_kernel_def dvm_cpu_ml_kernels[] = {
     {"tree_ensemble", DVM_DEVICE_CPU, tree_ensemble, "tree_ensemble", DVM_DTYPE_BIT(DVM_F32), .prepack = te_prepack},
+    {"binarizer", DVM_DEVICE_CPU, binarizer, NULL, DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
 };

@@ -244,3 +244,17 @@ def test_too_few_features_is_an_error(tmp_path):
     with pytest.raises(DvmError) as e:
         run_module(mod, {"X": np.zeros((2, 3), np.float32)})
     assert "X has 3 features, the trees read feature 4" in e.value.message
+
+
+@pytest.mark.parametrize("threshold", [0.25, -1.5])
+def test_binarizer(tmp_path, threshold):
+    n = helper.make_node("Binarizer", ["X"], ["Y"], domain=ML, threshold=threshold)
+    m = make_model([n], [("X", TensorProto.FLOAT, ["N", FEATURES])], [("Y", TensorProto.FLOAT, ["N", FEATURES])],
+                   opsets=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
+    ml_check(m, tmp_path)
+    mod = compile_onnx(save_model(m, tmp_path / "b.onnx"))
+    x = ml_data(3)
+    x[1, 4] = np.nan
+    with pytest.raises(DvmError) as e:  # as ONNX Runtime refuses it
+        run_module(mod, {"X": x})
+    assert "binarizer: X element 10 is NaN" in e.value.message
