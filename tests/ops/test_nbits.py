@@ -233,10 +233,25 @@ def test_matmul_nbits_malformed():
     gidx[4] = ("g_idx", np.zeros(40, np.int32))
     fails(gidx, set(), "g_idx .* is not supported")
     fails(ins, set(), "weight_prepacked 1 .* is not supported", weight_prepacked=1)
+
+
+def test_matmul_nbits_f16_runs_on_f32_as_onnxruntime():
+    """f16 A and scales: the f32 kernel on f32 copies, Y rounded to f16
+    (lw_via_f32), as ONNX Runtime's CPU provider computes it, to an f16
+    step of its result."""
+    rng = np.random.default_rng(9)
+    ins = nbits_inputs(rng, (3, 40), 40, 7, 4, 32, "u8", False)
     half = list(ins)
     half[0] = ("A", ins[0][1].astype(np.float16))
     half[2] = ("scales", ins[2][1].astype(np.float16))
-    fails(half, set(), "dtype f16 is not supported")
+    mod = nbits_model("MatMulNBits", half, {"B", "scales", "zero_points"}, ["Y"], K=40, N=7, bits=4, block_size=32)
+    mod.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    feeds = {"A": half[0][1]}
+    want = ort.InferenceSession(mod.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = run_model(mod, feeds)[0]
+    assert got.dtype == np.float16 and got.shape == want.shape
+    g, w = got.astype(np.float32), want.astype(np.float32)
+    assert np.all(np.abs(g - w) <= 2 * np.spacing(np.abs(w).astype(np.float16)).astype(np.float32) + 1e-3)
 
 
 # ---- GatherBlockQuantized -------------------------------------------------
