@@ -89,15 +89,18 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
     return bad("header out of range", 0);
   int64_t want = TE_HEADER + T + N * TE_NODE_WORDS + W * 2 + B + (cls ? C * 2 : 0);
   if (want != nw) return bad("its length does not match its header", nw);
+  /* labels for a classifier only: its C is bounded by the words, a
+   * regressor's is not (the call's outputs are checked against it after) */
+  int64_t L = cls ? C : 0;
   size_t bytes = (size_t)N * (sizeof(te_node) + sizeof(te_span) + sizeof(int32_t) + 1) + (size_t)T * sizeof(int32_t) + (size_t)W * sizeof(te_weight) + (size_t)(B + 1) * sizeof(float) +
-                 (size_t)C * sizeof(int64_t) + (size_t)T * sizeof(int32_t) + 64;
+                 (size_t)L * sizeof(int64_t) + (size_t)T * sizeof(int32_t) + 64;
   char *mem = malloc(bytes);
   if (!mem) return dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for the ensemble");
   memcpy(out->h, h, sizeof out->h);
   int32_t *roots = (int32_t *)mem;
   out->roots = roots;
   out->labels = (int64_t *)(((uintptr_t)(roots + T) + 7) & ~(uintptr_t)7);
-  out->node = (te_node *)(out->labels + C);
+  out->node = (te_node *)(out->labels + L);
   out->w = (te_weight *)(out->node + N);
   out->base = (float *)(out->w + W);
   out->leaf = (te_span *)(out->base + B + 1);
