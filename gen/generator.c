@@ -396,14 +396,9 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
   }
   if (!st) st = dvm_vm_invoke_bound(g->vm, g->f, g->args, g->nparams, g->bound, g->results, g->nresults);
   for (int k = 0; k < NINPUTS; k++) dvm_tensor_release(in[k]);
-  for (int i = 0; i < 2 * c->layers && c->share_buffer; i++) {
+  for (int i = 0; i < 2 * c->layers; i++) {
     dvm_value *v = &g->args[g->past[i]];
-    if (v->kind == DVM_VAL_TENSOR) dvm_tensor_release(v->u.tensor);
-    *v = (dvm_value){.kind = DVM_VAL_NONE};
-  }
-  for (int i = 0; i < 2 * c->layers && !c->share_buffer; i++) {
-    dvm_value *v = &g->args[g->past[i]];
-    if (!st) st = present_keep(g, i, b0, nb, P, n, g->results[g->present[i]].u.tensor);
+    if (!st && !c->share_buffer) st = present_keep(g, i, b0, nb, P, n, g->results[g->present[i]].u.tensor);
     if (v->kind == DVM_VAL_TENSOR) dvm_tensor_release(v->u.tensor);
     *v = (dvm_value){.kind = DVM_VAL_NONE};
   }
