@@ -93,16 +93,8 @@ static dvm_status *copy_const(dvm_const *c, int fd) {
   size_t padded = (c->nbytes + 63) & ~(size_t)63;
   uint8_t *buf = aligned_alloc(64, padded ? padded : 64);
   if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  dvm_status *st = NULL;
-  for (size_t got = 0; !st && got < c->nbytes;) {
-    ssize_t r = pread(fd, buf + got, c->nbytes - got, (off_t)(c->ext_offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      st = dvm_status_new(DVM_IO, "constant \"%s\": reading \"%s\": %s", c->name, c->ext_path,
-                          r < 0 ? strerror(errno) : "the file shrank while loading");
-    else
-      got += (size_t)r;
-  }
+  dvm_status *st = dvm_file_read(fd, c->ext_path, buf, c->nbytes, c->ext_offset);
+  if (st) st = dvm_status_annotate(st, "constant \"%s\"", c->name);
   dvm_storage *s = NULL;
   if (!st) st = hash_check(c, XXH3_64bits(buf, c->nbytes));
   if (!st) st = dvm_storage_wrap(DVM_DEVICE_CPU, buf, c->nbytes, free_copy, buf, &s);

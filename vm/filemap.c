@@ -75,7 +75,7 @@ static void rows_free(void *p) {
   free(f);
 }
 
-static dvm_status *read_at(int fd, const char *path, void *buf, size_t n, uint64_t at) {
+dvm_status *dvm_file_read(int fd, const char *path, void *buf, size_t n, uint64_t at) {
   for (size_t got = 0; got < n;) {
     ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(at + got));
     if (r < 0 && errno == EINTR) continue;
@@ -102,7 +102,7 @@ dvm_status *dvm_rows_form(const dvm_tensor *t, size_t row, void **data, void (**
   if (!st && (f->fd = dup(mp->fd)) < 0) st = dvm_status_new(DVM_IO, "\"%s\": dup: %s", path, strerror(errno));
   for (size_t b = 0; !st && b < nblocks; b++) {
     size_t n = b + 1 < nblocks ? block : nbytes - b * block;
-    if (!(st = read_at(f->fd, f->path, buf, n, f->offset + b * block))) {
+    if (!(st = dvm_file_read(f->fd, f->path, buf, n, f->offset + b * block))) {
       f->hashes[b] = XXH3_64bits(buf, n);
       XXH3_64bits_update(h, buf, n);
     }
@@ -128,7 +128,7 @@ dvm_status *dvm_rows_read(const void *form, int64_t r, int64_t n, void *dst) {
   for (size_t b = lo / per; !st && b * per < hi; b++) {
     uint64_t at = f->offset + b * f->block;
     size_t len = f->nbytes - b * f->block < f->block ? f->nbytes - b * f->block : f->block;
-    if ((st = read_at(f->fd, f->path, buf, len, at))) break;
+    if ((st = dvm_file_read(f->fd, f->path, buf, len, at))) break;
     if (XXH3_64bits(buf, len) != f->hashes[b]) {
       st = dvm_status_new(DVM_CORRUPT, "bytes %llu..%llu of \"%s\" changed after the module was loaded",
                           (unsigned long long)at, (unsigned long long)(at + len), f->path);

@@ -105,6 +105,9 @@ void dvm_tensor_consumed(const dvm_tensor *t, size_t offset, size_t size);
  * forms may be made until dvm_storage_file_closed (vm/filemap.c). */
 DVM_MUST_USE dvm_status *dvm_storage_map_file(int fd, const char *path, size_t size, dvm_storage **out);
 void dvm_storage_file_closed(dvm_storage *s);
+/* n bytes of file fd (named path in messages) at offset `at` into buf:
+ * an error naming the file and the byte where it is shorter. */
+DVM_MUST_USE dvm_status *dvm_file_read(int fd, const char *path, void *buf, size_t n, uint64_t at);
 
 /* For a prepack hook of a kernel that reads t only by rows along its
  * first axis, each `row` bytes (Gather of an embedding table): a form that
