@@ -1,5 +1,6 @@
 /* The KServe v2 REST routes (and Triton's repository and config
- * extensions) on top of the repository and the batcher. Errors are
+ * extensions; its generate extension is openai.c's) on top of the
+ * repository and the batcher. Errors are
  * KServe error bodies, {"error": "..."}, with the status codes listed in
  * docs/serving.md. */
 #include <inttypes.h>
@@ -10,15 +11,6 @@
 
 #define VERSION "0.1.0"
 
-static void error(dvms_http_reply *rp, unsigned status, const char *msg) {
-  rp->status = status;
-  dvms_buf_free(&rp->body);
-  dvms_buf_put(&rp->body, "{\"error\":", 9);
-  dvms_buf_json_string(&rp->body, msg);
-  dvms_buf_put(&rp->body, "}", 1);
-  rp->content_type = "application/json";
-}
-
 /* An out-of-memory status's message may name only what was being
  * allocated ("583 bytes for the request's JSON"): the answer says what
  * happened. */
@@ -27,9 +19,9 @@ static void error_status(dvms_http_reply *rp, unsigned status, dvm_status *st) {
   if (dvm_status_code(st) == DVM_OUT_OF_MEMORY && !strstr(msg, "out of memory")) {
     char full[512];
     snprintf(full, sizeof full, "out of memory: %s", msg);
-    error(rp, status, full);
+    dvms_kserve_error(rp, status, full);
   } else {
-    error(rp, status, msg);
+    dvms_kserve_error(rp, status, msg);
   }
   dvm_status_free(st);
 }
@@ -119,17 +111,17 @@ static void infer(dvms_api *api, dvms_model *m, const dvms_http_request *rq, dvm
   dvms_request req;
   snprintf(rp->model, sizeof rp->model, "%s", m->name);
   if (rq->draining) {
-    error(rp, 503, "the server is shutting down");
+    dvms_kserve_error(rp, 503, "the server is shutting down");
     dvms_metrics_request(api->metrics, m->name, DVMS_OVERLOAD, -1);
     return;
   }
   if (m->llm) {
-    error(rp, 400, "a generation model: use /v1/completions or /v1/chat/completions");
+    dvms_kserve_error(rp, 400, "a generation model: use /v1/completions, /v1/chat/completions or its generate route");
     dvms_metrics_request(api->metrics, m->name, DVMS_CLIENT_ERROR, -1);
     return;
   }
   if (rq->bad_header_len) {
-    error(rp, 400, "Inference-Header-Content-Length is not a number of bytes");
+    dvms_kserve_error(rp, 400, "Inference-Header-Content-Length is not a number of bytes");
     dvms_metrics_request(api->metrics, m->name, DVMS_CLIENT_ERROR, -1);
     return;
   }
@@ -155,9 +147,9 @@ static void infer(dvms_api *api, dvms_model *m, const dvms_http_request *rq, dvm
     if (job.started > 0) rp->compute_ms = (job.finished - job.started) * 1e3;
     rp->batch_rows = job.batch_rows;
     if (outcome == DVMS_CANCELLED) {
-      error(rp, 499, "the client closed the connection");
+      dvms_kserve_error(rp, 499, "the client closed the connection");
     } else if (outcome == DVMS_TIMEOUT) {
-      error(rp, 504, "the request's deadline passed in the queue");
+      dvms_kserve_error(rp, 504, "the request's deadline passed in the queue");
     } else if (job.status) {
       unsigned status;
       outcome = outcome_of(dvm_status_code(job.status), &status);
@@ -177,11 +169,11 @@ static void infer(dvms_api *api, dvms_model *m, const dvms_http_request *rq, dvm
 
 static void server_metadata(dvms_http_reply *rp) {
   dvms_buf_printf(&rp->body, "{\"name\":\"dvm\",\"version\":\"%s\",\"extensions\":[\"binary_tensor_data\","
-                             "\"model_repository\"]}", VERSION);
+                             "\"model_repository\",\"generate\"]}", VERSION);
   ok_json(rp);
 }
 
-/* /v2/models/NAME[/versions/V][/ready|/infer|/config] */
+/* /v2/models/NAME[/versions/V][/ready|/infer|/config|/generate|/generate_stream] */
 static void models(dvms_api *api, char **p, int n, const dvms_http_request *rq, dvms_http_reply *rp) {
   const char *version = NULL, *action = NULL;
   int k = 3;
@@ -190,13 +182,14 @@ static void models(dvms_api *api, char **p, int n, const dvms_http_request *rq, 
     k = 5;
   }
   if (n > k + 1) {
-    error(rp, 404, "no such route");
+    dvms_kserve_error(rp, 404, "no such route");
     return;
   }
   if (n == k + 1) action = p[k];
   int post = strcmp(rq->method, "POST") == 0;
-  if (action && strcmp(action, "infer") == 0 ? !post : post) {
-    error(rp, 405, "method not allowed");
+  int generate = action && (strcmp(action, "generate") == 0 || strcmp(action, "generate_stream") == 0);
+  if (action && (strcmp(action, "infer") == 0 || generate) ? !post : post) {
+    dvms_kserve_error(rp, 405, "method not allowed");
     return;
   }
   dvms_model *m = dvms_repo_get(api->repo, p[2], version);
@@ -204,21 +197,22 @@ static void models(dvms_api *api, char **p, int n, const dvms_http_request *rq, 
   if (!m) {
     char msg[400];
     snprintf(msg, sizeof msg, "model \"%s\"%s%s is not loaded", p[2], version ? " version " : "", version ? version : "");
-    error(rp, 404, msg);
+    dvms_kserve_error(rp, 404, msg);
     return;
   }
   if (!action) model_metadata(api, m, rp);
   else if (strcmp(action, "ready") == 0) rp->status = 200; /* health answers are the status, no body */
   else if (strcmp(action, "config") == 0) model_config(m, rp);
   else if (strcmp(action, "infer") == 0) infer(api, m, rq, rp);
-  else error(rp, 404, "no such route");
+  else if (generate) dvms_generate_handle(api, m, strcmp(action, "generate_stream") == 0, rq, rp);
+  else dvms_kserve_error(rp, 404, "no such route");
   dvms_model_release(m);
 }
 
 /* /v2/repository/index, /v2/repository/models/NAME/load|unload */
 static void repository(dvms_api *api, char **p, int n, const dvms_http_request *rq, dvms_http_reply *rp) {
   if (strcmp(rq->method, "POST") != 0) {
-    error(rp, 405, "method not allowed");
+    dvms_kserve_error(rp, 405, "method not allowed");
     return;
   }
   if (n == 3 && strcmp(p[2], "index") == 0) {
@@ -227,7 +221,7 @@ static void repository(dvms_api *api, char **p, int n, const dvms_http_request *
     return;
   }
   if (n != 5 || strcmp(p[2], "models") != 0) {
-    error(rp, 404, "no such route");
+    dvms_kserve_error(rp, 404, "no such route");
     return;
   }
   snprintf(rp->model, sizeof rp->model, "%s", p[3]);
@@ -235,7 +229,7 @@ static void repository(dvms_api *api, char **p, int n, const dvms_http_request *
   if (strcmp(p[4], "load") == 0) st = dvms_repo_load(api->repo, p[3]);
   else if (strcmp(p[4], "unload") == 0) st = dvms_repo_unload(api->repo, p[3]);
   else {
-    error(rp, 404, "no such route");
+    dvms_kserve_error(rp, 404, "no such route");
     return;
   }
   if (st) {
@@ -260,20 +254,20 @@ void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply
   } else if (n >= 1 && strcmp(p[0], "v1") == 0) {
     dvms_openai_handle(api, p, n, rq, rp);
   } else if (n == 0 || strcmp(p[0], "v2") != 0) {
-    error(rp, 404, "no such route");
+    dvms_kserve_error(rp, 404, "no such route");
   } else if (n == 1) {
-    get ? server_metadata(rp) : error(rp, 405, "method not allowed");
+    get ? server_metadata(rp) : dvms_kserve_error(rp, 405, "method not allowed");
   } else if (n == 3 && strcmp(p[1], "health") == 0 && get) {
     if (strcmp(p[2], "live") == 0) rp->status = 200;
     else if (strcmp(p[2], "ready") == 0)
       rp->status = !rq->draining && dvms_repo_ready(api->repo) ? 200 : 400; /* the v2 spec: 4xx is false */
-    else error(rp, 404, "no such route");
+    else dvms_kserve_error(rp, 404, "no such route");
   } else if (n >= 3 && strcmp(p[1], "models") == 0) {
     models(api, p, n, rq, rp);
   } else if (n >= 3 && strcmp(p[1], "repository") == 0) {
     repository(api, p, n, rq, rp);
   } else {
-    error(rp, 404, "no such route");
+    dvms_kserve_error(rp, 404, "no such route");
   }
-  if (rp->body.failed) error(rp, 507, "out of memory writing the response");
+  if (rp->body.failed) dvms_kserve_error(rp, 507, "out of memory writing the response");
 }

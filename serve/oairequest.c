@@ -1,15 +1,26 @@
-/* An OpenAI /v1/completions or /v1/chat/completions request's JSON, read
- * and checked against a generation model (its max_length, max_tokens,
- * tokenizer and chat template) before anything is queued: each field's
- * type and range, the fields dvm does not do refused by name, the prompt
- * (text through the tokenizer, token ids, or chat messages through
- * chat.c) within max_length. Errors are OpenAI's error bodies. Apart from
- * the server so the fuzz target needs neither it nor the engine. */
+/* An OpenAI /v1/completions or /v1/chat/completions request's JSON, or
+ * a Triton generate request's, read and checked against a generation
+ * model (its max_length, max_tokens, max_running, tokenizer and chat
+ * template) before anything is queued: each field's type and range, the
+ * fields dvm does not do refused by name, the prompt (text through the
+ * tokenizer, token ids, or chat messages through chat.c) within
+ * max_length. Errors are OpenAI's error bodies, or KServe's on Triton's
+ * routes. Apart from the server so the fuzz target needs neither it nor
+ * the engine. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "serve.h"
+
+void dvms_kserve_error(dvms_http_reply *rp, unsigned status, const char *msg) {
+  rp->status = status;
+  rp->content_type = "application/json";
+  dvms_buf_free(&rp->body);
+  DVMS_PUT(&rp->body, "{\"error\":");
+  dvms_buf_json_string(&rp->body, msg);
+  DVMS_PUT(&rp->body, "}");
+}
 
 void dvms_openai_error(dvms_http_reply *rp, unsigned status, const char *param, const char *msg) {
   rp->status = status;
@@ -21,6 +32,12 @@ void dvms_openai_error(dvms_http_reply *rp, unsigned status, const char *param, 
   if (param) dvms_buf_json_string(&rp->body, param);
   else DVMS_PUT(&rp->body, "null");
   dvms_buf_printf(&rp->body, ",\"code\":%u}}", status);
+}
+
+/* The error body of r's route. */
+static void refuse(const dvms_openai_req *r, dvms_http_reply *rp, unsigned status, const char *param, const char *msg) {
+  if (r->triton) dvms_kserve_error(rp, status, msg);
+  else dvms_openai_error(rp, status, param, msg);
 }
 
 /* ---- the request ---- */
@@ -149,7 +166,7 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
   const char *bad = unsupported(req);
   if (bad) {
     snprintf(msg, sizeof msg, "%s is not supported by dvm serve", bad);
-    dvms_openai_error(rp, 400, bad, msg);
+    refuse(r, rp, 400, bad, msg);
     return 0;
   }
   double temperature = 1, top_p = 1, n = 1, seed = -1, top_k = 0, rep = 1;
@@ -164,9 +181,9 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
   else if (!number(req, "top_p", 0, 1, 0, &top_p, msg, sizeof msg) || top_p <= 0) {
     field = fields[1];
     if (!msg[0]) snprintf(msg, sizeof msg, "top_p must be in (0, 1]");
-  } else if (!number(req, "n", 1, 1, 1, &n, msg, sizeof msg)) {
+  } else if (!number(req, "n", 1, m->cfg.max_running, 1, &n, msg, sizeof msg)) {
     field = fields[2];
-    snprintf(msg, sizeof msg, "n must be 1: dvm serve makes one choice per request");
+    snprintf(msg, sizeof msg, "n must be an integer in [1, %d], the model's max_running", m->cfg.max_running);
   } else if (!number(req, "seed", 0, 9007199254740991.0, 1, &seed, msg, sizeof msg)) field = fields[3];
   else if (!number(req, "top_k", -1, 1 << 30, 1, &top_k, msg, sizeof msg)) field = fields[4];
   else if (!number(req, "repetition_penalty", 1e-6, 1e6, 0, &rep, msg, sizeof msg)) field = fields[5];
@@ -175,15 +192,16 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
   else if (stream && !json_is_boolean(stream)) field = "stream", snprintf(msg, sizeof msg, "stream must be true or false");
   else if (!stops(r, req, msg, sizeof msg)) field = "stop";
   if (field) {
-    dvms_openai_error(rp, 400, field, msg);
+    refuse(r, rp, 400, field, msg);
     return 0;
   }
   if (m->cfg.max_tokens && max_tokens > m->cfg.max_tokens) {
     snprintf(msg, sizeof msg, "max_tokens %.0f is more than the model's limit of %d", max_tokens, m->cfg.max_tokens);
-    dvms_openai_error(rp, 400, "max_tokens", msg);
+    refuse(r, rp, 400, "max_tokens", msg);
     return 0;
   }
   r->stream = json_is_true(stream);
+  r->n = (int)n;
   json_t *so = json_object_get(req, "stream_options");
   r->include_usage = json_is_true(json_object_get(so, "include_usage"));
   dvm_status *st = prompt_ids(r, m, req);
@@ -196,7 +214,7 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
                         "%.0f", max_tokens, r->g.nprompt, max_length);
   if (st) {
     int oom = dvm_status_code(st) == DVM_OUT_OF_MEMORY;
-    dvms_openai_error(rp, oom ? 507 : 400, strstr(dvm_status_message(st), "max_tokens") ? "max_tokens" : r->chat ? "messages"
+    refuse(r, rp, oom ? 507 : 400, strstr(dvm_status_message(st), "max_tokens") ? "max_tokens" : r->chat ? "messages"
                                                                                                      : "prompt",
               dvm_status_message(st));
     dvm_status_free(st);
@@ -219,3 +237,59 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
   return 1;
 }
 
+
+/* Triton's generate parameters that dvm takes, by the names Triton's vLLM
+ * backend reads (OpenAI's). */
+static const char *const triton_params[] = {"max_tokens", "temperature", "top_p", "top_k", "seed", "stop",
+                                            "repetition_penalty", "stream"};
+
+/* Copies the parameters of `from` into o; 0 with the error in msg for
+ * one dvm does not take or one given twice. */
+static int triton_copy(json_t *o, json_t *from, int top, char *msg, size_t size) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(from, key, v) {
+    if (top && (!strcmp(key, "text_input") || !strcmp(key, "parameters"))) continue;
+    size_t i = 0, n = sizeof triton_params / sizeof triton_params[0];
+    while (i < n && strcmp(key, triton_params[i])) i++;
+    if (i == n) {
+      snprintf(msg, size, "%.100s: not a parameter of dvm's generate (it takes max_tokens, temperature, top_p, top_k, "
+               "seed, stop, repetition_penalty, stream)", key);
+      return 0;
+    }
+    if (json_object_get(o, key)) {
+      snprintf(msg, size, "%s is given both in parameters and beside text_input", key);
+      return 0;
+    }
+    if (json_object_set(o, key, v)) {
+      snprintf(msg, size, "out of memory");
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int dvms_triton_parse(const dvms_model *m, const void *json, dvms_openai_req *r, dvms_http_reply *rp) {
+  json_t *req = (json_t *)json, *text = json_object_get(req, "text_input"), *params = json_object_get(req, "parameters");
+  char msg[256] = "";
+  json_t *o = NULL, *stream;
+  if (!json_is_string(text)) snprintf(msg, sizeof msg, "text_input: a string expected");
+  else if (params && !json_is_object(params)) snprintf(msg, sizeof msg, "parameters: an object expected");
+  else if (!(o = json_object())) snprintf(msg, sizeof msg, "out of memory");
+  /* the spec passes other members on as parameters: so does dvm */
+  else if (triton_copy(o, params, 0, msg, sizeof msg) && triton_copy(o, req, 1, msg, sizeof msg)) {
+    if ((stream = json_object_get(o, "stream")) && (!json_is_boolean(stream) || json_is_true(stream) != r->stream))
+      snprintf(msg, sizeof msg, "stream: %s answers %s", r->stream ? "generate_stream" : "generate",
+               r->stream ? "a stream (true)" : "at once (false)");
+    else if (json_object_set_new(o, "stream", json_boolean(r->stream)) || json_object_set(o, "prompt", text))
+      snprintf(msg, sizeof msg, "out of memory");
+  }
+  if (msg[0]) {
+    refuse(r, rp, strcmp(msg, "out of memory") ? 400 : 507, NULL, msg);
+    json_decref(o);
+    return 0;
+  }
+  int ok = dvms_openai_parse(m, o, r, rp);
+  json_decref(o);
+  return ok;
+}

@@ -70,6 +70,11 @@ dvm_status *dvms_repo_open(const char *root, const dvms_repo_options *o, dvms_re
   return NULL;
 }
 
+dvms_model *dvms_model_retain(dvms_model *m) {
+  atomic_fetch_add(&m->refs, 1);
+  return m;
+}
+
 void dvms_model_release(dvms_model *m) {
   if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
   dvms_batcher_stop(m);

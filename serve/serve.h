@@ -15,7 +15,7 @@
  *   llm.c      a generation model's engine: continuous batching of
  *              sequences over one dvm_generator
  *   openai.c   the OpenAI routes (/v1/completions, /v1/chat/completions,
- *              /v1/models) over llm.c
+ *              /v1/models) and Triton's generate extension over llm.c
  *   oairequest.c  such a request's JSON, read and checked
  *   chat.c     chat messages to a prompt by the model's chat template
  *
@@ -307,6 +307,7 @@ DVM_MUST_USE dvm_status *dvms_repo_unload(dvms_repo *r, const char *name);
  * caller releases with dvms_model_release; NULL when not loaded. */
 dvms_model *dvms_repo_get(dvms_repo *r, const char *name, const char *version);
 void dvms_model_release(dvms_model *m);
+dvms_model *dvms_model_retain(dvms_model *m); /* another reference to m; returns m */
 /* The highest version of every loaded generation model, each with a
  * reference; returns the count. */
 int dvms_repo_llms(dvms_repo *r, dvms_model **out, int max);
@@ -400,7 +401,8 @@ void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply
 /* An OpenAI completions or chat request, read and checked (openai.c). */
 #define DVMS_MAX_STOP 4
 typedef struct dvms_openai_req {
-  int chat, stream, include_usage;
+  int chat, triton, stream, include_usage;
+  int n;           /* choices: sequences of the same prompt */
   dvms_gen g;      /* prompt, nprompt, max_tokens, search: ready for dvms_llm_submit */
   int32_t *prompt; /* malloc'ed */
   char *stop[DVMS_MAX_STOP];
@@ -413,11 +415,20 @@ typedef struct dvms_openai_req {
  * prompt fits m->max_length with max_tokens; the caller clears r with
  * dvms_openai_req_clear either way. */
 int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r, dvms_http_reply *rp);
+/* Reads Triton's generate request `json` ({"text_input", "parameters"})
+ * to m into r (r->stream set by the caller: the route) as
+ * dvms_openai_parse does, with KServe's error bodies. */
+int dvms_triton_parse(const dvms_model *m, const void *json, dvms_openai_req *r, dvms_http_reply *rp);
 void dvms_openai_req_clear(dvms_openai_req *r); /* not r->g: dvms_gen_clear */
 /* OpenAI's {"error": {"message", "type", "param", "code"}} with a status;
  * param may be NULL. */
 void dvms_openai_error(dvms_http_reply *rp, unsigned status, const char *param, const char *msg);
+/* KServe's {"error": "..."} with a status. */
+void dvms_kserve_error(dvms_http_reply *rp, unsigned status, const char *msg);
 /* /v1/... (openai.c): p the path's n parts. */
 void dvms_openai_handle(dvms_api *api, char **p, int n, const dvms_http_request *rq, dvms_http_reply *rp);
+/* /v2/models/NAME/generate or, stream set, generate_stream (openai.c)
+ * to m (borrowed). */
+void dvms_generate_handle(dvms_api *api, dvms_model *m, int stream, const dvms_http_request *rq, dvms_http_reply *rp);
 
 #endif

@@ -6,11 +6,14 @@
  * Inference-Header-Content-Length and binary tensor data follows the JSON;
  * bit 1 set, an OpenAI request (bit 2: chat; bits 3-4: the chat template,
  * ChatML, ChatML with Qwen2's system message, Llama-2's [INST], Mistral's;
- * bit 5: none) to a model of max_length 64 and max_tokens 40 without a
- * tokenizer (text prompts are refused after the template is written).
- * The rest is the body. An OpenAI request must be refused with a 400 or
- * 507 and an error body that is JSON, or read into a prompt of 1 to 63
- * token ids with max_tokens within what max_length leaves. Any input must give a request that keeps every
+ * bit 5: none; bit 6: Triton's generate request instead, bit 7 its stream
+ * route) to a model of max_length 64, max_tokens 40 and max_running 8
+ * without a tokenizer (text prompts are refused after the template is
+ * written). The rest is the body. An OpenAI or generate request must be
+ * refused with a 400 or 507 and an error body that is JSON of its route's
+ * form, or read into a prompt of 1 to 63 token ids with max_tokens within
+ * what max_length leaves and 1 to max_running choices (one for generate,
+ * streamed as its route says). Any input must give a request that keeps every
  * promise (signature dtypes and ranks, symbol ranges, the element limit)
  * or an invalid-argument error; a parsed request's response must be valid
  * JSON of the length the writer reports. A broken promise aborts. */
@@ -67,9 +70,11 @@ static void openai(uint8_t mode, const uint8_t *body, size_t size) {
   strcpy(m.eos, "</s>");
   json_t *req = json_loadb((const char *)body, size, 0, NULL);
   if (!req) return;
-  dvms_openai_req r = {.chat = (mode & 4) != 0};
+  int triton = (mode & 64) != 0;
+  dvms_openai_req r = {.chat = !triton && (mode & 4), .triton = triton, .stream = triton && (mode & 128)};
   dvms_http_reply rp = {0};
-  if (dvms_openai_parse(&m, req, &r, &rp)) {
+  if ((triton ? dvms_triton_parse : dvms_openai_parse)(&m, req, &r, &rp)) {
+    require(r.n >= 1 && r.n <= m.cfg.max_running && (!triton || (r.n == 1 && r.stream == ((mode & 128) != 0))));
     require(r.g.nprompt >= 1 && r.g.nprompt < m.max_length && r.g.prompt == r.prompt);
     require(r.g.max_tokens >= 1 && r.g.max_tokens <= m.max_length - r.g.nprompt && r.g.max_tokens <= 40);
     for (int i = 0; i < r.g.nprompt; i++) require(r.prompt[i] >= 0);
@@ -77,7 +82,8 @@ static void openai(uint8_t mode, const uint8_t *body, size_t size) {
   } else {
     require(rp.status == 400 || rp.status == 507 || rp.status == 404);
     json_t *back = json_loadb(rp.body.data, rp.body.len, 0, NULL);
-    require(back && json_is_string(json_object_get(json_object_get(back, "error"), "message")));
+    json_t *e = json_object_get(back, "error");
+    require(back && json_is_string(triton ? e : json_object_get(e, "message")));
     json_decref(back);
   }
   dvms_openai_req_clear(&r);

@@ -196,6 +196,51 @@ def test_seed_is_the_sequences_own(gen_server):
     assert sampled([7, 8, 9], 12) != alone  # another seed, other tokens
 
 
+def test_n_choices(gen_server):
+    """n choices are n sequences: greedy, each is the one answer; sampled
+    with a seed, choice k is what n = 1 makes with seed + k; streamed, each
+    choice's chunks (by index) add up to its text and end with its reason."""
+    client = gen_client(gen_server)
+    prompt = [7, 8, 9, 10]
+    want, _, _ = run_completion(client, "llama", prompt, 25, False)
+    r = client.completions.create(model="llama", prompt=prompt, max_tokens=25, temperature=0, n=3)
+    assert [c.index for c in r.choices] == [0, 1, 2] and all(c.text == want for c in r.choices)
+    assert r.usage.prompt_tokens == 4 and r.usage.completion_tokens == 3 * len(alone_ids(gen_server, "llama", prompt, 25))
+
+    def one(seed):
+        return client.completions.create(model="llama", prompt=prompt, max_tokens=30, temperature=0.9,
+                                         seed=seed).choices[0].text
+
+    singles = [one(20 + k) for k in range(4)]
+    assert len(set(singles)) > 1
+    r = client.completions.create(model="llama", prompt=prompt, max_tokens=30, temperature=0.9, seed=20, n=4)
+    assert [c.text for c in r.choices] == singles
+    texts, finishes = {}, {}
+    for ch in client.completions.create(model="llama", prompt=prompt, max_tokens=30, temperature=0.9, seed=20, n=4,
+                                        stream=True, stop=["qqzzqq"]):
+        for c in ch.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+            if c.finish_reason:
+                assert c.index not in finishes
+                finishes[c.index] = c.finish_reason
+    assert [texts[k] for k in range(4)] == singles and sorted(finishes) == [0, 1, 2, 3]
+
+
+def test_n_chat_stream(gen_server):
+    client = gen_client(gen_server)
+    messages = [{"role": "user", "content": "Hi there"}]
+    want = client.chat.completions.create(model="qwen", messages=messages, max_tokens=20,
+                                          temperature=0).choices[0].message.content
+    roles, texts = {}, {}
+    for ch in client.chat.completions.create(model="qwen", messages=messages, max_tokens=20, temperature=0, n=2,
+                                             stream=True):
+        for c in ch.choices:
+            if c.index not in roles:
+                roles[c.index] = c.delta.role
+            texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+    assert roles == {0: "assistant", 1: "assistant"} and texts == {0: want, 1: want}
+
+
 def test_text_prompt_and_stop(gen_server):
     client = gen_client(gen_server)
     text, finish, usage = run_completion(client, "llama", "Hello world, and more", 60, False)
@@ -283,7 +328,7 @@ def test_disconnect_frees_slot(gen_server):
 
 
 @pytest.mark.parametrize("field,value,status", [
-    ("n", 2, 400), ("temperature", 2.5, 400), ("temperature", "hot", 400), ("top_p", 0, 400), ("top_p", 1.5, 400),
+    ("n", 0, 400), ("n", 9, 400), ("n", 1.5, 400), ("temperature", 2.5, 400), ("temperature", "hot", 400), ("top_p", 0, 400), ("top_p", 1.5, 400),
     ("max_tokens", 0, 400), ("max_tokens", 301, 400), ("max_tokens", 600, 400), ("seed", -1, 400),
     ("stop", ["a", "b", "c", "d", "e"], 400), ("stop", [""], 400), ("logprobs", 2, 400), ("echo", True, 400),
     ("stream", "yes", 400), ("prompt", "x" * 3000, 400), ("prompt", [[1, 2], [3]], 400), ("prompt", [1, 99999], 400),
