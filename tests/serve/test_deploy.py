@@ -5,10 +5,14 @@ is: the commands they run start `dvm serve` on a real repository (with the
 address moved to 127.0.0.1 and a free port), the ports and probe paths
 agree with each other and answer, the runtime image installs the Debian
 package of every library the dvm binary links, the build stage's packages
-are the ones setup.sh installs, and its meson options and install tag exist."""
+are the ones setup.sh installs, and its meson options and install tag exist;
+every option the manifests pass is one `dvm serve --help` lists, and the
+generation model's routes the manifest names answer on a generation
+model (a tiny GenAI builder folder, when setup has made them)."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import urllib.request
 
@@ -111,11 +115,66 @@ def test_dockerfile_build_and_runtime_stages():
         assert owners & (set(runtime_pkgs) | base), f"{lib} ({owners}) is not installed by the runtime stage"
 
 
-def test_kserve_manifests(repo, tmp_path):
+def kserve_docs():
+    """deploy/kserve.yaml's runtime and its InferenceServices by name."""
     docs = list(yaml.safe_load_all(open(os.path.join(DEPLOY, "kserve.yaml"))))
-    by_kind = {d["kind"]: d for d in docs}
-    assert set(by_kind) == {"ClusterServingRuntime", "InferenceService"}
-    rt, isvc = by_kind["ClusterServingRuntime"], by_kind["InferenceService"]
+    assert sorted(d["kind"] for d in docs) == ["ClusterServingRuntime", "InferenceService", "InferenceService"]
+    rt = next(d for d in docs if d["kind"] == "ClusterServingRuntime")
+    return rt, {d["metadata"]["name"]: d for d in docs if d["kind"] == "InferenceService"}
+
+
+def test_kserve_args_are_options():
+    """Every option the runtime passes, and each InferenceService appends
+    (KServe concatenates the two lists), is one `dvm serve --help` lists."""
+    r = subprocess.run([DVM, "serve", "--help"], capture_output=True, text=True)
+    listed = set(re.findall(r"^\s+(--[a-z-]+)", r.stdout + r.stderr, re.M))
+    assert "--http-port" in listed, r.stdout + r.stderr
+    rt, isvcs = kserve_docs()
+    for name, isvc in isvcs.items():
+        args = rt["spec"]["containers"][0]["args"] + isvc["spec"]["predictor"]["model"].get("args", [])
+        for a in args[1:]:
+            assert a.split("=")[0] in listed, f"{name}: {a} is not an option of dvm serve"
+
+
+def test_kserve_llm_routes(tmp_path):
+    """The generation InferenceService: dvm serve with its arguments on a
+    generation model answers each route its comment names."""
+    folder = os.path.join(ROOT, "build-data", "genai", "llama-fp32")
+    if not os.path.exists(os.path.join(folder, "genai_config.json")):
+        pytest.skip(f"{folder}: setup.sh writes the GenAI builder's tiny folders there")
+    rt, isvcs = kserve_docs()
+    model = isvcs["llama"]["spec"]["predictor"]["model"]
+    assert model["runtime"] == rt["metadata"]["name"]
+    text = open(os.path.join(DEPLOY, "kserve.yaml")).read()
+    routes = re.findall(r"^\s*#\s+(GET|POST)\s+(/\S+)$", text, re.M)
+    assert len(routes) == 5, routes
+    repo = tmp_path / "repo"
+    shutil.copytree(folder, repo / "llama" / "1", ignore=shutil.ignore_patterns("*.dvmb"))
+    cfg_path = repo / "llama" / "1" / "tokenizer_config.json"
+    cfg = json.load(open(cfg_path))
+    cfg["chat_template"] = "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"  # Mistral's form
+    json.dump(cfg, open(cfg_path, "w"))
+    args = rt["spec"]["containers"][0]["args"][1:] + model["args"]
+    local = [a for a in args if not a.startswith(("--host=", "--http-port=", "--cache-dir="))]
+    s = start(str(repo), tmp_path, local + ["--host=127.0.0.1", "--http-port=0", f"--cache-dir={tmp_path}/cache"])
+    try:
+        bodies = {"/v1/completions": {"model": "llama", "prompt": "Hi", "max_tokens": 2},
+                  "/v1/chat/completions": {"model": "llama", "messages": [{"role": "user", "content": "Hi"}],
+                                           "max_tokens": 2},
+                  "/v2/models/llama/generate": {"text_input": "Hi", "parameters": {"max_tokens": 2}},
+                  "/v2/models/llama/generate_stream": {"text_input": "Hi", "parameters": {"max_tokens": 2}}}
+        for method, path in routes:
+            req = urllib.request.Request(f"http://{s.url}{path}", method=method,
+                                         data=json.dumps(bodies[path]).encode() if method == "POST" else None)
+            with urllib.request.urlopen(req, timeout=60) as r:
+                assert r.status == 200 and r.read(), path
+    finally:
+        assert s.stop() == 0
+
+
+def test_kserve_manifests(repo, tmp_path):
+    rt, isvcs = kserve_docs()
+    isvc = isvcs["bert"]
     assert rt["apiVersion"] == "serving.kserve.io/v1alpha1" and isvc["apiVersion"] == "serving.kserve.io/v1beta1"
     model = isvc["spec"]["predictor"]["model"]
     assert model["runtime"] == rt["metadata"]["name"]
