@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "emit.h"
+#include "lower_ml.h"
 #include "lowering.h"
 #include "ops/cpu/ml_tree.h"
 
@@ -39,8 +40,7 @@ static int find(const key *keys, int n, int64_t tree, int64_t id) {
   return f ? f->at : -1;
 }
 
-/* The ints of attribute `name` (*n of them; NULL and 0 when absent). */
-static dvm_status *ints_of(const dvmc_node *n, const char *name, const int64_t **out, int *count) {
+dvm_status *lw_ml_ints(const dvmc_node *n, const char *name, const int64_t **out, int *count) {
   const dvmc_attr *a = dvmc_attr_find(n, name);
   *out = NULL;
   *count = 0;
@@ -51,9 +51,7 @@ static dvm_status *ints_of(const dvmc_node *n, const char *name, const int64_t *
   return NULL;
 }
 
-/* The floats of attribute `name` or of `name`_as_tensor (f32 or f64),
- * copied as doubles into the arena. */
-static dvm_status *floats_of(lowering *L, const dvmc_node *n, const char *name, double **out, int *count) {
+dvm_status *lw_ml_floats(lowering *L, const dvmc_node *n, const char *name, double **out, int *count) {
   char tname[64];
   snprintf(tname, sizeof tname, "%s_as_tensor", name);
   const dvmc_attr *a = dvmc_attr_find(n, name), *t = dvmc_attr_find(n, tname);
@@ -75,8 +73,7 @@ static dvm_status *floats_of(lowering *L, const dvmc_node *n, const char *name, 
   return NULL;
 }
 
-/* The index of s in the NULL-ended names, or -1. */
-static int name_index(const char *s, const char *const *names) {
+int lw_ml_name(const char *s, const char *const *names) {
   for (int i = 0; names[i]; i++)
     if (!strcmp(s, names[i])) return i;
   return -1;
@@ -92,9 +89,9 @@ static dvm_status *read_nodes(lowering *L, const dvmc_node *n, nodes_in *in) {
                          "nodes_falsenodeids", "nodes_missing_value_tracks_true"};
   const int64_t **dst[] = {&in->tree, &in->id, &in->feature, &in->yes, &in->no, &in->missing};
   for (int i = 0; i < 6; i++)
-    if ((st = ints_of(n, names[i], dst[i], &k[i]))) return st;
+    if ((st = lw_ml_ints(n, names[i], dst[i], &k[i]))) return st;
   int nv;
-  if ((st = floats_of(L, n, "nodes_values", &in->value, &nv))) return st;
+  if ((st = lw_ml_floats(L, n, "nodes_values", &in->value, &nv))) return st;
   const dvmc_attr *m = dvmc_attr_find(n, "nodes_modes");
   if (!m || m->type != DVMC_ATTR_STRINGS) return lw_invalid(n, "needs nodes_modes (strings)");
   in->n = m->n;
@@ -106,7 +103,7 @@ static dvm_status *read_nodes(lowering *L, const dvmc_node *n, nodes_in *in) {
   if (nv != in->n) return lw_invalid(n, "nodes_values has %d values for %d nodes", nv, in->n);
   if (k[5] && k[5] != in->n) return lw_invalid(n, "%s has %d values for %d nodes", names[5], k[5], in->n);
   for (int i = 0; i < in->n; i++)
-    if (name_index(in->mode[i], mode_names) < 0) return lw_invalid(n, "nodes_modes[%d] \"%s\" is not a node mode", i, in->mode[i]);
+    if (lw_ml_name(in->mode[i], mode_names) < 0) return lw_invalid(n, "nodes_modes[%d] \"%s\" is not a node mode", i, in->mode[i]);
   return NULL;
 }
 
@@ -165,10 +162,10 @@ dvm_status *lw_lower_tree_ensemble(lowering *L, const dvmc_node *n, const op_rul
   int k[3], nweights, nbases, nlabels = 0;
   double *wv, *bases;
   dvm_status *st = read_nodes(L, n, &in);
-  for (int i = 0; i < 3 && !st; i++) st = ints_of(n, name[i], i == 0 ? &wt : i == 1 ? &wn : &wid, &k[i]);
-  if (!st) st = floats_of(L, n, name[3], &wv, &nweights);
-  if (!st) st = floats_of(L, n, "base_values", &bases, &nbases);
-  if (!st && cls) st = ints_of(n, "classlabels_int64s", &labels, &nlabels);
+  for (int i = 0; i < 3 && !st; i++) st = lw_ml_ints(n, name[i], i == 0 ? &wt : i == 1 ? &wn : &wid, &k[i]);
+  if (!st) st = lw_ml_floats(L, n, name[3], &wv, &nweights);
+  if (!st) st = lw_ml_floats(L, n, "base_values", &bases, &nbases);
+  if (!st && cls) st = lw_ml_ints(n, "classlabels_int64s", &labels, &nlabels);
   if (st) return st;
   for (int i = 0; i < 3; i++)
     if (k[i] != nweights) return lw_invalid(n, "%s has %d values for %d weights (%s)", name[i], k[i], nweights, name[3]);
@@ -178,7 +175,7 @@ dvm_status *lw_lower_tree_ensemble(lowering *L, const dvmc_node *n, const op_rul
   static const char *const aggs[] = {"SUM", "AVERAGE", "MIN", "MAX", NULL};
   static const char *const posts[] = {"NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT", NULL};
   const char *agg_s = dvmc_attr_string(n, "aggregate_function", "SUM"), *post_s = dvmc_attr_string(n, "post_transform", "NONE");
-  int agg = cls ? TE_SUM : name_index(agg_s, aggs), post = name_index(post_s, posts);
+  int agg = cls ? TE_SUM : lw_ml_name(agg_s, aggs), post = lw_ml_name(post_s, posts);
   if (agg < 0) return lw_invalid(n, "aggregate_function \"%s\" is not SUM, AVERAGE, MIN or MAX", agg_s);
   if (post < 0) return lw_invalid(n, "post_transform \"%s\" is not NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO or PROBIT", post_s);
   if (cls && targets == 2 ? nbases > 2 : nbases > targets)
@@ -235,7 +232,7 @@ dvm_status *lw_lower_tree_ensemble(lowering *L, const dvmc_node *n, const op_rul
   }
   int64_t features = 0;
   for (int j = 0; j < p.next; j++) {
-    int i = listing[j], mode = name_index(in.mode[i], mode_names);
+    int i = listing[j], mode = lw_ml_name(in.mode[i], mode_names);
     int32_t *o = wnodes + (size_t)j * TE_NODE_WORDS;
     o[0] = mode | (in.nmissing && in.missing[i] ? 1 << 8 : 0);
     if (mode == TE_LEAF) {
@@ -273,19 +270,30 @@ dvm_status *lw_lower_tree_ensemble(lowering *L, const dvmc_node *n, const op_rul
       [TE_BASES] = nbases};
   memcpy(w, head, sizeof head);
   memcpy(wroots, roots, sizeof *roots * (size_t)trees);
+  return lw_ml_call(L, n, r, w, nw, targets, cls);
+}
 
-  dvmc_tensor *t = dvm_arena_alloc(ar, 1, sizeof *t);
-  if (!t) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
-  *t = (dvmc_tensor){.dtype = DVM_I32, .rank = 1, .dims = {(int64_t)nw}, .data = w, .nbytes = nw * sizeof *w};
+int lw_ml_const(lowering *L, const dvmc_node *n, const char *what, dvm_dtype dt, void *data, size_t count) {
+  dvmc_tensor *t = dvm_arena_alloc(&L->c->arena, 1, sizeof *t);
+  if (!t) return -1;
+  *t = (dvmc_tensor){.dtype = dt, .rank = 1, .dims = {(int64_t)count}, .data = data, .nbytes = count * dvm_dtype_size(dt)};
   char cname[160];
-  snprintf(cname, sizeof cname, "%s.ensemble", n->name);
+  snprintf(cname, sizeof cname, "%s.%s", n->name, what);
   int kc = dvmc_emit_const(L->e, cname, t), reg = dvmc_fn_reg(L->f);
-  if (kc < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (kc < 0) return -1;
   dvmc_fn_CONST(L->f, reg, kc);
+  return reg;
+}
+
+dvm_status *lw_ml_call(lowering *L, const dvmc_node *n, const op_rule *r, int32_t *words, size_t nw, int64_t columns,
+                       int cls) {
+  int reg = lw_ml_const(L, n, "model", DVM_I32, words, nw);
+  if (reg < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   call c = {0};
-  if ((st = lw_call_inputs(L, n, r, &c))) return st;
+  dvm_status *st = lw_call_inputs(L, n, r, &c);
+  if (st) return st;
   c.ins[c.nin++] = reg;
-  c.attrs[c.nattrs++] = lw_emit_int(L, targets);
+  c.attrs[c.nattrs++] = lw_emit_int(L, columns);
   c.attrs[c.nattrs++] = lw_emit_int(L, cls);
   st = lw_emit_call(L, n, r, &c);
   dvmc_fn_RELEASE(L->f, reg);

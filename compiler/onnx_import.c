@@ -699,6 +699,7 @@ static const struct {
     {"Einsum", "equation=s"},
     {"Elu", "alpha=f"},
     {"EyeLike", "dtype=i k=i"},
+    {"FeatureVectorizer", "inputdimensions=I"},
     {"Flatten", "axis=i"},
     {"GRU", "activation_alpha=F activation_beta=F activations=S clip=f direction=s "
             "hidden_size=i layout=i linear_before_reset=i"},
@@ -715,6 +716,7 @@ static const struct {
     {"HardSigmoid", "alpha=f beta=f"},
     {"Hardmax", "axis=i"},
     {"If", "else_branch=g then_branch=g"},
+    {"Imputer", "imputed_value_floats=F imputed_value_int64s=I replaced_value_float=f replaced_value_int64=i"},
     {"InstanceNormalization", "epsilon=f"},
     {"IsInf", "detect_negative=i detect_positive=i"},
     {"LRN", "alpha=f beta=f bias=f size=i"},
@@ -722,6 +724,9 @@ static const struct {
              "hidden_size=i input_forget=i layout=i"},
     {"LayerNormalization", "axis=i epsilon=f stash_type=i"},
     {"LeakyRelu", "alpha=f"},
+    {"LinearClassifier", "classlabels_ints=I classlabels_strings=S coefficients=F intercepts=F multi_class=i "
+                         "post_transform=s"},
+    {"LinearRegressor", "coefficients=F intercepts=F post_transform=s targets=i"},
     {"LogSoftmax", "axis=i"},
     {"Loop", "body=g"},
     {"LpNormalization", "axis=i p=i"},
@@ -735,6 +740,7 @@ static const struct {
     {"Mod", "fmod=i"},
     {"Multinomial", "dtype=i sample_size=i seed=f"},
     {"NonMaxSuppression", "center_point_box=i"},
+    {"Normalizer", "norm=s"},
     {"OneHot", "axis=i"},
     {"Optional", "type=p"},
     {"Pad", "mode=s pads=I value=f"},
@@ -763,6 +769,11 @@ static const struct {
     {"ReverseSequence", "batch_axis=i time_axis=i"},
     {"RoiAlign", "coordinate_transformation_mode=s mode=s output_height=i output_width=i "
                  "sampling_ratio=i spatial_scale=f"},
+    {"SVMClassifier", "classlabels_ints=I classlabels_strings=S coefficients=F kernel_params=F kernel_type=s "
+                      "post_transform=s prob_a=F prob_b=F rho=F support_vectors=F vectors_per_class=I"},
+    {"SVMRegressor", "coefficients=F kernel_params=F kernel_type=s n_supports=i one_class=i post_transform=s rho=F "
+                     "support_vectors=F"},
+    {"Scaler", "offset=F scale=F"},
     {"Scan", "body=g num_scan_inputs=i scan_input_axes=I scan_input_directions=I "
              "scan_output_axes=I scan_output_directions=I"},
     {"Scatter", "axis=i"},
@@ -1045,6 +1056,10 @@ static const char *ml_refusal(const char *op) {
                  "options={id(model): {'zipmap': False}})"},
       {"CategoryMapper", ": it maps strings, and dvm has no string tensors"},
       {"DictVectorizer", ": its input is a map, which dvm does not have"},
+      {"LabelEncoder", ": dvm has no string tensors, which its usual forms map (encode labels before the model, or "
+                       "train on integer labels)"},
+      {"OneHotEncoder", ": dvm does not have it (skl2onnx writes it for categorical columns; one-hot encode them "
+                        "before the model)"},
   };
   for (size_t i = 0; i < sizeof why / sizeof *why; i++)
     if (!strcmp(op, why[i].op)) return why[i].why;

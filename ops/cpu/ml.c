@@ -22,6 +22,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/ml_post.h"
 #include "ops/cpu/ml_tree.h"
 #include "ops/cpu/par.h"
 #include "ops/kargs.h"
@@ -84,7 +85,7 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
     if (h[i] < 0) return bad("a negative header word", i);
   int64_t T = h[TE_TREES], N = h[TE_NODES], W = h[TE_WEIGHTS], C = h[TE_TARGETS], B = h[TE_BASES];
   int cls = h[TE_FLAGS] & TE_CLASSIFIER;
-  if (T < 1 || N < T || C < 1 || (cls && C < 2) || h[TE_FEATURES] >= LEAF || h[TE_AGGREGATE] > TE_MAX || h[TE_POST] > TE_PROBIT ||
+  if (T < 1 || N < T || C < 1 || (cls && C < 2) || h[TE_FEATURES] >= LEAF || h[TE_AGGREGATE] > TE_MAX || h[TE_POST] > ML_PROBIT ||
       h[TE_FLAGS] > 7 || B > (C > 2 ? C : 2))
     return bad("header out of range", 0);
   int64_t want = TE_HEADER + T + N * TE_NODE_WORDS + W * 2 + B + (cls ? C * 2 : 0);
@@ -246,40 +247,6 @@ static inline __attribute__((always_inline)) void walk_block(const ensemble *e, 
     }
 }
 
-static float logistic(float v) {
-  float p = 1 / (1 + expf(-fabsf(v)));
-  return v < 0 ? 1 - p : p;
-}
-
-/* ONNX Runtime's probit: sqrt(2) erfinv(2v - 1), with its approximation of
- * erfinv (so the two agree to float rounding). */
-static float probit(float v) {
-  float x = 2 * v - 1, sgn = x < 0 ? -1.0f : 1.0f;
-  x = (1 - x) * (1 + x);
-  float l = logf(x), a = 2 / (3.14159f * 0.147f) + 0.5f * l, b = 1 / 0.147f * l;
-  return 1.41421356f * sgn * sqrtf(-a + sqrtf(a * a - b));
-}
-
-/* The post transform of k >= 2 scores, in place. */
-static void transform(int post, float *s, int64_t k) {
-  if (post == TE_PROBIT || post == TE_LOGISTIC) {
-    for (int64_t i = 0; i < k; i++) s[i] = post == TE_PROBIT ? probit(s[i]) : logistic(s[i]);
-  } else if (post == TE_SOFTMAX || post == TE_SOFTMAX_ZERO) {
-    float mx = -FLT_MAX, sum = 0, e0 = 0;
-    for (int64_t i = 0; i < k; i++) mx = s[i] > mx ? s[i] : mx;
-    if (post == TE_SOFTMAX_ZERO) e0 = expf(-mx);
-    for (int64_t i = 0; i < k; i++) {
-      if (post == TE_SOFTMAX_ZERO && s[i] <= 0.0000001f && s[i] >= -0.0000001f) {
-        s[i] *= e0; /* zeros stay zero */
-        continue;
-      }
-      s[i] = expf(s[i] - mx);
-      sum += s[i];
-    }
-    for (int64_t i = 0; i < k; i++) s[i] /= sum;
-  }
-}
-
 /* One row's result from its aggregated scores s and has (C each): z (C
  * scores) and, for a classifier, *label. */
 static void finish(const ensemble *e, float *s, uint8_t *has, float *z, int64_t *label) {
@@ -293,8 +260,8 @@ static void finish(const ensemble *e, float *s, uint8_t *has, float *z, int64_t 
       /* a target no leaf scored: 0 when there are several (ONNX Runtime) */
       z[k] = has[k] ? v + base : C > 1 ? 0 : base;
     }
-    if (C == 1) z[0] = post == TE_PROBIT ? probit(z[0]) : z[0]; /* one target: PROBIT only, as ONNX Runtime */
-    else transform(post, z, C);
+    if (C == 1) z[0] = post == ML_PROBIT ? ml_probit(z[0]) : z[0]; /* one target: PROBIT only, as ONNX Runtime */
+    else ml_transform(post, z, C);
     return;
   }
   if (C > 2) {
@@ -307,7 +274,7 @@ static void finish(const ensemble *e, float *s, uint8_t *has, float *z, int64_t 
       if (has[k] && (best < 0 || s[k] > s[best])) best = k;
     *label = e->labels[best < 0 ? 0 : best];
     memcpy(z, s, sizeof *z * (size_t)C);
-    transform(post, z, C);
+    ml_transform(post, z, C);
     return;
   }
   /* two classes: ONNX Runtime's rules (an unscored class 1 leaves one score) */
@@ -336,16 +303,16 @@ static void finish(const ensemble *e, float *s, uint8_t *has, float *z, int64_t 
   if (size == 2) {
     z[0] = s[0];
     z[1] = s[1];
-    transform(post, z, 2);
-  } else if (post == TE_PROBIT) {
-    z[0] = probit(s[0]);
+    ml_transform(post, z, 2);
+  } else if (post == ML_PROBIT) {
+    z[0] = ml_probit(s[0]);
     z[1] = 0;
   } else if (extra == 0 || extra == 1) {
     z[0] = 1 - s[0];
     z[1] = s[0];
   } else if (extra >= 2) {
-    z[0] = post == TE_LOGISTIC ? logistic(-s[0]) : -s[0];
-    z[1] = post == TE_LOGISTIC ? logistic(s[0]) : s[0];
+    z[0] = post == ML_LOGISTIC ? ml_logistic(-s[0]) : -s[0];
+    z[1] = post == ML_LOGISTIC ? ml_logistic(s[0]) : s[0];
   } else {
     z[0] = s[0];
     z[1] = 0;
@@ -392,7 +359,7 @@ static dvm_status *tree_ensemble(const dvm_kernel_args *a) {
   dvm_status *st = dvm_kargs_check_range(a, "tree_ensemble", 2, 2, 1, 2, DVM_DEVICE_CPU);
   if (st) return st;
   const dvm_tensor *x = a->in[0], *wt = a->in[1];
-  if ((st = dvm_tree_ensemble_infer(x->rank, x->dims, a->attrs, a->nattrs, &n, &targets, &cls))) return st;
+  if ((st = dvm_ml_scores_infer("tree_ensemble", x->rank, x->dims, a->attrs, a->nattrs, &n, &targets, &cls))) return st;
   if (x->dtype != DVM_F32 || wt->dtype != DVM_I32 || wt->rank != 1 || a->nout != 1 + cls ||
       (cls && a->out[0]->dtype != DVM_I64) || a->out[cls]->dtype != DVM_F32) {
     char got[64];
@@ -452,7 +419,7 @@ static dvm_status *binarizer(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_ml_kernels[] = {
-    {"tree_ensemble", DVM_DEVICE_CPU, tree_ensemble, "tree_ensemble", DVM_DTYPE_BIT(DVM_F32), .prepack = te_prepack},
+    {"tree_ensemble", DVM_DEVICE_CPU, tree_ensemble, "ml_scores", DVM_DTYPE_BIT(DVM_F32), .prepack = te_prepack},
     {"binarizer", DVM_DEVICE_CPU, binarizer, NULL, DVM_DTYPE_BIT(DVM_F32)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
 };

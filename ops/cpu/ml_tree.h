@@ -34,7 +34,7 @@ enum {
 /* node modes, as ONNX names them */
 enum { TE_LEQ, TE_LT, TE_GTE, TE_GT, TE_EQ, TE_NEQ, TE_LEAF };
 enum { TE_SUM, TE_AVERAGE, TE_MIN, TE_MAX };
-enum { TE_NONE, TE_LOGISTIC, TE_SOFTMAX, TE_SOFTMAX_ZERO, TE_PROBIT };
+/* TE_POST: a post transform of ml_post.h (ML_NONE ... ML_PROBIT) */
 /* TE_FLAGS bits: a classifier; its weights name one class only (ONNX
  * Runtime's binary case); none of its weights is negative */
 enum { TE_CLASSIFIER = 1, TE_ONE_CLASS = 2, TE_POSITIVE = 4 };

@@ -411,9 +411,9 @@ def test_unknown_domain(tmp_path):
 
 def test_unknown_ml_op(tmp_path):
     """An ai.onnx.ml op dvm lacks is refused naming op and domain."""
-    n = helper.make_node("Normalizer", ["x"], ["y"], name="b1", domain="ai.onnx.ml")
+    n = helper.make_node("CastMap", ["x"], ["y"], name="b1", domain="ai.onnx.ml")
     m = make_model([n], [vi("x", F, [2])], [vi("y", F, None)], opsets=[helper.make_opsetid("ai.onnx.ml", 1)])
-    error(onnx_file(m, tmp_path), "unimplemented", 'node "b1" (Normalizer): op "Normalizer" of domain ai.onnx.ml is not supported')
+    error(onnx_file(m, tmp_path), "unimplemented", 'node "b1" (CastMap): op "CastMap" of domain ai.onnx.ml is not supported')
 
 
 def test_string_tensor(tmp_path):

@@ -9,25 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_kernel.h"
 #include "kernel.h"
 #include "ops/cpu/ml_tree.h"
 #include "ops/optable.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(int ok) {
-  if (!ok) abort();
-}
-
-static dvm_tensor *make(dvm_dtype dt, int rank, const int64_t *dims) {
-  dvm_tensor *t = NULL;
-  require(!dvm_tensor_create(dt, rank, dims, &t));
-  memset(dvm_tensor_data(t), 0, dvm_tensor_nbytes(t));
-  return t;
-}
-
-/* A header word read as a small count (1..64 otherwise). */
-static int64_t small(const int32_t *h, int i) { return h[i] >= 1 && h[i] <= 64 ? h[i] : 1; }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int32_t h[TE_HEADER] = {0};
