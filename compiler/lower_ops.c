@@ -970,6 +970,42 @@ dvm_status *lw_lower_skip_layernorm(lowering *L, const dvmc_node *n, const op_ru
   return lw_emit_call(L, &m, r, &c);
 }
 
+/* com.microsoft EmbedLayerNormalization. Segment ids (input 1) and the
+ * segment table (input 4) may be left out together, as DistilBERT's
+ * optimized form does: the kernel then gets an empty tensor for each and
+ * adds no segment row. */
+dvm_status *lw_lower_embed_layernorm(lowering *L, const dvmc_node *n, const op_rule *r) {
+  int seg = n->nin > 1 && n->in[1], segtab = n->nin > 4 && n->in[4];
+  if (seg != segtab) return lw_invalid(n, "segment_ids and segment_embedding must be given together");
+  if (seg) return lw_lower_kernel(L, n, r);
+  for (int i = 0; i < 7; i++)
+    if (i != 1 && i != 4 && (i >= n->nin || !n->in[i])) return lw_unsupported(n, "input %d is needed", i);
+  call c = {.kernel = r->kernel};
+  dvm_status *st;
+  int64_t zero = 0;
+  int empty[2], shape = lw_emit_shape(L, 1, &zero);
+  for (int k = 0; k < 2; k++) {
+    empty[k] = dvmc_fn_reg(L->f);
+    lw_emit_alloc(L, empty[k], k ? DVM_F32 : DVM_I32, shape, 1, (const dvmc_expr *[]){dvmc_const(L->c->exprs, 0)});
+  }
+  dvmc_fn_RELEASE(L->f, shape);
+  for (int i = 0; i < n->nin && i < r->nin; i++) {
+    int reg;
+    if (i == 1 || i == 4) {
+      c.ins[c.nin++] = empty[i == 4];
+      continue;
+    }
+    if (!n->in[i]) break; /* trailing optional mask or position ids */
+    if ((st = lw_reg_of(L, n->in[i], &reg))) return st;
+    c.ins[c.nin++] = reg;
+  }
+  for (int i = c.nin; i < n->nin && i < r->nin; i++)
+    if (n->in[i]) return lw_unsupported(n, "omitted optional input %d before a present one", c.nin);
+  if ((st = lw_call_attrs(L, n, r->attrs, -1, &c)) || (st = lw_emit_call(L, n, r, &c))) return st;
+  for (int k = 0; k < 2; k++) dvmc_fn_RELEASE(L->f, empty[k]);
+  return NULL;
+}
+
 /* com.microsoft Attention and QAttention without their past state,
  * attention bias or past length (inputs from 4 and 8 on): refused by
  * name rather than dropped. */

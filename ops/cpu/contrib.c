@@ -22,8 +22,10 @@
  *       [, position_ids]]; attrs: epsilon:float) -> y, mask_index
  *     y[b, s] = layernorm(word[ids[b, s]] + pos[position_ids[b, s] or s] +
  *     seg[segment_ids[b, s]]) * gamma + beta; ids etc. i32 [B, S] (position
- *     ids may be [1, S]); mask_index i32 [B]: the count of ones in mask's
- *     row (0 without a mask), as ONNX Runtime computes it.
+ *     ids may be [1, S]); segment_ids and seg both empty ([0]) add no
+ *     segment row (the model leaves them out); mask_index i32 [B]: the
+ *     count of ones in mask's row (0 without a mask), as ONNX Runtime
+ *     computes it.
  *   attention(in: x, weights, bias[, mask_index]; attrs: num_heads:int,
  *       unidirectional:int, scale:float, mask_filter_value:float) -> y
  *     qkv = x [B, S, Hin] . weights [Hin, 3H] + bias; per head (H / N
@@ -238,22 +240,25 @@ static dvm_status *embed(const char *op, const dvm_tensor *ids, const dvm_tensor
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: ids, segment ids, mask and position ids must be i32", op);
   if (ids->rank != 2) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input ids must be [batch, seq]", op);
   int64_t B = ids->dims[0], S = ids->dims[1], H = last_dim(tab[0].t);
+  /* both segment inputs empty [0]: left out of the model, no segment row */
+  int noseg = seg->rank == 1 && seg->dims[0] == 0 && tab[2].t->rank == 1 && tab[2].t->dims[0] == 0;
   char s1[DVM_SHAPE_STR_SIZE];
   for (int i = 0; i < 5; i++) {
     const dvm_tensor *t = tab[i].t;
+    if (i == 2 && noseg) continue;
     if (t->rank != (i < 3 ? 2 : 1) || t->dims[t->rank - 1] != H)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s does not fit hidden size %lld", op,
                             i < 3 ? "an embedding table" : "gamma or beta", dvm_shape_str(s1, t->rank, t->dims),
                             (long long)H);
   }
-  for (int i = 1; i < 4; i++) {
+  for (int i = noseg ? 2 : 1; i < 4; i++) {
     const dvm_tensor *t = ints[i];
     if (t && !(t->rank == 2 && t->dims[1] == S && (t->dims[0] == B || (i == 3 && t->dims[0] == 1))))
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s %s does not fit ids [%lld, %lld]", op,
                             i == 1 ? "segment ids" : i == 2 ? "mask" : "position ids",
                             dvm_shape_str(s1, t->rank, t->dims), (long long)B, (long long)S);
   }
-  const int32_t *idp = dvm_tensor_ptr(ids), *segp = dvm_tensor_ptr(seg);
+  const int32_t *idp = dvm_tensor_ptr(ids), *segp = noseg ? NULL : dvm_tensor_ptr(seg);
   const int32_t *mp = mask ? dvm_tensor_ptr(mask) : NULL, *posp = pos ? dvm_tensor_ptr(pos) : NULL;
   float *yp = dvm_tensor_ptr(y);
   int32_t *mip = dvm_tensor_ptr(mi);
@@ -265,8 +270,8 @@ static dvm_status *embed(const char *op, const dvm_tensor *ids, const dvm_tensor
     int32_t ones = 0;
     for (int64_t s = 0; s < S; s++) {
       int64_t k = b * S + s;
-      int64_t row[3] = {idp[k], posp ? posp[(pos->dims[0] == 1 ? 0 : b * S) + s] : s, segp[k]};
-      for (int t = 0; t < 3; t++) {
+      int64_t row[3] = {idp[k], posp ? posp[(pos->dims[0] == 1 ? 0 : b * S) + s] : s, segp ? segp[k] : 0};
+      for (int t = 0; t < (segp ? 3 : 2); t++) {
         if (row[t] < 0 || row[t] >= tab[t].t->dims[0]) {
           free(v);
           return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s id %lld at [%lld, %lld] is out of range [0, %lld)", op,

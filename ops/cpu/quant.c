@@ -172,7 +172,10 @@ static dvm_status *qparams_of(const char *op, const dvm_tensor *x, const dvm_ten
   if (!st) st = dvm_attr_int(op, "block_size", &attrs[1], &block);
   if (st) return st;
   char sx[DVM_SHAPE_STR_SIZE], ss[DVM_SHAPE_STR_SIZE];
-  if (zp && (zp->rank != scale->rank || memcmp(zp->dims, scale->dims, sizeof(int64_t) * (size_t)scale->rank)))
+  /* per tensor, a one-element zero point of any shape goes with a one-element
+   * scale of any shape (ONNX Runtime takes [] with [1] and [1] with []) */
+  int one = block == 0 && dvm_tensor_numel(scale) == 1 && (!zp || dvm_tensor_numel(zp) == 1);
+  if (zp && !one && (zp->rank != scale->rank || memcmp(zp->dims, scale->dims, sizeof(int64_t) * (size_t)scale->rank)))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: zero point %s must have the scale's shape %s", op,
                           dvm_shape_str(sx, zp->rank, zp->dims), dvm_shape_str(ss, scale->rank, scale->dims));
   memset(q, 0, sizeof *q);

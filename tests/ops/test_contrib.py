@@ -10,7 +10,7 @@ from dvmtest.cli import compile_onnx, dvm, run_module, try_run
 from dvmtest.compare import ort_outputs
 from onnx import TensorProto, helper
 
-from dvmop import run_model
+from dvmop import DvmError, run_model
 from test_quant import run_with_ort
 
 rng = np.random.default_rng(11)
@@ -80,6 +80,34 @@ def test_embed_layer_normalization(tmp_path, bs, with_positions):
         inputs["posids"] = rng.integers(0, 16, (1, s)).astype(np.int32)
     close_contrib(*run_with_ort("EmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
               opset=17, domain=MS, epsilon=1e-5))
+
+
+# segment ids and the segment table left out together, as ONNX Runtime's
+# optimizer writes DistilBERT's (with the mask and position ids given)
+@pytest.mark.parametrize("bs", [(1, 1), (2, 7), (0, 3)])
+def test_embed_layer_normalization_without_segments(tmp_path, bs):
+    b, s = bs
+    h, vocab = 5, 11
+    inputs = {"ids": rng.integers(0, vocab, (b, s)).astype(np.int32), "seg": "", "word": f32(vocab, h),
+              "pos": f32(16, h), "segt": "", "g": f32(h), "beta": f32(h),
+              "mask": rng.integers(0, 2, (b, s)).astype(np.int32),
+              "posids": rng.integers(0, 16, (b, s)).astype(np.int32)}
+    close_contrib(*run_with_ort("EmbedLayerNormalization", inputs, [("y", np.float32), ("mi", np.int32)],
+              opset=17, domain=MS, epsilon=1e-5))
+
+
+def test_embed_layer_normalization_with_one_segment_input_is_refused(tmp_path):
+    names = ["ids", "seg", "word", "pos", "", "g", "beta"]
+    dims = {"ids": [1, 2], "seg": [1, 2], "word": [3, 4], "pos": [4, 4], "g": [4], "beta": [4]}
+    vi = [helper.make_tensor_value_info(k, TensorProto.INT32 if k in ("ids", "seg") else TensorProto.FLOAT, dims[k])
+          for k in names if k]
+    node = helper.make_node("EmbedLayerNormalization", names, ["y", "mi"], domain=MS)
+    model = helper.make_model(helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", 1, None)]),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    with pytest.raises(DvmError, match=r"segment_ids and segment_embedding must be given together"):
+        compile_onnx(path)
 
 
 @pytest.mark.parametrize("bs", [(1, 1), (2, 7), (3, 13), (1, 0)])

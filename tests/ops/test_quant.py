@@ -109,6 +109,19 @@ def test_dequantize_linear(tmp_path, layout, qt):
     check_quant(*run_with_ort("DequantizeLinear", inputs, [("y", np.float32)], **attrs_of(axis, block)))
 
 
+# one-element scale and zero point of different shapes, as quantize_static
+# writes a bias's ([1] scale, [] zero point) and ONNX Runtime takes them
+@pytest.mark.parametrize("shapes", [((1,), ()), ((), (1,))])
+@pytest.mark.parametrize("op", ["QuantizeLinear", "DequantizeLinear"])
+def test_per_tensor_scale_and_zero_point_of_other_shapes(shapes, op):
+    ss, zs = shapes
+    x = rng.integers(-100, 100, (3, 17)).astype(np.int8)
+    if op == "QuantizeLinear":
+        x = x.astype(np.float32) * 0.37
+    inputs = {"x": x, "s": np.full(ss, 0.25, np.float32), "z": np.full(zs, 3, np.int8)}
+    check_quant(*run_with_ort(op, inputs, [("y", np.float32 if op[0] == "D" else np.int8)]))
+
+
 @pytest.mark.parametrize("shape", [(0,), (1,), (1, 1), (7, 13), (3, 0, 5), (2, 31, 17)])
 @pytest.mark.parametrize("kind", ["normal", "positive", "negative", "zero"])
 def test_dynamic_quantize_linear(tmp_path, shape, kind):
