@@ -9,7 +9,9 @@
  *       with "div: integer division by zero", and INT_MIN / -1 wraps to
  *       INT_MIN. pow of integers is exact modulo 2^bits; a negative
  *       exponent gives 1/x^-e truncated: 0, or +-1 for x = +-1 (0 for
- *       x = 0). min and max return NaN if either side is NaN (np.minimum);
+ *       x = 0). Float pow by one exponent of 1, 2, 3, 4, -1, 0.5 or -0.5
+ *       is computed by multiplies, a division or sqrt (elementwise.h).
+ *       min and max return NaN if either side is NaN (np.minimum);
  *       ONNX Min/Max of more than two inputs is a chain of these.
  *   equal, less, greater, less_equal, greater_equal (in: A, B) -> C bool
  *       A and B of one of the dtypes above, or bool for equal;
@@ -423,8 +425,9 @@ FLOATS(ARITH, mod, FLOOR_FMOD) SINTS(ARITH, mod, FLOOR_IMOD) UINTS(ARITH, mod, U
 FLOATS(ARITH, prelu, PRELU)
 
 /* Float pow: libm's, except that an exponent of 2 (variance, squared
- * error) is a multiply (as in the fused kernel) and vectorizes; in the
- * vector-scalar loop it is checked once per row. */
+ * error) is a multiply (as in the fused kernel) and vectorizes; a scalar
+ * exponent that dvm_ew_pow_kind knows (elementwise.h) runs its vector
+ * loop. */
 #define POW_ROW(name, TS, C, U, LD, ST, A, B)                                          \
   DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {        \
     const TS *a = (const TS *)in[0], *b = (const TS *)in[1];                           \
@@ -434,19 +437,22 @@ FLOATS(ARITH, prelu, PRELU)
       o[i] = ST(e == 2 ? x * x : FPOW(C, U, x, e));                                    \
     }                                                                                  \
   }
+#define POW_LOOP(expr, C, LD, ST)                                                      \
+  _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                \
+    C x = LD(a[i]);                                                                    \
+    o[i] = ST(expr);                                                                   \
+  }
 #define POW_VS(name, TS, C, U, LD, ST)                                                 \
   DVM_EW_CLONES static void name(int64_t n, const char *const *in, char *po) {        \
     const TS *a = (const TS *)in[0];                                                   \
     TS *o = (TS *)po;                                                                  \
     C e = LD(*(const TS *)in[1]);                                                      \
-    if (e == 2) {                                                                      \
-      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                            \
-        C x = LD(a[i]);                                                                \
-        o[i] = ST(x * x);                                                              \
-      }                                                                                \
-    } else {                                                                           \
+    int kind = dvm_ew_pow_kind(e);                                                     \
+    if (kind == DVM_EW_POW_ANY) {                                                      \
       for (int64_t i = 0; i < n; i++) o[i] = ST(FPOW(C, U, LD(a[i]), e));              \
+      return;                                                                          \
     }                                                                                  \
+    DVM_EW_POW_CASES(kind, POW_LOOP, x, C, LD, ST)                                     \
   }
 #define POW_FLOAT(dt) POW_FLOAT_(pow_##dt, T_##dt)
 #define POW_FLOAT_(name, ...) POW_FLOAT__(name, __VA_ARGS__)

@@ -12,6 +12,8 @@
 #ifndef DVM_OPS_CPU_ELEMENTWISE_H
 #define DVM_OPS_CPU_ELEMENTWISE_H
 
+#include <math.h>
+
 #include "kernel.h"
 
 /* Most inputs one plan handles (the fused kernel's limit). */
@@ -111,5 +113,31 @@ void dvm_ew_f16_to_f32_n(int64_t n, const uint16_t *src, float *dst);
 #else
 #define DVM_EW_CLONES
 #endif
+
+/* pow by one exponent e for all x, without libm's pow where e is one
+ * of these: 2 and 3 are x * x and x * x * x, as ONNX Runtime computes them
+ * (the same bits); 4 is (x x)(x x), 1 is x, -1 a division, 0.5 and -0.5
+ * go through sqrt (with pow's +0 at -0 and +inf at -inf): within an ulp or
+ * two of pow (ONNX Runtime's pow is not correctly rounded either), and a
+ * vector loop instead of a call per element. */
+enum { DVM_EW_POW_ANY, DVM_EW_POW_1, DVM_EW_POW_2, DVM_EW_POW_3, DVM_EW_POW_4, DVM_EW_POW_M1, DVM_EW_POW_HALF,
+       DVM_EW_POW_MHALF };
+static inline int dvm_ew_pow_kind(double e) {
+  return e == 1 ? DVM_EW_POW_1 : e == 2 ? DVM_EW_POW_2 : e == 3 ? DVM_EW_POW_3 : e == 4 ? DVM_EW_POW_4
+       : e == -1 ? DVM_EW_POW_M1 : e == 0.5 ? DVM_EW_POW_HALF : e == -0.5 ? DVM_EW_POW_MHALF : DVM_EW_POW_ANY;
+}
+#define DVM_EW_POW_SQRT(x) ((x) == -INFINITY ? INFINITY : _Generic((x), float: sqrtf, double: sqrt)(x) + 0)
+/* A switch over kind (not DVM_EW_POW_ANY) that runs LOOP(expr, ...), the
+ * loop computing expr of x for each element, for its exponent. */
+#define DVM_EW_POW_CASES(kind, LOOP, x, ...)                                     \
+  switch (kind) {                                                                \
+  case DVM_EW_POW_1: LOOP(x, __VA_ARGS__); break;                                \
+  case DVM_EW_POW_2: LOOP((x) * (x), __VA_ARGS__); break;                        \
+  case DVM_EW_POW_3: LOOP((x) * (x) * (x), __VA_ARGS__); break;                  \
+  case DVM_EW_POW_4: LOOP(((x) * (x)) * ((x) * (x)), __VA_ARGS__); break;        \
+  case DVM_EW_POW_M1: LOOP(1 / (x), __VA_ARGS__); break;                         \
+  case DVM_EW_POW_HALF: LOOP(DVM_EW_POW_SQRT(x), __VA_ARGS__); break;            \
+  default: LOOP(1 / DVM_EW_POW_SQRT(x), __VA_ARGS__); break;                     \
+  }
 
 #endif

@@ -123,16 +123,20 @@ LOOP(cast_bool_i64, uint8_t, int64_t, x)
 
 /* pow: libm's, except that an exponent of 2 (a decomposed LayerNorm's or
  * RMSNorm's square) is a multiply, as in the binary kernel, so fused and
- * unfused results agree; a block of only 2s (a broadcast constant) runs
- * as one vector loop. */
+ * unfused results agree; a block of one exponent (a broadcast constant)
+ * that dvm_ew_pow_kind knows (elementwise.h) runs as one vector loop, as
+ * the binary kernel runs it. */
+#define FUSED_POW_LOOP(expr, unused) _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = (expr)
 DVM_EW_CLONES static void pow_f32(int64_t n, void *pd, const void *pa, const void *pb, const void *pc) {
   const float *a = pa, *b = pb;
   float *d = pd;
   (void)pc;
-  int64_t twos = 0;
-  _Pragma("omp simd reduction(+ : twos)") for (int64_t i = 0; i < n; i++) twos += b[i] == 2.0f;
-  if (twos == n) {
-    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) d[i] = a[i] * a[i];
+  int64_t same = 0;
+  float e = n ? b[0] : 0;
+  _Pragma("omp simd reduction(+ : same)") for (int64_t i = 0; i < n; i++) same += b[i] == e;
+  int kind = same == n ? dvm_ew_pow_kind(e) : DVM_EW_POW_ANY;
+  if (kind != DVM_EW_POW_ANY) {
+    DVM_EW_POW_CASES(kind, FUSED_POW_LOOP, a[i], 0)
     return;
   }
   for (int64_t i = 0; i < n; i++) d[i] = b[i] == 2.0f ? a[i] * a[i] : powf(a[i], b[i]);

@@ -1,9 +1,12 @@
 """add and mul against NumPy, through the whole stack (asm, run, .npy)."""
 import numpy as np
 import pytest
+from dvmtest.compare import ort_outputs
 from dvmtest.nodecases import single_node_cases
+from dvmtest.onnxmodel import const, make_model
+from onnx import TensorProto, helper
 
-from dvmop import DvmError, run1
+from dvmop import DvmError, run1, run_model
 
 rng = np.random.default_rng(0)
 
@@ -214,6 +217,40 @@ def test_pow_scalar_exponent(dtype, e):
         np.testing.assert_array_equal(got, x * x)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-3 if dtype == np.float16 else 1e-6)
+
+
+POW_SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-30, 3e12, -2.5], np.float32)
+
+
+def pow_model(e, chain):
+    """x ^ e for a constant e; with chain, in a fused group: x + 0.044715 x^e
+    (GPT-2's GELU)."""
+    nodes = [helper.make_node("Pow", ["x", "e"], ["p" if chain else "y"])]
+    if chain:
+        nodes += [helper.make_node("Mul", ["p", "c"], ["q"]), helper.make_node("Add", ["x", "q"], ["y"])]
+    return make_model(nodes, [("x", TensorProto.FLOAT, ["n"])], [("y", TensorProto.FLOAT, None)],
+                      [const("e", e)] + ([const("c", 0.044715)] if chain else []))
+
+
+# a constant exponent against ONNX Runtime: 2 and 3 bit for bit (it
+# multiplies too), the others within 3 ulps of its powf, special values
+# (zeros, infinities, NaN) as it gives them, alone and in a fused chain
+@pytest.mark.parametrize("e", [2.0, 3.0, 4.0, 1.0, -1.0, 0.5, -0.5, 1.5])
+@pytest.mark.parametrize("chain", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 10, 257])
+def test_pow_constant_exponent_against_ort(e, chain, n):
+    x = np.concatenate([POW_SPECIALS, (rng.standard_normal(n) * 5).astype(np.float32)])[:n if n < 10 else None]
+    model = pow_model(e, chain)
+    got, = run_model(model, {"x": x}, 1)
+    want, = ort_outputs(model, {"x": x})
+    assert got.shape == want.shape
+    if e in (1.0, 2.0, 3.0) and not chain:
+        np.testing.assert_array_equal(got, want)
+    else:  # 3 ulps of the result and of the power term, which the chain's sum may cancel
+        with np.errstate(all="ignore"):
+            bound = 3.6e-7 * (np.abs(want) + (0.044715 * np.abs(x.astype(np.float64)) ** e if chain else 0))
+            ok = (got == want) | (np.isnan(got) & np.isnan(want)) | (np.abs(got - want) <= bound)
+        assert ok.all(), (x[~ok], got[~ok], want[~ok])
 
 
 CMP = {"equal": np.equal, "less": np.less, "greater": np.greater, "less_equal": np.less_equal,
