@@ -116,7 +116,8 @@ def run_model(entry, a, threads, info):
         info["results"].append(dict(row, failure="compile", message=err))
         print(f"{name:30} {'':16} compile error: {err}", flush=True)
         return
-    tol = manifest.TOLERANCE.get(entry["source"], manifest.DEFAULT_TOLERANCE)
+    tol = manifest.TOLERANCE.get("quant-dynamic" if entry.get("quantized") else entry["source"],
+                                 manifest.DEFAULT_TOLERANCE)
     try:
         sessions = {t: (bx.session("dvm", dvmb, t), bx.session("ort", onnx_path, t)) for t in threads}
     except Exception as e:  # noqa: BLE001 - listed as the model's failure
