@@ -1,0 +1,159 @@
+"""Ray Serve scale-out (deploy/ray/dvm_ray.py) on a local Ray cluster: a
+head and two worker nodes, each its own `ray start` process on this
+machine, a replica of the model on each worker, the ingress and Ray
+Serve's HTTP proxy on the head. Greedy completions are sent through the
+proxy; when the first answer made on one worker comes back (that worker
+still has requests running), the worker's node is killed (SIGKILL to its
+processes). Every request must be answered 200 with the text `dvm
+generate` makes for it alone: those the dead replica held are retried on
+the other (their answers say so), none is lost. Skipped with the reason
+when ray is not installed or cannot start here."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from tokenizers import Tokenizer
+
+from dvmtest.paths import DVM, ROOT
+from test_openai import servegen_folder
+
+ray = pytest.importorskip("ray", reason="ray[serve] is not installed (requirements.txt)")
+from ray import serve  # noqa: E402
+
+RAY_APP = os.path.join(ROOT, "deploy", "ray")
+sys.path.insert(0, RAY_APP)
+import dvm_ray  # noqa: E402
+
+PROMPTS = ["Hello world, and more", "Once upon a time", "a b c d"]
+MAX_TOKENS = 400
+
+
+def ray_free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_node(args, env, log):
+    """`ray start ... --block` in a session of its own, so that killing its
+    process group takes the node's processes with it."""
+    return subprocess.Popen(["ray", "start", "--block", "--disable-usage-stats", "--num-cpus=1",
+                             "--object-store-memory=100000000", *args],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def ray_reference(folder, prompt, max_tokens):
+    """The completion alone: `dvm generate` on the prompt's ids, decoded."""
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    ids = tok.encode(prompt).ids
+    out = subprocess.run([DVM, "generate", folder, "--prompt-ids", ",".join(map(str, ids)),
+                          "--max-length", str(len(ids) + max_tokens), "--threads", "1"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return tok.decode([int(t) for t in out], skip_special_tokens=True)
+
+
+@pytest.fixture
+def ray_cluster(tmp_path):
+    folder = str(tmp_path / "llama")
+    shutil.copytree(servegen_folder("llama-fp32"), folder, ignore=shutil.ignore_patterns("*.dvmb"))
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", DVM_CACHE_DIR=str(tmp_path / "cache"),
+               # a dead node noticed within a few seconds
+               RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3",
+               RAY_health_check_timeout_ms="2000")
+    env["PYTHONPATH"] = os.pathsep.join([RAY_APP, env.get("PYTHONPATH", "")])
+    port = ray_free_port()
+    log = open(tmp_path / "ray.log", "w")
+    nodes = [ray_node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                       '--resources={"dvm_head": 1}'], env, log)]
+    try:
+        deadline = time.time() + 40
+        while subprocess.run(["ray", "status", f"--address=127.0.0.1:{port}"], env=env,
+                             capture_output=True).returncode != 0:
+            if time.time() > deadline or nodes[0].poll() is not None:
+                pytest.skip("ray cannot start a head node here: " + open(tmp_path / "ray.log").read()[-2000:])
+            time.sleep(0.5)
+        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+        for k in (1, 2):  # one at a time: two nodes starting at once on one machine collide
+            nodes.append(ray_node([f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1",
+                                   f'--resources={{"dvm_slot": 1, "dvm_w{k}": 1}}'], env, log))
+            deadline = time.time() + 40
+            while len([n for n in ray.nodes() if n["Alive"]]) < k + 1:
+                if time.time() > deadline or nodes[k].poll() is not None:
+                    pytest.skip(f"ray cannot start worker node {k} here: " + open(tmp_path / "ray.log").read()[-2000:])
+                time.sleep(0.2)
+        yield folder, nodes, tmp_path
+    finally:  # the cluster goes as a worker went: its nodes' processes killed
+        ray.shutdown()
+        for p in nodes:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        log.close()
+
+
+def ray_cpu_seconds(pid):
+    """CPU time a process has used (user + system)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_worker_killed_mid_load(ray_cluster):
+    folder, nodes, tmp_path = ray_cluster
+    started = time.time()
+    http_port = ray_free_port()
+    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": http_port})
+    app = dvm_ray.build_app(folder, name="llama", min_replicas=2, max_replicas=2, max_ongoing_requests=3,
+                            replica_resources={"dvm_slot": 1}, ingress_resources={"dvm_head": 0.01})
+    serve.run(app, name="llama", route_prefix="/v1/completions")
+    url = f"http://127.0.0.1:{http_port}/v1/completions"
+    want = {p: ray_reference(folder, p, MAX_TOKENS) for p in PROMPTS}
+    bad = requests.post(url, json={"prompt": "", "max_tokens": 3}, timeout=30)
+    assert bad.status_code == 400 and "prompt" in bad.json()["error"]["message"]
+    # which worker runs which node, and the replica process on worker 1
+    node_of = {n["NodeID"]: k for n in ray.nodes() for k in (1, 2) if f"dvm_w{k}" in n["Resources"]}
+    pid_of = {}
+    for _ in range(5):
+        with ThreadPoolExecutor(6) as pool:
+            for r in pool.map(lambda _: requests.post(url, json={"prompt": "Hi", "max_tokens": 2}, timeout=60),
+                              range(6)):
+                pid_of[node_of[r.json()["dvm"]["node"]]] = r.json()["dvm"]["pid"]
+        if len(pid_of) == 2:
+            break
+    assert sorted(pid_of) == [1, 2], "the replicas are not one on each worker"
+
+    n = 18
+    got = [None] * n
+
+    def one(i):
+        r = requests.post(url, json={"prompt": PROMPTS[i % 3], "max_tokens": MAX_TOKENS, "temperature": 0},
+                          timeout=90)
+        got[i] = (r.status_code, r.json())
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    cpu0 = ray_cpu_seconds(pid_of[1])
+    for t in threads:
+        t.start()
+    # worker 1's replica is computing its first requests (each takes more than 0.15 s of CPU): kill its node
+    while ray_cpu_seconds(pid_of[1]) - cpu0 < 0.15:
+        time.sleep(0.005)
+    os.killpg(nodes[1].pid, signal.SIGKILL)
+    os.kill(pid_of[1], signal.SIGKILL)  # the replica, in a session of its own
+    for t in threads:
+        t.join(120)
+    lost = [i for i in range(n) if got[i] is None or got[i][0] != 200]
+    assert not lost, [got[i] for i in lost]
+    wrong = [i for i in range(n) if got[i][1]["choices"][0]["text"] != want[PROMPTS[i % 3]]]
+    assert not wrong, [(got[i][1], want[PROMPTS[i % 3]]) for i in wrong]
+    retried = [g for _, g in got if g["dvm"]["attempts"] > 1]
+    assert retried, "no request was running on the killed worker"
+    assert all(node_of.get(g["dvm"]["node"]) == 2 for g in retried)
+    assert time.time() - started < 60
