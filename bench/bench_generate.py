@@ -2,8 +2,10 @@
 folder), llama.cpp (GGUF f32 / q4_0 of the same checkpoint) and PyTorch eager,
 in one run. For each precision, batch and thread count: prefill tokens per
 second (a prompt of --prompt tokens), time to first token, decode tokens per
-second (--decode new tokens), peak RSS; for decode at batch 1 also the bytes
-of weights read per second against this machine's measured read bandwidth.
+second (--decode new tokens), peak RSS; for decode also the bytes of weights
+a step reads (all but the token embedding, of which it reads a row) times the
+steps per second, against this machine's read bandwidth at that thread count
+(sgemv over 512 MiB: the access pattern of a decode step).
 
     python bench/bench_generate.py --models DIR [--engines dvm,ortgenai,llamacpp,torch]
         [--precisions fp32,int4] [--batches 1,4] [--threads 1,2] [--json F]
@@ -131,21 +133,38 @@ def llamacpp_run(llamacpp, ckpt, precision, batch, threads, n_prompt, n_decode):
     return dict(ttft_ms=row["t_pp"] * 1e3, prefill_tps=row["speed_pp"], decode_tps=row["speed_tg"])
 
 
-def weight_bytes(folder):
-    return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)
-               if f.startswith("model.onnx") or f.endswith(".gguf"))
+def step_bytes(src, llamacpp):
+    """Bytes of weights a decode step reads: every weight but the tables read
+    only by a gather (the token embedding: one row a token), from the ONNX
+    graph's initializers or the GGUF's tensors."""
+    if src.endswith(".gguf"):
+        sys.path.insert(0, os.path.join(llamacpp, "..", "gguf-py"))
+        from gguf import GGUFReader
+        return sum(int(t.n_bytes) for t in GGUFReader(src).tensors if t.name != "token_embd.weight")
+    import onnx
+    m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
+    sizes = {}
+    for t in m.graph.initializer:
+        ext = {e.key: e.value for e in t.external_data}
+        sizes[t.name] = int(ext["length"]) if "length" in ext else len(t.raw_data)
+    users = {}
+    for n in m.graph.node:
+        for i, x in enumerate(n.input):
+            users.setdefault(x, set()).add((n.op_type, i))
+    gathered = {x for x, u in users.items() if all(op.startswith("Gather") and i == 0 for op, i in u)}
+    return sum(b for x, b in sizes.items() if x not in gathered)
 
 
-def read_bandwidth():
-    """GB/s one thread reads from memory (a sum over 512 MiB, best of 5)."""
-    import numpy as np
-    a = np.ones(128 << 20, np.float32)
-    best = 0
-    for _ in range(5):
-        t = time.perf_counter()
-        a.sum()
-        best = max(best, a.nbytes / (time.perf_counter() - t) / 1e9)
-    return best
+def read_bandwidth(threads):
+    """GB/s `threads` threads read from memory: the best of 5 matrix-vector
+    products over a 512 MiB matrix (BLAS sgemv, the access pattern of a
+    decode step), in a process of its own so that the thread count holds."""
+    code = ("import numpy as np, time; m = np.ones((32768, 4096), np.float32); v = np.ones(4096, np.float32); "
+            "b = 0\nfor _ in range(5):\n t = time.perf_counter(); m @ v; b = max(b, m.nbytes / (time.perf_counter() - t))\n"
+            "print(b / 1e9)")
+    env = dict(os.environ, **{k: str(threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
+    return float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                check=True).stdout)
 
 
 def one(a):
@@ -200,11 +219,11 @@ def main():
         # made here, so that no measurement's time or peak RSS includes the conversion
         for prec in a.precisions.split(","):
             gguf(a.llamacpp, os.path.join(a.models, "ckpt", FAMILY), prec)
-    bw = read_bandwidth()
-    print(f"read bandwidth, one thread: {bw:.1f} GB/s")
+    bw = {t: read_bandwidth(t) for t in map(int, a.threads.split(","))}
+    print("read bandwidth (sgemv over 512 MiB): " + ", ".join(f"{t} thread(s) {b:.1f} GB/s" for t, b in bw.items()))
     rows = []
     print(f"{'precision':9} {'batch':>5} {'thr':>3} {'engine':9} {'TTFT ms':>9} {'prefill t/s':>11} "
-          f"{'decode t/s':>10} {'weights GB/s':>12} {'RSS MB':>7}  dvm/engine decode")
+          f"{'decode t/s':>10} {'weights GB/s':>12} {'of bw':>5} {'RSS MB':>7}  dvm/engine decode")
     for prec in a.precisions.split(","):
         if "dvm" in engines:
             p = subprocess.run([sys.executable, __file__, "--one", "--models", a.models, "--engine", "dvm-compile",
@@ -231,17 +250,17 @@ def main():
                     r = json.loads(p.stdout.strip().splitlines()[-1])
                     src = (os.path.join(a.models, "ckpt", FAMILY, "model-%s.gguf" % ("f32" if prec == "fp32" else "q4_0"))
                            if eng == "llamacpp" else os.path.join(a.models, f"{FAMILY}-{prec}"))
-                    wb = os.path.getsize(src) if os.path.isfile(src) else weight_bytes(src)
-                    r["weights_gbps"] = wb * r["decode_tps"] / batch / 1e9
+                    r["weights_gbps"] = step_bytes(src, a.llamacpp) * r["decode_tps"] / batch / 1e9
                     res[eng] = r
                     rows.append(dict(precision=prec, batch=batch, threads=thr, engine=eng, **r))
                 for eng, r in res.items():
                     ratio = (f"{res['dvm']['decode_tps'] / r['decode_tps']:.2f}" if "dvm" in res and eng != "dvm" else "")
                     print(f"{prec:9} {batch:5} {thr:3} {eng:9} {r['ttft_ms']:9.1f} {r['prefill_tps']:11.1f} "
-                          f"{r['decode_tps']:10.2f} {r['weights_gbps']:12.2f} {r['peak_rss_mb']:7.0f}  {ratio}",
+                          f"{r['decode_tps']:10.2f} {r['weights_gbps']:12.2f} {r['weights_gbps'] / bw[thr]:5.0%} "
+                          f"{r['peak_rss_mb']:7.0f}  {ratio}",
                           flush=True)
     if a.json:
-        json.dump(dict(read_bandwidth_gbps=bw, rows=rows), open(a.json, "w"), indent=1)
+        json.dump(dict(read_bandwidth_gbps={str(t): b for t, b in bw.items()}, rows=rows), open(a.json, "w"), indent=1)
 
 
 if __name__ == "__main__":

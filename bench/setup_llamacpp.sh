@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# llama.cpp for bench/bench_generate.py's llama.cpp column: the llama.cpp tree
+# llama.cpp for bench/bench_generate.py's llama.cpp column and
+# bench/bench_serve_generate.py's llama-server: the llama.cpp tree
 # that llama-cpp-python's source distribution on PyPI vendors, built for this
 # CPU (GGML_NATIVE) into build-data/llamacpp, and what its checkpoint converter
 # needs, installed into build-data/genai-venv (setup.sh makes that venv).
@@ -20,7 +21,7 @@ if [ ! -d "$src" ]; then
 fi
 log=$dest/build.log
 { cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF &&
-  cmake --build "$src/build" -j"$(nproc)" --target llama-batched-bench llama-quantize; } >"$log" 2>&1 ||
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF &&
+  cmake --build "$src/build" -j"$(nproc)" --target llama-batched-bench llama-quantize llama-server; } >"$log" 2>&1 ||
   { tail -30 "$log" >&2; echo "setup_llamacpp: the build failed (all of it in $log)" >&2; exit 1; }
 echo "$src/build"
