@@ -34,7 +34,8 @@
  * computed once per call in double. Dims whose table is the identity in
  * front fold into one batch dim. An output row (all dims but the last) is
  * then the weighted sum of the input rows that the taps of its outer dims
- * select, each read through the last dim's taps. */
+ * select, each read through the last dim's taps (a nearest upscale of it
+ * by a whole factor, each input repeated in turn, as a stream). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ typedef struct axis {
   float *w;      /* out * taps weights (linear and cubic) */
   bool *outside; /* tf_crop_and_resize: per output, extrapolated; else NULL */
   bool identity;
+  int64_t repeat; /* nearest, out = in * repeat, output o from input o / repeat; else 0 */
 } axis;
 
 /* The ONNX cubic convolution kernel with coefficient a at distance x. */
@@ -108,6 +110,16 @@ static double taps_for(const dvm_resize *r, int d, const axis *ax) {
 static double tap_weight(const dvm_resize *r, int64_t t, int64_t n, double ratio, double s) {
   double d = ((double)(t - n / 2 + 1) - ratio) * s;
   return r->mode == DVM_RESIZE_LINEAR ? fmax(0.0, 1 - fabs(d)) : cubic(d, r->cubic_a);
+}
+
+/* f where a nearest axis repeats each input f > 1 times in turn (an
+ * integer upscale, as FPNs' asymmetric floor ones), else 0. */
+static int64_t repeat_of(const axis *ax) {
+  if (ax->in <= 0 || ax->out % ax->in || ax->out == ax->in) return 0;
+  int64_t f = ax->out / ax->in;
+  for (int64_t o = 0; o < ax->out; o++)
+    if (ax->idx[o] != o / f) return 0;
+  return f;
 }
 
 /* Whether the taps of `ax` copy input o to output o. */
@@ -172,6 +184,7 @@ static void axis_fill(const dvm_resize *r, int d, axis *ax) {
     }
   }
   ax->identity = axis_is_identity(ax);
+  ax->repeat = r->mode == DVM_RESIZE_NEAREST && !ax->outside ? repeat_of(ax) : 0;
 }
 
 /* Nearest: y rows gathered through the last dim's indices; elements are
@@ -188,6 +201,30 @@ NEAREST_ROW(row_4, uint32_t)
 NEAREST_ROW(row_8, uint64_t)
 
 typedef void (*row_fn)(const void *, void *, const int64_t *, int64_t);
+
+/* Nearest by an integer factor f: each of n inputs f times in turn, a
+ * stream instead of a gather through the index table (2: unrolled). */
+#define REPEAT_ROW(name, T)                                                             \
+  DVM_VEC static void name(const void *src, void *dst, int64_t f, int64_t n) {          \
+    const T *s = src;                                                                   \
+    T *d = dst;                                                                         \
+    if (f == 2) {                                                                       \
+      _Pragma("omp simd") for (int64_t x = 0; x < n; x++) {                             \
+        T v = s[x];                                                                     \
+        d[2 * x] = v;                                                                   \
+        d[2 * x + 1] = v;                                                               \
+      }                                                                                 \
+      return;                                                                           \
+    }                                                                                   \
+    for (int64_t x = 0; x < n; x++)                                                     \
+      for (int64_t k = 0; k < f; k++) d[x * f + k] = s[x];                              \
+  }
+REPEAT_ROW(repeat_1, uint8_t)
+REPEAT_ROW(repeat_2, uint16_t)
+REPEAT_ROW(repeat_4, uint32_t)
+REPEAT_ROW(repeat_8, uint64_t)
+
+typedef void (*repeat_fn)(const void *, void *, int64_t, int64_t);
 
 /* y += wc * (the row src read through N taps per output, idx and w). */
 #define LERP_TAPS(N)                                                               \
@@ -231,7 +268,10 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
   int last = p->rank - 1;
   const axis *in = &p->ax[last];
   row_fn gather = NULL;
+  repeat_fn repeat = NULL;
   if (p->nearest && p->esz <= 8) gather = p->esz == 1 ? row_1 : p->esz == 2 ? row_2 : p->esz == 4 ? row_4 : row_8;
+  if (gather && in->repeat)
+    repeat = p->esz == 1 ? repeat_1 : p->esz == 2 ? repeat_2 : p->esz == 4 ? repeat_4 : repeat_8;
   int64_t prev = -1;
   for (int64_t row = r0; row < r1; row++) {
     /* the row's outer indices, and the input rows its taps select */
@@ -267,6 +307,8 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
       /* upscaling reads one input row into several output rows in turn */
       if (row > r0 && off[0] == prev)
         memcpy(yr, yr - in->out * (int64_t)p->esz, (size_t)in->out * p->esz);
+      else if (repeat)
+        repeat(x + off[0] * (int64_t)p->esz, yr, in->repeat, in->in);
       else if (gather)
         gather(x + off[0] * (int64_t)p->esz, yr, in->idx, in->out);
       else /* elements of trailing copied dims (NHWC's channels) */

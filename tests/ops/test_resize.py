@@ -225,6 +225,21 @@ def test_nearest_dtypes(dtype):
     np.testing.assert_array_equal(got, ref_resize(x, (3, 3, 9), "nearest", "asymmetric", "floor"))
 
 
+# nearest upscales by whole factors (each input repeated in turn: the
+# FPN's 2x, also 3x and 8x) with each element size, a factor on one dim
+# only, widths of 1 and primes, against the reference and ONNX Runtime
+@pytest.mark.parametrize("xs,f", [((1, 3, 5, 7), (2, 2)), ((2, 2, 1, 1), (3, 3)), ((1, 2, 3, 13), (1, 8)),
+                                  ((1, 4, 11, 17), (2, 1)), ((1, 1, 2, 31), (3, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.float16, np.int64])
+def test_nearest_whole_factors(xs, f, dtype):
+    x = rand_resize(*xs, dtype=dtype)
+    sizes = xs[:2] + (xs[2] * f[0], xs[3] * f[1])
+    got = dvm_resize(x, sizes, "nearest", "asymmetric", "floor")
+    np.testing.assert_array_equal(got, ref_resize(x, sizes, "nearest", "asymmetric", "floor"))
+    if dtype == np.float32:
+        np.testing.assert_array_equal(got, ort_resize(x, sizes, "nearest", "asymmetric", "floor"))
+
+
 def test_short_attrs():
     """Four attributes: cubic_coeff_a, exclude_outside, antialias default."""
     x = rand_resize(1, 1, 4, 4)
