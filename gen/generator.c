@@ -25,13 +25,24 @@
  * new positions in the cache: the copy per step ONNX Runtime GenAI makes
  * in this mode. Rows holding different lengths run alone, and a sequence
  * with a past takes new tokens one per step (such a graph's mask is made
- * for a prompt or one token). */
+ * for a prompt or one token).
+ *
+ * A paged cache (kv_block_size) is one key and one value pool per layer,
+ * [blocks, kv_heads, block_rows, head_size]; block ids are the same in
+ * every layer's pools (kvblocks.c counts their references). Sequence b's
+ * table row holds its blocks in order; a step passes the kernel paged
+ * tensors [rows, kv_heads, max_length, head_size] over the pools and a
+ * copy of the rows' tables in which a row with nothing new points only at
+ * the last block, kept for them, so that it never writes a block that a
+ * sequence holds (one that may be shared). A fresh sequence first finds
+ * its prompt's full blocks in the prefix index and runs only the rest. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "genimpl.h"
+#include "kvblocks.h"
 
 enum { IDS, MASK, POS, NINPUTS };
 
@@ -56,11 +67,20 @@ struct dvm_generator {
   dvm_generator_rng *rngs;  /* [batch]: ... and its own random stream, where own_rng[b] */
   bool *own_rng;
   dvm_value *args, *bound, *results;
+  /* the paged cache (bs > 0): cache[] holds its pools, of kb's blocks and
+   * the idle rows' one (id trash) */
+  int bs, nblk, trash;            /* rows per block, table entries per sequence */
+  dvm_kv_blocks *kb;
+  int32_t *table, *step;          /* [batch * nblk]: each sequence's blocks; what a step passes */
+  int *held, *published;          /* [batch]: blocks held, of them the first published in the prefix index */
+  uint64_t *chain;                /* [batch]: the hash of the last published */
+  int64_t prefix_queries, prefix_hits;
+  char note[256];                 /* why paging, asked for, is off */
 };
 
 void dvm_generator_options_init(dvm_generator_options *o) {
   *o = (dvm_generator_options){.max_length = -1, .do_sample = -1, .top_k = -1, .top_p = -1,
-                         .temperature = -1, .repetition_penalty = -1, .seed = -1};
+                         .temperature = -1, .repetition_penalty = -1, .seed = -1, .kv_block_size = 0, .kv_budget = 0};
 }
 
 /* ---- creation ---- */
@@ -91,6 +111,7 @@ static dvm_status *apply_options(dvm_generator_config *c, const dvm_generator_op
   if (o->seed >= 0) c->seed = o->seed;
   return NULL;
 }
+
 
 /* 2l + v when `name` is layer l's key (v = 0) or value (v = 1) name as
  * the formats key and value make them, else -1. */
@@ -200,6 +221,74 @@ static dvm_status *make_cache(dvm_generator *g, dvm_dtype dt) {
   return NULL;
 }
 
+/* The paged cache's pools of n blocks, zeroed, and its tables. */
+static dvm_status *make_pools(dvm_generator *g, dvm_dtype dt, int bs, int n) {
+  const dvm_generator_config *c = &g->c;
+  size_t B = (size_t)g->batch;
+  g->bs = bs, g->nblk = (g->max_length + bs - 1) / bs, g->trash = n - 1;
+  g->table = malloc(2 * B * (size_t)g->nblk * sizeof *g->table);
+  g->step = g->table ? g->table + B * (size_t)g->nblk : NULL;
+  g->held = calloc(2 * B, sizeof *g->held);
+  g->published = g->held ? g->held + B : NULL;
+  g->chain = calloc(B, sizeof *g->chain);
+  if (!g->table || !g->held || !g->chain) return dvm_status_new(DVM_OUT_OF_MEMORY, "the KV cache's block tables");
+  for (size_t i = 0; i < B * (size_t)g->nblk; i++) g->table[i] = g->trash;
+  dvm_status *st = dvm_kv_blocks_create(n - 1, bs, &g->kb);
+  int64_t dims[4] = {n, c->kv_heads, bs, c->head_size};
+  for (int i = 0; i < 2 * c->layers && !st; i++)
+    if (!(st = dvm_tensor_create(dt, 4, dims, &g->cache[i])))
+      memset(dvm_tensor_data(g->cache[i]), 0, dvm_tensor_nbytes(g->cache[i]));
+  return st;
+}
+
+/* Back to the contiguous cache (paging does not apply): the pools and
+ * tables go. */
+static void drop_pools(dvm_generator *g) {
+  for (int i = 0; i < 2 * g->c.layers; i++) dvm_tensor_release(g->cache[i]), g->cache[i] = NULL;
+  dvm_kv_blocks_destroy(g->kb);
+  free(g->table);
+  free(g->held);
+  free(g->chain);
+  g->kb = NULL, g->table = g->step = NULL, g->held = g->published = NULL, g->chain = NULL, g->bs = 0;
+}
+
+static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *from, const int *to, const bool *keep);
+
+/* The cache: paged when asked and the model allows it (one step of an
+ * idle row, which the VM refuses if anything but GroupQueryAttention
+ * would see the pools), else contiguous, saying why in g->note. */
+static dvm_status *choose_cache(dvm_generator *g, const dvm_generator_options *o, dvm_dtype dt) {
+  const dvm_generator_config *c = &g->c;
+  if (o->kv_block_size < 0 || o->kv_block_size > g->max_length || o->kv_budget < 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "kv_block_size %d must be 0 (not paged) to max_length %d, kv_budget "
+                          "%lld >= 0", o->kv_block_size, g->max_length, (long long)o->kv_budget);
+  if (!o->kv_block_size) return make_cache(g, dt);
+  int bs = o->kv_block_size;
+  /* one block: every layer's key and value rows */
+  int64_t block = 2LL * c->layers * c->kv_heads * bs * c->head_size * (int64_t)dvm_dtype_size(dt);
+  /* by default every sequence can reach max_length, as in the contiguous cache */
+  int64_t budget = o->kv_budget ? o->kv_budget : block * ((int64_t)g->batch * ((g->max_length + bs - 1) / bs) + 1);
+  int64_t n = budget / block;
+  if (!c->share_buffer) snprintf(g->note, sizeof g->note, "search.past_present_share_buffer is false");
+  else if (n < 2 || n > INT32_MAX)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "kv_budget %lld bytes holds %lld KV blocks of %lld bytes (%d rows of "
+                          "every layer's key and value); a paged cache needs 2 to %d", (long long)budget,
+                          (long long)n, (long long)block, bs, INT32_MAX);
+  dvm_status *st = g->note[0] ? NULL : make_pools(g, dt, bs, (int)n);
+  if (!st && g->bs) { /* the probe: sequence 0 is empty, its row idle */
+    int from = 0, to = 1;
+    bool keep = false;
+    if ((st = invoke(g, 0, 1, 1, &from, &to, &keep))) {
+      snprintf(g->note, sizeof g->note, "%s", dvm_status_message(st));
+      dvm_status_free(st);
+      st = NULL;
+    }
+  }
+  if (st || !g->note[0]) return st;
+  drop_pools(g);
+  return make_cache(g, dt);
+}
+
 static void seed(int64_t value, const void *salt, dvm_generator_rng *rng) {
   uint64_t s = (uint64_t)value;
   if (value < 0) { /* GenAI's random_seed -1: a different stream each time */
@@ -265,7 +354,8 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   dvm_vm_options vo;
   dvm_vm_options_init(&vo);
   vo.threads = opts->threads;
-  if ((st = map_signature(g, m, &cache_dt)) || (st = make_cache(g, cache_dt)) || (st = dvm_vm_create(m, &vo, &g->vm))) {
+  if ((st = map_signature(g, m, &cache_dt)) || (st = dvm_vm_create(m, &vo, &g->vm)) ||
+      (st = choose_cache(g, opts, cache_dt))) {
     dvm_generator_destroy(g);
     return st;
   }
@@ -289,6 +379,7 @@ dvm_status *dvm_generator_model_file(const char *config_path, char *file, char *
 
 void dvm_generator_destroy(dvm_generator *g) {
   if (!g) return;
+  if (g->bs) drop_pools(g);
   for (int i = 0; g->cache && i < 2 * g->c.layers * (1 + g->batch); i++) dvm_tensor_release(g->cache[i]);
   dvm_vm_destroy(g->vm);
   free(g->past);
@@ -381,9 +472,17 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
     if (g->param[k] >= 0) g->args[g->param[k]] = dvm_value_tensor(in[k]);
   for (int r = 0; r < g->nresults; r++) g->bound[r] = (dvm_value){.kind = DVM_VAL_NONE};
   int P = from[0]; /* without a shared buffer, what every row holds */
+  for (int b = 0; g->bs && b < nb; b++) /* an idle row writes only the trash block */
+    for (int k = 0; k < g->nblk; k++)
+      g->step[(size_t)(b0 + b) * g->nblk + k] = keep[b] ? g->table[(size_t)(b0 + b) * g->nblk + k] : g->trash;
   for (int i = 0; i < 2 * c->layers && !st; i++) {
-    dvm_tensor *t = nb == g->batch ? g->cache[i] : g->rows[i * g->batch + b0];
-    if (c->share_buffer && nb > 1 && nb < g->batch) { /* the first nb rows: a view of the cache */
+    dvm_tensor *t = g->bs || nb == g->batch ? g->cache[i] : g->rows[i * g->batch + b0];
+    if (g->bs) {
+      int64_t dims[4] = {nb, c->kv_heads, g->max_length, c->head_size};
+      dvm_tensor_pages pages = {g->step + (size_t)b0 * g->nblk, g->nblk, g->bs, g->trash + 1};
+      if ((st = dvm_tensor_wrap_paged(dvm_tensor_dtype(t), dims, dvm_tensor_data(t), &pages, &t))) break;
+      g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
+    } else if (c->share_buffer && nb > 1 && nb < g->batch) { /* the first nb rows: a view of the cache */
       int64_t dims[4] = {nb, c->kv_heads, g->max_length, c->head_size};
       if ((st = dvm_tensor_wrap(dvm_tensor_dtype(t), 4, dims, dvm_tensor_data(t), NULL, NULL, &t))) break;
       g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
@@ -425,11 +524,86 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
   return st;
 }
 
+/* ---- the paged cache's blocks ---- */
+
+/* How many of fresh sequence b's prompt blocks the prefix index holds (all
+ * but the last token's rows: it must run for the logits) into ids (may
+ * be NULL), their last hash, and how many of them are free. */
+static int prefix_blocks(const dvm_generator *g, int b, int32_t *ids, uint64_t *hash, int *revived) {
+  const int32_t *seq = g->tokens + (size_t)b * g->max_length;
+  uint64_t h = 0;
+  int k = 0, parent = -1;
+  for (; k < (g->len[b] - 1) / g->bs; k++) {
+    uint64_t hk = dvm_kv_blocks_hash(h, seq + (size_t)k * g->bs, g->bs);
+    int id = dvm_kv_blocks_find(g->kb, hk, parent, seq + (size_t)k * g->bs);
+    if (id < 0) break;
+    if (ids) ids[k] = id;
+    *revived += dvm_kv_blocks_refs(g->kb, id) == 0;
+    h = hk, parent = id;
+  }
+  *hash = h;
+  return k;
+}
+
+int dvm_generator_kv_need(const dvm_generator *g, int b) {
+  if (!g->bs || b < 0 || b >= g->batch || g->len[b] <= g->ran[b]) return 0;
+  int held = g->held[b], revived = 0;
+  uint64_t h;
+  if (!g->ran[b] && !held) held = prefix_blocks(g, b, NULL, &h, &revived); /* a free one found leaves the free */
+  return (g->len[b] + g->bs - 1) / g->bs - held + revived;
+}
+
+/* Each sequence's blocks for the rows it is about to run: a fresh one's
+ * prompt prefix from the index (those rows do not run again), then free
+ * blocks. Fails, taking none, when there are not enough. */
+static dvm_status *take_blocks(dvm_generator *g) {
+  int need = 0;
+  for (int b = 0; b < g->batch; b++) need += dvm_generator_kv_need(g, b);
+  if (need > dvm_kv_blocks_free(g->kb))
+    return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "the KV cache has %d free blocks of %d rows, the sequences need %d",
+                          dvm_kv_blocks_free(g->kb), g->bs, need);
+  for (int b = 0; b < g->batch; b++) {
+    if (g->len[b] <= g->ran[b]) continue;
+    int32_t *tab = g->table + (size_t)b * g->nblk;
+    if (!g->ran[b] && !g->held[b]) {
+      int revived = 0, k = prefix_blocks(g, b, tab, &g->chain[b], &revived);
+      for (int i = 0; i < k; i++) dvm_kv_blocks_retain(g->kb, tab[i]);
+      g->held[b] = g->published[b] = k;
+      g->ran[b] = k * g->bs;
+      g->prefix_queries += g->len[b];
+      g->prefix_hits += g->ran[b];
+    }
+    while (g->held[b] * g->bs < g->len[b]) tab[g->held[b]++] = dvm_kv_blocks_take(g->kb);
+  }
+  return NULL;
+}
+
+/* Sequence b's blocks that its rows have filled, into the prefix index. */
+static void publish_blocks(dvm_generator *g, int b) {
+  const int32_t *seq = g->tokens + (size_t)b * g->max_length, *tab = g->table + (size_t)b * g->nblk;
+  for (int k = g->published[b]; (k + 1) * g->bs <= g->ran[b]; k = ++g->published[b]) {
+    g->chain[b] = dvm_kv_blocks_hash(g->chain[b], seq + (size_t)k * g->bs, g->bs);
+    dvm_kv_blocks_publish(g->kb, tab[k], g->chain[b], k ? tab[k - 1] : -1, seq + (size_t)k * g->bs);
+  }
+}
+
+void dvm_generator_get_kv_stats(const dvm_generator *g, dvm_generator_kv_stats *out) {
+  *out = (dvm_generator_kv_stats){.block_size = g->bs, .prefix_queries = g->prefix_queries,
+                                  .prefix_hits = g->prefix_hits};
+  if (!g->bs) return;
+  out->blocks = dvm_kv_blocks_count(g->kb);
+  out->free = dvm_kv_blocks_free(g->kb);
+  out->block_bytes = 2 * (size_t)g->c.layers * dvm_tensor_nbytes(g->cache[0]) / (size_t)(g->trash + 1);
+}
+
+const char *dvm_generator_kv_note(const dvm_generator *g) { return g->note; }
+
 dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
   int B = g->batch, step = 0;
   int *from = malloc(2 * (size_t)B * sizeof *from), *to = from + B;
   bool *keep = malloc((size_t)B * sizeof *keep);
   dvm_status *st = from && keep ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (!st && g->bs) st = take_blocks(g);
   bool share = g->c.share_buffer;
   for (int b = 0; b < B && !st; b++) {
     /* without a shared buffer, a sequence with a past steps one token at a time */
@@ -459,6 +633,7 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
     if (!st)
       for (int b = 0; b < B; b++) g->ran[b] = g->len[b];
   }
+  for (int b = 0; b < B && g->bs; b++) publish_blocks(g, b);
   free(from);
   free(keep);
   if (st && !share) /* a graph made for a shared buffer fails on a past as long as what is held */
@@ -526,6 +701,11 @@ dvm_status *dvm_generator_next(dvm_generator *g) {
 
 void dvm_generator_reset(dvm_generator *g, int b) {
   if (b < 0 || b >= g->batch) return;
+  for (int k = 0; g->bs && k < g->held[b]; k++) {
+    dvm_kv_blocks_release(g->kb, g->table[(size_t)b * g->nblk + k]);
+    g->table[(size_t)b * g->nblk + k] = g->trash;
+  }
+  if (g->bs) g->held[b] = g->published[b] = 0, g->chain[b] = 0;
   g->len[b] = g->ran[b] = 0;
   g->done[b] = true;
   g->has_logits[b] = false;

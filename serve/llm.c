@@ -9,9 +9,14 @@
  * while a step runs joins at the next one; nothing is padded to the
  * longest sequence.
  *
- * Slots are rows of one KV cache allocated at its maximum; a paged cache
- * shared between sequences would replace the generator here, behind the
- * same queue and slots. */
+ * With a paged cache (kv_block_size) a slot holds KV blocks only for the
+ * rows its sequence has. Before a step, while the running sequences need
+ * more blocks than are free, the most recently admitted one is preempted
+ * (vLLM's recompute policy): its slot and blocks are freed and its request
+ * goes back to the head of the queue; admitted again, it runs its prompt
+ * and the tokens it had made as one prompt and goes on from there, so its
+ * client sees no token twice. A waiting request is admitted only when its
+ * blocks and the running ones' fit. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +32,34 @@ struct dvms_llm {
   dvms_gen **slots;      /* [max_running]: the request in each row, or NULL */
   int running, nslots, stop;
   dvms_model *m;
+  int32_t *seq;          /* [max_length]: a readmitted request's prompt and tokens */
+  int64_t admissions;
+  dvms_kv_metrics kv;    /* blocks, block_bytes, peak, preemptions; the rest from the generator */
 };
 
 static void publish(dvms_llm *l) {
   dvms_metrics_gen_state(l->m->metrics, l->m->name, l->running, l->waiting);
+  dvm_generator_kv_stats st;
+  dvm_generator_get_kv_stats(l->gen, &st);
+  if (!st.block_size) return;
+  l->kv.used = st.blocks - st.free;
+  l->kv.peak = l->kv.used > l->kv.peak ? l->kv.used : l->kv.peak;
+  l->kv.prefix_queries = (uint64_t)st.prefix_queries, l->kv.prefix_hits = (uint64_t)st.prefix_hits;
+  dvms_metrics_gen_kv(l->m->metrics, l->m->name, &l->kv);
+}
+
+/* The blocks the running sequences take at the next step. */
+static int running_need(const dvms_llm *l) {
+  int need = 0;
+  for (int s = 0; s < l->nslots; s++)
+    if (l->slots[s]) need += dvm_generator_kv_need(l->gen, s);
+  return need;
+}
+
+static int free_blocks(const dvms_llm *l) {
+  dvm_generator_kv_stats st;
+  dvm_generator_get_kv_stats(l->gen, &st);
+  return st.free;
 }
 
 /* Ends g (l->mu held): its slot, if any, is free again. */
@@ -46,29 +75,61 @@ static void finish(dvms_llm *l, dvms_gen *g, int why, dvm_status *st) {
   pthread_cond_broadcast(&g->cond);
 }
 
-/* Puts the oldest waiting request into free slot s (l->mu held). */
-static void admit(dvms_llm *l, int s) {
+/* The newest running sequence back to the head of the queue, its slot
+ * and blocks free (l->mu held). */
+static void preempt(dvms_llm *l) {
+  int s = -1;
+  for (int i = 0; i < l->nslots; i++)
+    if (l->slots[i] && (s < 0 || l->slots[i]->admitted > l->slots[s]->admitted)) s = i;
+  dvms_gen *g = l->slots[s];
+  dvm_generator_reset(l->gen, s);
+  l->slots[s] = NULL;
+  l->running--;
+  g->state = DVMS_GEN_QUEUED;
+  g->next = l->head;
+  l->head = g;
+  if (!l->tail) l->tail = g;
+  l->waiting++;
+  l->kv.preemptions++;
+}
+
+/* Puts the oldest waiting request into free slot s (l->mu held): its
+ * prompt, and the tokens it made before a preemption. Returns 0, leaving
+ * it waiting, when its blocks and the running sequences' do not fit. */
+static int admit(dvms_llm *l, int s) {
   dvms_gen *g = l->head;
+  const int32_t *toks[256] = {0}; /* max_running is at most 256 (config.c) */
+  int counts[256] = {0};
+  toks[s] = g->prompt;
+  counts[s] = g->nprompt + g->ntokens;
+  if (g->ntokens) {
+    memcpy(l->seq, g->prompt, (size_t)g->nprompt * sizeof *l->seq);
+    memcpy(l->seq + g->nprompt, g->tokens, (size_t)g->ntokens * sizeof *l->seq);
+    toks[s] = l->seq;
+  }
+  dvm_generator_reset(l->gen, s);
+  int need = running_need(l);
+  dvm_status *st = dvm_generator_set_search(l->gen, s, &g->search);
+  if (!st) st = dvm_generator_append(l->gen, toks, counts);
+  if (!st && need + dvm_generator_kv_need(l->gen, s) > free_blocks(l)) {
+    dvm_generator_reset(l->gen, s);
+    return 0;
+  }
   l->head = g->next;
   if (!l->head) l->tail = NULL;
   g->next = NULL;
   l->waiting--;
-  const int32_t *toks[256] = {0}; /* max_running is at most 256 (config.c) */
-  int counts[256] = {0};
-  toks[s] = g->prompt;
-  counts[s] = g->nprompt;
-  dvm_generator_reset(l->gen, s);
-  dvm_status *st = dvm_generator_set_search(l->gen, s, &g->search);
-  if (!st) st = dvm_generator_append(l->gen, toks, counts);
   if (st) {
     finish(l, g, DVMS_FINISH_ERROR, st);
-    return;
+    return 1;
   }
   g->state = DVMS_GEN_RUNNING;
   g->slot = s;
+  g->admitted = l->admissions++;
   l->slots[s] = g;
   l->running++;
-  dvms_metrics_gen_prompt(l->m->metrics, l->m->name, g->nprompt, -1);
+  if (!g->ntokens) dvms_metrics_gen_prompt(l->m->metrics, l->m->name, g->nprompt, -1);
+  return 1;
 }
 
 /* After a step (l->mu held): each running sequence's new token to its
@@ -100,9 +161,10 @@ static void *engine(void *arg) {
   for (;;) {
     for (int s = 0; s < l->nslots; s++)
       if (l->slots[s] && l->slots[s]->cancel) finish(l, l->slots[s], DVMS_FINISH_CANCELLED, NULL);
+    while (l->running && running_need(l) > free_blocks(l)) preempt(l);
     int one_at_a_time = !l->m->cfg.continuous_batching;
     for (int s = 0; s < l->nslots && l->head && !(one_at_a_time && l->running); s++)
-      if (!l->slots[s]) admit(l, s);
+      if (!l->slots[s] && !admit(l, s)) break;
     publish(l);
     if (!l->running) {
       if (l->stop && !l->head) break;
@@ -133,7 +195,7 @@ static void *engine(void *arg) {
   return NULL;
 }
 
-dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads) {
+dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads, const dvms_repo_options *ro) {
   dvms_llm *l = calloc(1, sizeof *l);
   if (!l) return dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: its engine", m->name);
   l->m = m;
@@ -143,9 +205,23 @@ dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads) {
   o.batch_size = l->nslots;
   o.threads = threads;
   if (m->cfg.max_length) o.max_length = m->cfg.max_length;
+  o.kv_block_size = m->cfg.kv_block_size;
+  o.kv_budget = m->cfg.kv_budget;
   dvm_status *st = dvm_generator_create(m->module, config, &o, &l->gen);
-  if (!st && !(l->slots = calloc((size_t)l->nslots, sizeof *l->slots)))
+  if (!st && (!(l->slots = calloc((size_t)l->nslots, sizeof *l->slots)) ||
+              !(l->seq = malloc((size_t)dvm_generator_max_length(l->gen) * sizeof *l->seq))))
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "model %s: its slots", m->name);
+  if (!st && dvm_generator_kv_note(l->gen)[0] && ro->warn) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "paged KV cache off (kv_block_size %d): %s", m->cfg.kv_block_size,
+             dvm_generator_kv_note(l->gen));
+    ro->warn(ro->warn_ctx, m->name, msg);
+  }
+  if (!st) {
+    dvm_generator_kv_stats ks;
+    dvm_generator_get_kv_stats(l->gen, &ks);
+    l->kv.blocks = ks.blocks, l->kv.block_bytes = ks.block_bytes;
+  }
   if (!st) {
     for (int s = 0; s < l->nslots; s++) dvm_generator_reset(l->gen, s);
     pthread_mutex_init(&l->mu, NULL);
@@ -159,6 +235,7 @@ dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads) {
   if (st) {
     dvm_generator_destroy(l->gen);
     free(l->slots);
+    free(l->seq);
     free(l);
     return st;
   }
@@ -180,6 +257,7 @@ void dvms_llm_stop(dvms_model *m) {
   pthread_cond_destroy(&l->work);
   dvm_generator_destroy(l->gen);
   free(l->slots);
+  free(l->seq);
   free(l);
   m->llm = NULL;
 }
@@ -194,6 +272,13 @@ dvm_status *dvms_llm_submit(dvms_model *m, dvms_gen *g) {
     if (g->prompt[i] < 0 || g->prompt[i] >= vocab)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "prompt token %d (%d) is outside the vocabulary (0 to %d)", i,
                             g->prompt[i], vocab - 1);
+  dvm_generator_kv_stats kv;
+  dvm_generator_get_kv_stats(l->gen, &kv);
+  int64_t rows = (int64_t)g->nprompt + g->max_tokens - 1; /* the last token never runs */
+  if (kv.block_size && (rows + kv.block_size - 1) / kv.block_size > kv.blocks)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%d prompt tokens and max_tokens %d need %lld KV blocks of %d rows; "
+                          "the model's kv_budget holds %d", g->nprompt, g->max_tokens,
+                          (long long)((rows + kv.block_size - 1) / kv.block_size), kv.block_size, kv.blocks);
   if (!(g->tokens = malloc((size_t)g->max_tokens * sizeof *g->tokens)))
     return dvm_status_new(DVM_OUT_OF_MEMORY, "%d tokens of a request", g->max_tokens);
   dvms_cond_init(&g->cond);

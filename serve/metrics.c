@@ -37,6 +37,8 @@ typedef struct series {
   int64_t waiting;
   uint64_t prompt_tokens, generation_tokens;
   hist ttft, tpot;
+  int paged;
+  dvms_kv_metrics kv;
 } series;
 
 struct dvms_metrics {
@@ -143,6 +145,13 @@ void dvms_metrics_gen_token(dvms_metrics *m, const char *model, double since_las
   pthread_mutex_unlock(&m->mu);
 }
 
+void dvms_metrics_gen_kv(dvms_metrics *m, const char *model, const dvms_kv_metrics *kv) {
+  pthread_mutex_lock(&m->mu);
+  series *s = find(m, model);
+  if (s) s->paged = 1, s->kv = *kv;
+  pthread_mutex_unlock(&m->mu);
+}
+
 void dvms_metrics_http(dvms_metrics *m, unsigned status) {
   pthread_mutex_lock(&m->mu);
   m->http[status < 600 ? status : 0]++;
@@ -222,6 +231,25 @@ void dvms_metrics_write(dvms_metrics *m, dvms_buf *b) {
   FAMILY("vllm:time_per_output_token_seconds", "histogram", "Time between a sequence's successive tokens.",
          if (s->gen) write_hist_label(b, "vllm:time_per_output_token_seconds", "model_name", s->model, &s->tpot,
                                       time_bounds, NTIME));
+  FAMILY("vllm:cpu_cache_usage_perc", "gauge", "Fraction of the paged KV cache's blocks in use (1 = all).",
+         if (s->paged) dvms_buf_printf(b, "vllm:cpu_cache_usage_perc{model_name=\"%s\"} %g\n", s->model,
+                                       (double)s->kv.used / s->kv.blocks));
+  FAMILY("vllm:num_preemptions_total", "counter", "Sequences preempted (blocks freed, requeued) for KV blocks.",
+         if (s->paged) dvms_buf_printf(b, "vllm:num_preemptions_total{model_name=\"%s\"} %llu\n", s->model,
+                                       (unsigned long long)s->kv.preemptions));
+  FAMILY("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         if (s->paged) dvms_buf_printf(b, "vllm:prefix_cache_queries_total{model_name=\"%s\"} %llu\n", s->model,
+                                       (unsigned long long)s->kv.prefix_queries));
+  FAMILY("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache (not computed again).",
+         if (s->paged) dvms_buf_printf(b, "vllm:prefix_cache_hits_total{model_name=\"%s\"} %llu\n", s->model,
+                                       (unsigned long long)s->kv.prefix_hits));
+  FAMILY("dvm_kv_blocks", "gauge", "The paged KV cache's blocks: total, in use now, most in use at once.",
+         if (s->paged) dvms_buf_printf(b, "dvm_kv_blocks{model=\"%s\",state=\"total\"} %d\n"
+                                          "dvm_kv_blocks{model=\"%s\",state=\"used\"} %d\n"
+                                          "dvm_kv_blocks{model=\"%s\",state=\"peak\"} %d\n",
+                                       s->model, s->kv.blocks, s->model, s->kv.used, s->model, s->kv.peak));
+  FAMILY("dvm_kv_block_bytes", "gauge", "Bytes of one KV block (every layer's key and value).",
+         if (s->paged) dvms_buf_printf(b, "dvm_kv_block_bytes{model=\"%s\"} %zu\n", s->model, s->kv.block_bytes));
   dvms_buf_printf(b, "# HELP dvm_http_responses_total HTTP responses by status code.\n"
                      "# TYPE dvm_http_responses_total counter\n");
   for (unsigned c = 100; c < 600; c++)

@@ -190,7 +190,7 @@ static dvm_status *load_llm(dvms_repo *r, dvms_model *m, const char *dir, const 
   snprintf(path, sizeof path, "%s/%s", dir, file);
   if ((st = dvms_compile_onnx(path, m->name, &m->cfg, &r->opts, &m->module))) return st;
   dvms_chat_read_config(m, dir);
-  return dvms_llm_start(m, config, m->cfg.threads ? m->cfg.threads : r->opts.cores);
+  return dvms_llm_start(m, config, m->cfg.threads ? m->cfg.threads : r->opts.cores, &r->opts);
 }
 
 static dvm_status *load_version(dvms_repo *r, const char *name, int64_t version, dvms_model **out) {

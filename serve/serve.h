@@ -135,6 +135,8 @@ typedef struct dvms_config {
   int max_tokens;            /* max_tokens = N new tokens per request; 0: up to max_length */
   int max_length;            /* max_length = N tokens per sequence; 0: genai_config.json's */
   int continuous_batching;   /* continuous_batching = 1; 0: one sequence at a time */
+  int kv_block_size;         /* kv_block_size = 16 token rows per KV block; 0: the contiguous cache */
+  int64_t kv_budget;         /* kv_budget = BYTES of KV blocks; 0: the contiguous cache's */
   char last_position[128];   /* not a key: the logits output compiled for its last position only */
 } dvms_config;
 
@@ -161,6 +163,14 @@ void dvms_metrics_http(dvms_metrics *m, unsigned status);
 void dvms_metrics_gen_state(dvms_metrics *m, const char *model, int running, int64_t waiting);
 void dvms_metrics_gen_prompt(dvms_metrics *m, const char *model, int tokens, double ttft_s);
 void dvms_metrics_gen_token(dvms_metrics *m, const char *model, double since_last_s); /* < 0: the first */
+/* A generation model's paged KV cache now: blocks (the sequences'), used
+ * now and at most so far, bytes per block, and the counts so far. */
+typedef struct dvms_kv_metrics {
+  int blocks, used, peak;
+  size_t block_bytes;
+  uint64_t preemptions, prefix_queries, prefix_hits;
+} dvms_kv_metrics;
+void dvms_metrics_gen_kv(dvms_metrics *m, const char *model, const dvms_kv_metrics *kv);
 void dvms_metrics_write(dvms_metrics *m, dvms_buf *b);
 
 /* ---- a loaded model version, its queue and workers ---- */
@@ -239,6 +249,7 @@ enum { DVMS_GEN_NEW, DVMS_GEN_QUEUED, DVMS_GEN_RUNNING, DVMS_GEN_DONE };
 enum { DVMS_FINISH_NONE, DVMS_FINISH_EOS, DVMS_FINISH_LENGTH, DVMS_FINISH_CANCELLED, DVMS_FINISH_ERROR };
 
 typedef struct dvms_gen dvms_gen;
+typedef struct dvms_repo_options dvms_repo_options;
 struct dvms_gen {
   /* the request, set before dvms_llm_submit and borrowed until it is done */
   const int32_t *prompt;
@@ -247,6 +258,7 @@ struct dvms_gen {
   /* the engine's, under its mutex */
   dvms_gen *next;
   int state, slot, finish, cancel;
+  int64_t admitted;  /* when it last took a slot (the engine's count): the newest is preempted first */
   int32_t *tokens; /* [max_tokens]; the first ntokens are final */
   int ntokens;
   dvm_status *status; /* DVMS_FINISH_ERROR: why; the caller's to free */
@@ -256,8 +268,10 @@ struct dvms_gen {
 
 /* Starts the engine of model m, compiled from the genai_config.json at
  * `config` (m->cfg: max_running, max_length, max_queue,
- * continuous_batching), with `threads` kernel threads. */
-DVM_MUST_USE dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads);
+ * continuous_batching, kv_block_size, kv_budget), with `threads` kernel
+ * threads; o->warn hears why a paged cache, asked for, is not used. */
+DVM_MUST_USE dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads,
+                                        const dvms_repo_options *o);
 /* Finishes what runs and what is queued, then stops. */
 void dvms_llm_stop(dvms_model *m);
 /* Queues g (FIFO). Fails with DVM_RESOURCE_EXHAUSTED when max_queue
@@ -283,7 +297,7 @@ void dvms_chat_read_config(dvms_model *m, const char *dir);
 
 /* ---- the repository ---- */
 typedef struct dvms_repo dvms_repo;
-typedef struct dvms_repo_options {
+struct dvms_repo_options {
   int workers;           /* default VMs per model */
   int cores;             /* kernel threads to share among a model's workers */
   const char *cache_dir; /* compiled model.onnx files are kept here; NULL: none */
@@ -292,7 +306,7 @@ typedef struct dvms_repo_options {
    * contradicts) of a model.onnx compiled at load; NULL: dropped */
   void (*warn)(void *ctx, const char *model, const char *msg);
   void *warn_ctx;
-} dvms_repo_options;
+};
 
 DVM_MUST_USE dvm_status *dvms_repo_open(const char *root, const dvms_repo_options *o, dvms_repo **out);
 void dvms_repo_close(dvms_repo *r); /* unloads everything */

@@ -162,6 +162,12 @@ static dvm_status *scratch_reserve(dvm_vm *vm, size_t n) {
   return NULL;
 }
 
+/* A paged KV cache reaches only kernels that read it through its table. */
+static dvm_status *paged_error(const char *user, int64_t r) {
+  return dvm_status_new(DVM_UNIMPLEMENTED, "%s: r%lld is a paged KV cache, which only kernels reading it through its "
+                        "block table take (GroupQueryAttention)", user, (long long)r);
+}
+
 static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) {
   const dvm_kernel_ref *k = &vm->m->kernels[x->kernel];
   dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
@@ -189,6 +195,10 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) 
   for (int64_t i = 0; i < ins.n; i++) {
     if (R[ins.v[i]].kind != DVM_VAL_TENSOR) return kind_error(3, ins.v[i], &R[ins.v[i]], DVM_VAL_TENSOR);
     tin[i] = R[ins.v[i]].u.tensor;
+  }
+  for (int64_t i = 0; i < ins.n + outs.n && !k->def->paged; i++) {
+    int64_t r = i < ins.n ? ins.v[i] : outs.v[i - ins.n];
+    if (dvm_storage_paged(R[r].u.tensor->storage)) return paged_error(k->name, r);
   }
   dvm_status *st = scratch_reserve(vm, (size_t)attrs.n);
   if (st) return st;
@@ -246,6 +256,9 @@ static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int r
 }
 
 dvm_status *dvm_vm_copy_into(dvm_vm *vm, dvm_tensor *dst, const dvm_tensor *src) {
+  if (dvm_storage_paged(dst->storage) || dvm_storage_paged(src->storage))
+    return dvm_status_new(DVM_UNIMPLEMENTED, "a paged KV cache is not copied: only kernels reading it through its "
+                          "block table take it (GroupQueryAttention)");
   dvm_device_kind dev = (dvm_device_kind)dst->storage->device, sdev = (dvm_device_kind)src->storage->device;
   dvm_stream *s;
   dvm_status *st = dvm_vm_stream(vm, dev == DVM_DEVICE_CPU ? sdev : dev, &s);
@@ -675,6 +688,9 @@ dvm_status *dvm_interp_run(dvm_vm *vm, int stop, uint64_t budget) {
     dvm_value in[DVM_HOSTFN_MAX_ARGS], out = {0};
     for (int64_t i = 0; i < x.args.n && i < DVM_HOSTFN_MAX_ARGS; i++) in[i] = R[x.args.v[i]];
     SAVE_PC();
+    for (int64_t i = 0; i < x.args.n && i < DVM_HOSTFN_MAX_ARGS; i++)
+      if (in[i].kind == DVM_VAL_TENSOR && dvm_storage_paged(in[i].u.tensor->storage))
+        FAIL(paged_error(m->hostfns[x.fn].name, x.args.v[i]));
     TRY(dvm_status_annotate(dvm_hostfn_call(m->hostfns[x.fn].fn, in, &out), "host function \"%s\"",
                             m->hostfns[x.fn].name));
     if (x.dsts.n) reg_put(&R[x.dsts.v[0]], out);

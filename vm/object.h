@@ -24,7 +24,11 @@ struct dvm_storage {
    * constants that nothing reads plain after load may be given back
    * (dvm_tensor_drop_pages). */
   bool droppable;
+  /* A paged KV cache's pool (dvm_tensor_wrap_paged): block_rows > 0. */
+  dvm_tensor_pages pages;
 };
+
+static inline bool dvm_storage_paged(const dvm_storage *s) { return s->pages.block_rows > 0; }
 
 /* A form of a constant tensor that a kernel built for one of its inputs
  * when the module was linked (dvm_kernel_def.prepack), e.g. a matmul weight

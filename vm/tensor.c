@@ -216,6 +216,34 @@ dvm_status *dvm_tensor_wrap_on(dvm_device_kind dev, dvm_dtype dt, int rank, cons
   return st;
 }
 
+dvm_status *dvm_tensor_wrap_paged(dvm_dtype dt, const int64_t dims[4], void *pool, const dvm_tensor_pages *pages,
+                                  dvm_tensor **out) {
+  size_t bytes; /* the logical size: checks the dims */
+  dvm_status *st = tensor_bytes(dt, 4, dims, &bytes);
+  if (st) return st;
+  if (!pool || !pages->table || pages->block_rows < 1 || pages->blocks < 1 ||
+      pages->table_stride < (dims[2] + pages->block_rows - 1) / pages->block_rows)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "paged tensor: a pool, a table, block_rows >= 1, blocks >= 1 and "
+                          "table_stride >= length / block_rows (%lld) are needed", (long long)dims[2]);
+  size_t block = (size_t)dims[1] * (size_t)pages->block_rows * (size_t)dims[3] * dtypes[dt].size, size;
+  if (dvm_mul_overflows(block, (size_t)pages->blocks, &size))
+    return dvm_status_new(DVM_OUT_OF_RANGE, "paged tensor: pool byte size overflows");
+  dvm_storage *s = NULL;
+  if ((st = dvm_storage_wrap(DVM_DEVICE_CPU, pool, size, NULL, NULL, &s))) return st;
+  s->pages = *pages;
+  dvm_tensor *t = malloc(sizeof *t);
+  if (!t) {
+    dvm_storage_release(s);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  }
+  /* not dvm_tensor_view: the logical tensor is not the pool's bytes */
+  *t = (dvm_tensor){.dtype = (uint8_t)dt, .rank = 4, .storage = s};
+  atomic_init(&t->refs, 1);
+  memcpy(t->dims, dims, 4 * sizeof *dims);
+  *out = t;
+  return NULL;
+}
+
 dvm_status *dvm_tensor_attach_packed(dvm_tensor *t, const void *owner, int input, void *data,
                                      void (*free_data)(void *)) {
   dvm_packed *p = malloc(sizeof *p);

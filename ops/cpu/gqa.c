@@ -34,7 +34,10 @@
  *
  * present and past in one buffer (the same data pointer, as ONNX Runtime
  * decides it): only the new rows are written, at each entry's own
- * position. Otherwise present gets past's first past_b rows, the new
+ * position. A paged cache (dvm_tensor_wrap_paged: the server's blocks) is
+ * such a buffer whose row t of entry b lies in block table[b][t /
+ * block_rows]; every table entry the call reaches is checked against the
+ * pool, and a paged past must be its own present. Otherwise present gets past's first past_b rows, the new
  * rows, and zeros after them (ONNX Runtime's copy mode). Unwanted
  * present outputs are empty tensors; the keys and values then go to
  * scratch.
@@ -63,10 +66,31 @@
 
 enum { Q_, K_, V_, PK, PV, SEQLENS, TOTAL, COS, SIN, POS, BIAS, SINK, NIN_ };
 
+/* present's keys and values: [b, hkv, tp, d], or pools [blocks, hkv, bs,
+ * d] read through a block table of `stride` entries per entry. */
+typedef struct gqa_cache {
+  float *k, *v;
+  const int32_t *table; /* NULL: not paged */
+  int64_t stride, bs, hkv, tp, d;
+} gqa_cache;
+
+/* Row t of entry b's kv head h in *k and *v; how many of the n rows from
+ * t on follow it there (all n unless paged: to the block's end). */
+static int64_t kv_rows(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int64_t n, float **k, float **v) {
+  int64_t off = ((b * c->hkv + h) * c->tp + t) * c->d, run = n;
+  if (c->table) {
+    int64_t r = t % c->bs;
+    off = (((int64_t)c->table[b * c->stride + t / c->bs] * c->hkv + h) * c->bs + r) * c->d;
+    run = c->bs - r < n ? c->bs - r : n;
+  }
+  *k = c->k + off, *v = c->v + off;
+  return run;
+}
+
 typedef struct gqa_job {
   const float *q; /* rows of ldq: query heads at columns h * d */
   int64_t ldq;
-  const float *k, *v; /* present: [b, hkv, tp, d] */
+  gqa_cache c;    /* present */
   const float *bias;  /* attention_bias or NULL: strides over [b, hq, s], rows of blen */
   int64_t bstride[3], blen;
   const float *sink; /* [hq] or NULL */
@@ -103,16 +127,17 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   if (s >= j->rows[b]) return; /* padding after the entry's tokens */
   int64_t pos = j->past[b] + s, lo = j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0, n = pos + 1 - lo;
   const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d;
-  const float *k = j->k + ((b * j->hkv + kvh) * tp + lo) * d, *v = j->v + ((b * j->hkv + kvh) * tp + lo) * d;
-  for (int64_t c = 0; c < n; c++) { /* each key row once for the g heads */
-    const float *kr = k + c * d;
-    for (int64_t h = 0; h < g; h++) {
-      const float *qh = q + h * d;
-      float acc = 0;
+  float *kr, *vr;
+  for (int64_t c0 = 0, run; c0 < n; c0 += run) { /* each key row once for the g heads */
+    run = kv_rows(&j->c, b, kvh, lo + c0, n - c0, &kr, &vr);
+    for (int64_t c = c0; c < c0 + run; c++, kr += d)
+      for (int64_t h = 0; h < g; h++) {
+        const float *qh = q + h * d;
+        float acc = 0;
 #pragma omp simd reduction(+ : acc)
-      for (int64_t i = 0; i < d; i++) acc += qh[i] * kr[i];
-      sc[h * tp + c] = acc * j->scale;
-    }
+        for (int64_t i = 0; i < d; i++) acc += qh[i] * kr[i];
+        sc[h * tp + c] = acc * j->scale;
+      }
   }
   for (int64_t h = 0; h < g; h++) {
     float *row = sc + h * tp;
@@ -125,13 +150,14 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
     }
     sink_softmax(row, n, j->sink ? j->sink[h0 + h] : j->smooth ? 0.0f : -INFINITY);
   }
-  for (int64_t c = 0; c < n; c++) { /* each value row once */
-    const float *vr = v + c * d;
-    for (int64_t h = 0; h < g; h++) {
-      float p = sc[h * tp + c], *yh = y + h * d;
+  for (int64_t c0 = 0, run; c0 < n; c0 += run) { /* each value row once */
+    run = kv_rows(&j->c, b, kvh, lo + c0, n - c0, &kr, &vr);
+    for (int64_t c = c0; c < c0 + run; c++, vr += d)
+      for (int64_t h = 0; h < g; h++) {
+        float p = sc[h * tp + c], *yh = y + h * d;
 #pragma omp simd
-      for (int64_t i = 0; i < d; i++) yh[i] += p * vr[i];
-    }
+        for (int64_t i = 0; i < d; i++) yh[i] += p * vr[i];
+      }
   }
 }
 
@@ -146,16 +172,34 @@ static void attend_rows(const void *job, int64_t t0, int64_t t1) {
   free(sc);
 }
 
+static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", OP); }
+
+/* Entry b's first n rows of a paged cache into k and v ([hkv, n, d]). */
+static void gather_rows(const gqa_cache *c, int64_t b, int64_t n, float *k, float *v) {
+  float *kr, *vr;
+  for (int64_t h = 0; h < c->hkv; h++)
+    for (int64_t t = 0, run; t < n; t += run) {
+      run = kv_rows(c, b, h, t, n - t, &kr, &vr);
+      memcpy(k + (h * n + t) * c->d, kr, sizeof(float) * (size_t)(run * c->d));
+      memcpy(v + (h * n + t) * c->d, vr, sizeof(float) * (size_t)(run * c->d));
+    }
+}
+
 /* A prompt's rows through the attention core, entry by entry over its own
- * rows: no sink (the core's softmax has none). */
+ * rows: no sink (the core's softmax has none). A paged entry's rows are
+ * gathered first (the core reads rows at one stride). */
 static dvm_status *attend_prompt(const gqa_job *j, int64_t B, int threads) {
+  float *kv = NULL;
+  if (j->c.table && !(kv = malloc(sizeof(float) * (size_t)(2 * j->hkv * j->tp * j->d) + 1))) return oom();
   for (int64_t b = 0; b < B; b++) {
-    int64_t rows = j->rows[b];
+    int64_t rows = j->rows[b], n = j->past[b] + rows;
+    float *k = j->c.k + b * j->hkv * j->tp * j->d, *v = j->c.v + b * j->hkv * j->tp * j->d;
+    if (kv) gather_rows(&j->c, b, n, k = kv, v = kv + j->hkv * n * j->d);
     dvm_attend at = {
         .d = {.rank = 3, .b = 1, .hq = j->hq, .hkv = j->hkv, .sq = rows, .skv = rows, .past = j->past[b], .dh = j->d,
               .dv = j->d},
-        .q = j->q + b * j->s * j->ldq, .ldq = j->ldq, .k = j->k + b * j->hkv * j->tp * j->d,
-        .v = j->v + b * j->hkv * j->tp * j->d, .kv_rows = j->tp, .y = j->y + b * j->s * j->hq * j->d,
+        .q = j->q + b * j->s * j->ldq, .ldq = j->ldq, .k = k, .v = v, .kv_rows = kv ? n : j->tp,
+        .y = j->y + b * j->s * j->hq * j->d,
         .causal = 1, .past = 1, .scale = j->scale, .softcap = j->softcap, .left = j->window > 0 ? j->window - 1 : -1,
         .right = -1};
     if (j->bias) {
@@ -163,9 +207,13 @@ static dvm_status *attend_prompt(const gqa_job *j, int64_t B, int threads) {
       at.mstride[1] = j->bstride[1], at.mstride[2] = j->bstride[2], at.mstride[3] = 1, at.mlen = j->blen;
     }
     dvm_status *st = rows ? dvm_cpu_attend(OP, &at, threads) : NULL;
-    if (st) return st;
+    if (st) {
+      free(kv);
+      return st;
+    }
     memset(j->y + (b * j->s + rows) * j->hq * j->d, 0, sizeof(float) * (size_t)((j->s - rows) * j->hq * j->d));
   }
+  free(kv);
   return NULL;
 }
 
@@ -175,7 +223,6 @@ static dvm_status *bad(const char *what, const dvm_tensor *t, const char *want) 
                         dvm_dtype_name((dvm_dtype)t->dtype), dvm_shape_str(s, t->rank, t->dims), want);
 }
 
-static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", OP); }
 
 static const char *const input_names[NIN_] = {"query", "key", "value", "past_key", "past_value", "seqlens_k",
                                               "total_sequence_length", "cos_cache", "sin_cache", "position_ids",
@@ -268,6 +315,31 @@ static dvm_status *present_of(const dvm_gqa_dims *g, const dvm_tensor *past, con
                         (long long)past->dims[2], (long long)g->present);
 }
 
+/* A paged past_key and past_value: their own presents (both wanted), and
+ * every table entry of the rows the call writes or reads (each entry's
+ * first past_b + S: a first prompt's padding rows are written too) within
+ * the pool. The table into c. */
+static dvm_status *check_pages(const dvm_gqa_dims *g, const dvm_tensor *const *in, dvm_tensor *const *out,
+                               int64_t present, const int64_t *past, gqa_cache *c) {
+  const dvm_storage *pk = in[PK]->storage;
+  const dvm_tensor_pages *p = &pk->pages;
+  if (!in[PV] || in[PV]->storage == pk || !dvm_storage_paged(in[PV]->storage) ||
+      in[PV]->storage->pages.table != p->table || in[PV]->storage->pages.block_rows != p->block_rows ||
+      (present & (3 << 17)) != (3 << 17) || out[1]->storage != pk || out[2]->storage != in[PV]->storage)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a paged past_key needs a paged past_value of its own pool on the "
+                          "same table, and each must be its present", OP);
+  for (int64_t b = 0; b < g->b; b++)
+    for (int64_t i = 0; i * p->block_rows < past[b] + g->s; i++) {
+      int32_t id = p->table[b * p->table_stride + i];
+      if (id < 0 || id >= p->blocks)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: block table entry %lld of entry %lld is %d, outside the "
+                              "pool's %lld blocks", OP, (long long)i, (long long)b, id, (long long)p->blocks);
+    }
+  *c = (gqa_cache){.k = dvm_tensor_ptr(in[PK]), .v = dvm_tensor_ptr(in[PV]), .table = p->table,
+                   .stride = p->table_stride, .bs = p->block_rows, .hkv = g->hkv, .tp = g->present, .d = g->d};
+  return NULL;
+}
+
 /* Copy mode: each entry's past rows into present (or zeros past them). */
 static void copy_past(const dvm_gqa_dims *g, const float *past, int64_t pastn, const int64_t *per, float *present) {
   for (int64_t b = 0; b < g->b; b++)
@@ -279,17 +351,18 @@ static void copy_past(const dvm_gqa_dims *g, const float *past, int64_t pastn, c
     }
 }
 
-/* Entry b's new keys and values into present at rows past.. (k, v:
- * [hkv, tp, d] of this entry), the keys rotated at positions pos (NULL:
- * no rotary) by the caches' rows cs, sn of half floats. */
+/* Entry b's new keys and values into present at rows past.., the keys
+ * rotated at positions pos (NULL: no rotary) by the caches' rows cs, sn
+ * of half floats. */
 static void append_kv(const dvm_gqa_dims *g, const float *key, const float *value, int64_t ldkv, int64_t past,
-                      const int64_t *pos, const float *cs, const float *sn, int64_t half, int inter, float *k,
-                      float *v) {
+                      const int64_t *pos, const float *cs, const float *sn, int64_t half, int inter,
+                      const gqa_cache *c, int64_t b) {
   for (int64_t s = 0; s < g->s; s++)
     for (int64_t h = 0; h < g->hkv; h++) {
-      float *kr = k + (h * g->present + past + s) * g->d;
+      float *kr, *vr;
+      kv_rows(c, b, h, past + s, 1, &kr, &vr);
       memcpy(kr, key + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
-      memcpy(v + (h * g->present + past + s) * g->d, value + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
+      memcpy(vr, value + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
       if (pos) dvm_cpu_rope_row(kr, cs + pos[s] * half, sn + pos[s] * half, half, inter);
     }
 }
@@ -350,9 +423,13 @@ static dvm_status *group_query_attention(const dvm_kernel_args *a) {
   if (!per) return oom();
   j.past = per, j.rows = per + g.b;
   st = entries(&g, dvm_tensor_ptr(sl), first, pastn, per, per + g.b);
-  for (int i = 0; i < 2 && !st; i++)
+  int paged = in[PK] && dvm_storage_paged(in[PK]->storage);
+  if (!st && (paged || (in[PV] && dvm_storage_paged(in[PV]->storage))))
+    st = paged ? check_pages(&g, in, a->out, v[0], per, &j.c)
+               : dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a paged past_value needs a paged past_key", OP);
+  for (int i = 0; i < 2 && !st && !paged; i++)
     st = present_of(&g, in[PK + i], a->out[1 + i], (v[0] >> (17 + i)) & 1, i, &pres[i], &owned[i], &shared[i]);
-  for (int i = 0; i < 2 && !st; i++)
+  for (int i = 0; i < 2 && !st && !paged; i++)
     if (!shared[i]) copy_past(&g, in[PK + i] ? dvm_tensor_ptr(in[PK + i]) : NULL, pastn, per, pres[i]);
   int64_t *posn = rotary ? per + 2 * g.b : NULL;
   if (!st && rotary) {
@@ -365,11 +442,12 @@ static dvm_status *group_query_attention(const dvm_kernel_args *a) {
   const float *sn = rotary ? dvm_tensor_ptr(in[SIN]) : NULL;
   const float *kp = in[K_] ? dvm_tensor_ptr(in[K_]) : qp + g.hq * g.d;
   const float *vp = in[V_] ? dvm_tensor_ptr(in[V_]) : kp + g.hkv * g.d;
-  int64_t ldkv = in[K_] ? g.hkv * g.d : g.ldq, entry = g.hkv * g.present * g.d;
+  int64_t ldkv = in[K_] ? g.hkv * g.d : g.ldq;
+  if (!paged) j.c = (gqa_cache){.k = pres[0], .v = pres[1], .hkv = g.hkv, .tp = g.present, .d = g.d};
   for (int64_t b = 0; b < g.b; b++)
     append_kv(&g, kp + b * g.s * ldkv, vp + b * g.s * ldkv, ldkv, per[b], posn ? posn + b * g.s : NULL, cs, sn, half,
-              inter, pres[0] + b * entry, pres[1] + b * entry);
-  j.k = pres[0], j.v = pres[1], j.y = dvm_tensor_ptr(a->out[0]);
+              inter, &j.c, b);
+  j.y = dvm_tensor_ptr(a->out[0]);
   if (g.s > 1 && !j.sink && !j.smooth) {
     st = attend_prompt(&j, g.b, dvm_kargs_threads(a));
   } else {
@@ -384,6 +462,6 @@ done:
 
 const dvm_kernel_def dvm_cpu_gqa_kernels[] = {
     {"group_query_attention", DVM_DEVICE_CPU, group_query_attention, "group_query_attention",
-     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+     .dtypes = DVM_DTYPE_BIT(DVM_F32), .paged = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

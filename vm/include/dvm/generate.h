@@ -8,8 +8,12 @@
  * layer a key and a value tensor [batch, kv_heads, max_length, head_size],
  * allocated once when it is created and bound as both the past input and
  * the present output of every step (dvm_vm_invoke_bound), so a step writes
- * only the new rows. docs/generation.md says what the config fields mean
- * and what is refused.
+ * only the new rows. Or, with kv_block_size, a paged cache: per layer a
+ * key and a value pool of blocks of kv_block_size token rows, which each
+ * sequence takes as it grows and gives back at its reset, sharing the full
+ * blocks of a prompt prefix another sequence holds or held (vLLM's
+ * PagedAttention and prefix cache). docs/generation.md says what the
+ * config fields mean and what is refused.
  *
  * A generator belongs to one thread at a time, like its VM. */
 #ifndef DVM_GENERATE_H
@@ -35,6 +39,10 @@ typedef struct dvm_generator_options {
   double temperature;        /* > 0: logits are divided by it before the softmax */
   double repetition_penalty; /* > 0: a seen token's logit l becomes l / r (l > 0) or l * r */
   int64_t seed;     /* the sampler's seed (search.random_seed; -1 there: from the clock) */
+  int kv_block_size; /* > 0: a paged cache of blocks of this many token rows; 0: contiguous */
+  int64_t kv_budget; /* the paged cache's bytes (every layer's key and value pools, in blocks,
+                        one of them where idle rows write); 0: room for every sequence at
+                        max_length (the contiguous cache's bytes, rounded up to blocks, + 1) */
 } dvm_generator_options;
 
 DVM_API void dvm_generator_options_init(dvm_generator_options *opts);
@@ -105,6 +113,29 @@ DVM_API int dvm_generator_max_length(const dvm_generator *g);
 DVM_API int dvm_generator_vocab_size(const dvm_generator *g);
 /* Sequence b's tokens (borrowed until the next append or next). */
 DVM_API const int32_t *dvm_generator_sequence(const dvm_generator *g, int b, int *length);
+/* The paged cache. Paging needs a shared buffer (past_present_share_buffer)
+ * whose pasts and presents only GroupQueryAttention reads and writes: a
+ * generator asked for it checks that with one step at creation and, where
+ * it does not hold, keeps the contiguous cache; dvm_generator_kv_note then
+ * says why (else ""). A sequence takes its blocks when the model runs on
+ * it (dvm_generator_compute_logits fails, changing no sequence, when none
+ * is free); dvm_generator_kv_need says how many it will take, so that a
+ * scheduler can make room first (reset a sequence: its blocks are free at
+ * once). */
+typedef struct dvm_generator_kv_stats {
+  int block_size;        /* token rows per block; 0: not paged */
+  int blocks;            /* the sequences' blocks (the pool's but the idle rows' one) */
+  int free;              /* of them, held by no sequence */
+  size_t block_bytes;    /* one block of every layer's key and value */
+  int64_t prefix_queries; /* prompt tokens looked up among full blocks held or freed */
+  int64_t prefix_hits;    /* ... and found there (not computed again) */
+} dvm_generator_kv_stats;
+
+DVM_API void dvm_generator_get_kv_stats(const dvm_generator *g, dvm_generator_kv_stats *out);
+DVM_API const char *dvm_generator_kv_note(const dvm_generator *g);
+/* Free blocks sequence b takes at its next computation (0 when not paged). */
+DVM_API int dvm_generator_kv_need(const dvm_generator *g, int b);
+
 /* Its VM (borrowed), e.g. for dvm_vm_get_stats. */
 DVM_API dvm_vm *dvm_generator_vm(const dvm_generator *g);
 

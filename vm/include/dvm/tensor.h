@@ -61,6 +61,25 @@ DVM_API DVM_MUST_USE dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const i
                                          void *data, void (*deleter)(void *ctx), void *ctx,
                                          dvm_tensor **out);
 
+/* A paged KV cache (vLLM's PagedAttention layout): a tensor of logical
+ * dims [batch, heads, length, head_size] whose rows lie in blocks of a
+ * pool [blocks, heads, block_rows, head_size] at `pool`: row t of entry b
+ * (all heads) is row t % block_rows of block table[b * table_stride + t /
+ * block_rows]. Only kernels that read and write through the table accept
+ * it (GroupQueryAttention on the CPU); any other use of it, or of a view
+ * of its storage, is an error (kernel, copy, host function, result copy).
+ * The pool and the table are borrowed: they must outlive the tensor, and
+ * the table may change between invocations (not during one). */
+typedef struct dvm_tensor_pages {
+  const int32_t *table;
+  int64_t table_stride; /* entries per batch entry: at least ceil(length / block_rows) */
+  int64_t block_rows;   /* > 0 */
+  int64_t blocks;       /* in the pool: a table entry read must be in [0, blocks) */
+} dvm_tensor_pages;
+
+DVM_API DVM_MUST_USE dvm_status *dvm_tensor_wrap_paged(dvm_dtype dt, const int64_t dims[4], void *pool,
+                                                       const dvm_tensor_pages *pages, dvm_tensor **out);
+
 DVM_API void dvm_tensor_retain(dvm_tensor *t);
 DVM_API void dvm_tensor_release(dvm_tensor *t); /* NULL is fine */
 
