@@ -359,7 +359,7 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
     dvm_generator_destroy(g);
     return st;
   }
-  for (size_t b = 0; b < B; b++) g->search[b] = g->c;
+  for (size_t b = 0; b < B; b++) g->search[b] = g->c, g->done[b] = true; /* empty: idle until appended to */
   seed(g->c.seed, g, &g->rng);
   *out = g;
   return NULL;

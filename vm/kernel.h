@@ -109,13 +109,13 @@ typedef struct dvm_kernel_def {
    * into *out, or fails naming what is wrong with it (the disassembler
    * shows payloads through this, never decoding them itself). */
   DVM_MUST_USE dvm_status *(*describe)(const void *payload, size_t size, dvm_payload_desc *out);
+  /* The form in which a device that generates kernels may run a call of
+   * this kernel (above); DVM_FORM_NONE: none. */
+  dvm_kernel_form form;
   /* Set when the kernel takes paged KV caches (dvm_tensor_wrap_paged)
    * and reads and writes them through their block tables; the VM gives
    * one to no other kernel. */
   int paged;
-  /* The form in which a device that generates kernels may run a call of
-   * this kernel (above); DVM_FORM_NONE: none. */
-  dvm_kernel_form form;
 } dvm_kernel_def;
 
 #define DVM_DTYPE_BIT(dt) (1u << (dt))

@@ -1,7 +1,8 @@
 /* Bound results (dvm_vm_invoke_bound): alloc_result writes into the
  * caller's tensor, a result the function makes otherwise is copied in, a
  * mismatch is an error naming the result, and the verifier checks the
- * result index. */
+ * result index. A paged KV cache (dvm_tensor_wrap_paged) reaches no kernel
+ * that does not read it through its table, and is never copied. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,54 @@ static dvm_status *build(int result, dvm_module **out) {
   st = dvm_module_load_memory(bytes, size, NULL, out);
   free(bytes);
   return st;
+}
+
+/* y = x + x, y made by a plain alloc */
+static const char paged_program[] =
+    ".kernel add cpu 1\n"
+    ".shapefn broadcast\n"
+    ".func main regs=3\n"
+    "  .param x tensor f32 [1,2,8,4]\n"
+    "  .result y tensor f32 [1,2,8,4]\n"
+    "  guard r0, 0\n"
+    "  shapefn broadcast, (r1), (r0, r0)\n"
+    "  alloc r2, f32, r1, cpu\n"
+    "  invoke add, -, (r2), (r0, r0), ()\n"
+    "  ret (r2)\n"
+    ".end\n";
+
+static void paged_refused(void) {
+  dvm_module *built, *m;
+  uint8_t *bytes;
+  size_t size;
+  CHECK_OK(dvm_asm_parse(paged_program, strlen(paged_program), "paged.dvms", &built));
+  CHECK_OK(dvm_bc_write(built, &bytes, &size));
+  dvm_module_release(built);
+  CHECK_OK(dvm_module_load_memory(bytes, size, NULL, &m));
+  free(bytes);
+  dvm_vm *vm;
+  CHECK_OK(dvm_vm_create(m, NULL, &vm));
+  float pool[2 * 2 * 4 * 4] = {0};
+  int32_t table[2] = {1, 0};
+  dvm_tensor_pages pages = {table, 2, 4, 2};
+  int64_t dims[4] = {1, 2, 8, 4};
+  dvm_tensor *paged, *plain;
+  CHECK_OK(dvm_tensor_wrap_paged(DVM_F32, dims, pool, &pages, &paged));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 4, dims, &plain));
+  memset(dvm_tensor_data(plain), 0, dvm_tensor_nbytes(plain));
+  dvm_value arg = dvm_value_tensor(paged), res, bound = dvm_value_tensor(paged);
+  CHECK_ERR(dvm_vm_invoke(vm, 0, &arg, 1, &res, 1), DVM_UNIMPLEMENTED,
+            "add: r0 is a paged KV cache, which only kernels reading it through its block table take");
+  arg = dvm_value_tensor(plain);
+  CHECK_ERR(dvm_vm_invoke_bound(vm, 0, &arg, 1, &bound, &res, 1), DVM_UNIMPLEMENTED,
+            "a paged KV cache is not copied");
+  pages.block_rows = 0;
+  dvm_tensor *bad = NULL;
+  CHECK_ERR(dvm_tensor_wrap_paged(DVM_F32, dims, pool, &pages, &bad), DVM_INVALID_ARGUMENT, "block_rows >= 1");
+  dvm_tensor_release(paged);
+  dvm_tensor_release(plain);
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
 }
 
 static dvm_tensor *vec(dvm_dtype dt, int64_t n, float start) {
@@ -116,5 +165,6 @@ int main(void) {
   dvm_tensor_release(w);
   dvm_vm_destroy(vm);
   dvm_module_release(m);
+  paged_refused();
   return harness_finish("bound");
 }
