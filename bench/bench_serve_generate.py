@@ -1,8 +1,9 @@
 """dvm serve's generation under concurrent streams: aggregate output tokens/s,
 time to first token and time per output token (p50, p99) at each concurrency,
-with continuous batching on and off, on one server in one run (the two
-models share the folder; at each concurrency, rounds alternate on and off,
-so both see the same machine). Each client streams /v1/completions (greedy, a prompt of random
+with continuous batching on and off (or, with --compare paging, the paged KV
+cache against the contiguous one, both batching, with the peak KV bytes of
+each), on one server in one run (the two models share the folder; at each
+concurrency, rounds alternate between them, so both see the same machine). Each client streams /v1/completions (greedy, a prompt of random
 token ids, a fixed number of new tokens) one request after another.
 
     python3 bench/bench_serve_generate.py /work/genai/bench/llama-int4 \
@@ -91,6 +92,14 @@ def level(port, model, conc, requests, prompt_len, tokens, vocab, seed):
     return wall, out
 
 
+def http_get(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("GET", path)
+    text = c.getresponse().read().decode()
+    c.close()
+    return text
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -105,6 +114,8 @@ def main():
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens")
     ap.add_argument("--tokens", type=int, default=32, help="new tokens per request")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--compare", choices=["batching", "paging"], default="batching",
+                    help="continuous batching on/off, or the paged KV cache against the contiguous one")
     ap.add_argument("--dvm", default=os.environ.get("DVM", os.path.join(ROOT, "build", "tools", "dvm")))
     a = ap.parse_args()
     folder = os.path.abspath(a.folder)
@@ -112,8 +123,9 @@ def main():
     max_length = a.prompt + a.tokens + 8
     with tempfile.TemporaryDirectory() as tmp:
         repo = os.path.join(tmp, "repo")
-        configs = {"on": f"max_running = {max(a.concurrency)}\n",
-                   "off": "max_running = 1\ncontinuous_batching = 0\n"}
+        slots = f"max_running = {max(a.concurrency)}\n"
+        configs = ({"on": slots, "off": "max_running = 1\ncontinuous_batching = 0\n"} if a.compare == "batching"
+                   else {"paged": slots, "contiguous": slots + "kv_block_size = 0\n"})
         for name, cfg in configs.items():
             os.makedirs(os.path.join(repo, name))
             os.symlink(folder, os.path.join(repo, name, "1"))  # the folder itself: its data file stays inside
@@ -138,10 +150,17 @@ def main():
                     rows.append((conc, name, made / wall, pct(ttft, 50), pct(ttft, 99), pct(tpot, 50), pct(tpot, 99),
                                  len(out)))
                     print(f"# {name} c={conc}: {made} tokens in {wall:.2f} s", file=sys.stderr, flush=True)
+            if a.compare == "paging":
+                text = http_get(port, "/metrics")
+                block = float(re.search(r'dvm_kv_block_bytes\{model="paged"\} (\S+)', text).group(1))
+                peak = float(re.search(r'dvm_kv_blocks\{model="paged",state="peak"\} (\S+)', text).group(1))
+                whole = block / 16 * max_length * max(a.concurrency)  # the default kv_block_size: 16 rows
+                print(f"peak KV bytes: paged {peak * block / 1e6:.2f} MB, contiguous {whole / 1e6:.2f} MB "
+                      f"(allocated whole)")
         finally:
             proc.terminate()
             proc.wait(120)
-    print("| streams | continuous batching | output tokens/s | TTFT p50 (s) | TTFT p99 (s) | TPOT p50 (ms) | "
+    print(f"| streams | {'continuous batching' if a.compare == 'batching' else 'KV cache'} | output tokens/s | TTFT p50 (s) | TTFT p99 (s) | TPOT p50 (ms) | "
           "TPOT p99 (ms) | requests |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for conc, name, tps, t50, t99, p50, p99, n in rows:
