@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Tree ensembles (ai.onnx.ml), dvm next to ONNX Runtime.
+"""Classical machine learning models (ai.onnx.ml), dvm next to ONNX Runtime.
 
-Three classifiers trained here on 4,000 random rows of 20 features (3
-classes), converted with skl2onnx / onnxmltools (no ZipMap):
+Models trained here on random rows of 20 features (3 classes), converted
+with skl2onnx / onnxmltools (no ZipMap):
   rf        scikit-learn RandomForestClassifier, 100 trees, max_depth 8
   lightgbm  LGBMClassifier, 100 rounds (300 trees: one per class), 31 leaves
   xgboost   XGBClassifier, 100 rounds (300 trees), max_depth 6
-Each is timed at batch 1 and 1,000 and at 1 and 2 threads, both sides
+  logreg    StandardScaler then LogisticRegression (multinomial)
+  svc       SVC, RBF kernel, with probabilities (1,000 training rows)
+  svr       SVR, RBF kernel (1,000 training rows)
+(--models picks some). Each is timed at batch 1 and 1,000 and at 1 and 2 threads, both sides
 called the same way from this process: onnxruntime.InferenceSession.run
 and dvm.InferenceSession.run (intra_op_num_threads set on both). Each
 measurement times batches of calls for about --budget seconds and keeps the
@@ -32,25 +35,42 @@ import dvm
 FEATURES = 20
 
 
-def models():
+def models(names):
     from lightgbm import LGBMClassifier
     from onnxmltools import convert_lightgbm, convert_xgboost
     from onnxmltools.convert.common.data_types import FloatTensorType
     from skl2onnx import to_onnx
     from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC, SVR
     from xgboost import XGBClassifier
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4000, FEATURES)).astype(np.float32)
     s = x[:, 0] + x[:, 1] * x[:, 2] - 0.5 * x[:, 3] + 0.3 * rng.standard_normal(4000)
     y = np.digitize(s, [-0.7, 0.7])
-    rf = RandomForestClassifier(n_estimators=100, max_depth=8, random_state=0, n_jobs=1).fit(x, y)
-    yield "rf", to_onnx(rf, x[:1], options={id(rf): {"zipmap": False}}, target_opset={"": 17, "ai.onnx.ml": 3})
+    opsets = {"": 17, "ai.onnx.ml": 3}
+    if "rf" in names:
+        rf = RandomForestClassifier(n_estimators=100, max_depth=8, random_state=0, n_jobs=1).fit(x, y)
+        yield "rf", to_onnx(rf, x[:1], options={id(rf): {"zipmap": False}}, target_opset=opsets)
     types = [("X", FloatTensorType([None, FEATURES]))]
-    lgb = LGBMClassifier(n_estimators=100, num_leaves=31, verbose=-1, random_state=0, n_jobs=1).fit(x, y)
-    yield "lightgbm", convert_lightgbm(lgb, initial_types=types, target_opset=15, zipmap=False)
-    xgb = XGBClassifier(n_estimators=100, max_depth=6, random_state=0, n_jobs=1).fit(x, y)
-    yield "xgboost", convert_xgboost(xgb, initial_types=types, target_opset=15)
+    if "lightgbm" in names:
+        lgb = LGBMClassifier(n_estimators=100, num_leaves=31, verbose=-1, random_state=0, n_jobs=1).fit(x, y)
+        yield "lightgbm", convert_lightgbm(lgb, initial_types=types, target_opset=15, zipmap=False)
+    if "xgboost" in names:
+        xgb = XGBClassifier(n_estimators=100, max_depth=6, random_state=0, n_jobs=1).fit(x, y)
+        yield "xgboost", convert_xgboost(xgb, initial_types=types, target_opset=15)
+    if "logreg" in names:
+        lr = make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(x, y)
+        yield "logreg", to_onnx(lr, x[:1], options={id(lr.steps[-1][1]): {"zipmap": False}}, target_opset=opsets)
+    if "svc" in names:
+        svc = SVC(kernel="rbf", probability=True, random_state=0).fit(x[:1000], y[:1000])
+        yield "svc", to_onnx(svc, x[:1], options={id(svc): {"zipmap": False}}, target_opset=opsets)
+    if "svr" in names:
+        svr = SVR(kernel="rbf").fit(x[:1000], s[:1000])
+        yield "svr", to_onnx(svr, x[:1], target_opset=opsets)
 
 
 def per_call_us(fn, budget):
@@ -81,18 +101,19 @@ def main():
     ap.add_argument("--budget", type=float, default=0.3, help="seconds per measurement")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 1000])
+    ap.add_argument("--models", nargs="+", default=["rf", "lightgbm", "xgboost", "logreg", "svc", "svr"])
     a = ap.parse_args()
     results = []
     print(f"{'model':<10} {'batch':>6} {'thr':>4} {'ort us':>10} {'dvm us':>10} {'dvm/ort':>8}")
-    for name, model in models():
+    for name, model in models(a.models):
         onnx_bytes = model.SerializeToString()
         for threads in a.threads:
             osess, dsess = sessions(onnx_bytes, threads)
             for n in a.batches:
                 feeds = {"X": np.random.default_rng(n).standard_normal((n, FEATURES)).astype(np.float32)}
                 want, got = osess.run(None, feeds), dsess.run(None, feeds)
-                np.testing.assert_array_equal(got[0], want[0])  # the same labels, or the timing means nothing
-                np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+                for g, w in zip(got, want, strict=True):  # the same results, or the timing means nothing
+                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
                 best = {"ort": float("inf"), "dvm": float("inf")}
                 for _ in range(a.rounds):
                     best["ort"] = min(best["ort"], per_call_us(lambda: osess.run(None, feeds), a.budget))

@@ -105,27 +105,38 @@ static int64_t columns(const model *m) {
   return m->classes;
 }
 
-static float dot(const float *a, const float *b, int64_t n) {
-  float s = 0;
-  for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-  return s;
+/* Sums in eight lanes (vectorized; ONNX Runtime's order differs too):
+ * x.v, or |x - v|^2 with `dist`. */
+static inline float sum8(const float *a, const float *b, int64_t n, int dist) {
+  float acc[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; l++) acc[l] += dist ? (a[i + l] - b[i + l]) * (a[i + l] - b[i + l]) : a[i + l] * b[i + l];
+  for (; i < n; i++) acc[i & 7] += dist ? (a[i] - b[i]) * (a[i] - b[i]) : a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-/* k(x, v) of the model's kernel. */
-static float kernel(const model *m, const float *x, const float *v) {
-  int64_t F = m->features;
+static float dot(const float *a, const float *b, int64_t n) { return sum8(a, b, n, 0); }
+
+/* k[v] = k(x, v) for each support vector v, of the model's kernel. */
+static void kernels(const model *m, const float *x, float *k) {
+  int64_t F = m->features, V = m->vectors;
+  const float *sv = m->sv;
   switch (m->h[SVM_KERNEL]) {
-  case SVM_POLY: {
-    float b = m->gamma * dot(x, v, F) + m->coef0;
-    return m->degree == 2 ? b * b : m->degree == 3 ? b * b * b : powf(b, m->degree);
-  }
-  case SVM_RBF: {
-    float s = 0;
-    for (int64_t i = 0; i < F; i++) s += (x[i] - v[i]) * (x[i] - v[i]);
-    return expf(-m->gamma * s);
-  }
-  case SVM_SIGMOID: return tanhf(m->gamma * dot(x, v, F) + m->coef0);
-  default: return dot(x, v, F);
+  case SVM_POLY:
+    for (int64_t v = 0; v < V; v++) {
+      float b = m->gamma * dot(x, sv + v * F, F) + m->coef0;
+      k[v] = m->degree == 2 ? b * b : m->degree == 3 ? b * b * b : powf(b, m->degree);
+    }
+    break;
+  case SVM_RBF:
+    for (int64_t v = 0; v < V; v++) k[v] = expf(-m->gamma * sum8(x, sv + v * F, F, 1));
+    break;
+  case SVM_SIGMOID:
+    for (int64_t v = 0; v < V; v++) k[v] = tanhf(m->gamma * dot(x, sv + v * F, F) + m->coef0);
+    break;
+  default:
+    for (int64_t v = 0; v < V; v++) k[v] = dot(x, sv + v * F, F);
   }
 }
 
@@ -181,9 +192,9 @@ typedef struct {
 /* One row of an SVC classifier: its label and scores z. */
 static void svc_row(const job *j, const float *x, float *z, int64_t *y, float *k, int32_t *votes) {
   const model *m = j->m;
-  int64_t K = m->classes, V = m->vectors, F = m->features;
+  int64_t K = m->classes, V = m->vectors;
   int proba = m->h[SVM_FLAGS] & SVM_PROBA, post = m->h[SVM_POST];
-  for (int64_t v = 0; v < V; v++) k[v] = kernel(m, x, m->sv + v * F);
+  kernels(m, x, k);
   float *s = proba ? k + V : z, *r = k + V + m->pairs, *q = r + K * K, *qp = q + K * K;
   memset(votes, 0, sizeof *votes * (size_t)K);
   for (int64_t i = 0, pair = 0; i < K - 1; i++)
@@ -246,9 +257,8 @@ static void rows(void *ctx, int64_t s, int64_t e) {
     } else {
       float v;
       if (m->svc) {
-        v = 0;
-        for (int64_t t = 0; t < V; t++) v += m->coef[t] * kernel(m, x, m->sv + t * F);
-        v += m->rho[0];
+        kernels(m, x, k);
+        v = dot(m->coef, k, V) + m->rho[0];
       } else {
         v = dot(x, m->coef, F) + m->rho[0];
       }
