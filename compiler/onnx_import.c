@@ -790,6 +790,10 @@ static const struct {
     {"SplitToSequence", "axis=i keepdims=i"},
     {"Squeeze", "axes=I"},
     {"ThresholdedRelu", "alpha=f"},
+    {"TreeEnsemble", "aggregate_function=i leaf_targetids=I leaf_weights=t membership_values=t n_targets=i "
+                     "nodes_falseleafs=I nodes_falsenodeids=I nodes_featureids=I nodes_hitrates=t "
+                     "nodes_missing_value_tracks_true=I nodes_modes=t nodes_splits=t nodes_trueleafs=I "
+                     "nodes_truenodeids=I post_transform=i tree_roots=I"},
     {"TreeEnsembleClassifier", "base_values=F base_values_as_tensor=t class_ids=I class_nodeids=I class_treeids=I "
                                "class_weights=F class_weights_as_tensor=t classlabels_int64s=I "
                                "classlabels_strings=S nodes_falsenodeids=I nodes_featureids=I nodes_hitrates=F "

@@ -4,9 +4,11 @@ valid_gen_*.onnx): small valid models whose nodes carry the attributes the
 importer and lowering parse for recurrent ops, activations, sequence and
 optional types and ops, TfIdfVectorizer, Scan, the decode-state ops
 (LinearAttention, CausalConvWithState, TensorScatter) and the sampling ops
-(GridSample, AffineGrid, DeformConv, Resize, Upsample, ConvTranspose) and
+(GridSample, AffineGrid, DeformConv, Resize, Upsample, ConvTranspose),
 the random ops (RandomNormal, RandomUniform, their *Like forms, Bernoulli,
-Multinomial), so the fuzzer mutates from inputs that reach that code.
+Multinomial) and the ai.onnx.ml linear models, SVMs, feature preparation
+ops and TreeEnsemble (opset 5), so the fuzzer mutates from inputs that
+reach that code.
 
     python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
 """
@@ -296,6 +298,43 @@ def conv_residual(out):
               extra_opsets=[("com.microsoft", 1)])
 
 
+def classical_ml(out):
+    """The ai.onnx.ml ops whose attributes lower_ml_linear.c and
+    lower_ml_tree5.c read, in two models (a pipeline and a forest)."""
+    ml = "ai.onnx.ml"
+    nodes = [
+        helper.make_node("Imputer", ["x"], ["i"], domain=ml, imputed_value_floats=[0.5, 1.0, 1.5, 2.0],
+                         replaced_value_float=float("nan")),
+        helper.make_node("Scaler", ["i"], ["s"], domain=ml, offset=[0.1, 0.2, 0.3, 0.4], scale=[2.0, 1.0, 0.5, 1.0]),
+        helper.make_node("Normalizer", ["s"], ["n"], domain=ml, norm="L2"),
+        helper.make_node("ArrayFeatureExtractor", ["n", "idx"], ["a"], domain=ml),
+        helper.make_node("FeatureVectorizer", ["n", "a"], ["v"], domain=ml, inputdimensions=[4, 2]),
+        helper.make_node("LinearClassifier", ["v"], ["l1", "p1"], domain=ml, coefficients=[0.1] * 18,
+                         intercepts=[0.0, 0.5, -0.5], classlabels_ints=[3, 5, 7], post_transform="SOFTMAX"),
+        helper.make_node("LinearRegressor", ["v"], ["r1"], domain=ml, coefficients=[0.2] * 12, intercepts=[1.0, 2.0],
+                         targets=2, post_transform="NONE"),
+        helper.make_node("SVMClassifier", ["v"], ["l2", "p2"], domain=ml, kernel_type="RBF", kernel_params=[0.3, 0.0, 3.0],
+                         support_vectors=[0.1] * 18, vectors_per_class=[1, 1, 1], coefficients=[0.5, -0.5, 0.25] * 2,
+                         rho=[0.1, 0.2, 0.3], prob_a=[-1.0] * 3, prob_b=[0.1] * 3, classlabels_ints=[0, 1, 2]),
+        helper.make_node("SVMRegressor", ["v"], ["r2"], domain=ml, kernel_type="POLY", kernel_params=[0.5, 1.0, 2.0],
+                         support_vectors=[0.2] * 12, n_supports=2, coefficients=[1.0, -1.0], rho=[0.5]),
+    ]
+    outs = ["l1", "p1", "r1", "l2", "p2", "r2"]
+    save_seed(out, "ml_pipeline", nodes, [helper.make_tensor_value_info("x", F, ["n", 4])],
+              [helper.make_tensor_value_info(o, TensorProto.INT64 if o[0] == "l" else F, None) for o in outs],
+              [numpy_helper.from_array(np.array([3, 0], np.int64), "idx")], extra_opsets=[(ml, 1)])
+    forest = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain=ml, tree_roots=[0, 2], nodes_featureids=[0, 1, 2, 3],
+        nodes_splits=helper.make_tensor("s", F, [4], [0.5, -0.5, 0.0, 1.0]),
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [4], [0, 1, 4, 5]),
+        nodes_truenodeids=[1, 0, 3, 1], nodes_falsenodeids=[2, 1, 2, 0], nodes_trueleafs=[0, 1, 0, 1],
+        nodes_falseleafs=[1, 1, 1, 1], nodes_missing_value_tracks_true=[1, 0, 0, 1], leaf_targetids=[0, 1, 0],
+        leaf_weights=helper.make_tensor("w", F, [3], [1.0, -2.0, 0.5]), n_targets=2, aggregate_function=1,
+        post_transform=0)
+    save_seed(out, "ml_forest", [forest], [helper.make_tensor_value_info("x", F, ["n", 4])],
+              [helper.make_tensor_value_info("y", F, ["n", 2])], [], extra_opsets=[(ml, 5)])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus", "onnx")
     recurrent(out)
@@ -308,6 +347,7 @@ def main():
     random_ops(out)
     conv_epilogues(out)
     conv_residual(out)
+    classical_ml(out)
 
 
 if __name__ == "__main__":

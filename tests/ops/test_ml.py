@@ -258,3 +258,67 @@ def test_binarizer(tmp_path, threshold):
     with pytest.raises(DvmError) as e:  # as ONNX Runtime refuses it
         run_module(mod, {"X": x})
     assert "binarizer: X element 10 is NaN" in e.value.message
+
+
+def ml_tree5_model(mode_of, agg=1, post=0, targets=2, missing=False, trees=3, depth=3):
+    """TreeEnsemble (ai.onnx.ml opset 5): `trees` full trees of `depth`
+    over features 0..5, node modes mode_of(i) (0..5), each leaf one random
+    target and weight; a leaf shared by both children of a node in the
+    last tree."""
+    rng = np.random.default_rng(trees + depth + targets)
+    feat, split, modes, yes, no, yes_leaf, no_leaf, miss, roots = [], [], [], [], [], [], [], [], []
+    leaf_t, leaf_w = [], []
+
+    def grow(d):
+        i = len(feat)
+        feat.append(int(rng.integers(0, FEATURES)))
+        split.append(0.25 if feat[-1] == 2 else float(rng.standard_normal() * 0.5))
+        modes.append(mode_of(i))
+        miss.append(int(rng.integers(0, 2)) if missing else 0)
+        for lst in (yes, no, yes_leaf, no_leaf):
+            lst.append(0)
+        for c, (ids, leafs) in enumerate(((yes, yes_leaf), (no, no_leaf))):
+            if d + 1 < depth:
+                ids[i] = grow(d + 1)
+            else:
+                leafs[i] = 1
+                ids[i] = len(leaf_t)
+                leaf_t.append(int(rng.integers(0, targets)))
+                leaf_w.append(float(rng.standard_normal()))
+        return i
+
+    for t in range(trees):
+        roots.append(grow(0))
+    no[-1], no_leaf[-1] = yes[-1], yes_leaf[-1]  # one leaf, two parents' slots
+    kw = dict(tree_roots=roots, nodes_featureids=feat, nodes_truenodeids=yes, nodes_falsenodeids=no,
+              nodes_trueleafs=yes_leaf, nodes_falseleafs=no_leaf, leaf_targetids=leaf_t, n_targets=targets,
+              aggregate_function=agg, post_transform=post,
+              nodes_splits=helper.make_tensor("s", TensorProto.FLOAT, [len(split)], split),
+              nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [len(modes)], modes),
+              leaf_weights=helper.make_tensor("w", TensorProto.FLOAT, [len(leaf_w)], leaf_w))
+    if missing:
+        kw["nodes_missing_value_tracks_true"] = miss
+    n = helper.make_node("TreeEnsemble", ["X"], ["Y"], domain=ML, **kw)
+    return make_model([n], [("X", TensorProto.FLOAT, ["N", FEATURES])], [("Y", TensorProto.FLOAT, ["N", targets])],
+                      opsets=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 5)])
+
+
+@pytest.mark.parametrize("mode", range(6))
+def test_tree_ensemble5_modes(tmp_path, mode):
+    ml_check(ml_tree5_model(lambda i: mode), tmp_path, batches=(0, 1, 13, 1000))
+
+
+@pytest.mark.parametrize("agg", range(4))
+@pytest.mark.parametrize("post", range(5))
+def test_tree_ensemble5_aggregates_posts(tmp_path, agg, post):
+    m = ml_tree5_model(lambda i: i % 6, agg=agg, post=post, targets=3, missing=True)
+    ml_check(m, tmp_path, batches=(1, 13), nan=True)
+
+
+def test_tree_ensemble5_refusals(tmp_path):
+    ml_refused(ml_tree5_model(lambda i: 6 if i == 2 else 0), tmp_path, "BRANCH_MEMBER")
+    m = ml_tree5_model(lambda i: 0)
+    a = {x.name: x for x in m.graph.node[0].attribute}
+    a["nodes_truenodeids"].ints[1] = 0  # node 1's true child is the root: a cycle
+    a["nodes_trueleafs"].ints[1] = 0
+    ml_refused(m, tmp_path, "reached twice")
