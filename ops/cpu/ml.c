@@ -204,7 +204,7 @@ static inline __attribute__((always_inline)) int32_t walk(const ensemble *e, int
 
 #define BLOCK 64 /* rows that walk one tree before the next tree: it stays in cache */
 
-#define LANES 8 /* rows that walk a tree side by side: independent loads overlap */
+#define LANES 8 /* rows (or trees) that walk side by side: independent loads overlap */
 
 /* The leaves rows x[r * ld], r < n <= LANES, reach in tree t, into leaf[r]:
  * depth[t] steps each, no branch on the data (leaves loop to themselves),
@@ -224,26 +224,63 @@ static inline __attribute__((always_inline)) void walk_lanes(const ensemble *e, 
     }
 }
 
-/* Rows [0, n) of x (n <= BLOCK), tree by tree, into score/has [n, C]. */
+/* The leaves row x reaches in trees [t0, t0 + k), k <= LANES, into
+ * leaf[]: the trees walk side by side (independent loads overlap) for as
+ * many steps as the deepest is deep, for an ensemble of one branch mode
+ * whose X has a column 0. */
+static inline __attribute__((always_inline)) void walk_trees(const ensemble *e, int32_t t0, int k, const float *x,
+                                                             int mode, int missing, int32_t *leaf) {
+  const te_node *nd = e->node;
+  int32_t steps = 0;
+  for (int l = 0; l < k; l++) {
+    leaf[l] = e->roots[t0 + l];
+    steps = e->depth[t0 + l] > steps ? e->depth[t0 + l] : steps;
+  }
+  for (int32_t s = 0; s < steps; s++)
+    for (int l = 0; l < k; l++) {
+      const te_node *q = &nd[leaf[l]];
+      int32_t f = q->feature;
+      float v = x[f & FEATURE];
+      int go = mode == TE_LEQ ? v <= q->thr : v < q->thr;
+      if (missing) go |= (f >> 30) & (v != v); /* NaN */
+      leaf[l] = q->next[!go];
+    }
+}
+
+/* Adds leaf i's weights into one row's score and has [C]. */
+static inline __attribute__((always_inline)) void add_leaf(const ensemble *e, int32_t i, float *score, uint8_t *has) {
+  const te_span *leaf = &e->leaf[i];
+  const te_weight *w = e->w + leaf->first;
+  int agg = e->h[TE_AGGREGATE];
+  for (int32_t k = 0; k < leaf->count; k++) {
+    float *s = &score[w[k].target], v = w[k].value;
+    uint8_t *hs = &has[w[k].target];
+    if (agg == TE_SUM || agg == TE_AVERAGE) *s += v;
+    else if (!*hs || (agg == TE_MIN ? v < *s : v > *s)) *s = v;
+    *hs = 1;
+  }
+}
+
+/* Rows [0, n) of x (n <= BLOCK), tree by tree, into score/has [n, C]
+ * (each row's weights added in tree order, as ONNX Runtime adds them). */
 static inline __attribute__((always_inline)) void walk_block(const ensemble *e, const float *x, int64_t ld, int n,
                                                              float *score, uint8_t *has, int mode, int missing) {
   int64_t C = e->h[TE_TARGETS];
-  int agg = e->h[TE_AGGREGATE];
-  int32_t lanes[LANES];
-  for (int32_t t = 0; t < e->h[TE_TREES]; t++)
-    for (int r = 0; r < n; r++) {
-      /* a few rows: stopping at the leaf beats the fixed depth (unbalanced trees) */
-      if (mode < 0 || n < 4) lanes[r % LANES] = walk(e, e->roots[t], x + r * ld, mode, missing);
-      else if (r % LANES == 0) walk_lanes(e, t, x + r * ld, ld, n - r < LANES ? n - r : LANES, mode, missing, lanes);
-      const te_span *leaf = &e->leaf[lanes[r % LANES]];
-      const te_weight *w = e->w + leaf->first;
-      for (int32_t k = 0; k < leaf->count; k++) {
-        float *s = &score[r * C + w[k].target], v = w[k].value;
-        uint8_t *hs = &has[r * C + w[k].target];
-        if (agg == TE_SUM || agg == TE_AVERAGE) *s += v;
-        else if (!*hs || (agg == TE_MIN ? v < *s : v > *s)) *s = v;
-        *hs = 1;
+  int32_t T = e->h[TE_TREES], lanes[LANES];
+  if (mode >= 0 && n < 4) { /* a few rows: trees side by side instead of rows */
+    for (int r = 0; r < n; r++)
+      for (int32_t t0 = 0; t0 < T; t0 += LANES) {
+        int k = T - t0 < LANES ? (int)(T - t0) : LANES;
+        walk_trees(e, t0, k, x + r * ld, mode, missing, lanes);
+        for (int l = 0; l < k; l++) add_leaf(e, lanes[l], score + r * C, has + r * C);
       }
+    return;
+  }
+  for (int32_t t = 0; t < T; t++)
+    for (int r = 0; r < n; r++) {
+      if (mode < 0) lanes[r % LANES] = walk(e, e->roots[t], x + r * ld, mode, missing);
+      else if (r % LANES == 0) walk_lanes(e, t, x + r * ld, ld, n - r < LANES ? n - r : LANES, mode, missing, lanes);
+      add_leaf(e, lanes[r % LANES], score + r * C, has + r * C);
     }
 }
 
