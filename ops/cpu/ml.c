@@ -58,6 +58,7 @@ typedef struct {
   int missing; /* some node sends NaN to its true child */
   const int32_t *roots;
   int32_t *depth; /* per tree: the steps from its root to its deepest leaf */
+  int32_t *by_depth; /* the trees, shallowest first (trees of one walk_trees call alike) */
   te_node *node;
   te_span *leaf;
   uint8_t *mode; /* per node: mode | missing_tracks_true << 4 */
@@ -74,6 +75,22 @@ static float f32_of(int32_t b) {
 
 static dvm_status *bad(const char *why, long long at) {
   return dvm_status_new(DVM_INVALID_ARGUMENT, "tree_ensemble: ensemble words: %s (at %lld)", why, at);
+}
+
+static int by_key(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* e->by_depth: the trees ordered by depth (then index). */
+static dvm_status *sort_by_depth(ensemble *e, int64_t T) {
+  int64_t *key = malloc(sizeof *key * (size_t)T);
+  if (!key) return dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for the ensemble");
+  for (int64_t t = 0; t < T; t++) key[t] = (int64_t)e->depth[t] << 32 | t;
+  qsort(key, (size_t)T, sizeof *key, by_key);
+  for (int64_t t = 0; t < T; t++) e->by_depth[t] = (int32_t)(key[t] & 0xffffffff);
+  free(key);
+  return NULL;
 }
 
 /* Checks the words and builds *out in one allocation (free(out->roots)
@@ -94,7 +111,7 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
    * regressor's is not (the call's outputs are checked against it after) */
   int64_t L = cls ? C : 0;
   size_t bytes = (size_t)N * (sizeof(te_node) + sizeof(te_span) + sizeof(int32_t) + 1) + (size_t)T * sizeof(int32_t) + (size_t)W * sizeof(te_weight) + (size_t)(B + 1) * sizeof(float) +
-                 (size_t)L * sizeof(int64_t) + (size_t)T * sizeof(int32_t) + 64;
+                 (size_t)L * sizeof(int64_t) + (size_t)T * 2 * sizeof(int32_t) + 64;
   char *mem = malloc(bytes);
   if (!mem) return dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for the ensemble");
   memcpy(out->h, h, sizeof out->h);
@@ -106,7 +123,8 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
   out->base = (float *)(out->w + W);
   out->leaf = (te_span *)(out->base + B + 1);
   out->depth = (int32_t *)(out->leaf + N);
-  int32_t *nodedepth = out->depth + T;
+  out->by_depth = out->depth + T;
+  int32_t *nodedepth = out->by_depth + T;
   out->mode = (uint8_t *)(nodedepth + N);
   memset(nodedepth, 0, sizeof *nodedepth * (size_t)N);
   const int32_t *r = wd + TE_HEADER, *nd = r + T, *ww = nd + N * TE_NODE_WORDS, *bw = ww + W * 2;
@@ -150,6 +168,7 @@ static dvm_status *build(const int32_t *wd, int64_t nw, ensemble *out) {
   for (int64_t c = 0; cls && c < C; c++)
     out->labels[c] = (int64_t)((uint64_t)(uint32_t)bw[B + 2 * c] | (uint64_t)(uint32_t)bw[B + 2 * c + 1] << 32);
   if (out->same == -2) out->same = TE_LEAF; /* only leaves */
+  if (!st) st = sort_by_depth(out, T);
   if (st) free(mem);
   return st;
 }
@@ -224,17 +243,17 @@ static inline __attribute__((always_inline)) void walk_lanes(const ensemble *e, 
     }
 }
 
-/* The leaves row x reaches in trees [t0, t0 + k), k <= LANES, into
- * leaf[]: the trees walk side by side (independent loads overlap) for as
+/* The leaves row x reaches in trees[0, k), k <= LANES, into leaf[]:
+ * the trees walk side by side (independent loads overlap) for as
  * many steps as the deepest is deep, for an ensemble of one branch mode
  * whose X has a column 0. */
-static inline __attribute__((always_inline)) void walk_trees(const ensemble *e, int32_t t0, int k, const float *x,
-                                                             int mode, int missing, int32_t *leaf) {
+static inline __attribute__((always_inline)) void walk_trees(const ensemble *e, const int32_t *trees, int k,
+                                                             const float *x, int mode, int missing, int32_t *leaf) {
   const te_node *nd = e->node;
   int32_t steps = 0;
   for (int l = 0; l < k; l++) {
-    leaf[l] = e->roots[t0 + l];
-    steps = e->depth[t0 + l] > steps ? e->depth[t0 + l] : steps;
+    leaf[l] = e->roots[trees[l]];
+    steps = e->depth[trees[l]] > steps ? e->depth[trees[l]] : steps;
   }
   for (int32_t s = 0; s < steps; s++)
     for (int l = 0; l < k; l++) {
@@ -262,18 +281,22 @@ static inline __attribute__((always_inline)) void add_leaf(const ensemble *e, in
 }
 
 /* Rows [0, n) of x (n <= BLOCK), tree by tree, into score/has [n, C]
- * (each row's weights added in tree order, as ONNX Runtime adds them). */
+ * (each row's weights added in tree order, as ONNX Runtime adds them);
+ * leaves: scratch for one leaf per tree. */
 static inline __attribute__((always_inline)) void walk_block(const ensemble *e, const float *x, int64_t ld, int n,
-                                                             float *score, uint8_t *has, int mode, int missing) {
+                                                             float *score, uint8_t *has, int32_t *leaves, int mode,
+                                                             int missing) {
   int64_t C = e->h[TE_TARGETS];
   int32_t T = e->h[TE_TREES], lanes[LANES];
-  if (mode >= 0 && n < 4) { /* a few rows: trees side by side instead of rows */
-    for (int r = 0; r < n; r++)
+  if (mode >= 0 && n < 4) { /* a few rows: trees of like depth side by side instead of rows */
+    for (int r = 0; r < n; r++) {
       for (int32_t t0 = 0; t0 < T; t0 += LANES) {
         int k = T - t0 < LANES ? (int)(T - t0) : LANES;
-        walk_trees(e, t0, k, x + r * ld, mode, missing, lanes);
-        for (int l = 0; l < k; l++) add_leaf(e, lanes[l], score + r * C, has + r * C);
+        walk_trees(e, e->by_depth + t0, k, x + r * ld, mode, missing, lanes);
+        for (int l = 0; l < k; l++) leaves[e->by_depth[t0 + l]] = lanes[l];
       }
+      for (int32_t t = 0; t < T; t++) add_leaf(e, leaves[t], score + r * C, has + r * C);
+    }
     return;
   }
   for (int32_t t = 0; t < T; t++)
@@ -364,6 +387,7 @@ typedef struct {
   int64_t *labels;
   float *score; /* BLOCK x targets per thread */
   uint8_t *has;
+  int32_t *leaves; /* trees per thread */
 } job;
 
 static void rows(void *ctx, int64_t s, int64_t end) {
@@ -373,6 +397,7 @@ static void rows(void *ctx, int64_t s, int64_t end) {
   size_t slot = (size_t)dvm_par_slot() * BLOCK * (size_t)C;
   float *score = j->score + slot;
   uint8_t *has = j->has + slot;
+  int32_t *leaves = j->leaves + (size_t)dvm_par_slot() * (size_t)e->h[TE_TREES];
   int same = e->h[TE_FEATURES] ? e->same : -1, miss = e->missing; /* the lanes read column 0 */
   for (int64_t r0 = s; r0 < end; r0 += BLOCK) {
     int n = (int)(end - r0 < BLOCK ? end - r0 : BLOCK);
@@ -380,11 +405,11 @@ static void rows(void *ctx, int64_t s, int64_t end) {
     memset(has, 0, (size_t)(n * C));
     const float *x = j->x + r0 * j->ld;
     /* the converters' single modes get their own loops */
-    if (same == TE_LEQ && !miss) walk_block(e, x, j->ld, n, score, has, TE_LEQ, 0);
-    else if (same == TE_LEQ) walk_block(e, x, j->ld, n, score, has, TE_LEQ, 1);
-    else if (same == TE_LT && !miss) walk_block(e, x, j->ld, n, score, has, TE_LT, 0);
-    else if (same == TE_LT) walk_block(e, x, j->ld, n, score, has, TE_LT, 1);
-    else walk_block(e, x, j->ld, n, score, has, -1, 1);
+    if (same == TE_LEQ && !miss) walk_block(e, x, j->ld, n, score, has, leaves, TE_LEQ, 0);
+    else if (same == TE_LEQ) walk_block(e, x, j->ld, n, score, has, leaves, TE_LEQ, 1);
+    else if (same == TE_LT && !miss) walk_block(e, x, j->ld, n, score, has, leaves, TE_LT, 0);
+    else if (same == TE_LT) walk_block(e, x, j->ld, n, score, has, leaves, TE_LT, 1);
+    else walk_block(e, x, j->ld, n, score, has, leaves, -1, 1);
     for (int r = 0; r < n; r++)
       finish(e, score + r * C, has + r * C, j->z + (r0 + r) * C, j->labels ? j->labels + r0 + r : NULL);
   }
@@ -424,11 +449,13 @@ static dvm_status *tree_ensemble(const dvm_kernel_args *a) {
   int threads = dvm_kargs_threads(a);
   size_t cells = (size_t)threads * BLOCK * (size_t)targets;
   job j = {e, dvm_tensor_ptr(x), features, dvm_tensor_ptr(z), cls ? dvm_tensor_ptr(a->out[0]) : NULL,
-           st ? NULL : malloc(cells * sizeof(float)), st ? NULL : malloc(cells)};
-  if (!st && (!j.score || !j.has)) st = dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for scores");
+           st ? NULL : malloc(cells * sizeof(float)), st ? NULL : malloc(cells),
+           st ? NULL : malloc((size_t)threads * (size_t)e->h[TE_TREES] * sizeof(int32_t))};
+  if (!st && (!j.score || !j.has || !j.leaves)) st = dvm_status_new(DVM_OUT_OF_MEMORY, "tree_ensemble: out of memory for scores");
   if (!st) dvm_par_for(threads, n, BLOCK, rows, &j);
   free(j.score);
   free(j.has);
+  free(j.leaves);
   if (e == &own) free((void *)own.roots);
   return st;
 }

@@ -262,14 +262,14 @@ def test_binarizer(tmp_path, threshold):
 
 def ml_tree5_model(mode_of, agg=1, post=0, targets=2, missing=False, trees=3, depth=3):
     """TreeEnsemble (ai.onnx.ml opset 5): `trees` full trees of `depth`
-    over features 0..5, node modes mode_of(i) (0..5), each leaf one random
+    (or of depth(t) for tree t, a function) over features 0..5, node modes mode_of(i) (0..5), each leaf one random
     target and weight; a leaf shared by both children of a node in the
     last tree."""
-    rng = np.random.default_rng(trees + depth + targets)
+    rng = np.random.default_rng(trees + targets)
     feat, split, modes, yes, no, yes_leaf, no_leaf, miss, roots = [], [], [], [], [], [], [], [], []
     leaf_t, leaf_w = [], []
 
-    def grow(d):
+    def grow(d, depth):
         i = len(feat)
         feat.append(int(rng.integers(0, FEATURES)))
         split.append(0.25 if feat[-1] == 2 else float(rng.standard_normal() * 0.5))
@@ -279,7 +279,7 @@ def ml_tree5_model(mode_of, agg=1, post=0, targets=2, missing=False, trees=3, de
             lst.append(0)
         for c, (ids, leafs) in enumerate(((yes, yes_leaf), (no, no_leaf))):
             if d + 1 < depth:
-                ids[i] = grow(d + 1)
+                ids[i] = grow(d + 1, depth)
             else:
                 leafs[i] = 1
                 ids[i] = len(leaf_t)
@@ -288,7 +288,7 @@ def ml_tree5_model(mode_of, agg=1, post=0, targets=2, missing=False, trees=3, de
         return i
 
     for t in range(trees):
-        roots.append(grow(0))
+        roots.append(grow(0, depth(t) if callable(depth) else depth))
     no[-1], no_leaf[-1] = yes[-1], yes_leaf[-1]  # one leaf, two parents' slots
     kw = dict(tree_roots=roots, nodes_featureids=feat, nodes_truenodeids=yes, nodes_falsenodeids=no,
               nodes_trueleafs=yes_leaf, nodes_falseleafs=no_leaf, leaf_targetids=leaf_t, n_targets=targets,
@@ -306,6 +306,13 @@ def ml_tree5_model(mode_of, agg=1, post=0, targets=2, missing=False, trees=3, de
 @pytest.mark.parametrize("mode", range(6))
 def test_tree_ensemble5_modes(tmp_path, mode):
     ml_check(ml_tree5_model(lambda i: mode), tmp_path, batches=(0, 1, 13, 1000))
+
+
+def test_tree_ensemble5_uneven_depths(tmp_path):
+    """Trees of depths 1 to 6 in one forest: below four rows trees walk side
+    by side, as long as the deepest of the walk."""
+    m = ml_tree5_model(lambda i: 1, trees=19, depth=lambda t: 1 + (t * 7) % 6, targets=3, missing=True)
+    ml_check(m, tmp_path, batches=(1, 2, 3, 13), nan=True)
 
 
 @pytest.mark.parametrize("agg", range(4))
