@@ -328,6 +328,9 @@ static dvm_status *check_pages(const dvm_gqa_dims *g, const dvm_tensor *const *i
       (present & (3 << 17)) != (3 << 17) || out[1]->storage != pk || out[2]->storage != in[PV]->storage)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a paged past_key needs a paged past_value of its own pool on the "
                           "same table, and each must be its present", OP);
+  if (in[PK]->dims[2] != g->present) /* the table covers the past's rows only */
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: total_sequence_length %lld is past the paged cache's %lld rows",
+                          OP, (long long)g->total, (long long)in[PK]->dims[2]);
   for (int64_t b = 0; b < g->b; b++)
     for (int64_t i = 0; i * p->block_rows < past[b] + g->s; i++) {
       int32_t id = p->table[b * p->table_stride + i];

@@ -106,6 +106,10 @@ static void one_case(int B, int S, const int *past, int bs) {
               "outside the pool's");
   table[nblk - 1] = perm[nblk - 1];
   CHECK_ERR(gqa(q, k, v, paged[0], paged[1], ck, seqlens, total, y1), DVM_INVALID_ARGUMENT, "must be its present");
+  *(int32_t *)dvm_tensor_ptr(total) = L + 1; /* rows the table does not cover */
+  if (S == 1)
+    CHECK_ERR(gqa(q, k, v, paged[0], paged[1], paged[0], seqlens, total, y1), DVM_INVALID_ARGUMENT,
+              "total_sequence_length 38 is past the paged cache's 37 rows");
   dvm_tensor *all[] = {ck, cv, pool[0], pool[1], q, k, v, seqlens, total, y0, y1, paged[0], paged[1]};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) dvm_tensor_release(all[i]);
   free(table);
