@@ -54,7 +54,7 @@ struct dvm_generator {
   dvm_dtype idtype[NINPUTS];
   int *past, *present;      /* [2 * layers]: key of layer l at 2l, value at 2l + 1 */
   int logits_result;
-  int batch, max_length;
+  int batch, max_length, chunk; /* chunk: prefill_chunk */
   dvm_tensor **cache;       /* [2 * layers] */
   dvm_tensor **rows;        /* [2 * layers * batch]: row b of cache[i] at i * batch + b */
   int32_t *tokens;          /* [batch * max_length] */
@@ -304,9 +304,9 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   dvm_generator_options defaults;
   if (!opts) dvm_generator_options_init(&defaults), opts = &defaults;
   *out = NULL;
-  if (opts->batch_size < 0 || opts->threads < 0)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "batch_size and threads must be >= 0, got %d and %d",
-                          opts->batch_size, opts->threads);
+  if (opts->batch_size < 0 || opts->threads < 0 || opts->prefill_chunk < 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "batch_size, threads and prefill_chunk must be >= 0, got %d, %d and %d",
+                          opts->batch_size, opts->threads, opts->prefill_chunk);
   dvm_generator *g = calloc(1, sizeof *g);
   if (!g) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = dvm_generator_config_read(config_path, &g->c);
@@ -318,6 +318,7 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   const dvm_generator_config *c = &g->c;
   g->batch = opts->batch_size ? opts->batch_size : 1;
   g->max_length = c->max_length;
+  g->chunk = opts->prefill_chunk;
   g->f = dvm_module_find_function(m, "main");
   if (g->f < 0) g->f = 0;
   if (dvm_module_function_count(m) == 0) st = dvm_status_new(DVM_INVALID_ARGUMENT, "the module has no function");
@@ -611,16 +612,18 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
       from[b] = g->ran[b], to[b] = g->ran[b] + 1, keep[b] = true;
       if (!(st = invoke(g, b, 1, 1, from + b, to + b, keep + b))) g->ran[b]++;
     }
-    if (!st && g->len[b] - g->ran[b] >= 2) {
-      from[b] = g->ran[b], to[b] = g->len[b], keep[b] = true;
-      if (!(st = invoke(g, b, 1, g->len[b] - g->ran[b], from + b, to + b, keep + b))) g->ran[b] = g->len[b];
+    if (!st && g->len[b] - g->ran[b] >= 2) { /* a prompt, or its next chunk */
+      int n = g->chunk && g->len[b] - g->ran[b] > g->chunk ? g->chunk : g->len[b] - g->ran[b];
+      from[b] = g->ran[b], to[b] = g->ran[b] + n, keep[b] = true;
+      if (!(st = invoke(g, b, 1, n, from + b, to + b, keep + b))) g->ran[b] = to[b];
+      g->has_logits[b] &= g->ran[b] == g->len[b]; /* a chunk's last row is not the prompt's */
     }
     step |= g->len[b] - g->ran[b] == 1;
   }
   if (step && !st) {
     bool together = true;
     for (int b = 0; b < B; b++) {
-      keep[b] = g->len[b] > g->ran[b];
+      keep[b] = g->len[b] - g->ran[b] == 1; /* not a prompt between its chunks */
       to[b] = keep[b] ? g->len[b] : g->ran[b] ? g->ran[b] : 1; /* an empty row feeds position 0 */
       from[b] = to[b] - 1;
       together &= share || from[b] == from[0];
@@ -631,7 +634,7 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
     while (rows > 1 && !keep[rows - 1]) rows--;
     if (!st && together) st = invoke(g, 0, rows, 1, from, to, keep);
     if (!st)
-      for (int b = 0; b < B; b++) g->ran[b] = g->len[b];
+      for (int b = 0; b < B; b++) g->ran[b] += keep[b];
   }
   for (int b = 0; b < B && g->bs; b++) publish_blocks(g, b);
   free(from);
@@ -684,7 +687,7 @@ dvm_status *dvm_generator_next(dvm_generator *g) {
   dvm_status *st = dvm_generator_compute_logits(g);
   if (st) return st;
   for (int b = 0; b < g->batch; b++) {
-    if (g->done[b]) continue;
+    if (g->done[b] || !g->has_logits[b]) continue; /* done, or a prompt between its chunks */
     int32_t *seq = g->tokens + (size_t)b * g->max_length;
     int32_t t = dvm_generator_choose(&g->search[b], g->logits + (size_t)b * g->c.vocab_size, seq, g->len[b], g->work,
                                      g->own_rng[b] ? &g->rngs[b] : &g->rng);

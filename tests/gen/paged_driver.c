@@ -1,6 +1,7 @@
 /* Runs the generator with a paged KV cache for test_paged.py:
- *   paged_driver CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET PROMPT...
- * (BLOCK_SIZE 0: the contiguous cache; BUDGET bytes, 0: the default).
+ *   paged_driver CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET CHUNK PROMPT...
+ * (BLOCK_SIZE 0: the contiguous cache; BUDGET bytes, 0: the default;
+ * CHUNK: prefill_chunk).
  * Sequence 0 runs its prompt and one step first; the others join at the
  * next step; then all run greedy to max_length. Prints one JSON line:
  * each sequence's tokens, why paging is off (""), the blocks, those in
@@ -25,16 +26,16 @@ static int used(const dvm_generator *g) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 7) {
-    fprintf(stderr, "usage: paged_driver CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET PROMPT...\n");
+  if (argc < 8) {
+    fprintf(stderr, "usage: paged_driver CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET CHUNK PROMPT...\n");
     return 2;
   }
-  int B = argc - 6;
+  int B = argc - 7;
   int32_t **prompts = calloc((size_t)B, sizeof *prompts);
   int *lens = calloc((size_t)B, sizeof *lens), *none = calloc((size_t)B, sizeof *none);
   for (int b = 0; b < B; b++) {
-    prompts[b] = calloc(strlen(argv[6 + b]) + 1, sizeof **prompts);
-    for (char *p = argv[6 + b]; *p; p += *p == ',') prompts[b][lens[b]++] = (int32_t)strtol(p, &p, 10);
+    prompts[b] = calloc(strlen(argv[7 + b]) + 1, sizeof **prompts);
+    for (char *p = argv[7 + b]; *p; p += *p == ',') prompts[b][lens[b]++] = (int32_t)strtol(p, &p, 10);
   }
   dvm_module *m;
   dvm_status *st = dvm_module_load_file(argv[2], NULL, &m);
@@ -46,6 +47,7 @@ int main(int argc, char **argv) {
   o.max_length = atoi(argv[3]);
   o.kv_block_size = atoi(argv[4]);
   o.kv_budget = atoll(argv[5]);
+  o.prefill_chunk = atoi(argv[6]);
   dvm_generator *g;
   st = dvm_generator_create(m, argv[1], &o, &g);
   dvm_module_release(m);

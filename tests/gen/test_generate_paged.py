@@ -21,8 +21,8 @@ PREFIX = [(7 * i) % 90 + 3 for i in range(40)]
 PROMPTS = [PREFIX, PREFIX + [11, 12, 13, 14, 15, 16, 17], [5, 6, 7, 8, 9], [(3 * i) % 80 + 4 for i in range(17)]]
 
 
-def paged_run(d, prompts, block_size, budget=0, max_length=96):
-    args = [d / "genai_config.json", d / "model.dvmb", max_length, block_size, budget,
+def paged_run(d, prompts, block_size, budget=0, max_length=96, chunk=0):
+    args = [d / "genai_config.json", d / "model.dvmb", max_length, block_size, budget, chunk,
             *(",".join(map(str, q)) for q in prompts)]
     p = subprocess.run([PAGED_DRIVER, *map(str, args)], capture_output=True, text=True, timeout=300)
     if p.returncode:
@@ -57,6 +57,16 @@ def test_paged_equals_alone(paged_decoders, block_size):
     # its next row, then the others' prompts, the second without the shared blocks
     assert r["all"] == blocks(41) + blocks(47) - shared + blocks(5) + blocks(17), r
     assert r["peak"] <= r["blocks"] and r["free_after_reset"] == r["blocks"]
+
+
+@pytest.mark.parametrize("block_size", [0, 5])
+def test_chunked_prefill_equals_alone(paged_decoders, block_size):
+    """Prompts fed 7 tokens a step (a 40-token prompt in 6 chunks) while
+    the others decode: each sequence's tokens as alone and whole."""
+    d = paged_decoders["gqa"]
+    alone = [paged_run(d, [p], 0)["tokens"][0] for p in PROMPTS]
+    r = paged_run(d, PROMPTS, block_size, chunk=7)
+    assert r["tokens"] == alone
 
 
 def test_paged_default_budget_holds_every_sequence(paged_decoders):

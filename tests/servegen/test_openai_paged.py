@@ -4,8 +4,9 @@ newest is preempted and recomputed, and every stream still equals the same
 request run alone by `dvm generate`, with the cache's bytes within the
 budget; a prompt sharing a 40-token prefix with an earlier one takes its
 blocks from the prefix cache; a request that can never fit is a 400 naming
-the numbers; a client leaving frees its blocks; bad kv_ values fail the
-model's load, naming them."""
+the numbers; a client leaving frees its blocks; prompts fed 8 tokens a step
+between the others' decode steps (prefill_chunk) still equal alone; bad
+kv_ and prefill_chunk values fail the model's load, naming them."""
 import http.client
 import json
 import random
@@ -28,6 +29,8 @@ BUDGET = 24 * BLOCK
 PAGED_MODELS = {
     "tight": "max_running = 4\nkv_block_size = 4\nkv_budget = %d\n" % BUDGET,
     "prefix": "max_running = 4\n",  # blocks of 16 rows, the default
+    "chunked": "max_running = 4\nprefill_chunk = 8\n",
+    "negchunk": "prefill_chunk = -1\n",
     "negative": "kv_block_size = -1\n",
     "small": "kv_budget = 20000\n",
     "wide": "kv_block_size = 1000\n",
@@ -140,8 +143,29 @@ def test_client_leaving_frees_its_blocks(paged_server):
     assert state["used"] == 0, state
 
 
+def test_chunked_prefill_streams_equal_alone(paged_server):
+    rng = random.Random(5)
+    client = gen_client(paged_server)
+    cases = [([rng.randrange(3, 500) for _ in range(n)], m) for n, m in [(61, 20), (3, 50), (37, 30), (9, 40)]]
+    got = [None] * len(cases)
+    together = threading.Barrier(len(cases))
+
+    def one(i):
+        together.wait()
+        got[i] = run_completion(client, "chunked", cases[i][0], cases[i][1], True)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    for i, (prompt, m) in enumerate(cases):
+        assert got[i][0] == paged_server_text(paged_server, alone_ids(paged_server, "chunked", prompt, m)), i
+
+
 @pytest.mark.parametrize("model,says", [
     ("negative", "config:1: bad value for kv_block_size"),
+    ("negchunk", "config:1: bad value for prefill_chunk"),
     ("small", "kv_budget 20000 bytes holds 1 KV blocks of 16384 bytes (16 rows of every layer's key and value)"),
     ("wide", "kv_block_size 1000 must be 0 (not paged) to max_length 512"),
 ])

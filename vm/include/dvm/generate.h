@@ -43,6 +43,8 @@ typedef struct dvm_generator_options {
   int64_t kv_budget; /* the paged cache's bytes (every layer's key and value pools, in blocks,
                         one of them where idle rows write); 0: room for every sequence at
                         max_length (the contiguous cache's bytes, rounded up to blocks, + 1) */
+  int prefill_chunk; /* > 0: a prompt runs at most this many tokens per computation (chunked
+                        prefill: decode steps go on between its chunks); 0: whole */
 } dvm_generator_options;
 
 DVM_API void dvm_generator_options_init(dvm_generator_options *opts);
@@ -76,8 +78,9 @@ DVM_API DVM_MUST_USE dvm_status *dvm_generator_append(dvm_generator *g, const in
                                                       const int *counts);
 
 /* Runs the model on the tokens appended since it last ran: each sequence
- * with several new tokens alone (its own length, no padding), those with
- * one new token together in one step. */
+ * with several new tokens alone (its own length, no padding; at most
+ * prefill_chunk of them, when set: the rest at the next calls, and no
+ * logits until its last), those with one new token together in one step. */
 DVM_API DVM_MUST_USE dvm_status *dvm_generator_compute_logits(dvm_generator *g);
 
 /* Sequence b's logits after its last token (vocab_size floats, borrowed
