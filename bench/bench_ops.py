@@ -36,7 +36,7 @@ initializers or Constant outputs in the model, and small integer tensors
 (shapes, axes: at most 16 elements, what dvm folds), are initializers with
 their values; the rest are graph inputs fed the values the model gave them.
 --cases adds built-in one-node models (the shapes docs/performance.md
-tracks: ConvInteger as quantize_dynamic writes it, convolutions with a
+tracks: ConvInteger and MatMulInteger as quantize_dynamic writes them, convolutions with a
 [k, 1] or [1, k] kernel, InstanceNormalization). Each is compiled with the
 dvm Python package (PYTHONPATH=build/python) and timed with Module.run,
 next to an InferenceSession.run of the same model and feeds, both in this
@@ -45,7 +45,7 @@ with subgraphs (If, Loop, Scan) are not timed; a node dvm does not compile
 is listed with the error.
 
     PYTHONPATH=build/python python3 bench/bench_ops.py MODEL.onnx... [--shape x=1x3x224x224]
-        [--dim seq=128] [--range ids=0..999] [--cases conv_integer,conv_1d,instance_norm]
+        [--dim seq=128] [--range ids=0..999] [--cases conv_integer,conv_1d,instance_norm,matmul_integer]
         [--threads 1,2] [--rounds 3] [--budget 0.3] [--top N]
 
 Prints one row per case, worst dvm/ORT ratio (first thread count) first:
@@ -294,6 +294,17 @@ def conv_integer_case(xs, ws, wtype=np.int8, **attrs):
     return node, ins, np.int32
 
 
+def matmul_integer_case(a_shape, b_shape, btype=np.int8):
+    """MatMulInteger as quantize_dynamic writes it: a and its zero point
+    from DynamicQuantizeLinear (inputs), b and its zero point initializers."""
+    rng = np.random.default_rng(1)
+    lo, hi = np.iinfo(btype).min, np.iinfo(btype).max
+    ins = [("a", rng.integers(0, 256, a_shape).astype(np.uint8), False),
+           ("b", rng.integers(lo, hi + 1, b_shape).astype(btype), True), ("az", np.array(131, np.uint8), False),
+           ("bz", np.array(0 if btype == np.int8 else 119, btype), True)]
+    return helper.make_node("MatMulInteger", [i[0] for i in ins], ["y"]), ins, np.int32
+
+
 def conv_case(xs, ws, **attrs):
     rng = np.random.default_rng(1)
     ins = [("x", rng.standard_normal(xs).astype(np.float32), False),
@@ -327,6 +338,12 @@ BUILTIN = {
         lambda: conv_case((1, 128, 512, 1), (128, 128, 3, 1), strides=[2, 1], pads=[1, 0, 1, 0]),
         lambda: conv_case((1, 32, 1000, 5), (128, 32, 5, 1), strides=[3, 1], pads=[2, 0, 2, 0]),
         lambda: conv_case((1, 80, 1, 3000), (256, 80, 1, 3), pads=[0, 1, 0, 1]),
+    ],
+    "matmul_integer": [  # ddddocr_common_old's (u8 b) at M 1, 8, 128; gpt2.qdyn's at 4x128 tokens
+        *[(lambda m=m: matmul_integer_case((m, 1024), (1024, 8210), np.uint8)) for m in (1, 8, 128)],
+        lambda: matmul_integer_case((512, 64), (64, 192)),
+        lambda: matmul_integer_case((512, 256), (256, 64)),
+        lambda: matmul_integer_case((512, 64), (64, 1000)),
     ],
     "instance_norm": [
         lambda: instance_norm_case((1, 256, 512)),

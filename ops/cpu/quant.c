@@ -63,6 +63,7 @@
 #include "ops/cpu/conv.h"
 #include "ops/cpu/isa.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/qgemm.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
@@ -453,6 +454,8 @@ typedef struct product {
   int32_t *a, *b;             /* widened (not dot) */
   uint8_t *codes;             /* an f32 a quantized (DynamicQuantizeMatMul) */
   int8_t *b8;                 /* u8 b shifted to s8 (dot) */
+  const dvm_qgemm_b *pb;      /* b packed at link (qgemm.h), used where set */
+  const dvm_tensor *azp, *bzp; /* the zero points (pb) */
   int32_t *bcol;              /* b's per-column zero points, shifted as b (dot) */
   const void *ab, *bb;        /* a's and b's bytes (dot) */
   int a_signed, dot, ry, nb;  /* nb: y's batch dims */
@@ -468,7 +471,7 @@ static void product_free(product *p) { free(p->a), free(p->b), free(p->codes), f
 static int32_t zp_at(const dvm_tensor *zp, int64_t i) { return zp ? dvm_cpu_quant_int_at(zp, i) : 0; }
 
 static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_tensor *azp, const dvm_tensor *b,
-                                 const dvm_tensor *bzp, product *p) {
+                                 const dvm_tensor *bzp, const dvm_qgemm_b *pb, product *p) {
   memset(p, 0, sizeof *p);
   if (!is_byte(a->dtype) && !(a->dtype == DVM_F32 && !strcmp(op, "dynamic_quantize_matmul")))
     return bad_dtype(op, "a", a, "u8 or i8");
@@ -496,6 +499,11 @@ static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_
   p->ab = p->codes ? (const void *)p->codes : dvm_tensor_ptr(a);
   p->a_signed = a->dtype == DVM_I8;
   p->az = p->codes ? dzp : azp && dvm_tensor_numel(azp) == 1 ? zp_at(azp, 0) : 0;
+  if (pb && b->rank == 2 && dvm_qgemm_k(pb) == p->K && dvm_qgemm_n(pb) == p->N &&
+      dvm_qgemm_signed(pb) == (b->dtype == DVM_I8)) {
+    p->pb = pb, p->azp = p->codes ? NULL : azp, p->bzp = bzp;
+    return NULL;
+  }
   p->dot = dvm_isa_int8_dot() && (p->codes || !azp || dvm_tensor_numel(azp) == 1);
   if (p->dot) {
     int64_t nbytes = dvm_tensor_numel(b), shift = b->dtype == DVM_U8 ? 128 : 0;
@@ -599,10 +607,51 @@ static void product_part(void *ctx, int64_t s, int64_t e) {
   }
 }
 
+/* The rows of this file's kernel table that prepack (whose designators
+ * would override a row put before them: -Woverride-init). */
+enum { MATMUL_INTEGER = 3, CONV_INTEGER = 5, QLINEAR_CONV, DQ_MATMUL, MATMUL_INTEGER_TO_FLOAT };
+
+/* A constant 2-D b (input 1) of the matrix products, packed (qgemm.h). */
+static dvm_status *product_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs, int nattrs,
+                                   void **data, void (**free_data)(void *)) {
+  if (input != 1 || !is_byte(t->dtype) || t->rank != 2 || t->dims[0] > MAX_K) return NULL;
+  if (!(*data = dvm_qgemm_pack(dvm_tensor_ptr(t), t->dtype == DVM_I8, t->dims[0], t->dims[1])) &&
+      strcmp(dvm_qgemm_variant(), "none"))
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "matmul_integer: no memory for the packed form of b");
+  *free_data = dvm_qgemm_free;
+  return NULL;
+}
+
+/* b's packed form, built for whichever product kernel reads it. */
+static const dvm_qgemm_b *kept_b(const dvm_tensor *b) {
+  static const int rows[] = {MATMUL_INTEGER, DQ_MATMUL, MATMUL_INTEGER_TO_FLOAT};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const dvm_qgemm_b *pb = dvm_tensor_packed(b, &dvm_cpu_quant_kernels[rows[i]], 1);
+    if (pb) return pb;
+  }
+  return NULL;
+}
+
+/* The product on b's packed form: a's batches are rows of one product,
+ * as b is [K, N]; the zero points one element, per row or per column. */
+static dvm_status *packed_run(const product *p, int64_t batches, int threads, int32_t *acc, const to_float *tf) {
+  int64_t naz = p->azp ? dvm_tensor_numel(p->azp) : 1, nbz = p->bzp ? dvm_tensor_numel(p->bzp) : 1;
+  int32_t *zp = malloc(sizeof(int32_t) * (size_t)(naz + nbz));
+  if (!zp) return oom("matmul_integer");
+  for (int64_t i = 0; i < naz; i++) zp[i] = p->codes ? p->az : zp_at(p->azp, i);
+  for (int64_t i = 0; i < nbz; i++) zp[naz + i] = zp_at(p->bzp, i);
+  int64_t rows = batches * p->M;
+  dvm_status *st = dvm_qgemm_run(p->pb, p->ab, p->a_signed, rows, zp, naz, zp + naz, nbz, threads, acc);
+  free(zp);
+  if (!st && tf) float_rows(acc, rows, p->N, tf->scale, tf->bias, tf->y);
+  return st;
+}
+
 /* The product into acc (y's shape), and with tf also into tf->y as f32. */
 static dvm_status *product_run(const char *op, const product *p, int threads, int32_t *acc, const to_float *tf) {
   product_job j = {.p = p, .acc = acc, .tf = tf, .batches = 1, .bad = dnnl_success};
   for (int d = 0; d < p->nb; d++) j.batches *= p->dy[d];
+  if (p->pb) return packed_run(p, j.batches, threads, acc, tf);
   /* oneDNN sizes its OpenMP team by the calling thread's setting: 1, as
    * the pool's workers run the parts */
   if (p->dot && omp_get_max_threads() != 1) omp_set_num_threads(1);
@@ -623,7 +672,8 @@ static dvm_status *matmul_integer(const dvm_kernel_args *a) {
   dvm_status *st = dvm_kargs_check_range(a, op, 2, 4, 1, 1, DVM_DEVICE_CPU);
   if (st) return st;
   product p;
-  if ((st = product_begin(op, a->in[0], a->nin > 2 ? a->in[2] : NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL, &p)))
+  if ((st = product_begin(op, a->in[0], a->nin > 2 ? a->in[2] : NULL, a->in[1], a->nin > 3 ? a->in[3] : NULL,
+                          kept_b(a->in[1]), &p)))
     return st;
   dvm_tensor *y = a->out[0];
   if (y->dtype != DVM_I32 || y->rank != p.ry || memcmp(y->dims, p.dy, sizeof(int64_t) * (size_t)p.ry))
@@ -663,7 +713,7 @@ static dvm_status *qlinear_matmul(const dvm_kernel_args *a) {
   if (st) return st;
   dvm_tensor *const *in = a->in;
   product p;
-  if ((st = product_begin(op, in[0], in[2], in[3], in[5], &p))) return st;
+  if ((st = product_begin(op, in[0], in[2], in[3], in[5], NULL, &p))) return st;
   dvm_tensor *y = a->out[0];
   int64_t n = dvm_tensor_numel(y), N = in[3]->rank == 1 ? 1 : in[3]->dims[in[3]->rank - 1];
   int32_t *acc = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
@@ -715,10 +765,6 @@ static void int_conv(const int32_t *x, const int64_t *dx, const int32_t *w, cons
           }
     }
 }
-
-/* The integer convolutions' rows of this file's kernel table (whose
- * designators would override a row put before them: -Woverride-init). */
-enum { CONV_INTEGER = 5, QLINEAR_CONV };
 
 /* A constant W of the integer convolutions, kept for oneDNN's kernels:
  * its layouts (conv.c's forms) and, for u8 W, W - 128 in s8. */
@@ -922,7 +968,7 @@ dvm_status *dvm_cpu_quant_matmul_f32(const char *op, const dvm_tensor *a, const 
                                      const dvm_tensor *bias, const dvm_tensor *y, float *yp, int threads) {
   if (y && y->dtype != DVM_F32) return bad_dtype(op, "y", y, "f32");
   product p;
-  dvm_status *st = product_begin(op, a, azp, b, bzp, &p);
+  dvm_status *st = product_begin(op, a, azp, b, bzp, kept_b(b), &p);
   if (st) return st;
   int64_t n = 1, N = b->rank == 1 ? 1 : b->dims[b->rank - 1];
   for (int d = 0; d < p.ry; d++) n *= p.dy[d];
@@ -974,7 +1020,7 @@ const dvm_kernel_def dvm_cpu_quant_kernels[] = {
                DVM_DTYPE_BIT(DVM_I32)},
     {"dynamic_quantize_linear", DVM_DEVICE_CPU, dynamic_quantize_linear, "dynamic_quantize_linear",
      .dtypes = DVM_DTYPE_BIT(DVM_F32)},
-    {"matmul_integer", DVM_DEVICE_CPU, matmul_integer, "matmul_integer",
+    [MATMUL_INTEGER] = {"matmul_integer", DVM_DEVICE_CPU, matmul_integer, "matmul_integer", .prepack = product_prepack,
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     {"qlinear_matmul", DVM_DEVICE_CPU, qlinear_matmul, "qlinear_matmul",
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
@@ -982,9 +1028,9 @@ const dvm_kernel_def dvm_cpu_quant_kernels[] = {
                       .prepack = conv_integer_prepack, .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     [QLINEAR_CONV] = {"qlinear_conv", DVM_DEVICE_CPU, qlinear_conv, "qlinear_conv",
                       .prepack = qlinear_conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
-    {"dynamic_quantize_matmul", DVM_DEVICE_CPU, dynamic_quantize_matmul, "matmul_integer",
-     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
-    {"matmul_integer_to_float", DVM_DEVICE_CPU, matmul_integer_to_float, "matmul_integer",
-     .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
+    [DQ_MATMUL] = {"dynamic_quantize_matmul", DVM_DEVICE_CPU, dynamic_quantize_matmul, "matmul_integer",
+     .prepack = product_prepack, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    [MATMUL_INTEGER_TO_FLOAT] = {"matmul_integer_to_float", DVM_DEVICE_CPU, matmul_integer_to_float, "matmul_integer",
+     .prepack = product_prepack, .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -365,6 +365,44 @@ def test_matmul_integer_sums_exactly_at_the_extremes(tmp_path, ta, tb, isa):
     check_quant(got, [np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)])
 
 
+# (a shape, b shape) with b a constant, packed at link (ops/cpu/qgemm.h):
+# M 0, 1, 7, 8 and past the tile's 8 rows (a batch of them), K not a
+# multiple of 4 or 64, N prime, below, at and just past the 16-column
+# groups, 1-D a, K 0.
+CONST_B = [((0, 5), (5, 17)), ((1, 1031), (1031, 31)), ((7, 67), (67, 33)), ((8, 64), (64, 16)),
+           ((13, 3), (3, 1)), ((2, 9, 130), (130, 47)), ((3,), (3, 19)), ((4, 0), (0, 5))]
+
+
+@pytest.mark.parametrize("shapes", CONST_B)
+@pytest.mark.parametrize("ta, tb", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8),
+                                    (np.int8, np.uint8)])
+@pytest.mark.parametrize("kind", ["", "avx2", "generic"])
+def test_matmul_integer_constant_b(shapes, ta, tb, kind, monkeypatch):
+    """b and its zero point as initializers (b packed at link), zero
+    points nonzero, one element or b's per column; against ONNX Runtime
+    where it runs the types, NumPy always. kind: the ISA the CPU kernels
+    are held to ("" the best: AVX-512 VNNI tiles where the CPU has it)."""
+    from dvmtest.onnxmodel import make_model
+    if kind:
+        monkeypatch.setenv("DVM_CPU_ISA", kind)
+    (sa, sb) = shapes
+    a, b, az = operand(ta, sa), operand(tb, sb), operand(ta, ())
+    for bz in (operand(tb, ()), operand(tb, (sb[-1],))):
+        model = make_model([helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
+                           [("a", ONNX_TYPE[ta], list(sa)), ("az", ONNX_TYPE[ta], [])],
+                           [("y", TensorProto.INT32, None)],
+                           [numpy_helper.from_array(b, "b"), numpy_helper.from_array(bz, "bz")], opset=13)
+        got = run_model(model, {"a": a, "az": az})[0]
+        want = np.matmul(a.astype(np.int64) - int(az), b.astype(np.int64) - bz.astype(np.int64)).astype(np.int32)
+        np.testing.assert_array_equal(got, want)
+        try:
+            sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        except Exception:  # ORT has no kernel for these types (i8 a with u8 b)
+            continue
+        if a.shape[-1] and a.size:
+            np.testing.assert_array_equal(got, sess.run(None, {"a": a, "az": az})[0])
+
+
 def test_matmul_integer_without_zero_points(tmp_path):
     check_quant(*run_with_ort("MatMulInteger", {"a": operand(np.uint8, (3, 5)), "b": operand(np.int8, (5, 2))},
               [("y", np.int32)], opset=13))

@@ -1,0 +1,268 @@
+/* The packed integer product (qgemm.h): B's layout, A's preparation, the
+ * zero points' terms and the tiles, one per instruction set. */
+#include "ops/cpu/qgemm.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/par.h"
+#include "ops/cpu/vec.h"
+
+#define NG 16 /* columns per group */
+
+enum { V_NONE, V_AVX2, V_VNNI };
+
+struct dvm_qgemm_b {
+  int64_t k, n, kp, groups;
+  int v, b_signed;
+  uint8_t *codes;  /* groups * kp * NG bytes, 64-byte aligned */
+  int32_t *colsum; /* groups * NG: each column's sum of beta */
+};
+
+static int chosen;
+
+static void choose(void) {
+#if DVM_EW_X86
+  if (dvm_isa_chosen() == DVM_ISA_AVX512F && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni"))
+    chosen = V_VNNI;
+  else if (dvm_isa_chosen() >= DVM_ISA_AVX2)
+    chosen = V_AVX2;
+#endif
+}
+
+static int variant(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, choose);
+  return chosen;
+}
+
+const char *dvm_qgemm_variant(void) { return variant() == V_VNNI ? "avx512-vnni" : variant() ? "avx2" : "none"; }
+
+/* Whether an operand's bytes are flipped (x ^ 0x80) for tile v: vpdpbusd
+ * multiplies u8 A by s8 B, the AVX2 tile s8 A by u8 B's nibbles. */
+static int flips(int v, int is_a, int is_signed) { return (v == V_VNNI) == (is_a ? is_signed : !is_signed); }
+
+/* What the flip adds to each value: i8 ^ 0x80 = i8 + 128 as u8, u8 ^ 0x80
+ * = u8 - 128 as s8. */
+static int32_t offset(int flipped, int is_signed) { return flipped ? (is_signed ? 128 : -128) : 0; }
+
+/* The value of an encoded byte: s8 for B and u8 for A with VNNI, the
+ * other way round with AVX2. */
+static int32_t value(uint8_t x, int encoded_signed) { return encoded_signed ? (int8_t)x : x; }
+
+dvm_qgemm_b *dvm_qgemm_pack(const void *b, int b_signed, int64_t k, int64_t n) {
+  int v = variant();
+  if (v == V_NONE) return NULL;
+  dvm_qgemm_b *p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->k = k, p->n = n, p->kp = (k + 3) / 4 * 4, p->groups = (n + NG - 1) / NG, p->v = v, p->b_signed = b_signed;
+  size_t bytes = (size_t)(p->groups * p->kp * NG); /* a multiple of 64 */
+  p->codes = aligned_alloc(64, bytes ? bytes : 64);
+  p->colsum = calloc((size_t)(p->groups * NG + 1), sizeof(int32_t));
+  if (!p->codes || !p->colsum) {
+    dvm_qgemm_free(p);
+    return NULL;
+  }
+  memset(p->codes, 0, bytes);
+  uint8_t flip = flips(v, 0, b_signed) ? 0x80 : 0;
+  const uint8_t *src = b;
+  for (int64_t kk = 0; kk < k; kk++)
+    for (int64_t c = 0; c < n; c++) {
+      uint8_t x = src[kk * n + c] ^ flip;
+      p->codes[(c / NG) * p->kp * NG + kk / 4 * 64 + c % NG * 4 + kk % 4] = x;
+      p->colsum[c] += value(x, v == V_VNNI);
+    }
+  return p;
+}
+
+void dvm_qgemm_free(void *b) {
+  dvm_qgemm_b *p = b;
+  if (!p) return;
+  free(p->codes);
+  free(p->colsum);
+  free(p);
+}
+
+int64_t dvm_qgemm_k(const dvm_qgemm_b *b) { return b->k; }
+int64_t dvm_qgemm_n(const dvm_qgemm_b *b) { return b->n; }
+int dvm_qgemm_signed(const dvm_qgemm_b *b) { return b->b_signed; }
+
+/* One call's operands in the tiles' terms. */
+typedef struct job {
+  const dvm_qgemm_b *b;
+  const uint8_t *alpha; /* rows * kp, zeros past K */
+  const int32_t *az;    /* per row: az' */
+  const int32_t *rs;    /* per row: rowsum(alpha) - K az' */
+  const int32_t *bz;    /* per column (groups * NG): bz' */
+  int64_t rows;
+  int32_t *y;
+} job;
+
+#if DVM_EW_X86
+#include <immintrin.h>
+
+#define T2 __attribute__((target("avx2,fma")))
+#define T512V __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
+#define INLINE static inline __attribute__((always_inline))
+
+static inline int32_t load32(const void *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* Rows m0 .. m0 + r of group g's ng (1 or 2) groups: 16 accumulators, two
+ * B units per step, each serving every row. */
+T512V INLINE void tile512(const job *j, int64_t m0, int r, int64_t g, int ng) {
+  const dvm_qgemm_b *b = j->b;
+  const int64_t kp = b->kp, N = b->n;
+  const uint8_t *u = b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
+  __m512i acc[8][2];
+  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+  for (int64_t k = 0; k < kp; k += 4) {
+    __m512i v0 = _mm512_load_si512(u + k * NG), v1 = v0;
+    if (ng > 1) v1 = _mm512_load_si512(u + kp * NG + k * NG);
+    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) {
+      __m512i x = _mm512_set1_epi32(load32(a + i * kp + k));
+      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], x, v0);
+      if (ng > 1) acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], x, v1);
+    }
+  }
+  for (int h = 0; h < ng; h++) {
+    int64_t n0 = (g + h) * NG;
+    __m512i cs = _mm512_loadu_si512(b->colsum + n0), bz = _mm512_loadu_si512(j->bz + n0);
+    __mmask16 keep = N - n0 >= NG ? 0xffff : (__mmask16)((1u << (N - n0)) - 1);
+    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) {
+      __m512i o = _mm512_sub_epi32(acc[i][h], _mm512_mullo_epi32(_mm512_set1_epi32(j->az[m0 + i]), cs));
+      o = _mm512_sub_epi32(o, _mm512_mullo_epi32(bz, _mm512_set1_epi32(j->rs[m0 + i])));
+      _mm512_mask_storeu_epi32(j->y + (m0 + i) * N + n0, keep, o);
+    }
+  }
+}
+
+/* Rows m0 .. m0 + r (r <= 4) of group g as two halves of 8 columns; each
+ * byte of B as 16 hi + lo, so that a pair of products in vpmaddubsw is at
+ * most 2 * 15 * 128 and never saturates. */
+T2 INLINE void tile256(const job *j, int64_t m0, int r, int64_t g) {
+  const dvm_qgemm_b *b = j->b;
+  const int64_t kp = b->kp, N = b->n;
+  const uint8_t *u = b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
+  const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  __m256i acc[4][2];
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < kp; k += 4)
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+      __m256i v = _mm256_load_si256((const __m256i *)(u + k * NG + 32 * h));
+      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
+        __m256i x = _mm256_set1_epi32(load32(a + i * kp + k));
+        __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x), ones);
+        __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x), ones);
+        acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_add_epi32(pl, _mm256_slli_epi32(ph, 4)));
+      }
+    }
+  for (int h = 0; h < 2; h++) {
+    int64_t n0 = g * NG + 8 * h;
+    if (n0 >= N) break;
+    __m256i cs = _mm256_loadu_si256((const __m256i *)(b->colsum + n0));
+    __m256i bz = _mm256_loadu_si256((const __m256i *)(j->bz + n0));
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
+      __m256i o = _mm256_sub_epi32(acc[i][h], _mm256_mullo_epi32(_mm256_set1_epi32(j->az[m0 + i]), cs));
+      o = _mm256_sub_epi32(o, _mm256_mullo_epi32(bz, _mm256_set1_epi32(j->rs[m0 + i])));
+      int32_t t[8];
+      _mm256_storeu_si256((__m256i *)t, o);
+      memcpy(j->y + (m0 + i) * N + n0, t, sizeof(int32_t) * (size_t)(N - n0 < 8 ? N - n0 : 8));
+    }
+  }
+}
+
+/* The sum of src[k] ^ x over k < n, as u8 (vpsadbw against zero). */
+T2 static int64_t byte_sum(const uint8_t *src, int64_t n, uint8_t x) {
+  const __m256i zero = _mm256_setzero_si256(), xv = _mm256_set1_epi8((char)x);
+  __m256i acc = zero;
+  int64_t k = 0, sum = 0;
+  for (; k + 32 <= n; k += 32)
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(src + k)), xv),
+                                                zero));
+  for (int i = 0; i < 4; i++) sum += _mm256_extract_epi64(acc, 0), acc = _mm256_permute4x64_epi64(acc, 0x39);
+  for (; k < n; k++) sum += src[k] ^ x;
+  return sum;
+}
+
+/* The row count (and group count) made constants so that the
+ * accumulators stay in registers. */
+#define ROWS8(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
+#define CASE512(R) \
+  case R: ng > 1 ? tile512(j, m0, R, g, 2) : tile512(j, m0, R, g, 1); break;
+T512V static void run512(const job *j, int64_t m0, int r, int64_t g, int ng) {
+  switch (r) { ROWS8(CASE512) }
+}
+
+#define CASE256(R) \
+  case R: tile256(j, m0, R, g); break;
+T2 static void run256(const job *j, int64_t m0, int r, int64_t g) {
+  switch (r) { CASE256(1) CASE256(2) CASE256(3) CASE256(4) }
+}
+
+/* Groups [s, e): each pair of groups (VNNI) or group (AVX2) over all rows,
+ * so that its B stays in cache while the rows pass. */
+static void groups_part(void *ctx, int64_t s, int64_t e) {
+  const job *j = ctx;
+  int vnni = j->b->v == V_VNNI, mr = vnni ? 8 : 4, step = vnni ? 2 : 1;
+  for (int64_t g = s; g < e; g += step)
+    for (int64_t m0 = 0; m0 < j->rows; m0 += mr) {
+      int r = (int)(j->rows - m0 < mr ? j->rows - m0 : mr);
+      if (vnni) run512(j, m0, r, g, e - g > 1 ? 2 : 1);
+      else run256(j, m0, r, g);
+    }
+}
+#else
+static void groups_part(void *ctx, int64_t s, int64_t e) { (void)ctx, (void)s, (void)e; }
+static int64_t byte_sum(const uint8_t *src, int64_t n, uint8_t x) {
+  int64_t sum = 0;
+  for (int64_t k = 0; k < n; k++) sum += src[k] ^ x;
+  return sum;
+}
+#endif
+
+/* xor'ed bytes, a loop the vector clones vectorize. */
+DVM_VEC static void flip_bytes(const uint8_t *restrict src, int64_t n, uint8_t x, uint8_t *restrict dst) {
+  for (int64_t k = 0; k < n; k++) dst[k] = src[k] ^ x;
+}
+
+dvm_status *dvm_qgemm_run(const dvm_qgemm_b *b, const void *a, int a_signed, int64_t rows, const int32_t *az,
+                          int64_t naz, const int32_t *bz, int64_t nbz, int threads, int32_t *y) {
+  const int64_t K = b->k, kp = b->kp, cols = b->groups * NG;
+  if (rows == 0 || b->n == 0) return NULL;
+  int fa = flips(b->v, 1, a_signed), fb = flips(b->v, 0, b->b_signed);
+  int copy = fa || kp != K; /* else the tiles read a as it is */
+  uint8_t *alpha = copy ? aligned_alloc(64, (size_t)((rows * kp + 63) / 64 * 64)) : NULL;
+  int32_t *t = malloc(sizeof(int32_t) * (size_t)(2 * rows + cols));
+  if ((copy && !alpha) || !t) {
+    free(alpha), free(t);
+    return dvm_status_new(DVM_OUT_OF_MEMORY, "matmul_integer: out of memory for A's rows");
+  }
+  job j = {.b = b, .alpha = copy ? alpha : a, .az = t, .rs = t + rows, .bz = t + 2 * rows, .rows = rows, .y = y};
+  int32_t ca = offset(fa, a_signed), cb = offset(fb, b->b_signed);
+  const uint8_t *src = a;
+  for (int64_t r = 0; r < rows; r++) {
+    uint8_t x = fa ? 0x80 : 0;
+    if (copy) {
+      flip_bytes(src + r * K, K, x, alpha + r * kp);
+      memset(alpha + r * kp + K, 0, (size_t)(kp - K));
+    }
+    /* alpha's values: u8 for vpdpbusd, s8 (v ^ 0x80 less 128) for AVX2 */
+    int64_t sum = b->v == V_VNNI ? byte_sum(src + r * K, K, x) : byte_sum(src + r * K, K, x ^ 0x80) - 128 * K;
+    int32_t azr = az[r % naz] + ca;
+    t[r] = azr;
+    t[rows + r] = (int32_t)(uint32_t)(sum - K * (int64_t)azr);
+  }
+  for (int64_t n = 0; n < cols; n++) t[2 * rows + n] = n < b->n ? bz[n % nbz] + cb : 0;
+  dvm_par_for(threads, b->groups, b->v == V_VNNI ? 2 : 1, groups_part, &j);
+  free(alpha), free(t);
+  return NULL;
+}
