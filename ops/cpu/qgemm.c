@@ -92,13 +92,19 @@ int64_t dvm_qgemm_n(const dvm_qgemm_b *b) { return b->n; }
 int dvm_qgemm_signed(const dvm_qgemm_b *b) { return b->b_signed; }
 
 /* One call's operands in the tiles' terms. */
+/* y = D + col[n] + row[m], less az[m] colsum[n] + bz[n] rs[m] where a
+ * zero point has more than one value (cross): a zero point of one value
+ * is folded into col (-az' colsum) or row (-bz' rs) and is 0 in az or bz. */
 typedef struct job {
   const dvm_qgemm_b *b;
   const uint8_t *alpha; /* rows * kp, zeros past K */
-  const int32_t *az;    /* per row: az' */
+  const int32_t *az;    /* per row: az' (per-row zero points) */
   const int32_t *rs;    /* per row: rowsum(alpha) - K az' */
-  const int32_t *bz;    /* per column (groups * NG): bz' */
+  const int32_t *row;   /* per row: -bz' rs (one b zero point) */
+  const int32_t *bz;    /* per column (groups * NG): bz' (per-column zero points) */
+  const int32_t *col;   /* per column: -az' colsum (one a zero point) */
   int64_t rows;
+  int cross;
   int32_t *y;
 } job;
 
@@ -135,10 +141,14 @@ T512V INLINE void tile512(const job *j, int64_t m0, int r, int64_t g, int ng) {
   for (int h = 0; h < ng; h++) {
     int64_t n0 = (g + h) * NG;
     __m512i cs = _mm512_loadu_si512(b->colsum + n0), bz = _mm512_loadu_si512(j->bz + n0);
+    __m512i col = _mm512_loadu_si512(j->col + n0);
     __mmask16 keep = N - n0 >= NG ? 0xffff : (__mmask16)((1u << (N - n0)) - 1);
     _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) {
-      __m512i o = _mm512_sub_epi32(acc[i][h], _mm512_mullo_epi32(_mm512_set1_epi32(j->az[m0 + i]), cs));
-      o = _mm512_sub_epi32(o, _mm512_mullo_epi32(bz, _mm512_set1_epi32(j->rs[m0 + i])));
+      __m512i o = _mm512_add_epi32(_mm512_add_epi32(acc[i][h], col), _mm512_set1_epi32(j->row[m0 + i]));
+      if (j->cross) {
+        o = _mm512_sub_epi32(o, _mm512_mullo_epi32(_mm512_set1_epi32(j->az[m0 + i]), cs));
+        o = _mm512_sub_epi32(o, _mm512_mullo_epi32(bz, _mm512_set1_epi32(j->rs[m0 + i])));
+      }
       _mm512_mask_storeu_epi32(j->y + (m0 + i) * N + n0, keep, o);
     }
   }
@@ -170,9 +180,13 @@ T2 INLINE void tile256(const job *j, int64_t m0, int r, int64_t g) {
     if (n0 >= N) break;
     __m256i cs = _mm256_loadu_si256((const __m256i *)(b->colsum + n0));
     __m256i bz = _mm256_loadu_si256((const __m256i *)(j->bz + n0));
+    __m256i col = _mm256_loadu_si256((const __m256i *)(j->col + n0));
     _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
-      __m256i o = _mm256_sub_epi32(acc[i][h], _mm256_mullo_epi32(_mm256_set1_epi32(j->az[m0 + i]), cs));
-      o = _mm256_sub_epi32(o, _mm256_mullo_epi32(bz, _mm256_set1_epi32(j->rs[m0 + i])));
+      __m256i o = _mm256_add_epi32(_mm256_add_epi32(acc[i][h], col), _mm256_set1_epi32(j->row[m0 + i]));
+      if (j->cross) {
+        o = _mm256_sub_epi32(o, _mm256_mullo_epi32(_mm256_set1_epi32(j->az[m0 + i]), cs));
+        o = _mm256_sub_epi32(o, _mm256_mullo_epi32(bz, _mm256_set1_epi32(j->rs[m0 + i])));
+      }
       int32_t t[8];
       _mm256_storeu_si256((__m256i *)t, o);
       memcpy(j->y + (m0 + i) * N + n0, t, sizeof(int32_t) * (size_t)(N - n0 < 8 ? N - n0 : 8));
@@ -241,12 +255,14 @@ dvm_status *dvm_qgemm_run(const dvm_qgemm_b *b, const void *a, int a_signed, int
   int fa = flips(b->v, 1, a_signed), fb = flips(b->v, 0, b->b_signed);
   int copy = fa || kp != K; /* else the tiles read a as it is */
   uint8_t *alpha = copy ? aligned_alloc(64, (size_t)((rows * kp + 63) / 64 * 64)) : NULL;
-  int32_t *t = malloc(sizeof(int32_t) * (size_t)(2 * rows + cols));
+  int32_t *t = malloc(sizeof(int32_t) * (size_t)(3 * rows + 2 * cols));
   if ((copy && !alpha) || !t) {
     free(alpha), free(t);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "matmul_integer: out of memory for A's rows");
   }
-  job j = {.b = b, .alpha = copy ? alpha : a, .az = t, .rs = t + rows, .bz = t + 2 * rows, .rows = rows, .y = y};
+  int32_t *jaz = t, *jrs = t + rows, *jrow = t + 2 * rows, *jbz = t + 3 * rows, *jcol = jbz + cols;
+  job j = {.b = b, .alpha = copy ? alpha : a, .az = jaz, .rs = jrs, .row = jrow, .bz = jbz, .col = jcol,
+           .rows = rows, .cross = naz > 1 || nbz > 1, .y = y};
   int32_t ca = offset(fa, a_signed), cb = offset(fb, b->b_signed);
   const uint8_t *src = a;
   for (int64_t r = 0; r < rows; r++) {
@@ -258,10 +274,15 @@ dvm_status *dvm_qgemm_run(const dvm_qgemm_b *b, const void *a, int a_signed, int
     /* alpha's values: u8 for vpdpbusd, s8 (v ^ 0x80 less 128) for AVX2 */
     int64_t sum = b->v == V_VNNI ? byte_sum(src + r * K, K, x) : byte_sum(src + r * K, K, x ^ 0x80) - 128 * K;
     int32_t azr = az[r % naz] + ca;
-    t[r] = azr;
-    t[rows + r] = (int32_t)(uint32_t)(sum - K * (int64_t)azr);
+    jrs[r] = (int32_t)(uint32_t)(sum - K * (int64_t)azr);
+    jaz[r] = naz > 1 ? azr : 0;
+    jrow[r] = nbz > 1 ? 0 : (int32_t)(0u - (uint32_t)(bz[0] + cb) * (uint32_t)jrs[r]);
   }
-  for (int64_t n = 0; n < cols; n++) t[2 * rows + n] = n < b->n ? bz[n % nbz] + cb : 0;
+  int32_t az0 = az[0] + ca;
+  for (int64_t n = 0; n < cols; n++) {
+    jbz[n] = n < b->n && nbz > 1 ? bz[n] + cb : 0;
+    jcol[n] = naz > 1 ? 0 : (int32_t)(0u - (uint32_t)az0 * (uint32_t)b->colsum[n]);
+  }
   dvm_par_for(threads, b->groups, b->v == V_VNNI ? 2 : 1, groups_part, &j);
   free(alpha), free(t);
   return NULL;

@@ -379,27 +379,30 @@ CONST_B = [((0, 5), (5, 17)), ((1, 1031), (1031, 31)), ((7, 67), (67, 33)), ((8,
 @pytest.mark.parametrize("kind", ["", "avx2", "generic"])
 def test_matmul_integer_constant_b(shapes, ta, tb, kind, monkeypatch):
     """b and its zero point as initializers (b packed at link), zero
-    points nonzero, one element or b's per column; against ONNX Runtime
-    where it runs the types, NumPy always. kind: the ISA the CPU kernels
-    are held to ("" the best: AVX-512 VNNI tiles where the CPU has it)."""
+    points nonzero: b's one element or per column, a's one element or per
+    row; against ONNX Runtime where it runs the types and zero points,
+    NumPy always. kind: the ISA the CPU kernels are held to ("" the best:
+    AVX-512 VNNI tiles where the CPU has it)."""
     from dvmtest.onnxmodel import make_model
     if kind:
         monkeypatch.setenv("DVM_CPU_ISA", kind)
     (sa, sb) = shapes
-    a, b, az = operand(ta, sa), operand(tb, sb), operand(ta, ())
-    for bz in (operand(tb, ()), operand(tb, (sb[-1],))):
+    a, b = operand(ta, sa), operand(tb, sb)
+    per_row = [(operand(ta, (sa[0],)), operand(tb, ()))] if len(sa) == 2 else []
+    for az, bz in [(operand(ta, ()), operand(tb, ())), (operand(ta, ()), operand(tb, (sb[-1],)))] + per_row:
         model = make_model([helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])],
-                           [("a", ONNX_TYPE[ta], list(sa)), ("az", ONNX_TYPE[ta], [])],
+                           [("a", ONNX_TYPE[ta], list(sa)), ("az", ONNX_TYPE[ta], list(az.shape))],
                            [("y", TensorProto.INT32, None)],
                            [numpy_helper.from_array(b, "b"), numpy_helper.from_array(bz, "bz")], opset=13)
         got = run_model(model, {"a": a, "az": az})[0]
-        want = np.matmul(a.astype(np.int64) - int(az), b.astype(np.int64) - bz.astype(np.int64)).astype(np.int32)
+        a_less = a.astype(np.int64) - (az.astype(np.int64)[:, None] if az.ndim else int(az))
+        want = np.matmul(a_less, b.astype(np.int64) - bz.astype(np.int64)).astype(np.int32)
         np.testing.assert_array_equal(got, want)
         try:
             sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         except Exception:  # ORT has no kernel for these types (i8 a with u8 b)
             continue
-        if a.shape[-1] and a.size:
+        if a.shape[-1] and a.size and not az.ndim:
             np.testing.assert_array_equal(got, sess.run(None, {"a": a, "az": az})[0])
 
 
