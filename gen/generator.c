@@ -11,9 +11,9 @@
  * A sequence with several new tokens (a prompt) runs alone on its row, at
  * its own length. Sequences with one new token run together: each row's
  * attention_mask holds ones up to its own length (zeros after), so each
- * attends to its own past. A row with nothing new in such a step repeats
- * its last token at its last position: that rewrites the same key and
- * value there and keeps every row's length within max_length. Rows after
+ * attends to its own past. A row with nothing new in such a step feeds
+ * the position after what it ran (a full one repeats its last), so that
+ * no key or value a sequence holds is written again. Rows after
  * the last one with a new token stay out of the step (a view of the
  * cache's first rows), so a server's idle slots at the end cost nothing.
  *
@@ -458,7 +458,8 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
   if (!ids) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   for (int b = 0; b < nb; b++) {
     for (int i = 0; i < n; i++) {
-      ids[b * n + i] = g->tokens[(size_t)(b0 + b) * g->max_length + from[b] + i];
+      int p = from[b] + i; /* an idle row's position past its tokens feeds id 0 */
+      ids[b * n + i] = p < g->len[b0 + b] ? g->tokens[(size_t)(b0 + b) * g->max_length + p] : 0;
       pos[b * n + i] = from[b] + i;
     }
     for (int t = 0; t < T; t++) mask[(size_t)b * T + t] = t < to[b];
@@ -624,7 +625,15 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
     bool together = true;
     for (int b = 0; b < B; b++) {
       keep[b] = g->len[b] - g->ran[b] == 1; /* not a prompt between its chunks */
-      to[b] = keep[b] ? g->len[b] : g->ran[b] ? g->ran[b] : 1; /* an empty row feeds position 0 */
+      /* A row with nothing new feeds the position after what it ran, whose
+       * key and value its next token (or chunk) writes again: rewriting a
+       * held one would put the decode step's arithmetic where its prompt's
+       * was, which differs in the last bits. A full row (or one without a
+       * shared buffer, whose present rows of idle rows are not kept)
+       * repeats its last position; an empty row feeds position 0. */
+      if (keep[b]) to[b] = g->len[b];
+      else if (share && g->ran[b] < g->max_length) to[b] = g->ran[b] + 1;
+      else to[b] = g->ran[b] ? g->ran[b] : 1;
       from[b] = to[b] - 1;
       together &= share || from[b] == from[0];
     }

@@ -126,7 +126,9 @@ def test_batch_equals_each_alone(decoder):
         alone = driver(decoder, [p], 40)
         assert together["tokens"][b] == alone["tokens"][0]
         n = alone["steps"]
-        np.testing.assert_allclose(together["logits"][:n, b], alone["logits"][:, 0], rtol=1e-5, atol=1e-5)
+        # bit for bit: a row idle in a step (a prompt that just ran) must not
+        # have its last key and value rewritten by the decode step's arithmetic
+        np.testing.assert_array_equal(together["logits"][:n, b], alone["logits"][:, 0])
         steps = max(steps, n)
     assert together["steps"] == steps
 
