@@ -187,13 +187,13 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for eng in [e for e in ENGINES if any(r["engine"] == e for r in rows)]:
+    for i, eng in enumerate([e for e in ENGINES if any(r["engine"] == e for r in rows)]):
         rs = [r for r in rows if r["engine"] == eng]
-        x = [r["streams"] for r in rs]
-        axes[0].plot(x, [r["tokens_per_s"] for r in rs], "o-", label=ENGINES[eng])
-        axes[1].plot(x, [r["ttft_p50"] for r in rs], "o-", label=ENGINES[eng] + " p50")
-        axes[2].plot(x, [r["tpot_p50"] * 1e3 for r in rs], "o-", label=ENGINES[eng] + " p50")
-        axes[2].plot(x, [r["tpot_p99"] * 1e3 for r in rs], "x--", label=ENGINES[eng] + " p99")
+        x, c = [r["streams"] for r in rs], f"C{i}"  # one color per engine in every panel
+        axes[0].plot(x, [r["tokens_per_s"] for r in rs], "o-", color=c, label=ENGINES[eng])
+        axes[1].plot(x, [r["ttft_p50"] for r in rs], "o-", color=c, label=ENGINES[eng] + " p50")
+        axes[2].plot(x, [r["tpot_p50"] * 1e3 for r in rs], "o-", color=c, label=ENGINES[eng] + " p50")
+        axes[2].plot(x, [r["tpot_p99"] * 1e3 for r in rs], "x--", color=c, label=ENGINES[eng] + " p99")
     for ax, title, unit in zip(axes, ["output tokens/s (higher is better)", "time to first token",
                                       "time per output token"], ["tokens/s", "s", "ms"]):
         ax.set_xscale("log", base=2)
