@@ -144,18 +144,7 @@ static void i8_generic(const targs *t, int r) { tile_generic(t, r, 1); }
 static void f32_generic(const targs *t, int r) { tile_generic(t, r, 0); }
 
 #if DVM_EW_X86
-#include <immintrin.h>
-
-#define T2 __attribute__((target("avx2,fma")))
-#define T512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
-#define T512V __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
-#define INLINE static inline __attribute__((always_inline))
-
-static inline int32_t load32(const void *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
+#include "ops/cpu/x86_tile.h"
 
 /* The pointers every x86 tile starts from. */
 #define TILE_SETUP(elem)                                                              \
@@ -176,7 +165,7 @@ static inline int32_t load32(const void *p) {
     o = _mm512_fmadd_ps(e_, _mm512_mul_ps(s_, _mm512_set1_ps(sa[(i) * kb + (j)])), o);       \
   } while (0)
 
-T512V INLINE void i8_512(const targs *t, int r, int bits) {
+DVM_TILE_VNNI DVM_TILE_INLINE void i8_512(const targs *t, int r, int bits) {
   TILE_SETUP(int8_t);
   const __m512i m4 = _mm512_set1_epi8(15);
   __m512 o[MR];
@@ -190,22 +179,22 @@ T512V INLINE void i8_512(const targs *t, int r, int bits) {
         __m512i v = _mm512_load_si512(u + k * 8);
         __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
-          acc[i] = _mm512_dpbusd_epi32(acc[i], lo, _mm512_set1_epi32(load32(ak + i * kp + k)));
-          acc[i] = _mm512_dpbusd_epi32(acc[i], hi, _mm512_set1_epi32(load32(ak + i * kp + k + 4)));
+          acc[i] = _mm512_dpbusd_epi32(acc[i], lo, _mm512_set1_epi32(dvm_tile_load32(ak + i * kp + k)));
+          acc[i] = _mm512_dpbusd_epi32(acc[i], hi, _mm512_set1_epi32(dvm_tile_load32(ak + i * kp + k + 4)));
         }
       }
     else
       for (int64_t k = 0; k < block; k += 4) {
         __m512i v = _mm512_load_si512(u + k * 16);
         _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
-          acc[i] = _mm512_dpbusd_epi32(acc[i], v, _mm512_set1_epi32(load32(ak + i * kp + k)));
+          acc[i] = _mm512_dpbusd_epi32(acc[i], v, _mm512_set1_epi32(dvm_tile_load32(ak + i * kp + k)));
       }
     _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) EPI512(o[i], _mm512_cvtepi32_ps(acc[i]), i, j);
   }
   _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
 }
 
-T512 INLINE void f32_512(const targs *t, int r, int bits) {
+DVM_TILE_AVX512 DVM_TILE_INLINE void f32_512(const targs *t, int r, int bits) {
   TILE_SETUP(float);
   const __m512i mask = _mm512_set1_epi32(bits == 4 ? 15 : 255);
   __m512 o[MR];
@@ -241,7 +230,7 @@ T512 INLINE void f32_512(const targs *t, int r, int bits) {
     o = _mm256_fmadd_ps(e_, _mm256_mul_ps(s_, _mm256_set1_ps(sa[(i) * kb + (j)])), o);       \
   } while (0)
 
-T2 INLINE void i8_256(const targs *t, int r, int bits) {
+DVM_TILE_AVX2 DVM_TILE_INLINE void i8_256(const targs *t, int r, int bits) {
   TILE_SETUP(int8_t);
   const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
   __m256 o[MR][2];
@@ -256,9 +245,9 @@ T2 INLINE void i8_256(const targs *t, int r, int bits) {
         __m256i v = _mm256_load_si256((const __m256i *)(p + 32 * h));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
-          __m256i al = _mm256_set1_epi32(load32(ak + i * kp + k));
+          __m256i al = _mm256_set1_epi32(dvm_tile_load32(ak + i * kp + k));
           if (bits == 4) { /* each pair sum is at most 2 * 15 * 127: no i16 saturation */
-            __m256i ah = _mm256_set1_epi32(load32(ak + i * kp + k + 4));
+            __m256i ah = _mm256_set1_epi32(dvm_tile_load32(ak + i * kp + k + 4));
             __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, al), _mm256_maddubs_epi16(hi, ah));
             acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_madd_epi16(s16, ones));
           } else { /* code = 16 hi + lo */
@@ -276,7 +265,7 @@ T2 INLINE void i8_256(const targs *t, int r, int bits) {
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
 }
 
-T2 INLINE void f32_256(const targs *t, int r, int bits) {
+DVM_TILE_AVX2 DVM_TILE_INLINE void f32_256(const targs *t, int r, int bits) {
   TILE_SETUP(float);
   const __m256i mask = _mm256_set1_epi32(bits == 4 ? 15 : 255);
   __m256 o[MR][2];
@@ -320,14 +309,14 @@ T2 INLINE void f32_256(const targs *t, int r, int bits) {
     default: body(t, MR, bits); break;                                        \
     }                                                                         \
   }
-ENTRY(i8_512_4, T512V, i8_512, 4)
-ENTRY(i8_512_8, T512V, i8_512, 8)
-ENTRY(f32_512_4, T512, f32_512, 4)
-ENTRY(f32_512_8, T512, f32_512, 8)
-ENTRY(i8_256_4, T2, i8_256, 4)
-ENTRY(i8_256_8, T2, i8_256, 8)
-ENTRY(f32_256_4, T2, f32_256, 4)
-ENTRY(f32_256_8, T2, f32_256, 8)
+ENTRY(i8_512_4, DVM_TILE_VNNI, i8_512, 4)
+ENTRY(i8_512_8, DVM_TILE_VNNI, i8_512, 8)
+ENTRY(f32_512_4, DVM_TILE_AVX512, f32_512, 4)
+ENTRY(f32_512_8, DVM_TILE_AVX512, f32_512, 8)
+ENTRY(i8_256_4, DVM_TILE_AVX2, i8_256, 4)
+ENTRY(i8_256_8, DVM_TILE_AVX2, i8_256, 8)
+ENTRY(f32_256_4, DVM_TILE_AVX2, f32_256, 4)
+ENTRY(f32_256_8, DVM_TILE_AVX2, f32_256, 8)
 #endif
 
 enum { V_GENERIC, V_AVX2, V_AVX512, V_COUNT };

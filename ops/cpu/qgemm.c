@@ -109,21 +109,11 @@ typedef struct job {
 } job;
 
 #if DVM_EW_X86
-#include <immintrin.h>
-
-#define T2 __attribute__((target("avx2,fma")))
-#define T512V __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
-#define INLINE static inline __attribute__((always_inline))
-
-static inline int32_t load32(const void *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
+#include "ops/cpu/x86_tile.h"
 
 /* Rows m0 .. m0 + r of group g's ng (1 or 2) groups: 16 accumulators, two
  * B units per step, each serving every row. */
-T512V INLINE void tile512(const job *j, int64_t m0, int r, int64_t g, int ng) {
+DVM_TILE_VNNI DVM_TILE_INLINE void tile512(const job *j, int64_t m0, int r, int64_t g, int ng) {
   const dvm_qgemm_b *b = j->b;
   const int64_t kp = b->kp, N = b->n;
   const uint8_t *u = b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
@@ -133,7 +123,7 @@ T512V INLINE void tile512(const job *j, int64_t m0, int r, int64_t g, int ng) {
     __m512i v0 = _mm512_load_si512(u + k * NG), v1 = v0;
     if (ng > 1) v1 = _mm512_load_si512(u + kp * NG + k * NG);
     _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) {
-      __m512i x = _mm512_set1_epi32(load32(a + i * kp + k));
+      __m512i x = _mm512_set1_epi32(dvm_tile_load32(a + i * kp + k));
       acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], x, v0);
       if (ng > 1) acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], x, v1);
     }
@@ -157,7 +147,7 @@ T512V INLINE void tile512(const job *j, int64_t m0, int r, int64_t g, int ng) {
 /* Rows m0 .. m0 + r (r <= 4) of group g as two halves of 8 columns; each
  * byte of B as 16 hi + lo, so that a pair of products in vpmaddubsw is at
  * most 2 * 15 * 128 and never saturates. */
-T2 INLINE void tile256(const job *j, int64_t m0, int r, int64_t g) {
+DVM_TILE_AVX2 DVM_TILE_INLINE void tile256(const job *j, int64_t m0, int r, int64_t g) {
   const dvm_qgemm_b *b = j->b;
   const int64_t kp = b->kp, N = b->n;
   const uint8_t *u = b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
@@ -169,7 +159,7 @@ T2 INLINE void tile256(const job *j, int64_t m0, int r, int64_t g) {
       __m256i v = _mm256_load_si256((const __m256i *)(u + k * NG + 32 * h));
       __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
       _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
-        __m256i x = _mm256_set1_epi32(load32(a + i * kp + k));
+        __m256i x = _mm256_set1_epi32(dvm_tile_load32(a + i * kp + k));
         __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x), ones);
         __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x), ones);
         acc[i][h] = _mm256_add_epi32(acc[i][h], _mm256_add_epi32(pl, _mm256_slli_epi32(ph, 4)));
@@ -195,7 +185,7 @@ T2 INLINE void tile256(const job *j, int64_t m0, int r, int64_t g) {
 }
 
 /* The sum of src[k] ^ x over k < n, as u8 (vpsadbw against zero). */
-T2 static int64_t byte_sum(const uint8_t *src, int64_t n, uint8_t x) {
+DVM_TILE_AVX2 static int64_t byte_sum(const uint8_t *src, int64_t n, uint8_t x) {
   const __m256i zero = _mm256_setzero_si256(), xv = _mm256_set1_epi8((char)x);
   __m256i acc = zero;
   int64_t k = 0, sum = 0;
@@ -212,13 +202,13 @@ T2 static int64_t byte_sum(const uint8_t *src, int64_t n, uint8_t x) {
 #define ROWS8(X) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
 #define CASE512(R) \
   case R: ng > 1 ? tile512(j, m0, R, g, 2) : tile512(j, m0, R, g, 1); break;
-T512V static void run512(const job *j, int64_t m0, int r, int64_t g, int ng) {
+DVM_TILE_VNNI static void run512(const job *j, int64_t m0, int r, int64_t g, int ng) {
   switch (r) { ROWS8(CASE512) }
 }
 
 #define CASE256(R) \
   case R: tile256(j, m0, R, g); break;
-T2 static void run256(const job *j, int64_t m0, int r, int64_t g) {
+DVM_TILE_AVX2 static void run256(const job *j, int64_t m0, int r, int64_t g) {
   switch (r) { CASE256(1) CASE256(2) CASE256(3) CASE256(4) }
 }
 
