@@ -50,13 +50,14 @@ def wait_for(proc, log, ready, what):
 
 def start_dvm(tmp, folder, a, max_running, max_length):
     repo = os.path.join(tmp, "repo")
+    extra = "".join(f"{kv.replace('=', ' = ', 1)}\n" for kv in a.config)
     for name, cfg in (("dvm", f"max_running = {max_running}\n"),
                       ("dvm-contig", f"max_running = {max_running}\nkv_block_size = 0\n"),
                       ("dvm-off", "max_running = 1\ncontinuous_batching = 0\n")):
         os.makedirs(os.path.join(repo, name))
         os.symlink(folder, os.path.join(repo, name, "1"))  # the folder itself: its data file stays inside
         with open(os.path.join(repo, name, "config"), "w") as f:
-            f.write(cfg + f"max_length = {max_length}\nmax_queue = 4096\n")
+            f.write(cfg + extra + f"max_length = {max_length}\nmax_queue = 4096\n")
     log = os.path.join(tmp, "dvm.log")
     proc = subprocess.Popen([a.dvm, "serve", repo, "--http-port", "0", "--threads", str(a.threads),
                              "--no-access-log", "--cache-dir", os.path.join(tmp, "cache")],
@@ -218,6 +219,8 @@ def main():
     ap.add_argument("--engines", default="dvm,dvm-contig,dvm-off,llamacpp")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--dvm", default=os.environ.get("DVM", os.path.join(ROOT, "build", "tools", "dvm")))
+    ap.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config key for dvm serve's models (docs/serving.md), e.g. prefill_chunk=64; repeatable")
     ap.add_argument("--llama-server", help="llama.cpp's llama-server binary")
     ap.add_argument("--gguf", help="the same checkpoint as GGUF, for llama-server")
     ap.add_argument("--json")
