@@ -112,7 +112,6 @@ static dvm_status *apply_options(dvm_generator_config *c, const dvm_generator_op
   return NULL;
 }
 
-
 /* 2l + v when `name` is layer l's key (v = 0) or value (v = 1) name as
  * the formats key and value make them, else -1. */
 static int layer_role(const dvm_generator_config *c, const char *key, const char *value, const char *name) {

@@ -191,14 +191,12 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) 
     if (tout[i]->storage == vm->m->data)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\": output r%lld is a module constant",
                             k->name, (long long)outs.v[i]);
+    if (dvm_storage_paged(tout[i]->storage) && !k->def->paged) return paged_error(k->name, outs.v[i]);
   }
   for (int64_t i = 0; i < ins.n; i++) {
     if (R[ins.v[i]].kind != DVM_VAL_TENSOR) return kind_error(3, ins.v[i], &R[ins.v[i]], DVM_VAL_TENSOR);
     tin[i] = R[ins.v[i]].u.tensor;
-  }
-  for (int64_t i = 0; i < ins.n + outs.n && !k->def->paged; i++) {
-    int64_t r = i < ins.n ? ins.v[i] : outs.v[i - ins.n];
-    if (dvm_storage_paged(R[r].u.tensor->storage)) return paged_error(k->name, r);
+    if (dvm_storage_paged(tin[i]->storage) && !k->def->paged) return paged_error(k->name, ins.v[i]);
   }
   dvm_status *st = scratch_reserve(vm, (size_t)attrs.n);
   if (st) return st;
