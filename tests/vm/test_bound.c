@@ -48,7 +48,8 @@ static dvm_status *build(int result, dvm_module **out) {
   return st;
 }
 
-/* y = x + x, y made by a plain alloc */
+/* y = x + x, y made by the given allocation (a plain alloc, or
+ * alloc_result: the bound tensor itself) */
 static const char paged_program[] =
     ".kernel add cpu 1\n"
     ".shapefn broadcast\n"
@@ -57,22 +58,30 @@ static const char paged_program[] =
     "  .result y tensor f32 [1,2,8,4]\n"
     "  guard r0, 0\n"
     "  shapefn broadcast, (r1), (r0, r0)\n"
-    "  alloc r2, f32, r1, cpu\n"
+    "  %s\n"
     "  invoke add, -, (r2), (r0, r0), ()\n"
     "  ret (r2)\n"
     ".end\n";
 
-static void paged_refused(void) {
-  dvm_module *built, *m;
+static dvm_vm *paged_vm(const char *alloc, dvm_module **m) {
+  char text[sizeof paged_program + 64];
+  snprintf(text, sizeof text, paged_program, alloc);
+  dvm_module *built;
   uint8_t *bytes;
   size_t size;
-  CHECK_OK(dvm_asm_parse(paged_program, strlen(paged_program), "paged.dvms", &built));
+  CHECK_OK(dvm_asm_parse(text, strlen(text), "paged.dvms", &built));
   CHECK_OK(dvm_bc_write(built, &bytes, &size));
   dvm_module_release(built);
-  CHECK_OK(dvm_module_load_memory(bytes, size, NULL, &m));
+  CHECK_OK(dvm_module_load_memory(bytes, size, NULL, m));
   free(bytes);
   dvm_vm *vm;
-  CHECK_OK(dvm_vm_create(m, NULL, &vm));
+  CHECK_OK(dvm_vm_create(*m, NULL, &vm));
+  return vm;
+}
+
+static void paged_refused(void) {
+  dvm_module *m, *m_result;
+  dvm_vm *vm = paged_vm("alloc r2, f32, r1, cpu", &m), *vm_result = paged_vm("alloc_result r2, f32, r1, cpu, 0", &m_result);
   float pool[2 * 2 * 4 * 4] = {0};
   int32_t table[2] = {1, 0};
   dvm_tensor_pages pages = {table, 2, 4, 2};
@@ -87,13 +96,18 @@ static void paged_refused(void) {
   arg = dvm_value_tensor(plain);
   CHECK_ERR(dvm_vm_invoke_bound(vm, 0, &arg, 1, &bound, &res, 1), DVM_UNIMPLEMENTED,
             "a paged KV cache is not copied");
+  /* the bound paged tensor as the kernel's output */
+  CHECK_ERR(dvm_vm_invoke_bound(vm_result, 0, &arg, 1, &bound, &res, 1), DVM_UNIMPLEMENTED,
+            "add: r2 is a paged KV cache, which only kernels reading it through its block table take");
   pages.block_rows = 0;
   dvm_tensor *bad = NULL;
   CHECK_ERR(dvm_tensor_wrap_paged(DVM_F32, dims, pool, &pages, &bad), DVM_INVALID_ARGUMENT, "block_rows >= 1");
   dvm_tensor_release(paged);
   dvm_tensor_release(plain);
   dvm_vm_destroy(vm);
+  dvm_vm_destroy(vm_result);
   dvm_module_release(m);
+  dvm_module_release(m_result);
 }
 
 static dvm_tensor *vec(dvm_dtype dt, int64_t n, float start) {
