@@ -176,6 +176,37 @@ static PyObject *generator_seq_done(GeneratorObject *self, PyObject *arg) {
   return PyBool_FromLong(dvm_generator_seq_done(self->g, b));
 }
 
+static PyObject *generator_reset(GeneratorObject *self, PyObject *arg) {
+  int b = seq_arg(self, arg);
+  if (b < 0 || enter(self) < 0) return NULL;
+  dvm_generator_reset(self->g, b);
+  self->busy = 0;
+  Py_RETURN_NONE;
+}
+
+/* set_search(b, **settings): dvm_generator_set_search with the settings
+ * given (the others keep the generator's). */
+static PyObject *generator_set_search(GeneratorObject *self, PyObject *args, PyObject *kwargs) {
+  static char *kw[] = {"b", "do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "seed", NULL};
+  PyObject *barg;
+  dvm_generator_options o;
+  dvm_generator_options_init(&o);
+  int do_sample = -1;
+  long long seed = -1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pidddL:set_search", kw, &barg, &do_sample, &o.top_k, &o.top_p,
+                                   &o.temperature, &o.repetition_penalty, &seed))
+    return NULL;
+  if (seed < -1) return PyErr_Format(dvm_py_InvalidInput, "set_search: seed must be 0 or more, got %lld", seed);
+  o.do_sample = do_sample;
+  o.seed = seed;
+  int b = seq_arg(self, barg);
+  if (b < 0 || enter(self) < 0) return NULL;
+  dvm_status *st = dvm_generator_set_search(self->g, b, &o);
+  self->busy = 0;
+  if (st) return dvm_py_raise(st, 0);
+  Py_RETURN_NONE;
+}
+
 static PyObject *generator_done(GeneratorObject *self, PyObject *unused) {
   if (enter(self) < 0) return NULL;
   self->busy = 0;
@@ -221,6 +252,11 @@ static PyMethodDef generator_methods[] = {
      "logits(b) -> float32 [vocab] (a copy): sequence b's logits after its last token, or None before any."},
     {"sequence", (PyCFunction)generator_sequence, METH_O, "sequence(b) -> int32 array (a copy): its tokens."},
     {"seq_done", (PyCFunction)generator_seq_done, METH_O, "seq_done(b) -> bool."},
+    {"reset", (PyCFunction)generator_reset, METH_O,
+     "reset(b): empties sequence b for a new one (done, the generator's search settings again)."},
+    {"set_search", (PyCFunction)(void (*)(void))generator_set_search, METH_VARARGS | METH_KEYWORDS,
+     "set_search(b, *, do_sample, top_k, top_p, temperature, repetition_penalty, seed): sequence b's own "
+     "search settings until its reset; those not given keep the generator's."},
     {"done", (PyCFunction)generator_done, METH_NOARGS, "done() -> bool: every sequence is done."},
     {"stats", (PyCFunction)generator_stats, METH_NOARGS,
      "stats() -> {invocations, kernel_calls, result_copies}: its VM's counts since it was made."},

@@ -2,12 +2,14 @@
 head and two worker nodes, each its own `ray start` process on this
 machine, a replica of the model on each worker, the ingress and Ray
 Serve's HTTP proxy on the head. Greedy completions are sent through the
-proxy; when the first answer made on one worker comes back (that worker
-still has requests running), the worker's node is killed (SIGKILL to its
+proxy, half of them streamed (server-sent events); while one worker's
+replica is computing, the worker's node is killed (SIGKILL to its
 processes). Every request must be answered 200 with the text `dvm
-generate` makes for it alone: those the dead replica held are retried on
-the other (their answers say so), none is lost. Skipped with the reason
+generate` makes for it alone, streams ending with [DONE] and their pieces
+making that text once: those the dead replica held are retried on the
+other (their answers say so), none is lost. Skipped with the reason
 when ray is not installed or cannot start here."""
+import json
 import os
 import shutil
 import signal
@@ -111,13 +113,16 @@ def test_worker_killed_mid_load(ray_cluster):
     started = time.time()
     http_port = ray_free_port()
     serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": http_port})
-    app = dvm_ray.build_app(folder, name="llama", min_replicas=2, max_replicas=2, max_ongoing_requests=3,
+    app = dvm_ray.build_app(folder, name="llama", slots=4, min_replicas=2, max_replicas=2, max_ongoing_requests=4,
                             replica_resources={"dvm_slot": 1}, ingress_resources={"dvm_head": 0.01})
     serve.run(app, name="llama", route_prefix="/v1/completions")
     url = f"http://127.0.0.1:{http_port}/v1/completions"
     want = {p: ray_reference(folder, p, MAX_TOKENS) for p in PROMPTS}
-    bad = requests.post(url, json={"prompt": "", "max_tokens": 3}, timeout=30)
-    assert bad.status_code == 400 and "prompt" in bad.json()["error"]["message"]
+    for body, what in [({"prompt": "", "max_tokens": 3}, "prompt"), ({"prompt": "a", "top_p": 0}, "top_p"),
+                       ({"prompt": "a", "stop": "x"}, "stop"), ({"prompt": "a", "stream": 1}, "stream"),
+                       ({"prompt": "a", "max_tokens": 1 << 20}, "max_length")]:
+        bad = requests.post(url, json=body, timeout=30)
+        assert bad.status_code == 400 and what in bad.json()["error"]["message"], (body, bad.text)
     # which worker runs which node, and the replica process on worker 1
     node_of = {n["NodeID"]: k for n in ray.nodes() for k in (1, 2) if f"dvm_w{k}" in n["Resources"]}
     pid_of = {}
@@ -134,9 +139,18 @@ def test_worker_killed_mid_load(ray_cluster):
     got = [None] * n
 
     def one(i):
-        r = requests.post(url, json={"prompt": PROMPTS[i % 3], "max_tokens": MAX_TOKENS, "temperature": 0},
-                          timeout=90)
-        got[i] = (r.status_code, r.json())
+        body = {"prompt": PROMPTS[i % 3], "max_tokens": MAX_TOKENS, "temperature": 0, "stream": i % 2 == 1}
+        r = requests.post(url, json=body, timeout=90, stream=body["stream"])
+        if not body["stream"]:
+            got[i] = (r.status_code, r.json())
+            return
+        # the stream's pieces as one answer, the last chunk's dvm member with them
+        events = [line[6:] for line in r.iter_lines(decode_unicode=True) if line.startswith("data: ")]
+        assert events[-1] == "[DONE]", events[-3:]
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1]), chunks[-3:]
+        got[i] = (r.status_code, {"choices": [{"text": "".join(c["choices"][0]["text"] for c in chunks)}],
+                                  "dvm": chunks[-1]["dvm"]})
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     cpu0 = ray_cpu_seconds(pid_of[1])

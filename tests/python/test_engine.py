@@ -1,0 +1,133 @@
+"""dvm.engine: continuous batching over libdvm's generator, on the GenAI
+builder's tiny Llama folder (build-data/genai; skipped without it). Every
+request run among others, joining and leaving while others run, makes the
+tokens it makes alone (dvm.genai's Generator, batch 1)."""
+import asyncio
+import json
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import dvm.genai as og
+from dvm.engine import Engine
+
+FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build-data", "genai", "llama-fp32")
+
+if not os.path.isfile(os.path.join(FOLDER, "genai_config.json")):
+    pytest.skip(f"{FOLDER}: setup.sh writes the GenAI builder's tiny folders there", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def engine_model():
+    config = og.Config(FOLDER)
+    config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": 1}}}}))
+    return og.Model(config)
+
+
+def engine_alone(model, prompt, max_tokens, **search):
+    """The request's tokens alone: a Generator of one sequence."""
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt) + max_tokens, **search)
+    g = og.Generator(model, params)
+    g.append_tokens(np.array(prompt, dtype=np.int32))
+    while not g.is_done():
+        g.generate_next_token()
+    return g.get_sequence(0)[len(prompt):].tolist()
+
+
+def engine_requests(n, seed=7):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(3, 500, size=int(rng.integers(1, 40))).tolist(), int(rng.integers(1, 30)))
+            for _ in range(n)]
+
+
+def test_engine_batched_equals_alone(engine_model):
+    """12 greedy requests through 4 slots, submitted from threads at
+    staggered times (some join while others run, others wait for a slot)."""
+    reqs = engine_requests(12)
+    eng = Engine(engine_model, slots=4)
+    got = [None] * len(reqs)
+
+    def client(i):
+        time.sleep(0.002 * i)
+        r = eng.submit(reqs[i][0], max_tokens=reqs[i][1])
+        got[i] = (r.result(), r.finish_reason)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(reqs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    eng.close()
+    for (prompt, max_tokens), (tokens, why) in zip(reqs, got):
+        assert tokens == engine_alone(engine_model, prompt, max_tokens)
+        assert why == ("length" if len(tokens) == max_tokens else "stop")
+
+
+def test_engine_async_and_seeded_sampling(engine_model):
+    """asyncio clients; a seeded sampled request makes the same tokens
+    among others as alone."""
+    eng = Engine(engine_model, slots=3)
+    prompt = [5, 17, 99, 240]
+
+    async def one(p, m, **kw):
+        out = []
+        async for new in eng.submit(p, max_tokens=m, **kw):
+            assert new
+            out += new
+        return out
+
+    async def main():
+        return await asyncio.gather(one(prompt, 20, temperature=0.8, top_p=0.9, seed=11),
+                                    *(one(p, m) for p, m in engine_requests(4, seed=3)),
+                                    one(prompt, 20, temperature=0.8, top_p=0.9, seed=11))
+
+    res = asyncio.run(main())
+    eng.close()
+    assert res[0] == res[-1] and len(res[0]) == 20
+    assert res[0] == engine_alone(engine_model, prompt, 20, do_sample=True, temperature=0.8, top_p=0.9,
+                                  top_k=0, random_seed=11)
+    for (p, m), tokens in zip(engine_requests(4, seed=3), res[1:-1]):
+        assert tokens == engine_alone(engine_model, p, m)
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_engine_cancel_frees_the_slot(engine_model, slots):
+    eng = Engine(engine_model, slots=slots)
+    long = eng.submit([1, 2, 3], max_tokens=400)
+    it = iter(long)
+    next(it)  # running: the only slot is taken
+    short = eng.submit([4, 5, 6], max_tokens=5)
+    if slots == 1:
+        assert eng.stats()["waiting"] == 1
+    long.cancel()
+    assert short.result() == engine_alone(engine_model, [4, 5, 6], 5)
+    assert long.finish_reason == "cancelled" and len(long.tokens) < 400
+    eng.close()
+    # every row idle: an ended request's row no longer runs in the steps
+    assert eng._g.done()
+
+
+def test_engine_refuses_bad_requests(engine_model):
+    eng = Engine(engine_model, slots=1, max_queue=1)
+    for kw, what in [({"prompt": []}, "prompt"), ({"prompt": [1.5]}, "prompt"), ({"prompt": [600]}, "vocabulary"),
+                     ({"prompt": [-1]}, "vocabulary"), ({"max_tokens": 0}, "max_tokens"),
+                     ({"max_tokens": True}, "max_tokens"), ({"max_tokens": 510}, "max_length"),
+                     ({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"), ({"seed": -2}, "seed")]:
+        args = {"prompt": [1, 2, 3], "max_tokens": 4, **kw}
+        with pytest.raises(ValueError, match=what):
+            eng.submit(args.pop("prompt"), **args)
+    first = eng.submit([1, 2], max_tokens=300)
+    next(iter(first))
+    eng.submit([1, 2], max_tokens=3)  # waits: the queue holds one
+    with pytest.raises(RuntimeError, match="queue is full"):
+        eng.submit([1, 2], max_tokens=3)
+    eng.close()
+    assert first.finish_reason == "cancelled"
+    with pytest.raises(RuntimeError, match="closed"):
+        eng.submit([1, 2], max_tokens=3)
+    with pytest.raises(ValueError, match="slots"):
+        Engine(engine_model, slots=0)
