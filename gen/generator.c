@@ -54,7 +54,8 @@ struct dvm_generator {
   dvm_dtype idtype[NINPUTS];
   int *past, *present;      /* [2 * layers]: key of layer l at 2l, value at 2l + 1 */
   int logits_result;
-  int batch, max_length, chunk; /* chunk: prefill_chunk */
+  int batch, max_length, chunk, budget; /* prefill_chunk, prefill_budget */
+  int prefill_next;         /* the sequence whose prompt goes first in the next computation */
   dvm_tensor **cache;       /* [2 * layers] */
   dvm_tensor **rows;        /* [2 * layers * batch]: row b of cache[i] at i * batch + b */
   int32_t *tokens;          /* [batch * max_length] */
@@ -303,9 +304,10 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   dvm_generator_options defaults;
   if (!opts) dvm_generator_options_init(&defaults), opts = &defaults;
   *out = NULL;
-  if (opts->batch_size < 0 || opts->threads < 0 || opts->prefill_chunk < 0)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "batch_size, threads and prefill_chunk must be >= 0, got %d, %d and %d",
-                          opts->batch_size, opts->threads, opts->prefill_chunk);
+  if (opts->batch_size < 0 || opts->threads < 0 || opts->prefill_chunk < 0 || opts->prefill_budget < 0)
+    return dvm_status_new(DVM_INVALID_ARGUMENT,
+                          "batch_size, threads, prefill_chunk and prefill_budget must be >= 0, got %d, %d, %d and %d",
+                          opts->batch_size, opts->threads, opts->prefill_chunk, opts->prefill_budget);
   dvm_generator *g = calloc(1, sizeof *g);
   if (!g) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = dvm_generator_config_read(config_path, &g->c);
@@ -318,6 +320,7 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   g->batch = opts->batch_size ? opts->batch_size : 1;
   g->max_length = c->max_length;
   g->chunk = opts->prefill_chunk;
+  g->budget = opts->prefill_budget;
   g->f = dvm_module_find_function(m, "main");
   if (g->f < 0) g->f = 0;
   if (dvm_module_function_count(m) == 0) st = dvm_status_new(DVM_INVALID_ARGUMENT, "the module has no function");
@@ -606,7 +609,10 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
   dvm_status *st = from && keep ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
   if (!st && g->bs) st = take_blocks(g);
   bool share = g->c.share_buffer;
-  for (int b = 0; b < B && !st; b++) {
+  /* prompts take turns at the budget: the first one left waiting goes first next time */
+  int spent = 0, waiting = -1;
+  for (int i = 0; i < B && !st; i++) {
+    int b = (g->prefill_next + i) % B;
     /* without a shared buffer, a sequence with a past steps one token at a time */
     while (!st && g->len[b] - g->ran[b] >= 2 && !share && g->ran[b] > 0) {
       from[b] = g->ran[b], to[b] = g->ran[b] + 1, keep[b] = true;
@@ -614,12 +620,18 @@ dvm_status *dvm_generator_compute_logits(dvm_generator *g) {
     }
     if (!st && g->len[b] - g->ran[b] >= 2) { /* a prompt, or its next chunk */
       int n = g->chunk && g->len[b] - g->ran[b] > g->chunk ? g->chunk : g->len[b] - g->ran[b];
+      if (g->budget && spent && spent + n > g->budget) { /* whole chunks only: where they end stays the same */
+        if (waiting < 0) waiting = b;
+        continue;
+      }
+      spent += n;
       from[b] = g->ran[b], to[b] = g->ran[b] + n, keep[b] = true;
       if (!(st = invoke(g, b, 1, n, from + b, to + b, keep + b))) g->ran[b] = to[b];
       g->has_logits[b] &= g->ran[b] == g->len[b]; /* a chunk's last row is not the prompt's */
     }
     step |= g->len[b] - g->ran[b] == 1;
   }
+  if (waiting >= 0) g->prefill_next = waiting;
   if (step && !st) {
     bool together = true;
     for (int b = 0; b < B; b++) {

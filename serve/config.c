@@ -58,6 +58,7 @@ static int set(dvms_config *c, const char *key, char *v) {
   if (!strcmp(key, "continuous_batching")) return int_value(v, 0, 1, &x) && (c->continuous_batching = (int)x, 1);
   if (!strcmp(key, "kv_block_size")) return int_value(v, 0, 1 << 16, &x) && (c->kv_block_size = (int)x, 1);
   if (!strcmp(key, "prefill_chunk")) return int_value(v, 0, 1 << 24, &x) && (c->prefill_chunk = (int)x, 1);
+  if (!strcmp(key, "prefill_budget")) return int_value(v, 0, 1 << 24, &x) && (c->prefill_budget = (int)x, 1);
   if (!strcmp(key, "kv_budget")) return int_value(v, 0, INT64_MAX, &c->kv_budget);
   if (!strcmp(key, "queue_delay_us")) return int_value(v, 0, 60000000, &c->queue_delay_us);
   if (!strcmp(key, "max_queue")) return int_value(v, 1, 1 << 24, &c->max_queue);

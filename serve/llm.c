@@ -208,6 +208,7 @@ dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads, const
   o.kv_block_size = m->cfg.kv_block_size;
   o.kv_budget = m->cfg.kv_budget;
   o.prefill_chunk = m->cfg.prefill_chunk;
+  o.prefill_budget = m->cfg.prefill_budget;
   dvm_status *st = dvm_generator_create(m->module, config, &o, &l->gen);
   if (!st && (!(l->slots = calloc((size_t)l->nslots, sizeof *l->slots)) ||
               !(l->seq = malloc((size_t)dvm_generator_max_length(l->gen) * sizeof *l->seq))))

@@ -138,6 +138,7 @@ typedef struct dvms_config {
   int kv_block_size;         /* kv_block_size = 16 token rows per KV block; 0: the contiguous cache */
   int64_t kv_budget;         /* kv_budget = BYTES of KV blocks; 0: the contiguous cache's */
   int prefill_chunk;         /* prefill_chunk = N prompt tokens per step; 0: a prompt whole */
+  int prefill_budget;        /* prefill_budget = N prompt tokens per step over all prompts; 0: none */
   char last_position[128];   /* not a key: the logits output compiled for its last position only */
 } dvms_config;
 

@@ -1,12 +1,13 @@
 /* Runs the generator with a paged KV cache for test_paged.py:
  *   paged_driver CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET CHUNK PROMPT...
  * (BLOCK_SIZE 0: the contiguous cache; BUDGET bytes, 0: the default;
- * CHUNK: prefill_chunk).
+ * CHUNK: prefill_chunk, or CHUNK:N with prefill_budget N).
  * Sequence 0 runs its prompt and one step first; the others join at the
  * next step; then all run greedy to max_length. Prints one JSON line:
  * each sequence's tokens, why paging is off (""), the blocks, those in
  * use after sequence 0's first step, after every sequence's first and at
- * most, the prefix counts, and the free blocks after every reset. */
+ * most, the prefix counts, the most invocations of the model in one
+ * step after the others joined, and the free blocks after every reset. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +48,15 @@ int main(int argc, char **argv) {
   o.max_length = atoi(argv[3]);
   o.kv_block_size = atoi(argv[4]);
   o.kv_budget = atoll(argv[5]);
-  o.prefill_chunk = atoi(argv[6]);
+  char *budget;
+  o.prefill_chunk = (int)strtol(argv[6], &budget, 10); /* CHUNK or CHUNK:BUDGET */
+  o.prefill_budget = *budget == ':' ? atoi(budget + 1) : 0;
   dvm_generator *g;
   st = dvm_generator_create(m, argv[1], &o, &g);
   dvm_module_release(m);
   if (st) return fail(st);
   int first = 0, all = 0, peak = 0;
+  uint64_t most = 0; /* invocations in one step */
   /* sequence 0 alone first, then the others join */
   int count0 = lens[0];
   lens[0] = 0;
@@ -61,7 +65,11 @@ int main(int argc, char **argv) {
     first = used(g);
     if (B > 1) st = dvm_generator_append(g, (const int32_t *const *)prompts, lens);
     for (int step = 0; !st && !dvm_generator_done(g); step++) {
+      dvm_vm_stats s0, s1;
+      dvm_vm_get_stats(dvm_generator_vm(g), &s0);
       if (!(st = dvm_generator_next(g))) {
+        dvm_vm_get_stats(dvm_generator_vm(g), &s1);
+        most = s1.invocations - s0.invocations > most ? s1.invocations - s0.invocations : most;
         peak = used(g) > peak ? used(g) : peak;
         if (!step) all = used(g);
       }
@@ -73,8 +81,9 @@ int main(int argc, char **argv) {
   printf("{\"note\": \"");
   for (const char *c = dvm_generator_kv_note(g); *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
   printf("\", \"blocks\": %d, \"block_bytes\": %zu, \"first\": %d, \"all\": %d, \"peak\": %d, "
-         "\"prefix_queries\": %lld, \"prefix_hits\": %lld, \"tokens\": [", s.blocks,
-         s.block_bytes, first, all, peak, (long long)s.prefix_queries, (long long)s.prefix_hits);
+         "\"prefix_queries\": %lld, \"prefix_hits\": %lld, \"most_invocations\": %llu, \"tokens\": [", s.blocks,
+         s.block_bytes, first, all, peak, (long long)s.prefix_queries, (long long)s.prefix_hits,
+         (unsigned long long)most);
   for (int b = 0; b < B; b++) {
     int n;
     const int32_t *seq = dvm_generator_sequence(g, b, &n);

@@ -5,7 +5,8 @@ that divide and do not divide their lengths; a prompt sharing a 40-token
 prefix with a running one takes its full blocks instead of new ones; every
 block is free after the resets; a decoder whose caches meet other ops than
 GroupQueryAttention keeps the contiguous cache and says why; a budget
-under two blocks is an error naming the numbers."""
+under two blocks is an error naming the numbers; prompts chunked within a
+step's prompt budget (prefill_budget) give each sequence's tokens alone."""
 import json
 import math
 import os
@@ -67,6 +68,22 @@ def test_chunked_prefill_equals_alone(paged_decoders, block_size):
     alone = [paged_run(d, [p], 0)["tokens"][0] for p in PROMPTS]
     r = paged_run(d, PROMPTS, block_size, chunk=7)
     assert r["tokens"] == alone
+    assert r["most_invocations"] > 2  # three prompts' chunks and a decode step in one
+
+
+@pytest.mark.parametrize("block_size", [0, 5])
+def test_prefill_budget_one_chunk_per_step(paged_decoders, block_size):
+    """prefill_budget 7 with chunks of 7: one prompt's chunk per step
+    (the prompts take turns), and the decode step; each sequence's tokens
+    still as alone (chunks end where they would without the budget)."""
+    d = paged_decoders["gqa"]
+    alone = [paged_run(d, [p], 0)["tokens"][0] for p in PROMPTS]
+    r = paged_run(d, PROMPTS, block_size, chunk="7:7")
+    assert r["tokens"] == alone
+    assert r["most_invocations"] <= 2, r
+    r = paged_run(d, PROMPTS, block_size, chunk="7:5")  # a chunk over the budget runs when it is the step's first
+    assert r["tokens"] == alone and r["most_invocations"] <= 2, r
+    assert "prefill_budget" in paged_run(d, PROMPTS, block_size, chunk="7:-1")
 
 
 def test_paged_default_budget_holds_every_sequence(paged_decoders):

@@ -4,9 +4,10 @@ newest is preempted and recomputed, and every stream still equals the same
 request run alone by `dvm generate`, with the cache's bytes within the
 budget; a prompt sharing a 40-token prefix with an earlier one takes its
 blocks from the prefix cache; a request that can never fit is a 400 naming
-the numbers; a client leaving frees its blocks; prompts fed 8 tokens a step
-between the others' decode steps (prefill_chunk) still equal alone; bad
-kv_ and prefill_chunk values fail the model's load, naming them."""
+the numbers; a client leaving frees its blocks; prompts fed 8 tokens a step,
+one prompt's chunk a step, between the others' decode steps (prefill_chunk,
+prefill_budget) still equal alone; bad kv_ and prefill_ values fail the
+model's load, naming them."""
 import http.client
 import json
 import random
@@ -29,8 +30,9 @@ BUDGET = 24 * BLOCK
 PAGED_MODELS = {
     "tight": "max_running = 4\nkv_block_size = 4\nkv_budget = %d\n" % BUDGET,
     "prefix": "max_running = 4\n",  # blocks of 16 rows, the default
-    "chunked": "max_running = 4\nprefill_chunk = 8\n",
+    "chunked": "max_running = 4\nprefill_chunk = 8\nprefill_budget = 8\n",
     "negchunk": "prefill_chunk = -1\n",
+    "negbudget": "prefill_budget = -1\n",
     "negative": "kv_block_size = -1\n",
     "small": "kv_budget = 20000\n",
     "wide": "kv_block_size = 1000\n",
@@ -166,6 +168,7 @@ def test_chunked_prefill_streams_equal_alone(paged_server):
 @pytest.mark.parametrize("model,says", [
     ("negative", "config:1: bad value for kv_block_size"),
     ("negchunk", "config:1: bad value for prefill_chunk"),
+    ("negbudget", "config:1: bad value for prefill_budget"),
     ("small", "kv_budget 20000 bytes holds 1 KV blocks of 16384 bytes (16 rows of every layer's key and value)"),
     ("wide", "kv_block_size 1000 must be 0 (not paged) to max_length 512"),
 ])

@@ -45,6 +45,10 @@ typedef struct dvm_generator_options {
                         max_length (the contiguous cache's bytes, rounded up to blocks, + 1) */
   int prefill_chunk; /* > 0: a prompt runs at most this many tokens per computation (chunked
                         prefill: decode steps go on between its chunks); 0: whole */
+  int prefill_budget; /* > 0: prompt tokens per computation over all prompts: a prompt's next
+                         chunk waits for a later one when it would pass the budget, unless it
+                         is the computation's first (vLLM's max_num_batched_tokens, less the
+                         decode rows); 0: every prompt's next chunk */
 } dvm_generator_options;
 
 DVM_API void dvm_generator_options_init(dvm_generator_options *opts);
@@ -80,7 +84,8 @@ DVM_API DVM_MUST_USE dvm_status *dvm_generator_append(dvm_generator *g, const in
 /* Runs the model on the tokens appended since it last ran: each sequence
  * with several new tokens alone (its own length, no padding; at most
  * prefill_chunk of them, when set: the rest at the next calls, and no
- * logits until its last), those with one new token together in one step. */
+ * logits until its last; within prefill_budget over all of them, taking
+ * turns), those with one new token together in one step. */
 DVM_API DVM_MUST_USE dvm_status *dvm_generator_compute_logits(dvm_generator *g);
 
 /* Sequence b's logits after its last token (vocab_size floats, borrowed
