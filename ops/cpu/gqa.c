@@ -118,26 +118,44 @@ DVM_VEC static void sink_softmax(float *row, int64_t n, float sink) {
   for (int64_t c = 0; c < n; c++) row[c] *= inv;
 }
 
+/* Row t of entry b's kv head h: its key, and its value at *v. */
+static const float *kv_row(const gqa_cache *c, int64_t b, int64_t h, int64_t t, const float **v) {
+  float *k, *vr;
+  kv_rows(c, b, h, t, 1, &k, &vr);
+  *v = vr;
+  return k;
+}
+
+#define LANES 16
+
+/* q . k over d: lane l sums the products of the elements l mod 16 in
+ * order, then the lanes in a halving tree. One order on every ISA, in
+ * vertical adds: a reduction kept in order is a chain of scalar adds. */
+static inline float dot_lanes(const float *q, const float *k, int64_t d) {
+  float acc[LANES] = {0};
+  int64_t i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int l = 0; l < LANES; l++) acc[l] += q[i + l] * k[i + l];
+  for (int l = 0; i + l < d; l++) acc[l] += q[i + l] * k[i + l];
+  for (int l = 0; l < 8; l++) acc[l] += acc[l + 8]; /* the tree, unrolled: each step a vector add */
+  for (int l = 0; l < 4; l++) acc[l] += acc[l + 4];
+  for (int l = 0; l < 2; l++) acc[l] += acc[l + 2];
+  return acc[0] + acc[1];
+}
+
 /* One query row s of entry b for the g query heads of kv head kvh: sc is
- * g * tp floats of scratch. */
+ * g * tp floats of scratch. Keys and values are read row by row at their
+ * index, so a paged cache sums in the contiguous one's order. */
 DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t s, float *sc) {
   int64_t g = j->hq / j->hkv, d = j->d, tp = j->tp, h0 = kvh * g;
   float *y = j->y + (b * j->s + s) * j->hq * d + h0 * d;
   memset(y, 0, sizeof(float) * (size_t)(g * d));
   if (s >= j->rows[b]) return; /* padding after the entry's tokens */
   int64_t pos = j->past[b] + s, lo = j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0, n = pos + 1 - lo;
-  const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d;
-  float *kr, *vr;
-  for (int64_t c0 = 0, run; c0 < n; c0 += run) { /* each key row once for the g heads */
-    run = kv_rows(&j->c, b, kvh, lo + c0, n - c0, &kr, &vr);
-    for (int64_t c = c0; c < c0 + run; c++, kr += d)
-      for (int64_t h = 0; h < g; h++) {
-        const float *qh = q + h * d;
-        float acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t i = 0; i < d; i++) acc += qh[i] * kr[i];
-        sc[h * tp + c] = acc * j->scale;
-      }
+  const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d, *vr;
+  for (int64_t c = 0; c < n; c++) { /* each key row once for the g heads */
+    const float *kr = kv_row(&j->c, b, kvh, lo + c, &vr);
+    for (int64_t h = 0; h < g; h++) sc[h * tp + c] = dot_lanes(q + h * d, kr, d) * j->scale;
   }
   for (int64_t h = 0; h < g; h++) {
     float *row = sc + h * tp;
@@ -150,14 +168,28 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
     }
     sink_softmax(row, n, j->sink ? j->sink[h0 + h] : j->smooth ? 0.0f : -INFINITY);
   }
-  for (int64_t c0 = 0, run; c0 < n; c0 += run) { /* each value row once */
-    run = kv_rows(&j->c, b, kvh, lo + c0, n - c0, &kr, &vr);
-    for (int64_t c = c0; c < c0 + run; c++, vr += d)
-      for (int64_t h = 0; h < g; h++) {
-        float p = sc[h * tp + c], *yh = y + h * d;
+  /* each value row once; four at a time, so y is loaded and stored once per four */
+  int64_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    const float *v0, *v1, *v2, *v3;
+    kv_row(&j->c, b, kvh, lo + c, &v0);
+    kv_row(&j->c, b, kvh, lo + c + 1, &v1);
+    kv_row(&j->c, b, kvh, lo + c + 2, &v2);
+    kv_row(&j->c, b, kvh, lo + c + 3, &v3);
+    for (int64_t h = 0; h < g; h++) {
+      const float *p = sc + h * tp + c;
+      float *yh = y + h * d;
 #pragma omp simd
-        for (int64_t i = 0; i < d; i++) yh[i] += p * vr[i];
-      }
+      for (int64_t i = 0; i < d; i++) yh[i] += p[0] * v0[i] + p[1] * v1[i] + p[2] * v2[i] + p[3] * v3[i];
+    }
+  }
+  for (; c < n; c++) {
+    kv_row(&j->c, b, kvh, lo + c, &vr);
+    for (int64_t h = 0; h < g; h++) {
+      float p = sc[h * tp + c], *yh = y + h * d;
+#pragma omp simd
+      for (int64_t i = 0; i < d; i++) yh[i] += p * vr[i];
+    }
   }
 }
 
