@@ -118,11 +118,19 @@ DVM_VEC static void sink_softmax(float *row, int64_t n, float sink) {
   for (int64_t c = 0; c < n; c++) row[c] *= inv;
 }
 
-/* Row t of entry b's kv head h: its key, and its value at *v. */
-static const float *kv_row(const gqa_cache *c, int64_t b, int64_t h, int64_t t, const float **v) {
-  float *k, *vr;
-  kv_rows(c, b, h, t, 1, &k, &vr);
-  *v = vr;
+/* Entry b's key and value rows of kv head h from row t on, one at a time. */
+typedef struct kv_iter {
+  const gqa_cache *c;
+  int64_t b, h, t, end, left;
+  float *k, *v;
+} kv_iter;
+
+/* The next row's key; its value at *v. */
+static inline const float *kv_next(kv_iter *it, const float **v) {
+  if (!it->left) it->left = kv_rows(it->c, it->b, it->h, it->t, it->end - it->t, &it->k, &it->v);
+  const float *k = it->k;
+  *v = it->v;
+  it->k += it->c->d, it->v += it->c->d, it->t++, it->left--;
   return k;
 }
 
@@ -144,8 +152,8 @@ static inline float dot_lanes(const float *q, const float *k, int64_t d) {
 }
 
 /* One query row s of entry b for the g query heads of kv head kvh: sc is
- * g * tp floats of scratch. Keys and values are read row by row at their
- * index, so a paged cache sums in the contiguous one's order. */
+ * g * tp floats of scratch. Values are summed four rows a time counted
+ * from the first, so a paged cache sums in the contiguous one's order. */
 DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t s, float *sc) {
   int64_t g = j->hq / j->hkv, d = j->d, tp = j->tp, h0 = kvh * g;
   float *y = j->y + (b * j->s + s) * j->hq * d + h0 * d;
@@ -153,8 +161,9 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   if (s >= j->rows[b]) return; /* padding after the entry's tokens */
   int64_t pos = j->past[b] + s, lo = j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0, n = pos + 1 - lo;
   const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d, *vr;
+  kv_iter it = {&j->c, b, kvh, lo, lo + n, 0, NULL, NULL};
   for (int64_t c = 0; c < n; c++) { /* each key row once for the g heads */
-    const float *kr = kv_row(&j->c, b, kvh, lo + c, &vr);
+    const float *kr = kv_next(&it, &vr);
     for (int64_t h = 0; h < g; h++) sc[h * tp + c] = dot_lanes(q + h * d, kr, d) * j->scale;
   }
   for (int64_t h = 0; h < g; h++) {
@@ -170,12 +179,13 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   }
   /* each value row once; four at a time, so y is loaded and stored once per four */
   int64_t c = 0;
+  it = (kv_iter){&j->c, b, kvh, lo, lo + n, 0, NULL, NULL};
   for (; c + 4 <= n; c += 4) {
     const float *v0, *v1, *v2, *v3;
-    kv_row(&j->c, b, kvh, lo + c, &v0);
-    kv_row(&j->c, b, kvh, lo + c + 1, &v1);
-    kv_row(&j->c, b, kvh, lo + c + 2, &v2);
-    kv_row(&j->c, b, kvh, lo + c + 3, &v3);
+    kv_next(&it, &v0);
+    kv_next(&it, &v1);
+    kv_next(&it, &v2);
+    kv_next(&it, &v3);
     for (int64_t h = 0; h < g; h++) {
       const float *p = sc + h * tp + c;
       float *yh = y + h * d;
@@ -184,7 +194,7 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
     }
   }
   for (; c < n; c++) {
-    kv_row(&j->c, b, kvh, lo + c, &vr);
+    kv_next(&it, &vr);
     for (int64_t h = 0; h < g; h++) {
       float p = sc[h * tp + c], *yh = y + h * d;
 #pragma omp simd

@@ -144,12 +144,21 @@ def test_matmul_nbits(m, k, n, bits, block, zp, bias, level, batch):
     matmul_nbits(np.random.default_rng(m * 1000 + k + n), m, k, n, bits, block, zp, bias, level, batch)
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8, 9, 14, 16, 17, 33, 64, 65])
+@pytest.mark.parametrize("bits,zp,level", [(4, None, 4), (4, "u8", 4), (8, "u8", 4), (4, "u8", 0), (8, None, 0)])
+def test_matmul_nbits_rows(m, bits, zp, level):
+    """Row counts around the tiles' 8 rows (a decode step over m sequences),
+    K past a block, N past a group of 16."""
+    matmul_nbits(np.random.default_rng(m * 10 + bits), m, 100, 37, bits, 32, zp, m % 2 == 1, level)
+
+
 @pytest.mark.parametrize("isa", ["avx2", "generic"])
 @pytest.mark.parametrize("bits,level", [(4, 0), (4, 4), (8, 0), (8, 4)])
 def test_matmul_nbits_isa(isa, bits, level):
     rng = np.random.default_rng(bits + level)
     matmul_nbits(rng, 6, 75, 21, bits, 16, "u8", True, level, isa=isa)
     matmul_nbits(rng, 1, 200, 35, bits, 64, None, False, level, isa=isa)
+    matmul_nbits(rng, 11, 70, 18, bits, 32, "u8", False, level, isa=isa)  # AVX2 runs 4 + 4 + 3 rows
 
 
 @pytest.mark.parametrize("bits,level", [(4, 0), (4, 4), (8, 4)])
