@@ -627,3 +627,22 @@ void dvmc_graph_print_shapes(const dvmc_graph *g, FILE *out) {
   }
   fputs("\n]}\n", out);
 }
+
+dvmc_tensor *dvmc_tensor_strings(dvmc_ctx *c, int rank, const int64_t *dims, size_t n, const char *const *s,
+                                 const size_t *lens) {
+  size_t total = 8 * n;
+  for (size_t i = 0; i < n; i++) total += lens ? lens[i] : strlen(s[i]);
+  dvmc_tensor *t = dvm_arena_alloc(&c->arena, 1, sizeof *t);
+  uint8_t *blob = dvm_arena_alloc(&c->arena, total ? total : 1, 1);
+  if (!t || !blob) return NULL;
+  *t = (dvmc_tensor){.dtype = DVM_STRING, .rank = rank, .data = blob, .nbytes = total};
+  if (rank) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
+  uint8_t *text = blob + 8 * n;
+  for (size_t i = 0; i < n; i++) {
+    size_t len = lens ? lens[i] : strlen(s[i]);
+    for (int b = 0; b < 8; b++) blob[8 * i + (size_t)b] = (uint8_t)((uint64_t)len >> 8 * b);
+    if (len) memcpy(text, s[i], len);
+    text += len;
+  }
+  return t;
+}

@@ -27,7 +27,7 @@ typedef struct dvmc_tensor {
   int rank;
   int64_t dims[DVM_MAX_RANK];
   const void *data; /* row-major, host byte order; in the arena or mapped */
-  size_t nbytes;
+  size_t nbytes;     /* strings: data is their .dvmb form (vm/object.h), nbytes its size */
 } dvmc_tensor;
 
 /* A type the model declares for a value that is not a graph input (a graph
@@ -159,6 +159,12 @@ typedef struct dvmc_ctx {
    * parse error, a lowering memo left out): compiling reports out of memory. */
   bool oom;
 } dvmc_ctx;
+
+/* A string tensor of n = numel(dims) elements, element i the lens[i]
+ * bytes at s[i] (lens NULL: NUL-terminated), in c's arena; NULL when out
+ * of memory. */
+dvmc_tensor *dvmc_tensor_strings(dvmc_ctx *c, int rank, const int64_t *dims, size_t n, const char *const *s,
+                                 const size_t *lens);
 
 DVM_MUST_USE dvm_status *dvmc_ctx_create(dvmc_ctx **out);
 void dvmc_ctx_destroy(dvmc_ctx *c);

@@ -236,6 +236,9 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", dvm_dtype_name((dvm_dtype)d));
     return lw_unsupported(n, "dtype %s is not supported (kernel %s takes %s)", dvm_dtype_name(in0->dtype), base, list);
   }
+  for (int i = 0; i < c->nin && !k->strings; i++)
+    if (n->in[i] && n->in[i]->typed && n->in[i]->dtype == DVM_STRING)
+      return lw_unsupported(n, "string tensors are not supported (input %d; kernel %s)", i, base);
   int nout = n->nout;
   while (nout > 0 && !n->out[nout - 1]) nout--; /* trailing omitted optional outputs */
   for (int i = 0; i < nout; i++)
@@ -259,6 +262,8 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
   for (int i = 0; i < nout; i++) {
     dvm_dtype dt = DVM_F32;
     if ((st = out_dtype(n, i, &dt))) return st;
+    if (dt == DVM_STRING && !k->strings)
+      return lw_unsupported(n, "string tensors are not supported (output %d; kernel %s)", i, base);
     outs[i] = dvmc_fn_reg(L->f);
     lw_set_type(n->out[i], dt);
     lw_emit_alloc(L, (int)outs[i], dt, (int)shapes[i], n->out[i]->rank, known ? n->out[i]->dims : NULL);

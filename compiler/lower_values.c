@@ -137,8 +137,9 @@ dvm_status *lw_reg_of(lowering *L, const dvmc_value *v, int *out) {
 void lw_emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims) {
   const dvmc_expr *bytes = dims ? dvmc_const(L->c->exprs, (int64_t)dvm_dtype_size(dt)) : NULL;
   for (int d = 0; bytes && d < rank; d++) bytes = dvmc_mul(L->c->exprs, bytes, dims[d]);
-  /* slot sizes are computed after the guards: only guard-bound symbols there */
-  if (L->plan && L->depth == 0 && bytes && bound(L, bytes, 0)) {
+  /* slot sizes are computed after the guards: only guard-bound symbols there;
+   * strings own their elements, so they take no slot (vm/string.c) */
+  if (L->plan && L->depth == 0 && bytes && dt != DVM_STRING && bound(L, bytes, 0)) {
     if (L->nsites == L->sites_cap) {
       int cap = L->sites_cap ? L->sites_cap * 2 : 64;
       dvmc_plan_site *p = realloc(L->sites, (size_t)cap * sizeof *p);

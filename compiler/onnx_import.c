@@ -126,6 +126,7 @@ bool dvmc_onnx_dtype(int64_t t, dvm_dtype *dt) {
   case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *dt = DVM_U16; return true;
   case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: *dt = DVM_U32; return true;
   case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: *dt = DVM_U64; return true;
+  case ONNX__TENSOR_PROTO__DATA_TYPE__STRING: *dt = DVM_STRING; return true;
   default: return false;
   }
 }
@@ -346,6 +347,7 @@ static const char *typed_field_name(dvm_dtype dt) {
   case DVM_F64: return "double_data";
   case DVM_I64: return "int64_data";
   case DVM_U32: case DVM_U64: return "uint64_data";
+  case DVM_STRING: return "string_data";
   default: return "int32_data";
   }
 }
@@ -406,6 +408,27 @@ static void swap_bytes(uint8_t *p, size_t nbytes, size_t size) {
 }
 #endif
 
+/* A string tensor's elements: string_data, one entry each. */
+static dvm_status *read_strings(imp *im, const Onnx__TensorProto *tp, const char *tn, const dvmc_tensor *shape,
+                                const char *field, int64_t numel, bool external, dvmc_tensor **out) {
+  if (external || tp->has_raw_data)
+    return CORRUPT("tensor %s of type STRING has its data in %s, expected string_data", Q(tn),
+                   external ? "an external file" : "raw_data");
+  if (numel && (!field || strcmp(field, "string_data")))
+    return CORRUPT("tensor %s of type STRING has its data in %s, expected string_data", Q(tn), field ? field : "no field");
+  if (tp->n_string_data != (size_t)numel)
+    return CORRUPT("tensor %s: string_data has %zu values, expected %" PRId64, Q(tn), tp->n_string_data, numel);
+  const char **s = dvm_arena_alloc(&im->c->arena, numel ? (size_t)numel : 1, sizeof *s);
+  size_t *lens = dvm_arena_alloc(&im->c->arena, numel ? (size_t)numel : 1, sizeof *lens);
+  if (!s || !lens) return OOM();
+  for (int64_t i = 0; i < numel; i++) {
+    s[i] = (const char *)tp->string_data[i].data;
+    lens[i] = tp->string_data[i].len;
+  }
+  if (!(*out = dvmc_tensor_strings(im->c, shape->rank, shape->dims, (size_t)numel, s, lens))) return OOM();
+  return NULL;
+}
+
 static dvm_status *read_tensor(imp *im, const Onnx__TensorProto *tp, const char *tn,
                                dvmc_tensor **out) {
   int64_t et = tp->has_data_type ? tp->data_type : 0;
@@ -462,6 +485,7 @@ static dvm_status *read_tensor(imp *im, const Onnx__TensorProto *tp, const char 
     return CORRUPT("tensor %s has external_data entries but data_location is not EXTERNAL",
                    Q(tn));
 
+  if (dt == DVM_STRING) return read_strings(im, tp, tn, t, field, numel, external, out);
   const void *data = NULL;
   if (external) {
     dvm_status *st = read_external(im, tp, tn, nbytes, &data);
@@ -1018,7 +1042,9 @@ static dvm_status *import_constant(imp *im, dvmc_graph *g, const Onnx__NodeProto
   if (strcmp(a->name, "value") == 0) {
     t = (dvmc_tensor *)a->t;
   } else if (strcmp(a->name, "value_string") == 0 || strcmp(a->name, "value_strings") == 0) {
-    return UNSUPPORTED("attribute %s: string tensors are not supported", Q(a->name));
+    bool list = a->type == DVMC_ATTR_STRINGS;
+    int64_t n = list ? a->n : 1;
+    if (!(t = dvmc_tensor_strings(im->c, list, &n, (size_t)n, list ? a->strings : &a->s, NULL))) return OOM();
   } else {
     t = dvm_arena_alloc(&im->c->arena, 1, sizeof *t);
     if (!t) return OOM();

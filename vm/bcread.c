@@ -166,7 +166,7 @@ static dvm_status *read_consts(parser *ps) {
       dvm_status_free(st);
       return CORRUPT("constant \"%s\": bad shape", c->name);
     }
-    if (bytes != n)
+    if (c->dtype != DVM_STRING && bytes != n) /* strings: checked where they lie (place_consts) */
       return CORRUPT("constant \"%s\": %llu data bytes, its shape needs %zu", c->name,
                      (unsigned long long)n, bytes);
     if (off % DVM_BC_DATA_ALIGN)
@@ -222,12 +222,21 @@ static dvm_status *read_external(parser *ps) {
   return NULL;
 }
 
+static int64_t numel_of(const dvm_const *c) {
+  int64_t n = 1; /* the dims were checked (read_consts) */
+  for (int d = 0; d < c->rank; d++) n *= c->dims[d];
+  return n;
+}
+
 /* The bytes of the constants that are not external. */
 static dvm_status *place_consts(parser *ps) {
   for (uint32_t i = 0; i < ps->m->nconsts; i++) {
     dvm_const *c = &ps->m->consts[i];
     dvm_status *st = c->ext_path ? NULL : data_range(ps, ps->const_off[i], c->nbytes, "constants", i, &c->data);
-    if (st) return st;
+    if (!st && c->dtype == DVM_STRING)
+      st = c->ext_path ? CORRUPT("constant \"%s\": strings are never external", c->name)
+                       : dvm_strings_blob_check(c->data, c->nbytes, numel_of(c));
+    if (st) return dvm_status_annotate(st, "constant \"%s\"", c->name);
   }
   return NULL;
 }

@@ -94,7 +94,7 @@ typedef struct dvm_const {
   uint8_t dtype, rank;
   int64_t dims[DVM_MAX_RANK];
   const void *data;
-  size_t nbytes;
+  size_t nbytes; /* strings: their byte counts and bytes (vm/object.h) */
   dvm_tensor *tensor; /* made at load; shares the module's bytes */
   /* Section external (1.3): the bytes are at `ext_offset` in the file
    * `ext_path` (relative to the .dvmb's folder), whose XXH3-64 is

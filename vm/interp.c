@@ -168,6 +168,49 @@ static dvm_status *paged_error(const char *user, int64_t r) {
                         "block table take (GroupQueryAttention)", user, (long long)r);
 }
 
+/* String tensors go only to kernels that take them (dvm_kernel_def.strings).
+ * Each string output is emptied before the call, so a kernel may write
+ * one twice; one that shares its storage with another operand is refused,
+ * as emptying it would drop that operand's strings. */
+static dvm_status *strings_before(const dvm_kernel_ref *k, const dvm_list *outs, const dvm_list *ins,
+                                  dvm_tensor *const *tout, dvm_tensor *const *tin) {
+  for (int64_t i = 0; i < ins->n + outs->n; i++) {
+    const dvm_tensor *t = i < ins->n ? tin[i] : tout[i - ins->n];
+    int64_t r = i < ins->n ? ins->v[i] : outs->v[i - ins->n];
+    if (t->dtype == DVM_STRING && !k->def->strings)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\" does not take string tensors (r%lld)", k->name,
+                            (long long)r);
+  }
+  for (int64_t i = 0; i < outs->n; i++) {
+    if (tout[i]->dtype != DVM_STRING) continue;
+    for (int64_t j = 0; j < ins->n + outs->n; j++) {
+      const dvm_tensor *t = j < ins->n ? tin[j] : tout[j - ins->n];
+      if (j != ins->n + i && t->storage == tout[i]->storage)
+        return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\": string output r%lld shares its storage with "
+                              "another operand", k->name, (long long)outs->v[i]);
+    }
+    dvm_strings_clear(dvm_tensor_ptr(tout[i]), (size_t)dvm_tensor_numel(tout[i]));
+  }
+  return NULL;
+}
+
+/* After a call of a kernel that takes strings: each string output holds
+ * one reference to each of its elements (borrowed from the inputs or made
+ * by the call), or none at all after a failure; then the made strings'
+ * own references go. */
+static void strings_after(dvm_exec *ex, dvm_tensor *const *tout, int64_t nout, bool ok) {
+  for (int64_t i = 0; i < nout; i++) {
+    if (tout[i]->dtype != DVM_STRING) continue;
+    dvm_string **p = dvm_tensor_ptr(tout[i]);
+    size_t n = (size_t)dvm_tensor_numel(tout[i]);
+    if (ok)
+      for (size_t e = 0; e < n; e++) dvm_string_retain(p[e]);
+    else
+      memset(p, 0, n * sizeof *p);
+  }
+  dvm_strings_made_drop(ex);
+}
+
 static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) {
   const dvm_kernel_ref *k = &vm->m->kernels[x->kernel];
   dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
@@ -198,14 +241,16 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) 
     tin[i] = R[ins.v[i]].u.tensor;
     if (dvm_storage_paged(tin[i]->storage) && !k->def->paged) return paged_error(k->name, ins.v[i]);
   }
-  dvm_status *st = scratch_reserve(vm, (size_t)attrs.n);
+  dvm_status *st = strings_before(k, &outs, &ins, tout, tin);
   if (st) return st;
+  if ((st = scratch_reserve(vm, (size_t)attrs.n))) return st;
   for (int64_t i = 0; i < attrs.n; i++) vm->scratch[i] = R[attrs.v[i]]; /* borrowed */
   dvm_kernel_args a = {tin, (int)ins.n, tout, (int)outs.n, vm->scratch, (int)attrs.n,
                        variant, k->payload, k->payload_size, &vm->exec};
   vm->stats.kernel_calls++;
   dvm_stream *s;
   if (!(st = dvm_vm_stream(vm, k->def->device, &s))) st = s->dev->launch(s, k->def, &a);
+  if (k->def->strings) strings_after(&vm->exec, tout, outs.n, st == NULL);
   return dvm_status_annotate(st, "kernel \"%s\"", k->name);
 }
 
@@ -240,6 +285,14 @@ static dvm_status *do_alloc(dvm_vm *vm, dvm_device_kind dev, dvm_dtype dt, int r
   if (st) return st;
   if (dvm_mul_overflows((size_t)n, dvm_dtype_size(dt), &bytes))
     return dvm_status_new(DVM_OUT_OF_RANGE, "tensor byte size overflows");
+  if (dt == DVM_STRING) {
+    if (dev != DVM_DEVICE_CPU)
+      return dvm_status_new(DVM_UNIMPLEMENTED, "string tensors live on the CPU, not on %s", dvm_device_name(dev));
+    dvm_tensor *t; /* its own storage: strings are owned, never pooled */
+    if ((st = dvm_tensor_create(dt, rank, dims, &t))) return st;
+    reg_put(dst, (dvm_value){.kind = DVM_VAL_TENSOR, .u.tensor = t});
+    return NULL;
+  }
   dvm_pool *p;
   dvm_storage *s;
   if ((st = dvm_vm_pool(vm, dev, &p)) ||
@@ -258,6 +311,17 @@ dvm_status *dvm_vm_copy_into(dvm_vm *vm, dvm_tensor *dst, const dvm_tensor *src)
     return dvm_status_new(DVM_UNIMPLEMENTED, "a paged KV cache is not copied: only kernels reading it through its "
                           "block table take it (GroupQueryAttention)");
   dvm_device_kind dev = (dvm_device_kind)dst->storage->device, sdev = (dvm_device_kind)src->storage->device;
+  if (dst->dtype == DVM_STRING || src->dtype == DVM_STRING) {
+    if (dst->dtype != src->dtype || dvm_tensor_numel(dst) != dvm_tensor_numel(src))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "strings are copied only into a string tensor of as many");
+    dvm_string **d = dvm_tensor_ptr(dst), *const *sp = dvm_tensor_ptr(src);
+    for (int64_t i = 0; i < dvm_tensor_numel(src); i++) {
+      dvm_string_retain(sp[i]); /* before the release: d and sp may be one */
+      dvm_string_release(d[i]);
+      d[i] = sp[i];
+    }
+    return NULL;
+  }
   dvm_stream *s;
   dvm_status *st = dvm_vm_stream(vm, dev == DVM_DEVICE_CPU ? sdev : dev, &s);
   if (!st) st = s->dev->stream_copy(s, dvm_tensor_ptr(dst), dev, dvm_tensor_ptr(src), sdev, dvm_tensor_nbytes(src));

@@ -18,7 +18,21 @@ typedef struct dvm_exec {
   /* The VM's stream on each device (vm/device.h), made before the VM's
    * first kernel or copy there; a device's kernels read their own. */
   struct dvm_stream *streams[DVM_DEVICE_COUNT];
+  /* The strings the current kernel call made (dvm_string_make), each with
+   * the one reference the VM drops once the call's string outputs hold
+   * theirs: a string made and not stored, or made by a failed call, goes. */
+  dvm_string **made;
+  size_t nmade, made_cap;
 } dvm_exec;
+
+/* For a kernel writing a DVM_STRING output: a new string of len bytes
+ * copied from s (NULL for ""), for the call's outputs only. The VM retains
+ * every element of a string output after the call, so a kernel stores
+ * made strings and its string inputs' elements as they are. Not from
+ * kernel threads: one thread per call. */
+DVM_MUST_USE dvm_status *dvm_string_make(dvm_exec *ex, const char *s, size_t len, dvm_string **out);
+/* Drops the references of the strings the call made (the VM, after it). */
+void dvm_strings_made_drop(dvm_exec *ex);
 
 /* An invoke's attribute as the linker guesses it from a linear walk: the
  * value an `imm` put in its register, if one did and nothing wrote it since
@@ -116,6 +130,11 @@ typedef struct dvm_kernel_def {
    * and reads and writes them through their block tables; the VM gives
    * one to no other kernel. */
   int paged;
+  /* Set when the kernel takes DVM_STRING tensors. A string output it
+   * writes then holds only elements of its string inputs and strings it
+   * made (dvm_string_make); the VM empties each before the call and retains
+   * its elements after. The VM gives string tensors to no other kernel. */
+  int strings;
 } dvm_kernel_def;
 
 #define DVM_DTYPE_BIT(dt) (1u << (dt))

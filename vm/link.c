@@ -140,6 +140,16 @@ static dvm_status *prepack_function(dvm_module *m, const dvm_func *f) {
   return st;
 }
 
+/* A string constant: a tensor of its own, its strings read from the blob. */
+static dvm_status *string_const(dvm_const *c) {
+  dvm_status *st = dvm_tensor_create(DVM_STRING, c->rank, c->dims, &c->tensor);
+  if (!st && (st = dvm_strings_blob_read(c->data, c->tensor))) {
+    dvm_tensor_release(c->tensor);
+    c->tensor = NULL;
+  }
+  return st;
+}
+
 dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
   for (uint32_t i = 0; i < m->nkernels; i++) {
     /* "fused@3": one op-table kernel may back several entries, each with
@@ -176,7 +186,8 @@ dvm_status *dvm_module_link(dvm_module *m, const dvm_load_options *opts) {
     dvm_const *c = &m->consts[i];
     dvm_storage *s = c->storage ? c->storage : m->data; /* an external file's (vm/extdata.c) */
     size_t off = (size_t)((const uint8_t *)c->data - (const uint8_t *)s->ptr);
-    dvm_status *st = dvm_tensor_view(s, off, (dvm_dtype)c->dtype, c->rank, c->dims, &c->tensor);
+    dvm_status *st = c->dtype == DVM_STRING ? string_const(c) : dvm_tensor_view(s, off, (dvm_dtype)c->dtype, c->rank,
+                                                                                c->dims, &c->tensor);
     if (st) return dvm_status_annotate(st, "constant \"%s\"", c->name);
   }
   for (uint32_t i = 0; i < m->nfuncs; i++) {

@@ -197,6 +197,9 @@ bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t) {
   if (t->storage == m->data) return true;
   for (uint32_t i = 0; i < m->nconsts; i++) /* external constants have storages of their own */
     if (m->consts[i].storage && m->consts[i].storage == t->storage) return true;
+  for (uint32_t i = 0; i < m->nconsts; i++) /* and so do strings */
+    if (m->consts[i].dtype == DVM_STRING && m->consts[i].tensor && m->consts[i].tensor->storage == t->storage)
+      return true;
   return false;
 }
 

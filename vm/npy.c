@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "dvm/npy.h"
+#include "npy_text.h"
 #include "object.h"
 #include "reader.h"
 
@@ -56,6 +57,8 @@ typedef struct npy_header {
   dvm_dtype dt;
   bool swap;    /* the data's byte order is not the host's */
   bool fortran; /* the data is in column-major order */
+  bool ucs4;    /* text ('U'): width code points an element; 'S': width bytes */
+  size_t width;
   int rank;
   int64_t dims[DVM_MAX_RANK];
 } npy_header;
@@ -203,6 +206,19 @@ static dvm_status *parse_descr(hparse *h, npy_header *hd) {
   if (st) return st;
   char order = '=';
   if (n > 0 && memchr("<>|=", s[0], 4)) order = (char)s[i++];
+  if (n - i >= 2 && (s[i] == 'U' || s[i] == 'S') && is_digit(s[i + 1])) { /* text: 'U' then a count */
+    size_t w = 0;
+    for (size_t k = i + 1; k < n; k++) {
+      if (!is_digit(s[k]) || w > (SIZE_MAX - 9) / 40)
+        return header_error(h, "unsupported dtype descr '%s'", printable(buf, sizeof buf, s, n));
+      w = w * 10 + (size_t)(s[k] - '0');
+    }
+    hd->dt = DVM_STRING;
+    hd->ucs4 = s[i] == 'U';
+    hd->width = w;
+    hd->swap = hd->ucs4 && (order == '<' || order == '>') && order != HOST_ORDER;
+    return NULL;
+  }
   if (n - i == 2 && is_digit(s[i + 1]))
     for (size_t k = 0; k < NPY_NTYPES; k++)
       if (npy_types[k].kind == s[i] && npy_types[k].size == s[i + 1] - '0') {
@@ -210,7 +226,7 @@ static dvm_status *parse_descr(hparse *h, npy_header *hd) {
         hd->swap = npy_types[k].size > 1 && (order == '<' || order == '>') && order != HOST_ORDER;
         return NULL;
       }
-  return header_error(h, "unsupported dtype descr '%s' (dvm reads f2 f4 f8 i1 i2 i4 i8 u1 b1)",
+  return header_error(h, "unsupported dtype descr '%s' (dvm reads f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1, and text: U<n> S<n>)",
                       printable(buf, sizeof buf, s, n));
 }
 
@@ -322,22 +338,6 @@ static dvm_status *parse_dict(hparse *h, npy_header *hd) {
   return NULL;
 }
 
-/* Length of the UTF-8 sequence at p[0..n), or 0 if it is malformed
- * (truncated, overlong, a surrogate or past U+10FFFF). */
-static size_t utf8_len(const uint8_t *p, size_t n) {
-  if (p[0] < 0x80) return 1;
-  size_t len = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
-  if (!len || p[0] > 0xf4 || len > n) return 0;
-  uint32_t c = p[0] & (0x7fu >> len);
-  for (size_t i = 1; i < len; i++) {
-    if ((p[i] & 0xc0) != 0x80) return 0;
-    c = c << 6 | (p[i] & 0x3fu);
-  }
-  static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (c < least[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
-  return len;
-}
-
 /* Headers 1.0 and 2.0 are latin-1, but nothing dvm can read needs more than
  * ASCII, so other bytes are refused; 3.0 headers must be valid UTF-8. */
 static dvm_status *check_encoding(const hparse *h) {
@@ -349,7 +349,7 @@ static dvm_status *check_encoding(const hparse *h) {
                           "byte 0x%02x at offset %zu is not ASCII (format %u.0 headers are "
                           "latin-1; dvm reads their ASCII subset)",
                           p[i], i, h->version);
-    if (!(k = utf8_len(p + i, n - i))) return header_error(h, "not valid UTF-8 at offset %zu", i);
+    if (!(k = dvm_utf8_len(p + i, n - i))) return header_error(h, "not valid UTF-8 at offset %zu", i);
   }
   return NULL;
 }
@@ -428,6 +428,11 @@ static dvm_status *check_bools(const uint8_t *p, int64_t numel, const char *what
 
 /* The data bytes the header's shape and dtype need; `have` of them follow
  * the header, which must be exactly that (have = SIZE_MAX: not known yet). */
+/* The bytes of one element. */
+static size_t item_size(const npy_header *hd) {
+  return hd->dt != DVM_STRING ? dvm_dtype_size(hd->dt) : hd->ucs4 ? 4 * hd->width : hd->width;
+}
+
 static dvm_status *check_data_size(const char *what, const npy_header *hd, size_t have,
                                    int64_t *numel, size_t *nbytes) {
   char shape[200];
@@ -437,10 +442,27 @@ static dvm_status *check_data_size(const char *what, const npy_header *hd, size_
     dvm_status_free(st);
     return npy_error(what, "header: shape %s has more elements than int64 can count", shape);
   }
-  if (dvm_mul_overflows((size_t)*numel, dvm_dtype_size(hd->dt), nbytes) || *nbytes == SIZE_MAX)
+  if (dvm_mul_overflows((size_t)*numel, item_size(hd), nbytes) || *nbytes == SIZE_MAX)
     return npy_error(what, "header: shape %s is too large: its byte size overflows", shape);
   if (have != SIZE_MAX && have != *nbytes)
     return npy_error(what, "data is %zu bytes, shape %s needs %zu", have, shape, *nbytes);
+  return NULL;
+}
+
+/* Text items into string tensor t (C order first, where they are not). */
+static dvm_status *read_text(const uint8_t *src, const char *what, const npy_header *hd, int64_t numel, size_t nbytes,
+                             dvm_tensor *t, dvm_tensor **out) {
+  uint8_t *tmp = hd->fortran && nbytes ? malloc(nbytes) : NULL;
+  dvm_status *st = NULL;
+  if (hd->fortran && nbytes && !tmp) st = dvm_status_new(DVM_OUT_OF_MEMORY, "no memory for %zu bytes", nbytes);
+  if (tmp) fortran_to_c(tmp, src, hd, item_size(hd), numel);
+  if (!st) st = dvm_npy_text_read(tmp ? tmp : src, hd->width, hd->ucs4, hd->swap, t);
+  free(tmp);
+  if (st) {
+    dvm_tensor_release(t);
+    return dvm_status_annotate(st, "%s", what);
+  }
+  *out = t;
   return NULL;
 }
 
@@ -448,13 +470,14 @@ static dvm_status *check_data_size(const char *what, const npy_header *hd, size_
 static dvm_status *read_data(dvm_reader *r, const char *what, const npy_header *hd,
                              dvm_tensor **out) {
   int64_t numel;
-  size_t isz = dvm_dtype_size(hd->dt), nbytes;
+  size_t isz = item_size(hd), nbytes;
   dvm_status *st = check_data_size(what, hd, dvm_reader_left(r), &numel, &nbytes);
   if (st) return st;
   const uint8_t *src = dvm_reader_take(r, nbytes);
   dvm_tensor *t;
   if ((st = dvm_tensor_create(hd->dt, hd->rank, hd->dims, &t)))
     return dvm_status_annotate(st, "%s", what);
+  if (hd->dt == DVM_STRING) return read_text(src, what, hd, numel, nbytes, t, out);
   uint8_t *dst = dvm_tensor_data(t);
   if (hd->fortran) fortran_to_c(dst, src, hd, isz, numel);
   else if (nbytes) memcpy(dst, src, nbytes);
@@ -609,6 +632,26 @@ static size_t make_header(char *buf, size_t size, const char *descr, int rank,
   return n;
 }
 
+/* A string tensor as 'U' items of its longest element's code points. */
+static dvm_status *write_text(const dvm_tensor *t, void **out, size_t *size) {
+  size_t chars, nbytes, hlen;
+  char descr[32], head[512];
+  dvm_status *st = dvm_npy_text_width(t, &chars);
+  if (st) return st;
+  if (!chars) chars = 1; /* as NumPy: '<U1' for an array of "" */
+  snprintf(descr, sizeof descr, "<U%zu", chars);
+  hlen = make_header(head, sizeof head, descr, dvm_tensor_rank(t), dvm_tensor_dims(t));
+  if (dvm_mul_overflows((size_t)dvm_tensor_numel(t), 4 * chars, &nbytes) || nbytes > SIZE_MAX - hlen)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "tensor is too large to encode as .npy");
+  uint8_t *buf = malloc(hlen + nbytes);
+  if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "out of memory");
+  memcpy(buf, head, hlen);
+  dvm_npy_text_write(t, chars, buf + hlen);
+  *out = buf;
+  *size = hlen + nbytes;
+  return NULL;
+}
+
 dvm_status *dvm_npy_write_memory(const dvm_tensor *t, void **out, size_t *size) {
   dvm_dtype dt = dvm_tensor_dtype(t);
   char descr[4], head[512];
@@ -616,6 +659,7 @@ dvm_status *dvm_npy_write_memory(const dvm_tensor *t, void **out, size_t *size) 
     return dvm_status_new(DVM_INVALID_ARGUMENT,
                           "writing .npy needs a CPU tensor, this one is on %s",
                           dvm_device_name(dvm_tensor_device(t)));
+  if (dt == DVM_STRING) return write_text(t, out, size);
   if (!descr_of(dt, descr))
     return dvm_status_new(DVM_INVALID_ARGUMENT,
                           "cannot write a %s tensor as .npy: .npy has no %s dtype (convert to f32)",

@@ -26,9 +26,43 @@ struct dvm_storage {
   bool droppable;
   /* A paged KV cache's pool (dvm_tensor_wrap_paged): block_rows > 0. */
   dvm_tensor_pages pages;
+  /* Holds the elements of DVM_STRING tensors: a dvm_string pointer per 8
+   * bytes, each one reference, released with the storage. Such a storage is
+   * the only one a string tensor views, and a string tensor the only view
+   * of it (vm/string.c). */
+  bool strings;
 };
 
 static inline bool dvm_storage_paged(const dvm_storage *s) { return s->pages.block_rows > 0; }
+
+/* An element of a DVM_STRING tensor: immutable bytes and a count of
+ * references; NULL stands for "". */
+typedef struct dvm_string {
+  atomic_int refs;
+  size_t len;
+  char bytes[]; /* len bytes, then a NUL */
+} dvm_string;
+
+/* A new string of len bytes copied from s, holding one reference; NULL
+ * when len is 0. */
+DVM_MUST_USE dvm_status *dvm_string_new(const char *s, size_t len, dvm_string **out);
+void dvm_string_retain(dvm_string *s);    /* NULL is fine */
+void dvm_string_release(dvm_string *s);   /* NULL is fine */
+
+static inline const char *dvm_string_bytes(const dvm_string *s, size_t *len) {
+  if (len) *len = s ? s->len : 0;
+  return s ? s->bytes : "";
+}
+
+/* Releases the n strings at p and sets them to NULL (""). */
+void dvm_strings_clear(dvm_string **p, size_t n);
+
+/* A module's string constant in the .dvmb data (docs/bytecode.md): numel
+ * little-endian u64 byte counts, then the elements' bytes one after the
+ * other. Checks that the blob of nbytes is one for numel elements. */
+DVM_MUST_USE dvm_status *dvm_strings_blob_check(const uint8_t *blob, size_t nbytes, int64_t numel);
+/* The elements of a checked blob into t, a new string tensor of numel. */
+DVM_MUST_USE dvm_status *dvm_strings_blob_read(const uint8_t *blob, dvm_tensor *t);
 
 /* A form of a constant tensor that a kernel built for one of its inputs
  * when the module was linked (dvm_kernel_def.prepack), e.g. a matmul weight

@@ -17,7 +17,7 @@ static const struct {
     [DVM_F64] = {"f64", 8}, [DVM_I8] = {"i8", 1},   [DVM_I16] = {"i16", 2},
     [DVM_I32] = {"i32", 4}, [DVM_I64] = {"i64", 8}, [DVM_U8] = {"u8", 1},
     [DVM_BOOL] = {"bool", 1}, [DVM_U16] = {"u16", 2}, [DVM_U32] = {"u32", 4},
-    [DVM_U64] = {"u64", 8},
+    [DVM_U64] = {"u64", 8}, [DVM_STRING] = {"string", sizeof(dvm_string *)},
 };
 
 static const char *const device_names[DVM_DEVICE_COUNT] = {"cpu", "cuda"};
@@ -122,6 +122,7 @@ void dvm_storage_retain(dvm_storage *s) { atomic_fetch_add_explicit(&s->refs, 1,
 
 void dvm_storage_release(dvm_storage *s) {
   if (!s || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
+  if (s->strings) dvm_strings_clear(s->ptr, s->size / sizeof(dvm_string *));
   if (s->pool) {
     dvm_pool_return(s);
     return;
@@ -157,6 +158,13 @@ dvm_status *dvm_tensor_view(dvm_storage *s, size_t offset, dvm_dtype dt, int ran
     return dvm_status_new(DVM_OUT_OF_RANGE,
                           "tensor of %zu bytes at offset %zu does not fit in a storage of %zu bytes",
                           bytes, offset, s->size);
+  /* a string's pointer is read from no other bytes, and written as no other data */
+  if ((dt == DVM_STRING) != s->strings)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, dt == DVM_STRING ? "a string tensor views only a storage of strings"
+                                                                 : "a %s tensor cannot view a storage of strings",
+                          dvm_dtype_name(dt));
+  if (dt == DVM_STRING && (offset || bytes != s->size))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "a string tensor views the whole of its storage");
   dvm_tensor *t = malloc(sizeof *t);
   if (!t) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   atomic_init(&t->refs, 1);
@@ -183,12 +191,14 @@ dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims, dvm_t
   if (padded < bytes) return dvm_status_new(DVM_OUT_OF_RANGE, "tensor byte size overflows");
   void *data = aligned_alloc(64, padded ? padded : 64);
   if (!data) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (dt == DVM_STRING) memset(data, 0, bytes); /* every element "" */
   dvm_storage *s = NULL;
   st = dvm_storage_wrap(DVM_DEVICE_CPU, data, bytes, free_aligned, data, &s);
   if (st) {
     free(data);
     return st;
   }
+  s->strings = dt == DVM_STRING;
   st = dvm_tensor_view(s, 0, dt, rank, dims, out);
   dvm_storage_release(s);
   return st;
@@ -204,6 +214,9 @@ dvm_status *dvm_tensor_wrap_on(dvm_device_kind dev, dvm_dtype dt, int rank, cons
   size_t bytes;
   dvm_status *st = tensor_bytes(dt, rank, dims, &bytes);
   if (st) return st;
+  if (dt == DVM_STRING)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "string tensors own their elements: make one with "
+                          "dvm_tensor_create and set them with dvm_tensor_set_string, not wrap memory");
   if (!data && bytes) return dvm_status_new(DVM_INVALID_ARGUMENT, "tensor data is NULL");
   dvm_storage *s = NULL;
   st = dvm_storage_wrap(dev, data, bytes, deleter, ctx, &s);
@@ -221,6 +234,7 @@ dvm_status *dvm_tensor_wrap_paged(dvm_dtype dt, const int64_t dims[4], void *poo
   size_t bytes; /* the logical size: checks the dims */
   dvm_status *st = tensor_bytes(dt, 4, dims, &bytes);
   if (st) return st;
+  if (dt == DVM_STRING) return dvm_status_new(DVM_INVALID_ARGUMENT, "paged tensor: strings are not paged");
   if (!pool || !pages->table || pages->block_rows < 1 || pages->blocks < 1 ||
       pages->table_stride < (dims[2] + pages->block_rows - 1) / pages->block_rows)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "paged tensor: a pool, a table, block_rows >= 1, blocks >= 1 and "

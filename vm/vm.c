@@ -158,6 +158,7 @@ void dvm_vm_destroy(dvm_vm *vm) {
   free(vm->regs);
   free(vm->frames);
   free(vm->scratch);
+  free(vm->exec.made);
   free(vm);
 }
 

@@ -14,8 +14,9 @@
  *       min and max return NaN if either side is NaN (np.minimum);
  *       ONNX Min/Max of more than two inputs is a chain of these.
  *   equal, less, greater, less_equal, greater_equal (in: A, B) -> C bool
- *       A and B of one of the dtypes above, or bool for equal;
- *       NaN compares unequal to everything.
+ *       A and B of one of the dtypes above, or bool or string for equal
+ *       (strings equal when their bytes are); NaN compares unequal to
+ *       everything.
  *   and, or, xor (in: A, B) -> C, all bool. A bool byte other than 0 is true;
  *       outputs are 0 or 1.
  *   mod (in: A, B; attrs: fmod:int) -> C, the dtypes of add: ONNX Mod, the
@@ -30,7 +31,9 @@
  *       ONNX PRelu broadcasts slope to X one way; the compiler's shape
  *       rule gives the two-way broadcast, which is X's shape when valid.
  *   where (in: C bool, X, Y) -> Z: C ? X : Y elementwise, all three
- *       broadcast; X, Y and Z of one dtype, any dtype.
+ *       broadcast; X, Y and Z of one dtype, any dtype (strings too).
+ *       Where on strings copies the element pointers: the VM owns their
+ *       references (vm/kernel.h); it never runs in place on them.
  *
  * Outputs are checked to have the broadcast shape. An output may be the
  * same memory as an input of its own shape and dtype size; not for the
@@ -418,6 +421,18 @@ FLOATS(CMP, greater, GT) INTS(CMP, greater, GT)
 FLOATS(CMP, less_equal, LE) INTS(CMP, less_equal, LE)
 FLOATS(CMP, greater_equal, GE) INTS(CMP, greater_equal, GE)
 CMP(and, AND, bool) CMP(or, OR, bool) CMP(xor, XOR, bool)
+
+static bool strings_equal(const dvm_string *a, const dvm_string *b) {
+  size_t na, nb;
+  const char *pa = dvm_string_bytes(a, &na), *pb = dvm_string_bytes(b, &nb);
+  return na == nb && !memcmp(pa, pb, na);
+}
+#define STRING_ROW(name, A, B)                                                     \
+  static void name(int64_t n, const char *const *in, char *po) {                   \
+    dvm_string *const *a = (dvm_string *const *)in[0], *const *b = (dvm_string *const *)in[1]; \
+    for (int64_t i = 0; i < n; i++) po[i] = strings_equal(A, B);                   \
+  }
+STRING_ROW(equal_string_vv, a[i], b[i]) STRING_ROW(equal_string_sv, a[0], b[i]) STRING_ROW(equal_string_vs, a[i], b[0])
 INTS(ARITH, bitwise_and, BIT_AND) INTS(ARITH, bitwise_or, BIT_OR) INTS(ARITH, bitwise_xor, BIT_XOR)
 INTS(ARITH, shl, SHL) INTS(ARITH, shr, SHR)
 FLOATS(ARITH, fmod, FMOD) SINTS(ARITH, fmod, TMOD) UINTS(ARITH, fmod, UMOD)
@@ -494,7 +509,7 @@ static const op_def ops[OP_COUNT] = {
     [OP_POW] = {"pow", 0, {R_FLOATS(pow), R_SINTS(pow), [DVM_U8] = R3(pow_u8)}},
     [OP_MIN] = {"min", 0, {R_NUM(min)}},
     [OP_MAX] = {"max", 0, {R_NUM(max)}},
-    [OP_EQUAL] = {"equal", 1, {R_NUM(equal), [DVM_BOOL] = R3(equal_bool)}},
+    [OP_EQUAL] = {"equal", 1, {R_NUM(equal), [DVM_BOOL] = R3(equal_bool), [DVM_STRING] = R3(equal_string)}},
     [OP_LESS] = {"less", 1, {R_NUM(less)}},
     [OP_GREATER] = {"greater", 1, {R_NUM(greater)}},
     [OP_LESS_EQUAL] = {"less_equal", 1, {R_NUM(less_equal)}},
@@ -679,7 +694,7 @@ const dvm_kernel_def dvm_cpu_binary_kernels[] = {
     {"pow", DVM_DEVICE_CPU, pow_, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
     {"min", DVM_DEVICE_CPU, min_, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
     {"max", DVM_DEVICE_CPU, max_, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
-    {"equal", DVM_DEVICE_CPU, equal, "broadcast", .form = DVM_FORM_ELEMENTWISE},
+    {"equal", DVM_DEVICE_CPU, equal, "broadcast", .form = DVM_FORM_ELEMENTWISE, .strings = 1},
     {"less", DVM_DEVICE_CPU, less, "broadcast", .form = DVM_FORM_ELEMENTWISE},
     {"greater", DVM_DEVICE_CPU, greater, "broadcast", .form = DVM_FORM_ELEMENTWISE},
     {"less_equal", DVM_DEVICE_CPU, less_equal, "broadcast", .form = DVM_FORM_ELEMENTWISE},
@@ -687,7 +702,7 @@ const dvm_kernel_def dvm_cpu_binary_kernels[] = {
     {"and", DVM_DEVICE_CPU, and_, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
     {"or", DVM_DEVICE_CPU, or_, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
     {"xor", DVM_DEVICE_CPU, xor_, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
-    {"where", DVM_DEVICE_CPU, where, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
+    {"where", DVM_DEVICE_CPU, where, "broadcast", .inplace = 1, .form = DVM_FORM_ELEMENTWISE, .strings = 1},
     {"bitwise_and", DVM_DEVICE_CPU, bitwise_and, "broadcast", .inplace = 1},
     {"bitwise_or", DVM_DEVICE_CPU, bitwise_or, "broadcast", .inplace = 1},
     {"bitwise_xor", DVM_DEVICE_CPU, bitwise_xor, "broadcast", .inplace = 1},

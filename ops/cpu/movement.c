@@ -28,7 +28,9 @@
  *   depth_to_space, space_to_depth(in: x [N, C, H, W]; attrs: blocksize:int,
  *          mode:int) -> y     mode 0 DCR, 1 CRD (shapefuncs/movement.h)
  * Every output has the dtype of input 0. Attributes marked optional may be
- * left out from the end of the list.
+ * left out from the end of the list. Transpose, gather, gather_elements,
+ * slice, concat, split, expand and tile take strings too: they copy the
+ * element pointers, whose references the VM owns (vm/kernel.h).
  *
  * Most of them are one strided copy: a plan of dims with a source and a
  * destination stride each (slice: steps, negative too; expand: 0 where a
@@ -1079,16 +1081,16 @@ static dvm_status *trilu(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_movement_kernels[] = {
-    {"transpose", DVM_DEVICE_CPU, transpose, "transpose", .form = DVM_FORM_PERMUTED},
+    {"transpose", DVM_DEVICE_CPU, transpose, "transpose", .form = DVM_FORM_PERMUTED, .strings = 1},
     [K_GATHER] = {"gather", DVM_DEVICE_CPU, gather, "gather", .form = DVM_FORM_GATHER, .prepack = gather_prepack,
-                  .prepack_replaces = 1},
-    {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements"},
-    {"slice", DVM_DEVICE_CPU, slice, "slice"},
-    {"concat", DVM_DEVICE_CPU, concat, "concat"},
+                  .prepack_replaces = 1, .strings = 1},
+    {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements", .strings = 1},
+    {"slice", DVM_DEVICE_CPU, slice, "slice", .strings = 1},
+    {"concat", DVM_DEVICE_CPU, concat, "concat", .strings = 1},
     {"copy_into", DVM_DEVICE_CPU, copy_into, NULL},
-    {"split", DVM_DEVICE_CPU, split, "split"},
-    {"expand", DVM_DEVICE_CPU, expand, "expand"},
-    {"tile", DVM_DEVICE_CPU, tile, "tile"},
+    {"split", DVM_DEVICE_CPU, split, "split", .strings = 1},
+    {"expand", DVM_DEVICE_CPU, expand, "expand", .strings = 1},
+    {"tile", DVM_DEVICE_CPU, tile, "tile", .strings = 1},
     {"pad", DVM_DEVICE_CPU, pad, "pad"},
     {"trilu", DVM_DEVICE_CPU, trilu, "trilu"},
     {"center_crop_pad", DVM_DEVICE_CPU, center_crop_pad, "center_crop_pad"},

@@ -29,6 +29,7 @@ typedef enum dvm_dtype {
   DVM_U16, /* after bool: dtype values are serialized in .dvmb files */
   DVM_U32,
   DVM_U64,
+  DVM_STRING, /* UTF-8 text, one immutable reference-counted string per element (below) */
   DVM_DTYPE_COUNT
 } dvm_dtype;
 
@@ -49,12 +50,13 @@ DVM_API bool dvm_device_parse(const char *name, dvm_device_kind *out);
 
 typedef struct dvm_tensor dvm_tensor;
 
-/* A new CPU tensor with uninitialized contents, 64-byte aligned.
- * `*out` holds one reference; release it. */
+/* A new CPU tensor with uninitialized contents, 64-byte aligned (a
+ * DVM_STRING tensor: every element ""). `*out` holds one reference;
+ * release it. */
 DVM_API DVM_MUST_USE dvm_status *dvm_tensor_create(dvm_dtype dt, int rank, const int64_t *dims,
                                            dvm_tensor **out);
 
-/* Wraps caller memory without copying. `deleter(ctx)` runs when the last
+/* Wraps caller memory without copying (any dtype but DVM_STRING). `deleter(ctx)` runs when the last
  * reference goes (may be NULL when the caller outlives the tensor).
  * `data` must stay valid and unmodified-by-others while dvm uses it. */
 DVM_API DVM_MUST_USE dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const int64_t *dims,
@@ -90,6 +92,18 @@ DVM_API int64_t dvm_tensor_numel(const dvm_tensor *t);
 DVM_API size_t dvm_tensor_nbytes(const dvm_tensor *t);
 DVM_API dvm_device_kind dvm_tensor_device(const dvm_tensor *t);
 DVM_API void *dvm_tensor_data(const dvm_tensor *t); /* device pointer for device tensors */
+
+/* DVM_STRING tensors. An element is a byte string (UTF-8 where text is
+ * meant; it may hold NULs); the tensor's storage owns its elements and
+ * releases them with itself. dvm_tensor_data gives the element pointers,
+ * which only libdvm and kernels read.
+ *
+ * Element i of t (row-major): its bytes, NUL-terminated, borrowed from t,
+ * and their count in *len (NULL is fine). */
+DVM_API const char *dvm_tensor_string(const dvm_tensor *t, int64_t i, size_t *len);
+/* Sets element i of t to a copy of len bytes at s. For a tensor the caller
+ * made (dvm_tensor_create) and has not handed to anyone yet. */
+DVM_API DVM_MUST_USE dvm_status *dvm_tensor_set_string(dvm_tensor *t, int64_t i, const char *s, size_t len);
 
 /* Formats "f32[2,3]" into buf (always NUL-terminated); returns buf. */
 DVM_API char *dvm_shape_format(char *buf, size_t size, dvm_dtype dt, int rank, const int64_t *dims);
