@@ -4,11 +4,17 @@
 #include <string.h>
 
 #include "dvmc.h"
+#include "object.h"
 #include "onnx_import.h"
 
 static dvm_status *tensor_of(const dvmc_tensor *t, dvm_tensor **out) {
   dvm_status *st = dvm_tensor_create(t->dtype, t->rank, t->dims, out);
-  if (!st && t->nbytes) memcpy(dvm_tensor_data(*out), t->data, t->nbytes);
+  if (st) return st;
+  if (t->dtype != DVM_STRING) {
+    if (t->nbytes) memcpy(dvm_tensor_data(*out), t->data, t->nbytes);
+  } else if ((st = dvm_strings_blob_read(t->data, *out))) { /* the importer's blob (dvmc_tensor_strings) */
+    dvm_tensor_release(*out);
+  }
   return st;
 }
 

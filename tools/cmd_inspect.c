@@ -273,6 +273,14 @@ int dvm_cmd_inspect(int argc, char **argv) {
   if (st) return dvm_cli_fail("inspect", st);
   printf("module %s\n", argv[optind]);
   printf("constants: %d (%zu bytes)\n", dvm_module_constant_count(m), dvm_module_constant_bytes(m));
+  for (int i = 0; i < dvm_module_constant_count(m); i++) { /* text is short and tells what a model maps */
+    const char *name;
+    const dvm_tensor *t = dvm_module_constant(m, i, &name);
+    if (!t || dvm_tensor_dtype(t) != DVM_STRING) continue;
+    printf("  %s: ", name);
+    dvm_cli_print_tensor(stdout, t, 16);
+    putchar('\n');
+  }
   printf("kernels: %d\n", dvm_module_kernel_count(m));
   print_kernels(m);
   int nf = dvm_module_function_count(m);

@@ -131,7 +131,7 @@ static dvm_status *tensor_pb(const char *path, const dvm_tensor *t, pbuf *b) {
   static const int onnx_type[DVM_DTYPE_COUNT] = {
       [DVM_F32] = 1, [DVM_F16] = 10, [DVM_BF16] = 16, [DVM_F64] = 11, [DVM_I8] = 3,
       [DVM_I16] = 5, [DVM_I32] = 6,  [DVM_I64] = 7,   [DVM_U8] = 2,   [DVM_BOOL] = 9,
-      [DVM_U16] = 4, [DVM_U32] = 12, [DVM_U64] = 13};
+      [DVM_U16] = 4, [DVM_U32] = 12, [DVM_U64] = 13, [DVM_STRING] = 8};
   if (dvm_tensor_device(t) != DVM_DEVICE_CPU)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: writing .pb needs a CPU tensor", path);
   for (int i = 0; i < dvm_tensor_rank(t); i++) {
@@ -140,6 +140,16 @@ static dvm_status *tensor_pb(const char *path, const dvm_tensor *t, pbuf *b) {
   }
   put_varint(b, 0x10); /* field 2 (data_type), varint */
   put_varint(b, (uint64_t)onnx_type[dvm_tensor_dtype(t)]);
+  if (dvm_tensor_dtype(t) == DVM_STRING) {
+    for (int64_t i = 0; i < dvm_tensor_numel(t); i++) {
+      size_t len;
+      const char *s = dvm_tensor_string(t, i, &len);
+      put_varint(b, 0x32); /* field 6 (string_data), length-delimited */
+      put_varint(b, len);
+      put_bytes(b, s, len);
+    }
+    return NULL;
+  }
   put_varint(b, 0x4a); /* field 9 (raw_data), length-delimited */
   put_varint(b, dvm_tensor_nbytes(t));
   put_bytes(b, dvm_tensor_data(t), dvm_tensor_nbytes(t));

@@ -42,6 +42,17 @@ double dvm_cli_element(const dvm_tensor *t, int64_t i) {
 
 static int is_float(dvm_dtype dt) { return dt == DVM_F32 || dt == DVM_F64 || dt == DVM_F16 || dt == DVM_BF16; }
 
+/* Element i of string tensor t, quoted: bytes outside printable ASCII
+ * (UTF-8 included) as \xNN, at most 40 of them. */
+static void print_string(FILE *out, const dvm_tensor *t, int64_t i) {
+  size_t len;
+  const unsigned char *s = (const unsigned char *)dvm_tensor_string(t, i, &len);
+  fputc('"', out);
+  for (size_t k = 0; k < len && k < 40; k++)
+    fprintf(out, s[k] >= 0x20 && s[k] < 0x7f && s[k] != '"' && s[k] != '\\' ? "%c" : "\\x%02x", s[k]);
+  fputs(len > 40 ? "\"..." : "\"", out);
+}
+
 void dvm_cli_print_tensor(FILE *out, const dvm_tensor *t, int show) {
   char shape[256];
   dvm_dtype dt = dvm_tensor_dtype(t);
@@ -51,6 +62,16 @@ void dvm_cli_print_tensor(FILE *out, const dvm_tensor *t, int show) {
     return;
   }
   int64_t n = dvm_tensor_numel(t), nan = 0, inf = 0, finite = 0;
+  if (dt == DVM_STRING) {
+    int64_t k = show < 0 || show > n ? n : show;
+    fputs(" [", out);
+    for (int64_t i = 0; i < k; i++) {
+      if (i) fputs(", ", out);
+      print_string(out, t, i);
+    }
+    fputs(k < n ? ", ...]" : "]", out);
+    return;
+  }
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   for (int64_t i = 0; i < n; i++) {
     double x = dvm_cli_element(t, i);

@@ -314,8 +314,17 @@ static dvm_status *dir_const(parser *ps) {
       return ERR("expected the bytes' XXH3-64 as 0x and 16 hex digits");
   } else {
     if (ps->tok.type != T_HEX) return ERR("expected the constant's bytes as x\"...\" or file \"PATH\"");
-    if (bytes != ps->tok.len)
+    if (d == DVM_STRING) { /* byte counts then bytes (docs/bytecode.md) */
+      if ((st = dvm_strings_blob_check((const uint8_t *)ps->tok.text, ps->tok.len, n))) {
+        const char *msg = dvm_status_message(st);
+        dvm_status *e = ERR("constant \"%s\": %s", c.name, msg);
+        dvm_status_free(st);
+        return e;
+      }
+      c.nbytes = ps->tok.len;
+    } else if (bytes != ps->tok.len) {
       return ERR("constant \"%s\" has %zu bytes, its shape needs %zu", c.name, ps->tok.len, bytes);
+    }
     c.data = ps->tok.text;
   }
   if (FIND(ps->consts, c.name) >= 0) return ERR("constant \"%s\" is defined twice", c.name);

@@ -205,6 +205,12 @@ bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t) {
 
 int dvm_module_constant_count(const dvm_module *m) { return (int)m->nconsts; }
 
+const dvm_tensor *dvm_module_constant(const dvm_module *m, int i, const char **name) {
+  if (i < 0 || (uint32_t)i >= m->nconsts) return NULL;
+  if (name) *name = m->consts[i].name;
+  return m->consts[i].tensor;
+}
+
 size_t dvm_module_constant_bytes(const dvm_module *m) {
   size_t n = 0;
   for (uint32_t i = 0; i < m->nconsts; i++) n += m->consts[i].nbytes;

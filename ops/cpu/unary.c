@@ -30,7 +30,8 @@
  *       floor(hi)) and saturated to X's range. A NaN bound is an error.
  *   identity (in: X) -> Y, any dtype: a copy.
  *   cast (in: X) -> Y, X and Y any of f32 f16 bf16 f64 i8 i16 i32 i64 u8
- *       bool; Y's dtype is the target (ONNX Cast):
+ *       bool, or one of them string (ops/cpu/cast_string.c); Y's dtype is
+ *       the target (ONNX Cast):
  *       - float to float rounds to nearest even once (f64 -> f16 included);
  *         beyond the target's range gives +-inf; NaN stays NaN.
  *       - float to integer truncates toward zero. NaN, +-inf and values
@@ -49,6 +50,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops/cpu/cast_string.h"
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
@@ -553,6 +555,7 @@ static dvm_status *cast(const dvm_kernel_args *a) {
   if (st) return st;
   const dvm_tensor *x = a->in[0], *o = a->out[0];
   if (x->dtype == o->dtype) return identity(a);
+  if (x->dtype == DVM_STRING || o->dtype == DVM_STRING) return dvm_cpu_cast_string(a);
   if (direct[x->dtype][o->dtype]) {
     run(a, direct[x->dtype][o->dtype], NULL);
     return NULL;
@@ -639,7 +642,7 @@ const dvm_kernel_def dvm_cpu_unary_kernels[] = {
     {"not", DVM_DEVICE_CPU, not_, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
     {"clip", DVM_DEVICE_CPU, clip, "same", .inplace = 1, .form = DVM_FORM_ELEMENTWISE},
     {"identity", DVM_DEVICE_CPU, identity, "same"},
-    {"cast", DVM_DEVICE_CPU, cast, "same", .form = DVM_FORM_ELEMENTWISE},
+    {"cast", DVM_DEVICE_CPU, cast, "same", .form = DVM_FORM_ELEMENTWISE, .strings = 1},
     {"bitcast", DVM_DEVICE_CPU, bitcast, "same", .inplace = 1},
     {"sin", DVM_DEVICE_CPU, sin_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},
     {"cos", DVM_DEVICE_CPU, cos_, "same", .dtypes = DVM_DTYPES_FLOAT, .inplace = 1},

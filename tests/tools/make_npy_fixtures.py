@@ -71,6 +71,9 @@ def main():
     save_npy("empty_2x0x4_i8.npy", np.zeros((2, 0, 4), dtype="<i8"))
     save_npy("vec_i4.npy", np.arange(5, dtype="<i4"))
     save_npy("rank8_i2.npy", np.arange(16, dtype="<i2").reshape(1, 2, 1, 2, 1, 2, 1, 2))
+    # text: read as string tensors (test_npy.c test_text builds its own; these seed the fuzzer)
+    save_npy("text_2x2_U3.npy", np.array([["ab", "\u00e9\u20ac"], ["", "a\0b"]]))
+    save_npy("text_3_S4.npy", np.array([b"ab", b"\xff\0x", b""]))
     # numpy leaves room for the first dim to grow by padding the header; here
     # that padding decides whether the data starts at 128 or 192. numpy.save
     # refuses these dims (their product overflows), so only the header is

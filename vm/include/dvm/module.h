@@ -98,6 +98,9 @@ DVM_API bool dvm_module_holds(const dvm_module *m, const dvm_tensor *t);
 DVM_API int dvm_module_constant_count(const dvm_module *m);
 DVM_API size_t dvm_module_constant_bytes(const dvm_module *m);
 DVM_API int dvm_module_kernel_count(const dvm_module *m);
+/* Constant i (0 <= i < dvm_module_constant_count) and its name, both
+ * borrowed from m; NULL for another i. */
+DVM_API const dvm_tensor *dvm_module_constant(const dvm_module *m, int i, const char **name);
 /* Bytes of constants' plain data whose pages the linker gave back to the
  * system once kernels had packed them (a module mapped from a file only;
  * docs/kernels.md): they are read again from the file only where a reader

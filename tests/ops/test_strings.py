@@ -1,0 +1,160 @@
+"""String tensors through the whole stack against ONNX Runtime: .npy text
+in and out, string initializers and Constant value_strings, the movement
+ops, Where, Equal and Cast on strings, at shapes with 0 and 1 dims and odd
+sizes. Strings made by a kernel (Cast) and moved by others check the VM's
+ownership: its retain pass after each call and the release of a string
+storage's elements (a use after free or a double free without the first,
+a leak without the second, which the sanitizer build reports)."""
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+
+from dvmtest.cli import DvmError, compile_onnx, run_module
+from dvmtest.compare import ort_outputs
+from dvmtest.onnxmodel import make_model, save_model, vi
+
+# ONNX Runtime's Python binding cuts strings at a NUL: those are checked without it
+WORDS = ["", "a", "\u00e9", "na\u00efve", "\u65e5\u672c\u8a9e", "a b", "Hello", "hello", "\U0001f642"]
+SHAPES = [(0, 3), (1, 1), (7, 3), (2, 5)]
+
+
+def text_array(rng, shape):
+    return np.array(rng.choice(WORDS, size=shape), dtype=str).reshape(shape)
+
+
+def check_strings_with_ort(tmp_path, model, feeds, name="m"):
+    """dvm's outputs of model on feeds against ONNX Runtime's: strings and
+    bools exactly, numbers within 1e-6; dvm's string outputs as .npy text."""
+    path = save_model(model, tmp_path / f"{name}.onnx")
+    ort_feeds = {k: v.astype(object) if v.dtype.kind == "U" else v for k, v in feeds.items()}
+    want = ort_outputs(path, ort_feeds)
+    got = run_module(compile_onnx(path), feeds, len(want))
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.shape == w.shape, f"output {i}: shape {g.shape}, expected {w.shape}"
+        if w.dtype == object:
+            assert g.dtype.kind == "U", f"output {i}: dtype {g.dtype}, expected text"
+            assert g.tolist() == w.tolist(), f"output {i}"
+        else:
+            assert g.dtype == w.dtype, f"output {i}: dtype {g.dtype}, expected {w.dtype}"
+            np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=f"output {i}")
+    return got
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_string_movement(tmp_path, shape):
+    rng = np.random.default_rng(len(shape) * 10 + shape[0])
+    n, m = shape
+    S = T.STRING
+    nodes = [
+        helper.make_node("Identity", ["x"], ["ident"]),
+        helper.make_node("Transpose", ["x"], ["tr"], perm=[1, 0]),
+        helper.make_node("Gather", ["x", "idx"], ["ga"], axis=1),
+        helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["sl"]),
+        helper.make_node("Concat", ["x", "y"], ["cat"], axis=0),
+        helper.make_node("Split", ["cat"], ["sp0", "sp1"], axis=0, num_outputs=2),
+        helper.make_node("Unsqueeze", ["x", "ax0"], ["un"]),
+        helper.make_node("Squeeze", ["un", "ax0"], ["sq"]),
+        helper.make_node("Reshape", ["x", "flat"], ["rs"]),
+        helper.make_node("Expand", ["col", "xshape"], ["ex"]),
+        helper.make_node("Tile", ["x", "reps"], ["ti"]),
+        helper.make_node("Where", ["cond", "x", "y"], ["wh"]),
+        helper.make_node("Equal", ["x", "y"], ["eq"]),
+        helper.make_node("Constant", [], ["k"], value_strings=["a"]),
+        helper.make_node("Equal", ["x", "k"], ["eqk"]),
+        helper.make_node("GatherElements", ["x", "gidx"], ["ge"], axis=1),
+    ]
+    ints = lambda name, v: helper.make_tensor(name, T.INT64, [len(v)], v)
+    inits = [ints("idx", [m - 1, 0, m - 1]), ints("starts", [m - 1]), ints("ends", [-m - 1]), ints("axes", [1]),
+             ints("steps", [-2]), ints("ax0", [0]), ints("flat", [-1]), ints("xshape", [n, m]), ints("reps", [2, 3])]
+    outs = ["ident", "tr", "ga", "sl", "cat", "sp0", "sp1", "un", "sq", "rs", "ex", "ti", "wh", "eq", "eqk", "ge"]
+    model = make_model(nodes, [vi("x", S, ["n", "m"]), vi("y", S, ["n", "m"]), vi("col", S, ["n", 1]),
+                               vi("cond", T.BOOL, ["n", "m"]), vi("gidx", T.INT64, ["n", "m"])],
+                       [vi(o, T.BOOL if o.startswith("eq") else S) for o in outs], inits, opset=19)
+    x = text_array(rng, shape)
+    feeds = {"x": x, "y": np.where(rng.random(shape) < 0.5, x, text_array(rng, shape)),
+             "col": text_array(rng, (n, 1)), "cond": rng.random(shape) < 0.5,
+             "gidx": rng.integers(-m, m, size=shape)}
+    check_strings_with_ort(tmp_path, model, feeds)
+
+
+def test_string_constants(tmp_path):
+    """A string initializer and a Constant, through .dvmb, in outputs and in
+    Equal; against NumPy (ONNX Runtime 1.32's Gather of string rows of more
+    than one element gives "" past each row's first)."""
+    words = np.array(["zz", "", "\u00e9t\u00e9", "a  b"]).reshape(2, 2)
+    init = helper.make_tensor("table", T.STRING, [2, 2], [w.encode() for w in words.flat])
+    k = np.array(["one", "two", ""])
+    nodes = [helper.make_node("Constant", [], ["k"], value_strings=list(k)),
+             helper.make_node("Gather", ["table", "i"], ["rows"], axis=0),
+             helper.make_node("Gather", ["k", "j"], ["picked"], axis=0),
+             helper.make_node("Equal", ["picked", "s"], ["same"]),
+             helper.make_node("Identity", ["table"], ["whole"])]
+    model = make_model(nodes, [vi("i", T.INT64, ["a"]), vi("j", T.INT64, ["b"]), vi("s", T.STRING, ["b"])],
+                       [vi("rows", T.STRING), vi("picked", T.STRING), vi("same", T.BOOL), vi("whole", T.STRING)],
+                       [init], opset=19)
+    i, j, s = np.array([1, 0, 1]), np.array([2, 0, 1, 1, 0]), np.array(["", "one", "one", "two", "x"])
+    got = run_module(compile_onnx(save_model(model, tmp_path / "m.onnx")), {"i": i, "j": j, "s": s}, 4)
+    for g, w in zip(got, [words[i], k[j], k[j] == s, words], strict=True):
+        assert g.dtype == w.dtype and g.tolist() == w.tolist(), (g, w)
+
+
+def test_string_with_nul(tmp_path):
+    """Bytes after a NUL stay: in a constant, in an input, through a kernel."""
+    init = helper.make_tensor("k", T.STRING, [2], [b"a\0b", b"\0c"])
+    nodes = [helper.make_node("Concat", ["k", "x"], ["y"], axis=0)]
+    model = make_model(nodes, [vi("x", T.STRING, ["n"])], [vi("y", T.STRING)], [init])
+    got = run_module(compile_onnx(save_model(model, tmp_path / "m.onnx")), {"x": np.array(["d\0e"])})
+    assert got[0].tolist() == ["a\0b", "\0c", "d\0e"]
+
+
+CAST_FROM = [(T.FLOAT, np.float32), (T.DOUBLE, np.float64), (T.FLOAT16, np.float16), (T.INT64, np.int64),
+             (T.INT32, np.int32), (T.INT8, np.int8), (T.UINT8, np.uint8), (T.UINT64, np.uint64), (T.BOOL, np.bool_)]
+
+
+def cast_values(rng, np_dtype, shape):
+    if np.issubdtype(np_dtype, np.floating):
+        v = rng.normal(size=shape) * 10.0 ** rng.integers(-9, 9, size=shape)
+        v.flat[:4] = [np.nan, np.inf, -np.inf, -0.0][: v.size]
+        return v.astype(np_dtype)
+    if np_dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    info = np.iinfo(np_dtype)
+    return rng.integers(info.min, info.max, size=shape, dtype=np_dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("elem,np_dtype", CAST_FROM)
+@pytest.mark.parametrize("shape", [(0,), (1,), (13,), (3, 5)])
+def test_cast_to_string_and_back(tmp_path, elem, np_dtype, shape):
+    """Numbers to text as ONNX Runtime formats them (the output made by the
+    kernel, then moved by Concat and Transpose), and the text back."""
+    rng = np.random.default_rng(sum(shape) + elem)
+    r = len(shape)
+    nodes = [helper.make_node("Cast", ["x"], ["s"], to=T.STRING),
+             helper.make_node("Concat", ["s", "s"], ["twice"], axis=0),
+             helper.make_node("Transpose", ["twice"], ["moved"], perm=list(range(r))[::-1]),
+             helper.make_node("Cast", ["s"], ["back"], to=elem)]
+    model = make_model(nodes, [vi("x", elem, ["d%d" % i for i in range(r)])],
+                       [vi("s", T.STRING), vi("moved", T.STRING), vi("back", elem)], opset=19)
+    check_strings_with_ort(tmp_path, model, {"x": cast_values(rng, np_dtype, shape)})
+
+
+@pytest.mark.parametrize("elem", [T.FLOAT, T.INT64, T.INT8, T.UINT64])
+def test_cast_from_text(tmp_path, elem):
+    """Text as ONNX Runtime parses it: leading space, trailing text, hex floats, wrapping to the width."""
+    texts = {T.FLOAT: [" 1.5", "1.5abc", "nan", "INF", "-inf", "1e39", "0x10", "-0"],
+             T.INT64: ["12", " -3", "7x", "1.5", "-9223372036854775808"],
+             T.INT8: ["300", "-129", "127"], T.UINT64: ["18446744073709551615", "-1", "+7"]}[elem]
+    model = make_model([helper.make_node("Cast", ["s"], ["y"], to=elem)], [vi("s", T.STRING, ["n"])],
+                       [vi("y", elem)], opset=19)
+    check_strings_with_ort(tmp_path, model, {"s": np.array(texts)})
+
+
+@pytest.mark.parametrize("text,why", [("abc", "is not a number"), ("", "is not a number"),
+                                      ("1e-320", "is out of range")])
+def test_cast_from_text_refused(tmp_path, text, why):
+    model = make_model([helper.make_node("Cast", ["s"], ["y"], to=T.DOUBLE)], [vi("s", T.STRING, ["n"])],
+                       [vi("y", T.DOUBLE)], opset=19)
+    mod = compile_onnx(save_model(model, tmp_path / "m.onnx"))
+    with pytest.raises(DvmError, match=f"cast: string element 1 .* {why}"):
+        run_module(mod, {"s": np.array(["1", text])})
