@@ -36,10 +36,40 @@ static void write_data(dvms_buf *b, const dvm_tensor *t) {
     case DVM_U32: dvms_buf_printf(b, "%" PRIu32, ((const uint32_t *)d)[i]); break;
     case DVM_U64: dvms_buf_printf(b, "%" PRIu64, ((const uint64_t *)d)[i]); break;
     case DVM_BOOL: dvms_buf_printf(b, "%s", ((const uint8_t *)d)[i] ? "true" : "false"); break;
+    case DVM_STRING: {
+      size_t len;
+      const char *s = dvm_tensor_string(t, i, &len);
+      dvms_buf_json_stringn(b, s, len);
+      break;
+    }
     default: dvms_buf_put(b, "null", 4); break; /* f16/bf16 go out as binary (see below) */
     }
   }
   dvms_buf_put(b, "]", 1);
+}
+
+/* The binary form of a tensor: its bytes; BYTES (strings) as KServe's
+ * binary extension has them, each element's byte count (u32
+ * little-endian) then its bytes. */
+static size_t binary_size(const dvm_tensor *t) {
+  if (dvm_tensor_dtype(t) != DVM_STRING) return dvm_tensor_nbytes(t);
+  size_t n = 0, len;
+  for (int64_t i = 0; i < dvm_tensor_numel(t); i++) n += 4 + (dvm_tensor_string(t, i, &len), len);
+  return n;
+}
+
+static void put_binary(dvms_buf *b, const dvm_tensor *t) {
+  if (dvm_tensor_dtype(t) != DVM_STRING) {
+    dvms_buf_put(b, dvm_tensor_data(t), dvm_tensor_nbytes(t));
+    return;
+  }
+  for (int64_t i = 0; i < dvm_tensor_numel(t); i++) {
+    size_t len;
+    const char *s = dvm_tensor_string(t, i, &len);
+    uint8_t n[4] = {(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16), (uint8_t)(len >> 24)};
+    dvms_buf_put(b, n, 4);
+    dvms_buf_put(b, s, len);
+  }
 }
 
 /* JSON has no half-precision numbers: those always go as binary. */
@@ -71,7 +101,7 @@ void dvms_reply_write(dvms_buf *b, const char *model, int64_t version, const dvm
       dvms_buf_printf(b, "%s%" PRId64, d ? "," : "", dvm_tensor_dims(t)[d]);
     dvms_buf_put(b, "]", 1);
     if (binary(req, i, t)) {
-      dvms_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", dvm_tensor_nbytes(t));
+      dvms_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", binary_size(t));
       any_binary = 1;
     } else {
       dvms_buf_put(b, ",\"data\":", 8);
@@ -84,6 +114,6 @@ void dvms_reply_write(dvms_buf *b, const char *model, int64_t version, const dvm
   if (!any_binary) return;
   for (int i = 0; i < sigs->nout; i++) {
     const dvm_tensor *t = outs[i];
-    if (t && binary(req, i, t)) dvms_buf_put(b, dvm_tensor_data(t), dvm_tensor_nbytes(t));
+    if (t && binary(req, i, t)) put_binary(b, t);
   }
 }

@@ -19,7 +19,7 @@ static const struct {
     {DVM_F32, "FP32"}, {DVM_F16, "FP16"}, {DVM_BF16, "BF16"}, {DVM_F64, "FP64"},
     {DVM_I8, "INT8"},  {DVM_I16, "INT16"}, {DVM_I32, "INT32"}, {DVM_I64, "INT64"},
     {DVM_U8, "UINT8"}, {DVM_BOOL, "BOOL"}, {DVM_U16, "UINT16"}, {DVM_U32, "UINT32"},
-    {DVM_U64, "UINT64"},
+    {DVM_U64, "UINT64"}, {DVM_STRING, "BYTES"},
 };
 
 const char *dvms_datatype_name(dvm_dtype dt) {
@@ -105,6 +105,7 @@ static dvm_status *parse_input(const json_t *in, size_t idx, const dvms_sigs *si
     dvm_status_free(st);
     return bad("input \"%s\": more than %lld elements", name, (long long)max_elements);
   }
+  if (s->dtype == DVM_STRING) return bad("input \"%s\": BYTES inputs are not supported by dvm serve yet", name);
   size_t nbytes = (size_t)numel * dvm_dtype_size(s->dtype);
   const json_t *params = json_object_get(in, "parameters");
   const json_t *bsize = params ? json_object_get(params, "binary_data_size") : NULL;

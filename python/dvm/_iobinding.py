@@ -19,6 +19,7 @@ ORT_TYPES = {
     "float64": "tensor(double)", "int8": "tensor(int8)", "int16": "tensor(int16)",
     "int32": "tensor(int32)", "int64": "tensor(int64)", "uint8": "tensor(uint8)", "bool": "tensor(bool)",
     "uint16": "tensor(uint16)", "uint32": "tensor(uint32)", "uint64": "tensor(uint64)",
+    "str": "tensor(string)", "object": "tensor(string)",
 }
 
 

@@ -1,7 +1,8 @@
 /* dvm._dvm, the CPython extension under the Python package: shared
  * declarations of its files (ext.c: the module and its errors; module.c:
  * the Module type and running; tensor.c: tensors between NumPy, DLPack and
- * dvm; compile.c: the compiler; generator.c: the generator for dvm.genai).
+ * dvm; strings.c: string tensors; compile.c: the compiler; generator.c: the
+ * generator for dvm.genai).
  * It uses libdvm's public API and the compiler's (dvmc.h), nothing else of
  * dvm. */
 #ifndef DVM_PY_EXT_H
@@ -49,6 +50,14 @@ int dvm_py_to_value(PyObject *obj, const dvm_param_info *p, dvm_value *out);
 PyObject *dvm_py_from_value(dvm_value *v, const dvm_module *m);
 /* "f32" -> numpy dtype name, for signatures; NULL for no dtype. */
 const char *dvm_py_dtype_name(dvm_dtype dt);
+
+/* ---- strings.c ---- */
+/* A string tensor for parameter p from obj: a NumPy text, bytes or object
+ * array (or what NumPy makes one of) of str (as UTF-8) and bytes. */
+int dvm_py_strings_in(PyObject *obj, const dvm_param_info *p, dvm_value *out);
+/* A NumPy object array of str over a copy of t's elements (UTF-8; an
+ * element that is not raises UnicodeDecodeError). */
+PyObject *dvm_py_strings_out(const dvm_tensor *t);
 
 /* ---- module.c ---- */
 extern PyTypeObject dvm_py_ModuleType;

@@ -35,7 +35,7 @@ static const int npy_of[DVM_DTYPE_COUNT] = {
     [DVM_F32] = NPY_FLOAT32, [DVM_F16] = NPY_FLOAT16, [DVM_BF16] = NPY_UINT16, [DVM_F64] = NPY_FLOAT64,
     [DVM_I8] = NPY_INT8,     [DVM_I16] = NPY_INT16,   [DVM_I32] = NPY_INT32,   [DVM_I64] = NPY_INT64,
     [DVM_U8] = NPY_UINT8,    [DVM_BOOL] = NPY_BOOL,   [DVM_U16] = NPY_UINT16,  [DVM_U32] = NPY_UINT32,
-    [DVM_U64] = NPY_UINT64,
+    [DVM_U64] = NPY_UINT64,  [DVM_STRING] = NPY_OBJECT,
 };
 
 static PyArray_Descr *descr_of(dvm_dtype dt) { /* a new reference */
@@ -50,7 +50,7 @@ static const char *const numpy_names[DVM_DTYPE_COUNT] = {
     [DVM_F32] = "float32", [DVM_F16] = "float16", [DVM_BF16] = "bfloat16", [DVM_F64] = "float64",
     [DVM_I8] = "int8",     [DVM_I16] = "int16",   [DVM_I32] = "int32",     [DVM_I64] = "int64",
     [DVM_U8] = "uint8",    [DVM_BOOL] = "bool",    [DVM_U16] = "uint16",    [DVM_U32] = "uint32",
-    [DVM_U64] = "uint64",
+    [DVM_U64] = "uint64",  [DVM_STRING] = "str",
 };
 
 const char *dvm_py_dtype_name(dvm_dtype dt) {
@@ -347,6 +347,10 @@ int dvm_py_to_value(PyObject *obj, const dvm_param_info *p, dvm_value *out) {
     *out = v;
     return 0;
   }
+  /* text: a string parameter, or text, bytes or objects where the type is open */
+  char kind = PyArray_Check(obj) ? PyArray_DESCR((PyArrayObject *)obj)->kind : 0;
+  if ((p->kind == DVM_VAL_TENSOR && p->dtype == DVM_STRING) || kind == 'U' || kind == 'S' || kind == 'O')
+    return dvm_py_strings_in(obj, p, out);
   if (!PyArray_Check(obj) && PyObject_HasAttrString(obj, "__dlpack__")) return from_dlpack(obj, p, out);
   /* arrays in their own dtype (checked by the VM), in native byte order;
    * scalars and sequences converted to the parameter's dtype */
@@ -385,6 +389,11 @@ PyObject *dvm_py_from_value(dvm_value *v, const dvm_module *m) {
   case DVM_VAL_SHAPE: r = shape_tuple(v->u.dims, v->rank); break;
   case DVM_VAL_TENSOR: {
     dvm_tensor *t = v->u.tensor;
+    if (dvm_tensor_dtype(t) == DVM_STRING) { /* a copy: str objects, not the VM's bytes */
+      r = dvm_py_strings_out(t);
+      dvm_value_clear(v);
+      return r;
+    }
     v->kind = DVM_VAL_NONE; /* the Tensor takes the reference */
     PyObject *obj = tensor_new_from(t);
     if (!obj) return NULL;

@@ -417,10 +417,23 @@ def test_unknown_ml_op(tmp_path):
 
 
 def test_string_tensor(tmp_path):
-    t = empty_tensor("names", TensorProto.STRING, [1])
-    t.string_data.append(b"a")
-    error(onnx_file(identity_model(t), tmp_path), "unimplemented",
-          'tensor "names" has element type STRING, which dvm does not support')
+    t = empty_tensor("names", TensorProto.STRING, [2])
+    t.string_data.extend([b"a", b"\xc3\xa9"])
+    assert "string[2]" in dump(onnx_file(identity_model(t), tmp_path))
+
+
+@pytest.mark.parametrize("field,values,fragment", [
+    ("string_data", [b"a"], 'tensor "names": string_data has 1 values, expected 2'),
+    ("raw_data", b"ab", 'tensor "names" of type STRING has its data in raw_data, expected string_data'),
+    ("int64_data", [1, 2], 'tensor "names" of type STRING has its data in int64_data, expected string_data'),
+])
+def test_string_tensor_malformed(tmp_path, field, values, fragment):
+    t = empty_tensor("names", TensorProto.STRING, [2])
+    if field == "raw_data":
+        t.raw_data = values
+    else:
+        getattr(t, field).extend(values)
+    error(onnx_file(identity_model(t), tmp_path), "corrupt", fragment)
 
 
 @pytest.mark.parametrize("onnx_type,name", [(TensorProto.COMPLEX64, "COMPLEX64"),
@@ -637,10 +650,12 @@ def test_training_info(tmp_path):
     error(onnx_file(m, tmp_path), "unimplemented", "training info")
 
 
-def test_constant_value_string(tmp_path):
-    n = helper.make_node("Constant", [], ["s"], value_string="hi")
+@pytest.mark.parametrize("attr,value,shape", [("value_string", "hi", "string[]"),
+                                              ("value_strings", ["a", "", "b"], "string[3]")])
+def test_constant_value_string(tmp_path, attr, value, shape):
+    n = helper.make_node("Constant", [], ["s"], **{attr: value})
     m = make_model([n, helper.make_node("Identity", ["s"], ["y"])], [], [vi("y", TensorProto.STRING, None)])
-    error(onnx_file(m, tmp_path), "unimplemented", "string tensors are not supported")
+    assert shape in dump(onnx_file(m, tmp_path))
 
 
 def test_constant_with_two_values(tmp_path):

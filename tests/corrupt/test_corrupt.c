@@ -474,7 +474,7 @@ static void tables(void) {
   /* constants: name u32, dtype u8, rank u8, pad u16, offset u64, nbytes u64, dims */
   snprintf(msg, sizeof msg, "constants: entry 0 names string %u, but there are %u", ns, ns);
   corrupt("name-index: constant", c0, 4, ns, msg);
-  corrupt("const-dtype: 13", c0 + 4, 1, DVM_DTYPE_COUNT, "constant \"bias\": unknown dtype 13");
+  corrupt("const-dtype: 14", c0 + 4, 1, DVM_DTYPE_COUNT, "constant \"bias\": unknown dtype 14");
   corrupt("const-rank: 9", c0 + 5, 1, DVM_MAX_RANK + 1, "constant \"bias\": rank 9 exceeds 8");
   corrupt("const-reserved: not zero", c0 + 6, 2, 1, "constant \"bias\": reserved field");
   corrupt("const-bytes: shape needs more", c0 + 24, 8, 5, "16 data bytes, its shape needs 20");
@@ -676,7 +676,7 @@ static void code(void) {
   code_word_set("string-index: one past", mf, operand(mf, pc, 1), L.nstrings, msg);
   pc = find_instr(af, DVM_OP_ALLOC, 0);
   code_word_set("dtype-index: one past", af, operand(af, pc, 1), DVM_DTYPE_COUNT,
-                "(alloc): operand 1: dtype 13 out of range (13)");
+                "(alloc): operand 1: dtype 14 out of range (14)");
   code_word_set("device-index: one past", af, operand(af, pc, 3), DVM_DEVICE_COUNT,
                 "(alloc): operand 3: device 2 out of range (2)");
   pc = find_instr(af, DVM_OP_GUARD, 0);

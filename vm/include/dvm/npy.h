@@ -4,13 +4,15 @@
  * and the dtypes dvm shares with NumPy:
  *
  *   f16 '<f2'  f32 '<f4'  f64 '<f8'  i8 '|i1'  i16 '<i2'  i32 '<i4'
- *   i64 '<i8'  u8 '|u1'   bool '|b1'
+ *   i64 '<i8'  u8 '|u1'   bool '|b1'  u16 '<u2'  u32 '<u4'  u64 '<u8'
+ *   string: text '<U<n>' (n UCS-4 code points, read as UTF-8) or bytes
+ *   '|S<n>' (read as they are); trailing NULs are padding, as in NumPy
  *
  * in either byte order ('<', '>', '|', '=' or none); big-endian data is
  * swapped into host order. Arrays saved with fortran_order True are
  * transposed on read, so the tensor is always dense C (row-major) order with
- * the shape written in the file. Any other descr (u16, u32, u64, complex,
- * strings, objects, structured dtypes) is an error naming it. Rank is at most
+ * the shape written in the file. Any other descr (complex, objects,
+ * structured dtypes) is an error naming it. Rank is at most
  * DVM_MAX_RANK; 0-d arrays and zero-sized dims are fine.
  *
  * The file is untrusted: every malformed header, size or byte count is a
@@ -21,7 +23,9 @@
  * Writing produces what numpy.save does for a C-order array: version 1.0,
  * little-endian descr, header padded with spaces and a newline so the data
  * starts at a multiple of 64 bytes. bf16 has no NumPy dtype and cannot be
- * written. */
+ * written. A string tensor is written as '<U<n>', n its longest element's
+ * code points (at least 1); an element that is not UTF-8 is an error
+ * naming it. */
 #ifndef DVM_NPY_H
 #define DVM_NPY_H
 
