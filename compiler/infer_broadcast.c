@@ -5,13 +5,33 @@
 
 #include "infer_rule.h"
 
+/* The known contents of n's first nin inputs pair up element by element
+ * into len outputs: each input is one element or len of them, and those
+ * of len are in one order (of more than one dim only beside the same dims:
+ * [2, 1] and [1, 2] broadcast to 4). */
+static bool paired(const dvmc_node *n, int nin, int len) {
+  const dvmc_value *first = NULL;
+  for (int i = 0; i < nin; i++) {
+    const dvmc_value *v = n->in[i];
+    if (v->nelems != len && v->nelems != 1) return false;
+    if (v->nelems == 1 || len == 1) continue;
+    if (first && (first->rank > 1 || v->rank > 1)) {
+      if (first->rank != v->rank) return false;
+      for (int d = 0; d < v->rank; d++)
+        if (first->dims[d] != v->dims[d]) return false;
+    }
+    if (!first) first = v;
+  }
+  return true;
+}
+
 /* Scalar arithmetic on contents (the dims math of exported graphs). */
 static void elem_arith(inf *I, const dvmc_node *n) {
   if (n->nin != 2 || !dvmc_value_elems_known(n->in[0]) || !dvmc_value_elems_known(n->in[1])) return;
   const dvmc_value *a = n->in[0], *b = n->in[1];
   if (!a->typed || (a->dtype != DVM_I64 && a->dtype != DVM_I32)) return;
   int len = a->nelems > b->nelems ? a->nelems : b->nelems;
-  if ((a->nelems != len && a->nelems != 1) || (b->nelems != len && b->nelems != 1)) return;
+  if (!paired(n, 2, len)) return;
   const dvmc_expr *e[MAX_ELEMS];
   for (int i = 0; i < len; i++) {
     const dvmc_expr *x = a->elems[a->nelems == 1 ? 0 : i], *y = b->elems[b->nelems == 1 ? 0 : i];
@@ -38,8 +58,7 @@ static void elem_select(inf *I, const dvmc_node *n) {
     if (!dvmc_value_elems_known(n->in[i])) return;
     if (n->in[i]->nelems > len) len = n->in[i]->nelems;
   }
-  for (int i = 0; i < nin; i++)
-    if (n->in[i]->nelems != len && n->in[i]->nelems != 1) return;
+  if (!paired(n, nin, len)) return;
   const dvmc_expr *e[MAX_ELEMS], *one = dvmc_const(I->x, 1), *zero = dvmc_const(I->x, 0);
   for (int i = 0; i < len; i++) {
     const dvmc_expr *a = n->in[0]->elems[n->in[0]->nelems == 1 ? 0 : i];

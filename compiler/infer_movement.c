@@ -5,19 +5,52 @@
 
 #include "infer_rule.h"
 
+/* v's dims, all constants, into out (and their row-major strides into
+ * stride); false when one is not a constant. */
+static bool const_dims(const dvmc_value *v, int64_t *out, int64_t *stride) {
+  if (v->rank < 0) return false;
+  for (int i = 0; i < v->rank; i++)
+    if (v->rank == 1 && dvmc_value_elems_known(v)) out[i] = v->nelems; /* (a shape's length) */
+    else if (!v->dims[i] || !dvmc_expr_is_const(v->dims[i], &out[i])) return false;
+  for (int64_t i = v->rank - 1, s = 1; i >= 0; s *= out[i--]) stride[i] = s;
+  return true;
+}
+
+/* y's contents from x's, whose y[o] (o a multi-index into ydims) is x's
+ * element base + sum of o[k] step[k]: how Transpose and Slice move the
+ * elements of a small integer tensor (torch.onnx's F.pad reverses its pads
+ * with a 2-D Slice and Transpose). */
+static void moved_elems(inf *I, dvmc_value *y, const dvmc_value *x, int rank, const int64_t *ydims,
+                        const int64_t *step, int64_t base) {
+  int64_t count = 1, o[DVM_MAX_RANK] = {0};
+  for (int k = 0; k < rank; k++) count = ydims[k] <= 0 ? 0 : count > MAX_ELEMS ? count : count * ydims[k];
+  if (count > MAX_ELEMS) return;
+  const dvmc_expr *e[MAX_ELEMS];
+  for (int64_t i = 0; i < count; i++) {
+    int64_t at = base;
+    for (int k = 0; k < rank; k++) at += o[k] * step[k];
+    if (at < 0 || at >= x->nelems) return;
+    e[i] = x->elems[at];
+    for (int k = rank - 1; k >= 0 && ++o[k] == ydims[k]; k--) o[k] = 0;
+  }
+  inf_set_elems(I, y, (int)count, e);
+}
+
 void inf_rule_transpose(inf *I, const dvmc_node *n) {
-  (void)I;
   const dvmc_value *x = n->in[0];
   if (!x || x->rank < 0) return;
-  int64_t perm[DVM_MAX_RANK];
+  int64_t perm[DVM_MAX_RANK], xd[DVM_MAX_RANK], xs[DVM_MAX_RANK], yd[DVM_MAX_RANK], step[DVM_MAX_RANK];
   int k = inf_ints_of(n, "perm", -1, perm, DVM_MAX_RANK);
   const dvmc_expr *d[DVM_MAX_RANK];
+  bool consts = dvmc_value_elems_known(x) && const_dims(x, xd, xs);
   for (int i = 0; i < x->rank; i++) {
     int p = k == -2 ? x->rank - 1 - i : (k == x->rank ? inf_norm_axis(perm[i], x->rank) : -1);
     if (p < 0) return;
     d[i] = x->dims[p];
+    if (consts) yd[i] = xd[p], step[i] = xs[p];
   }
   inf_set_shape(n->out[0], x->rank, d);
+  if (consts) moved_elems(I, n->out[0], x, x->rank, yd, step, 0);
 }
 
 /* Reshape to a target known as expressions: 0 copies, -1 is the rest. */
@@ -51,7 +84,7 @@ void inf_rule_reshape(inf *I, const dvmc_node *n) {
     d[infer_at] = dvmc_floordiv(I->x, total, known);
   }
   inf_set_shape(n->out[0], s->nelems, d);
-  if (dvmc_value_elems_known(x) && x->nelems == 1 && s->nelems <= 1) inf_set_elems(I, n->out[0], x->nelems, x->elems);
+  if (dvmc_value_elems_known(x)) inf_set_elems(I, n->out[0], x->nelems, x->elems); /* the same order */
 }
 
 static void squeeze_unsqueeze(inf *I, const dvmc_node *n, int unsqueeze) {
@@ -219,29 +252,34 @@ static void slice(inf *I, const dvmc_node *n) {
   if (ns < 0 || ne != ns || (na != -2 && na != ns) || (np != -2 && np != ns)) return;
   const dvmc_expr *d[DVM_MAX_RANK];
   for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
-  int64_t lo[DVM_MAX_RANK], hi[DVM_MAX_RANK], step[DVM_MAX_RANK];
-  int consts = x->rank == 1 && dvmc_value_elems_known(x);
+  /* the contents too where X's dims and every start and end are constants:
+   * per axis of X the first element, step and count (all of it by default) */
+  int64_t xd[DVM_MAX_RANK], xs[DVM_MAX_RANK], first[DVM_MAX_RANK] = {0}, step[DVM_MAX_RANK], len[DVM_MAX_RANK];
+  bool consts = dvmc_value_elems_known(x) && const_dims(x, xd, xs);
+  for (int i = 0; consts && i < x->rank; i++) step[i] = 1, len[i] = xd[i];
   for (int i = 0; i < ns; i++) {
-    int64_t a = i, t = 1;
+    int64_t a = i, t = 1, s, e;
     if ((na >= 0 && !dvmc_expr_is_const(ax[i], &a)) || (np >= 0 && !dvmc_expr_is_const(sp[i], &t)) || t == 0) return;
     int k = inf_norm_axis(a, x->rank);
     if (k < 0) return;
     d[k] = slice_len(I, x->dims[k], st[i], en[i], t);
-    consts = consts && dvmc_expr_is_const(st[i], &lo[i]) && dvmc_expr_is_const(en[i], &hi[i]);
-    step[i] = t;
+    consts = consts && dvmc_expr_is_const(st[i], &s) && dvmc_expr_is_const(en[i], &e);
+    if (!consts) continue;
+    int64_t dim = xd[k]; /* clamped as slice_len does */
+    s = s < 0 ? s + dim : s;
+    e = e < 0 ? e + dim : e;
+    s = t > 0 ? (s < 0 ? 0 : s > dim ? dim : s) : (s < 0 ? 0 : s > dim - 1 ? dim - 1 : s);
+    e = t > 0 ? (e < 0 ? 0 : e > dim ? dim : e) : (e < -1 ? -1 : e > dim - 1 ? dim - 1 : e);
+    int64_t span = t > 0 ? e - s : s - e, a_t = t > 0 ? t : -t;
+    first[k] = s;
+    step[k] = t;
+    len[k] = span <= 0 ? 0 : (span + a_t - 1) / a_t;
   }
   inf_set_shape(n->out[0], x->rank, d);
-  if (consts && ns == 1) { /* a slice of a shape: its contents, clamped as above */
-    int64_t len = x->nelems, s = lo[0], e = hi[0], t = step[0];
-    s = s < 0 ? s + len : s;
-    e = e < 0 ? e + len : e;
-    s = t > 0 ? (s < 0 ? 0 : s > len ? len : s) : (s < 0 ? 0 : s > len - 1 ? len - 1 : s);
-    e = t > 0 ? (e < 0 ? 0 : e > len ? len : e) : (e < -1 ? -1 : e > len - 1 ? len - 1 : e);
-    const dvmc_expr *el[MAX_ELEMS];
-    int m = 0;
-    for (int64_t j = s; t > 0 ? j < e : j > e; j += t) el[m++] = x->elems[j];
-    inf_set_elems(I, n->out[0], m, el);
-  }
+  if (!consts) return;
+  int64_t base = 0;
+  for (int k = 0; k < x->rank; k++) base += first[k] * xs[k], step[k] *= xs[k];
+  moved_elems(I, n->out[0], x, x->rank, len, step, base);
 }
 
 void inf_rule_slice(inf *I, const dvmc_node *n) { slice(I, n), inf_keep_rank(n); }

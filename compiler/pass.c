@@ -27,6 +27,9 @@ static const dvmc_pass passes[] = {
     {"rmsnorm", "Pow 2 or Mul(x, x), ReduceMean over the last axis, Add eps, Sqrt, Div or Reciprocal and Mul, Mul "
                 "scale -> RMSNormalization (CPU builds)",
      dvmc_pass_rmsnorm, true},
+    {"pad_conv", "Pad with zeros on spatial dims by constant pads, read only as a Conv's X -> the Conv's pads (the "
+                 "nodes that computed the pads go with it)",
+     dvmc_pass_pad_conv},
     {"conv_act", "Conv [* s + b] [Relu, LeakyRelu, Tanh, Sigmoid, Clip, HardSigmoid, HardSwish, x Sigmoid(x), "
                  "x Clip(x + 3, 0, 6) / 6] [* s + b] -> FusedConv (oneDNN post-ops; s, b one-element constants, the "
                  "first pair folded into W and B)",
@@ -185,6 +188,18 @@ dvm_status *dvmc_pass_replace_outs(dvmc_ctx *c, dvmc_graph *g, dvmc_node *const 
   n->id = slot;
   g->nodes[slot] = n;
   return NULL;
+}
+
+void dvmc_pass_drop_unread(dvmc_graph *g, dvmc_value *v) {
+  dvmc_node *n = v ? v->producer : NULL;
+  if (!in_graph(g, n) || n->domain[0]) return;
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] && n->out[k]->uses) return;
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k]) n->out[k]->producer = NULL;
+  g->nodes[n->id] = NULL;
+  for (int k = 0; k < n->nin; k++)
+    if (n->in[k] && --n->in[k]->uses == 0) dvmc_pass_drop_unread(g, n->in[k]);
 }
 
 dvm_status *dvmc_pass_insert(dvmc_ctx *c, dvmc_graph *g, int at, const char *op, const char *domain,

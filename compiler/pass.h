@@ -76,6 +76,12 @@ DVM_MUST_USE dvm_status *dvmc_pass_replace_outs(dvmc_ctx *c, dvmc_graph *g, dvmc
                                                 int nin, dvmc_value *const *outs, int nout,
                                                 const dvmc_attr *attrs, int nattrs);
 
+/* v's producer, a default-domain node of g none of whose outputs is read
+ * any more (a rewrite took the last reader), removed (its slot left NULL),
+ * and so on up through the producers of its inputs: the values only it
+ * needed (the shape arithmetic of a Pad folded into a Conv) are not
+ * computed. */
+void dvmc_pass_drop_unread(dvmc_graph *g, dvmc_value *v);
 /* A new node `op` of `domain` (in...) making out, in slot `at` (0 to
  * g->nnodes) of g, the nodes from there on moved one slot later: the caller
  * proves every input is made before `at` and every reader of out comes
@@ -105,6 +111,7 @@ DVM_MUST_USE dvm_status *dvmc_pass_gelu(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_epilogue(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_skiplayernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_rmsnorm(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_pad_conv(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_act(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_add(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_nhwc(dvmc_ctx *c, dvmc_graph *g, int *count);
