@@ -10,6 +10,7 @@
 #include "ops/cpu/fused.h"
 #include "ops/cuda/gen_abi.h"
 #include "ops/optable.h"
+#include "dvmc.h"
 #include "place_cuda.h"
 
 #define PUSH(p, vec, item) DVM_VEC_PUSH(vec, item, (p)->oom = 1)
@@ -26,6 +27,7 @@ typedef struct placer {
   DVM_VEC(dvm_kernel_ref) kernels;
   DVM_VEC(gen) gens;
   DVM_VEC(void *) owned;         /* names and payloads, freed at the end */
+  int dry;                       /* plans only: no payload is compiled */
   int oom;
   dvm_status *error;
 } placer;
@@ -34,6 +36,7 @@ typedef struct placer {
  * from a linear scan; facts hold only for registers written once. */
 typedef struct fact {
   uint32_t writes;
+  uint32_t def;     /* the instruction that writes it, when written once */
   uint8_t tensor;   /* some instruction puts a tensor in it */
   int8_t dtype;     /* -1 unknown */
   uint8_t has_imm, has_fimm;
@@ -57,6 +60,7 @@ typedef struct clone {
   uint32_t *map;       /* old word offset -> new */
   uint32_t nregs;
   const char *loc;
+  const char *why; /* why the last invoke planned stays on the host */
 } clone;
 
 static char *own_str(placer *p, const char *s) {
@@ -78,11 +82,12 @@ static char *own_str(placer *p, const char *s) {
 typedef struct {
   fact *F;
   const int64_t *instr;
+  uint32_t i;
 } counting;
 
 static void count_write(void *ctx, char letter, uint32_t word) {
   counting *k = ctx;
-  if (letter == 'd' || letter == 'D') k->F[k->instr[word]].writes++;
+  if (letter == 'd' || letter == 'D') k->F[k->instr[word]].writes++, k->F[k->instr[word]].def = k->i;
 }
 
 /* A tensor that an alloc instruction makes with its shape in register `shape`. */
@@ -104,7 +109,7 @@ static void scan(clone *c) {
     }
   for (uint32_t i = 0; i < f->ninstr; i++) {
     const int64_t *instr = f->code + f->starts[i];
-    dvm_instr_operands(instr, 0, count_write, &(counting){F, instr});
+    dvm_instr_operands(instr, 0, count_write, &(counting){F, instr, i});
     switch (instr[0]) {
     case DVM_OP_IMM: {
       dvm_ops_IMM x = dvm_decode_IMM(instr);
@@ -271,6 +276,10 @@ static int64_t gen_kernel(placer *p, char *src, int kind, int nin, int nout,
       free(src);
       return p->gens.v[i].kernel;
     }
+  if (p->dry) {
+    free(src);
+    return 0;
+  }
   char name[32];
   snprintf(name, sizeof name, "gen@%zu", p->gens.n);
   void *payload = NULL;
@@ -303,6 +312,7 @@ static int64_t rows_kernel(clone *c, dvm_kernel_form op, dvm_list outs, dvm_list
   const fact *F = c->facts;
   int nin = (int)ins.n;
   double eps = 0;
+  c->why = "not over the last axis alone (axis -1 known at compile time)";
   if (outs.n != 1 || attrs.n < 1) return -1;
   const fact *a0 = &F[attrs.v[0]];
   if (op < DVM_FORM_ROWS_SUM) { /* softmax, logsoftmax, layernorm: an axis */
@@ -312,12 +322,14 @@ static int64_t rows_kernel(clone *c, dvm_kernel_form op, dvm_list outs, dvm_list
     const fact *ax = &F[a0->shape.v[0]];
     if (ax->writes != 1 || !ax->has_imm || ax->imm != -1) return -1;
   }
+  c->why = "epsilon not known at compile time, or operands other than a row kernel's";
   if (op == DVM_FORM_ROWS_LAYERNORM) {
     if (attrs.n < 2 || F[attrs.v[1]].writes != 1 || !F[attrs.v[1]].has_fimm) return -1;
     eps = F[attrs.v[1]].fimm;
   } else if (nin != 1) {
     return -1;
   }
+  c->why = "dtype not proven f32, f16 or bf16";
   dvm_dtype dt[DVM_GEN_MAX_IN + 1];
   uint8_t classes[DVM_GEN_MAX_IN] = {0};
   for (int k = 0; k <= nin; k++) {
@@ -373,8 +385,10 @@ static int64_t single_kernel(clone *c, const char *name, dvm_list outs, dvm_list
                              dvm_list attrs) {
   const fact *F = c->facts;
   int nin = (int)ins.n;
+  c->why = "more operands or attributes than a generated kernel takes";
   if (outs.n != 1 || nin > 3 || attrs.n > 2) return -1;
   dvm_dtype dt[4];
+  c->why = "dtype not proven";
   for (int k = 0; k <= nin; k++) {
     const fact *t = &F[k < nin ? ins.v[k] : outs.v[0]];
     if (t->writes > 1 || t->dtype < 0) return -1;
@@ -388,6 +402,7 @@ static int64_t single_kernel(clone *c, const char *name, dvm_list outs, dvm_list
   }
   void *prog = NULL;
   size_t size = 0;
+  c->why = "dtypes or attributes for which the generated code would differ from the CPU kernel";
   if ((c->p->error = dvmc_cuda_op_program(name, nin, dt, (int)attrs.n, at, &prog, &size)) || !prog)
     return -1;
   int64_t k = elementwise_kernel(c, prog, size, outs, ins);
@@ -403,6 +418,7 @@ static int64_t transpose_kernel(clone *c, dvm_list outs, dvm_list ins,
                                 dvm_list attrs) {
   const fact *x = &c->facts[ins.v[0]], *y = &c->facts[outs.v[0]];
   dimd d[DVM_MAX_RANK];
+  c->why = "dtype not proven f32, i32 or i64, or rank above 6";
   /* a rank the bytecode proves above the kernels' is left to the host; an
    * unproven one is checked by the launcher */
   if (ins.n != 1 || outs.n != 1 || attrs.n > 1 || x->writes > 1 || y->writes > 1 ||
@@ -427,6 +443,7 @@ static int64_t transpose_kernel(clone *c, dvm_list outs, dvm_list ins,
 static int64_t gather_kernel(clone *c, dvm_list outs, dvm_list ins,
                              dvm_list attrs) {
   const fact *x = &c->facts[ins.v[0]], *idx = &c->facts[ins.v[1]], *y = &c->facts[outs.v[0]];
+  c->why = "data dtype not proven, or indices not proven i32 or i64";
   if (ins.n != 2 || outs.n != 1 || attrs.n > 1 || x->writes > 1 || idx->writes > 1 ||
       y->writes > 1 || x->dtype < 0 || y->dtype != x->dtype ||
       (idx->dtype != DVM_I32 && idx->dtype != DVM_I64))
@@ -459,6 +476,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   pl.generated = form != DVM_FORM_NONE;
   pl.rows = form >= DVM_FORM_ROWS_SOFTMAX;
   pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER;
+  c->why = "no device kernel for the op";
   switch (form) {
   case DVM_FORM_NONE: break;
   case DVM_FORM_ELEMENTWISE: pl.kernel = single_kernel(c, k->name, outs, ins, attrs); break;
@@ -702,6 +720,403 @@ done:
   for (size_t i = 0; i < p.owned.n; i++) free(p.owned.v[i]);
   free(p.owned.v);
   m->nkernels = 0, m->kernels = NULL; /* the module's arena keeps the rest */
+  dvm_module_release(m);
+  return st;
+}
+
+/* ---- host round trips (dvmc_cuda_host_report) ---- */
+
+static int as_num(const char *s, int64_t *v) {
+  char *end;
+  if (!s || !*s) return 0;
+  *v = strtoll(s, &end, 10);
+  return !*end;
+}
+
+static char *num_str(int64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "%lld", (long long)v);
+  return strdup(buf);
+}
+
+/* s as a factor: parenthesized when a sum at its top level. */
+static char *factor(char *s) {
+  int depth = 0, sum = 0;
+  for (const char *p = s; *p; p++) {
+    depth += (*p == '(') - (*p == ')');
+    sum |= depth == 0 && *p == ' ';
+  }
+  if (!sum) return s;
+  char *t = malloc(strlen(s) + 3);
+  if (t) sprintf(t, "(%s)", s);
+  free(s);
+  return t;
+}
+
+/* a OP b as text, numbers folded; takes a and b. */
+static char *combine(int op, char *a, char *b) {
+  int64_t x = 0, y = 0, v = 0;
+  int na = as_num(a, &x), nb = as_num(b, &y), ok = 1;
+  char *r = NULL;
+  if (na && nb) {
+    switch (op) {
+    case DVM_OP_ADD: ok = !__builtin_add_overflow(x, y, &v); break;
+    case DVM_OP_SUB: ok = !__builtin_sub_overflow(x, y, &v); break;
+    case DVM_OP_MUL: ok = !__builtin_mul_overflow(x, y, &v); break;
+    case DVM_OP_DIV:
+    case DVM_OP_MOD:
+      ok = y != 0 && !(x == INT64_MIN && y == -1);
+      if (ok) {
+        int64_t q = x / y, m = x % y;
+        if (m && (m < 0) != (y < 0)) q--, m += y;
+        v = op == DVM_OP_DIV ? q : m;
+      }
+      break;
+    case DVM_OP_MIN: v = x < y ? x : y; break;
+    default: v = x > y ? x : y; break;
+    }
+    r = ok ? num_str(v) : NULL;
+  } else if (op == DVM_OP_ADD || op == DVM_OP_SUB) {
+    if (na && op == DVM_OP_ADD) { /* the symbol first: height - 1 */
+      char *t = a;
+      a = b, b = t, na = 0, nb = 1, y = x;
+    }
+    if (nb && y == 0) r = strdup(a);
+    else if (nb && y != INT64_MIN && (y < 0) == (op == DVM_OP_ADD)) {
+      r = malloc(strlen(a) + 24);
+      if (r) sprintf(r, "%s - %lld", a, (long long)(y < 0 ? -y : y));
+    } else {
+      b = op == DVM_OP_SUB ? factor(b) : b;
+      r = b ? malloc(strlen(a) + strlen(b) + 4) : NULL;
+      if (r) sprintf(r, "%s %c %s", a, op == DVM_OP_ADD ? '+' : '-', b);
+    }
+  } else if (op == DVM_OP_MUL && ((na && x == 1) || (nb && y == 1))) {
+    r = strdup(na ? b : a);
+  } else if (op == DVM_OP_MUL) {
+    a = factor(a), b = factor(b);
+    r = a && b ? malloc(strlen(a) + strlen(b) + 2) : NULL;
+    if (r) sprintf(r, "%s*%s", a, b);
+  } else {
+    static const char *const fns[] = {[DVM_OP_DIV] = "floordiv", [DVM_OP_MOD] = "mod", [DVM_OP_MIN] = "min",
+                                      [DVM_OP_MAX] = "max"};
+    r = malloc(strlen(a) + strlen(b) + 16);
+    if (r) sprintf(r, "%s(%s, %s)", fns[op], a, b);
+  }
+  free(a);
+  free(b);
+  return r;
+}
+
+static char *tensor_dim(const clone *c, int64_t t, int64_t axis, int depth);
+
+/* Scalar register r as a formula of the symbols, or NULL (unknown). */
+static char *scalar_expr(const clone *c, int64_t r, int depth) {
+  const fact *F = &c->facts[r];
+  if (F->writes == 0) {
+    for (uint32_t s = 0; s < c->f->nsyms; s++)
+      if (c->f->syms[s].reg == r) return strdup(c->f->syms[s].name);
+    return NULL;
+  }
+  if (F->writes != 1 || depth > 32) return NULL;
+  if (F->has_imm) return num_str(F->imm);
+  const int64_t *w = c->f->code + c->f->starts[F->def];
+  switch (w[0]) {
+  case DVM_OP_ADD: case DVM_OP_SUB: case DVM_OP_MUL: case DVM_OP_DIV:
+  case DVM_OP_MOD: case DVM_OP_MIN: case DVM_OP_MAX: {
+    dvm_ops_ADD x = dvm_decode_ADD(w); /* the same layout for each */
+    char *a = scalar_expr(c, x.a, depth + 1), *b = a ? scalar_expr(c, x.b, depth + 1) : NULL;
+    if (!b) {
+      free(a);
+      return NULL;
+    }
+    return combine((int)w[0], a, b);
+  }
+  case DVM_OP_MOVE: return scalar_expr(c, dvm_decode_MOVE(w).src, depth + 1);
+  case DVM_OP_DIM: {
+    dvm_ops_DIM x = dvm_decode_DIM(w);
+    return tensor_dim(c, x.src, x.axis, depth + 1);
+  }
+  default: return NULL;
+  }
+}
+
+/* The tensor register that t is a copy or move of, as far as one goes. */
+static int64_t alias_root(const clone *c, int64_t t) {
+  for (int k = 0; k < 64; k++) {
+    const fact *F = &c->facts[t];
+    if (F->writes != 1) break;
+    const int64_t *w = c->f->code + c->f->starts[F->def];
+    if (w[0] == DVM_OP_COPY) t = dvm_decode_COPY(w).src;
+    else if (w[0] == DVM_OP_MOVE) t = dvm_decode_MOVE(w).src;
+    else break;
+  }
+  return t;
+}
+
+/* The dims of tensor t as formulas (each malloc'ed); the rank, or -1. */
+static int tensor_dims(const clone *c, int64_t t, char **d, int depth) {
+  t = alias_root(c, t);
+  const fact *F = &c->facts[t];
+  int n = -1;
+  if (!F->tensor || F->writes > 1) return -1;
+  switch (F->tshape_kind) {
+  case 1: {
+    const fact *S = &c->facts[F->tshape];
+    if (S->writes != 1 || !S->shape.v || S->shape.n > DVM_MAX_RANK) return -1;
+    n = (int)S->shape.n;
+    for (int k = 0; k < n; k++) d[k] = scalar_expr(c, S->shape.v[k], depth + 1);
+    break;
+  }
+  case 2:
+    n = (int)F->tdims.n;
+    for (int k = 0; k < n; k++) d[k] = num_str(F->tdims.v[k]);
+    break;
+  case 3: {
+    const dvm_const *k = &c->p->m->consts[F->tshape];
+    n = k->rank;
+    for (int q = 0; q < n; q++) d[q] = num_str(k->dims[q]);
+    break;
+  }
+  case 4: {
+    const dvm_sig *s = &c->f->params[t];
+    n = s->rank;
+    for (int q = 0; q < n; q++) {
+      int64_t sym = dvm_dim_symbol(s->dims[q]);
+      d[q] = s->dims[q] >= 0 ? num_str(s->dims[q]) : sym >= 0 ? strdup(c->f->syms[sym].name) : NULL;
+    }
+    break;
+  }
+  default: return -1;
+  }
+  int known = 1;
+  for (int k = 0; k < n; k++) known &= d[k] != NULL;
+  if (!known)
+    for (int k = 0; k < n; k++) free(d[k]);
+  return known ? n : -1;
+}
+
+static char *tensor_dim(const clone *c, int64_t t, int64_t axis, int depth) {
+  char *d[DVM_MAX_RANK], *r = NULL;
+  int n = depth > 32 ? -1 : tensor_dims(c, t, d, depth);
+  if (axis < 0) axis += n;
+  for (int k = 0; k < n; k++)
+    if (k == axis) r = d[k];
+    else free(d[k]);
+  return r;
+}
+
+/* The bytes of tensor t as a formula, or NULL (unknown). */
+static char *tensor_bytes(const clone *c, int64_t t) {
+  char *d[DVM_MAX_RANK];
+  int dt = c->facts[alias_root(c, t)].dtype, n;
+  if (dt < 0 || c->facts[t].writes > 1 || (n = tensor_dims(c, t, d, 0)) < 0) return NULL;
+  char *r = num_str((int64_t)dvm_dtype_size((dvm_dtype)dt));
+  for (int num = 1; num >= 0; num--) /* the known dims first, into one number */
+    for (int k = 0; k < n; k++) {
+      int64_t v;
+      if (d[k] && as_num(d[k], &v) == num) {
+        r = r ? combine(DVM_OP_MUL, r, d[k]) : (free(d[k]), NULL); /* takes d[k] */
+        d[k] = NULL;
+      }
+    }
+  return r;
+}
+
+/* One host call of the report. */
+typedef struct hcall {
+  const char *kernel, *node, *why;
+  DVM_VEC(char *) down, up; /* formulas of the bytes copied to the host, back to the device */
+  int down_unknown, up_unknown;
+} hcall;
+
+typedef DVM_VEC(hcall) hcall_vec;
+
+enum { LOC_NONE, LOC_HOST, LOC_DEVICE };
+
+static void add_bytes(placer *p, hcall *h, int up, char *bytes) {
+  if (!bytes) *(up ? &h->up_unknown : &h->down_unknown) += 1;
+  else if (up) PUSH(p, h->up, bytes);
+  else PUSH(p, h->down, bytes);
+}
+
+/* Where each tensor is, in instruction order (jumps not followed: a loop
+ * body counts once), and what each host call copies. */
+static void trace_host_calls(clone *c, hcall_vec *calls) {
+  const dvm_func *f = c->f;
+  uint8_t *loc = calloc(f->nregs + 1, 1);
+  int32_t *prod = malloc(sizeof(int32_t) * (f->nregs + 1));
+  if (!loc || !prod) {
+    c->p->oom = 1;
+    goto done;
+  }
+  for (uint32_t r = 0; r < f->nregs; r++) prod[r] = -1;
+  for (uint32_t k = 0; k < f->nparams; k++)
+    if (f->params[k].kind == DVM_VAL_TENSOR) loc[k] = LOC_DEVICE;
+  for (uint32_t i = 0; i < f->ninstr && !c->p->error && !c->p->oom; i++) {
+    const int64_t *w = f->code + f->starts[i];
+    int64_t dst = -1, src = -1;
+    switch (w[0]) {
+    case DVM_OP_CONST: loc[dvm_decode_CONST(w).dst] = LOC_HOST, prod[dvm_decode_CONST(w).dst] = -1; break;
+    case DVM_OP_ALLOC: case DVM_OP_ALLOC_RESULT: case DVM_OP_ALLOC_TENSOR: case DVM_OP_ALLOC_TENSOR_I:
+      dst = w[1]; /* each's first operand */
+      loc[dst] = c->facts[dst].out_dev == DVM_DEVICE_CPU && w[0] != DVM_OP_ALLOC_TENSOR_I &&
+                 (w[0] != DVM_OP_ALLOC_TENSOR || c->facts[dst].writes == 1) ? LOC_HOST : LOC_DEVICE;
+      prod[dst] = -1;
+      break;
+    case DVM_OP_RESHAPE: dst = dvm_decode_RESHAPE(w).dst, src = dvm_decode_RESHAPE(w).src; break;
+    case DVM_OP_COPY: dst = dvm_decode_COPY(w).dst, src = dvm_decode_COPY(w).src; break;
+    case DVM_OP_MOVE: dst = dvm_decode_MOVE(w).dst, src = dvm_decode_MOVE(w).src; break;
+    case DVM_OP_CALL: {
+      dvm_ops_CALL x = dvm_decode_CALL(w);
+      for (int64_t q = 0; q < x.dsts.n; q++) loc[x.dsts.v[q]] = LOC_DEVICE, prod[x.dsts.v[q]] = -1;
+      break;
+    }
+    case DVM_OP_INVOKE: {
+      dvm_ops_INVOKE x = dvm_decode_INVOKE(w);
+      plan pl = plan_invoke(c, &x);
+      if (pl.kernel >= 0) { /* host tensors it reads go up, in place */
+        for (int pass = 0; pass < 2; pass++) {
+          dvm_list l = pass ? x.outs : x.ins;
+          for (int64_t q = 0; q < l.n; q++) {
+            int64_t r = l.v[q];
+            if (loc[r] == LOC_HOST && prod[r] >= 0) add_bytes(c->p, &calls->v[prod[r]], 1, tensor_bytes(c, r));
+            loc[r] = LOC_DEVICE, prod[r] = -1;
+          }
+        }
+        break;
+      }
+      hcall h = {.kernel = c->p->m->kernels[x.kernel].name, .node = f->src[i], .why = c->why};
+      for (int64_t q = 0; q < x.ins.n; q++)
+        if (loc[x.ins.v[q]] == LOC_DEVICE) add_bytes(c->p, &h, 0, tensor_bytes(c, x.ins.v[q]));
+      for (int64_t q = 0; q < x.outs.n; q++) {
+        int64_t r = x.outs.v[q];
+        if (loc[r] == LOC_DEVICE) add_bytes(c->p, &h, 0, tensor_bytes(c, r));
+        loc[r] = LOC_HOST, prod[r] = (int32_t)calls->n;
+      }
+      PUSH(c->p, *calls, h);
+      break;
+    }
+    default: break;
+    }
+    if (src >= 0) loc[dst] = loc[src], prod[dst] = prod[src];
+  }
+done:
+  free(loc);
+  free(prod);
+}
+
+/* A sum of formulas, and how many were unknown. */
+static void print_sum(FILE *out, char **v, size_t n, int unknown) {
+  for (size_t k = 0; k < n; k++) fprintf(out, "%s%s", k ? " + " : "", v[k]);
+  if (!n) fputs(unknown ? "" : "0", out);
+  if (unknown) fprintf(out, "%s%d unknown", n ? " + " : "", unknown);
+}
+
+static void report_func(placer *p, const dvm_func *f, const dvm_func *placed, FILE *out) {
+  clone c = {.p = p, .f = f, .nregs = f->nregs};
+  hcall_vec calls = {0};
+  c.facts = calloc(f->nregs ? f->nregs : 1, sizeof *c.facts);
+  if (!c.facts) {
+    p->oom = 1;
+    return;
+  }
+  scan(&c);
+  for (uint32_t i = 0; i < f->ninstr && !p->error; i++) { /* as clone_func: each output's device */
+    const int64_t *w = f->code + f->starts[i];
+    if (w[0] != DVM_OP_INVOKE) continue;
+    dvm_ops_INVOKE x = dvm_decode_INVOKE(w);
+    plan pl = plan_invoke(&c, &x);
+    for (int64_t q = 0; q < x.outs.n; q++) {
+      fact *o = &c.facts[x.outs.v[q]];
+      if (o->out_dev < 0) o->out_dev = (int8_t)(pl.kernel >= 0 ? DVM_DEVICE_CUDA : DVM_DEVICE_CPU);
+    }
+  }
+  if (!p->error) trace_host_calls(&c, &calls);
+  size_t in_file = 0; /* the file's clone must hold as many */
+  for (uint32_t i = 0; i < placed->ninstr; i++) {
+    const int64_t *w = placed->code + placed->starts[i];
+    in_file += w[0] == DVM_OP_INVOKE && p->m->kernels[dvm_decode_INVOKE(w).kernel].device == DVM_DEVICE_CPU;
+  }
+  if (!p->error && !p->oom && in_file != calls.n)
+    p->error = dvm_status_new(DVM_INVALID_ARGUMENT, "function \"%s\" holds %zu host kernel calls where this "
+                              "dvm would place %zu: compiled by another version; compile it again",
+                              placed->name, in_file, calls.n);
+  if (!p->error && !p->oom) {
+    fprintf(out, "function %s: %zu host kernel call%s\n", placed->name, calls.n, calls.n == 1 ? "" : "s");
+    DVM_VEC(char *) down = {0}, up = {0};
+    int down_unknown = 0, up_unknown = 0;
+    for (size_t k = 0; k < calls.n; k++) {
+      hcall *h = &calls.v[k];
+      fprintf(out, "  %s at %s: to the host ", h->kernel, h->node ? h->node : "?");
+      print_sum(out, h->down.v, h->down.n, h->down_unknown);
+      fputs(" bytes, back ", out);
+      print_sum(out, h->up.v, h->up.n, h->up_unknown);
+      fprintf(out, " bytes; %s\n", h->why);
+      for (size_t q = 0; q < h->down.n; q++) PUSH(p, down, h->down.v[q]);
+      for (size_t q = 0; q < h->up.n; q++) PUSH(p, up, h->up.v[q]);
+      down_unknown += h->down_unknown, up_unknown += h->up_unknown;
+    }
+    for (size_t k = 0; k < calls.n; k++) { /* by kernel, in order of first call */
+      size_t first = 0, n = 0;
+      while (strcmp(calls.v[first].kernel, calls.v[k].kernel) != 0) first++;
+      if (first != k) continue;
+      for (size_t q = k; q < calls.n; q++) n += strcmp(calls.v[q].kernel, calls.v[k].kernel) == 0;
+      fprintf(out, "%s %s x%zu", k ? "," : "  by kernel:", calls.v[k].kernel, n);
+    }
+    fputs(calls.n ? "\n  total to the host: " : "  total to the host: ", out);
+    print_sum(out, down.v, down.n, down_unknown);
+    fputs(" bytes\n  total back to the device: ", out);
+    print_sum(out, up.v, up.n, up_unknown);
+    fputs(" bytes\n", out);
+    free(down.v);
+    free(up.v);
+  }
+  for (size_t k = 0; k < calls.n; k++) {
+    for (size_t q = 0; q < calls.v[k].down.n; q++) free(calls.v[k].down.v[q]);
+    for (size_t q = 0; q < calls.v[k].up.n; q++) free(calls.v[k].up.v[q]);
+    free(calls.v[k].down.v);
+    free(calls.v[k].up.v);
+  }
+  free(calls.v);
+  free(c.facts);
+}
+
+dvm_status *dvmc_cuda_host_report(const void *data, size_t size, char **text) {
+  dvm_module *m;
+  dvm_status *st = dvm_module_new_empty(&m);
+  if (st) return st;
+  placer p = {.m = m, .dry = 1};
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = NULL;
+  if ((st = dvm_bc_read(m, data, size)) || (st = dvm_verify_module(m))) goto done;
+  if (!(out = open_memstream(&buf, &len))) {
+    st = dvm_status_new(DVM_OUT_OF_MEMORY, "host calls report");
+    goto done;
+  }
+  int clones = 0;
+  for (uint32_t i = 0; i < m->nfuncs && !p.error && !p.oom; i++) {
+    char name[256];
+    snprintf(name, sizeof name, "%s@cuda", m->funcs[i].name);
+    for (uint32_t j = 0; j < m->nfuncs; j++)
+      if (strcmp(m->funcs[j].name, name) == 0) {
+        if (clones++) fputc('\n', out);
+        report_func(&p, &m->funcs[i], &m->funcs[j], out);
+      }
+  }
+  if (!p.error && !p.oom && !clones)
+    p.error = dvm_status_new(DVM_INVALID_ARGUMENT, "the module has no NAME@cuda functions: "
+                             "compile it with --target cpu,cuda");
+  st = p.error ? p.error : p.oom ? dvm_status_new(DVM_OUT_OF_MEMORY, "host calls report") : NULL;
+done:
+  if (out) fclose(out);
+  if (!st) *text = buf;
+  else free(buf);
+  for (size_t i = 0; i < p.gens.n; i++) free(p.gens.v[i].src);
+  free(p.gens.v);
+  for (size_t i = 0; i < p.owned.n; i++) free(p.owned.v[i]);
+  free(p.owned.v);
+  free(p.kernels.v);
   dvm_module_release(m);
   return st;
 }

@@ -5,6 +5,7 @@
 
 #include "../ops/cuda/gen_abi.h"
 #include "cli.h"
+#include "dvmc.h"
 #include "dvm/debug.h"
 
 #define MAX_DIMS 64
@@ -12,9 +13,12 @@
 static const char usage[] =
     "usage: dvm inspect MODEL.dvmb\n"
     "       dvm inspect --memory MODEL.dvmb [--dim SYMBOL=N]...\n"
+    "       dvm inspect --host MODEL.dvmb\n"
     "  lists functions with their symbolic signatures, constants and kernels;\n"
     "  --memory prints each function's peak memory as a formula of its symbols\n"
-    "  and, with a value for every symbol, its value\n";
+    "  and, with a value for every symbol, its value;\n"
+    "  --host lists what each NAME@cuda function still runs on the host: each call,\n"
+    "  the bytes it copies to the host and back, why; then the calls by kernel and totals\n";
 
 /* ---- the peak formula: integers, symbols, + - * ^, floordiv mod min max ---- */
 
@@ -182,6 +186,22 @@ static int inspect_memory(const char *path, int ndims, char **dims) {
   return rc;
 }
 
+/* ---- what runs on the host in NAME@cuda functions ---- */
+
+static int inspect_host(const char *path) {
+  char *bytes, *text;
+  size_t size;
+  dvm_status *st = dvm_cli_read_file(path, &bytes, &size);
+  if (!st) {
+    st = dvmc_cuda_host_report(bytes, size, &text);
+    free(bytes);
+  }
+  if (st) return dvm_cli_fail("inspect", dvm_status_annotate(st, "%s", path));
+  fputs(text, stdout);
+  free(text);
+  return DVM_EXIT_OK;
+}
+
 /* ---- the kernel table, with the variant tables of generated kernels ---- */
 
 static unsigned rd16(const uint8_t *p) { return p[0] | p[1] << 8; }
@@ -248,13 +268,14 @@ static void print_kernels(const dvm_module *m) {
 
 int dvm_cmd_inspect(int argc, char **argv) {
   static const struct option opts[] = {
-      {"memory", no_argument, 0, 'm'}, {"dim", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"memory", no_argument, 0, 'm'}, {"host", no_argument, 0, 'H'}, {"dim", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   char *dims[MAX_DIMS];
-  int ndims = 0, memory = 0;
+  int ndims = 0, memory = 0, host = 0;
   optind = 1;
   for (int c; (c = getopt_long(argc, argv, "mD:h", opts, NULL)) != -1;) {
     switch (c) {
     case 'm': memory = 1; break;
+    case 'H': host = 1; break;
     case 'D':
       if (ndims == MAX_DIMS) return dvm_cli_usage_error("inspect", "too many --dim");
       dims[ndims++] = optarg;
@@ -263,11 +284,12 @@ int dvm_cmd_inspect(int argc, char **argv) {
     default: fputs(usage, stderr); return DVM_EXIT_USAGE;
     }
   }
-  if (optind != argc - 1 || (ndims && !memory)) {
+  if (optind != argc - 1 || (ndims && !memory) || (host && memory)) {
     fputs(usage, stderr);
     return DVM_EXIT_USAGE;
   }
   if (memory) return inspect_memory(argv[optind], ndims, dims);
+  if (host) return inspect_host(argv[optind]);
   dvm_module *m;
   dvm_status *st = dvm_module_load_file(argv[optind], NULL, &m);
   if (st) return dvm_cli_fail("inspect", st);

@@ -120,6 +120,18 @@ DVM_API void dvmc_pass_describe(int i, dvmc_pass_info *out);
 /* The index of the pass named name, or -1. */
 DVM_API int dvmc_pass_find(const char *name);
 
+/* ---- CUDA placement ------------------------------------------------------ */
+
+/* What each NAME@cuda function of the .dvmb in (data, size) still runs on
+ * the host, as text for `dvm inspect --host` (docs/cuda.md): each host
+ * kernel call with its node, the bytes it copies to the host and back to
+ * the device as formulas of the function's symbols ("unknown" where the
+ * bytecode does not prove a shape), and why it stays on the host; then the
+ * calls by kernel and the totals. `*text` is malloc'ed: free it. Fails on a
+ * module without NAME@cuda functions, or whose clones this compiler would
+ * place otherwise. */
+DVM_API DVM_MUST_USE dvm_status *dvmc_cuda_host_report(const void *data, size_t size, char **text);
+
 /* ---- ONNX protobuf values (the ONNX test data's input_N.pb) -------------- */
 
 /* One TensorProto (data borrowed for the call). `*out` holds one

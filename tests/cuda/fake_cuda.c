@@ -13,6 +13,7 @@
  * FAKE_CUDA_FAIL=NAME makes that entry point fail with out-of-memory.
  * test_fake.c reads back the last launch and counters (fake_last_launch,
  * fake_count) and reads and writes device memory (fake_device_copy). */
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,11 +113,24 @@ API CUresult cuMemcpy(fake_ptr d, fake_ptr s, size_t n) {
   if (!device(d, n) || !device(s, n)) return FAKE_INVALID_VALUE;
   return copy_now(DEV(d), DEV(s), n);
 }
+/* FAKE_CUDA_COPIES=PATH: one line per copy between host and device,
+ * "htod BYTES" or "dtoh BYTES", for tests that count what crosses */
+static void trace_copy(const char *dir, size_t n) {
+  const char *path = getenv("FAKE_CUDA_COPIES");
+  FILE *f = path && *path ? fopen(path, "a") : NULL;
+  if (!f) return;
+  fprintf(f, "%s %zu\n", dir, n);
+  fclose(f);
+}
 API CUresult cuMemcpyHtoDAsync_v2(fake_ptr d, const void *s, size_t n, void *st) {
-  return device(d, n) ? fake_enqueue_copy(fake_stream_of(st), DEV(d), s, n) : FAKE_INVALID_VALUE;
+  if (!device(d, n)) return FAKE_INVALID_VALUE;
+  trace_copy("htod", n);
+  return fake_enqueue_copy(fake_stream_of(st), DEV(d), s, n);
 }
 API CUresult cuMemcpyDtoHAsync_v2(void *d, fake_ptr s, size_t n, void *st) {
-  return device(s, n) ? fake_enqueue_copy(fake_stream_of(st), d, DEV(s), n) : FAKE_INVALID_VALUE;
+  if (!device(s, n)) return FAKE_INVALID_VALUE;
+  trace_copy("dtoh", n);
+  return fake_enqueue_copy(fake_stream_of(st), d, DEV(s), n);
 }
 API CUresult cuMemcpyDtoDAsync_v2(fake_ptr d, fake_ptr s, size_t n, void *st) {
   return device(d, n) && device(s, n) ? fake_enqueue_copy(fake_stream_of(st), DEV(d), DEV(s), n)

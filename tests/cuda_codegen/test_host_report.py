@@ -1,0 +1,111 @@
+"""`dvm inspect --host` of the fixture models compiled with --target cpu,cuda:
+each host kernel call of main@cuda with its reason, the calls by kernel,
+and totals that must equal what crosses on the stand-in driver
+(tests/cuda/fake_cuda.c, FAKE_CUDA_COPIES) per invocation: the bytes copied
+to the host are the total to the host plus the results, those copied to
+the device the total back plus the inputs (constants are uploaded once per
+VM: one invocation is taken from two, so they cancel out), and for a model
+with a device gather, the VM's read of the device error record (4 words)
+at its wait for the result.
+usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
+Skips (77) without NVRTC or g++."""
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+from dvmtest.cli import dvm, dvm_ok
+from dvmtest.paths import MODELS
+
+fake = sys.argv[1]
+tmp = tempfile.mkdtemp()
+DTYPE_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "bool": 1}
+
+
+def host_report_eval(formula, dims):
+    """A formula of `dvm inspect` (integers, symbols, + - *, floordiv, mod,
+    min, max) at the symbols' values."""
+    assert "unknown" not in formula, formula
+    assert re.fullmatch(r"[\w\s+\-*(),]*", formula), formula
+    names = dict(dims, floordiv=lambda a, b: a // b, mod=lambda a, b: a % b, min=min, max=max)
+    return eval(formula, {"__builtins__": {}}, names)  # only the characters checked above
+
+
+def host_report_io_bytes(model, dims):
+    """The bytes of main's inputs and of its outputs, from `dvm inspect`."""
+    io = {"input": 0, "output": 0}
+    out = dvm_ok("inspect", model).stdout.split("\nfunction main\n")[1].split("\n\n")[0]
+    for kind, dt, shape in re.findall(r"(input|output) +\w+: tensor (\w+)\[([^\]]*)\]", out):
+        n = DTYPE_BYTES[dt]
+        for d in shape.split(","):
+            n *= host_report_eval(d.strip(), dims)
+        io[kind] += n
+    return io["input"], io["output"]
+
+
+def host_report_copies(model, shapes, iters):
+    """Bytes copied to the device and to the host by `dvm bench` of iters
+    invocations on the stand-in."""
+    log = os.path.join(tmp, "copies")
+    if os.path.exists(log):
+        os.remove(log)
+    env = dict(os.environ, DVM_CUDA_DRIVER=fake, DVM_CUBLAS=fake, FAKE_CUDA_COPIES=log)
+    env.setdefault("FAKE_CUDA_CACHE", os.path.join(tmp, "cache"))
+    args = [a for name, s in shapes.items() for a in ("--shape", f"{name}={s}")]
+    dvm_ok("bench", model, *args, "--iters", iters, "--warmup", 0, "--device", "cuda", env=env)
+    sums = {"htod": 0, "dtoh": 0}
+    for line in open(log):
+        kind, n = line.split()
+        sums[kind] += int(n)
+    return sums["htod"], sums["dtoh"]
+
+
+# model: kernels by first call, a reason every call gives, shapes and the
+# symbols' values, bytes of the device error record read per invocation
+CASES = {
+    "resnet": ("fused_conv x3, max_pool x1, conv x3, global_average_pool x1", "no device kernel for the op",
+               [({"image": "1x3x17x19"}, {"batch": 1, "height": 17, "width": 19}),
+                ({"image": "2x3x8x8"}, {"batch": 2, "height": 8, "width": 8})], 0),
+    "bert": ("from_shape x1, range x1", "no device kernel for the op",
+             [({"ids": "2x7", "mask": "2x7"}, {"batch": 2, "seq": 7})], 32),
+}
+
+fail = 0
+try:
+    for name, (by_kernel, why, shapes, record) in CASES.items():
+        model = os.path.join(tmp, name + ".dvmb")
+        p = dvm("compile", os.path.join(MODELS, name + ".onnx"), "-o", model, "--target", "cpu,cuda")
+        if p.returncode and "NVRTC is not available" in p.stderr:
+            print("SKIP:", p.stderr.strip())
+            sys.exit(77)
+        assert p.returncode == 0, p.stderr
+        report = dvm_ok("inspect", "--host", model).stdout
+        print(report)
+        calls = re.findall(r"^  (\w+) at .*; (.*)$", report, re.M)
+        if f"  by kernel: {by_kernel}\n" not in report or not calls or any(w != why for _, w in calls):
+            print(f"{name}: expected calls {by_kernel}, each for: {why}")
+            fail = 1
+        down = re.search(r"^  total to the host: (.*) bytes$", report, re.M).group(1)
+        up = re.search(r"^  total back to the device: (.*) bytes$", report, re.M).group(1)
+        for feeds, dims in shapes:
+            if shutil.which("g++") is None:
+                print("SKIP: the stand-in runs kernels through g++, not found")
+                sys.exit(77)
+            h1, d1 = host_report_copies(model, feeds, 1)
+            h2, d2 = host_report_copies(model, feeds, 2)
+            ins, outs = host_report_io_bytes(model, dims)
+            want = (host_report_eval(up, dims) + ins, host_report_eval(down, dims) + outs + record)
+            print(f"{name} {dims}: per invocation {h2 - h1} bytes to the device, {d2 - d1} to the host; "
+                  f"the report says {want[0]} and {want[1]}")
+            if (h2 - h1, d2 - d1) != want:
+                fail = 1
+    # a cpu-only file has no clones to report on
+    p = dvm("compile", os.path.join(MODELS, "mlp.onnx"), "-o", os.path.join(tmp, "mlp.dvmb"))
+    p = dvm("inspect", "--host", os.path.join(tmp, "mlp.dvmb"))
+    if p.returncode == 0 or "has no NAME@cuda functions: compile it with --target cpu,cuda" not in p.stderr:
+        print("inspect --host of a cpu-only file:", p.returncode, p.stderr)
+        fail = 1
+finally:
+    shutil.rmtree(tmp)
+sys.exit(fail)
