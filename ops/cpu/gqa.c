@@ -118,19 +118,38 @@ DVM_VEC static void sink_softmax(float *row, int64_t n, float sink) {
   for (int64_t c = 0; c < n; c++) row[c] *= inv;
 }
 
-/* Entry b's key and value rows of kv head h from row t on, one at a time. */
+/* Entry b's key and value rows of kv head h from row t on, one at a time;
+ * on a paged cache with the next block's rows (pk, pv: NULL where there is
+ * none) at hand for prefetching. */
 typedef struct kv_iter {
   const gqa_cache *c;
   int64_t b, h, t, end, left;
-  float *k, *v;
+  float *k, *v, *pk, *pv;
 } kv_iter;
 
-/* The next row's key; its value at *v. */
-static inline const float *kv_next(kv_iter *it, const float **v) {
-  if (!it->left) it->left = kv_rows(it->c, it->b, it->h, it->t, it->end - it->t, &it->k, &it->v);
+static kv_iter kv_begin(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int64_t end) {
+  return (kv_iter){c, b, h, t, end, 0, NULL, NULL, NULL, NULL};
+}
+
+/* The next row's key and value; the same row of the next block towards
+ * the cache, its key (or, with value, its value): a paged entry's blocks
+ * lie anywhere in the pool, where the hardware's prefetcher starts over. */
+static inline const float *kv_next(kv_iter *it, const float **v, int value) {
+  const gqa_cache *c = it->c;
+  if (!it->left) {
+    it->left = kv_rows(c, it->b, it->h, it->t, it->end - it->t, &it->k, &it->v);
+    it->pk = it->pv = NULL;
+    if (c->table && it->t + it->left < it->end)
+      kv_rows(c, it->b, it->h, it->t + it->left, 1, &it->pk, &it->pv);
+  }
   const float *k = it->k;
   *v = it->v;
-  it->k += it->c->d, it->v += it->c->d, it->t++, it->left--;
+  if (it->pk) {
+    const char *p = (const char *)(value ? it->pv : it->pk);
+    for (int64_t o = 0; o < c->d * (int64_t)sizeof(float); o += 64) __builtin_prefetch(p + o);
+    it->pk += c->d, it->pv += c->d;
+  }
+  it->k += c->d, it->v += c->d, it->t++, it->left--;
   return k;
 }
 
@@ -161,9 +180,9 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   if (s >= j->rows[b]) return; /* padding after the entry's tokens */
   int64_t pos = j->past[b] + s, lo = j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0, n = pos + 1 - lo;
   const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d, *vr;
-  kv_iter it = {&j->c, b, kvh, lo, lo + n, 0, NULL, NULL};
+  kv_iter it = kv_begin(&j->c, b, kvh, lo, lo + n);
   for (int64_t c = 0; c < n; c++) { /* each key row once for the g heads */
-    const float *kr = kv_next(&it, &vr);
+    const float *kr = kv_next(&it, &vr, 0);
     for (int64_t h = 0; h < g; h++) sc[h * tp + c] = dot_lanes(q + h * d, kr, d) * j->scale;
   }
   for (int64_t h = 0; h < g; h++) {
@@ -179,13 +198,13 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   }
   /* each value row once; four at a time, so y is loaded and stored once per four */
   int64_t c = 0;
-  it = (kv_iter){&j->c, b, kvh, lo, lo + n, 0, NULL, NULL};
+  it = kv_begin(&j->c, b, kvh, lo, lo + n);
   for (; c + 4 <= n; c += 4) {
     const float *v0, *v1, *v2, *v3;
-    kv_next(&it, &v0);
-    kv_next(&it, &v1);
-    kv_next(&it, &v2);
-    kv_next(&it, &v3);
+    kv_next(&it, &v0, 1);
+    kv_next(&it, &v1, 1);
+    kv_next(&it, &v2, 1);
+    kv_next(&it, &v3, 1);
     for (int64_t h = 0; h < g; h++) {
       const float *p = sc + h * tp + c;
       float *yh = y + h * d;
@@ -194,7 +213,7 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
     }
   }
   for (; c < n; c++) {
-    kv_next(&it, &vr);
+    kv_next(&it, &vr, 1);
     for (int64_t h = 0; h < g; h++) {
       float p = sc[h * tp + c], *yh = y + h * d;
 #pragma omp simd
