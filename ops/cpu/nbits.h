@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define DVM_NBITS_NG 16 /* columns per group */
-#define DVM_NBITS_MR 8  /* rows of A per tile */
+#define DVM_NBITS_MR 4  /* rows of A per tile */
 
 typedef struct dvm_nbits_b {
   int64_t k, n, bits, block, kb, groups;

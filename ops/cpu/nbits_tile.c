@@ -157,10 +157,11 @@ static void f32_generic(const targs *t, int r) { tile_generic(t, r, 0); }
 /* The next group's block j (codes and scales) towards the cache while this
  * one's runs: a step over many rows computes long enough per group that
  * the weights' stream from memory would otherwise stall it at each group. */
-#define PREFETCH_NEXT(u, j)                                                              \
-  do {                                                                                   \
-    for (int64_t p_ = 0; p_ < bb; p_ += UNIT) _mm_prefetch((const char *)(u) + kb * bb + p_, _MM_HINT_T0); \
-    _mm_prefetch((const char *)(t->s + (kb + (j)) * NG), _MM_HINT_T0);                   \
+#define PREFETCH_NEXT(u, j)                                                     \
+  do {                                                                          \
+    for (int64_t p_ = 0; p_ < bb; p_ += UNIT)                                   \
+      _mm_prefetch((const char *)(u) + kb * bb + p_, _MM_HINT_T0);              \
+    _mm_prefetch((const char *)(t->s + (kb + (j)) * NG), _MM_HINT_T0);          \
   } while (0)
 
 /* ---- AVX-512 ---------------------------------------------------------- */
@@ -178,17 +179,17 @@ DVM_TILE_VNNI DVM_TILE_INLINE void i8_512(const targs *t, int r, int bits) {
   TILE_SETUP(int8_t);
   const __m512i m4 = _mm512_set1_epi8(15);
   __m512 o[MR];
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m512i acc[MR];
     PREFETCH_NEXT(u, j);
     const int8_t *ak = a0 + j * block;
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_si512();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_si512();
     if (bits == 4)
       for (int64_t k = 0; k < block; k += 8) {
         __m512i v = _mm512_load_si512(u + k * 8);
         __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) {
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
           acc[i] = _mm512_dpbusd_epi32(acc[i], lo, _mm512_set1_epi32(dvm_tile_load32(ak + i * kp + k)));
           acc[i] = _mm512_dpbusd_epi32(acc[i], hi, _mm512_set1_epi32(dvm_tile_load32(ak + i * kp + k + 4)));
         }
@@ -196,39 +197,39 @@ DVM_TILE_VNNI DVM_TILE_INLINE void i8_512(const targs *t, int r, int bits) {
     else
       for (int64_t k = 0; k < block; k += 4) {
         __m512i v = _mm512_load_si512(u + k * 16);
-        _Pragma("GCC unroll 8") for (int i = 0; i < r; i++)
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
           acc[i] = _mm512_dpbusd_epi32(acc[i], v, _mm512_set1_epi32(dvm_tile_load32(ak + i * kp + k)));
       }
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) EPI512(o[i], _mm512_cvtepi32_ps(acc[i]), i, j);
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) EPI512(o[i], _mm512_cvtepi32_ps(acc[i]), i, j);
   }
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
 }
 
 DVM_TILE_AVX512 DVM_TILE_INLINE void f32_512(const targs *t, int r, int bits) {
   TILE_SETUP(float);
   const __m512i mask = _mm512_set1_epi32(bits == 4 ? 15 : 255);
   __m512 o[MR];
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m512 acc[MR];
     PREFETCH_NEXT(u, j);
     const float *ak = a0 + j * block;
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
       __m512i v = _mm512_load_si512(u + k * (bits == 4 ? 8 : 16));
-      _Pragma("GCC unroll 8") for (int q = 0; q < 4; q++) {
+      _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
         __m512i x = _mm512_srli_epi32(v, 8 * q);
         __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(x, mask));
-        _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(ak[i * kp + k + q]), acc[i]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(lo, _mm512_set1_ps(ak[i * kp + k + q]), acc[i]);
         if (bits == 4) {
           __m512 hi = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(x, 4), mask));
-          _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(ak[i * kp + k + 4 + q]), acc[i]);
+          _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i] = _mm512_fmadd_ps(hi, _mm512_set1_ps(ak[i * kp + k + 4 + q]), acc[i]);
         }
       }
     }
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) EPI512(o[i], acc[i], i, j);
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) EPI512(o[i], acc[i], i, j);
   }
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
 }
 
 /* ---- AVX2: each group as two halves of 8 columns ------------------------ */
@@ -245,17 +246,18 @@ DVM_TILE_AVX2 DVM_TILE_INLINE void i8_256(const targs *t, int r, int bits) {
   TILE_SETUP(int8_t);
   const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
   __m256 o[MR][2];
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m256i acc[MR][2];
+    PREFETCH_NEXT(u, j);
     const int8_t *ak = a0 + j * block;
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
     for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
       const uint8_t *p = u + k * (bits == 4 ? 8 : 16);
       _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         __m256i v = _mm256_load_si256((const __m256i *)(p + 32 * h));
         __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) {
+        _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) {
           __m256i al = _mm256_set1_epi32(dvm_tile_load32(ak + i * kp + k));
           if (bits == 4) { /* each pair sum is at most 2 * 15 * 127: no i16 saturation */
             __m256i ah = _mm256_set1_epi32(dvm_tile_load32(ak + i * kp + k + 4));
@@ -269,10 +271,10 @@ DVM_TILE_AVX2 DVM_TILE_INLINE void i8_256(const targs *t, int r, int bits) {
         }
       }
     }
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++)
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
       _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) EPI256(o[i][h], _mm256_cvtepi32_ps(acc[i][h]), i, j, h);
   }
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++)
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
 }
 
@@ -280,62 +282,55 @@ DVM_TILE_AVX2 DVM_TILE_INLINE void f32_256(const targs *t, int r, int bits) {
   TILE_SETUP(float);
   const __m256i mask = _mm256_set1_epi32(bits == 4 ? 15 : 255);
   __m256 o[MR][2];
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) o[i][0] = o[i][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < kb; j++, u += bb) {
     __m256 acc[MR][2];
+    PREFETCH_NEXT(u, j);
     const float *ak = a0 + j * block;
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
     for (int64_t k = 0; k < block; k += bits == 4 ? 8 : 4) {
       const uint8_t *p = u + k * (bits == 4 ? 8 : 16);
       _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
         __m256i v = _mm256_load_si256((const __m256i *)(p + 32 * h));
-        _Pragma("GCC unroll 8") for (int q = 0; q < 4; q++) {
+        _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
           __m256i x = _mm256_srli_epi32(v, 8 * q);
           __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(x, mask));
-          _Pragma("GCC unroll 8") for (int i = 0; i < r; i++)
+          _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
             acc[i][h] = _mm256_fmadd_ps(lo, _mm256_set1_ps(ak[i * kp + k + q]), acc[i][h]);
           if (bits == 4) {
             __m256 hi = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(x, 4), mask));
-            _Pragma("GCC unroll 8") for (int i = 0; i < r; i++)
+            _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
               acc[i][h] = _mm256_fmadd_ps(hi, _mm256_set1_ps(ak[i * kp + k + 4 + q]), acc[i][h]);
           }
         }
       }
     }
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++)
+    _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
       _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) EPI256(o[i][h], acc[i][h], i, j, h);
   }
-  _Pragma("GCC unroll 8") for (int i = 0; i < r; i++)
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
 }
 
 /* One entry point per variant and bit width, with the row count made a
- * constant so that the accumulators stay in registers. AVX2's 16 registers
- * hold 4 rows' accumulators: more rows run as tiles of 4 (its cases past 4
- * do not occur). */
-#define ROWS_CASE(body, bits, rows, n) \
-  case n: body(&rest, n < rows ? n : rows, bits); break;
-#define ENTRY(name, tgt, body, bits, rows)                                    \
+ * constant so that the accumulators stay in registers. */
+#define ENTRY(name, tgt, body, bits)                                          \
   tgt static void name(const targs *t, int r) {                               \
-    targs rest = *t;                                                          \
-    for (; r > rows; r -= rows, rest.i0 += rows, rest.out += rows * NG)       \
-      body(&rest, rows, bits);                                                \
     switch (r) {                                                              \
-      ROWS_CASE(body, bits, rows, 1) ROWS_CASE(body, bits, rows, 2)           \
-      ROWS_CASE(body, bits, rows, 3) ROWS_CASE(body, bits, rows, 4)           \
-      ROWS_CASE(body, bits, rows, 5) ROWS_CASE(body, bits, rows, 6)           \
-      ROWS_CASE(body, bits, rows, 7)                                          \
-    default: body(&rest, rows, bits); break;                                  \
+    case 1: body(t, 1, bits); break;                                          \
+    case 2: body(t, 2, bits); break;                                          \
+    case 3: body(t, 3, bits); break;                                          \
+    default: body(t, MR, bits); break;                                        \
     }                                                                         \
   }
-ENTRY(i8_512_4, DVM_TILE_VNNI, i8_512, 4, MR)
-ENTRY(i8_512_8, DVM_TILE_VNNI, i8_512, 8, MR)
-ENTRY(f32_512_4, DVM_TILE_AVX512, f32_512, 4, MR)
-ENTRY(f32_512_8, DVM_TILE_AVX512, f32_512, 8, MR)
-ENTRY(i8_256_4, DVM_TILE_AVX2, i8_256, 4, 4)
-ENTRY(i8_256_8, DVM_TILE_AVX2, i8_256, 8, 4)
-ENTRY(f32_256_4, DVM_TILE_AVX2, f32_256, 4, 4)
-ENTRY(f32_256_8, DVM_TILE_AVX2, f32_256, 8, 4)
+ENTRY(i8_512_4, DVM_TILE_VNNI, i8_512, 4)
+ENTRY(i8_512_8, DVM_TILE_VNNI, i8_512, 8)
+ENTRY(f32_512_4, DVM_TILE_AVX512, f32_512, 4)
+ENTRY(f32_512_8, DVM_TILE_AVX512, f32_512, 8)
+ENTRY(i8_256_4, DVM_TILE_AVX2, i8_256, 4)
+ENTRY(i8_256_8, DVM_TILE_AVX2, i8_256, 8)
+ENTRY(f32_256_4, DVM_TILE_AVX2, f32_256, 4)
+ENTRY(f32_256_8, DVM_TILE_AVX2, f32_256, 8)
 #endif
 
 enum { V_GENERIC, V_AVX2, V_AVX512, V_COUNT };

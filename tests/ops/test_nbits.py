@@ -147,7 +147,7 @@ def test_matmul_nbits(m, k, n, bits, block, zp, bias, level, batch):
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 6, 7, 8, 9, 14, 16, 17, 33, 64, 65])
 @pytest.mark.parametrize("bits,zp,level", [(4, None, 4), (4, "u8", 4), (8, "u8", 4), (4, "u8", 0), (8, None, 0)])
 def test_matmul_nbits_rows(m, bits, zp, level):
-    """Row counts around the tiles' 8 rows (a decode step over m sequences),
+    """Row counts around the tiles' 4 rows (a decode step over m sequences),
     K past a block, N past a group of 16."""
     matmul_nbits(np.random.default_rng(m * 10 + bits), m, 100, 37, bits, 32, zp, m % 2 == 1, level)
 
