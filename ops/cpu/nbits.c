@@ -200,48 +200,78 @@ typedef struct a_job {
  * nearbyintf is a libm call per element without SSE4.1. */
 static inline float round_even(float v) { return (v + 12582912.f) - 12582912.f; }
 
-/* One block of A: its values, or its i8 codes (MLAS's CompInt8 rule: scale
- * max|a| / 127, codes a * 127 / max|a| rounded half to even), zero past
- * len; its scale and the sum of what it stored. A NaN makes the scale NaN,
- * so that Y's row is NaN. */
-DVM_VEC static void prepare_block(const float *x, int64_t len, int64_t block, int int8, void *v, float *scale,
-                                  float *sum) {
-  float amax = 0, fsum = 0;
-  int32_t isum = 0, nan = 0;
-  if (!int8) {
-    float *dst = v;
-    _Pragma("omp simd reduction(+:fsum)") for (int64_t t = 0; t < len; t++) fsum += dst[t] = x[t];
-    memset(dst + len, 0, sizeof(float) * (size_t)(block - len));
-    *scale = 1;
-    *sum = fsum;
-    return;
+/* One block of A as floats, zero past len; scale 1 and their sum. */
+static inline __attribute__((always_inline)) void copy_block(const float *x, int64_t len, int64_t block, float *dst,
+                                                             float *scale, float *sum) {
+  float fsum = 0;
+  _Pragma("omp simd reduction(+:fsum)") for (int64_t t = 0; t < len; t++) fsum += dst[t] = x[t];
+  memset(dst + len, 0, sizeof(float) * (size_t)(block - len));
+  *scale = 1;
+  *sum = fsum;
+}
+
+#define LANES 16
+
+/* Lanes l < w take the max (and the NaN flag) of lane l + w: a halving
+ * tree, each step unrolled so that it is one vector operation. */
+#define HALVE(w, m, nan)                                                         \
+  for (int l = 0; l < (w); l++) {                                                \
+    (m)[l] = (m)[l + (w)] > (m)[l] ? (m)[l + (w)] : (m)[l];                      \
+    (nan)[l] |= (nan)[l + (w)];                                                  \
   }
-  int8_t *dst = v;
-  _Pragma("omp simd reduction(max:amax) reduction(|:nan)") for (int64_t t = 0; t < len; t++) {
-    float a = fabsf(x[t]);
-    amax = a > amax ? a : amax;
-    nan |= a != a;
+
+/* One block of A as i8 codes (MLAS's CompInt8 rule: scale max|a| / 127,
+ * codes a * 127 / max|a| rounded half to even), zero past len; its scale
+ * and the sum of its codes. A NaN makes the scale NaN, so that Y's row is
+ * NaN. The max runs in 16 vertical lanes, then a halving tree: GCC's own
+ * reduction goes through memory and a scalar loop per block. */
+static inline __attribute__((always_inline)) void quantize_block(const float *x, int64_t len, int64_t block,
+                                                                 int8_t *dst, float *scale, float *sum) {
+  float m[LANES] = {0};
+  int32_t nan[LANES] = {0}, isum = 0;
+  int64_t t = 0;
+  for (; t + LANES <= len; t += LANES)
+    for (int l = 0; l < LANES; l++) {
+      float a = fabsf(x[t + l]);
+      m[l] = a > m[l] ? a : m[l];
+      nan[l] |= a != a;
+    }
+  for (int l = 0; t + l < len; l++) {
+    float a = fabsf(x[t + l]);
+    m[l] = a > m[l] ? a : m[l];
+    nan[l] |= a != a;
   }
-  float inv = amax != 0 ? 127.f / amax : 0;
-  _Pragma("omp simd reduction(+:isum)") for (int64_t t = 0; t < len; t++) {
+  HALVE(8, m, nan)
+  HALVE(4, m, nan)
+  HALVE(2, m, nan)
+  HALVE(1, m, nan)
+  float amax = m[0], inv = amax != 0 ? 127.f / amax : 0;
+  _Pragma("omp simd") for (t = 0; t < len; t++) {
     float q = round_even(x[t] * inv);
     dst[t] = (int8_t)(q >= -127 && q <= 127 ? q : 0);
-    isum += dst[t];
   }
   memset(dst + len, 0, (size_t)(block - len));
-  *scale = nan ? NAN : amax / 127.f;
+  _Pragma("omp simd reduction(+:isum)") for (t = 0; t < block; t++) isum += dst[t];
+  *scale = nan[0] ? NAN : amax / 127.f;
   *sum = (float)isum;
 }
 
+/* Row `row` of A block by block (the row's loop inside the vector clone:
+ * no indirect call per block). */
+DVM_VEC static void prepare_row(const a_job *j, int64_t row) {
+  for (int64_t b = 0; b < j->kb; b++) {
+    int64_t k0 = b * j->block, len = j->k - k0 < j->block ? j->k - k0 : j->block, at = row * j->kp + k0;
+    const float *x = j->x + row * j->k + k0;
+    float *scale = &j->scale[row * j->kb + b], *sum = &j->sum[row * j->kb + b];
+    if (!j->int8)
+      copy_block(x, len, j->block, (float *)j->v + at, scale, sum);
+    else
+      quantize_block(x, len, j->block, (int8_t *)j->v + at, scale, sum);
+  }
+}
+
 static void prepare_rows(void *ctx, int64_t s, int64_t e) {
-  const a_job *j = ctx;
-  for (int64_t row = s; row < e; row++)
-    for (int64_t b = 0; b < j->kb; b++) {
-      int64_t k0 = b * j->block, len = j->k - k0 < j->block ? j->k - k0 : j->block, at = row * j->kp + k0;
-      void *v = j->int8 ? (void *)((int8_t *)j->v + at) : (void *)((float *)j->v + at);
-      prepare_block(j->x + row * j->k + k0, len, j->block, j->int8, v, &j->scale[row * j->kb + b],
-                    &j->sum[row * j->kb + b]);
-    }
+  for (int64_t row = s; row < e; row++) prepare_row(ctx, row);
 }
 
 typedef struct y_job {
@@ -254,6 +284,8 @@ typedef struct y_job {
   float *y;
 } y_job;
 
+/* A full group's tiles write Y's rows; the last, narrower one goes
+ * through out. */
 static void run_groups(void *ctx, int64_t s, int64_t e) {
   const y_job *j = ctx;
   float out[MR * NG];
@@ -261,11 +293,12 @@ static void run_groups(void *ctx, int64_t s, int64_t e) {
     int64_t c0 = g * NG, w = j->n - c0 < NG ? j->n - c0 : NG;
     for (int64_t i0 = 0; i0 < j->m; i0 += MR) {
       int r = j->m - i0 < MR ? (int)(j->m - i0) : MR;
-      dvm_nbits_tile(j->int8, j->f->b, j->f->scales, j->f->zp, j->zdef, j->a, i0, r, g, out);
-      for (int i = 0; i < r; i++) {
-        float *yr = j->y + (i0 + i) * j->n + c0;
-        for (int64_t c = 0; c < w; c++) yr[c] = out[i * NG + c] + (j->bias ? j->bias[c0 + c] : 0);
-      }
+      float *y = j->y + i0 * j->n + c0;
+      dvm_nbits_tile(j->int8, j->f->b, j->f->scales, j->f->zp, j->zdef, j->a, i0, r, g, w == NG ? y : out,
+                     w == NG ? j->n : NG);
+      for (int i = 0; i < r && (w < NG || j->bias); i++)
+        for (int64_t c = 0; c < w; c++)
+          y[i * j->n + c] = (w < NG ? out[i * NG + c] : y[i * j->n + c]) + (j->bias ? j->bias[c0 + c] : 0);
     }
   }
 }

@@ -54,14 +54,14 @@ typedef struct dvm_nbits_a {
   int64_t kp;
 } dvm_nbits_a;
 
-/* out[i][c] (r <= MR rows of 16, for rows i0 .. i0 + r of A and group g's
- * columns) = sum over blocks of a_scale * b_scale * (dot - zp * a_sum),
+/* out[i * ldo + c] (r <= MR rows of 16, for rows i0 .. i0 + r of A and
+ * group g's columns) = sum over blocks of a_scale * b_scale * (dot - zp * a_sum),
  * zero points from zp (NULL: every one zdef). int8: A as codes, dot in
  * i32 (vpdpbusd where the CPU has AVX-512 VNNI, vpmaddubsw with AVX2);
  * else A as floats, dot in f32. The variant is chosen once per process
  * (ops/cpu/isa.h). */
 void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, const dvm_nbits_q *zp,
-                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out);
+                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out, int64_t ldo);
 
 /* "avx512-vnni", "avx2" or "generic": the int8 tiles' variant (tests). */
 const char *dvm_nbits_int8_variant(void);

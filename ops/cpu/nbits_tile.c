@@ -107,8 +107,8 @@ typedef struct targs {
   const float *s, *z; /* group g's scales and zero points (z NULL: zdef) */
   float zdef;
   const dvm_nbits_a *a;
-  int64_t i0, g;
-  float *out;
+  int64_t i0, g, ldo;
+  float *out; /* row i at out + i * ldo */
 } targs;
 
 typedef void (*tile_fn)(const targs *t, int r);
@@ -117,7 +117,7 @@ static void tile_generic(const targs *t, int r, int int8) {
   const dvm_nbits_b *b = t->b;
   const int64_t kb = b->kb, bb = block_bytes(b), kp = t->a->kp;
   const uint8_t *u = b->codes + t->g * kb * bb;
-  memset(t->out, 0, sizeof(float) * (size_t)(r * NG));
+  for (int i = 0; i < r; i++) memset(t->out + i * t->ldo, 0, sizeof(float) * NG);
   for (int64_t j = 0; j < kb; j++, u += bb)
     for (int i = 0; i < r; i++) {
       int64_t row = t->i0 + i, base = row * kp + j * b->block;
@@ -135,7 +135,7 @@ static void tile_generic(const targs *t, int r, int int8) {
             fdot += (float)q * ((const float *)t->a->v)[base + k];
         }
         float d = int8 ? (float)idot : fdot, z = t->z ? t->z[j * NG + c] : t->zdef;
-        t->out[i * NG + c] += sa * t->s[j * NG + c] * (d - z * sum);
+        t->out[i * t->ldo + c] += sa * t->s[j * NG + c] * (d - z * sum);
       }
     }
 }
@@ -202,7 +202,7 @@ DVM_TILE_VNNI DVM_TILE_INLINE void i8_512(const targs *t, int r, int bits) {
       }
     _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) EPI512(o[i], _mm512_cvtepi32_ps(acc[i]), i, j);
   }
-  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * t->ldo, o[i]);
 }
 
 DVM_TILE_AVX512 DVM_TILE_INLINE void f32_512(const targs *t, int r, int bits) {
@@ -229,7 +229,7 @@ DVM_TILE_AVX512 DVM_TILE_INLINE void f32_512(const targs *t, int r, int bits) {
     }
     _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) EPI512(o[i], acc[i], i, j);
   }
-  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * NG, o[i]);
+  _Pragma("GCC unroll 4") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * t->ldo, o[i]);
 }
 
 /* ---- AVX2: each group as two halves of 8 columns ------------------------ */
@@ -275,7 +275,7 @@ DVM_TILE_AVX2 DVM_TILE_INLINE void i8_256(const targs *t, int r, int bits) {
       _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) EPI256(o[i][h], _mm256_cvtepi32_ps(acc[i][h]), i, j, h);
   }
   _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * t->ldo + 8 * h, o[i][h]);
 }
 
 DVM_TILE_AVX2 DVM_TILE_INLINE void f32_256(const targs *t, int r, int bits) {
@@ -309,7 +309,7 @@ DVM_TILE_AVX2 DVM_TILE_INLINE void f32_256(const targs *t, int r, int bits) {
       _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) EPI256(o[i][h], acc[i][h], i, j, h);
   }
   _Pragma("GCC unroll 4") for (int i = 0; i < r; i++)
-    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * NG + 8 * h, o[i][h]);
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * t->ldo + 8 * h, o[i][h]);
 }
 
 /* One entry point per variant and bit width, with the row count made a
@@ -362,7 +362,7 @@ const char *dvm_nbits_int8_variant(void) {
 }
 
 void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, const dvm_nbits_q *zp,
-                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out) {
+                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out, int64_t ldo) {
   static const tile_fn tiles[V_COUNT][2][2] = {
       [V_GENERIC] = {{f32_generic, f32_generic}, {i8_generic, i8_generic}},
 #if DVM_EW_X86
@@ -372,6 +372,6 @@ void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, c
   };
   const int64_t off = g * b->kb * NG;
   targs t = {.b = b, .s = scales->v + off, .z = zp ? zp->v + off : NULL, .zdef = zdef, .a = a,
-             .i0 = i0, .g = g, .out = out};
+             .i0 = i0, .g = g, .ldo = ldo, .out = out};
   tiles[variant(int8)][int8 != 0][b->bits == 8](&t, r);
 }
