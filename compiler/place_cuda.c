@@ -301,27 +301,76 @@ typedef struct plan {
   int generated;   /* a gen kernel: set the variant, drop attrs */
   int rows;        /* its extent is the last dim of input 0, not numel of output 0 */
   int keep_attrs;  /* a gen kernel that reads the attributes (a transpose's perm) */
+  int merge;       /* >= 0: input 0's dims from this one on are merged into one (a
+                    * reshape before the call), its rank `rank`; -1: none */
+  int rank;
 } plan;
 
 static int float_dt(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16; }
 
+/* The rank of tensor register r when the bytecode proves it, else -1. */
+static int rank_of(const clone *c, int64_t r) {
+  const fact *F = &c->facts[r];
+  if (!F->tensor || F->writes > 1) return -1;
+  switch (F->tshape_kind) {
+  case 1: {
+    const fact *S = &c->facts[F->tshape];
+    return S->writes == 1 && S->shape.v ? (int)S->shape.n : -1;
+  }
+  case 2: return (int)F->tdims.n;
+  case 3: return c->p->m->consts[F->tshape].rank;
+  case 4: return c->f->params[r].rank;
+  default: return -1;
+  }
+}
+
+/* For a reduction whose axes attribute `axes` (a shape of known values)
+ * names the trailing axes of a tensor of rank `rank`, the first of them;
+ * else -1. Each axis once: the CPU kernel refuses repeats. */
+static int trailing_axes(const clone *c, int64_t axes, int rank) {
+  const fact *a = &c->facts[axes];
+  uint32_t seen = 0;
+  if (a->writes != 1 || !a->shape.v || a->shape.n < 1 || a->shape.n > rank) return -1;
+  for (int64_t k = 0; k < a->shape.n; k++) {
+    const fact *ax = &c->facts[a->shape.v[k]];
+    int64_t v = ax->writes == 1 && ax->has_imm ? ax->imm : INT64_MIN;
+    if (v < 0 && v != INT64_MIN) v += rank; /* -1 alone needs no rank */
+    if (v < rank - a->shape.n || v >= rank || (seen >> v & 1)) return -1;
+    seen |= 1u << v;
+  }
+  return rank - (int)a->shape.n;
+}
+
 /* A ROWS kernel for the invoke, when it works over the last axis of
- * float tensors whose dtypes are known; -1 otherwise. */
+ * float tensors whose dtypes are known (a reduction: over trailing axes,
+ * with the rank known, *merge set to the first); -1 otherwise. */
 static int64_t rows_kernel(clone *c, dvm_kernel_form op, dvm_list outs, dvm_list ins,
-                           dvm_list attrs) {
+                           dvm_list attrs, plan *pl) {
   const fact *F = c->facts;
   int nin = (int)ins.n;
   double eps = 0;
-  c->why = "not over the last axis alone (axis -1 known at compile time)";
-  if (outs.n != 1 || attrs.n < 1) return -1;
-  const fact *a0 = &F[attrs.v[0]];
-  if (op < DVM_FORM_ROWS_SUM) { /* softmax, logsoftmax, layernorm: an axis */
-    if (a0->writes != 1 || !a0->has_imm || a0->imm != -1) return -1;
-  } else { /* axes: a shape of one known -1 */
-    if (a0->writes != 1 || !a0->shape.v || a0->shape.n != 1) return -1;
-    const fact *ax = &F[a0->shape.v[0]];
-    if (ax->writes != 1 || !ax->has_imm || ax->imm != -1) return -1;
+  c->why = "not over the trailing axes (axes known at compile time; with the rank, beyond the last)";
+  if (outs.n != 1 || nin < 1) return -1;
+  pl->rank = rank_of(c, ins.v[0]);
+  if (op == DVM_FORM_ROWS_GLOBAL_MEAN) { /* every axis from 2 on */
+    if (attrs.n != 0 || pl->rank < 3 || pl->rank > DVM_MAX_RANK) return -1;
+    pl->merge = 2;
+    op = DVM_FORM_ROWS_MEAN;
+  } else if (attrs.n < 1) {
+    return -1;
+  } else if (op < DVM_FORM_ROWS_SUM) { /* softmax, logsoftmax, layernorm: the last axis */
+    const fact *a0 = &F[attrs.v[0]];
+    if (a0->writes != 1 || !a0->has_imm || (a0->imm != -1 && (pl->rank < 1 || a0->imm != pl->rank - 1)))
+      return -1;
+  } else { /* axes: the trailing ones */
+    int first = trailing_axes(c, attrs.v[0], pl->rank > DVM_MAX_RANK ? -1 : pl->rank);
+    const fact *ax = &F[F[attrs.v[0]].shape.v ? F[attrs.v[0]].shape.v[0] : attrs.v[0]];
+    int last_alone = F[attrs.v[0]].shape.n == 1 && ax->writes == 1 && ax->has_imm && ax->imm == -1;
+    if (!last_alone && first < 0) return -1;
+    pl->merge = last_alone || first == pl->rank - 1 ? -1 : first;
   }
+  /* the merged input's rank, first + 1, must be a generated kernel's */
+  if (pl->merge + 1 > DVM_GEN_MAX_RANK) return -1;
   c->why = "epsilon not known at compile time, or operands other than a row kernel's";
   if (op == DVM_FORM_ROWS_LAYERNORM) {
     if (attrs.n < 2 || F[attrs.v[1]].writes != 1 || !F[attrs.v[1]].has_fimm) return -1;
@@ -461,7 +510,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   placer *p = c->p;
   const dvm_kernel_ref *k = &p->m->kernels[x->kernel];
   dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
-  plan pl = {-1, 0, 0, 0};
+  plan pl = {-1, 0, 0, 0, -1, -1};
   if (k->device != DVM_DEVICE_CPU) return pl;
   if (dvm_ops_find(k->name, DVM_DEVICE_CUDA)) {
     /* names are unique in the table; the linker looks up what precedes '@' */
@@ -483,7 +532,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_FUSED: pl.kernel = fused_kernel(c, k, outs, ins); break;
   case DVM_FORM_PERMUTED: pl.kernel = transpose_kernel(c, outs, ins, attrs); break;
   case DVM_FORM_GATHER: pl.kernel = gather_kernel(c, outs, ins, attrs); break;
-  default: pl.kernel = rows_kernel(c, form, outs, ins, attrs); break;
+  default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
   return pl;
@@ -495,21 +544,45 @@ static void copy_to(clone *c, int64_t dst, int64_t src, dvm_device_kind dev) { E
 
 /* An invoke on the device: operands moved there in place; a generated
  * kernel gets its variant, extent mod T, in a fresh register. */
+/* Input 0 of a reduction over its trailing axes from `merge` on, seen
+ * with those axes as one: a reshape into register `at`, its dims and shape
+ * in the registers after it; the count of registers used. */
+static int merge_axes(clone *c, int64_t x, int merge, int rank, int64_t at) {
+  int64_t dims[DVM_MAX_RANK], r = at + 1;
+  for (int k = 0; k < merge; k++) EMIT(c, DIM, dims[k] = r++, x, k);
+  EMIT(c, DIM, dims[merge] = r++, x, merge);
+  for (int k = merge + 1; k < rank; k++) {
+    EMIT(c, DIM, r, x, k);
+    EMIT(c, MUL, r + 1, dims[merge], r);
+    dims[merge] = r + 1, r += 2;
+  }
+  EMIT(c, MAKE_SHAPE, r, (dvm_list){merge + 1, dims});
+  EMIT(c, RESHAPE, at, x, r);
+  return (int)(r - at + 1);
+}
+
 static void invoke_device(clone *c, const dvm_ops_INVOKE *x, const plan *pl) {
   for (int64_t q = 0; q < x->ins.n; q++) copy_to(c, x->ins.v[q], x->ins.v[q], DVM_DEVICE_CUDA);
   for (int64_t q = 0; q < x->outs.n; q++) copy_to(c, x->outs.v[q], x->outs.v[q], DVM_DEVICE_CUDA);
-  int64_t variant = x->variant;
+  int64_t variant = x->variant, ins[DVM_GEN_MAX_IN];
+  dvm_list in = x->ins;
+  int used = pl->generated ? 3 : 0;
+  if (pl->merge >= 0 && x->ins.n <= DVM_GEN_MAX_IN) { /* rows_kernel proved the rank */
+    memcpy(ins, x->ins.v, sizeof(int64_t) * (size_t)x->ins.n);
+    ins[0] = c->nregs + used;
+    used += merge_axes(c, x->ins.v[0], pl->merge, pl->rank, ins[0]);
+    in.v = ins;
+  }
   if (pl->generated) {
     int64_t n = c->nregs, t = c->nregs + 1;
     variant = c->nregs + 2;
-    if (pl->rows) EMIT(c, DIM, n, x->ins.v[0], -1);
+    if (pl->rows) EMIT(c, DIM, n, in.v[0], -1);
     else EMIT(c, NUMEL, n, x->outs.v[0]);
     EMIT(c, IMM, t, DVMC_CUDA_TILE);
     EMIT(c, MOD, variant, n, t);
   }
-  EMIT(c, INVOKE, pl->kernel, variant, x->outs, x->ins, pl->generated && !pl->keep_attrs ? DVM_NO_LIST : x->attrs);
-  if (pl->generated)
-    for (int q = 0; q < 3; q++) EMIT(c, RELEASE, c->nregs + q);
+  EMIT(c, INVOKE, pl->kernel, variant, x->outs, in, pl->generated && !pl->keep_attrs ? DVM_NO_LIST : x->attrs);
+  for (int q = 0; q < used; q++) EMIT(c, RELEASE, c->nregs + q);
 }
 
 /* An invoke on the host: its inputs as host copies in fresh registers,
@@ -622,7 +695,7 @@ static void rewrite(clone *c, uint32_t i, int after_guards) {
 
 /* The most registers any rewrite borrows past the function's own. */
 static uint32_t scratch_regs(const dvm_func *f) {
-  uint32_t most = 3;
+  uint32_t most = 3 + 3 * DVM_MAX_RANK; /* a variant's 3, and merge_axes's at most */
   for (uint32_t i = 0; i < f->ninstr; i++) {
     const int64_t *w = f->code + f->starts[i];
     int64_t n = w[0] == DVM_OP_INVOKE ? dvm_decode_INVOKE(w).ins.n : w[0] == DVM_OP_SHAPEFN ? dvm_decode_SHAPEFN(w).args.n : 0;

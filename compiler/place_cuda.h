@@ -5,7 +5,8 @@
  * the device; fused elementwise calls become generated kernels ("gen@N",
  * with their DVMG payload compiled by NVRTC and a variant register set
  * from the extent just before the call); softmax, log-softmax, layer norm
- * and reductions over the last axis become generated ROWS kernels;
+ * over the last axis, reductions over trailing axes and global average
+ * pools become generated ROWS kernels (trailing axes reshaped into one);
  * transposes of f32, i32 and i64 become generated copies reading their
  * input through the perm (DVM_GEN_PERMUTED);
  * matmul and gemm run on the device by name; every other kernel runs on

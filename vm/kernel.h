@@ -78,7 +78,8 @@ typedef enum dvm_kernel_form {
   DVM_FORM_FUSED,       /* the elementwise program its payload holds */
   DVM_FORM_PERMUTED,    /* its input copied through the perm attribute (transpose) */
   DVM_FORM_GATHER,      /* ONNX Gather along the axis attribute */
-  /* one row at a time along the last axis; the ROWS forms come last */
+  /* one row at a time along the last axis (the reductions: or along the
+   * trailing axes their axes name); the ROWS forms come last */
   DVM_FORM_ROWS_SOFTMAX,
   DVM_FORM_ROWS_LOGSOFTMAX,
   DVM_FORM_ROWS_LAYERNORM,
@@ -86,6 +87,7 @@ typedef enum dvm_kernel_form {
   DVM_FORM_ROWS_MEAN,
   DVM_FORM_ROWS_MAX,
   DVM_FORM_ROWS_MIN,
+  DVM_FORM_ROWS_GLOBAL_MEAN, /* the mean over every axis from 2 on (GlobalAveragePool) */
 } dvm_kernel_form;
 
 typedef struct dvm_kernel_def {

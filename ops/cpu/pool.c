@@ -566,7 +566,7 @@ const dvm_kernel_def dvm_cpu_pool_kernels[] = {
     {"max_pool", DVM_DEVICE_CPU, max_pool, "pool"},
     {"average_pool", DVM_DEVICE_CPU, average_pool, "pool"},
     {"lp_pool", DVM_DEVICE_CPU, lp_pool, "pool"},
-    {"global_average_pool", DVM_DEVICE_CPU, global_average_pool, "global_pool"},
+    {"global_average_pool", DVM_DEVICE_CPU, global_average_pool, "global_pool", .form = DVM_FORM_ROWS_GLOBAL_MEAN},
     {"global_max_pool", DVM_DEVICE_CPU, global_max_pool, "global_pool"},
     {"max_pool_nhwc", DVM_DEVICE_CPU, max_pool_nhwc, "pool"},
     {"global_average_pool_nhwc", DVM_DEVICE_CPU, global_average_pool_nhwc, "global_pool"},

@@ -790,6 +790,9 @@ static void kernel_forms(void) {
   CHECK(form_of("transpose") == DVM_FORM_PERMUTED);
   CHECK(form_of("gather") == DVM_FORM_GATHER);
   CHECK(form_of("fused") == DVM_FORM_FUSED);
+  /* a ROWS mean of its input with the axes from 2 on merged (placement's
+   * reshape; test_host_report.py runs it against ONNX Runtime) */
+  CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
 #define OP(name, kernel, ...) elementwise_has_case(kernel);
 #include "ops.def"
 #undef OP

@@ -6,7 +6,12 @@ to the host are the total to the host plus the results, those copied to
 the device the total back plus the inputs (constants are uploaded once per
 VM: one invocation is taken from two, so they cancel out), and for a model
 with a device gather, the VM's read of the device error record (4 words)
-at its wait for the result.
+at its wait for the result. A model of reductions over trailing axes
+(GlobalAveragePool of rank 3, 4 and 5, ReduceMean/Sum/Max over trailing
+axes given in any order, Softmax and LogSoftmax over the last axis named
+by its positive index) runs them all on the device, equal to ONNX
+Runtime on the stand-in at awkward shapes; one over axis 1 stays on the
+host, saying why.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
 Skips (77) without NVRTC or g++."""
 import os
@@ -15,7 +20,12 @@ import shutil
 import sys
 import tempfile
 
-from dvmtest.cli import dvm, dvm_ok
+import numpy as np
+from onnx import TensorProto, helper
+
+from dvmtest.cli import dvm, dvm_ok, run_module
+from dvmtest.compare import compare_outputs, ort_outputs
+from dvmtest.onnxmodel import const, make_model, save_model
 from dvmtest.paths import MODELS
 
 fake = sys.argv[1]
@@ -64,12 +74,36 @@ def host_report_copies(model, shapes, iters):
 # model: kernels by first call, a reason every call gives, shapes and the
 # symbols' values, bytes of the device error record read per invocation
 CASES = {
-    "resnet": ("fused_conv x3, max_pool x1, conv x3, global_average_pool x1", "no device kernel for the op",
+    "resnet": ("fused_conv x3, max_pool x1, conv x3", "no device kernel for the op",
                [({"image": "1x3x17x19"}, {"batch": 1, "height": 17, "width": 19}),
                 ({"image": "2x3x8x8"}, {"batch": 2, "height": 8, "width": 8})], 0),
     "bert": ("from_shape x1, range x1", "no device kernel for the op",
              [({"ids": "2x7", "mask": "2x7"}, {"batch": 2, "seq": 7})], 32),
 }
+
+def host_report_reductions_model(path):
+    """Reductions a ROWS kernel runs once their trailing axes are merged,
+    and one over axis 1 that stays on the host."""
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["gap4"]),
+        helper.make_node("GlobalAveragePool", ["y"], ["gap3"]),
+        helper.make_node("GlobalAveragePool", ["z"], ["gap5"]),
+        helper.make_node("ReduceMean", ["x"], ["mean23"], axes=[3, 2], keepdims=1),
+        helper.make_node("ReduceSum", ["x", "ax"], ["sum23"], keepdims=0),
+        helper.make_node("ReduceMax", ["x"], ["max123"], axes=[1, -2, 3], keepdims=0),
+        helper.make_node("ReduceMean", ["x"], ["mean1"], axes=[1], keepdims=1),
+        helper.make_node("Softmax", ["x"], ["softmax3"], axis=3),
+        helper.make_node("LogSoftmax", ["y"], ["logsoftmax2"], axis=2),
+    ]
+    outs = [("gap4", f, None), ("gap3", f, None), ("gap5", f, None), ("mean23", f, None),
+            ("sum23", f, None), ("max123", f, None), ("mean1", f, None), ("softmax3", f, None),
+            ("logsoftmax2", f, None)]
+    m = make_model(nodes, [("x", f, ["n", "c", "h", "w"]), ("y", f, ["n", "c", "l"]),
+                           ("z", f, ["n", "c", "d", "h", "w"])], outs,
+                   [const("ax", [-1, 2], np.int64)], opset=17)
+    return save_model(m, path)
+
 
 fail = 0
 try:
@@ -100,6 +134,30 @@ try:
                   f"the report says {want[0]} and {want[1]}")
             if (h2 - h1, d2 - d1) != want:
                 fail = 1
+    onnx_path = host_report_reductions_model(os.path.join(tmp, "reductions.onnx"))
+    model = os.path.join(tmp, "reductions.dvmb")
+    dvm_ok("compile", onnx_path, "-o", model, "--target", "cpu,cuda")
+    report = dvm_ok("inspect", "--host", model).stdout
+    print(report)
+    if ("  by kernel: reduce_mean x1\n" not in report or
+            "not over the trailing axes (axes known at compile time; with the rank, beyond the last)" not in report):
+        print("reductions: expected reduce_mean over axis 1 alone on the host")
+        fail = 1
+    rng = np.random.default_rng(5)
+    env = dict(os.environ, DVM_CUDA_DRIVER=fake, DVM_CUBLAS=fake)
+    env.setdefault("FAKE_CUDA_CACHE", os.path.join(tmp, "cache"))
+    # a plane of 1, primes, and 23 * 29 = 667 past a block's tile of 512
+    for n, c, h, w in ((1, 1, 1, 1), (2, 3, 5, 7), (1, 2, 23, 29)):
+        feeds = {"x": rng.standard_normal((n, c, h, w), dtype=np.float32),
+                 "y": rng.standard_normal((n, c, h * w), dtype=np.float32),
+                 "z": rng.standard_normal((n, c, 3, h, w), dtype=np.float32)}
+        got = run_module(model, feeds, 9, "--device", "cuda", env=env)
+        try:
+            compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-6, what=f"x {n}x{c}x{h}x{w}")
+            print(f"reductions at {n}x{c}x{h}x{w}: equal to ONNX Runtime")
+        except AssertionError as e:
+            print(e)
+            fail = 1
     # a cpu-only file has no clones to report on
     p = dvm("compile", os.path.join(MODELS, "mlp.onnx"), "-o", os.path.join(tmp, "mlp.dvmb"))
     p = dvm("inspect", "--host", os.path.join(tmp, "mlp.dvmb"))

@@ -51,7 +51,7 @@ def model_feeds(model):
 # pairs are one FusedConv there, pass conv_act: 5, not 8); control's
 # whole-tensor ReduceSum runs there, and its If and Loop read their
 # conditions there
-HOST_SYNCS = {"mlp": 1, "bert": 1, "resnet": 5, "control": 6}
+HOST_SYNCS = {"mlp": 1, "bert": 1, "resnet": 4, "control": 6}
 
 
 def page(b, h, w):
