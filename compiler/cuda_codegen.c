@@ -217,7 +217,8 @@ static dvm_status *element_fn(buf *b, const dvm_fused_program *g, const uint8_t 
       static const char *const index[] = {[DVM_GEN_SAME] = "i", [DVM_GEN_SCALAR] = "0",
                                           [DVM_GEN_SUFFIX] = "i %% p.numel[%d]",
                                           [DVM_GEN_STRIDED] = "dvm_strided(p, %d, i)",
-                                          [DVM_GEN_PERMUTED] = "dvm_strided(p, %d, i)"};
+                                          [DVM_GEN_PERMUTED] = "dvm_strided(p, %d, i)",
+                                          [DVM_GEN_SLICED] = "dvm_strided(p, %d, i)"};
       snprintf(idx, sizeof idx, index[classes[a]], a);
       put(b, "  r%d = ", dst);
       st = load_expr(b, (dvm_dtype)in_dt[a], a, idx);
@@ -300,12 +301,12 @@ dvm_status *dvmc_cuda_elementwise(const void *prog, size_t size, const uint8_t *
   dvm_status *st = dvm_fused_read(prog, size, g);
   if (st) st = dvm_status_annotate(st, "CUDA codegen");
   for (int k = 0; !st && k < g->nin; k++)
-    if (classes[k] > DVM_GEN_PERMUTED || (classes[k] == DVM_GEN_PERMUTED && g->nin != 1))
+    if (classes[k] > DVM_GEN_SLICED || (classes[k] >= DVM_GEN_PERMUTED && g->nin != 1))
       st = dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: input %d has class %d", k, classes[k]);
   buf b = {0};
   if (!st) {
     put(&b, "%s", prelude);
-    /* STRIDED and PERMUTED read alike: the classes keep their sources apart */
+    /* STRIDED, PERMUTED and SLICED read alike: the classes keep their sources apart */
     put(&b, "/* input classes:");
     for (int k = 0; k < g->nin; k++) put(&b, " %d", classes[k]);
     put(&b, " */\n");

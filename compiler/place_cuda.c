@@ -304,6 +304,7 @@ typedef struct plan {
   int merge;       /* >= 0: input 0's dims from this one on are merged into one (a
                     * reshape before the call), its rank `rank`; -1: none */
   int rank;
+  int sliced;      /* a slice: inputs 1.. (constants) passed as shape attributes */
 } plan;
 
 static int float_dt(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16; }
@@ -487,6 +488,55 @@ static int64_t transpose_kernel(clone *c, dvm_list outs, dvm_list ins,
   return k;
 }
 
+/* The values of constant register r, an i64 or i32 tensor of rank 0 or 1
+ * in the module's bytes; -1 when it is not one. */
+static int const_ints(const clone *c, int64_t r, int64_t *v) {
+  const fact *F = &c->facts[r];
+  if (F->writes != 1 || F->tshape_kind != 3) return -1;
+  const dvm_const *k = &c->p->m->consts[F->tshape];
+  int64_t n = k->rank ? k->dims[0] : 1;
+  if ((k->dtype != DVM_I64 && k->dtype != DVM_I32) || k->rank > 1 || n > DVM_MAX_RANK || !k->data ||
+      k->ext_path)
+    return -1;
+  for (int64_t q = 0; q < n; q++)
+    if (k->dtype == DVM_I64) memcpy(&v[q], (const char *)k->data + 8 * q, 8);
+    else {
+      int32_t x;
+      memcpy(&x, (const char *)k->data + 4 * q, 4);
+      v[q] = x;
+    }
+  return (int)n;
+}
+
+/* A slice as a generated copy whose one input is read from an offset
+ * through strides (DVM_GEN_SLICED), when its dtype is known and a register
+ * carries it exactly, and its starts, ends, axes and steps are constants
+ * (the invoke carries them as shapes); -1 otherwise. */
+static int64_t slice_kernel(clone *c, dvm_list outs, dvm_list ins) {
+  const fact *x = &c->facts[ins.v[0]], *y = &c->facts[outs.v[0]];
+  int64_t v[DVM_MAX_RANK];
+  c->why = "dtype not proven f32, i32 or i64, or rank above 6";
+  if (ins.n < 3 || ins.n > 5 || outs.n != 1 || x->writes > 1 || y->writes > 1 || x->dtype < 0 ||
+      y->dtype != x->dtype || rank_of(c, ins.v[0]) > DVM_GEN_MAX_RANK)
+    return -1;
+  c->why = "starts, ends, axes or steps not constants";
+  for (int64_t q = 1; q < ins.n; q++)
+    if (const_ints(c, ins.v[q], v) < 0) return -1;
+  c->why = "dtype not proven f32, i32 or i64, or rank above 6";
+  void *prog = NULL;
+  size_t size = 0;
+  if ((c->p->error = dvmc_cuda_transpose_program((dvm_dtype)x->dtype, &prog, &size)) || !prog)
+    return -1;
+  uint8_t cls = DVM_GEN_SLICED;
+  dvm_dtype dt[2] = {(dvm_dtype)x->dtype, (dvm_dtype)x->dtype};
+  char *src;
+  int64_t k = -1;
+  if (!(c->p->error = dvmc_cuda_elementwise(prog, size, &cls, &src)))
+    k = gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, 1, 1, &cls, dt);
+  free(prog);
+  return k;
+}
+
 /* A gather as a generated GATHER kernel, when the dtypes of its data and
  * indices are known (the invoke keeps its axis attribute); -1 otherwise. */
 static int64_t gather_kernel(clone *c, dvm_list outs, dvm_list ins,
@@ -510,7 +560,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   placer *p = c->p;
   const dvm_kernel_ref *k = &p->m->kernels[x->kernel];
   dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
-  plan pl = {-1, 0, 0, 0, -1, -1};
+  plan pl = {-1, 0, 0, 0, -1, -1, 0};
   if (k->device != DVM_DEVICE_CPU) return pl;
   if (dvm_ops_find(k->name, DVM_DEVICE_CUDA)) {
     /* names are unique in the table; the linker looks up what precedes '@' */
@@ -525,6 +575,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   pl.generated = form != DVM_FORM_NONE;
   pl.rows = form >= DVM_FORM_ROWS_SOFTMAX;
   pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER;
+  pl.sliced = form == DVM_FORM_SLICED;
   c->why = "no device kernel for the op";
   switch (form) {
   case DVM_FORM_NONE: break;
@@ -532,6 +583,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_FUSED: pl.kernel = fused_kernel(c, k, outs, ins); break;
   case DVM_FORM_PERMUTED: pl.kernel = transpose_kernel(c, outs, ins, attrs); break;
   case DVM_FORM_GATHER: pl.kernel = gather_kernel(c, outs, ins, attrs); break;
+  case DVM_FORM_SLICED: pl.kernel = slice_kernel(c, outs, ins); break;
   default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
@@ -561,12 +613,30 @@ static int merge_axes(clone *c, int64_t x, int merge, int rank, int64_t at) {
   return (int)(r - at + 1);
 }
 
+/* A slice's inputs 1.. (constants: slice_kernel checked) as shapes of
+ * immediates in the registers from `at` on, listed in *attrs; the count
+ * of registers used. */
+static int slice_attrs(clone *c, const dvm_ops_INVOKE *x, int64_t at, int64_t *attrs) {
+  int64_t r = at, v[DVM_MAX_RANK], dims[DVM_MAX_RANK];
+  for (int64_t q = 1; q < x->ins.n; q++) {
+    int n = const_ints(c, x->ins.v[q], v);
+    for (int k = 0; k < n; k++) EMIT(c, IMM, dims[k] = r++, v[k]);
+    EMIT(c, MAKE_SHAPE, attrs[q - 1] = r++, (dvm_list){n, dims});
+  }
+  return (int)(r - at);
+}
+
 static void invoke_device(clone *c, const dvm_ops_INVOKE *x, const plan *pl) {
-  for (int64_t q = 0; q < x->ins.n; q++) copy_to(c, x->ins.v[q], x->ins.v[q], DVM_DEVICE_CUDA);
+  int64_t nin = pl->sliced ? 1 : x->ins.n; /* a slice's other inputs go as attributes */
+  for (int64_t q = 0; q < nin; q++) copy_to(c, x->ins.v[q], x->ins.v[q], DVM_DEVICE_CUDA);
   for (int64_t q = 0; q < x->outs.n; q++) copy_to(c, x->outs.v[q], x->outs.v[q], DVM_DEVICE_CUDA);
-  int64_t variant = x->variant, ins[DVM_GEN_MAX_IN];
-  dvm_list in = x->ins;
+  int64_t variant = x->variant, ins[DVM_GEN_MAX_IN], sattrs[4];
+  dvm_list in = {nin, x->ins.v}, attrs = pl->generated && !pl->keep_attrs ? DVM_NO_LIST : x->attrs;
   int used = pl->generated ? 3 : 0;
+  if (pl->sliced) {
+    used += slice_attrs(c, x, c->nregs + used, sattrs);
+    attrs = (dvm_list){x->ins.n - 1, sattrs};
+  }
   if (pl->merge >= 0 && x->ins.n <= DVM_GEN_MAX_IN) { /* rows_kernel proved the rank */
     memcpy(ins, x->ins.v, sizeof(int64_t) * (size_t)x->ins.n);
     ins[0] = c->nregs + used;
@@ -581,7 +651,7 @@ static void invoke_device(clone *c, const dvm_ops_INVOKE *x, const plan *pl) {
     EMIT(c, IMM, t, DVMC_CUDA_TILE);
     EMIT(c, MOD, variant, n, t);
   }
-  EMIT(c, INVOKE, pl->kernel, variant, x->outs, in, pl->generated && !pl->keep_attrs ? DVM_NO_LIST : x->attrs);
+  EMIT(c, INVOKE, pl->kernel, variant, x->outs, in, attrs);
   for (int q = 0; q < used; q++) EMIT(c, RELEASE, c->nregs + q);
 }
 
@@ -695,7 +765,7 @@ static void rewrite(clone *c, uint32_t i, int after_guards) {
 
 /* The most registers any rewrite borrows past the function's own. */
 static uint32_t scratch_regs(const dvm_func *f) {
-  uint32_t most = 3 + 3 * DVM_MAX_RANK; /* a variant's 3, and merge_axes's at most */
+  uint32_t most = 3 + 4 * (DVM_MAX_RANK + 1); /* a variant's 3, and merge_axes's or slice_attrs's at most */
   for (uint32_t i = 0; i < f->ninstr; i++) {
     const int64_t *w = f->code + f->starts[i];
     int64_t n = w[0] == DVM_OP_INVOKE ? dvm_decode_INVOKE(w).ins.n : w[0] == DVM_OP_SHAPEFN ? dvm_decode_SHAPEFN(w).args.n : 0;

@@ -234,10 +234,10 @@ static void print_gen(const uint8_t *p, size_t size) {
     printf("    config %u: block %u, %u per thread, %u shared bytes\n", c,
            rd16(p + DVM_GEN_HEADER_SIZE + 8 * c), rd16(p + DVM_GEN_HEADER_SIZE + 8 * c + 2),
            rd32(p + DVM_GEN_HEADER_SIZE + 8 * c + 4));
-  static const char *const class_names[] = {"same", "scalar", "suffix", "strided", "permuted"};
+  static const char *const class_names[] = {"same", "scalar", "suffix", "strided", "permuted", "sliced"};
   fputs(gather ? "    inputs: data, indices (indexed along the call's axis)" : "    inputs:", stdout);
   for (unsigned k = 0; k < nin && !gather; k++)
-    printf(" %s", p[classes + k] <= DVM_GEN_PERMUTED ? class_names[p[classes + k]] : "?");
+    printf(" %s", p[classes + k] <= DVM_GEN_SLICED ? class_names[p[classes + k]] : "?");
   uint32_t dtypes = rd32(p + 24);
   fputs("\n    dtypes:", stdout);
   for (unsigned k = 0; k < nin + nout; k++) {

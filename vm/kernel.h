@@ -78,6 +78,7 @@ typedef enum dvm_kernel_form {
   DVM_FORM_FUSED,       /* the elementwise program its payload holds */
   DVM_FORM_PERMUTED,    /* its input copied through the perm attribute (transpose) */
   DVM_FORM_GATHER,      /* ONNX Gather along the axis attribute */
+  DVM_FORM_SLICED,      /* its input 0 copied through inputs 1.. (starts, ends, axes, steps: slice) */
   /* one row at a time along the last axis (the reductions: or along the
    * trailing axes their axes name); the ROWS forms come last */
   DVM_FORM_ROWS_SOFTMAX,

@@ -1085,7 +1085,7 @@ const dvm_kernel_def dvm_cpu_movement_kernels[] = {
     [K_GATHER] = {"gather", DVM_DEVICE_CPU, gather, "gather", .form = DVM_FORM_GATHER, .prepack = gather_prepack,
                   .prepack_replaces = 1, .strings = 1},
     {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements", .strings = 1},
-    {"slice", DVM_DEVICE_CPU, slice, "slice", .strings = 1},
+    {"slice", DVM_DEVICE_CPU, slice, "slice", .strings = 1, .form = DVM_FORM_SLICED},
     {"concat", DVM_DEVICE_CPU, concat, "concat", .strings = 1},
     {"copy_into", DVM_DEVICE_CPU, copy_into, NULL},
     {"split", DVM_DEVICE_CPU, split, "split", .strings = 1},

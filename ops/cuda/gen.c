@@ -256,13 +256,17 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   if ((st = call_shape(g, a, &s, &p)) || (st = check_variant(g, a->variant, s.n))) return st;
   if (g->kind == DVM_GEN_GATHER)
     st = dvm_gen_gather_extents(a->in[0], a->in[1], a->out[0], a->attrs, a->nattrs, p.dims, &p.numel[0]);
-  else
+  long long offset[DVM_GEN_MAX_IN] = {0}; /* elements: where a sliced input starts */
+  if (g->kind != DVM_GEN_GATHER)
     for (int k = 0; k < g->nin && !st; k++)
       st = g->classes[k] == DVM_GEN_PERMUTED
                ? dvm_gen_permuted_strides(a->in[k], a->out[0], a->attrs, a->nattrs, p.strides[k])
+           : g->classes[k] == DVM_GEN_SLICED
+               ? dvm_gen_sliced_strides(a->in[k], a->out[0], a->attrs, a->nattrs, p.strides[k], &offset[k])
                : bind_input(g, k, a->in[k], p.dims, &p);
   if (st || s.n == 0 || s.rows == 0) return st;
-  for (int k = 0; k < g->nin; k++) p.ptr[k] = dvm_tensor_ptr(a->in[k]);
+  for (int k = 0; k < g->nin; k++)
+    p.ptr[k] = (char *)dvm_tensor_ptr(a->in[k]) + offset[k] * (long long)dvm_dtype_size((dvm_dtype)a->in[k]->dtype);
   for (int o = 0; o < g->nout; o++) p.ptr[g->nin + o] = dvm_tensor_ptr(a->out[o]);
   if (g->kind == DVM_GEN_GATHER) {
     CUdeviceptr errors;

@@ -57,7 +57,7 @@
 #define DVM_OPS_CUDA_GEN_ABI_H
 
 #define DVM_GEN_MAGIC "DVMG"
-#define DVM_GEN_VERSION 4
+#define DVM_GEN_VERSION 5
 #define DVM_GEN_HEADER_SIZE 32
 #define DVM_GEN_MAX_CONFIGS 8
 #define DVM_GEN_MAX_IN 16
@@ -84,6 +84,11 @@ enum {
                          * attribute 0 as for the CPU "transpose" (absent:
                          * dims reversed); read through strides below that
                          * the launcher computes from the perm */
+  DVM_GEN_SLICED = 5,   /* ELEMENTWISE, the only input (a slice): output 0 is
+                         * it sliced by the call's attributes, the CPU
+                         * "slice"'s inputs 1.. (starts, ends, axes, steps)
+                         * as shapes; read through strides and from an
+                         * offset that the launcher computes from them */
 };
 
 /* The one kernel parameter (passed by value, well under the 4 KiB limit).

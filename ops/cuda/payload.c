@@ -65,11 +65,12 @@ static dvm_status *read_configs(dvm_reader *r, dvm_gen_payload *g) {
   }
   for (int i = 0; i < g->nin; i++) {
     g->classes[i] = dvm_reader_u8(r);
-    if (g->classes[i] > DVM_GEN_PERMUTED)
-      return bad("input %d: class %u, expected 0..%d", i, g->classes[i], DVM_GEN_PERMUTED);
-    /* the call's one perm attribute describes one input of an elementwise copy */
-    if (g->classes[i] == DVM_GEN_PERMUTED && (g->kind != DVM_GEN_ELEMENTWISE || g->nin != 1))
-      return bad("input %d: class permuted needs an elementwise kernel of one input", i);
+    if (g->classes[i] > DVM_GEN_SLICED)
+      return bad("input %d: class %u, expected 0..%d", i, g->classes[i], DVM_GEN_SLICED);
+    /* the call's perm or slice attributes describe one input of an elementwise copy */
+    if (g->classes[i] >= DVM_GEN_PERMUTED && (g->kind != DVM_GEN_ELEMENTWISE || g->nin != 1))
+      return bad("input %d: class %s needs an elementwise kernel of one input", i,
+                 g->classes[i] == DVM_GEN_PERMUTED ? "permuted" : "sliced");
   }
   while (r->pos % 8 && !r->bad)
     if (dvm_reader_u8(r)) return bad("padding byte %zu is not 0", r->pos - 1);
@@ -293,6 +294,34 @@ dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
   }
   int lead = DVM_GEN_MAX_RANK - t.rank;
   for (int d = 0; d < DVM_GEN_MAX_RANK; d++) strides[d] = d < lead ? 0 : xs[t.perm[d - lead]];
+  return NULL;
+}
+
+dvm_status *dvm_gen_sliced_strides(const dvm_tensor *x, const dvm_tensor *y,
+                                   const dvm_value *attrs, int nattrs, long long *strides,
+                                   long long *offset) {
+  dvm_value v[5] = {dvm_value_tensor((dvm_tensor *)x)}; /* read only */
+  if (nattrs < 2 || nattrs > 4)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a sliced input takes 2 to 4 attributes "
+                          "(starts, ends, axes, steps), got %d", nattrs);
+  for (int k = 0; k < nattrs; k++) v[1 + k] = attrs[k];
+  dvm_slice_info s;
+  dvm_status *st = dvm_slice_infer(v, 1 + nattrs, &s);
+  if (st) return dvm_status_annotate(st, "gen");
+  if (s.rank > DVM_GEN_MAX_RANK)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: input 0 has rank %d, generated kernels "
+                          "take up to %d", s.rank, DVM_GEN_MAX_RANK);
+  if ((st = check_output(y, s.rank, s.dims, "the sliced input"))) return st;
+  long long stride = 1;
+  int lead = DVM_GEN_MAX_RANK - s.rank;
+  *offset = 0;
+  for (int d = DVM_GEN_MAX_RANK - 1; d >= 0; d--) {
+    strides[d] = d < lead ? 0 : stride * s.step[d - lead];
+    if (d >= lead) {
+      *offset += s.start[d - lead] * stride;
+      stride *= x->dims[d - lead];
+    }
+  }
   return NULL;
 }
 

@@ -89,6 +89,15 @@ DVM_MUST_USE dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm
                                                   const dvm_value *attrs, int nattrs,
                                                   long long *strides);
 
+/* The strides (as above) and the element offset through which a SLICED
+ * input x is read when the call's attributes carry slice's starts, ends
+ * and optionally axes and steps (shapes or host tensors): y must be x
+ * sliced by them (the CPU "slice"'s shape function decides). A step may be
+ * negative, and so may a stride. DVM_INVALID_ARGUMENT otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_sliced_strides(const dvm_tensor *x, const dvm_tensor *y,
+                                                const dvm_value *attrs, int nattrs,
+                                                long long *strides, long long *offset);
+
 /* A GATHER call's extents: dims (DVM_GEN_MAX_RANK, right-aligned) get
  * [outer, m, inner] of the output, *size data's size along the axis
  * (attribute 0, as for the CPU "gather", whose shape function decides and

@@ -49,11 +49,13 @@ MUT(per_thread_zero, put16(p + 42, 0))
 MUT(shared_big, put32(p + 44, 1u << 30))
 MUT(bad_class, p[CLASSES_AT + 1] = 9)
 MUT(old_version, put16(p + 4, 3))
-MUT(class_past_permuted, p[CLASSES_AT + 1] = DVM_GEN_PERMUTED + 1)
+MUT(class_past_sliced, p[CLASSES_AT + 1] = DVM_GEN_SLICED + 1)
 MUT(permuted_of_three, p[CLASSES_AT + 2] = DVM_GEN_PERMUTED)
+MUT(sliced_of_three, p[CLASSES_AT + 2] = DVM_GEN_SLICED)
 MUT(permuted_rows, p[6] = DVM_GEN_ROWS; p[8] = 1; p[CLASSES_AT] = DVM_GEN_PERMUTED)
 MUT(permuted_one, p[8] = 1; p[CLASSES_AT] = DVM_GEN_PERMUTED; p[CLASSES_AT + 1] = 0;
     p[CLASSES_AT + 2] = 0)
+MUT(sliced_one, permuted_one(p); p[CLASSES_AT] = DVM_GEN_SLICED)
 MUT(padding, p[CLASSES_AT + NIN] = 1)
 MUT(image_past_end, put32(p + TABLE_AT + 16 * 2 + 8, IMG_AT(2) + 8))
 MUT(image_size_overflow, put32(p + TABLE_AT + 16 * 1 + 12, 0xfffffff0u))
@@ -108,9 +110,10 @@ static void test_read(void) {
       {block_zero, "config 0: block of 0"}, {block_big, "block of 2048"},
       {per_thread_zero, "config 1: per_thread is 0"}, {shared_big, "shared memory"},
       {bad_class, "input 1: class 9"}, {padding, "padding byte"},
-      {old_version, "version 3, this dvm reads version 4"},
-      {class_past_permuted, "input 1: class 5, expected 0..4"},
+      {old_version, "version 3, this dvm reads version 5"},
+      {class_past_sliced, "input 1: class 6, expected 0..5"},
       {permuted_of_three, "input 2: class permuted needs an elementwise kernel of one input"},
+      {sliced_of_three, "input 2: class sliced needs an elementwise kernel of one input"},
       {permuted_rows, "input 0: class permuted needs an elementwise kernel of one input"},
       {image_past_end, "image 2 (PTX): bytes"}, {image_size_overflow, "past the end"},
       {image_unaligned, "image 0 (sm_80): offset"}, {image_in_tables, "inside the header"},
@@ -118,7 +121,7 @@ static void test_read(void) {
       {image_reserved, "reserved field is 7"}, {image_arch, "arch 5"},
       {image_dup_arch, "same arch"}, {image_not_elf, "not a cubin"},
       {source_past_end, "source: bytes"}, {source_unaligned, "source: offset"},
-      {bad_dtype, "output 0: dtype code 13 is not a dtype"}, {dtypes_past_end, "dtypes: bytes"},
+      {bad_dtype, "output 0: dtype code 14 is not a dtype"}, {dtypes_past_end, "dtypes: bytes"},
       {dtypes_unaligned, "dtypes: offset"}, {dtypes_over_source, "source: bytes"},
       {image_over_dtypes, "image 0 (sm_80): bytes"},
   };
@@ -128,6 +131,7 @@ static void test_read(void) {
   CHECK_OK(read_mutated(TOTAL, no_ptx));
   /* the one input of an elementwise kernel may be permuted */
   CHECK_OK(read_mutated(TOTAL, permuted_one));
+  CHECK_OK(read_mutated(TOTAL, sliced_one));
   CHECK_OK(read_mutated(TOTAL, gather_ok));
 }
 
@@ -177,6 +181,32 @@ static void test_permuted(void) {
   CHECK_ERR(dvm_gen_permuted_strides(x, y, &dup, 1, s), DVM_INVALID_ARGUMENT, "not a permutation");
   dvm_value two[2] = {perm, perm};
   CHECK_ERR(dvm_gen_permuted_strides(x, y, two, 2, s), DVM_INVALID_ARGUMENT, "at most one");
+  dvm_tensor_release(x);
+  dvm_tensor_release(y);
+  dvm_tensor_release(bad);
+}
+
+/* A sliced input's strides and offset: x [2, 3, 5] from row 1 of its
+ * middle dim, its last backwards by 2 from 4; the output's shape checked
+ * as the CPU slice's, the attribute count and a step of 0 refused. */
+static void test_sliced(void) {
+  dvm_tensor *x = NULL, *y = NULL, *bad = NULL;
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){2, 3, 5}, &x));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){2, 2, 3}, &y));
+  CHECK_OK(dvm_tensor_create(DVM_F32, 3, (int64_t[]){2, 2, 2}, &bad));
+  long long s[DVM_GEN_MAX_RANK], off = -1;
+  dvm_value a[4] = {{.kind = DVM_VAL_SHAPE, .rank = 2, .u.dims = {1, -1}},   /* starts */
+                    {.kind = DVM_VAL_SHAPE, .rank = 2, .u.dims = {9, -9}},   /* ends */
+                    {.kind = DVM_VAL_SHAPE, .rank = 2, .u.dims = {1, 2}},    /* axes */
+                    {.kind = DVM_VAL_SHAPE, .rank = 2, .u.dims = {1, -2}}};  /* steps */
+  CHECK_OK(dvm_gen_sliced_strides(x, y, a, 4, s, &off));
+  CHECK(s[0] == 0 && s[1] == 0 && s[2] == 0 && s[3] == 15 && s[4] == 5 && s[5] == -2);
+  CHECK(off == 1 * 5 + 4);
+  CHECK_ERR(dvm_gen_sliced_strides(x, bad, a, 4, s, &off), DVM_INVALID_ARGUMENT,
+            "output 0 is f32[2,2,2]; the sliced input gives f32[2,2,3]");
+  CHECK_ERR(dvm_gen_sliced_strides(x, y, a, 1, s, &off), DVM_INVALID_ARGUMENT, "2 to 4 attributes");
+  a[3].u.dims[0] = 0;
+  CHECK_ERR(dvm_gen_sliced_strides(x, y, a, 4, s, &off), DVM_INVALID_ARGUMENT, "step 0");
   dvm_tensor_release(x);
   dvm_tensor_release(y);
   dvm_tensor_release(bad);
@@ -273,6 +303,7 @@ int main(void) {
   test_describe();
   test_choose();
   test_permuted();
+  test_sliced();
   test_gather();
   return harness_finish("cuda_payload");
 }

@@ -26,6 +26,7 @@
 #include "ops/cuda/gen_abi.h"
 #include "ops/cuda/payload.h"
 #include "ops/optable.h"
+#include "shapefuncs/movement.h"
 
 extern char **environ;
 
@@ -564,6 +565,74 @@ static void tr_check(const unit *u, dvm_dtype dt) {
   }
 }
 
+/* ---- slice: one SLICED input ---- */
+
+/* Input shapes and slices (starts, ends, axes, steps; the first nattrs of
+ * them): n = 1, steps backwards and past the dim, bounds past either end,
+ * every residue mod T, past a block's tile, rank 6, an empty result. */
+static const struct {
+  int rank;
+  int64_t dims[DVM_GEN_MAX_RANK];
+  int nattrs, n;
+  int64_t v[4][2];
+} sl_cases[] = {
+    {1, {1}, 2, 1, {{0}, {1}}},
+    {3, {2, 3, 5}, 4, 2, {{1, -1}, {9, -9}, {1, 2}, {1, -2}}},
+    {2, {17, 31}, 3, 1, {{3}, {-2}, {1}}},
+    {2, {5, 129}, 3, 1, {{0}, {129}, {-1}}},
+    {4, {3, 1, 43, 2}, 4, 1, {{-1}, {-100}, {0}, {-1}}},
+    {3, {1, 7, 13}, 4, 1, {{2}, {13}, {2}, {4}}},
+    {6, {2, 3, 4, 5, 1, 7}, 4, 2, {{6, 0}, {-8, 5}, {5, 3}, {-3, 2}}},
+    {2, {4, 6}, 3, 1, {{5}, {2}, {0}}},
+};
+
+/* A generated slice of dtype dt against the CPU slice, every config,
+ * variant n mod T and the baseline; strides and offset from the
+ * launcher's own dvm_gen_sliced_strides. */
+static void sl_check(const unit *u, dvm_dtype dt) {
+  for (size_t s = 0; s < sizeof sl_cases / sizeof sl_cases[0]; s++) {
+    int rank = sl_cases[s].rank, na = sl_cases[s].nattrs, nv = sl_cases[s].n;
+    dvm_tensor *x = make(dt, rank, sl_cases[s].dims), *in[5] = {x};
+    dvm_value v[5] = {dvm_value_tensor(x)};
+    for (int k = 0; k < na; k++) {
+      int64_t d = nv;
+      in[1 + k] = make(DVM_I64, 1, &d);
+      memcpy(dvm_tensor_ptr(in[1 + k]), sl_cases[s].v[k], sizeof(int64_t) * (size_t)nv);
+      v[1 + k] = (dvm_value){.kind = DVM_VAL_SHAPE, .rank = nv};
+      memcpy(v[1 + k].u.dims, sl_cases[s].v[k], sizeof(int64_t) * (size_t)nv);
+    }
+    fill(x, 1);
+    dvm_slice_info info;
+    CHECK_OK(dvm_slice_infer(v, 1 + na, &info));
+    dvm_tensor *ref = make(dt, rank, info.dims), *out = make(dt, rank, info.dims);
+    CHECK_OK(cpu("slice", NULL, 0, in, 1 + na, &ref, 1, NULL, 0));
+    dvm_gen_params p;
+    long long offset = -1;
+    params(&p, ref, &x, 1, &out, 1);
+    CHECK_OK(dvm_gen_sliced_strides(x, out, v + 1, na, p.strides[0], &offset));
+    p.ptr[0] = (char *)p.ptr[0] + offset * (long long)dvm_dtype_size(dt);
+    int64_t n = dvm_tensor_numel(ref);
+    p.n = n, p.rows = 1;
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS && n; c++)
+      for (int var = (int)(n % T); var <= T; var += T - (int)(n % T)) {
+        poison(out);
+        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+        CHECK(launch(u, c, var, (unsigned)((n + per_block - 1) / per_block), &p) == 0);
+        /* bit for bit: a slice moves values, NaNs included */
+        int same = !memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref));
+        CHECK(same);
+        if (!same)
+          fprintf(stderr, "slice %s case %zu n %lld config %d variant %d: differs from the CPU\n",
+                  dvm_dtype_name(dt), s, (long long)n, c, var);
+        if (var == T) break;
+      }
+    CHECK(n || s == sizeof sl_cases / sizeof sl_cases[0] - 1); /* only the last is empty */
+    for (int k = 0; k <= na; k++) dvm_tensor_release(in[k]);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+}
+
 /* ---- gather ---- */
 
 /* data and index dtypes: every element size, both index dtypes */
@@ -790,6 +859,7 @@ static void kernel_forms(void) {
   CHECK(form_of("transpose") == DVM_FORM_PERMUTED);
   CHECK(form_of("gather") == DVM_FORM_GATHER);
   CHECK(form_of("fused") == DVM_FORM_FUSED);
+  CHECK(form_of("slice") == DVM_FORM_SLICED);
   /* a ROWS mean of its input with the axes from 2 on merged (placement's
    * reshape; test_host_report.py runs it against ONNX Runtime) */
   CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
@@ -817,7 +887,7 @@ int main(int argc, char **argv) {
     return harness_failures ? harness_finish("test_emulate") : 77;
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
-  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NGU = NTU + NTR, NU = NGU + NGA };
+  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR, NU = NGU + NGA };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -861,9 +931,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NTR; i++) {
     void *tprog = NULL;
     size_t tsize = 0;
-    uint8_t pcls = DVM_GEN_PERMUTED;
+    uint8_t pcls = DVM_GEN_PERMUTED, scls = DVM_GEN_SLICED;
     CHECK_OK(dvmc_cuda_transpose_program(tr_dtypes[i], &tprog, &tsize));
     if (tprog) CHECK_OK(dvmc_cuda_elementwise(tprog, tsize, &pcls, &u[NTU + i].src));
+    if (tprog) CHECK_OK(dvmc_cuda_elementwise(tprog, tsize, &scls, &u[NSU + i].src));
     free(tprog);
   }
   for (int i = 0; i < NGA; i++) CHECK_OK(dvmc_cuda_gather(ga_dtypes[i][0], ga_dtypes[i][1], &u[NGU + i].src));
@@ -886,6 +957,8 @@ int main(int argc, char **argv) {
     }
   for (int i = 0; i < NTR; i++)
     if (u[NTU + i].launch) tr_check(&u[NTU + i], tr_dtypes[i]);
+  for (int i = 0; i < NTR; i++)
+    if (u[NSU + i].launch) sl_check(&u[NSU + i], tr_dtypes[i]);
   for (int i = 0; i < NGA; i++)
     if (u[NGU + i].launch) ga_check(&u[NGU + i], ga_dtypes[i]);
   for (int q = 0; q < NROWS; q++)

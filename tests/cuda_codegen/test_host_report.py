@@ -9,7 +9,8 @@ with a device gather, the VM's read of the device error record (4 words)
 at its wait for the result. A model of reductions over trailing axes
 (GlobalAveragePool of rank 3, 4 and 5, ReduceMean/Sum/Max over trailing
 axes given in any order, Softmax and LogSoftmax over the last axis named
-by its positive index) runs them all on the device, equal to ONNX
+by its positive index, Slices with constant bounds, negative steps among
+them) runs them all on the device, equal to ONNX
 Runtime on the stand-in at awkward shapes; one over axis 1 stays on the
 host, saying why.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
@@ -95,13 +96,20 @@ def host_report_reductions_model(path):
         helper.make_node("ReduceMean", ["x"], ["mean1"], axes=[1], keepdims=1),
         helper.make_node("Softmax", ["x"], ["softmax3"], axis=3),
         helper.make_node("LogSoftmax", ["y"], ["logsoftmax2"], axis=2),
+        helper.make_node("Slice", ["x", "s0", "e0", "a0", "st0"], ["slice_steps"]),
+        helper.make_node("Slice", ["z", "s1", "e1"], ["slice_lead"]),
     ]
     outs = [("gap4", f, None), ("gap3", f, None), ("gap5", f, None), ("mean23", f, None),
             ("sum23", f, None), ("max123", f, None), ("mean1", f, None), ("softmax3", f, None),
-            ("logsoftmax2", f, None)]
+            ("logsoftmax2", f, None), ("slice_steps", f, None), ("slice_lead", f, None)]
     m = make_model(nodes, [("x", f, ["n", "c", "h", "w"]), ("y", f, ["n", "c", "l"]),
                            ("z", f, ["n", "c", "d", "h", "w"])], outs,
-                   [const("ax", [-1, 2], np.int64)], opset=17)
+                   [const("ax", [-1, 2], np.int64),
+                    # every other row from 1, columns backwards by 3 from the last
+                    const("s0", [1, -1], np.int64), const("e0", [1000, -1000], np.int64),
+                    const("a0", [2, -1], np.int64), const("st0", [2, -3], np.int64),
+                    # i32 bounds on the leading axes, the trailing ones whole
+                    const("s1", [0, 1], np.int32), const("e1", [1, 3], np.int32)], opset=17)
     return save_model(m, path)
 
 
@@ -151,7 +159,7 @@ try:
         feeds = {"x": rng.standard_normal((n, c, h, w), dtype=np.float32),
                  "y": rng.standard_normal((n, c, h * w), dtype=np.float32),
                  "z": rng.standard_normal((n, c, 3, h, w), dtype=np.float32)}
-        got = run_module(model, feeds, 9, "--device", "cuda", env=env)
+        got = run_module(model, feeds, 11, "--device", "cuda", env=env)
         try:
             compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-6, what=f"x {n}x{c}x{h}x{w}")
             print(f"reductions at {n}x{c}x{h}x{w}: equal to ONNX Runtime")
