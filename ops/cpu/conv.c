@@ -69,6 +69,8 @@
 
 #include "kernel.h"
 #include "ops/cpu/conv.h"
+#include "ops/cpu/conv_dw.h"
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/par.h"
 #include "ops/cpu/weight_mem.h"
@@ -1273,6 +1275,57 @@ static dvm_status *begin(const char *op) {
   return NULL;
 }
 
+/* ---- depthwise convolutions: conv_dw.c's loops ------------------------------ */
+
+/* A 2-D depthwise conv (group = C = M) of channels-first X and Y without
+ * Z: conv_dw.c's loops, without oneDNN's copies to and from its 16-channel
+ * blocks (channels last, oneDNN measured faster: conv_dw.c). */
+static bool depthwise(const key *k) {
+  return !k->transpose && k->rank == 4 && k->dt == dnnl_f32 && !k->z && !k->layout && k->group > 1 &&
+         k->group == k->x[1] && k->group == k->y[1] && k->w[2] <= DVM_CONV_DW_ROWS;
+}
+
+/* A run of Y through k's epilogue: the cheap activations as vector loops,
+ * the others by epilogue(). */
+DVM_EW_CLONES static void epilogue_run(const void *ctx, float *y, int64_t n) {
+  const key *k = ctx;
+  float a = k->alpha, b = k->beta;
+  switch (k->act) {
+  case ACT_IDENTITY: break;
+  case ACT_RELU: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0; break;
+  case ACT_LEAKY_RELU: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : y[i] * a; break;
+  case ACT_CLIP:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {
+      float v = y[i] < a ? a : y[i];
+      y[i] = v > b ? b : v;
+    }
+    break;
+  case ACT_HARD_SWISH:
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {
+      float g = y[i] / 6 + 0.5f;
+      y[i] *= g < 0 ? 0 : g > 1 ? 1 : g;
+    }
+    break;
+  default:
+    for (int64_t i = 0; i < n; i++) y[i] = epilogue(k, y[i]);
+    return;
+  }
+  float s = k->post_scale, t = k->post_shift;
+  if (s != 1 || t != 0) _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] * s + t;
+}
+
+static void run_depthwise(const key *k, const dvm_kernel_args *a, int threads) {
+  const dvm_tensor *b = a->nin >= 3 ? a->in[2] : NULL;
+  bool post = k->act != ACT_IDENTITY || k->post_scale != 1 || k->post_shift != 0;
+  dvm_conv_dw d = {.n = k->x[0], .c = k->x[1], .h = k->x[2], .w = k->x[3], .oh = k->y[2], .ow = k->y[3],
+                   .kh = k->w[2], .kw = k->w[3], .sh = k->stride[0], .sw = k->stride[1], .dh = k->dilation[0],
+                   .dw = k->dilation[1], .pt = k->pad_begin[0], .pl = k->pad_begin[1],
+                   .x = dvm_tensor_ptr(a->in[0]), .wt = dvm_tensor_ptr(a->in[1]), .b = b ? dvm_tensor_ptr(b) : NULL,
+                   .y = dvm_tensor_ptr(a->out[0]), .post = post ? epilogue_run : NULL, .ctx = k};
+  /* (small ones whole on the caller, as run_split does) */
+  dvm_cpu_conv_dw(&d, d.n * d.c * d.oh * d.ow * d.kh * d.kw < SPLIT_MIN_MACS ? 1 : threads);
+}
+
 /* kind: 0 conv, 1 conv_transpose, 2 fused_conv (this table's entries) */
 static dvm_status *run(const dvm_kernel_args *a, int kind) {
   static const char *const ops[] = {"conv", "conv_transpose", "fused_conv"};
@@ -1284,6 +1337,10 @@ static dvm_status *run(const dvm_kernel_args *a, int kind) {
   if (dvm_tensor_numel(a->out[0]) == 0) return NULL;
   if (k.x[1] == 0) {
     fill_bias(a->out[0], b, kind == 2 ? &k : NULL, z);
+    return NULL;
+  }
+  if (depthwise(&k)) {
+    run_depthwise(&k, a, k.threads);
     return NULL;
   }
   if ((st = begin(op))) return st;

@@ -376,6 +376,70 @@ def test_fused_conv_layout(xs, ws, strides, pads, dil, group, bias, layout, thre
     check_fused(ins, attrs, want, layout, threads)
 
 
+# Depthwise 2-D convs (group = C = M): conv_dw.c's loops where X and Y are
+# channels first (layout 0); channels last and channel multipliers > 1 stay
+# on oneDNN. Channels 1, 3, 16, 17, 33, 48; images 1x1 to 19x37 and 13x90
+# (16-column blocks, four at once, and a last one overlapping); pads,
+# dilations, strides 2 (blocks too) and 3 (column by column), 1x3 and 5x5.
+DW_CASES = [
+    ((1, 1, 7, 7), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
+    ((2, 3, 13, 7), (3, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 3, True),
+    ((1, 17, 2, 13), (17, 1, 3, 3), (1, 1), (1, 0, 2, 1), (1, 1), 17, False),
+    ((1, 33, 13, 13), (33, 1, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1), 33, True),    # TF "same", stride 2
+    ((1, 33, 1, 1), (33, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 33, True),
+    ((1, 17, 13, 7), (17, 1, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 17, True),     # dilation 2
+    ((2, 48, 19, 37), (48, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 48, True),    # 5x5
+    ((1, 16, 7, 40), (16, 1, 3, 3), (3, 2), (1, 2, 0, 1), (1, 1), 16, False),
+    ((1, 5, 13, 2), (5, 1, 1, 3), (1, 1), (0, 1, 0, 1), (1, 1), 5, True),        # 1x3
+    ((1, 3, 7, 7), (6, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, True),         # multiplier 2
+    ((1, 17, 13, 90), (17, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 17, True),    # 4 blocks + overlap
+    ((2, 16, 9, 161), (16, 1, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1), 16, False),   # stride 2 blocks
+    ((1, 3, 11, 75), (3, 1, 3, 5), (2, 2), (1, 2, 1, 2), (2, 2), 3, True),       # stride 2, dilated
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("layout", [0, 1, 2, 3])
+@pytest.mark.parametrize("xs,ws,strides,pads,dil,group,bias", DW_CASES)
+def test_fused_conv_depthwise(xs, ws, strides, pads, dil, group, bias, layout, threads):
+    """Each layout with a Relu and post scale; W a parameter and a module
+    constant; layout 0 against ONNX Runtime too."""
+    x, w = rand(*xs), rand(*ws)
+    b = rand(ws[0]) if bias else None
+    conv = ref_conv(x, w, b, strides, pads, dil, group)
+    want = np.maximum(conv, 0) * 0.5 + 0.25
+    ins = [channels_last(x) if layout & 1 else x, w] + ([b] if bias else [])
+    attrs = [Shape(strides), Shape(pads), Shape(dil), group, 1, 0.0, 0.0, 0.5, 0.25, layout, 0]
+    for const_from in (None, 1):
+        got = run1("fused_conv", ins, attrs, threads=threads, const_from=const_from)
+        got = from_channels_last(got) if layout & 2 else got
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"W constant: {const_from}")
+    if layout == 0 and threads == 1:
+        ort = ort_node("Conv", [x, w] + ([b] if bias else []), dict(strides=strides, pads=pads, dilations=dil,
+                                                                      group=group))
+        np.testing.assert_allclose(dvm_conv(x, w, b, strides, pads, dil, group), ort, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", [0, 3])
+@pytest.mark.parametrize("case", [0, 3, 6, 7])
+def test_fused_conv_depthwise_epilogues(case, layout):
+    """Every activation and post scale/shift, on the depthwise loops
+    (layout 0: their vector rows for identity, Relu, LeakyRelu, Clip and
+    HardSwish, epilogue() for the others) and oneDNN's post-ops (3)."""
+    xs, ws, strides, pads, dil, group, bias = DW_CASES[case]
+    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
+    conv = ref_conv(x, w, b, strides, pads, dil, group)
+    ins = [channels_last(x) if layout else x, w, b]
+    for i, (act, a, bt) in enumerate(FUSED_ACTS):
+        ps, psh = [(1.0, 0.0), (0.7, -0.3), (-0.5, 2.0)][i % 3]
+        attrs = [Shape(strides), Shape(pads), Shape(dil), group, act, a, bt, ps, psh, layout, 0]
+        got = run1("fused_conv", ins, attrs, const_from=1)
+        got = from_channels_last(got) if layout else got
+        ra, rb = FUSED_DEFAULTS[act] if np.isnan(a) else (a, bt)
+        np.testing.assert_allclose(got, ref_act(conv, act, ra, rb) * ps + psh, rtol=1e-4, atol=1e-4,
+                                   err_msg=f"activation {act}")
+
+
 # fused_conv with Z (ONNX Runtime's FusedConv input Z, pass conv_add: the
 # residual Add before the activation): Z plain or channels last (layout bit
 # 2), with X and Y either way, on the whole, banded and sliced paths; Z is
