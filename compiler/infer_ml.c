@@ -79,3 +79,13 @@ void inf_rule_feature_vectorizer(inf *I, const dvmc_node *n) {
   const dvmc_expr *d[2] = {x->rank == 1 ? dvmc_const(I->x, 1) : x->dims[0], dvmc_const(I->x, sum)};
   inf_set_shape(n->out[0], 2, d);
 }
+
+/* OneHotEncoder: X's shape and one more dim, the categories. */
+void inf_rule_one_hot_encoder(inf *I, const dvmc_node *n) {
+  const dvmc_value *x = n->in[0];
+  if (!x || !n->out[0] || !dvmc_value_shape_known(x) || x->rank >= DVM_MAX_RANK) return;
+  const dvmc_expr *d[DVM_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) d[i] = x->dims[i];
+  d[x->rank] = dvmc_const(I->x, count_of(n, "cats_strings") + count_of(n, "cats_int64s"));
+  inf_set_shape(n->out[0], x->rank + 1, d);
+}

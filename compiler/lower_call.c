@@ -260,8 +260,8 @@ dvm_status *lw_emit_call(lowering *L, const dvmc_node *n, const op_rule *r, cons
     for (int i = 0; i < nout; i++) dvmc_fn_SHAPE_OF(L->f, shapes[i] = dvmc_fn_reg(L->f), c->ins[0]);
   }
   for (int i = 0; i < nout; i++) {
-    dvm_dtype dt = DVM_F32;
-    if ((st = out_dtype(n, i, &dt))) return st;
+    dvm_dtype dt = DVM_I64;
+    if (!(c->label_index && i == 0) && (st = out_dtype(n, i, &dt))) return st;
     if (dt == DVM_STRING && !k->strings)
       return lw_unsupported(n, "string tensors are not supported (output %d; kernel %s)", i, base);
     outs[i] = dvmc_fn_reg(L->f);

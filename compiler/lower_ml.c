@@ -155,8 +155,6 @@ dvm_status *lw_lower_tree_ensemble(lowering *L, const dvmc_node *n, const op_rul
   char name[4][32];
   const char *suffix[] = {"treeids", "nodeids", "ids", "weights"};
   for (int i = 0; i < 4; i++) snprintf(name[i], sizeof name[i], "%s_%s", pre, suffix[i]);
-  if (dvmc_attr_find(n, "classlabels_strings"))
-    return lw_unsupported(n, "string class labels (classlabels_strings) are not supported: dvm has no string tensors");
   nodes_in in;
   const int64_t *wt, *wn, *wid, *labels = NULL;
   int k[3], nweights, nbases, nlabels = 0;
@@ -165,7 +163,7 @@ dvm_status *lw_lower_tree_ensemble(lowering *L, const dvmc_node *n, const op_rul
   for (int i = 0; i < 3 && !st; i++) st = lw_ml_ints(n, name[i], i == 0 ? &wt : i == 1 ? &wn : &wid, &k[i]);
   if (!st) st = lw_ml_floats(L, n, name[3], &wv, &nweights);
   if (!st) st = lw_ml_floats(L, n, "base_values", &bases, &nbases);
-  if (!st && cls) st = lw_ml_ints(n, "classlabels_int64s", &labels, &nlabels);
+  if (!st && cls) st = lw_ml_labels(L, n, "classlabels_int64s", &labels, &nlabels);
   if (st) return st;
   for (int i = 0; i < 3; i++)
     if (k[i] != nweights) return lw_invalid(n, "%s has %d values for %d weights (%s)", name[i], k[i], nweights, name[3]);
@@ -273,6 +271,43 @@ dvm_status *lw_lower_tree_ensemble(lowering *L, const dvmc_node *n, const op_rul
   return lw_ml_call(L, n, r, w, nw, targets, cls);
 }
 
+dvm_status *lw_ml_labels(lowering *L, const dvmc_node *n, const char *name, const int64_t **out, int *count) {
+  const dvmc_attr *s = dvmc_attr_find(n, "classlabels_strings");
+  if (!s) return lw_ml_ints(n, name, out, count);
+  if (s->type != DVMC_ATTR_STRINGS) return lw_invalid(n, "classlabels_strings is not a list of strings");
+  if (dvmc_attr_find(n, name)) return lw_invalid(n, "has both %s and classlabels_strings", name);
+  int64_t *idx = dvm_arena_alloc(&L->c->arena, (size_t)(s->n ? s->n : 1), sizeof *idx);
+  if (!idx) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  for (int i = 0; i < s->n; i++) idx[i] = i;
+  *out = idx;
+  *count = s->n;
+  return NULL;
+}
+
+/* Output 0 of n, the class indices the call wrote, becomes its string
+ * labels: a gather of the classlabels_strings constant by them. */
+static dvm_status *gather_labels(lowering *L, const dvmc_node *n) {
+  const dvmc_attr *s = dvmc_attr_find(n, "classlabels_strings");
+  int64_t k = s->n;
+  dvmc_tensor *t = dvmc_tensor_strings(L->c, 1, &k, (size_t)k, s->strings, NULL);
+  char cname[160];
+  snprintf(cname, sizeof cname, "%s.classlabels_strings", n->name);
+  int kc = t ? dvmc_emit_const(L->e, cname, t) : -1, idx = lw_lookup(L, n->out[0]);
+  if (kc < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  int table = dvmc_fn_reg(L->f), shape = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f), axis = lw_emit_int(L, 0);
+  dvmc_fn_CONST(L->f, table, kc);
+  dvmc_fn_SHAPE_OF(L->f, shape, idx);
+  lw_emit_alloc(L, out, DVM_STRING, shape, 1, NULL);
+  int kg = dvmc_emit_kernel(L->e, "gather", DVM_DEVICE_CPU, 1, NULL, 0);
+  dvmc_fn_INVOKE(L->f, kg, -1, DVM_LIST(out), DVM_LIST(table, idx), DVM_LIST(axis));
+  dvmc_fn_RELEASE(L->f, idx);
+  dvmc_fn_RELEASE(L->f, table);
+  dvmc_fn_RELEASE(L->f, shape);
+  dvmc_fn_RELEASE(L->f, axis);
+  lw_set_type(n->out[0], DVM_STRING);
+  return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}
+
 int lw_ml_const(lowering *L, const dvmc_node *n, const char *what, dvm_dtype dt, void *data, size_t count) {
   dvmc_tensor *t = dvm_arena_alloc(&L->c->arena, 1, sizeof *t);
   if (!t) return -1;
@@ -295,7 +330,9 @@ dvm_status *lw_ml_call(lowering *L, const dvmc_node *n, const op_rule *r, int32_
   c.ins[c.nin++] = reg;
   c.attrs[c.nattrs++] = lw_emit_int(L, columns);
   c.attrs[c.nattrs++] = lw_emit_int(L, cls);
+  c.label_index = cls && dvmc_attr_find(n, "classlabels_strings");
   st = lw_emit_call(L, n, r, &c);
   dvmc_fn_RELEASE(L->f, reg);
+  if (!st && c.label_index && n->out[0]) st = gather_labels(L, n);
   return st;
 }

@@ -10,6 +10,11 @@ DVM_MUST_USE dvm_status *lw_ml_ints(const dvmc_node *n, const char *name, const 
 /* The floats of attribute `name` or of `name`_as_tensor (f32 or f64),
  * copied as doubles into the arena (NULL and 0 when absent). */
 DVM_MUST_USE dvm_status *lw_ml_floats(lowering *L, const dvmc_node *n, const char *name, double **out, int *count);
+/* A classifier's class labels: the ints of attribute `name`, or, where it
+ * has classlabels_strings, their indices 0..n-1 (the call labels rows by
+ * index, and lw_ml_call gathers the strings by it). */
+DVM_MUST_USE dvm_status *lw_ml_labels(lowering *L, const dvmc_node *n, const char *name, const int64_t **out,
+                                      int *count);
 /* The index of s in the NULL-ended names, or -1. */
 int lw_ml_name(const char *s, const char *const *names);
 /* A register holding an i32, i64 or f32 constant [count] of n's, named

@@ -31,19 +31,16 @@ static int32_t *put_labels(int32_t *w, const int64_t *labels, int k) {
   return w;
 }
 
-/* The post transform's index, the class labels (a classifier's; string
- * labels refused) into *post, *labels and *nl. */
-static dvm_status *common(const dvmc_node *n, int cls, int *post, const int64_t **labels, int *nl) {
+/* The post transform's index, the class labels (a classifier's: string
+ * labels by index, lw_ml_labels) into *post, *labels and *nl. */
+static dvm_status *common(lowering *L, const dvmc_node *n, int cls, int *post, const int64_t **labels, int *nl) {
   const char *p = dvmc_attr_string(n, "post_transform", "NONE");
   *labels = NULL;
   *nl = 0;
   if ((*post = lw_ml_name(p, posts)) < 0)
     return lw_invalid(n, "post_transform \"%s\" is not NONE, LOGISTIC, SOFTMAX, SOFTMAX_ZERO or PROBIT", p);
   if (!cls) return NULL;
-  if (dvmc_attr_find(n, "classlabels_strings"))
-    return lw_unsupported(n, "string class labels (classlabels_strings) are not supported: dvm has no string tensors "
-                             "(train on integer labels, or map them outside the model)");
-  dvm_status *st = lw_ml_ints(n, "classlabels_ints", labels, nl);
+  dvm_status *st = lw_ml_labels(L, n, "classlabels_ints", labels, nl);
   if (!st && !*nl) st = lw_invalid(n, "has no class labels (classlabels_ints)");
   return st;
 }
@@ -52,7 +49,7 @@ dvm_status *lw_lower_linear(lowering *L, const dvmc_node *n, const op_rule *r) {
   int cls = !strcmp(n->op, "LinearClassifier"), post, nl, nc, ni;
   const int64_t *labels;
   double *coef, *icpt;
-  dvm_status *st = common(n, cls, &post, &labels, &nl);
+  dvm_status *st = common(L, n, cls, &post, &labels, &nl);
   if (!st) st = lw_ml_floats(L, n, "coefficients", &coef, &nc);
   if (!st) st = lw_ml_floats(L, n, "intercepts", &icpt, &ni);
   if (st) return st;
@@ -86,7 +83,7 @@ dvm_status *lw_lower_svm(lowering *L, const dvmc_node *n, const op_rule *r) {
   int cls = !strcmp(n->op, "SVMClassifier"), post, nl, nk, nc, nrho, nsv, npa, npb, nvpc;
   const int64_t *labels, *vpc;
   double *kp, *coef, *rho, *sv, *pa, *pb;
-  dvm_status *st = common(n, cls, &post, &labels, &nl);
+  dvm_status *st = common(L, n, cls, &post, &labels, &nl);
   if (!st) st = lw_ml_floats(L, n, "kernel_params", &kp, &nk);
   if (!st) st = lw_ml_floats(L, n, "coefficients", &coef, &nc);
   if (!st) st = lw_ml_floats(L, n, "rho", &rho, &nrho);

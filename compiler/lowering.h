@@ -82,6 +82,9 @@ typedef struct {
   size_t payload_size;
   int64_t ins[64], attrs[32];
   int nin, nattrs;
+  /* set: output 0 is what the kernel writes, i64 indices into the
+   * classifier's string labels, which the node's label output gathers */
+  bool label_index;
 } call;
 
 /* The values of a graph one node reads (ids), each once. */

@@ -700,6 +700,7 @@ static const struct {
     {"BlackmanWindow", "output_datatype=i periodic=i"},
     {"Cast", "saturate=i to=i"},
     {"CastLike", "saturate=i"},
+    {"CategoryMapper", "cats_int64s=I cats_strings=S default_int64=i default_string=s"},
     {"Celu", "alpha=f"},
     {"CenterCropPad", "axes=I"},
     {"Clip", "max=f min=f"},
@@ -741,6 +742,9 @@ static const struct {
     {"Hardmax", "axis=i"},
     {"If", "else_branch=g then_branch=g"},
     {"Imputer", "imputed_value_floats=F imputed_value_int64s=I replaced_value_float=f replaced_value_int64=i"},
+    {"LabelEncoder", "classes_strings=S default_float=f default_int64=i default_string=s default_tensor=t "
+                     "keys_floats=F keys_int64s=I keys_strings=S keys_tensor=t values_floats=F values_int64s=I "
+                     "values_strings=S values_tensor=t"},
     {"InstanceNormalization", "epsilon=f"},
     {"IsInf", "detect_negative=i detect_positive=i"},
     {"LRN", "alpha=f beta=f bias=f size=i"},
@@ -766,6 +770,7 @@ static const struct {
     {"NonMaxSuppression", "center_point_box=i"},
     {"Normalizer", "norm=s"},
     {"OneHot", "axis=i"},
+    {"OneHotEncoder", "cats_int64s=I cats_strings=S zeros=i"},
     {"Optional", "type=p"},
     {"Pad", "mode=s pads=I value=f"},
     {"QLinearConv", "auto_pad=s dilations=I group=i kernel_shape=I pads=I strides=I"},
@@ -1084,12 +1089,7 @@ static const char *ml_refusal(const char *op) {
   } why[] = {
       {"ZipMap", ": its output is a sequence of maps, which dvm does not have (skl2onnx leaves it out with "
                  "options={id(model): {'zipmap': False}})"},
-      {"CategoryMapper", ": it maps strings, and dvm has no string tensors"},
       {"DictVectorizer", ": its input is a map, which dvm does not have"},
-      {"LabelEncoder", ": dvm has no string tensors, which its usual forms map (encode labels before the model, or "
-                       "train on integer labels)"},
-      {"OneHotEncoder", ": dvm does not have it (skl2onnx writes it for categorical columns; one-hot encode them "
-                        "before the model)"},
   };
   for (size_t i = 0; i < sizeof why / sizeof *why; i++)
     if (!strcmp(op, why[i].op)) return why[i].why;

@@ -126,6 +126,14 @@ dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *k
     return dvm_status_new(DVM_UNIMPLEMENTED, "node \"%s\" (%s, opset %d): cast to ONNX type %lld is not supported",
                           n->name, n->op, n->opset, (long long)to);
   }
+  if (!strcmp(f, "map")) {
+    *out = dvmc_ml_map_dtype(n, known);
+    return NULL;
+  }
+  if (!strcmp(f, "labels")) { /* a classifier's labels: classlabels_strings' or the ints' */
+    *out = dvmc_attr_find(n, "classlabels_strings") ? DVM_STRING : DVM_I64;
+    return NULL;
+  }
   if (!strcmp(f, "output_datatype")) { /* the signal generators' attribute, f32 by default */
     int64_t to = dvmc_attr_int(n, "output_datatype", 1);
     if (dvmc_onnx_dtype(to, out)) return NULL;

@@ -33,6 +33,9 @@ static inline int dvmc_op_index(const dvmc_op *op) { return (int)(op - dvmc_op_a
  * dtype already set on the output, else that of the input the rule names.
  * False when it cannot be told yet; an error for a bad "to". */
 DVM_MUST_USE dvm_status *dvmc_op_out_dtype(const dvmc_node *n, int i, dvm_dtype *out, bool *known);
+/* What LabelEncoder's or CategoryMapper's attributes map X to (lower_ml_map.c);
+ * *known false where that is X's type's and X's is not known. */
+dvm_dtype dvmc_ml_map_dtype(const dvmc_node *n, bool *known);
 
 /* The kind of node n's output i (ir.h): a sequence or optional from the
  * sequence and optional ops and what carries them (Identity, If, Loop), a

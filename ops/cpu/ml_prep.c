@@ -9,7 +9,8 @@
  *     replaced value (NaN matches NaN), else values[column] (k == F) or
  *     values[0]; f32 or i64, all three of X's dtype
  *   array_feature_extractor(in: X, indices i64) -> Z: the columns
- *     `indices` of X's last axis, in X's dtype; X [F] gives [1, indices]
+ *     `indices` of X's last axis, in X's dtype (f32, f64, i32, i64 or
+ *     string: the element pointers copied); X [F] gives [1, indices]
  *   feature_vectorizer(in: X0, X1, ...; attrs: dims:shape) -> Y f32
  *     [N, sum of dims]: each row the inputs' rows side by side, input i
  *     taking dims[i] columns (its first ones; zeros where it has fewer);
@@ -177,7 +178,8 @@ const dvm_kernel_def dvm_cpu_ml_prep_kernels[] = {
     {"normalizer", DVM_DEVICE_CPU, normalizer, NULL, DVM_DTYPE_BIT(DVM_F32)},
     {"imputer", DVM_DEVICE_CPU, imputer, NULL, DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_I64)},
     {"array_feature_extractor", DVM_DEVICE_CPU, array_feature_extractor, "array_feature_extractor",
-     DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64) | DVM_DTYPE_BIT(DVM_I32) | DVM_DTYPE_BIT(DVM_I64)},
+     DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64) | DVM_DTYPE_BIT(DVM_I32) | DVM_DTYPE_BIT(DVM_I64) |
+         DVM_DTYPE_BIT(DVM_STRING), .strings = 1},
     {"feature_vectorizer", DVM_DEVICE_CPU, feature_vectorizer, "feature_vectorizer",
      DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64) | DVM_DTYPE_BIT(DVM_I32) | DVM_DTYPE_BIT(DVM_I64)},
     {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},

@@ -24,7 +24,7 @@ static int listed(const char *name) {
 }
 
 static int known_dtype_rule(const char *rule) {
-  static const char *const fields[] = {"", "bool", "i64", "in1", "to", "value", "body", "u8", "f32", "i32", "in2|u8", "in7", "in2", "f32,i32", "dtype", "in0", "in3|in0", "output_datatype", "dtype|f32", "dtype|i32", NULL};
+  static const char *const fields[] = {"", "bool", "i64", "in1", "to", "value", "body", "u8", "f32", "i32", "in2|u8", "in7", "in2", "f32,i32", "dtype", "in0", "in3|in0", "output_datatype", "dtype|f32", "dtype|i32", "labels", "map", NULL};
   for (const char *p = rule ? rule : "";;) {
     size_t l = strcspn(p, ",");
     int ok = 0;
