@@ -791,6 +791,7 @@ static const struct {
     {"ReduceProd", "axes=I keepdims=i noop_with_empty_axes=i"},
     {"ReduceSum", "axes=I keepdims=i noop_with_empty_axes=i"},
     {"ReduceSumSquare", "axes=I keepdims=i noop_with_empty_axes=i"},
+    {"RegexFullMatch", "pattern=s"},
     {"Reshape", "allowzero=i"},
     {"Resize", "antialias=i axes=I coordinate_transformation_mode=s cubic_coeff_a=f "
                "exclude_outside=i extrapolation_value=f keep_aspect_ratio_policy=s mode=s "

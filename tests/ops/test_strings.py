@@ -158,3 +158,28 @@ def test_cast_from_text_refused(tmp_path, text, why):
     mod = compile_onnx(save_model(model, tmp_path / "m.onnx"))
     with pytest.raises(DvmError, match=f"cast: string element 1 .* {why}"):
         run_module(mod, {"s": np.array(["1", text])})
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_string_concat_and_regex(tmp_path, shape):
+    """StringConcat broadcasting a column against a row, RegexFullMatch on the result."""
+    rng = np.random.default_rng(shape[0] + 7)
+    n, m = shape
+    nodes = [helper.make_node("StringConcat", ["col", "row"], ["joined"]),
+             helper.make_node("RegexFullMatch", ["joined"], ["hit"], pattern="(a|\u00e9).*[^ ]"),
+             helper.make_node("RegexFullMatch", ["row"], ["empty"], pattern="")]
+    model = make_model(nodes, [vi("col", T.STRING, ["n", 1]), vi("row", T.STRING, ["m"])],
+                       [vi("joined", T.STRING), vi("hit", T.BOOL), vi("empty", T.BOOL)], opset=20)
+    check_strings_with_ort(tmp_path, model, {"col": text_array(rng, (n, 1)), "row": text_array(rng, (m,))})
+
+
+def test_regex_refusals(tmp_path):
+    """A pattern that does not compile, and text that is not UTF-8, are errors naming them."""
+    nodes = [helper.make_node("RegexFullMatch", ["s"], ["y"], pattern="a(b")]
+    model = make_model(nodes, [vi("s", T.STRING, ["n"])], [vi("y", T.BOOL)], opset=20)
+    with pytest.raises(DvmError, match=r'regex_full_match: pattern "a\(b" at byte 3: missing closing parenthesis'):
+        run_module(compile_onnx(save_model(model, tmp_path / "bad.onnx")), {"s": np.array(["ab"])})
+    model = make_model([helper.make_node("RegexFullMatch", ["s"], ["y"], pattern="a.")], [vi("s", T.STRING, ["n"])],
+                       [vi("y", T.BOOL)], opset=20)
+    with pytest.raises(DvmError, match="regex_full_match: element 1: UTF-8 error"):
+        run_module(compile_onnx(save_model(model, tmp_path / "m.onnx")), {"s": np.array([b"ab", b"a\xff"])})
