@@ -380,6 +380,7 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
     st = dvm_status_new(DVM_UNIMPLEMENTED, "more than 256 graph outputs");
     goto done;
   }
+  char maps[256 * 4] = "";
   for (int i = 0; i < g->noutputs; i++) {
     int reg;
     dvm_sig s;
@@ -387,7 +388,10 @@ dvm_status *dvmc_lower(dvmc_ctx *c, const dvmc_graph *g, const dvmc_options *opt
     w[i] = reg;
     signature(&L, g->outputs[i], &s);
     dvmc_fn_result(L.f, &s);
+    const dvmc_node *p = g->outputs[i]->producer;
+    if (p && !strcmp(p->op, "ZipMap")) snprintf(maps + strlen(maps), sizeof maps - strlen(maps), "%s%d", maps[0] ? " " : "", i);
   }
+  if (maps[0]) dvmc_fn_info(L.f, "maps", maps); /* ZipMap's (labels, probabilities) tuples (lower_strings.c) */
   dvmc_fn_RET(L.f, (dvm_list){g->noutputs, w});
   if (L.plan && (st = finish_plan(&L, head))) goto done;
   if ((st = bind_results(&L))) goto done;

@@ -29,3 +29,39 @@ dvm_status *lw_lower_regex_full_match(lowering *L, const dvmc_node *n, const op_
   dvmc_fn_RELEASE(L->f, reg);
   return st;
 }
+
+/* ZipMap: the tuple (labels [C], X [N, C]) of the labels constant (strings
+ * or int64s) and the probabilities as they are; a run-time check that X has
+ * a column per label. The module's function info "maps" lists the results
+ * that are such tuples (lower.c), for clients that make maps of them. */
+dvm_status *lw_lower_zipmap(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const dvmc_attr *s = dvmc_attr_find(n, "classlabels_strings"), *i = dvmc_attr_find(n, "classlabels_int64s");
+  if (!s == !i) return lw_invalid(n, "needs one of classlabels_strings and classlabels_int64s");
+  const dvmc_value *x = n->in[0];
+  if (!x || !x->typed || x->dtype != DVM_F32 || x->rank != 2)
+    return lw_unsupported(n, "X must be f32 [N, C]");
+  int64_t k = s ? s->n : i->n;
+  dvmc_tensor *t = s ? dvmc_tensor_strings(L->c, 1, &k, (size_t)k, s->strings, NULL)
+                     : dvm_arena_alloc(&L->c->arena, 1, sizeof *t);
+  if (!t) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  if (i) *t = (dvmc_tensor){.dtype = DVM_I64, .rank = 1, .dims = {k}, .data = i->ints, .nbytes = (size_t)k * 8};
+  char name[160], msg[200];
+  snprintf(name, sizeof name, "%s.labels", n->name);
+  int kc = dvmc_emit_const(L->e, name, t), xr, labels = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
+  if (kc < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  dvm_status *st = lw_reg_of(L, x, &xr);
+  if (st) return st;
+  int cols = dvmc_fn_reg(L->f), want = lw_emit_int(L, k), ok = dvmc_fn_reg(L->f);
+  dvmc_fn_DIM(L->f, cols, xr, 1);
+  dvmc_fn_EQ(L->f, ok, cols, want);
+  snprintf(msg, sizeof msg, "node \"%.80s\" (ZipMap): X must have a column per label (%lld)", n->name, (long long)k);
+  dvmc_fn_CHECK(L->f, ok, dvmc_emit_string(L->e, msg));
+  dvmc_fn_CONST(L->f, labels, kc);
+  dvmc_fn_TUPLE(L->f, out, DVM_LIST(labels, xr));
+  dvmc_fn_RELEASE(L->f, labels);
+  dvmc_fn_RELEASE(L->f, cols);
+  dvmc_fn_RELEASE(L->f, want);
+  dvmc_fn_RELEASE(L->f, ok);
+  ((dvmc_value *)n->out[0])->typed = false; /* items of two dtypes */
+  return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}

@@ -588,7 +588,14 @@ static dvm_status *tensor_type_of(imp *im, const Onnx__TypeProto *tp, const char
       *kind = DVMC_OPT_TENSOR;
       tp = tp->optional_type->elem_type;
       break;
-    case ONNX__TYPE_PROTO__VALUE_MAP_TYPE: what = "map"; break;
+    case ONNX__TYPE_PROTO__VALUE_MAP_TYPE:
+      /* a sequence of maps out of the graph: ZipMap's, a tuple (lower_strings.c) */
+      if (*kind != DVMC_SEQUENCE || !strcmp(role, "input")) {
+        what = "map";
+        break;
+      }
+      *out = NULL;
+      return NULL;
     case ONNX__TYPE_PROTO__VALUE_SPARSE_TENSOR_TYPE: what = "sparse tensor"; break;
     case ONNX__TYPE_PROTO__VALUE_OPAQUE_TYPE: what = "opaque"; break;
     default: return CORRUPT("%s %s has an unknown kind of type", role, Q(name));
@@ -844,6 +851,7 @@ static const struct {
     {"Unique", "axis=i sorted=i"},
     {"Unsqueeze", "axes=I"},
     {"Upsample", "mode=s scales=F"},
+    {"ZipMap", "classlabels_int64s=I classlabels_strings=S"},
 };
 
 /* The expected type of op's attribute `name`, or -1 when not listed. */
@@ -1088,8 +1096,6 @@ static const char *ml_refusal(const char *op) {
   static const struct {
     const char *op, *why;
   } why[] = {
-      {"ZipMap", ": its output is a sequence of maps, which dvm does not have (skl2onnx leaves it out with "
-                 "options={id(model): {'zipmap': False}})"},
       {"DictVectorizer", ": its input is a map, which dvm does not have"},
   };
   for (size_t i = 0; i < sizeof why / sizeof *why; i++)

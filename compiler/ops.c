@@ -84,6 +84,7 @@ dvmc_kind dvmc_op_out_kind(const dvmc_node *n, int i) {
   static const char *const sequences[] = {"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase",
                                           "SplitToSequence", "SequenceMap"};
   const dvmc_value *x = n->nin ? n->in[0] : NULL;
+  if (!strcmp(n->op, "ZipMap")) return DVMC_SEQUENCE; /* of maps: the tuple (labels, probabilities) */
   if (n->domain[0]) return DVMC_TENSOR;
   for (size_t k = 0; k < sizeof sequences / sizeof *sequences; k++)
     if (!strcmp(n->op, sequences[k])) return DVMC_SEQUENCE;

@@ -589,19 +589,40 @@ done:
   return st;
 }
 
+/* Info "maps": result indices, each once, separated by a space. */
+static dvm_status *check_maps(const dvm_func *f, const char *p) {
+  uint64_t seen[4] = {0};
+  while (*p) {
+    char *end;
+    unsigned long r = strtoul(p, &end, 10);
+    if (end == p || *p < '0' || *p > '9' || r >= f->nresults || r >= 256 || seen[r / 64] >> (r % 64) & 1 ||
+        (*end && (*end != ' ' || !end[1])))
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"maps\" is not a list of its result indices",
+                            f->name);
+    seen[r / 64] |= 1ull << (r % 64);
+    p = *end ? end + 1 : end;
+  }
+  return NULL;
+}
+
 /* Info (section 1.1): "peak" and "peak_bound" (1.3), formulas of
  * integers, the function's symbols, + - * ^ ( ) , and floordiv, mod, min,
- * max (tools evaluate them, so what they name must exist), and "unplanned", the count of tensors the
- * formula leaves out (the same rules hold it). */
+ * max (tools evaluate them, so what they name must exist), "unplanned", the count of tensors the
+ * formula leaves out (the same rules hold it), and "maps" (check_maps). */
 static dvm_status *check_info(const dvm_func *f) {
   static const char ident[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789";
   static const char *const fns[] = {"floordiv", "mod", "min", "max"};
   for (uint32_t i = 0; i < f->ninfo; i++) {
     const char *key = f->info[i].key, *p = f->info[i].value;
     size_t len = strlen(p), ok = 0;
+    if (!strcmp(key, "maps")) {
+      dvm_status *st = check_maps(f, p);
+      if (st) return st;
+      continue;
+    }
     if (strcmp(key, "peak") != 0 && strcmp(key, "peak_bound") != 0 && strcmp(key, "unplanned") != 0)
-      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" is not a known key (peak, peak_bound, unplanned)",
-                            f->name, key);
+      return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" is not a known key (peak, peak_bound, unplanned, "
+                            "maps)", f->name, key);
     if (len > DVM_MAX_LIST)
       return dvm_status_new(DVM_CORRUPT, "function \"%s\": info \"%s\" exceeds %d bytes", f->name, key, DVM_MAX_LIST);
     while (ok < len && (strchr(ident, p[ok]) || strchr(" +-*^(),", p[ok]))) ok++;

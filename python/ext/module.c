@@ -283,6 +283,39 @@ static int bind_dict(ModuleObject *self, int f, PyObject *inputs, int np, PyObje
   return 0;
 }
 
+/* Whether result r of function f is a sequence of maps (the function's
+ * info "maps", docs/bytecode.md 3.8). */
+static int is_maps(const dvm_module *m, int f, int r) {
+  const char *p = dvm_function_info(m, f, "maps");
+  for (char *end; p && *p; p = *end ? end + 1 : end)
+    if (strtol(p, &end, 10) == r) return 1;
+  return 0;
+}
+
+/* A sequence of maps as ONNX Runtime returns it: from the tuple (labels
+ * [C], values [N, C]), a list of N dicts {label: value}. Takes pair. */
+static PyObject *maps_of(PyObject *pair) {
+  PyObject *keys = NULL, *rows = NULL, *out = NULL;
+  if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+      (keys = PyObject_CallMethod(PyTuple_GET_ITEM(pair, 0), "tolist", NULL)) &&
+      (rows = PyObject_CallMethod(PyTuple_GET_ITEM(pair, 1), "tolist", NULL)) && PyList_Check(keys) &&
+      PyList_Check(rows) && (out = PyList_New(PyList_GET_SIZE(rows)))) {
+    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(rows); i++) {
+      PyObject *row = PyList_GET_ITEM(rows, i), *d = PyDict_New();
+      for (Py_ssize_t j = 0; d && PyList_Check(row) && j < PyList_GET_SIZE(keys) && j < PyList_GET_SIZE(row); j++)
+        if (PyDict_SetItem(d, PyList_GET_ITEM(keys, j), PyList_GET_ITEM(row, j)) < 0) Py_CLEAR(d);
+      if (!d) Py_CLEAR(out);
+      else PyList_SET_ITEM(out, i, d);
+    }
+  } else if (!PyErr_Occurred()) {
+    PyErr_SetString(dvm_py_Error, "a sequence of maps that is not the tuple (labels, values)");
+  }
+  Py_XDECREF(keys);
+  Py_XDECREF(rows);
+  Py_DECREF(pair);
+  return out;
+}
+
 /* What one invocation did: the counters as differences over the call, the
  * pools' gauges as the VM has them after it (peak: since the VM was made;
  * VMs are reused across calls). */
@@ -374,6 +407,7 @@ static PyObject *run_impl(ModuleObject *self, PyObject *args, PyObject *kwargs, 
   result = PyDict_New();
   for (int r = 0; r < nr; r++) {
     PyObject *val = result ? dvm_py_from_value(&resv[r], self->m) : (dvm_value_clear(&resv[r]), NULL);
+    if (val && is_maps(self->m, f, r)) val = maps_of(val);
     if (!val || PyDict_SetItem(result, PyTuple_GET_ITEM(self->result_names[f], r), val) < 0) Py_CLEAR(result);
     Py_XDECREF(val);
   }

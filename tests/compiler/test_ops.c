@@ -12,10 +12,10 @@
 #include "ops/optable.h"
 #include "shapefuncs/registry.h"
 
-/* sequences and optionals: their values are tuples, which have no shape */
+/* sequences and optionals (and ZipMap's sequence of maps): their values are tuples, which have no shape */
 static const char *const without_shape_rule[] = {"SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",
                                                  "SequenceErase", "SplitToSequence", "ConcatFromSequence", "Optional",
-                                                 "OptionalGetElement", NULL};
+                                                 "OptionalGetElement", "ZipMap", NULL};
 
 static int listed(const char *name) {
   for (int i = 0; without_shape_rule[i]; i++)

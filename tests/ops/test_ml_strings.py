@@ -168,3 +168,24 @@ def test_one_hot_encoder_unknown_refused(tmp_path):
     mod = compile_onnx(save_model(model, tmp_path / "m.onnx"))
     with pytest.raises(DvmError, match="one_hot_encoder: element 4 of X is in no category"):
         run_module(mod, {"x": np.array([["a", "b", "a"], ["b", "c", "a"]])})
+
+
+def test_zipmap_cli(tmp_path):
+    """ZipMap's output in dvm run: the tuple (labels, probabilities), a
+    SequenceProto of the two in a .pb; ONNX Runtime's maps are its rows."""
+    pytest.importorskip("skl2onnx")
+    from skl2onnx import to_onnx
+    from sklearn.linear_model import LogisticRegression
+
+    x = mls_features(80, seed=6)
+    y = NAMES[np.random.default_rng(6).integers(0, 4, 80)]
+    onx = to_onnx(LogisticRegression(max_iter=500).fit(x, y), x[:1], target_opset={"": 17, ML: 3})
+    path = save_model(onx, tmp_path / "m.onnx")
+    feeds = {"X": mls_features(9, seed=9)}
+    want = ort_outputs(path, feeds)
+    label, (keys, probs) = run_module(compile_onnx(path), feeds, kinds=["tensor", "seq"])
+    assert label.tolist() == want[0].tolist()
+    got = [dict(zip(keys.tolist(), row)) for row in probs.tolist()]
+    assert [list(d) for d in got] == [list(d) for d in want[1]]
+    for g, w in zip(got, want[1], strict=True):
+        np.testing.assert_allclose(list(g.values()), list(w.values()), rtol=1e-5, atol=1e-6)

@@ -49,3 +49,25 @@ def test_strings_refused_clearly():
     assert same.run(None, {"s": np.array([b"ok"])})[0].tolist() == ["ok"]
     with pytest.raises(UnicodeDecodeError):
         same.run(None, {"s": np.array([b"ok", b"\xff"])})
+
+
+@pytest.mark.parametrize("labels", ["text", "int"])
+def test_zipmap_like_onnxruntime(labels):
+    """skl2onnx's default output, ZipMap: a list of dicts {label: probability}, as ONNX Runtime gives."""
+    pytest.importorskip("skl2onnx")
+    from skl2onnx import to_onnx
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((60, 3)).astype(np.float32)
+    y = np.array(["a", "\u00e9", "c"])[rng.integers(0, 3, 60)] if labels == "text" else rng.integers(0, 3, 60) * 5
+    for est in (LogisticRegression(), RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0)):
+        model = to_onnx(est.fit(x, y), x[:1]).SerializeToString()
+        feeds = {"X": rng.standard_normal((7, 3)).astype(np.float32)}
+        got = dvm.InferenceSession(model).run(None, feeds)
+        want = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+        assert got[0].tolist() == want[0].tolist()
+        assert [list(d) for d in got[1]] == [list(d) for d in want[1]]
+        for g, w in zip(got[1], want[1], strict=True):
+            assert np.allclose(list(g.values()), list(w.values()), rtol=1e-5, atol=1e-6)
