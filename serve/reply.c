@@ -9,6 +9,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "serve.h"
 
 /* JSON has no NaN or infinity: those are written as null (binary output
@@ -72,10 +74,26 @@ static void put_binary(dvms_buf *b, const dvm_tensor *t) {
   }
 }
 
-/* JSON has no half-precision numbers: those always go as binary. */
+/* Whether every element of string tensor t is UTF-8, as JSON text must be. */
+static int all_utf8(const dvm_tensor *t) {
+  for (int64_t i = 0; i < dvm_tensor_numel(t); i++) {
+    size_t len;
+    const uint8_t *s = (const uint8_t *)dvm_tensor_string(t, i, &len);
+    for (utf8proc_int32_t c; len;) {
+      utf8proc_ssize_t k = utf8proc_iterate(s, (utf8proc_ssize_t)len, &c);
+      if (k <= 0) return 0;
+      s += k;
+      len -= (size_t)k;
+    }
+  }
+  return 1;
+}
+
+/* JSON has no half-precision numbers, nor strings of bytes that are not
+ * UTF-8: those always go as binary. */
 static int binary(const dvms_request *req, int i, const dvm_tensor *t) {
   dvm_dtype dt = dvm_tensor_dtype(t);
-  return req->want[i] == DVMS_OUT_BINARY || dt == DVM_F16 || dt == DVM_BF16;
+  return req->want[i] == DVMS_OUT_BINARY || dt == DVM_F16 || dt == DVM_BF16 || (dt == DVM_STRING && !all_utf8(t));
 }
 
 void dvms_reply_write(dvms_buf *b, const char *model, int64_t version, const dvms_request *req,

@@ -147,6 +147,12 @@ static dvm_status *check_batching(dvms_model *m) {
     if (g->rank == 0)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "batch = %s: \"%s\" is a scalar", c->batch, g->name);
   }
+  for (int i = 0; i < s->nin + s->nout && (m->batch_sym >= 0 || m->pad_sym >= 0); i++) {
+    const dvms_sig *g = i < s->nin ? &s->in[i] : &s->out[i - s->nin];
+    if (g->dtype == DVM_STRING) /* joining copies bytes; a string's are its references */
+      return dvm_status_new(DVM_UNIMPLEMENTED, "batch and pad: \"%s\" is a string tensor, and requests with strings "
+                            "are not joined (leave batch and pad out)", g->name);
+  }
   for (int p = 0; p < c->npad_inputs; p++) {
     int found = 0;
     for (int i = 0; i < s->nin; i++)

@@ -74,6 +74,52 @@ typedef struct body_text {
   size_t nspans;
 } body_text;
 
+/* BYTES in KServe's binary form: each element's byte count (u32
+ * little-endian), then its bytes, filling exactly n bytes. */
+static dvm_status *bytes_binary(dvm_tensor *t, const uint8_t *p, size_t n, const char *name) {
+  size_t at = 0;
+  for (int64_t i = 0; i < dvm_tensor_numel(t); i++) {
+    if (n - at < 4) return bad("input \"%s\": binary data ends in element %lld's length", name, (long long)i);
+    size_t len = (size_t)p[at] | (size_t)p[at + 1] << 8 | (size_t)p[at + 2] << 16 | (size_t)p[at + 3] << 24;
+    at += 4;
+    if (len > n - at)
+      return bad("input \"%s\": element %lld has %zu bytes, %zu are left", name, (long long)i, len, n - at);
+    dvm_status *st = dvm_tensor_set_string(t, i, (const char *)p + at, len);
+    if (st) return st;
+    at += len;
+  }
+  if (at != n) return bad("input \"%s\": %zu bytes of binary data after its last element", name, n - at);
+  return NULL;
+}
+
+/* Strings of v (an array, nested or flat, of strings) into t from element *k on. */
+static dvm_status *bytes_of(dvm_tensor *t, const json_t *v, int depth, int64_t *k, const char *name) {
+  if (json_is_string(v)) {
+    if (*k >= dvm_tensor_numel(t)) {
+      ++*k; /* counted: the caller names the count */
+      return NULL;
+    }
+    return dvm_tensor_set_string(t, (*k)++, json_string_value(v), json_string_length(v));
+  }
+  if (!json_is_array(v) || depth > DVM_MAX_RANK)
+    return bad("input \"%s\": BYTES data must be strings (in arrays as deep as the shape)", name);
+  for (size_t i = 0; i < json_array_size(v); i++) {
+    dvm_status *st = bytes_of(t, json_array_get(v, i), depth + 1, k, name);
+    if (st) return st;
+  }
+  return NULL;
+}
+
+/* BYTES in JSON: the data's text, an array of strings; *n their count. */
+static dvm_status *bytes_json(dvm_tensor *t, const char *text, size_t size, const char *name, int64_t *n) {
+  json_error_t err;
+  json_t *v = json_loadb(text, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+  if (!v) return bad("input \"%s\": its data is not JSON: %s", name, err.text);
+  dvm_status *st = bytes_of(t, v, 0, n, name);
+  json_decref(v);
+  return st;
+}
+
 static dvm_status *parse_input(const json_t *in, size_t idx, const dvms_sigs *sigs, int64_t max_elements,
                                const uint8_t *bin, size_t bin_size, size_t *bin_used, const body_text *text,
                                dvms_request *req) {
@@ -105,13 +151,14 @@ static dvm_status *parse_input(const json_t *in, size_t idx, const dvms_sigs *si
     dvm_status_free(st);
     return bad("input \"%s\": more than %lld elements", name, (long long)max_elements);
   }
-  if (s->dtype == DVM_STRING) return bad("input \"%s\": BYTES inputs are not supported by dvm serve yet", name);
-  size_t nbytes = (size_t)numel * dvm_dtype_size(s->dtype);
+  bool text_in = s->dtype == DVM_STRING; /* BYTES: elements of their own lengths */
+  size_t nbytes = text_in ? 0 : (size_t)numel * dvm_dtype_size(s->dtype);
   const json_t *params = json_object_get(in, "parameters");
   const json_t *bsize = params ? json_object_get(params, "binary_data_size") : NULL;
   if (bsize) {
     if (!json_is_integer(bsize) || json_integer_value(bsize) < 0)
       return bad("input \"%s\": binary_data_size must be a non-negative integer", name);
+    if (text_in) nbytes = (size_t)json_integer_value(bsize);
     if ((uint64_t)json_integer_value(bsize) != nbytes)
       return bad("input \"%s\": binary_data_size is %lld, its shape needs %zu bytes", name,
                  (long long)json_integer_value(bsize), nbytes);
@@ -128,14 +175,16 @@ static dvm_status *parse_input(const json_t *in, size_t idx, const dvms_sigs *si
   if ((st = dvm_tensor_create(s->dtype, rank, dims, &t))) return st;
   req->inputs[i] = t;
   if (bsize) {
-    if (nbytes) memcpy(dvm_tensor_data(t), bin + *bin_used, nbytes);
+    if (text_in) st = bytes_binary(t, bin + *bin_used, nbytes, name);
+    else if (nbytes) memcpy(dvm_tensor_data(t), bin + *bin_used, nbytes);
     *bin_used += nbytes;
-    return NULL;
+    return st;
   }
   const dvms_span *sp = idx < text->nspans && text->spans[idx].end ? &text->spans[idx] : NULL;
   if (!sp) return bad("input \"%s\": its \"data\" was not found in the request's text", name);
   int64_t n = 0;
-  if ((st = dvms_json_fill(t, text->body + sp->start, sp->end - sp->start, name, &n))) return st;
+  if ((st = (text_in ? bytes_json : dvms_json_fill)(t, text->body + sp->start, sp->end - sp->start, name, &n)))
+    return st;
   if (n != numel) return bad("input \"%s\": data has %lld elements, its shape needs %lld", name, (long long)n, (long long)numel);
   return NULL;
 }

@@ -3,7 +3,9 @@
  * (serve/oairequest.c with the chat templates of serve/chat.c). The first
  * byte chooses: bit 1 clear, the infer request, with the framing of bit 0:
  * set means the next two bytes (little-endian) are the
- * Inference-Header-Content-Length and binary tensor data follows the JSON;
+ * Inference-Header-Content-Length and binary tensor data follows the JSON,
+ * and bit 2 adds an input "text", BYTES [batch], which then stands in for
+ * the output (JSON strings, or length-prefixed binary elements);
  * bit 1 set, an OpenAI request (bit 2: chat; bits 3-4: the chat template,
  * ChatML, ChatML with Qwen2's system message, Llama-2's [INST], Mistral's;
  * bit 5: none; bit 6: Triton's generate request instead, bit 7 its stream
@@ -33,9 +35,9 @@ static void require(int ok) {
   if (!ok) abort();
 }
 
-/* ids i64[batch, seq], mask f32[batch, seq], flags bool[3] -> hidden f32[batch, seq, 4] */
-static void signature(dvms_sigs *s) {
-  *s = (dvms_sigs){.nin = 3, .nout = 1, .nsyms = 2};
+/* ids i64[batch, seq], mask f32[batch, seq], flags bool[3](, text string[batch]) -> hidden f32[batch, seq, 4] */
+static void signature(dvms_sigs *s, int text) {
+  *s = (dvms_sigs){.nin = 3 + text, .nout = 1, .nsyms = 2};
   strcpy(s->sym_name[0], "batch");
   strcpy(s->sym_name[1], "seq");
   s->sym_lo[0] = s->sym_lo[1] = 1;
@@ -57,6 +59,15 @@ static void signature(dvms_sigs *s) {
   s->in[2].sym[0] = -1;
   s->out[0].dims[2] = 4;
   s->out[0].sym[2] = -1;
+  if (text) s->in[3] = (dvms_sig){.name = "text", .dtype = DVM_STRING, .rank = 1, .dims = {-1}, .sym = {0}};
+}
+
+/* The bytes a tensor goes out as in binary: BYTES elements length-prefixed. */
+static size_t binary_size(const dvm_tensor *t) {
+  if (dvm_tensor_dtype(t) != DVM_STRING) return dvm_tensor_nbytes(t);
+  size_t n = 0, len;
+  for (int64_t i = 0; i < dvm_tensor_numel(t); i++) n += 4 + (dvm_tensor_string(t, i, &len), len);
+  return n;
 }
 
 static void openai(uint8_t mode, const uint8_t *body, size_t size) {
@@ -98,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   dvms_sigs sigs;
-  signature(&sigs);
+  signature(&sigs, (data[0] & 4) != 0);
   size_t header_len = data[0] & 1 ? (size_t)data[1] | (size_t)data[2] << 8 : 0;
   dvms_request req;
   dvm_status *st = dvms_request_parse(data + 3, size - 3, header_len, &sigs, MAX_ELEMENTS, &req);
@@ -119,14 +130,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   require(req.want[0] >= DVMS_OUT_JSON && req.want[0] <= DVMS_OUT_BINARY);
-  /* the mask stands in for the output */
+  /* the mask (or the text) stands in for the output */
   dvms_buf b = {0};
   size_t json_len;
-  dvm_tensor *outs[1] = {req.inputs[1]};
+  dvm_tensor *outs[1] = {req.inputs[sigs.nin == 4 ? 3 : 1]};
   dvms_reply_write(&b, "fuzz\"model", 1, &req, &sigs, outs, &json_len);
   require(!b.failed);
   size_t expect = json_len ? b.len - json_len : 0;
-  require(expect == (req.want[0] == DVMS_OUT_BINARY ? dvm_tensor_nbytes(outs[0]) : 0));
+  require(expect == (json_len ? binary_size(outs[0]) : 0) && (req.want[0] != DVMS_OUT_BINARY || json_len));
   json_error_t err;
   json_t *back = json_loadb(b.data, json_len ? json_len : b.len, 0, &err);
   require(back != NULL);

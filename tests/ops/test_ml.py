@@ -210,17 +210,15 @@ def ml_refused(model, tmp_path, *words):
         assert w in e.value.message, e.value.message
 
 
-def test_zipmap_and_string_labels_are_refused(tmp_path):
-    zm = helper.make_node("ZipMap", ["X"], ["z"], domain=ML, classlabels_int64s=[0, 1])
+def test_zipmap_and_string_labels_malformed(tmp_path):
+    """ZipMap and string class labels work (test_ml_strings.py); labels given twice are refused."""
+    zm = helper.make_node("ZipMap", ["X"], ["z"], domain=ML, classlabels_int64s=[0, 1], classlabels_strings=["a", "b"])
     m = make_model([zm], [("X", TensorProto.FLOAT, ["N", 2])], [("z", TensorProto.FLOAT, None)],
                    opsets=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
-    ml_refused(m, tmp_path, "ZipMap", "sequence of maps", "zipmap")
+    ml_refused(m, tmp_path, "ZipMap", "needs one of classlabels_strings and classlabels_int64s")
     m = ml_tree_model("TreeEnsembleClassifier", targets=2)
-    attrs = m.graph.node[0].attribute
-    k = next(i for i, a in enumerate(attrs) if a.name == "classlabels_int64s")
-    del attrs[k]
-    attrs.append(helper.make_attribute("classlabels_strings", ["a", "b"]))
-    ml_refused(m, tmp_path, "classlabels_strings", "string")
+    m.graph.node[0].attribute.append(helper.make_attribute("classlabels_strings", ["a", "b"]))
+    ml_refused(m, tmp_path, "has both classlabels_int64s and classlabels_strings")
 
 
 def test_malformed_trees_are_refused(tmp_path):

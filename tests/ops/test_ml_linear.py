@@ -296,8 +296,9 @@ def test_refusals(tmp_path):
     m = lin_node_model("LinearClassifier", dict(coefficients=coef + [0.1, 0.2], intercepts=[0.0, 1.0],
                                                 classlabels_ints=[0, 1]))
     lin_refused(m, tmp_path, "9 coefficients for 2 rows")
-    m = lin_node_model("LinearClassifier", dict(coefficients=coef, intercepts=[0.0], classlabels_strings=["a", "b"]))
-    lin_refused(m, tmp_path, "classlabels_strings", "string")
+    m = lin_node_model("LinearClassifier", dict(coefficients=coef, intercepts=[0.0], classlabels_strings=["a", "b"],
+                                                classlabels_ints=[0, 1]))
+    lin_refused(m, tmp_path, "has both classlabels_ints and classlabels_strings")
     m = lin_node_model("SVMClassifier", dict(coefficients=coef, rho=[0.0], kernel_type="CUBIC", classlabels_ints=[0, 1]))
     lin_refused(m, tmp_path, 'kernel_type "CUBIC"')
     m = lin_node_model("SVMClassifier", dict(coefficients=[0.5, -0.5], rho=[0.0], support_vectors=[0.0] * (3 * NFEAT),
@@ -305,10 +306,13 @@ def test_refusals(tmp_path):
     lin_refused(m, tmp_path, "coefficients, want 3")
     m = lin_node_model("Scaler", dict(offset=[0.0, 1.0], scale=[1.0]), outs=[("Y", TensorProto.FLOAT, None)])
     lin_refused(m, tmp_path, "2 offsets and 1 scales")
-    for op in ("LabelEncoder", "OneHotEncoder", "CategoryMapper"):
+    # the encoders without what they map (test_ml_strings.py runs them)
+    for op, why in (("LabelEncoder", "needs keys and values, or classes_strings"),
+                    ("OneHotEncoder", "needs one of cats_strings and cats_int64s"),
+                    ("CategoryMapper", "needs cats_strings and as many cats_int64s")):
         n = helper.make_node(op, ["X"], ["Y"], domain=ML)
         m = make_model([n], [("X", TensorProto.INT64, ["N"])], [("Y", TensorProto.INT64, None)], opsets=OPSETS)
-        lin_refused(m, tmp_path, f'op "{op}" of domain ai.onnx.ml is not supported: ')
+        lin_refused(m, tmp_path, f'({op}, opset 1): {why}')
 
 
 def test_wrong_feature_count_is_an_error(tmp_path):
