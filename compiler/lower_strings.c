@@ -1,6 +1,7 @@
-/* The ONNX string ops whose attributes are strings: each string becomes a
- * constant string tensor input of the kernel (ops/cpu/strings.c). */
+/* The ONNX string ops whose attributes are strings (each a constant string
+ * tensor input of its kernel, ops/cpu/strings.c), and ZipMap. */
 #include <stdio.h>
+#include <string.h>
 
 #include "emit.h"
 #include "lowering.h"
@@ -64,4 +65,43 @@ dvm_status *lw_lower_zipmap(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvmc_fn_RELEASE(L->f, ok);
   ((dvmc_value *)n->out[0])->typed = false; /* items of two dtypes */
   return lw_bind(L, n->out[0], out) ? NULL : dvm_status_new(DVM_OUT_OF_MEMORY, "");
+}
+
+/* The call of r's kernel on X and the constant string tensor t, then int attributes. */
+static dvm_status *call_with_strings(lowering *L, const dvmc_node *n, const op_rule *r, const char *what,
+                                     const dvmc_tensor *t, const int64_t *attrs, int nattrs) {
+  char name[160];
+  snprintf(name, sizeof name, "%s.%s", n->name, what);
+  int k = t ? dvmc_emit_const(L->e, name, t) : -1;
+  if (k < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  call c = {0};
+  dvm_status *st = lw_call_inputs(L, n, r, &c);
+  if (st) return st;
+  int reg = c.ins[c.nin++] = dvmc_fn_reg(L->f);
+  dvmc_fn_CONST(L->f, reg, k);
+  for (int i = 0; i < nattrs; i++) c.attrs[c.nattrs++] = lw_emit_int(L, attrs[i]);
+  st = lw_emit_call(L, n, r, &c);
+  dvmc_fn_RELEASE(L->f, reg);
+  return st;
+}
+
+dvm_status *lw_lower_string_normalizer(lowering *L, const dvmc_node *n, const op_rule *r) {
+  static const char *const actions[] = {"NONE", "LOWER", "UPPER"};
+  const char *act = dvmc_attr_string(n, "case_change_action", "NONE");
+  int64_t attrs[2] = {-1, dvmc_attr_int(n, "is_case_sensitive", 0)};
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(act, actions[i])) attrs[0] = i;
+  if (attrs[0] < 0) return lw_invalid(n, "case_change_action \"%s\" is not NONE, LOWER or UPPER", act);
+  const dvmc_attr *sw = dvmc_attr_find(n, "stopwords");
+  int64_t k = sw ? sw->n : 0;
+  static const char *const none[1] = {""};
+  return call_with_strings(L, n, r, "stopwords", dvmc_tensor_strings(L->c, 1, &k, (size_t)k, sw ? sw->strings : none, NULL),
+                           attrs, 2);
+}
+
+dvm_status *lw_lower_string_split(lowering *L, const dvmc_node *n, const op_rule *r) {
+  const char *d = dvmc_attr_string(n, "delimiter", "");
+  int64_t one = 1, maxsplit = dvmc_attr_int(n, "maxsplit", -1);
+  if (maxsplit < 0) maxsplit = -1; /* any number of splits */
+  return call_with_strings(L, n, r, "delimiter", dvmc_tensor_strings(L->c, 1, &one, 1, &d, NULL), &maxsplit, 1);
 }

@@ -825,6 +825,8 @@ static const struct {
     {"SpaceToDepth", "blocksize=i"},
     {"Split", "axis=i num_outputs=i split=I"},
     {"SplitToSequence", "axis=i keepdims=i"},
+    {"StringNormalizer", "case_change_action=s is_case_sensitive=i locale=s stopwords=S"},
+    {"StringSplit", "delimiter=s maxsplit=i"},
     {"Squeeze", "axes=I"},
     {"ThresholdedRelu", "alpha=f"},
     {"TreeEnsemble", "aggregate_function=i leaf_targetids=I leaf_weights=t membership_values=t n_targets=i "

@@ -8,10 +8,23 @@
  *       RE2's syntax alike and also takes what RE2 refuses (lookaround,
  *       backreferences). A pattern that does not compile, or an element
  *       that is not UTF-8, is an error naming it.
+ *   string_normalizer(in: X [C] or [1, C], stopwords [S]; attrs:
+ *       case_change:int (0 none, 1 lower, 2 upper), case_sensitive:int)
+ *       -> Y: X's words that are no stopword (compared in lower case unless
+ *       case_sensitive), in that case; [max(kept, 1)] or [1, max(kept, 1)],
+ *       one "" when none is kept (shape function "string_normalizer").
+ *       Cases are Unicode's simple mappings (utf8proc); ONNX Runtime's
+ *       `locale` is not read.
+ *   string_split(in: X, delimiter [1]; attrs: maxsplit:int, -1 any) -> Y
+ *       [X..., most pieces], Z i64 [X...]: each element cut by the
+ *       delimiter, or by runs of spaces when it is "", as ONNX Runtime
+ *       cuts (shapefuncs/text.h), the pieces padded with "", their counts
+ *       (shape function "string_split").
  *
  * Strings are made on the calling thread (dvm_string_make). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +32,7 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/kernels.h"
 #include "ops/kargs.h"
+#include "shapefuncs/text.h"
 
 #define ERR(...) dvm_status_new(DVM_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -107,7 +121,65 @@ static dvm_status *regex_full_match(const dvm_kernel_args *a) {
   return st;
 }
 
+static dvm_status *string_normalizer(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "string_normalizer", 2, 1, DVM_DEVICE_CPU);
+  if (st) return st;
+  if (a->nattrs != 2 || a->attrs[0].kind != DVM_VAL_INT || a->attrs[1].kind != DVM_VAL_INT ||
+      (uint64_t)a->attrs[0].u.i > 2 || a->out[0]->dtype != DVM_STRING)
+    return ERR("string_normalizer: want attributes case_change 0..2 and case_sensitive, and Y string");
+  const dvm_tensor *x = a->in[0], *y = a->out[0];
+  int64_t c = dvm_tensor_numel(x), kept;
+  uint8_t *keep = malloc((size_t)(c ? c : 1));
+  if (!keep) return dvm_status_new(DVM_OUT_OF_MEMORY, "string_normalizer: no memory");
+  st = dvm_strnorm_keep(x, a->in[1], a->attrs[1].u.i != 0, keep, &kept);
+  if (!st && dvm_tensor_numel(y) != (kept ? kept : 1)) st = ERR("string_normalizer: Y has not the kept words' count");
+  dvm_string **py = dvm_tensor_ptr(y);
+  for (int64_t i = 0, o = 0; i < c && !st; i++) {
+    if (!keep[i]) continue;
+    size_t n;
+    const char *s = dvm_tensor_string(x, i, &n);
+    char *cased = NULL, what[48];
+    snprintf(what, sizeof what, "string_normalizer: element %lld", (long long)i);
+    if (a->attrs[0].u.i && (st = dvm_text_case(s, n, a->attrs[0].u.i == 2, what, &cased, &n))) break;
+    st = dvm_string_make(a->exec, cased ? cased : s, n, &py[o++]);
+    free(cased);
+  }
+  free(keep);
+  return st;
+}
+
+static dvm_status *string_split(const dvm_kernel_args *a) {
+  dvm_status *st = dvm_kargs_check(a, "string_split", 2, 2, DVM_DEVICE_CPU);
+  if (st) return st;
+  const dvm_tensor *x = a->in[0], *y = a->out[0], *z = a->out[1];
+  if (x->dtype != DVM_STRING || a->in[1]->dtype != DVM_STRING || dvm_tensor_numel(a->in[1]) != 1 ||
+      y->dtype != DVM_STRING || z->dtype != DVM_I64 || a->nattrs != 1 || a->attrs[0].kind != DVM_VAL_INT)
+    return ERR("string_split: want X and one delimiter strings, maxsplit; Y string and Z i64");
+  int64_t n = dvm_tensor_numel(x), most = y->rank == x->rank + 1 ? y->dims[x->rank] : -1;
+  if (dvm_tensor_numel(z) != n || most < 0 || (most && dvm_tensor_numel(y) != n * most))
+    return ERR("string_split: Y and Z are not [X..., pieces] and [X...]");
+  size_t dn;
+  const char *d = dvm_tensor_string(a->in[1], 0, &dn);
+  dvm_string **py = dvm_tensor_ptr(y);
+  int64_t *pz = dvm_tensor_ptr(z);
+  for (int64_t i = 0; i < n && !st; i++) {
+    size_t len;
+    const char *s = dvm_tensor_string(x, i, &len), *piece;
+    dvm_split it;
+    dvm_split_start(&it, s, len, d, dn, a->attrs[0].u.i);
+    int64_t k = 0;
+    while (!st && dvm_split_next(&it, &piece, &len)) {
+      if (k >= most) st = ERR("string_split: element %lld has more than %lld pieces", (long long)i, (long long)most);
+      else st = dvm_string_make(a->exec, piece, len, &py[i * most + k++]);
+    }
+    pz[i] = k;
+  }
+  return st;
+}
+
 const dvm_kernel_def dvm_cpu_strings_kernels[] = {
+    {"string_normalizer", DVM_DEVICE_CPU, string_normalizer, "string_normalizer", .strings = 1},
+    {"string_split", DVM_DEVICE_CPU, string_split, "string_split", .strings = 1},
     {"string_concat", DVM_DEVICE_CPU, string_concat, "broadcast", .strings = 1},
     {"regex_full_match", DVM_DEVICE_CPU, regex_full_match, NULL, .strings = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},

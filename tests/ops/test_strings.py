@@ -183,3 +183,39 @@ def test_regex_refusals(tmp_path):
                        [vi("y", T.BOOL)], opset=20)
     with pytest.raises(DvmError, match="regex_full_match: element 1: UTF-8 error"):
         run_module(compile_onnx(save_model(model, tmp_path / "m.onnx")), {"s": np.array([b"ab", b"a\xff"])})
+
+
+@pytest.mark.parametrize("delimiter,maxsplit", [("", None), (",", None), (", ", 1), ("", 0), ("\u00e9", 2)])
+@pytest.mark.parametrize("shape", [(0,), (1,), (3, 5)])
+def test_string_split(tmp_path, delimiter, maxsplit, shape):
+    """StringSplit against ONNX Runtime: pieces padded to the most, their counts."""
+    rng = np.random.default_rng(len(delimiter) + sum(shape))
+    parts = ["a", "", " ", "b c", ",", ", ", "\u00e9", "x\ty"]
+    text = np.array(["".join(rng.choice(parts, size=rng.integers(0, 6))) for _ in range(int(np.prod(shape)))],
+                    dtype=str).reshape(shape)
+    attrs = {"delimiter": delimiter} if delimiter else {}
+    if maxsplit is not None:
+        attrs["maxsplit"] = maxsplit
+    model = make_model([helper.make_node("StringSplit", ["s"], ["y", "z"], **attrs)],
+                       [vi("s", T.STRING, [f"d{i}" for i in range(len(shape))])],
+                       [vi("y", T.STRING), vi("z", T.INT64)], opset=20)
+    check_strings_with_ort(tmp_path, model, {"s": text})
+
+
+@pytest.mark.parametrize("action,sensitive", [("NONE", 1), ("LOWER", 0), ("UPPER", 0), ("UPPER", 1)])
+@pytest.mark.parametrize("rank", [1, 2])
+def test_string_normalizer(tmp_path, action, sensitive, rank):
+    """StringNormalizer: stopwords out (by case or not), cases changed, Unicode letters; against Python's
+    (ONNX Runtime needs an installed en_US.UTF-8 locale for a case change, which machines here lack)."""
+    rng = np.random.default_rng(rank * 10 + sensitive)
+    words = ["Monday", "monday", "\u00c9t\u00e9", "\u00e9t\u00e9", "caf\u00e9", "", "TUESDAY"]
+    stop = ["monday", "\u00e9t\u00e9"]
+    text = rng.choice(words, size=11)
+    kept = [w for w in text if (w if sensitive else w.lower()) not in stop]
+    kept = [{"NONE": w, "LOWER": w.lower(), "UPPER": w.upper()}[action] for w in kept] or [""]
+    node = helper.make_node("StringNormalizer", ["s"], ["y"], case_change_action=action, is_case_sensitive=sensitive,
+                            stopwords=stop)
+    shape = lambda n: [n] if rank == 1 else [1, n]
+    model = make_model([node], [vi("s", T.STRING, shape(11))], [vi("y", T.STRING)], opset=10)
+    got = run_module(compile_onnx(save_model(model, tmp_path / "m.onnx")), {"s": np.array(text).reshape(shape(11))})
+    assert got[0].tolist() == np.array(kept).reshape(shape(len(kept))).tolist()
