@@ -15,7 +15,9 @@
 /* sequences and optionals (and ZipMap's sequence of maps): their values are tuples, which have no shape */
 static const char *const without_shape_rule[] = {"SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceInsert",
                                                  "SequenceErase", "SplitToSequence", "ConcatFromSequence", "Optional",
-                                                 "OptionalGetElement", "ZipMap", NULL};
+                                                 "OptionalGetElement", "ZipMap",
+                                                 /* their sizes are read from the text at run time */
+                                                 "StringNormalizer", "StringSplit", NULL};
 
 static int listed(const char *name) {
   for (int i = 0; without_shape_rule[i]; i++)
@@ -24,7 +26,7 @@ static int listed(const char *name) {
 }
 
 static int known_dtype_rule(const char *rule) {
-  static const char *const fields[] = {"", "bool", "i64", "in1", "to", "value", "body", "u8", "f32", "i32", "in2|u8", "in7", "in2", "f32,i32", "dtype", "in0", "in3|in0", "output_datatype", "dtype|f32", "dtype|i32", "labels", "map", NULL};
+  static const char *const fields[] = {"", "bool", "i64", "in1", "to", "value", "body", "u8", "f32", "i32", "in2|u8", "in7", "in2", "f32,i32", "dtype", "in0", "in3|in0", "output_datatype", "dtype|f32", "dtype|i32", "labels", "map", "string", NULL};
   for (const char *p = rule ? rule : "";;) {
     size_t l = strcspn(p, ",");
     int ok = 0;
