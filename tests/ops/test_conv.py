@@ -377,24 +377,29 @@ def test_fused_conv_layout(xs, ws, strides, pads, dil, group, bias, layout, thre
 
 
 # Depthwise 2-D convs (group = C = M): conv_dw.c's loops where X and Y are
-# channels first (layout 0); channels last and channel multipliers > 1 stay
-# on oneDNN. Channels 1, 3, 16, 17, 33, 48; images 1x1 to 19x37 and 13x90
-# (16-column blocks, four at once, and a last one overlapping); pads,
-# dilations, strides 2 (blocks too) and 3 (column by column), 1x3 and 5x5.
+# channels first (layout 0), the stride along W 1 or 2 and output rows at
+# least 64 wide; the others (channels last, narrower rows, stride 3, channel
+# multipliers > 1) stay on oneDNN. Channels 1, 3, 5, 16, 17, 33, 48;
+# heights 1, 2, 7, 9, 13, 19; rows from 64 (one 16-column block after
+# another, four at once, a last one overlapping, and the edges); pads,
+# dilations, strides 2 and 3 along H, 1x3, 3x5 and 5x5 kernels.
 DW_CASES = [
-    ((1, 1, 7, 7), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
-    ((2, 3, 13, 7), (3, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 3, True),
-    ((1, 17, 2, 13), (17, 1, 3, 3), (1, 1), (1, 0, 2, 1), (1, 1), 17, False),
-    ((1, 33, 13, 13), (33, 1, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1), 33, True),    # TF "same", stride 2
-    ((1, 33, 1, 1), (33, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 33, True),
-    ((1, 17, 13, 7), (17, 1, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 17, True),     # dilation 2
-    ((2, 48, 19, 37), (48, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 48, True),    # 5x5
-    ((1, 16, 7, 40), (16, 1, 3, 3), (3, 2), (1, 2, 0, 1), (1, 1), 16, False),
-    ((1, 5, 13, 2), (5, 1, 1, 3), (1, 1), (0, 1, 0, 1), (1, 1), 5, True),        # 1x3
-    ((1, 3, 7, 7), (6, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, True),         # multiplier 2
+    ((1, 1, 7, 67), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
+    ((2, 3, 13, 130), (3, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 3, True),
+    ((1, 17, 2, 70), (17, 1, 3, 3), (1, 1), (1, 0, 2, 1), (1, 1), 17, False),
+    ((1, 33, 13, 131), (33, 1, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1), 33, True),   # TF "same", stride 2
+    ((1, 33, 1, 64), (33, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 33, True),
+    ((1, 17, 13, 67), (17, 1, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 17, True),    # dilation 2
+    ((2, 48, 19, 70), (48, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 48, True),    # 5x5
+    ((1, 16, 7, 130), (16, 1, 3, 3), (3, 2), (1, 2, 0, 1), (1, 1), 16, False),
+    ((1, 5, 13, 66), (5, 1, 1, 3), (1, 1), (0, 1, 0, 1), (1, 1), 5, True),       # 1x3
     ((1, 17, 13, 90), (17, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 17, True),    # 4 blocks + overlap
     ((2, 16, 9, 161), (16, 1, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1), 16, False),   # stride 2 blocks
-    ((1, 3, 11, 75), (3, 1, 3, 5), (2, 2), (1, 2, 1, 2), (2, 2), 3, True),       # stride 2, dilated
+    ((1, 3, 11, 140), (3, 1, 3, 5), (2, 2), (1, 2, 1, 2), (2, 2), 3, True),      # stride 2, dilated
+    # oneDNN's: a channel multiplier of 2, a 16-wide row with a 5x5 kernel, stride 3 along W
+    ((1, 3, 7, 7), (6, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, True),
+    ((1, 48, 16, 16), (48, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 48, True),
+    ((1, 16, 7, 200), (16, 1, 3, 3), (1, 3), (1, 1, 1, 1), (1, 1), 16, True),
 ]
 
 
