@@ -172,8 +172,8 @@ static dvm_status *paged_error(const char *user, int64_t r) {
  * Each string output is emptied before the call, so a kernel may write
  * one twice; one that shares its storage with another operand is refused,
  * as emptying it would drop that operand's strings. */
-static dvm_status *strings_before(const dvm_kernel_ref *k, const dvm_list *outs, const dvm_list *ins,
-                                  dvm_tensor *const *tout, dvm_tensor *const *tin) {
+static dvm_status *strings_before(const dvm_module *m, const dvm_kernel_ref *k, const dvm_list *outs,
+                                  const dvm_list *ins, dvm_tensor *const *tout, dvm_tensor *const *tin) {
   for (int64_t i = 0; i < ins->n + outs->n; i++) {
     const dvm_tensor *t = i < ins->n ? tin[i] : tout[i - ins->n];
     int64_t r = i < ins->n ? ins->v[i] : outs->v[i - ins->n];
@@ -183,6 +183,9 @@ static dvm_status *strings_before(const dvm_kernel_ref *k, const dvm_list *outs,
   }
   for (int64_t i = 0; i < outs->n; i++) {
     if (tout[i]->dtype != DVM_STRING) continue;
+    if (dvm_module_holds(m, tout[i])) /* string constants have storages of their own */
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\": output r%lld is a module constant", k->name,
+                            (long long)outs->v[i]);
     for (int64_t j = 0; j < ins->n + outs->n; j++) {
       const dvm_tensor *t = j < ins->n ? tin[j] : tout[j - ins->n];
       if (j != ins->n + i && t->storage == tout[i]->storage)
@@ -241,7 +244,7 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) 
     tin[i] = R[ins.v[i]].u.tensor;
     if (dvm_storage_paged(tin[i]->storage) && !k->def->paged) return paged_error(k->name, ins.v[i]);
   }
-  dvm_status *st = strings_before(k, &outs, &ins, tout, tin);
+  dvm_status *st = strings_before(vm->m, k, &outs, &ins, tout, tin);
   if (st) return st;
   if ((st = scratch_reserve(vm, (size_t)attrs.n))) return st;
   for (int64_t i = 0; i < attrs.n; i++) vm->scratch[i] = R[attrs.v[i]]; /* borrowed */

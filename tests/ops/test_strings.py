@@ -219,3 +219,87 @@ def test_string_normalizer(tmp_path, action, sensitive, rank):
     model = make_model([node], [vi("s", T.STRING, shape(11))], [vi("y", T.STRING)], opset=10)
     got = run_module(compile_onnx(save_model(model, tmp_path / "m.onnx")), {"s": np.array(text).reshape(shape(11))})
     assert got[0].tolist() == np.array(kept).reshape(shape(len(kept))).tolist()
+
+
+STRING_PROGRAM = """.const k string [2] x"{blob}"
+.kernel gather cpu 1
+.shapefn gather
+
+.func main regs=6
+  .sym n r1 0 100
+  .param i tensor i64 [n]
+  .result y tensor string [n]
+  guard          r0, 0
+  const          r2, k
+  imm            r3, 0
+  shapefn        gather, (r4), (r2, r0, r3)
+  alloc          r5, string, r4, cpu
+  invoke         gather, -, (r5), (r2, r0), (r3)
+  ret            (r5)
+.end
+"""
+
+
+def test_string_constant_text_form(tmp_path):
+    """A string constant in the text form: byte counts then bytes; one that does not fill its data exactly is refused."""
+    from dvmtest.cli import assemble, dvm
+
+    blob = lambda *words: ("".join(len(w).to_bytes(8, "little").hex() for w in words) +
+                           "".join(w.hex() for w in words))
+    mod = assemble(STRING_PROGRAM.format(blob=blob(b"ab", "\u00e9".encode())), tmp_path / "ok.dvmb")
+    assert run_module(mod, [np.array([1, 0, 1])])[0].tolist() == ["\u00e9", "ab", "\u00e9"]
+    for words, extra, why in ((["ab", "c"], "", "string element 1: 1 bytes, 0 left in its data"),
+                              (["ab", ""], "00", "string data has 1 bytes after its last element"),
+                              ([], "", "cannot hold the byte counts of 2 elements")):
+        text = STRING_PROGRAM.format(blob=(blob(*[w.encode() for w in words]) if words else "") + extra)
+        if words == ["ab", "c"]:
+            text = text.replace(blob(b"ab", b"c"), blob(b"ab", b"c")[:-2])
+        p = tmp_path / "bad.dvms"
+        p.write_text(text)
+        r = dvm("asm", p, "-o", tmp_path / "bad.dvmb")
+        assert r.returncode != 0 and why in r.stderr, r.stderr
+
+
+HOSTILE = """.const k string [2] x"{blob}"
+.kernel {kernel} cpu 1
+.shapefn broadcast
+
+.func main regs=8
+  .param i tensor i64 [2]
+  .result y tensor string [2]
+  const          r1, k
+  shapefn        broadcast, (r2), (r1, r1)
+{body}
+.end
+"""
+
+
+@pytest.mark.parametrize("kernel,body,why", [
+    # a kernel that does not take strings gets none
+    ("add", "  alloc          r3, string, r2, cpu\n  invoke         add, -, (r3), (r1, r1), ()\n  ret            (r3)",
+     'kernel "add" does not take string tensors (r1)'),
+    # strings never view memory other than their own storage's
+    ("add", "  imm            r4, 64\n  alloc_storage  r5, r4, cpu, 64\n  imm            r6, 0\n"
+            "  alloc_tensor   r3, r5, r6, string, r2\n  ret            (r3)",
+     "a string tensor views only a storage of strings"),
+    ("add", "  alloc          r3, string, r2, cpu\n  reshape        r4, r3, r2\n  ret            (r4)", None),
+    # an output that is also an input would lose its strings when emptied; a constant is every VM's
+    ("concat", "  imm            r4, 0\n  alloc          r3, string, r2, cpu\n"
+               "  invoke         concat, -, (r3), (r3), (r4)\n  ret            (r3)",
+     'kernel "concat": string output r3 shares its storage with another operand'),
+    ("concat", "  imm            r4, 0\n  alloc          r3, string, r2, cpu\n"
+               "  invoke         concat, -, (r1), (r3), (r4)\n  ret            (r1)",
+     'kernel "concat": output r1 is a module constant'),
+])
+def test_string_bytecode_refused(tmp_path, kernel, body, why):
+    """What verified bytecode can still ask of strings at run time, refused by name."""
+    from dvmtest.cli import assemble, dvm
+
+    blob = (2).to_bytes(8, "little").hex() + (1).to_bytes(8, "little").hex() + b"abc".hex()
+    mod = assemble(HOSTILE.format(blob=blob, kernel=kernel, body=body), tmp_path / "m.dvmb")
+    np.save(tmp_path / "i.npy", np.array([0, 1]))
+    r = dvm("run", mod, "--input", tmp_path / "i.npy")
+    if why is None:
+        assert r.returncode == 0, r.stderr
+    else:
+        assert r.returncode != 0 and why in r.stderr, r.stderr
