@@ -303,3 +303,15 @@ def test_string_bytecode_refused(tmp_path, kernel, body, why):
         assert r.returncode == 0, r.stderr
     else:
         assert r.returncode != 0 and why in r.stderr, r.stderr
+
+
+def test_if_with_string_outputs(tmp_path):
+    """An If whose branches give strings: a constant in one, the input (through Concat) in the other."""
+    then_g = helper.make_graph([helper.make_node("Constant", [], ["a"], value_strings=["yes", "\u00e9"])], "then", [],
+                               [vi("a", T.STRING, [2])])
+    else_g = helper.make_graph([helper.make_node("Concat", ["s", "s"], ["b"], axis=0)], "else", [],
+                               [vi("b", T.STRING, None)])
+    model = make_model([helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
+                       [vi("c", T.BOOL, []), vi("s", T.STRING, ["n"])], [vi("y", T.STRING)], opset=19)
+    for c in (True, False):
+        check_strings_with_ort(tmp_path, model, {"c": np.array(c), "s": np.array(["x", ""])}, name=f"if{int(c)}")
