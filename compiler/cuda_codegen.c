@@ -360,6 +360,31 @@ dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **src) {
   return finish(&b, src);
 }
 
+dvm_status *dvmc_cuda_concat(dvm_dtype dt, int nin, char **src) {
+  static const char *const bits[9] = {[1] = "unsigned char", [2] = "unsigned short",
+                                      [4] = "unsigned int", [8] = "unsigned long long"};
+  size_t es = dvm_dtype_size(dt);
+  if (es > 8 || !bits[es] || dt == DVM_STRING)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: concat of %s", dvm_dtype_name(dt));
+  if (nin < 1 || nin > DVM_GEN_MAX_IN)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: concat of %d inputs", nin);
+  buf b = {0};
+  put(&b, "%s", prelude);
+  put(&b, "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+          "  const long long inner = p.dims[%d], m = p.dims[%d];\n"
+          "  const long long q = i %% inner, a = (i / inner) %% m, o = i / inner / m;\n"
+          "  long long off = 0;\n", DVM_GEN_MAX_RANK - 1, DVM_GEN_MAX_RANK - 2);
+  for (int k = 0; k < nin; k++) /* the input whose range of the axis holds a */
+    put(&b, "  if (a < off + p.numel[%1$d]) {\n"
+            "    ((%2$s *)p.ptr[%3$d])[i] = ((const %2$s *)p.ptr[%1$d])[(o * p.numel[%1$d] + a - off) * inner + q];\n"
+            "    return;\n"
+            "  }\n"
+            "  off += p.numel[%1$d];\n", k, bits[es], nin);
+  put(&b, "}\n");
+  elementwise_kernels(&b);
+  return finish(&b, src);
+}
+
 /* ---- standalone elementwise ops ---- */
 
 /* The dtypes an op takes, by register type (docs/fused.md section 3). */

@@ -58,6 +58,13 @@ DVM_MUST_USE dvm_status *dvmc_cuda_transpose_program(dvm_dtype dt, void **prog, 
  * kernels tile the output. *src is malloc'ed. */
 DVM_MUST_USE dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **src);
 
+/* The CUDA C of a CONCAT kernel of nin inputs of dtype dt (any of 1, 2, 4
+ * or 8 bytes, copied as bits), tiled as an ELEMENTWISE kernel over the
+ * output seen as [outer, m, inner] (params.dims), input k's size along
+ * the axis in params.numel[k]: each element reads the input whose range
+ * of the axis holds it. */
+DVM_MUST_USE dvm_status *dvmc_cuda_concat(dvm_dtype dt, int nin, char **src);
+
 
 /* A ROWS kernel of form `form` (a DVM_FORM_ROWS_* of the CPU kernel it
  * stands for). Inputs: x, then for layer norm scale and optionally bias

@@ -554,6 +554,26 @@ static int64_t gather_kernel(clone *c, dvm_list outs, dvm_list ins,
   return gen_kernel(c->p, src, DVM_GEN_GATHER, 2, 1, classes, dt);
 }
 
+/* A concat as a generated CONCAT kernel, when every input's dtype is
+ * known and the output's (the invoke keeps its axis attribute); -1
+ * otherwise. */
+static int64_t concat_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list attrs) {
+  const fact *y = &c->facts[outs.v[0]];
+  dvm_dtype dt[DVM_GEN_MAX_IN + 1];
+  uint8_t classes[DVM_GEN_MAX_IN] = {0}; /* unused: the launcher binds a concat */
+  c->why = "more inputs than a generated kernel takes";
+  if (outs.n != 1 || attrs.n != 1 || ins.n < 1 || ins.n > DVM_GEN_MAX_IN) return -1;
+  c->why = "dtype not proven, or of strings";
+  for (int64_t q = 0; q <= ins.n; q++) {
+    const fact *t = q < ins.n ? &c->facts[ins.v[q]] : y;
+    if (t->writes > 1 || t->dtype < 0 || t->dtype == DVM_STRING || t->dtype != y->dtype) return -1;
+    dt[q] = (dvm_dtype)t->dtype;
+  }
+  char *src;
+  if ((c->p->error = dvmc_cuda_concat(dt[0], (int)ins.n, &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_CONCAT, (int)ins.n, 1, classes, dt);
+}
+
 /* By the kernel's form (vm/kernel.h): a generated kernel, cuBLAS's of the
  * same name, or -1 (the host). */
 static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
@@ -574,7 +594,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   dvm_kernel_form form = def ? def->form : DVM_FORM_NONE;
   pl.generated = form != DVM_FORM_NONE;
   pl.rows = form >= DVM_FORM_ROWS_SOFTMAX;
-  pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER;
+  pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER || form == DVM_FORM_CONCAT;
   pl.sliced = form == DVM_FORM_SLICED;
   c->why = "no device kernel for the op";
   switch (form) {
@@ -584,6 +604,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_PERMUTED: pl.kernel = transpose_kernel(c, outs, ins, attrs); break;
   case DVM_FORM_GATHER: pl.kernel = gather_kernel(c, outs, ins, attrs); break;
   case DVM_FORM_SLICED: pl.kernel = slice_kernel(c, outs, ins); break;
+  case DVM_FORM_CONCAT: pl.kernel = concat_kernel(c, outs, ins, attrs); break;
   default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);

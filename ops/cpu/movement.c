@@ -1086,7 +1086,7 @@ const dvm_kernel_def dvm_cpu_movement_kernels[] = {
                   .prepack_replaces = 1, .strings = 1},
     {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements", .strings = 1},
     {"slice", DVM_DEVICE_CPU, slice, "slice", .strings = 1, .form = DVM_FORM_SLICED},
-    {"concat", DVM_DEVICE_CPU, concat, "concat", .strings = 1},
+    {"concat", DVM_DEVICE_CPU, concat, "concat", .strings = 1, .form = DVM_FORM_CONCAT},
     {"copy_into", DVM_DEVICE_CPU, copy_into, NULL},
     {"split", DVM_DEVICE_CPU, split, "split", .strings = 1},
     {"expand", DVM_DEVICE_CPU, expand, "expand", .strings = 1},

@@ -5,7 +5,8 @@
  *     (r == T, bounds-checked) of the payload's image for this device, in
  *     the launch shape of config c chosen per call by the occupancy cost model
  *     (payload.h), on the VM's stream. Attribute 0, where a PERMUTED input
- *     has one, is transpose's perm; of a GATHER kernel, the axis. A
+ *     has one, is transpose's perm; of a GATHER or CONCAT kernel, the
+ *     axis; a SLICED input's are slice's starts, ends, axes, steps. A
  *     GATHER kernel also gets the VM's device error record, which the
  *     VM's next host wait reads (ops/cuda/stream.h).
  *
@@ -201,8 +202,8 @@ static dvm_status *bind_input(const dvm_gen_payload *g, int k, const dvm_tensor 
 static dvm_status *call_shape(const dvm_gen_payload *g, const dvm_kernel_args *a, dvm_gen_shape *s,
                               dvm_gen_params *p) {
   const dvm_tensor *ref = g->kind == DVM_GEN_ROWS ? a->in[0] : a->out[0];
-  /* a gather's dims are its [outer, m, inner], whatever its rank */
-  dvm_status *st = g->kind == DVM_GEN_GATHER ? NULL
+  /* a gather's or concat's dims are its [outer, m, inner], whatever its rank */
+  dvm_status *st = g->kind == DVM_GEN_GATHER || g->kind == DVM_GEN_CONCAT ? NULL
                  : align_dims(ref, g->kind == DVM_GEN_ROWS ? "input 0" : "output 0", p->dims);
   if (st) return st;
   long long total = dvm_tensor_numel(ref);
@@ -257,7 +258,9 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   if (g->kind == DVM_GEN_GATHER)
     st = dvm_gen_gather_extents(a->in[0], a->in[1], a->out[0], a->attrs, a->nattrs, p.dims, &p.numel[0]);
   long long offset[DVM_GEN_MAX_IN] = {0}; /* elements: where a sliced input starts */
-  if (g->kind != DVM_GEN_GATHER)
+  if (g->kind == DVM_GEN_CONCAT)
+    st = dvm_gen_concat_extents(a->in, a->nin, a->out[0], a->attrs, a->nattrs, p.dims, p.numel);
+  else if (g->kind != DVM_GEN_GATHER)
     for (int k = 0; k < g->nin && !st; k++)
       st = g->classes[k] == DVM_GEN_PERMUTED
                ? dvm_gen_permuted_strides(a->in[k], a->out[0], a->attrs, a->nattrs, p.strides[k])

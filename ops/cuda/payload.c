@@ -85,6 +85,11 @@ static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
       return bad("%s %d: dtype code %u is not a dtype", k < g->nin ? "input" : "output",
                  k < g->nin ? k : k - g->nin, g->dtypes[k]);
   }
+  if (g->kind == DVM_GEN_CONCAT) /* bits copied: one dtype throughout */
+    for (int k = 1; k <= g->nin; k++)
+      if (g->dtypes[k] != g->dtypes[0])
+        return bad("concat: %s %d is %s, input 0 %s", k < g->nin ? "input" : "output", k < g->nin ? k : 0,
+                   dvm_dtype_name((dvm_dtype)g->dtypes[k]), dvm_dtype_name((dvm_dtype)g->dtypes[0]));
   if (g->kind != DVM_GEN_GATHER) return NULL;
   if (g->dtypes[1] != DVM_I32 && g->dtypes[1] != DVM_I64)
     return bad("gather: indices are %s, expected i32 or i64", dvm_dtype_name((dvm_dtype)g->dtypes[1]));
@@ -149,11 +154,13 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   src.len = g->source_size = dvm_reader_u32(&r);
   span dts = {dvm_reader_u32(&r), 0};
   uint32_t reserved = dvm_reader_u32(&r);
-  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_GATHER)
-    return bad("kind %d, expected %d (elementwise), %d (rows) or %d (gather)", g->kind,
-               DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER);
+  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_CONCAT)
+    return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather) or %d (concat)", g->kind,
+               DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER, DVM_GEN_CONCAT);
   if (g->kind == DVM_GEN_GATHER && (g->nin != 2 || g->nout != 1))
     return bad("a gather takes 2 inputs and 1 output, not %d and %d", g->nin, g->nout);
+  if (g->kind == DVM_GEN_CONCAT && g->nout != 1)
+    return bad("a concat makes 1 output, not %d", g->nout);
   if (g->nconfigs < 1 || g->nconfigs > DVM_GEN_MAX_CONFIGS)
     return bad("%d configs, expected 1..%d", g->nconfigs, DVM_GEN_MAX_CONFIGS);
   if (g->nin < 1 || g->nin > DVM_GEN_MAX_IN)
@@ -189,7 +196,7 @@ static void say(dvm_payload_desc *d, size_t *len, const char *fmt, ...) {
 
 dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_desc *out) {
   static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
-                                      [DVM_GEN_GATHER] = "gather"};
+                                      [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat"};
   dvm_gen_payload g;
   dvm_status *st = dvm_gen_payload_read(p, size, &g);
   if (st) return st;
@@ -322,6 +329,32 @@ dvm_status *dvm_gen_sliced_strides(const dvm_tensor *x, const dvm_tensor *y,
       stride *= x->dims[d - lead];
     }
   }
+  return NULL;
+}
+
+dvm_status *dvm_gen_concat_extents(dvm_tensor *const *in, int nin, const dvm_tensor *y,
+                                   const dvm_value *attrs, int nattrs, long long *dims,
+                                   long long *sizes) {
+  dvm_value v[DVM_GEN_MAX_IN + 1];
+  if (nattrs != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a concat takes one attribute (the axis), got %d",
+                          nattrs);
+  if (nin < 1 || nin > DVM_GEN_MAX_IN)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a concat of %d inputs (1..%d)", nin, DVM_GEN_MAX_IN);
+  for (int k = 0; k < nin; k++) v[k] = dvm_value_tensor(in[k]);
+  v[nin] = attrs[0];
+  dvm_concat_info info;
+  dvm_status *st = dvm_concat_infer(v, nin + 1, &info);
+  if (st) return dvm_status_annotate(st, "gen");
+  if ((st = check_output(y, info.rank, info.dims, "the concat"))) return st;
+  long long outer = 1, inner = 1;
+  for (int d = 0; d < info.axis; d++) outer *= y->dims[d];
+  for (int d = info.axis + 1; d < y->rank; d++) inner *= y->dims[d];
+  for (int d = 0; d < DVM_GEN_MAX_RANK - 3; d++) dims[d] = 1;
+  dims[DVM_GEN_MAX_RANK - 3] = outer;
+  dims[DVM_GEN_MAX_RANK - 2] = y->dims[info.axis];
+  dims[DVM_GEN_MAX_RANK - 1] = inner;
+  for (int k = 0; k < nin; k++) sizes[k] = in[k]->dims[info.axis];
   return NULL;
 }
 

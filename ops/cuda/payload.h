@@ -98,6 +98,14 @@ DVM_MUST_USE dvm_status *dvm_gen_sliced_strides(const dvm_tensor *x, const dvm_t
                                                 const dvm_value *attrs, int nattrs,
                                                 long long *strides, long long *offset);
 
+/* A CONCAT call's extents: dims (as for a gather) get [outer, m, inner] of
+ * the output (m its size along the axis), sizes[k] input k's size along
+ * it (attribute 0, as for the CPU "concat", whose shape function decides
+ * and checks the inputs' and y's shapes). DVM_INVALID_ARGUMENT otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_concat_extents(dvm_tensor *const *in, int nin, const dvm_tensor *y,
+                                                const dvm_value *attrs, int nattrs, long long *dims,
+                                                long long *sizes);
+
 /* A GATHER call's extents: dims (DVM_GEN_MAX_RANK, right-aligned) get
  * [outer, m, inner] of the output, *size data's size along the axis
  * (attribute 0, as for the CPU "gather", whose shape function decides and

@@ -633,6 +633,74 @@ static void sl_check(const unit *u, dvm_dtype dt) {
   }
 }
 
+/* ---- concat ---- */
+
+/* every element size */
+static const dvm_dtype cc_dtypes[] = {DVM_F32, DVM_F16, DVM_I64, DVM_U8};
+#define NCC (int)(sizeof cc_dtypes / sizeof cc_dtypes[0])
+
+/* Inputs (their sizes along the axis; the other dims shared) and axes:
+ * one input, an empty one, n = 1, primes, a negative axis, inner 1, past a
+ * block's tile. */
+static const struct {
+  int rank, axis, nin;
+  int64_t dims[3];  /* the shared dims (the axis's entry unused) */
+  int64_t sizes[4]; /* each input's along the axis */
+} cc_cases[] = {
+    {1, 0, 3, {0}, {1, 0, 2}},
+    {3, 1, 3, {2, 0, 5}, {3, 1, 4}},
+    {2, -1, 2, {17, 0}, {31, 2}},
+    {2, 0, 2, {0, 129}, {3, 4}},
+    {2, 1, 1, {5, 0}, {7}},
+    {3, 2, 4, {1, 1, 0}, {1, 1, 1, 1}},
+};
+
+/* A generated concat of dtype dt against the CPU concat, bit for bit,
+ * every config, variant n mod T and the baseline; extents from the
+ * launcher's own dvm_gen_concat_extents. */
+static void cc_check(const unit *u, dvm_dtype dt) {
+  for (size_t s = 0; s < sizeof cc_cases / sizeof cc_cases[0]; s++) {
+    int rank = cc_cases[s].rank, nin = cc_cases[s].nin;
+    int axis = cc_cases[s].axis < 0 ? cc_cases[s].axis + rank : cc_cases[s].axis;
+    int64_t d[3], yd[3];
+    memcpy(yd, cc_cases[s].dims, sizeof yd);
+    yd[axis] = 0;
+    dvm_tensor *in[4];
+    for (int k = 0; k < nin; k++) {
+      memcpy(d, cc_cases[s].dims, sizeof d);
+      d[axis] = cc_cases[s].sizes[k];
+      yd[axis] += d[axis];
+      in[k] = make(dt, rank, d);
+      fill(in[k], 1);
+    }
+    dvm_tensor *ref = make(dt, rank, yd), *out = make(dt, rank, yd);
+    dvm_value ax = dvm_value_int(cc_cases[s].axis);
+    CHECK_OK(cpu("concat", NULL, 0, in, nin, &ref, 1, &ax, 1));
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    CHECK_OK(dvm_gen_concat_extents(in, nin, out, &ax, 1, p.dims, p.numel));
+    for (int k = 0; k < nin; k++) p.ptr[k] = dvm_tensor_ptr(in[k]);
+    p.ptr[nin] = dvm_tensor_ptr(out);
+    int64_t n = dvm_tensor_numel(ref);
+    p.n = n, p.rows = 1;
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+      for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
+        poison(out);
+        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+        CHECK(launch(u + nin - 1, c, v, (unsigned)((n + per_block - 1) / per_block), &p) == 0);
+        int same = memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)) == 0;
+        CHECK(same);
+        if (!same)
+          fprintf(stderr, "concat %s case %zu n %lld config %d variant %d: differs from the CPU\n",
+                  dvm_dtype_name(dt), s, (long long)n, c, v);
+        if (v == T) break;
+      }
+    for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+}
+
 /* ---- gather ---- */
 
 /* data and index dtypes: every element size, both index dtypes */
@@ -860,6 +928,7 @@ static void kernel_forms(void) {
   CHECK(form_of("gather") == DVM_FORM_GATHER);
   CHECK(form_of("fused") == DVM_FORM_FUSED);
   CHECK(form_of("slice") == DVM_FORM_SLICED);
+  CHECK(form_of("concat") == DVM_FORM_CONCAT);
   /* a ROWS mean of its input with the axes from 2 on merged (placement's
    * reshape; test_host_report.py runs it against ONNX Runtime) */
   CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
@@ -887,7 +956,8 @@ int main(int argc, char **argv) {
     return harness_failures ? harness_finish("test_emulate") : 77;
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
-  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR, NU = NGU + NGA };
+  enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR,
+         NCU = NGU + NGA, NU = NCU + NCC * 4 };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -938,6 +1008,7 @@ int main(int argc, char **argv) {
     free(tprog);
   }
   for (int i = 0; i < NGA; i++) CHECK_OK(dvmc_cuda_gather(ga_dtypes[i][0], ga_dtypes[i][1], &u[NGU + i].src));
+  for (int i = 0; i < NCC * 4; i++) CHECK_OK(dvmc_cuda_concat(cc_dtypes[i / 4], i % 4 + 1, &u[NCU + i].src));
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -961,6 +1032,8 @@ int main(int argc, char **argv) {
     if (u[NSU + i].launch) sl_check(&u[NSU + i], tr_dtypes[i]);
   for (int i = 0; i < NGA; i++)
     if (u[NGU + i].launch) ga_check(&u[NGU + i], ga_dtypes[i]);
+  for (int i = 0; i < NCC; i++) /* its units of 1..4 inputs */
+    if (u[NCU + 4 * i].launch && u[NCU + 4 * i + 3].launch) cc_check(&u[NCU + 4 * i], cc_dtypes[i]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

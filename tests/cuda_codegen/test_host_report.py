@@ -10,7 +10,7 @@ at its wait for the result. A model of reductions over trailing axes
 (GlobalAveragePool of rank 3, 4 and 5, ReduceMean/Sum/Max over trailing
 axes given in any order, Softmax and LogSoftmax over the last axis named
 by its positive index, Slices with constant bounds, negative steps among
-them) runs them all on the device, equal to ONNX
+them, Concats of 2 and 3 inputs) runs them all on the device, equal to ONNX
 Runtime on the stand-in at awkward shapes; one over axis 1 stays on the
 host, saying why.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
@@ -98,10 +98,13 @@ def host_report_reductions_model(path):
         helper.make_node("LogSoftmax", ["y"], ["logsoftmax2"], axis=2),
         helper.make_node("Slice", ["x", "s0", "e0", "a0", "st0"], ["slice_steps"]),
         helper.make_node("Slice", ["z", "s1", "e1"], ["slice_lead"]),
+        helper.make_node("Concat", ["x", "softmax3", "x"], ["cat_channels"], axis=1),
+        helper.make_node("Concat", ["gap4", "mean23"], ["cat_rows"], axis=-2),
     ]
     outs = [("gap4", f, None), ("gap3", f, None), ("gap5", f, None), ("mean23", f, None),
             ("sum23", f, None), ("max123", f, None), ("mean1", f, None), ("softmax3", f, None),
-            ("logsoftmax2", f, None), ("slice_steps", f, None), ("slice_lead", f, None)]
+            ("logsoftmax2", f, None), ("slice_steps", f, None), ("slice_lead", f, None),
+            ("cat_channels", f, None), ("cat_rows", f, None)]
     m = make_model(nodes, [("x", f, ["n", "c", "h", "w"]), ("y", f, ["n", "c", "l"]),
                            ("z", f, ["n", "c", "d", "h", "w"])], outs,
                    [const("ax", [-1, 2], np.int64),
@@ -159,7 +162,7 @@ try:
         feeds = {"x": rng.standard_normal((n, c, h, w), dtype=np.float32),
                  "y": rng.standard_normal((n, c, h * w), dtype=np.float32),
                  "z": rng.standard_normal((n, c, 3, h, w), dtype=np.float32)}
-        got = run_module(model, feeds, 11, "--device", "cuda", env=env)
+        got = run_module(model, feeds, 13, "--device", "cuda", env=env)
         try:
             compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-6, what=f"x {n}x{c}x{h}x{w}")
             print(f"reductions at {n}x{c}x{h}x{w}: equal to ONNX Runtime")
