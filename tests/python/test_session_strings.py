@@ -71,3 +71,17 @@ def test_zipmap_like_onnxruntime(labels):
         assert [list(d) for d in got[1]] == [list(d) for d in want[1]]
         for g, w in zip(got[1], want[1], strict=True):
             assert np.allclose(list(g.values()), list(w.values()), rtol=1e-5, atol=1e-6)
+
+
+def test_text_arrays_read_as_they_lie():
+    """Text and bytes arrays in any byte order and layout, their trailing NULs padding; a code point that is no
+    character refused by name."""
+    same = dvm.InferenceSession(make_model([h.make_node("Identity", ["s"], ["t"])], [("s", T.STRING, ["n", "m"])],
+                                           [("t", T.STRING, None)]).SerializeToString())
+    words = np.array([["a\0b", "\u00e9t\u00e9"], ["", "\U0001f642"]])
+    for x in (words, words.astype(">U3"), np.asfortranarray(words), words[:, ::-1]):
+        assert same.run(None, {"s": x})[0].tolist() == x.tolist()
+    assert same.run(None, {"s": np.array([[b"ab\0", b"a\0c"]])})[0].tolist() == [["ab", "a\0c"]]
+    bad = np.frombuffer(np.array([0x61, 0xD800], dtype="<u4").tobytes(), dtype="<U2").reshape(1, 1)
+    with pytest.raises(dvm.InvalidInput, match='input "s": element 0: code point 0xd800 is not a character'):
+        same.run(None, {"s": bad})
