@@ -542,9 +542,9 @@ static int64_t slice_kernel(clone *c, dvm_list outs, dvm_list ins) {
 static int64_t gather_kernel(clone *c, dvm_list outs, dvm_list ins,
                              dvm_list attrs) {
   const fact *x = &c->facts[ins.v[0]], *idx = &c->facts[ins.v[1]], *y = &c->facts[outs.v[0]];
-  c->why = "data dtype not proven, or indices not proven i32 or i64";
+  c->why = "data dtype not proven or strings, or indices not proven i32 or i64";
   if (ins.n != 2 || outs.n != 1 || attrs.n > 1 || x->writes > 1 || idx->writes > 1 ||
-      y->writes > 1 || x->dtype < 0 || y->dtype != x->dtype ||
+      y->writes > 1 || x->dtype < 0 || x->dtype == DVM_STRING || y->dtype != x->dtype ||
       (idx->dtype != DVM_I32 && idx->dtype != DVM_I64))
     return -1;
   dvm_dtype dt[3] = {(dvm_dtype)x->dtype, (dvm_dtype)idx->dtype, (dvm_dtype)x->dtype};

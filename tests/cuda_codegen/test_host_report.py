@@ -169,6 +169,15 @@ try:
         except AssertionError as e:
             print(e)
             fail = 1
+    # strings stay on the host: a device copy would copy their references' bits
+    strings = save_model(make_model([helper.make_node("Gather", ["s", "i"], ["g"], axis=0)],
+                                    [("s", TensorProto.STRING, ["n"]), ("i", TensorProto.INT64, ["m"])],
+                                    [("g", TensorProto.STRING, None)]), os.path.join(tmp, "strings.onnx"))
+    dvm_ok("compile", strings, "-o", os.path.join(tmp, "strings.dvmb"), "--target", "cpu,cuda")
+    report = dvm_ok("inspect", "--host", os.path.join(tmp, "strings.dvmb")).stdout
+    if "gather at Gather_0: " not in report or "data dtype not proven or strings" not in report:
+        print("a gather of strings is not left on the host:\n" + report)
+        fail = 1
     # a cpu-only file has no clones to report on
     p = dvm("compile", os.path.join(MODELS, "mlp.onnx"), "-o", os.path.join(tmp, "mlp.dvmb"))
     p = dvm("inspect", "--host", os.path.join(tmp, "mlp.dvmb"))
