@@ -460,6 +460,22 @@ static int64_t single_kernel(clone *c, const char *name, dvm_list outs, dvm_list
   return k;
 }
 
+/* A generated ELEMENTWISE copy of dtype dt whose one input is of class
+ * cls (PERMUTED, SLICED), when a register carries dt exactly; -1
+ * otherwise. */
+static int64_t copy_kernel(clone *c, dvm_dtype dt, uint8_t cls) {
+  void *prog = NULL;
+  size_t size = 0;
+  if ((c->p->error = dvmc_cuda_transpose_program(dt, &prog, &size)) || !prog) return -1;
+  dvm_dtype dts[2] = {dt, dt};
+  char *src;
+  int64_t k = -1;
+  if (!(c->p->error = dvmc_cuda_elementwise(prog, size, &cls, &src)))
+    k = gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, 1, 1, &cls, dts);
+  free(prog);
+  return k;
+}
+
 /* A transpose as a generated copy whose one input is read through the
  * perm (DVM_GEN_PERMUTED; the invoke keeps its perm attribute for the
  * launcher), when its dtype is known and a register carries it exactly;
@@ -474,18 +490,7 @@ static int64_t transpose_kernel(clone *c, dvm_list outs, dvm_list ins,
   if (ins.n != 1 || outs.n != 1 || attrs.n > 1 || x->writes > 1 || y->writes > 1 ||
       x->dtype < 0 || y->dtype != x->dtype || shape_of(c, ins.v[0], d) > DVM_GEN_MAX_RANK)
     return -1;
-  void *prog = NULL;
-  size_t size = 0;
-  if ((c->p->error = dvmc_cuda_transpose_program((dvm_dtype)x->dtype, &prog, &size)) || !prog)
-    return -1;
-  uint8_t cls = DVM_GEN_PERMUTED;
-  dvm_dtype dt[2] = {(dvm_dtype)x->dtype, (dvm_dtype)x->dtype};
-  char *src;
-  int64_t k = -1;
-  if (!(c->p->error = dvmc_cuda_elementwise(prog, size, &cls, &src)))
-    k = gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, 1, 1, &cls, dt);
-  free(prog);
-  return k;
+  return copy_kernel(c, (dvm_dtype)x->dtype, DVM_GEN_PERMUTED);
 }
 
 /* The values of constant register r, an i64 or i32 tensor of rank 0 or 1
@@ -523,18 +528,7 @@ static int64_t slice_kernel(clone *c, dvm_list outs, dvm_list ins) {
   for (int64_t q = 1; q < ins.n; q++)
     if (const_ints(c, ins.v[q], v) < 0) return -1;
   c->why = "dtype not proven f32, i32 or i64, or rank above 6";
-  void *prog = NULL;
-  size_t size = 0;
-  if ((c->p->error = dvmc_cuda_transpose_program((dvm_dtype)x->dtype, &prog, &size)) || !prog)
-    return -1;
-  uint8_t cls = DVM_GEN_SLICED;
-  dvm_dtype dt[2] = {(dvm_dtype)x->dtype, (dvm_dtype)x->dtype};
-  char *src;
-  int64_t k = -1;
-  if (!(c->p->error = dvmc_cuda_elementwise(prog, size, &cls, &src)))
-    k = gen_kernel(c->p, src, DVM_GEN_ELEMENTWISE, 1, 1, &cls, dt);
-  free(prog);
-  return k;
+  return copy_kernel(c, (dvm_dtype)x->dtype, DVM_GEN_SLICED);
 }
 
 /* A gather as a generated GATHER kernel, when the dtypes of its data and
@@ -795,6 +789,22 @@ static uint32_t scratch_regs(const dvm_func *f) {
   return most;
 }
 
+/* Each invoke's device, so that the allocation of its outputs can follow
+ * (generated kernels are kept by source: planning twice is cheap). */
+static void plan_outputs(clone *c) {
+  const dvm_func *f = c->f;
+  for (uint32_t i = 0; i < f->ninstr && !c->p->error; i++) {
+    const int64_t *w = f->code + f->starts[i];
+    if (w[0] != DVM_OP_INVOKE) continue;
+    dvm_ops_INVOKE x = dvm_decode_INVOKE(w);
+    plan pl = plan_invoke(c, &x);
+    for (int64_t q = 0; q < x.outs.n; q++) {
+      fact *o = &c->facts[x.outs.v[q]];
+      if (o->out_dev < 0) o->out_dev = (int8_t)(pl.kernel >= 0 ? DVM_DEVICE_CUDA : DVM_DEVICE_CPU);
+    }
+  }
+}
+
 static dvm_status *clone_func(placer *p, const dvm_func *f, dvm_func *out) {
   clone c = {.p = p, .f = f, .nregs = f->nregs};
   c.facts = calloc(f->nregs ? f->nregs : 1, sizeof *c.facts);
@@ -802,19 +812,7 @@ static dvm_status *clone_func(placer *p, const dvm_func *f, dvm_func *out) {
   if (!c.facts || !c.map) p->oom = 1;
   else {
     scan(&c);
-    /* each invoke's device, so that the allocation of its outputs can
-     * follow (generated kernels are kept by source: planning twice is
-     * cheap) */
-    for (uint32_t i = 0; i < f->ninstr && !p->error; i++) {
-      const int64_t *w = f->code + f->starts[i];
-      if (w[0] != DVM_OP_INVOKE) continue;
-      dvm_ops_INVOKE x = dvm_decode_INVOKE(w);
-      plan pl = plan_invoke(&c, &x);
-      for (int64_t q = 0; q < x.outs.n; q++) {
-        fact *o = &c.facts[x.outs.v[q]];
-        if (o->out_dev < 0) o->out_dev = (int8_t)(pl.kernel >= 0 ? DVM_DEVICE_CUDA : DVM_DEVICE_CPU);
-      }
-    }
+    plan_outputs(&c);
     uint32_t guards = 0;
     while (guards < f->ninstr && f->code[f->starts[guards]] == DVM_OP_GUARD) guards++;
     for (uint32_t i = 0; i < f->ninstr && !p->error && !p->oom; i++) rewrite(&c, i, i == guards);
@@ -1185,16 +1183,7 @@ static void report_func(placer *p, const dvm_func *f, const dvm_func *placed, FI
     return;
   }
   scan(&c);
-  for (uint32_t i = 0; i < f->ninstr && !p->error; i++) { /* as clone_func: each output's device */
-    const int64_t *w = f->code + f->starts[i];
-    if (w[0] != DVM_OP_INVOKE) continue;
-    dvm_ops_INVOKE x = dvm_decode_INVOKE(w);
-    plan pl = plan_invoke(&c, &x);
-    for (int64_t q = 0; q < x.outs.n; q++) {
-      fact *o = &c.facts[x.outs.v[q]];
-      if (o->out_dev < 0) o->out_dev = (int8_t)(pl.kernel >= 0 ? DVM_DEVICE_CUDA : DVM_DEVICE_CPU);
-    }
-  }
+  plan_outputs(&c);
   if (!p->error) trace_host_calls(&c, &calls);
   size_t in_file = 0; /* the file's clone must hold as many */
   for (uint32_t i = 0; i < placed->ninstr; i++) {

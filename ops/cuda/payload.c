@@ -280,6 +280,26 @@ static dvm_status *check_output(const dvm_tensor *y, int rank, const int64_t *di
                         dvm_shape_format(gs, sizeof gs, (dvm_dtype)y->dtype, rank, dims));
 }
 
+/* A copy's input rank within the kernels', and y of the shape it gives. */
+static dvm_status *check_copy(const dvm_tensor *y, int rank, const int64_t *dims, const char *what) {
+  if (rank > DVM_GEN_MAX_RANK)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: input 0 has rank %d, generated kernels "
+                          "take up to %d", rank, DVM_GEN_MAX_RANK);
+  return check_output(y, rank, dims, what);
+}
+
+/* dims (DVM_GEN_MAX_RANK, right-aligned) as [outer, m, inner] of y's
+ * dims before `axis`, at it and after it. */
+static void axis_dims(const dvm_tensor *y, int axis, long long *dims) {
+  long long outer = 1, inner = 1;
+  for (int d = 0; d < axis; d++) outer *= y->dims[d];
+  for (int d = axis + 1; d < y->rank; d++) inner *= y->dims[d];
+  for (int d = 0; d < DVM_GEN_MAX_RANK - 3; d++) dims[d] = 1;
+  dims[DVM_GEN_MAX_RANK - 3] = outer;
+  dims[DVM_GEN_MAX_RANK - 2] = y->dims[axis];
+  dims[DVM_GEN_MAX_RANK - 1] = inner;
+}
+
 dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
                                      const dvm_value *attrs, int nattrs, long long *strides) {
   dvm_value v[2] = {dvm_value_tensor((dvm_tensor *)x)}; /* read only */
@@ -290,10 +310,7 @@ dvm_status *dvm_gen_permuted_strides(const dvm_tensor *x, const dvm_tensor *y,
   dvm_transpose_info t;
   dvm_status *st = dvm_transpose_infer(v, 1 + nattrs, &t);
   if (st) return dvm_status_annotate(st, "gen");
-  if (t.rank > DVM_GEN_MAX_RANK)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: input 0 has rank %d, generated kernels "
-                          "take up to %d", t.rank, DVM_GEN_MAX_RANK);
-  if ((st = check_output(y, t.rank, t.dims, "the permuted input"))) return st;
+  if ((st = check_copy(y, t.rank, t.dims, "the permuted input"))) return st;
   long long xs[DVM_GEN_MAX_RANK], stride = 1;
   for (int d = x->rank - 1; d >= 0; d--) {
     xs[d] = x->dims[d] == 1 ? 0 : stride;
@@ -315,10 +332,7 @@ dvm_status *dvm_gen_sliced_strides(const dvm_tensor *x, const dvm_tensor *y,
   dvm_slice_info s;
   dvm_status *st = dvm_slice_infer(v, 1 + nattrs, &s);
   if (st) return dvm_status_annotate(st, "gen");
-  if (s.rank > DVM_GEN_MAX_RANK)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: input 0 has rank %d, generated kernels "
-                          "take up to %d", s.rank, DVM_GEN_MAX_RANK);
-  if ((st = check_output(y, s.rank, s.dims, "the sliced input"))) return st;
+  if ((st = check_copy(y, s.rank, s.dims, "the sliced input"))) return st;
   long long stride = 1;
   int lead = DVM_GEN_MAX_RANK - s.rank;
   *offset = 0;
@@ -347,13 +361,7 @@ dvm_status *dvm_gen_concat_extents(dvm_tensor *const *in, int nin, const dvm_ten
   dvm_status *st = dvm_concat_infer(v, nin + 1, &info);
   if (st) return dvm_status_annotate(st, "gen");
   if ((st = check_output(y, info.rank, info.dims, "the concat"))) return st;
-  long long outer = 1, inner = 1;
-  for (int d = 0; d < info.axis; d++) outer *= y->dims[d];
-  for (int d = info.axis + 1; d < y->rank; d++) inner *= y->dims[d];
-  for (int d = 0; d < DVM_GEN_MAX_RANK - 3; d++) dims[d] = 1;
-  dims[DVM_GEN_MAX_RANK - 3] = outer;
-  dims[DVM_GEN_MAX_RANK - 2] = y->dims[info.axis];
-  dims[DVM_GEN_MAX_RANK - 1] = inner;
+  axis_dims(y, info.axis, dims);
   for (int k = 0; k < nin; k++) sizes[k] = in[k]->dims[info.axis];
   return NULL;
 }
@@ -370,13 +378,8 @@ dvm_status *dvm_gen_gather_extents(const dvm_tensor *data, const dvm_tensor *idx
   dvm_status *st = dvm_gather_infer(v, 2 + nattrs, &info);
   if (st) return dvm_status_annotate(st, "gen");
   if ((st = check_output(y, info.rank, info.dims, "the gather"))) return st;
-  long long outer = 1, inner = 1;
-  for (int d = 0; d < info.axis; d++) outer *= data->dims[d];
-  for (int d = info.axis + 1; d < data->rank; d++) inner *= data->dims[d];
-  for (int d = 0; d < DVM_GEN_MAX_RANK - 3; d++) dims[d] = 1;
-  dims[DVM_GEN_MAX_RANK - 3] = outer;
-  dims[DVM_GEN_MAX_RANK - 2] = dvm_tensor_numel(idx);
-  dims[DVM_GEN_MAX_RANK - 1] = inner;
+  axis_dims(data, info.axis, dims);
+  dims[DVM_GEN_MAX_RANK - 2] = dvm_tensor_numel(idx); /* the output's m */
   *size = data->dims[info.axis];
   return NULL;
 }
