@@ -360,30 +360,42 @@ dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **src) {
   return finish(&b, src);
 }
 
-dvm_status *dvmc_cuda_concat(dvm_dtype dt, int nin, char **src) {
+/* A CONCAT (split 0) or SPLIT kernel of n parts: element i of the whole,
+ * seen as [outer, m, inner], is element (o, a - off, q) of the part whose
+ * range of the axis holds a; the parts' sizes are in p.numel. */
+static dvm_status *parts_kernel(dvm_dtype dt, int n, int split, char **src) {
   static const char *const bits[9] = {[1] = "unsigned char", [2] = "unsigned short",
                                       [4] = "unsigned int", [8] = "unsigned long long"};
+  const char *what = split ? "split" : "concat";
   size_t es = dvm_dtype_size(dt);
   if (es > 8 || !bits[es] || dt == DVM_STRING)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: concat of %s", dvm_dtype_name(dt));
-  if (nin < 1 || nin > DVM_GEN_MAX_IN)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: concat of %d inputs", nin);
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: %s of %s", what, dvm_dtype_name(dt));
+  if (n < 1 || n > (split ? DVM_GEN_MAX_OUT : DVM_GEN_MAX_IN))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: %s of %d parts", what, n);
   buf b = {0};
   put(&b, "%s", prelude);
   put(&b, "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
           "  const long long inner = p.dims[%d], m = p.dims[%d];\n"
           "  const long long q = i %% inner, a = (i / inner) %% m, o = i / inner / m;\n"
           "  long long off = 0;\n", DVM_GEN_MAX_RANK - 1, DVM_GEN_MAX_RANK - 2);
-  for (int k = 0; k < nin; k++) /* the input whose range of the axis holds a */
-    put(&b, "  if (a < off + p.numel[%1$d]) {\n"
-            "    ((%2$s *)p.ptr[%3$d])[i] = ((const %2$s *)p.ptr[%1$d])[(o * p.numel[%1$d] + a - off) * inner + q];\n"
-            "    return;\n"
-            "  }\n"
-            "  off += p.numel[%1$d];\n", k, bits[es], nin);
+  for (int k = 0; k < n; k++) {
+    /* the whole is pointer 0 of a split, pointer n of a concat */
+    int part = split ? k + 1 : k, whole = split ? 0 : n;
+    char at[96];
+    snprintf(at, sizeof at, "(o * p.numel[%d] + a - off) * inner + q", k);
+    put(&b, "  if (a < off + p.numel[%d]) {\n", k);
+    put(&b, "    ((%1$s *)p.ptr[%2$d])[%3$s] = ((const %1$s *)p.ptr[%4$d])[%5$s];\n", bits[es],
+        split ? part : whole, split ? at : "i", split ? whole : part, split ? "i" : at);
+    put(&b, "    return;\n  }\n  off += p.numel[%d];\n", k);
+  }
   put(&b, "}\n");
   elementwise_kernels(&b);
   return finish(&b, src);
 }
+
+dvm_status *dvmc_cuda_concat(dvm_dtype dt, int nin, char **src) { return parts_kernel(dt, nin, 0, src); }
+
+dvm_status *dvmc_cuda_split(dvm_dtype dt, int nout, char **src) { return parts_kernel(dt, nout, 1, src); }
 
 /* ---- standalone elementwise ops ---- */
 

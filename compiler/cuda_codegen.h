@@ -65,6 +65,12 @@ DVM_MUST_USE dvm_status *dvmc_cuda_gather(dvm_dtype data, dvm_dtype idx, char **
  * of the axis holds it. */
 DVM_MUST_USE dvm_status *dvmc_cuda_concat(dvm_dtype dt, int nin, char **src);
 
+/* The CUDA C of a SPLIT kernel into nout outputs of dtype dt (as for a
+ * concat), tiled over the input seen as [outer, m, inner], output k's size
+ * along the axis in params.numel[k]: each element goes to the output
+ * whose range of the axis holds it. */
+DVM_MUST_USE dvm_status *dvmc_cuda_split(dvm_dtype dt, int nout, char **src);
+
 
 /* A ROWS kernel of form `form` (a DVM_FORM_ROWS_* of the CPU kernel it
  * stands for). Inputs: x, then for layer norm scale and optionally bias

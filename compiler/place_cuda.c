@@ -300,11 +300,13 @@ typedef struct plan {
   int64_t kernel;  /* index in the new table; -1: on the host */
   int generated;   /* a gen kernel: set the variant, drop attrs */
   int rows;        /* its extent is the last dim of input 0, not numel of output 0 */
+  int numel_in;    /* its extent is numel of input 0 (a split) */
   int keep_attrs;  /* a gen kernel that reads the attributes (a transpose's perm) */
   int merge;       /* >= 0: input 0's dims from this one on are merged into one (a
                     * reshape before the call), its rank `rank`; -1: none */
   int rank;
-  int sliced;      /* a slice: inputs 1.. (constants) passed as shape attributes */
+  int const_ins;   /* a slice or split: inputs 1.. (constants) passed as shapes before
+                    * the call's attributes */
 } plan;
 
 static int float_dt(int dt) { return dt == DVM_F32 || dt == DVM_F16 || dt == DVM_BF16; }
@@ -531,6 +533,29 @@ static int64_t slice_kernel(clone *c, dvm_list outs, dvm_list ins) {
   return copy_kernel(c, (dvm_dtype)x->dtype, DVM_GEN_SLICED);
 }
 
+/* A split as a generated SPLIT kernel, when its input's dtype and every
+ * output's are known and equal, and its sizes, if given, a constant (the
+ * invoke carries them as a shape before its axis attribute); -1 otherwise. */
+static int64_t split_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list attrs) {
+  const fact *x = &c->facts[ins.v[0]];
+  int64_t v[DVM_MAX_RANK];
+  dvm_dtype dt[1 + DVM_GEN_MAX_OUT];
+  uint8_t cls = DVM_GEN_SAME; /* unused: the launcher binds a split */
+  c->why = "more outputs than a generated kernel takes, or sizes not a constant";
+  if (ins.n < 1 || ins.n > 2 || outs.n < 1 || outs.n > DVM_GEN_MAX_OUT || attrs.n > 2 ||
+      (ins.n == 2 && const_ints(c, ins.v[1], v) < 0))
+    return -1;
+  c->why = "dtype not proven, or of strings";
+  for (int64_t q = 0; q <= outs.n; q++) {
+    const fact *t = q ? &c->facts[outs.v[q - 1]] : x;
+    if (t->writes > 1 || t->dtype < 0 || t->dtype == DVM_STRING || t->dtype != x->dtype) return -1;
+    dt[q] = (dvm_dtype)t->dtype;
+  }
+  char *src;
+  if ((c->p->error = dvmc_cuda_split(dt[0], (int)outs.n, &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_SPLIT, 1, (int)outs.n, &cls, dt);
+}
+
 /* A gather as a generated GATHER kernel, when the dtypes of its data and
  * indices are known (the invoke keeps its axis attribute); -1 otherwise. */
 static int64_t gather_kernel(clone *c, dvm_list outs, dvm_list ins,
@@ -574,7 +599,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   placer *p = c->p;
   const dvm_kernel_ref *k = &p->m->kernels[x->kernel];
   dvm_list outs = x->outs, ins = x->ins, attrs = x->attrs;
-  plan pl = {-1, 0, 0, 0, -1, -1, 0};
+  plan pl = {-1, 0, 0, 0, 0, -1, -1, 0};
   if (k->device != DVM_DEVICE_CPU) return pl;
   if (dvm_ops_find(k->name, DVM_DEVICE_CUDA)) {
     /* names are unique in the table; the linker looks up what precedes '@' */
@@ -588,8 +613,10 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   dvm_kernel_form form = def ? def->form : DVM_FORM_NONE;
   pl.generated = form != DVM_FORM_NONE;
   pl.rows = form >= DVM_FORM_ROWS_SOFTMAX;
-  pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER || form == DVM_FORM_CONCAT;
-  pl.sliced = form == DVM_FORM_SLICED;
+  pl.numel_in = form == DVM_FORM_SPLIT;
+  pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER || form == DVM_FORM_CONCAT ||
+                  form == DVM_FORM_SPLIT;
+  pl.const_ins = form == DVM_FORM_SLICED || form == DVM_FORM_SPLIT;
   c->why = "no device kernel for the op";
   switch (form) {
   case DVM_FORM_NONE: break;
@@ -599,6 +626,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_GATHER: pl.kernel = gather_kernel(c, outs, ins, attrs); break;
   case DVM_FORM_SLICED: pl.kernel = slice_kernel(c, outs, ins); break;
   case DVM_FORM_CONCAT: pl.kernel = concat_kernel(c, outs, ins, attrs); break;
+  case DVM_FORM_SPLIT: pl.kernel = split_kernel(c, outs, ins, attrs); break;
   default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);
@@ -628,10 +656,10 @@ static int merge_axes(clone *c, int64_t x, int merge, int rank, int64_t at) {
   return (int)(r - at + 1);
 }
 
-/* A slice's inputs 1.. (constants: slice_kernel checked) as shapes of
+/* A slice's or split's inputs 1.. (constants: their planners checked) as shapes of
  * immediates in the registers from `at` on, listed in *attrs; the count
  * of registers used. */
-static int slice_attrs(clone *c, const dvm_ops_INVOKE *x, int64_t at, int64_t *attrs) {
+static int const_attrs(clone *c, const dvm_ops_INVOKE *x, int64_t at, int64_t *attrs) {
   int64_t r = at, v[DVM_MAX_RANK], dims[DVM_MAX_RANK];
   for (int64_t q = 1; q < x->ins.n; q++) {
     int n = const_ints(c, x->ins.v[q], v);
@@ -642,15 +670,16 @@ static int slice_attrs(clone *c, const dvm_ops_INVOKE *x, int64_t at, int64_t *a
 }
 
 static void invoke_device(clone *c, const dvm_ops_INVOKE *x, const plan *pl) {
-  int64_t nin = pl->sliced ? 1 : x->ins.n; /* a slice's other inputs go as attributes */
+  int64_t nin = pl->const_ins ? 1 : x->ins.n; /* a slice's or split's other inputs go as attributes */
   for (int64_t q = 0; q < nin; q++) copy_to(c, x->ins.v[q], x->ins.v[q], DVM_DEVICE_CUDA);
   for (int64_t q = 0; q < x->outs.n; q++) copy_to(c, x->outs.v[q], x->outs.v[q], DVM_DEVICE_CUDA);
-  int64_t variant = x->variant, ins[DVM_GEN_MAX_IN], sattrs[4];
+  int64_t variant = x->variant, ins[DVM_GEN_MAX_IN], cattrs[8];
   dvm_list in = {nin, x->ins.v}, attrs = pl->generated && !pl->keep_attrs ? DVM_NO_LIST : x->attrs;
   int used = pl->generated ? 3 : 0;
-  if (pl->sliced) {
-    used += slice_attrs(c, x, c->nregs + used, sattrs);
-    attrs = (dvm_list){x->ins.n - 1, sattrs};
+  if (pl->const_ins && x->ins.n - 1 + attrs.n <= 8) { /* slice_kernel, split_kernel checked */
+    used += const_attrs(c, x, c->nregs + used, cattrs);
+    memcpy(cattrs + x->ins.n - 1, attrs.v, sizeof(int64_t) * (size_t)attrs.n);
+    attrs = (dvm_list){x->ins.n - 1 + attrs.n, cattrs};
   }
   if (pl->merge >= 0 && x->ins.n <= DVM_GEN_MAX_IN) { /* rows_kernel proved the rank */
     memcpy(ins, x->ins.v, sizeof(int64_t) * (size_t)x->ins.n);
@@ -662,7 +691,7 @@ static void invoke_device(clone *c, const dvm_ops_INVOKE *x, const plan *pl) {
     int64_t n = c->nregs, t = c->nregs + 1;
     variant = c->nregs + 2;
     if (pl->rows) EMIT(c, DIM, n, in.v[0], -1);
-    else EMIT(c, NUMEL, n, x->outs.v[0]);
+    else EMIT(c, NUMEL, n, pl->numel_in ? in.v[0] : x->outs.v[0]);
     EMIT(c, IMM, t, DVMC_CUDA_TILE);
     EMIT(c, MOD, variant, n, t);
   }
@@ -780,7 +809,7 @@ static void rewrite(clone *c, uint32_t i, int after_guards) {
 
 /* The most registers any rewrite borrows past the function's own. */
 static uint32_t scratch_regs(const dvm_func *f) {
-  uint32_t most = 3 + 4 * (DVM_MAX_RANK + 1); /* a variant's 3, and merge_axes's or slice_attrs's at most */
+  uint32_t most = 3 + 4 * (DVM_MAX_RANK + 1); /* a variant's 3, and merge_axes's or const_attrs's at most */
   for (uint32_t i = 0; i < f->ninstr; i++) {
     const int64_t *w = f->code + f->starts[i];
     int64_t n = w[0] == DVM_OP_INVOKE ? dvm_decode_INVOKE(w).ins.n : w[0] == DVM_OP_SHAPEFN ? dvm_decode_SHAPEFN(w).args.n : 0;

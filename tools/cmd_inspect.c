@@ -226,17 +226,18 @@ static void print_gen(const uint8_t *p, size_t size) {
     return;
   }
   static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
-                                       [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat"};
-  int gather = p[6] == DVM_GEN_GATHER, concat = p[6] == DVM_GEN_CONCAT;
+                                       [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
+                                       [DVM_GEN_SPLIT] = "split"};
+  int gather = p[6] == DVM_GEN_GATHER, concat = p[6] == DVM_GEN_CONCAT || p[6] == DVM_GEN_SPLIT;
   printf("    %s, %u inputs, %u outputs, tile T = %u\n",
-         p[6] >= 1 && p[6] <= DVM_GEN_CONCAT ? kinds[p[6]] : "unknown kind", nin, nout, tile);
+         p[6] >= 1 && p[6] <= DVM_GEN_SPLIT ? kinds[p[6]] : "unknown kind", nin, nout, tile);
   for (unsigned c = 0; c < nconfigs; c++)
     printf("    config %u: block %u, %u per thread, %u shared bytes\n", c,
            rd16(p + DVM_GEN_HEADER_SIZE + 8 * c), rd16(p + DVM_GEN_HEADER_SIZE + 8 * c + 2),
            rd32(p + DVM_GEN_HEADER_SIZE + 8 * c + 4));
   static const char *const class_names[] = {"same", "scalar", "suffix", "strided", "permuted", "sliced"};
   fputs(gather   ? "    inputs: data, indices (indexed along the call's axis)"
-        : concat ? "    inputs: joined along the call's axis"
+        : concat ? "    inputs: joined or cut along the call's axis"
                  : "    inputs:", stdout);
   for (unsigned k = 0; k < nin && !gather && !concat; k++)
     printf(" %s", p[classes + k] <= DVM_GEN_SLICED ? class_names[p[classes + k]] : "?");

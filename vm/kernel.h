@@ -80,6 +80,7 @@ typedef enum dvm_kernel_form {
   DVM_FORM_GATHER,      /* ONNX Gather along the axis attribute */
   DVM_FORM_SLICED,      /* its input 0 copied through inputs 1.. (starts, ends, axes, steps: slice) */
   DVM_FORM_CONCAT,      /* its inputs joined along the axis attribute */
+  DVM_FORM_SPLIT,       /* its input 0 cut along the axis attribute (input 1: the sizes) */
   /* one row at a time along the last axis (the reductions: or along the
    * trailing axes their axes name); the ROWS forms come last */
   DVM_FORM_ROWS_SOFTMAX,

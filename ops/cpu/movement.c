@@ -1088,7 +1088,7 @@ const dvm_kernel_def dvm_cpu_movement_kernels[] = {
     {"slice", DVM_DEVICE_CPU, slice, "slice", .strings = 1, .form = DVM_FORM_SLICED},
     {"concat", DVM_DEVICE_CPU, concat, "concat", .strings = 1, .form = DVM_FORM_CONCAT},
     {"copy_into", DVM_DEVICE_CPU, copy_into, NULL},
-    {"split", DVM_DEVICE_CPU, split, "split", .strings = 1},
+    {"split", DVM_DEVICE_CPU, split, "split", .strings = 1, .form = DVM_FORM_SPLIT},
     {"expand", DVM_DEVICE_CPU, expand, "expand", .strings = 1},
     {"tile", DVM_DEVICE_CPU, tile, "tile", .strings = 1},
     {"pad", DVM_DEVICE_CPU, pad, "pad"},

@@ -6,7 +6,7 @@
  *     the launch shape of config c chosen per call by the occupancy cost model
  *     (payload.h), on the VM's stream. Attribute 0, where a PERMUTED input
  *     has one, is transpose's perm; of a GATHER or CONCAT kernel, the
- *     axis; a SLICED input's are slice's starts, ends, axes, steps. A
+ *     axis; of a SPLIT kernel, [the sizes,] the axis[, num_outputs]; a SLICED input's are slice's starts, ends, axes, steps. A
  *     GATHER kernel also gets the VM's device error record, which the
  *     VM's next host wait reads (ops/cuda/stream.h).
  *
@@ -201,9 +201,9 @@ static dvm_status *bind_input(const dvm_gen_payload *g, int k, const dvm_tensor 
  * the kernel writes. */
 static dvm_status *call_shape(const dvm_gen_payload *g, const dvm_kernel_args *a, dvm_gen_shape *s,
                               dvm_gen_params *p) {
-  const dvm_tensor *ref = g->kind == DVM_GEN_ROWS ? a->in[0] : a->out[0];
-  /* a gather's or concat's dims are its [outer, m, inner], whatever its rank */
-  dvm_status *st = g->kind == DVM_GEN_GATHER || g->kind == DVM_GEN_CONCAT ? NULL
+  const dvm_tensor *ref = g->kind == DVM_GEN_ROWS || g->kind == DVM_GEN_SPLIT ? a->in[0] : a->out[0];
+  /* a gather's, concat's or split's dims are its [outer, m, inner], whatever its rank */
+  dvm_status *st = g->kind >= DVM_GEN_GATHER ? NULL
                  : align_dims(ref, g->kind == DVM_GEN_ROWS ? "input 0" : "output 0", p->dims);
   if (st) return st;
   long long total = dvm_tensor_numel(ref);
@@ -211,7 +211,8 @@ static dvm_status *call_shape(const dvm_gen_payload *g, const dvm_kernel_args *a
   s->rows = g->kind == DVM_GEN_ROWS ? (s->n ? total / s->n : 0) : 1;
   for (int o = 0; o < a->nout; o++) {
     long long got = dvm_tensor_numel(a->out[o]);
-    int ok = g->kind == DVM_GEN_ROWS ? got == total || got == s->rows : got == total;
+    /* a split's outputs: dvm_gen_split_extents checks each */
+    int ok = g->kind == DVM_GEN_ROWS ? got == total || got == s->rows : g->kind == DVM_GEN_SPLIT || got == total;
     if (!ok)
       return dvm_status_new(DVM_INVALID_ARGUMENT,
                             "gen: output %d has %lld elements; the kernel writes %lld%s", o, got,
@@ -260,6 +261,8 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   long long offset[DVM_GEN_MAX_IN] = {0}; /* elements: where a sliced input starts */
   if (g->kind == DVM_GEN_CONCAT)
     st = dvm_gen_concat_extents(a->in, a->nin, a->out[0], a->attrs, a->nattrs, p.dims, p.numel);
+  else if (g->kind == DVM_GEN_SPLIT) /* the outputs' sizes in numel: a split has one input */
+    st = dvm_gen_split_extents(a->in[0], a->out, a->nout, a->attrs, a->nattrs, p.dims, p.numel);
   else if (g->kind != DVM_GEN_GATHER)
     for (int k = 0; k < g->nin && !st; k++)
       st = g->classes[k] == DVM_GEN_PERMUTED

@@ -65,7 +65,8 @@
 #define DVM_GEN_MAX_TILE 64
 #define DVM_GEN_MAX_RANK 6
 
-enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2, DVM_GEN_GATHER = 3, DVM_GEN_CONCAT = 4 };
+enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2, DVM_GEN_GATHER = 3, DVM_GEN_CONCAT = 4,
+       DVM_GEN_SPLIT = 5 };
 
 /* The device error record: a flag, then the kind's details (GATHER: the
  * position in the indices, the index, the axis's size). */

@@ -85,10 +85,11 @@ static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
       return bad("%s %d: dtype code %u is not a dtype", k < g->nin ? "input" : "output",
                  k < g->nin ? k : k - g->nin, g->dtypes[k]);
   }
-  if (g->kind == DVM_GEN_CONCAT) /* bits copied: one dtype throughout */
-    for (int k = 1; k <= g->nin; k++)
+  if (g->kind == DVM_GEN_CONCAT || g->kind == DVM_GEN_SPLIT) /* bits copied: one dtype throughout */
+    for (int k = 1; k < g->nin + g->nout; k++)
       if (g->dtypes[k] != g->dtypes[0])
-        return bad("concat: %s %d is %s, input 0 %s", k < g->nin ? "input" : "output", k < g->nin ? k : 0,
+        return bad("%s: %s %d is %s, input 0 %s", g->kind == DVM_GEN_SPLIT ? "split" : "concat",
+                   k < g->nin ? "input" : "output", k < g->nin ? k : k - g->nin,
                    dvm_dtype_name((dvm_dtype)g->dtypes[k]), dvm_dtype_name((dvm_dtype)g->dtypes[0]));
   if (g->kind != DVM_GEN_GATHER) return NULL;
   if (g->dtypes[1] != DVM_I32 && g->dtypes[1] != DVM_I64)
@@ -154,13 +155,15 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   src.len = g->source_size = dvm_reader_u32(&r);
   span dts = {dvm_reader_u32(&r), 0};
   uint32_t reserved = dvm_reader_u32(&r);
-  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_CONCAT)
-    return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather) or %d (concat)", g->kind,
-               DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER, DVM_GEN_CONCAT);
+  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_SPLIT)
+    return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather), %d (concat) or %d (split)",
+               g->kind, DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER, DVM_GEN_CONCAT, DVM_GEN_SPLIT);
   if (g->kind == DVM_GEN_GATHER && (g->nin != 2 || g->nout != 1))
     return bad("a gather takes 2 inputs and 1 output, not %d and %d", g->nin, g->nout);
   if (g->kind == DVM_GEN_CONCAT && g->nout != 1)
     return bad("a concat makes 1 output, not %d", g->nout);
+  if (g->kind == DVM_GEN_SPLIT && g->nin != 1)
+    return bad("a split takes 1 input, not %d", g->nin);
   if (g->nconfigs < 1 || g->nconfigs > DVM_GEN_MAX_CONFIGS)
     return bad("%d configs, expected 1..%d", g->nconfigs, DVM_GEN_MAX_CONFIGS);
   if (g->nin < 1 || g->nin > DVM_GEN_MAX_IN)
@@ -196,7 +199,8 @@ static void say(dvm_payload_desc *d, size_t *len, const char *fmt, ...) {
 
 dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_desc *out) {
   static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
-                                      [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat"};
+                                      [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
+                                      [DVM_GEN_SPLIT] = "split"};
   dvm_gen_payload g;
   dvm_status *st = dvm_gen_payload_read(p, size, &g);
   if (st) return st;
@@ -364,6 +368,30 @@ dvm_status *dvm_gen_concat_extents(dvm_tensor *const *in, int nin, const dvm_ten
   axis_dims(y, info.axis, dims);
   for (int k = 0; k < nin; k++) sizes[k] = in[k]->dims[info.axis];
   return NULL;
+}
+
+dvm_status *dvm_gen_split_extents(const dvm_tensor *x, dvm_tensor *const *out, int nout,
+                                  const dvm_value *attrs, int nattrs, long long *dims,
+                                  long long *sizes) {
+  dvm_value v[4] = {dvm_value_tensor((dvm_tensor *)x)}; /* read only */
+  int64_t s[DVM_GEN_MAX_OUT], od[DVM_MAX_RANK];
+  int axis;
+  if (nattrs < 1 || nattrs > 3)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a split takes 1 to 3 attributes ([split,] axis[, "
+                          "num_outputs]), got %d", nattrs);
+  if (nout < 1 || nout > DVM_GEN_MAX_OUT)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a split into %d outputs (1..%d)", nout, DVM_GEN_MAX_OUT);
+  for (int k = 0; k < nattrs; k++) v[1 + k] = attrs[k];
+  dvm_status *st = dvm_split_infer(v, 1 + nattrs, nout, &axis, s);
+  if (st) return dvm_status_annotate(st, "gen");
+  memcpy(od, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  for (int k = 0; k < nout && !st; k++) {
+    od[axis] = sizes[k] = s[k];
+    st = check_output(out[k], x->rank, od, "the split");
+    if (st) st = dvm_status_annotate(st, "output %d", k);
+  }
+  if (!st) axis_dims(x, axis, dims);
+  return st;
 }
 
 dvm_status *dvm_gen_gather_extents(const dvm_tensor *data, const dvm_tensor *idx, const dvm_tensor *y,

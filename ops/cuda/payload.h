@@ -106,6 +106,15 @@ DVM_MUST_USE dvm_status *dvm_gen_concat_extents(dvm_tensor *const *in, int nin, 
                                                 const dvm_value *attrs, int nattrs, long long *dims,
                                                 long long *sizes);
 
+/* A SPLIT call's extents: dims get [outer, m, inner] of x (as for a
+ * concat), sizes[k] output k's size along the axis (the attributes as the
+ * CPU "split" takes them after x: a shape of sizes when given, the axis,
+ * num_outputs; its shape function decides, and each output's shape is
+ * checked). DVM_INVALID_ARGUMENT otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_split_extents(const dvm_tensor *x, dvm_tensor *const *out, int nout,
+                                               const dvm_value *attrs, int nattrs, long long *dims,
+                                               long long *sizes);
+
 /* A GATHER call's extents: dims (DVM_GEN_MAX_RANK, right-aligned) get
  * [outer, m, inner] of the output, *size data's size along the axis
  * (attribute 0, as for the CPU "gather", whose shape function decides and

@@ -25,7 +25,8 @@ static dvm_status *read_mutated(size_t size, void (*mutate)(uint8_t *p)) {
 #define MUT(name, body) static void name(uint8_t *p) { body; }
 MUT(bad_magic, p[0] = 'X')
 MUT(bad_version, put16(p + 4, 1))
-MUT(bad_kind, p[6] = 5)
+MUT(bad_kind, p[6] = 6)
+MUT(split_three, p[6] = DVM_GEN_SPLIT)
 MUT(concat_ok, p[6] = DVM_GEN_CONCAT)
 MUT(concat_mixed, concat_ok(p); p[DTYPES_AT + 1] = DVM_I64)
 /* a gather: data f32, indices i64, output f32 (the fixture's third input
@@ -101,7 +102,8 @@ static void test_read(void) {
     void (*mutate)(uint8_t *);
     const char *msg;
   } cases[] = {
-      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 5, expected 1 (elementwise), 2 (rows), 3 (gather) or 4 (concat)"},
+      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 6, expected 1 (elementwise), 2 (rows), 3 (gather), 4 (concat) or 5 (split)"},
+      {split_three, "a split takes 1 input, not 3"},
       {concat_mixed, "concat: input 1 is i64, input 0 f32"},
       {gather_three, "a gather takes 2 inputs and 1 output, not 3 and 1"},
       {gather_f32_indices, "gather: indices are f32, expected i32 or i64"},

@@ -701,6 +701,78 @@ static void cc_check(const unit *u, dvm_dtype dt) {
   }
 }
 
+/* ---- split ---- */
+
+/* Inputs and their cuts (sizes along the axis; 0: in equal parts, the
+ * last smaller): one part, an empty part, n = 1, a negative axis, inner 1,
+ * past a block's tile. */
+static const struct {
+  int rank, axis, nout, given;
+  int64_t dims[3];
+  int64_t sizes[3];
+} sp_cases[] = {
+    {1, 0, 3, 1, {3}, {1, 0, 2}},
+    {3, 1, 2, 1, {2, 8, 5}, {3, 5}},
+    {2, -1, 3, 0, {17, 31}, {0}},
+    {2, 0, 2, 1, {7, 129}, {3, 4}},
+    {2, 1, 1, 1, {5, 7}, {7}},
+    {3, 2, 3, 0, {1, 1, 3}, {0}},
+};
+
+/* A generated split of dtype dt against the CPU split, bit for bit, every
+ * config, variant n mod T and the baseline; extents from the launcher's
+ * own dvm_gen_split_extents. */
+static void sp_check(const unit *u, dvm_dtype dt) {
+  for (size_t s = 0; s < sizeof sp_cases / sizeof sp_cases[0]; s++) {
+    int rank = sp_cases[s].rank, nout = sp_cases[s].nout, axis = sp_cases[s].axis;
+    dvm_tensor *in[2] = {make(dt, rank, sp_cases[s].dims)}, *ref[3], *out[3];
+    fill(in[0], 1);
+    dvm_value attrs[2] = {{.kind = DVM_VAL_SHAPE, .rank = nout}, dvm_value_int(axis)};
+    memcpy(attrs[0].u.dims, sp_cases[s].sizes, sizeof(int64_t) * (size_t)nout);
+    int64_t nsz = nout, sizes[3];
+    if (sp_cases[s].given) {
+      in[1] = make(DVM_I64, 1, &nsz);
+      memcpy(dvm_tensor_ptr(in[1]), sp_cases[s].sizes, sizeof(int64_t) * (size_t)nout);
+    }
+    dvm_value v[3] = {dvm_value_tensor(in[0]), attrs[0], attrs[1]};
+    int ax;
+    CHECK_OK(dvm_split_infer(sp_cases[s].given ? v : (dvm_value[]){v[0], v[2]}, sp_cases[s].given ? 3 : 2,
+                             nout, &ax, sizes));
+    for (int k = 0; k < nout; k++) {
+      int64_t d[3];
+      memcpy(d, sp_cases[s].dims, sizeof d);
+      d[ax] = sizes[k];
+      ref[k] = make(dt, rank, d), out[k] = make(dt, rank, d);
+    }
+    CHECK_OK(cpu("split", NULL, 0, in, 1 + sp_cases[s].given, ref, nout, attrs + 1, 1));
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    const dvm_value *ga = sp_cases[s].given ? attrs : attrs + 1;
+    CHECK_OK(dvm_gen_split_extents(in[0], out, nout, ga, 1 + sp_cases[s].given, p.dims, p.numel));
+    p.ptr[0] = dvm_tensor_ptr(in[0]);
+    for (int k = 0; k < nout; k++) p.ptr[1 + k] = dvm_tensor_ptr(out[k]);
+    int64_t n = dvm_tensor_numel(in[0]);
+    p.n = n, p.rows = 1;
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+      for (int var = (int)(n % T); var <= T; var += T - (int)(n % T)) {
+        for (int k = 0; k < nout; k++) poison(out[k]);
+        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+        CHECK(launch(u + nout - 1, c, var, (unsigned)((n + per_block - 1) / per_block), &p) == 0);
+        int same = 1;
+        for (int k = 0; k < nout; k++)
+          same &= !memcmp(dvm_tensor_ptr(out[k]), dvm_tensor_ptr(ref[k]), dvm_tensor_nbytes(ref[k]));
+        CHECK(same);
+        if (!same)
+          fprintf(stderr, "split %s case %zu n %lld config %d variant %d: differs from the CPU\n",
+                  dvm_dtype_name(dt), s, (long long)n, c, var);
+        if (var == T) break;
+      }
+    dvm_tensor_release(in[0]);
+    if (sp_cases[s].given) dvm_tensor_release(in[1]);
+    for (int k = 0; k < nout; k++) dvm_tensor_release(ref[k]), dvm_tensor_release(out[k]);
+  }
+}
+
 /* ---- gather ---- */
 
 /* data and index dtypes: every element size, both index dtypes */
@@ -929,6 +1001,7 @@ static void kernel_forms(void) {
   CHECK(form_of("fused") == DVM_FORM_FUSED);
   CHECK(form_of("slice") == DVM_FORM_SLICED);
   CHECK(form_of("concat") == DVM_FORM_CONCAT);
+  CHECK(form_of("split") == DVM_FORM_SPLIT);
   /* a ROWS mean of its input with the axes from 2 on merged (placement's
    * reshape; test_host_report.py runs it against ONNX Runtime) */
   CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
@@ -957,7 +1030,7 @@ int main(int argc, char **argv) {
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
   enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR,
-         NCU = NGU + NGA, NU = NCU + NCC * 4 };
+         NCU = NGU + NGA, NPU = NCU + NCC * 4, NU = NPU + NCC * 3 };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -1009,6 +1082,7 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < NGA; i++) CHECK_OK(dvmc_cuda_gather(ga_dtypes[i][0], ga_dtypes[i][1], &u[NGU + i].src));
   for (int i = 0; i < NCC * 4; i++) CHECK_OK(dvmc_cuda_concat(cc_dtypes[i / 4], i % 4 + 1, &u[NCU + i].src));
+  for (int i = 0; i < NCC * 3; i++) CHECK_OK(dvmc_cuda_split(cc_dtypes[i / 3], i % 3 + 1, &u[NPU + i].src));
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -1034,6 +1108,8 @@ int main(int argc, char **argv) {
     if (u[NGU + i].launch) ga_check(&u[NGU + i], ga_dtypes[i]);
   for (int i = 0; i < NCC; i++) /* its units of 1..4 inputs */
     if (u[NCU + 4 * i].launch && u[NCU + 4 * i + 3].launch) cc_check(&u[NCU + 4 * i], cc_dtypes[i]);
+  for (int i = 0; i < NCC; i++) /* its units of 1..3 outputs */
+    if (u[NPU + 3 * i].launch && u[NPU + 3 * i + 2].launch) sp_check(&u[NPU + 3 * i], cc_dtypes[i]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

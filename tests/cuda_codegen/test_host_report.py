@@ -10,7 +10,8 @@ at its wait for the result. A model of reductions over trailing axes
 (GlobalAveragePool of rank 3, 4 and 5, ReduceMean/Sum/Max over trailing
 axes given in any order, Softmax and LogSoftmax over the last axis named
 by its positive index, Slices with constant bounds, negative steps among
-them, Concats of 2 and 3 inputs) runs them all on the device, equal to ONNX
+them, Concats of 2 and 3 inputs, Splits by constant sizes (one empty) and
+in equal parts) runs them all on the device, equal to ONNX
 Runtime on the stand-in at awkward shapes; one over axis 1 stays on the
 host, saying why.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
@@ -100,11 +101,14 @@ def host_report_reductions_model(path):
         helper.make_node("Slice", ["z", "s1", "e1"], ["slice_lead"]),
         helper.make_node("Concat", ["x", "softmax3", "x"], ["cat_channels"], axis=1),
         helper.make_node("Concat", ["gap4", "mean23"], ["cat_rows"], axis=-2),
+        helper.make_node("Split", ["z", "sp"], ["part0", "part1", "part2"], axis=2),
+        helper.make_node("Split", ["z"], ["third0", "third1", "third2"], axis=-3),
     ]
     outs = [("gap4", f, None), ("gap3", f, None), ("gap5", f, None), ("mean23", f, None),
             ("sum23", f, None), ("max123", f, None), ("mean1", f, None), ("softmax3", f, None),
             ("logsoftmax2", f, None), ("slice_steps", f, None), ("slice_lead", f, None),
-            ("cat_channels", f, None), ("cat_rows", f, None)]
+            ("cat_channels", f, None), ("cat_rows", f, None)] + [
+            (name, f, None) for name in ("part0", "part1", "part2", "third0", "third1", "third2")]
     m = make_model(nodes, [("x", f, ["n", "c", "h", "w"]), ("y", f, ["n", "c", "l"]),
                            ("z", f, ["n", "c", "d", "h", "w"])], outs,
                    [const("ax", [-1, 2], np.int64),
@@ -112,7 +116,9 @@ def host_report_reductions_model(path):
                     const("s0", [1, -1], np.int64), const("e0", [1000, -1000], np.int64),
                     const("a0", [2, -1], np.int64), const("st0", [2, -3], np.int64),
                     # i32 bounds on the leading axes, the trailing ones whole
-                    const("s1", [0, 1], np.int32), const("e1", [1, 3], np.int32)], opset=17)
+                    const("s1", [0, 1], np.int32), const("e1", [1, 3], np.int32),
+                    # z's axis 2 (of 3) as 1, nothing and 2
+                    const("sp", [1, 0, 2], np.int64)], opset=17)
     return save_model(m, path)
 
 
@@ -162,7 +168,7 @@ try:
         feeds = {"x": rng.standard_normal((n, c, h, w), dtype=np.float32),
                  "y": rng.standard_normal((n, c, h * w), dtype=np.float32),
                  "z": rng.standard_normal((n, c, 3, h, w), dtype=np.float32)}
-        got = run_module(model, feeds, 13, "--device", "cuda", env=env)
+        got = run_module(model, feeds, 19, "--device", "cuda", env=env)
         try:
             compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-6, what=f"x {n}x{c}x{h}x{w}")
             print(f"reductions at {n}x{c}x{h}x{w}: equal to ONNX Runtime")
