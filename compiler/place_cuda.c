@@ -678,7 +678,7 @@ static void invoke_device(clone *c, const dvm_ops_INVOKE *x, const plan *pl) {
   int used = pl->generated ? 3 : 0;
   if (pl->const_ins && x->ins.n - 1 + attrs.n <= 8) { /* slice_kernel, split_kernel checked */
     used += const_attrs(c, x, c->nregs + used, cattrs);
-    memcpy(cattrs + x->ins.n - 1, attrs.v, sizeof(int64_t) * (size_t)attrs.n);
+    for (int64_t q = 0; q < attrs.n; q++) cattrs[x->ins.n - 1 + q] = attrs.v[q]; /* a slice has none */
     attrs = (dvm_list){x->ins.n - 1 + attrs.n, cattrs};
   }
   if (pl->merge >= 0 && x->ins.n <= DVM_GEN_MAX_IN) { /* rows_kernel proved the rank */
