@@ -3,6 +3,7 @@
  * the rule that names it; a permuted input's strides; image choice per architecture; the summary
  * `dvm disasm` shows; the occupancy
  * cost model and grid sizes. */
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,24 @@ MUT(dtypes_unaligned, put32(p + 24, DTYPES_AT + 2))
 MUT(dtypes_over_source, put32(p + 24, SRC_AT))
 MUT(image_over_dtypes, put32(p + TABLE_AT + 8, DTYPES_AT))
 
+/* --write-seeds DIR: each payload test_read reads, valid or refused, as a
+ * seed of tests/fuzz/fuzz_gen.c (corpus/gen). */
+static const char *seed_dir;
+static int nseeds;
+
+static void seed(void (*mutate)(uint8_t *p)) {
+  if (!seed_dir) return;
+  uint8_t *p = malloc(TOTAL);
+  char path[4096];
+  build(p);
+  if (mutate) mutate(p);
+  snprintf(path, sizeof path, "%s/seed_%02d", seed_dir, nseeds++);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(p, 1, TOTAL, f) == TOTAL);
+  if (f) fclose(f);
+  free(p);
+}
+
 static void test_read(void) {
   dvm_gen_payload g;
   uint8_t *p = malloc(TOTAL);
@@ -130,8 +149,12 @@ static void test_read(void) {
       {dtypes_unaligned, "dtypes: offset"}, {dtypes_over_source, "source: bytes"},
       {image_over_dtypes, "image 0 (sm_80): bytes"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     CHECK_ERR(read_mutated(TOTAL, cases[i].mutate), DVM_CORRUPT, cases[i].msg);
+    seed(cases[i].mutate);
+  }
+  static void (*const valid[])(uint8_t *) = {NULL, no_ptx, permuted_one, sliced_one, concat_ok, gather_ok};
+  for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) seed(valid[i]);
   /* a table that fits once images are dropped is still whole */
   CHECK_OK(read_mutated(TOTAL, no_ptx));
   /* the one input of an elementwise kernel may be permuted */
@@ -303,7 +326,8 @@ static void test_choose(void) {
   CHECK(dvm_gen_choose(&g, s, 132, bps) == 1); /* ceil(1000/256) = 4 steps < ceil(1000/128) = 8 */
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0) seed_dir = argv[2];
   test_read();
   test_image();
   test_describe();

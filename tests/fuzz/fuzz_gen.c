@@ -1,0 +1,46 @@
+/* Fuzz target for the DVMG payload reader (ops/cuda/payload.c), which
+ * reads the generated CUDA kernels' payloads of an untrusted .dvmb. Any
+ * input must be read or refused with a corrupt-file error that names the
+ * payload; one that is read must hold only what the launcher relies on
+ * (counts in range, a permuted or sliced input only as the one input of an
+ * elementwise kernel, a concat's or split's dtypes all one), and its
+ * summary must be written. A broken promise aborts. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/payload.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void require(int ok) {
+  if (!ok) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  dvm_gen_payload g;
+  dvm_status *st = dvm_gen_payload_read(data, size, &g);
+  if (st) {
+    require(dvm_status_code(st) == DVM_CORRUPT);
+    require(strncmp(dvm_status_message(st), "DVMG payload", 12) == 0);
+    dvm_status_free(st);
+    return 0;
+  }
+  require(g.kind >= DVM_GEN_ELEMENTWISE && g.kind <= DVM_GEN_SPLIT);
+  require(g.nin >= 1 && g.nin <= DVM_GEN_MAX_IN && g.nout >= 1 && g.nout <= DVM_GEN_MAX_OUT);
+  require(g.tile >= 1 && g.tile <= DVM_GEN_MAX_TILE && g.nconfigs >= 1 && g.nconfigs <= DVM_GEN_MAX_CONFIGS);
+  for (int k = 0; k < g.nin; k++) {
+    require(g.classes[k] <= DVM_GEN_SLICED);
+    require(g.classes[k] < DVM_GEN_PERMUTED || (g.kind == DVM_GEN_ELEMENTWISE && g.nin == 1));
+  }
+  for (int k = 0; k < g.nin + g.nout; k++) {
+    require(g.dtypes[k] < DVM_DTYPE_COUNT);
+    require((g.kind != DVM_GEN_CONCAT && g.kind != DVM_GEN_SPLIT) || g.dtypes[k] == g.dtypes[0]);
+  }
+  require(g.kind != DVM_GEN_SPLIT || g.nin == 1);
+  require(g.kind != DVM_GEN_CONCAT || g.nout == 1);
+  dvm_payload_desc d;
+  st = dvm_gen_payload_describe(data, size, &d);
+  require(!st && strlen(d.summary) < sizeof d.summary);
+  return 0;
+}
