@@ -54,7 +54,7 @@ def test_bytes_like_onnxruntime(bytes_server, binary_in, binary_out):
     c.close()
 
 
-def post(server, model, body):
+def bytes_post(server, model, body):
     req = urllib.request.Request(f"http://{server.url}/v2/models/{model}/infer", data=body,
                                  headers={"Content-Type": "application/json"})
     try:
@@ -66,7 +66,7 @@ def post(server, model, body):
 
 def test_bytes_refusals(bytes_server):
     body = {"inputs": [{"name": "s", "datatype": "BYTES", "shape": [2], "data": ["a", 3]}]}
-    code, text = post(bytes_server, "text", json.dumps(body).encode())
+    code, text = bytes_post(bytes_server, "text", json.dumps(body).encode())
     assert code == 400 and b"BYTES data must be strings" in text, text
     head = json.dumps({"inputs": [{"name": "s", "datatype": "BYTES", "shape": [2],
                                    "parameters": {"binary_data_size": 9}}]}).encode()
