@@ -92,23 +92,13 @@ static dvm_status *strings_and_ints(lowering *L, const dvmc_node *n, dvmc_tensor
   return NULL;
 }
 
-/* A register holding constant t of n's, named "<node>.<what>"; -1 out of memory. */
-static int const_reg(lowering *L, const dvmc_node *n, const char *what, const dvmc_tensor *t) {
-  char name[160];
-  snprintf(name, sizeof name, "%s.%s", n->name, what);
-  int k = t ? dvmc_emit_const(L->e, name, t) : -1, r = dvmc_fn_reg(L->f);
-  if (k < 0) return -1;
-  dvmc_fn_CONST(L->f, r, k);
-  return r;
-}
-
 /* The call of r's kernel on X and the constants t[k] (in order), attribute registers attrs. */
 static dvm_status *call_consts(lowering *L, const dvmc_node *n, const op_rule *r, const char *const *what,
                                dvmc_tensor *const *t, int k, const int64_t *attrs, int nattrs) {
   call c = {0};
   dvm_status *st = lw_call_inputs(L, n, r, &c);
   for (int i = 0; i < k && !st; i++)
-    if ((c.ins[c.nin++] = const_reg(L, n, what[i], t[i])) < 0) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
+    if ((c.ins[c.nin++] = lw_const_reg(L, n, what[i], t[i])) < 0) st = dvm_status_new(DVM_OUT_OF_MEMORY, "");
   for (int i = 0; i < nattrs; i++) c.attrs[c.nattrs++] = attrs[i];
   if (!st) st = lw_emit_call(L, n, r, &c);
   for (int i = 1; i < c.nin; i++) dvmc_fn_RELEASE(L->f, c.ins[i]);

@@ -6,25 +6,14 @@
 #include "emit.h"
 #include "lowering.h"
 
-/* A register holding the one-string constant s, named "<node>.<what>"; -1 out of memory. */
-static int string_reg(lowering *L, const dvmc_node *n, const char *what, const char *s) {
-  int64_t one = 1;
-  dvmc_tensor *t = dvmc_tensor_strings(L->c, 1, &one, 1, &s, NULL);
-  char name[160];
-  snprintf(name, sizeof name, "%s.%s", n->name, what);
-  int k = t ? dvmc_emit_const(L->e, name, t) : -1, r = dvmc_fn_reg(L->f);
-  if (k < 0) return -1;
-  dvmc_fn_CONST(L->f, r, k);
-  return r;
-}
-
 dvm_status *lw_lower_regex_full_match(lowering *L, const dvmc_node *n, const op_rule *r) {
   const dvmc_attr *p = dvmc_attr_find(n, "pattern");
   if (!p) return lw_invalid(n, "has no pattern");
   call c = {0};
   dvm_status *st = lw_call_inputs(L, n, r, &c);
   if (st) return st;
-  int reg = c.ins[c.nin++] = string_reg(L, n, "pattern", p->s);
+  int64_t one = 1;
+  int reg = c.ins[c.nin++] = lw_const_reg(L, n, "pattern", dvmc_tensor_strings(L->c, 1, &one, 1, &p->s, NULL));
   if (reg < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   st = lw_emit_call(L, n, r, &c);
   dvmc_fn_RELEASE(L->f, reg);
@@ -46,10 +35,9 @@ dvm_status *lw_lower_zipmap(lowering *L, const dvmc_node *n, const op_rule *r) {
                      : dvm_arena_alloc(&L->c->arena, 1, sizeof *t);
   if (!t) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   if (i) *t = (dvmc_tensor){.dtype = DVM_I64, .rank = 1, .dims = {k}, .data = i->ints, .nbytes = (size_t)k * 8};
-  char name[160], msg[200];
-  snprintf(name, sizeof name, "%s.labels", n->name);
-  int kc = dvmc_emit_const(L->e, name, t), xr, labels = dvmc_fn_reg(L->f), out = dvmc_fn_reg(L->f);
-  if (kc < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
+  char msg[200];
+  int xr, labels = lw_const_reg(L, n, "labels", t), out = dvmc_fn_reg(L->f);
+  if (labels < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = lw_reg_of(L, x, &xr);
   if (st) return st;
   int cols = dvmc_fn_reg(L->f), want = lw_emit_int(L, k), ok = dvmc_fn_reg(L->f);
@@ -57,7 +45,6 @@ dvm_status *lw_lower_zipmap(lowering *L, const dvmc_node *n, const op_rule *r) {
   dvmc_fn_EQ(L->f, ok, cols, want);
   snprintf(msg, sizeof msg, "node \"%.80s\" (ZipMap): X must have a column per label (%lld)", n->name, (long long)k);
   dvmc_fn_CHECK(L->f, ok, dvmc_emit_string(L->e, msg));
-  dvmc_fn_CONST(L->f, labels, kc);
   dvmc_fn_TUPLE(L->f, out, DVM_LIST(labels, xr));
   dvmc_fn_RELEASE(L->f, labels);
   dvmc_fn_RELEASE(L->f, cols);
@@ -70,15 +57,11 @@ dvm_status *lw_lower_zipmap(lowering *L, const dvmc_node *n, const op_rule *r) {
 /* The call of r's kernel on X and the constant string tensor t, then int attributes. */
 static dvm_status *call_with_strings(lowering *L, const dvmc_node *n, const op_rule *r, const char *what,
                                      const dvmc_tensor *t, const int64_t *attrs, int nattrs) {
-  char name[160];
-  snprintf(name, sizeof name, "%s.%s", n->name, what);
-  int k = t ? dvmc_emit_const(L->e, name, t) : -1;
-  if (k < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   call c = {0};
   dvm_status *st = lw_call_inputs(L, n, r, &c);
   if (st) return st;
-  int reg = c.ins[c.nin++] = dvmc_fn_reg(L->f);
-  dvmc_fn_CONST(L->f, reg, k);
+  int reg = c.ins[c.nin++] = lw_const_reg(L, n, what, t);
+  if (reg < 0) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   for (int i = 0; i < nattrs; i++) c.attrs[c.nattrs++] = lw_emit_int(L, attrs[i]);
   st = lw_emit_call(L, n, r, &c);
   dvmc_fn_RELEASE(L->f, reg);

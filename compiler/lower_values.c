@@ -1,6 +1,7 @@
 /* Values as registers: the value -> register map, constants loaded where
  * first used, allocation (memory-plan sites at top level), and symbolic
  * dims computed as scalar code from the guards' registers. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,15 @@ void lw_emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, cons
 int lw_emit_int(lowering *L, int64_t v) {
   int r = dvmc_fn_reg(L->f);
   dvmc_fn_IMM(L->f, r, v);
+  return r;
+}
+
+int lw_const_reg(lowering *L, const dvmc_node *n, const char *what, const dvmc_tensor *t) {
+  char name[160];
+  snprintf(name, sizeof name, "%s.%s", n->name, what);
+  int k = t ? dvmc_emit_const(L->e, name, t) : -1, r;
+  if (k < 0) return -1;
+  dvmc_fn_CONST(L->f, r = dvmc_fn_reg(L->f), k);
   return r;
 }
 

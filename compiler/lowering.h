@@ -103,6 +103,9 @@ DVM_MUST_USE dvm_status *lw_reg_of(lowering *L, const dvmc_value *v, int *out);
 int lw_drop_scoped(lowering *L, size_t from); /* 0: out of memory */
 void lw_emit_alloc(lowering *L, int reg, dvm_dtype dt, int shape, int rank, const dvmc_expr *const *dims);
 int lw_emit_int(lowering *L, int64_t v);
+/* A register holding constant t (NULL: its making ran out of memory) of
+ * node n, named "<node>.<what>"; -1 out of memory. */
+int lw_const_reg(lowering *L, const dvmc_node *n, const char *what, const dvmc_tensor *t);
 int lw_emit_float(lowering *L, double v);
 int lw_emit_shape(lowering *L, int n, const int64_t *v);
 int lw_data_reg(const lowering *L, const dvmc_expr *sym);

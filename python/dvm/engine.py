@@ -74,7 +74,7 @@ class Request:
             pos += len(new)
             if new:
                 yield new
-            if done and pos == len(self.tokens):
+            if done:  # nothing comes after the end: new held the rest
                 self._end()
                 return
 
@@ -92,7 +92,7 @@ class Request:
                 pos += len(new)
                 if new:
                     yield new
-                if done and pos == len(self.tokens):
+                if done:
                     self._end()
                     return
                 if not new:
