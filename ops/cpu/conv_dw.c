@@ -33,14 +33,13 @@
 #include "ops/cpu/par.h"
 
 typedef float v16 __attribute__((vector_size(16 * sizeof(float)), aligned(4))); /* (unaligned loads) */
-typedef int32_t vi16 __attribute__((vector_size(16 * sizeof(int32_t))));
 
 /* r[0], r[s], ..., r[15 s] for s 1 or 2 (16 s floats read); a macro: a
  * function returning a v16 would change its ABI with the ISA (GCC's -Wpsabi). */
 #define LD(r, s)                                                                                             \
   ((s) == 1 ? *(const v16 *)(r)                                                                              \
-            : __builtin_shuffle(*(const v16 *)(r), *(const v16 *)((r) + 16),                                 \
-                                (vi16){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}))
+            : __builtin_shufflevector(*(const v16 *)(r), *(const v16 *)((r) + 16), 0, 2, 4, 6, 8, 10, 12, 14, 16, \
+                                      18, 20, 22, 24, 26, 28, 30))
 
 /* Output columns [o, o + 16 n) of one row (n 1 or 4: four sums at once, so
  * that each tap's adds need not wait on the last ones): the bias plus
