@@ -29,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Python packages for fixture generators and reference checks.
-python3 -c "import numpy, pytest, onnx, onnxruntime, tritonclient.http, tokenizers, openai, requests, ray.serve, sklearn, skl2onnx, onnxmltools, lightgbm, xgboost" 2>/dev/null ||
+python3 -c "import numpy, pytest, onnx, onnxruntime, tritonclient.http, tokenizers, openai, requests, ray.serve, sklearn, skl2onnx, onnxmltools, lightgbm, xgboost, jinja2" 2>/dev/null ||
   python3 -m pip install -q -r requirements.txt 2>/dev/null ||
   python3 -m pip install -q --break-system-packages -r requirements.txt
 # The ONNX node suite's data (tests/onnx_node/data), from the installed onnx.

@@ -236,6 +236,7 @@ class Tokenizer:
             self._tok = tokenizers.Tokenizer.from_file(file)
         except Exception as e:  # tokenizers raises its own Exception subclass
             raise Error(f"{file}: {e}") from None
+        self._path = model.path
         m = model.config._json.get("model", {})
         self.eos_token_ids = _eos_ids(m)
         self.bos_token_id = m.get("bos_token_id", -1)
@@ -270,8 +271,13 @@ class Tokenizer:
     def create_stream(self) -> "TokenizerStream":
         return TokenizerStream(self)
 
-    def apply_chat_template(self, *args: Any, **kwargs: Any) -> str:
-        raise _unsupported("apply_chat_template (format the prompt yourself)")
+    def apply_chat_template(self, messages: Union[str, List[Dict[str, Any]]], *, template_str: str = None,
+                            tools: str = None, add_generation_prompt: bool = True) -> str:
+        """The prompt for chat messages (GenAI's JSON string of
+        [{"role", "content"}, ...], or the list itself): template_str, else
+        the model folder's chat template, rendered as Hugging Face
+        transformers renders it (docs/python.md#chat-templates)."""
+        return _chat_prompt(self._path, messages, template_str, tools, add_generation_prompt)
 
 
 def _ids(tokens: Iterable[int]) -> List[int]:
@@ -279,6 +285,87 @@ def _ids(tokens: Iterable[int]) -> List[int]:
     if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
         raise Error(f"expected a 1-D sequence of token ids, got shape {a.shape} of {a.dtype}")
     return [int(t) for t in a]
+
+
+def _chat_template(folder: str, tools: Any) -> tuple:
+    """The folder's chat template (None if it has none) and special tokens:
+    tokenizer_config.json's chat_template (a string, or named templates:
+    "tool_use" when there are tools and it has one, else "default"), else
+    chat_template.jinja."""
+    cfg_path = os.path.join(folder, "tokenizer_config.json")
+    try:
+        cfg = json.load(open(cfg_path, encoding="utf-8")) if os.path.isfile(cfg_path) else {}
+    except (OSError, ValueError) as e:
+        raise Error(f"{cfg_path}: {e}") from None
+    if not isinstance(cfg, dict):
+        raise Error(f"{cfg_path}: not a JSON object")
+    tokens = {}
+    for k, v in cfg.items():
+        v = v.get("content") if isinstance(v, dict) else v  # an AddedToken's form
+        if k.endswith("_token") and isinstance(v, str):
+            tokens[k] = v
+    t = cfg.get("chat_template")
+    if isinstance(t, list):
+        named = {e.get("name"): e.get("template") for e in t if isinstance(e, dict)}
+        t = named.get("tool_use") if tools and "tool_use" in named else named.get("default")
+        if not isinstance(t, str):
+            raise Error(f"{cfg_path}: chat_template lists no string template named \"default\"")
+    elif t is not None and not isinstance(t, str):
+        raise Error(f"{cfg_path}: chat_template is not a string")
+    jinja_path = os.path.join(folder, "chat_template.jinja")
+    if t is None and os.path.isfile(jinja_path):
+        t = open(jinja_path, encoding="utf-8").read()
+    return t, tokens
+
+
+def _chat_json(what: str, value: Any) -> Any:
+    if isinstance(value, (bytes, str)):
+        try:
+            return json.loads(value)
+        except ValueError as e:
+            raise Error(f"apply_chat_template: {what} is not JSON: {e}") from None
+    return value
+
+
+def _chat_prompt(folder: str, messages: Any, template_str: Any, tools: Any, add_generation_prompt: bool) -> str:
+    """Jinja2 in its immutable sandbox with transformers' settings
+    (trim_blocks, lstrip_blocks, the loop controls, raise_exception,
+    strftime_now and a tojson that keeps non-ASCII), so that a template
+    renders the prompt its model was trained on."""
+    try:
+        import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        raise Error("apply_chat_template needs the jinja2 package: pip install jinja2") from None
+    import datetime
+
+    msgs, tools = _chat_json("messages", messages), _chat_json("tools", tools) if tools else None
+    if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
+        raise Error("apply_chat_template: messages must be a JSON list of objects ({\"role\": ..., \"content\": ...})")
+    source, tokens = _chat_template(folder, tools)
+    source = template_str or source
+    if source is None:
+        raise Error(f"{folder}: no chat template (tokenizer_config.json has no chat_template and there is no "
+                    "chat_template.jinja); pass template_str")
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+    try:
+        return env.from_string(source).render(messages=msgs, tools=tools, add_generation_prompt=add_generation_prompt,
+                                              **tokens)
+    except jinja2.exceptions.TemplateSyntaxError as e:
+        raise Error(f"chat template, line {e.lineno}: {e.message}") from None
+    except jinja2.exceptions.TemplateError as e:
+        raise Error(f"chat template: {e}") from None
 
 
 class TokenizerStream:

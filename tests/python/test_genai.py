@@ -267,19 +267,30 @@ def test_tokenizer_matches_genai(tmp_path, scatter_folder):
     assert tok.eos_token_ids == [2] and tok.to_token_id("</s>") == 2
 
 
+def genai_example(tmp_path, script, args, python=None):
+    """One of ONNX Runtime GenAI's example scripts (tests/python/genai_examples)
+    run with its common.py: by `python` unchanged, or by this interpreter
+    with `import dvm.genai as og` for `import onnxruntime_genai as og` and
+    nothing else changed. The finished process."""
+    d = tmp_path / ("genai" if python else "dvm")
+    d.mkdir()
+    for f in (script, "common.py"):
+        src = open(os.path.join(HERE, "genai_examples", f)).read()
+        assert "import onnxruntime_genai as og\n" in src
+        (d / f).write_text(src if python else src.replace("import onnxruntime_genai as og\n", "import dvm.genai as og\n"))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))  # this dvm
+    p = subprocess.run([python or sys.executable, str(d / script), *args], capture_output=True, text=True,
+                       timeout=600, cwd=d, env=env)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
 def test_example_script_runs_with_the_import_changed(tmp_path, scatter_folder):
     """ONNX Runtime GenAI's examples/python/model-generate.py (and its
     common.py), with `import dvm.genai as og` for `import
     onnxruntime_genai as og` and nothing else changed."""
-    for f in ("model-generate.py", "common.py"):
-        src = open(os.path.join(HERE, "genai_examples", f)).read()
-        assert "import onnxruntime_genai as og\n" in src
-        (tmp_path / f).write_text(src.replace("import onnxruntime_genai as og\n", "import dvm.genai as og\n"))
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dvm.__file__)))  # this dvm
-    p = subprocess.run([sys.executable, str(tmp_path / "model-generate.py"), "-m", scatter_folder, "-e", "cpu",
-                        "--non_interactive", "-l", "30"], capture_output=True, text=True, timeout=600,
-                       cwd=tmp_path, env=env)
-    assert p.returncode == 0, p.stderr
+    p = genai_example(tmp_path, "model-generate.py", ["-m", scatter_folder, "-e", "cpu", "--non_interactive",
+                                                      "-l", "30"])
     model = load(scatter_folder)
     tok = og.Tokenizer(model)
     prompts = ["The first 4 digits of pi are", "The square root of 2 is",
@@ -398,3 +409,113 @@ def test_tokenizer_package_missing(scatter_folder, monkeypatch):
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     with pytest.raises(dvm.Error, match="needs the tokenizers package: pip install tokenizers"):
         og.Tokenizer(load(scatter_folder))
+
+
+CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+          "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+          "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+# the forms the families' published templates take, written with explicit whitespace control
+CHAT_FORMS = {
+    "header": ("{{- bos_token }}{%- for m in messages %}{{- '<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n'"
+               " + m['content'] | trim + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}"
+               "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"),
+    "tagged": ("{% for m in messages %}{% if m['role'] == 'system' and m['content'] %}{{ '<|system|>\\n' + m['content']"
+               " + '<|end|>\\n' }}{% elif m['role'] == 'user' %}{{ '<|user|>\\n' + m['content'] + '<|end|>\\n' }}"
+               "{% elif m['role'] == 'assistant' %}{{ '<|assistant|>\\n' + m['content'] + '<|end|>\\n' }}{% endif %}"
+               "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}"),
+    "inst": ("{{ bos_token }}{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+             "{{ raise_exception('roles must alternate user/assistant') }}{% endif %}{% if m['role'] == 'user' %}"
+             "{{ '[INST] ' + m['content'] + ' [/INST]' }}{% else %}{{ m['content'] + eos_token }}{% endif %}{% endfor %}"),
+    "tools": ("{%- if tools %}{{- 'Tools: ' + tools | tojson + '\\n' }}{%- endif %}{%- for m in messages %}"
+              "{%- if m.role == 'system' %}{% continue %}{% endif %}{{- m.role + ': ' + m.content + '\\n' }}{%- endfor %}"),
+    # whitespace from the block tags' own lines: transformers' trim_blocks and lstrip_blocks decide it
+    "lines": "{% for m in messages %}\n  {% if m.role == 'user' %}\n{{ m.content }}\n  {% endif %}\n{% endfor %}\n",
+}
+CHAT_TURNS = [{"role": "system", "content": "Réponds brièvement."}, {"role": "user", "content": " What is 2+2? "},
+              {"role": "assistant", "content": "4 — four."}, {"role": "user", "content": "And 3+3? 日本"}]
+CHAT_TOOLS = [{"type": "function", "function": {"name": "météo", "parameters": {"city": {"type": "string"}}}}]
+
+
+def chat_cases():
+    """(name, template or None (the folder's), messages, tools, add_generation_prompt)."""
+    user = CHAT_TURNS[1:]
+    return [("folder", None, CHAT_TURNS, None, True), ("folder-nogen", None, user[:1], None, False),
+            ("header", CHAT_FORMS["header"], CHAT_TURNS, None, True), ("tagged", CHAT_FORMS["tagged"], CHAT_TURNS,
+                                                                       None, False),
+            ("inst", CHAT_FORMS["inst"], user, None, True), ("inst-bad", CHAT_FORMS["inst"], CHAT_TURNS, None, True),
+            ("tools", CHAT_FORMS["tools"], CHAT_TURNS, CHAT_TOOLS, True), ("lines", CHAT_FORMS["lines"], user, None, True)]
+
+
+@pytest.fixture(scope="module")
+def chat_folder(scatter_folder, tmp_path_factory):
+    """The scatter folder with CHATML as its tokenizer_config.json's chat_template."""
+    d = tmp_path_factory.mktemp("chat") / "m"
+    shutil.copytree(scatter_folder, d, ignore=shutil.ignore_patterns("*.dvmb"))
+    cfg = json.load(open(d / "tokenizer_config.json"))
+    cfg["chat_template"] = CHATML
+    json.dump(cfg, open(d / "tokenizer_config.json", "w"))
+    return str(d)
+
+
+def test_chat_template_renders_as_transformers_and_genai(tmp_path, chat_folder):
+    """Every case as transformers renders it (the definition of a chat
+    template); ONNX Runtime GenAI agrees on all but "lines", whose
+    whitespace comes from block tags on their own lines (GenAI keeps it)."""
+    cases = chat_cases()
+    job = {"folder": chat_folder, "cases": [{"template": t, "messages": m, "tools": tl, "add_generation_prompt": g}
+                                            for _, t, m, tl, g in cases]}
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    p = subprocess.run([VENV_PY, os.path.join(HERE, "chat_ref.py"), str(tmp_path / "job.json"),
+                        str(tmp_path / "ref.json")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    ref = json.load(open(tmp_path / "ref.json"))
+    tok = og.Tokenizer(load(chat_folder))
+    for i, (name, template, messages, tools, gen) in enumerate(cases):
+        try:
+            got = tok.apply_chat_template(json.dumps(messages), template_str=template,
+                                          tools=json.dumps(tools) if tools else None, add_generation_prompt=gen)
+        except dvm.Error as e:
+            got = f"error: {e}"
+        want = ref["transformers"][i]
+        if want.startswith("error: "):
+            assert got.startswith("error: ") and "roles must alternate" in got and "roles must alternate" in want, name
+            continue
+        assert got == want, (name, got, want)
+        if name != "lines":
+            assert got == ref["genai"][i], (name, got, ref["genai"][i])
+    assert tok.apply_chat_template(CHAT_TURNS) == tok.apply_chat_template(json.dumps(CHAT_TURNS))  # the list itself
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"messages": "[{"}, "messages is not JSON"),
+    ({"messages": '{"role": "user"}'}, "a JSON list of objects"),
+    ({"messages": "[]", "tools": "not json"}, "tools is not JSON"),
+    ({"messages": "[]", "template_str": "{% for %}"}, "chat template, line 1"),
+    ({"messages": "[]", "template_str": "{{ ''.__class__.__mro__ }}"}, "unsafe"),
+    ({"messages": "[]", "folder": "scatter"}, "no chat template"),
+])
+def test_chat_template_bad_input(chat_folder, scatter_folder, kwargs, message):
+    tok = og.Tokenizer(load(scatter_folder if kwargs.pop("folder", None) else chat_folder))
+    with pytest.raises(dvm.Error, match=message):
+        tok.apply_chat_template(**kwargs)
+
+
+def test_chat_example_prints_what_genai_prints(tmp_path, chat_folder):
+    """ONNX Runtime GenAI's examples/python/model-qa.py, one turn through the
+    folder's chat template, greedy: with the import changed it prints what
+    it prints with GenAI up to the answer (the prompt, with -v), and the
+    answer is the text of GenAI's tokens for that prompt. (GenAI's own
+    stream leaves text out after bytes that end no character, which random
+    weights make; dvm's pieces make the whole decoded text.)"""
+    args = ["-m", chat_folder, "-e", "cpu", "--non_interactive", "-v", "-l", "120", "-sp", "Réponds brièvement.",
+            "-up", "What color is the sky?"]
+    ours, theirs = genai_example(tmp_path, "model-qa.py", args), genai_example(tmp_path, "model-qa.py", args, VENV_PY)
+    head, answer = ours.stdout.split("\nOutput: ")
+    assert head == theirs.stdout.split("\nOutput: ")[0]
+    prompt = head.split("Prompt: ", 1)[1].split("\nRunning generation loop")[0]
+    assert prompt.startswith("<|im_start|>system\nRéponds brièvement.<|im_end|>\n<|im_start|>user\nWhat color")
+    ref = ort(tmp_path, {"folder": chat_folder, "texts": [prompt], "search": {"max_length": 120}})
+    tok = og.Tokenizer(load(chat_folder))
+    # (a last token that ends no character stays in the stream)
+    assert answer.split("\n\n")[0] == tok.decode(ref["tokens"][len(ref["encoded"][0]):]).rstrip("\ufffd")
