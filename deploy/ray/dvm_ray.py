@@ -3,11 +3,12 @@ each holding a generation model (a GenAI builder folder) loaded through the
 Python package and a continuous-batching engine over it (`dvm.engine`:
 `slots` sequences in every step, a request joining at the next step and
 leaving when it ends), behind an ingress, `Completions`, that answers
-OpenAI's completion request (`prompt`, `max_tokens`, `temperature`,
-`top_p`, `seed`, `stream`: whole, or as server-sent events) and, when the
-replica running a request dies (its node went away), sends it to another
-replica, which makes it again and passes on only the tokens not yet sent,
-so an accepted request, streamed or not, is not lost. Ray Serve
+OpenAI's completion and chat completion requests (`prompt` or `messages`
+through the model folder's chat template, `max_tokens`, `temperature`,
+`top_p`, `seed`, `stop`, `n`, `stream`: whole, or as server-sent events)
+and, when the replica running a choice dies (its node went away), sends it
+to another replica, which makes it again and passes on only the text not
+yet sent, so an accepted request, streamed or not, is not lost. Ray Serve
 autoscales the replicas by queue length: it adds one while more than
 `target_ongoing_requests` requests per replica are queued or running
 (docs/serving.md, "Ray Serve").
@@ -47,83 +48,124 @@ class DvmLLM:
         self.engine = Engine(self.model, slots=slots)
         self.node = ray.get_runtime_context().get_node_id()
 
-    async def generate(self, prompt, max_tokens, temperature, top_p, seed, skip=0):
-        """Yields {"text": piece} for each new token after the first
-        `skip` (those a caller already has from a replica that died), then
-        one item that ends the request: its finish_reason and counts, and
-        the text the pieces did not yet carry (a last incomplete
-        character); or only {"error": message} for a request the engine
-        refuses."""
-        ids = self.tokenizer.encode(prompt)
+    async def generate(self, prompt, max_tokens, temperature, top_p, seed, stop=(), skip=0):
+        """Yields {"text": piece} as the completion's text is made, after its
+        first `skip` characters (those a caller has from a replica that
+        died), then one item that ends it: its finish_reason and counts; or
+        only {"error": message} for a request the model refuses. `prompt`
+        is text, or chat messages (a list) for the model's chat template.
+        The text ends before the first of the `stop` strings; the last
+        characters that may begin one are held back until they do not."""
+        from dvm import Error
+
         try:
+            if isinstance(prompt, list):
+                prompt = self.tokenizer.apply_chat_template(json.dumps(prompt), add_generation_prompt=True)
+            ids = self.tokenizer.encode(prompt)
             req = self.engine.submit(ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
-        except ValueError as e:
+        except (ValueError, Error) as e:
             yield {"error": str(e)}
             return
-        stream, made, sent = self.tokenizer.create_stream(), [], ""
+        stream, made, text, given = self.tokenizer.create_stream(), [], "", 0
+        hold, finish = max(map(len, stop), default=1) - 1, None
         try:
             async for new in req:
                 for t in new:
                     made.append(t)
-                    piece = stream.decode(t)
-                    sent += piece
-                    if len(made) > skip:
-                        yield {"text": piece}
+                    text += stream.decode(t)
+                    cut = min((i for i in (text.find(s, given) for s in stop) if i >= 0), default=-1)
+                    if cut >= 0:
+                        text, finish = text[:cut], "stop"
+                        break
+                    if len(text) - hold > max(given, skip):
+                        yield {"text": text[max(given, skip):len(text) - hold]}
+                    given = max(given, len(text) - hold)
+                if finish:
+                    break
         finally:
-            req.cancel()  # the caller went away: the slot is free at the next step
-        whole = self.tokenizer.decode(made)
-        yield {"finish_reason": "length" if req.finish_reason == "length" else "stop",
-               "rest": whole[len(sent):] if whole.startswith(sent) else "",                "prompt_tokens": len(ids), "completion_tokens": len(made), "node": self.node, "pid": os.getpid()}
+            req.cancel()  # a stop string, or the caller went away: the slot is free at the next step
+        if not finish:
+            whole = self.tokenizer.decode(made)  # with a last incomplete character
+            text = whole if whole.startswith(text) else text
+            finish = "length" if req.finish_reason == "length" else "stop"
+        if len(text) > max(given, skip):
+            yield {"text": text[max(given, skip):]}
+        yield {"finish_reason": finish, "prompt_tokens": len(ids), "completion_tokens": len(made),
+               "node": self.node, "pid": os.getpid()}
 
 
-def completion_fields(body):
-    """The request's fields, checked: (prompt, max_tokens, temperature,
-    top_p, seed, stream), or a message naming what is wrong. A sampled
-    request without a seed gets one here, so that another replica makes
-    the same tokens again after a failure."""
+def _number(value, name, low, high, integer=False):
+    """None if value is a number in [low, high] (an integer if asked), else
+    the message."""
+    kinds = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not low <= value <= high:
+        return f"{name} must be {'an integer' if integer else 'a number'} in [{low}, {high}]"
+    return None
+
+
+def request_fields(body, chat):
+    """The request's fields, checked: {prompt (text, or the chat messages),
+    max_tokens, temperature, top_p, seed, stop, n, stream}, or a message
+    naming what is wrong. A sampled request without a seed gets one here,
+    so that another replica makes the same tokens again after a failure;
+    choice i of n is sampled with seed + i."""
     if not isinstance(body, dict):
         return "the body is not a JSON object"
-    for name in ("stop", "n", "logprobs", "suffix", "echo", "best_of"):
-        if body.get(name) not in (None, 1 if name in ("n", "best_of") else None):
-            return f"{name}: not supported by the Ray deployment (dvm serve's OpenAI routes take it)"
-    prompt, max_tokens = body.get("prompt"), body.get("max_tokens", 16)
-    temperature, seed = body.get("temperature", 1.0), body.get("seed")
-    top_p, stream = body.get("top_p", 1.0), body.get("stream", False)
-    if not isinstance(prompt, str) or not prompt:
-        return "prompt: a non-empty string expected"
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= 1 << 20:
-        return "max_tokens must be an integer in [1, 1048576]"
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 2:
-        return "temperature must be a number in [0, 2]"
-    if not isinstance(top_p, (int, float)) or isinstance(top_p, bool) or not 0 < top_p <= 1:
+    for name in ("logprobs", "top_logprobs", "suffix", "echo", "best_of", "tools", "response_format"):
+        if body.get(name) not in (None, False, 1 if name == "best_of" else None):
+            return f"{name}: not supported by the Ray deployment"
+    if chat:
+        prompt = body.get("messages")
+        if (not isinstance(prompt, list) or not prompt or
+                not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                        for m in prompt)):
+            return 'messages: a non-empty list of {"role": string, "content": string} expected'
+    else:
+        prompt = body.get("prompt")
+        if not isinstance(prompt, str) or not prompt:
+            return "prompt: a non-empty string expected"
+    f = {"prompt": prompt, "max_tokens": body.get("max_tokens", body.get("max_completion_tokens", 16)),
+         "temperature": body.get("temperature", 1.0), "top_p": body.get("top_p", 1.0), "seed": body.get("seed"),
+         "stop": body.get("stop") or [], "n": body.get("n", 1), "stream": body.get("stream", False)}
+    f["stop"] = [f["stop"]] if isinstance(f["stop"], str) else f["stop"]
+    bad = (_number(f["max_tokens"], "max_tokens", 1, 1 << 20, True) or
+           _number(f["temperature"], "temperature", 0, 2) or _number(f["n"], "n", 1, 16, True) or
+           (f["seed"] is not None and _number(f["seed"], "seed", 0, (1 << 63) - 1, True)))
+    if bad:
+        return bad
+    if isinstance(f["top_p"], bool) or not isinstance(f["top_p"], (int, float)) or not 0 < f["top_p"] <= 1:
         return "top_p must be a number in (0, 1]"
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-        return "seed must be a non-negative integer"
-    if not isinstance(stream, bool):
+    if (not isinstance(f["stop"], list) or len(f["stop"]) > 4 or
+            not all(isinstance(x, str) and x for x in f["stop"])):
+        return "stop: a non-empty string or a list of up to 4 expected"
+    if not isinstance(f["stream"], bool):
         return "stream must be true or false"
-    if temperature > 0 and seed is None:
-        seed = random.randrange(1 << 62)
-    return prompt, max_tokens, float(temperature), float(top_p), seed, stream
+    if f["temperature"] > 0 and f["seed"] is None:
+        f["seed"] = random.randrange(1 << 62)
+    f["temperature"], f["top_p"] = float(f["temperature"]), float(f["top_p"])
+    return f
 
 
 class Completions:
-    """The ingress: checks a request, hands it to a replica and, when that
-    replica dies under it, to another, up to `attempts` times."""
+    """The ingress: OpenAI's /v1/completions and /v1/chat/completions. It
+    checks a request, hands each of its n choices to a replica and, when
+    that replica dies under it, to another, up to `attempts` times."""
 
     def __init__(self, llm, name, attempts=4):
         self.llm, self.name, self.attempts = llm, name, attempts
 
-    async def _items(self, prompt, max_tokens, temperature, top_p, seed):
-        """The replicas' items for one request, across retries: each token's
-        piece once, then the end (with "attempts"), or an error."""
+    async def _items(self, f, i):
+        """Choice i's items across retries: its text once, in pieces, then
+        the end (with "attempts"), or an error."""
+        seed = None if f["seed"] is None else f["seed"] + i
         sent, gone = 0, None
         for attempt in range(1, self.attempts + 1):
             try:
-                gen = self.llm.options(stream=True).generate.remote(prompt, max_tokens, temperature, top_p, seed,
-                                                                     skip=sent)
+                gen = self.llm.options(stream=True).generate.remote(f["prompt"], f["max_tokens"], f["temperature"],
+                                                                     f["top_p"], seed, f["stop"], skip=sent)
                 async for item in gen:
                     if "text" in item:
-                        sent += 1
+                        sent += len(item["text"])
                     elif "finish_reason" in item:
                         item["attempts"] = attempt
                     yield item
@@ -133,64 +175,110 @@ class Completions:
                 await asyncio.sleep(0.2 * attempt)  # while Ray replaces the replica
         yield {"error": f"no replica finished it in {self.attempts} attempts: {gone}", "status": 503}
 
+    async def _choices(self, f):
+        """(i, item) for every choice's items, as they come; a choice's last
+        item is its end or an error."""
+        queue = asyncio.Queue()
+
+        async def pump(i):
+            async for item in self._items(f, i):
+                await queue.put((i, item))
+
+        tasks = [asyncio.create_task(pump(i)) for i in range(f["n"])]
+        try:
+            ended = 0
+            while ended < f["n"]:
+                i, item = await queue.get()
+                ended += "text" not in item
+                yield i, item
+        finally:  # the client went away, or an error ends the request: the other choices are cancelled
+            for t in tasks:
+                t.cancel()
+
     @staticmethod
     def _error(item):
         return JSONResponse({"error": {"message": item["error"], "type": "invalid_request_error"
-                                       if item.get("status", 400) == 400 else "server_error"}},
+                                       if item.get("status", 400) < 500 else "server_error"}},
                             status_code=item.get("status", 400))
 
-    def _dvm(self, end):
+    @staticmethod
+    def _end(end):
         return {"node": end["node"], "pid": end["pid"], "attempts": end["attempts"]}
 
     async def __call__(self, request: Request):
+        path = request.url.path.rstrip("/")
+        chat = path.endswith("/chat/completions")
+        if not chat and not path.endswith("/completions"):
+            return self._error({"error": f"{path}: no such route (/v1/completions, /v1/chat/completions)",
+                                "status": 404})
         try:
-            fields = completion_fields(await request.json())
+            f = request_fields(await request.json(), chat)
         except json.JSONDecodeError as e:
-            fields = f"the body is not JSON: {e}"
-        if isinstance(fields, str):
-            return self._error({"error": fields})
-        *args, stream = fields
-        items = self._items(*args)
+            f = f"the body is not JSON: {e}"
+        if isinstance(f, str):
+            return self._error({"error": f})
+        items = self._choices(f)
         first = await items.__anext__()
-        if "error" in first:
-            return self._error(first)
-        created, rid = int(time.time()), f"cmpl-{random.randrange(1 << 64):016x}"
-        if stream:
-            return StreamingResponse(self._events(first, items, created, rid), media_type="text/event-stream")
-        text, end = [], first
-        while "finish_reason" not in end and "error" not in end:
-            text.append(end["text"])
-            end = await items.__anext__()
-        if "error" in end:
-            return self._error(end)
-        return JSONResponse({
-            "id": rid, "object": "text_completion", "created": created, "model": self.name,
-            "choices": [{"index": 0, "text": "".join(text) + end["rest"], "logprobs": None,
-                         "finish_reason": end["finish_reason"]}],
-            "usage": {"prompt_tokens": end["prompt_tokens"], "completion_tokens": end["completion_tokens"],
-                      "total_tokens": end["prompt_tokens"] + end["completion_tokens"]},
-            "dvm": self._dvm(end)})
-
-    async def _events(self, first, items, created, rid):
-        """Server-sent events as OpenAI streams a completion: a chunk per
-        piece, the last with finish_reason, then [DONE]; a failure after
-        the first chunk is an error event (the status is sent)."""
-        def chunk(text, finish=None, **extra):
-            body = {"id": rid, "object": "text_completion", "created": created, "model": self.name,
-                    "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], **extra}
-            return f"data: {json.dumps(body)}\n\n"
-
-        item = first
-        while True:
+        if "error" in first[1]:
+            await items.aclose()
+            return self._error(first[1])
+        head = {"id": f"{'chatcmpl' if chat else 'cmpl'}-{random.randrange(1 << 64):016x}",
+                "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
+                "model": self.name}
+        if f["stream"]:
+            return StreamingResponse(self._events(first, items, head, chat), media_type="text/event-stream")
+        texts, ends, pair = [[] for _ in range(f["n"])], [None] * f["n"], first
+        while pair:
+            i, item = pair
             if "error" in item:
-                yield f"data: {json.dumps({'error': {'message': item['error'], 'type': 'server_error'}})}\n\n"
-                return
-            if "finish_reason" in item:
-                yield chunk(item["rest"], item["finish_reason"], dvm=self._dvm(item))
-                yield "data: [DONE]\n\n"
-                return
-            yield chunk(item["text"])
-            item = await items.__anext__()
+                await items.aclose()
+                return self._error(item)
+            if "text" in item:
+                texts[i].append(item["text"])
+            else:
+                ends[i] = item
+            pair = await anext(items, None)
+        choices = [{"index": i, **({"message": {"role": "assistant", "content": "".join(t)}} if chat else
+                                   {"text": "".join(t)}),
+                    "logprobs": None, "finish_reason": e["finish_reason"], "dvm": self._end(e)}
+                   for i, (t, e) in enumerate(zip(texts, ends))]
+        made = sum(e["completion_tokens"] for e in ends)
+        return JSONResponse({**head, "choices": choices,
+                             "usage": {"prompt_tokens": ends[0]["prompt_tokens"], "completion_tokens": made,
+                                       "total_tokens": ends[0]["prompt_tokens"] + made}})
+
+    async def _events(self, first, items, head, chat):
+        """Server-sent events as OpenAI streams: a chunk per piece of each
+        choice (a chat choice's first with the assistant's role), the
+        choice's last with its finish_reason, then [DONE]; a failure after
+        the first chunk is an error event (the status is sent)."""
+        head = {**head, "object": "chat.completion.chunk" if chat else "text_completion"}
+        started = set()
+
+        def chunk(i, text, finish=None, **extra):
+            if chat:
+                body = {"delta": {} if finish else {"content": text}}
+                if i not in started:
+                    body["delta"]["role"] = "assistant"
+            else:
+                body = {"text": text}
+            started.add(i)
+            choice = {"index": i, **body, "logprobs": None, "finish_reason": finish, **extra}
+            return f"data: {json.dumps({**head, 'choices': [choice]})}\n\n"
+
+        pair = first
+        try:
+            while pair:
+                i, item = pair
+                if "error" in item:
+                    yield f"data: {json.dumps({'error': {'message': item['error'], 'type': 'server_error'}})}\n\n"
+                    return
+                yield chunk(i, item["text"]) if "text" in item else \
+                    chunk(i, "", item["finish_reason"], dvm=self._end(item))
+                pair = await anext(items, None)
+            yield "data: [DONE]\n\n"
+        finally:
+            await items.aclose()
 
 
 def build_app(model_dir, name="llm", threads=1, slots=8, min_replicas=1, max_replicas=4,

@@ -1,7 +1,8 @@
 """Ray Serve scale-out (deploy/ray/dvm_ray.py) on a local Ray cluster: a
 head and two worker nodes, each its own `ray start` process on this
 machine, a replica of the model on each worker, the ingress and Ray
-Serve's HTTP proxy on the head. Greedy completions are sent through the
+Serve's HTTP proxy on the head. First `stop`, `n` and chat completions
+are checked, then greedy completions are sent through the
 proxy, half of them streamed (server-sent events); while one worker's
 replica is computing, the worker's node is killed (SIGKILL to its
 processes). Every request must be answered 200 with the text `dvm
@@ -25,7 +26,7 @@ import requests
 from tokenizers import Tokenizer
 
 from dvmtest.paths import DVM, ROOT
-from test_openai import servegen_folder
+from test_openai import INST, servegen_folder
 
 ray = pytest.importorskip("ray", reason="ray[serve] is not installed (requirements.txt)")
 from ray import serve  # noqa: E402
@@ -66,6 +67,10 @@ def ray_reference(folder, prompt, max_tokens):
 def ray_cluster(tmp_path):
     folder = str(tmp_path / "llama")
     shutil.copytree(servegen_folder("llama-fp32"), folder, ignore=shutil.ignore_patterns("*.dvmb"))
+    cfg_path = os.path.join(folder, "tokenizer_config.json")
+    cfg = json.load(open(cfg_path))
+    cfg["chat_template"] = INST
+    json.dump(cfg, open(cfg_path, "w"))
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", DVM_CACHE_DIR=str(tmp_path / "cache"),
                # a dead node noticed within a few seconds
                RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3",
@@ -108,6 +113,46 @@ def ray_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def ray_post(url, body):
+    """(choices' texts (a chat's message contents), finish_reasons, the first
+    chat chunk's delta or None) of a request, streamed or not."""
+    r = requests.post(url, json=body, timeout=90, stream=body.get("stream", False))
+    assert r.status_code == 200, r.text
+    key = "content" if "messages" in body else "text"
+    if not body.get("stream"):
+        choices = r.json()["choices"]
+        return [c["message"]["content"] if "message" in c else c["text"] for c in choices], \
+            [c["finish_reason"] for c in choices], None
+    events = [line[6:] for line in r.iter_lines(decode_unicode=True) if line.startswith("data: ")]
+    assert events[-1] == "[DONE]", events[-3:]
+    texts, finish, first = {}, {}, None
+    for c in (json.loads(e)["choices"][0] for e in events[:-1]):
+        part = c.get("delta", c)
+        first = first or part
+        texts[c["index"]] = texts.get(c["index"], "") + part.get(key, "")
+        if c["finish_reason"]:
+            finish[c["index"]] = c["finish_reason"]
+    return [texts[i] for i in sorted(texts)], [finish[i] for i in sorted(finish)], first
+
+
+def ray_openai_fields(url, folder, want):
+    """stop, n and chat, each streamed and not, against `dvm generate` alone
+    (want: PROMPTS[0]'s greedy completion)."""
+    stop = want[len(want) // 3:len(want) // 3 + 4]
+    for stream in (False, True):
+        base = {"prompt": PROMPTS[0], "max_tokens": MAX_TOKENS, "temperature": 0, "stream": stream}
+        assert ray_post(url, {**base, "stop": ["\u2603", stop]})[:2] == ([want[:want.index(stop)]], ["stop"])
+        assert ray_post(url, {**base, "n": 2})[:2] == ([want, want], ["length", "length"])
+        sampled = {**base, "max_tokens": 24, "temperature": 0.9, "seed": 11}
+        two = ray_post(url, {**sampled, "n": 2})[0]
+        assert two == [ray_post(url, sampled)[0][0], ray_post(url, {**sampled, "seed": 12})[0][0]]
+        chat = {"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 40, "temperature": 0,
+                "stream": stream}
+        texts, finish, first = ray_post(url.replace("/completions", "/chat/completions"), chat)
+        assert texts == [ray_reference(folder, "<s>[INST] Hello [/INST]", 40)] and finish == ["length"]
+        assert not stream or first == {"role": "assistant", "content": first["content"]}
+
+
 def test_worker_killed_mid_load(ray_cluster):
     folder, nodes, tmp_path = ray_cluster
     started = time.time()
@@ -115,14 +160,19 @@ def test_worker_killed_mid_load(ray_cluster):
     serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": http_port})
     app = dvm_ray.build_app(folder, name="llama", slots=4, min_replicas=2, max_replicas=2, max_ongoing_requests=4,
                             replica_resources={"dvm_slot": 1}, ingress_resources={"dvm_head": 0.01})
-    serve.run(app, name="llama", route_prefix="/v1/completions")
+    serve.run(app, name="llama", route_prefix="/v1")
     url = f"http://127.0.0.1:{http_port}/v1/completions"
     want = {p: ray_reference(folder, p, MAX_TOKENS) for p in PROMPTS}
     for body, what in [({"prompt": "", "max_tokens": 3}, "prompt"), ({"prompt": "a", "top_p": 0}, "top_p"),
-                       ({"prompt": "a", "stop": "x"}, "stop"), ({"prompt": "a", "stream": 1}, "stream"),
-                       ({"prompt": "a", "max_tokens": 1 << 20}, "max_length")]:
-        bad = requests.post(url, json=body, timeout=30)
+                       ({"prompt": "a", "stop": ["x", ""]}, "stop"), ({"prompt": "a", "stop": ["x"] * 5}, "stop"),
+                       ({"prompt": "a", "n": 0}, "n"), ({"prompt": "a", "logprobs": 2}, "logprobs"),
+                       ({"prompt": "a", "stream": 1}, "stream"), ({"prompt": "a", "max_tokens": 1 << 20}, "max_length"),
+                       ({"messages": [{"role": "user"}]}, "messages")]:
+        bad = requests.post(url.replace("/completions", "/chat/completions") if "messages" in body else url,
+                            json=body, timeout=30)
         assert bad.status_code == 400 and what in bad.json()["error"]["message"], (body, bad.text)
+    assert requests.post(url.replace("/completions", "/embeddings"), json={}, timeout=30).status_code == 404
+    ray_openai_fields(url, folder, want[PROMPTS[0]])
     # which worker runs which node, and the replica process on worker 1
     node_of = {n["NodeID"]: k for n in ray.nodes() for k in (1, 2) if f"dvm_w{k}" in n["Resources"]}
     pid_of = {}
@@ -130,7 +180,8 @@ def test_worker_killed_mid_load(ray_cluster):
         with ThreadPoolExecutor(6) as pool:
             for r in pool.map(lambda _: requests.post(url, json={"prompt": "Hi", "max_tokens": 2}, timeout=60),
                               range(6)):
-                pid_of[node_of[r.json()["dvm"]["node"]]] = r.json()["dvm"]["pid"]
+                end = r.json()["choices"][0]["dvm"]
+                pid_of[node_of[end["node"]]] = end["pid"]
         if len(pid_of) == 2:
             break
     assert sorted(pid_of) == [1, 2], "the replicas are not one on each worker"
@@ -149,8 +200,8 @@ def test_worker_killed_mid_load(ray_cluster):
         assert events[-1] == "[DONE]", events[-3:]
         chunks = [json.loads(e) for e in events[:-1]]
         assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1]), chunks[-3:]
-        got[i] = (r.status_code, {"choices": [{"text": "".join(c["choices"][0]["text"] for c in chunks)}],
-                                  "dvm": chunks[-1]["dvm"]})
+        got[i] = (r.status_code, {"choices": [{"text": "".join(c["choices"][0]["text"] for c in chunks),
+                                               "dvm": chunks[-1]["choices"][0]["dvm"]}]})
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     cpu0 = ray_cpu_seconds(pid_of[1])
@@ -167,7 +218,7 @@ def test_worker_killed_mid_load(ray_cluster):
     assert not lost, [got[i] for i in lost]
     wrong = [i for i in range(n) if got[i][1]["choices"][0]["text"] != want[PROMPTS[i % 3]]]
     assert not wrong, [(got[i][1], want[PROMPTS[i % 3]]) for i in wrong]
-    retried = [g for _, g in got if g["dvm"]["attempts"] > 1]
+    retried = [g["choices"][0]["dvm"] for _, g in got if g["choices"][0]["dvm"]["attempts"] > 1]
     assert retried, "no request was running on the killed worker"
-    assert all(node_of.get(g["dvm"]["node"]) == 2 for g in retried)
+    assert all(node_of.get(d["node"]) == 2 for d in retried)
     assert time.time() - started < 60
