@@ -24,14 +24,30 @@ static void check_error(dvm_status *st) {
   dvm_status_free(st);
 }
 
+/* A string tensor's bytes: each element's length in 8 little-endian bytes,
+ * then their texts (dvmc_tensor_strings). */
+static size_t string_bytes(const dvmc_tensor *t, size_t numel) {
+  require(t->nbytes >= 8 * numel);
+  size_t n = 8 * numel;
+  for (size_t i = 0; i < numel; i++) {
+    uint64_t len = 0;
+    for (int b = 0; b < 8; b++) len |= (uint64_t)((const uint8_t *)t->data)[8 * i + (size_t)b] << 8 * b;
+    require(len <= t->nbytes - n);
+    n += (size_t)len;
+  }
+  return n;
+}
+
 static void check_tensor(const dvmc_tensor *t) {
   require(t && t->rank >= 0 && t->rank <= DVM_MAX_RANK && t->dtype < DVM_DTYPE_COUNT);
-  size_t n = dvm_dtype_size(t->dtype);
+  size_t numel = 1;
   for (int i = 0; i < t->rank; i++) {
     require(t->dims[i] >= 0);
-    n *= (size_t)t->dims[i];
+    numel *= (size_t)t->dims[i];
   }
-  require(t->nbytes == n && (n == 0 || t->data));
+  require(t->nbytes == 0 || t->data);
+  size_t n = t->dtype == DVM_STRING ? string_bytes(t, numel) : numel * dvm_dtype_size(t->dtype);
+  require(t->nbytes == n);
   if (n) (void)((const volatile uint8_t *)t->data)[n - 1]; /* readable to its end (ASan) */
 }
 
