@@ -57,6 +57,7 @@ struct dvm_generator {
   int batch, max_length, chunk, budget; /* prefill_chunk, prefill_budget */
   int prefill_next;         /* the sequence whose prompt goes first in the next computation */
   dvm_tensor **cache;       /* [2 * layers] */
+  dvm_dtype cache_dt;       /* the dtype of the model's cache inputs (a pool's elements may be f16) */
   dvm_tensor **rows;        /* [2 * layers * batch]: row b of cache[i] at i * batch + b */
   int32_t *tokens;          /* [batch * max_length] */
   int *len, *ran;           /* tokens, and those the cache holds */
@@ -81,7 +82,8 @@ struct dvm_generator {
 
 void dvm_generator_options_init(dvm_generator_options *o) {
   *o = (dvm_generator_options){.max_length = -1, .do_sample = -1, .top_k = -1, .top_p = -1,
-                         .temperature = -1, .repetition_penalty = -1, .seed = -1, .kv_block_size = 0, .kv_budget = 0};
+                         .temperature = -1, .repetition_penalty = -1, .seed = -1, .kv_block_size = 0, .kv_budget = 0,
+                         .kv_dtype = DVM_F32};
 }
 
 /* ---- creation ---- */
@@ -256,25 +258,32 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
 
 /* The cache: paged when asked and the model allows it (one step of an
  * idle row, which the VM refuses if anything but GroupQueryAttention
- * would see the pools), else contiguous, saying why in g->note. */
+ * would see the pools), else contiguous, saying why in g->note. An f16
+ * cache for an f32 model (kv_dtype) is always paged, in blocks of
+ * max_length rows when no block size is given (one per sequence: the
+ * contiguous cache's layout), and fails where paging does not apply. */
 static dvm_status *choose_cache(dvm_generator *g, const dvm_generator_options *o, dvm_dtype dt) {
   const dvm_generator_config *c = &g->c;
   if (o->kv_block_size < 0 || o->kv_block_size > g->max_length || o->kv_budget < 0)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "kv_block_size %d must be 0 (not paged) to max_length %d, kv_budget "
                           "%lld >= 0", o->kv_block_size, g->max_length, (long long)o->kv_budget);
-  if (!o->kv_block_size) return make_cache(g, dt);
-  int bs = o->kv_block_size;
+  g->cache_dt = dt;
+  int half = o->kv_dtype == DVM_F16 && dt == DVM_F32; /* an f16 model's cache is f16 already */
+  dvm_dtype pool = half ? DVM_F16 : dt;
+  if (!o->kv_block_size && !half) return make_cache(g, dt);
+  int bs = o->kv_block_size ? o->kv_block_size : g->max_length;
   /* one block: every layer's key and value rows */
-  int64_t block = 2LL * c->layers * c->kv_heads * bs * c->head_size * (int64_t)dvm_dtype_size(dt);
+  int64_t block = 2LL * c->layers * c->kv_heads * bs * c->head_size * (int64_t)dvm_dtype_size(pool);
   /* by default every sequence can reach max_length, as in the contiguous cache */
-  int64_t budget = o->kv_budget ? o->kv_budget : block * ((int64_t)g->batch * ((g->max_length + bs - 1) / bs) + 1);
+  int64_t budget = o->kv_block_size && o->kv_budget ? o->kv_budget
+                 : block * ((int64_t)g->batch * ((g->max_length + bs - 1) / bs) + 1);
   int64_t n = budget / block;
   if (!c->share_buffer) snprintf(g->note, sizeof g->note, "search.past_present_share_buffer is false");
   else if (n < 2 || n > INT32_MAX)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "kv_budget %lld bytes holds %lld KV blocks of %lld bytes (%d rows of "
                           "every layer's key and value); a paged cache needs 2 to %d", (long long)budget,
                           (long long)n, (long long)block, bs, INT32_MAX);
-  dvm_status *st = g->note[0] ? NULL : make_pools(g, dt, bs, (int)n);
+  dvm_status *st = g->note[0] ? NULL : make_pools(g, pool, bs, (int)n);
   if (!st && g->bs) { /* the probe: sequence 0 is empty, its row idle */
     int from = 0, to = 1;
     bool keep = false;
@@ -285,6 +294,9 @@ static dvm_status *choose_cache(dvm_generator *g, const dvm_generator_options *o
     }
   }
   if (st || !g->note[0]) return st;
+  if (half)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "kv_dtype f16 needs a cache that only GroupQueryAttention reads and "
+                          "writes, in a shared buffer: %s", g->note);
   drop_pools(g);
   return make_cache(g, dt);
 }
@@ -308,6 +320,9 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
     return dvm_status_new(DVM_INVALID_ARGUMENT,
                           "batch_size, threads, prefill_chunk and prefill_budget must be >= 0, got %d, %d, %d and %d",
                           opts->batch_size, opts->threads, opts->prefill_chunk, opts->prefill_budget);
+  if (opts->kv_dtype != DVM_F32 && opts->kv_dtype != DVM_F16)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "kv_dtype %s: the KV cache is f32 or f16",
+                          dvm_dtype_name(opts->kv_dtype));
   dvm_generator *g = calloc(1, sizeof *g);
   if (!g) return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   dvm_status *st = dvm_generator_config_read(config_path, &g->c);
@@ -483,8 +498,8 @@ static dvm_status *invoke(dvm_generator *g, int b0, int nb, int n, const int *fr
     dvm_tensor *t = g->bs || nb == g->batch ? g->cache[i] : g->rows[i * g->batch + b0];
     if (g->bs) {
       int64_t dims[4] = {nb, c->kv_heads, g->max_length, c->head_size};
-      dvm_tensor_pages pages = {g->step + (size_t)b0 * g->nblk, g->nblk, g->bs, g->trash + 1};
-      if ((st = dvm_tensor_wrap_paged(dvm_tensor_dtype(t), dims, dvm_tensor_data(t), &pages, &t))) break;
+      dvm_tensor_pages pages = {g->step + (size_t)b0 * g->nblk, g->nblk, g->bs, g->trash + 1, dvm_tensor_dtype(t)};
+      if ((st = dvm_tensor_wrap_paged(g->cache_dt, dims, dvm_tensor_data(t), &pages, &t))) break;
       g->args[g->past[i]] = g->bound[g->present[i]] = dvm_value_tensor(t);
     } else if (c->share_buffer && nb > 1 && nb < g->batch) { /* the first nb rows: a view of the cache */
       int64_t dims[4] = {nb, c->kv_heads, g->max_length, c->head_size};
@@ -594,6 +609,7 @@ static void publish_blocks(dvm_generator *g, int b) {
 void dvm_generator_get_kv_stats(const dvm_generator *g, dvm_generator_kv_stats *out) {
   *out = (dvm_generator_kv_stats){.block_size = g->bs, .prefix_queries = g->prefix_queries,
                                   .prefix_hits = g->prefix_hits};
+  out->dtype = g->bs ? dvm_tensor_dtype(g->cache[0]) : g->cache_dt;
   if (!g->bs) return;
   out->blocks = dvm_kv_blocks_count(g->kb);
   out->free = dvm_kv_blocks_free(g->kb);

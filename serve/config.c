@@ -60,6 +60,7 @@ static int set(dvms_config *c, const char *key, char *v) {
   if (!strcmp(key, "prefill_chunk")) return int_value(v, 0, 1 << 24, &x) && (c->prefill_chunk = (int)x, 1);
   if (!strcmp(key, "prefill_budget")) return int_value(v, 0, 1 << 24, &x) && (c->prefill_budget = (int)x, 1);
   if (!strcmp(key, "kv_budget")) return int_value(v, 0, INT64_MAX, &c->kv_budget);
+  if (!strcmp(key, "kv_dtype")) return (!strcmp(v, "f32") || !strcmp(v, "f16")) && (c->kv_f16 = v[1] == '1', 1);
   if (!strcmp(key, "queue_delay_us")) return int_value(v, 0, 60000000, &c->queue_delay_us);
   if (!strcmp(key, "max_queue")) return int_value(v, 1, 1 << 24, &c->max_queue);
   if (!strcmp(key, "timeout_us")) return int_value(v, 0, INT64_MAX / 2, &c->timeout_us);

@@ -207,6 +207,7 @@ dvm_status *dvms_llm_start(dvms_model *m, const char *config, int threads, const
   if (m->cfg.max_length) o.max_length = m->cfg.max_length;
   o.kv_block_size = m->cfg.kv_block_size;
   o.kv_budget = m->cfg.kv_budget;
+  o.kv_dtype = m->cfg.kv_f16 ? DVM_F16 : DVM_F32;
   o.prefill_chunk = m->cfg.prefill_chunk;
   o.prefill_budget = m->cfg.prefill_budget;
   dvm_status *st = dvm_generator_create(m->module, config, &o, &l->gen);

@@ -137,6 +137,7 @@ typedef struct dvms_config {
   int continuous_batching;   /* continuous_batching = 1; 0: one sequence at a time */
   int kv_block_size;         /* kv_block_size = 16 token rows per KV block; 0: the contiguous cache */
   int64_t kv_budget;         /* kv_budget = BYTES of KV blocks; 0: the contiguous cache's */
+  int kv_f16;                /* kv_dtype = f32 | f16: an f32 model's KV cache in half precision */
   int prefill_chunk;         /* prefill_chunk = N prompt tokens per step; 0: a prompt whole */
   int prefill_budget;        /* prefill_budget = N prompt tokens per step over all prompts; 0: none */
   char last_position[128];   /* not a key: the logits output compiled for its last position only */

@@ -29,6 +29,8 @@ static const char usage_text[] =
     "  --top-k K --top-p P --temperature T --repetition-penalty R --seed S\n"
     "                           sampling settings (default: genai_config.json's search)\n"
     "  --threads N              kernel threads (default: all cores)\n"
+    "  --kv-dtype f32|f16       the KV cache's precision (default f32): f16 halves its bytes\n"
+    "                           (an f32 model's keys and values rounded to f16)\n"
     "  --stats                  print prefill and decode tokens per second and the time to\n"
     "                           first token on stderr\n"
     "prints the new tokens of one sequence as they are made (text for --prompt, ids for\n"
@@ -190,7 +192,8 @@ int dvm_cmd_generate(int argc, char **argv) {
       {"top-k", required_argument, 0, 'k'}, {"top-p", required_argument, 0, 'p'},
       {"temperature", required_argument, 0, 't'}, {"repetition-penalty", required_argument, 0, 'r'},
       {"seed", required_argument, 0, 'S'}, {"threads", required_argument, 0, 'T'},
-      {"stats", no_argument, 0, 'x'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"kv-dtype", required_argument, 0, 'K'}, {"stats", no_argument, 0, 'x'}, {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   int32_t *prompts[MAX_PROMPTS] = {0};
   char *texts[MAX_PROMPTS];
   int lens[MAX_PROMPTS], n = 0, n_text = 0, stats = 0, rc = DVM_EXIT_USAGE;
@@ -227,6 +230,13 @@ int dvm_cmd_generate(int argc, char **argv) {
     case 'r': if (!number("--repetition-penalty", optarg, 1e-6, 1e6, &x)) goto done; go.repetition_penalty = x; break;
     case 'S': if (!number("--seed", optarg, 0, 9007199254740992.0, &x)) goto done; go.seed = (int64_t)x; break;
     case 'T': if (!number("--threads", optarg, 0, 4096, &x)) goto done; go.threads = (int)x; break;
+    case 'K':
+      if (strcmp(optarg, "f32") && strcmp(optarg, "f16")) {
+        dvm_cli_usage_error("generate", "--kv-dtype %s: expected f32 or f16", optarg);
+        goto done;
+      }
+      go.kv_dtype = optarg[1] == '1' ? DVM_F16 : DVM_F32;
+      break;
     case 'x': stats = 1; break;
     case 'h': fputs(usage_text, stdout); rc = DVM_EXIT_OK; goto done;
     default: fputs(usage_text, stderr); goto done;

@@ -239,7 +239,10 @@ dvm_status *dvm_tensor_wrap_paged(dvm_dtype dt, const int64_t dims[4], void *poo
       pages->table_stride < (dims[2] + pages->block_rows - 1) / pages->block_rows)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "paged tensor: a pool, a table, block_rows >= 1, blocks >= 1 and "
                           "table_stride >= length / block_rows (%lld) are needed", (long long)dims[2]);
-  size_t block = (size_t)dims[1] * (size_t)pages->block_rows * (size_t)dims[3] * dtypes[dt].size, size;
+  if (pages->pool_dtype != dt && !(dt == DVM_F32 && pages->pool_dtype == DVM_F16))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "paged tensor: a pool of %s elements under %s (the tensor's dtype, "
+                          "or f16 under f32)", dvm_dtype_name(pages->pool_dtype), dvm_dtype_name(dt));
+  size_t block = (size_t)dims[1] * (size_t)pages->block_rows * (size_t)dims[3] * dtypes[pages->pool_dtype].size, size;
   if (dvm_mul_overflows(block, (size_t)pages->blocks, &size))
     return dvm_status_new(DVM_OUT_OF_RANGE, "paged tensor: pool byte size overflows");
   dvm_storage *s = NULL;

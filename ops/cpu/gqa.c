@@ -37,7 +37,12 @@
  * position. A paged cache (dvm_tensor_wrap_paged: the server's blocks) is
  * such a buffer whose row t of entry b lies in block table[b][t /
  * block_rows]; every table entry the call reaches is checked against the
- * pool, and a paged past must be its own present. Otherwise present gets past's first past_b rows, the new
+ * pool, and a paged past must be its own present. A paged cache's pools
+ * may hold f16 (a half-precision KV cache): new rows are rounded to f16 as
+ * they are written (after the rotary), and each row read is converted into
+ * an f32 row of scratch, in L1, which the f32 arithmetic then reads, so
+ * the result is the f32 cache's on keys and values rounded to f16.
+ * Without a shared buffer, present gets past's first past_b rows, the new
  * rows, and zeros after them (ONNX Runtime's copy mode). Unwanted
  * present outputs are empty tensors; the keys and values then go to
  * scratch.
@@ -55,6 +60,7 @@
 
 #include "kernel.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/gqa_half.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
@@ -67,24 +73,36 @@
 enum { Q_, K_, V_, PK, PV, SEQLENS, TOTAL, COS, SIN, POS, BIAS, SINK, NIN_ };
 
 /* present's keys and values: [b, hkv, tp, d], or pools [blocks, hkv, bs,
- * d] read through a block table of `stride` entries per entry. */
+ * d] read through a block table of `stride` entries per entry, of f32 or
+ * (half, paged only) f16 elements. */
 typedef struct gqa_cache {
-  float *k, *v;
+  char *k, *v;
   const int32_t *table; /* NULL: not paged */
   int64_t stride, bs, hkv, tp, d;
+  int half;
 } gqa_cache;
+
+static int64_t elem_size(const gqa_cache *c) { return c->half ? 2 : 4; }
 
 /* Row t of entry b's kv head h in *k and *v; how many of the n rows from
  * t on follow it there (all n unless paged: to the block's end). */
-static int64_t kv_rows(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int64_t n, float **k, float **v) {
+static int64_t kv_rows(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int64_t n, char **k, char **v) {
   int64_t off = ((b * c->hkv + h) * c->tp + t) * c->d, run = n;
   if (c->table) {
     int64_t r = t % c->bs;
     off = (((int64_t)c->table[b * c->stride + t / c->bs] * c->hkv + h) * c->bs + r) * c->d;
     run = c->bs - r < n ? c->bs - r : n;
   }
-  *k = c->k + off, *v = c->v + off;
+  *k = c->k + off * elem_size(c), *v = c->v + off * elem_size(c);
   return run;
+}
+
+/* n rows of d elements of the cache at p as f32: p itself, or converted
+ * into buf. */
+static inline const float *kv_f32(const gqa_cache *c, const char *p, int64_t n, float *buf) {
+  if (!c->half) return (const float *)p;
+  dvm_gqa_half_load((const uint16_t *)p, buf, n * c->d);
+  return buf;
 }
 
 typedef struct gqa_job {
@@ -124,7 +142,7 @@ DVM_VEC static void sink_softmax(float *row, int64_t n, float sink) {
 typedef struct kv_iter {
   const gqa_cache *c;
   int64_t b, h, t, end, left;
-  float *k, *v, *pk, *pv;
+  char *k, *v, *pk, *pv;
 } kv_iter;
 
 static kv_iter kv_begin(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int64_t end) {
@@ -134,7 +152,7 @@ static kv_iter kv_begin(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int
 /* The next row's key and value; the same row of the next block towards
  * the cache, its key (or, with value, its value): a paged entry's blocks
  * lie anywhere in the pool, where the hardware's prefetcher starts over. */
-static inline const float *kv_next(kv_iter *it, const float **v, int value) {
+static inline const char *kv_next(kv_iter *it, const char **v, int value) {
   const gqa_cache *c = it->c;
   if (!it->left) {
     it->left = kv_rows(c, it->b, it->h, it->t, it->end - it->t, &it->k, &it->v);
@@ -142,14 +160,15 @@ static inline const float *kv_next(kv_iter *it, const float **v, int value) {
     if (c->table && it->t + it->left < it->end)
       kv_rows(c, it->b, it->h, it->t + it->left, 1, &it->pk, &it->pv);
   }
-  const float *k = it->k;
+  const char *k = it->k;
+  int64_t row = c->d * elem_size(c);
   *v = it->v;
   if (it->pk) {
-    const char *p = (const char *)(value ? it->pv : it->pk);
-    for (int64_t o = 0; o < c->d * (int64_t)sizeof(float); o += 64) __builtin_prefetch(p + o);
-    it->pk += c->d, it->pv += c->d;
+    const char *p = value ? it->pv : it->pk;
+    for (int64_t o = 0; o < row; o += 64) __builtin_prefetch(p + o);
+    it->pk += row, it->pv += row;
   }
-  it->k += c->d, it->v += c->d, it->t++, it->left--;
+  it->k += row, it->v += row, it->t++, it->left--;
   return k;
 }
 
@@ -171,18 +190,21 @@ static inline float dot_lanes(const float *q, const float *k, int64_t d) {
 }
 
 /* One query row s of entry b for the g query heads of kv head kvh: sc is
- * g * tp floats of scratch. Values are summed four rows a time counted
- * from the first, so a paged cache sums in the contiguous one's order. */
+ * g * tp floats of scratch, then 4 * d for f16 rows read as f32. Values
+ * are summed four rows a time counted from the first, so a paged cache
+ * sums in the contiguous one's order. */
 DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t s, float *sc) {
   int64_t g = j->hq / j->hkv, d = j->d, tp = j->tp, h0 = kvh * g;
   float *y = j->y + (b * j->s + s) * j->hq * d + h0 * d;
   memset(y, 0, sizeof(float) * (size_t)(g * d));
   if (s >= j->rows[b]) return; /* padding after the entry's tokens */
   int64_t pos = j->past[b] + s, lo = j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0, n = pos + 1 - lo;
-  const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d, *vr;
+  const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d;
+  const char *vr;
+  float *rowbuf = sc + g * tp;
   kv_iter it = kv_begin(&j->c, b, kvh, lo, lo + n);
   for (int64_t c = 0; c < n; c++) { /* each key row once for the g heads */
-    const float *kr = kv_next(&it, &vr, 0);
+    const float *kr = kv_f32(&j->c, kv_next(&it, &vr, 0), 1, rowbuf);
     for (int64_t h = 0; h < g; h++) sc[h * tp + c] = dot_lanes(q + h * d, kr, d) * j->scale;
   }
   for (int64_t h = 0; h < g; h++) {
@@ -200,11 +222,10 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   int64_t c = 0;
   it = kv_begin(&j->c, b, kvh, lo, lo + n);
   for (; c + 4 <= n; c += 4) {
-    const float *v0, *v1, *v2, *v3;
-    kv_next(&it, &v0, 1);
-    kv_next(&it, &v1, 1);
-    kv_next(&it, &v2, 1);
-    kv_next(&it, &v3, 1);
+    const char *r[4];
+    for (int k = 0; k < 4; k++) kv_next(&it, &r[k], 1);
+    const float *v0 = kv_f32(&j->c, r[0], 1, rowbuf), *v1 = kv_f32(&j->c, r[1], 1, rowbuf + d);
+    const float *v2 = kv_f32(&j->c, r[2], 1, rowbuf + 2 * d), *v3 = kv_f32(&j->c, r[3], 1, rowbuf + 3 * d);
     for (int64_t h = 0; h < g; h++) {
       const float *p = sc + h * tp + c;
       float *yh = y + h * d;
@@ -214,17 +235,18 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   }
   for (; c < n; c++) {
     kv_next(&it, &vr, 1);
+    const float *vf = kv_f32(&j->c, vr, 1, rowbuf);
     for (int64_t h = 0; h < g; h++) {
       float p = sc[h * tp + c], *yh = y + h * d;
 #pragma omp simd
-      for (int64_t i = 0; i < d; i++) yh[i] += p * vr[i];
+      for (int64_t i = 0; i < d; i++) yh[i] += p * vf[i];
     }
   }
 }
 
 static void attend_rows(const void *job, int64_t t0, int64_t t1) {
   gqa_job *j = (gqa_job *)job;
-  float *sc = malloc(sizeof(float) * (size_t)(j->hq / j->hkv * j->tp + 1));
+  float *sc = malloc(sizeof(float) * (size_t)(j->hq / j->hkv * j->tp + 4 * j->d + 1));
   if (!sc) {
     atomic_store(&j->failed, 1);
     return;
@@ -235,14 +257,20 @@ static void attend_rows(const void *job, int64_t t0, int64_t t1) {
 
 static dvm_status *oom(void) { return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", OP); }
 
-/* Entry b's first n rows of a paged cache into k and v ([hkv, n, d]). */
+/* Entry b's first n rows of a paged cache into k and v ([hkv, n, d], f32). */
 static void gather_rows(const gqa_cache *c, int64_t b, int64_t n, float *k, float *v) {
-  float *kr, *vr;
+  char *kr, *vr;
   for (int64_t h = 0; h < c->hkv; h++)
     for (int64_t t = 0, run; t < n; t += run) {
       run = kv_rows(c, b, h, t, n - t, &kr, &vr);
-      memcpy(k + (h * n + t) * c->d, kr, sizeof(float) * (size_t)(run * c->d));
-      memcpy(v + (h * n + t) * c->d, vr, sizeof(float) * (size_t)(run * c->d));
+      float *kd = k + (h * n + t) * c->d, *vd = v + (h * n + t) * c->d;
+      if (c->half) {
+        dvm_gqa_half_load((const uint16_t *)kr, kd, run * c->d);
+        dvm_gqa_half_load((const uint16_t *)vr, vd, run * c->d);
+      } else {
+        memcpy(kd, kr, sizeof(float) * (size_t)(run * c->d));
+        memcpy(vd, vr, sizeof(float) * (size_t)(run * c->d));
+      }
     }
 }
 
@@ -254,7 +282,7 @@ static dvm_status *attend_prompt(const gqa_job *j, int64_t B, int threads) {
   if (j->c.table && !(kv = malloc(sizeof(float) * (size_t)(2 * j->hkv * j->tp * j->d) + 1))) return oom();
   for (int64_t b = 0; b < B; b++) {
     int64_t rows = j->rows[b], n = j->past[b] + rows;
-    float *k = j->c.k + b * j->hkv * j->tp * j->d, *v = j->c.v + b * j->hkv * j->tp * j->d;
+    float *k = (float *)j->c.k + b * j->hkv * j->tp * j->d, *v = (float *)j->c.v + b * j->hkv * j->tp * j->d;
     if (kv) gather_rows(&j->c, b, n, k = kv, v = kv + j->hkv * n * j->d);
     dvm_attend at = {
         .d = {.rank = 3, .b = 1, .hq = j->hq, .hkv = j->hkv, .sq = rows, .skv = rows, .past = j->past[b], .dh = j->d,
@@ -386,9 +414,10 @@ static dvm_status *check_pages(const dvm_gqa_dims *g, const dvm_tensor *const *i
   const dvm_tensor_pages *p = &pk->pages;
   if (!in[PV] || in[PV]->storage == pk || !dvm_storage_paged(in[PV]->storage) ||
       in[PV]->storage->pages.table != p->table || in[PV]->storage->pages.block_rows != p->block_rows ||
+      in[PV]->storage->pages.pool_dtype != p->pool_dtype ||
       (present & (3 << 17)) != (3 << 17) || out[1]->storage != pk || out[2]->storage != in[PV]->storage)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: a paged past_key needs a paged past_value of its own pool on the "
-                          "same table, and each must be its present", OP);
+                          "same table and element dtype, and each must be its present", OP);
   if (in[PK]->dims[2] != g->present) /* the table covers the past's rows only */
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: total_sequence_length %lld is past the paged cache's %lld rows",
                           OP, (long long)g->total, (long long)in[PK]->dims[2]);
@@ -400,7 +429,8 @@ static dvm_status *check_pages(const dvm_gqa_dims *g, const dvm_tensor *const *i
                               "pool's %lld blocks", OP, (long long)i, (long long)b, id, (long long)p->blocks);
     }
   *c = (gqa_cache){.k = dvm_tensor_ptr(in[PK]), .v = dvm_tensor_ptr(in[PV]), .table = p->table,
-                   .stride = p->table_stride, .bs = p->block_rows, .hkv = g->hkv, .tp = g->present, .d = g->d};
+                   .stride = p->table_stride, .bs = p->block_rows, .hkv = g->hkv, .tp = g->present, .d = g->d,
+                   .half = p->pool_dtype == DVM_F16};
   return NULL;
 }
 
@@ -417,17 +447,23 @@ static void copy_past(const dvm_gqa_dims *g, const float *past, int64_t pastn, c
 
 /* Entry b's new keys and values into present at rows past.., the keys
  * rotated at positions pos (NULL: no rotary) by the caches' rows cs, sn
- * of half floats. */
+ * of half floats; an f16 cache's rounded after that (tmp: d floats). */
 static void append_kv(const dvm_gqa_dims *g, const float *key, const float *value, int64_t ldkv, int64_t past,
                       const int64_t *pos, const float *cs, const float *sn, int64_t half, int inter,
-                      const gqa_cache *c, int64_t b) {
+                      const gqa_cache *c, int64_t b, float *tmp) {
   for (int64_t s = 0; s < g->s; s++)
     for (int64_t h = 0; h < g->hkv; h++) {
-      float *kr, *vr;
+      char *kr, *vr;
       kv_rows(c, b, h, past + s, 1, &kr, &vr);
-      memcpy(kr, key + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
-      memcpy(vr, value + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
-      if (pos) dvm_cpu_rope_row(kr, cs + pos[s] * half, sn + pos[s] * half, half, inter);
+      float *k = c->half ? tmp : (float *)kr;
+      memcpy(k, key + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
+      if (pos) dvm_cpu_rope_row(k, cs + pos[s] * half, sn + pos[s] * half, half, inter);
+      if (c->half) {
+        dvm_gqa_half_store(k, (uint16_t *)kr, g->d);
+        dvm_gqa_half_store(value + s * ldkv + h * g->d, (uint16_t *)vr, g->d);
+      } else {
+        memcpy(vr, value + s * ldkv + h * g->d, sizeof(float) * (size_t)g->d);
+      }
     }
 }
 
@@ -482,7 +518,7 @@ static dvm_status *group_query_attention(const dvm_kernel_args *a) {
   /* scratch: each entry's past and rows, the rotary positions; unwanted
    * present outputs and the rotated queries */
   int64_t *per = malloc(sizeof(int64_t) * (size_t)(2 * g.b + g.b * g.s + 1));
-  float *pres[2] = {0}, *owned[3] = {0};
+  float *pres[2] = {0}, *owned[4] = {0}; /* unwanted presents, rotated queries, an f16 cache's row */
   int shared[2] = {0, 0};
   if (!per) return oom();
   j.past = per, j.rows = per + g.b;
@@ -507,10 +543,14 @@ static dvm_status *group_query_attention(const dvm_kernel_args *a) {
   const float *kp = in[K_] ? dvm_tensor_ptr(in[K_]) : qp + g.hq * g.d;
   const float *vp = in[V_] ? dvm_tensor_ptr(in[V_]) : kp + g.hkv * g.d;
   int64_t ldkv = in[K_] ? g.hkv * g.d : g.ldq;
-  if (!paged) j.c = (gqa_cache){.k = pres[0], .v = pres[1], .hkv = g.hkv, .tp = g.present, .d = g.d};
+  if (!paged) j.c = (gqa_cache){.k = (char *)pres[0], .v = (char *)pres[1], .hkv = g.hkv, .tp = g.present, .d = g.d};
+  if (j.c.half && !(owned[3] = malloc(sizeof(float) * (size_t)g.d))) {
+    st = oom();
+    goto done;
+  }
   for (int64_t b = 0; b < g.b; b++)
     append_kv(&g, kp + b * g.s * ldkv, vp + b * g.s * ldkv, ldkv, per[b], posn ? posn + b * g.s : NULL, cs, sn, half,
-              inter, &j.c, b);
+              inter, &j.c, b, owned[3]);
   j.y = dvm_tensor_ptr(a->out[0]);
   if (g.s > 1 && !j.sink && !j.smooth) {
     st = attend_prompt(&j, g.b, dvm_kargs_threads(a));
@@ -519,7 +559,7 @@ static dvm_status *group_query_attention(const dvm_kernel_args *a) {
     if (atomic_load(&j.failed)) st = oom();
   }
 done:
-  for (int i = 0; i < 3; i++) free(owned[i]);
+  for (int i = 0; i < 4; i++) free(owned[i]);
   free(per);
   return st;
 }

@@ -109,14 +109,17 @@ class Request:
 
 
 class Engine:
-    """Engine(model, slots=8, max_queue=1024): `slots` sequences at a time
-    over `model` (a dvm.genai.Model), the others waiting, up to max_queue."""
+    """Engine(model, slots=8, max_queue=1024, kv_dtype="f32"): `slots`
+    sequences at a time over `model` (a dvm.genai.Model), the others
+    waiting, up to max_queue; kv_dtype "f16" keeps an f32 model's KV cache
+    in half precision (docs/generation.md)."""
 
-    def __init__(self, model: Model, slots: int = 8, max_queue: int = 1024) -> None:
+    def __init__(self, model: Model, slots: int = 8, max_queue: int = 1024, kv_dtype: str = "f32") -> None:
         if not 1 <= slots <= 256:
             raise ValueError(f"slots must be in [1, 256], got {slots}")
         with _ConfigFile(_generator_json(model.config._json, model.config._json.get("search", {}))) as cf:
-            self._g = _dvm.Generator(model._module, cf.path, batch_size=slots, threads=model._threads)
+            self._g = _dvm.Generator(model._module, cf.path, batch_size=slots, threads=model._threads,
+                                     kv_dtype=kv_dtype)
         self.slots, self.max_queue = slots, max_queue
         self.max_length, self.vocab_size = self._g.max_length, self._g.vocab_size
         self._mu = threading.Condition()

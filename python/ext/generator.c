@@ -26,12 +26,18 @@ static void generator_dealloc(GeneratorObject *self) {
 }
 
 static int generator_init(GeneratorObject *self, PyObject *args, PyObject *kwargs) {
-  static char *kw[] = {"module", "config_path", "batch_size", "threads", NULL};
+  static char *kw[] = {"module", "config_path", "batch_size", "threads", "kv_dtype", NULL};
   PyObject *mod, *path;
   int batch = 0, threads = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O&|ii:Generator", kw, &dvm_py_ModuleType, &mod,
-                                   PyUnicode_FSConverter, &path, &batch, &threads))
+  const char *kv = "f32";
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O&|ii$s:Generator", kw, &dvm_py_ModuleType, &mod,
+                                   PyUnicode_FSConverter, &path, &batch, &threads, &kv))
     return -1;
+  if (strcmp(kv, "f32") && strcmp(kv, "f16")) {
+    Py_DECREF(path);
+    PyErr_Format(PyExc_ValueError, "kv_dtype must be \"f32\" or \"f16\", got \"%s\"", kv);
+    return -1;
+  }
   if (self->g) {
     Py_DECREF(path);
     PyErr_SetString(PyExc_RuntimeError, "Generator is already made");
@@ -46,6 +52,7 @@ static int generator_init(GeneratorObject *self, PyObject *args, PyObject *kwarg
   dvm_generator_options_init(&o);
   o.batch_size = batch;
   o.threads = threads;
+  o.kv_dtype = strcmp(kv, "f16") ? DVM_F32 : DVM_F16;
   dvm_status *st;
   const char *p = PyBytes_AS_STRING(path);
   Py_BEGIN_ALLOW_THREADS st = dvm_generator_create(m, p, &o, &self->g);
@@ -218,8 +225,12 @@ static PyObject *generator_stats(GeneratorObject *self, PyObject *unused) {
   self->busy = 0;
   dvm_vm_stats s;
   dvm_vm_get_stats(dvm_generator_vm(self->g), &s);
-  return Py_BuildValue("{s:K,s:K,s:K}", "invocations", (unsigned long long)s.invocations, "kernel_calls",
-                       (unsigned long long)s.kernel_calls, "result_copies", (unsigned long long)s.result_copies);
+  dvm_generator_kv_stats kv;
+  dvm_generator_get_kv_stats(self->g, &kv);
+  return Py_BuildValue("{s:K,s:K,s:K,s:s,s:i,s:n}", "invocations", (unsigned long long)s.invocations,
+                       "kernel_calls", (unsigned long long)s.kernel_calls, "result_copies",
+                       (unsigned long long)s.result_copies, "kv_dtype", dvm_dtype_name(kv.dtype), "kv_block_size",
+                       kv.block_size, "kv_block_bytes", (Py_ssize_t)kv.block_bytes);
 }
 
 enum { BATCH_SIZE, MAX_LENGTH, VOCAB_SIZE };
@@ -259,7 +270,8 @@ static PyMethodDef generator_methods[] = {
      "search settings until its reset; those not given keep the generator's."},
     {"done", (PyCFunction)generator_done, METH_NOARGS, "done() -> bool: every sequence is done."},
     {"stats", (PyCFunction)generator_stats, METH_NOARGS,
-     "stats() -> {invocations, kernel_calls, result_copies}: its VM's counts since it was made."},
+     "stats() -> {invocations, kernel_calls, result_copies, kv_dtype, kv_block_size, kv_block_bytes}: its VM's "
+     "counts since it was made, and its KV cache's element dtype and blocks (0: contiguous)."},
     {NULL, NULL, 0, NULL}};
 
 const char dvm_py_generator_model_file_doc[] =

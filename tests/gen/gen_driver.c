@@ -1,11 +1,12 @@
 /* Runs the generator as an embedder would, for test_generate.py:
- *   gen_driver CONFIG MODEL.dvmb LOGITS.f32 MAX_LENGTH SAMPLE SEED PROMPT...
+ *   gen_driver [--kv-f16=BLOCK] CONFIG MODEL.dvmb LOGITS.f32 MAX_LENGTH SAMPLE SEED PROMPT...
  * (PROMPT: comma-separated ids; SAMPLE: 0 greedy, else do_sample with
- * top_k 0 and the config's other settings). Writes the logits of every
- * step ([steps, batch, vocab] f32, 0 for a sequence without logits in a
- * step) to LOGITS.f32 and one JSON line to stdout: each sequence's tokens,
- * the steps, and what the VM allocated and copied, to show that a decode
- * step leaves the cache where it is. */
+ * top_k 0 and the config's other settings; --kv-f16: kv_dtype f16 with
+ * kv_block_size BLOCK). Writes the logits of every step ([steps, batch,
+ * vocab] f32, 0 for a sequence without logits in a step) to LOGITS.f32
+ * and one JSON line to stdout: each sequence's tokens, the steps, what
+ * the VM allocated and copied, to show that a decode step leaves the
+ * cache where it is, and the cache's dtype and blocks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,8 +20,11 @@ static int fail(dvm_status *st) {
 }
 
 int main(int argc, char **argv) {
+  int kv_f16 = argc > 1 && strncmp(argv[1], "--kv-f16=", 9) == 0, block = kv_f16 ? atoi(argv[1] + 9) : 0;
+  argc -= kv_f16, argv += kv_f16;
   if (argc < 8) {
-    fprintf(stderr, "usage: gen_driver CONFIG MODEL.dvmb LOGITS.f32 MAX_LENGTH SAMPLE SEED PROMPT...\n");
+    fprintf(stderr, "usage: gen_driver [--kv-f16=BLOCK] CONFIG MODEL.dvmb LOGITS.f32 MAX_LENGTH SAMPLE SEED "
+                    "PROMPT...\n");
     return 2;
   }
   int B = argc - 7;
@@ -38,6 +42,7 @@ int main(int argc, char **argv) {
   o.batch_size = B;
   o.threads = 1;
   o.max_length = atoi(argv[4]);
+  if (kv_f16) o.kv_dtype = DVM_F16, o.kv_block_size = block;
   if (atoi(argv[5])) {
     o.do_sample = 1;
     o.top_k = 0;
@@ -65,9 +70,13 @@ int main(int argc, char **argv) {
   if (st) return fail(st);
   dvm_vm_stats s;
   dvm_vm_get_stats(dvm_generator_vm(g), &s);
-  printf("{\"steps\": %d, \"invocations\": %llu, \"result_copies\": %llu, \"peak_requested\": %llu, \"tokens\": [", steps,
-         (unsigned long long)s.invocations, (unsigned long long)s.result_copies,
-         (unsigned long long)s.pool[DVM_DEVICE_CPU].peak_requested);
+  dvm_generator_kv_stats kv;
+  dvm_generator_get_kv_stats(g, &kv);
+  printf("{\"steps\": %d, \"invocations\": %llu, \"result_copies\": %llu, \"peak_requested\": %llu, "
+         "\"kv_dtype\": \"%s\", \"kv_block_size\": %d, \"kv_blocks\": %d, \"kv_block_bytes\": %zu, \"tokens\": [",
+         steps, (unsigned long long)s.invocations, (unsigned long long)s.result_copies,
+         (unsigned long long)s.pool[DVM_DEVICE_CPU].peak_requested, dvm_dtype_name(kv.dtype), kv.block_size,
+         kv.blocks, kv.block_bytes);
   for (int b = 0; b < B; b++) {
     int n;
     const int32_t *seq = dvm_generator_sequence(g, b, &n);

@@ -1,7 +1,8 @@
 /* Runs the generator with a paged KV cache for test_paged.py:
- *   paged_driver CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET CHUNK PROMPT...
+ *   paged_driver [--kv-f16] CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET CHUNK PROMPT...
  * (BLOCK_SIZE 0: the contiguous cache; BUDGET bytes, 0: the default;
- * CHUNK: prefill_chunk, or CHUNK:N with prefill_budget N).
+ * CHUNK: prefill_chunk, or CHUNK:N with prefill_budget N; --kv-f16:
+ * kv_dtype f16).
  * Sequence 0 runs its prompt and one step first; the others join at the
  * next step; then all run greedy to max_length. Prints one JSON line:
  * each sequence's tokens, why paging is off (""), the blocks, those in
@@ -27,6 +28,8 @@ static int used(const dvm_generator *g) {
 }
 
 int main(int argc, char **argv) {
+  int kv_f16 = argc > 1 && strcmp(argv[1], "--kv-f16") == 0;
+  argc -= kv_f16, argv += kv_f16;
   if (argc < 8) {
     fprintf(stderr, "usage: paged_driver CONFIG MODEL.dvmb MAX_LENGTH BLOCK_SIZE BUDGET CHUNK PROMPT...\n");
     return 2;
@@ -48,6 +51,7 @@ int main(int argc, char **argv) {
   o.max_length = atoi(argv[3]);
   o.kv_block_size = atoi(argv[4]);
   o.kv_budget = atoll(argv[5]);
+  if (kv_f16) o.kv_dtype = DVM_F16;
   char *budget;
   o.prefill_chunk = (int)strtol(argv[6], &budget, 10); /* CHUNK or CHUNK:BUDGET */
   o.prefill_budget = *budget == ':' ? atoi(budget + 1) : 0;

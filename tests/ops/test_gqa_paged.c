@@ -4,17 +4,23 @@
  * not (1, 4, 5, 16 rows for 37), decode steps of entries at different
  * lengths and prompts with and without a past; outputs and every row of
  * the cache must agree. Then the errors: a table entry outside the pool,
- * a paged past whose present is not itself. */
+ * a paged past whose present is not itself.
+ * With f16 pools (a half-precision cache) the contiguous call runs on the
+ * same keys and values rounded to f16 and must give the same output, bit
+ * for bit in a decode step (the same sums in the same order), and its new
+ * rows rounded to f16 must be the pools'; meson runs it under each
+ * DVM_CPU_ISA, so every conversion variant is checked. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"
 #include "harness.h"
 #include "kernel.h"
 #include "object.h"
 #include "ops/optable.h"
 
-enum { HQ = 4, HKV = 2, D = 8, L = 37 };
+enum { HQ = 4, HKV = 2, D = 20, L = 37 }; /* D: a 16-lane vector and a tail */
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
@@ -47,8 +53,15 @@ static dvm_status *gqa(dvm_tensor *q, dvm_tensor *k, dvm_tensor *v, dvm_tensor *
   return def->fn(&a);
 }
 
-/* B entries of S new tokens after past[b] rows, with blocks of bs rows. */
-static void one_case(int B, int S, const int *past, int bs) {
+/* Element e of row r of a pool (f32 or f16) as f32. */
+static float pool_at(const dvm_tensor *pool, int64_t r, int e) {
+  return pool->dtype == DVM_F16 ? dvm_f16_to_f32(((const uint16_t *)dvm_tensor_ptr(pool))[r * D + e])
+                                : ((const float *)dvm_tensor_ptr(pool))[r * D + e];
+}
+
+/* B entries of S new tokens after past[b] rows, with blocks of bs rows; a
+ * pool of f16 elements when half. */
+static void one_case(int B, int S, const int *past, int bs, int half) {
   int nblk = (L + bs - 1) / bs, nb = B * nblk + 3; /* a few blocks no entry holds */
   int32_t *table = malloc(sizeof(int32_t) * (size_t)(B * nblk)), *perm = malloc(sizeof(int32_t) * (size_t)nb);
   for (int i = 0; i < nb; i++) perm[i] = i;
@@ -59,16 +72,32 @@ static void one_case(int B, int S, const int *past, int bs) {
   }
   memcpy(table, perm, sizeof(int32_t) * (size_t)(B * nblk));
   int64_t cd[4] = {B, HKV, L, D}, pd[4] = {nb, HKV, bs, D}, qd[3] = {B, S, HQ * D}, kd[3] = {B, S, HKV * D};
-  dvm_tensor *ck = make(DVM_F32, 4, cd), *cv = make(DVM_F32, 4, cd), *pool[2] = {make(DVM_F32, 4, pd),
-                                                                                  make(DVM_F32, 4, pd)};
-  /* the pools hold the contiguous cache's rows where the table puts them */
+  dvm_dtype pdt = half ? DVM_F16 : DVM_F32;
+  dvm_tensor *ck = make(DVM_F32, 4, cd), *cv = make(DVM_F32, 4, cd), *pool[2] = {make(pdt, 4, pd), make(pdt, 4, pd)};
+  /* the pools hold the contiguous cache's rows where the table puts them
+   * (an f16 pool: the rows rounded, and the contiguous cache rounded too) */
   for (int i = 0; i < 2; i++)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < HKV; h++)
         for (int t = 0; t < L; t++)
-          memcpy((float *)dvm_tensor_ptr(pool[i]) + (((int64_t)table[b * nblk + t / bs] * HKV + h) * bs + t % bs) * D,
-                 (float *)dvm_tensor_ptr(i ? cv : ck) + (((int64_t)b * HKV + h) * L + t) * D, sizeof(float) * D);
+          for (int e = 0; e < D; e++) {
+            int64_t r = ((int64_t)table[b * nblk + t / bs] * HKV + h) * bs + t % bs;
+            float *c = (float *)dvm_tensor_ptr(i ? cv : ck) + (((int64_t)b * HKV + h) * L + t) * D + e;
+            if (half) {
+              ((uint16_t *)dvm_tensor_ptr(pool[i]))[r * D + e] = dvm_f32_to_f16(*c);
+              *c = dvm_f16_to_f32(dvm_f32_to_f16(*c));
+            } else {
+              ((float *)dvm_tensor_ptr(pool[i]))[r * D + e] = *c;
+            }
+          }
   dvm_tensor *q = make(DVM_F32, 3, qd), *k = make(DVM_F32, 3, kd), *v = make(DVM_F32, 3, kd);
+  /* the f32 call's new rows rounded as the f16 call must round them */
+  dvm_tensor *kc = make(DVM_F32, 3, kd), *vc = make(DVM_F32, 3, kd);
+  for (int64_t i = 0; i < B * S * HKV * D; i++)
+    for (int j = 0; j < 2; j++) {
+      float x = ((float *)dvm_tensor_ptr(j ? v : k))[i];
+      ((float *)dvm_tensor_ptr(j ? vc : kc))[i] = half ? dvm_f16_to_f32(dvm_f32_to_f16(x)) : x;
+    }
   int64_t one = B, scalar = 1;
   dvm_tensor *seqlens = make(DVM_I32, 1, &one), *total = make(DVM_I32, 1, &scalar);
   int32_t most = 0;
@@ -78,25 +107,29 @@ static void one_case(int B, int S, const int *past, int bs) {
   }
   *(int32_t *)dvm_tensor_ptr(total) = most;
   dvm_tensor *y0 = make(DVM_F32, 3, qd), *y1 = make(DVM_F32, 3, qd), *paged[2];
-  dvm_tensor_pages pages = {table, nblk, bs, nb};
+  dvm_tensor_pages pages = {table, nblk, bs, nb, pdt};
   for (int i = 0; i < 2; i++) CHECK_OK(dvm_tensor_wrap_paged(DVM_F32, cd, dvm_tensor_ptr(pool[i]), &pages, &paged[i]));
-  CHECK_OK(gqa(q, k, v, ck, cv, ck, seqlens, total, y0));
+  CHECK_OK(gqa(q, kc, vc, ck, cv, ck, seqlens, total, y0));
   CHECK_OK(gqa(q, k, v, paged[0], paged[1], paged[0], seqlens, total, y1));
-  double worst = 0;
+  double worst = 0, tol = half && S == 1 ? 0 : 1e-5;
   for (int64_t i = 0; i < B * S * HQ * D; i++)
     worst = fmax(worst, fabs(((float *)dvm_tensor_ptr(y0))[i] - ((float *)dvm_tensor_ptr(y1))[i]));
   int rows_differ = 0;
   for (int i = 0; i < 2; i++)
     for (int b = 0; b < B; b++)
       for (int h = 0; h < HKV; h++)
-        for (int t = 0; t < L; t++)
-          rows_differ += memcmp((float *)dvm_tensor_ptr(pool[i]) +
-                                    (((int64_t)table[b * nblk + t / bs] * HKV + h) * bs + t % bs) * D,
-                                (float *)dvm_tensor_ptr(i ? cv : ck) + (((int64_t)b * HKV + h) * L + t) * D,
-                                sizeof(float) * D) != 0;
-  if (worst > 1e-5 || rows_differ)
-    fprintf(stderr, "B %d S %d bs %d: output differs by %g, %d cache rows differ\n", B, S, bs, worst, rows_differ);
-  CHECK(worst <= 1e-5 && rows_differ == 0);
+        for (int t = 0; t < L; t++) {
+          int64_t r = ((int64_t)table[b * nblk + t / bs] * HKV + h) * bs + t % bs;
+          const float *c = (float *)dvm_tensor_ptr(i ? cv : ck) + (((int64_t)b * HKV + h) * L + t) * D;
+          int differ = 0;
+          for (int e = 0; e < D; e++)
+            differ |= pool_at(pool[i], r, e) != (half ? dvm_f16_to_f32(dvm_f32_to_f16(c[e])) : c[e]);
+          rows_differ += differ;
+        }
+  if (worst > tol || rows_differ)
+    fprintf(stderr, "B %d S %d bs %d %s: output differs by %g, %d cache rows differ\n", B, S, bs, half ? "f16" : "f32",
+            worst, rows_differ);
+  CHECK(worst <= tol && rows_differ == 0);
 
   /* a table entry outside the pool, then a present that is not the paged past */
   table[nblk - 1] = nb;
@@ -110,7 +143,7 @@ static void one_case(int B, int S, const int *past, int bs) {
   if (S == 1)
     CHECK_ERR(gqa(q, k, v, paged[0], paged[1], paged[0], seqlens, total, y1), DVM_INVALID_ARGUMENT,
               "total_sequence_length 38 is past the paged cache's 37 rows");
-  dvm_tensor *all[] = {ck, cv, pool[0], pool[1], q, k, v, seqlens, total, y0, y1, paged[0], paged[1]};
+  dvm_tensor *all[] = {ck, cv, pool[0], pool[1], q, k, v, kc, vc, seqlens, total, y0, y1, paged[0], paged[1]};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) dvm_tensor_release(all[i]);
   free(table);
   free(perm);
@@ -118,11 +151,12 @@ static void one_case(int B, int S, const int *past, int bs) {
 
 int main(void) {
   static const int sizes[] = {1, 4, 5, 16};
-  for (int i = 0; i < 4; i++) {
-    one_case(3, 1, (const int[]){0, 17, L - 1}, sizes[i]); /* decode steps at different lengths */
-    one_case(1, 7, (const int[]){0}, sizes[i]);            /* a first prompt */
-    one_case(1, 6, (const int[]){10}, sizes[i]);           /* a prompt after a shared prefix */
-    one_case(1, 1, (const int[]){L - 1}, sizes[i]);        /* the last row */
-  }
+  for (int half = 0; half < 2; half++)
+    for (int i = 0; i < 4; i++) {
+      one_case(3, 1, (const int[]){0, 17, L - 1}, sizes[i], half); /* decode steps at different lengths */
+      one_case(1, 7, (const int[]){0}, sizes[i], half);            /* a first prompt */
+      one_case(1, 6, (const int[]){10}, sizes[i], half);           /* a prompt after a shared prefix */
+      one_case(1, 1, (const int[]){L - 1}, sizes[i], half);        /* the last row */
+    }
   return harness_finish("gqa_paged");
 }

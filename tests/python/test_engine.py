@@ -131,3 +131,17 @@ def test_engine_refuses_bad_requests(engine_model):
         eng.submit([1, 2], max_tokens=3)
     with pytest.raises(ValueError, match="slots"):
         Engine(engine_model, slots=0)
+
+
+def test_engine_f16_cache(engine_model):
+    """kv_dtype "f16": the cache's elements are f16, and 6 greedy requests
+    through 3 slots make the tokens each makes alone (one slot) on it."""
+    reqs = engine_requests(6, seed=9)
+    eng, alone = Engine(engine_model, slots=3, kv_dtype="f16"), Engine(engine_model, slots=1, kv_dtype="f16")
+    stats = eng._g.stats()
+    assert stats["kv_dtype"] == "f16" and stats["kv_block_size"] == eng.max_length, stats
+    assert Engine(engine_model, slots=1)._g.stats()["kv_dtype"] == "f32"
+    got = [eng.submit(p, max_tokens=m) for p, m in reqs]
+    assert [r.result() for r in got] == [alone.submit(p, max_tokens=m).result() for p, m in reqs]
+    with pytest.raises(ValueError, match='kv_dtype must be "f32" or "f16", got "f8"'):
+        Engine(engine_model, slots=1, kv_dtype="f8")

@@ -101,13 +101,13 @@ def gen_client(server):
     return openai.OpenAI(base_url=server.base + "/v1", api_key="none", max_retries=0, timeout=120)
 
 
-def alone_ids(server, name, prompt, max_tokens):
+def alone_ids(server, name, prompt, max_tokens, kv_dtype="f32"):
     """The same request run alone: dvm generate on a copy of the folder."""
     folder = server.root / "alone" / name
     if not folder.exists():
         shutil.copytree(server.root / "repo" / name / "1", folder)
     out = subprocess.run([DVM, "generate", str(folder), "--prompt-ids", ",".join(map(str, prompt)),
-                          "--max-length", str(len(prompt) + max_tokens), "--threads", "1"],
+                          "--max-length", str(len(prompt) + max_tokens), "--threads", "1", "--kv-dtype", kv_dtype],
                          capture_output=True, text=True, check=True).stdout.split()
     return [int(t) for t in out]
 

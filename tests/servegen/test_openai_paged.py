@@ -6,8 +6,9 @@ budget; a prompt sharing a 40-token prefix with an earlier one takes its
 blocks from the prefix cache; a request that can never fit is a 400 naming
 the numbers; a client leaving frees its blocks; prompts fed 8 tokens a step,
 one prompt's chunk a step, between the others' decode steps (prefill_chunk,
-prefill_budget) still equal alone; bad kv_ and prefill_ values fail the
-model's load, naming them."""
+prefill_budget) still equal alone; with kv_dtype f16 a block takes half
+the bytes, the budget twice the blocks, and streams equal alone on the f16
+cache; bad kv_ and prefill_ values fail the model's load, naming them."""
 import http.client
 import json
 import random
@@ -29,6 +30,8 @@ BLOCK = 4 * 2 * 2 * 2 * 32 * 4  # "tight"'s block: 4 rows of 2 layers' key and v
 BUDGET = 24 * BLOCK
 PAGED_MODELS = {
     "tight": "max_running = 4\nkv_block_size = 4\nkv_budget = %d\n" % BUDGET,
+    "tight16": "max_running = 4\nkv_block_size = 4\nkv_budget = %d\nkv_dtype = f16\n" % BUDGET,
+    "badkv": "kv_dtype = f8\n",
     "prefix": "max_running = 4\n",  # blocks of 16 rows, the default
     "chunked": "max_running = 4\nprefill_chunk = 8\nprefill_budget = 8\n",
     "negchunk": "prefill_chunk = -1\n",
@@ -72,24 +75,31 @@ def settled_kv_state(server, model):
     return kv_state(server, model)
 
 
-def test_preempted_streams_equal_alone(paged_server):
-    rng = random.Random(11)
-    client = gen_client(paged_server)
-    cases = [([rng.randrange(3, 500) for _ in range(n)], m) for n, m in
-             [(31, 59), (5, 60), (17, 45), (2, 60), (23, 40), (11, 55), (29, 33), (7, 60)]]
+def paged_streams(server, model, cases, stream=lambda i: i % 2 == 0):
+    """Each (prompt, max_tokens) of cases sent at once, from threads: their
+    run_completion results."""
+    client = gen_client(server)
     got = [None] * len(cases)
     together = threading.Barrier(len(cases))
 
     def one(i):
         together.wait()
-        got[i] = run_completion(client, "tight", cases[i][0], cases[i][1], i % 2 == 0)
+        got[i] = run_completion(client, model, cases[i][0], cases[i][1], stream(i))
 
-    before = kv_state(paged_server, "tight")
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cases))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(300)
+    return got
+
+
+def test_preempted_streams_equal_alone(paged_server):
+    rng = random.Random(11)
+    cases = [([rng.randrange(3, 500) for _ in range(n)], m) for n, m in
+             [(31, 59), (5, 60), (17, 45), (2, 60), (23, 40), (11, 55), (29, 33), (7, 60)]]
+    before = kv_state(paged_server, "tight")
+    got = paged_streams(paged_server, "tight", cases)
     after = settled_kv_state(paged_server, "tight")
     assert after["num_preemptions_total"] > before["num_preemptions_total"], after
     assert after["block_bytes"] == BLOCK and after["total"] == BUDGET // BLOCK - 1  # one is the idle rows'
@@ -147,26 +157,30 @@ def test_client_leaving_frees_its_blocks(paged_server):
 
 def test_chunked_prefill_streams_equal_alone(paged_server):
     rng = random.Random(5)
-    client = gen_client(paged_server)
     cases = [([rng.randrange(3, 500) for _ in range(n)], m) for n, m in [(61, 20), (3, 50), (37, 30), (9, 40)]]
-    got = [None] * len(cases)
-    together = threading.Barrier(len(cases))
-
-    def one(i):
-        together.wait()
-        got[i] = run_completion(client, "chunked", cases[i][0], cases[i][1], True)
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cases))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(300)
+    got = paged_streams(paged_server, "chunked", cases, lambda i: True)
     for i, (prompt, m) in enumerate(cases):
         assert got[i][0] == paged_server_text(paged_server, alone_ids(paged_server, "chunked", prompt, m)), i
 
 
+def test_f16_cache_twice_the_blocks_streams_equal_alone(paged_server):
+    rng = random.Random(12)
+    cases = [([rng.randrange(3, 500) for _ in range(n)], m) for n, m in [(31, 59), (5, 60), (17, 45), (2, 60)]]
+    got = paged_streams(paged_server, "tight16", cases)
+    state = settled_kv_state(paged_server, "tight16")
+    assert state["block_bytes"] == BLOCK // 2 and state["total"] == 2 * BUDGET // BLOCK - 1, state
+    assert 0 < state["peak"] <= state["total"] and state["used"] == 0
+    for i, (prompt, m) in enumerate(cases):
+        assert got[i][0] == paged_server_text(paged_server, alone_ids(paged_server, "tight16", prompt, m, "f16")), i
+    with pytest.raises(openai.BadRequestError) as e:  # 28 blocks fit now; 100 tokens of 4 rows do not
+        gen_client(paged_server).completions.create(model="tight16", prompt=list(range(3, 103)), max_tokens=100)
+    assert "100 prompt tokens and max_tokens 100 need 50 KV blocks of 4 rows; the model's kv_budget holds 47" in str(
+        e.value)
+
+
 @pytest.mark.parametrize("model,says", [
     ("negative", "config:1: bad value for kv_block_size"),
+    ("badkv", "config:1: bad value for kv_dtype"),
     ("negchunk", "config:1: bad value for prefill_chunk"),
     ("negbudget", "config:1: bad value for prefill_budget"),
     ("small", "kv_budget 20000 bytes holds 1 KV blocks of 16384 bytes (16 rows of every layer's key and value)"),

@@ -102,6 +102,9 @@ static void paged_refused(void) {
   pages.block_rows = 0;
   dvm_tensor *bad = NULL;
   CHECK_ERR(dvm_tensor_wrap_paged(DVM_F32, dims, pool, &pages, &bad), DVM_INVALID_ARGUMENT, "block_rows >= 1");
+  pages.block_rows = 4, pages.pool_dtype = DVM_F16; /* f16 elements only under an f32 tensor */
+  CHECK_ERR(dvm_tensor_wrap_paged(DVM_I32, dims, pool, &pages, &bad), DVM_INVALID_ARGUMENT,
+            "paged tensor: a pool of f16 elements under i32 (the tensor's dtype, or f16 under f32)");
   dvm_tensor_release(paged);
   dvm_tensor_release(plain);
   dvm_vm_destroy(vm);

@@ -49,6 +49,11 @@ typedef struct dvm_generator_options {
                          chunk waits for a later one when it would pass the budget, unless it
                          is the computation's first (vLLM's max_num_batched_tokens, less the
                          decode rows); 0: every prompt's next chunk */
+  dvm_dtype kv_dtype; /* DVM_F32 (the default): the cache in the model's dtype; DVM_F16: an f32 model's
+                         keys and values kept as IEEE f16 (half the bytes; GroupQueryAttention converts
+                         as it reads and writes). An f16 cache is paged (without kv_block_size, in
+                         blocks of max_length rows: one per sequence) and needs what paging needs; a
+                         model whose cache is f16 already is unaffected */
 } dvm_generator_options;
 
 DVM_API void dvm_generator_options_init(dvm_generator_options *opts);
@@ -135,6 +140,7 @@ typedef struct dvm_generator_kv_stats {
   int blocks;            /* the sequences' blocks (the pool's but the idle rows' one) */
   int free;              /* of them, held by no sequence */
   size_t block_bytes;    /* one block of every layer's key and value */
+  dvm_dtype dtype;       /* the cache's elements: the model's dtype, or f16 (kv_dtype) */
   int64_t prefix_queries; /* prompt tokens looked up among full blocks held or freed */
   int64_t prefix_hits;    /* ... and found there (not computed again) */
 } dvm_generator_kv_stats;

@@ -71,12 +71,15 @@ DVM_API DVM_MUST_USE dvm_status *dvm_tensor_wrap(dvm_dtype dt, int rank, const i
  * it (GroupQueryAttention on the CPU); any other use of it, or of a view
  * of its storage, is an error (kernel, copy, host function, result copy).
  * The pool and the table are borrowed: they must outlive the tensor, and
- * the table may change between invocations (not during one). */
+ * the table may change between invocations (not during one). The pool's
+ * elements are the tensor's dtype, or IEEE f16 for an f32 tensor (a
+ * half-precision KV cache: the kernel converts as it reads and writes). */
 typedef struct dvm_tensor_pages {
   const int32_t *table;
   int64_t table_stride; /* entries per batch entry: at least ceil(length / block_rows) */
   int64_t block_rows;   /* > 0 */
   int64_t blocks;       /* in the pool: a table entry read must be in [0, blocks) */
+  dvm_dtype pool_dtype; /* the tensor's dtype, or DVM_F16 under DVM_F32 */
 } dvm_tensor_pages;
 
 DVM_API DVM_MUST_USE dvm_status *dvm_tensor_wrap_paged(dvm_dtype dt, const int64_t dims[4], void *pool,
