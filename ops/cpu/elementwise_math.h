@@ -81,17 +81,24 @@ DVM_EW_MINMAX_INT(u64, uint64_t)
 /* 2^n for n in [-126, 127]. */
 static inline float dvm_ew_pow2i(int32_t n) { return dvm_ew_bits_f32((uint32_t)(n + 127) << 23); }
 
-/* e^(hi + lo) for |lo| < 0.1, lo carrying bits that hi + lo would round
- * away. Cephes' expf: hi + lo = n ln2 + r, |r| <= ln2/2 (hi - n ln2 is
- * exact: ln2's first part has 9 bits), e^r by a degree-6 polynomial; 2^n is
- * applied in two halves so results down to the subnormals round once. */
-DVM_EW_MATH float dvm_ew_expf_hl(float hi, float lo) {
-  float xc = dvm_ew_fsel(hi < -104.0f, -104.0f, hi);
+/* Cephes' expf in three steps. x = n ln2 + r, |r| <= ln2/2: n rounds
+ * x/ln2 to an integer (in a float's low bits), and r is x - n ln2 with ln2
+ * in two parts, the first of 9 bits so that n times it is exact (and the
+ * FMAs round each step once). The clamp makes e^x inf above and 0 below
+ * the float range; NaN stays NaN throughout. */
+DVM_EW_MATH float dvm_ew_exp_reduce(float x, int32_t *n) {
+  float xc = dvm_ew_fsel(x < -104.0f, -104.0f, x);
   xc = dvm_ew_fsel(xc > 89.0f, 89.0f, xc);
-  float t = xc * 1.44269504088896341f + 0x1.8p23f; /* rounds to an integer */
-  int32_t n = (int32_t)(dvm_ew_f32_bits(t) - dvm_ew_f32_bits(0x1.8p23f));
+  float t = DVM_EW_FMA(xc, 1.44269504088896341f, 0x1.8p23f);
+  *n = (int32_t)(dvm_ew_f32_bits(t) - dvm_ew_f32_bits(0x1.8p23f));
   float fn = t - 0x1.8p23f;
-  float r = (xc - fn * 0.693359375f) + lo + fn * 2.12194440e-4f;
+  return DVM_EW_FMA(fn, 2.12194440e-4f, DVM_EW_FMA(fn, -0.693359375f, xc));
+}
+
+/* e^r 2^n: e^r by a degree-6 polynomial, 2^n in two halves (n >> 1 is
+ * GCC's and Clang's arithmetic shift: floor) so that results down to the
+ * subnormals round once. */
+DVM_EW_MATH float dvm_ew_exp_scale(float r, int32_t n) {
   float p = 1.9875691500e-4f;
   p = DVM_EW_FMA(p, r, 1.3981999507e-3f);
   p = DVM_EW_FMA(p, r, 8.3334519073e-3f);
@@ -99,11 +106,23 @@ DVM_EW_MATH float dvm_ew_expf_hl(float hi, float lo) {
   p = DVM_EW_FMA(p, r, 1.6666665459e-1f);
   p = DVM_EW_FMA(p, r, 5.0000001201e-1f);
   p = p * r * r + r + 1.0f;
-  int32_t n1 = n / 2;
-  return p * dvm_ew_pow2i(n1) * dvm_ew_pow2i(n - n1); /* NaN stays NaN throughout */
+  int32_t n1 = n >> 1;
+  return p * dvm_ew_pow2i(n1) * dvm_ew_pow2i(n - n1);
 }
 
-DVM_EW_MATH float dvm_ew_expf(float x) { return dvm_ew_expf_hl(x, 0.0f); }
+DVM_EW_MATH float dvm_ew_expf(float x) {
+  int32_t n;
+  float r = dvm_ew_exp_reduce(x, &n);
+  return dvm_ew_exp_scale(r, n);
+}
+
+/* e^(hi + lo) for |lo| < 0.1, lo carrying bits that hi + lo would round
+ * away. */
+DVM_EW_MATH float dvm_ew_expf_hl(float hi, float lo) {
+  int32_t n;
+  float r = dvm_ew_exp_reduce(hi, &n) + lo;
+  return dvm_ew_exp_scale(r, n);
+}
 
 /* Cephes' logf: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by a
  * polynomial in m - 1. */
