@@ -6,6 +6,9 @@
 #include "pass.h"
 
 static const dvmc_pass passes[] = {
+    {"quant_const", "QuantizeLinear or DequantizeLinear of constants (per tensor or per axis) -> a constant: "
+                    "quantize_static's weights and biases dequantized once, at compile time",
+     dvmc_pass_quant_const},
     {"quant_float", "MatMulInteger, Cast to f32, Mul by a_scale * b_scale[, Add bias [N]] -> "
                     "MatMulIntegerToFloat (com.microsoft): the i32 product scaled and biased as it is written "
                     "(CPU builds)",
@@ -27,8 +30,9 @@ static const dvmc_pass passes[] = {
     {"rmsnorm", "Pow 2 or Mul(x, x), ReduceMean over the last axis, Add eps, Sqrt, Div or Reciprocal and Mul, Mul "
                 "scale -> RMSNormalization (CPU builds)",
      dvmc_pass_rmsnorm, true},
-    {"pad_conv", "Pad with zeros on spatial dims by constant pads, read only as a Conv's X -> the Conv's pads (the "
-                 "nodes that computed the pads go with it)",
+    {"pad_conv", "Pad with zeros on spatial dims by constant pads, read only as a Conv's X (or through a "
+                 "QuantizeLinear/DequantizeLinear pair of the Pad's input's scale and zero point) -> the Conv's pads "
+                 "(the nodes that computed the pads go with it)",
      dvmc_pass_pad_conv},
     {"conv_act", "Conv [* s + b] [Relu, LeakyRelu, Tanh, Sigmoid, Clip, HardSigmoid, HardSwish, x Sigmoid(x), "
                  "x Clip(x + 3, 0, 6) / 6] [* s + b] -> FusedConv (oneDNN post-ops; s, b one-element constants, the "
@@ -38,7 +42,8 @@ static const dvmc_pass passes[] = {
                  "the activation (oneDNN's sum post-op; CPU builds)",
      dvmc_pass_conv_add, true},
     {"conv_nhwc", "values between convolutions (conv outputs read by convolutions as X or Z, MaxPool, "
-                  "GlobalAveragePool, and the elementwise ops, channel Concats and Resizes by scales between them) "
+                  "GlobalAveragePool, and the elementwise ops, per-tensor QuantizeLinear and DequantizeLinear, "
+                  "channel Concats and Resizes by scales between them) "
                   "-> kept channels last (NHWC): FusedConvs and dvm pools read and write them so, the ops between "
                   "run on dvm.LayoutView views as [N, H, W, C]: no reorders (CPU builds)",
      dvmc_pass_conv_nhwc, true},

@@ -105,6 +105,7 @@ DVM_MUST_USE dvm_status *dvmc_pass_fused_conv(dvmc_ctx *c, dvmc_graph *g, dvmc_n
 DVM_MUST_USE dvm_status *dvmc_last_position(dvmc_ctx *c, dvmc_graph *g, const char *output, int *count);
 
 /* The passes, in the order they run (pass.c's table). */
+DVM_MUST_USE dvm_status *dvmc_pass_quant_const(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_quant_float(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_layernorm(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_gelu(dvmc_ctx *c, dvmc_graph *g, int *count);

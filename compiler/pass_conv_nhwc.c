@@ -22,7 +22,10 @@
  * way). Between convolutions the region also carries the ops that do not
  * care about the order of a tensor's axes once their attributes are
  * permuted: f32 elementwise ops (ops.def's fused-chain ops, HardSigmoid,
- * HardSwish, LeakyRelu, Clip), Concat on the channel axis, and Resize by
+ * HardSwish, LeakyRelu, Clip), QuantizeLinear and DequantizeLinear with
+ * one scale and zero point (quantize_static's pairs between convolutions:
+ * the integers between them are kept channels last too), Concat on the
+ * channel axis, and Resize by
  * constant scales of 1 on N and C. Such a node runs on the views of its
  * inputs as [N, s..., C] (dvm.LayoutView: the same bytes with permuted
  * dims, no copy), with Concat's axis the last and Resize's scales
@@ -34,7 +37,8 @@
  * (SE scales, nearest upsampling, the residual Adds, the Concat of its
  * four levels) so runs without reorders.
  *
- * Proven for every value y of the region: y is f32 with known dims of
+ * Proven for every value y of the region: y is f32 (or a carried
+ * QuantizeLinear's integers) with known dims of
  * rank 3 to 5 (4 where a carried op makes or reads it), not a graph
  * output, made by a convolution, a MaxPool of the region or a carried
  * node, and every one of its uses (counted at import, a subgraph's and
@@ -81,11 +85,31 @@ static bool one_in_out(const dvmc_node *n, const char *op) {
          n->in[0]->rank >= 3 && n->in[0]->rank <= 5;
 }
 
-/* An f32 elementwise op: a fused-chain op (ops.def's FUSED column) or an activation. */
+/* v is typed (any dtype), of rank 4, its dims known. */
+static bool known4(const dvmc_value *v) { return v && v->typed && dvmc_value_shape_known(v) && v->rank == 4; }
+
+/* A QuantizeLinear or DequantizeLinear with one scale (and zero point) for
+ * the whole tensor: elementwise whatever the order of x's axes. */
+static bool qdq_node(const dvmc_node *n) {
+  if ((strcmp(n->op, "QuantizeLinear") && strcmp(n->op, "DequantizeLinear")) || n->nin < 2 ||
+      dvmc_attr_int(n, "block_size", 0) || !known4(n->in[0]) || !known4(n->out[0]))
+    return false;
+  for (int j = 1; j < n->nin; j++) {
+    const dvmc_value *v = n->in[j];
+    int64_t d;
+    if (!v || !dvmc_value_shape_known(v) || v->rank > 1 ||
+        (v->rank == 1 && (!dvmc_expr_is_const(v->dims[0], &d) || d != 1)))
+      return false;
+  }
+  return true;
+}
+
+/* An elementwise op: a fused-chain op (ops.def's FUSED column) or an
+ * activation on f32, or a per-tensor QuantizeLinear or DequantizeLinear. */
 static bool elementwise(const dvmc_node *n) {
   static const char *const more[] = {"HardSigmoid", "HardSwish", "LeakyRelu", "Clip"};
   if (!n->def || n->domain[0] || n->nout != 1 || !n->out[0]) return false;
-  if (n->def->fused >= 0) return true;
+  if (n->def->fused >= 0 || qdq_node(n)) return true;
   for (size_t i = 0; i < sizeof more / sizeof *more; i++)
     if (!strcmp(n->op, more[i])) return true;
   return false;
@@ -179,8 +203,9 @@ static bool value_ok(const region *R, const dvmc_value *v) {
  * to 5, made in g by a convolution, a MaxPool or a carried node. */
 static bool candidate(const dvmc_graph *g, const dvmc_value *v) {
   const dvmc_node *p = v->producer;
-  return p && p->id >= 0 && p->id < g->nnodes && g->nodes[p->id] == p && p->out[0] == v &&
-         dvmc_pass_same_shape(v, v) && v->rank >= 3 && v->rank <= 5 &&
+  if (!p || p->id < 0 || p->id >= g->nnodes || g->nodes[p->id] != p || p->out[0] != v) return false;
+  if (!strcmp(p->op, "QuantizeLinear")) return carried(p); /* its integers */
+  return dvmc_pass_same_shape(v, v) && v->rank >= 3 && v->rank <= 5 &&
          (conv_node(p) || one_in_out(p, "MaxPool") || (carried(p) && v->rank == 4));
 }
 

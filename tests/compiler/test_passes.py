@@ -1167,7 +1167,7 @@ def test_attention_exports(tmp_path, model_name):
 
 def test_cli():
     r = dvm("compile", "--list-passes")
-    assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["quant_float", "layernorm", "gelu", "epilogue",
+    assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["quant_const", "quant_float", "layernorm", "gelu", "epilogue",
                                                                                    "skiplayernorm", "rmsnorm", "pad_conv",
                                                                                    "conv_act", "conv_add", "conv_nhwc",
                                                                                    "conv_winograd", "attention"], r.stdout
