@@ -373,13 +373,22 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
  * post-ops element by element (PP-OCR det took 1.7 times the CPU time),
  * the blocked 1x1 kernel in its JIT code. Nor with X or Y channels last:
  * the blocked kernel reads and writes NHWC itself (no copies), and the
- * units' channel slices of an NHWC tensor are strided. */
+ * units' channel slices of an NHWC tensor are strided. Nor on fewer than
+ * GEMM_MIN_POINTS output points an image: the GEMM packs all of W for
+ * those few columns on every call (MobileNetV2's last 1x1 conv, 112 ->
+ * 1280 channels over 2x2, took three times as long as blocked:
+ * docs/performance.md). */
+enum { GEMM_MIN_POINTS = 32 };
+
 static bool gemm_pointwise(const key *k) {
   bool pw = !k->transpose && !k->layout && !k->z && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 &&
             k->post_shift == 0 && k->dt == dnnl_f32;
-  for (int i = 0; i < k->rank - 2; i++)
+  int64_t points = 1;
+  for (int i = 0; i < k->rank - 2; i++) {
     pw &= k->w[2 + i] == 1 && k->stride[i] == 1 && k->pad_begin[i] == 0 && k->pad_end[i] == 0;
-  return pw;
+    points *= k->y[2 + i];
+  }
+  return pw && points >= GEMM_MIN_POINTS;
 }
 
 /* A conv_transpose's end pad in spatial dim i as oneDNN counts it: the
