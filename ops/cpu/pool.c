@@ -396,24 +396,45 @@ static dvm_status *window_pool(const dvm_kernel_args *a, pool_kind kind) {
   return st;
 }
 
-/* Global pools: one reduction of the n contiguous elements of a plane; sums
- * in double, as a plane may be large and the loop is bound by memory. */
-#define GLOBAL_PLANE(name, T, ACC, INIT, REDUCTION, STEP, FINISH) \
-  DVM_VEC static void name(const void *px, void *py, int64_t n) { \
-    const T *x = px;                                              \
-    ACC acc = INIT;                                               \
-    _Pragma(REDUCTION) for (int64_t i = 0; i < n; i++) STEP;      \
-    *(T *)py = (T)(FINISH);                                       \
+/* Global pools: one reduction of the n contiguous elements of each of
+ * `planes` planes; sums in double, as a plane may be large and the loop is
+ * bound by memory. Planes of fewer than SMALL_PLANE elements (a 2x2 map of
+ * 1280 channels) are reduced 8 side by side, their elements in order, so
+ * the 8 sums and the 8 final divisions are vector lanes where one plane
+ * alone is a chain of scalar adds; larger planes one at a time. */
+enum { SMALL_PLANE = 16 };
+
+#define GLOBAL_PLANE(name, T, ACC, INIT, REDUCTION, STEP, FINISH)                  \
+  DVM_VEC static void name(const void *px, void *py, int64_t n, int64_t planes) { \
+    const T *x = px;                                                               \
+    T *y = py;                                                                     \
+    int64_t p = 0;                                                                 \
+    for (; n < SMALL_PLANE && p + 8 <= planes; p += 8) {                           \
+      ACC acc[8];                                                                  \
+      for (int k = 0; k < 8; k++) acc[k] = INIT;                                   \
+      for (int64_t i = 0; i < n; i++)                                              \
+        _Pragma("omp simd") for (int k = 0; k < 8; k++) STEP(acc[k], x[(p + k) * n + i]); \
+      for (int k = 0; k < 8; k++) y[p + k] = (T)(FINISH(acc[k]));                  \
+    }                                                                              \
+    for (; p < planes; p++) {                                                      \
+      ACC acc = INIT;                                                              \
+      _Pragma(REDUCTION) for (int64_t i = 0; i < n; i++) STEP(acc, x[p * n + i]);  \
+      y[p] = (T)(FINISH(acc));                                                     \
+    }                                                                              \
   }
 
 #define SUM_ACC "omp simd reduction(+ : acc)"
 #define MAX_ACC "omp simd reduction(max : acc)"
-GLOBAL_PLANE(gavg_f32, float, double, 0.0, SUM_ACC, acc += x[i], n ? acc / (double)n : NAN)
-GLOBAL_PLANE(gavg_f64, double, double, 0.0, SUM_ACC, acc += x[i], n ? acc / (double)n : NAN)
-GLOBAL_PLANE(gmax_f32, float, float, -FLT_MAX, MAX_ACC, acc = x[i] > acc ? x[i] : acc, acc)
-GLOBAL_PLANE(gmax_f64, double, double, -DBL_MAX, MAX_ACC, acc = x[i] > acc ? x[i] : acc, acc)
+#define SUM_STEP(a, v) ((a) += (v))
+#define MAX_STEP(a, v) ((a) = (v) > (a) ? (v) : (a))
+#define MEAN_OF(a) (n ? (a) / (double)n : NAN)
+#define MAX_OF(a) (a)
+GLOBAL_PLANE(gavg_f32, float, double, 0.0, SUM_ACC, SUM_STEP, MEAN_OF)
+GLOBAL_PLANE(gavg_f64, double, double, 0.0, SUM_ACC, SUM_STEP, MEAN_OF)
+GLOBAL_PLANE(gmax_f32, float, float, -FLT_MAX, MAX_ACC, MAX_STEP, MAX_OF)
+GLOBAL_PLANE(gmax_f64, double, double, -DBL_MAX, MAX_ACC, MAX_STEP, MAX_OF)
 
-typedef void (*global_fn)(const void *, void *, int64_t);
+typedef void (*global_fn)(const void *, void *, int64_t, int64_t);
 
 static const global_fn gavg_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = gavg_f32, [DVM_F64] = gavg_f64};
 static const global_fn gmax_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = gmax_f32, [DVM_F64] = gmax_f64};
@@ -428,7 +449,7 @@ typedef struct global_job {
 
 static void global_range(void *ctx, int64_t s, int64_t e) {
   const global_job *j = ctx;
-  for (int64_t p = s; p < e; p++) j->fn(j->x + p * j->n * (int64_t)j->esz, j->y + p * (int64_t)j->esz, j->n);
+  j->fn(j->x + s * j->n * (int64_t)j->esz, j->y + s * (int64_t)j->esz, j->n, e - s);
 }
 
 static dvm_status *global_pool(const dvm_kernel_args *a, bool max) {

@@ -157,7 +157,10 @@ def test_pool_defaults():
     np.testing.assert_array_equal(y, ref_pool(x, (2, 2), (1, 1), (0,) * 4, (1, 1), 0, "max")[0])
 
 
-GLOBAL_SHAPES = [(1, 3, 7, 7), (2, 5, 13), (1, 2, 3, 4, 5), (0, 3, 4, 4), (3, 65, 1, 1), (1, 2, 257, 129)]
+# planes of fewer than 16 elements go 8 side by side, the rest one by one:
+# 34 planes of 4, 8 of 15 and 9 of 16 (the edge), MobileNetV2's 1280 of 4
+GLOBAL_SHAPES = [(1, 3, 7, 7), (2, 5, 13), (1, 2, 3, 4, 5), (0, 3, 4, 4), (3, 65, 1, 1), (1, 2, 257, 129),
+                 (2, 17, 2, 2), (1, 8, 3, 5), (1, 9, 4, 4), (1, 1280, 2, 2)]
 
 
 @pytest.mark.parametrize("xs", GLOBAL_SHAPES)
