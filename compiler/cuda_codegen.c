@@ -9,6 +9,7 @@
 #include "nvrtc.h"
 #include "ops/cpu/fused.h"
 #include "ops/cuda/gen_abi.h"
+#include "shapefuncs/window.h"
 
 const uint16_t dvmc_cuda_blocks[DVMC_CUDA_NCONFIGS] = {128, 256};
 
@@ -396,6 +397,191 @@ static dvm_status *parts_kernel(dvm_dtype dt, int n, int split, char **src) {
 dvm_status *dvmc_cuda_concat(dvm_dtype dt, int nin, char **src) { return parts_kernel(dt, nin, 0, src); }
 
 dvm_status *dvmc_cuda_split(dvm_dtype dt, int nout, char **src) { return parts_kernel(dt, nout, 1, src); }
+
+/* ---- window pools ---- */
+
+/* Output element i of [planes, d, h, w] (dims 2..5) is the pool of its
+ * window over the input plane: per spatial dim, the window's first
+ * position and its taps inside the input [kmin, kmax) and inside the
+ * padded input [0, padded), as the CPU kernel's tables. The taps combine
+ * in the CPU's order: for each tap along w, the (d, h) taps folded first
+ * (its combined rows), then that into the result; average divides by the
+ * (d, h) count times the w count, each as a float. */
+static const char window_elem[] =
+    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+    "  long long start[3], kmin[3], kmax[3], padded[3], rest = i;\n"
+    "  for (int d = 2; d >= 0; d--) {\n"
+    "    const long long o = rest %% p.dims[3 + d], k = p.geom[%1$d][3 + d], dl = p.geom[%2$d][3 + d];\n"
+    "    rest /= p.dims[3 + d];\n"
+    "    start[d] = o * p.geom[%3$d][3 + d] - p.geom[%4$d][3 + d];\n"
+    "    kmin[d] = start[d] >= 0 ? 0 : (-start[d] + dl - 1) / dl;\n"
+    "    const long long last = (p.geom[%5$d][3 + d] - 1 - start[d]) / dl + 1;\n"
+    "    kmax[d] = last < k ? last : k;\n"
+    "    if (kmax[d] < kmin[d]) kmax[d] = kmin[d];\n"
+    "    const long long plast = (p.geom[%6$d][3 + d] - 1 - start[d]) / dl + 1;\n"
+    "    padded[d] = plast < k ? plast : k;\n"
+    "  }\n"
+    "  const long long in0 = p.geom[%5$d][3], in1 = p.geom[%5$d][4], in2 = p.geom[%5$d][5];\n"
+    "  const float *x = (const float *)p.ptr[0] + rest * in0 * in1 * in2;\n"
+    "  float acc = %7$s;\n"
+    "  for (long long kc = kmin[2]; kc < kmax[2]; kc++) {\n"
+    "    const long long ic = start[2] + kc * p.geom[%2$d][5];\n"
+    "    float v = 0.0f;\n"
+    "    bool any = false;\n"
+    "    for (long long ka = kmin[0]; ka < kmax[0]; ka++)\n"
+    "      for (long long kb = kmin[1]; kb < kmax[1]; kb++) {\n"
+    "        const long long ia = start[0] + ka * p.geom[%2$d][3], ib = start[1] + kb * p.geom[%2$d][4];\n"
+    "        const float w = x[(ia * in1 + ib) * in2 + ic];\n"
+    "        v = any ? %8$s : w;\n"
+    "        any = true;\n"
+    "      }\n"
+    "    if (any) acc = %9$s;\n"
+    "  }\n";
+
+dvm_status *dvmc_cuda_window(dvm_kernel_form form, dvm_dtype dt, char **src) {
+  if (form != DVM_FORM_WINDOW_MAX && form != DVM_FORM_WINDOW_AVERAGE)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: form %d is not a window pool", (int)form);
+  if (dt != DVM_F32)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: window pool of %s (want f32)", dvm_dtype_name(dt));
+  int avg = form == DVM_FORM_WINDOW_AVERAGE;
+  /* the CPU's MAX(a, b) is a > b ? a : b, the running value first */
+  const char *fold = avg ? "v + w" : "(v > w ? v : w)", *into = avg ? "acc + v" : "(acc > v ? acc : v)";
+  buf b = {0};
+  put(&b, "%s", prelude);
+  put(&b, window_elem, DVM_GEN_WIN_KERNEL, DVM_GEN_WIN_DILATION, DVM_GEN_WIN_STRIDE, DVM_GEN_WIN_PAD,
+      DVM_GEN_WIN_IN, DVM_GEN_WIN_PADDED, avg ? "0.0f" : "dvm_bits(0xff7fffffu) /* -FLT_MAX */", fold,
+      into);
+  if (!avg) put(&b, "  (void)padded;\n");
+  if (avg) /* count_include_pad counts the taps inside the pads */
+    put(&b, "  const bool inc = p.geom[%d][0] != 0;\n"
+            "  acc /= (float)(inc ? padded[0] * padded[1] : (kmax[0] - kmin[0]) * (kmax[1] - kmin[1])) *\n"
+            "         (float)(inc ? padded[2] : kmax[2] - kmin[2]);\n", DVM_GEN_WIN_FLAGS);
+  put(&b, "  ((float *)p.ptr[1])[i] = acc;\n}\n");
+  elementwise_kernels(&b);
+  return finish(&b, src);
+}
+
+/* ---- resize ---- */
+
+/* The CPU kernel's coordinate rules (shapefuncs/window.c
+ * dvm_resize_coord_in, ops/cpu/resize.c), in double: per dim d of output
+ * element i, its taps (one nearest; two linear, or one where the dim is
+ * copied) with indices clamped into the input and float weights. */
+static const char resize_prelude[] =
+    "static __device__ __forceinline__ double dvm_coord(const dvm_gen_params &p, int d, long long o) {\n"
+    "  const double x = (double)o, scale = p.real[%1$d][d], length = p.real[%2$d][d];\n"
+    "  const long long in = p.geom[%3$d][d], out = p.dims[d];\n"
+    "  switch (p.geom[%4$d][1]) {\n"
+    "  case %5$d: return (x + 0.5) / scale - 0.5;\n"
+    "  case %6$d: return x / scale;\n"
+    "  case %7$d: return length == 1 ? 0.0 : x * (double)(in - 1) / (length - 1);\n"
+    "  case %8$d: return length > 1 ? (x + 0.5) / scale - 0.5 : 0.0;\n"
+    "  case %9$d: return (x + 0.5) / scale;\n"
+    "  case %10$d: return (double)in / 2 * (1 - (double)out / length) + (x + 0.5) / scale - 0.5;\n"
+    "  default: return x;\n"
+    "  }\n"
+    "}\n"
+    "static __device__ __forceinline__ long long dvm_clamp(long long v, long long in) {\n"
+    "  return v < 0 ? 0 : v >= in ? in - 1 : v;\n"
+    "}\n"
+    /* taps of dim d for output index o: returns their count */
+    "static __device__ __forceinline__ int dvm_taps(const dvm_gen_params &p, int d, long long o,\n"
+    "                                               long long *idx, float *w) {\n"
+    "  const long long in = p.geom[%3$d][d];\n"
+    "  w[0] = 1.0f;\n"
+    "  if (p.geom[%11$d][d]) { idx[0] = o; return 1; }\n"
+    "  const bool linear = p.geom[%4$d][0] == 1;\n"
+    "  const double far = (double)(in + (linear ? 2 : 1) + 2);\n"
+    "  double x = dvm_coord(p, d, o);\n"
+    "  x = fmin(fmax(x, -far), far);\n"
+    "  const double f = floor(x);\n"
+    "  if (!linear) {\n"
+    "    long long k;\n"
+    "    switch (p.geom[%4$d][2]) {\n"
+    "    case %12$d: k = (long long)(x - f == 0.5 ? f : round(x)); break;\n"
+    "    case %13$d: k = (long long)(x - f == 0.5 ? f + 1 : round(x)); break;\n"
+    "    case %14$d: k = (long long)f; break;\n"
+    "    default: k = (long long)ceil(x);\n"
+    "    }\n"
+    "    idx[0] = dvm_clamp(k, in);\n"
+    "    return 1;\n"
+    "  }\n"
+    /* the tap left of x; an integer x is the right end of its interval */
+    "  const long long left = (long long)f - (x == f);\n"
+    "  const double ratio = x - (double)left;\n"
+    "  for (int t = 0; t < 2; t++) {\n"
+    "    idx[t] = dvm_clamp(left + t, in);\n"
+    "    w[t] = (float)fmax(0.0, 1 - fabs((double)t - ratio));\n"
+    "  }\n"
+    "  return 2;\n"
+    "}\n";
+
+/* Nearest copies the element its taps select, bit for bit; linear (f32)
+ * sums, in the CPU's order, each combination of the outer dims' taps
+ * (weight the product of theirs, skipped at 0) times the last dim's taps
+ * summed. */
+static const char resize_elem[] =
+    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+    "  long long idx[%1$d][2], stride[%1$d], rest = i, s = 1;\n"
+    "  float w[%1$d][2];\n"
+    "  int n[%1$d];\n"
+    "  for (int d = %1$d - 1; d >= 0; d--) {\n"
+    "    n[d] = dvm_taps(p, d, rest %% p.dims[d], idx[d], w[d]);\n"
+    "    rest /= p.dims[d];\n"
+    "    stride[d] = s;\n"
+    "    s *= p.geom[%2$d][d];\n"
+    "  }\n"
+    "  if (p.geom[%3$d][0] == 0) {\n"
+    "    long long at = 0;\n"
+    "    for (int d = 0; d < %1$d; d++) at += idx[d][0] * stride[d];\n"
+    "    ((%4$s *)p.ptr[1])[i] = ((const %4$s *)p.ptr[0])[at];\n"
+    "    return;\n"
+    "  }\n"
+    "%5$s"
+    "}\n";
+
+static const char resize_linear[] =
+    "  const float *x = (const float *)p.ptr[0];\n"
+    "  long long combos = 1;\n"
+    "  for (int d = 0; d < %1$d - 1; d++) combos *= n[d];\n"
+    "  float y = 0.0f;\n"
+    "  for (long long c = 0; c < combos; c++) {\n"
+    "    long long off = 0, r = c;\n"
+    "    float wc = 1.0f;\n"
+    "    int t[%1$d];\n"
+    "    for (int d = %1$d - 2; d >= 0; d--) { t[d] = (int)(r %% n[d]); r /= n[d]; }\n"
+    "    for (int d = 0; d < %1$d - 1; d++) { off += idx[d][t[d]] * stride[d]; wc = wc * w[d][t[d]]; }\n"
+    "    if (wc == 0.0f) continue;\n"
+    "    float v = 0.0f;\n"
+    "    const int last = %1$d - 1;\n"
+    "    if (n[last] == 1) v = x[off + idx[last][0]];\n"
+    "    else for (int q = 0; q < n[last]; q++) v += x[off + idx[last][q]] * w[last][q];\n"
+    "    y += wc * v;\n"
+    "  }\n"
+    "  ((float *)p.ptr[1])[i] = y;\n";
+
+dvm_status *dvmc_cuda_resize(dvm_dtype dt, char **src) {
+  static const char *const bits[9] = {[1] = "unsigned char", [2] = "unsigned short",
+                                      [4] = "unsigned int", [8] = "unsigned long long"};
+  size_t es = dvm_dtype_size(dt);
+  if (es > 8 || !bits[es] || dt == DVM_STRING)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: resize of %s", dvm_dtype_name(dt));
+  buf b = {0};
+  put(&b, "%s", prelude);
+  put(&b, resize_prelude, DVM_GEN_RSZ_SCALE, DVM_GEN_RSZ_LENGTH, DVM_GEN_RSZ_IN, DVM_GEN_RSZ_MODE,
+      DVM_RESIZE_HALF_PIXEL, DVM_RESIZE_ASYMMETRIC, DVM_RESIZE_ALIGN_CORNERS,
+      DVM_RESIZE_PYTORCH_HALF_PIXEL, DVM_RESIZE_TF_HALF_PIXEL_FOR_NEAREST,
+      DVM_RESIZE_HALF_PIXEL_SYMMETRIC, DVM_GEN_RSZ_COPY, DVM_RESIZE_ROUND_PREFER_FLOOR,
+      DVM_RESIZE_ROUND_PREFER_CEIL, DVM_RESIZE_FLOOR);
+  buf lin = {0};
+  /* linear is of f32 only (the CPU kernel's rule; the launcher checks) */
+  if (dt == DVM_F32) put(&lin, resize_linear, DVM_GEN_MAX_RANK);
+  put(&b, resize_elem, DVM_GEN_MAX_RANK, DVM_GEN_RSZ_IN, DVM_GEN_RSZ_MODE, bits[es], lin.s ? lin.s : "  (void)n;\n");
+  if (lin.oom) b.oom = 1;
+  free(lin.s);
+  elementwise_kernels(&b);
+  return finish(&b, src);
+}
 
 /* ---- standalone elementwise ops ---- */
 

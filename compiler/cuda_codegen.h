@@ -71,6 +71,17 @@ DVM_MUST_USE dvm_status *dvmc_cuda_concat(dvm_dtype dt, int nin, char **src);
  * whose range of the axis holds it. */
 DVM_MUST_USE dvm_status *dvmc_cuda_split(dvm_dtype dt, int nout, char **src);
 
+/* The CUDA C of a WINDOW kernel (gen_abi.h) for max_pool's values
+ * (DVM_FORM_WINDOW_MAX) or average_pool (DVM_FORM_WINDOW_AVERAGE) of f32,
+ * tiled as an ELEMENTWISE kernel over the output, its taps combined in the
+ * CPU kernel's order. */
+DVM_MUST_USE dvm_status *dvmc_cuda_window(dvm_kernel_form form, dvm_dtype dt, char **src);
+
+/* The CUDA C of a RESIZE kernel (gen_abi.h) of dtype dt (any of 1, 2, 4
+ * or 8 bytes: nearest copies bits; linear is there for f32 only), tiled
+ * as an ELEMENTWISE kernel over the output; coordinates as the CPU
+ * kernel computes them, in double. */
+DVM_MUST_USE dvm_status *dvmc_cuda_resize(dvm_dtype dt, char **src);
 
 /* A ROWS kernel of form `form` (a DVM_FORM_ROWS_* of the CPU kernel it
  * stands for). Inputs: x, then for layer norm scale and optionally bias

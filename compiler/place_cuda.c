@@ -12,6 +12,7 @@
 #include "ops/optable.h"
 #include "dvmc.h"
 #include "place_cuda.h"
+#include "shapefuncs/window.h"
 
 #define PUSH(p, vec, item) DVM_VEC_PUSH(vec, item, (p)->oom = 1)
 
@@ -593,6 +594,52 @@ static int64_t concat_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list att
   return gen_kernel(c->p, src, DVM_GEN_CONCAT, (int)ins.n, 1, classes, dt);
 }
 
+/* A max_pool (values only) or average_pool as a generated WINDOW kernel,
+ * when its input and output are proven f32 (the invoke keeps the pool's
+ * attributes for the launcher); -1 otherwise. */
+static int64_t window_kernel(clone *c, dvm_kernel_form form, dvm_list outs, dvm_list ins, dvm_list attrs) {
+  c->why = "max_pool's indices, or operands other than a pool's";
+  if (ins.n != 1 || outs.n != 1 || attrs.n != 6) return -1;
+  const fact *x = &c->facts[ins.v[0]], *y = &c->facts[outs.v[0]];
+  c->why = "dtype not proven f32";
+  if (x->writes > 1 || y->writes > 1 || x->dtype != DVM_F32 || y->dtype != DVM_F32) return -1;
+  dvm_dtype dt[2] = {DVM_F32, DVM_F32};
+  uint8_t cls = DVM_GEN_SAME; /* unused: the launcher binds a window */
+  char *src;
+  if ((c->p->error = dvmc_cuda_window(form, DVM_F32, &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_WINDOW, 1, 1, &cls, dt);
+}
+
+/* Immediate attribute register r in [lo, hi], else -1. */
+static int64_t imm_in(const clone *c, int64_t r, int64_t lo, int64_t hi) {
+  const fact *F = &c->facts[r];
+  return F->writes == 1 && F->has_imm && F->imm >= lo && F->imm <= hi ? F->imm : -1;
+}
+
+/* A resize as a generated RESIZE kernel, when its mode (nearest, or
+ * linear of f32 without antialias or exclude_outside) and coordinate
+ * transformation (not tf_crop_and_resize) are immediates and its dtypes
+ * known and equal (the invoke keeps its attributes); -1 otherwise. */
+static int64_t resize_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list attrs) {
+  c->why = "mode, coordinate transformation, antialias or exclude_outside not known, or cubic, or "
+           "tf_crop_and_resize";
+  if (ins.n != 1 || outs.n != 1 || attrs.n < 4) return -1;
+  int64_t mode = imm_in(c, attrs.v[1], DVM_RESIZE_NEAREST, DVM_RESIZE_LINEAR);
+  if (mode < 0 || imm_in(c, attrs.v[2], 0, DVM_RESIZE_HALF_PIXEL_SYMMETRIC) < 0 ||
+      (mode == DVM_RESIZE_LINEAR && attrs.n >= 7 && (imm_in(c, attrs.v[5], 0, 0) < 0 || imm_in(c, attrs.v[6], 0, 0) < 0)))
+    return -1;
+  const fact *x = &c->facts[ins.v[0]], *y = &c->facts[outs.v[0]];
+  c->why = "dtype not proven (f32 for linear), or of strings";
+  if (x->writes > 1 || y->writes > 1 || x->dtype < 0 || x->dtype == DVM_STRING || y->dtype != x->dtype ||
+      dvm_dtype_size((dvm_dtype)x->dtype) > 8 || (mode == DVM_RESIZE_LINEAR && x->dtype != DVM_F32))
+    return -1;
+  dvm_dtype dt[2] = {(dvm_dtype)x->dtype, (dvm_dtype)x->dtype};
+  uint8_t cls = DVM_GEN_SAME; /* unused: the launcher binds a resize */
+  char *src;
+  if ((c->p->error = dvmc_cuda_resize(dt[0], &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_RESIZE, 1, 1, &cls, dt);
+}
+
 /* By the kernel's form (vm/kernel.h): a generated kernel, cuBLAS's of the
  * same name, or -1 (the host). */
 static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
@@ -615,7 +662,8 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   pl.rows = form >= DVM_FORM_ROWS_SOFTMAX;
   pl.numel_in = form == DVM_FORM_SPLIT;
   pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER || form == DVM_FORM_CONCAT ||
-                  form == DVM_FORM_SPLIT;
+                  form == DVM_FORM_SPLIT || form == DVM_FORM_WINDOW_MAX || form == DVM_FORM_WINDOW_AVERAGE ||
+                  form == DVM_FORM_RESIZE;
   pl.const_ins = form == DVM_FORM_SLICED || form == DVM_FORM_SPLIT;
   c->why = "no device kernel for the op";
   switch (form) {
@@ -627,6 +675,9 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_SLICED: pl.kernel = slice_kernel(c, outs, ins); break;
   case DVM_FORM_CONCAT: pl.kernel = concat_kernel(c, outs, ins, attrs); break;
   case DVM_FORM_SPLIT: pl.kernel = split_kernel(c, outs, ins, attrs); break;
+  case DVM_FORM_WINDOW_MAX:
+  case DVM_FORM_WINDOW_AVERAGE: pl.kernel = window_kernel(c, form, outs, ins, attrs); break;
+  case DVM_FORM_RESIZE: pl.kernel = resize_kernel(c, outs, ins, attrs); break;
   default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);

@@ -81,6 +81,9 @@ typedef enum dvm_kernel_form {
   DVM_FORM_SLICED,      /* its input 0 copied through inputs 1.. (starts, ends, axes, steps: slice) */
   DVM_FORM_CONCAT,      /* its inputs joined along the axis attribute */
   DVM_FORM_SPLIT,       /* its input 0 cut along the axis attribute (input 1: the sizes) */
+  DVM_FORM_WINDOW_MAX,  /* max_pool's values: a window's maximum (attributes kernel_shape...) */
+  DVM_FORM_WINDOW_AVERAGE, /* average_pool: a window's mean */
+  DVM_FORM_RESIZE,      /* ONNX Resize by its attributes (sizes, mode...) */
   /* one row at a time along the last axis (the reductions: or along the
    * trailing axes their axes name); the ROWS forms come last */
   DVM_FORM_ROWS_SOFTMAX,

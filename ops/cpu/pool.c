@@ -584,8 +584,8 @@ static dvm_status *global_average_pool(const dvm_kernel_args *a) { return global
 static dvm_status *global_max_pool(const dvm_kernel_args *a) { return global_pool(a, true); }
 
 const dvm_kernel_def dvm_cpu_pool_kernels[] = {
-    {"max_pool", DVM_DEVICE_CPU, max_pool, "pool"},
-    {"average_pool", DVM_DEVICE_CPU, average_pool, "pool"},
+    {"max_pool", DVM_DEVICE_CPU, max_pool, "pool", .form = DVM_FORM_WINDOW_MAX},
+    {"average_pool", DVM_DEVICE_CPU, average_pool, "pool", .form = DVM_FORM_WINDOW_AVERAGE},
     {"lp_pool", DVM_DEVICE_CPU, lp_pool, "pool"},
     {"global_average_pool", DVM_DEVICE_CPU, global_average_pool, "global_pool", .form = DVM_FORM_ROWS_GLOBAL_MEAN},
     {"global_max_pool", DVM_DEVICE_CPU, global_max_pool, "global_pool"},

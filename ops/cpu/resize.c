@@ -460,6 +460,6 @@ static dvm_status *resize(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_resize_kernels[] = {
-    {"resize", DVM_DEVICE_CPU, resize, "resize"},
+    {"resize", DVM_DEVICE_CPU, resize, "resize", .form = DVM_FORM_RESIZE},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -8,11 +8,11 @@
  * struct below into each source through DVM_GEN_PARAMS_DECL, so the two
  * can never disagree.
  *
- * Payload ("DVMG", version 4), little-endian, offsets from its start:
+ * Payload ("DVMG", version 6), little-endian, offsets from its start:
  *
  *   0   4  magic "DVMG"
- *   4  u16 version (4)
- *   6  u8  kind: DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS or DVM_GEN_GATHER
+ *   4  u16 version (6)
+ *   6  u8  kind: DVM_GEN_ELEMENTWISE ... DVM_GEN_RESIZE (below)
  *   7  u8  nconfigs, 1..DVM_GEN_MAX_CONFIGS
  *   8  u8  nin, 1..DVM_GEN_MAX_IN
  *   9  u8  nout, 1..DVM_GEN_MAX_OUT
@@ -52,21 +52,57 @@
  *     size) is not read: the kernel records it in the VM's device error
  *     record (ptr[nin + nout], DVM_GEN_ERROR_WORDS words, word 0 set by
  *     the first to find one), reported at the VM's next host wait.
- *     Variant = n mod T. */
+ *     Variant = n mod T.
+ *   DVM_GEN_CONCAT, DVM_GEN_SPLIT: docs/cuda.md; n = elements of the
+ *     output (concat) or of the input (split).
+ *   DVM_GEN_WINDOW: max_pool or average_pool (values only) of one f32
+ *     input [N, C, spatial...] (1 to 3 spatial dims), the call's
+ *     attributes the CPU kernel's; n = elements of the output. dims is the
+ *     output's shape seen as [1, 1, N * C, d, h, w] (1-D and 2-D with
+ *     leading 1s), geom the window's rows DVM_GEN_WIN_* over the columns
+ *     d, h, w (3, 4, 5), as the launcher computes them through the CPU
+ *     kernel's shape function. Variant = n mod T.
+ *   DVM_GEN_RESIZE: ONNX Resize, nearest (any dtype, bits copied) or
+ *     linear (f32), of one input of rank up to 6; n = elements of the
+ *     output (dims, right-aligned); geom and real as DVM_GEN_RSZ_* says,
+ *     from the CPU kernel's shape function. Variant = n mod T. */
 #ifndef DVM_OPS_CUDA_GEN_ABI_H
 #define DVM_OPS_CUDA_GEN_ABI_H
 
 #define DVM_GEN_MAGIC "DVMG"
-#define DVM_GEN_VERSION 5
+#define DVM_GEN_VERSION 6
 #define DVM_GEN_HEADER_SIZE 32
 #define DVM_GEN_MAX_CONFIGS 8
 #define DVM_GEN_MAX_IN 16
 #define DVM_GEN_MAX_OUT 8
 #define DVM_GEN_MAX_TILE 64
 #define DVM_GEN_MAX_RANK 6
+#define DVM_GEN_GEOM_ROWS 8 /* rows of dvm_gen_params.geom */
 
 enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2, DVM_GEN_GATHER = 3, DVM_GEN_CONCAT = 4,
-       DVM_GEN_SPLIT = 5 };
+       DVM_GEN_SPLIT = 5, DVM_GEN_WINDOW = 6, DVM_GEN_RESIZE = 7 };
+
+/* Rows of dvm_gen_params.geom. WINDOW, per spatial column: */
+enum {
+  DVM_GEN_WIN_IN,       /* the input's size */
+  DVM_GEN_WIN_KERNEL,   /* kernel_shape */
+  DVM_GEN_WIN_STRIDE,   /* strides */
+  DVM_GEN_WIN_DILATION, /* dilations */
+  DVM_GEN_WIN_PAD,      /* the begin pad */
+  DVM_GEN_WIN_PADDED,   /* the input's size plus its end pad: the extent
+                         * that count_include_pad counts taps within */
+  DVM_GEN_WIN_FLAGS,    /* column 0: count_include_pad (average_pool) */
+};
+/* RESIZE, per dim (right-aligned as dims): */
+enum {
+  DVM_GEN_RSZ_IN,   /* the input's size */
+  DVM_GEN_RSZ_COPY, /* 1: the dim is copied as is (the CPU kernel's rule) */
+  DVM_GEN_RSZ_MODE, /* column 0: mode (nearest 0, linear 1), 1: the coordinate
+                     * transformation mode, 2: nearest_mode (window.h enums) */
+};
+/* RESIZE, rows of dvm_gen_params.real per dim: the scale and the output
+ * length that the coordinate transformation takes (window.h dvm_resize). */
+enum { DVM_GEN_RSZ_SCALE, DVM_GEN_RSZ_LENGTH };
 
 /* The device error record: a flag, then the kind's details (GATHER: the
  * position in the indices, the index, the axis's size). */
@@ -97,7 +133,8 @@ enum {
  * or input 0's (ROWS), right-aligned to DVM_GEN_MAX_RANK with leading 1s;
  * strides[k] are input k's element strides over those dims, 0 where it is
  * broadcast (only STRIDED and PERMUTED inputs read them). numel[k] is
- * input k's element count (SUFFIX inputs use it). */
+ * input k's element count (SUFFIX inputs use it). geom and real hold the
+ * geometry of WINDOW and RESIZE kernels (rows above). */
 #define DVM_GEN_PARAMS_DECL                                   \
   typedef struct dvm_gen_params {                             \
     void *ptr[DVM_GEN_MAX_IN + DVM_GEN_MAX_OUT];              \
@@ -106,6 +143,8 @@ enum {
     long long dims[DVM_GEN_MAX_RANK];                         \
     long long strides[DVM_GEN_MAX_IN][DVM_GEN_MAX_RANK];      \
     long long numel[DVM_GEN_MAX_IN];                          \
+    long long geom[DVM_GEN_GEOM_ROWS][DVM_GEN_MAX_RANK];      \
+    double real[2][DVM_GEN_MAX_RANK];                         \
   } dvm_gen_params;
 
 DVM_GEN_PARAMS_DECL

@@ -7,6 +7,7 @@
 #include "ops/cuda/payload.h"
 #include "reader.h"
 #include "shapefuncs/movement.h"
+#include "shapefuncs/window.h"
 
 #define IMAGE_RECORD 16
 #define CONFIG_RECORD 8
@@ -91,6 +92,16 @@ static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
         return bad("%s: %s %d is %s, input 0 %s", g->kind == DVM_GEN_SPLIT ? "split" : "concat",
                    k < g->nin ? "input" : "output", k < g->nin ? k : k - g->nin,
                    dvm_dtype_name((dvm_dtype)g->dtypes[k]), dvm_dtype_name((dvm_dtype)g->dtypes[0]));
+  if (g->kind == DVM_GEN_WINDOW || g->kind == DVM_GEN_RESIZE) {
+    const char *what = g->kind == DVM_GEN_WINDOW ? "window pool" : "resize";
+    if (g->dtypes[1] != g->dtypes[0])
+      return bad("%s: output is %s, input %s", what, dvm_dtype_name((dvm_dtype)g->dtypes[1]),
+                 dvm_dtype_name((dvm_dtype)g->dtypes[0]));
+    if (g->kind == DVM_GEN_WINDOW && g->dtypes[0] != DVM_F32)
+      return bad("window pool: input is %s, expected f32", dvm_dtype_name((dvm_dtype)g->dtypes[0]));
+    if (g->kind == DVM_GEN_RESIZE && (dvm_dtype_size((dvm_dtype)g->dtypes[0]) > 8 || g->dtypes[0] == DVM_STRING))
+      return bad("resize: input is %s, which is not copied as bits", dvm_dtype_name((dvm_dtype)g->dtypes[0]));
+  }
   if (g->kind != DVM_GEN_GATHER) return NULL;
   if (g->dtypes[1] != DVM_I32 && g->dtypes[1] != DVM_I64)
     return bad("gather: indices are %s, expected i32 or i64", dvm_dtype_name((dvm_dtype)g->dtypes[1]));
@@ -155,9 +166,13 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   src.len = g->source_size = dvm_reader_u32(&r);
   span dts = {dvm_reader_u32(&r), 0};
   uint32_t reserved = dvm_reader_u32(&r);
-  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_SPLIT)
-    return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather), %d (concat) or %d (split)",
-               g->kind, DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER, DVM_GEN_CONCAT, DVM_GEN_SPLIT);
+  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_RESIZE)
+    return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather), %d (concat), %d (split), "
+               "%d (window) or %d (resize)", g->kind, DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER,
+               DVM_GEN_CONCAT, DVM_GEN_SPLIT, DVM_GEN_WINDOW, DVM_GEN_RESIZE);
+  if ((g->kind == DVM_GEN_WINDOW || g->kind == DVM_GEN_RESIZE) && (g->nin != 1 || g->nout != 1))
+    return bad("a %s takes 1 input and 1 output, not %d and %d",
+               g->kind == DVM_GEN_WINDOW ? "window pool" : "resize", g->nin, g->nout);
   if (g->kind == DVM_GEN_GATHER && (g->nin != 2 || g->nout != 1))
     return bad("a gather takes 2 inputs and 1 output, not %d and %d", g->nin, g->nout);
   if (g->kind == DVM_GEN_CONCAT && g->nout != 1)
@@ -200,7 +215,8 @@ static void say(dvm_payload_desc *d, size_t *len, const char *fmt, ...) {
 dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_desc *out) {
   static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
                                       [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
-                                      [DVM_GEN_SPLIT] = "split"};
+                                      [DVM_GEN_SPLIT] = "split", [DVM_GEN_WINDOW] = "window",
+                                      [DVM_GEN_RESIZE] = "resize"};
   dvm_gen_payload g;
   dvm_status *st = dvm_gen_payload_read(p, size, &g);
   if (st) return st;
@@ -409,5 +425,69 @@ dvm_status *dvm_gen_gather_extents(const dvm_tensor *data, const dvm_tensor *idx
   axis_dims(data, info.axis, dims);
   dims[DVM_GEN_MAX_RANK - 2] = dvm_tensor_numel(idx); /* the output's m */
   *size = data->dims[info.axis];
+  return NULL;
+}
+
+dvm_status *dvm_gen_window_geometry(const char *op, const dvm_tensor *x, const dvm_tensor *y,
+                                    const dvm_value *attrs, int nattrs, long long *dims,
+                                    long long (*geom)[DVM_GEN_MAX_RANK]) {
+  dvm_window w;
+  int64_t want[DVM_MAX_RANK];
+  if (nattrs != 6)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: %s takes 6 attributes, got %d", op, nattrs);
+  dvm_status *st = dvm_pool_setup(op, x->rank, x->dims, attrs, nattrs, &w, want);
+  if (st) return dvm_status_annotate(st, "gen");
+  if (attrs[5].u.i != 0 && attrs[5].u.i != 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: %s: attribute 6 must be 0 or 1, got %lld", op,
+                          (long long)attrs[5].u.i);
+  if ((st = check_output(y, x->rank, want, op))) return st;
+  int lead = 3 - w.n; /* spatial dims of 1 in front */
+  memset(geom, 0, sizeof(long long) * DVM_GEN_GEOM_ROWS * DVM_GEN_MAX_RANK);
+  dims[0] = dims[1] = 1;
+  dims[2] = y->dims[0] * y->dims[1];
+  for (int d = 0; d < 3; d++) {
+    int i = d - lead;
+    long long *g = &geom[0][3 + d];
+    dims[3 + d] = i < 0 ? 1 : y->dims[2 + i];
+    g[DVM_GEN_WIN_IN * DVM_GEN_MAX_RANK] = i < 0 ? 1 : x->dims[2 + i];
+    g[DVM_GEN_WIN_KERNEL * DVM_GEN_MAX_RANK] = i < 0 ? 1 : w.kernel[i];
+    g[DVM_GEN_WIN_STRIDE * DVM_GEN_MAX_RANK] = i < 0 ? 1 : w.stride[i];
+    g[DVM_GEN_WIN_DILATION * DVM_GEN_MAX_RANK] = i < 0 ? 1 : w.dilation[i];
+    g[DVM_GEN_WIN_PAD * DVM_GEN_MAX_RANK] = i < 0 ? 0 : w.pad_begin[i];
+    g[DVM_GEN_WIN_PADDED * DVM_GEN_MAX_RANK] = i < 0 ? 1 : x->dims[2 + i] + w.pad_end[i];
+  }
+  geom[DVM_GEN_WIN_FLAGS][0] = attrs[5].u.i;
+  return NULL;
+}
+
+dvm_status *dvm_gen_resize_geometry(const dvm_tensor *x, const dvm_tensor *y, const dvm_value *attrs,
+                                    int nattrs, long long *dims, long long (*geom)[DVM_GEN_MAX_RANK],
+                                    double (*real)[DVM_GEN_MAX_RANK]) {
+  dvm_resize r;
+  int64_t want[DVM_MAX_RANK];
+  dvm_status *st = dvm_resize_setup(x->rank, x->dims, attrs, nattrs, &r, want);
+  if (st) return dvm_status_annotate(st, "gen");
+  if ((st = check_copy(y, x->rank, want, "the resize"))) return st;
+  if (r.mode == DVM_RESIZE_CUBIC || (r.mode == DVM_RESIZE_LINEAR && (r.antialias || r.exclude_outside)) ||
+      r.coord == DVM_RESIZE_TF_CROP_AND_RESIZE)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "gen: a generated resize is nearest, or linear without "
+                          "antialias or exclude_outside, and not tf_crop_and_resize");
+  if (r.mode == DVM_RESIZE_LINEAR && x->dtype != DVM_F32)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a linear resize of %s (f32 only, as on the CPU)",
+                          dvm_dtype_name((dvm_dtype)x->dtype));
+  int lead = DVM_GEN_MAX_RANK - x->rank;
+  memset(geom, 0, sizeof(long long) * DVM_GEN_GEOM_ROWS * DVM_GEN_MAX_RANK);
+  for (int d = 0; d < DVM_GEN_MAX_RANK; d++) {
+    int i = d - lead;
+    dims[d] = i < 0 ? 1 : y->dims[i];
+    geom[DVM_GEN_RSZ_IN][d] = i < 0 ? 1 : x->dims[i];
+    /* copied as is, whatever the coordinate mode (the CPU kernel's rule) */
+    geom[DVM_GEN_RSZ_COPY][d] = i < 0 || (x->dims[i] == y->dims[i] && r.scale[i] == 1);
+    real[DVM_GEN_RSZ_SCALE][d] = i < 0 ? 1 : r.scale[i];
+    real[DVM_GEN_RSZ_LENGTH][d] = i < 0 ? 1 : r.length[i];
+  }
+  geom[DVM_GEN_RSZ_MODE][0] = r.mode;
+  geom[DVM_GEN_RSZ_MODE][1] = r.coord;
+  geom[DVM_GEN_RSZ_MODE][2] = r.nearest;
   return NULL;
 }

@@ -115,6 +115,26 @@ DVM_MUST_USE dvm_status *dvm_gen_split_extents(const dvm_tensor *x, dvm_tensor *
                                                const dvm_value *attrs, int nattrs, long long *dims,
                                                long long *sizes);
 
+/* A WINDOW call's geometry (gen_abi.h): X [N, C, spatial...] pooled by the
+ * call's attributes (the CPU "max_pool"'s or "average_pool"'s, whose
+ * shape function decides and checks them and y's shape; `op` names which
+ * in errors): dims get y as [1, 1, N * C, d, h, w], geom the window's
+ * rows. DVM_INVALID_ARGUMENT otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_window_geometry(const char *op, const dvm_tensor *x, const dvm_tensor *y,
+                                                 const dvm_value *attrs, int nattrs, long long *dims,
+                                                 long long (*geom)[DVM_GEN_MAX_RANK]);
+
+/* A RESIZE call's geometry: dims get y's dims right-aligned, geom and real
+ * the rows gen_abi.h names, from the call's attributes (the CPU
+ * "resize"'s, whose shape function decides and checks them and y's
+ * shape). Nearest, and linear of f32 without antialias or
+ * exclude_outside; not tf_crop_and_resize: DVM_UNIMPLEMENTED for the
+ * rest; DVM_INVALID_ARGUMENT otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_resize_geometry(const dvm_tensor *x, const dvm_tensor *y,
+                                                 const dvm_value *attrs, int nattrs, long long *dims,
+                                                 long long (*geom)[DVM_GEN_MAX_RANK],
+                                                 double (*real)[DVM_GEN_MAX_RANK]);
+
 /* A GATHER call's extents: dims (DVM_GEN_MAX_RANK, right-aligned) get
  * [outer, m, inner] of the output, *size data's size along the axis
  * (attribute 0, as for the CPU "gather", whose shape function decides and

@@ -26,7 +26,7 @@ static dvm_status *read_mutated(size_t size, void (*mutate)(uint8_t *p)) {
 #define MUT(name, body) static void name(uint8_t *p) { body; }
 MUT(bad_magic, p[0] = 'X')
 MUT(bad_version, put16(p + 4, 1))
-MUT(bad_kind, p[6] = 6)
+MUT(bad_kind, p[6] = 8)
 MUT(split_three, p[6] = DVM_GEN_SPLIT)
 MUT(concat_ok, p[6] = DVM_GEN_CONCAT)
 MUT(concat_mixed, concat_ok(p); p[DTYPES_AT + 1] = DVM_I64)
@@ -80,6 +80,15 @@ MUT(dtypes_past_end, put32(p + 24, (TOTAL + 7) / 8 * 8))
 MUT(dtypes_unaligned, put32(p + 24, DTYPES_AT + 2))
 MUT(dtypes_over_source, put32(p + 24, SRC_AT))
 MUT(image_over_dtypes, put32(p + TABLE_AT + 8, DTYPES_AT))
+/* a window pool and a resize: one input (the fixture's others become
+ * padding), f32 in and out; a resize of u8 */
+MUT(window_ok, p[6] = DVM_GEN_WINDOW; p[8] = 1; p[CLASSES_AT + 1] = 0; p[CLASSES_AT + 2] = 0)
+MUT(window_three, p[6] = DVM_GEN_WINDOW)
+MUT(window_f16, window_ok(p); p[DTYPES_AT] = DVM_F16; p[DTYPES_AT + 1] = DVM_F16)
+MUT(window_cast, window_ok(p); p[DTYPES_AT + 1] = DVM_I64)
+MUT(resize_ok, window_ok(p); p[6] = DVM_GEN_RESIZE; p[DTYPES_AT] = DVM_U8; p[DTYPES_AT + 1] = DVM_U8)
+MUT(resize_strings, resize_ok(p); p[DTYPES_AT] = DVM_STRING; p[DTYPES_AT + 1] = DVM_STRING)
+MUT(resize_two_outputs, resize_ok(p); p[9] = 2)
 
 /* --write-seeds DIR: each payload test_read reads, valid or refused, as a
  * seed of tests/fuzz/fuzz_gen.c (corpus/gen). */
@@ -121,7 +130,7 @@ static void test_read(void) {
     void (*mutate)(uint8_t *);
     const char *msg;
   } cases[] = {
-      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 6, expected 1 (elementwise), 2 (rows), 3 (gather), 4 (concat) or 5 (split)"},
+      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 8, expected 1 (elementwise), 2 (rows), 3 (gather), 4 (concat), 5 (split), 6 (window) or 7 (resize)"},
       {split_three, "a split takes 1 input, not 3"},
       {concat_mixed, "concat: input 1 is i64, input 0 f32"},
       {gather_three, "a gather takes 2 inputs and 1 output, not 3 and 1"},
@@ -134,7 +143,7 @@ static void test_read(void) {
       {block_zero, "config 0: block of 0"}, {block_big, "block of 2048"},
       {per_thread_zero, "config 1: per_thread is 0"}, {shared_big, "shared memory"},
       {bad_class, "input 1: class 9"}, {padding, "padding byte"},
-      {old_version, "version 3, this dvm reads version 5"},
+      {old_version, "version 3, this dvm reads version 6"},
       {class_past_sliced, "input 1: class 6, expected 0..5"},
       {permuted_of_three, "input 2: class permuted needs an elementwise kernel of one input"},
       {sliced_of_three, "input 2: class sliced needs an elementwise kernel of one input"},
@@ -148,12 +157,18 @@ static void test_read(void) {
       {bad_dtype, "output 0: dtype code 14 is not a dtype"}, {dtypes_past_end, "dtypes: bytes"},
       {dtypes_unaligned, "dtypes: offset"}, {dtypes_over_source, "source: bytes"},
       {image_over_dtypes, "image 0 (sm_80): bytes"},
+      {window_three, "a window pool takes 1 input and 1 output, not 3 and 1"},
+      {window_f16, "window pool: input is f16, expected f32"},
+      {window_cast, "window pool: output is i64, input f32"},
+      {resize_strings, "resize: input is string, which is not copied as bits"},
+      {resize_two_outputs, "a resize takes 1 input and 1 output, not 1 and 2"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     CHECK_ERR(read_mutated(TOTAL, cases[i].mutate), DVM_CORRUPT, cases[i].msg);
     seed(cases[i].mutate);
   }
-  static void (*const valid[])(uint8_t *) = {NULL, no_ptx, permuted_one, sliced_one, concat_ok, gather_ok};
+  static void (*const valid[])(uint8_t *) = {NULL, no_ptx, permuted_one, sliced_one, concat_ok, gather_ok,
+                                              window_ok, resize_ok};
   for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) seed(valid[i]);
   /* a table that fits once images are dropped is still whole */
   CHECK_OK(read_mutated(TOTAL, no_ptx));
@@ -162,6 +177,8 @@ static void test_read(void) {
   CHECK_OK(read_mutated(TOTAL, sliced_one));
   CHECK_OK(read_mutated(TOTAL, concat_ok));
   CHECK_OK(read_mutated(TOTAL, gather_ok));
+  CHECK_OK(read_mutated(TOTAL, window_ok));
+  CHECK_OK(read_mutated(TOTAL, resize_ok));
 }
 
 /* A gather's [outer, m, inner] and axis size, the output's shape and the

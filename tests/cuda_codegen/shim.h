@@ -30,6 +30,8 @@
 extern "C" {
 float expf(float), logf(float), tanhf(float), erff(float), erfcf(float), powf(float, float),
     sqrtf(float), fabsf(float), rintf(float);
+double floor(double), ceil(double), round(double), fabs(double), fmin(double, double),
+    fmax(double, double);
 }
 
 #define __global__

@@ -27,6 +27,7 @@
 #include "ops/cuda/payload.h"
 #include "ops/optable.h"
 #include "shapefuncs/movement.h"
+#include "shapefuncs/window.h"
 
 extern char **environ;
 
@@ -862,6 +863,183 @@ static void ga_check(const unit *u, const dvm_dtype *dt) {
   }
 }
 
+/* ---- window pools and resize: tiled over the output ---- */
+
+/* Runs u with p over an output of n elements in every config, the
+ * variant n mod T and the baseline, and compares out with the CPU's ref
+ * bit for bit; `what` names the case. */
+static void tiled_same(const unit *u, const dvm_gen_params *p, int64_t n, dvm_tensor *out,
+                       const dvm_tensor *ref, const char *what) {
+  for (int c = 0; c < DVMC_CUDA_NCONFIGS; c++)
+    for (int v = (int)(n % T); v <= T; v += T - (int)(n % T)) {
+      poison(out);
+      long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+      CHECK(launch(u, c, v, (unsigned)((n + per_block - 1) / per_block), p) == 0);
+      int same = memcmp(dvm_tensor_ptr(out), dvm_tensor_ptr(ref), dvm_tensor_nbytes(ref)) == 0;
+      CHECK(same);
+      if (!same) {
+        fprintf(stderr, "%s n %lld config %d variant %d: differs from the CPU\n", what, (long long)n, c, v);
+        for (int64_t i = 0; i < n && out->dtype == DVM_F32; i++) /* the first that differs */
+          if (memcmp((float *)dvm_tensor_ptr(out) + i, (const float *)dvm_tensor_ptr(ref) + i, 4)) {
+            fprintf(stderr, "  element %lld: %.9g, the CPU gives %.9g\n", (long long)i,
+                    ((float *)dvm_tensor_ptr(out))[i], ((const float *)dvm_tensor_ptr(ref))[i]);
+            break;
+          }
+      }
+      if (v == T) break;
+    }
+}
+
+static dvm_value shape_value(int n, const int64_t *v) {
+  dvm_value s = {.kind = DVM_VAL_SHAPE, .rank = n};
+  for (int k = 0; k < n; k++) s.u.dims[k] = v[k];
+  return s;
+}
+
+/* Pools: X's dims, kernel, strides, pads (begins then ends), dilations
+ * (an empty list: the default), ceil_mode, count_include_pad. n = 1, a
+ * stride of 2 with pads (resnet's stem), big windows with big pads
+ * (ddddocr's 13 by 6), primes, an uneven window with its stride (PP-OCR
+ * rec's), ceil_mode's partial window, dilation, count_include_pad, 1-D
+ * and 3-D, no images, past a block's tile. */
+static const struct {
+  int rank;
+  int64_t x[5], k[3], s[3], pads[6], dil[3];
+  int ceil, include;
+} wi_cases[] = {
+    {4, {1, 1, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {0}, 0, 0},
+    {4, {2, 3, 7, 11}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0, 0},
+    {4, {1, 2, 19, 23}, {13, 13}, {1, 1}, {6, 6, 6, 6}, {0}, 0, 0},
+    {4, {1, 3, 6, 9}, {3, 2}, {3, 2}, {0, 0, 0, 0}, {0}, 0, 0},
+    {4, {1, 2, 8, 7}, {3, 3}, {2, 2}, {0, 1, 0, 1}, {0}, 1, 0},
+    {4, {1, 1, 9, 10}, {3, 2}, {1, 2}, {2, 1, 1, 0}, {2, 3}, 0, 0},
+    {4, {2, 2, 7, 5}, {3, 3}, {2, 1}, {1, 1, 2, 1}, {0}, 1, 1},
+    {3, {2, 3, 29}, {4}, {3}, {1, 2}, {0}, 0, 1},
+    {5, {1, 2, 5, 6, 7}, {2, 3, 3}, {1, 2, 2}, {0, 1, 1, 1, 1, 0}, {2, 1, 2}, 0, 1},
+    {4, {0, 3, 5, 5}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0}, 0, 0},
+    {4, {1, 3, 31, 37}, {5, 5}, {1, 1}, {2, 2, 2, 2}, {0}, 0, 0},
+};
+
+/* A generated max_pool (avg 0) or average_pool (1) against the CPU's, bit
+ * for bit, geometry from the launcher's dvm_gen_window_geometry. */
+static void wi_check(const unit *u, int avg) {
+  const char *op = avg ? "average_pool" : "max_pool";
+  for (size_t s = 0; s < sizeof wi_cases / sizeof wi_cases[0]; s++) {
+    int rank = wi_cases[s].rank, n = rank - 2;
+    dvm_value at[6] = {shape_value(n, wi_cases[s].k), shape_value(n, wi_cases[s].s),
+                       shape_value(2 * n, wi_cases[s].pads),
+                       shape_value(wi_cases[s].dil[0] ? n : 0, wi_cases[s].dil),
+                       dvm_value_int(wi_cases[s].ceil), dvm_value_int(avg ? wi_cases[s].include : 0)};
+    dvm_window w;
+    int64_t yd[5];
+    CHECK_OK(dvm_pool_setup(op, rank, wi_cases[s].x, at, 6, &w, yd));
+    dvm_tensor *x = make(DVM_F32, rank, wi_cases[s].x), *ref = make(DVM_F32, rank, yd),
+               *out = make(DVM_F32, rank, yd);
+    fill(x, 1);
+    CHECK_OK(cpu(op, NULL, 0, &x, 1, &ref, 1, at, 6));
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    CHECK_OK(dvm_gen_window_geometry(op, x, out, at, 6, p.dims, p.geom));
+    p.ptr[0] = dvm_tensor_ptr(x), p.ptr[1] = dvm_tensor_ptr(out);
+    p.n = dvm_tensor_numel(ref), p.rows = 1;
+    char what[64];
+    snprintf(what, sizeof what, "%s case %zu", op, s);
+    if (p.n) tiled_same(u, &p, p.n, out, ref, what);
+    dvm_tensor_release(x);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+  /* an output of another shape is refused */
+  int64_t xd[4] = {1, 1, 4, 4}, bad[4] = {1, 1, 3, 4}, one = 1;
+  dvm_value at[6] = {shape_value(2, (int64_t[]){2, 2}), shape_value(0, &one), shape_value(0, &one),
+                     shape_value(0, &one), dvm_value_int(0), dvm_value_int(0)};
+  dvm_tensor *x = make(DVM_F32, 4, xd), *y = make(DVM_F32, 4, bad);
+  dvm_gen_params p;
+  CHECK_ERR(dvm_gen_window_geometry(op, x, y, at, 6, p.dims, p.geom), DVM_INVALID_ARGUMENT, "gives");
+  dvm_tensor_release(x);
+  dvm_tensor_release(y);
+}
+
+static const dvm_dtype rs_dtypes[] = {DVM_F32, DVM_F16, DVM_U8, DVM_I64};
+#define NRS (int)(sizeof rs_dtypes / sizeof rs_dtypes[0])
+
+/* Resizes: X's dims and the output's, mode, coordinate transformation,
+ * nearest_mode, scales (0: none given). FPNs' nearest asymmetric floor
+ * upscale by 2, a downscale, every coordinate transformation and
+ * rounding, batch and channel dims that tf_half_pixel_for_nearest with
+ * ceil would shift were they not copied, n = 1, rank 3 and 6, an empty
+ * output, past a block's tile,
+ * SegFormer's linear half_pixel, linear asymmetric (whole coordinates:
+ * taps of weight 0, whose infinities the CPU skips), align_corners and
+ * pytorch_half_pixel to a size of 1, scales that do not give whole sizes. */
+static const struct {
+  int rank;
+  int64_t x[6], y[6];
+  int mode, coord, nearest;
+  double scale[6];
+} rs_cases[] = {
+    {4, {1, 2, 5, 7}, {1, 2, 10, 14}, 0, 1, 2, {0}},
+    {4, {1, 1, 13, 11}, {1, 1, 5, 4}, 0, 0, 0, {0}},
+    {3, {2, 3, 4}, {2, 3, 9}, 0, 2, 1, {0}},
+    {4, {1, 1, 1, 1}, {1, 1, 3, 2}, 0, 4, 3, {0}},
+    {4, {2, 3, 4, 5}, {2, 3, 7, 3}, 0, 4, 3, {0}},
+    {4, {1, 2, 6, 5}, {1, 2, 9, 3}, 0, 5, 0, {0}},
+    {4, {1, 2, 6, 5}, {1, 2, 4, 11}, 0, 3, 1, {0}},
+    {6, {1, 1, 1, 2, 3, 4}, {1, 1, 1, 3, 3, 7}, 0, 1, 0, {0}},
+    {4, {0, 3, 4, 4}, {0, 3, 8, 8}, 0, 1, 2, {0}},
+    {4, {2, 3, 10, 11}, {2, 3, 20, 22}, 0, 1, 2, {0}},
+    {4, {1, 1, 1, 1}, {1, 1, 1, 1}, 0, 1, 2, {0}},
+    {4, {1, 2, 8, 9}, {1, 2, 32, 36}, 1, 0, 0, {0}},
+    {4, {1, 2, 6, 7}, {1, 2, 12, 14}, 1, 1, 0, {0}},
+    {4, {1, 1, 10, 10}, {1, 1, 7, 3}, 1, 0, 0, {0}},
+    {4, {1, 2, 5, 6}, {1, 2, 9, 1}, 1, 3, 0, {0}},
+    {3, {2, 3, 7}, {2, 3, 13}, 1, 2, 0, {0}},
+    {4, {1, 2, 7, 9}, {1, 2, 10, 20}, 1, 0, 0, {1, 1, 1.5, 2.3}},
+    {4, {1, 2, 7, 9}, {1, 2, 10, 20}, 0, 2, 1, {1, 1, 1.5, 2.3}},
+};
+
+/* A generated resize of dtype dt against the CPU's, bit for bit (linear
+ * cases for f32 only, as on the CPU), geometry from the launcher's
+ * dvm_gen_resize_geometry. */
+static void rs_check(const unit *u, dvm_dtype dt) {
+  for (size_t s = 0; s < sizeof rs_cases / sizeof rs_cases[0]; s++) {
+    if (rs_cases[s].mode == DVM_RESIZE_LINEAR && dt != DVM_F32) continue;
+    int rank = rs_cases[s].rank, nattrs = rs_cases[s].scale[0] ? 7 + rank : 4;
+    dvm_value at[7 + DVM_GEN_MAX_RANK] = {shape_value(rank, rs_cases[s].y), dvm_value_int(rs_cases[s].mode),
+                                          dvm_value_int(rs_cases[s].coord), dvm_value_int(rs_cases[s].nearest),
+                                          dvm_value_float(-0.75), dvm_value_int(0), dvm_value_int(0)};
+    for (int d = 0; d < rank && nattrs > 4; d++) at[7 + d] = dvm_value_float(rs_cases[s].scale[d]);
+    dvm_tensor *x = make(dt, rank, rs_cases[s].x), *ref = make(dt, rank, rs_cases[s].y),
+               *out = make(dt, rank, rs_cases[s].y);
+    if (dt == DVM_F32 || dt == DVM_F16) fill(x, 1);
+    else fill_bytes(x);
+    CHECK_OK(cpu("resize", NULL, 0, &x, 1, &ref, 1, at, nattrs));
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    CHECK_OK(dvm_gen_resize_geometry(x, out, at, nattrs, p.dims, p.geom, p.real));
+    p.ptr[0] = dvm_tensor_ptr(x), p.ptr[1] = dvm_tensor_ptr(out);
+    p.n = dvm_tensor_numel(ref), p.rows = 1;
+    char what[64];
+    snprintf(what, sizeof what, "resize %s case %zu", dvm_dtype_name(dt), s);
+    if (p.n) tiled_same(u, &p, p.n, out, ref, what);
+    dvm_tensor_release(x);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+  /* what the kernel has no code for is refused: cubic, and linear of
+   * another dtype than f32 */
+  int64_t xd[2] = {2, 3}, yd[2] = {4, 6};
+  dvm_value at[4] = {shape_value(2, yd), dvm_value_int(DVM_RESIZE_CUBIC), dvm_value_int(0), dvm_value_int(0)};
+  dvm_tensor *x = make(dt, 2, xd), *y = make(dt, 2, yd);
+  dvm_gen_params p;
+  CHECK_ERR(dvm_gen_resize_geometry(x, y, at, 4, p.dims, p.geom, p.real), DVM_UNIMPLEMENTED, "nearest");
+  at[1] = dvm_value_int(DVM_RESIZE_LINEAR);
+  if (dt != DVM_F32)
+    CHECK_ERR(dvm_gen_resize_geometry(x, y, at, 4, p.dims, p.geom, p.real), DVM_INVALID_ARGUMENT, "f32");
+  dvm_tensor_release(x);
+  dvm_tensor_release(y);
+}
+
 /* ---- rows ---- */
 
 static const struct {
@@ -1002,6 +1180,9 @@ static void kernel_forms(void) {
   CHECK(form_of("slice") == DVM_FORM_SLICED);
   CHECK(form_of("concat") == DVM_FORM_CONCAT);
   CHECK(form_of("split") == DVM_FORM_SPLIT);
+  CHECK(form_of("max_pool") == DVM_FORM_WINDOW_MAX);
+  CHECK(form_of("average_pool") == DVM_FORM_WINDOW_AVERAGE);
+  CHECK(form_of("resize") == DVM_FORM_RESIZE);
   /* a ROWS mean of its input with the axes from 2 on merged (placement's
    * reshape; test_host_report.py runs it against ONNX Runtime) */
   CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
@@ -1030,7 +1211,7 @@ int main(int argc, char **argv) {
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
   enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR,
-         NCU = NGU + NGA, NPU = NCU + NCC * 4, NU = NPU + NCC * 3 };
+         NCU = NGU + NGA, NPU = NCU + NCC * 4, NWU = NPU + NCC * 3, NRU2 = NWU + 2, NU = NRU2 + NRS };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -1083,6 +1264,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NGA; i++) CHECK_OK(dvmc_cuda_gather(ga_dtypes[i][0], ga_dtypes[i][1], &u[NGU + i].src));
   for (int i = 0; i < NCC * 4; i++) CHECK_OK(dvmc_cuda_concat(cc_dtypes[i / 4], i % 4 + 1, &u[NCU + i].src));
   for (int i = 0; i < NCC * 3; i++) CHECK_OK(dvmc_cuda_split(cc_dtypes[i / 3], i % 3 + 1, &u[NPU + i].src));
+  CHECK_OK(dvmc_cuda_window(DVM_FORM_WINDOW_MAX, DVM_F32, &u[NWU].src));
+  CHECK_OK(dvmc_cuda_window(DVM_FORM_WINDOW_AVERAGE, DVM_F32, &u[NWU + 1].src));
+  for (int i = 0; i < NRS; i++) CHECK_OK(dvmc_cuda_resize(rs_dtypes[i], &u[NRU2 + i].src));
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -1110,6 +1294,10 @@ int main(int argc, char **argv) {
     if (u[NCU + 4 * i].launch && u[NCU + 4 * i + 3].launch) cc_check(&u[NCU + 4 * i], cc_dtypes[i]);
   for (int i = 0; i < NCC; i++) /* its units of 1..3 outputs */
     if (u[NPU + 3 * i].launch && u[NPU + 3 * i + 2].launch) sp_check(&u[NPU + 3 * i], cc_dtypes[i]);
+  for (int avg = 0; avg < 2; avg++)
+    if (u[NWU + avg].launch) wi_check(&u[NWU + avg], avg);
+  for (int i = 0; i < NRS; i++)
+    if (u[NRU2 + i].launch) rs_check(&u[NRU2 + i], rs_dtypes[i]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

@@ -13,7 +13,10 @@ by its positive index, Slices with constant bounds, negative steps among
 them, Concats of 2 and 3 inputs, Splits by constant sizes (one empty) and
 in equal parts) runs them all on the device, equal to ONNX
 Runtime on the stand-in at awkward shapes; one over axis 1 stays on the
-host, saying why.
+host, saying why. So does a model of MaxPool (stride 2 with pads,
+ceil_mode), AveragePool (with and without count_include_pad, 1-D) and
+Resize (nearest asymmetric floor, linear half_pixel); a MaxPool with its
+indices stays on the host.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
 Skips (77) without NVRTC or g++."""
 import os
@@ -76,7 +79,7 @@ def host_report_copies(model, shapes, iters):
 # model: kernels by first call, a reason every call gives, shapes and the
 # symbols' values, bytes of the device error record read per invocation
 CASES = {
-    "resnet": ("fused_conv x3, max_pool x1, conv x3", "no device kernel for the op",
+    "resnet": ("fused_conv x3, conv x3", "no device kernel for the op",
                [({"image": "1x3x17x19"}, {"batch": 1, "height": 17, "width": 19}),
                 ({"image": "2x3x8x8"}, {"batch": 2, "height": 8, "width": 8})], 0),
     "bert": ("from_shape x1, range x1", "no device kernel for the op",
@@ -122,6 +125,31 @@ def host_report_reductions_model(path):
     return save_model(m, path)
 
 
+def host_report_windows_model(path):
+    """Pools and resizes that WINDOW and RESIZE kernels run, and a MaxPool
+    with its indices that stays on the host."""
+    f = TensorProto.FLOAT
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["mp"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("MaxPool", ["x"], ["mpc"], kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1],
+                         ceil_mode=1),
+        helper.make_node("MaxPool", ["x"], ["mpv", "mpi"], kernel_shape=[2, 2], pads=[1, 1, 0, 0]),
+        helper.make_node("AveragePool", ["x"], ["ap"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["x"], ["api"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         count_include_pad=1),
+        helper.make_node("AveragePool", ["y"], ["ap1"], kernel_shape=[2], pads=[1, 0]),
+        helper.make_node("Resize", ["x", "", "up"], ["rn"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Resize", ["x", "", "up"], ["rl"], mode="linear",
+                         coordinate_transformation_mode="half_pixel"),
+    ]
+    outs = [(name, f, None) for name in ("mp", "mpc", "mpv", "ap", "api", "ap1", "rn", "rl")]
+    outs.append(("mpi", TensorProto.INT64, None))
+    m = make_model(nodes, [("x", f, ["n", "c", "h", "w"]), ("y", f, ["n", "c", "l"])], outs,
+                   [const("up", [1, 1, 2, 2], np.float32)], opset=17)
+    return save_model(m, path)
+
+
 fail = 0
 try:
     for name, (by_kernel, why, shapes, record) in CASES.items():
@@ -163,18 +191,36 @@ try:
     rng = np.random.default_rng(5)
     env = dict(os.environ, DVM_CUDA_DRIVER=fake, DVM_CUBLAS=fake)
     env.setdefault("FAKE_CUDA_CACHE", os.path.join(tmp, "cache"))
-    # a plane of 1, primes, and 23 * 29 = 667 past a block's tile of 512
-    for n, c, h, w in ((1, 1, 1, 1), (2, 3, 5, 7), (1, 2, 23, 29)):
-        feeds = {"x": rng.standard_normal((n, c, h, w), dtype=np.float32),
-                 "y": rng.standard_normal((n, c, h * w), dtype=np.float32),
-                 "z": rng.standard_normal((n, c, 3, h, w), dtype=np.float32)}
-        got = run_module(model, feeds, 19, "--device", "cuda", env=env)
-        try:
-            compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-6, what=f"x {n}x{c}x{h}x{w}")
-            print(f"reductions at {n}x{c}x{h}x{w}: equal to ONNX Runtime")
-        except AssertionError as e:
-            print(e)
-            fail = 1
+
+    def host_report_against_ort(name, model, onnx_path, nout, rank5):
+        """The model on the stand-in against ONNX Runtime at a plane of 1,
+        primes, and 23 * 29 = 667 past a block's tile of 512; 1 if not equal."""
+        bad = 0
+        for n, c, h, w in ((1, 1, 1, 1), (2, 3, 5, 7), (1, 2, 23, 29)):
+            feeds = {"x": rng.standard_normal((n, c, h, w), dtype=np.float32),
+                     "y": rng.standard_normal((n, c, h * w), dtype=np.float32)}
+            if rank5:
+                feeds["z"] = rng.standard_normal((n, c, 3, h, w), dtype=np.float32)
+            got = run_module(model, feeds, nout, "--device", "cuda", env=env)
+            try:
+                compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-6,
+                                what=f"x {n}x{c}x{h}x{w}")
+                print(f"{name} at {n}x{c}x{h}x{w}: equal to ONNX Runtime")
+            except AssertionError as e:
+                print(e)
+                bad = 1
+        return bad
+
+    fail |= host_report_against_ort("reductions", model, onnx_path, 19, True)
+    onnx_path = host_report_windows_model(os.path.join(tmp, "windows.onnx"))
+    model = os.path.join(tmp, "windows.dvmb")
+    dvm_ok("compile", onnx_path, "-o", model, "--target", "cpu,cuda")
+    report = dvm_ok("inspect", "--host", model).stdout
+    print(report)
+    if "  by kernel: max_pool x1\n" not in report or "max_pool's indices" not in report:
+        print("windows: expected the max_pool with indices alone on the host")
+        fail = 1
+    fail |= host_report_against_ort("windows", model, onnx_path, 9, False)
     # strings stay on the host: a device copy would copy their references' bits
     strings = save_model(make_model([helper.make_node("Gather", ["s", "i"], ["g"], axis=0)],
                                     [("s", TensorProto.STRING, ["n"]), ("i", TensorProto.INT64, ["m"])],

@@ -3,12 +3,15 @@
  * input must be read or refused with a corrupt-file error that names the
  * payload; one that is read must hold only what the launcher relies on
  * (counts in range, a permuted or sliced input only as the one input of an
- * elementwise kernel, a concat's or split's dtypes all one), and its
- * summary must be written. A broken promise aborts. */
+ * elementwise kernel, a concat's or split's dtypes all one, a window pool
+ * or resize of one input and one output of one dtype a kernel copies as
+ * bits, a window pool's f32), and its summary must be written. A broken
+ * promise aborts. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dvm/tensor.h"
 #include "ops/cuda/payload.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -26,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dvm_status_free(st);
     return 0;
   }
-  require(g.kind >= DVM_GEN_ELEMENTWISE && g.kind <= DVM_GEN_SPLIT);
+  require(g.kind >= DVM_GEN_ELEMENTWISE && g.kind <= DVM_GEN_RESIZE);
   require(g.nin >= 1 && g.nin <= DVM_GEN_MAX_IN && g.nout >= 1 && g.nout <= DVM_GEN_MAX_OUT);
   require(g.tile >= 1 && g.tile <= DVM_GEN_MAX_TILE && g.nconfigs >= 1 && g.nconfigs <= DVM_GEN_MAX_CONFIGS);
   for (int k = 0; k < g.nin; k++) {
@@ -39,6 +42,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   require(g.kind != DVM_GEN_SPLIT || g.nin == 1);
   require(g.kind != DVM_GEN_CONCAT || g.nout == 1);
+  if (g.kind == DVM_GEN_WINDOW || g.kind == DVM_GEN_RESIZE) { /* one input, one output, bits copied */
+    require(g.nin == 1 && g.nout == 1 && g.dtypes[1] == g.dtypes[0]);
+    require(g.kind == DVM_GEN_RESIZE || g.dtypes[0] == DVM_F32);
+    require(g.dtypes[0] != DVM_STRING && dvm_dtype_size((dvm_dtype)g.dtypes[0]) <= 8);
+  }
   dvm_payload_desc d;
   st = dvm_gen_payload_describe(data, size, &d);
   require(!st && strlen(d.summary) < sizeof d.summary);
