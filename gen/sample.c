@@ -69,6 +69,31 @@ static void top_k(const float *l, int vocab, int k, int *h) {
   }
 }
 
+enum { LANES = 16 };
+
+/* The most likely token: the first t whose logit is the largest (a NaN
+ * never is, unless the first logit is one: then 0), as a scalar loop
+ * taking t where l[t] > l[best] finds it. In two passes that the compiler
+ * vectorizes: the largest logit in LANES lanes, then the first block of
+ * LANES holding it. */
+static int32_t argmax(const float *l, int vocab) {
+  if (l[0] != l[0]) return 0;
+  float lane[LANES], m = l[0];
+  int t = 0;
+  for (int i = 0; i < LANES; i++) lane[i] = m;
+  for (; t + LANES <= vocab; t += LANES)
+    for (int i = 0; i < LANES; i++) lane[i] = l[t + i] > lane[i] ? l[t + i] : lane[i];
+  for (int i = 0; i < LANES; i++) m = lane[i] > m ? lane[i] : m;
+  for (; t < vocab; t++) m = l[t] > m ? l[t] : m;
+  for (t = 0; t + LANES <= vocab; t += LANES) {
+    int hit = 0;
+    for (int i = 0; i < LANES; i++) hit |= l[t + i] == m;
+    if (hit) break;
+  }
+  while (l[t] != m) t++;
+  return t;
+}
+
 int32_t dvm_generator_choose(const dvm_generator_config *c, float *l, const int32_t *seq, int len, int *work,
                        dvm_generator_rng *rng) {
   int vocab = c->vocab_size;
@@ -83,12 +108,7 @@ int32_t dvm_generator_choose(const dvm_generator_config *c, float *l, const int3
   }
   if (len < c->min_length)
     for (int e = 0; e < c->neos; e++) l[c->eos[e]] = -INFINITY;
-  if (!c->do_sample) {
-    int best = 0;
-    for (int t = 1; t < vocab; t++)
-      if (l[t] > l[best]) best = t;
-    return best;
-  }
+  if (!c->do_sample) return argmax(l, vocab);
   int k = c->top_k <= 0 || c->top_k > vocab ? vocab : c->top_k;
   top_k(l, vocab, k, work);
   /* probabilities of the k, in place of their logits */
