@@ -4,8 +4,10 @@
  * prompts and one step, STEPS greedy decode steps are timed and the VM's
  * profile splits their time by kernel.
  *   bench_gen_step MODEL.dvmb CONFIG [--rows 1,2,4,...] [--past LO HI]
- *                  [--block N] [--steps N] [--threads N] [--seed N] [--top N]
- * --block N: a paged cache of N-token blocks (0: contiguous). For each
+ *                  [--block N] [--kv-dtype f32,f16] [--steps N] [--threads N] [--seed N] [--top N]
+ * --block N: a paged cache of N-token blocks (0: contiguous); --kv-dtype:
+ * the cache's dtypes to compare, each row count run with each in turn
+ * (an f16 cache without --block is one block per sequence). For each
  * row count prints ms per step (process CPU time, and wall), per row, and
  * the kernels with the most time (their share of the step's wall time,
  * scaled to its CPU time); then one JSON line per row count. */
@@ -59,16 +61,19 @@ static int kernel_times(const dvm_profile *p, kernel_time *k) {
 typedef struct opts {
   const char *dvmb, *config;
   int rows[16], nrows, lo, hi, block, steps, threads, top;
+  dvm_dtype kv[2];
+  int nkv;
   unsigned seed;
 } opts;
 
-static void run(dvm_module *m, const opts *o, int rows) {
+static void run(dvm_module *m, const opts *o, int rows, dvm_dtype kv) {
   dvm_generator_options go;
   dvm_generator_options_init(&go);
   go.batch_size = rows;
   go.threads = o->threads;
   go.max_length = o->hi + o->steps + 2;
   go.kv_block_size = o->block;
+  go.kv_dtype = kv;
   dvm_generator *g;
   die(dvm_generator_create(m, o->config, &go, &g));
   int32_t **prompts = calloc((size_t)rows, sizeof *prompts);
@@ -97,11 +102,12 @@ static void run(dvm_module *m, const opts *o, int rows) {
   int nk = kernel_times(p, k);
   /* wall shares scaled to CPU time: on a shared machine wall time holds waits */
   double scale = cpu / wall, step_ns = wall * 1e6;
-  printf("rows %d (past %d on average, %s): %.2f ms CPU per step (%.2f wall), %.3f per row; VM %.1f%%\n", rows,
-         past / rows, o->block ? "paged" : "contiguous", cpu, wall, cpu / rows,
+  const char *kvn = dvm_dtype_name(kv);
+  printf("rows %d (past %d on average, %s, %s cache): %.2f ms CPU per step (%.2f wall), %.3f per row; VM %.1f%%\n",
+         rows, past / rows, o->block ? "paged" : "contiguous", kvn, cpu, wall, cpu / rows,
          100.0 * (double)tot.ns / o->steps / step_ns);
-  printf("{\"rows\": %d, \"paged\": %d, \"cpu_ms\": %.3f, \"wall_ms\": %.3f, \"kernels\": {", rows, o->block, cpu,
-         wall);
+  printf("{\"rows\": %d, \"paged\": %d, \"kv_dtype\": \"%s\", \"cpu_ms\": %.3f, \"wall_ms\": %.3f, \"kernels\": {",
+         rows, o->block, kvn, cpu, wall);
   for (int i = 0; i < nk; i++)
     printf("%s\"%s\": %.3f", i ? ", " : "", k[i].name, (double)k[i].ns / o->steps / 1e6 * scale);
   printf("}}\n");
@@ -118,14 +124,14 @@ static void run(dvm_module *m, const opts *o, int rows) {
 
 static void usage(void) {
   fprintf(stderr, "usage: bench_gen_step MODEL.dvmb CONFIG [--rows 1,2,4,...] [--past LO HI] [--block N] "
-                  "[--steps N] [--threads N] [--seed N] [--top N]\n");
+                  "[--kv-dtype f32,f16] [--steps N] [--threads N] [--seed N] [--top N]\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   if (argc < 3) usage();
   opts o = {.dvmb = argv[1], .config = argv[2], .lo = 16, .hi = 700, .steps = 5, .threads = 1, .top = 8, .seed = 1};
-  const char *rows = "1,2,4,8,16";
+  const char *rows = "1,2,4,8,16", *kv = "f32";
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
@@ -138,7 +144,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--threads") && more) o.threads = atoi(argv[++i]);
     else if (!strcmp(a, "--seed") && more) o.seed = (unsigned)atoi(argv[++i]);
     else if (!strcmp(a, "--top") && more) o.top = atoi(argv[++i]);
+    else if (!strcmp(a, "--kv-dtype") && more) kv = argv[++i];
     else usage();
+  }
+  for (const char *p = kv; *p; p += *p == ',') {
+    if (o.nkv == 2 || (strncmp(p, "f32", 3) && strncmp(p, "f16", 3)) || (p[3] && p[3] != ',')) usage();
+    o.kv[o.nkv++] = p[1] == '1' ? DVM_F16 : DVM_F32;
+    p += 3;
   }
   for (const char *p = rows; *p && o.nrows < 16; p += *p == ',') {
     char *end;
@@ -149,7 +161,8 @@ int main(int argc, char **argv) {
   if (o.lo < 1 || o.hi < o.lo || o.steps < 1 || o.threads < 0 || o.block < 0) usage();
   dvm_module *m;
   die(dvm_module_load_file(o.dvmb, NULL, &m));
-  for (int i = 0; i < o.nrows; i++) run(m, &o, o.rows[i]);
+  for (int i = 0; i < o.nrows; i++)
+    for (int k = 0; k < o.nkv; k++) run(m, &o, o.rows[i], o.kv[k]);
   dvm_module_release(m);
   return 0;
 }

@@ -79,7 +79,7 @@ typedef struct gqa_cache {
   char *k, *v;
   const int32_t *table; /* NULL: not paged */
   int64_t stride, bs, hkv, tp, d;
-  int half;
+  dvm_gqa_half_load_fn *half; /* f16 elements: their conversion to f32; NULL: f32 */
 } gqa_cache;
 
 static int64_t elem_size(const gqa_cache *c) { return c->half ? 2 : 4; }
@@ -95,14 +95,6 @@ static int64_t kv_rows(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int6
   }
   *k = c->k + off * elem_size(c), *v = c->v + off * elem_size(c);
   return run;
-}
-
-/* n rows of d elements of the cache at p as f32: p itself, or converted
- * into buf. */
-static inline const float *kv_f32(const gqa_cache *c, const char *p, int64_t n, float *buf) {
-  if (!c->half) return (const float *)p;
-  dvm_gqa_half_load((const uint16_t *)p, buf, n * c->d);
-  return buf;
 }
 
 typedef struct gqa_job {
@@ -136,23 +128,33 @@ DVM_VEC static void sink_softmax(float *row, int64_t n, float sink) {
   for (int64_t c = 0; c < n; c++) row[c] *= inv;
 }
 
-/* Entry b's key and value rows of kv head h from row t on, one at a time;
- * on a paged cache with the next block's rows (pk, pv: NULL where there is
- * none) at hand for prefetching. */
+/* Entry b's key (value: its value) rows of kv head h from row t on, one
+ * at a time; on a paged cache with the next block's rows (pk, pv: NULL
+ * where there is none) at hand for prefetching. An f16 cache's rows are
+ * converted up to CHUNK at a time (those left in the block) into the ring
+ * buf of RING rows, each chunk after the last, so that the 3 rows before
+ * a chunk stay valid while it is converted (the value sums hold four):
+ * a chunk that wraps starts at 0, which is then more than CHUNK + 3 rows
+ * before the end of the last one. */
+enum { CHUNK = 16, RING = 2 * CHUNK + 4 };
+
 typedef struct kv_iter {
   const gqa_cache *c;
-  int64_t b, h, t, end, left;
+  int64_t b, h, t, end, left, value;
   char *k, *v, *pk, *pv;
+  float *buf;             /* RING rows of d floats (f16 only) */
+  const float *next;      /* the converted rows not yet returned */
+  int64_t nbuf, pos;      /* how many; the row of buf where the next chunk goes */
 } kv_iter;
 
-static kv_iter kv_begin(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int64_t end) {
-  return (kv_iter){c, b, h, t, end, 0, NULL, NULL, NULL, NULL};
+static kv_iter kv_begin(const gqa_cache *c, int64_t b, int64_t h, int64_t t, int64_t end, int value, float *buf) {
+  return (kv_iter){c, b, h, t, end, 0, value, NULL, NULL, NULL, NULL, buf, NULL, 0, 0};
 }
 
-/* The next row's key and value; the same row of the next block towards
- * the cache, its key (or, with value, its value): a paged entry's blocks
- * lie anywhere in the pool, where the hardware's prefetcher starts over. */
-static inline const char *kv_next(kv_iter *it, const char **v, int value) {
+/* The next row as stored; the same row of the next block towards the
+ * cache: a paged entry's blocks lie anywhere in the pool, where the
+ * hardware's prefetcher starts over. */
+static inline __attribute__((always_inline)) const char *kv_raw(kv_iter *it) {
   const gqa_cache *c = it->c;
   if (!it->left) {
     it->left = kv_rows(c, it->b, it->h, it->t, it->end - it->t, &it->k, &it->v);
@@ -160,16 +162,32 @@ static inline const char *kv_next(kv_iter *it, const char **v, int value) {
     if (c->table && it->t + it->left < it->end)
       kv_rows(c, it->b, it->h, it->t + it->left, 1, &it->pk, &it->pv);
   }
-  const char *k = it->k;
+  const char *r = it->value ? it->v : it->k;
   int64_t row = c->d * elem_size(c);
-  *v = it->v;
   if (it->pk) {
-    const char *p = value ? it->pv : it->pk;
+    const char *p = it->value ? it->pv : it->pk;
     for (int64_t o = 0; o < row; o += 64) __builtin_prefetch(p + o);
     it->pk += row, it->pv += row;
   }
   it->k += row, it->v += row, it->t++, it->left--;
-  return k;
+  return r;
+}
+
+/* The next row as f32. */
+static inline __attribute__((always_inline)) const float *kv_next(kv_iter *it) {
+  if (!it->c->half) return (const float *)kv_raw(it);
+  if (!it->nbuf) {
+    const char *r = kv_raw(it);
+    int64_t n = 1 + (it->left < CHUNK - 1 ? it->left : CHUNK - 1);
+    if (it->pos + n > RING) it->pos = 0;
+    float *to = it->buf + it->pos * it->c->d;
+    it->c->half((const uint16_t *)r, to, n * it->c->d);
+    for (int64_t i = 1; i < n; i++) kv_raw(it);
+    it->next = to, it->nbuf = n, it->pos += n;
+  }
+  const float *r = it->next;
+  it->next += it->c->d, it->nbuf--;
+  return r;
 }
 
 #define LANES 16
@@ -190,7 +208,7 @@ static inline float dot_lanes(const float *q, const float *k, int64_t d) {
 }
 
 /* One query row s of entry b for the g query heads of kv head kvh: sc is
- * g * tp floats of scratch, then 4 * d for f16 rows read as f32. Values
+ * g * tp floats of scratch, then RING * d for f16 rows as f32. Values
  * are summed four rows a time counted from the first, so a paged cache
  * sums in the contiguous one's order. */
 DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t s, float *sc) {
@@ -200,11 +218,9 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   if (s >= j->rows[b]) return; /* padding after the entry's tokens */
   int64_t pos = j->past[b] + s, lo = j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0, n = pos + 1 - lo;
   const float *q = j->q + (b * j->s + s) * j->ldq + h0 * d;
-  const char *vr;
-  float *rowbuf = sc + g * tp;
-  kv_iter it = kv_begin(&j->c, b, kvh, lo, lo + n);
+  kv_iter it = kv_begin(&j->c, b, kvh, lo, lo + n, 0, sc + g * tp);
   for (int64_t c = 0; c < n; c++) { /* each key row once for the g heads */
-    const float *kr = kv_f32(&j->c, kv_next(&it, &vr, 0), 1, rowbuf);
+    const float *kr = kv_next(&it);
     for (int64_t h = 0; h < g; h++) sc[h * tp + c] = dot_lanes(q + h * d, kr, d) * j->scale;
   }
   for (int64_t h = 0; h < g; h++) {
@@ -220,12 +236,9 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
   }
   /* each value row once; four at a time, so y is loaded and stored once per four */
   int64_t c = 0;
-  it = kv_begin(&j->c, b, kvh, lo, lo + n);
+  it = kv_begin(&j->c, b, kvh, lo, lo + n, 1, sc + g * tp);
   for (; c + 4 <= n; c += 4) {
-    const char *r[4];
-    for (int k = 0; k < 4; k++) kv_next(&it, &r[k], 1);
-    const float *v0 = kv_f32(&j->c, r[0], 1, rowbuf), *v1 = kv_f32(&j->c, r[1], 1, rowbuf + d);
-    const float *v2 = kv_f32(&j->c, r[2], 1, rowbuf + 2 * d), *v3 = kv_f32(&j->c, r[3], 1, rowbuf + 3 * d);
+    const float *v0 = kv_next(&it), *v1 = kv_next(&it), *v2 = kv_next(&it), *v3 = kv_next(&it);
     for (int64_t h = 0; h < g; h++) {
       const float *p = sc + h * tp + c;
       float *yh = y + h * d;
@@ -234,8 +247,7 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
     }
   }
   for (; c < n; c++) {
-    kv_next(&it, &vr, 1);
-    const float *vf = kv_f32(&j->c, vr, 1, rowbuf);
+    const float *vf = kv_next(&it);
     for (int64_t h = 0; h < g; h++) {
       float p = sc[h * tp + c], *yh = y + h * d;
 #pragma omp simd
@@ -246,7 +258,7 @@ DVM_VEC static void attend_row(const gqa_job *j, int64_t b, int64_t kvh, int64_t
 
 static void attend_rows(const void *job, int64_t t0, int64_t t1) {
   gqa_job *j = (gqa_job *)job;
-  float *sc = malloc(sizeof(float) * (size_t)(j->hq / j->hkv * j->tp + 4 * j->d + 1));
+  float *sc = malloc(sizeof(float) * (size_t)(j->hq / j->hkv * j->tp + RING * j->d + 1));
   if (!sc) {
     atomic_store(&j->failed, 1);
     return;
@@ -265,8 +277,8 @@ static void gather_rows(const gqa_cache *c, int64_t b, int64_t n, float *k, floa
       run = kv_rows(c, b, h, t, n - t, &kr, &vr);
       float *kd = k + (h * n + t) * c->d, *vd = v + (h * n + t) * c->d;
       if (c->half) {
-        dvm_gqa_half_load((const uint16_t *)kr, kd, run * c->d);
-        dvm_gqa_half_load((const uint16_t *)vr, vd, run * c->d);
+        c->half((const uint16_t *)kr, kd, run * c->d);
+        c->half((const uint16_t *)vr, vd, run * c->d);
       } else {
         memcpy(kd, kr, sizeof(float) * (size_t)(run * c->d));
         memcpy(vd, vr, sizeof(float) * (size_t)(run * c->d));
@@ -430,7 +442,7 @@ static dvm_status *check_pages(const dvm_gqa_dims *g, const dvm_tensor *const *i
     }
   *c = (gqa_cache){.k = dvm_tensor_ptr(in[PK]), .v = dvm_tensor_ptr(in[PV]), .table = p->table,
                    .stride = p->table_stride, .bs = p->block_rows, .hkv = g->hkv, .tp = g->present, .d = g->d,
-                   .half = p->pool_dtype == DVM_F16};
+                   .half = p->pool_dtype == DVM_F16 ? dvm_gqa_half_loader() : NULL};
   return NULL;
 }
 

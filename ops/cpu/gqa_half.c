@@ -10,7 +10,6 @@
 #include "ops/cpu/elementwise.h"
 #include "ops/cpu/isa.h"
 
-typedef void load_fn(const uint16_t *, float *, int64_t);
 typedef void store_fn(const float *, uint16_t *, int64_t);
 
 static void load_generic(const uint16_t *s, float *d, int64_t n) {
@@ -50,7 +49,7 @@ __attribute__((target("avx512f"))) static void store_512(const float *s, uint16_
 }
 #endif
 
-static load_fn *load_chosen = load_generic;
+static dvm_gqa_half_load_fn *load_chosen = load_generic;
 static store_fn *store_chosen = store_generic;
 
 static void choose(void) {
@@ -63,9 +62,9 @@ static void choose(void) {
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-void dvm_gqa_half_load(const uint16_t *src, float *dst, int64_t n) {
+dvm_gqa_half_load_fn *dvm_gqa_half_loader(void) {
   pthread_once(&once, choose);
-  load_chosen(src, dst, n);
+  return load_chosen;
 }
 
 void dvm_gqa_half_store(const float *src, uint16_t *dst, int64_t n) {

@@ -7,7 +7,10 @@
 
 #include <stdint.h>
 
-void dvm_gqa_half_load(const uint16_t *src, float *dst, int64_t n);
+typedef void dvm_gqa_half_load_fn(const uint16_t *src, float *dst, int64_t n);
+
+/* The chosen variant of the load, for a kernel's calls row by row. */
+dvm_gqa_half_load_fn *dvm_gqa_half_loader(void);
 void dvm_gqa_half_store(const float *src, uint16_t *dst, int64_t n);
 
 #endif
