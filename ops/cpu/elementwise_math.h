@@ -84,35 +84,42 @@ static inline float dvm_ew_pow2i(int32_t n) { return dvm_ew_bits_f32((uint32_t)(
 /* Cephes' expf in three steps. x = n ln2 + r, |r| <= ln2/2: n rounds
  * x/ln2 to an integer (in a float's low bits), and r is x - n ln2 with ln2
  * in two parts, the first of 9 bits so that n times it is exact (and the
- * FMAs round each step once). The clamp makes e^x inf above and 0 below
- * the float range; NaN stays NaN throughout. */
+ * FMAs round each step once). */
 DVM_EW_MATH float dvm_ew_exp_reduce(float x, int32_t *n) {
-  float xc = dvm_ew_fsel(x < -104.0f, -104.0f, x);
-  xc = dvm_ew_fsel(xc > 89.0f, 89.0f, xc);
-  float t = DVM_EW_FMA(xc, 1.44269504088896341f, 0x1.8p23f);
+  float t = DVM_EW_FMA(x, 1.44269504088896341f, 0x1.8p23f);
   *n = (int32_t)(dvm_ew_f32_bits(t) - dvm_ew_f32_bits(0x1.8p23f));
   float fn = t - 0x1.8p23f;
-  return DVM_EW_FMA(fn, 2.12194440e-4f, DVM_EW_FMA(fn, -0.693359375f, xc));
+  return DVM_EW_FMA(fn, 2.12194440e-4f, DVM_EW_FMA(fn, -0.693359375f, x));
 }
 
-/* e^r 2^n: e^r by a degree-6 polynomial, 2^n in two halves (n >> 1 is
- * GCC's and Clang's arithmetic shift: floor) so that results down to the
- * subnormals round once. */
-DVM_EW_MATH float dvm_ew_exp_scale(float r, int32_t n) {
+/* e^r for |r| <= ln2/2: a degree-6 polynomial. */
+DVM_EW_MATH float dvm_ew_exp_poly(float r) {
   float p = 1.9875691500e-4f;
   p = DVM_EW_FMA(p, r, 1.3981999507e-3f);
   p = DVM_EW_FMA(p, r, 8.3334519073e-3f);
   p = DVM_EW_FMA(p, r, 4.1665795894e-2f);
   p = DVM_EW_FMA(p, r, 1.6666665459e-1f);
   p = DVM_EW_FMA(p, r, 5.0000001201e-1f);
-  p = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+
+/* e^r 2^n, 2^n in two halves (n >> 1 is GCC's and Clang's arithmetic
+ * shift: floor) so that results down to the subnormals round once. The
+ * caller clamps x to [-104, 89]: e^x is then inf above and 0 below the
+ * float range; NaN stays NaN throughout. */
+DVM_EW_MATH float dvm_ew_exp_scale(float r, int32_t n) {
   int32_t n1 = n >> 1;
-  return p * dvm_ew_pow2i(n1) * dvm_ew_pow2i(n - n1);
+  return dvm_ew_exp_poly(r) * dvm_ew_pow2i(n1) * dvm_ew_pow2i(n - n1);
+}
+
+DVM_EW_MATH float dvm_ew_exp_clamp(float x) {
+  float xc = dvm_ew_fsel(x < -104.0f, -104.0f, x);
+  return dvm_ew_fsel(xc > 89.0f, 89.0f, xc);
 }
 
 DVM_EW_MATH float dvm_ew_expf(float x) {
   int32_t n;
-  float r = dvm_ew_exp_reduce(x, &n);
+  float r = dvm_ew_exp_reduce(dvm_ew_exp_clamp(x), &n);
   return dvm_ew_exp_scale(r, n);
 }
 
@@ -120,7 +127,7 @@ DVM_EW_MATH float dvm_ew_expf(float x) {
  * away. */
 DVM_EW_MATH float dvm_ew_expf_hl(float hi, float lo) {
   int32_t n;
-  float r = dvm_ew_exp_reduce(hi, &n) + lo;
+  float r = dvm_ew_exp_reduce(dvm_ew_exp_clamp(hi), &n) + lo;
   return dvm_ew_exp_scale(r, n);
 }
 
@@ -158,17 +165,10 @@ DVM_EW_MATH float dvm_ew_logf(float x) {
 /* Where erf switches from its polynomial to 1 - erfc. */
 #define DVM_EW_ERF_SPLIT 0.927734375f
 
-/* erfc(t) = r e for t in [0, 10.5] (beyond, erfc is 0 in float), where
- * t^2 = c a^2 with c 1 or 1/2 (a = |x| for erf(x), |x| for the gelu of x):
- * e = e^-t^2, and r = erfc e^t^2 = w g(w), w = 1/(1+t), g fitted as a
- * polynomial (relative error 2e-8; g is between 0.56 and 1, so its terms
- * do not cancel). The exponent is taken from a, not from the rounded t, and
- * split into an exact c a_hi^2 (a_hi: a's top 12 bits) and a small rest, so
- * e keeps its relative accuracy where t^2 is large. The factors are
- * returned apart for callers that scale the product, which can be
- * subnormal when the scaled result is not. The caller clamps a. */
-DVM_EW_MATH float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
-  float ah = dvm_ew_bits_f32(dvm_ew_f32_bits(a) & 0xfffff000u), al = a - ah;
+/* erfc(t) e^t^2 = w g(w) for t in [0, 10.5] (beyond, erfc is 0 in float),
+ * w = 1/(1+t), g fitted as a polynomial (relative error 2e-8; g is between
+ * 0.56 and 1, so its terms do not cancel). */
+DVM_EW_MATH float dvm_ew_erfc_ratio(float t) {
   float w = 1.0f / (1.0f + t), v = (w - 0.543478261f) * 2.19047619f; /* v in [-1, 1] */
   float g = -1.215670345e-04f;
   g = DVM_EW_FMA(g, v, 1.779781014e-04f);
@@ -182,7 +182,19 @@ DVM_EW_MATH float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
   g = DVM_EW_FMA(g, v, -8.177631348e-02f);
   g = DVM_EW_FMA(g, v, 2.016099691e-01f);
   g = DVM_EW_FMA(g, v, 8.751047254e-01f);
-  *r_out = w * g;
+  return w * g;
+}
+
+/* erfc(t) = r e where t^2 = c a^2 with c 1 or 1/2 (a = |x| for the gelu of
+ * x): r = dvm_ew_erfc_ratio(t), e = e^-t^2 with the exponent taken from a,
+ * not from the rounded t, and split into an exact c a_hi^2 (a_hi: a's top
+ * 12 bits) and a small rest, so e keeps its relative accuracy where t^2 is
+ * large. The factors are returned apart for callers that scale the
+ * product, which can be subnormal when the scaled result is not. The
+ * caller clamps a. */
+DVM_EW_MATH float dvm_ew_erfc_parts(float t, float a, float c, float *r_out) {
+  float ah = dvm_ew_bits_f32(dvm_ew_f32_bits(a) & 0xfffff000u), al = a - ah;
+  *r_out = dvm_ew_erfc_ratio(t);
   return dvm_ew_expf_hl(-(c * (ah * ah)), -(c * (al * (a + ah))));
 }
 
@@ -198,26 +210,35 @@ DVM_EW_MATH float dvm_ew_erf_core(float x) {
   return r * x + x;
 }
 
+/* Above the split erf is 1 - erfc(|x|) with the sign of x. erf is 1 in
+ * float from 3.92 and erfc there is below 2^-25: |x| is clamped to 4, and
+ * e^-x^2 needs neither the split exponent nor subnormal results (an error
+ * in erfc of a few of its own ulps is a fraction of one of erf's). */
 DVM_EW_MATH float dvm_ew_erff(float x) {
   float t = __builtin_fabsf(x);
-  t = dvm_ew_fsel(t > 10.5f, 10.5f, t);
-  float r, e = dvm_ew_erfc_parts(t, t, 1.0f, &r);
-  float tail = 1.0f - r * e;
-  tail = dvm_ew_fsel(x < 0.0f, -tail, tail);
+  t = dvm_ew_fsel(t > 4.0f, 4.0f, t);
+  int32_t n;
+  float r = dvm_ew_exp_reduce(-(t * t), &n);
+  float tail = 1.0f - dvm_ew_erfc_ratio(t) * (dvm_ew_exp_poly(r) * dvm_ew_pow2i(n));
+  tail = dvm_ew_bits_f32(dvm_ew_f32_bits(tail) | (dvm_ew_f32_bits(x) & 0x80000000u));
   return dvm_ew_fsel(t > DVM_EW_ERF_SPLIT, tail, dvm_ew_erf_core(x));
 }
 
-/* Cephes' tanhf: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above. */
+/* Cephes' tanhf: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above,
+ * with the sign of x. tanh is 1 in float from 9.01, so 2|x| is clamped to
+ * 20: e^2|x| is never subnormal and takes 2^n in one step. */
 DVM_EW_MATH float dvm_ew_tanhf(float x) {
   float t = __builtin_fabsf(x), z = x * x;
   float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
-  float small = p * z * x + x;
-  float big = 1.0f - 2.0f / (dvm_ew_expf(2.0f * t) + 1.0f);
-  big = dvm_ew_fsel(x < 0.0f, -big, big);
+  p = DVM_EW_FMA(p, z, 2.06390887954e-2f);
+  p = DVM_EW_FMA(p, z, -5.37397155531e-2f);
+  p = DVM_EW_FMA(p, z, 1.33314422036e-1f);
+  p = DVM_EW_FMA(p, z, -3.33332819422e-1f);
+  float small = DVM_EW_FMA(p * z, x, x);
+  int32_t n;
+  float r = dvm_ew_exp_reduce(dvm_ew_fsel(t > 10.0f, 20.0f, t + t), &n);
+  float big = 1.0f - 2.0f / (dvm_ew_exp_poly(r) * dvm_ew_pow2i(n) + 1.0f);
+  big = dvm_ew_bits_f32(dvm_ew_f32_bits(big) | (dvm_ew_f32_bits(x) & 0x80000000u));
   return dvm_ew_fsel(t < 0.625f, small, big);
 }
 
