@@ -542,7 +542,7 @@ class Generator:
         """Tokens in the longest sequence, prompt included."""
         return max(self._len(b) for b in range(self._batch))
 
-    def _stats(self) -> Dict[str, int]:
+    def _stats(self) -> Dict[str, Union[int, str]]:
         return self._g.stats()
 
     def get_output(self, name: str) -> Any:
