@@ -43,7 +43,10 @@
  * FEW_ROWS). Measured against the same cell as a bytecode Loop over
  * per-step kernels (bench/bench_rnn.py, docs/performance.md): 1.6x faster
  * at one batch row, as fast or slower from 8 rows on, where the loop's
- * MatMul has the packed microkernel (pgemm.c) this kernel does not use. */
+ * MatMul has the packed microkernel (pgemm.c) this kernel does not use.
+ * dynamic_quantize_lstm's constant W and R are packed at link for the
+ * quantized tiles (qgemm.h: VNNI or AVX2), which give the same exact i32
+ * sums as its own loops (used for weights given at run time). */
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
@@ -54,6 +57,7 @@
 #include "kernel.h"
 #include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/qgemm.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/rnn.h"
 #include "ops/cpu/vec.h"
@@ -78,39 +82,42 @@ typedef struct act {
  * kernels, Eigen's rational approximations with each multiply-add fused),
  * which equal its LSTM's bit for bit (checked against its Sigmoid and Tanh
  * on 10^5 values). Its states then are ONNX Runtime's, and so are the next
- * step's u8 codes: a state an ulp off can move one by a step. */
+ * step's u8 codes: a state an ulp off can move one by a step. Inlined, with
+ * DVM_EW_FMA and selects (elementwise_math.h), so that activate's loops
+ * vectorize: called out of line on libm's fmaf they took half of the op's
+ * time. */
 enum { ACT_ORT_SIGMOID = DVM_RNN_ACT_COUNT, ACT_ORT_TANH };
 
-static float ort_logistic(float x) {
-  x = x < -18.0f ? -18.0f : x > 18.0f ? 18.0f : x;
+DVM_EW_MATH float ort_logistic(float x) {
+  x = dvm_ew_fsel(x < -18.0f, -18.0f, dvm_ew_fsel(x > 18.0f, 18.0f, x));
   float x2 = x * x;
-  float p = fmaf(x2, 4.37031012579801e-11f, 1.15627324459942e-07f);
-  p = fmaf(p, x2, 6.08574864600143e-05f);
-  p = fmaf(p, x2, 8.51377133304701e-03f);
-  p = fmaf(p, x2, 2.48287947061529e-01f);
+  float p = DVM_EW_FMA(x2, 4.37031012579801e-11f, 1.15627324459942e-07f);
+  p = DVM_EW_FMA(p, x2, 6.08574864600143e-05f);
+  p = DVM_EW_FMA(p, x2, 8.51377133304701e-03f);
+  p = DVM_EW_FMA(p, x2, 2.48287947061529e-01f);
   p = p * x;
-  float q = fmaf(x2, 6.10247389755681e-13f, 5.76102136993427e-09f);
-  q = fmaf(q, x2, 6.29106785017040e-06f);
-  q = fmaf(q, x2, 1.70198817374094e-03f);
-  q = fmaf(q, x2, 1.16817656904453e-01f);
-  q = fmaf(q, x2, 9.93151921023180e-01f);
+  float q = DVM_EW_FMA(x2, 6.10247389755681e-13f, 5.76102136993427e-09f);
+  q = DVM_EW_FMA(q, x2, 6.29106785017040e-06f);
+  q = DVM_EW_FMA(q, x2, 1.70198817374094e-03f);
+  q = DVM_EW_FMA(q, x2, 1.16817656904453e-01f);
+  q = DVM_EW_FMA(q, x2, 9.93151921023180e-01f);
   float r = p / q + 0.5f;
-  return r < 0.0f ? 0.0f : r > 1.0f ? 1.0f : r;
+  return dvm_ew_fsel(r < 0.0f, 0.0f, dvm_ew_fsel(r > 1.0f, 1.0f, r));
 }
 
-static float ort_tanh(float x) {
-  x = x < -9.0f ? -9.0f : x > 9.0f ? 9.0f : x;
+DVM_EW_MATH float ort_tanh(float x) {
+  x = dvm_ew_fsel(x < -9.0f, -9.0f, dvm_ew_fsel(x > 9.0f, 9.0f, x));
   float x2 = x * x;
-  float p = fmaf(x2, -2.76076847742355e-16f, 2.00018790482477e-13f);
-  p = fmaf(p, x2, -8.60467152213735e-11f);
-  p = fmaf(p, x2, 5.12229709037114e-08f);
-  p = fmaf(p, x2, 1.48572235717979e-05f);
-  p = fmaf(p, x2, 6.37261928875436e-04f);
-  p = fmaf(p, x2, 4.89352455891786e-03f);
+  float p = DVM_EW_FMA(x2, -2.76076847742355e-16f, 2.00018790482477e-13f);
+  p = DVM_EW_FMA(p, x2, -8.60467152213735e-11f);
+  p = DVM_EW_FMA(p, x2, 5.12229709037114e-08f);
+  p = DVM_EW_FMA(p, x2, 1.48572235717979e-05f);
+  p = DVM_EW_FMA(p, x2, 6.37261928875436e-04f);
+  p = DVM_EW_FMA(p, x2, 4.89352455891786e-03f);
   p = p * x;
-  float q = fmaf(x2, 1.19825839466702e-06f, 1.18534705686654e-04f);
-  q = fmaf(q, x2, 2.26843463243900e-03f);
-  q = fmaf(q, x2, 4.89352518554385e-03f);
+  float q = DVM_EW_FMA(x2, 1.19825839466702e-06f, 1.18534705686654e-04f);
+  q = DVM_EW_FMA(q, x2, 2.26843463243900e-03f);
+  q = DVM_EW_FMA(q, x2, 4.89352518554385e-03f);
   return p / q;
 }
 
@@ -168,6 +175,18 @@ DVM_VEC static void activate(const act *f, float clip, float *x, int64_t n) {
 
 enum { K_RNN, K_GRU, K_LSTM, K_QLSTM };
 
+/* A constant W's or R's codes packed at link, one product per direction. */
+typedef struct qpacked {
+  int64_t dirs;
+  dvm_qgemm_b *dir[];
+} qpacked;
+
+static void qpacked_free(void *p) {
+  qpacked *q = p;
+  for (int64_t d = 0; d < q->dirs; d++) dvm_qgemm_free(q->dir[d]);
+  free(q);
+}
+
 /* One call, as the kernel reads it. */
 typedef struct rnn {
   const char *op;
@@ -183,8 +202,9 @@ typedef struct rnn {
   /* dynamic_quantize_lstm: W, R codes; their scales and zero points */
   int quant;
   const dvm_tensor *wq, *rq, *wscale, *wzp, *rscale, *rzp;
+  const qpacked *wpk, *rpk; /* W's and R's codes packed at link, or NULL */
   uint8_t *qa;  /* u8 codes of the rows being multiplied */
-  int32_t *sum; /* [gates x hidden] */
+  int32_t *sum; /* [gates x hidden], or [seq x batch, gates x hidden] with packed weights */
   float *mult;  /* [gates x hidden] */
   unsigned char *count; /* [batch]: state rows that count in its range */
 } rnn;
@@ -275,22 +295,34 @@ static dvm_status *product(const char *op, int64_t m, int64_t n, int64_t k, cons
 }
 
 /* One direction's quantized weight (dynamic_quantize_lstm): codes [k, n],
- * u8 or i8, its zero point and scale(s), one or one per column. */
+ * u8 or i8, its zero point and scale(s), one or one per column; pb, its
+ * codes packed for the VNNI (or AVX2) tiles when the weight is constant. */
 typedef struct qweight {
   const uint8_t *u;
   const int8_t *s;
   int32_t zp;
   const float *scale;
   int per_col;
+  const dvm_qgemm_b *pb;
 } qweight;
 
-static qweight qweight_of(const dvm_tensor *w, const dvm_tensor *scale, const dvm_tensor *zp, int dir) {
+static qweight qweight_of(const dvm_tensor *w, const dvm_tensor *scale, const dvm_tensor *zp, const qpacked *pk,
+                          int dir) {
   int64_t k = w->dims[1], n = w->dims[2], per = scale->rank == 2, at = dir * (per ? n : 1);
   const char *p = (const char *)dvm_tensor_ptr(w) + dir * k * n;
-  qweight q = {.zp = dvm_cpu_quant_int_at(zp, at), .scale = (const float *)dvm_tensor_ptr(scale) + at, .per_col = (int)per};
+  qweight q = {.zp = dvm_cpu_quant_int_at(zp, at), .scale = (const float *)dvm_tensor_ptr(scale) + at,
+               .per_col = (int)per, .pb = pk ? pk->dir[dir] : NULL};
   if (w->dtype == DVM_I8) q.s = (const int8_t *)p;
   else q.u = (const uint8_t *)p;
   return q;
+}
+
+/* o = (o when add, else 0) + sum * mult, n of each. */
+DVM_VEC static void scaled_row(float *o, const int32_t *sum, const float *mult, int64_t n, int add) {
+  if (add)
+    for (int64_t j = 0; j < n; j++) o[j] = o[j] + (float)sum[j] * mult[j];
+  else
+    for (int64_t j = 0; j < n; j++) o[j] = (float)sum[j] * mult[j];
 }
 
 /* C [m, n] (contiguous) = (or += when add) a [m, k] quantized to u8 with
@@ -298,8 +330,8 @@ static qweight qweight_of(const dvm_tensor *w, const dvm_tensor *scale, const dv
  * whose count[i] is set, all when count is NULL) times w's codes less
  * their zero point: exact i32 sums, each times a_scale * w's scale, as
  * ONNX Runtime's quantized GEMM of its LSTM does. */
-DVM_VEC static void qproduct(const rnn *c, int64_t m, int64_t n, int64_t k, const float *a,
-                             const unsigned char *count, const qweight *w, float *out, int add) {
+DVM_VEC static dvm_status *qproduct(const rnn *c, int64_t m, int64_t n, int64_t k, const float *a,
+                                    const unsigned char *count, const qweight *w, float *out, int add) {
   float lo = 0, hi = 0, scale;
   uint8_t za;
   for (int64_t i = 0; i < m; i++)
@@ -312,6 +344,13 @@ DVM_VEC static void qproduct(const rnn *c, int64_t m, int64_t n, int64_t k, cons
   dvm_cpu_quant_u8_params(lo, hi, &scale, &za);
   dvm_cpu_quant_u8(a, m * k, scale, za, c->qa);
   for (int64_t j = 0; j < n; j++) c->mult[j] = scale * w->scale[w->per_col ? j : 0];
+  if (w->pb) { /* the same exact sums, from the tiles */
+    int32_t az = za;
+    dvm_status *st = dvm_qgemm_run(w->pb, c->qa, 0, m, &az, 1, &w->zp, 1, 1, c->sum);
+    if (st) return st;
+    for (int64_t i = 0; i < m; i++) scaled_row(out + i * n, c->sum + i * n, c->mult, n, add);
+    return NULL;
+  }
   for (int64_t i = 0; i < m; i++) {
     int32_t *sum = c->sum;
     memset(sum, 0, sizeof(int32_t) * (size_t)n);
@@ -326,12 +365,9 @@ DVM_VEC static void qproduct(const rnn *c, int64_t m, int64_t n, int64_t k, cons
         _Pragma("omp simd") for (int64_t j = 0; j < n; j++) sum[j] += x * ((int32_t)b[j] - zp);
       }
     }
-    float *o = out + i * n;
-    if (add)
-      for (int64_t j = 0; j < n; j++) o[j] = o[j] + (float)sum[j] * c->mult[j];
-    else
-      for (int64_t j = 0; j < n; j++) o[j] = (float)sum[j] * c->mult[j];
+    scaled_row(out + i * n, sum, c->mult, n, add);
   }
+  return NULL;
 }
 
 /* W [dirs, n, k] (or R) as [dirs, k, n]: the form the products read. */
@@ -391,8 +427,8 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
   if (c->quant) { /* X's rows of the steps some entry runs (layout 0: the first max length x B) */
     int64_t steps = c->lens ? 0 : S;
     for (int64_t b = 0; c->lens && b < B; b++) steps = c->lens[b] > steps ? c->lens[b] : steps;
-    qw = qweight_of(c->wq, c->wscale, c->wzp, dir), qr = qweight_of(c->rq, c->rscale, c->rzp, dir);
-    qproduct(c, steps * B, GH, d->input, c->x, NULL, &qw, xp, 0);
+    qw = qweight_of(c->wq, c->wscale, c->wzp, c->wpk, dir), qr = qweight_of(c->rq, c->rscale, c->rzp, c->rpk, dir);
+    if ((st = qproduct(c, steps * B, GH, d->input, c->x, NULL, &qw, xp, 0))) return st;
   } else if ((st = product(c->op, S * B, GH, d->input, c->x, w, c->wt, c->wt ? GH : d->input, xp, GH))) {
     return st;
   }
@@ -415,7 +451,7 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
         int64_t len = c->lens ? c->lens[b] : S;
         c->count[b] = s == 0 || s <= len || (!c->y && len > 0);
       }
-      qproduct(c, B, GH, H, h, c->count, &qr, hp, 0);
+      if ((st = qproduct(c, B, GH, H, h, c->count, &qr, hp, 0))) return st;
     } else if ((st = product(c->op, B, n1, H, h, r, c->rt, c->rt ? GH : H, hp, GH))) {
       return st;
     }
@@ -627,15 +663,18 @@ static dvm_status *run(const dvm_kernel_args *a, int kind) {
   const float *wt = c.quant ? NULL : dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
   const float *rt = c.quant ? NULL : dvm_tensor_packed(a->in[2], &dvm_cpu_rnn_kernels[kind], 2);
   float *tr = NULL;
-  if (c.quant) { /* the u8 rows, the i32 sums, the scales, the rows that count */
+  if (c.quant) { /* the u8 rows, the i32 sums (all rows' for the tiles), the scales, the rows that count */
+    c.wpk = dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
+    c.rpk = dvm_tensor_packed(a->in[2], &dvm_cpu_rnn_kernels[kind], 2);
     size_t rowsq = rows * (size_t)d->input > bh ? rows * (size_t)d->input : bh;
+    size_t sums = (size_t)GH * (c.wpk || c.rpk ? (rows > (size_t)d->batch ? rows : (size_t)d->batch) : 1);
     rowsq = (rowsq + 7) & ~(size_t)7;
-    c.qa = malloc(rowsq + (sizeof(int32_t) + sizeof(float)) * (size_t)GH + (size_t)d->batch + 1);
+    c.qa = malloc(rowsq + sizeof(int32_t) * sums + sizeof(float) * (size_t)GH + (size_t)d->batch + 1);
     if (!c.qa) {
       free(xp);
       return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %zu steps of scratch", c.op, rows);
     }
-    c.sum = (int32_t *)(void *)(c.qa + rowsq), c.mult = (float *)(void *)(c.sum + GH);
+    c.sum = (int32_t *)(void *)(c.qa + rowsq), c.mult = (float *)(void *)(c.sum + sums);
     c.count = (unsigned char *)(c.mult + GH);
   }
   if (!c.quant && !rt && d->seq >= TRANSPOSE_STEPS && (tr = malloc(sizeof(float) * (size_t)(d->dirs * GH * d->hidden))))
@@ -665,6 +704,30 @@ static dvm_status *rnn_prepack(const dvm_tensor *t, int input, const dvm_attr_hi
   return NULL;
 }
 
+/* dynamic_quantize_lstm's W (input 1) and R (input 2), constant u8 or i8
+ * codes [dirs, k, n], packed once at link for the quantized tiles
+ * (qgemm.h); kept only where every direction packs (a CPU without the
+ * tiles, or no memory: the kernel's own loops). */
+static dvm_status *qlstm_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs, int nattrs,
+                                 void **data, void (**free_data)(void *)) {
+  (void)attrs, (void)nattrs;
+  if ((input != 1 && input != 2) || (t->dtype != DVM_U8 && t->dtype != DVM_I8) || t->rank != 3 ||
+      t->dims[1] > (1 << 15)) /* longer i32 dot products could overflow */
+    return NULL;
+  int64_t dirs = t->dims[0], k = t->dims[1], n = t->dims[2];
+  qpacked *q = calloc(1, sizeof *q + sizeof(q->dir[0]) * (size_t)dirs);
+  if (!q) return NULL;
+  q->dirs = dirs;
+  for (int64_t d = 0; d < dirs; d++)
+    if (!(q->dir[d] = dvm_qgemm_pack((const int8_t *)dvm_tensor_ptr(t) + d * k * n, t->dtype == DVM_I8, k, n))) {
+      qpacked_free(q);
+      return NULL;
+    }
+  *data = q;
+  *free_data = qpacked_free;
+  return NULL;
+}
+
 static dvm_status *rnn_kernel(const dvm_kernel_args *a) { return run(a, K_RNN); }
 static dvm_status *gru_kernel(const dvm_kernel_args *a) { return run(a, K_GRU); }
 static dvm_status *lstm_kernel(const dvm_kernel_args *a) { return run(a, K_LSTM); }
@@ -675,6 +738,6 @@ const dvm_kernel_def dvm_cpu_rnn_kernels[] = {
     [K_RNN] = {"rnn", DVM_DEVICE_CPU, rnn_kernel, "rnn", F32, .prepack = rnn_prepack},
     [K_GRU] = {"gru", DVM_DEVICE_CPU, gru_kernel, "rnn", F32, .prepack = rnn_prepack},
     [K_LSTM] = {"lstm", DVM_DEVICE_CPU, lstm_kernel, "rnn", F32, .prepack = rnn_prepack},
-    [K_QLSTM] = {"dynamic_quantize_lstm", DVM_DEVICE_CPU, qlstm_kernel, "qlstm", F32},
+    [K_QLSTM] = {"dynamic_quantize_lstm", DVM_DEVICE_CPU, qlstm_kernel, "qlstm", F32, .prepack = qlstm_prepack},
     [K_QLSTM + 1] = {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
 };

@@ -4,6 +4,7 @@ shapes (0-size batch or sequence, 1, primes): max error <= 1e-5 * max |ORT|
 (f32 sums in another order)."""
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from dvmtest.arrays import normal_f32
 from dvmtest.cli import compile_onnx, dvm, run_module, try_run
@@ -510,6 +511,35 @@ def test_dynamic_quantize_lstm(tmp_path, sbih, direction, dt, per_column):
     quantized to u8 as its CPU kernel quantizes them, exact i32 sums: the
     same codes, so the outputs agree to f32 rounding."""
     close_contrib(*run_qlstm(tmp_path, *sbih, direction=direction, dt=dt, per_column=per_column, extras=("bias",)))
+
+
+@pytest.mark.parametrize("sbih", [(1, 1, 1, 1), (7, 3, 4, 5), (5, 2, 17, 11), (3, 1, 67, 33), (2, 2, 130, 16)])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("dt", ["i8", "u8"])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_dynamic_quantize_lstm_constant_weights(tmp_path, sbih, direction, dt, per_column):
+    """W and R as initializers (as quantize_dynamic writes them): their codes
+    are packed at link for the quantized tiles, whose exact sums must give
+    ONNX Runtime's outputs as the plain loops do (k of 1, primes, past 64
+    and 128; n past a 16-column group)."""
+    s, b, i, h = sbih
+    dirs = 2 if direction == "bidirectional" else 1
+    w, ws, wz = qweights(dirs, i, 4 * h, dt, per_column)
+    r, rs, rz = qweights(dirs, h, 4 * h, dt, per_column)
+    consts = {"w": w, "r": r, "b": f32(dirs, 8 * h) * 0.5, "ws": ws, "wz": wz, "rs": rs, "rz": rz}
+    names = ["x", "w", "r", "b", "", "h0", "c0", "", "ws", "wz", "rs", "rz"]
+    feeds = {"x": f32(s, b, i), "h0": f32(dirs, b, h), "c0": f32(dirs, b, h)}
+    vi = [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape)) for k, v in feeds.items()]
+    vo = [helper.make_tensor_value_info(k, TensorProto.FLOAT, None) for k in ("y", "yh", "yc")]
+    node = helper.make_node("DynamicQuantizeLSTM", names, ["y", "yh", "yc"], domain=MS, hidden_size=h,
+                            direction=direction)
+    inits = [onnx.numpy_helper.from_array(v, k) for k, v in consts.items()]
+    model = helper.make_model(helper.make_graph([node], "g", vi, vo, initializer=inits),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1  # ONNX Runtime quantizes each step's states over one thread's rows
+    want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    close_contrib(run_model(model, feeds, 3), want)
 
 
 @pytest.mark.parametrize("extras", [("states",), ("lens",), ("lens", "states", "bias"), ("peephole", "bias"),
