@@ -2,7 +2,8 @@
 each holding a generation model (a GenAI builder folder) loaded through the
 Python package and a continuous-batching engine over it (`dvm.engine`:
 `slots` sequences in every step, a request joining at the next step and
-leaving when it ends), behind an ingress, `Completions`, that answers
+leaving when it ends, over a paged KV cache of kv_block_size-row blocks
+within kv_budget bytes, preempting the newest sequence when they run out), behind an ingress, `Completions`, that answers
 OpenAI's completion and chat completion requests (`prompt` or `messages`
 through the model folder's chat template, `max_tokens`, `temperature`,
 `top_p`, `seed`, `stop`, `n`, `stream`: whole, or as server-sent events)
@@ -37,7 +38,7 @@ REPLICA_GONE = (RayActorError, ActorUnavailableError)
 class DvmLLM:
     """One replica: a model and its engine."""
 
-    def __init__(self, model_dir, threads=1, slots=8):
+    def __init__(self, model_dir, threads=1, slots=8, kv_block_size=16, kv_budget=0):
         import dvm.genai as og
         from dvm.engine import Engine
 
@@ -45,7 +46,7 @@ class DvmLLM:
         config.overlay(json.dumps({"model": {"decoder": {"session_options": {"intra_op_num_threads": threads}}}}))
         self.model = og.Model(config)
         self.tokenizer = og.Tokenizer(self.model)
-        self.engine = Engine(self.model, slots=slots)
+        self.engine = Engine(self.model, slots=slots, kv_block_size=kv_block_size, kv_budget=kv_budget)
         self.node = ray.get_runtime_context().get_node_id()
 
     async def generate(self, prompt, max_tokens, temperature, top_p, seed, stop=(), skip=0):
@@ -281,17 +282,19 @@ class Completions:
             await items.aclose()
 
 
-def build_app(model_dir, name="llm", threads=1, slots=8, min_replicas=1, max_replicas=4,
-              target_ongoing_requests=8, max_ongoing_requests=16, replica_resources=None, ingress_resources=None):
+def build_app(model_dir, name="llm", threads=1, slots=8, kv_block_size=16, kv_budget=0, min_replicas=1,
+              max_replicas=4, target_ongoing_requests=8, max_ongoing_requests=16, replica_resources=None,
+              ingress_resources=None):
     llm = serve.deployment(DvmLLM, name="DvmLLM", max_ongoing_requests=max_ongoing_requests,
                            ray_actor_options={"num_cpus": 0, "resources": replica_resources or {}},
                            autoscaling_config={"min_replicas": min_replicas, "max_replicas": max_replicas,
                                                "target_ongoing_requests": target_ongoing_requests})
     ingress = serve.deployment(Completions, name="Completions", max_ongoing_requests=1000,
                                ray_actor_options={"num_cpus": 0, "resources": ingress_resources or {}})
-    return ingress.bind(llm.bind(model_dir, threads, slots), name)
+    return ingress.bind(llm.bind(model_dir, threads, slots, kv_block_size, kv_budget), name)
 
 
 def app(args):
-    """`serve run dvm_ray:app model_dir=... [name=...] [slots=...]`."""
-    return build_app(args["model_dir"], name=args.get("name", "llm"), slots=int(args.get("slots", 8)))
+    """`serve run dvm_ray:app model_dir=... [name=...] [slots=...] [kv_block_size=...] [kv_budget=...]`."""
+    return build_app(args["model_dir"], name=args.get("name", "llm"), slots=int(args.get("slots", 8)),
+                     kv_block_size=int(args.get("kv_block_size", 16)), kv_budget=int(args.get("kv_budget", 0)))

@@ -8,7 +8,13 @@ step (each at its own length, no padding), and a sequence leaves its slot
 the moment it ends (max_tokens, an EOS, max_length, or cancel). Requests
 wait in arrival order. A request's tokens reach it as they are made, to a
 thread (iterate it) or to asyncio (`async for`). The KV cache is the
-contiguous one: a slot holds max_length rows."""
+contiguous one (a slot holds max_length rows), or with kv_block_size a
+paged one as `dvm serve`'s: blocks from a pool of kv_budget bytes, taken as
+a sequence grows; when the running sequences need more than are free, the
+most recently admitted is preempted (its slot and blocks freed, back at the
+head of the queue; readmitted, it runs its prompt and the tokens it had
+made as one prompt and goes on, its client seeing no token twice), and a
+waiting request is admitted only when its blocks fit."""
 from __future__ import annotations
 
 import asyncio
@@ -40,6 +46,7 @@ class Request:
         self._cond = threading.Condition()
         self._events: List[Tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._cancel = False
+        self._admitted = 0  # the engine's count when it last took a slot: the newest is preempted first
 
     def cancel(self) -> None:
         """Ends the request at the engine's next step; its slot is free then."""
@@ -109,19 +116,27 @@ class Request:
 
 
 class Engine:
-    """Engine(model, slots=8, max_queue=1024, kv_dtype="f32"): `slots`
-    sequences at a time over `model` (a dvm.genai.Model), the others
-    waiting, up to max_queue; kv_dtype "f16" keeps an f32 model's KV cache
-    in half precision (docs/generation.md)."""
+    """Engine(model, slots=8, max_queue=1024, kv_dtype="f32",
+    kv_block_size=0, kv_budget=0): `slots` sequences at a time over `model`
+    (a dvm.genai.Model), the others waiting, up to max_queue; kv_dtype
+    "f16" keeps an f32 model's KV cache in half precision; kv_block_size > 0
+    pages it in blocks of that many rows, kv_budget bytes of them (0: enough
+    for every slot at max_length) (docs/generation.md)."""
 
-    def __init__(self, model: Model, slots: int = 8, max_queue: int = 1024, kv_dtype: str = "f32") -> None:
+    def __init__(self, model: Model, slots: int = 8, max_queue: int = 1024, kv_dtype: str = "f32",
+                 kv_block_size: int = 0, kv_budget: int = 0) -> None:
         if not 1 <= slots <= 256:
             raise ValueError(f"slots must be in [1, 256], got {slots}")
         with _ConfigFile(_generator_json(model.config._json, model.config._json.get("search", {}))) as cf:
             self._g = _dvm.Generator(model._module, cf.path, batch_size=slots, threads=model._threads,
-                                     kv_dtype=kv_dtype)
-        self.slots, self.max_queue = slots, max_queue
+                                     kv_dtype=kv_dtype, kv_block_size=kv_block_size, kv_budget=kv_budget)
+        kv = self._g.stats()
+        if kv_block_size and kv["kv_block_size"] != kv_block_size:
+            raise ValueError(f"kv_block_size {kv_block_size}: {kv['kv_note'] or 'the cache is not paged'}")
+        self.slots, self.max_queue, self.preemptions = slots, max_queue, 0
+        self.kv_block_size, self._kv_blocks = kv["kv_block_size"], kv["kv_blocks"]
         self.max_length, self.vocab_size = self._g.max_length, self._g.vocab_size
+        self._admissions = 0
         self._mu = threading.Condition()
         self._waiting: Deque[Request] = collections.deque()
         self._running: List[Optional[Request]] = [None] * slots
@@ -147,6 +162,11 @@ class Engine:
         if len(ids) + max_tokens > self.max_length:
             raise ValueError(f"prompt of {len(ids)} tokens + max_tokens {max_tokens} is over the model's max_length "
                              f"{self.max_length}")
+        bs = self.kv_block_size
+        if bs and -(-(len(ids) + max_tokens) // bs) > self._kv_blocks:
+            raise ValueError(f"prompt of {len(ids)} tokens + max_tokens {max_tokens} needs "
+                             f"{-(-(len(ids) + max_tokens) // bs)} KV blocks of {bs} rows; the kv_budget holds "
+                             f"{self._kv_blocks}")
         if not 0 <= temperature <= 100:
             raise ValueError(f"temperature must be in [0, 100], got {temperature!r}")
         if not 0 < top_p <= 1:
@@ -169,10 +189,15 @@ class Engine:
         return req
 
     def stats(self) -> dict:
-        """Running and waiting requests now."""
+        """Running and waiting requests now, and with a paged cache its
+        blocks (all and free) and the preemptions so far."""
         with self._mu:
-            return {"running": sum(r is not None for r in self._running), "waiting": len(self._waiting),
-                    "slots": self.slots}
+            out = {"running": sum(r is not None for r in self._running), "waiting": len(self._waiting),
+                   "slots": self.slots}
+            if self.kv_block_size:
+                out.update(kv_blocks=self._kv_blocks, kv_free=self._g.stats()["kv_free"],
+                           preemptions=self.preemptions)
+            return out
 
     def close(self) -> None:
         """Cancels every request and stops the engine's thread."""
@@ -192,20 +217,47 @@ class Engine:
         self._running[s] = None
         req._push(finish=why, error=error)
 
-    def _admit(self, s: int) -> None:
-        req = self._waiting.popleft()
-        if req._cancel:
-            return req._push(finish=FINISH_CANCELLED)
+    def _need(self) -> int:
+        """The blocks the running sequences take at the next step."""
+        return sum(self._g.kv_need(s) for s, r in enumerate(self._running) if r)
+
+    def _preempt(self) -> None:
+        """The most recently admitted running sequence back to the head of
+        the queue, its slot and blocks free."""
+        s = max((s for s, r in enumerate(self._running) if r), key=lambda s: self._running[s]._admitted)
+        self._waiting.appendleft(self._running[s])
         self._g.reset(s)
+        self._running[s] = None
+        self.preemptions += 1
+
+    def _admit(self, s: int) -> bool:
+        """The oldest waiting request into free slot s: its prompt and the
+        tokens it made before a preemption. False, leaving it waiting, when
+        its blocks and the running sequences' do not fit."""
+        req = self._waiting[0]
+        if req._cancel:
+            self._waiting.popleft()
+            req._push(finish=FINISH_CANCELLED)
+            return True
+        self._g.reset(s)
+        need = self._need()
         rows = [np.zeros(0, np.int32)] * self.slots
-        rows[s] = req.prompt
+        rows[s] = np.concatenate([req.prompt, np.asarray(req.tokens, np.int32)])
         try:
             self._g.set_search(s, **req._search)
             self._g.append(rows)
         except _dvm.Error as e:
+            self._waiting.popleft()
             self._g.reset(s)
-            return req._push(finish=FINISH_ERROR, error=e)
+            req._push(finish=FINISH_ERROR, error=e)
+            return True
+        if self.kv_block_size and need + self._g.kv_need(s) > self._g.stats()["kv_free"]:
+            self._g.reset(s)
+            return False
+        self._waiting.popleft()
+        req._admitted, self._admissions = self._admissions, self._admissions + 1
         self._running[s] = req
+        return True
 
     def _loop(self) -> None:
         before = [0] * self.slots
@@ -214,9 +266,11 @@ class Engine:
                 for s, r in enumerate(self._running):
                     if r and r._cancel:
                         self._finish(s, FINISH_CANCELLED)
+                while self.kv_block_size and any(self._running) and self._need() > self._g.stats()["kv_free"]:
+                    self._preempt()
                 for s in range(self.slots):
-                    if self._running[s] is None and self._waiting:
-                        self._admit(s)
+                    if self._running[s] is None and self._waiting and not self._admit(s):
+                        break
                 running = [s for s, r in enumerate(self._running) if r]
                 if not running:
                     if self._stop and not self._waiting:

@@ -26,12 +26,14 @@ static void generator_dealloc(GeneratorObject *self) {
 }
 
 static int generator_init(GeneratorObject *self, PyObject *args, PyObject *kwargs) {
-  static char *kw[] = {"module", "config_path", "batch_size", "threads", "kv_dtype", NULL};
+  static char *kw[] = {"module", "config_path", "batch_size", "threads", "kv_dtype", "kv_block_size", "kv_budget",
+                       NULL};
   PyObject *mod, *path;
-  int batch = 0, threads = 0;
+  int batch = 0, threads = 0, block = 0;
+  long long budget = 0;
   const char *kv = "f32";
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O&|ii$s:Generator", kw, &dvm_py_ModuleType, &mod,
-                                   PyUnicode_FSConverter, &path, &batch, &threads, &kv))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O&|ii$siL:Generator", kw, &dvm_py_ModuleType, &mod,
+                                   PyUnicode_FSConverter, &path, &batch, &threads, &kv, &block, &budget))
     return -1;
   if (strcmp(kv, "f32") && strcmp(kv, "f16")) {
     Py_DECREF(path);
@@ -53,6 +55,8 @@ static int generator_init(GeneratorObject *self, PyObject *args, PyObject *kwarg
   o.batch_size = batch;
   o.threads = threads;
   o.kv_dtype = strcmp(kv, "f16") ? DVM_F32 : DVM_F16;
+  o.kv_block_size = block;
+  o.kv_budget = budget;
   dvm_status *st;
   const char *p = PyBytes_AS_STRING(path);
   Py_BEGIN_ALLOW_THREADS st = dvm_generator_create(m, p, &o, &self->g);
@@ -227,10 +231,22 @@ static PyObject *generator_stats(GeneratorObject *self, PyObject *unused) {
   dvm_vm_get_stats(dvm_generator_vm(self->g), &s);
   dvm_generator_kv_stats kv;
   dvm_generator_get_kv_stats(self->g, &kv);
-  return Py_BuildValue("{s:K,s:K,s:K,s:s,s:i,s:n}", "invocations", (unsigned long long)s.invocations,
-                       "kernel_calls", (unsigned long long)s.kernel_calls, "result_copies",
-                       (unsigned long long)s.result_copies, "kv_dtype", dvm_dtype_name(kv.dtype), "kv_block_size",
-                       kv.block_size, "kv_block_bytes", (Py_ssize_t)kv.block_bytes);
+  return Py_BuildValue("{s:K,s:K,s:K,s:s,s:i,s:n,s:i,s:i,s:L,s:L,s:s}", "invocations",
+                       (unsigned long long)s.invocations, "kernel_calls", (unsigned long long)s.kernel_calls,
+                       "result_copies", (unsigned long long)s.result_copies, "kv_dtype", dvm_dtype_name(kv.dtype),
+                       "kv_block_size", kv.block_size, "kv_block_bytes", (Py_ssize_t)kv.block_bytes, "kv_blocks",
+                       kv.blocks, "kv_free", kv.free, "prefix_queries", (long long)kv.prefix_queries, "prefix_hits",
+                       (long long)kv.prefix_hits, "kv_note", dvm_generator_kv_note(self->g));
+}
+
+/* kv_need(b): the blocks sequence b takes at the next step (0 without a
+ * paged cache). */
+static PyObject *generator_kv_need(GeneratorObject *self, PyObject *arg) {
+  int b = seq_arg(self, arg);
+  if (b < 0 || enter(self) < 0) return NULL;
+  int need = dvm_generator_kv_need(self->g, b);
+  self->busy = 0;
+  return PyLong_FromLong(need);
 }
 
 enum { BATCH_SIZE, MAX_LENGTH, VOCAB_SIZE };
@@ -269,9 +285,13 @@ static PyMethodDef generator_methods[] = {
      "set_search(b, *, do_sample, top_k, top_p, temperature, repetition_penalty, seed): sequence b's own "
      "search settings until its reset; those not given keep the generator's."},
     {"done", (PyCFunction)generator_done, METH_NOARGS, "done() -> bool: every sequence is done."},
+    {"kv_need", (PyCFunction)generator_kv_need, METH_O,
+     "kv_need(b) -> int: the paged cache's blocks sequence b takes at the next step."},
     {"stats", (PyCFunction)generator_stats, METH_NOARGS,
-     "stats() -> {invocations, kernel_calls, result_copies, kv_dtype, kv_block_size, kv_block_bytes}: its VM's "
-     "counts since it was made, and its KV cache's element dtype and blocks (0: contiguous)."},
+     "stats() -> {invocations, kernel_calls, result_copies, kv_dtype, kv_block_size, kv_block_bytes, kv_blocks, "
+     "kv_free, prefix_queries, prefix_hits, kv_note}: its VM's counts since it was made, and its KV cache: element "
+     "dtype, blocks (kv_block_size 0: contiguous, kv_note says why when paging was asked for), free blocks and "
+     "prompt tokens found already computed."},
     {NULL, NULL, 0, NULL}};
 
 const char dvm_py_generator_model_file_doc[] =

@@ -145,3 +145,21 @@ def test_engine_f16_cache(engine_model):
     assert [r.result() for r in got] == [alone.submit(p, max_tokens=m).result() for p, m in reqs]
     with pytest.raises(ValueError, match='kv_dtype must be "f32" or "f16", got "f8"'):
         Engine(engine_model, slots=1, kv_dtype="f8")
+
+
+def test_engine_paged_cache_preempts(engine_model):
+    """kv_block_size 16 with a kv_budget of 6 blocks (5 for sequences, one
+    the idle rows'): 6 greedy requests of up to 60 rows through 4 slots do
+    not fit together, so the newest running ones are preempted and run
+    again later; each still makes the tokens it makes alone, and the
+    blocks are all free at the end."""
+    reqs = [(p[:20] + [7] * (20 - len(p[:20])), 40) for p, _ in engine_requests(6, seed=5)]
+    block_bytes = Engine(engine_model, slots=1, kv_block_size=16)._g.stats()["kv_block_bytes"]
+    eng = Engine(engine_model, slots=4, kv_block_size=16, kv_budget=6 * block_bytes)
+    got = [eng.submit(p, max_tokens=m) for p, m in reqs]
+    assert [r.result() for r in got] == [engine_alone(engine_model, p, m) for p, m in reqs]
+    stats = eng.stats()
+    assert stats["preemptions"] > 0 and stats["kv_free"] == stats["kv_blocks"] == 5, stats
+    with pytest.raises(ValueError, match="needs 8 KV blocks of 16 rows; the kv_budget holds 5"):
+        eng.submit(list(range(3, 120)), max_tokens=10)
+    eng.close()
