@@ -216,15 +216,36 @@ def _onnx_facts(data: Optional[bytes]) -> Tuple[ModelMetadata, Dict[str, NodeArg
     declared = {}
     for raw in g[11] + g[12]:
         v = onnx.ValueInfoProto.FromString(bytes(raw))
-        t = v.type.tensor_type
-        if not v.type.HasField("tensor_type") or not t.elem_type:
+        kind = _ort_type(v.type)
+        if kind is None:
             continue
-        shape = None
-        if t.HasField("shape"):
+        tp = v.type.optional_type.elem_type if v.type.HasField("optional_type") else v.type
+        t, shape = tp.tensor_type, None if tp.HasField("tensor_type") else []  # a sequence's or map's: []
+        if tp.HasField("tensor_type") and t.HasField("shape"):
             shape = [d.dim_param if d.HasField("dim_param") else d.dim_value if d.HasField("dim_value") else None
                      for d in t.shape.dim]
-        declared[v.name] = NodeArg(v.name, shape, f"tensor({_ONNX_ELEM.get(t.elem_type, t.elem_type)})")
+        declared[v.name] = NodeArg(v.name, shape, kind)
     return meta, declared
+
+
+def _ort_type(tp: Any) -> Optional[str]:
+    """A TypeProto as onnxruntime's NodeArg.type writes it: tensor(float),
+    seq(tensor(int64)), map(int64,tensor(float)), seq(map(...)),
+    optional(...); None for what it leaves undeclared."""
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        t = tp.tensor_type.elem_type
+        return f"tensor({_ONNX_ELEM.get(t, t)})" if t else None
+    if which == "sequence_type":
+        inner = _ort_type(tp.sequence_type.elem_type)
+        return inner and f"seq({inner})"
+    if which == "optional_type":
+        inner = _ort_type(tp.optional_type.elem_type)
+        return inner and f"optional({inner})"
+    if which == "map_type":
+        key, inner = tp.map_type.key_type, _ort_type(tp.map_type.value_type)
+        return inner and f"map({_ONNX_ELEM.get(key, key)},{inner})"
+    return None
 
 
 def cached_compile(source: Any, key: str, target: str, data_dir: Optional[str] = None, **options: Any) -> Module:

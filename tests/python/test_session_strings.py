@@ -53,7 +53,8 @@ def test_strings_refused_clearly():
 
 @pytest.mark.parametrize("labels", ["text", "int"])
 def test_zipmap_like_onnxruntime(labels):
-    """skl2onnx's default output, ZipMap: a list of dicts {label: probability}, as ONNX Runtime gives."""
+    """skl2onnx's default output, ZipMap: a list of dicts {label: probability}, as ONNX Runtime gives, and
+    its type as ONNX Runtime writes it."""
     pytest.importorskip("skl2onnx")
     from skl2onnx import to_onnx
     from sklearn.ensemble import RandomForestClassifier
@@ -65,8 +66,10 @@ def test_zipmap_like_onnxruntime(labels):
     for est in (LogisticRegression(), RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0)):
         model = to_onnx(est.fit(x, y), x[:1]).SerializeToString()
         feeds = {"X": rng.standard_normal((7, 3)).astype(np.float32)}
-        got = dvm.InferenceSession(model).run(None, feeds)
-        want = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, feeds)
+        ours, ref = dvm.InferenceSession(model), onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+        assert [(o.name, o.type, o.shape) for o in ours.get_outputs()] == \
+            [(o.name, o.type, o.shape) for o in ref.get_outputs()]  # ... seq(map(int64,tensor(float))), []
+        got, want = ours.run(None, feeds), ref.run(None, feeds)
         assert got[0].tolist() == want[0].tolist()
         assert [list(d) for d in got[1]] == [list(d) for d in want[1]]
         for g, w in zip(got[1], want[1], strict=True):
@@ -85,3 +88,20 @@ def test_text_arrays_read_as_they_lie():
     bad = np.frombuffer(np.array([0x61, 0xD800], dtype="<u4").tobytes(), dtype="<U2").reshape(1, 1)
     with pytest.raises(dvm.InvalidInput, match='input "s": element 0: code point 0xd800 is not a character'):
         same.run(None, {"s": bad})
+
+
+def test_sequence_and_optional_types_like_onnxruntime():
+    """Sequence and optional graph outputs: their declared types as
+    onnxruntime's NodeArg.type writes them; a sequence's shape [], an
+    optional tensor's its tensor's declared one."""
+    nodes = [h.make_node("SplitToSequence", ["x"], ["parts"], axis=0),
+             h.make_node("Optional", ["x"], ["maybe"])]
+    x = h.make_tensor_value_info("x", T.FLOAT, ["n", 2])
+    outs = [h.make_value_info("parts", h.make_sequence_type_proto(h.make_tensor_type_proto(T.FLOAT, None))),
+            h.make_value_info("maybe", h.make_optional_type_proto(h.make_tensor_type_proto(T.FLOAT, ["n", 2])))]
+    model = h.make_model(h.make_graph(nodes, "g", [x], outs), opset_imports=[h.make_opsetid("", 18)])
+    data = model.SerializeToString()
+    ours, ref = dvm.InferenceSession(data), onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    assert [(o.name, o.type, o.shape) for o in ours.get_outputs()] == \
+        [(o.name, o.type, o.shape) for o in ref.get_outputs()] == \
+        [("parts", "seq(tensor(float))", []), ("maybe", "optional(tensor(float))", ["n", 2])]
