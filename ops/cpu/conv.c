@@ -1287,17 +1287,18 @@ static dvm_status *begin(const char *op) {
 /* ---- depthwise convolutions: conv_dw.c's loops ------------------------------ */
 
 /* A 2-D depthwise conv (group = C = M) of channels-first X and Y without
- * Z, at stride 1 or 2 into rows of at least DW_MIN_COLS: conv_dw.c's
- * loops, without oneDNN's copies to and from its 16-channel blocks.
- * Narrower rows are mostly the edges the loops make one by one (16
- * columns with a 5x5 kernel have none inside: PP-OCRv4 det's took 20
- * times oneDNN's time), channels last oneDNN measured faster (conv_dw.c). */
-#define DW_MIN_COLS 64
+ * Z, at stride 1 or 2 into rows of at least DW_MIN_COLS (DW_MIN_COLS_S2
+ * at stride 2): conv_dw.c's loops, without oneDNN's copies to and from
+ * its 16-channel blocks. On narrower rows oneDNN measured faster (the
+ * loops make rows of fewer than 16 columns one column at a time), and
+ * channels last too (conv_dw.c; docs/performance.md). */
+#define DW_MIN_COLS 32
+#define DW_MIN_COLS_S2 16
 
 static bool depthwise(const key *k) {
   return !k->transpose && k->rank == 4 && k->dt == dnnl_f32 && !k->z && !k->layout && k->group > 1 &&
          k->group == k->x[1] && k->group == k->y[1] && k->w[2] <= DVM_CONV_DW_ROWS && k->stride[1] <= 2 &&
-         k->y[3] >= DW_MIN_COLS;
+         k->y[3] >= (k->stride[1] == 2 ? DW_MIN_COLS_S2 : DW_MIN_COLS);
 }
 
 /* A run of Y through k's epilogue: the cheap activations as vector loops,

@@ -384,11 +384,12 @@ def test_fused_conv_layout(xs, ws, strides, pads, dil, group, bias, layout, thre
 
 # Depthwise 2-D convs (group = C = M): conv_dw.c's loops where X and Y are
 # channels first (layout 0), the stride along W 1 or 2 and output rows at
-# least 64 wide; the others (channels last, narrower rows, stride 3, channel
-# multipliers > 1) stay on oneDNN. Channels 1, 3, 5, 16, 17, 33, 48;
-# heights 1, 2, 7, 9, 13, 19; rows from 64 (one 16-column block after
-# another, four at once, a last one overlapping, and the edges); pads,
-# dilations, strides 2 and 3 along H, 1x3, 3x5 and 5x5 kernels.
+# least 32 (stride 1) or 16 (stride 2) wide; the others (channels last,
+# narrower rows, stride 3, channel multipliers > 1) stay on oneDNN.
+# Channels 1, 3, 5, 16, 17, 33, 48, 88; heights 1, 2, 3, 7, 9, 13, 19; rows
+# from 16 (one 16-column block after another, four at once, a last one
+# overlapping, on rows padded with zeros); pads, pads wider than the
+# kernel, dilations, strides 2 and 3 along H, 1x3, 3x5 and 5x5 kernels.
 DW_CASES = [
     ((1, 1, 7, 67), (1, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
     ((2, 3, 13, 130), (3, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 3, True),
@@ -402,6 +403,11 @@ DW_CASES = [
     ((1, 17, 13, 90), (17, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 17, True),    # 4 blocks + overlap
     ((2, 16, 9, 161), (16, 1, 3, 3), (2, 2), (0, 0, 1, 1), (1, 1), 16, False),   # stride 2 blocks
     ((1, 3, 11, 140), (3, 1, 3, 5), (2, 2), (1, 2, 1, 2), (2, 2), 3, True),      # stride 2, dilated
+    ((1, 88, 3, 96), (88, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 88, True),     # ppocr_mobile_cls's
+    ((1, 5, 9, 33), (5, 1, 3, 3), (1, 1), (3, 4, 3, 2), (1, 1), 5, True),        # 37 columns, wide pads
+    ((1, 3, 7, 32), (3, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, False),       # 32: two blocks
+    ((1, 16, 9, 32), (16, 1, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 16, True),     # stride 2 into 16
+    ((1, 17, 5, 41), (17, 1, 5, 5), (1, 2), (2, 2, 2, 2), (1, 1), 17, True),     # stride 2 into 21
     # oneDNN's: a channel multiplier of 2, a 16-wide row with a 5x5 kernel, stride 3 along W
     ((1, 3, 7, 7), (6, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, True),
     ((1, 48, 16, 16), (48, 1, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 48, True),
