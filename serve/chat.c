@@ -9,7 +9,19 @@
  *   llama2  ([INST] with <<SYS>>): BOS[INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER
  *           [/INST] ASSISTANT EOS, then BOS[INST] ... for each turn.
  *   inst    (Mistral: [INST] without <<SYS>>): BOS[INST] USER [/INST]ASSISTANT
- *           EOS...; a system message is refused, as its template does. */
+ *           EOS...; a system message is refused, as its template does.
+ *   header  (Llama 3: <|start_header_id|>): BOS, then per message
+ *           <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>
+ *           with CONTENT trimmed, then the assistant's header.
+ *   tagged  (Phi-3: <|user|> and <|end|>): <|ROLE|>\nCONTENT<|end|>\n per
+ *           message, then <|assistant|>\n; BOS first where the template
+ *           writes bos_token.
+ *   turn    (Gemma: <start_of_turn>): BOS, then per message
+ *           <start_of_turn>ROLE\nCONTENT<end_of_turn>\n, the assistant's
+ *           role written "model" and CONTENT trimmed, then
+ *           <start_of_turn>model\n; user and assistant must alternate from
+ *           the user, and a system message is refused, as its template
+ *           raises. */
 #include <jansson.h>
 #include <string.h>
 
@@ -42,9 +54,15 @@ void dvms_chat_read_config(dvms_model *m, const char *dir) {
     strcpy(m->chat_template, "chatml");
   else if (strstr(tmpl, "[INST]") && strstr(tmpl, "[/INST]"))
     strcpy(m->chat_template, strstr(tmpl, "<<SYS>>") ? "llama2" : "inst");
+  else if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|eot_id|>"))
+    strcpy(m->chat_template, "header");
+  else if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>"))
+    strcpy(m->chat_template, strstr(tmpl, "bos_token") ? "tagged+bos" : "tagged");
+  else if (strstr(tmpl, "<start_of_turn>") && strstr(tmpl, "<end_of_turn>"))
+    strcpy(m->chat_template, "turn");
   else
-    snprintf(m->chat_error, sizeof m->chat_error, "the model's chat_template is neither the ChatML form "
-             "(<|im_start|>) nor the [INST] form, the templates dvm recognises; use /v1/completions");
+    snprintf(m->chat_error, sizeof m->chat_error, "the model's chat_template is none of the forms dvm recognises "
+             "(ChatML, [INST], Llama 3's headers, Phi-3's tags, Gemma's turns); use /v1/completions");
   if (tmpl && !strcmp(m->chat_template, "chatml") && strstr(tmpl, qwen_system)) strcat(m->chat_template, "+sys");
   json_decref(cfg);
 }
@@ -69,23 +87,87 @@ static dvm_status *content(json_t *msg, size_t i, dvms_buf *out) {
   return NULL;
 }
 
+/* A message's content with the whitespace at its ends taken off (Jinja's
+ * trim; ASCII whitespace). */
+static dvm_status *trimmed(json_t *msg, size_t i, dvms_buf *out) {
+  dvms_buf c = {0};
+  dvm_status *st = content(msg, i, &c);
+  size_t a = 0, b = c.len;
+  while (a < b && strchr(" \t\n\r\f\v", c.data[a])) a++;
+  while (b > a && strchr(" \t\n\r\f\v", c.data[b - 1])) b--;
+  if (!st && b > a) dvms_buf_put(out, c.data + a, b - a);
+  dvms_buf_free(&c);
+  return st;
+}
+
+/* The header, tagged and turn forms: one block per message around its
+ * content, then the assistant's opening. */
+static dvm_status *blocks(const dvms_model *m, json_t *msgs, dvms_buf *out) {
+  const char *t = m->chat_template;
+  int header = !strcmp(t, "header"), turn = !strcmp(t, "turn");
+  if (header || turn || strstr(t, "+bos")) dvms_buf_put(out, m->bos, strlen(m->bos));
+  size_t i;
+  json_t *msg;
+  json_array_foreach(msgs, i, msg) {
+    const char *role = json_string_value(json_object_get(msg, "role"));
+    dvm_status *st = NULL;
+    if (turn && (!strcmp(role, "system") || !strcmp(role, "user") != (i % 2 == 0)))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "messages[%zu]: %s", i, !strcmp(role, "system")
+                            ? "a system message is not supported by this model's chat template (Gemma's)"
+                            : "user and assistant must alternate, from the user, in this model's chat template");
+    if (header) {
+      dvms_buf_printf(out, "<|start_header_id|>%s<|end_header_id|>\n\n", role);
+      st = trimmed(msg, i, out);
+      dvms_buf_put(out, "<|eot_id|>", 10);
+    } else if (turn) {
+      dvms_buf_printf(out, "<start_of_turn>%s\n", strcmp(role, "assistant") ? role : "model");
+      st = trimmed(msg, i, out);
+      dvms_buf_put(out, "<end_of_turn>\n", 14);
+    } else {
+      dvms_buf_printf(out, "<|%s|>\n", role);
+      st = content(msg, i, out);
+      dvms_buf_put(out, "<|end|>\n", 8);
+    }
+    if (st) return st;
+  }
+  const char *open = header ? "<|start_header_id|>assistant<|end_header_id|>\n\n"
+                     : turn ? "<start_of_turn>model\n" : "<|assistant|>\n";
+  dvms_buf_put(out, open, strlen(open));
+  return NULL;
+}
+
+/* Every message's role is system, user or assistant. */
+static dvm_status *roles(json_t *msgs) {
+  size_t i;
+  json_t *msg;
+  json_array_foreach(msgs, i, msg) {
+    json_t *r = json_object_get(msg, "role");
+    const char *role = json_is_string(r) ? json_string_value(r) : "";
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "messages[%zu].role: \"system\", \"user\" or \"assistant\" expected", i);
+  }
+  return NULL;
+}
+
 dvm_status *dvms_chat_prompt(const dvms_model *m, const void *messages, dvms_buf *out) {
   json_t *msgs = (json_t *)messages;
   if (!m->chat_template[0]) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s", m->chat_error);
   if (!json_is_array(msgs) || json_array_size(msgs) == 0)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "messages: a non-empty array expected");
+  dvm_status *st = roles(msgs);
+  if (st) return st;
+  const char *t = m->chat_template;
+  if (!strcmp(t, "header") || !strncmp(t, "tagged", 6) || !strcmp(t, "turn")) {
+    st = blocks(m, msgs, out);
+    if (!st && out->failed) st = dvm_status_new(DVM_OUT_OF_MEMORY, "the chat prompt");
+    return st;
+  }
   int chatml = strncmp(m->chat_template, "chatml", 6) == 0, llama2 = !strcmp(m->chat_template, "llama2");
   size_t i;
   json_t *msg;
   dvms_buf system = {0};
-  dvm_status *st = NULL;
   json_array_foreach(msgs, i, msg) {
-    json_t *r = json_object_get(msg, "role");
-    const char *role = json_is_string(r) ? json_string_value(r) : "";
-    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")) {
-      st = dvm_status_new(DVM_INVALID_ARGUMENT, "messages[%zu].role: \"system\", \"user\" or \"assistant\" expected", i);
-      break;
-    }
+    const char *role = json_string_value(json_object_get(msg, "role"));
     if (chatml) {
       if (i == 0 && strcmp(role, "system") && strstr(m->chat_template, "+sys"))
         dvms_buf_printf(out, "<|im_start|>system\n%s<|im_end|>\n", qwen_system);

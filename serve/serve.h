@@ -208,7 +208,7 @@ struct dvms_model {
   dvms_llm *llm;
   int max_length;         /* tokens per sequence, prompt included */
   dvm_tokenizer *tok;
-  char chat_template[16]; /* "chatml", "llama2", "inst", or "" (none) */
+  char chat_template[16]; /* "chatml"(+sys), "llama2", "inst", "header", "tagged"(+bos), "turn", or "" (none) */
   char chat_error[256];   /* why chat is refused, when chat_template is "" */
   char bos[64], eos[64];  /* tokenizer_config.json's bos_token and eos_token */
 };

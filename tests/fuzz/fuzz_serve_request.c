@@ -6,9 +6,10 @@
  * Inference-Header-Content-Length and binary tensor data follows the JSON,
  * and bit 2 adds an input "text", BYTES [batch], which then stands in for
  * the output (JSON strings, or length-prefixed binary elements);
- * bit 1 set, an OpenAI request (bit 2: chat; bits 3-4: the chat template,
- * ChatML, ChatML with Qwen2's system message, Llama-2's [INST], Mistral's;
- * bit 5: none; bit 6: Triton's generate request instead, bit 7 its stream
+ * bit 1 set, an OpenAI request (bit 2: chat; bits 3-4 and 0: the chat
+ * template, ChatML, ChatML with Qwen2's system message, Llama-2's [INST],
+ * Mistral's, Llama 3's headers, Phi-3's tags with and without BOS, Gemma's
+ * turns; bit 5: none; bit 6: Triton's generate request instead, bit 7 its stream
  * route) to a model of max_length 64, max_tokens 40 and max_running 8
  * without a tokenizer (text prompts are refused after the template is
  * written). The rest is the body. An OpenAI or generate request must be
@@ -71,11 +72,12 @@ static size_t binary_size(const dvm_tensor *t) {
 }
 
 static void openai(uint8_t mode, const uint8_t *body, size_t size) {
-  static const char *const templates[] = {"chatml", "chatml+sys", "llama2", "inst"};
+  static const char *const templates[] = {"chatml", "chatml+sys", "llama2", "inst",
+                                          "header", "tagged", "tagged+bos", "turn"};
   dvms_model m = {.max_length = 64};
   dvms_config_defaults(&m.cfg);
   m.cfg.max_tokens = 40;
-  snprintf(m.chat_template, sizeof m.chat_template, "%s", mode & 32 ? "" : templates[(mode >> 3) & 3]);
+  snprintf(m.chat_template, sizeof m.chat_template, "%s", mode & 32 ? "" : templates[((mode >> 3) & 3) | (mode & 1) << 2]);
   strcpy(m.chat_error, "no chat template");
   strcpy(m.bos, "<s>");
   strcpy(m.eos, "</s>");

@@ -32,12 +32,30 @@ CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role']
 INST = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
         "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% else %}{{ message['content'] + eos_token }}"
         "{% endif %}{% endfor %}")
+# the forms of Llama 3's, Phi-3's and Gemma's templates, written here
+HEADER = ("{% for message in messages %}{% set content = '<|start_header_id|>' + message['role'] + "
+          "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+          "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+          "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+TAGGED = ("{{ bos_token }}{% for message in messages %}{% if message['role'] == 'system' %}{{ '<|system|>\n' + "
+          "message['content'] + '<|end|>\n' }}{% elif message['role'] == 'user' %}{{ '<|user|>\n' + "
+          "message['content'] + '<|end|>\n' }}{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\n' + "
+          "message['content'] + '<|end|>\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+          "{{ '<|assistant|>\n' }}{% endif %}")
+TURN = ("{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+        "{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('roles must alternate') }}{% endif %}{% set role = 'model' if message['role'] == "
+        "'assistant' else message['role'] %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
+        "'<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}")
 # name: (folder, chat_template or None, config)
 MODELS = {
     "qwen": ("qwen2-fp32", CHATML, "max_running = 4\n"),
     "llama": ("llama-fp32", INST, "max_running = 8\nmax_tokens = 300\n"),
     "one": ("llama-fp32", None, "max_running = 1\nmax_queue = 1\n"),
     "serial": ("llama-fp32", None, "max_running = 4\ncontinuous_batching = 0\n"),
+    "header": ("llama-fp32", HEADER, "max_running = 2\n"),
+    "tagged": ("llama-fp32", TAGGED, "max_running = 2\n"),
+    "turn": ("llama-fp32", TURN, "max_running = 2\n"),
 }
 
 
@@ -289,6 +307,35 @@ def test_chat_inst(gen_server):
     assert r.choices[0].message.content == want
 
 
+def render_jinja(template, messages):
+    """A chat template rendered as transformers renders it (jinja2's
+    sandbox, trim_blocks, lstrip_blocks), with llama-fp32's BOS and EOS."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def fail(message):
+        raise ValueError(message)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = fail
+    return env.from_string(template).render(messages=messages, add_generation_prompt=True, bos_token="<s>",
+                                            eos_token="</s>")
+
+
+@pytest.mark.parametrize("model,template", [("header", HEADER), ("tagged", TAGGED), ("turn", TURN)])
+def test_chat_families(gen_server, model, template):
+    """Llama 3's, Phi-3's and Gemma's forms: the chat answer is the
+    completion of the prompt their template renders (contents with
+    spaces at their ends, which two of them trim)."""
+    client = gen_client(gen_server)
+    messages = [{"role": "user", "content": " Hi there "}, {"role": "assistant", "content": "Hello\n"},
+                {"role": "user", "content": "Tell me more"}]
+    if model != "turn":
+        messages.insert(0, {"role": "system", "content": "Be brief."})
+    want, _, _ = run_completion(client, model, render_jinja(template, messages), 30, False)
+    r = client.chat.completions.create(model=model, messages=messages, max_tokens=30, temperature=0)
+    assert r.choices[0].message.content == want
+
+
 def test_models(gen_server):
     ids = sorted(m.id for m in gen_client(gen_server).models.list())
     assert ids == sorted(MODELS)
@@ -351,6 +398,8 @@ def test_bad_completion(gen_server, field, value, status):
     ("qwen", [{"role": "tool", "content": "hi"}], "role"),
     ("qwen", [], "non-empty"),
     ("qwen", [{"role": "user", "content": [{"type": "image_url"}]}], "text"),
+    ("turn", [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], "system message"),
+    ("turn", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}], "alternate"),
 ])
 def test_bad_chat(gen_server, model, messages, says):
     with pytest.raises(openai.BadRequestError) as e:
