@@ -400,19 +400,16 @@ dvm_status *dvmc_cuda_split(dvm_dtype dt, int nout, char **src) { return parts_k
 
 /* ---- window pools ---- */
 
-/* Output element i of [planes, d, h, w] (dims 2..5) is the pool of its
- * window over the input plane: per spatial dim, the window's first
- * position and its taps inside the input [kmin, kmax) and inside the
- * padded input [0, padded), as the CPU kernel's tables. The taps combine
- * in the CPU's order: for each tap along w, the (d, h) taps folded first
- * (its combined rows), then that into the result; average divides by the
- * (d, h) count times the w count, each as a float. */
-static const char window_elem[] =
-    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
-    "  long long start[3], kmin[3], kmax[3], padded[3], rest = i;\n"
+/* The window of output element i of [..., d, h, w] (dims 3..5): per
+ * spatial dim, its first input position and its taps inside the input
+ * [kmin, kmax) and inside the padded input [0, padded), as the CPU
+ * pool's tables; returns i's index over the dims before them. */
+static const char window_taps[] =
+    "static __device__ __forceinline__ long long dvm_window(const dvm_gen_params &p, long long i, long long *start,\n"
+    "                                                      long long *kmin, long long *kmax, long long *padded) {\n"
     "  for (int d = 2; d >= 0; d--) {\n"
-    "    const long long o = rest %% p.dims[3 + d], k = p.geom[%1$d][3 + d], dl = p.geom[%2$d][3 + d];\n"
-    "    rest /= p.dims[3 + d];\n"
+    "    const long long o = i %% p.dims[3 + d], k = p.geom[%1$d][3 + d], dl = p.geom[%2$d][3 + d];\n"
+    "    i /= p.dims[3 + d];\n"
     "    start[d] = o * p.geom[%3$d][3 + d] - p.geom[%4$d][3 + d];\n"
     "    kmin[d] = start[d] >= 0 ? 0 : (-start[d] + dl - 1) / dl;\n"
     "    const long long last = (p.geom[%5$d][3 + d] - 1 - start[d]) / dl + 1;\n"
@@ -421,6 +418,24 @@ static const char window_elem[] =
     "    const long long plast = (p.geom[%6$d][3 + d] - 1 - start[d]) / dl + 1;\n"
     "    padded[d] = plast < k ? plast : k;\n"
     "  }\n"
+    "  return i;\n"
+    "}\n";
+
+static void window_prelude(buf *b) {
+  put(b, "%s", prelude);
+  put(b, window_taps, DVM_GEN_WIN_KERNEL, DVM_GEN_WIN_DILATION, DVM_GEN_WIN_STRIDE, DVM_GEN_WIN_PAD,
+      DVM_GEN_WIN_IN, DVM_GEN_WIN_PADDED);
+}
+
+/* Output element i of [planes, d, h, w] (dims 2..5) is the pool of its
+ * window over the input plane. The taps combine in the CPU's order: for
+ * each tap along w, the (d, h) taps folded first (its combined rows), then
+ * that into the result; average divides by the (d, h) count times the w
+ * count, each as a float. */
+static const char window_elem[] =
+    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+    "  long long start[3], kmin[3], kmax[3], padded[3];\n"
+    "  const long long rest = dvm_window(p, i, start, kmin, kmax, padded);\n"
     "  const long long in0 = p.geom[%5$d][3], in1 = p.geom[%5$d][4], in2 = p.geom[%5$d][5];\n"
     "  const float *x = (const float *)p.ptr[0] + rest * in0 * in1 * in2;\n"
     "  float acc = %7$s;\n"
@@ -447,16 +462,69 @@ dvm_status *dvmc_cuda_window(dvm_kernel_form form, dvm_dtype dt, char **src) {
   /* the CPU's MAX(a, b) is a > b ? a : b, the running value first */
   const char *fold = avg ? "v + w" : "(v > w ? v : w)", *into = avg ? "acc + v" : "(acc > v ? acc : v)";
   buf b = {0};
-  put(&b, "%s", prelude);
+  window_prelude(&b);
   put(&b, window_elem, DVM_GEN_WIN_KERNEL, DVM_GEN_WIN_DILATION, DVM_GEN_WIN_STRIDE, DVM_GEN_WIN_PAD,
       DVM_GEN_WIN_IN, DVM_GEN_WIN_PADDED, avg ? "0.0f" : "dvm_bits(0xff7fffffu) /* -FLT_MAX */", fold,
       into);
-  if (!avg) put(&b, "  (void)padded;\n");
   if (avg) /* count_include_pad counts the taps inside the pads */
     put(&b, "  const bool inc = p.geom[%d][0] != 0;\n"
             "  acc /= (float)(inc ? padded[0] * padded[1] : (kmax[0] - kmin[0]) * (kmax[1] - kmin[1])) *\n"
             "         (float)(inc ? padded[2] : kmax[2] - kmin[2]);\n", DVM_GEN_WIN_FLAGS);
   put(&b, "  ((float *)p.ptr[1])[i] = acc;\n}\n");
+  elementwise_kernels(&b);
+  return finish(&b, src);
+}
+
+/* ---- convolution ---- */
+
+/* Output element i of [N, M, d, h, w] (dims 1..5): the sum over its
+ * group's input channels and its window's taps inside X of x times w,
+ * then B[m] and Z[i] when given, then the CPU's epilogue (ops/cpu/conv.c):
+ * the activation, times post_scale plus post_shift. */
+static const char conv_elem[] =
+    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+    "  long long start[3], kmin[3], kmax[3], padded[3];\n"
+    "  const long long rest = dvm_window(p, i, start, kmin, kmax, padded);\n"
+    "  const long long m = rest %% p.dims[2], n = rest / p.dims[2];\n"
+    "  const long long C = p.geom[%1$d][0], M = p.geom[%1$d][1], G = p.geom[%1$d][2], cg = C / G;\n"
+    "  const long long in0 = p.geom[%2$d][3], in1 = p.geom[%2$d][4], in2 = p.geom[%2$d][5];\n"
+    "  const long long k0 = p.geom[%3$d][3], k1 = p.geom[%3$d][4], k2 = p.geom[%3$d][5];\n"
+    "  const long long d0 = p.geom[%4$d][3], d1 = p.geom[%4$d][4], d2 = p.geom[%4$d][5];\n"
+    "  const long long plane = in0 * in1 * in2;\n"
+    "  const float *x = (const float *)p.ptr[0] + (n * C + m / (M / G) * cg) * plane;\n"
+    "  const float *w = (const float *)p.ptr[1] + m * cg * k0 * k1 * k2;\n"
+    "  float acc = 0.0f;\n"
+    "  for (long long c = 0; c < cg; c++)\n"
+    "    for (long long ka = kmin[0]; ka < kmax[0]; ka++)\n"
+    "      for (long long kb = kmin[1]; kb < kmax[1]; kb++)\n"
+    "        for (long long kc = kmin[2]; kc < kmax[2]; kc++)\n"
+    "          acc += x[c * plane + ((start[0] + ka * d0) * in1 + start[1] + kb * d1) * in2 + start[2] + kc * d2] *\n"
+    "                 w[((c * k0 + ka) * k1 + kb) * k2 + kc];\n"
+    "%5$s%6$s"
+    "  const float a = (float)p.real[0][0], b = (float)p.real[0][1];\n"
+    "  float y = acc;\n"
+    "  switch (p.geom[%1$d][3]) {\n"
+    "  case 1: y = y > 0 ? y : 0; break;\n"
+    "  case 2: y = tanhf(y); break;\n"
+    "  case 3: y = 1 / (1 + expf(-y)); break;\n"
+    "  case 4: y = y > 0 ? y : y * a; break;\n"
+    "  case 5: y = fminf(fmaxf(y, a), b); break;\n"
+    "  case 6: y = fminf(fmaxf(a * y + b, 0.0f), 1.0f); break;\n"
+    "  case 7: y = y * fminf(fmaxf(y / 6 + 0.5f, 0.0f), 1.0f); break;\n"
+    "  case 8: y = y / (1 + expf(-y)); break;\n"
+    "  default: break;\n"
+    "  }\n"
+    "  ((float *)p.ptr[%7$d])[i] = y * (float)p.real[0][2] + (float)p.real[0][3];\n"
+    "}\n";
+
+dvm_status *dvmc_cuda_conv(int nin, char **src) {
+  if (nin < 2 || nin > 4)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: a conv of %d inputs (X, W, B, Z: 2 to 4)", nin);
+  buf b = {0};
+  window_prelude(&b);
+  put(&b, conv_elem, DVM_GEN_CONV_SHAPE, DVM_GEN_WIN_IN, DVM_GEN_WIN_KERNEL, DVM_GEN_WIN_DILATION,
+      nin > 2 ? "  acc += ((const float *)p.ptr[2])[m];\n" : "",
+      nin > 3 ? "  acc += ((const float *)p.ptr[3])[i];\n" : "", nin);
   elementwise_kernels(&b);
   return finish(&b, src);
 }

@@ -77,6 +77,12 @@ DVM_MUST_USE dvm_status *dvmc_cuda_split(dvm_dtype dt, int nout, char **src);
  * CPU kernel's order. */
 DVM_MUST_USE dvm_status *dvmc_cuda_window(dvm_kernel_form form, dvm_dtype dt, char **src);
 
+/* The CUDA C of a CONV kernel (gen_abi.h) of f32: conv (nin 2: X, W; 3:
+ * and B) or fused_conv (its epilogue from the parameters; nin 4: and Z),
+ * tiled as an ELEMENTWISE kernel over the output, a direct sum per
+ * element over its group's channels and its window. */
+DVM_MUST_USE dvm_status *dvmc_cuda_conv(int nin, char **src);
+
 /* The CUDA C of a RESIZE kernel (gen_abi.h) of dtype dt (any of 1, 2, 4
  * or 8 bytes: nearest copies bits; linear is there for f32 only), tiled
  * as an ELEMENTWISE kernel over the output; coordinates as the CPU

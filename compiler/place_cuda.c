@@ -640,6 +640,27 @@ static int64_t resize_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list att
   return gen_kernel(c->p, src, DVM_GEN_RESIZE, 1, 1, &cls, dt);
 }
 
+/* A conv or fused_conv (channels first) as a generated CONV kernel, when
+ * every operand is proven f32 (the invoke keeps its attributes); -1
+ * otherwise. */
+static int64_t conv_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list attrs) {
+  c->why = "operands other than a conv's, or a channels-last layout";
+  if (ins.n < 2 || ins.n > 4 || outs.n != 1 || (attrs.n != 4 && attrs.n != 4 + DVM_CONV_EPILOGUE_ATTRS) ||
+      (ins.n == 4 && attrs.n == 4) || (attrs.n > 4 && imm_in(c, attrs.v[9], 0, 0) < 0))
+    return -1;
+  dvm_dtype dt[5];
+  uint8_t classes[4] = {0}; /* unused: the launcher binds a conv */
+  c->why = "dtype not proven f32";
+  for (int64_t q = 0; q <= ins.n; q++) {
+    const fact *t = &c->facts[q < ins.n ? ins.v[q] : outs.v[0]];
+    if (t->writes > 1 || t->dtype != DVM_F32) return -1;
+    dt[q] = DVM_F32;
+  }
+  char *src;
+  if ((c->p->error = dvmc_cuda_conv((int)ins.n, &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_CONV, (int)ins.n, 1, classes, dt);
+}
+
 /* By the kernel's form (vm/kernel.h): a generated kernel, cuBLAS's of the
  * same name, or -1 (the host). */
 static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
@@ -663,7 +684,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   pl.numel_in = form == DVM_FORM_SPLIT;
   pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER || form == DVM_FORM_CONCAT ||
                   form == DVM_FORM_SPLIT || form == DVM_FORM_WINDOW_MAX || form == DVM_FORM_WINDOW_AVERAGE ||
-                  form == DVM_FORM_RESIZE;
+                  form == DVM_FORM_RESIZE || form == DVM_FORM_CONV;
   pl.const_ins = form == DVM_FORM_SLICED || form == DVM_FORM_SPLIT;
   c->why = "no device kernel for the op";
   switch (form) {
@@ -678,6 +699,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_WINDOW_MAX:
   case DVM_FORM_WINDOW_AVERAGE: pl.kernel = window_kernel(c, form, outs, ins, attrs); break;
   case DVM_FORM_RESIZE: pl.kernel = resize_kernel(c, outs, ins, attrs); break;
+  case DVM_FORM_CONV: pl.kernel = conv_kernel(c, outs, ins, attrs); break;
   default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);

@@ -84,6 +84,7 @@ typedef enum dvm_kernel_form {
   DVM_FORM_WINDOW_MAX,  /* max_pool's values: a window's maximum (attributes kernel_shape...) */
   DVM_FORM_WINDOW_AVERAGE, /* average_pool: a window's mean */
   DVM_FORM_RESIZE,      /* ONNX Resize by its attributes (sizes, mode...) */
+  DVM_FORM_CONV,        /* conv, or fused_conv with its epilogue (attributes strides...) */
   /* one row at a time along the last axis (the reductions: or along the
    * trailing axes their axes name); the ROWS forms come last */
   DVM_FORM_ROWS_SOFTMAX,

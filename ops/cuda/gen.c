@@ -7,7 +7,8 @@
  *     (payload.h), on the VM's stream. Attribute 0, where a PERMUTED input
  *     has one, is transpose's perm; of a GATHER or CONCAT kernel, the
  *     axis; of a SPLIT kernel, [the sizes,] the axis[, num_outputs]; a SLICED input's are slice's starts, ends, axes, steps;
- *     of a WINDOW kernel, the pool's; of a RESIZE kernel, resize's. A
+ *     of a WINDOW kernel, the pool's; of a RESIZE kernel, resize's; of a
+ *     CONV kernel, conv's or fused_conv's. A
  *     GATHER kernel also gets the VM's device error record, which the
  *     VM's next host wait reads (ops/cuda/stream.h).
  *
@@ -203,7 +204,7 @@ static dvm_status *bind_input(const dvm_gen_payload *g, int k, const dvm_tensor 
 static dvm_status *call_shape(const dvm_gen_payload *g, const dvm_kernel_args *a, dvm_gen_shape *s,
                               dvm_gen_params *p) {
   const dvm_tensor *ref = g->kind == DVM_GEN_ROWS || g->kind == DVM_GEN_SPLIT ? a->in[0] : a->out[0];
-  /* a gather's, concat's, split's, window's or resize's dims come with its extents */
+  /* a gather's, concat's, split's, window's, resize's or conv's dims come with its extents */
   dvm_status *st = g->kind >= DVM_GEN_GATHER ? NULL
                  : align_dims(ref, g->kind == DVM_GEN_ROWS ? "input 0" : "output 0", p->dims);
   if (st) return st;
@@ -268,6 +269,8 @@ static dvm_status *gen(const dvm_kernel_args *a) {
     st = dvm_gen_window_geometry("pool", a->in[0], a->out[0], a->attrs, a->nattrs, p.dims, p.geom);
   else if (g->kind == DVM_GEN_RESIZE)
     st = dvm_gen_resize_geometry(a->in[0], a->out[0], a->attrs, a->nattrs, p.dims, p.geom, p.real);
+  else if (g->kind == DVM_GEN_CONV)
+    st = dvm_gen_conv_geometry(a->in, a->nin, a->out[0], a->attrs, a->nattrs, p.dims, p.geom, p.real);
   else if (g->kind != DVM_GEN_GATHER)
     for (int k = 0; k < g->nin && !st; k++)
       st = g->classes[k] == DVM_GEN_PERMUTED

@@ -65,7 +65,14 @@
  *   DVM_GEN_RESIZE: ONNX Resize, nearest (any dtype, bits copied) or
  *     linear (f32), of one input of rank up to 6; n = elements of the
  *     output (dims, right-aligned); geom and real as DVM_GEN_RSZ_* says,
- *     from the CPU kernel's shape function. Variant = n mod T. */
+ *     from the CPU kernel's shape function. Variant = n mod T.
+ *   DVM_GEN_CONV: conv or fused_conv of f32 (X, W, then B and Z as the
+ *     CPU kernel takes them; channels first), the call's attributes the
+ *     CPU kernel's; n = elements of the output. dims is the output's
+ *     shape seen as [1, N, M, d, h, w], geom the window's rows over d, h,
+ *     w as for WINDOW plus DVM_GEN_CONV_SHAPE, real[0] the epilogue's
+ *     parameters, from the launcher through the CPU kernel's shape
+ *     function. Variant = n mod T. */
 #ifndef DVM_OPS_CUDA_GEN_ABI_H
 #define DVM_OPS_CUDA_GEN_ABI_H
 
@@ -80,7 +87,7 @@
 #define DVM_GEN_GEOM_ROWS 8 /* rows of dvm_gen_params.geom */
 
 enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2, DVM_GEN_GATHER = 3, DVM_GEN_CONCAT = 4,
-       DVM_GEN_SPLIT = 5, DVM_GEN_WINDOW = 6, DVM_GEN_RESIZE = 7 };
+       DVM_GEN_SPLIT = 5, DVM_GEN_WINDOW = 6, DVM_GEN_RESIZE = 7, DVM_GEN_CONV = 8 };
 
 /* Rows of dvm_gen_params.geom. WINDOW, per spatial column: */
 enum {
@@ -93,6 +100,12 @@ enum {
                          * that count_include_pad counts taps within */
   DVM_GEN_WIN_FLAGS,    /* column 0: count_include_pad (average_pool) */
 };
+/* CONV: the WINDOW rows from DVM_GEN_WIN_IN to DVM_GEN_WIN_PAD, and: */
+enum {
+  DVM_GEN_CONV_SHAPE = DVM_GEN_WIN_FLAGS, /* columns: C, M, group, activation
+                                           * (ops/cpu/conv.c's numbering) */
+};
+/* CONV, real[0]: alpha, beta (their defaults resolved), post_scale, post_shift. */
 /* RESIZE, per dim (right-aligned as dims): */
 enum {
   DVM_GEN_RSZ_IN,   /* the input's size */

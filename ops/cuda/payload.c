@@ -1,4 +1,5 @@
 /* Reading DVMG payloads and the choices made from them (see payload.h). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "object.h"
 #include "ops/cuda/payload.h"
 #include "reader.h"
+#include "shapefuncs/attr.h"
 #include "shapefuncs/movement.h"
 #include "shapefuncs/window.h"
 
@@ -102,6 +104,10 @@ static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
     if (g->kind == DVM_GEN_RESIZE && (dvm_dtype_size((dvm_dtype)g->dtypes[0]) > 8 || g->dtypes[0] == DVM_STRING))
       return bad("resize: input is %s, which is not copied as bits", dvm_dtype_name((dvm_dtype)g->dtypes[0]));
   }
+  for (int k = 0; g->kind == DVM_GEN_CONV && k < g->nin + g->nout; k++)
+    if (g->dtypes[k] != DVM_F32)
+      return bad("conv: %s %d is %s, expected f32", k < g->nin ? "input" : "output", k < g->nin ? k : 0,
+                 dvm_dtype_name((dvm_dtype)g->dtypes[k]));
   if (g->kind != DVM_GEN_GATHER) return NULL;
   if (g->dtypes[1] != DVM_I32 && g->dtypes[1] != DVM_I64)
     return bad("gather: indices are %s, expected i32 or i64", dvm_dtype_name((dvm_dtype)g->dtypes[1]));
@@ -166,10 +172,12 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   src.len = g->source_size = dvm_reader_u32(&r);
   span dts = {dvm_reader_u32(&r), 0};
   uint32_t reserved = dvm_reader_u32(&r);
-  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_RESIZE)
+  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_CONV)
     return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather), %d (concat), %d (split), "
-               "%d (window) or %d (resize)", g->kind, DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER,
-               DVM_GEN_CONCAT, DVM_GEN_SPLIT, DVM_GEN_WINDOW, DVM_GEN_RESIZE);
+               "%d (window), %d (resize) or %d (conv)", g->kind, DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS,
+               DVM_GEN_GATHER, DVM_GEN_CONCAT, DVM_GEN_SPLIT, DVM_GEN_WINDOW, DVM_GEN_RESIZE, DVM_GEN_CONV);
+  if (g->kind == DVM_GEN_CONV && (g->nin < 2 || g->nin > 4 || g->nout != 1))
+    return bad("a conv takes 2 to 4 inputs and 1 output, not %d and %d", g->nin, g->nout);
   if ((g->kind == DVM_GEN_WINDOW || g->kind == DVM_GEN_RESIZE) && (g->nin != 1 || g->nout != 1))
     return bad("a %s takes 1 input and 1 output, not %d and %d",
                g->kind == DVM_GEN_WINDOW ? "window pool" : "resize", g->nin, g->nout);
@@ -216,7 +224,7 @@ dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_des
   static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
                                       [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
                                       [DVM_GEN_SPLIT] = "split", [DVM_GEN_WINDOW] = "window",
-                                      [DVM_GEN_RESIZE] = "resize"};
+                                      [DVM_GEN_RESIZE] = "resize", [DVM_GEN_CONV] = "conv"};
   dvm_gen_payload g;
   dvm_status *st = dvm_gen_payload_read(p, size, &g);
   if (st) return st;
@@ -428,6 +436,24 @@ dvm_status *dvm_gen_gather_extents(const dvm_tensor *data, const dvm_tensor *idx
   return NULL;
 }
 
+/* dims[3..5] and the WINDOW rows of geom: window w of x into y over the
+ * columns d, h, w (1-D and 2-D with leading 1s); the rest of geom 0. */
+static void window_rows(const dvm_window *w, const dvm_tensor *x, const dvm_tensor *y, long long *dims,
+                        long long (*geom)[DVM_GEN_MAX_RANK]) {
+  int lead = 3 - w->n; /* spatial dims of 1 in front */
+  memset(geom, 0, sizeof(long long) * DVM_GEN_GEOM_ROWS * DVM_GEN_MAX_RANK);
+  for (int d = 0; d < 3; d++) {
+    int i = d - lead;
+    dims[3 + d] = i < 0 ? 1 : y->dims[2 + i];
+    geom[DVM_GEN_WIN_IN][3 + d] = i < 0 ? 1 : x->dims[2 + i];
+    geom[DVM_GEN_WIN_KERNEL][3 + d] = i < 0 ? 1 : w->kernel[i];
+    geom[DVM_GEN_WIN_STRIDE][3 + d] = i < 0 ? 1 : w->stride[i];
+    geom[DVM_GEN_WIN_DILATION][3 + d] = i < 0 ? 1 : w->dilation[i];
+    geom[DVM_GEN_WIN_PAD][3 + d] = i < 0 ? 0 : w->pad_begin[i];
+    geom[DVM_GEN_WIN_PADDED][3 + d] = i < 0 ? 1 : x->dims[2 + i] + w->pad_end[i];
+  }
+}
+
 dvm_status *dvm_gen_window_geometry(const char *op, const dvm_tensor *x, const dvm_tensor *y,
                                     const dvm_value *attrs, int nattrs, long long *dims,
                                     long long (*geom)[DVM_GEN_MAX_RANK]) {
@@ -441,21 +467,9 @@ dvm_status *dvm_gen_window_geometry(const char *op, const dvm_tensor *x, const d
     return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: %s: attribute 6 must be 0 or 1, got %lld", op,
                           (long long)attrs[5].u.i);
   if ((st = check_output(y, x->rank, want, op))) return st;
-  int lead = 3 - w.n; /* spatial dims of 1 in front */
-  memset(geom, 0, sizeof(long long) * DVM_GEN_GEOM_ROWS * DVM_GEN_MAX_RANK);
+  window_rows(&w, x, y, dims, geom);
   dims[0] = dims[1] = 1;
   dims[2] = y->dims[0] * y->dims[1];
-  for (int d = 0; d < 3; d++) {
-    int i = d - lead;
-    long long *g = &geom[0][3 + d];
-    dims[3 + d] = i < 0 ? 1 : y->dims[2 + i];
-    g[DVM_GEN_WIN_IN * DVM_GEN_MAX_RANK] = i < 0 ? 1 : x->dims[2 + i];
-    g[DVM_GEN_WIN_KERNEL * DVM_GEN_MAX_RANK] = i < 0 ? 1 : w.kernel[i];
-    g[DVM_GEN_WIN_STRIDE * DVM_GEN_MAX_RANK] = i < 0 ? 1 : w.stride[i];
-    g[DVM_GEN_WIN_DILATION * DVM_GEN_MAX_RANK] = i < 0 ? 1 : w.dilation[i];
-    g[DVM_GEN_WIN_PAD * DVM_GEN_MAX_RANK] = i < 0 ? 0 : w.pad_begin[i];
-    g[DVM_GEN_WIN_PADDED * DVM_GEN_MAX_RANK] = i < 0 ? 1 : x->dims[2 + i] + w.pad_end[i];
-  }
   geom[DVM_GEN_WIN_FLAGS][0] = attrs[5].u.i;
   return NULL;
 }
@@ -489,5 +503,53 @@ dvm_status *dvm_gen_resize_geometry(const dvm_tensor *x, const dvm_tensor *y, co
   geom[DVM_GEN_RSZ_MODE][0] = r.mode;
   geom[DVM_GEN_RSZ_MODE][1] = r.coord;
   geom[DVM_GEN_RSZ_MODE][2] = r.nearest;
+  return NULL;
+}
+
+dvm_status *dvm_gen_conv_geometry(dvm_tensor *const *in, int nin, const dvm_tensor *y, const dvm_value *attrs,
+                                  int nattrs, long long *dims, long long (*geom)[DVM_GEN_MAX_RANK],
+                                  double (*real)[DVM_GEN_MAX_RANK]) {
+  const char *op = nattrs == 4 ? "conv" : "fused_conv";
+  if (nin < 2 || nin > 4 || (nin == 4 && nattrs == 4) || (nattrs != 4 && nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a conv of %d inputs and %d attributes (conv: X, W[, B] "
+                          "and 4; fused_conv: X, W[, B[, Z]] and %d)", nin, nattrs, 4 + DVM_CONV_EPILOGUE_ATTRS);
+  const dvm_tensor *x = in[0], *w = in[1], *b = nin > 2 ? in[2] : NULL;
+  dvm_window win;
+  int64_t group, want[DVM_MAX_RANK];
+  dvm_status *st = dvm_conv_setup(false, x->rank, x->dims, w->rank, w->dims, b ? b->rank : -1, b ? b->dims : NULL,
+                                  attrs, 4, &win, &group, want);
+  if (st) return dvm_status_annotate(st, "gen");
+  if ((st = check_output(y, x->rank, want, op))) return st;
+  if (nin == 4 && (in[3]->rank != y->rank || memcmp(in[3]->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))) {
+    char zs[96], ys[96];
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: fused_conv: Z is %s, not the output's %s",
+                          dvm_shape_format(zs, sizeof zs, DVM_F32, in[3]->rank, in[3]->dims),
+                          dvm_shape_format(ys, sizeof ys, DVM_F32, y->rank, y->dims));
+  }
+  /* the epilogue: identity, unless fused_conv's attributes say (ops/cpu/conv.c) */
+  int64_t act = 0, layout = 0;
+  double v[4] = {0, 0, 1, 0};
+  static const char *const names[] = {"alpha", "beta", "post_scale", "post_shift"};
+  for (int k = 0; k < 4 && nattrs > 4 && !st; k++) st = dvm_attr_float(op, names[k], &attrs[5 + k], &v[k]);
+  if (!st && nattrs > 4) st = dvm_attr_int(op, "activation", &attrs[4], &act);
+  if (!st && nattrs > 4) st = dvm_attr_int(op, "layout", &attrs[9], &layout);
+  if (st) return dvm_status_annotate(st, "gen");
+  if (act < 0 || act > 8 || !isfinite(v[2]) || !isfinite(v[3]))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: %s: activation %lld (0 to 8), post_scale %g and "
+                          "post_shift %g (finite)", op, (long long)act, v[2], v[3]);
+  if (layout)
+    return dvm_status_new(DVM_UNIMPLEMENTED, "gen: %s: layout %lld (channels last) has no generated kernel", op,
+                          (long long)layout);
+  /* the defaults of NaN: leaky relu's slope 0.01; clip unbounded; hard sigmoid 0.2 x + 0.5 */
+  static const double dflt[9][2] = {[4] = {0.01, 0}, [5] = {-INFINITY, INFINITY}, [6] = {0.2, 0.5}};
+  for (int k = 0; k < 2; k++)
+    if (isnan(v[k])) v[k] = dflt[act][k];
+  window_rows(&win, x, y, dims, geom);
+  dims[0] = 1, dims[1] = y->dims[0], dims[2] = y->dims[1];
+  geom[DVM_GEN_CONV_SHAPE][0] = x->dims[1];
+  geom[DVM_GEN_CONV_SHAPE][1] = y->dims[1];
+  geom[DVM_GEN_CONV_SHAPE][2] = group;
+  geom[DVM_GEN_CONV_SHAPE][3] = act;
+  for (int k = 0; k < 4; k++) real[0][k] = v[k];
   return NULL;
 }

@@ -124,6 +124,17 @@ DVM_MUST_USE dvm_status *dvm_gen_window_geometry(const char *op, const dvm_tenso
                                                  const dvm_value *attrs, int nattrs, long long *dims,
                                                  long long (*geom)[DVM_GEN_MAX_RANK]);
 
+/* A CONV call's geometry: X, W[, B[, Z]] (nin) by the call's attributes
+ * (the CPU "conv"'s four, or "fused_conv"'s eleven, whose shape function
+ * decides and checks them, and y's and Z's shapes): dims get y as [1, N,
+ * M, d, h, w], geom the window's rows and DVM_GEN_CONV_SHAPE, real[0] the
+ * epilogue's parameters (identity for a conv). A channels-last layout is
+ * DVM_UNIMPLEMENTED; DVM_INVALID_ARGUMENT otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_conv_geometry(dvm_tensor *const *in, int nin, const dvm_tensor *y,
+                                               const dvm_value *attrs, int nattrs, long long *dims,
+                                               long long (*geom)[DVM_GEN_MAX_RANK],
+                                               double (*real)[DVM_GEN_MAX_RANK]);
+
 /* A RESIZE call's geometry: dims get y's dims right-aligned, geom and real
  * the rows gen_abi.h names, from the call's attributes (the CPU
  * "resize"'s, whose shape function decides and checks them and y's

@@ -29,7 +29,7 @@
  * in C++ costs g++ more time than the kernels themselves */
 extern "C" {
 float expf(float), logf(float), tanhf(float), erff(float), erfcf(float), powf(float, float),
-    sqrtf(float), fabsf(float), rintf(float);
+    sqrtf(float), fabsf(float), rintf(float), fminf(float, float), fmaxf(float, float);
 double floor(double), ceil(double), round(double), fabs(double), fmin(double, double),
     fmax(double, double);
 }

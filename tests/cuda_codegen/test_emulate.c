@@ -1040,6 +1040,100 @@ static void rs_check(const unit *u, dvm_dtype dt) {
   dvm_tensor_release(y);
 }
 
+/* Convolutions: X's and W's dims, group, strides, pads, dilations (an
+ * empty list: the default), B and Z given, and fused_conv's epilogue
+ * (act < 0: a plain conv). n = 1, resnet's stem (3x3 stride 2, relu),
+ * depthwise with relu6 (MobileNet's), groups with dilation and uneven
+ * pads, pointwise without B, 1-D with leaky relu's default slope, 3-D
+ * with sigmoid, a residual Z with post_scale and post_shift, hard sigmoid's
+ * defaults, hard swish, swish, tanh, no input channels (the bias alone), no
+ * images, past a block's tile. */
+static const struct {
+  int rank, group, nin, act;
+  int64_t x[5], w[5], s[3], pads[6], dil[3];
+  double alpha, beta, scale, shift;
+} cv_cases[] = {
+    {4, 1, 2, -1, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0, 0, 0}, {0}, 0, 0, 1, 0},
+    {4, 1, 3, 1, {1, 3, 17, 19}, {8, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, 0, 0, 1, 0},
+    {4, 6, 3, 5, {1, 6, 7, 9}, {6, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {0}, 0, 6, 1, 0},
+    {4, 2, 3, -1, {2, 4, 5, 6}, {6, 2, 3, 2}, {1, 2}, {1, 0, 2, 1}, {2, 3}, 0, 0, 1, 0},
+    {4, 1, 2, -1, {1, 16, 4, 5}, {7, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {0}, 0, 0, 1, 0},
+    {3, 1, 3, 4, {2, 3, 29}, {4, 3, 5}, {2}, {2, 2}, {0}, NAN, 0, 1, 0},
+    {5, 1, 3, 3, {1, 2, 4, 5, 6}, {3, 2, 2, 3, 3}, {1, 1, 2}, {1, 1, 1, 0, 1, 1}, {0}, 0, 0, 1, 0},
+    {4, 1, 4, 1, {1, 4, 6, 6}, {4, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}, {0}, 0, 0, 0.5, 1},
+    {4, 1, 3, 6, {1, 2, 5, 5}, {3, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {0}, NAN, NAN, 1, 0},
+    {4, 1, 3, 7, {1, 2, 5, 5}, {3, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {0}, 0, 0, 2, -1},
+    {4, 1, 2, 8, {1, 2, 5, 5}, {3, 2, 3, 3}, {1, 1}, {0, 0, 0, 0}, {0}, 0, 0, 1, 0},
+    {4, 1, 3, 2, {1, 2, 5, 5}, {3, 2, 3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, 0, 0, 1, 0},
+    {4, 1, 3, 0, {1, 0, 3, 3}, {2, 0, 1, 1}, {1, 1}, {0, 0, 0, 0}, {0}, 0, 0, 1, 0},
+    {4, 1, 3, -1, {0, 3, 5, 5}, {2, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {0}, 0, 0, 1, 0},
+    {4, 1, 3, 1, {1, 3, 31, 37}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, {0}, 0, 0, 1, 0},
+};
+
+/* A generated conv (units for 2, 3 and 4 inputs) against the CPU's conv
+ * or fused_conv: within the rounding of a sum in another order (inputs in
+ * [-2, 2): each term under 4), geometry from the launcher's
+ * dvm_gen_conv_geometry. */
+static void cv_check(const unit *u) {
+  for (size_t s = 0; s < sizeof cv_cases / sizeof cv_cases[0]; s++) {
+    int rank = cv_cases[s].rank, n = rank - 2, nin = cv_cases[s].nin, fused = cv_cases[s].act >= 0;
+    dvm_value at[4 + DVM_CONV_EPILOGUE_ATTRS] = {
+        shape_value(n, cv_cases[s].s), shape_value(2 * n, cv_cases[s].pads),
+        shape_value(cv_cases[s].dil[0] ? n : 0, cv_cases[s].dil), dvm_value_int(cv_cases[s].group),
+        dvm_value_int(cv_cases[s].act), dvm_value_float(cv_cases[s].alpha), dvm_value_float(cv_cases[s].beta),
+        dvm_value_float(cv_cases[s].scale), dvm_value_float(cv_cases[s].shift), dvm_value_int(0), dvm_value_int(0)};
+    int nattrs = fused ? 4 + DVM_CONV_EPILOGUE_ATTRS : 4;
+    dvm_window w;
+    int64_t group, yd[5], m = cv_cases[s].w[0];
+    CHECK_OK(dvm_conv_setup(false, rank, cv_cases[s].x, rank, cv_cases[s].w, nin > 2 ? 1 : -1, &m, at, 4, &w,
+                            &group, yd));
+    dvm_tensor *in[4] = {make(DVM_F32, rank, cv_cases[s].x), make(DVM_F32, rank, cv_cases[s].w)};
+    if (nin > 2) in[2] = make(DVM_F32, 1, &m);
+    if (nin > 3) in[3] = make(DVM_F32, rank, yd);
+    for (int k = 0; k < nin; k++) fill(in[k], 0);
+    dvm_tensor *ref = make(DVM_F32, rank, yd), *out = make(DVM_F32, rank, yd);
+    CHECK_OK(cpu(fused ? "fused_conv" : "conv", NULL, 0, in, nin, &ref, 1, at, nattrs));
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    CHECK_OK(dvm_gen_conv_geometry(in, nin, out, at, nattrs, p.dims, p.geom, p.real));
+    for (int k = 0; k < nin; k++) p.ptr[k] = dvm_tensor_ptr(in[k]);
+    p.ptr[nin] = dvm_tensor_ptr(out);
+    int64_t ny = dvm_tensor_numel(ref), terms = cv_cases[s].w[1];
+    for (int d = 2; d < rank; d++) terms *= cv_cases[s].w[d];
+    p.n = ny, p.rows = 1;
+    double *atol = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
+    for (int64_t i = 0; i < ny; i++) atol[i] = 1e-6 * (double)(terms * 4 + 4) * fabs(cv_cases[s].scale);
+    char what[64];
+    for (int c = 0; c < DVMC_CUDA_NCONFIGS && ny; c++)
+      for (int v = (int)(ny % T); v <= T; v += T - (int)(ny % T)) {
+        poison(out);
+        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+        CHECK(launch(u + nin - 2, c, v, (unsigned)((ny + per_block - 1) / per_block), &p) == 0);
+        snprintf(what, sizeof what, "conv case %zu config %d variant %d", s, c, v);
+        CHECK(matches(out, ref, 1e-5, atol, what));
+        if (v == T) break;
+      }
+    free(atol);
+    for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+  /* a channels-last layout has no generated kernel; Z must be the output's shape */
+  int64_t xd[4] = {1, 2, 3, 3}, wd[4] = {2, 2, 1, 1}, zd[4] = {1, 2, 3, 2}, two = 2, none = 0;
+  dvm_value at[4 + DVM_CONV_EPILOGUE_ATTRS] = {
+      shape_value(0, &none), shape_value(0, &none), shape_value(0, &none), dvm_value_int(1), dvm_value_int(0),
+      dvm_value_float(0), dvm_value_float(0), dvm_value_float(1), dvm_value_float(0), dvm_value_int(1),
+      dvm_value_int(0)};
+  dvm_tensor *in[4] = {make(DVM_F32, 4, xd), make(DVM_F32, 4, wd), make(DVM_F32, 1, &two), make(DVM_F32, 4, zd)};
+  dvm_tensor *y = make(DVM_F32, 4, xd);
+  dvm_gen_params p;
+  CHECK_ERR(dvm_gen_conv_geometry(in, 3, y, at, 11, p.dims, p.geom, p.real), DVM_UNIMPLEMENTED, "channels last");
+  at[9] = dvm_value_int(0);
+  CHECK_ERR(dvm_gen_conv_geometry(in, 4, y, at, 11, p.dims, p.geom, p.real), DVM_INVALID_ARGUMENT, "Z is");
+  for (int k = 0; k < 4; k++) dvm_tensor_release(in[k]);
+  dvm_tensor_release(y);
+}
+
 /* ---- rows ---- */
 
 static const struct {
@@ -1183,6 +1277,8 @@ static void kernel_forms(void) {
   CHECK(form_of("max_pool") == DVM_FORM_WINDOW_MAX);
   CHECK(form_of("average_pool") == DVM_FORM_WINDOW_AVERAGE);
   CHECK(form_of("resize") == DVM_FORM_RESIZE);
+  CHECK(form_of("conv") == DVM_FORM_CONV);
+  CHECK(form_of("fused_conv") == DVM_FORM_CONV);
   /* a ROWS mean of its input with the axes from 2 on merged (placement's
    * reshape; test_host_report.py runs it against ONNX Runtime) */
   CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
@@ -1211,7 +1307,7 @@ int main(int argc, char **argv) {
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
   enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR,
-         NCU = NGU + NGA, NPU = NCU + NCC * 4, NWU = NPU + NCC * 3, NRU2 = NWU + 2, NU = NRU2 + NRS };
+         NCU = NGU + NGA, NPU = NCU + NCC * 4, NWU = NPU + NCC * 3, NRU2 = NWU + 2, NVU = NRU2 + NRS, NU = NVU + 3 };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -1267,6 +1363,7 @@ int main(int argc, char **argv) {
   CHECK_OK(dvmc_cuda_window(DVM_FORM_WINDOW_MAX, DVM_F32, &u[NWU].src));
   CHECK_OK(dvmc_cuda_window(DVM_FORM_WINDOW_AVERAGE, DVM_F32, &u[NWU + 1].src));
   for (int i = 0; i < NRS; i++) CHECK_OK(dvmc_cuda_resize(rs_dtypes[i], &u[NRU2 + i].src));
+  for (int i = 0; i < 3; i++) CHECK_OK(dvmc_cuda_conv(i + 2, &u[NVU + i].src));
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -1298,6 +1395,7 @@ int main(int argc, char **argv) {
     if (u[NWU + avg].launch) wi_check(&u[NWU + avg], avg);
   for (int i = 0; i < NRS; i++)
     if (u[NRU2 + i].launch) rs_check(&u[NRU2 + i], rs_dtypes[i]);
+  if (u[NVU].launch && u[NVU + 1].launch && u[NVU + 2].launch) cv_check(&u[NVU]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

@@ -46,12 +46,10 @@ def model_feeds(model):
     return [{"x": rng.standard_normal((n,), dtype=np.float32)} for n in (1, 5, 6, 11)]
 
 # host waits per invocation (docs/cuda.md, Measured): one, for the
-# result, where every op runs on the device; resnet's Convs have no CUDA
-# kernel and read their inputs on the host (its Conv + Relu pairs are one
-# FusedConv there, pass conv_act: 5 syncs, not 8; 4 while its MaxPool,
-# between two Convs, ran on the host too); control's whole-tensor
-# ReduceSum runs there, and its If and Loop read their conditions there
-HOST_SYNCS = {"mlp": 1, "bert": 1, "resnet": 5, "control": 6}
+# result, where every op runs on the device, as in resnet since its Convs
+# and pools do; control's whole-tensor ReduceSum runs on the host, and its
+# If and Loop read their conditions there
+HOST_SYNCS = {"mlp": 1, "bert": 1, "resnet": 1, "control": 6}
 
 
 def page(b, h, w):
