@@ -18,6 +18,7 @@ struct dvm_storage {
   size_t block;      /* pool block size (its size class, or the exact size asked) */
   bool exact;        /* a pool block of the exact size asked (dvm_pool_alloc_exact) */
   uint32_t oversized; /* exact: requests in a row it served at over twice their size */
+  uint64_t used;      /* the pool's invocation count when it was last handed out */
   void (*deleter)(void *ctx); /* external memory only */
   void *ctx;
   /* Whole pages of its own (a module's bytes, a mapped data file): those of

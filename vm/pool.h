@@ -36,6 +36,9 @@ DVM_MUST_USE dvm_status *dvm_pool_alloc(dvm_pool *p, size_t size, size_t align,
  * miss once a class, not every time. */
 DVM_MUST_USE dvm_status *dvm_pool_alloc_exact(dvm_pool *p, size_t size, size_t align, dvm_storage **out);
 void dvm_pool_get_stats(dvm_pool *p, dvm_pool_stats *out);
+/* An invocation begins: blocks handed out in it or in the one before are
+ * its working set, which the CPU pool's bound does not free. */
+void dvm_pool_begin(dvm_pool *p);
 /* Frees all cached blocks. */
 void dvm_pool_trim(dvm_pool *p);
 

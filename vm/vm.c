@@ -261,6 +261,8 @@ dvm_status *dvm_vm_begin(dvm_vm *vm, int f, const dvm_value *args, int nargs, dv
   vm->results = results;
   vm->stats.invocations++;
   vm->inv_steps = 0;
+  for (int d = 0; d < DVM_DEVICE_COUNT; d++)
+    if (vm->pools[d]) dvm_pool_begin(vm->pools[d]);
   return NULL;
 }
 

@@ -27,16 +27,12 @@ static const char program_fmt[] =
     "  ret (r3)\n"
     ".end\n";
 
-/* The program with z allocated by `alloc` (a size-class block), or by
- * `alloc_result` (a block of its exact size). */
-static dvm_module *load(const char *alloc) {
+/* A module from assembly text, through a .dvmb file. */
+static dvm_module *load_text(const char *text) {
   dvm_module *built, *m = NULL;
   uint8_t *bytes;
   size_t size;
-  char text[1024];
-  int len = snprintf(text, sizeof text, program_fmt, alloc);
-  CHECK(len > 0 && (size_t)len < sizeof text);
-  CHECK_OK(dvm_asm_parse(text, (size_t)len, "api.dvms", &built));
+  CHECK_OK(dvm_asm_parse(text, strlen(text), "api.dvms", &built));
   CHECK_OK(dvm_bc_write(built, &bytes, &size));
   char path[] = "/tmp/dvm_api_XXXXXX";
   int fd = mkstemp(path);
@@ -47,6 +43,15 @@ static dvm_module *load(const char *alloc) {
   dvm_module_release(built);
   free(bytes);
   return m;
+}
+
+/* The program with z allocated by `alloc` (a size-class block), or by
+ * `alloc_result` (a block of its exact size). */
+static dvm_module *load(const char *alloc) {
+  char text[1024];
+  int len = snprintf(text, sizeof text, program_fmt, alloc);
+  CHECK(len > 0 && (size_t)len < sizeof text);
+  return load_text(text);
 }
 
 static dvm_tensor *vec(int64_t n, float start) {
@@ -263,7 +268,40 @@ static void test_dlpack(void) {
   CHECK(freed == 1); /* failed imports leave ownership with the caller */
 }
 
+/* A run whose blocks over its course need more than twice its peak: four
+ * stages of about 64 KB in use each, as 1, 2, 4 and 8 blocks (each stage's
+ * class four or more below the last's, so none serves another). From the
+ * third run on, the pool maps nothing: the bound frees only blocks that
+ * neither this run nor the last used, and these are used every run. */
+static void test_pool_working_set(void) {
+  char text[4096];
+  int len = snprintf(text, sizeof text, ".func main regs=9\n  .result r int\n");
+  for (int stage = 0, n = 1; stage < 4; stage++, n *= 2) {
+    len += snprintf(text + len, sizeof text - (size_t)len, "  imm r0, %d\n", 64000 / n - 200 * stage);
+    for (int b = 1; b <= n; b++) len += snprintf(text + len, sizeof text - (size_t)len, "  alloc_storage r%d, r0, cpu, 64\n", b);
+    for (int b = 1; b <= n; b++) len += snprintf(text + len, sizeof text - (size_t)len, "  release r%d\n", b);
+  }
+  snprintf(text + len, sizeof text - (size_t)len, "  imm r0, 0\n  ret (r0)\n.end\n");
+  dvm_module *m = load_text(text);
+  dvm_vm *vm;
+  CHECK_OK(dvm_vm_create(m, NULL, &vm));
+  dvm_vm_stats st;
+  const dvm_pool_stats *p = &st.pool[DVM_DEVICE_CPU];
+  uint64_t allocs = 0;
+  for (int run = 0; run < 6; run++) {
+    dvm_value r;
+    CHECK_OK(dvm_vm_invoke(vm, 0, NULL, 0, &r, 1));
+    dvm_vm_get_stats(vm, &st);
+    if (run == 1) allocs = p->allocs;
+  }
+  CHECK(p->cached > 2 * p->peak); /* the working set is over the bound */
+  CHECK(p->allocs == allocs && p->allocs == 15 && p->in_use == 0);
+  dvm_vm_destroy(vm);
+  dvm_module_release(m);
+}
+
 int main(void) {
+  test_pool_working_set();
   dvm_module *m = load("alloc r3, f32, r2, cpu");
   test_signatures(m);
   test_invoke(m);
