@@ -144,6 +144,38 @@ dvm_status *dvm_window_transpose_pads(dvm_auto_pad mode, int64_t in, int64_t ker
   return NULL;
 }
 
+dvm_status *dvm_conv_epilogue_attrs(const char *op, const dvm_value *attrs, int nattrs, dvm_conv_epilogue *out) {
+  static const char *const names[] = {"alpha", "beta", "post_scale", "post_shift"};
+  *out = (dvm_conv_epilogue){.post_scale = 1};
+  if (nattrs == 4) return NULL;
+  if (nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d attributes, got %d", op, 4 + DVM_CONV_EPILOGUE_ATTRS,
+                          nattrs);
+  double v[4];
+  dvm_status *st = dvm_attr_int(op, "activation", &attrs[4], &out->act);
+  for (int i = 0; i < 4 && !st; i++) st = dvm_attr_float(op, names[i], &attrs[5 + i], &v[i]);
+  if (!st) st = dvm_attr_int(op, "layout", &attrs[9], &out->layout);
+  if (!st) st = dvm_attr_int(op, "algo", &attrs[10], &out->algo);
+  if (st) return st;
+  if (out->algo < 0 || out->algo > 1)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: algo %lld is not 0 or 1", op, (long long)out->algo);
+  if (out->layout < 0 || out->layout > 7)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: layout %lld is not 0 to 7", op, (long long)out->layout);
+  if (out->act < 0 || out->act >= DVM_CONV_ACTS)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: activation %lld is not one of %d", op, (long long)out->act,
+                          DVM_CONV_ACTS);
+  static const double dflt[DVM_CONV_ACTS][2] = {[DVM_CONV_LEAKY_RELU] = {0.01, 0},
+                                                [DVM_CONV_CLIP] = {-INFINITY, INFINITY},
+                                                [DVM_CONV_HARD_SIGMOID] = {0.2, 0.5}};
+  for (int i = 0; i < 2; i++)
+    if (isnan(v[i])) v[i] = dflt[out->act][i];
+  for (int i = 2; i < 4; i++)
+    if (!isfinite(v[i]))
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s = %g must be finite", op, names[i], v[i]);
+  out->alpha = v[0], out->beta = v[1], out->post_scale = v[2], out->post_shift = v[3];
+  return NULL;
+}
+
 dvm_status *dvm_conv_setup(bool transpose, int rx, const int64_t *x, int rw, const int64_t *w,
                            int rb, const int64_t *b, const dvm_value *attrs, int nattrs,
                            dvm_window *win, int64_t *group, int64_t *out) {

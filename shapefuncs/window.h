@@ -80,6 +80,27 @@ DVM_MUST_USE dvm_status *dvm_window_transpose_pads(dvm_auto_pad mode, int64_t in
  * parameters, post_scale, post_shift, layout, algo (ops/cpu/conv.c). */
 #define DVM_CONV_EPILOGUE_ATTRS 7
 
+/* fused_conv's activations (its "activation" attribute). */
+enum {
+  DVM_CONV_IDENTITY, DVM_CONV_RELU, DVM_CONV_TANH, DVM_CONV_SIGMOID, DVM_CONV_LEAKY_RELU, DVM_CONV_CLIP,
+  DVM_CONV_HARD_SIGMOID, DVM_CONV_HARD_SWISH, DVM_CONV_SWISH, DVM_CONV_ACTS
+};
+
+/* fused_conv's epilogue: y = post_scale act(y) + post_shift, act with
+ * alpha and beta; layout's bits say which of X, Y and Z are channels
+ * last; algo 1 asks for Winograd. */
+typedef struct dvm_conv_epilogue {
+  int64_t act, layout, algo;
+  double alpha, beta, post_scale, post_shift;
+} dvm_conv_epilogue;
+
+/* The epilogue attrs[4, 4 + DVM_CONV_EPILOGUE_ATTRS) of a fused_conv call
+ * (nattrs counts conv's four too; with those alone, the identity),
+ * checked, alpha's and beta's NaN defaults resolved (leaky relu's slope
+ * 0.01, clip unbounded, hard sigmoid 0.2 y + 0.5). */
+DVM_MUST_USE dvm_status *dvm_conv_epilogue_attrs(const char *op, const dvm_value *attrs, int nattrs,
+                                                 dvm_conv_epilogue *out);
+
 /* conv (transpose false) or conv_transpose: X [N, C, spatial...], W (conv
  * [M, C/group, k...], conv_transpose [C, M/group, k...]), B [M] or none
  * (rb < 0); attrs as listed above. Checks them all, fills *win (kernel from

@@ -87,8 +87,6 @@ enum { SRC, WEI, DST, NBUF }; /* the tensors oneDNN may want in its own layout *
 
 enum { LAYOUT_X_LAST = 1, LAYOUT_Y_LAST = 2, LAYOUT_Z_LAST = 4 }; /* fused_conv's layout bits: channels last */
 
-enum { ACT_IDENTITY, ACT_RELU, ACT_TANH, ACT_SIGMOID, ACT_LEAKY_RELU, ACT_CLIP, ACT_HARD_SIGMOID, ACT_HARD_SWISH,
-       ACT_SWISH, ACT_COUNT };
 
 typedef struct key {
   int32_t transpose, rank, bias, threads, z; /* z: fused_conv's Z given */
@@ -325,7 +323,7 @@ typedef struct post_op {
  * beta, 0, 1) by an ulp or so). */
 static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
   bool post = k->post_scale != 1 || k->post_shift != 0;
-  if (k->act == ACT_IDENTITY && !post && !k->z) return dnnl_success;
+  if (k->act == DVM_CONV_IDENTITY && !post && !k->z) return dnnl_success;
   dnnl_post_ops_t po;
   dnnl_status_t s = dnnl_post_ops_create(&po);
   if (s != dnnl_success) return s;
@@ -334,12 +332,12 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
   int n = 0;
   float ps = k->post_scale, psh = k->post_shift;
   switch (k->act) {
-  case ACT_RELU: ops[n++] = (post_op){dnnl_eltwise_relu, 0, 0}; break;
-  case ACT_TANH: ops[n++] = (post_op){dnnl_eltwise_tanh, 0, 0}; break;
-  case ACT_SIGMOID: ops[n++] = (post_op){dnnl_eltwise_logistic, 0, 0}; break;
-  case ACT_LEAKY_RELU: ops[n++] = (post_op){dnnl_eltwise_relu, k->alpha, 0}; break;
-  case ACT_CLIP: ops[n++] = (post_op){dnnl_eltwise_clip_v2, k->alpha, k->beta}; break;
-  case ACT_HARD_SIGMOID:
+  case DVM_CONV_RELU: ops[n++] = (post_op){dnnl_eltwise_relu, 0, 0}; break;
+  case DVM_CONV_TANH: ops[n++] = (post_op){dnnl_eltwise_tanh, 0, 0}; break;
+  case DVM_CONV_SIGMOID: ops[n++] = (post_op){dnnl_eltwise_logistic, 0, 0}; break;
+  case DVM_CONV_LEAKY_RELU: ops[n++] = (post_op){dnnl_eltwise_relu, k->alpha, 0}; break;
+  case DVM_CONV_CLIP: ops[n++] = (post_op){dnnl_eltwise_clip_v2, k->alpha, k->beta}; break;
+  case DVM_CONV_HARD_SIGMOID:
     if (!post) {
       ops[n++] = (post_op){dnnl_eltwise_linear, k->alpha, k->beta};
       ops[n++] = (post_op){dnnl_eltwise_clip_v2, 0, 1};
@@ -355,8 +353,8 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
     psh += ps * k->beta;
     ps *= k->alpha;
     break;
-  case ACT_HARD_SWISH: ops[n++] = (post_op){dnnl_eltwise_hardswish, 0, 0}; break;
-  case ACT_SWISH: ops[n++] = (post_op){dnnl_eltwise_swish, 1, 0}; break;
+  case DVM_CONV_HARD_SWISH: ops[n++] = (post_op){dnnl_eltwise_hardswish, 0, 0}; break;
+  case DVM_CONV_SWISH: ops[n++] = (post_op){dnnl_eltwise_swish, 1, 0}; break;
   default: break;
   }
   if (post) ops[n++] = (post_op){dnnl_eltwise_linear, ps, psh};
@@ -381,7 +379,7 @@ static dnnl_status_t set_post_ops(dnnl_primitive_attr_t attr, const key *k) {
 enum { GEMM_MIN_POINTS = 32 };
 
 static bool gemm_pointwise(const key *k) {
-  bool pw = !k->transpose && !k->layout && !k->z && k->group == 1 && k->act == ACT_IDENTITY && k->post_scale == 1 &&
+  bool pw = !k->transpose && !k->layout && !k->z && k->group == 1 && k->act == DVM_CONV_IDENTITY && k->post_scale == 1 &&
             k->post_shift == 0 && k->dt == dnnl_f32;
   int64_t points = 1;
   for (int i = 0; i < k->rank - 2; i++) {
@@ -746,40 +744,20 @@ out:
 }
 
 /* Checks a call and builds its cache key. */
-/* fused_conv's epilogue attributes (after conv's four) into k, checked,
- * the NaN defaults resolved. */
+/* fused_conv's epilogue attributes (after conv's four) into k. */
 static dvm_status *epilogue_attrs(const dvm_kernel_args *a, key *k) {
-  const char *op = "fused_conv";
-  static const char *const names[] = {"alpha", "beta", "post_scale", "post_shift"};
-  double v[4];
-  int64_t act, layout, algo;
-  if (a->nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: takes %d attributes, got %d", op, 4 + DVM_CONV_EPILOGUE_ATTRS,
-                          a->nattrs);
-  dvm_status *st = dvm_attr_int(op, "activation", &a->attrs[4], &act);
-  for (int i = 0; i < 4 && !st; i++) st = dvm_attr_float(op, names[i], &a->attrs[5 + i], &v[i]);
-  if (!st) st = dvm_attr_int(op, "layout", &a->attrs[9], &layout);
-  if (!st) st = dvm_attr_int(op, "algo", &a->attrs[10], &algo);
+  dvm_conv_epilogue e;
+  dvm_status *st = dvm_conv_epilogue_attrs("fused_conv", a->attrs, a->nattrs, &e);
+  if (!st && a->nattrs == 4)
+    st = dvm_status_new(DVM_INVALID_ARGUMENT, "fused_conv: takes %d attributes, got 4", 4 + DVM_CONV_EPILOGUE_ATTRS);
   if (st) return st;
-  if (algo < 0 || algo > 1) return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: algo %lld is not 0 or 1", op, (long long)algo);
-  if (layout < 0 || layout > (LAYOUT_X_LAST | LAYOUT_Y_LAST | LAYOUT_Z_LAST))
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: layout %lld is not 0 to 7", op, (long long)layout);
-  if (act < 0 || act >= ACT_COUNT)
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: activation %lld is not one of %d", op, (long long)act, ACT_COUNT);
-  static const double dflt[ACT_COUNT][2] = {[ACT_LEAKY_RELU] = {0.01, 0}, [ACT_CLIP] = {-INFINITY, INFINITY},
-                                            [ACT_HARD_SIGMOID] = {0.2, 0.5}};
-  for (int i = 0; i < 2; i++)
-    if (isnan(v[i])) v[i] = dflt[act][i];
-  for (int i = 2; i < 4; i++)
-    if (!isfinite(v[i]))
-      return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: %s = %g must be finite", op, names[i], v[i]);
-  k->act = (int32_t)act;
-  k->layout = (int32_t)layout;
-  k->algo = (int32_t)algo;
-  k->alpha = (float)v[0];
-  k->beta = (float)v[1];
-  k->post_scale = (float)v[2];
-  k->post_shift = (float)v[3];
+  k->act = (int32_t)e.act;
+  k->layout = (int32_t)e.layout;
+  k->algo = (int32_t)e.algo;
+  k->alpha = (float)e.alpha;
+  k->beta = (float)e.beta;
+  k->post_scale = (float)e.post_scale;
+  k->post_shift = (float)e.post_shift;
   return NULL;
 }
 
@@ -787,14 +765,14 @@ static dvm_status *epilogue_attrs(const dvm_kernel_args *a, key *k) {
  * outputs made without it (no input channels). */
 static float epilogue(const key *k, float y) {
   switch (k->act) {
-  case ACT_RELU: y = y > 0 ? y : 0; break;
-  case ACT_TANH: y = tanhf(y); break;
-  case ACT_SIGMOID: y = 1 / (1 + expf(-y)); break;
-  case ACT_LEAKY_RELU: y = y > 0 ? y : y * k->alpha; break;
-  case ACT_CLIP: y = fminf(fmaxf(y, k->alpha), k->beta); break;
-  case ACT_HARD_SIGMOID: y = fminf(fmaxf(k->alpha * y + k->beta, 0), 1); break;
-  case ACT_HARD_SWISH: y = y * fminf(fmaxf(y / 6 + 0.5f, 0), 1); break;
-  case ACT_SWISH: y = y / (1 + expf(-y)); break;
+  case DVM_CONV_RELU: y = y > 0 ? y : 0; break;
+  case DVM_CONV_TANH: y = tanhf(y); break;
+  case DVM_CONV_SIGMOID: y = 1 / (1 + expf(-y)); break;
+  case DVM_CONV_LEAKY_RELU: y = y > 0 ? y : y * k->alpha; break;
+  case DVM_CONV_CLIP: y = fminf(fmaxf(y, k->alpha), k->beta); break;
+  case DVM_CONV_HARD_SIGMOID: y = fminf(fmaxf(k->alpha * y + k->beta, 0), 1); break;
+  case DVM_CONV_HARD_SWISH: y = y * fminf(fmaxf(y / 6 + 0.5f, 0), 1); break;
+  case DVM_CONV_SWISH: y = y / (1 + expf(-y)); break;
   default: break;
   }
   return y * k->post_scale + k->post_shift;
@@ -1307,16 +1285,16 @@ DVM_EW_CLONES static void epilogue_run(const void *ctx, float *y, int64_t n) {
   const key *k = ctx;
   float a = k->alpha, b = k->beta;
   switch (k->act) {
-  case ACT_IDENTITY: break;
-  case ACT_RELU: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0; break;
-  case ACT_LEAKY_RELU: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : y[i] * a; break;
-  case ACT_CLIP:
+  case DVM_CONV_IDENTITY: break;
+  case DVM_CONV_RELU: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : 0; break;
+  case DVM_CONV_LEAKY_RELU: _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = y[i] > 0 ? y[i] : y[i] * a; break;
+  case DVM_CONV_CLIP:
     _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {
       float v = y[i] < a ? a : y[i];
       y[i] = v > b ? b : v;
     }
     break;
-  case ACT_HARD_SWISH:
+  case DVM_CONV_HARD_SWISH:
     _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {
       float g = y[i] / 6 + 0.5f;
       y[i] *= g < 0 ? 0 : g > 1 ? 1 : g;
@@ -1332,7 +1310,7 @@ DVM_EW_CLONES static void epilogue_run(const void *ctx, float *y, int64_t n) {
 
 static void run_depthwise(const key *k, const dvm_kernel_args *a, int threads) {
   const dvm_tensor *b = a->nin >= 3 ? a->in[2] : NULL;
-  bool post = k->act != ACT_IDENTITY || k->post_scale != 1 || k->post_shift != 0;
+  bool post = k->act != DVM_CONV_IDENTITY || k->post_scale != 1 || k->post_shift != 0;
   dvm_conv_dw d = {.n = k->x[0], .c = k->x[1], .h = k->x[2], .w = k->x[3], .oh = k->y[2], .ow = k->y[3],
                    .kh = k->w[2], .kw = k->w[3], .sh = k->stride[0], .sw = k->stride[1], .dh = k->dilation[0],
                    .dw = k->dilation[1], .pt = k->pad_begin[0], .pl = k->pad_begin[1],

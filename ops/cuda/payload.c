@@ -527,23 +527,13 @@ dvm_status *dvm_gen_conv_geometry(dvm_tensor *const *in, int nin, const dvm_tens
                           dvm_shape_format(ys, sizeof ys, DVM_F32, y->rank, y->dims));
   }
   /* the epilogue: identity, unless fused_conv's attributes say (ops/cpu/conv.c) */
-  int64_t act = 0, layout = 0;
-  double v[4] = {0, 0, 1, 0};
-  static const char *const names[] = {"alpha", "beta", "post_scale", "post_shift"};
-  for (int k = 0; k < 4 && nattrs > 4 && !st; k++) st = dvm_attr_float(op, names[k], &attrs[5 + k], &v[k]);
-  if (!st && nattrs > 4) st = dvm_attr_int(op, "activation", &attrs[4], &act);
-  if (!st && nattrs > 4) st = dvm_attr_int(op, "layout", &attrs[9], &layout);
-  if (st) return dvm_status_annotate(st, "gen");
-  if (act < 0 || act > 8 || !isfinite(v[2]) || !isfinite(v[3]))
-    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: %s: activation %lld (0 to 8), post_scale %g and "
-                          "post_shift %g (finite)", op, (long long)act, v[2], v[3]);
-  if (layout)
+  dvm_conv_epilogue e;
+  if ((st = dvm_conv_epilogue_attrs(op, attrs, nattrs, &e))) return dvm_status_annotate(st, "gen");
+  if (e.layout)
     return dvm_status_new(DVM_UNIMPLEMENTED, "gen: %s: layout %lld (channels last) has no generated kernel", op,
-                          (long long)layout);
-  /* the defaults of NaN: leaky relu's slope 0.01; clip unbounded; hard sigmoid 0.2 x + 0.5 */
-  static const double dflt[9][2] = {[4] = {0.01, 0}, [5] = {-INFINITY, INFINITY}, [6] = {0.2, 0.5}};
-  for (int k = 0; k < 2; k++)
-    if (isnan(v[k])) v[k] = dflt[act][k];
+                          (long long)e.layout);
+  double v[4] = {e.alpha, e.beta, e.post_scale, e.post_shift};
+  int64_t act = e.act;
   window_rows(&win, x, y, dims, geom);
   dims[0] = 1, dims[1] = y->dims[0], dims[2] = y->dims[1];
   geom[DVM_GEN_CONV_SHAPE][0] = x->dims[1];
