@@ -126,30 +126,44 @@ static int take(dvms_model *m, dvms_job **batch, double now) {
   return n;
 }
 
-/* Copies the block `cd` from the origin of src (dims sd) to the origin of
- * dst (dims dd); all row-major with rank dims of es bytes. */
-static void copy_block(char *dst, const int64_t *dd, const char *src, const int64_t *sd, const int64_t *cd,
-                       int rank, size_t es) {
-  if (rank == 0) {
-    memcpy(dst, src, es);
-    return;
+/* n elements of src from element so on into dst from element d: bytes, or
+ * for strings each element's text (a string tensor's data are references
+ * that only its storage owns). */
+static dvm_status *copy_run(dvm_tensor *dst, int64_t d, const dvm_tensor *src, int64_t so, int64_t n) {
+  if (dvm_tensor_dtype(src) != DVM_STRING) {
+    size_t es = dvm_dtype_size(dvm_tensor_dtype(src));
+    memcpy((char *)dvm_tensor_data(dst) + (size_t)d * es, (const char *)dvm_tensor_data(src) + (size_t)so * es,
+           (size_t)n * es);
+    return NULL;
   }
-  if (rank == 1) {
-    memcpy(dst, src, (size_t)cd[0] * es);
-    return;
+  dvm_status *st = NULL;
+  for (int64_t i = 0; i < n && !st; i++) {
+    size_t len;
+    const char *text = dvm_tensor_string(src, so + i, &len);
+    st = dvm_tensor_set_string(dst, d + i, text, len);
   }
-  size_t ds = es, ss = es;
-  for (int d = 1; d < rank; d++) {
-    ds *= (size_t)dd[d];
-    ss *= (size_t)sd[d];
-  }
-  for (int64_t i = 0; i < cd[0]; i++)
-    copy_block(dst + (size_t)i * ds, dd + 1, src + (size_t)i * ss, sd + 1, cd + 1, rank - 1, es);
+  return st;
 }
 
-static size_t row_bytes(const dvm_tensor *t) {
+/* Copies the block `cd` from element so of src (dims sd) to element d of
+ * dst (dims dd); both row-major with rank dims. */
+static dvm_status *copy_block(dvm_tensor *dst, int64_t d, const int64_t *dd, const dvm_tensor *src, int64_t so,
+                              const int64_t *sd, const int64_t *cd, int rank) {
+  if (rank <= 1) return copy_run(dst, d, src, so, rank ? cd[0] : 1);
+  int64_t ds = 1, ss = 1;
+  for (int k = 1; k < rank; k++) {
+    ds *= dd[k];
+    ss *= sd[k];
+  }
+  dvm_status *st = NULL;
+  for (int64_t i = 0; i < cd[0] && !st; i++)
+    st = copy_block(dst, d + i * ds, dd + 1, src, so + i * ss, sd + 1, cd + 1, rank - 1);
+  return st;
+}
+
+static int64_t row_elements(const dvm_tensor *t) {
   const int64_t *d = dvm_tensor_dims(t);
-  return d[0] ? dvm_tensor_nbytes(t) / (size_t)d[0] : 0;
+  return d[0] ? dvm_tensor_numel(t) / d[0] : 0;
 }
 
 /* Fills t with v converted to its dtype (f16/bf16: only 0, checked at load). */
@@ -241,13 +255,13 @@ static dvm_status *run_batch(dvms_model *m, int w, dvms_job **jobs, int n) {
     for (int j = 0; j < n; j++) mine += dvm_tensor_numel(jobs[j]->req->inputs[i]);
     elements += dvm_tensor_numel(in[i]);
     real += mine;
-    if (mine < dvm_tensor_numel(in[i])) fill_value(in[i], m->pad_value[i]); /* some of it is padding */
-    char *dst = dvm_tensor_data(in[i]);
-    for (int j = 0; j < n; j++) {
+    /* some of it is padding (strings' is "", as created) */
+    if (mine < dvm_tensor_numel(in[i]) && s->in[i].dtype != DVM_STRING) fill_value(in[i], m->pad_value[i]);
+    int64_t at = 0;
+    for (int j = 0; j < n && !st; j++) {
       const dvm_tensor *t = jobs[j]->req->inputs[i];
-      copy_block(dst, dims, dvm_tensor_data(t), dvm_tensor_dims(t), dvm_tensor_dims(t), s->in[i].rank,
-                 dvm_dtype_size(s->in[i].dtype));
-      dst += row_bytes(in[i]) * (size_t)jobs[j]->rows;
+      st = copy_block(in[i], at, dims, t, 0, dvm_tensor_dims(t), dvm_tensor_dims(t), s->in[i].rank);
+      at += row_elements(in[i]) * jobs[j]->rows;
     }
   }
   double t0 = dvms_now();
@@ -257,16 +271,15 @@ static dvm_status *run_batch(dvms_model *m, int w, dvms_job **jobs, int n) {
   dvms_metrics_batch(m->metrics, m->name, (int)rows, dvms_now() - t0, elements, elements - real);
   for (int o = 0; o < s->nout && !st; o++) {
     const dvm_tensor *r = results[o].u.tensor;
-    const char *src = dvm_tensor_data(r);
+    int64_t at = 0;
     for (int j = 0; j < n && !st; j++) {
       dvms_job *job = jobs[j];
       int64_t dims[DVM_MAX_RANK];
       int64_t jlen = m->pad_sym >= 0 ? job->req->sym[m->pad_sym] : -1;
       job_dims(m, &s->out[o], dvm_tensor_dims(r), job->rows, jlen, dims);
       if (job->req->want[o] && !(st = dvm_tensor_create(dvm_tensor_dtype(r), s->out[o].rank, dims, &job->outs[o])))
-        copy_block(dvm_tensor_data(job->outs[o]), dims, src, dvm_tensor_dims(r), dims, s->out[o].rank,
-                   dvm_dtype_size(dvm_tensor_dtype(r)));
-      src += row_bytes(r) * (size_t)job->rows;
+        st = copy_block(job->outs[o], 0, dims, r, at, dvm_tensor_dims(r), dims, s->out[o].rank);
+      at += row_elements(r) * job->rows;
       job->batch_rows = (int)rows;
     }
   }

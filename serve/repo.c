@@ -147,16 +147,13 @@ static dvm_status *check_batching(dvms_model *m) {
     if (g->rank == 0)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "batch = %s: \"%s\" is a scalar", c->batch, g->name);
   }
-  for (int i = 0; i < s->nin + s->nout && (m->batch_sym >= 0 || m->pad_sym >= 0); i++) {
-    const dvms_sig *g = i < s->nin ? &s->in[i] : &s->out[i - s->nin];
-    if (g->dtype == DVM_STRING) /* joining copies bytes; a string's are its references */
-      return dvm_status_new(DVM_UNIMPLEMENTED, "batch and pad: \"%s\" is a string tensor, and requests with strings "
-                            "are not joined (leave batch and pad out)", g->name);
-  }
   for (int p = 0; p < c->npad_inputs; p++) {
     int found = 0;
     for (int i = 0; i < s->nin; i++)
       if (strcmp(s->in[i].name, c->pad_input[p]) == 0) {
+        if (s->in[i].dtype == DVM_STRING)
+          return dvm_status_new(DVM_INVALID_ARGUMENT, "pad_value %s: a string input pads with empty strings and takes "
+                                "no pad_value", c->pad_input[p]);
         if ((s->in[i].dtype == DVM_F16 || s->in[i].dtype == DVM_BF16) && c->pad_value[p] != 0)
           return dvm_status_new(DVM_UNIMPLEMENTED, "pad_value %s: f16/bf16 inputs pad with 0 only", c->pad_input[p]);
         m->pad_value[i] = c->pad_value[p];
@@ -168,7 +165,7 @@ static dvm_status *check_batching(dvms_model *m) {
     int has = 0, given = 0;
     for (int d = 0; d < s->in[i].rank; d++) has |= s->in[i].sym[d] == m->pad_sym;
     for (int p = 0; p < c->npad_inputs; p++) given |= strcmp(s->in[i].name, c->pad_input[p]) == 0;
-    if (has && !given)
+    if (has && !given && s->in[i].dtype != DVM_STRING)
       return dvm_status_new(DVM_INVALID_ARGUMENT, "pad = %s: input \"%s\" has it but no pad_value", c->pad, s->in[i].name);
   }
   if (m->batch_sym >= 0 && m->cfg.max_batch > s->sym_hi[m->batch_sym]) /* a batch the guards would refuse */

@@ -1,7 +1,9 @@
 """BYTES (string) tensors through dvm serve and the real tritonclient[http]:
 inputs as JSON strings and as the binary extension's length-prefixed
 elements, outputs both ways, against ONNX Runtime on the same model;
-malformed BYTES and batching of a string model refused by name."""
+requests of a string model joined by the batcher (batch, and pad with
+empty strings), each answered with its own elements; malformed BYTES
+and a string input's pad_value refused by name."""
 import json
 import os
 import urllib.error
@@ -14,24 +16,30 @@ import tritonclient.http as httpclient
 from onnx import TensorProto as T
 from onnx import helper
 
-from conftest import Server
+from conftest import Server, metric
 from dvmtest.onnxmodel import make_model, save_model
 
 WORDS = ["a", "", "\u00e9t\u00e9", "b c", "a\0b"]
 
 
-def bytes_model():
+def bytes_model(dims=("n",)):
     k = helper.make_tensor("k", T.STRING, [1], [b"!"])
     nodes = [helper.make_node("StringConcat", ["s", "k"], ["t"]), helper.make_node("Equal", ["s", "k"], ["eq"])]
-    return make_model(nodes, [("s", T.STRING, ["n"])], [("t", T.STRING, None), ("eq", T.BOOL, None)], [k], opset=20)
+    return make_model(nodes, [("s", T.STRING, list(dims))], [("t", T.STRING, None), ("eq", T.BOOL, None)], [k],
+                      opset=20)
+
+
+JOIN = "max_batch = 16\nqueue_delay_us = 50000\n"
+MODELS = (("text", ("n",), None), ("batched", ("n",), "batch = n\n" + JOIN),
+          ("padded", ("b", "l"), "batch = b\npad = l\n" + JOIN), ("badpad", ("b", "l"), "batch = b\npad = l\npad_value = s:0\n"))
 
 
 @pytest.fixture(scope="module")
 def bytes_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("bytes")
-    for name, config in (("text", None), ("batched", "batch = n\n")):
+    for name, dims, config in MODELS:
         os.makedirs(root / "repo" / name / "1")
-        save_model(bytes_model(), root / "repo" / name / "1" / "model.onnx")
+        save_model(bytes_model(dims), root / "repo" / name / "1" / "model.onnx")
         if config:
             (root / "repo" / name / "config").write_text(config)
     s = Server(str(root / "repo"), str(root / "serve.log"))
@@ -80,4 +88,39 @@ def test_bytes_refusals(bytes_server):
     req = urllib.request.Request(f"http://{bytes_server.url}/v2/repository/index", data=b"{}", method="POST")
     with urllib.request.urlopen(req) as r:
         index = r.read().decode()
-    assert 'batch and pad: \\"s\\" is a string tensor' in index, index
+    assert 'pad_value s: a string input pads with empty strings and takes no pad_value' in index, index
+
+
+@pytest.mark.parametrize("model", ["batched", "padded"])
+def test_bytes_requests_joined(bytes_server, model):
+    """Requests of 1-3 rows (and, padded, 1-7 words a row: one length
+    bucket, so they join with empty strings as padding) sent at once:
+    fewer invocations than requests, and each gets exactly its own
+    elements back, non-ASCII and NUL bytes included."""
+    rng = np.random.default_rng(7)
+    vocab = ["a", "", "\u00e9t\u00e9", "b c", "a\0b", "!", "\u4e2d\u6587"]
+    reqs = []
+    for _ in range(12):
+        shape = [int(rng.integers(1, 4))] + ([int(rng.integers(1, 8))] if model == "padded" else [])
+        reqs.append(np.array([vocab[i].encode() for i in rng.integers(0, len(vocab), int(np.prod(shape)))],
+                             dtype=object).reshape(shape))
+    c = httpclient.InferenceServerClient(bytes_server.url, concurrency=len(reqs))
+    before = bytes_server.metrics()
+    pending = []
+    for k, words in enumerate(reqs):
+        i = httpclient.InferInput("s", list(words.shape), "BYTES")
+        i.set_data_from_numpy(words, binary_data=k % 2 == 0)
+        pending.append(c.async_infer(model, [i], outputs=[httpclient.InferRequestedOutput(o, binary_data=True)
+                                                          for o in ("t", "eq")]))
+    for words, p in zip(reqs, pending, strict=True):
+        r = p.get_result()
+        assert r.as_numpy("t").shape == words.shape
+        assert r.as_numpy("t").ravel().tolist() == [w + b"!" for w in words.ravel().tolist()]
+        assert r.as_numpy("eq").ravel().tolist() == [w == b"!" for w in words.ravel().tolist()]
+    after = bytes_server.metrics()
+    delta = {k: metric(after, k, model=model) - metric(before, k, model=model)
+             for k in ("dvm_batch_size_count", "dvm_padding_elements_total")}
+    assert delta["dvm_batch_size_count"] < len(reqs), "no two requests shared an invocation"
+    if model == "padded":
+        assert delta["dvm_padding_elements_total"] > 0, "no request was padded"
+    c.close()
