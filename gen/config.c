@@ -185,7 +185,7 @@ dvm_status *dvm_generator_config_read(const char *path, dvm_generator_config *ou
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: line %d: %s", path, err.line, err.text);
   }
   *out = (dvm_generator_config){.pad = -1, .top_k = 50, .top_p = 1.0, .temperature = 1.0,
-                          .repetition_penalty = 1.0, .seed = -1};
+                          .repetition_penalty = 1.0, .seed = -1, .logprobs = -1};
   const char *base = strrchr(path, '/');
   reader r = {.file = base ? base + 1 : path, .c = out};
   dvm_status *st = json_is_object(root) ? read_object(&r, "", root) : bad(&r, "(top)", "must be an object");

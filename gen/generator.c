@@ -68,6 +68,9 @@ struct dvm_generator {
   dvm_generator_config *search; /* [batch]: each sequence's search settings */
   dvm_generator_rng *rngs;  /* [batch]: ... and its own random stream, where own_rng[b] */
   bool *own_rng;
+  dvm_generator_logprobs *lp; /* [batch]: the last token's, where has_lp[b] */
+  bool *has_lp;
+  float *pick;              /* [vocab]: a copy of the logits that choosing may change, for a row with logprobs */
   dvm_value *args, *bound, *results;
   /* the paged cache (bs > 0): cache[] holds its pools, of kb's blocks and
    * the idle rows' one (id trash) */
@@ -83,7 +86,7 @@ struct dvm_generator {
 void dvm_generator_options_init(dvm_generator_options *o) {
   *o = (dvm_generator_options){.max_length = -1, .do_sample = -1, .top_k = -1, .top_p = -1,
                          .temperature = -1, .repetition_penalty = -1, .seed = -1, .kv_block_size = 0, .kv_budget = 0,
-                         .kv_dtype = DVM_F32};
+                         .kv_dtype = DVM_F32, .logprobs = -1};
 }
 
 /* ---- creation ---- */
@@ -112,6 +115,12 @@ static dvm_status *apply_options(dvm_generator_config *c, const dvm_generator_op
     c->repetition_penalty = o->repetition_penalty;
   }
   if (o->seed >= 0) c->seed = o->seed;
+  if (o->logprobs >= 0) {
+    if (o->logprobs > DVM_GENERATOR_MAX_LOGPROBS)
+      return dvm_status_new(DVM_INVALID_ARGUMENT, "logprobs %d out of range: at most %d", o->logprobs,
+                            DVM_GENERATOR_MAX_LOGPROBS);
+    c->logprobs = o->logprobs;
+  }
   return NULL;
 }
 
@@ -360,11 +369,14 @@ dvm_status *dvm_generator_create(dvm_module *m, const char *config_path, const d
   g->search = calloc(B, sizeof *g->search);
   g->rngs = calloc(B, sizeof *g->rngs);
   g->own_rng = calloc(B, sizeof *g->own_rng);
+  g->lp = calloc(B, sizeof *g->lp);
+  g->has_lp = calloc(B, sizeof *g->has_lp);
+  g->pick = calloc(V, sizeof *g->pick);
   g->args = calloc((size_t)(g->nparams + 2 * g->nresults) + 1, sizeof *g->args);
   g->bound = g->args ? g->args + g->nparams : NULL;
   g->results = g->bound ? g->bound + g->nresults : NULL;
   if (!g->past || !g->cache || !g->tokens || !g->len || !g->done || !g->logits || !g->work || !g->search ||
-      !g->rngs || !g->own_rng || !g->args) {
+      !g->rngs || !g->own_rng || !g->lp || !g->has_lp || !g->pick || !g->args) {
     dvm_generator_destroy(g);
     return dvm_status_new(DVM_OUT_OF_MEMORY, "");
   }
@@ -410,6 +422,9 @@ void dvm_generator_destroy(dvm_generator *g) {
   free(g->search);
   free(g->rngs);
   free(g->own_rng);
+  free(g->lp);
+  free(g->has_lp);
+  free(g->pick);
   free(g->args);
   free(g);
 }
@@ -722,11 +737,24 @@ dvm_status *dvm_generator_next(dvm_generator *g) {
   if (dvm_generator_done(g)) return dvm_status_new(DVM_FAILED_PRECONDITION, "every sequence is done");
   dvm_status *st = dvm_generator_compute_logits(g);
   if (st) return st;
+  int vocab = g->c.vocab_size;
   for (int b = 0; b < g->batch; b++) {
+    g->has_lp[b] = false;
     if (g->done[b] || !g->has_logits[b]) continue; /* done, or a prompt between its chunks */
     int32_t *seq = g->tokens + (size_t)b * g->max_length;
-    int32_t t = dvm_generator_choose(&g->search[b], g->logits + (size_t)b * g->c.vocab_size, seq, g->len[b], g->work,
-                                     g->own_rng[b] ? &g->rngs[b] : &g->rng);
+    float *l = g->logits + (size_t)b * vocab, *pick = l;
+    const dvm_generator_config *c = &g->search[b];
+    double lse = 0;
+    if (c->logprobs >= 0) { /* the raw logits' log-softmax; the choice works on a copy */
+      lse = dvm_generator_logprobs_top(l, vocab, c->logprobs, g->work, &g->lp[b]);
+      pick = memcpy(g->pick, l, (size_t)vocab * sizeof *l);
+    }
+    int32_t t = dvm_generator_choose(c, pick, seq, g->len[b], g->work, g->own_rng[b] ? &g->rngs[b] : &g->rng);
+    if (c->logprobs >= 0) {
+      g->lp[b].token = t;
+      g->lp[b].logprob = (float)(l[t] - lse);
+      g->has_lp[b] = true;
+    }
     g->has_logits[b] = false;
     if (is_eos(&g->c, t)) { /* ends the sequence, and is not part of it (as in GenAI) */
       g->done[b] = true;
@@ -735,6 +763,26 @@ dvm_status *dvm_generator_next(dvm_generator *g) {
     seq[g->len[b]++] = t;
     g->done[b] = g->len[b] >= g->max_length;
   }
+  return NULL;
+}
+
+const dvm_generator_logprobs *dvm_generator_token_logprobs(const dvm_generator *g, int b) {
+  return b >= 0 && b < g->batch && g->has_lp[b] ? &g->lp[b] : NULL;
+}
+
+bool dvm_generator_get_rng(const dvm_generator *g, int b, uint64_t state[4]) {
+  if (b < 0 || b >= g->batch || !g->own_rng[b]) return false;
+  memcpy(state, g->rngs[b].s, sizeof g->rngs[b].s);
+  return true;
+}
+
+dvm_status *dvm_generator_set_rng(dvm_generator *g, int b, const uint64_t state[4]) {
+  if (b < 0 || b >= g->batch)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d of a batch of %d", b, g->batch);
+  if (!(state[0] | state[1] | state[2] | state[3]))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "sequence %d: an all-zero random state", b);
+  memcpy(g->rngs[b].s, state, sizeof g->rngs[b].s);
+  g->own_rng[b] = true;
   return NULL;
 }
 
@@ -747,7 +795,7 @@ void dvm_generator_reset(dvm_generator *g, int b) {
   if (g->bs) g->held[b] = g->published[b] = 0, g->chain[b] = 0;
   g->len[b] = g->ran[b] = 0;
   g->done[b] = true;
-  g->has_logits[b] = false;
+  g->has_logits[b] = g->has_lp[b] = false;
   g->search[b] = g->c;
   g->own_rng[b] = false;
 }

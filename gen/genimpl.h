@@ -23,6 +23,7 @@ typedef struct dvm_generator_config {
   int share_buffer; /* past and present one buffer (GroupQueryAttention), else present = past + new */
   double top_p, temperature, repetition_penalty;
   int64_t seed;
+  int logprobs; /* not the file's: dvm_generator_options.logprobs (-1: none) */
 } dvm_generator_config;
 
 /* Reads and checks path; messages name the field ("genai_config.json:
@@ -41,5 +42,12 @@ void dvm_generator_rng_seed(dvm_generator_rng *r, uint64_t seed);
  * `work` holds vocab ints. */
 int32_t dvm_generator_choose(const dvm_generator_config *c, float *logits, const int32_t *seq, int len, int *work,
                        dvm_generator_rng *rng);
+
+/* The log-softmax of one sequence's logits (vocab floats, unchanged) in
+ * one pass: its k most likely tokens and their log-probabilities into
+ * out->top, out->top_logprob and out->k; returns the log of the sum of
+ * exp(logits), which a logit less is its token's log-probability. `work`
+ * holds k ints. */
+double dvm_generator_logprobs_top(const float *logits, int vocab, int k, int *work, dvm_generator_logprobs *out);
 
 #endif

@@ -4,7 +4,9 @@
  * the top_k most likely tokens, softmax of logits / temperature over them,
  * and a threshold drawn uniformly in [0, top_p) walked down their
  * probabilities (top_p 0 or 1 keeps them all). The random stream is our
- * own (xoshiro256**), so a seed reproduces dvm's choices, not GenAI's. */
+ * own (xoshiro256**), so a seed reproduces dvm's choices, not GenAI's.
+ * And, when a sequence asks, the log-softmax of its raw logits (vLLM's
+ * logprobs). */
 #include <math.h>
 #include <string.h>
 
@@ -50,23 +52,58 @@ static void sift_down(const float *l, int *h, int n, int at, int t) {
   h[at] = t;
 }
 
-/* The k most likely token ids into h[0..k), most likely first: a heap of
- * the k best over one pass, then sorted out of it. */
-static void top_k(const float *l, int vocab, int k, int *h) {
-  for (int t = 0; t < vocab; t++) {
-    if (t < k) {
-      int at = t;
-      for (; at > 0 && before(l, h[(at - 1) / 2], t); at = (at - 1) / 2) h[at] = h[(at - 1) / 2];
-      h[at] = t;
-    } else if (before(l, t, h[0])) {
-      sift_down(l, h, k, 0, t);
-    }
+/* Adds token t to the heap h of the n best so far (at most k, the worst
+ * at the root). */
+static void heap_offer(const float *l, int *h, int *n, int k, int t) {
+  if (*n < k) {
+    int at = (*n)++;
+    for (; at > 0 && before(l, h[(at - 1) / 2], t); at = (at - 1) / 2) h[at] = h[(at - 1) / 2];
+    h[at] = t;
+  } else if (k && before(l, t, h[0])) {
+    sift_down(l, h, k, 0, t);
   }
-  for (int n = k; n > 1; n--) { /* the worst left goes last */
+}
+
+/* The heap h[0..n) sorted in place, most likely first. */
+static void heap_sort(const float *l, int *h, int n) {
+  for (; n > 1; n--) { /* the worst left goes last */
     int worst = h[0];
     sift_down(l, h, n - 1, 0, h[n - 1]);
     h[n - 1] = worst;
   }
+}
+
+/* The k most likely token ids into h[0..k), most likely first: a heap of
+ * the k best over one pass, then sorted out of it. */
+static void top_k(const float *l, int vocab, int k, int *h) {
+  int n = 0;
+  for (int t = 0; t < vocab; t++) heap_offer(l, h, &n, k, t);
+  heap_sort(l, h, n);
+}
+
+double dvm_generator_logprobs_top(const float *l, int vocab, int k, int *work, dvm_generator_logprobs *out) {
+  /* an online softmax: the sum of exp(l - m) rescaled when the largest
+   * logit m so far grows, so that no exp overflows */
+  double m = -INFINITY, sum = 0;
+  int n = 0;
+  for (int t = 0; t < vocab; t++) {
+    double x = l[t];
+    if (x > m) {
+      sum = sum * exp(m - x) + 1;
+      m = x;
+    } else {
+      sum += exp(x - m);
+    }
+    heap_offer(l, work, &n, k, t);
+  }
+  heap_sort(l, work, n);
+  double lse = m + log(sum);
+  out->k = n;
+  for (int i = 0; i < n; i++) {
+    out->top[i] = work[i];
+    out->top_logprob[i] = (float)(l[work[i]] - lse);
+  }
+  return lse;
 }
 
 enum { LANES = 16 };

@@ -15,7 +15,8 @@
  * (vLLM's recompute policy): its slot and blocks are freed and its request
  * goes back to the head of the queue; admitted again, it runs its prompt
  * and the tokens it had made as one prompt and goes on from there, so its
- * client sees no token twice. A waiting request is admitted only when its
+ * client sees no token twice, its random stream where it stood (a seeded
+ * sampled sequence makes what it makes alone). A waiting request is admitted only when its
  * blocks and the running ones' fit. */
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,7 @@ static void preempt(dvms_llm *l) {
   for (int i = 0; i < l->nslots; i++)
     if (l->slots[i] && (s < 0 || l->slots[i]->admitted > l->slots[s]->admitted)) s = i;
   dvms_gen *g = l->slots[s];
+  g->has_rng = dvm_generator_get_rng(l->gen, s, g->rng);
   dvm_generator_reset(l->gen, s);
   l->slots[s] = NULL;
   l->running--;
@@ -110,6 +112,7 @@ static int admit(dvms_llm *l, int s) {
   dvm_generator_reset(l->gen, s);
   int need = running_need(l);
   dvm_status *st = dvm_generator_set_search(l->gen, s, &g->search);
+  if (!st && g->has_rng) st = dvm_generator_set_rng(l->gen, s, g->rng);
   if (!st) st = dvm_generator_append(l->gen, toks, counts);
   if (!st && need + dvm_generator_kv_need(l->gen, s) > free_blocks(l)) {
     dvm_generator_reset(l->gen, s);
@@ -142,6 +145,8 @@ static void deliver(dvms_llm *l, const int *before, double now) {
     int len;
     const int32_t *seq = dvm_generator_sequence(l->gen, s, &len);
     if (len > before[s]) {
+      const dvm_generator_logprobs *lp = dvm_generator_token_logprobs(l->gen, s);
+      if (g->logprobs && lp) g->logprobs[g->ntokens] = *lp;
       g->tokens[g->ntokens++] = seq[len - 1];
       if (g->ntokens == 1) dvms_metrics_gen_prompt(l->m->metrics, l->m->name, 0, now - g->enqueued), g->first = now;
       else dvms_metrics_gen_token(l->m->metrics, l->m->name, now - g->last);
@@ -282,8 +287,14 @@ dvm_status *dvms_llm_submit(dvms_model *m, dvms_gen *g) {
     return dvm_status_new(DVM_INVALID_ARGUMENT, "%d prompt tokens and max_tokens %d need %lld KV blocks of %d rows; "
                           "the model's kv_budget holds %d", g->nprompt, g->max_tokens,
                           (long long)((rows + kv.block_size - 1) / kv.block_size), kv.block_size, kv.blocks);
-  if (!(g->tokens = malloc((size_t)g->max_tokens * sizeof *g->tokens)))
+  g->tokens = malloc((size_t)g->max_tokens * sizeof *g->tokens);
+  if (g->search.logprobs >= 0) g->logprobs = malloc((size_t)g->max_tokens * sizeof *g->logprobs);
+  if (!g->tokens || (g->search.logprobs >= 0 && !g->logprobs)) {
+    free(g->tokens);
+    free(g->logprobs);
+    g->tokens = NULL, g->logprobs = NULL;
     return dvm_status_new(DVM_OUT_OF_MEMORY, "%d tokens of a request", g->max_tokens);
+  }
   dvms_cond_init(&g->cond);
   pthread_mutex_lock(&l->mu);
   if (l->waiting >= m->cfg.max_queue || l->stop) {
@@ -291,7 +302,8 @@ dvm_status *dvms_llm_submit(dvms_model *m, dvms_gen *g) {
     pthread_mutex_unlock(&l->mu);
     pthread_cond_destroy(&g->cond);
     free(g->tokens);
-    g->tokens = NULL;
+    free(g->logprobs);
+    g->tokens = NULL, g->logprobs = NULL;
     return dvm_status_new(DVM_RESOURCE_EXHAUSTED, "model %s has %lld requests waiting, its max_queue", m->name,
                           (long long)waiting);
   }
@@ -340,6 +352,7 @@ void dvms_llm_cancel(dvms_model *m, dvms_gen *g) {
 void dvms_gen_clear(dvms_gen *g) {
   if (g->tokens) pthread_cond_destroy(&g->cond);
   free(g->tokens);
+  free(g->logprobs);
   dvm_status_free(g->status);
   *g = (dvms_gen){0};
 }

@@ -66,8 +66,7 @@ static int number(json_t *req, const char *key, double lo, double hi, int intege
 /* Fields OpenAI has and dvm does not do: refused unless absent or left at
  * their neutral value, never silently ignored. */
 static const char *unsupported(json_t *req) {
-  static const char *const keys[] = {"logprobs", "top_logprobs", "echo", "suffix", "best_of", "presence_penalty",
-                                     "frequency_penalty", "logit_bias", "tools", "functions", "response_format"};
+  static const char *const keys[] = {"echo", "suffix", "best_of", "presence_penalty", "frequency_penalty", "logit_bias", "tools", "functions", "response_format"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     json_t *v = json_object_get(req, keys[i]);
     if (!v || json_is_null(v) || json_is_false(v) || (json_is_number(v) && json_number_value(v) == 0) ||
@@ -77,6 +76,46 @@ static const char *unsupported(json_t *req) {
     return keys[i];
   }
   return NULL;
+}
+
+/* The alternatives each token's log-probability comes with: completions'
+ * `logprobs` (0 to 5, as OpenAI's), or chat's `logprobs: true` with
+ * `top_logprobs` (0 to 20); -1 for none. 0 and the field's name in *field
+ * (the message in msg) when one is bad. */
+static int logprobs_of(const dvms_openai_req *r, json_t *req, int *k, const char **field, char *msg, size_t size) {
+  json_t *lp = json_object_get(req, "logprobs"), *top = json_object_get(req, "top_logprobs");
+  double n = -1;
+  *k = -1;
+  if (!r->chat) {
+    if (top && !json_is_null(top)) {
+      *field = "top_logprobs";
+      snprintf(msg, size, "top_logprobs is chat's; completions take logprobs, an integer in [0, %d]",
+               DVMS_MAX_COMPLETION_LOGPROBS);
+      return 0;
+    }
+    if (!number(req, "logprobs", 0, DVMS_MAX_COMPLETION_LOGPROBS, 1, &n, msg, size)) {
+      *field = "logprobs";
+      return 0;
+    }
+    *k = (int)n;
+    return 1;
+  }
+  if (lp && !json_is_null(lp) && !json_is_boolean(lp)) {
+    *field = "logprobs";
+    snprintf(msg, size, "logprobs must be true or false");
+    return 0;
+  }
+  if (!number(req, "top_logprobs", 0, DVM_GENERATOR_MAX_LOGPROBS, 1, &n, msg, size)) {
+    *field = "top_logprobs";
+    return 0;
+  }
+  if (n >= 0 && !json_is_true(lp)) {
+    *field = "top_logprobs";
+    snprintf(msg, size, "top_logprobs needs logprobs: true");
+    return 0;
+  }
+  *k = json_is_true(lp) ? (n < 0 ? 0 : (int)n) : -1;
+  return 1;
 }
 
 static int stops(dvms_openai_req *r, json_t *req, char *msg, size_t size) {
@@ -170,6 +209,7 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
     return 0;
   }
   double temperature = 1, top_p = 1, n = 1, seed = -1, top_k = 0, rep = 1;
+  int logprobs = -1;
   double max_length = m->max_length;
   double max_tokens = r->chat ? 0 : 16; /* OpenAI's defaults: 16, or up to the context for chat */
   json_t *stream = json_object_get(req, "stream");
@@ -191,6 +231,7 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
     field = "max_tokens";
   else if (stream && !json_is_boolean(stream)) field = "stream", snprintf(msg, sizeof msg, "stream must be true or false");
   else if (!stops(r, req, msg, sizeof msg)) field = "stop";
+  else logprobs_of(r, req, &logprobs, &field, msg, sizeof msg);
   if (field) {
     refuse(r, rp, 400, field, msg);
     return 0;
@@ -234,6 +275,7 @@ int dvms_openai_parse(const dvms_model *m, const void *json, dvms_openai_req *r,
   o->top_k = top_k < 0 ? 0 : (int)top_k; /* OpenAI samples from the whole vocabulary */
   o->repetition_penalty = rep;
   o->seed = (int64_t)seed;
+  o->logprobs = logprobs;
   return 1;
 }
 

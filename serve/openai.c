@@ -27,6 +27,7 @@ typedef struct choice {
   int seen;      /* tokens decoded */
   int finish;    /* DVMS_FINISH_* once over; stop strings count as EOS */
   int chunked;   /* tokens seen at its last event; -1 once its last event is written */
+  dvms_logprobs lp; /* its tokens' texts, when the request asks for logprobs (lp.ends set) */
 } choice;
 
 typedef struct call {
@@ -52,6 +53,7 @@ static void call_free(call *c) {
     dvms_gen_clear(&h->g);
     dvm_tokenizer_stream_free(h->ts);
     dvms_buf_free(&h->text);
+    dvms_logprobs_free(&h->lp);
   }
   free(c->ch);
   dvms_gen_clear(&c->r.g);
@@ -72,12 +74,14 @@ static dvm_status *take(call *c, choice *h, int n) {
     if (st) return st;
     size_t from = h->text.len > c->r.maxstop ? h->text.len - c->r.maxstop : 0;
     dvms_buf_put(&h->text, piece, len);
-    if (h->text.failed) return dvm_status_new(DVM_OUT_OF_MEMORY, "the answer's text");
+    if (h->lp.ends) dvms_logprobs_piece(&h->lp, piece, len);
+    if (h->text.failed || h->lp.text.failed) return dvm_status_new(DVM_OUT_OF_MEMORY, "the answer's text");
     for (size_t at = from; at < h->text.len && h->finish == DVMS_FINISH_NONE; at++)
       for (int k = 0; k < c->r.nstop && h->finish == DVMS_FINISH_NONE; k++) {
         size_t L = strlen(c->r.stop[k]);
         if (h->text.len - at >= L && !memcmp(h->text.data + at, c->r.stop[k], L)) {
           h->text.len = at; /* the stop string and what follows are not answered */
+          if (h->lp.ends) dvms_logprobs_cut(&h->lp, at);
           h->finish = DVMS_FINISH_EOS;
           dvms_llm_cancel(c->m, &h->g);
         }
@@ -99,8 +103,10 @@ static dvm_status *settle(call *c, choice *h, int n, int done) {
   }
   const char *tail;
   size_t len;
-  if (!(st = dvm_tokenizer_stream_finish(h->ts, &tail, &len))) dvms_buf_put(&h->text, tail, len);
-  return st;
+  if ((st = dvm_tokenizer_stream_finish(h->ts, &tail, &len))) return st;
+  dvms_buf_put(&h->text, tail, len);
+  if (h->lp.ends) dvms_logprobs_tail(&h->lp, tail, len);
+  return NULL;
 }
 
 /* How much of h's text may be answered now: all once over, else what
@@ -166,6 +172,14 @@ static void usage(const call *c, dvms_buf *b) {
                   made, c->r.g.nprompt + made);
 }
 
+/* "logprobs": h's entries up to token upto, or null when not asked for. */
+static void logprobs_json(const call *c, dvms_buf *b, choice *h, int upto) {
+  DVMS_PUT(b, "\"logprobs\":");
+  if (h->lp.ends) dvms_logprobs_write(b, &h->lp, &h->g, c->m->tok, c->r.chat, upto);
+  else DVMS_PUT(b, "null");
+  DVMS_PUT(b, ",");
+}
+
 /* A JSON string of h's text[from, to). */
 static void text_json(dvms_buf *b, const choice *h, size_t from, size_t to) {
   dvms_buf_json_stringn(b, h->text.data ? h->text.data + from : "", to - from);
@@ -185,8 +199,9 @@ static void whole(call *c, dvms_http_reply *rp) {
       if (c->r.chat) DVMS_PUT(b, "\"message\":{\"role\":\"assistant\",\"content\":");
       else DVMS_PUT(b, "\"text\":");
       text_json(b, h, 0, h->text.len);
-      dvms_buf_printf(b, "%s,%s\"finish_reason\":\"%s\"}", c->r.chat ? "}" : "", c->r.chat ? "" : "\"logprobs\":null,",
-                      finish_name(h->finish));
+      dvms_buf_printf(b, "%s", c->r.chat ? "}," : ",");
+      logprobs_json(c, b, h, h->lp.n);
+      dvms_buf_printf(b, "\"finish_reason\":\"%s\"}", finish_name(h->finish));
     }
     DVMS_PUT(b, "],");
     usage(c, b);
@@ -196,8 +211,9 @@ static void whole(call *c, dvms_http_reply *rp) {
   rp->content_type = "application/json";
 }
 
-/* One server-sent event of choice k: its text[from, to) and, when over,
- * the finish reason. */
+/* One server-sent event of choice k: its text[from, to), the logprobs of
+ * the tokens whose text it completes (all that are left, when over) and,
+ * when over, the finish reason. */
 static void chunk(call *c, int k, size_t from, size_t to, const char *finish) {
   dvms_buf *b = &c->out;
   choice *h = &c->ch[k];
@@ -223,8 +239,9 @@ static void chunk(call *c, int k, size_t from, size_t to, const char *finish) {
   } else {
     DVMS_PUT(b, "\"text\":");
     text_json(b, h, from, to);
-    DVMS_PUT(b, ",\"logprobs\":null,");
+    DVMS_PUT(b, ",");
   }
+  logprobs_json(c, b, h, finish ? h->lp.n : dvms_logprobs_ready(&h->lp, to));
   if (finish) dvms_buf_printf(b, "\"finish_reason\":\"%s\"}]", finish);
   else DVMS_PUT(b, "\"finish_reason\":null}]");
   DVMS_PUT(b, "}\n\n");
@@ -312,6 +329,8 @@ static dvm_status *submit(call *c) {
     h->g.max_tokens = c->r.g.max_tokens;
     h->g.search = c->r.g.search;
     if (h->g.search.seed >= 0) h->g.search.seed += k;
+    if (h->g.search.logprobs >= 0 && !(h->lp.ends = malloc((size_t)h->g.max_tokens * sizeof *h->lp.ends)))
+      return dvm_status_new(DVM_OUT_OF_MEMORY, "the choices' logprobs");
     dvm_status *st = dvm_tokenizer_stream_create(c->m->tok, 1, &h->ts);
     if (!st) st = dvms_llm_submit(c->m, &h->g);
     if (st) return st; /* call_free cancels those queued */

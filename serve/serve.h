@@ -263,7 +263,10 @@ struct dvms_gen {
   int state, slot, finish, cancel;
   int64_t admitted;  /* when it last took a slot (the engine's count): the newest is preempted first */
   int32_t *tokens; /* [max_tokens]; the first ntokens are final */
+  dvm_generator_logprobs *logprobs; /* [max_tokens], each token's, when search.logprobs >= 0 */
   int ntokens;
+  uint64_t rng[4];    /* its random stream where a preemption left it, when has_rng */
+  int has_rng;
   dvm_status *status; /* DVMS_FINISH_ERROR: why; the caller's to free */
   double enqueued, first, last;
   pthread_cond_t cond;
@@ -288,6 +291,30 @@ int dvms_llm_wait(dvms_model *m, dvms_gen *g, int have, double until, int *n);
  * freed at the next step; returns once the engine has let go of it. */
 void dvms_llm_cancel(dvms_model *m, dvms_gen *g);
 void dvms_gen_clear(dvms_gen *g);
+
+/* ---- a choice's log-probabilities as OpenAI writes them (logprobs.c) ---- */
+typedef struct dvms_logprobs {
+  dvms_buf text;  /* the chosen tokens' texts from the tokenizer's stream, one after another */
+  size_t *ends;   /* [max_tokens]: text.len after each */
+  int n;          /* tokens whose entries are answered (a stop string cuts the others off) */
+  int sent;       /* of them, written */
+  long chars;     /* characters of the texts written (completions' text_offset) */
+} dvms_logprobs;
+/* The text of the next token. */
+void dvms_logprobs_piece(dvms_logprobs *lp, const char *piece, size_t len);
+/* The tokenizer's last text (an incomplete character), the last token's. */
+void dvms_logprobs_tail(dvms_logprobs *lp, const char *tail, size_t len);
+/* The answer's text ends at byte `at` (a stop string): only the tokens
+ * whose text starts before it keep their entries. */
+void dvms_logprobs_cut(dvms_logprobs *lp, size_t at);
+/* The tokens whose text lies within the first `to` bytes. */
+int dvms_logprobs_ready(const dvms_logprobs *lp, size_t to);
+/* Writes the entries of tokens [lp->sent, upto) of g (g->logprobs, its
+ * tokens and prompt) as chat's or completions' logprobs object, the
+ * alternatives' texts by tok. */
+void dvms_logprobs_write(dvms_buf *b, dvms_logprobs *lp, const dvms_gen *g, const dvm_tokenizer *tok, int chat,
+                         int upto);
+void dvms_logprobs_free(dvms_logprobs *lp);
 
 /* ---- chat messages to a prompt (chat.c) ---- */
 /* The prompt text of a JSON array of {role, content} messages by m's chat
@@ -417,6 +444,7 @@ typedef struct dvms_api {
 void dvms_api_handle(dvms_api *api, const dvms_http_request *rq, dvms_http_reply *rp);
 /* An OpenAI completions or chat request, read and checked (openai.c). */
 #define DVMS_MAX_STOP 4
+#define DVMS_MAX_COMPLETION_LOGPROBS 5 /* OpenAI's limit on completions' logprobs */
 typedef struct dvms_openai_req {
   int chat, triton, stream, include_usage;
   int n;           /* choices: sequences of the same prompt */

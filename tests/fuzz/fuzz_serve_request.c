@@ -15,8 +15,8 @@
  * written). The rest is the body. An OpenAI or generate request must be
  * refused with a 400 or 507 and an error body that is JSON of its route's
  * form, or read into a prompt of 1 to 63 token ids with max_tokens within
- * what max_length leaves and 1 to max_running choices (one for generate,
- * streamed as its route says). Any input must give a request that keeps every
+ * what max_length leaves, 1 to max_running choices (one for generate,
+ * streamed as its route says) and logprobs within their limits. Any input must give a request that keeps every
  * promise (signature dtypes and ranks, symbol ranges, the element limit)
  * or an invalid-argument error; a parsed request's response must be valid
  * JSON of the length the writer reports. A broken promise aborts. */
@@ -92,6 +92,9 @@ static void openai(uint8_t mode, const uint8_t *body, size_t size) {
     require(r.g.max_tokens >= 1 && r.g.max_tokens <= m.max_length - r.g.nprompt && r.g.max_tokens <= 40);
     for (int i = 0; i < r.g.nprompt; i++) require(r.prompt[i] >= 0);
     for (int i = 0; i < r.nstop; i++) require(strlen(r.stop[i]) >= 1 && strlen(r.stop[i]) <= r.maxstop);
+    /* none, or chat's top_logprobs (0 to 20), completions' logprobs (0 to 5) */
+    require(r.g.search.logprobs >= -1 &&
+            r.g.search.logprobs <= (r.chat ? DVM_GENERATOR_MAX_LOGPROBS : DVMS_MAX_COMPLETION_LOGPROBS));
   } else {
     require(rp.status == 400 || rp.status == 507 || rp.status == 404);
     json_t *back = json_loadb(rp.body.data, rp.body.len, 0, NULL);

@@ -96,10 +96,12 @@ class GenServer:
         return float(m.group(1))
 
 
-@pytest.fixture(scope="module")
-def gen_server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("servegen")
-    for name, (folder, template, config) in MODELS.items():
+def serve_gen_repo(tmp_path_factory, tag, models):
+    """For a module's fixture (yield from it): dvm serve over a repository of
+    models, {name: (builder folder, chat_template or None, config)}, stopped
+    by SIGTERM after, which it must survive."""
+    root = tmp_path_factory.mktemp(tag)
+    for name, (folder, template, config) in models.items():
         dst = root / "repo" / name / "1"
         shutil.copytree(servegen_folder(folder), dst, ignore=shutil.ignore_patterns("*.dvmb"))
         cfg = json.load(open(dst / "tokenizer_config.json"))
@@ -113,6 +115,11 @@ def gen_server(tmp_path_factory):
     yield s
     s.proc.send_signal(signal.SIGTERM)
     assert s.proc.wait(60) == 0
+
+
+@pytest.fixture(scope="module")
+def gen_server(tmp_path_factory):
+    yield from serve_gen_repo(tmp_path_factory, "servegen", MODELS)
 
 
 def gen_client(server):
@@ -377,7 +384,7 @@ def test_disconnect_frees_slot(gen_server):
 @pytest.mark.parametrize("field,value,status", [
     ("n", 0, 400), ("n", 9, 400), ("n", 1.5, 400), ("temperature", 2.5, 400), ("temperature", "hot", 400), ("top_p", 0, 400), ("top_p", 1.5, 400),
     ("max_tokens", 0, 400), ("max_tokens", 301, 400), ("max_tokens", 600, 400), ("seed", -1, 400),
-    ("stop", ["a", "b", "c", "d", "e"], 400), ("stop", [""], 400), ("logprobs", 2, 400), ("echo", True, 400),
+    ("stop", ["a", "b", "c", "d", "e"], 400), ("stop", [""], 400), ("logprobs", 6, 400), ("echo", True, 400),
     ("stream", "yes", 400), ("prompt", "x" * 3000, 400), ("prompt", [[1, 2], [3]], 400), ("prompt", [1, 99999], 400),
     ("prompt", {}, 400), ("prompt", [], 400), ("prompt", "", 400), ("model", "nope", 404), ("model", 7, 400),
 ])

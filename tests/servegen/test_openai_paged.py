@@ -13,8 +13,6 @@ import http.client
 import json
 import random
 import re
-import shutil
-import signal
 import socket
 import threading
 import time
@@ -24,7 +22,7 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
-from test_openai import GenServer, alone_ids, gen_client, run_completion, servegen_folder
+from test_openai import alone_ids, gen_client, run_completion, serve_gen_repo
 
 BLOCK = 4 * 2 * 2 * 2 * 32 * 4  # "tight"'s block: 4 rows of 2 layers' key and value, 2 kv heads of 32 f32
 BUDGET = 24 * BLOCK
@@ -44,16 +42,8 @@ PAGED_MODELS = {
 
 @pytest.fixture(scope="module")
 def paged_server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("servepaged")
-    for name, config in PAGED_MODELS.items():
-        dst = root / "repo" / name / "1"
-        shutil.copytree(servegen_folder("llama-fp32"), dst, ignore=shutil.ignore_patterns("*.dvmb"))
-        (root / "repo" / name / "config").write_text(config)
-    s = GenServer(str(root / "repo"), str(root / "serve.log"))
-    s.root = root
-    yield s
-    s.proc.send_signal(signal.SIGTERM)
-    assert s.proc.wait(60) == 0
+    yield from serve_gen_repo(tmp_path_factory, "servepaged",
+                              {name: ("llama-fp32", None, config) for name, config in PAGED_MODELS.items()})
 
 
 def kv_state(server, model):

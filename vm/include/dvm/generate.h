@@ -54,7 +54,12 @@ typedef struct dvm_generator_options {
                          as it reads and writes). An f16 cache is paged (without kv_block_size, in
                          blocks of max_length rows: one per sequence) and needs what paging needs; a
                          model whose cache is f16 already is unaffected */
+  int logprobs;       /* >= 0: each token chosen comes with its log-probability and this many most likely
+                         alternatives' (at most DVM_GENERATOR_MAX_LOGPROBS), read with
+                         dvm_generator_token_logprobs; negative (the default): none, at no cost */
 } dvm_generator_options;
+
+#define DVM_GENERATOR_MAX_LOGPROBS 20
 
 DVM_API void dvm_generator_options_init(dvm_generator_options *opts);
 
@@ -112,12 +117,40 @@ DVM_API DVM_MUST_USE dvm_status *dvm_generator_next(dvm_generator *g);
 DVM_API void dvm_generator_reset(dvm_generator *g, int b);
 
 /* Sequence b's own search settings until its next reset: do_sample,
- * top_k, top_p, temperature, repetition_penalty as in
+ * top_k, top_p, temperature, repetition_penalty, logprobs as in
  * dvm_generator_create's options (a negative field keeps the generator's;
  * max_length must be left negative), and a seed >= 0 gives the sequence a
  * random stream of its own (else it shares the generator's). Fails, naming
  * the field, for an out-of-range value, changing nothing. */
 DVM_API DVM_MUST_USE dvm_status *dvm_generator_set_search(dvm_generator *g, int b, const dvm_generator_options *opts);
+
+/* A chosen token's log-probability under the model's own distribution:
+ * log_softmax of the logits the model gave, before the repetition
+ * penalty, the EOS held back below min_length, temperature, top-k and
+ * top-p (vLLM's default), and the k most likely tokens' (the sequence's
+ * logprobs setting), most likely first, ties by the lower id. */
+typedef struct dvm_generator_logprobs {
+  int32_t token;  /* the token chosen (an EOS too, though it does not join the sequence) */
+  float logprob;
+  int k;
+  int32_t top[DVM_GENERATOR_MAX_LOGPROBS];
+  float top_logprob[DVM_GENERATOR_MAX_LOGPROBS];
+} dvm_generator_logprobs;
+
+/* Sequence b's entry for the token the last dvm_generator_next chose
+ * (borrowed until the next call that changes the generator), or NULL when
+ * that call chose none for it or its logprobs setting is negative. */
+DVM_API const dvm_generator_logprobs *dvm_generator_token_logprobs(const dvm_generator *g, int b);
+
+/* Sequence b's own random stream where it stands (four words of its
+ * state): true, or false when it has none (no seed: it draws from the
+ * generator's). With dvm_generator_set_rng a server that empties a
+ * sequence and rebuilds it (a preemption) has it draw on from there. */
+DVM_API bool dvm_generator_get_rng(const dvm_generator *g, int b, uint64_t state[4]);
+/* Gives sequence b its own random stream at `state` (after
+ * dvm_generator_set_search, which a seed there overrides, and until its
+ * reset). Fails for an all-zero state, which the stream never reaches. */
+DVM_API DVM_MUST_USE dvm_status *dvm_generator_set_rng(dvm_generator *g, int b, const uint64_t state[4]);
 
 DVM_API bool dvm_generator_done(const dvm_generator *g);          /* every sequence */
 DVM_API bool dvm_generator_seq_done(const dvm_generator *g, int b);
