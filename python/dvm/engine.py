@@ -13,8 +13,10 @@ paged one as `dvm serve`'s: blocks from a pool of kv_budget bytes, taken as
 a sequence grows; when the running sequences need more than are free, the
 most recently admitted is preempted (its slot and blocks freed, back at the
 head of the queue; readmitted, it runs its prompt and the tokens it had
-made as one prompt and goes on, its client seeing no token twice), and a
-waiting request is admitted only when its blocks fit."""
+made as one prompt and goes on, its client seeing no token twice, its
+random stream where it stood), and a waiting request is admitted only when
+its blocks fit. A request may ask for each token's log-probability and
+its most likely alternatives' (the model's raw distribution)."""
 from __future__ import annotations
 
 import asyncio
@@ -36,11 +38,15 @@ class Request:
     """One sequence's tokens as the engine makes them. Iterating (or `async
     for`) yields lists of new token ids until the request ends; then
     `finish_reason` says why ("length", "stop" for an EOS, "cancelled",
-    "error"), and iteration raises `error` if there was one."""
+    "error"), and iteration raises `error` if there was one. Submitted with
+    `logprobs`, `logprobs[i]` is token i's (logprob, [(id, logprob), ...]),
+    there before the token is yielded."""
 
     def __init__(self, prompt: np.ndarray, max_tokens: int, search: dict) -> None:
         self.prompt, self.max_tokens, self._search = prompt, max_tokens, search
         self.tokens: List[int] = []
+        self.logprobs: List[Tuple[float, List[Tuple[int, float]]]] = []
+        self._rng: Optional[Tuple[int, int, int, int]] = None  # its random stream at a preemption
         self.finish_reason: Optional[str] = None
         self.error: Optional[BaseException] = None
         self._cond = threading.Condition()
@@ -53,9 +59,12 @@ class Request:
         self._cancel = True
 
     def _push(self, token: Optional[int] = None, finish: Optional[str] = None,
-              error: Optional[BaseException] = None) -> None:
-        """From the engine's thread: a new token, or the end."""
+              error: Optional[BaseException] = None, logprobs: Optional[tuple] = None) -> None:
+        """From the engine's thread: a new token (with its logprobs, when
+        asked), or the end."""
         with self._cond:
+            if logprobs is not None:
+                self.logprobs.append((logprobs[1], logprobs[2]))
             if token is not None:
                 self.tokens.append(token)
             if finish:
@@ -145,12 +154,15 @@ class Engine:
         self._thread.start()
 
     def submit(self, prompt: Sequence[int], max_tokens: int = 16, temperature: float = 0.0, top_p: float = 1.0,
-               top_k: int = 0, repetition_penalty: float = 1.0, seed: Optional[int] = None) -> Request:
+               top_k: int = 0, repetition_penalty: float = 1.0, seed: Optional[int] = None,
+               logprobs: Optional[int] = None) -> Request:
         """Queues a request: prompt token ids, then up to max_tokens more,
         greedy at temperature 0, else sampled (top_k, top_p; a seed gives
         the request a random stream of its own, so that it makes the same
-        tokens again). ValueError names a bad argument; RuntimeError when
-        the queue is full or the engine closed."""
+        tokens again). logprobs (0 to 20) keeps each token's log-probability
+        and its `logprobs` most likely alternatives' in `Request.logprobs`.
+        ValueError names a bad argument; RuntimeError when the queue is full
+        or the engine closed."""
         ids = np.asarray(prompt)
         if ids.ndim != 1 or not ids.size or ids.dtype.kind not in "iu":
             raise ValueError("prompt: a non-empty 1-D sequence of token ids expected")
@@ -173,11 +185,16 @@ class Engine:
             raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int) or
+                                     not 0 <= logprobs <= 20):
+            raise ValueError(f"logprobs must be an integer in [0, 20], got {logprobs!r}")
         search: dict[str, Any] = {"do_sample": temperature > 0, "repetition_penalty": float(repetition_penalty)}
         if temperature > 0:
             search.update(temperature=float(temperature), top_p=float(top_p), top_k=int(top_k))
         if seed is not None:
             search["seed"] = seed
+        if logprobs is not None:
+            search["logprobs"] = logprobs
         req = Request(ids.astype(np.int32), max_tokens, search)
         with self._mu:
             if self._stop:
@@ -226,6 +243,7 @@ class Engine:
         the queue, its slot and blocks free."""
         s = max((s for s, r in enumerate(self._running) if r), key=lambda s: self._running[s]._admitted)
         self._waiting.appendleft(self._running[s])
+        self._running[s]._rng = self._g.rng(s)
         self._g.reset(s)
         self._running[s] = None
         self.preemptions += 1
@@ -245,6 +263,8 @@ class Engine:
         rows[s] = np.concatenate([req.prompt, np.asarray(req.tokens, np.int32)])
         try:
             self._g.set_search(s, **req._search)
+            if req._rng:
+                self._g.set_rng(s, req._rng)
             self._g.append(rows)
         except _dvm.Error as e:
             self._waiting.popleft()
@@ -292,7 +312,8 @@ class Engine:
                     req = self._running[s]
                     seq = self._g.sequence(s)
                     if len(seq) > before[s]:
-                        req._push(int(seq[-1]))
+                        req._push(int(seq[-1]), logprobs=self._g.token_logprobs(s) if "logprobs" in req._search
+                                  else None)
                     if len(req.tokens) >= req.max_tokens or len(seq) >= self.max_length:
                         self._finish(s, FINISH_LENGTH)
                     elif self._g.seq_done(s):

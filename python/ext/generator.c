@@ -198,14 +198,15 @@ static PyObject *generator_reset(GeneratorObject *self, PyObject *arg) {
 /* set_search(b, **settings): dvm_generator_set_search with the settings
  * given (the others keep the generator's). */
 static PyObject *generator_set_search(GeneratorObject *self, PyObject *args, PyObject *kwargs) {
-  static char *kw[] = {"b", "do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "seed", NULL};
+  static char *kw[] = {"b", "do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "seed", "logprobs",
+                       NULL};
   PyObject *barg;
   dvm_generator_options o;
   dvm_generator_options_init(&o);
   int do_sample = -1;
   long long seed = -1;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pidddL:set_search", kw, &barg, &do_sample, &o.top_k, &o.top_p,
-                                   &o.temperature, &o.repetition_penalty, &seed))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|$pidddLi:set_search", kw, &barg, &do_sample, &o.top_k, &o.top_p,
+                                   &o.temperature, &o.repetition_penalty, &seed, &o.logprobs))
     return NULL;
   if (seed < -1) return PyErr_Format(dvm_py_InvalidInput, "set_search: seed must be 0 or more, got %lld", seed);
   o.do_sample = do_sample;
@@ -213,6 +214,52 @@ static PyObject *generator_set_search(GeneratorObject *self, PyObject *args, PyO
   int b = seq_arg(self, barg);
   if (b < 0 || enter(self) < 0) return NULL;
   dvm_status *st = dvm_generator_set_search(self->g, b, &o);
+  self->busy = 0;
+  if (st) return dvm_py_raise(st, 0);
+  Py_RETURN_NONE;
+}
+
+/* token_logprobs(b): dvm_generator_token_logprobs as (token, logprob,
+ * [(id, logprob), ...]), or None. */
+static PyObject *generator_token_logprobs(GeneratorObject *self, PyObject *arg) {
+  int b = seq_arg(self, arg);
+  if (b < 0 || enter(self) < 0) return NULL;
+  const dvm_generator_logprobs *lp = dvm_generator_token_logprobs(self->g, b);
+  self->busy = 0;
+  if (!lp) Py_RETURN_NONE;
+  PyObject *top = PyList_New(lp->k);
+  for (int i = 0; top && i < lp->k; i++) {
+    PyObject *pair = Py_BuildValue("(id)", lp->top[i], (double)lp->top_logprob[i]);
+    if (!pair) {
+      Py_CLEAR(top);
+      break;
+    }
+    PyList_SET_ITEM(top, i, pair);
+  }
+  return top ? Py_BuildValue("(idN)", lp->token, (double)lp->logprob, top) : NULL;
+}
+
+/* rng(b): sequence b's own random stream as four ints, or None. */
+static PyObject *generator_rng(GeneratorObject *self, PyObject *arg) {
+  int b = seq_arg(self, arg);
+  if (b < 0 || enter(self) < 0) return NULL;
+  uint64_t s[4];
+  bool own = dvm_generator_get_rng(self->g, b, s);
+  self->busy = 0;
+  if (!own) Py_RETURN_NONE;
+  return Py_BuildValue("(KKKK)", (unsigned long long)s[0], (unsigned long long)s[1], (unsigned long long)s[2],
+                       (unsigned long long)s[3]);
+}
+
+/* set_rng(b, state): dvm_generator_set_rng with what rng(b) gave. */
+static PyObject *generator_set_rng(GeneratorObject *self, PyObject *args) {
+  PyObject *barg;
+  unsigned long long s[4];
+  if (!PyArg_ParseTuple(args, "O(KKKK):set_rng", &barg, &s[0], &s[1], &s[2], &s[3])) return NULL;
+  int b = seq_arg(self, barg);
+  if (b < 0 || enter(self) < 0) return NULL;
+  uint64_t state[4] = {s[0], s[1], s[2], s[3]};
+  dvm_status *st = dvm_generator_set_rng(self->g, b, state);
   self->busy = 0;
   if (st) return dvm_py_raise(st, 0);
   Py_RETURN_NONE;
@@ -282,8 +329,15 @@ static PyMethodDef generator_methods[] = {
     {"reset", (PyCFunction)generator_reset, METH_O,
      "reset(b): empties sequence b for a new one (done, the generator's search settings again)."},
     {"set_search", (PyCFunction)(void (*)(void))generator_set_search, METH_VARARGS | METH_KEYWORDS,
-     "set_search(b, *, do_sample, top_k, top_p, temperature, repetition_penalty, seed): sequence b's own "
+     "set_search(b, *, do_sample, top_k, top_p, temperature, repetition_penalty, seed, logprobs): sequence b's own "
      "search settings until its reset; those not given keep the generator's."},
+    {"token_logprobs", (PyCFunction)generator_token_logprobs, METH_O,
+     "token_logprobs(b) -> (token, logprob, [(id, logprob), ...]) or None: the log-probabilities (the model's raw "
+     "log_softmax) of the token the last next() chose for b and of its `logprobs` most likely tokens."},
+    {"rng", (PyCFunction)generator_rng, METH_O,
+     "rng(b) -> (4 ints) or None: where sequence b's own random stream (a seed's) stands."},
+    {"set_rng", (PyCFunction)generator_set_rng, METH_VARARGS,
+     "set_rng(b, state): sequence b draws on from `state` (what rng(b) gave), until its reset."},
     {"done", (PyCFunction)generator_done, METH_NOARGS, "done() -> bool: every sequence is done."},
     {"kv_need", (PyCFunction)generator_kv_need, METH_O,
      "kv_need(b) -> int: the paged cache's blocks sequence b takes at the next step."},

@@ -163,3 +163,46 @@ def test_engine_paged_cache_preempts(engine_model):
     with pytest.raises(ValueError, match="needs 8 KV blocks of 16 rows; the kv_budget holds 5"):
         eng.submit(list(range(3, 120)), max_tokens=10)
     eng.close()
+
+
+def test_engine_sampled_preempted_equals_alone(engine_model):
+    """Seeded sampled requests on the paged cache of 6 blocks, preempted
+    and run again: each makes the tokens it makes alone (its random stream
+    goes on where it stood, not from its seed again)."""
+    reqs = [(p[:20] + [7] * (20 - len(p[:20])), 40) for p, _ in engine_requests(6, seed=5)]
+    block_bytes = Engine(engine_model, slots=1, kv_block_size=16)._g.stats()["kv_block_bytes"]
+    eng = Engine(engine_model, slots=4, kv_block_size=16, kv_budget=6 * block_bytes)
+    alone = Engine(engine_model, slots=1)
+    kw = [dict(temperature=1.0, top_p=0.95, seed=30 + i) for i in range(len(reqs))]
+    got = [eng.submit(p, max_tokens=m, **k) for (p, m), k in zip(reqs, kw)]
+    assert [r.result() for r in got] == [alone.submit(p, max_tokens=m, **k).result() for (p, m), k in zip(reqs, kw)]
+    assert eng.stats()["preemptions"] > 0
+    eng.close()
+    alone.close()
+
+
+def test_engine_logprobs_equal_numpy(engine_model):
+    """logprobs=4 on greedy requests among others: each token's
+    log-probability and the four most likely are NumPy's log_softmax of the
+    logits dvm.genai's Generator gives alone, within 1e-4."""
+    reqs = engine_requests(3, seed=13)
+    eng = Engine(engine_model, slots=2)
+    got = [eng.submit(p, max_tokens=m, logprobs=4) for p, m in reqs]
+    for (p, m), r in zip(reqs, got):
+        tokens = r.result()
+        params = og.GeneratorParams(engine_model)
+        params.set_search_options(max_length=len(p) + m)
+        g = og.Generator(engine_model, params)
+        g.append_tokens(np.array(p, dtype=np.int32))
+        assert len(r.logprobs) == len(tokens)
+        for t, (lp, top) in zip(tokens, r.logprobs):
+            g.generate_next_token()
+            logits = g.get_logits()[0, -1].astype(np.float64)
+            ref = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+            assert abs(lp - ref[t]) < 1e-4 and [i for i, _ in top][0] == t == int(np.argmax(ref))
+            order = np.argsort(-ref, kind="stable")[:4]
+            assert [i for i, _ in top] == order.tolist()
+            assert np.abs(np.array([v for _, v in top]) - ref[order]).max() < 1e-4
+    with pytest.raises(ValueError, match="logprobs must be an integer in"):
+        eng.submit([5, 6], logprobs=21)
+    eng.close()
