@@ -6,7 +6,8 @@ leaving when it ends, over a paged KV cache of kv_block_size-row blocks
 within kv_budget bytes, preempting the newest sequence when they run out), behind an ingress, `Completions`, that answers
 OpenAI's completion and chat completion requests (`prompt` or `messages`
 through the model folder's chat template, `max_tokens`, `temperature`,
-`top_p`, `seed`, `stop`, `n`, `stream`: whole, or as server-sent events)
+`top_p`, `seed`, `stop`, `n`, `logprobs` (chat's with `top_logprobs`),
+`stream`: whole, or as server-sent events)
 and, when the replica running a choice dies (its node went away), sends it
 to another replica, which makes it again and passes on only the text not
 yet sent, so an accepted request, streamed or not, is not lost. Ray Serve
@@ -49,50 +50,94 @@ class DvmLLM:
         self.engine = Engine(self.model, slots=slots, kv_block_size=kv_block_size, kv_budget=kv_budget)
         self.node = ray.get_runtime_context().get_node_id()
 
-    async def generate(self, prompt, max_tokens, temperature, top_p, seed, stop=(), skip=0):
+    async def generate(self, prompt, max_tokens, temperature, top_p, seed, stop=(), skip=0, logprobs=None,
+                       skip_logprobs=0):
         """Yields {"text": piece} as the completion's text is made, after its
         first `skip` characters (those a caller has from a replica that
         died), then one item that ends it: its finish_reason and counts; or
         only {"error": message} for a request the model refuses. `prompt`
         is text, or chat messages (a list) for the model's chat template.
         The text ends before the first of the `stop` strings; the last
-        characters that may begin one are held back until they do not."""
+        characters that may begin one are held back until they do not.
+        With `logprobs` (the alternatives per token), an item also carries
+        "logprobs": the entries of the tokens whose text it completes (after
+        the first `skip_logprobs`), each {"token": its text, "logprob",
+        "top": [[text, logprob], ...]}; a stop string keeps the tokens whose
+        text begins before it."""
         from dvm import Error
 
         try:
             if isinstance(prompt, list):
                 prompt = self.tokenizer.apply_chat_template(json.dumps(prompt), add_generation_prompt=True)
             ids = self.tokenizer.encode(prompt)
-            req = self.engine.submit(ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed)
+            req = self.engine.submit(ids, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed,
+                                     logprobs=logprobs)
         except (ValueError, Error) as e:
             yield {"error": str(e)}
             return
         stream, made, text, given = self.tokenizer.create_stream(), [], "", 0
         hold, finish = max(map(len, stop), default=1) - 1, None
+        pieces, ends, entered = [], [], skip_logprobs  # each token's text and where it ends; entries given
+
+        def item(upto, kept=None):
+            """The text after what was given up to `upto` and the entries of
+            the tokens it completes (of the first `kept`, at the end)."""
+            nonlocal entered
+            out = {"text": text[max(given, skip):upto]}
+            if logprobs is not None:
+                last = kept if kept is not None else len([e for e in ends if e <= upto])
+                out["logprobs"] = [self._entry(ids, made, req.logprobs, pieces, i) for i in range(entered, last)]
+                entered = max(entered, last)
+            return out
+
         try:
             async for new in req:
                 for t in new:
                     made.append(t)
-                    text += stream.decode(t)
+                    pieces.append(stream.decode(t))
+                    text += pieces[-1]
+                    ends.append(len(text))
                     cut = min((i for i in (text.find(s, given) for s in stop) if i >= 0), default=-1)
                     if cut >= 0:
                         text, finish = text[:cut], "stop"
                         break
                     if len(text) - hold > max(given, skip):
-                        yield {"text": text[max(given, skip):len(text) - hold]}
+                        yield item(len(text) - hold)
                     given = max(given, len(text) - hold)
                 if finish:
                     break
         finally:
             req.cancel()  # a stop string, or the caller went away: the slot is free at the next step
-        if not finish:
+        kept = len(made)
+        if finish:  # the tokens whose text begins before the cut
+            while kept and (ends[kept - 2] if kept > 1 else 0) >= len(text):
+                kept -= 1
+        else:
             whole = self.tokenizer.decode(made)  # with a last incomplete character
-            text = whole if whole.startswith(text) else text
+            if whole.startswith(text) and made:
+                pieces[-1] += whole[len(text):]
+                text = whole
             finish = "length" if req.finish_reason == "length" else "stop"
-        if len(text) > max(given, skip):
-            yield {"text": text[max(given, skip):]}
+        if len(text) > max(given, skip) or entered < kept:
+            yield item(len(text), kept)
         yield {"finish_reason": finish, "prompt_tokens": len(ids), "completion_tokens": len(made),
                "node": self.node, "pid": os.getpid()}
+
+    def _entry(self, ids, made, logprobs, pieces, i):
+        """Token i's logprobs entry: an alternative's text is its decode after
+        the token before it (a word's first piece keeps its space), or alone
+        when that does not extend the token before's."""
+        prev = made[i - 1] if i else int(ids[-1])
+        one = self.tokenizer.decode([prev])
+        lp, top = logprobs[i]
+
+        def text(t):
+            if t == made[i]:
+                return pieces[i]
+            both = self.tokenizer.decode([prev, t])
+            return both[len(one):] if both.startswith(one) else self.tokenizer.decode([t])
+
+        return {"token": pieces[i], "logprob": lp, "top": [[text(t), v] for t, v in top]}
 
 
 def _number(value, name, low, high, integer=False):
@@ -104,15 +149,33 @@ def _number(value, name, low, high, integer=False):
     return None
 
 
+def _logprobs_field(body, chat):
+    """The alternatives per token that the request asks for (None: no
+    logprobs), or a message naming what is wrong: completions' `logprobs`
+    0 to 5, chat's `logprobs: true` with `top_logprobs` 0 to 20, as dvm
+    serve takes them."""
+    lp, top = body.get("logprobs"), body.get("top_logprobs")
+    if not chat:
+        if top is not None:
+            return "top_logprobs is chat's; completions take logprobs, an integer in [0, 5]"
+        return lp if lp is None else _number(lp, "logprobs", 0, 5, True) or lp
+    if lp is not None and not isinstance(lp, bool):
+        return "logprobs must be true or false"
+    if top is not None and (_number(top, "top_logprobs", 0, 20, True) or not lp):
+        return _number(top, "top_logprobs", 0, 20, True) or "top_logprobs needs logprobs: true"
+    return (top or 0) if lp else None
+
+
 def request_fields(body, chat):
     """The request's fields, checked: {prompt (text, or the chat messages),
-    max_tokens, temperature, top_p, seed, stop, n, stream}, or a message
-    naming what is wrong. A sampled request without a seed gets one here,
-    so that another replica makes the same tokens again after a failure;
-    choice i of n is sampled with seed + i."""
+    max_tokens, temperature, top_p, seed, stop, n, stream, logprobs (the
+    alternatives per token, or None)}, or a message naming what is wrong. A
+    sampled request without a seed gets one here, so that another replica
+    makes the same tokens again after a failure; choice i of n is sampled
+    with seed + i."""
     if not isinstance(body, dict):
         return "the body is not a JSON object"
-    for name in ("logprobs", "top_logprobs", "suffix", "echo", "best_of", "tools", "response_format"):
+    for name in ("suffix", "echo", "best_of", "tools", "response_format"):
         if body.get(name) not in (None, False, 1 if name == "best_of" else None):
             return f"{name}: not supported by the Ray deployment"
     if chat:
@@ -141,10 +204,38 @@ def request_fields(body, chat):
         return "stop: a non-empty string or a list of up to 4 expected"
     if not isinstance(f["stream"], bool):
         return "stream must be true or false"
+    f["logprobs"] = _logprobs_field(body, chat)
+    if isinstance(f["logprobs"], str):
+        return f["logprobs"]
     if f["temperature"] > 0 and f["seed"] is None:
         f["seed"] = random.randrange(1 << 62)
     f["temperature"], f["top_p"] = float(f["temperature"]), float(f["top_p"])
     return f
+
+
+def _logprob(v):
+    """vLLM's floor: a token the model rules out is -9999, which JSON carries."""
+    return v if v >= -9999.0 else -9999.0
+
+
+def logprobs_json(entries, chat, offset=0):
+    """OpenAI's logprobs object of a choice's entries (or a chunk's, its
+    text starting `offset` characters into the choice's): completions'
+    lists, the dict of each token's alternatives holding the token chosen
+    too; chat's content entries with their bytes."""
+    if chat:
+        def one(text, v):
+            return {"token": text, "logprob": _logprob(v), "bytes": list(text.encode())}
+
+        return {"content": [{**one(e["token"], e["logprob"]), "top_logprobs": [one(t, v) for t, v in e["top"]]}
+                            for e in entries]}
+    offsets = []
+    for e in entries:
+        offsets.append(offset)
+        offset += len(e["token"])
+    return {"tokens": [e["token"] for e in entries], "token_logprobs": [_logprob(e["logprob"]) for e in entries],
+            "top_logprobs": [{**{t: _logprob(v) for t, v in e["top"]}, e["token"]: _logprob(e["logprob"])}
+                             for e in entries], "text_offset": offsets}
 
 
 class Completions:
@@ -159,14 +250,16 @@ class Completions:
         """Choice i's items across retries: its text once, in pieces, then
         the end (with "attempts"), or an error."""
         seed = None if f["seed"] is None else f["seed"] + i
-        sent, gone = 0, None
+        sent, entries, gone = 0, 0, None
         for attempt in range(1, self.attempts + 1):
             try:
                 gen = self.llm.options(stream=True).generate.remote(f["prompt"], f["max_tokens"], f["temperature"],
-                                                                     f["top_p"], seed, f["stop"], skip=sent)
+                                                                     f["top_p"], seed, f["stop"], skip=sent,
+                                                                     logprobs=f["logprobs"], skip_logprobs=entries)
                 async for item in gen:
                     if "text" in item:
                         sent += len(item["text"])
+                        entries += len(item.get("logprobs", ()))
                     elif "finish_reason" in item:
                         item["attempts"] = attempt
                     yield item
@@ -227,8 +320,10 @@ class Completions:
                 "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
                 "model": self.name}
         if f["stream"]:
-            return StreamingResponse(self._events(first, items, head, chat), media_type="text/event-stream")
+            return StreamingResponse(self._events(first, items, head, chat, f["logprobs"] is not None),
+                                     media_type="text/event-stream")
         texts, ends, pair = [[] for _ in range(f["n"])], [None] * f["n"], first
+        entries = [[] for _ in range(f["n"])]
         while pair:
             i, item = pair
             if "error" in item:
@@ -236,27 +331,30 @@ class Completions:
                 return self._error(item)
             if "text" in item:
                 texts[i].append(item["text"])
+                entries[i] += item.get("logprobs", [])
             else:
                 ends[i] = item
             pair = await anext(items, None)
         choices = [{"index": i, **({"message": {"role": "assistant", "content": "".join(t)}} if chat else
                                    {"text": "".join(t)}),
-                    "logprobs": None, "finish_reason": e["finish_reason"], "dvm": self._end(e)}
+                    "logprobs": logprobs_json(entries[i], chat) if f["logprobs"] is not None else None,
+                    "finish_reason": e["finish_reason"], "dvm": self._end(e)}
                    for i, (t, e) in enumerate(zip(texts, ends))]
         made = sum(e["completion_tokens"] for e in ends)
         return JSONResponse({**head, "choices": choices,
                              "usage": {"prompt_tokens": ends[0]["prompt_tokens"], "completion_tokens": made,
                                        "total_tokens": ends[0]["prompt_tokens"] + made}})
 
-    async def _events(self, first, items, head, chat):
+    async def _events(self, first, items, head, chat, logprobs):
         """Server-sent events as OpenAI streams: a chunk per piece of each
-        choice (a chat choice's first with the assistant's role), the
+        choice (a chat choice's first with the assistant's role; with
+        logprobs, the entries of the tokens the piece completes), the
         choice's last with its finish_reason, then [DONE]; a failure after
         the first chunk is an error event (the status is sent)."""
         head = {**head, "object": "chat.completion.chunk" if chat else "text_completion"}
-        started = set()
+        started, offsets = set(), {}
 
-        def chunk(i, text, finish=None, **extra):
+        def chunk(i, text, finish=None, entries=(), **extra):
             if chat:
                 body = {"delta": {} if finish else {"content": text}}
                 if i not in started:
@@ -264,7 +362,11 @@ class Completions:
             else:
                 body = {"text": text}
             started.add(i)
-            choice = {"index": i, **body, "logprobs": None, "finish_reason": finish, **extra}
+            lp = None
+            if logprobs:
+                lp = logprobs_json(entries, chat, offsets.get(i, 0))
+                offsets[i] = offsets.get(i, 0) + sum(len(e["token"]) for e in entries)
+            choice = {"index": i, **body, "logprobs": lp, "finish_reason": finish, **extra}
             return f"data: {json.dumps({**head, 'choices': [choice]})}\n\n"
 
         pair = first
@@ -274,7 +376,7 @@ class Completions:
                 if "error" in item:
                     yield f"data: {json.dumps({'error': {'message': item['error'], 'type': 'server_error'}})}\n\n"
                     return
-                yield chunk(i, item["text"]) if "text" in item else \
+                yield chunk(i, item["text"], entries=item.get("logprobs", ())) if "text" in item else \
                     chunk(i, "", item["finish_reason"], dvm=self._end(item))
                 pair = await anext(items, None)
             yield "data: [DONE]\n\n"

@@ -1,4 +1,4 @@
-"""dvm serve's logprobs (docs/serving.md#log-probabilities) through the real
+"""dvm serve's logprobs (docs/serving.md#generation) through the real
 `openai` client: greedy tokens' log-probabilities equal NumPy's log_softmax
 of the logits ONNX Runtime gives for the same sequence, within 1e-4; the
 alternatives sorted and NumPy's top-k; the chosen token the most likely;
@@ -36,10 +36,11 @@ def lp_server(tmp_path_factory):
 _sessions = {}
 
 
-def reference_logprobs(server, name, prompt, ids):
+def reference_logprobs(folder, prompt, ids):
     """float64 log_softmax of ONNX Runtime's logits for each of ids, the
-    model run once over prompt + ids with an empty past: [len(ids), vocab]."""
-    folder = str(server.root / "repo" / name / "1")
+    model of the builder folder run once over prompt + ids with an empty
+    past: [len(ids), vocab]."""
+    folder = str(folder)
     if folder not in _sessions:
         _sessions[folder] = ort.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
     s = _sessions[folder]
@@ -85,7 +86,7 @@ def test_completion_logprobs_equal_numpy(lp_server, prompt_len, k):
     # alike (bytes of a split character) merge, so the dict holds at most k entries, at least one
     assert all(1 <= len(d) <= max(k, 1) and d[tok] == v for d, tok, v in zip(lp.top_logprobs, lp.tokens,
                                                                            lp.token_logprobs))
-    ref = reference_logprobs(lp_server, "lp", prompt, ids)
+    ref = reference_logprobs(lp_server.root / "repo" / "lp" / "1", prompt, ids)
     tops = [sorted(d.values(), reverse=True) if len(d) == k else [] for d in lp.top_logprobs]
     check_against_reference(ref, ids, lp.token_logprobs, tops)
 
@@ -168,7 +169,7 @@ def test_chat_logprobs_equal_numpy(lp_server, stream):
     for e in entries:
         assert e.bytes == list(e.token.encode()) and len(e.top_logprobs) == 20
         assert all(a.bytes == list(a.token.encode()) for a in e.top_logprobs)
-    ref = reference_logprobs(lp_server, "qw", prompt, ids)
+    ref = reference_logprobs(lp_server.root / "repo" / "qw" / "1", prompt, ids)
     check_against_reference(ref, ids, [e.logprob for e in entries],
                             [[a.logprob for a in e.top_logprobs] for e in entries])
     # the most likely alternative is the greedy token itself

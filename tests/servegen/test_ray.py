@@ -21,11 +21,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import openai
 import pytest
 import requests
 from tokenizers import Tokenizer
 
 from dvmtest.paths import DVM, ROOT
+from test_logprobs import check_against_reference, reference_logprobs
 from test_openai import INST, servegen_folder
 
 ray = pytest.importorskip("ray", reason="ray[serve] is not installed (requirements.txt)")
@@ -53,14 +55,19 @@ def ray_node(args, env, log):
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def ray_reference(folder, prompt, max_tokens):
-    """The completion alone: `dvm generate` on the prompt's ids, decoded."""
-    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-    ids = tok.encode(prompt).ids
+def ray_reference_ids(folder, prompt, max_tokens):
+    """The prompt's ids and the completion's alone, by `dvm generate`."""
+    ids = Tokenizer.from_file(os.path.join(folder, "tokenizer.json")).encode(prompt).ids
     out = subprocess.run([DVM, "generate", folder, "--prompt-ids", ",".join(map(str, ids)),
                           "--max-length", str(len(ids) + max_tokens), "--threads", "1"],
                          capture_output=True, text=True, check=True).stdout.split()
-    return tok.decode([int(t) for t in out], skip_special_tokens=True)
+    return ids, [int(t) for t in out]
+
+
+def ray_reference(folder, prompt, max_tokens):
+    """The completion alone: `dvm generate` on the prompt's ids, decoded."""
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    return tok.decode(ray_reference_ids(folder, prompt, max_tokens)[1], skip_special_tokens=True)
 
 
 @pytest.fixture
@@ -153,6 +160,34 @@ def ray_openai_fields(url, folder, want):
         assert not stream or first == {"role": "assistant", "content": first["content"]}
 
 
+def ray_logprobs(url, folder):
+    """logprobs through the `openai` client: a greedy completion's (whole,
+    and streamed the same) and a chat completion's equal NumPy's
+    log_softmax of ONNX Runtime's logits within 1e-4, the tokens' texts
+    joined the answer's."""
+    client = openai.OpenAI(base_url=url.rsplit("/", 1)[0], api_key="none", max_retries=0, timeout=90)
+    prompt_ids, ids = ray_reference_ids(folder, PROMPTS[1], 12)
+    kw = dict(model="llama", prompt=PROMPTS[1], max_tokens=12, temperature=0, logprobs=3)
+    c = client.completions.create(**kw).choices[0]
+    lp = c.logprobs
+    assert "".join(lp.tokens) == c.text and lp.text_offset[0] == 0
+    tops = [sorted(d.values(), reverse=True) if len(d) == 3 else [] for d in lp.top_logprobs]
+    check_against_reference(reference_logprobs(folder, prompt_ids, ids), ids, lp.token_logprobs, tops)
+    streamed = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+    for ch in client.completions.create(stream=True, **kw):
+        for key in streamed:
+            streamed[key] += getattr(ch.choices[0].logprobs, key)
+    assert streamed == {key: getattr(lp, key) for key in streamed}
+    chat_ids, ids = ray_reference_ids(folder, "<s>[INST] Hello [/INST]", 8)
+    r = client.chat.completions.create(model="llama", messages=[{"role": "user", "content": "Hello"}], max_tokens=8,
+                                       temperature=0, logprobs=True, top_logprobs=5).choices[0]
+    entries = r.logprobs.content
+    assert "".join(e.token for e in entries) == r.message.content
+    assert all(e.bytes == list(e.token.encode()) and len(e.top_logprobs) == 5 for e in entries)
+    check_against_reference(reference_logprobs(folder, chat_ids, ids), ids, [e.logprob for e in entries],
+                            [[a.logprob for a in e.top_logprobs] for e in entries])
+
+
 def test_worker_killed_mid_load(ray_cluster):
     folder, nodes, tmp_path = ray_cluster
     started = time.time()
@@ -165,7 +200,11 @@ def test_worker_killed_mid_load(ray_cluster):
     want = {p: ray_reference(folder, p, MAX_TOKENS) for p in PROMPTS}
     for body, what in [({"prompt": "", "max_tokens": 3}, "prompt"), ({"prompt": "a", "top_p": 0}, "top_p"),
                        ({"prompt": "a", "stop": ["x", ""]}, "stop"), ({"prompt": "a", "stop": ["x"] * 5}, "stop"),
-                       ({"prompt": "a", "n": 0}, "n"), ({"prompt": "a", "logprobs": 2}, "logprobs"),
+                       ({"prompt": "a", "n": 0}, "n"), ({"prompt": "a", "logprobs": 6}, "logprobs"),
+                       ({"prompt": "a", "top_logprobs": 2}, "top_logprobs"),
+                       ({"messages": [{"role": "user", "content": "a"}], "top_logprobs": 2}, "top_logprobs"),
+                       ({"messages": [{"role": "user", "content": "a"}], "logprobs": True, "top_logprobs": 21},
+                        "top_logprobs"),
                        ({"prompt": "a", "stream": 1}, "stream"), ({"prompt": "a", "max_tokens": 1 << 20}, "max_length"),
                        ({"messages": [{"role": "user"}]}, "messages")]:
         bad = requests.post(url.replace("/completions", "/chat/completions") if "messages" in body else url,
@@ -173,6 +212,7 @@ def test_worker_killed_mid_load(ray_cluster):
         assert bad.status_code == 400 and what in bad.json()["error"]["message"], (body, bad.text)
     assert requests.post(url.replace("/completions", "/embeddings"), json={}, timeout=30).status_code == 404
     ray_openai_fields(url, folder, want[PROMPTS[0]])
+    ray_logprobs(url, folder)
     # which worker runs which node, and the replica process on worker 1
     node_of = {n["NodeID"]: k for n in ray.nodes() for k in (1, 2) if f"dvm_w{k}" in n["Resources"]}
     pid_of = {}
