@@ -91,7 +91,7 @@ double dvm_generator_logprobs_top(const float *l, int vocab, int k, int *work, d
     if (x > m) {
       sum = sum * exp(m - x) + 1;
       m = x;
-    } else {
+    } else if (x > -INFINITY) { /* then so is m; a -inf (or NaN) adds nothing */
       sum += exp(x - m);
     }
     heap_offer(l, work, &n, k, t);
