@@ -16,8 +16,8 @@
  * goes back to the head of the queue; admitted again, it runs its prompt
  * and the tokens it had made as one prompt and goes on from there, so its
  * client sees no token twice, its random stream where it stood (a seeded
- * sampled sequence makes what it makes alone). A waiting request is admitted only when its
- * blocks and the running ones' fit. */
+ * sampled sequence makes what it makes alone). A waiting request is
+ * admitted only when its blocks and the running ones' fit. */
 #include <stdlib.h>
 #include <string.h>
 

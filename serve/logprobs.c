@@ -24,7 +24,7 @@ void dvms_logprobs_tail(dvms_logprobs *lp, const char *tail, size_t len) {
 }
 
 void dvms_logprobs_cut(dvms_logprobs *lp, size_t at) {
-  while (lp->n && (lp->n == 1 ? 0 : lp->ends[lp->n - 2]) >= at) lp->n--;
+  while (lp->n && (lp->n == 1 ? 0 : lp->ends[lp->n - 2]) >= at && lp->ends[lp->n - 1] > at) lp->n--;
 }
 
 int dvms_logprobs_ready(const dvms_logprobs *lp, size_t to) {
@@ -76,6 +76,39 @@ static void chat_entry(dvms_buf *b, const char *text, size_t len, float logprob)
   DVMS_PUT(b, "]");
 }
 
+/* Token e's alternatives (its text `text`, len bytes, after token prev),
+ * inside the caller's brackets: chat's {"token", "logprob", "bytes"}
+ * entries, or completions' text: logprob members of the k and the token
+ * chosen, as OpenAI's dict holds it too. alt is the caller's scratch. */
+static void alternatives(dvms_buf *b, const dvm_generator_logprobs *e, const char *text, size_t len, int32_t prev,
+                         const dvm_tokenizer *tok, int chat, dvms_buf *alt) {
+  int chosen = 0;
+  for (int j = 0; j < e->k; j++) {
+    if (j) DVMS_PUT(b, ",");
+    if (e->top[j] == e->token) {
+      alt->len = 0;
+      dvms_buf_put(alt, text, len);
+      chosen = 1;
+    } else {
+      alternative(tok, prev, e->top[j], alt);
+    }
+    if (chat) {
+      chat_entry(b, alt->data, alt->len, e->top_logprob[j]);
+      DVMS_PUT(b, "}");
+    } else {
+      dvms_buf_json_stringn(b, alt->data, alt->len);
+      DVMS_PUT(b, ":");
+      number(b, e->top_logprob[j]);
+    }
+  }
+  if (!chat && !chosen) {
+    if (e->k) DVMS_PUT(b, ",");
+    dvms_buf_json_stringn(b, text, len);
+    DVMS_PUT(b, ":");
+    number(b, e->logprob);
+  }
+}
+
 void dvms_logprobs_write(dvms_buf *b, dvms_logprobs *lp, const dvms_gen *g, const dvm_tokenizer *tok, int chat,
                          int upto) {
   dvms_buf alt = {0};
@@ -90,40 +123,24 @@ void dvms_logprobs_write(dvms_buf *b, dvms_logprobs *lp, const dvms_gen *g, cons
       size_t len = lp->ends[i] - start;
       int32_t prev = i ? g->tokens[i - 1] : g->prompt[g->nprompt - 1];
       if (i > lp->sent) DVMS_PUT(b, ",");
-      if (pass == 0) dvms_buf_json_stringn(b, text, len);
-      else if (pass == 1) number(b, e->logprob);
-      else if (pass == 3) dvms_buf_printf(b, "%ld", chars);
-      else { /* chat's entry, or completions' {text: logprob} of the k and the token chosen */
-        if (chat) chat_entry(b, text, len, e->logprob), DVMS_PUT(b, ",\"top_logprobs\":[");
-        else DVMS_PUT(b, "{");
-        int chosen = 0;
-        for (int j = 0; j < e->k; j++) {
-          if (j) DVMS_PUT(b, ",");
-          if (e->top[j] == e->token) {
-            alt.len = 0;
-            dvms_buf_put(&alt, text, len);
-            chosen = 1;
-          } else {
-            alternative(tok, prev, e->top[j], &alt);
-          }
-          if (chat) {
-            chat_entry(b, alt.data, alt.len, e->top_logprob[j]);
-            DVMS_PUT(b, "}");
-          } else {
-            dvms_buf_json_stringn(b, alt.data, alt.len);
-            DVMS_PUT(b, ":");
-            number(b, e->top_logprob[j]);
-          }
-        }
-        if (!chat && !chosen) { /* OpenAI's dict holds the chosen token too */
-          if (e->k) DVMS_PUT(b, ",");
-          dvms_buf_json_stringn(b, text, len);
-          DVMS_PUT(b, ":");
-          number(b, e->logprob);
-        }
-        dvms_buf_printf(b, "%s", chat ? "]}" : "}");
+      if (pass == 0) {
+        dvms_buf_json_stringn(b, text, len);
+      } else if (pass == 1) {
+        number(b, e->logprob);
+      } else if (pass == 3) {
+        dvms_buf_printf(b, "%ld", chars);
+      } else if (chat) {
+        chat_entry(b, text, len, e->logprob);
+        DVMS_PUT(b, ",\"top_logprobs\":[");
+        alternatives(b, e, text, len, prev, tok, chat, &alt);
+        DVMS_PUT(b, "]}");
+      } else {
+        DVMS_PUT(b, "{");
+        alternatives(b, e, text, len, prev, tok, chat, &alt);
+        DVMS_PUT(b, "}");
       }
-      for (size_t c = 0; c < len; c++) chars += ((unsigned char)text[c] & 0xC0) != 0x80; /* characters, as Python counts */
+      for (size_t c = 0; c < len; c++) /* characters (code points), as Python counts them */
+        chars += ((unsigned char)text[c] & 0xC0) != 0x80;
     }
     if (pass == 3) lp->chars = chars;
   }

@@ -66,7 +66,8 @@ static int number(json_t *req, const char *key, double lo, double hi, int intege
 /* Fields OpenAI has and dvm does not do: refused unless absent or left at
  * their neutral value, never silently ignored. */
 static const char *unsupported(json_t *req) {
-  static const char *const keys[] = {"echo", "suffix", "best_of", "presence_penalty", "frequency_penalty", "logit_bias", "tools", "functions", "response_format"};
+  static const char *const keys[] = {"echo",       "suffix", "best_of",   "presence_penalty", "frequency_penalty",
+                                     "logit_bias", "tools",  "functions", "response_format"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     json_t *v = json_object_get(req, keys[i]);
     if (!v || json_is_null(v) || json_is_false(v) || (json_is_number(v) && json_number_value(v) == 0) ||

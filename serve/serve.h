@@ -305,7 +305,8 @@ void dvms_logprobs_piece(dvms_logprobs *lp, const char *piece, size_t len);
 /* The tokenizer's last text (an incomplete character), the last token's. */
 void dvms_logprobs_tail(dvms_logprobs *lp, const char *tail, size_t len);
 /* The answer's text ends at byte `at` (a stop string): only the tokens
- * whose text starts before it keep their entries. */
+ * whose text starts before it, or lies before it (an empty one, which a
+ * stream may have sent), keep their entries. */
 void dvms_logprobs_cut(dvms_logprobs *lp, size_t at);
 /* The tokens whose text lies within the first `to` bytes. */
 int dvms_logprobs_ready(const dvms_logprobs *lp, size_t to);

@@ -109,8 +109,8 @@ class DvmLLM:
         finally:
             req.cancel()  # a stop string, or the caller went away: the slot is free at the next step
         kept = len(made)
-        if finish:  # the tokens whose text begins before the cut
-            while kept and (ends[kept - 2] if kept > 1 else 0) >= len(text):
+        if finish:  # the tokens whose text begins before the cut, or lies before it (an empty one)
+            while kept and (ends[kept - 2] if kept > 1 else 0) >= len(text) and ends[kept - 1] > len(text):
                 kept -= 1
         else:
             whole = self.tokenizer.decode(made)  # with a last incomplete character

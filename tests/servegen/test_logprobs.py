@@ -196,7 +196,8 @@ def logprobs_post(server, route, body):
     ({"logprobs": "2"}, "logprobs"), ({"logprobs": 1.5}, "logprobs"), ({"top_logprobs": 2}, "top_logprobs"),
 ])
 def test_bad_completion_logprobs(lp_server, fields, param):
-    code, err = logprobs_post(lp_server, "/v1/completions", {"model": "lp", "prompt": [1, 2], "max_tokens": 2, **fields})
+    code, err = logprobs_post(lp_server, "/v1/completions",
+                              {"model": "lp", "prompt": [1, 2], "max_tokens": 2, **fields})
     assert code == 400 and err["param"] == param and param in err["message"]
 
 
