@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 
+import dvm
 import dvm.genai as og
 from dvm.engine import Engine
 
@@ -205,4 +206,24 @@ def test_engine_logprobs_equal_numpy(engine_model):
             assert np.abs(np.array([v for _, v in top]) - ref[order]).max() < 1e-4
     with pytest.raises(ValueError, match="logprobs must be an integer in"):
         eng.submit([5, 6], logprobs=21)
+    eng.close()
+
+
+def test_engine_generator_rng_and_logprobs_checked(engine_model):
+    """The extension's calls under the engine: a sequence without a seed has
+    no stream of its own, a seed gives it one that set_rng puts back; an
+    all-zero stream and logprobs above 20 are refused, naming them."""
+    eng = Engine(engine_model, slots=2)
+    g = eng._g  # no request runs: the engine's thread waits, leaving the generator to this one
+    g.set_search(0, do_sample=True)
+    assert g.rng(0) is None and g.token_logprobs(0) is None
+    g.set_search(1, do_sample=True, seed=4, logprobs=2)
+    state = g.rng(1)
+    assert state is not None and len(state) == 4
+    g.set_rng(0, state)
+    assert g.rng(0) == state
+    with pytest.raises(dvm.Error, match="all-zero random state"):
+        g.set_rng(0, (0, 0, 0, 0))
+    with pytest.raises(dvm.Error, match="logprobs 21 out of range: at most 20"):
+        g.set_search(0, logprobs=21)
     eng.close()
