@@ -192,7 +192,8 @@ static dvm_status *strings_before(const dvm_module *m, const dvm_kernel_ref *k, 
         return dvm_status_new(DVM_INVALID_ARGUMENT, "kernel \"%s\": string output r%lld shares its storage with "
                               "another operand", k->name, (long long)outs->v[i]);
     }
-    dvm_strings_clear(dvm_tensor_ptr(tout[i]), (size_t)dvm_tensor_numel(tout[i]));
+    if (k->def->strings != DVM_STRINGS_UPDATE)
+      dvm_strings_clear(dvm_tensor_ptr(tout[i]), (size_t)dvm_tensor_numel(tout[i]));
   }
   return NULL;
 }
@@ -253,7 +254,8 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) 
   vm->stats.kernel_calls++;
   dvm_stream *s;
   if (!(st = dvm_vm_stream(vm, k->def->device, &s))) st = s->dev->launch(s, k->def, &a);
-  if (k->def->strings) strings_after(&vm->exec, tout, outs.n, st == NULL);
+  if (k->def->strings == DVM_STRINGS_UPDATE) dvm_strings_made_drop(&vm->exec);
+  else if (k->def->strings) strings_after(&vm->exec, tout, outs.n, st == NULL);
   return dvm_status_annotate(st, "kernel \"%s\"", k->name);
 }
 

@@ -142,9 +142,14 @@ typedef struct dvm_kernel_def {
   /* Set when the kernel takes DVM_STRING tensors. A string output it
    * writes then holds only elements of its string inputs and strings it
    * made (dvm_string_make); the VM empties each before the call and retains
-   * its elements after. The VM gives string tensors to no other kernel. */
+   * its elements after. DVM_STRINGS_UPDATE: the kernel writes part of its
+   * string outputs in place and keeps the rest (copy_into), so the VM does
+   * neither; it releases each element it overwrites and retains each it
+   * stores. The VM gives string tensors to no other kernel. */
   int strings;
 } dvm_kernel_def;
+
+#define DVM_STRINGS_UPDATE 2
 
 #define DVM_DTYPE_BIT(dt) (1u << (dt))
 #define DVM_DTYPES_FLOAT (DVM_DTYPE_BIT(DVM_F32) | DVM_DTYPE_BIT(DVM_F64) | DVM_DTYPE_BIT(DVM_F16) | DVM_DTYPE_BIT(DVM_BF16))

@@ -30,7 +30,8 @@
  * Every output has the dtype of input 0. Attributes marked optional may be
  * left out from the end of the list. Transpose, gather, gather_elements,
  * slice, concat, split, expand and tile take strings too: they copy the
- * element pointers, whose references the VM owns (vm/kernel.h).
+ * element pointers, whose references the VM owns (vm/kernel.h); copy_into
+ * too, managing the references of the slice it overwrites.
  *
  * Most of them are one strided copy: a plan of dims with a source and a
  * destination stride each (slice: steps, negative too; expand: 0 where a
@@ -45,6 +46,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "object.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/movement.h"
 #include "ops/cpu/par.h"
@@ -746,6 +748,18 @@ static dvm_status *copy_into(const dvm_kernel_args *a) {
   }
   int64_t outer, inner;
   outer_inner(y->dims, y->rank, (int)axis, &outer, &inner);
+  if (y->dtype == DVM_STRING) { /* in place (DVM_STRINGS_UPDATE): the references of what is overwritten go */
+    dvm_string *const *src = dvm_tensor_ptr(x);
+    dvm_string **dst = (dvm_string **)dvm_tensor_ptr(y) + at * inner;
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t e = 0; e < n * inner; e++) {
+        dvm_string *s = src[o * x->dims[axis] * inner + e], **d = &dst[o * y->dims[axis] * inner + e];
+        dvm_string_retain(s);
+        dvm_string_release(*d);
+        *d = s;
+      }
+    return NULL;
+  }
   size_t esz = dvm_dtype_size((dvm_dtype)y->dtype);
   copy_block(outer, n * inner, esz, dvm_tensor_ptr(x), x->dims[axis] * inner,
              (char *)dvm_tensor_ptr(y) + at * inner * (int64_t)esz, y->dims[axis] * inner, dvm_kargs_threads(a));
@@ -1087,7 +1101,7 @@ const dvm_kernel_def dvm_cpu_movement_kernels[] = {
     {"gather_elements", DVM_DEVICE_CPU, gather_elements, "gather_elements", .strings = 1},
     {"slice", DVM_DEVICE_CPU, slice, "slice", .strings = 1, .form = DVM_FORM_SLICED},
     {"concat", DVM_DEVICE_CPU, concat, "concat", .strings = 1, .form = DVM_FORM_CONCAT},
-    {"copy_into", DVM_DEVICE_CPU, copy_into, NULL},
+    {"copy_into", DVM_DEVICE_CPU, copy_into, NULL, .strings = DVM_STRINGS_UPDATE},
     {"split", DVM_DEVICE_CPU, split, "split", .strings = 1, .form = DVM_FORM_SPLIT},
     {"expand", DVM_DEVICE_CPU, expand, "expand", .strings = 1},
     {"tile", DVM_DEVICE_CPU, tile, "tile", .strings = 1},
