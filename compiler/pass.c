@@ -47,6 +47,9 @@ static const dvmc_pass passes[] = {
                   "-> kept channels last (NHWC): FusedConvs and dvm pools read and write them so, the ops between "
                   "run on dvm.LayoutView views as [N, H, W, C]: no reorders (CPU builds)",
      dvmc_pass_conv_nhwc, true},
+    {"qdq_pair", "QuantizeLinear (u8 or i8, per tensor) read only by a DequantizeLinear -> dvm.QuantizeDequantize: "
+                 "x snapped to the grid in one pass, the codes never stored (CPU builds)",
+     dvmc_pass_qdq_pair, true},
     {"conv_winograd", "2-D Conv or FusedConv, 3x3, stride 1, no dilation or groups, 16 channels or more -> "
                       "FusedConv with dvm_algo 1: "
                       "oneDNN's Winograd convolution where it has one for the call (CPU builds)",

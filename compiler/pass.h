@@ -116,6 +116,7 @@ DVM_MUST_USE dvm_status *dvmc_pass_pad_conv(dvmc_ctx *c, dvmc_graph *g, int *cou
 DVM_MUST_USE dvm_status *dvmc_pass_conv_act(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_add(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_nhwc(dvmc_ctx *c, dvmc_graph *g, int *count);
+DVM_MUST_USE dvm_status *dvmc_pass_qdq_pair(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_conv_winograd(dvmc_ctx *c, dvmc_graph *g, int *count);
 DVM_MUST_USE dvm_status *dvmc_pass_attention(dvmc_ctx *c, dvmc_graph *g, int *count);
 

@@ -1169,7 +1169,7 @@ def test_cli():
     r = dvm("compile", "--list-passes")
     assert r.returncode == 0 and [ln.split()[0] for ln in r.stdout.splitlines()] == ["quant_const", "quant_float", "layernorm", "gelu", "epilogue",
                                                                                    "skiplayernorm", "rmsnorm", "pad_conv",
-                                                                                   "conv_act", "conv_add", "conv_nhwc",
+                                                                                   "conv_act", "conv_add", "conv_nhwc", "qdq_pair",
                                                                                    "conv_winograd", "attention"], r.stdout
     r = dvm("compile", "x.onnx", "-o", "x.dvmb", "--disable", "nosuch")
     assert r.returncode == 2 and "--disable nosuch: no such pass" in r.stderr, r.stderr

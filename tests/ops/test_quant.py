@@ -528,3 +528,60 @@ def test_input_counts_refused():
         run1("dequantize_linear", [np.zeros((2, 3), np.uint8), s, np.uint8(0), s], outputs=[(np.float32, (2, 3))])
     with pytest.raises(DvmError, match=r"fast_gelu: takes 1 to 2 inputs and 1 output, got 3 and 1"):
         run1("fast_gelu", [x, x, x], outputs=[(np.float32, (2, 3))])
+
+
+def ort_quant_then_dequant(x, s, z, s2, z2):
+    """ONNX Runtime's QuantizeLinear(x, s, z) then DequantizeLinear(., s2,
+    z2), graph optimizations off (nothing fused), every operand an input."""
+    feeds = {"x": x, "s": s, "z": z, "s2": s2, "z2": z2}
+    vi = [helper.make_tensor_value_info(k, ONNX_TYPE[v.dtype.type], list(v.shape)) for k, v in feeds.items()]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s2", "z2"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", vi, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                                None)]),
+                              opset_imports=[helper.make_opsetid("", 19)])
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (7, 13), (1, 17, 7, 13), (2, 3, 1, 1)])
+@pytest.mark.parametrize("qt", [np.uint8, np.int8])
+@pytest.mark.parametrize("same", [True, False])
+@pytest.mark.parametrize("s", [0.25, 0.0237])
+def test_quantize_dequantize_is_the_pair(shape, qt, same, s):
+    """quantize_dequantize (ops/cpu/quant_pair.c, pass qdq_pair's kernel)
+    gives the bits of ONNX Runtime's QuantizeLinear then DequantizeLinear:
+    ties to even (exact ones with scale 0.25), saturation at both ends, NaN
+    and infinities, with the DequantizeLinear's scale and zero point the
+    same or others; in place too (y over x)."""
+    from dvmop import run1
+    lo, hi = qrange(qt)
+    s = np.float32(s)
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    special = np.array([0.5 * s, 1.5 * s, -2.5 * s, -0.5 * s, 200.5 * s, -200.5 * s, np.nan, np.inf, -np.inf,
+                        1e30, -1e30, 0.0], np.float32)
+    k = min(x.size, special.size)
+    x.flat[:k] = special[:k]
+    z = qt(lo + 100 if qt == np.uint8 else -3)
+    s2, z2 = (s, z) if same else (np.float32(0.31), qt(lo + 7))
+    want = ort_quant_then_dequant(x, np.asarray(s), np.asarray(z), np.asarray(s2), np.asarray(z2))
+    for inplace in (None, 0):
+        got = run1("quantize_dequantize", [x, s, z, s2, z2], outputs=[(np.float32, shape)], inplace=inplace)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_quantize_dequantize_refused():
+    """Its operands' dtypes and counts, as errors that name them."""
+    from dvmop import DvmError, run1
+    x, s = np.zeros((2, 3), np.float32), np.float32(1)
+    with pytest.raises(DvmError, match=r"quantize_dequantize: the zero points must be both u8 or both i8, got u8 and i8"):
+        run1("quantize_dequantize", [x, s, np.uint8(0), s, np.int8(0)], outputs=[(np.float32, (2, 3))])
+    with pytest.raises(DvmError, match=r"quantize_dequantize: the scales and zero points must have one element each"):
+        run1("quantize_dequantize", [x, np.ones(2, np.float32), np.uint8(0), s, np.uint8(0)],
+             outputs=[(np.float32, (2, 3))])
+    with pytest.raises(DvmError, match=r"quantize_dequantize: x, the scales and y must be f32, got f32, f32, f32 and u8"):
+        run1("quantize_dequantize", [x, s, np.uint8(0), s, np.uint8(0)], outputs=[(np.uint8, (2, 3))])
+    with pytest.raises(DvmError, match=r"quantize_dequantize: takes 5 inputs and 1 output, got 3 and 1"):
+        run1("quantize_dequantize", [x, s, np.uint8(0)], outputs=[(np.float32, (2, 3))])
