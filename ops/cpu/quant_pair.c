@@ -14,13 +14,19 @@
 #include <math.h>
 
 #include "kernel.h"
+#include "ops/cpu/elementwise.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 
+/* Elements a thread takes at least: the elementwise kernels' chunk. */
+#define MIN_CHUNK ((int64_t)1 << 15)
+
 typedef struct {
   float scale, lo, hi, zp, dq_zp, dq_scale;
+  const float *x;
+  float *y;
 } pair;
 
 /* y[i] for i < n: quant.c's QUANT_ROW then DEQUANT_ROW in f32, where the
@@ -33,6 +39,11 @@ DVM_VEC static void quant_dequant_row(const float *x, int64_t n, const pair *p, 
     float c = r >= lo ? (r <= hi ? r : hi) : lo;
     y[i] = (c - dz) * ds;
   }
+}
+
+static void quant_dequant_range(void *ctx, int64_t s, int64_t e) {
+  const pair *p = ctx;
+  quant_dequant_row(p->x + s, e - s, p, p->y + s);
 }
 
 static dvm_status *quantize_dequantize(const dvm_kernel_args *a) {
@@ -59,8 +70,10 @@ static dvm_status *quantize_dequantize(const dvm_kernel_args *a) {
             .hi = z->dtype == DVM_U8 ? 255.0f : 127.0f,
             .zp = (float)dvm_cpu_quant_int_at(z, 0),
             .dq_zp = (float)dvm_cpu_quant_int_at(dz, 0),
-            .dq_scale = *(const float *)dvm_tensor_ptr(ds)};
-  quant_dequant_row(dvm_tensor_ptr(x), n, &p, dvm_tensor_ptr(y));
+            .dq_scale = *(const float *)dvm_tensor_ptr(ds),
+            .x = dvm_tensor_ptr(x),
+            .y = dvm_tensor_ptr(y)};
+  dvm_ew_parallel(a, n, MIN_CHUNK, quant_dequant_range, &p);
   return NULL;
 }
 

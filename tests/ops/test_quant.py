@@ -545,7 +545,7 @@ def ort_quant_then_dequant(x, s, z, s2, z2):
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
-@pytest.mark.parametrize("shape", [(0,), (1,), (7, 13), (1, 17, 7, 13), (2, 3, 1, 1)])
+@pytest.mark.parametrize("shape", [(0,), (1,), (7, 13), (1, 17, 7, 13), (2, 3, 1, 1), (2, 17, 61, 67)])
 @pytest.mark.parametrize("qt", [np.uint8, np.int8])
 @pytest.mark.parametrize("same", [True, False])
 @pytest.mark.parametrize("s", [0.25, 0.0237])
@@ -554,7 +554,8 @@ def test_quantize_dequantize_is_the_pair(shape, qt, same, s):
     gives the bits of ONNX Runtime's QuantizeLinear then DequantizeLinear:
     ties to even (exact ones with scale 0.25), saturation at both ends, NaN
     and infinities, with the DequantizeLinear's scale and zero point the
-    same or others; in place too (y over x)."""
+    same or others; in place too (y over x); on 2 threads (the last
+    shape splits)."""
     from dvmop import run1
     lo, hi = qrange(qt)
     s = np.float32(s)
@@ -567,7 +568,8 @@ def test_quantize_dequantize_is_the_pair(shape, qt, same, s):
     s2, z2 = (s, z) if same else (np.float32(0.31), qt(lo + 7))
     want = ort_quant_then_dequant(x, np.asarray(s), np.asarray(z), np.asarray(s2), np.asarray(z2))
     for inplace in (None, 0):
-        got = run1("quantize_dequantize", [x, s, z, s2, z2], outputs=[(np.float32, shape)], inplace=inplace)
+        got = run1("quantize_dequantize", [x, s, z, s2, z2], outputs=[(np.float32, shape)], inplace=inplace,
+                   threads=2)
         assert got.shape == want.shape
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
