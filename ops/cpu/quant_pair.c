@@ -78,6 +78,7 @@ static dvm_status *quantize_dequantize(const dvm_kernel_args *a) {
 }
 
 const dvm_kernel_def dvm_cpu_quant_pair_kernels[] = {
-    {"quantize_dequantize", DVM_DEVICE_CPU, quantize_dequantize, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    {"quantize_dequantize", DVM_DEVICE_CPU, quantize_dequantize, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32),
+     .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };
