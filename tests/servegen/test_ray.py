@@ -247,9 +247,16 @@ def test_worker_killed_mid_load(ray_cluster):
     cpu0 = ray_cpu_seconds(pid_of[1])
     for t in threads:
         t.start()
-    # worker 1's replica is computing its first requests (each takes more than 0.15 s of CPU): kill its node
-    while ray_cpu_seconds(pid_of[1]) - cpu0 < 0.15:
-        time.sleep(0.005)
+    # worker 1's replica is computing requests (past its first 0.15 s of CPU, and using at least 40% of a core
+    # over the last 50 ms: not idle between requests while a loaded machine's proxy is slow): kill its node
+    last, deadline = cpu0, time.monotonic() + 60
+    while True:
+        time.sleep(0.05)
+        now = ray_cpu_seconds(pid_of[1])
+        if now - cpu0 >= 0.15 and now - last >= 0.02:
+            break
+        assert time.monotonic() < deadline, "worker 1's replica never computed"
+        last = now
     os.killpg(nodes[1].pid, signal.SIGKILL)
     os.kill(pid_of[1], signal.SIGKILL)  # the replica, in a session of its own
     for t in threads:
