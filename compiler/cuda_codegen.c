@@ -529,6 +529,57 @@ dvm_status *dvmc_cuda_conv(int nin, char **src) {
   return finish(&b, src);
 }
 
+/* Output element i of [N, M, d, h, w] of a conv_transpose (W [C, M/G,
+ * k...]): the gather form of its scatter. Per spatial dim, tap k reaches
+ * output o from input position (o + pad - k dilation) / stride when that
+ * divides and lies in X; the sum over its group's input channels and
+ * those taps of x times w, then B[m] when given. */
+static const char conv_transpose_elem[] =
+    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+    "  long long o[3], rest = i;\n"
+    "  for (int d = 2; d >= 0; d--) {\n"
+    "    o[d] = rest %% p.dims[3 + d];\n"
+    "    rest /= p.dims[3 + d];\n"
+    "  }\n"
+    "  const long long m = rest %% p.dims[2], n = rest / p.dims[2];\n"
+    "  const long long C = p.geom[%1$d][0], M = p.geom[%1$d][1], G = p.geom[%1$d][2], cg = C / G, mg = M / G;\n"
+    "  const long long *in = &p.geom[%2$d][3], *k = &p.geom[%3$d][3], *dl = &p.geom[%4$d][3];\n"
+    "  const long long *st = &p.geom[%5$d][3], *pad = &p.geom[%6$d][3];\n"
+    "  const long long plane = in[0] * in[1] * in[2], taps = k[0] * k[1] * k[2];\n"
+    "  const float *x = (const float *)p.ptr[0] + (n * C + m / mg * cg) * plane;\n"
+    "  const float *w = (const float *)p.ptr[1] + (m / mg * cg * mg + m %% mg) * taps;\n"
+    "  float acc = 0.0f;\n"
+    "  for (long long c = 0; c < cg; c++)\n"
+    "    for (long long ka = 0; ka < k[0]; ka++) {\n"
+    "      const long long ta = o[0] + pad[0] - ka * dl[0], ia = ta / st[0];\n"
+    "      if (ta < 0 || ta %% st[0] || ia >= in[0]) continue;\n"
+    "      for (long long kb = 0; kb < k[1]; kb++) {\n"
+    "        const long long tb = o[1] + pad[1] - kb * dl[1], ib = tb / st[1];\n"
+    "        if (tb < 0 || tb %% st[1] || ib >= in[1]) continue;\n"
+    "        for (long long kc = 0; kc < k[2]; kc++) {\n"
+    "          const long long tc = o[2] + pad[2] - kc * dl[2], ic = tc / st[2];\n"
+    "          if (tc < 0 || tc %% st[2] || ic >= in[2]) continue;\n"
+    "          acc += x[c * plane + (ia * in[1] + ib) * in[2] + ic] *\n"
+    "                 w[c * mg * taps + (ka * k[1] + kb) * k[2] + kc];\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "%7$s"
+    "  ((float *)p.ptr[%8$d])[i] = acc;\n"
+    "}\n";
+
+dvm_status *dvmc_cuda_conv_transpose(int nin, char **src) {
+  if (nin < 2 || nin > 3)
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: a conv_transpose of %d inputs (X, W, B: 2 or 3)",
+                          nin);
+  buf b = {0};
+  put(&b, "%s", prelude);
+  put(&b, conv_transpose_elem, DVM_GEN_CONV_SHAPE, DVM_GEN_WIN_IN, DVM_GEN_WIN_KERNEL, DVM_GEN_WIN_DILATION,
+      DVM_GEN_WIN_STRIDE, DVM_GEN_WIN_PAD, nin > 2 ? "  acc += ((const float *)p.ptr[2])[m];\n" : "", nin);
+  elementwise_kernels(&b);
+  return finish(&b, src);
+}
+
 /* ---- resize ---- */
 
 /* The CPU kernel's coordinate rules (shapefuncs/window.c

@@ -83,6 +83,12 @@ DVM_MUST_USE dvm_status *dvmc_cuda_window(dvm_kernel_form form, dvm_dtype dt, ch
  * element over its group's channels and its window. */
 DVM_MUST_USE dvm_status *dvmc_cuda_conv(int nin, char **src);
 
+/* The CUDA C of a CONV_TRANSPOSE kernel (gen_abi.h) of f32: conv_transpose
+ * of X, W (nin 2) and B (nin 3), tiled as an ELEMENTWISE kernel over the
+ * output, a direct sum per element over the input positions and taps
+ * that reach it. */
+DVM_MUST_USE dvm_status *dvmc_cuda_conv_transpose(int nin, char **src);
+
 /* The CUDA C of a RESIZE kernel (gen_abi.h) of dtype dt (any of 1, 2, 4
  * or 8 bytes: nearest copies bits; linear is there for f32 only), tiled
  * as an ELEMENTWISE kernel over the output; coordinates as the CPU

@@ -640,13 +640,16 @@ static int64_t resize_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list att
   return gen_kernel(c->p, src, DVM_GEN_RESIZE, 1, 1, &cls, dt);
 }
 
-/* A conv or fused_conv (channels first) as a generated CONV kernel, when
- * every operand is proven f32 (the invoke keeps its attributes); -1
- * otherwise. */
-static int64_t conv_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list attrs) {
-  c->why = "operands other than a conv's, or a channels-last layout";
-  if (ins.n < 2 || ins.n > 4 || outs.n != 1 || (attrs.n != 4 && attrs.n != 4 + DVM_CONV_EPILOGUE_ATTRS) ||
-      (ins.n == 4 && attrs.n == 4) || (attrs.n > 4 && imm_in(c, attrs.v[9], 0, 0) < 0))
+/* A conv or fused_conv (channels first) as a generated CONV kernel, or a
+ * conv_transpose as a CONV_TRANSPOSE kernel, when every operand is proven
+ * f32 (the invoke keeps its attributes); -1 otherwise. */
+static int64_t conv_kernel(clone *c, dvm_kernel_form form, dvm_list outs, dvm_list ins, dvm_list attrs) {
+  int transpose = form == DVM_FORM_CONV_TRANSPOSE;
+  c->why = transpose ? "operands other than a conv_transpose's"
+                     : "operands other than a conv's, or a channels-last layout";
+  if (transpose ? ins.n < 2 || ins.n > 3 || outs.n != 1 || attrs.n != 5
+                : ins.n < 2 || ins.n > 4 || outs.n != 1 || (attrs.n != 4 && attrs.n != 4 + DVM_CONV_EPILOGUE_ATTRS) ||
+                      (ins.n == 4 && attrs.n == 4) || (attrs.n > 4 && imm_in(c, attrs.v[9], 0, 0) < 0))
     return -1;
   dvm_dtype dt[5];
   uint8_t classes[4] = {0}; /* unused: the launcher binds a conv */
@@ -657,8 +660,9 @@ static int64_t conv_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list attrs
     dt[q] = DVM_F32;
   }
   char *src;
-  if ((c->p->error = dvmc_cuda_conv((int)ins.n, &src))) return -1;
-  return gen_kernel(c->p, src, DVM_GEN_CONV, (int)ins.n, 1, classes, dt);
+  if ((c->p->error = transpose ? dvmc_cuda_conv_transpose((int)ins.n, &src) : dvmc_cuda_conv((int)ins.n, &src)))
+    return -1;
+  return gen_kernel(c->p, src, transpose ? DVM_GEN_CONV_TRANSPOSE : DVM_GEN_CONV, (int)ins.n, 1, classes, dt);
 }
 
 /* By the kernel's form (vm/kernel.h): a generated kernel, cuBLAS's of the
@@ -684,7 +688,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   pl.numel_in = form == DVM_FORM_SPLIT;
   pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER || form == DVM_FORM_CONCAT ||
                   form == DVM_FORM_SPLIT || form == DVM_FORM_WINDOW_MAX || form == DVM_FORM_WINDOW_AVERAGE ||
-                  form == DVM_FORM_RESIZE || form == DVM_FORM_CONV;
+                  form == DVM_FORM_RESIZE || form == DVM_FORM_CONV || form == DVM_FORM_CONV_TRANSPOSE;
   pl.const_ins = form == DVM_FORM_SLICED || form == DVM_FORM_SPLIT;
   c->why = "no device kernel for the op";
   switch (form) {
@@ -699,7 +703,8 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_WINDOW_MAX:
   case DVM_FORM_WINDOW_AVERAGE: pl.kernel = window_kernel(c, form, outs, ins, attrs); break;
   case DVM_FORM_RESIZE: pl.kernel = resize_kernel(c, outs, ins, attrs); break;
-  case DVM_FORM_CONV: pl.kernel = conv_kernel(c, outs, ins, attrs); break;
+  case DVM_FORM_CONV:
+  case DVM_FORM_CONV_TRANSPOSE: pl.kernel = conv_kernel(c, form, outs, ins, attrs); break;
   default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);

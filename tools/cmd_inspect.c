@@ -228,11 +228,13 @@ static void print_gen(const uint8_t *p, size_t size) {
   static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
                                        [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
                                        [DVM_GEN_SPLIT] = "split", [DVM_GEN_WINDOW] = "window",
-                                       [DVM_GEN_RESIZE] = "resize", [DVM_GEN_CONV] = "conv"};
+                                       [DVM_GEN_RESIZE] = "resize", [DVM_GEN_CONV] = "conv",
+                                       [DVM_GEN_CONV_TRANSPOSE] = "conv_transpose"};
   int gather = p[6] == DVM_GEN_GATHER, concat = p[6] == DVM_GEN_CONCAT || p[6] == DVM_GEN_SPLIT;
-  int window = p[6] == DVM_GEN_WINDOW || p[6] == DVM_GEN_RESIZE || p[6] == DVM_GEN_CONV;
+  int window = p[6] == DVM_GEN_WINDOW || p[6] == DVM_GEN_RESIZE || p[6] == DVM_GEN_CONV ||
+               p[6] == DVM_GEN_CONV_TRANSPOSE;
   printf("    %s, %u inputs, %u outputs, tile T = %u\n",
-         p[6] >= 1 && p[6] <= DVM_GEN_CONV ? kinds[p[6]] : "unknown kind", nin, nout, tile);
+         p[6] >= 1 && p[6] <= DVM_GEN_CONV_TRANSPOSE ? kinds[p[6]] : "unknown kind", nin, nout, tile);
   for (unsigned c = 0; c < nconfigs; c++)
     printf("    config %u: block %u, %u per thread, %u shared bytes\n", c,
            rd16(p + DVM_GEN_HEADER_SIZE + 8 * c), rd16(p + DVM_GEN_HEADER_SIZE + 8 * c + 2),

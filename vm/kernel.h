@@ -85,6 +85,7 @@ typedef enum dvm_kernel_form {
   DVM_FORM_WINDOW_AVERAGE, /* average_pool: a window's mean */
   DVM_FORM_RESIZE,      /* ONNX Resize by its attributes (sizes, mode...) */
   DVM_FORM_CONV,        /* conv, or fused_conv with its epilogue (attributes strides...) */
+  DVM_FORM_CONV_TRANSPOSE, /* conv_transpose (attributes strides..., output_padding) */
   /* one row at a time along the last axis (the reductions: or along the
    * trailing axes their axes name); the ROWS forms come last */
   DVM_FORM_ROWS_SOFTMAX,

@@ -1395,7 +1395,7 @@ const dvm_kernel_def dvm_cpu_conv_kernels[] = {
     {"conv", DVM_DEVICE_CPU, conv, "conv", .prepack = conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_F32),
      .form = DVM_FORM_CONV},
     {"conv_transpose", DVM_DEVICE_CPU, conv_transpose, "conv_transpose", .prepack = conv_prepack,
-     .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+     .dtypes = DVM_DTYPE_BIT(DVM_F32), .form = DVM_FORM_CONV_TRANSPOSE},
     {"fused_conv", DVM_DEVICE_CPU, fused_conv, "fused_conv", .prepack = conv_prepack, .dtypes = DVM_DTYPE_BIT(DVM_F32),
      .form = DVM_FORM_CONV},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},

@@ -8,7 +8,8 @@
  *     has one, is transpose's perm; of a GATHER or CONCAT kernel, the
  *     axis; of a SPLIT kernel, [the sizes,] the axis[, num_outputs]; a SLICED input's are slice's starts, ends, axes, steps;
  *     of a WINDOW kernel, the pool's; of a RESIZE kernel, resize's; of a
- *     CONV kernel, conv's or fused_conv's. A
+ *     CONV kernel, conv's or fused_conv's; of a CONV_TRANSPOSE kernel,
+ *     conv_transpose's. A
  *     GATHER kernel also gets the VM's device error record, which the
  *     VM's next host wait reads (ops/cuda/stream.h).
  *
@@ -269,8 +270,9 @@ static dvm_status *gen(const dvm_kernel_args *a) {
     st = dvm_gen_window_geometry("pool", a->in[0], a->out[0], a->attrs, a->nattrs, p.dims, p.geom);
   else if (g->kind == DVM_GEN_RESIZE)
     st = dvm_gen_resize_geometry(a->in[0], a->out[0], a->attrs, a->nattrs, p.dims, p.geom, p.real);
-  else if (g->kind == DVM_GEN_CONV)
-    st = dvm_gen_conv_geometry(a->in, a->nin, a->out[0], a->attrs, a->nattrs, p.dims, p.geom, p.real);
+  else if (g->kind == DVM_GEN_CONV || g->kind == DVM_GEN_CONV_TRANSPOSE)
+    st = dvm_gen_conv_geometry(g->kind == DVM_GEN_CONV_TRANSPOSE, a->in, a->nin, a->out[0], a->attrs, a->nattrs,
+                               p.dims, p.geom, p.real);
   else if (g->kind != DVM_GEN_GATHER)
     for (int k = 0; k < g->nin && !st; k++)
       st = g->classes[k] == DVM_GEN_PERMUTED

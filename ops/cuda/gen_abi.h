@@ -8,11 +8,11 @@
  * struct below into each source through DVM_GEN_PARAMS_DECL, so the two
  * can never disagree.
  *
- * Payload ("DVMG", version 6), little-endian, offsets from its start:
+ * Payload ("DVMG", version 7), little-endian, offsets from its start:
  *
  *   0   4  magic "DVMG"
- *   4  u16 version (6)
- *   6  u8  kind: DVM_GEN_ELEMENTWISE ... DVM_GEN_RESIZE (below)
+ *   4  u16 version (7)
+ *   6  u8  kind: DVM_GEN_ELEMENTWISE ... DVM_GEN_CONV_TRANSPOSE (below)
  *   7  u8  nconfigs, 1..DVM_GEN_MAX_CONFIGS
  *   8  u8  nin, 1..DVM_GEN_MAX_IN
  *   9  u8  nout, 1..DVM_GEN_MAX_OUT
@@ -72,12 +72,18 @@
  *     shape seen as [1, N, M, d, h, w], geom the window's rows over d, h,
  *     w as for WINDOW plus DVM_GEN_CONV_SHAPE, real[0] the epilogue's
  *     parameters, from the launcher through the CPU kernel's shape
- *     function. Variant = n mod T. */
+ *     function. Variant = n mod T.
+ *   DVM_GEN_CONV_TRANSPOSE (since version 7): conv_transpose of f32 (X,
+ *     W [C, M/group, k...], B optional; channels first), the call's
+ *     attributes the CPU kernel's; n = elements of the output. dims, the
+ *     window's rows and DVM_GEN_CONV_SHAPE as for CONV (activation 0),
+ *     each output element the sum over the input positions and taps that
+ *     reach it. Variant = n mod T. */
 #ifndef DVM_OPS_CUDA_GEN_ABI_H
 #define DVM_OPS_CUDA_GEN_ABI_H
 
 #define DVM_GEN_MAGIC "DVMG"
-#define DVM_GEN_VERSION 6
+#define DVM_GEN_VERSION 7
 #define DVM_GEN_HEADER_SIZE 32
 #define DVM_GEN_MAX_CONFIGS 8
 #define DVM_GEN_MAX_IN 16
@@ -87,7 +93,8 @@
 #define DVM_GEN_GEOM_ROWS 8 /* rows of dvm_gen_params.geom */
 
 enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2, DVM_GEN_GATHER = 3, DVM_GEN_CONCAT = 4,
-       DVM_GEN_SPLIT = 5, DVM_GEN_WINDOW = 6, DVM_GEN_RESIZE = 7, DVM_GEN_CONV = 8 };
+       DVM_GEN_SPLIT = 5, DVM_GEN_WINDOW = 6, DVM_GEN_RESIZE = 7, DVM_GEN_CONV = 8,
+       DVM_GEN_CONV_TRANSPOSE = 9 };
 
 /* Rows of dvm_gen_params.geom. WINDOW, per spatial column: */
 enum {
@@ -100,7 +107,7 @@ enum {
                          * that count_include_pad counts taps within */
   DVM_GEN_WIN_FLAGS,    /* column 0: count_include_pad (average_pool) */
 };
-/* CONV: the WINDOW rows from DVM_GEN_WIN_IN to DVM_GEN_WIN_PAD, and: */
+/* CONV and CONV_TRANSPOSE: the WINDOW rows from DVM_GEN_WIN_IN to DVM_GEN_WIN_PAD, and: */
 enum {
   DVM_GEN_CONV_SHAPE = DVM_GEN_WIN_FLAGS, /* columns: C, M, group, activation
                                            * (ops/cpu/conv.c's numbering) */

@@ -104,10 +104,11 @@ static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
     if (g->kind == DVM_GEN_RESIZE && (dvm_dtype_size((dvm_dtype)g->dtypes[0]) > 8 || g->dtypes[0] == DVM_STRING))
       return bad("resize: input is %s, which is not copied as bits", dvm_dtype_name((dvm_dtype)g->dtypes[0]));
   }
-  for (int k = 0; g->kind == DVM_GEN_CONV && k < g->nin + g->nout; k++)
+  int conv = g->kind == DVM_GEN_CONV || g->kind == DVM_GEN_CONV_TRANSPOSE;
+  for (int k = 0; conv && k < g->nin + g->nout; k++)
     if (g->dtypes[k] != DVM_F32)
-      return bad("conv: %s %d is %s, expected f32", k < g->nin ? "input" : "output", k < g->nin ? k : 0,
-                 dvm_dtype_name((dvm_dtype)g->dtypes[k]));
+      return bad("%s: %s %d is %s, expected f32", g->kind == DVM_GEN_CONV ? "conv" : "conv_transpose",
+                 k < g->nin ? "input" : "output", k < g->nin ? k : 0, dvm_dtype_name((dvm_dtype)g->dtypes[k]));
   if (g->kind != DVM_GEN_GATHER) return NULL;
   if (g->dtypes[1] != DVM_I32 && g->dtypes[1] != DVM_I64)
     return bad("gather: indices are %s, expected i32 or i64", dvm_dtype_name((dvm_dtype)g->dtypes[1]));
@@ -172,12 +173,15 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   src.len = g->source_size = dvm_reader_u32(&r);
   span dts = {dvm_reader_u32(&r), 0};
   uint32_t reserved = dvm_reader_u32(&r);
-  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_CONV)
+  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_CONV_TRANSPOSE)
     return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather), %d (concat), %d (split), "
-               "%d (window), %d (resize) or %d (conv)", g->kind, DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS,
-               DVM_GEN_GATHER, DVM_GEN_CONCAT, DVM_GEN_SPLIT, DVM_GEN_WINDOW, DVM_GEN_RESIZE, DVM_GEN_CONV);
+               "%d (window), %d (resize), %d (conv) or %d (conv_transpose)", g->kind, DVM_GEN_ELEMENTWISE,
+               DVM_GEN_ROWS, DVM_GEN_GATHER, DVM_GEN_CONCAT, DVM_GEN_SPLIT, DVM_GEN_WINDOW, DVM_GEN_RESIZE,
+               DVM_GEN_CONV, DVM_GEN_CONV_TRANSPOSE);
   if (g->kind == DVM_GEN_CONV && (g->nin < 2 || g->nin > 4 || g->nout != 1))
     return bad("a conv takes 2 to 4 inputs and 1 output, not %d and %d", g->nin, g->nout);
+  if (g->kind == DVM_GEN_CONV_TRANSPOSE && (g->nin < 2 || g->nin > 3 || g->nout != 1))
+    return bad("a conv_transpose takes 2 or 3 inputs and 1 output, not %d and %d", g->nin, g->nout);
   if ((g->kind == DVM_GEN_WINDOW || g->kind == DVM_GEN_RESIZE) && (g->nin != 1 || g->nout != 1))
     return bad("a %s takes 1 input and 1 output, not %d and %d",
                g->kind == DVM_GEN_WINDOW ? "window pool" : "resize", g->nin, g->nout);
@@ -224,7 +228,8 @@ dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_des
   static const char *const kinds[] = {[DVM_GEN_ELEMENTWISE] = "elementwise", [DVM_GEN_ROWS] = "rows",
                                       [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
                                       [DVM_GEN_SPLIT] = "split", [DVM_GEN_WINDOW] = "window",
-                                      [DVM_GEN_RESIZE] = "resize", [DVM_GEN_CONV] = "conv"};
+                                      [DVM_GEN_RESIZE] = "resize", [DVM_GEN_CONV] = "conv",
+                                      [DVM_GEN_CONV_TRANSPOSE] = "conv_transpose"};
   dvm_gen_payload g;
   dvm_status *st = dvm_gen_payload_read(p, size, &g);
   if (st) return st;
@@ -506,18 +511,22 @@ dvm_status *dvm_gen_resize_geometry(const dvm_tensor *x, const dvm_tensor *y, co
   return NULL;
 }
 
-dvm_status *dvm_gen_conv_geometry(dvm_tensor *const *in, int nin, const dvm_tensor *y, const dvm_value *attrs,
-                                  int nattrs, long long *dims, long long (*geom)[DVM_GEN_MAX_RANK],
-                                  double (*real)[DVM_GEN_MAX_RANK]) {
-  const char *op = nattrs == 4 ? "conv" : "fused_conv";
-  if (nin < 2 || nin > 4 || (nin == 4 && nattrs == 4) || (nattrs != 4 && nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS))
+dvm_status *dvm_gen_conv_geometry(bool transpose, dvm_tensor *const *in, int nin, const dvm_tensor *y,
+                                  const dvm_value *attrs, int nattrs, long long *dims,
+                                  long long (*geom)[DVM_GEN_MAX_RANK], double (*real)[DVM_GEN_MAX_RANK]) {
+  const char *op = transpose ? "conv_transpose" : nattrs == 4 ? "conv" : "fused_conv";
+  if (transpose && (nin < 2 || nin > 3 || nattrs != 5))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a conv_transpose of %d inputs and %d attributes (X, W[, B] "
+                          "and 5)", nin, nattrs);
+  if (!transpose &&
+      (nin < 2 || nin > 4 || (nin == 4 && nattrs == 4) || (nattrs != 4 && nattrs != 4 + DVM_CONV_EPILOGUE_ATTRS)))
     return dvm_status_new(DVM_INVALID_ARGUMENT, "gen: a conv of %d inputs and %d attributes (conv: X, W[, B] "
                           "and 4; fused_conv: X, W[, B[, Z]] and %d)", nin, nattrs, 4 + DVM_CONV_EPILOGUE_ATTRS);
   const dvm_tensor *x = in[0], *w = in[1], *b = nin > 2 ? in[2] : NULL;
   dvm_window win;
   int64_t group, want[DVM_MAX_RANK];
-  dvm_status *st = dvm_conv_setup(false, x->rank, x->dims, w->rank, w->dims, b ? b->rank : -1, b ? b->dims : NULL,
-                                  attrs, 4, &win, &group, want);
+  dvm_status *st = dvm_conv_setup(transpose, x->rank, x->dims, w->rank, w->dims, b ? b->rank : -1,
+                                  b ? b->dims : NULL, attrs, transpose ? 5 : 4, &win, &group, want);
   if (st) return dvm_status_annotate(st, "gen");
   if ((st = check_output(y, x->rank, want, op))) return st;
   if (nin == 4 && (in[3]->rank != y->rank || memcmp(in[3]->dims, y->dims, sizeof(int64_t) * (size_t)y->rank))) {
@@ -528,7 +537,7 @@ dvm_status *dvm_gen_conv_geometry(dvm_tensor *const *in, int nin, const dvm_tens
   }
   /* the epilogue: identity, unless fused_conv's attributes say (ops/cpu/conv.c) */
   dvm_conv_epilogue e;
-  if ((st = dvm_conv_epilogue_attrs(op, attrs, nattrs, &e))) return dvm_status_annotate(st, "gen");
+  if ((st = dvm_conv_epilogue_attrs(op, attrs, transpose ? 4 : nattrs, &e))) return dvm_status_annotate(st, "gen");
   if (e.layout)
     return dvm_status_new(DVM_UNIMPLEMENTED, "gen: %s: layout %lld (channels last) has no generated kernel", op,
                           (long long)e.layout);

@@ -6,6 +6,7 @@
 #ifndef DVM_OPS_CUDA_PAYLOAD_H
 #define DVM_OPS_CUDA_PAYLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -129,10 +130,12 @@ DVM_MUST_USE dvm_status *dvm_gen_window_geometry(const char *op, const dvm_tenso
  * decides and checks them, and y's and Z's shapes): dims get y as [1, N,
  * M, d, h, w], geom the window's rows and DVM_GEN_CONV_SHAPE, real[0] the
  * epilogue's parameters (identity for a conv). A channels-last layout is
- * DVM_UNIMPLEMENTED; DVM_INVALID_ARGUMENT otherwise. */
-DVM_MUST_USE dvm_status *dvm_gen_conv_geometry(dvm_tensor *const *in, int nin, const dvm_tensor *y,
-                                               const dvm_value *attrs, int nattrs, long long *dims,
-                                               long long (*geom)[DVM_GEN_MAX_RANK],
+ * DVM_UNIMPLEMENTED; DVM_INVALID_ARGUMENT otherwise. With transpose, a
+ * CONV_TRANSPOSE call's: X, W[, B] and "conv_transpose"'s five
+ * attributes, through its shape function; the epilogue the identity. */
+DVM_MUST_USE dvm_status *dvm_gen_conv_geometry(bool transpose, dvm_tensor *const *in, int nin,
+                                               const dvm_tensor *y, const dvm_value *attrs, int nattrs,
+                                               long long *dims, long long (*geom)[DVM_GEN_MAX_RANK],
                                                double (*real)[DVM_GEN_MAX_RANK]);
 
 /* A RESIZE call's geometry: dims get y's dims right-aligned, geom and real

@@ -1040,6 +1040,29 @@ static void rs_check(const unit *u, dvm_dtype dt) {
   dvm_tensor_release(y);
 }
 
+/* A conv's or conv_transpose's unit u run on p, out against the CPU's
+ * ref, every config and the variants that fit, within 1e-5 relative plus
+ * atol: the rounding of `terms` products (each under 4) in another order,
+ * scaled. p.n and p.rows are set here. */
+static void conv_runs(const unit *u, dvm_gen_params *p, dvm_tensor *out, const dvm_tensor *ref, int64_t terms,
+                      double scale, const char *name, size_t s) {
+  int64_t ny = dvm_tensor_numel(ref);
+  p->n = ny, p->rows = 1;
+  double *atol = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
+  for (int64_t i = 0; i < ny; i++) atol[i] = 1e-6 * (double)(terms * 4 + 4) * fabs(scale);
+  char what[64];
+  for (int c = 0; c < DVMC_CUDA_NCONFIGS && ny; c++)
+    for (int v = (int)(ny % T); v <= T; v += T - (int)(ny % T)) {
+      poison(out);
+      long long per_block = (long long)dvmc_cuda_blocks[c] * T;
+      CHECK(launch(u, c, v, (unsigned)((ny + per_block - 1) / per_block), p) == 0);
+      snprintf(what, sizeof what, "%s case %zu config %d variant %d", name, s, c, v);
+      CHECK(matches(out, ref, 1e-5, atol, what));
+      if (v == T) break;
+    }
+  free(atol);
+}
+
 /* Convolutions: X's and W's dims, group, strides, pads, dilations (an
  * empty list: the default), B and Z given, and fused_conv's epilogue
  * (act < 0: a plain conv). n = 1, resnet's stem (3x3 stride 2, relu),
@@ -1071,9 +1094,8 @@ static const struct {
 };
 
 /* A generated conv (units for 2, 3 and 4 inputs) against the CPU's conv
- * or fused_conv: within the rounding of a sum in another order (inputs in
- * [-2, 2): each term under 4), geometry from the launcher's
- * dvm_gen_conv_geometry. */
+ * or fused_conv (inputs in [-2, 2): each term under 4), geometry from the
+ * launcher's dvm_gen_conv_geometry. */
 static void cv_check(const unit *u) {
   for (size_t s = 0; s < sizeof cv_cases / sizeof cv_cases[0]; s++) {
     int rank = cv_cases[s].rank, n = rank - 2, nin = cv_cases[s].nin, fused = cv_cases[s].act >= 0;
@@ -1095,25 +1117,12 @@ static void cv_check(const unit *u) {
     CHECK_OK(cpu(fused ? "fused_conv" : "conv", NULL, 0, in, nin, &ref, 1, at, nattrs));
     dvm_gen_params p;
     memset(&p, 0, sizeof p);
-    CHECK_OK(dvm_gen_conv_geometry(in, nin, out, at, nattrs, p.dims, p.geom, p.real));
+    CHECK_OK(dvm_gen_conv_geometry(false, in, nin, out, at, nattrs, p.dims, p.geom, p.real));
     for (int k = 0; k < nin; k++) p.ptr[k] = dvm_tensor_ptr(in[k]);
     p.ptr[nin] = dvm_tensor_ptr(out);
-    int64_t ny = dvm_tensor_numel(ref), terms = cv_cases[s].w[1];
+    int64_t terms = cv_cases[s].w[1];
     for (int d = 2; d < rank; d++) terms *= cv_cases[s].w[d];
-    p.n = ny, p.rows = 1;
-    double *atol = malloc(sizeof(double) * (size_t)(ny ? ny : 1));
-    for (int64_t i = 0; i < ny; i++) atol[i] = 1e-6 * (double)(terms * 4 + 4) * fabs(cv_cases[s].scale);
-    char what[64];
-    for (int c = 0; c < DVMC_CUDA_NCONFIGS && ny; c++)
-      for (int v = (int)(ny % T); v <= T; v += T - (int)(ny % T)) {
-        poison(out);
-        long long per_block = (long long)dvmc_cuda_blocks[c] * T;
-        CHECK(launch(u + nin - 2, c, v, (unsigned)((ny + per_block - 1) / per_block), &p) == 0);
-        snprintf(what, sizeof what, "conv case %zu config %d variant %d", s, c, v);
-        CHECK(matches(out, ref, 1e-5, atol, what));
-        if (v == T) break;
-      }
-    free(atol);
+    conv_runs(u + nin - 2, &p, out, ref, terms, cv_cases[s].scale, "conv", s);
     for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
     dvm_tensor_release(ref);
     dvm_tensor_release(out);
@@ -1127,10 +1136,78 @@ static void cv_check(const unit *u) {
   dvm_tensor *in[4] = {make(DVM_F32, 4, xd), make(DVM_F32, 4, wd), make(DVM_F32, 1, &two), make(DVM_F32, 4, zd)};
   dvm_tensor *y = make(DVM_F32, 4, xd);
   dvm_gen_params p;
-  CHECK_ERR(dvm_gen_conv_geometry(in, 3, y, at, 11, p.dims, p.geom, p.real), DVM_UNIMPLEMENTED, "channels last");
+  CHECK_ERR(dvm_gen_conv_geometry(false, in, 3, y, at, 11, p.dims, p.geom, p.real), DVM_UNIMPLEMENTED,
+            "channels last");
   at[9] = dvm_value_int(0);
-  CHECK_ERR(dvm_gen_conv_geometry(in, 4, y, at, 11, p.dims, p.geom, p.real), DVM_INVALID_ARGUMENT, "Z is");
+  CHECK_ERR(dvm_gen_conv_geometry(false, in, 4, y, at, 11, p.dims, p.geom, p.real), DVM_INVALID_ARGUMENT, "Z is");
   for (int k = 0; k < 4; k++) dvm_tensor_release(in[k]);
+  dvm_tensor_release(y);
+}
+
+/* Transposed convolutions: X's and W's ([C, M/group, k...]) dims, group,
+ * strides, pads, dilations, output_padding (an empty list: the default),
+ * B given. n = 1; PP-OCR's 2x2 stride-2 upsample; 3x3 stride 2 with
+ * output_padding; groups with stride 3, dilation 2 and uneven pads, whose
+ * output_padding reaches past every tap (the bias alone there); depthwise
+ * over 17 channels; 1-D with stride 3; 3-D; no input channels; no images;
+ * past a block's tile. */
+static const struct {
+  int rank, group, bias;
+  int64_t x[5], w[5], s[3], pads[6], dil[3], opad[3];
+} ct_cases[] = {
+    {4, 1, 0, {1, 1, 1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0, 0, 0}, {0}, {0}},
+    {4, 1, 1, {1, 17, 2, 7}, {17, 3, 2, 2}, {2, 2}, {0, 0, 0, 0}, {0}, {0}},
+    {4, 1, 1, {2, 3, 7, 13}, {3, 17, 3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, {1, 1}},
+    {4, 3, 1, {2, 6, 2, 7}, {6, 1, 3, 2}, {3, 2}, {1, 0, 2, 1}, {2, 2}, {2, 1}},
+    {4, 17, 0, {1, 17, 7, 7}, {17, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, {1, 1}},
+    {3, 1, 0, {2, 3, 13}, {3, 2, 4}, {3}, {2, 1}, {0}, {1}},
+    {5, 1, 1, {1, 2, 2, 3, 1}, {2, 3, 2, 2, 3}, {2, 1, 3}, {1, 1, 0, 0, 0, 1}, {0}, {1, 0, 0}},
+    {4, 1, 1, {1, 0, 3, 3}, {0, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {0}, {0}},
+    {4, 1, 1, {0, 3, 5, 5}, {3, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {0}, {0}},
+    {4, 1, 1, {1, 3, 17, 19}, {3, 4, 3, 3}, {2, 2}, {1, 1, 1, 1}, {0}, {1, 1}},
+};
+
+/* A generated conv_transpose (units for 2 and 3 inputs) against the
+ * CPU's conv_transpose, geometry from the launcher's
+ * dvm_gen_conv_geometry. */
+static void ct_check(const unit *u) {
+  for (size_t s = 0; s < sizeof ct_cases / sizeof ct_cases[0]; s++) {
+    int rank = ct_cases[s].rank, n = rank - 2, nin = 2 + ct_cases[s].bias;
+    dvm_value at[5] = {shape_value(n, ct_cases[s].s), shape_value(2 * n, ct_cases[s].pads),
+                       shape_value(ct_cases[s].dil[0] ? n : 0, ct_cases[s].dil), dvm_value_int(ct_cases[s].group),
+                       shape_value(ct_cases[s].opad[0] ? n : 0, ct_cases[s].opad)};
+    dvm_window w;
+    int64_t group, yd[5], m = ct_cases[s].w[1] * ct_cases[s].group;
+    CHECK_OK(dvm_conv_setup(true, rank, ct_cases[s].x, rank, ct_cases[s].w, nin > 2 ? 1 : -1, &m, at, 5, &w,
+                            &group, yd));
+    dvm_tensor *in[3] = {make(DVM_F32, rank, ct_cases[s].x), make(DVM_F32, rank, ct_cases[s].w)};
+    if (nin > 2) in[2] = make(DVM_F32, 1, &m);
+    for (int k = 0; k < nin; k++) fill(in[k], 0);
+    dvm_tensor *ref = make(DVM_F32, rank, yd), *out = make(DVM_F32, rank, yd);
+    CHECK_OK(cpu("conv_transpose", NULL, 0, in, nin, &ref, 1, at, 5));
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    CHECK_OK(dvm_gen_conv_geometry(true, in, nin, out, at, 5, p.dims, p.geom, p.real));
+    for (int k = 0; k < nin; k++) p.ptr[k] = dvm_tensor_ptr(in[k]);
+    p.ptr[nin] = dvm_tensor_ptr(out);
+    int64_t terms = ct_cases[s].x[1] / ct_cases[s].group;
+    for (int d = 2; d < rank; d++) terms *= ct_cases[s].w[d];
+    conv_runs(u + nin - 2, &p, out, ref, terms, 1, "conv_transpose", s);
+    for (int k = 0; k < nin; k++) dvm_tensor_release(in[k]);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+  /* the launcher's checks: the attribute count, and W against X */
+  int64_t xd[4] = {1, 2, 3, 3}, wd[4] = {3, 2, 1, 1}, none = 0;
+  dvm_value at[5] = {shape_value(0, &none), shape_value(0, &none), shape_value(0, &none), dvm_value_int(1),
+                     shape_value(0, &none)};
+  dvm_tensor *in[2] = {make(DVM_F32, 4, xd), make(DVM_F32, 4, wd)}, *y = make(DVM_F32, 4, xd);
+  dvm_gen_params p;
+  CHECK_ERR(dvm_gen_conv_geometry(true, in, 2, y, at, 4, p.dims, p.geom, p.real), DVM_INVALID_ARGUMENT,
+            "a conv_transpose of 2 inputs and 4 attributes");
+  CHECK_ERR(dvm_gen_conv_geometry(true, in, 2, y, at, 5, p.dims, p.geom, p.real), DVM_INVALID_ARGUMENT,
+            "does not fit X");
+  for (int k = 0; k < 2; k++) dvm_tensor_release(in[k]);
   dvm_tensor_release(y);
 }
 
@@ -1279,6 +1356,7 @@ static void kernel_forms(void) {
   CHECK(form_of("resize") == DVM_FORM_RESIZE);
   CHECK(form_of("conv") == DVM_FORM_CONV);
   CHECK(form_of("fused_conv") == DVM_FORM_CONV);
+  CHECK(form_of("conv_transpose") == DVM_FORM_CONV_TRANSPOSE);
   /* a ROWS mean of its input with the axes from 2 on merged (placement's
    * reshape; test_host_report.py runs it against ONNX Runtime) */
   CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
@@ -1307,7 +1385,8 @@ int main(int argc, char **argv) {
   }
   CHECK(mkdtemp(tmp_dir) != NULL);
   enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR,
-         NCU = NGU + NGA, NPU = NCU + NCC * 4, NWU = NPU + NCC * 3, NRU2 = NWU + 2, NVU = NRU2 + NRS, NU = NVU + 3 };
+         NCU = NGU + NGA, NPU = NCU + NCC * 4, NWU = NPU + NCC * 3, NRU2 = NWU + 2, NVU = NRU2 + NRS, NXU = NVU + 3,
+         NU = NXU + 2 };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -1364,6 +1443,7 @@ int main(int argc, char **argv) {
   CHECK_OK(dvmc_cuda_window(DVM_FORM_WINDOW_AVERAGE, DVM_F32, &u[NWU + 1].src));
   for (int i = 0; i < NRS; i++) CHECK_OK(dvmc_cuda_resize(rs_dtypes[i], &u[NRU2 + i].src));
   for (int i = 0; i < 3; i++) CHECK_OK(dvmc_cuda_conv(i + 2, &u[NVU + i].src));
+  for (int i = 0; i < 2; i++) CHECK_OK(dvmc_cuda_conv_transpose(i + 2, &u[NXU + i].src));
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -1396,6 +1476,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NRS; i++)
     if (u[NRU2 + i].launch) rs_check(&u[NRU2 + i], rs_dtypes[i]);
   if (u[NVU].launch && u[NVU + 1].launch && u[NVU + 2].launch) cv_check(&u[NVU]);
+  if (u[NXU].launch && u[NXU + 1].launch) ct_check(&u[NXU]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

@@ -16,7 +16,10 @@ Runtime on the stand-in at awkward shapes; one over axis 1 stays on the
 host, saying why. So does a model of MaxPool (stride 2 with pads,
 ceil_mode), AveragePool (with and without count_include_pad, 1-D) and
 Resize (nearest asymmetric floor, linear half_pixel); a MaxPool with its
-indices stays on the host.
+indices stays on the host. A model of ConvTransposes (PP-OCR's 2x2 stride
+2 with B, 3x3 stride 2 with output_padding, groups with stride 3,
+dilation 2 and uneven pads, 1-D with stride 3) runs them all on the
+device, equal to ONNX Runtime on the stand-in.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
 Skips (77) without NVRTC or g++."""
 import os
@@ -171,6 +174,28 @@ def host_report_windows_model(path):
     return save_model(m, path)
 
 
+def host_report_conv_transpose_model(path):
+    """ConvTransposes that CONV_TRANSPOSE kernels run, of x [n, 3, h, w]
+    and y [n, 3, l]."""
+    f = TensorProto.FLOAT
+    rng = np.random.default_rng(3)
+    w = lambda *dims: const("w%d" % len(dims) + "x".join(map(str, dims)), rng.standard_normal(dims))
+    ws = [w(3, 4, 2, 2), w(3, 5, 3, 3), w(3, 2, 3, 2), w(3, 2, 4)]
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", ws[0].name, "b4"], ["up2"], strides=[2, 2]),
+        helper.make_node("ConvTranspose", ["x", ws[1].name, "b5"], ["up3"], strides=[2, 2], pads=[1, 1, 1, 1],
+                         output_padding=[1, 1]),
+        helper.make_node("ConvTranspose", ["x", ws[2].name], ["grouped"], group=3, strides=[3, 2],
+                         dilations=[2, 2], pads=[1, 0, 2, 1], output_padding=[2, 1]),
+        helper.make_node("ConvTranspose", ["y", ws[3].name], ["line"], strides=[3], pads=[2, 1],
+                         output_padding=[1]),
+    ]
+    outs = [(name, f, None) for name in ("up2", "up3", "grouped", "line")]
+    m = make_model(nodes, [("x", f, ["n", 3, "h", "w"]), ("y", f, ["n", 3, "l"])], outs,
+                   ws + [const("b4", rng.standard_normal(4)), const("b5", rng.standard_normal(5))], opset=17)
+    return save_model(m, path)
+
+
 fail = 0
 try:
     for name, (by_kernel, why, shapes, record) in CASES.items():
@@ -201,11 +226,13 @@ try:
     env = dict(os.environ, DVM_CUDA_DRIVER=fake, DVM_CUBLAS=fake)
     env.setdefault("FAKE_CUDA_CACHE", os.path.join(tmp, "cache"))
 
-    def host_report_against_ort(name, model, onnx_path, nout, rank5):
+    def host_report_against_ort(name, model, onnx_path, nout, rank5, channels=None):
         """The model on the stand-in against ONNX Runtime at a plane of 1,
-        primes, and 23 * 29 = 667 past a block's tile of 512; 1 if not equal."""
+        primes, and 23 * 29 = 667 past a block's tile of 512 (channels, when
+        given, fixed); 1 if not equal."""
         bad = 0
         for n, c, h, w in ((1, 1, 1, 1), (2, 3, 5, 7), (1, 2, 23, 29)):
+            c = channels or c
             feeds = {"x": rng.standard_normal((n, c, h, w), dtype=np.float32),
                      "y": rng.standard_normal((n, c, h * w), dtype=np.float32)}
             if rank5:
@@ -230,6 +257,15 @@ try:
         print("windows: expected the max_pool with indices alone on the host")
         fail = 1
     fail |= host_report_against_ort("windows", model, onnx_path, 9, False)
+    onnx_path = host_report_conv_transpose_model(os.path.join(tmp, "conv_transpose.onnx"))
+    model = os.path.join(tmp, "conv_transpose.dvmb")
+    dvm_ok("compile", onnx_path, "-o", model, "--target", "cpu,cuda")
+    report = dvm_ok("inspect", "--host", model).stdout
+    print(report)
+    if "main@cuda: 0 host kernel calls\n" not in report:
+        print("conv_transpose: expected every ConvTranspose on the device")
+        fail = 1
+    fail |= host_report_against_ort("conv_transpose", model, onnx_path, 4, False, channels=3)
     # strings stay on the host: a device copy would copy their references' bits
     strings = save_model(make_model([helper.make_node("Gather", ["s", "i"], ["g"], axis=0)],
                                     [("s", TensorProto.STRING, ["n"]), ("i", TensorProto.INT64, ["m"])],

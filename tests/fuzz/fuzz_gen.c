@@ -5,7 +5,8 @@
  * (counts in range, a permuted or sliced input only as the one input of an
  * elementwise kernel, a concat's or split's dtypes all one, a window pool
  * or resize of one input and one output of one dtype a kernel copies as
- * bits, a window pool's f32, a conv's 2 to 4 inputs and its output f32),
+ * bits, a window pool's f32, a conv's 2 to 4 inputs and its output f32, a
+ * conv_transpose's 2 or 3 inputs and its output f32),
  * and its summary must be written. A broken
  * promise aborts. */
 #include <stdint.h>
@@ -30,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dvm_status_free(st);
     return 0;
   }
-  require(g.kind >= DVM_GEN_ELEMENTWISE && g.kind <= DVM_GEN_CONV);
+  require(g.kind >= DVM_GEN_ELEMENTWISE && g.kind <= DVM_GEN_CONV_TRANSPOSE);
   require(g.nin >= 1 && g.nin <= DVM_GEN_MAX_IN && g.nout >= 1 && g.nout <= DVM_GEN_MAX_OUT);
   require(g.tile >= 1 && g.tile <= DVM_GEN_MAX_TILE && g.nconfigs >= 1 && g.nconfigs <= DVM_GEN_MAX_CONFIGS);
   for (int k = 0; k < g.nin; k++) {
@@ -50,6 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   for (int k = 0; g.kind == DVM_GEN_CONV && k < g.nin + g.nout; k++) /* f32 throughout */
     require(g.nin >= 2 && g.nin <= 4 && g.nout == 1 && g.dtypes[k] == DVM_F32);
+  for (int k = 0; g.kind == DVM_GEN_CONV_TRANSPOSE && k < g.nin + g.nout; k++)
+    require(g.nin >= 2 && g.nin <= 3 && g.nout == 1 && g.dtypes[k] == DVM_F32);
   dvm_payload_desc d;
   st = dvm_gen_payload_describe(data, size, &d);
   require(!st && strlen(d.summary) < sizeof d.summary);
