@@ -65,6 +65,7 @@ typedef struct span {
 
 typedef struct geom {
   int64_t planes, in[3], out[3], dil[3], stride, pad; /* stride, pad: inner dim */
+  int64_t kernel[3], strides[3];
   int64_t mult[3];              /* max_pool index multiplier of each input dim */
   tap *taps[3];                 /* out[d] entries each */
   span *inner;                  /* the inner dim's kernel taps, kinner entries */
@@ -92,6 +93,8 @@ static dvm_status *geom_make(const char *op, const dvm_window *w, const int64_t 
   }
   g->kinner = k[2];
   g->stride = s[2];
+  memcpy(g->kernel, k, sizeof k);
+  memcpy(g->strides, s, sizeof s);
   g->pad = pb[2];
   g->mem = malloc(sizeof(tap) * (size_t)total + sizeof(span) * (size_t)k[2] +
                   2 * sizeof(double) * (size_t)g->out[2]);
@@ -243,6 +246,64 @@ VALUE_PLANE(max_u8, uint8_t, 0, MAX, NO_FINISH)
 VALUE_PLANE(avg_f32, float, 0, SUM, AVERAGE)
 VALUE_PLANE(avg_f64, double, 0, SUM, AVERAGE)
 
+/* max_pool's values over one 2-D plane at stride 1 without dilation, by
+ * whole planes: the plane is copied into the scratch between LOWEST pads,
+ * to rows of pw = out + kernel - 1 columns, so that every tap is valid and
+ * each kernel row, then each kernel column, is one loop over the whole
+ * plane; then the rows go out. VALUE_PLANE's loops per output row are
+ * mostly overhead and vector tails on short rows (an SPPF 5x5 over 10x10
+ * took 3x this time), and took 1.4-2x it on rows of 80 to 320 columns too
+ * (docs/performance.md). */
+static bool flat_max(const geom *g) {
+  return g->out[0] == 1 && g->in[0] == 1 && g->strides[1] == 1 && g->strides[2] == 1 &&
+         g->dil[1] == 1 && g->dil[2] == 1;
+}
+
+/* The scratch elements flat_max's planes take: the padded plane, then
+ * the rows' maxima. */
+static size_t flat_scratch(const geom *g) {
+  int64_t pw = g->out[2] + g->kernel[2] - 1;
+  return (size_t)((g->out[1] + g->kernel[1] - 1 + g->out[1]) * pw);
+}
+
+#define FLAT_MAX_PLANE(name, T, LOWEST)                                                         \
+  DVM_VEC static void name(const geom *g, const void *px, void *py, int64_t *idx, int64_t base, \
+                           int flag, void *scratch) {                                           \
+    (void)idx, (void)base, (void)flag;                                                          \
+    const T *x = px;                                                                            \
+    T *y = py, *pad = scratch;                                                                  \
+    int64_t h = g->in[1], w = g->in[2], oh = g->out[1], ow = g->out[2];                         \
+    int64_t kh = g->kernel[1], kw = g->kernel[2], pw = ow + kw - 1, ph = oh + kh - 1;           \
+    int64_t top = -g->taps[1][0].start, left = g->pad, n = oh * pw;                             \
+    T *v = pad + ph * pw;                                                                       \
+    _Pragma("omp simd") for (int64_t i = 0; i < ph * pw; i++) pad[i] = LOWEST;                  \
+    for (int64_t r = 0; r < h; r++) {                                                           \
+      T *d = pad + (top + r) * pw + left;                                                       \
+      const T *s = x + r * w;                                                                   \
+      _Pragma("omp simd") for (int64_t i = 0; i < w; i++) d[i] = s[i];                          \
+    }                                                                                           \
+    /* v = the max of rows 0..kh-1 from v's row on; kh 1: a copy */                             \
+    for (int64_t ka = 1, first = 1; ka < kh || first; ka++, first = 0) {                        \
+      const T *a = first ? pad : v, *s = pad + (ka < kh ? ka : 0) * pw;                         \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) v[i] = MAX(a[i], s[i]);               \
+    }                                                                                           \
+    n -= kw - 1; /* the last row's last outputs read no further than its end */                 \
+    for (int64_t kc = 1, first = 1; kc < kw || first; kc++, first = 0) {                        \
+      const T *a = first ? v : pad, *s = v + (kc < kw ? kc : 0);                                \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) pad[i] = MAX(a[i], s[i]);             \
+    }                                                                                           \
+    for (int64_t r = 0; r < oh; r++) {                                                          \
+      T *d = y + r * ow;                                                                        \
+      const T *s = pad + r * pw;                                                                \
+      _Pragma("omp simd") for (int64_t i = 0; i < ow; i++) d[i] = s[i];                         \
+    }                                                                                           \
+  }
+
+FLAT_MAX_PLANE(flat_max_f32, float, -FLT_MAX)
+FLAT_MAX_PLANE(flat_max_f64, double, -DBL_MAX)
+FLAT_MAX_PLANE(flat_max_i8, int8_t, INT8_MIN)
+FLAT_MAX_PLANE(flat_max_u8, uint8_t, 0)
+
 /* max_pool with indices, window by window: the first maximum in the
  * window's row-major order; LOWEST and index -1 where a window misses X. */
 #define ARGMAX_PLANE(name, T, LOWEST)                                                           \
@@ -285,6 +346,8 @@ LP_PLANE(lp_f64, double)
 
 static const plane_fn max_fns[DVM_DTYPE_COUNT] = {
     [DVM_F32] = max_f32, [DVM_F64] = max_f64, [DVM_I8] = max_i8, [DVM_U8] = max_u8};
+static const plane_fn flat_max_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = flat_max_f32,
+    [DVM_F64] = flat_max_f64, [DVM_I8] = flat_max_i8, [DVM_U8] = flat_max_u8};
 static const plane_fn argmax_fns[DVM_DTYPE_COUNT] = {
     [DVM_F32] = argmax_f32, [DVM_F64] = argmax_f64, [DVM_I8] = argmax_i8, [DVM_U8] = argmax_u8};
 static const plane_fn avg_fns[DVM_DTYPE_COUNT] = {[DVM_F32] = avg_f32, [DVM_F64] = avg_f64};
@@ -310,10 +373,11 @@ static void planes_range(void *ctx, int64_t s, int64_t e) {
           j->idx ? j->idx + p * oplane : NULL, p * plane, j->flag, tmp);
 }
 
-/* Each thread gets a row of X as scratch. */
-static dvm_status *run_planes(const char *op, const geom *g, plane_fn fn, size_t esz, const char *x,
-                              char *y, int64_t *idx, int flag, int threads) {
-  size_t row = ((size_t)g->in[2] * esz + 63) & ~(size_t)63;
+/* Each thread gets `scratch` elements (a row of X, or flat_scratch). */
+static dvm_status *run_planes(const char *op, const geom *g, plane_fn fn, size_t esz,
+                              size_t scratch, const char *x, char *y, int64_t *idx, int flag,
+                              int threads) {
+  size_t row = (scratch * esz + 63) & ~(size_t)63;
   char *tmp = malloc(row * (size_t)threads);
   if (!tmp) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %d rows", op, threads);
   planes_job j = {g, fn, esz, row, x, y, tmp, idx, flag};
@@ -388,8 +452,14 @@ static dvm_status *window_pool(const dvm_kernel_args *a, pool_kind kind) {
   if (st) return st;
   int64_t window = 1;
   for (int i = 0; i < w.n; i++) window *= w.kernel[i];
-  if (a->nout == 2) fns = argmax_fns;
-  st = run_planes(op, &g, fns[x->dtype], dvm_dtype_size((dvm_dtype)x->dtype), dvm_tensor_ptr(x),
+  size_t scratch = (size_t)g.in[2];
+  if (a->nout == 2) {
+    fns = argmax_fns;
+  } else if (max && flat_max(&g)) {
+    fns = flat_max_fns;
+    scratch = flat_scratch(&g);
+  }
+  st = run_planes(op, &g, fns[x->dtype], dvm_dtype_size((dvm_dtype)x->dtype), scratch, dvm_tensor_ptr(x),
                   dvm_tensor_ptr(a->out[0]), a->nout == 2 ? dvm_tensor_ptr(a->out[1]) : NULL, flag,
                   pool_threads(a, &g, window));
   free(g.mem);

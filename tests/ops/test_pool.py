@@ -122,6 +122,37 @@ def test_average_pool(xs, k, s, p, d, ceil, include_pad):
         np.testing.assert_allclose(y, ort, rtol=1e-5, atol=1e-6)
 
 
+# max_pool at stride 1 without dilation runs by whole planes between
+# padding (pool.c's flat_max): channels 1, 3, 17, spatial 1, 2, 7, 10
+# (YOLO's SPPF), 13, 32, odd and asymmetric pads, 1-D and 3-D.
+FLAT_CASES = [
+    ((1, 1, 1, 1), (1, 1), (0, 0, 0, 0)),
+    ((1, 3, 2, 2), (2, 2), (1, 0, 0, 1)),
+    ((2, 17, 7, 13), (3, 5), (1, 2, 1, 2)),
+    ((1, 3, 13, 7), (5, 3), (2, 0, 2, 2)),
+    ((1, 17, 10, 10), (5, 5), (2, 2, 2, 2)),
+    ((1, 2, 1, 13), (1, 4), (0, 3, 0, 0)),
+    ((1, 3, 9, 32), (3, 3), (1, 1, 1, 1)),
+    ((3, 1, 13), (5,), (2, 1)),
+    ((1, 2, 1, 5, 4), (2, 3, 3), (1, 1, 0, 1, 1, 1)),  # 3-D of depth 1: two planes out of one
+]
+
+
+@pytest.mark.parametrize("xs,k,p", FLAT_CASES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_max_pool_stride1_planes(xs, k, p, threads):
+    n = len(k)
+    x = rand_pool(xs)
+    y = run1("max_pool", [x], pool_attrs(k, (1,) * n, p, (1,) * n, 0, 0), shapefn="pool", threads=threads)
+    want, _ = ref_pool(x, k, (1,) * n, p, (1,) * n, 0, "max")
+    np.testing.assert_array_equal(y, want.astype(np.float32))
+    np.testing.assert_array_equal(y, ort_node("MaxPool", [x], dict(kernel_shape=k, pads=p)))
+    for dtype in (np.float64, np.int8, np.uint8):
+        xd = rand_pool(xs, dtype)
+        got = run1("max_pool", [xd], pool_attrs(k, (1,) * n, p, (1,) * n, 0, 0), shapefn="pool")
+        np.testing.assert_array_equal(got, ref_pool(xd, k, (1,) * n, p, (1,) * n, 0, "max")[0].astype(dtype))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint8])
 def test_max_pool_dtypes(dtype):
     x = rand_pool((2, 3, 9, 8), dtype)
