@@ -243,10 +243,25 @@ DVM_EW_MATH float dvm_ew_tanhf(float x) {
 }
 
 /* 1 / (1 + e^-x), as e^x / (1 + e^x) for negative x so that the result
- * keeps its digits down to the subnormals. */
+ * keeps its digits down to the subnormals. e = e^-|x| = p 2^n: from 2^-127
+ * down (n < -126) 1 + e is 1, so the result is 1 for positive x and e
+ * itself for negative x, and e there never meets the arithmetic: a
+ * subnormal operand or result costs a microcode assist for the whole
+ * vector on x86 (a Sigmoid over conv outputs of |x| up to 380 took 2.7x
+ * its time on Zen 4, docs/performance.md). That e is made from bits
+ * instead: p 2^(n + 149), below 2^23, rounded to an integer by adding
+ * 2^23, is its bit pattern, rounded once as p 2^n would be. (At n = -126,
+ * |x| in 87.33..87.68, e may still be subnormal and pay the assist.) */
 DVM_EW_MATH float dvm_ew_sigmoidf(float x) {
-  float e = dvm_ew_expf(-__builtin_fabsf(x));
-  return dvm_ew_fsel(x < 0.0f, e, 1.0f) / (1.0f + e);
+  float t = -__builtin_fabsf(x);
+  int32_t n;
+  float p = dvm_ew_exp_poly(dvm_ew_exp_reduce(dvm_ew_fsel(t < -104.0f, -104.0f, t), &n));
+  int tiny = n < -126;
+  float e = p * dvm_ew_pow2i(tiny ? -125 : n);
+  float v = p * dvm_ew_pow2i((tiny ? n : -127) + 149) + 0x1p23f;
+  float sub = dvm_ew_bits_f32(dvm_ew_f32_bits(v) - dvm_ew_f32_bits(0x1p23f));
+  float r = dvm_ew_fsel(x < 0.0f, e, 1.0f) / (1.0f + e);
+  return dvm_ew_fsel(tiny & (x < 0.0f), sub, r);
 }
 
 /* x Phi(x) = x (1 + erf(x / sqrt 2)) / 2 = x erfc(-x / sqrt 2) / 2, and

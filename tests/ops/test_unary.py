@@ -198,6 +198,14 @@ def test_accuracy_f32(op):
     assert np.max(err) <= ACCURACY[op], (op, x[np.argmax(err)], got[np.argmax(err)])
 
 
+def test_sigmoid_far_tails():
+    """|x| from 80 to 110, densely: sigmoid makes its subnormal results
+    (x below -87.3) from bits, and its ones above 87 without e^-x."""
+    x = np.concatenate([rng.uniform(-110, -80, 20000), rng.uniform(80, 110, 2000)]).astype(np.float32)
+    got = run1("sigmoid", [x], shapefn="same")
+    assert np.max(ulps(got, unary_reference("sigmoid", x), np.float32)) <= ACCURACY["sigmoid"]
+
+
 def test_gelu_tanh():
     x = rng.uniform(-6, 6, 4097).astype(np.float32)
     got = run1("gelu", [x], [1], shapefn="same")
