@@ -45,7 +45,9 @@ void dvms_buf_printf(dvms_buf *b, const char *fmt, ...) DVM_PRINTF(2, 3);
 void dvms_buf_json_string(dvms_buf *b, const char *s); /* quoted and escaped */
 void dvms_buf_json_stringn(dvms_buf *b, const char *s, size_t n); /* n bytes, NULs included */
 void dvms_buf_free(dvms_buf *b);
-#define DVMS_PUT(b, literal) dvms_buf_put(b, literal, sizeof literal - 1) /* a string literal */
+/* A string literal only: "" literal fails to compile for anything else (a ?:
+ * of literals would take the wrong sizeof). */
+#define DVMS_PUT(b, literal) dvms_buf_put(b, "" literal, sizeof("" literal) - 1)
 
 /* ---- signatures: what a request is checked against ---- */
 typedef struct dvms_sig {
