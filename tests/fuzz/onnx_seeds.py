@@ -7,8 +7,9 @@ optional types and ops, TfIdfVectorizer, Scan, the decode-state ops
 (GridSample, AffineGrid, DeformConv, Resize, Upsample, ConvTranspose),
 the random ops (RandomNormal, RandomUniform, their *Like forms, Bernoulli,
 Multinomial) and the ai.onnx.ml linear models, SVMs, feature preparation
-ops and TreeEnsemble (opset 5), so the fuzzer mutates from inputs that
-reach that code.
+ops and TreeEnsemble (opset 5), and quantize_static's QuantizeLinear /
+DequantizeLinear pairs (passes quant_const, conv_nhwc, qdq_pair), so the
+fuzzer mutates from inputs that reach that code.
 
     python3 tests/fuzz/onnx_seeds.py [OUT_DIR]
 """
@@ -298,6 +299,35 @@ def conv_residual(out):
               extra_opsets=[("com.microsoft", 1)])
 
 
+def qdq_pairs(out):
+    """quantize_static's form: weights behind DequantizeLinear, a u8 pair
+    between convolutions (its DequantizeLinear on a scale and zero point of
+    its own), an i8 pair around an Add, a per-channel pair, and pairs
+    before and after a Flatten (pass qdq_pair)."""
+    x = helper.make_tensor_value_info("x", F, ["n", 3, "h", "w"])
+    def pair(nodes, src, dst, s, z, ds=None, dz=None, **kw):
+        nodes += [helper.make_node("QuantizeLinear", [src, s, z], [dst + "_q"], **kw),
+                  helper.make_node("DequantizeLinear", [dst + "_q", ds or s, dz or z], [dst], **kw)]
+    nodes = [helper.make_node("DequantizeLinear", ["w1_q", "w1_s", "w1_z"], ["w1"], axis=0)]
+    pair(nodes, "x", "xq", "s_u", "z_u")
+    nodes.append(helper.make_node("Conv", ["xq", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    pair(nodes, "c1", "a1", "s_u", "z_u", "s_u2", "z_u2")
+    nodes.append(helper.make_node("Conv", ["a1", "w2"], ["c2"], kernel_shape=[1, 1]))
+    pair(nodes, "c2", "a2", "s_i", "z_i")
+    nodes.append(helper.make_node("Add", ["a2", "xq"], ["s"]))
+    pair(nodes, "s", "a3", "s_c", "z_c", axis=1)
+    nodes.append(helper.make_node("GlobalAveragePool", ["a3"], ["g"]))
+    pair(nodes, "g", "a4", "s_u", "z_u")
+    nodes.append(helper.make_node("Flatten", ["a4"], ["f"]))
+    pair(nodes, "f", "y", "s_u", "z_u")
+    consts = [("s_u", np.float32(0.05)), ("z_u", np.uint8(128)), ("s_u2", np.float32(0.06)), ("z_u2", np.uint8(120)),
+              ("s_i", np.float32(0.03)), ("z_i", np.int8(-3)), ("s_c", np.full(3, 0.07, np.float32)),
+              ("z_c", np.zeros(3, np.uint8)), ("w1_q", rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)),
+              ("w1_s", np.full(4, 0.01, np.float32)), ("w1_z", np.zeros(4, np.int8))]
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts] + [weight("b1", 4), weight("w2", 3, 4, 1, 1)]
+    save_seed(out, "qdq_pairs", nodes, [x], [helper.make_tensor_value_info("y", F, None)], inits)
+
+
 def classical_ml(out):
     """The ai.onnx.ml ops whose attributes lower_ml_linear.c and
     lower_ml_tree5.c read, in two models (a pipeline and a forest)."""
@@ -347,6 +377,7 @@ def main():
     random_ops(out)
     conv_epilogues(out)
     conv_residual(out)
+    qdq_pairs(out)
     classical_ml(out)
 
 
