@@ -226,6 +226,10 @@ REPEAT_ROW(repeat_8, uint64_t)
 
 typedef void (*repeat_fn)(const void *, void *, int64_t, int64_t);
 
+static repeat_fn repeat_for(size_t esz) {
+  return esz == 1 ? repeat_1 : esz == 2 ? repeat_2 : esz == 4 ? repeat_4 : repeat_8;
+}
+
 /* y += wc * (the row src read through N taps per output, idx and w). */
 #define LERP_TAPS(N)                                                               \
   for (int64_t x = 0; x < out; x++) {                                              \
@@ -270,8 +274,7 @@ static void run_rows(const plan *p, const char *x, char *y, int64_t r0, int64_t 
   row_fn gather = NULL;
   repeat_fn repeat = NULL;
   if (p->nearest && p->esz <= 8) gather = p->esz == 1 ? row_1 : p->esz == 2 ? row_2 : p->esz == 4 ? row_4 : row_8;
-  if (gather && in->repeat)
-    repeat = p->esz == 1 ? repeat_1 : p->esz == 2 ? repeat_2 : p->esz == 4 ? repeat_4 : repeat_8;
+  if (gather && in->repeat) repeat = repeat_for(p->esz);
   int64_t prev = -1;
   for (int64_t row = r0; row < r1; row++) {
     /* the row's outer indices, and the input rows its taps select */
@@ -364,6 +367,30 @@ static void rows_range(void *ctx, int64_t s, int64_t e) {
   run_rows(j->p, j->x, j->y, s, e, j->off + t * j->p->combos, j->wt + t * j->p->combos);
 }
 
+/* Nearest by whole factors fw of the last dim and fh of the one before
+ * (1 where that one is copied), everything in front copied: input rows in
+ * order, each streamed into its fh output rows, with none of run_rows'
+ * index arithmetic per output row (most of the time on rows of 10 to 40
+ * elements: a YOLO neck's x2 upsample over 1x256x10x10 took 3x ONNX
+ * Runtime's time). */
+typedef struct repeat_job {
+  repeat_fn fn;
+  const char *x;
+  char *y;
+  int64_t w, fw, fh;
+  size_t esz;
+} repeat_job;
+
+static void repeat_range(void *ctx, int64_t s, int64_t e) {
+  const repeat_job *j = ctx;
+  size_t out = (size_t)(j->w * j->fw) * j->esz;
+  for (int64_t r = s; r < e; r++) {
+    char *d = j->y + (size_t)(r * j->fh) * out;
+    for (int64_t k = 0; k < j->fh; k++) /* again from L1: cheaper than a call of memcpy */
+      j->fn(j->x + (size_t)(r * j->w) * j->esz, d + (size_t)k * out, j->fw, j->w);
+  }
+}
+
 static dvm_status *resize(const dvm_kernel_args *a) {
   dvm_resize r;
   int64_t want[DVM_MAX_RANK];
@@ -441,6 +468,15 @@ static dvm_status *resize(const dvm_kernel_args *a) {
   if (nt > threads) nt = threads;
   if (nt > p.rows) nt = p.rows;
   if (nt < 1) nt = 1;
+  const axis *w = &p.ax[p.rank - 1], *h = p.rank == 3 ? &p.ax[1] : NULL;
+  if (p.nearest && p.esz <= 8 && w->repeat && p.rank <= 3 && (!h || h->repeat)) {
+    repeat_job j = {repeat_for(p.esz), dvm_tensor_ptr(x), dvm_tensor_ptr(y), w->in, w->repeat,
+                    h ? h->repeat : 1, p.esz};
+    dvm_par_for((int)nt, p.ax[0].in * (h ? h->in : 1), 1, repeat_range, &j);
+    free(bidx);
+    free(mem);
+    return NULL;
+  }
   int64_t *off = malloc((size_t)(nt * p.combos) * (sizeof(int64_t) + sizeof(float)));
   if (!off) {
     free(bidx);

@@ -240,6 +240,24 @@ def test_nearest_whole_factors(xs, f, dtype):
         np.testing.assert_array_equal(got, ort_resize(x, sizes, "nearest", "asymmetric", "floor"))
 
 
+# whole factors of the last two dims (or of the last alone) with all in
+# front copied go input row by input row (resize.c's repeat_range):
+# channels 1, 3, 17, spatial 1, 2, 7, 13, rows split over threads, 3-D
+# with its depth copied, and one with a resized dim in front (run_rows)
+@pytest.mark.parametrize("xs,sizes", [
+    ((1, 1, 1, 1), (1, 1, 2, 2)), ((1, 3, 2, 2), (1, 3, 4, 6)), ((1, 17, 7, 13), (1, 17, 14, 26)),
+    ((2, 17, 13, 40), (2, 17, 26, 80)), ((1, 3, 13, 7), (1, 3, 13, 21)), ((1, 3, 2, 5, 7), (1, 3, 2, 10, 14)),
+    ((1, 3, 2, 5, 7), (1, 3, 4, 10, 14))])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_nearest_whole_factor_rows(xs, sizes, threads):
+    for dtype in (np.float32, np.uint8, np.int64):
+        x = rand_resize(*xs, dtype=dtype)
+        got = dvm_resize(x, sizes, "nearest", "asymmetric", "floor", threads=threads)
+        np.testing.assert_array_equal(got, ref_resize(x, sizes, "nearest", "asymmetric", "floor"))
+    np.testing.assert_array_equal(got.astype(np.float32),
+                                  ort_resize(x.astype(np.float32), sizes, "nearest", "half_pixel", "round_prefer_floor"))
+
+
 def test_short_attrs():
     """Four attributes: cubic_coeff_a, exclude_outside, antialias default."""
     x = rand_resize(1, 1, 4, 4)
