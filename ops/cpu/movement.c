@@ -668,6 +668,17 @@ typedef struct concat_job {
   int64_t row, axis, tail;
 } concat_job;
 
+/* A piece of a row: pieces of one element of 4 or 8 bytes (a Concat of
+ * [..., 1] maps on the last axis) are a move, not a call of memcpy. */
+static inline void concat_piece(char *d, const char *s, size_t n) {
+  if (n == 4)
+    memcpy(d, s, 4);
+  else if (n == 8)
+    memcpy(d, s, 8);
+  else if (n)
+    memcpy(d, s, n);
+}
+
 static void concat_rows(void *ctx, int64_t r0, int64_t r1) {
   const concat_job *j = ctx;
   char *y = (char *)dvm_tensor_ptr(j->y);
@@ -675,7 +686,7 @@ static void concat_rows(void *ctx, int64_t r0, int64_t r1) {
     char *dst = y + r * j->row * (int64_t)j->esz;
     for (int i = 0; i < j->a->nin; i++) {
       size_t n = (size_t)(j->a->in[i]->dims[j->axis] * j->tail) * j->esz;
-      if (n) memcpy(dst, (const char *)dvm_tensor_ptr(j->a->in[i]) + (size_t)r * n, n);
+      concat_piece(dst, (const char *)dvm_tensor_ptr(j->a->in[i]) + (size_t)r * n, n);
       dst += n;
     }
   }
