@@ -46,7 +46,7 @@ is listed with the error.
 
     PYTHONPATH=build/python python3 bench/bench_ops.py MODEL.onnx... [--shape x=1x3x224x224]
         [--dim seq=128] [--range ids=0..999] [--cases conv_integer,conv_1d,instance_norm,matmul_integer]
-        [--threads 1,2] [--rounds 3] [--budget 0.3] [--top N]
+        [--threads 1,2] [--rounds 3] [--budget 0.3] [--top N] [--ops MaxPool,Resize]
 
 Prints one row per case, worst dvm/ORT ratio (first thread count) first:
 the op, its input shapes (c: an initializer), how many nodes of the models
@@ -441,7 +441,10 @@ def nodes_main(args):
     if args.cases:
         builtin_cases(args.cases.split(","), cases)
     rows, failed = [], []
+    ops = set(args.ops.split(",")) if args.ops else None
     for case in cases.values():
+        if ops and case["op"] not in ops:
+            continue
         times, diff = time_case(case, threads, args.budget, args.rounds)
         if times is None:
             failed.append((case, diff))
@@ -482,6 +485,7 @@ def main():
     ap.add_argument("--dim", action="append", help="SYMBOL=N: a symbolic dim of the models' inputs")
     ap.add_argument("--range", action="append", help="NAME=LO..HI: an integer input's values (default 0..9)")
     ap.add_argument("--top", type=int, help="print only the N worst ratios")
+    ap.add_argument("--ops", help="time only nodes of these op types, e.g. MaxPool,Resize")
     args = ap.parse_args()
     if args.models or args.cases:
         nodes_main(args)
