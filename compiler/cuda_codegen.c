@@ -580,6 +580,54 @@ dvm_status *dvmc_cuda_conv_transpose(int nin, char **src) {
   return finish(&b, src);
 }
 
+/* ---- block-quantized matmul ---- */
+
+/* Element i of Y [M, N]: row i / N of A against column i mod N of B, each
+ * code dequantized as (code - zero point) * scale (ops/cpu/nbits.c), in
+ * f32. The column's codes are read once per row: at M = 1 (decoding) B
+ * streams through once. Codes run along K, low nibble first at 4 bits;
+ * u8 zero points are packed the same way along the blocks. */
+static const char nbits_elem[] =
+    "static __device__ __forceinline__ void dvm_elem(const dvm_gen_params &p, long long i) {\n"
+    "  const long long *g = p.geom[%1$d];\n"
+    "  const long long K = g[%2$d], N = g[%3$d], bits = g[%4$d], block = g[%5$d], kb = g[%6$d];\n"
+    "  const long long zs = g[%7$d], bs = g[%8$d], row = i / N, col = i %% N;\n"
+    "  const float *a = (const float *)p.ptr[0] + row * K;\n"
+    "  const unsigned char *b = (const unsigned char *)p.ptr[1] + col * kb * (block * bits / 8);\n"
+    "  const float *s = (const float *)p.ptr[2] + col * kb;\n"
+    "  float acc = 0.0f;\n"
+    "  for (long long q = 0; q < kb; q++) {\n"
+    "    float z = (float)(1 << (bits - 1));\n"
+    "%9$s"
+    "    const long long k1 = (q + 1) * block < K ? (q + 1) * block : K;\n"
+    "    for (long long k = q * block; k < k1; k++) {\n"
+    "      const int code = bits == 4 ? b[k >> 1] >> (k & 1) * 4 & 15 : b[k];\n"
+    "      acc += a[k] * (((float)code - z) * s[q]);\n"
+    "    }\n"
+    "  }\n"
+    "  if (bs) acc += ((const float *)p.ptr[bs])[col];\n"
+    "  ((float *)p.ptr[%10$d])[i] = acc;\n"
+    "}\n";
+
+dvm_status *dvmc_cuda_matmul_nbits(int nin, dvm_dtype zp, char **src) {
+  if (nin < 3 || nin > 5 || (nin > 3 && zp != DVM_U8 && zp != DVM_F32))
+    return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: a matmul_nbits of %d inputs, input 3 %s (A, B, "
+                          "scales[, zero points u8 or f32][, bias])", nin, dvm_dtype_name(zp));
+  /* input 3 of u8 is zero points; of f32 zero points or the bias, as the call's present says */
+  const char *zread = nin == 3 ? ""
+                    : zp == DVM_U8 ? "    if (zs) {\n"
+                                     "      const unsigned char *zq = (const unsigned char *)p.ptr[zs] + col * ((kb * bits + 7) / 8);\n"
+                                     "      z = (float)(bits == 4 ? zq[q >> 1] >> (q & 1) * 4 & 15 : zq[q]);\n"
+                                     "    }\n"
+                                   : "    if (zs) z = ((const float *)p.ptr[zs])[col * kb + q];\n";
+  buf b = {0};
+  put(&b, "%s", prelude);
+  put(&b, nbits_elem, DVM_GEN_NBITS, DVM_GEN_NBITS_K, DVM_GEN_NBITS_N, DVM_GEN_NBITS_BITS, DVM_GEN_NBITS_BLOCK,
+      DVM_GEN_NBITS_KB, DVM_GEN_NBITS_ZP, DVM_GEN_NBITS_BIAS, zread, nin);
+  elementwise_kernels(&b);
+  return finish(&b, src);
+}
+
 /* ---- resize ---- */
 
 /* The CPU kernel's coordinate rules (shapefuncs/window.c

@@ -89,6 +89,12 @@ DVM_MUST_USE dvm_status *dvmc_cuda_conv(int nin, char **src);
  * that reach it. */
 DVM_MUST_USE dvm_status *dvmc_cuda_conv_transpose(int nin, char **src);
 
+/* The CUDA C of a MATMUL_NBITS kernel (gen_abi.h): matmul_nbits of nin
+ * inputs (A, B, scales[, zero points][, bias]; zp the dtype of input 3,
+ * u8 or f32, when nin > 3), tiled as an ELEMENTWISE kernel over Y, one
+ * dot product in f32 per element. */
+DVM_MUST_USE dvm_status *dvmc_cuda_matmul_nbits(int nin, dvm_dtype zp, char **src);
+
 /* The CUDA C of a RESIZE kernel (gen_abi.h) of dtype dt (any of 1, 2, 4
  * or 8 bytes: nearest copies bits; linear is there for f32 only), tiled
  * as an ELEMENTWISE kernel over the output; coordinates as the CPU

@@ -665,6 +665,29 @@ static int64_t conv_kernel(clone *c, dvm_kernel_form form, dvm_list outs, dvm_li
   return gen_kernel(c->p, src, transpose ? DVM_GEN_CONV_TRANSPOSE : DVM_GEN_CONV, (int)ins.n, 1, classes, dt);
 }
 
+/* A matmul_nbits as a generated MATMUL_NBITS kernel, when A, scales, the
+ * bias and Y are proven f32, B u8 and zero points u8 or f32 (the invoke
+ * keeps its attributes; the launcher checks them as the CPU kernel does);
+ * -1 otherwise. */
+static int64_t nbits_kernel(clone *c, dvm_list outs, dvm_list ins, dvm_list attrs) {
+  c->why = "present not known, or g_idx";
+  if (ins.n < 3 || ins.n > 5 || outs.n != 1 || attrs.n != 7) return -1;
+  int64_t present = imm_in(c, attrs.v[0], 0, 63);
+  if (present < 0 || present & 16) return -1;
+  dvm_dtype dt[6];
+  uint8_t classes[5] = {0}; /* unused: the launcher binds a matmul_nbits */
+  c->why = "dtype not proven (A f32, B u8)";
+  for (int64_t q = 0; q <= ins.n; q++) {
+    const fact *t = &c->facts[q < ins.n ? ins.v[q] : outs.v[0]];
+    int ok = q == 1 ? t->dtype == DVM_U8 : t->dtype == DVM_F32 || (q == 3 && t->dtype == DVM_U8);
+    if (t->writes > 1 || !ok) return -1;
+    dt[q] = (dvm_dtype)t->dtype;
+  }
+  char *src;
+  if ((c->p->error = dvmc_cuda_matmul_nbits((int)ins.n, ins.n > 3 ? dt[3] : DVM_F32, &src))) return -1;
+  return gen_kernel(c->p, src, DVM_GEN_MATMUL_NBITS, (int)ins.n, 1, classes, dt);
+}
+
 /* By the kernel's form (vm/kernel.h): a generated kernel, cuBLAS's of the
  * same name, or -1 (the host). */
 static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
@@ -688,7 +711,8 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   pl.numel_in = form == DVM_FORM_SPLIT;
   pl.keep_attrs = form == DVM_FORM_PERMUTED || form == DVM_FORM_GATHER || form == DVM_FORM_CONCAT ||
                   form == DVM_FORM_SPLIT || form == DVM_FORM_WINDOW_MAX || form == DVM_FORM_WINDOW_AVERAGE ||
-                  form == DVM_FORM_RESIZE || form == DVM_FORM_CONV || form == DVM_FORM_CONV_TRANSPOSE;
+                  form == DVM_FORM_RESIZE || form == DVM_FORM_CONV || form == DVM_FORM_CONV_TRANSPOSE ||
+                  form == DVM_FORM_MATMUL_NBITS;
   pl.const_ins = form == DVM_FORM_SLICED || form == DVM_FORM_SPLIT;
   c->why = "no device kernel for the op";
   switch (form) {
@@ -705,6 +729,7 @@ static plan plan_invoke(clone *c, const dvm_ops_INVOKE *x) {
   case DVM_FORM_RESIZE: pl.kernel = resize_kernel(c, outs, ins, attrs); break;
   case DVM_FORM_CONV:
   case DVM_FORM_CONV_TRANSPOSE: pl.kernel = conv_kernel(c, form, outs, ins, attrs); break;
+  case DVM_FORM_MATMUL_NBITS: pl.kernel = nbits_kernel(c, outs, ins, attrs); break;
   default: pl.kernel = rows_kernel(c, form, outs, ins, attrs, &pl); break;
   }
   if (p->error) p->error = dvm_status_annotate(p->error, "kernel \"%s\"", k->name);

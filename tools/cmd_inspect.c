@@ -229,12 +229,14 @@ static void print_gen(const uint8_t *p, size_t size) {
                                        [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
                                        [DVM_GEN_SPLIT] = "split", [DVM_GEN_WINDOW] = "window",
                                        [DVM_GEN_RESIZE] = "resize", [DVM_GEN_CONV] = "conv",
-                                       [DVM_GEN_CONV_TRANSPOSE] = "conv_transpose"};
+                                       [DVM_GEN_CONV_TRANSPOSE] = "conv_transpose",
+                                       [DVM_GEN_MATMUL_NBITS] = "matmul_nbits"};
   int gather = p[6] == DVM_GEN_GATHER, concat = p[6] == DVM_GEN_CONCAT || p[6] == DVM_GEN_SPLIT;
   int window = p[6] == DVM_GEN_WINDOW || p[6] == DVM_GEN_RESIZE || p[6] == DVM_GEN_CONV ||
                p[6] == DVM_GEN_CONV_TRANSPOSE;
+  int nbits = p[6] == DVM_GEN_MATMUL_NBITS;
   printf("    %s, %u inputs, %u outputs, tile T = %u\n",
-         p[6] >= 1 && p[6] <= DVM_GEN_CONV_TRANSPOSE ? kinds[p[6]] : "unknown kind", nin, nout, tile);
+         p[6] >= 1 && p[6] <= DVM_GEN_MATMUL_NBITS ? kinds[p[6]] : "unknown kind", nin, nout, tile);
   for (unsigned c = 0; c < nconfigs; c++)
     printf("    config %u: block %u, %u per thread, %u shared bytes\n", c,
            rd16(p + DVM_GEN_HEADER_SIZE + 8 * c), rd16(p + DVM_GEN_HEADER_SIZE + 8 * c + 2),
@@ -243,8 +245,9 @@ static void print_gen(const uint8_t *p, size_t size) {
   fputs(gather   ? "    inputs: data, indices (indexed along the call's axis)"
         : concat ? "    inputs: joined or cut along the call's axis"
         : window ? "    inputs: read through the call's window or coordinates"
+        : nbits  ? "    inputs: A, B's codes, scales[, zero points][, bias] (by the call's present)"
                  : "    inputs:", stdout);
-  for (unsigned k = 0; k < nin && !gather && !concat && !window; k++)
+  for (unsigned k = 0; k < nin && !gather && !concat && !window && !nbits; k++)
     printf(" %s", p[classes + k] <= DVM_GEN_SLICED ? class_names[p[classes + k]] : "?");
   uint32_t dtypes = rd32(p + 24);
   fputs("\n    dtypes:", stdout);

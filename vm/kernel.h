@@ -86,6 +86,7 @@ typedef enum dvm_kernel_form {
   DVM_FORM_RESIZE,      /* ONNX Resize by its attributes (sizes, mode...) */
   DVM_FORM_CONV,        /* conv, or fused_conv with its epilogue (attributes strides...) */
   DVM_FORM_CONV_TRANSPOSE, /* conv_transpose (attributes strides..., output_padding) */
+  DVM_FORM_MATMUL_NBITS, /* matmul_nbits: A times block-quantized B (attributes present, K...) */
   /* one row at a time along the last axis (the reductions: or along the
    * trailing axes their axes name); the ROWS forms come last */
   DVM_FORM_ROWS_SOFTMAX,

@@ -149,6 +149,38 @@ static dvm_status *check_inputs(const char *op, const dvm_kernel_args *a, const 
   return st;
 }
 
+/* The attributes, the inputs and output 0 of a call. */
+static dvm_status *check_call(const char *op, const dvm_kernel_args *a, nbits_attrs *at, nbits_in *in,
+                              int *empty_b) {
+  dvm_status *st = read_attrs(op, a, at);
+  if (!st) st = check_inputs(op, a, at, in, empty_b);
+  if (st) return st;
+  const dvm_tensor *y = a->out[0];
+  int64_t dims[DVM_MAX_RANK];
+  memcpy(dims, in->a->dims, sizeof(int64_t) * (size_t)in->a->rank);
+  dims[in->a->rank - 1] = at->n;
+  if (y->dtype != DVM_F32 || y->rank != in->a->rank || memcmp(y->dims, dims, sizeof(int64_t) * (size_t)y->rank)) {
+    char want[DVM_SHAPE_STR_SIZE + 8];
+    snprintf(want, sizeof want, "f32 ");
+    dvm_shape_str(want + 4, in->a->rank, dims);
+    return bad(op, "%s: %s is %s %s: want %s", "output", y, want);
+  }
+  return NULL;
+}
+
+dvm_status *dvm_nbits_check(const dvm_kernel_args *a, dvm_nbits_call *c) {
+  nbits_attrs at = {0};
+  nbits_in in = {0};
+  int empty_b = 0;
+  dvm_status *st = check_call("matmul_nbits", a, &at, &in, &empty_b);
+  if (st) return st;
+  *c = (dvm_nbits_call){at.k, at.n, at.bits, at.block, empty_b ? 0 : at.kb,
+                        at.n ? dvm_tensor_numel(a->out[0]) / at.n : 0, 0, 0, 0};
+  if (in.zp) c->zp = 3, c->zp_f32 = in.zp->dtype == DVM_F32;
+  if (in.bias) c->bias = in.zp ? 4 : 3;
+  return NULL;
+}
+
 static const void *owner(void) { return &dvm_cpu_nbits_kernels[K_MATMUL_NBITS]; }
 
 /* The tiles' forms of B, scales and zero points: the ones packed at link
@@ -309,19 +341,9 @@ static dvm_status *matmul_nbits(const dvm_kernel_args *a) {
   nbits_in in = {0};
   int empty_b = 0;
   dvm_status *st = dvm_kargs_check_range(a, op, 3, 6, 1, 1, DVM_DEVICE_CPU);
-  if (!st) st = read_attrs(op, a, &at);
-  if (!st) st = check_inputs(op, a, &at, &in, &empty_b);
+  if (!st) st = check_call(op, a, &at, &in, &empty_b);
   if (st) return st;
   const dvm_tensor *y = a->out[0];
-  int64_t dims[DVM_MAX_RANK];
-  memcpy(dims, in.a->dims, sizeof(int64_t) * (size_t)in.a->rank);
-  dims[in.a->rank - 1] = at.n;
-  if (y->dtype != DVM_F32 || y->rank != in.a->rank || memcmp(y->dims, dims, sizeof(int64_t) * (size_t)y->rank)) {
-    char want[DVM_SHAPE_STR_SIZE + 8];
-    snprintf(want, sizeof want, "f32 ");
-    dvm_shape_str(want + 4, in.a->rank, dims);
-    return bad(op, "%s: %s is %s %s: want %s", "output", y, want);
-  }
   int64_t m = at.n ? dvm_tensor_numel(y) / at.n : 0;
   float *py = dvm_tensor_ptr(y);
   const float *bias = in.bias ? dvm_tensor_ptr(in.bias) : NULL;
@@ -477,7 +499,7 @@ static dvm_status *gather_block_quantized(const dvm_kernel_args *a) {
 
 const dvm_kernel_def dvm_cpu_nbits_kernels[] = {
     [K_MATMUL_NBITS] = {"matmul_nbits", DVM_DEVICE_CPU, matmul_nbits, "matmul_nbits", .prepack = nbits_prepack,
-                        .prepack_replaces = 1, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+                        .prepack_replaces = 1, .dtypes = DVM_DTYPE_BIT(DVM_F32), .form = DVM_FORM_MATMUL_NBITS},
     [K_GATHER_BQ] = {"gather_block_quantized", DVM_DEVICE_CPU, gather_block_quantized, "gather_block_quantized",
                      .dtypes = DVM_DTYPE_BIT(DVM_U8)},
     {NULL, 0, NULL, NULL, 0},

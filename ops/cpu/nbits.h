@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "kernel.h"
+
 #define DVM_NBITS_NG 16 /* columns per group */
 #define DVM_NBITS_MR 4  /* rows of A per tile */
 
@@ -62,6 +64,16 @@ typedef struct dvm_nbits_a {
  * (ops/cpu/isa.h). */
 void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, const dvm_nbits_q *zp,
                     float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out, int64_t ldo);
+
+/* A "matmul_nbits" call as the CPU kernel checks it (its attributes,
+ * inputs and output), for a device kernel of the same semantics: kb 0
+ * when B has a 0 dim (Y is the bias, or zeros); m rows of A; zp and bias
+ * the inputs' indices, 0 when not given. */
+typedef struct dvm_nbits_call {
+  int64_t k, n, bits, block, kb, m;
+  int zp, zp_f32, bias;
+} dvm_nbits_call;
+DVM_MUST_USE dvm_status *dvm_nbits_check(const dvm_kernel_args *a, dvm_nbits_call *c);
 
 /* "avx512-vnni", "avx2" or "generic": the int8 tiles' variant (tests). */
 const char *dvm_nbits_int8_variant(void);

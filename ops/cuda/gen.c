@@ -9,7 +9,7 @@
  *     axis; of a SPLIT kernel, [the sizes,] the axis[, num_outputs]; a SLICED input's are slice's starts, ends, axes, steps;
  *     of a WINDOW kernel, the pool's; of a RESIZE kernel, resize's; of a
  *     CONV kernel, conv's or fused_conv's; of a CONV_TRANSPOSE kernel,
- *     conv_transpose's. A
+ *     conv_transpose's; of a MATMUL_NBITS kernel, matmul_nbits'. A
  *     GATHER kernel also gets the VM's device error record, which the
  *     VM's next host wait reads (ops/cuda/stream.h).
  *
@@ -205,7 +205,7 @@ static dvm_status *bind_input(const dvm_gen_payload *g, int k, const dvm_tensor 
 static dvm_status *call_shape(const dvm_gen_payload *g, const dvm_kernel_args *a, dvm_gen_shape *s,
                               dvm_gen_params *p) {
   const dvm_tensor *ref = g->kind == DVM_GEN_ROWS || g->kind == DVM_GEN_SPLIT ? a->in[0] : a->out[0];
-  /* a gather's, concat's, split's, window's, resize's or conv's dims come with its extents */
+  /* a gather's, concat's, split's, window's, resize's, conv's or matmul_nbits' dims come with its extents */
   dvm_status *st = g->kind >= DVM_GEN_GATHER ? NULL
                  : align_dims(ref, g->kind == DVM_GEN_ROWS ? "input 0" : "output 0", p->dims);
   if (st) return st;
@@ -273,6 +273,8 @@ static dvm_status *gen(const dvm_kernel_args *a) {
   else if (g->kind == DVM_GEN_CONV || g->kind == DVM_GEN_CONV_TRANSPOSE)
     st = dvm_gen_conv_geometry(g->kind == DVM_GEN_CONV_TRANSPOSE, a->in, a->nin, a->out[0], a->attrs, a->nattrs,
                                p.dims, p.geom, p.real);
+  else if (g->kind == DVM_GEN_MATMUL_NBITS)
+    st = dvm_gen_nbits_geometry(a, p.geom);
   else if (g->kind != DVM_GEN_GATHER)
     for (int k = 0; k < g->nin && !st; k++)
       st = g->classes[k] == DVM_GEN_PERMUTED

@@ -8,11 +8,11 @@
  * struct below into each source through DVM_GEN_PARAMS_DECL, so the two
  * can never disagree.
  *
- * Payload ("DVMG", version 7), little-endian, offsets from its start:
+ * Payload ("DVMG", version 8), little-endian, offsets from its start:
  *
  *   0   4  magic "DVMG"
- *   4  u16 version (7)
- *   6  u8  kind: DVM_GEN_ELEMENTWISE ... DVM_GEN_CONV_TRANSPOSE (below)
+ *   4  u16 version (8)
+ *   6  u8  kind: DVM_GEN_ELEMENTWISE ... DVM_GEN_MATMUL_NBITS (below)
  *   7  u8  nconfigs, 1..DVM_GEN_MAX_CONFIGS
  *   8  u8  nin, 1..DVM_GEN_MAX_IN
  *   9  u8  nout, 1..DVM_GEN_MAX_OUT
@@ -78,12 +78,19 @@
  *     attributes the CPU kernel's; n = elements of the output. dims, the
  *     window's rows and DVM_GEN_CONV_SHAPE as for CONV (activation 0),
  *     each output element the sum over the input positions and taps that
- *     reach it. Variant = n mod T. */
+ *     reach it. Variant = n mod T.
+ *   DVM_GEN_MATMUL_NBITS (since version 8): matmul_nbits, A [.., K] f32,
+ *     B u8, scales f32[, zero points u8 or f32][, bias f32] as the CPU
+ *     kernel takes them (its attributes; no g_idx); n = elements of Y
+ *     [.., N], element i the dot of A's row i / N with column i mod N of
+ *     B dequantized, in f32. geom row DVM_GEN_NBITS as its enum says,
+ *     from the launcher through the CPU kernel's checks (ops/cpu/nbits.h).
+ *     Variant = n mod T. */
 #ifndef DVM_OPS_CUDA_GEN_ABI_H
 #define DVM_OPS_CUDA_GEN_ABI_H
 
 #define DVM_GEN_MAGIC "DVMG"
-#define DVM_GEN_VERSION 7
+#define DVM_GEN_VERSION 8
 #define DVM_GEN_HEADER_SIZE 32
 #define DVM_GEN_MAX_CONFIGS 8
 #define DVM_GEN_MAX_IN 16
@@ -94,7 +101,7 @@
 
 enum { DVM_GEN_ELEMENTWISE = 1, DVM_GEN_ROWS = 2, DVM_GEN_GATHER = 3, DVM_GEN_CONCAT = 4,
        DVM_GEN_SPLIT = 5, DVM_GEN_WINDOW = 6, DVM_GEN_RESIZE = 7, DVM_GEN_CONV = 8,
-       DVM_GEN_CONV_TRANSPOSE = 9 };
+       DVM_GEN_CONV_TRANSPOSE = 9, DVM_GEN_MATMUL_NBITS = 10 };
 
 /* Rows of dvm_gen_params.geom. WINDOW, per spatial column: */
 enum {
@@ -113,6 +120,14 @@ enum {
                                            * (ops/cpu/conv.c's numbering) */
 };
 /* CONV, real[0]: alpha, beta (their defaults resolved), post_scale, post_shift. */
+/* MATMUL_NBITS, row 0's columns: */
+enum {
+  DVM_GEN_NBITS = 0,
+  DVM_GEN_NBITS_K = 0, DVM_GEN_NBITS_N, DVM_GEN_NBITS_BITS, DVM_GEN_NBITS_BLOCK,
+  DVM_GEN_NBITS_KB,   /* blocks per column; 0: B has a 0 dim (Y is the bias, or zeros) */
+  DVM_GEN_NBITS_ZP,   /* the zero points' input, 0: none (2^(bits - 1)) */
+  DVM_GEN_NBITS_BIAS, /* the bias' input, 0: none */
+};
 /* RESIZE, per dim (right-aligned as dims): */
 enum {
   DVM_GEN_RSZ_IN,   /* the input's size */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "object.h"
+#include "ops/cpu/nbits.h"
 #include "ops/cuda/payload.h"
 #include "reader.h"
 #include "shapefuncs/attr.h"
@@ -109,6 +110,16 @@ static dvm_status *read_dtypes(const uint8_t *p, span s, dvm_gen_payload *g) {
     if (g->dtypes[k] != DVM_F32)
       return bad("%s: %s %d is %s, expected f32", g->kind == DVM_GEN_CONV ? "conv" : "conv_transpose",
                  k < g->nin ? "input" : "output", k < g->nin ? k : 0, dvm_dtype_name((dvm_dtype)g->dtypes[k]));
+  if (g->kind == DVM_GEN_MATMUL_NBITS) { /* A, B, scales[, zero points][, bias] -> Y */
+    static const uint8_t want[] = {DVM_F32, DVM_U8, DVM_F32};
+    for (int k = 0; k < g->nin + g->nout; k++) {
+      int ok = k < 3 ? g->dtypes[k] == want[k] : g->dtypes[k] == DVM_F32 || (k == 3 && g->nin > 3 && g->dtypes[k] == DVM_U8);
+      if (!ok)
+        return bad("matmul_nbits: %s %d is %s, expected %s", k < g->nin ? "input" : "output",
+                   k < g->nin ? k : 0, dvm_dtype_name((dvm_dtype)g->dtypes[k]),
+                   k == 1 ? "u8" : k == 3 && g->nin > 3 ? "u8 or f32" : "f32");
+    }
+  }
   if (g->kind != DVM_GEN_GATHER) return NULL;
   if (g->dtypes[1] != DVM_I32 && g->dtypes[1] != DVM_I64)
     return bad("gather: indices are %s, expected i32 or i64", dvm_dtype_name((dvm_dtype)g->dtypes[1]));
@@ -173,11 +184,13 @@ dvm_status *dvm_gen_payload_read(const void *p, size_t size, dvm_gen_payload *g)
   src.len = g->source_size = dvm_reader_u32(&r);
   span dts = {dvm_reader_u32(&r), 0};
   uint32_t reserved = dvm_reader_u32(&r);
-  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_CONV_TRANSPOSE)
+  if (g->kind < DVM_GEN_ELEMENTWISE || g->kind > DVM_GEN_MATMUL_NBITS)
     return bad("kind %d, expected %d (elementwise), %d (rows), %d (gather), %d (concat), %d (split), "
-               "%d (window), %d (resize), %d (conv) or %d (conv_transpose)", g->kind, DVM_GEN_ELEMENTWISE,
-               DVM_GEN_ROWS, DVM_GEN_GATHER, DVM_GEN_CONCAT, DVM_GEN_SPLIT, DVM_GEN_WINDOW, DVM_GEN_RESIZE,
-               DVM_GEN_CONV, DVM_GEN_CONV_TRANSPOSE);
+               "%d (window), %d (resize), %d (conv), %d (conv_transpose) or %d (matmul_nbits)", g->kind,
+               DVM_GEN_ELEMENTWISE, DVM_GEN_ROWS, DVM_GEN_GATHER, DVM_GEN_CONCAT, DVM_GEN_SPLIT, DVM_GEN_WINDOW,
+               DVM_GEN_RESIZE, DVM_GEN_CONV, DVM_GEN_CONV_TRANSPOSE, DVM_GEN_MATMUL_NBITS);
+  if (g->kind == DVM_GEN_MATMUL_NBITS && (g->nin < 3 || g->nin > 5 || g->nout != 1))
+    return bad("a matmul_nbits takes 3 to 5 inputs and 1 output, not %d and %d", g->nin, g->nout);
   if (g->kind == DVM_GEN_CONV && (g->nin < 2 || g->nin > 4 || g->nout != 1))
     return bad("a conv takes 2 to 4 inputs and 1 output, not %d and %d", g->nin, g->nout);
   if (g->kind == DVM_GEN_CONV_TRANSPOSE && (g->nin < 2 || g->nin > 3 || g->nout != 1))
@@ -229,7 +242,8 @@ dvm_status *dvm_gen_payload_describe(const void *p, size_t size, dvm_payload_des
                                       [DVM_GEN_GATHER] = "gather", [DVM_GEN_CONCAT] = "concat",
                                       [DVM_GEN_SPLIT] = "split", [DVM_GEN_WINDOW] = "window",
                                       [DVM_GEN_RESIZE] = "resize", [DVM_GEN_CONV] = "conv",
-                                      [DVM_GEN_CONV_TRANSPOSE] = "conv_transpose"};
+                                      [DVM_GEN_CONV_TRANSPOSE] = "conv_transpose",
+                                      [DVM_GEN_MATMUL_NBITS] = "matmul_nbits"};
   dvm_gen_payload g;
   dvm_status *st = dvm_gen_payload_read(p, size, &g);
   if (st) return st;
@@ -550,5 +564,16 @@ dvm_status *dvm_gen_conv_geometry(bool transpose, dvm_tensor *const *in, int nin
   geom[DVM_GEN_CONV_SHAPE][2] = group;
   geom[DVM_GEN_CONV_SHAPE][3] = act;
   for (int k = 0; k < 4; k++) real[0][k] = v[k];
+  return NULL;
+}
+
+dvm_status *dvm_gen_nbits_geometry(const dvm_kernel_args *a, long long (*geom)[DVM_GEN_MAX_RANK]) {
+  dvm_nbits_call c;
+  dvm_status *st = dvm_nbits_check(a, &c);
+  if (st) return dvm_status_annotate(st, "gen");
+  long long *g = geom[DVM_GEN_NBITS];
+  g[DVM_GEN_NBITS_K] = c.k, g[DVM_GEN_NBITS_N] = c.n, g[DVM_GEN_NBITS_BITS] = c.bits;
+  g[DVM_GEN_NBITS_BLOCK] = c.block, g[DVM_GEN_NBITS_KB] = c.kb, g[DVM_GEN_NBITS_ZP] = c.zp;
+  g[DVM_GEN_NBITS_BIAS] = c.bias;
   return NULL;
 }

@@ -125,6 +125,12 @@ DVM_MUST_USE dvm_status *dvm_gen_window_geometry(const char *op, const dvm_tenso
                                                  const dvm_value *attrs, int nattrs, long long *dims,
                                                  long long (*geom)[DVM_GEN_MAX_RANK]);
 
+/* A MATMUL_NBITS call's geometry (gen_abi.h): the call's inputs, output
+ * and attributes checked as the CPU "matmul_nbits" checks them
+ * (ops/cpu/nbits.h); geom gets row DVM_GEN_NBITS. g_idx and
+ * weight_prepacked are DVM_UNIMPLEMENTED; DVM_INVALID_ARGUMENT otherwise. */
+DVM_MUST_USE dvm_status *dvm_gen_nbits_geometry(const dvm_kernel_args *a, long long (*geom)[DVM_GEN_MAX_RANK]);
+
 /* A CONV call's geometry: X, W[, B[, Z]] (nin) by the call's attributes
  * (the CPU "conv"'s four, or "fused_conv"'s eleven, whose shape function
  * decides and checks them, and y's and Z's shapes): dims get y as [1, N,

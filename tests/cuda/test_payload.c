@@ -26,7 +26,7 @@ static dvm_status *read_mutated(size_t size, void (*mutate)(uint8_t *p)) {
 #define MUT(name, body) static void name(uint8_t *p) { body; }
 MUT(bad_magic, p[0] = 'X')
 MUT(bad_version, put16(p + 4, 1))
-MUT(bad_kind, p[6] = 10)
+MUT(bad_kind, p[6] = 11)
 MUT(split_three, p[6] = DVM_GEN_SPLIT)
 MUT(concat_ok, p[6] = DVM_GEN_CONCAT)
 MUT(concat_mixed, concat_ok(p); p[DTYPES_AT + 1] = DVM_I64)
@@ -97,6 +97,11 @@ MUT(conv_f16_w, conv_ok(p); p[DTYPES_AT + 1] = DVM_F16)
 MUT(convt_ok, p[6] = DVM_GEN_CONV_TRANSPOSE)
 MUT(convt_one, window_ok(p); p[6] = DVM_GEN_CONV_TRANSPOSE)
 MUT(convt_f16_b, convt_ok(p); p[DTYPES_AT + 2] = DVM_F16)
+/* a matmul_nbits of A, B's codes and scales */
+MUT(nbits_ok, p[6] = DVM_GEN_MATMUL_NBITS; p[DTYPES_AT + 1] = DVM_U8)
+MUT(nbits_f32_b, p[6] = DVM_GEN_MATMUL_NBITS)
+MUT(nbits_two, window_ok(p); p[6] = DVM_GEN_MATMUL_NBITS; p[8] = 2)
+MUT(nbits_u8_y, nbits_ok(p); p[DTYPES_AT + 3] = DVM_U8)
 
 /* --write-seeds DIR: each payload test_read reads, valid or refused, as a
  * seed of tests/fuzz/fuzz_gen.c (corpus/gen). */
@@ -138,7 +143,7 @@ static void test_read(void) {
     void (*mutate)(uint8_t *);
     const char *msg;
   } cases[] = {
-      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 10, expected 1 (elementwise), 2 (rows), 3 (gather), 4 (concat), 5 (split), 6 (window), 7 (resize), 8 (conv) or 9 (conv_transpose)"},
+      {bad_magic, "bad magic"}, {bad_version, "version 1"}, {bad_kind, "kind 11, expected 1 (elementwise), 2 (rows), 3 (gather), 4 (concat), 5 (split), 6 (window), 7 (resize), 8 (conv), 9 (conv_transpose) or 10 (matmul_nbits)"},
       {split_three, "a split takes 1 input, not 3"},
       {concat_mixed, "concat: input 1 is i64, input 0 f32"},
       {gather_three, "a gather takes 2 inputs and 1 output, not 3 and 1"},
@@ -151,7 +156,7 @@ static void test_read(void) {
       {block_zero, "config 0: block of 0"}, {block_big, "block of 2048"},
       {per_thread_zero, "config 1: per_thread is 0"}, {shared_big, "shared memory"},
       {bad_class, "input 1: class 9"}, {padding, "padding byte"},
-      {old_version, "version 3, this dvm reads version 7"},
+      {old_version, "version 3, this dvm reads version 8"},
       {class_past_sliced, "input 1: class 6, expected 0..5"},
       {permuted_of_three, "input 2: class permuted needs an elementwise kernel of one input"},
       {sliced_of_three, "input 2: class sliced needs an elementwise kernel of one input"},
@@ -174,13 +179,16 @@ static void test_read(void) {
       {conv_f16_w, "conv: input 1 is f16, expected f32"},
       {convt_one, "a conv_transpose takes 2 or 3 inputs and 1 output, not 1 and 1"},
       {convt_f16_b, "conv_transpose: input 2 is f16, expected f32"},
+      {nbits_f32_b, "matmul_nbits: input 1 is f32, expected u8"},
+      {nbits_two, "a matmul_nbits takes 3 to 5 inputs and 1 output, not 2 and 1"},
+      {nbits_u8_y, "matmul_nbits: output 0 is u8, expected f32"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     CHECK_ERR(read_mutated(TOTAL, cases[i].mutate), DVM_CORRUPT, cases[i].msg);
     seed(cases[i].mutate);
   }
   static void (*const valid[])(uint8_t *) = {NULL, no_ptx, permuted_one, sliced_one, concat_ok, gather_ok,
-                                              window_ok, resize_ok, conv_ok, convt_ok};
+                                              window_ok, resize_ok, conv_ok, convt_ok, nbits_ok};
   for (size_t i = 0; i < sizeof valid / sizeof valid[0]; i++) seed(valid[i]);
   /* a table that fits once images are dropped is still whole */
   CHECK_OK(read_mutated(TOTAL, no_ptx));
@@ -193,6 +201,7 @@ static void test_read(void) {
   CHECK_OK(read_mutated(TOTAL, resize_ok));
   CHECK_OK(read_mutated(TOTAL, conv_ok));
   CHECK_OK(read_mutated(TOTAL, convt_ok));
+  CHECK_OK(read_mutated(TOTAL, nbits_ok));
 }
 
 /* A gather's [outer, m, inner] and axis size, the output's shape and the

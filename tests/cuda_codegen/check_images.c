@@ -30,7 +30,7 @@ static void check_gen(const dvm_kernel_ref *k, int *ngen) {
   if (k->payload_size < DVM_GEN_HEADER_SIZE) return;
   unsigned nconfigs = p[7], nin = p[8], tile = rd16(p + 10), nimages = rd32(p + 12);
   CHECK(rd16(p + 4) == DVM_GEN_VERSION);
-  CHECK(p[6] >= DVM_GEN_ELEMENTWISE && p[6] <= DVM_GEN_CONV_TRANSPOSE);
+  CHECK(p[6] >= DVM_GEN_ELEMENTWISE && p[6] <= DVM_GEN_MATMUL_NBITS);
   CHECK(nconfigs >= 2 && nconfigs <= DVM_GEN_MAX_CONFIGS);
   CHECK(tile >= 1 && tile <= DVM_GEN_MAX_TILE);
   CHECK(k->nvariants == tile + 1);

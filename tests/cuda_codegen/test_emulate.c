@@ -121,6 +121,7 @@ static void fill(dvm_tensor *t, int specials) {
     case DVM_I32: ((int32_t *)p)[i] = (int32_t)r; break;
     case DVM_I64: ((int64_t *)p)[i] = (r & 1) ? (int64_t)r : (int64_t)(r >> 40) - (1 << 23); break;
     case DVM_BOOL: ((uint8_t *)p)[i] = (uint8_t)(r >> 60); break; /* any nonzero byte is true */
+    case DVM_U8: ((uint8_t *)p)[i] = (uint8_t)(r >> 56); break;
     default:
       tmp[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 4 - 2);
       if (specials && i % 11 == 5) tmp[i] = special[(i / 11) % 7];
@@ -1040,10 +1041,10 @@ static void rs_check(const unit *u, dvm_dtype dt) {
   dvm_tensor_release(y);
 }
 
-/* A conv's or conv_transpose's unit u run on p, out against the CPU's
- * ref, every config and the variants that fit, within 1e-5 relative plus
- * atol: the rounding of `terms` products (each under 4) in another order,
- * scaled. p.n and p.rows are set here. */
+/* A conv's, conv_transpose's or matmul_nbits' unit u run on p, out
+ * against the CPU's ref, every config and the variants that fit, within
+ * 1e-5 relative plus atol: the rounding of `terms` products (each under
+ * 4) in another order, scaled. p.n and p.rows are set here. */
 static void conv_runs(const unit *u, dvm_gen_params *p, dvm_tensor *out, const dvm_tensor *ref, int64_t terms,
                       double scale, const char *name, size_t s) {
   int64_t ny = dvm_tensor_numel(ref);
@@ -1211,6 +1212,73 @@ static void ct_check(const unit *u) {
   dvm_tensor_release(y);
 }
 
+/* MatMulNBits: A's dims (rank 2 or 3), N, bits, block_size, zero points
+ * (0 none, 1 u8 packed, 2 f32), bias, and a B of [N, 0, ..] (an omitted
+ * projection: Y is the bias). Decoding (M 1) and prefill (M 3, 17), K
+ * not a multiple of the block, N prime, odd block counts (u8 zero points
+ * packed two to a byte with a spare nibble), the largest block. Each
+ * case's inputs pick its unit: 3, 4 (input 3 f32) or 5 (input 3 u8). */
+static const struct {
+  int rank;
+  int64_t a[3], n, bits, block;
+  int zp, bias, empty;
+} nb_cases[] = {
+    {2, {1, 37}, 13, 4, 16, 0, 0, 0},       {2, {3, 100}, 7, 8, 32, 1, 1, 0},
+    {3, {1, 17, 130}, 11, 4, 64, 1, 1, 0}, {2, {1, 256}, 5, 4, 256, 2, 0, 0},
+    {2, {3, 45}, 3, 8, 16, 0, 1, 0},       {2, {17, 61}, 2, 8, 128, 2, 0, 0},
+    {2, {3, 16}, 5, 4, 16, 0, 1, 1},       {2, {1, 300}, 31, 4, 32, 1, 1, 0},
+};
+
+/* A generated matmul_nbits (units of 3, 4 and 5 inputs) against the CPU's
+ * at accuracy_level 0 (f32 sums): within the rounding of a sum of K
+ * terms in another order (each under 4 * 2^bits), geometry from the
+ * launcher's dvm_gen_nbits_geometry. */
+static void nb_check(const unit *u) {
+  for (size_t s = 0; s < sizeof nb_cases / sizeof nb_cases[0]; s++) {
+    int rank = nb_cases[s].rank, zp = nb_cases[s].zp;
+    int64_t k = nb_cases[s].a[rank - 1], n = nb_cases[s].n, bits = nb_cases[s].bits, block = nb_cases[s].block;
+    int64_t kb = (k + block - 1) / block, bd[3] = {n, nb_cases[s].empty ? 0 : kb, block * bits / 8};
+    int64_t sd[2] = {n, kb}, zd[2] = {n, zp == 1 ? (kb * bits + 7) / 8 : kb}, yd[3];
+    memcpy(yd, nb_cases[s].a, sizeof yd);
+    yd[rank - 1] = n;
+    dvm_tensor *in[5] = {make(DVM_F32, rank, nb_cases[s].a), make(DVM_U8, 3, bd), make(DVM_F32, 2, sd)};
+    int nin = 3;
+    if (zp) in[nin++] = make(zp == 1 ? DVM_U8 : DVM_F32, 2, zd);
+    if (nb_cases[s].bias) in[nin++] = make(DVM_F32, 1, &n);
+    for (int q = 0; q < nin; q++) fill(in[q], 0);
+    int64_t present = 7 | (zp ? 8 : 0) | (nb_cases[s].bias ? 32 : 0);
+    dvm_value at[7] = {dvm_value_int(present), dvm_value_int(k), dvm_value_int(n), dvm_value_int(bits),
+                       dvm_value_int(block), dvm_value_int(0), dvm_value_int(0)};
+    dvm_tensor *ref = make(DVM_F32, rank, yd), *out = make(DVM_F32, rank, yd);
+    CHECK_OK(cpu("matmul_nbits", NULL, 0, in, nin, &ref, 1, at, 7));
+    dvm_gen_params p;
+    memset(&p, 0, sizeof p);
+    dvm_kernel_args a = {.in = in, .nin = nin, .out = &out, .nout = 1, .attrs = at, .nattrs = 7};
+    CHECK_OK(dvm_gen_nbits_geometry(&a, p.geom));
+    for (int q = 0; q < nin; q++) p.ptr[q] = dvm_tensor_ptr(in[q]);
+    p.ptr[nin] = dvm_tensor_ptr(out);
+    conv_runs(&u[nin - 3], &p, out, ref, k, (double)(1 << bits), "matmul_nbits", s);
+    for (int q = 0; q < nin; q++) dvm_tensor_release(in[q]);
+    dvm_tensor_release(ref);
+    dvm_tensor_release(out);
+  }
+  /* the CPU kernel's refusals, named: g_idx; an output of another shape */
+  int64_t ad[2] = {2, 32}, bd[3] = {4, 2, 8}, sd[2] = {4, 2}, yd[2] = {2, 4}, bad[2] = {2, 5}, gd = 32;
+  dvm_tensor *in[4] = {make(DVM_F32, 2, ad), make(DVM_U8, 3, bd), make(DVM_F32, 2, sd), make(DVM_I32, 1, &gd)};
+  dvm_tensor *y = make(DVM_F32, 2, yd), *wrong = make(DVM_F32, 2, bad);
+  dvm_value at[7] = {dvm_value_int(7 | 16), dvm_value_int(32), dvm_value_int(4), dvm_value_int(4),
+                     dvm_value_int(16), dvm_value_int(0), dvm_value_int(0)};
+  dvm_gen_params p;
+  dvm_kernel_args a = {.in = in, .nin = 4, .out = &y, .nout = 1, .attrs = at, .nattrs = 7};
+  CHECK_ERR(dvm_gen_nbits_geometry(&a, p.geom), DVM_UNIMPLEMENTED, "g_idx");
+  at[0] = dvm_value_int(7);
+  a.nin = 3, a.out = &wrong;
+  CHECK_ERR(dvm_gen_nbits_geometry(&a, p.geom), DVM_INVALID_ARGUMENT, "output");
+  for (int q = 0; q < 4; q++) dvm_tensor_release(in[q]);
+  dvm_tensor_release(y);
+  dvm_tensor_release(wrong);
+}
+
 /* ---- rows ---- */
 
 static const struct {
@@ -1357,6 +1425,7 @@ static void kernel_forms(void) {
   CHECK(form_of("conv") == DVM_FORM_CONV);
   CHECK(form_of("fused_conv") == DVM_FORM_CONV);
   CHECK(form_of("conv_transpose") == DVM_FORM_CONV_TRANSPOSE);
+  CHECK(form_of("matmul_nbits") == DVM_FORM_MATMUL_NBITS);
   /* a ROWS mean of its input with the axes from 2 on merged (placement's
    * reshape; test_host_report.py runs it against ONNX Runtime) */
   CHECK(form_of("global_average_pool") == DVM_FORM_ROWS_GLOBAL_MEAN);
@@ -1386,7 +1455,7 @@ int main(int argc, char **argv) {
   CHECK(mkdtemp(tmp_dir) != NULL);
   enum { NEW = NPROGS * 4, NRU = NROWS * 2, NTU = NEW + NRU + NOPS, NSU = NTU + NTR, NGU = NSU + NTR,
          NCU = NGU + NGA, NPU = NCU + NCC * 4, NWU = NPU + NCC * 3, NRU2 = NWU + 2, NVU = NRU2 + NRS, NXU = NVU + 3,
-         NU = NXU + 2 };
+         NBU = NXU + 2, NU = NBU + 3 };
   unit u[NU] = {0};
   void *prog[NPROGS] = {0};
   size_t size[NPROGS];
@@ -1444,6 +1513,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NRS; i++) CHECK_OK(dvmc_cuda_resize(rs_dtypes[i], &u[NRU2 + i].src));
   for (int i = 0; i < 3; i++) CHECK_OK(dvmc_cuda_conv(i + 2, &u[NVU + i].src));
   for (int i = 0; i < 2; i++) CHECK_OK(dvmc_cuda_conv_transpose(i + 2, &u[NXU + i].src));
+  for (int i = 0; i < 3; i++) CHECK_OK(dvmc_cuda_matmul_nbits(i + 3, i == 2 ? DVM_U8 : DVM_F32, &u[NBU + i].src));
   for (int i = 0; i < NU; i++)
     if (!u[i].src) {
       fprintf(stderr, "a source was not generated\n");
@@ -1477,6 +1547,7 @@ int main(int argc, char **argv) {
     if (u[NRU2 + i].launch) rs_check(&u[NRU2 + i], rs_dtypes[i]);
   if (u[NVU].launch && u[NVU + 1].launch && u[NVU + 2].launch) cv_check(&u[NVU]);
   if (u[NXU].launch && u[NXU + 1].launch) ct_check(&u[NXU]);
+  if (u[NBU].launch && u[NBU + 1].launch && u[NBU + 2].launch) nb_check(&u[NBU]);
   for (int q = 0; q < NROWS; q++)
     for (int mixed = 0; mixed < 2; mixed++) {
       dvm_dtype dt[4];

@@ -19,7 +19,9 @@ Resize (nearest asymmetric floor, linear half_pixel); a MaxPool with its
 indices stays on the host. A model of ConvTransposes (PP-OCR's 2x2 stride
 2 with B, 3x3 stride 2 with output_padding, groups with stride 3,
 dilation 2 and uneven pads, 1-D with stride 3) runs them all on the
-device, equal to ONNX Runtime on the stand-in.
+device, equal to ONNX Runtime on the stand-in. So does one of MatMulNBits
+(4 and 8 bits with u8 zero points and a bias, 4 bits with float zero
+points) at 1, 3 and 17 rows.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
 Skips (77) without NVRTC or g++."""
 import os
@@ -196,6 +198,32 @@ def host_report_conv_transpose_model(path):
     return save_model(m, path)
 
 
+def host_report_nbits_model(path):
+    """MatMulNBits in ONNX Runtime's layout over A [m, 37] (K not a multiple
+    of the block): 4 bits in blocks of 16 with packed u8 zero points (3
+    blocks: a spare nibble) and a bias, N 13; 8 bits in blocks of 32 with
+    u8 zero points and a bias, N 5; 4 bits in blocks of 32 with f32 zero
+    points (which ONNX Runtime takes at 4 bits only), N 7. Random codes,
+    those past K too."""
+    rng = np.random.default_rng(7)
+    k, ms, f = 37, "com.microsoft", TensorProto.FLOAT
+    inits, nodes = [], []
+    for name, n, bits, block, zp in (("q4", 13, 4, 16, "u8"), ("q8", 5, 8, 32, "u8"), ("qf", 7, 4, 32, "f32")):
+        kb = -(-k // block)
+        z = (rng.integers(0, 256, (n, -(-kb * bits // 8)), dtype=np.uint8) if zp == "u8"
+             else rng.uniform(0, 2**bits - 1, (n, kb)).astype(np.float32))
+        inits += [const(name + "_b", rng.integers(0, 256, (n, kb, block * bits // 8)), np.uint8),
+                  const(name + "_s", rng.uniform(0.01, 0.1, n * kb), np.float32), const(name + "_z", z, z.dtype)]
+        ins = ["a", name + "_b", name + "_s", name + "_z"]
+        if zp == "u8":  # and a bias
+            inits.append(const(name + "_bias", rng.standard_normal(n), np.float32))
+            ins += ["", name + "_bias"]
+        nodes.append(helper.make_node("MatMulNBits", ins, [name], domain=ms, K=k, N=n, bits=bits, block_size=block))
+    m = make_model(nodes, [("a", f, ["m", k])], [(o, f, None) for o in ("q4", "q8", "qf")], inits,
+                   opsets=[helper.make_opsetid("", 21), helper.make_opsetid(ms, 1)])
+    return save_model(m, path)
+
+
 fail = 0
 try:
     for name, (by_kernel, why, shapes, record) in CASES.items():
@@ -266,6 +294,22 @@ try:
         print("conv_transpose: expected every ConvTranspose on the device")
         fail = 1
     fail |= host_report_against_ort("conv_transpose", model, onnx_path, 4, False, channels=3)
+    onnx_path = host_report_nbits_model(os.path.join(tmp, "nbits.onnx"))
+    model = os.path.join(tmp, "nbits.dvmb")
+    dvm_ok("compile", onnx_path, "-o", model, "--target", "cpu,cuda")
+    report = dvm_ok("inspect", "--host", model).stdout
+    if "main@cuda: 0 host kernel calls\n" not in report:
+        print("nbits: expected every MatMulNBits on the device:\n" + report)
+        fail = 1
+    for m in (1, 3, 17):  # a decoding step, then prompts
+        feeds = {"a": rng.standard_normal((m, 37), dtype=np.float32)}
+        got = run_module(model, feeds, 3, "--device", "cuda", env=env)
+        try:
+            compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-4, what=f"a {m}x37")
+            print(f"nbits at {m}x37: equal to ONNX Runtime")
+        except AssertionError as e:
+            print(e)
+            fail = 1
     # strings stay on the host: a device copy would copy their references' bits
     strings = save_model(make_model([helper.make_node("Gather", ["s", "i"], ["g"], axis=0)],
                                     [("s", TensorProto.STRING, ["n"]), ("i", TensorProto.INT64, ["m"])],

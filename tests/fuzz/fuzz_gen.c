@@ -6,7 +6,8 @@
  * elementwise kernel, a concat's or split's dtypes all one, a window pool
  * or resize of one input and one output of one dtype a kernel copies as
  * bits, a window pool's f32, a conv's 2 to 4 inputs and its output f32, a
- * conv_transpose's 2 or 3 inputs and its output f32),
+ * conv_transpose's 2 or 3 inputs and its output f32, a matmul_nbits' 3 to
+ * 5 inputs: B u8, zero points u8 or f32, others f32),
  * and its summary must be written. A broken
  * promise aborts. */
 #include <stdint.h>
@@ -31,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dvm_status_free(st);
     return 0;
   }
-  require(g.kind >= DVM_GEN_ELEMENTWISE && g.kind <= DVM_GEN_CONV_TRANSPOSE);
+  require(g.kind >= DVM_GEN_ELEMENTWISE && g.kind <= DVM_GEN_MATMUL_NBITS);
   require(g.nin >= 1 && g.nin <= DVM_GEN_MAX_IN && g.nout >= 1 && g.nout <= DVM_GEN_MAX_OUT);
   require(g.tile >= 1 && g.tile <= DVM_GEN_MAX_TILE && g.nconfigs >= 1 && g.nconfigs <= DVM_GEN_MAX_CONFIGS);
   for (int k = 0; k < g.nin; k++) {
@@ -53,6 +54,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     require(g.nin >= 2 && g.nin <= 4 && g.nout == 1 && g.dtypes[k] == DVM_F32);
   for (int k = 0; g.kind == DVM_GEN_CONV_TRANSPOSE && k < g.nin + g.nout; k++)
     require(g.nin >= 2 && g.nin <= 3 && g.nout == 1 && g.dtypes[k] == DVM_F32);
+  for (int k = 0; g.kind == DVM_GEN_MATMUL_NBITS && k < g.nin + g.nout; k++) /* B u8; input 3 u8 or f32 */
+    require(g.nin >= 3 && g.nin <= 5 && g.nout == 1 &&
+            (k == 1 ? g.dtypes[k] == DVM_U8 : g.dtypes[k] == DVM_F32 || (k == 3 && g.nin > 3 && g.dtypes[k] == DVM_U8)));
   dvm_payload_desc d;
   st = dvm_gen_payload_describe(data, size, &d);
   require(!st && strlen(d.summary) < sizeof d.summary);
