@@ -824,7 +824,7 @@ static dvm_status *qlinear_conv_prepack(const dvm_tensor *t, int input, const dv
  * x with W - off leaves out of that with W - w_zp (w_zp NULL: 0). xw is
  * x - x_zp widened. The window sums are int_conv's, of x summed over each
  * group's channels with a kernel of ones. */
-static dvm_status *zero_point_terms(const char *op, const int32_t *xw, const dvm_tensor *x, const dvm_tensor *w,
+DVM_VEC static dvm_status *zero_point_terms(const char *op, const int32_t *xw, const dvm_tensor *x, const dvm_tensor *w,
                                     const dvm_tensor *wzp, int32_t off, const dvm_window *win, int64_t group,
                                     const int64_t *dy, int32_t *y) {
   int64_t N = x->dims[0], C = x->dims[1], M = w->dims[0], cg = C / group, sp = 1, osp = 1, ksz = 1;
@@ -842,17 +842,24 @@ static dvm_status *zero_point_terms(const char *op, const int32_t *xw, const dvm
     for (int64_t c = 0; c < C; c++) {
       int32_t *to = t + (n * group + c / cg) * sp;
       const int32_t *from = xw + (n * C + c) * sp;
+#pragma omp simd
       for (int64_t i = 0; i < sp; i++) to[i] += from[i];
     }
+  bool pointwise = ksz == 1 && sp == osp; /* 1x1 without pads (or over 1x1): the sums are t */
   for (int64_t i = 0; i < ksz * group; i++) ones[i] = 1;
-  int_conv(t, dt, ones, dk, ds, x->rank - 2, win, group, sums);
+  if (pointwise)
+    sums = t;
+  else
+    int_conv(t, dt, ones, dk, ds, x->rank - 2, win, group, sums);
   int per = wzp && dvm_tensor_numel(wzp) != 1;
   for (int64_t n = 0; n < N; n++)
     for (int64_t m = 0; m < M; m++) {
       int64_t d = off - (int64_t)(wzp ? dvm_cpu_quant_int_at(wzp, per ? m : 0) : 0);
       const int32_t *sum = sums + (n * group + m / (M / group)) * osp;
       int32_t *ym = y + (n * M + m) * osp;
-      for (int64_t i = 0; d && i < osp; i++) ym[i] = (int32_t)((uint32_t)ym[i] + (uint32_t)(d * sum[i])); /* (exact mod 2^32) */
+      uint32_t du = (uint32_t)d;
+#pragma omp simd
+      for (int64_t i = 0; i < osp; i++) ym[i] = (int32_t)((uint32_t)ym[i] + du * (uint32_t)sum[i]); /* (exact mod 2^32) */
     }
   free(t);
   return NULL;

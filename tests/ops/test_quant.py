@@ -440,7 +440,9 @@ CONVS = [((1, 1, 1, 1), (1, 1, 1, 1), {}), ((2, 3, 7, 5), (4, 3, 3, 3), {"pads":
          ((1, 33, 7, 9), (20, 33, 1, 1), {}),
          ((1, 12, 9, 10), (18, 4, 3, 3), {"group": 3, "strides": [2, 1], "pads": [1, 1, 1, 1]}),
          ((2, 16, 48, 50), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
-         ((1, 16, 37, 1), (8, 16, 5, 1), {"pads": [2, 0, 2, 0], "strides": [2, 1]})]  # [5, 1] over W = 1
+         ((1, 16, 37, 1), (8, 16, 5, 1), {"pads": [2, 0, 2, 0], "strides": [2, 1]}),  # [5, 1] over W = 1
+         # pointwise: W's zero point term is x's channel sum where there are no pads
+         ((1, 17, 7, 13), (3, 17, 1, 1), {"pads": [1, 0, 0, 1]}), ((1, 3, 7, 13), (5, 3, 1, 1), {"strides": [2, 2]})]
 
 
 @pytest.mark.parametrize("conv", CONVS)
@@ -462,7 +464,7 @@ def conv_integer_ref(x, w, xz, wz, attrs):
                     attrs.get("pads", [0] * 2 * n), attrs.get("dilations", [1] * n), attrs.get("group", 1))
 
 
-@pytest.mark.parametrize("conv", [CONVS[i] for i in (1, 2, 6, 7, 8, 10, 11)])
+@pytest.mark.parametrize("conv", [CONVS[i] for i in (0, 1, 2, 6, 7, 8, 10, 11, 13, 14)])
 @pytest.mark.parametrize("tw", [np.uint8, np.int8])
 @pytest.mark.parametrize("const_w", [False, True])
 def test_conv_integer_zero_points(conv, tw, const_w, isa):
