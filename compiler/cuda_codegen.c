@@ -944,9 +944,14 @@ static void rows_body(buf *b, dvm_kernel_form op, int nin, int r, const char *st
     row_loop(b, r, body);
     break;
   case DVM_FORM_ROWS_LAYERNORM:
-    put(b, "  float s = 0.0f;\n");
-    row_loop(b, r, "s += X(J);");
-    put(b, "  const float mean = dvm_block_sum(s) / (float)n;\n  float q = 0.0f;\n");
+  case DVM_FORM_ROWS_RMSNORM: /* rms: the mean taken as 0, as the CPU kernel does */
+    if (op == DVM_FORM_ROWS_RMSNORM) {
+      put(b, "  const float mean = 0.0f;\n  float q = 0.0f;\n");
+    } else {
+      put(b, "  float s = 0.0f;\n");
+      row_loop(b, r, "s += X(J);");
+      put(b, "  const float mean = dvm_block_sum(s) / (float)n;\n  float q = 0.0f;\n");
+    }
     row_loop(b, r, "const float d = X(J) - mean; q += d * d;");
     put(b, "  const float inv = 1.0f / sqrtf(dvm_block_sum(q) / (float)n + EPS);\n");
     snprintf(body, sizeof body, store_y,
@@ -971,7 +976,8 @@ dvm_status *dvmc_cuda_rows(dvm_kernel_form op, int nin, const dvm_dtype *dt, dou
                            char **src) {
   if (op < DVM_FORM_ROWS_SOFTMAX || op > DVM_FORM_ROWS_MIN)
     return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: form %d is not a ROWS form", (int)op);
-  int want = op == DVM_FORM_ROWS_LAYERNORM ? (nin == 2 || nin == 3) : nin == 1;
+  int norm = op == DVM_FORM_ROWS_LAYERNORM || op == DVM_FORM_ROWS_RMSNORM;
+  int want = norm ? (nin == 2 || nin == 3) : nin == 1;
   if (!want) return dvm_status_new(DVM_INVALID_ARGUMENT, "CUDA codegen: rows op %d takes not %d inputs", op, nin);
   for (int k = 0; k <= nin; k++)
     if (!is_float(dt[k]))

@@ -362,7 +362,7 @@ static int64_t rows_kernel(clone *c, dvm_kernel_form op, dvm_list outs, dvm_list
     op = DVM_FORM_ROWS_MEAN;
   } else if (attrs.n < 1) {
     return -1;
-  } else if (op < DVM_FORM_ROWS_SUM) { /* softmax, logsoftmax, layernorm: the last axis */
+  } else if (op < DVM_FORM_ROWS_SUM) { /* softmax, logsoftmax, layernorm, rmsnorm: the last axis */
     const fact *a0 = &F[attrs.v[0]];
     if (a0->writes != 1 || !a0->has_imm || (a0->imm != -1 && (pl->rank < 1 || a0->imm != pl->rank - 1)))
       return -1;
@@ -376,7 +376,7 @@ static int64_t rows_kernel(clone *c, dvm_kernel_form op, dvm_list outs, dvm_list
   /* the merged input's rank, first + 1, must be a generated kernel's */
   if (pl->merge + 1 > DVM_GEN_MAX_RANK) return -1;
   c->why = "epsilon not known at compile time, or operands other than a row kernel's";
-  if (op == DVM_FORM_ROWS_LAYERNORM) {
+  if (op == DVM_FORM_ROWS_LAYERNORM || op == DVM_FORM_ROWS_RMSNORM) {
     if (attrs.n < 2 || F[attrs.v[1]].writes != 1 || !F[attrs.v[1]].has_fimm) return -1;
     eps = F[attrs.v[1]].fimm;
   } else if (nin != 1) {

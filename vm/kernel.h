@@ -92,6 +92,7 @@ typedef enum dvm_kernel_form {
   DVM_FORM_ROWS_SOFTMAX,
   DVM_FORM_ROWS_LOGSOFTMAX,
   DVM_FORM_ROWS_LAYERNORM,
+  DVM_FORM_ROWS_RMSNORM, /* layer norm without the mean (SimplifiedLayerNormalization) */
   DVM_FORM_ROWS_SUM,
   DVM_FORM_ROWS_MEAN,
   DVM_FORM_ROWS_MAX,

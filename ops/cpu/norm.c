@@ -652,7 +652,7 @@ const dvm_kernel_def dvm_cpu_norm_kernels[] = {
     {"logsoftmax", DVM_DEVICE_CPU, logsoftmax, "same", .dtypes = F32_F16_BF16 | DVM_DTYPE_BIT(DVM_F64), .inplace = 1,
      .form = DVM_FORM_ROWS_LOGSOFTMAX},
     {"layernorm", DVM_DEVICE_CPU, layernorm, "layernorm", .inplace = 1, .form = DVM_FORM_ROWS_LAYERNORM},
-    {"rmsnorm", DVM_DEVICE_CPU, rmsnorm, "layernorm", .inplace = 1},
+    {"rmsnorm", DVM_DEVICE_CPU, rmsnorm, "layernorm", .inplace = 1, .form = DVM_FORM_ROWS_RMSNORM},
     {"batchnorm", DVM_DEVICE_CPU, batchnorm, "same", .inplace = 1},
     {NULL, DVM_DEVICE_CPU, NULL, NULL},
 };

@@ -2,7 +2,7 @@
  * source for fused programs and ROWS kernels, compiled by g++ as C++ with
  * shim.h (the CUDA built-ins; ROWS blocks as real threads) into shared
  * objects, called with a filled dvm_gen_params, and compared with the CPU
- * kernels (fused, transpose, softmax, logsoftmax, layernorm, reduce_*) on random
+ * kernels (fused, transpose, softmax, logsoftmax, layernorm, rmsnorm, reduce_*) on random
  * inputs with NaN, infinities and wrapping integers, at extents 1, primes,
  * T*k + r for every residue r and just past a block: every variant that
  * fits n and the baseline, every configuration, every input class.
@@ -1287,6 +1287,7 @@ static const struct {
   int nin;
 } rows_ops[] = {{DVM_FORM_ROWS_SOFTMAX, "softmax", 1},   {DVM_FORM_ROWS_LOGSOFTMAX, "logsoftmax", 1},
                 {DVM_FORM_ROWS_LAYERNORM, "layernorm", 2}, {DVM_FORM_ROWS_LAYERNORM, "layernorm", 3},
+                {DVM_FORM_ROWS_RMSNORM, "rmsnorm", 2},
                 {DVM_FORM_ROWS_SUM, "reduce_sum", 1},    {DVM_FORM_ROWS_MEAN, "reduce_mean", 1},
                 {DVM_FORM_ROWS_MAX, "reduce_max", 1},    {DVM_FORM_ROWS_MIN, "reduce_min", 1}};
 #define NROWS (int)(sizeof rows_ops / sizeof rows_ops[0])
@@ -1298,7 +1299,7 @@ static void rows_dtypes(int q, int mixed, dvm_dtype *dt) {
   static const dvm_dtype ln[] = {DVM_F16, DVM_BF16, DVM_F32};
   for (int k = 0; k <= nin; k++) dt[k] = DVM_F32;
   if (!mixed) return;
-  if (rows_ops[q].op == DVM_FORM_ROWS_LAYERNORM) {
+  if (rows_ops[q].op == DVM_FORM_ROWS_LAYERNORM || rows_ops[q].op == DVM_FORM_ROWS_RMSNORM) {
     for (int k = 0; k < nin; k++) dt[k] = ln[k];
     dt[nin] = DVM_BF16;
   } else {
@@ -1334,7 +1335,7 @@ static void rows_check(const unit *u, int q, const dvm_dtype *dt, int nlengths) 
     dvm_value attrs[3];
     int nattrs = 1;
     attrs[0] = dvm_value_int(-1);
-    if (rows_ops[q].op == DVM_FORM_ROWS_LAYERNORM) {
+    if (rows_ops[q].op == DVM_FORM_ROWS_LAYERNORM || rows_ops[q].op == DVM_FORM_ROWS_RMSNORM) {
       attrs[1] = dvm_value_float(eps);
       nattrs = 2;
     } else if (reduce) {
