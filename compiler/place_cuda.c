@@ -12,6 +12,7 @@
 #include "ops/optable.h"
 #include "dvmc.h"
 #include "place_cuda.h"
+#include "shapefuncs/registry.h"
 #include "shapefuncs/window.h"
 
 #define PUSH(p, vec, item) DVM_VEC_PUSH(vec, item, (p)->oom = 1)
@@ -821,8 +822,11 @@ static void invoke_host(clone *c, const dvm_ops_INVOKE *x) {
   for (int64_t q = 0; q < x->ins.n; q++) EMIT(c, RELEASE, c->nregs + q);
 }
 
-/* A shape function reads tensors on the host (some read their data). */
+/* A shape function runs on the host: one that reads its tensors' data
+ * gets them copied there; one that reads only their dims (dims_only)
+ * takes them where they are. */
 static void shapefn_host(clone *c, const dvm_ops_SHAPEFN *x) {
+  const dvm_shapefn_def *def = dvm_shapefn_find(c->p->m->shapefns[x->fn].name);
   int64_t *args = malloc(sizeof(int64_t) * (size_t)(x->args.n + 1));
   if (!args) {
     c->p->oom = 1;
@@ -831,7 +835,7 @@ static void shapefn_host(clone *c, const dvm_ops_SHAPEFN *x) {
   int ntmp = 0;
   for (int64_t q = 0; q < x->args.n; q++) {
     args[q] = x->args.v[q];
-    if (c->facts[args[q]].tensor) {
+    if (c->facts[args[q]].tensor && !(def && def->dims_only)) {
       copy_to(c, c->nregs + ntmp, args[q], DVM_DEVICE_CPU);
       args[q] = c->nregs + ntmp++;
     }

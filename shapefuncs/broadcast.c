@@ -59,7 +59,7 @@ dvm_status *dvm_shapefn_same(const dvm_value *in, int nin, dvm_value *out, int n
 }
 
 const dvm_shapefn_def dvm_shapefn_broadcast_table[] = {
-    {"broadcast", dvm_shapefn_broadcast},
-    {"same", dvm_shapefn_same},
+    {"broadcast", dvm_shapefn_broadcast, .dims_only = true},
+    {"same", dvm_shapefn_same, .dims_only = true},
     {NULL, NULL},
 };

@@ -148,8 +148,8 @@ static dvm_status *shapefn_einsum(const dvm_value *in, int nin, dvm_value *out, 
 }
 
 const dvm_shapefn_def dvm_shapefn_matmul_table[] = {
-    {"matmul", dvm_shapefn_matmul},
-    {"matmul_bias", shapefn_matmul_bias},
+    {"matmul", dvm_shapefn_matmul, .dims_only = true},
+    {"matmul_bias", shapefn_matmul_bias, .dims_only = true},
     {"gemm", shapefn_gemm},
     {"gemm_act", shapefn_gemm_act},
     {"einsum", shapefn_einsum},

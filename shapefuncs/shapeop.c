@@ -365,7 +365,7 @@ const dvm_shapefn_def dvm_shapefn_shapeop_table[] = {
     {"transpose_pads", transpose_pads_fn},
     {"resize_params", resize_params_fn},
     {"resize_roi", resize_roi_fn},
-    {"resize_sizes", resize_sizes_fn},
+    {"resize_sizes", resize_sizes_fn, .dims_only = true},
     {"item", item_fn},
     {"itemf", itemf_fn},
     {"ints", ints_fn},

@@ -704,7 +704,7 @@ static dvm_status *shapefn_deform_conv(const dvm_value *in, int nin, dvm_value *
 
 const dvm_shapefn_def dvm_shapefn_window_table[] = {
     {"conv", shapefn_conv},     {"conv_transpose", shapefn_conv_transpose}, {"fused_conv", shapefn_fused_conv},
-    {"pool", shapefn_pool},     {"global_pool", shapefn_global_pool},
+    {"pool", shapefn_pool, .dims_only = true}, {"global_pool", shapefn_global_pool},
     {"resize", shapefn_resize}, {"grid_sample", shapefn_grid_sample},
     {"col2im", shapefn_col2im}, {"max_unpool", shapefn_max_unpool},
     {"affine_grid", shapefn_affine_grid},

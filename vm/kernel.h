@@ -8,6 +8,8 @@
 #ifndef DVM_KERNEL_H
 #define DVM_KERNEL_H
 
+#include <stdbool.h>
+
 #include "dvm/value.h"
 #include "object.h"
 
@@ -173,6 +175,9 @@ typedef dvm_status *(*dvm_shapefn_fn)(const dvm_value *in, int nin, dvm_value *o
 typedef struct dvm_shapefn_def {
   const char *name;
   dvm_shapefn_fn fn;
+  bool dims_only; /* reads only its tensors' rank and dims, never their data,
+                   * so a tensor on any device will do (CUDA placement
+                   * leaves it there: no copy to the host, no wait) */
 } dvm_shapefn_def;
 
 #endif

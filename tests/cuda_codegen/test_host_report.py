@@ -15,13 +15,15 @@ in equal parts) runs them all on the device, equal to ONNX
 Runtime on the stand-in at awkward shapes; one over axis 1 stays on the
 host, saying why. So does a model of MaxPool (stride 2 with pads,
 ceil_mode), AveragePool (with and without count_include_pad, 1-D) and
-Resize (nearest asymmetric floor, linear half_pixel); a MaxPool with its
-indices stays on the host. A model of ConvTransposes (PP-OCR's 2x2 stride
+Resize (nearest asymmetric floor of an AveragePool's result, linear
+half_pixel), waiting for the device only for its results and the host
+MaxPool's input (its shape functions read dims, not data); a MaxPool with
+its indices stays on the host. A model of ConvTransposes (PP-OCR's 2x2 stride
 2 with B, 3x3 stride 2 with output_padding, groups with stride 3,
 dilation 2 and uneven pads, 1-D with stride 3) runs them all on the
-device, equal to ONNX Runtime on the stand-in. So does one of MatMulNBits
-(4 and 8 bits with u8 zero points and a bias, 4 bits with float zero
-points) at 1, 3 and 17 rows.
+device, equal to ONNX Runtime on the stand-in, waiting for the device
+once per result. So does one of MatMulNBits (4 and 8 bits with u8 zero
+points and a bias, 4 bits with float zero points) at 1, 3 and 17 rows.
 usage: test_host_report.py FAKE_CUDA_LIB (DVM and DVM_MODELS from the environment)
 Skips (77) without NVRTC or g++."""
 import os
@@ -33,7 +35,7 @@ import tempfile
 import numpy as np
 from onnx import TensorProto, helper
 
-from dvmtest.cli import dvm, dvm_ok, run_module
+from dvmtest.cli import dvm, dvm_ok, run_module, try_run
 from dvmtest.compare import compare_outputs, ort_outputs
 from dvmtest.onnxmodel import const, make_model, save_model
 from dvmtest.paths import MODELS
@@ -164,7 +166,8 @@ def host_report_windows_model(path):
         helper.make_node("AveragePool", ["x"], ["api"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                          count_include_pad=1),
         helper.make_node("AveragePool", ["y"], ["ap1"], kernel_shape=[2], pads=[1, 0]),
-        helper.make_node("Resize", ["x", "", "up"], ["rn"], mode="nearest",
+        # its dims from resize_sizes of a device result, which reads dims only
+        helper.make_node("Resize", ["ap", "", "up"], ["rn"], mode="nearest",
                          coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
         helper.make_node("Resize", ["x", "", "up"], ["rl"], mode="linear",
                          coordinate_transformation_mode="half_pixel"),
@@ -182,9 +185,9 @@ def host_report_conv_transpose_model(path):
     f = TensorProto.FLOAT
     rng = np.random.default_rng(3)
     w = lambda *dims: const("w%d" % len(dims) + "x".join(map(str, dims)), rng.standard_normal(dims))
-    ws = [w(3, 4, 2, 2), w(3, 5, 3, 3), w(3, 2, 3, 2), w(3, 2, 4)]
+    ws = [w(3, 3, 2, 2), w(3, 5, 3, 3), w(3, 2, 3, 2), w(3, 2, 4)]
     nodes = [
-        helper.make_node("ConvTranspose", ["x", ws[0].name, "b4"], ["up2"], strides=[2, 2]),
+        helper.make_node("ConvTranspose", ["x", ws[0].name, "b3"], ["up2"], strides=[2, 2]),
         helper.make_node("ConvTranspose", ["x", ws[1].name, "b5"], ["up3"], strides=[2, 2], pads=[1, 1, 1, 1],
                          output_padding=[1, 1]),
         helper.make_node("ConvTranspose", ["x", ws[2].name], ["grouped"], group=3, strides=[3, 2],
@@ -194,7 +197,8 @@ def host_report_conv_transpose_model(path):
     ]
     outs = [(name, f, None) for name in ("up2", "up3", "grouped", "line")]
     m = make_model(nodes, [("x", f, ["n", 3, "h", "w"]), ("y", f, ["n", 3, "l"])], outs,
-                   ws + [const("b4", rng.standard_normal(4)), const("b5", rng.standard_normal(5))], opset=17)
+                   ws + [const("b3", rng.standard_normal(3)), const("b5", rng.standard_normal(5)),
+                        ], opset=17)
     return save_model(m, path)
 
 
@@ -254,10 +258,11 @@ try:
     env = dict(os.environ, DVM_CUDA_DRIVER=fake, DVM_CUBLAS=fake)
     env.setdefault("FAKE_CUDA_CACHE", os.path.join(tmp, "cache"))
 
-    def host_report_against_ort(name, model, onnx_path, nout, rank5, channels=None):
+    def host_report_against_ort(name, model, onnx_path, nout, rank5, channels=None, syncs=None):
         """The model on the stand-in against ONNX Runtime at a plane of 1,
         primes, and 23 * 29 = 667 past a block's tile of 512 (channels, when
-        given, fixed); 1 if not equal."""
+        given, fixed), waiting for the device `syncs` times when given; 1 if
+        not so."""
         bad = 0
         for n, c, h, w in ((1, 1, 1, 1), (2, 3, 5, 7), (1, 2, 23, 29)):
             c = channels or c
@@ -265,7 +270,12 @@ try:
                      "y": rng.standard_normal((n, c, h * w), dtype=np.float32)}
             if rank5:
                 feeds["z"] = rng.standard_normal((n, c, 3, h, w), dtype=np.float32)
-            got = run_module(model, feeds, nout, "--device", "cuda", env=env)
+            p, got = try_run(model, feeds, nout, "--device", "cuda", "--stats", env=env)
+            assert p.returncode == 0, p.stderr
+            waits = re.search(r"host_syncs=(\d+)", p.stdout)
+            if syncs is not None and (not waits or int(waits[1]) != syncs):
+                print(f"{name} at {n}x{c}x{h}x{w}: {waits and waits[1]} host syncs, expected {syncs}")
+                bad = 1
             try:
                 compare_outputs(got, ort_outputs(onnx_path, feeds), rtol=1e-5, atol=1e-6,
                                 what=f"x {n}x{c}x{h}x{w}")
@@ -284,7 +294,10 @@ try:
     if "  by kernel: max_pool x1\n" not in report or "max_pool's indices" not in report:
         print("windows: expected the max_pool with indices alone on the host")
         fail = 1
-    fail |= host_report_against_ort("windows", model, onnx_path, 9, False)
+    # waits: one per device result (7), and the host MaxPool's input; none
+    # for the shape functions (pool, resize_sizes of a device result): they
+    # read dims only
+    fail |= host_report_against_ort("windows", model, onnx_path, 9, False, syncs=8)
     onnx_path = host_report_conv_transpose_model(os.path.join(tmp, "conv_transpose.onnx"))
     model = os.path.join(tmp, "conv_transpose.dvmb")
     dvm_ok("compile", onnx_path, "-o", model, "--target", "cpu,cuda")
@@ -293,7 +306,7 @@ try:
     if "main@cuda: 0 host kernel calls\n" not in report:
         print("conv_transpose: expected every ConvTranspose on the device")
         fail = 1
-    fail |= host_report_against_ort("conv_transpose", model, onnx_path, 4, False, channels=3)
+    fail |= host_report_against_ort("conv_transpose", model, onnx_path, 4, False, channels=3, syncs=4)
     onnx_path = host_report_nbits_model(os.path.join(tmp, "nbits.onnx"))
     model = os.path.join(tmp, "nbits.dvmb")
     dvm_ok("compile", onnx_path, "-o", model, "--target", "cpu,cuda")
