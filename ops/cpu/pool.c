@@ -253,7 +253,10 @@ VALUE_PLANE(avg_f64, double, 0, SUM, AVERAGE)
  * plane; then the rows go out. VALUE_PLANE's loops per output row are
  * mostly overhead and vector tails on short rows (an SPPF 5x5 over 10x10
  * took 3x this time), and took 1.4-2x it on rows of 80 to 320 columns too
- * (docs/performance.md). */
+ * (docs/performance.md). A plane holding a NaN goes window by window
+ * instead (PER_ROW): where a NaN sits in a window's fold decides the
+ * result, and the padding's taps, which this path folds in, would change
+ * it from every other max_pool's (and the device's). */
 static bool flat_max(const geom *g) {
   return g->out[0] == 1 && g->in[0] == 1 && g->strides[1] == 1 && g->strides[2] == 1 &&
          g->dil[1] == 1 && g->dil[2] == 1;
@@ -266,21 +269,28 @@ static size_t flat_scratch(const geom *g) {
   return (size_t)((g->out[1] + g->kernel[1] - 1 + g->out[1]) * pw);
 }
 
-#define FLAT_MAX_PLANE(name, T, LOWEST)                                                         \
+#define FLAT_MAX_PLANE(name, T, LOWEST, PER_ROW)                                                \
   DVM_VEC static void name(const geom *g, const void *px, void *py, int64_t *idx, int64_t base, \
                            int flag, void *scratch) {                                           \
-    (void)idx, (void)base, (void)flag;                                                          \
     const T *x = px;                                                                            \
     T *y = py, *pad = scratch;                                                                  \
     int64_t h = g->in[1], w = g->in[2], oh = g->out[1], ow = g->out[2];                         \
     int64_t kh = g->kernel[1], kw = g->kernel[2], pw = ow + kw - 1, ph = oh + kh - 1;           \
     int64_t top = -g->taps[1][0].start, left = g->pad, n = oh * pw;                             \
     T *v = pad + ph * pw;                                                                       \
+    int nan = 0;                                                                                \
     _Pragma("omp simd") for (int64_t i = 0; i < ph * pw; i++) pad[i] = LOWEST;                  \
     for (int64_t r = 0; r < h; r++) {                                                           \
       T *d = pad + (top + r) * pw + left;                                                       \
       const T *s = x + r * w;                                                                   \
-      _Pragma("omp simd") for (int64_t i = 0; i < w; i++) d[i] = s[i];                          \
+      _Pragma("omp simd reduction(| : nan)") for (int64_t i = 0; i < w; i++) {                  \
+        d[i] = s[i];                                                                            \
+        nan |= s[i] != s[i];                                                                    \
+      }                                                                                         \
+    }                                                                                           \
+    if (nan) {                                                                                  \
+      PER_ROW(g, px, py, idx, base, flag, scratch);                                             \
+      return;                                                                                   \
     }                                                                                           \
     /* v = the max of rows 0..kh-1 from v's row on; kh 1: a copy */                             \
     for (int64_t ka = 1, first = 1; ka < kh || first; ka++, first = 0) {                        \
@@ -299,10 +309,10 @@ static size_t flat_scratch(const geom *g) {
     }                                                                                           \
   }
 
-FLAT_MAX_PLANE(flat_max_f32, float, -FLT_MAX)
-FLAT_MAX_PLANE(flat_max_f64, double, -DBL_MAX)
-FLAT_MAX_PLANE(flat_max_i8, int8_t, INT8_MIN)
-FLAT_MAX_PLANE(flat_max_u8, uint8_t, 0)
+FLAT_MAX_PLANE(flat_max_f32, float, -FLT_MAX, max_f32)
+FLAT_MAX_PLANE(flat_max_f64, double, -DBL_MAX, max_f64)
+FLAT_MAX_PLANE(flat_max_i8, int8_t, INT8_MIN, max_i8)
+FLAT_MAX_PLANE(flat_max_u8, uint8_t, 0, max_u8)
 
 /* max_pool with indices, window by window: the first maximum in the
  * window's row-major order; LOWEST and index -1 where a window misses X. */
