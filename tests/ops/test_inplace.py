@@ -79,6 +79,9 @@ CASES["group_norm"] = [([urand((2, 4, 301)), urand((4,)), urand((4,))], [1e-5, 2
                        ([urand((1, 4, 1)), urand((4,)), urand((4,))], [1e-5, 2, 1], "same", [0, 1, 2], 1)]
 CASES["mvn"] = [([urand((2, 3, 7, 11))], [Shape(())], "same", [0], 1)]
 CASES["lrn"] = [([urand((2, 5, 3, 7))], [1e-2, 0.75, 1.0, 3], "same", [0], 1)]
+CASES["quantize_dequantize"] = [
+    ([urand(s), np.array([0.02], np.float32), np.array([zp], dt), np.array([s2], np.float32), np.array([zp], dt)],
+     [], "same", [0], 1) for s, dt, zp, s2 in [((7,), np.uint8, 128, 0.02), (BIG, np.int8, -3, 0.05)]]
 CASES["batchnorm"] = [([urand((2, 3, 77)), urand((3,)), urand((3,)), urand((3,)), urand((3,), 0.5)], [1e-5], "same", [0], 1)]
 
 
