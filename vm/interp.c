@@ -254,8 +254,10 @@ static dvm_status *do_invoke(dvm_vm *vm, const dvm_ops_INVOKE *x, dvm_value *R) 
   vm->stats.kernel_calls++;
   dvm_stream *s;
   if (!(st = dvm_vm_stream(vm, k->def->device, &s))) st = s->dev->launch(s, k->def, &a);
-  if (k->def->strings == DVM_STRINGS_UPDATE) dvm_strings_made_drop(&vm->exec);
-  else if (k->def->strings) strings_after(&vm->exec, tout, outs.n, st == NULL);
+  if (k->def->strings) { /* an updating kernel's outputs keep their own references */
+    if (k->def->strings == DVM_STRINGS_UPDATE) dvm_strings_made_drop(&vm->exec);
+    else strings_after(&vm->exec, tout, outs.n, st == NULL);
+  }
   return dvm_status_annotate(st, "kernel \"%s\"", k->name);
 }
 
