@@ -144,7 +144,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t expect = json_len ? b.len - json_len : 0;
   require(expect == (json_len ? binary_size(outs[0]) : 0) && (req.want[0] != DVMS_OUT_BINARY || json_len));
   json_error_t err;
-  json_t *back = json_loadb(b.data, json_len ? json_len : b.len, 0, &err);
+  /* a BYTES element may hold NUL, written \u0000 */
+  json_t *back = json_loadb(b.data, json_len ? json_len : b.len, JSON_ALLOW_NUL, &err);
   require(back != NULL);
   json_decref(back);
   dvms_buf_free(&b);
