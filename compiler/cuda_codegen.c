@@ -179,7 +179,7 @@ static const struct {
     {DVM_FUSED_NEG, "-%1$s", "(long long)(0ull - (unsigned long long)%1$s)"},
     {DVM_FUSED_ABS, "fabsf(%1$s)", "%1$s < 0 ? (long long)(0ull - (unsigned long long)%1$s) : %1$s"},
     {DVM_FUSED_RELU, "%1$s < 0.0f ? 0.0f : %1$s", "%1$s < 0 ? 0ll : %1$s"},
-#define X(name, code, text, own, f32, f64, cuda) {DVM_FUSED_##name, cuda, NULL},
+#define X(name, code, text, own, f32, f64, cuda, ...) {DVM_FUSED_##name, cuda, NULL},
     DVM_UNARY_MATH(X)
 #undef X
 };

@@ -92,7 +92,10 @@ DVM_EW_MATH float dvm_ew_exp_reduce(float x, int32_t *n) {
   return DVM_EW_FMA(fn, 2.12194440e-4f, DVM_EW_FMA(fn, -0.693359375f, x));
 }
 
-/* e^r for |r| <= ln2/2: a degree-6 polynomial. */
+/* e^r for |r| <= ln2/2: 1 + r + r^2 p(r), p of degree 5, all in FMAs
+ * (Horner to the end: one instruction fewer than p r r + r + 1, and no
+ * product left for the compiler to contract differently in each caller,
+ * so a value is the same bits in every loop that computes it). */
 DVM_EW_MATH float dvm_ew_exp_poly(float r) {
   float p = 1.9875691500e-4f;
   p = DVM_EW_FMA(p, r, 1.3981999507e-3f);
@@ -100,7 +103,7 @@ DVM_EW_MATH float dvm_ew_exp_poly(float r) {
   p = DVM_EW_FMA(p, r, 4.1665795894e-2f);
   p = DVM_EW_FMA(p, r, 1.6666665459e-1f);
   p = DVM_EW_FMA(p, r, 5.0000001201e-1f);
-  return p * r * r + r + 1.0f;
+  return DVM_EW_FMA(DVM_EW_FMA(p, r, 1.0f), r, 1.0f);
 }
 
 /* e^r 2^n, 2^n in two halves (n >> 1 is GCC's and Clang's arithmetic
@@ -121,6 +124,16 @@ DVM_EW_MATH float dvm_ew_expf(float x) {
   int32_t n;
   float r = dvm_ew_exp_reduce(dvm_ew_exp_clamp(x), &n);
   return dvm_ew_exp_scale(r, n);
+}
+
+/* dvm_ew_expf where DVM_EW_EXP_MID(x): e^x and 2^n are normal floats, so
+ * 2^n is one factor and no clamp is needed (the same bits: scaling by a
+ * power of two in one step or two is exact in the normal range). */
+#define DVM_EW_EXP_MID(x) (((x) >= -87.0f) & ((x) <= 88.0f))
+DVM_EW_MATH float dvm_ew_expf_mid(float x) {
+  int32_t n;
+  float r = dvm_ew_exp_reduce(x, &n);
+  return dvm_ew_exp_poly(r) * dvm_ew_pow2i(n);
 }
 
 /* e^(hi + lo) for |lo| < 0.1, lo carrying bits that hi + lo would round
@@ -243,25 +256,41 @@ DVM_EW_MATH float dvm_ew_tanhf(float x) {
 }
 
 /* 1 / (1 + e^-x), as e^x / (1 + e^x) for negative x so that the result
- * keeps its digits down to the subnormals. e = e^-|x| = p 2^n: from 2^-127
- * down (n < -126) 1 + e is 1, so the result is 1 for positive x and e
- * itself for negative x, and e there never meets the arithmetic: a
- * subnormal operand or result costs a microcode assist for the whole
- * vector on x86 (a Sigmoid over conv outputs of |x| up to 380 took 2.7x
- * its time on Zen 4, docs/performance.md). That e is made from bits
- * instead: p 2^(n + 149), below 2^23, rounded to an integer by adding
- * 2^23, is its bit pattern, rounded once as p 2^n would be. (At n = -126,
- * |x| in 87.33..87.68, e may still be subnormal and pay the assist.) */
+ * keeps its digits down to the subnormals. e = e^-|x| = p 2^n. |x| is
+ * clamped to 87 for positive x (e^-87 is normal, and 1 + e is 1 from
+ * 2^-24 on) and to 104 for negative x (the result is e there, 0 from
+ * -103.98 on). From 2^-127 down (n < -126) the result e is made from bits
+ * and never meets the arithmetic: a subnormal operand or result costs a
+ * microcode assist for the whole vector on x86 (a Sigmoid over conv
+ * outputs of |x| up to 380 took 2.7x its time on Zen 4,
+ * docs/performance.md). p 2^(n + 149), below 2^23, rounded to an integer
+ * by adding 2^23 in the same FMA, is its bit pattern, rounded once as
+ * p 2^n would be; 1 + that is not subnormal either. (At n = -126, |x| in
+ * 87.33..87.68, e may still be subnormal and pay the assist.) n < -126
+ * exactly from a = 0x1.5ebb84p+6 on (n falls with a): a comparison that a
+ * NaN fails, so a NaN of either sign stays NaN through the division. */
 DVM_EW_MATH float dvm_ew_sigmoidf(float x) {
-  float t = -__builtin_fabsf(x);
+  int neg = x < 0.0f;
+  float a = __builtin_fabsf(x), lim = dvm_ew_fsel(neg, 104.0f, 87.0f);
+  a = dvm_ew_fsel(a > lim, lim, a);
   int32_t n;
-  float p = dvm_ew_exp_poly(dvm_ew_exp_reduce(dvm_ew_fsel(t < -104.0f, -104.0f, t), &n));
-  int tiny = n < -126;
-  float e = p * dvm_ew_pow2i(tiny ? -125 : n);
-  float v = p * dvm_ew_pow2i((tiny ? n : -127) + 149) + 0x1p23f;
+  float p = dvm_ew_exp_poly(dvm_ew_exp_reduce(-a, &n));
+  int tiny = a >= 0x1.5ebb84p+6f;
+  float v = DVM_EW_FMA(p, dvm_ew_pow2i(tiny ? n + 149 : n), tiny ? 0x1p23f : 0.0f);
   float sub = dvm_ew_bits_f32(dvm_ew_f32_bits(v) - dvm_ew_f32_bits(0x1p23f));
-  float r = dvm_ew_fsel(x < 0.0f, e, 1.0f) / (1.0f + e);
-  return dvm_ew_fsel(tiny & (x < 0.0f), sub, r);
+  return dvm_ew_fsel(tiny, sub, dvm_ew_fsel(neg, v, 1.0f) / (1.0f + v));
+}
+
+/* dvm_ew_sigmoidf where DVM_EW_SIGMOID_MID(x) (false for NaN): e^-|x| is
+ * never subnormal, and |x| is clamped as an integer, in one instruction
+ * (the same bits). */
+#define DVM_EW_SIGMOID_MID(x) ((x) >= -87.0f)
+DVM_EW_MATH float dvm_ew_sigmoidf_mid(float x) {
+  uint32_t ab = dvm_ew_f32_bits(x) & 0x7fffffffu, lim = dvm_ew_f32_bits(87.0f);
+  int32_t n;
+  float p = dvm_ew_exp_poly(dvm_ew_exp_reduce(-dvm_ew_bits_f32(ab < lim ? ab : lim), &n));
+  float e = p * dvm_ew_pow2i(n);
+  return dvm_ew_fsel(x < 0.0f, e, 1.0f) / (1.0f + e);
 }
 
 /* x Phi(x) = x (1 + erf(x / sqrt 2)) / 2 = x erfc(-x / sqrt 2) / 2, and
@@ -284,6 +313,44 @@ DVM_EW_MATH float dvm_ew_gelu_tanhf(float x) {
   float r = x * dvm_ew_sigmoidf(2.0f * y);
   return dvm_ew_fsel(x == -__builtin_inff(), -0.0f, r);
 }
+
+/* dst[i] = F for x = src[i], i < n (floats; dst may be src), F and FAST
+ * expressions of x: each block of DVM_EW_MID_BLOCK inputs that all meet
+ * MID (an int expression of x, or 0) takes FAST, a cheaper form of F for
+ * such inputs (unary_math.h's MID column). The test costs two vector
+ * instructions per vector; on Zen 4, sigmoid's and exp's forms for the
+ * normal range take 2/3 of their general ones' time (docs/performance.md
+ * "Sigmoid and exp a block at a time"). */
+#define DVM_EW_MID_BLOCK 64
+#define DVM_EW_MID_LOOP(n, src, dst, MID, FAST, F)                                          \
+  do {                                                                                      \
+    int64_t b_ = 0;                                                                         \
+    for (; b_ + DVM_EW_MID_BLOCK <= (n); b_ += DVM_EW_MID_BLOCK) {                          \
+      const float *s_ = (src) + b_;                                                         \
+      float *d_ = (dst) + b_;                                                               \
+      int mid_ = 1;                                                                         \
+      _Pragma("omp simd reduction(& : mid_)") for (int j_ = 0; j_ < DVM_EW_MID_BLOCK; j_++) { \
+        float x = s_[j_];                                                                   \
+        (void)x;                                                                            \
+        mid_ &= (MID);                                                                      \
+      }                                                                                     \
+      if (mid_)                                                                             \
+        _Pragma("omp simd") for (int j_ = 0; j_ < DVM_EW_MID_BLOCK; j_++) {                 \
+          float x = s_[j_];                                                                 \
+          (void)x;                                                                          \
+          d_[j_] = (FAST);                                                                  \
+        }                                                                                   \
+      else                                                                                  \
+        _Pragma("omp simd") for (int j_ = 0; j_ < DVM_EW_MID_BLOCK; j_++) {                 \
+          float x = s_[j_];                                                                 \
+          d_[j_] = (F);                                                                     \
+        }                                                                                   \
+    }                                                                                       \
+    _Pragma("omp simd") for (int64_t j_ = b_; j_ < (n); j_++) {                             \
+      float x = (src)[j_];                                                                  \
+      (dst)[j_] = (F);                                                                      \
+    }                                                                                       \
+  } while (0)
 
 /* Per dtype: storage type, compute type, its unsigned twin (integers wrap:
  * they are computed there, where overflow is defined; U must not promote to

@@ -107,7 +107,13 @@ LOOP(abs_f32, float, float, fabsf(x))
 LOOP(abs_i64, int64_t, int64_t, x < 0 ? -(uint64_t)x : (uint64_t)x)
 LOOP(relu_f32, float, float, DVM_EW_MAX(x, 0.0f))
 LOOP(relu_i64, int64_t, int64_t, DVM_EW_MAX(x, (int64_t)0))
-#define X(name, code, text, own, f32, ...) LOOP(math_##name, float, float, f32)
+#define X(name, code, text, own, f32, f64, cuda, mid, mid_f32)                                \
+  DVM_EW_CLONES static void math_##name(int64_t n, void *pd, const void *pa, const void *pb,   \
+                                        const void *pc) {                                      \
+    (void)pb;                                                                                \
+    (void)pc;                                                                                \
+    DVM_EW_MID_LOOP(n, (const float *)pa, (float *)pd, mid, mid_f32, f32);                    \
+  }
 DVM_UNARY_MATH(X)
 #undef X
 LOOP(mov_f32, float, float, x)

@@ -186,14 +186,20 @@ CLIP_FN(uint64_t, DVM_EW_ISEL)
     UN(op, OP, u16) UN(op, OP, u32) UN(op, OP, u64)
 #define NUMS(op, OP) FLOATS(op, OP) INTS(op, OP)
 
-/* unary_math.h's rows: f32 (f16 and bf16 computed in it) and f64 */
-#define X(name, code, text, own, f32, f64, cuda)            \
+/* unary_math.h's rows: f32 (f16 and bf16 computed in it) and f64; the f32
+ * loop a block at a time (DVM_EW_MID_LOOP) */
+#define X(name, code, text, own, f32, f64, ...)            \
   DVM_EW_MATH float math_f32_##name(float x) { return f32; } \
   static inline double math_f64_##name(double x) { return f64; }
 DVM_UNARY_MATH(X)
 #undef X
 #define MATH(C, U, v, p, name) _Generic((v), float: math_f32_##name, double: math_f64_##name)(v)
-#define X(name, ...) FLOATS(name, MATH)
+#define X(name, code, text, own, expr, expr64, cuda, mid, mid_expr)                         \
+  DVM_EW_CLONES static void name##_f32(int64_t n, const void *px, void *po, const params *p) { \
+    (void)p;                                                                             \
+    DVM_EW_MID_LOOP(n, (const float *)px, (float *)po, mid, mid_expr, expr);              \
+  }                                                                                      \
+  UN(name, MATH, f64) UN(name, MATH, f16) UN(name, MATH, bf16)
 DVM_UNARY_MATH(X)
 #undef X
 NUMS(relu, RELU) NUMS(neg, NEG) NUMS(abs, ABS) NUMS(clip, CLIP)

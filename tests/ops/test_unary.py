@@ -227,6 +227,77 @@ def test_special_values(op):
     assert np.max(ulps(got, want, np.float32)) <= max(MATH[op][3], 1), list(zip(SPECIAL, got, want))
 
 
+# sigmoid and exp take a cheaper form for each block of 64 inputs in their
+# normal range (DVM_EW_MID_LOOP, unary_math.h's MID column): values from
+# both sides of those ranges, and every special value, inside blocks that
+# are otherwise in range, at lengths around the block and vector widths and
+# past the thread split (32768 elements a thread).
+MID_OPS = {"sigmoid": (-87.0, 87.0), "exp": (-87.0, 88.0)}
+# (-0x1.5ebb84p+6: sigmoid's first x whose e^x is made from bits)
+MID_EDGES = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-39, -1e-39,
+                      -87.0, -87.01, -87.34, -87.7, -88.0, -float.fromhex("0x1.5ebb82p+6"),
+                      -float.fromhex("0x1.5ebb84p+6"), -89.5, -96.0, -103.9, -104.0, -104.5, -110.0,
+                      -380.0, 87.0, 87.5, 88.0, 88.3, 88.72, 88.73, 89.0, 96.0, 104.0, 380.0, -3e38, 3e38],
+                     np.float32)
+MID_LENGTHS = [0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 64 * 7 + 31, 65536 + 64 * 3 + 5]
+
+
+def _mid_block_input(op, n, seed):
+    """n in-range values with MID_EDGES spread over them: the first block's
+    first and last elements, some blocks' middles and the tail."""
+    lo, hi = MID_OPS[op]
+    r = np.random.default_rng(seed)
+    x = r.uniform(lo, hi, n).astype(np.float32)
+    if n:
+        at = np.unique(np.concatenate([[0, min(63, n - 1), n - 1],
+                                       r.integers(0, n, min(len(MID_EDGES), max(n // 200, 3)))]))
+        x[at] = r.choice(MID_EDGES, len(at))
+    return x
+
+
+@pytest.mark.parametrize("op", list(MID_OPS))
+@pytest.mark.parametrize("n", MID_LENGTHS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mid_blocks_accuracy(op, n, threads):
+    x = _mid_block_input(op, n, n * 7 + threads)
+    with np.errstate(all="ignore"):
+        got = run1(op, [x], shapefn="same", threads=threads)
+        err = ulps(got, unary_reference(op, x), np.float32)
+    assert got.shape == x.shape
+    assert np.max(err, initial=0) <= ACCURACY[op], (x[np.argmax(err)], got[np.argmax(err)])
+
+
+@pytest.mark.parametrize("op", list(MID_OPS))
+def test_mid_blocks_every_edge(op):
+    """Each edge value alone in an in-range block, at each of a few lanes."""
+    base = np.random.default_rng(5).uniform(*MID_OPS[op], 64).astype(np.float32)
+    x = np.tile(base, (len(MID_EDGES) * 4, 1))
+    for k, v in enumerate(MID_EDGES):
+        for j, lane in enumerate((0, 15, 16, 63)):
+            x[k * 4 + j, lane] = v
+    with np.errstate(all="ignore"):
+        got = run1(op, [x], shapefn="same")
+        err = ulps(got, unary_reference(op, x), np.float32)
+    assert np.max(err) <= ACCURACY[op], (x.flat[np.argmax(err)], got.flat[np.argmax(err)])
+
+
+@pytest.mark.parametrize("op", list(MID_OPS))
+def test_mid_form_same_bits(op):
+    """An in-range value gets the same bits from the cheap form (its block
+    all in range) as from the general one (its block holding one value out
+    of range)."""
+    lo, hi = MID_OPS[op]
+    r = np.random.default_rng(11)
+    x = np.concatenate([r.uniform(lo, hi, 64 * 200), r.uniform(-20, 20, 64 * 200)]).astype(np.float32)
+    x[:64] = np.linspace(lo, hi, 64, dtype=np.float32)
+    mixed = x.copy()
+    mixed[::64] = -100.0  # every block takes the general form
+    fast = run1(op, [x], shapefn="same").view(np.uint32)
+    slow = run1(op, [mixed], shapefn="same").view(np.uint32)
+    keep = np.arange(x.size) % 64 != 0
+    np.testing.assert_array_equal(fast[keep], slow[keep])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gelu_specials(dtype):
     x = np.array([np.inf, -np.inf, np.nan, 0.0, -40.0], dtype)
