@@ -28,8 +28,10 @@
 
 /* a b + c rounded once, for the polynomials below (exp's, erfc's, erf's):
  * one instruction in the x86-64-v3 and v4 clones and on targets with FMA,
- * libm's (exact, scalar, slow) fmaf in the baseline x86-64 clone; every
- * clone gets the same bits. Against a multiply and an add: GELU (erf)
+ * libm's (exact, scalar, slow) fmaf in the baseline x86-64 clone: the same
+ * bits in every clone. Products written plainly GCC contracts into FMAs
+ * in the v3 and v4 clones only, so there a result can differ from the
+ * baseline clone's (erf by an ulp). Against a multiply and an add: GELU (erf)
  * 18% and sigmoid 14% less time on Zen 4 (docs/performance.md "FMA in the
  * math functions"), accuracy as before or better. */
 #define DVM_EW_FMA(a, b, c) __builtin_fmaf((a), (b), (c))
