@@ -10,7 +10,7 @@
  * then made 16 at a time (a last block overlapping the one before), summed
  * over the taps in registers, a tap's 16 inputs one load at
  * stride 1 and two loads and a shuffle of the even ones at stride 2: by
- * tiles of 4 output rows for the square 3x3, 5x5 and 7x7 kernels (each
+ * tiles of 4 output rows for the square 3x3, 5x5 and 7x7 kernels (FAST_TILES; each
  * input vector loaded once for every row it is a tap of: on PP-OCRv4
  * rec's 5x5 a vector load per 2.5 multiply-adds, where a row at a time
  * loaded one per multiply-add), else a row at a time. Rows
@@ -109,10 +109,10 @@ static inline __attribute__((always_inline)) void cols(float *restrict y, int64_
   if (o - 16 != last) tile(y, yw, last, nr, 1, in, g, wt, bias, kh, kw, sh, s, dh, dw, pl);
 }
 
-/* The specialized tiles: square kernels of K at stride S along H and W,
- * no dilation, FAST_ROWS output rows by FAST_COLS blocks at a time (each
- * input row's taps loaded once for up to FAST_ROWS rows' sums). */
-#define FAST_TILES(X) X(3, 1) X(3, 2) X(5, 1) X(5, 2) X(7, 1) X(7, 2)
+/* The specialized tiles: square kernels of K at strides SH along H and SW
+ * along W, no dilation, FAST_ROWS output rows by FAST_COLS blocks at a
+ * time (each input row's taps loaded once for up to FAST_ROWS rows' sums). */
+#define FAST_TILES(X) X(3, 1, 1) X(3, 2, 2) X(3, 2, 1) X(5, 1, 1) X(5, 2, 2) X(5, 2, 1) X(7, 1, 1) X(7, 2, 2)
 #define FAST_ROWS 4
 #define FAST_COLS 2
 
@@ -148,9 +148,11 @@ DVM_EW_CLONES static void plane(const dvm_conv_dw *d, int64_t p, float *restrict
   int64_t a = (pl + s - 1) / s, lim = w - 16 * s - (kw - 1) * dw + pl, last = lim < 0 ? -1 : lim / s;
   if (last > ow - 16) last = ow - 16;
   if (s > 2) last = -1;
-  /* a FAST_TILES kernel: its key (K 4 + S) 2, plus 1 for FAST_ROWS-row tiles (single rows where Y has fewer) */
-  int64_t fast = last >= a && kh == kw && sh == s && dh == 1 && dw == 1 ? (kh * 4 + s) * 2 + (oh >= FAST_ROWS) : 0;
-#define FAST_KEY(K, S) fast >> 1 == K * 4 + S ||
+  /* a FAST_TILES kernel: its key ((K 4 + SH) 4 + SW) 2, plus 1 for FAST_ROWS-row tiles (single rows where Y has
+   * fewer) */
+  int64_t fast = last >= a && kh == kw && sh <= 2 && dh == 1 && dw == 1 ? ((kh * 4 + sh) * 4 + s) * 2 + (oh >= FAST_ROWS)
+                                                                        : 0;
+#define FAST_KEY(K, SH, SW) fast >> 1 == (K * 4 + SH) * 4 + SW ||
   if (!(FAST_TILES(FAST_KEY) 0)) fast = 0;
 #undef FAST_KEY
   const int64_t nr = fast & 1 ? FAST_ROWS : 1, g = fast ? 1 : dh, rows_in = ((nr - 1) * sh + (kh - 1) * dh) / g + 1;
@@ -163,12 +165,12 @@ DVM_EW_CLONES static void plane(const dvm_conv_dw *d, int64_t p, float *restrict
       in[i] = iy < 0 || iy >= h ? NULL : x + iy * w;
     }
     switch (fast) {
-#define FAST_CASE(K, S)                                                                                      \
-  case (K * 4 + S) * 2 + 1:                                                                                 \
-    cols(y, ow, a, last, FAST_ROWS, FAST_COLS, in, 1, wt, bias, K, K, S, S, 1, 1, pl);                       \
+#define FAST_CASE(K, SH, SW)                                                                                 \
+  case ((K * 4 + SH) * 4 + SW) * 2 + 1:                                                                     \
+    cols(y, ow, a, last, FAST_ROWS, FAST_COLS, in, 1, wt, bias, K, K, SH, SW, 1, 1, pl);                     \
     break;                                                                                                   \
-  case (K * 4 + S) * 2:                                                                                     \
-    cols(y, ow, a, last, 1, 4, in, 1, wt, bias, K, K, S, S, 1, 1, pl);                                       \
+  case ((K * 4 + SH) * 4 + SW) * 2:                                                                         \
+    cols(y, ow, a, last, 1, 4, in, 1, wt, bias, K, K, SH, SW, 1, 1, pl);                                     \
     break;
       FAST_TILES(FAST_CASE)
 #undef FAST_CASE
