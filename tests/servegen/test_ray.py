@@ -81,7 +81,10 @@ def ray_cluster(tmp_path):
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", DVM_CACHE_DIR=str(tmp_path / "cache"),
                # a dead node noticed within a few seconds
                RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3",
-               RAY_health_check_timeout_ms="2000")
+               RAY_health_check_timeout_ms="2000",
+               # a proxy slow to start on a loaded machine (under the sanitizers: 15 s and more) is not
+               # replaced before it is up, which failed serve.start
+               RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S="30", RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S="30")
     env["PYTHONPATH"] = os.pathsep.join([RAY_APP, env.get("PYTHONPATH", "")])
     port = ray_free_port()
     log = open(tmp_path / "ray.log", "w")
