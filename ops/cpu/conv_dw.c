@@ -129,7 +129,7 @@ static int64_t padded_width(const dvm_conv_dw *d) {
  * strides 1 and 2 along W, the columns whose every tap lies inside the
  * input row ([a, last + 16): every column once padded, where the row has
  * 16) by tiles: FAST_ROWS output rows at a time for FAST_TILES' kernels
- * (the last tile overlapping the one before), else one row at a time; the
+ * (the rows past the last whole tile one at a time), else one row at a time; the
  * other columns one by one. (The build has -fno-strict-aliasing: d's
  * fields are read into locals, and the pointers are restrict, so that
  * stores into Y do not make the loops reload them.) */
@@ -155,10 +155,14 @@ DVM_EW_CLONES static void plane(const dvm_conv_dw *d, int64_t p, float *restrict
 #define FAST_KEY(K, SH, SW) fast >> 1 == (K * 4 + SH) * 4 + SW ||
   if (!(FAST_TILES(FAST_KEY) 0)) fast = 0;
 #undef FAST_KEY
-  const int64_t nr = fast & 1 ? FAST_ROWS : 1, g = fast ? 1 : dh, rows_in = ((nr - 1) * sh + (kh - 1) * dh) / g + 1;
+  const int64_t g = fast ? 1 : dh;
+  int64_t nr = fast & 1 ? FAST_ROWS : 1, rows_in = ((nr - 1) * sh + (kh - 1) * dh) / g + 1;
   const float *in[TILE_ROWS_MAX];
   for (int64_t oy = 0; oy < oh; oy += nr) {
-    if (oy + nr > oh) oy = oh - nr; /* the last tile overlaps the one before */
+    if (oy + nr > oh) { /* the rows past the last whole tile one at a time */
+      fast &= ~(int64_t)1, nr = 1;
+      rows_in = ((kh - 1) * dh) / g + 1;
+    }
     float *restrict y = d->y + (p * oh + oy) * ow;
     for (int64_t i = 0; i < rows_in; i++) {
       int64_t iy = oy * sh - pt + i * g;
