@@ -14,7 +14,7 @@
  *   F64   the f64 value for x (libm, or unary.c's static helpers)
  *   CUDA  the CUDA f32 expression, x being %1$s
  *   MID   0, or a condition on an f32 x under which MID_F32 gives F32's
- *         value more cheaply: the f32 loops (dvm_ew_mid_loop) take it for
+ *         value more cheaply: the f32 loops (DVM_EW_MID_LOOP) take it for
  *         each block of inputs that all meet MID
  *   MID_F32  that value (0 where MID is 0) */
 #ifndef DVM_OPS_CPU_UNARY_MATH_H
