@@ -61,7 +61,8 @@ def shape_label(entry, shape):
 
 def compile_dvm(entry, onnx_path):
     """(.dvmb path, seconds, None) or (None, seconds, dvm's message)."""
-    out = os.path.join(DATA, "dvmb", entry["name"] + ".dvmb")
+    # beside the dvm that compiled it, so checkouts sharing DATA do not overwrite each other's
+    out = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(DVM))), "corpus-dvmb", entry["name"] + ".dvmb")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     t0 = time.perf_counter()
     p = subprocess.run([DVM, "compile", onnx_path, "-o", out], capture_output=True, text=True)
