@@ -1025,8 +1025,28 @@ out:
 #define BAND_MIN 4
 /* Bands per image and thread, so that a late worker's share is small. */
 #define BANDS_PER_THREAD 2
-/* Below this many multiply-adds a unit, the conv runs whole on the caller. */
-#define SPLIT_MIN_MACS (1 << 21)
+/* Below this much work a unit (multiply-adds, and work() below), the conv
+ * runs whole on the caller: about 15 us of a dense conv here. */
+#define SPLIT_MIN_MACS (1 << 20)
+/* What an element of X or Y and one of W cost beyond their multiply-adds,
+ * in multiply-adds' time: oneDNN's depthwise convs (9 to 25 an output)
+ * ran at a quarter of a dense conv's rate or less, and a conv over one
+ * pixel (each weight used once, read from beyond L2) at a twelfth
+ * (docs/performance.md, "Convolutions at 2 threads"). */
+#define MOVE_MACS 16
+#define WEIGHT_MACS 12
+
+/* One image's work for `oc` of k's output channels (see MOVE_MACS). */
+static int64_t work(const key *k, int64_t oc) {
+  int64_t xsp = 1, ysp = 1, window = 1, icg = k->x[1] / k->group;
+  for (int i = 2; i < k->rank; i++) {
+    xsp *= k->x[i];
+    ysp *= k->y[i];
+    window *= k->w[i];
+  }
+  int64_t macs = (k->transpose ? xsp : ysp) * window * icg * oc; /* each output point's window, or input point's */
+  return macs + (xsp * k->x[1] + ysp * oc) * MOVE_MACS + window * icg * oc * WEIGHT_MACS;
+}
 
 typedef struct job {
   const char *op;
@@ -1122,20 +1142,23 @@ static void run_units(void *ctx, int64_t s, int64_t end) {
 static dvm_status *run_split(const char *op, const key *k, int threads, wforms *wf, void *x, const void *w,
                              const void *b, void *y, const void *z, const int32_t *xzp, int64_t wn) {
   int64_t oc = k->y[1], ocg = oc / k->group, icg = k->x[1] / k->group, n = k->x[0];
-  int64_t spatial = 1, window = 1, xsp = 1, ysp = 1;
+  int64_t xsp = 1, ysp = 1;
   for (int i = 2; i < k->rank; i++) {
     xsp *= k->x[i];
     ysp *= k->y[i];
-    window *= k->w[i];
   }
-  /* multiply-adds per output channel: each output point's window, or each input point's */
-  spatial = k->transpose ? xsp : ysp;
   int64_t per = (threads + n - 1) / n; /* units per image for one each */
   job j = {.op = op, .k = k, .wf = wf, .ocg = ocg, .icg = icg};
-  int64_t macs = spatial * window * icg * oc; /* one image's */
   int64_t oh = k->y[2], bands = per * BANDS_PER_THREAD;
   if (bands > oh / BAND_MIN) bands = oh / BAND_MIN;
-  if (bands > macs / SPLIT_MIN_MACS) bands = macs / SPLIT_MIN_MACS;
+  if (bands > work(k, oc) / SPLIT_MIN_MACS) bands = work(k, oc) / SPLIT_MIN_MACS;
+  /* as many units for each thread where the bands allow (3 bands on 2
+   * threads take as long as 4) */
+  for (int64_t u = bands; u > 1 && u * n >= threads; u--)
+    if (u * n % threads == 0) {
+      bands = u;
+      break;
+    }
   j.rows = !k->transpose && !gemm_pointwise(k) && threads > 1 && bands > 1;
   if (j.rows) {
     j.slice = (oh + bands - 1) / bands;
@@ -1155,10 +1178,10 @@ static dvm_status *run_split(const char *op, const key *k, int threads, wforms *
     int64_t slice = ((oc + parts - 1) / parts + align - 1) / align * align;
     if (slice > oc) slice = oc;
     parts = (oc + slice - 1) / slice;
-    if (spatial * window * icg * slice < SPLIT_MIN_MACS) { /* small: whole, on the caller */
+    if (work(k, slice) < SPLIT_MIN_MACS) { /* small: whole images, on the caller where those are small too */
       parts = 1;
       slice = oc;
-      threads = 1;
+      if (work(k, oc) < SPLIT_MIN_MACS) threads = 1;
     }
     j.parts = parts;
     j.slice = slice;
@@ -1317,7 +1340,7 @@ static void run_depthwise(const key *k, const dvm_kernel_args *a, int threads) {
                    .x = dvm_tensor_ptr(a->in[0]), .wt = dvm_tensor_ptr(a->in[1]), .b = b ? dvm_tensor_ptr(b) : NULL,
                    .y = dvm_tensor_ptr(a->out[0]), .post = post ? epilogue_run : NULL, .ctx = k};
   /* (small ones whole on the caller, as run_split does) */
-  dvm_cpu_conv_dw(&d, d.n * d.c * d.oh * d.ow * d.kh * d.kw < SPLIT_MIN_MACS ? 1 : threads);
+  dvm_cpu_conv_dw(&d, d.n * work(k, d.c) < SPLIT_MIN_MACS ? 1 : threads);
 }
 
 /* kind: 0 conv, 1 conv_transpose, 2 fused_conv (this table's entries) */
