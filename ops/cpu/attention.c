@@ -165,8 +165,9 @@ static int attend_task(const dvm_attend *j, int64_t task, float *p) {
   int64_t rows = d->sq - i0 < qb ? d->sq - i0 : qb;
   int64_t ldq = d->rank == 3 ? j->ldq : d->dh, ldy = d->rank == 3 ? d->hq * d->dv : d->dv;
   const float *q = j->q + (d->rank == 3 ? b * d->sq * ldq + h * d->dh : bh * d->sq * d->dh) + i0 * ldq;
-  int64_t kr = j->kv_rows ? j->kv_rows : T;
-  const float *k = j->k + (b * d->hkv + kvh) * kr * d->dh, *v = j->v + (b * d->hkv + kvh) * kr * d->dv;
+  int64_t kr = j->kv_rows ? j->kv_rows : T, ldk = j->ldkv ? j->ldkv : d->dh, ldv = j->ldkv ? j->ldkv : d->dv;
+  const float *k = j->k + (j->ldkv ? b * T * ldk + kvh * d->dh : (b * d->hkv + kvh) * kr * d->dh);
+  const float *v = j->v + (j->ldkv ? b * T * ldv + kvh * d->dv : (b * d->hkv + kvh) * kr * d->dv);
   float *y = j->y + (d->rank == 3 ? b * d->sq * ldy + h * d->dv : bh * d->sq * d->dv) + i0 * ldy;
   float *bias = p + qb * T;
   int fast = !j->qk && !(j->softcap > 0) && (!j->mask || j->mstride[3] == 1);
@@ -177,7 +178,7 @@ static int attend_task(const dvm_attend *j, int64_t task, float *p) {
     if (hi > tn) tn = hi;
   }
   if (tn && d->dh) {
-    if (dnnl_sgemm('N', 'T', rows, tn, d->dh, j->scale, q, ldq, k, d->dh, 0.0f, p, T) != dnnl_success) return 0;
+    if (dnnl_sgemm('N', 'T', rows, tn, d->dh, j->scale, q, ldq, k, ldk, 0.0f, p, T) != dnnl_success) return 0;
   } else {
     for (int64_t r = 0; r < rows; r++) memset(p + r * T, 0, sizeof(float) * (size_t)tn);
   }
@@ -200,7 +201,7 @@ static int attend_task(const dvm_attend *j, int64_t task, float *p) {
     for (int64_t r = 0; r < rows; r++) memset(y + r * ldy, 0, sizeof(float) * (size_t)d->dv);
     return 1;
   }
-  return dnnl_sgemm('N', 'N', rows, d->dv, tn, 1.0f, p, T, v, d->dv, 0.0f, y, ldy) == dnnl_success;
+  return dnnl_sgemm('N', 'N', rows, d->dv, tn, 1.0f, p, T, v, ldv, 0.0f, y, ldy) == dnnl_success;
 }
 
 static void attend_tasks(const void *job, int64_t t0, int64_t t1) {

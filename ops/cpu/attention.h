@@ -12,7 +12,9 @@
 /* softmax(Q K^T * scale, softcapped, plus the bias) V per batch and q
  * head, in f32. d.rank 3: q rows [B, Sq] of ldq floats, the heads side by
  * side from column 0, y [B, Sq, Hq * Dv]; rank 4: q [B, Hq, Sq, D] (ldq
- * unused), y [B, Hq, Sq, Dv]. k and v are [B, Hkv, P + Skv, D or Dv]. The
+ * unused), y [B, Hq, Sq, Dv]. k and v are [B, Hkv, P + Skv, D or Dv], or,
+ * where ldkv is not 0, rows [B, P + Skv] of ldkv floats with the heads
+ * side by side from column 0 (read in place from a projection). The
  * bias: mask (an additive f32 bias or NULL, strides over [B, Hq, Sq, M],
  * 0 to broadcast; keys from M on masked), causal, the window (left,
  * right; -1 unbounded), nonpad (keys from nonpad[b] on masked; or NULL),
@@ -23,7 +25,7 @@
 typedef struct dvm_attend {
   dvm_sdpa_dims d;
   const float *q, *k, *v;
-  int64_t ldq, kv_rows;
+  int64_t ldq, kv_rows, ldkv;
   const float *mask;
   int64_t mstride[4], mlen;
   const int64_t *nonpad;

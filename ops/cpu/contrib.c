@@ -72,12 +72,14 @@
  *
  * Ids out of their table's range fail naming the position. Shape function
  * "embed_layernorm" (y [B, S, H], mask_index [B]), "attention"
- * ([B, S, 3H / 3]), "multihead_attention" (y, present_key, present_value, qk), "fused_matmul" and "fused_gemm". Products go to
- * oneDNN's sgemm. */
+ * ([B, S, 3H / 3]), "multihead_attention" (y, present_key, present_value, qk), "fused_matmul" and "fused_gemm".
+ *
+ * Products run on the kernels' pool (par.h) by matmul.c's engine
+ * (product.h), each part a single-threaded sgemm; attention's weights,
+ * constant in the models ONNX Runtime's optimizer writes, are packed at
+ * link for pgemm.c's microkernel (attention_prepack). */
 #include <float.h>
 #include <math.h>
-#include <omp.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +87,8 @@
 #include "ops/cpu/attention.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/norm.h"
+#include "ops/cpu/pgemm.h"
+#include "ops/cpu/product.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
@@ -99,12 +103,6 @@ static dvm_status *want_f32(const char *op, const dvm_kernel_args *a, int n) {
       return dvm_status_new(DVM_INVALID_ARGUMENT, "%s: input %d is %s: want f32", op, i,
                             dvm_dtype_name((dvm_dtype)a->in[i]->dtype));
   return NULL;
-}
-
-/* oneDNN's sgemm runs on OpenMP's thread count: the VM's, not all cores. */
-static void sgemm_threads(const dvm_kernel_args *a) {
-  int threads = dvm_kargs_threads(a);
-  if (threads != omp_get_max_threads()) omp_set_num_threads(threads);
 }
 
 static int64_t last_dim(const dvm_tensor *t) { return t->rank ? t->dims[t->rank - 1] : 1; }
@@ -369,58 +367,76 @@ static dvm_status *attn_setup(const char *op, const dvm_kernel_args *a, const dv
 }
 
 /* Attention over the projected qkv [B, S, 3H] into y [B, S, H] by the
- * attention core (ops/cpu/attention.h): q read in place (rows of 3H), k
- * and v copied to [B, heads, S, H / heads], the mask and unidirectional
- * as an additive bias [B, 1, S, S] of 0 and mask_filter_value. */
+ * attention core (ops/cpu/attention.h), q, k and v read in place (rows
+ * of 3H); the mask as an additive bias of 0 and mask_filter_value: one
+ * row of keys per batch entry [B, S] (the same for every query), or with
+ * unidirectional [B, S, S]. Building and reading [B, S, S] for a padding
+ * mask cost more than the softmax itself at BERT's 4 x 128. */
 static dvm_status *attend(const char *op, const attn *t, const float *qkv, float *yp, int threads) {
   int64_t S = t->S, H3 = t->H3, H = H3 / 3, hs = H / t->heads, B = t->B;
   const int32_t *mp = t->mask ? dvm_tensor_ptr(t->mask) : NULL;
   if (!B || !S || !hs) return NULL;
-  int masked = mp || t->uni;
-  float *buf = malloc(sizeof(float) * (size_t)(2 * B * S * H + (masked ? B * S * S : 0)));
-  if (!buf) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
-  float *k = buf, *v = buf + B * S * H, *bias = masked ? v + B * S * H : NULL;
+  int64_t rows = t->uni ? S : mp ? 1 : 0; /* the bias's rows per batch entry */
+  float *bias = rows ? malloc(sizeof(float) * (size_t)(B * rows * S)) : NULL;
+  if (rows && !bias) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
   for (int64_t b = 0; b < B; b++)
-    for (int64_t h = 0; h < t->heads; h++)
-      for (int64_t s = 0; s < S; s++) {
-        const float *row = qkv + (b * S + s) * H3 + h * hs;
-        memcpy(k + ((b * t->heads + h) * S + s) * hs, row + H, sizeof(float) * (size_t)hs);
-        memcpy(v + ((b * t->heads + h) * S + s) * hs, row + 2 * H, sizeof(float) * (size_t)hs);
-      }
-  for (int64_t b = 0; masked && b < B; b++)
-    for (int64_t i = 0; i < S; i++)
+    for (int64_t i = 0; i < rows; i++)
       for (int64_t j = 0; j < S; j++) {
         int off = (t->uni && j > i) || (mp && (t->mask->rank == 1 ? j >= mp[b] : mp[b * S + j] == 0));
-        bias[(b * S + i) * S + j] = off ? t->filter : 0.0f;
+        bias[(b * rows + i) * S + j] = off ? t->filter : 0.0f;
       }
-  dvm_attend at = {.d = {3, B, t->heads, t->heads, S, S, 0, hs, hs}, .q = qkv, .k = k, .v = v, .ldq = H3,
-                   .mask = bias, .mstride = {S * S, 0, S, 1}, .mlen = S, .y = yp, .scale = t->scale,
-                   .left = -1, .right = -1};
+  dvm_attend at = {.d = {3, B, t->heads, t->heads, S, S, 0, hs, hs}, .q = qkv, .k = qkv + H, .v = qkv + 2 * H,
+                   .ldq = H3, .ldkv = H3, .mask = bias, .mstride = {rows * S, 0, rows > 1 ? S : 0, 1}, .mlen = S,
+                   .y = yp, .scale = t->scale, .left = -1, .right = -1};
   dvm_status *st = dvm_cpu_attend(op, &at, threads);
-  free(buf);
+  free(bias);
   return st;
 }
 
+/* The rows of this file's kernel table that prepack. */
+enum { K_ATTENTION = 5 };
+
+/* attention's weights [Hin, 3H] (input 1), constant in the models ONNX
+ * Runtime's optimizer writes: packed at link for pgemm.c, as matmul packs
+ * its constant B (no AVX2, or no memory: the product on the pool). */
+static dvm_status *attention_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs, int nattrs,
+                                     void **data, void (**free_data)(void *)) {
+  (void)attrs, (void)nattrs;
+  if (input != 1 || t->dtype != DVM_F32 || t->rank != 2) return NULL;
+  *data = dvm_pgemm_pack(dvm_tensor_ptr(t), t->dims[0], t->dims[1], t->dims[1], 1);
+  *free_data = dvm_pgemm_free;
+  return NULL;
+}
+
+/* qkv [B S, 3H] = x [B S, Hin] . weights + bias, the bias added to each
+ * part of qkv by the thread that computed it: on the weights' packed form
+ * when there is one, else split over the pool. */
+static dvm_status *project(const char *op, const dvm_kernel_args *a, const attn *t, float *qkv) {
+  const dvm_tensor *w = a->in[1];
+  const float *x = dvm_tensor_ptr(a->in[0]);
+  int threads = dvm_kargs_threads(a);
+  dvm_epilogue epi = {dvm_tensor_ptr(a->in[2]), DVM_EPI_NONE};
+  const dvm_pgemm_b *pb = dvm_tensor_packed(w, &dvm_cpu_contrib_kernels[K_ATTENTION], 1);
+  if (pb && dvm_pgemm_k(pb) == t->Hin && dvm_pgemm_n(pb) == t->H3) {
+    dvm_pgemm_run(pb, t->B * t->S, x, t->Hin, 1, 1.0f, 0.0f, qkv, t->H3, threads, &epi);
+    return NULL;
+  }
+  dvm_product p = {.ta = 'N', .tb = 'N', .m = t->B * t->S, .n = t->H3, .k = t->Hin, .lda = t->Hin, .ldb = t->H3,
+                   .ldc = t->H3, .alpha = 1, .a = x, .b = dvm_tensor_ptr(w), .c = qkv, .epi = &epi};
+  return dvm_cpu_product_run(op, &p, threads);
+}
+
 static dvm_status *attention(const dvm_kernel_args *a) {
-  sgemm_threads(a);
   const char *op = "attention";
   attn t;
   dvm_status *st = dvm_kargs_check_range(a, op, 3, 4, 1, 1, DVM_DEVICE_CPU);
   if (!st) st = want_f32(op, a, 3);
   if (!st) st = attn_setup(op, a, a->nin > 3 ? a->in[3] : NULL, &t);
   if (st) return st;
-  int64_t BS = t.B * t.S;
-  float *qkv = malloc(sizeof(float) * (size_t)(BS * t.H3 + 1));
+  float *qkv = malloc(sizeof(float) * (size_t)(t.B * t.S * t.H3 + 1));
   if (!qkv) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for scratch", op);
-  const float *bp = dvm_tensor_ptr(a->in[2]);
-  for (int64_t r = 0; r < BS; r++) memcpy(qkv + r * t.H3, bp, sizeof(float) * (size_t)t.H3);
-  if (BS > 0 && t.Hin > 0 &&
-      dnnl_sgemm('N', 'N', BS, t.H3, t.Hin, 1.0f, dvm_tensor_ptr(a->in[0]), t.Hin, dvm_tensor_ptr(a->in[1]), t.H3,
-                 1.0f, qkv, t.H3) != dnnl_success) {
-    free(qkv);
-    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
-  }
-  st = attend(op, &t, qkv, dvm_tensor_ptr(a->out[0]), dvm_kargs_threads(a));
+  st = project(op, a, &t, qkv);
+  if (!st) st = attend(op, &t, qkv, dvm_tensor_ptr(a->out[0]), dvm_kargs_threads(a));
   free(qkv);
   return st;
 }
@@ -431,7 +447,6 @@ static dvm_status *attention(const dvm_kernel_args *a) {
  * (quant.h): summed exactly in i32 as ONNX Runtime's, on oneDNN's u8s8
  * GEMM with VNNI; w_scale and w_zp one element or [3H]. */
 static dvm_status *qattention(const dvm_kernel_args *a) {
-  sgemm_threads(a);
   const char *op = "qattention";
   attn t;
   dvm_status *st = dvm_kargs_check_range(a, op, 5, 8, 1, 1, DVM_DEVICE_CPU);
@@ -566,35 +581,17 @@ static dvm_status *multihead_attention(const dvm_kernel_args *a) {
 
 /* ---- products ---- */
 
-/* a [.., M, K] (stored transposed when ta) times b [.., K, N] (when tb) into
- * y [.., M, N] by batches with MatMul's broadcasting; rank >= 2 each (1-D
- * operands made 2-D by the caller), y's batch dims broadcast from theirs. */
-static dvm_status *sgemm_batches(const char *op, const float *a, int ra, const int64_t *da, int ta, const float *b,
-                                 int rb, const int64_t *db, int tb, float alpha, float *y, int ry, const int64_t *dy) {
-  int64_t M = dy[ry - 2], N = dy[ry - 1], K = ta ? da[ra - 2] : da[ra - 1];
-  int nb = ry - 2;
-  int64_t batches = 1;
-  for (int d = 0; d < nb; d++) batches *= dy[d];
-  for (int64_t bi = 0; bi < batches; bi++) {
-    int64_t oa = 0, ob = 0, sa = da[ra - 2] * da[ra - 1], sb = db[rb - 2] * db[rb - 1], rem = bi;
-    for (int d = nb - 1; d >= 0; d--) {
-      int64_t i = rem % dy[d];
-      rem /= dy[d];
-      int la = ra - 2 - (nb - d), lb = rb - 2 - (nb - d);
-      if (la >= 0) oa += (da[la] == 1 ? 0 : i) * sa, sa *= da[la];
-      if (lb >= 0) ob += (db[lb] == 1 ? 0 : i) * sb, sb *= db[lb];
-    }
-    float *yp = y + bi * M * N;
-    if (!M || !N) continue;
-    if (!K) {
-      memset(yp, 0, sizeof(float) * (size_t)(M * N));
-      continue;
-    }
-    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, a + oa, da[ra - 1], b + ob, db[rb - 1], 0.0f, yp,
-                   N) != dnnl_success)
-      return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+/* Per batch dim of y (nb of them), the stride in elements of an operand
+ * of rank r and dims d (0 where it broadcasts, y's batch dims right-aligned
+ * with its own). */
+static void batch_strides(int r, const int64_t *d, int nb, int64_t *s) {
+  int64_t size = d[r - 2] * d[r - 1];
+  for (int i = nb - 1; i >= 0; i--) {
+    int j = r - 2 - (nb - i);
+    int64_t n = j >= 0 ? d[j] : 1;
+    s[i] = n == 1 ? 0 : size;
+    size *= n;
   }
-  return NULL;
 }
 
 /* The dims of a 2-D-or-more operand as the product reads it: a 1-D a is
@@ -615,7 +612,6 @@ static void operand_dims(const dvm_tensor *t, int is_b, int trans, int *r, int64
 }
 
 static dvm_status *fused_matmul(const dvm_kernel_args *a) {
-  sgemm_threads(a);
   const char *op = "fused_matmul";
   int64_t ta = 0, tb = 0, tba = 0, tbb = 0;
   double alpha = 1;
@@ -640,12 +636,22 @@ static dvm_status *fused_matmul(const dvm_kernel_args *a) {
   /* the stored dims (untransposed) for the batch strides and leading dims */
   operand_dims(x, 0, 0, &ra, da);
   operand_dims(w, 1, 0, &rb, db);
-  return sgemm_batches(op, dvm_tensor_ptr(x), ra, da, (int)ta, dvm_tensor_ptr(w), rb, db, (int)tb, (float)alpha,
-                       dvm_tensor_ptr(a->out[0]), ry, dy);
+  dvm_product p = {.ta = ta ? 'T' : 'N', .tb = tb ? 'T' : 'N', .m = dy[ry - 2], .n = dy[ry - 1],
+                   .k = ta ? da[ra - 2] : da[ra - 1], .lda = da[ra - 1], .ldb = db[rb - 1], .ldc = dy[ry - 1],
+                   .alpha = alpha, .a = dvm_tensor_ptr(x), .b = dvm_tensor_ptr(w), .c = dvm_tensor_ptr(a->out[0]),
+                   .nbatch = ry - 2};
+  batch_strides(ra, da, p.nbatch, p.sa);
+  batch_strides(rb, db, p.nbatch, p.sb);
+  int64_t size = p.m * p.n;
+  for (int i = p.nbatch - 1; i >= 0; i--) {
+    p.bdims[i] = dy[i];
+    p.sc[i] = size;
+    size *= dy[i];
+  }
+  return dvm_cpu_product_run(op, &p, dvm_kargs_threads(a));
 }
 
 static dvm_status *fused_gemm(const dvm_kernel_args *a) {
-  sgemm_threads(a);
   const char *op = "fused_gemm";
   int ta, tb;
   double alpha, beta, act_alpha;
@@ -669,10 +675,10 @@ static dvm_status *fused_gemm(const dvm_kernel_args *a) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++)
       y[i * N + j] = cp && beta != 0 ? (float)beta * cp[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0.0f;
-  if (M && N && K &&
-      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, (float)alpha, dvm_tensor_ptr(x), x->dims[1],
-                 dvm_tensor_ptr(w), w->dims[1], 1.0f, y, N) != dnnl_success)
-    return dvm_status_new(DVM_INTERNAL, "%s: oneDNN sgemm failed", op);
+  dvm_product p = {.ta = ta ? 'T' : 'N', .tb = tb ? 'T' : 'N', .m = M, .n = N, .k = K, .lda = x->dims[1],
+                   .ldb = w->dims[1], .ldc = N, .alpha = alpha, .beta = 1, .a = dvm_tensor_ptr(x),
+                   .b = dvm_tensor_ptr(w), .c = y};
+  if ((st = dvm_cpu_product_run(op, &p, dvm_kargs_threads(a)))) return st;
   for (int64_t i = 0; i < M * N; i++) {
     float v = y[i];
     y[i] = act == 0 ? (v > 0 ? v : 0) : act == 1 ? tanhf(v) : act == 2 ? 1.0f / (1.0f + expf(-v))
@@ -687,7 +693,8 @@ const dvm_kernel_def dvm_cpu_contrib_kernels[] = {
     {"skip_layernorm", DVM_DEVICE_CPU, skip_layernorm, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"skip_rmsnorm", DVM_DEVICE_CPU, skip_rmsnorm, NULL, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"embed_layernorm", DVM_DEVICE_CPU, embed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
-    {"attention", DVM_DEVICE_CPU, attention, "attention", .dtypes = DVM_DTYPE_BIT(DVM_F32)},
+    [K_ATTENTION] = {"attention", DVM_DEVICE_CPU, attention, "attention", .prepack = attention_prepack,
+                     .prepack_replaces = 1, .dtypes = DVM_DTYPE_BIT(DVM_F32)},
     {"qembed_layernorm", DVM_DEVICE_CPU, qembed_layernorm, "embed_layernorm", .dtypes = DVM_DTYPE_BIT(DVM_I32)},
     {"qattention", DVM_DEVICE_CPU, qattention, "attention",
      .dtypes = DVM_DTYPE_BIT(DVM_U8) | DVM_DTYPE_BIT(DVM_I8)},

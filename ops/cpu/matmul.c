@@ -74,6 +74,7 @@
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/par.h"
 #include "ops/cpu/pgemm.h"
+#include "ops/cpu/product.h"
 #include "ops/cpu/vec.h"
 #include "ops/kargs.h"
 #include "shapefuncs/attr.h"
@@ -157,29 +158,12 @@ static dvm_status *check_out(const char *op, const dvm_tensor *o, int rank, cons
                         dvm_shape_str(so, o->rank, o->dims), dvm_shape_str(sp, rank, dims), what);
 }
 
-/* ---- the engine ---------------------------------------------------------- */
-
-/* For each batch index q: C = alpha op(A) op(B) + beta C, row-major, op
- * transposing where ta/tb is 'T', in f32 (or f64). The matrices of q sit
- * at element offsets sum(idx_i * s*_i) over the batch dims (a stride 0
- * broadcasts). */
-typedef struct product {
-  int f64;
-  char ta, tb;
-  int64_t m, n, k, lda, ldb, ldc;
-  double alpha, beta;
-  const void *a, *b;
-  void *c;
-  int nbatch;
-  int64_t bdims[DVM_MAX_RANK], sa[DVM_MAX_RANK], sb[DVM_MAX_RANK], sc[DVM_MAX_RANK];
-  const dvm_epilogue *epi; /* f32 only; NULL: none */
-  int64_t j0;              /* the first column of c in the whole product (the bias's index) */
-} product;
+/* ---- the engine (product.h) ---------------------------------------------- */
 
 /* The f64 product: oneDNN has no dgemm, and f64 products are rare enough
  * (ONNX's einsum tests) that a plain loop, vectorized along C's rows, does.
  * Also C = beta C when k = 0. */
-static void dgemm_plain(const product *p, const double *a, const double *b, double *c) {
+static void dgemm_plain(const dvm_product *p, const double *a, const double *b, double *c) {
   for (int64_t i = 0; i < p->m; i++) {
     double *row = c + i * p->ldc;
     for (int64_t j = 0; j < p->n; j++) row[j] = p->beta == 0 ? 0 : p->beta * row[j];
@@ -196,13 +180,13 @@ static void dgemm_plain(const product *p, const double *a, const double *b, doub
 }
 
 /* C = beta C for an empty sum (k = 0), which sgemm rejects (lda < 1). */
-static void scale_c(const product *p, float *c) {
+static void scale_c(const dvm_product *p, float *c) {
   for (int64_t i = 0; i < p->m; i++)
     for (int64_t j = 0; j < p->n; j++)
       c[i * p->ldc + j] = p->beta == 0 ? 0 : (float)p->beta * c[i * p->ldc + j];
 }
 
-static dnnl_status_t product_at(const product *p, int64_t q) {
+static dnnl_status_t product_at(const dvm_product *p, int64_t q) {
   int64_t oa = 0, ob = 0, oc = 0;
   for (int i = p->nbatch - 1; i >= 0; i--) { /* once per matrix: div/mod is fine */
     int64_t c = q % p->bdims[i];
@@ -230,14 +214,14 @@ static dnnl_status_t product_at(const product *p, int64_t q) {
 /* A product's work split over the pool (par.h): whole products of a batch,
  * or one product's rows or columns, each part a single-threaded sgemm. */
 typedef struct split {
-  const product *p;
+  const dvm_product *p;
   char dim; /* 'q' batch index, 'm' rows, 'n' columns */
   atomic_int bad;
 } split;
 
 static void split_range(void *ctx, int64_t s, int64_t e) {
   split *sp = ctx;
-  product part = *sp->p;
+  dvm_product part = *sp->p;
   size_t es = part.f64 ? sizeof(double) : sizeof(float);
   dnnl_status_t r = dnnl_success;
   if (sp->dim == 'q') {
@@ -262,7 +246,7 @@ static void split_range(void *ctx, int64_t s, int64_t e) {
 #define SPLIT_ROWS 64
 #define SPLIT_COLS_MIN 64
 
-static dvm_status *product_run(const char *op, const product *p, int threads) {
+static dvm_status *product_run(const char *op, const dvm_product *p, int threads) {
   int64_t count = 1;
   for (int i = 0; i < p->nbatch; i++) count *= p->bdims[i];
   if (count == 0 || p->m == 0 || p->n == 0) return NULL;
@@ -307,11 +291,11 @@ static dvm_status *product_run(const char *op, const product *p, int threads) {
 #define SPLIT_MAX_ROWS 512
 #define SPLIT_COLS 4
 
-static dvm_status *product_run_split(const char *op, const product *p, int threads) {
+dvm_status *dvm_cpu_product_run(const char *op, const dvm_product *p, int threads) {
   if (p->f64 || p->tb != 'N' || p->nbatch || p->ldb % 1024 || p->n <= SPLIT_COLS ||
       p->m < SPLIT_MIN_ROWS || p->m >= SPLIT_MAX_ROWS || (uintptr_t)p->b % 64)
     return product_run(op, p, threads);
-  product left = *p, right = *p;
+  dvm_product left = *p, right = *p;
   left.n = SPLIT_COLS;
   right.n = p->n - SPLIT_COLS;
   right.b = (const float *)p->b + SPLIT_COLS;
@@ -327,9 +311,9 @@ static dvm_status *product_run_split(const char *op, const product *p, int threa
  * in its blocked layout would plug in. */
 static dvm_status *linear(const char *op, int f64, int64_t rows, int64_t n, int64_t k,
                           const void *a, const void *b, void *c, int threads, const dvm_epilogue *epi) {
-  product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = rows, .n = n, .k = k, .lda = k, .ldb = n,
+  dvm_product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = rows, .n = n, .k = k, .lda = k, .ldb = n,
                .ldc = n, .alpha = 1, .a = a, .b = b, .c = c, .epi = epi};
-  return product_run_split(op, &p, threads);
+  return dvm_cpu_product_run(op, &p, threads);
 }
 
 /* ---- constant B, packed at link ----------------------------------------- */
@@ -440,7 +424,7 @@ static dvm_status *matmul_run(const dvm_kernel_args *a, int owner, const dvm_epi
     return oom("matmul");
   }
   int threads = dvm_kargs_threads(a), f64 = cdt == DVM_F64;
-  product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = m, .n = n, .k = k, .lda = k, .ldb = n,
+  dvm_product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = m, .n = n, .k = k, .lda = k, .ldb = n,
                .ldc = n, .alpha = 1, .a = px, .b = py, .c = pc, .nbatch = br, .epi = epi};
   int64_t nx = batch_strides(x, xm, br, p.sa), ny = batch_strides(y, ym, br, p.sb), batch = 1;
   for (int i = br - 1; i >= 0; i--) {
@@ -547,7 +531,7 @@ static dvm_status *gemm_run(const dvm_kernel_args *a, const char *op, int owner,
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) pc[i * n + j] = pb[i * sr + j * sc];
   }
-  product p = {.ta = ta ? 'T' : 'N', .tb = tb ? 'T' : 'N', .m = m, .n = n, .k = k,
+  dvm_product p = {.ta = ta ? 'T' : 'N', .tb = tb ? 'T' : 'N', .m = m, .n = n, .k = k,
                .lda = x->dims[1], .ldb = y->dims[1], .ldc = n, .alpha = alpha, .beta = b,
                .a = px, .b = py, .c = pc, .epi = epi};
   const dvm_gemm_packs *g = y->dtype == DVM_F32 ? dvm_tensor_packed(y, &dvm_cpu_matmul_kernels[owner], 1)
@@ -557,7 +541,7 @@ static dvm_status *gemm_run(const dvm_kernel_args *a, const char *op, int owner,
     dvm_pgemm_run(packed, m, px, ta ? 1 : p.lda, ta ? p.lda : 1, (float)alpha, (float)b, pc, n,
                   dvm_kargs_threads(a), epi);
   else
-    st = product_run_split(op, &p, dvm_kargs_threads(a));
+    st = dvm_cpu_product_run(op, &p, dvm_kargs_threads(a));
   if (!st) out_store(o, pc);
   scratch_free(&s);
   return st;
@@ -972,7 +956,7 @@ static dvm_status *contract(const dvm_kernel_args *a, scratch *sc, const equatio
   int64_t bt = labs_size(e, nb, ob), m = labs_size(e, nm, om), n = labs_size(e, nn, on);
   int64_t k = labs_size(e, nk, ok);
   if (!dst && !(dst = scratch_alloc(sc, bt * m * n, esz_of(e), 0))) return oom("einsum");
-  product p = {.f64 = e->f64, .ta = mx.trans, .tb = my.trans, .m = m, .n = n, .k = k,
+  dvm_product p = {.f64 = e->f64, .ta = mx.trans, .tb = my.trans, .m = m, .n = n, .k = k,
                .lda = mx.ld, .ldb = my.ld, .ldc = n, .alpha = 1, .a = x.p, .b = y.p, .c = dst,
                .nbatch = 1};
   p.bdims[0] = bt;
