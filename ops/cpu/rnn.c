@@ -48,15 +48,15 @@
  * quantized tiles (qgemm.h: VNNI or AVX2), which give the same exact i32
  * sums as its own loops (used for weights given at run time). */
 #include <math.h>
-#include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl_debug.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernel.h"
 #include "ops/cpu/elementwise_math.h"
 #include "ops/cpu/kernels.h"
+#include "ops/cpu/par.h"
+#include "ops/cpu/pgemm.h"
+#include "ops/cpu/product.h"
 #include "ops/cpu/qgemm.h"
 #include "ops/cpu/quant.h"
 #include "ops/cpu/rnn.h"
@@ -187,6 +187,23 @@ static void qpacked_free(void *p) {
   free(q);
 }
 
+/* A constant f32 W's or R's form, made at link: packed for pgemm.c's
+ * microkernel per direction (GRU's R in two parts, the z and r columns
+ * [0, 2 hidden) and the h columns, which it multiplies apart), or, where
+ * pgemm cannot pack (no AVX2, no memory), transposed to [dirs, k, n]. */
+typedef struct fform {
+  float *t; /* the transposed form, or NULL */
+  int64_t dirs;
+  dvm_pgemm_b *part[][2];
+} fform;
+
+static void fform_free(void *p) {
+  fform *f = p;
+  for (int64_t d = 0; d < f->dirs; d++) dvm_pgemm_free(f->part[d][0]), dvm_pgemm_free(f->part[d][1]);
+  free(f->t);
+  free(f);
+}
+
 /* One call, as the kernel reads it. */
 typedef struct rnn {
   const char *op;
@@ -194,6 +211,8 @@ typedef struct rnn {
   dvm_rnn_dims d;
   int64_t layout;
   int dir, extra, wt, rt; /* wt, rt: W, R transposed ([dirs, k, n]) */
+  const fform *wf, *rf;   /* W's and R's packed forms, or NULL */
+  int threads;
   float clip;
   act acts[2 * 3];
   const float *x, *w, *r, *b, *p, *h0, *c0;
@@ -248,15 +267,17 @@ typedef float v8 __attribute__((vector_size(32), aligned(4)));
 #define BLOCK 64
 
 /* C [m, n] (rows ldc apart) = A [m, k] B, B [k, n] with rows ldb apart:
- * per row of A and block of BLOCK columns, the sums stay in registers over
+ * per block of BLOCK columns and row of A, the sums stay in registers over
  * all of k (GCC's vector types: with `omp simd` on an array it kept them in
- * memory). */
+ * memory). The rows go inside the blocks, so that B is read from memory
+ * once, not once per row: the block (k x 256 bytes) stays in L2 for the
+ * next row. */
 DVM_VEC static void product_rows(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
                                  int64_t ldb, float *c, int64_t ldc) {
   int64_t full = n - n % BLOCK;
-  for (int64_t i = 0; i < m; i++) {
-    const float *ai = a + i * k;
-    for (int64_t j0 = 0; j0 < full; j0 += BLOCK) {
+  for (int64_t j0 = 0; j0 < full; j0 += BLOCK)
+    for (int64_t i = 0; i < m; i++) {
+      const float *ai = a + i * k;
       v8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
       for (int64_t l = 0; l < k; l++) {
         const v8 *bl = (const v8 *)(b + l * ldb + j0);
@@ -267,7 +288,8 @@ DVM_VEC static void product_rows(int64_t m, int64_t n, int64_t k, const float *a
       v8 *ci = (v8 *)(c + i * ldc + j0);
       ci[0] = s0, ci[1] = s1, ci[2] = s2, ci[3] = s3, ci[4] = s4, ci[5] = s5, ci[6] = s6, ci[7] = s7;
     }
-    if (full == n) continue;
+  for (int64_t i = 0; i < m && full < n; i++) {
+    const float *ai = a + i * k;
     float *ci = c + i * ldc + full;
     memset(ci, 0, sizeof(float) * (size_t)(n - full));
     for (int64_t l = 0; l < k; l++) {
@@ -278,20 +300,65 @@ DVM_VEC static void product_rows(int64_t m, int64_t n, int64_t k, const float *a
   }
 }
 
-/* C [m, n] (rows ldc apart) = A [m, k] times the weight b: transposed
- * (bt: [k, n], rows ldb apart) or not ([n, k], rows ldb apart). */
-static dvm_status *product(const char *op, int64_t m, int64_t n, int64_t k, const float *a,
-                           const float *b, int bt, int64_t ldb, float *c, int64_t ldc) {
+/* A few rows' product, its columns [s, e) a part on the pool. */
+typedef struct few_job {
+  int64_t m, k, ldb, ldc;
+  const float *a, *b;
+  int bt;
+  float *c;
+} few_job;
+
+static void few_cols(void *ctx, int64_t s, int64_t e) {
+  const few_job *j = ctx;
+  if (j->bt) product_rows(j->m, e - s, j->k, j->a, j->b + s, j->ldb, j->c + s, j->ldc);
+  else product_dots(j->m, e - s, j->k, j->a, j->b + s * j->ldb, j->ldb, j->c + s, j->ldc);
+}
+
+/* Multiply-adds from which a few rows' product is split over the pool,
+ * in parts of BLOCK columns: below, waking a worker costs more than it
+ * saves (docs/performance.md). */
+#define FEW_SPLIT (1 << 18)
+
+/* C [m, n] (rows ldc apart) = A [m, k] times the weight: packed (pb), or
+ * b transposed (bt: [k, n], rows ldb apart) or not ([n, k], rows ldb
+ * apart); on up to `threads` threads of the pool. pgemm streams its
+ * panels front to back, where b's rows, 4 n bytes apart, cost a page per
+ * row of a column block (ddddocr's LSTM, n = 2048: 2.5x slower). */
+static dvm_status *product(const char *op, const dvm_pgemm_b *pb, int64_t m, int64_t n, int64_t k, const float *a,
+                           const float *b, int bt, int64_t ldb, float *c, int64_t ldc, int threads) {
   if (!m || !n) return NULL;
-  if (m <= FEW_ROWS || !k) {
-    if (bt) product_rows(m, n, k, a, b, ldb, c, ldc);
-    else product_dots(m, n, k, a, b, ldb, c, ldc);
+  if (m <= FEW_ROWS && m * n * k < FEW_SPLIT) threads = 1;
+  if (pb) {
+    dvm_pgemm_run(pb, m, a, k, 1, 1.0f, 0.0f, c, ldc, threads, NULL);
     return NULL;
   }
-  dnnl_status_t s = dnnl_sgemm('N', bt ? 'N' : 'T', m, n, k, 1.0f, a, k, b, ldb, 0.0f, c, ldc);
-  if (s == dnnl_success) return NULL;
-  return dvm_status_new(DVM_INTERNAL, "%s: dnnl_sgemm(%lld, %lld, %lld) failed: %s", op,
-                        (long long)m, (long long)n, (long long)k, dnnl_status2str(s));
+  if (m <= FEW_ROWS || !k) {
+    few_job j = {m, k, ldb, ldc, a, b, bt, c};
+    dvm_par_for(threads, n, BLOCK, few_cols, &j);
+    return NULL;
+  }
+  dvm_product p = {.ta = 'N', .tb = bt ? 'N' : 'T', .m = m, .n = n, .k = k, .lda = k, .ldb = ldb, .ldc = ldc,
+                   .alpha = 1, .a = a, .b = b, .c = c};
+  return dvm_cpu_product_run(op, &p, threads);
+}
+
+/* hp's columns [j0, j1) (rows GH apart) = a [batch, hidden] times R's
+ * columns [j0, j1) of direction dir: its packed parts within them, or the
+ * plain (or transposed) R. */
+static dvm_status *recurrent(const rnn *c, int dir, const float *a, int64_t j0, int64_t j1, float *hp) {
+  int64_t H = c->d.hidden, GH = c->gates * H, B = c->d.batch;
+  const float *r = c->r + dir * GH * H;
+  if (!c->rf)
+    return product(c->op, NULL, B, j1 - j0, H, a, c->rt ? r + j0 : r + j0 * H, c->rt, c->rt ? GH : H, hp + j0, GH,
+                   c->threads);
+  dvm_status *st = NULL;
+  int64_t n0 = dvm_pgemm_n(c->rf->part[dir][0]);
+  for (int q = 0; q < 2 && !st; q++) {
+    int64_t s = q ? n0 : 0, e = q ? GH : n0;
+    if (s >= j0 && e <= j1 && s < e)
+      st = product(c->op, c->rf->part[dir][q], B, e - s, H, a, NULL, 0, 0, hp + s, GH, c->threads);
+  }
+  return st;
 }
 
 /* One direction's quantized weight (dynamic_quantize_lstm): codes [k, n],
@@ -412,13 +479,20 @@ DVM_VEC static void lstm_cell(const rnn *c, const act *f, const float *p, float 
   for (int64_t k = 0; k < H; k++) h[k] = go[k] * gc[k];
 }
 
-/* One direction over the whole sequence. xp: [rows of X, gates x hidden]
- * scratch; hp: [batch, gates x hidden]; h, cs, rh: [batch, hidden]. */
-static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h, float *cs,
-                           float *rh) {
+/* The floats of one direction's scratch: xp [rows of X, gates x hidden];
+ * hp [batch, gates x hidden]; h, cs, rh [batch, hidden]. */
+static size_t dir_scratch(const rnn *c) {
+  const dvm_rnn_dims *d = &c->d;
+  return (size_t)((d->seq * d->batch + d->batch) * c->gates * d->hidden + 3 * d->batch * d->hidden);
+}
+
+/* One direction over the whole sequence, on its scratch (dir_scratch,
+ * zeroed). */
+static dvm_status *run_dir(const rnn *c, int dir, float *xp) {
   const dvm_rnn_dims *d = &c->d;
   int64_t H = d->hidden, G = c->gates, GH = G * H, S = d->seq, B = d->batch;
-  const float *w = c->w + dir * GH * d->input, *r = c->r + dir * GH * H;
+  float *hp = xp + S * B * GH, *h = hp + B * GH, *cs = h + B * H, *rh = cs + B * H;
+  const float *w = c->w + dir * GH * d->input;
   const float *bias = c->b ? c->b + dir * 2 * GH : NULL, *p = c->p ? c->p + dir * 3 * H : NULL;
   const act *f = &c->acts[dir * c->nact];
   int reverse = c->dir == 1 || dir == 1, gru_lbr = c->kind == K_GRU && c->extra;
@@ -429,7 +503,8 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
     for (int64_t b = 0; c->lens && b < B; b++) steps = c->lens[b] > steps ? c->lens[b] : steps;
     qw = qweight_of(c->wq, c->wscale, c->wzp, c->wpk, dir), qr = qweight_of(c->rq, c->rscale, c->rzp, c->rpk, dir);
     if ((st = qproduct(c, steps * B, GH, d->input, c->x, NULL, &qw, xp, 0))) return st;
-  } else if ((st = product(c->op, S * B, GH, d->input, c->x, w, c->wt, c->wt ? GH : d->input, xp, GH))) {
+  } else if ((st = product(c->op, c->wf ? c->wf->part[dir][0] : NULL, S * B, GH, d->input, c->x, w, c->wt,
+                           c->wt ? GH : d->input, xp, GH, c->threads))) {
     return st;
   }
   if (bias && !c->quant) /* quantized: added after both products, as ONNX Runtime adds them */
@@ -452,7 +527,7 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
         c->count[b] = s == 0 || s <= len || (!c->y && len > 0);
       }
       if ((st = qproduct(c, B, GH, H, h, c->count, &qr, hp, 0))) return st;
-    } else if ((st = product(c->op, B, n1, H, h, r, c->rt, c->rt ? GH : H, hp, GH))) {
+    } else if ((st = recurrent(c, dir, h, 0, n1, hp))) {
       return st;
     }
     if (c->kind == K_GRU) { /* z and r first, for every row */
@@ -465,7 +540,7 @@ static dvm_status *run_dir(const rnn *c, int dir, float *xp, float *hp, float *h
         activate(&f[0], c->clip, pre, 2 * H);
         for (int64_t k = 0; k < H; k++) rh[b * H + k] = pre[H + k] * h[b * H + k];
       }
-      if (!c->extra && (st = product(c->op, B, H, H, rh, c->rt ? r + 2 * H : r + 2 * H * H, c->rt, c->rt ? GH : H, hp + 2 * H, GH))) return st;
+      if (!c->extra && (st = recurrent(c, dir, rh, 2 * H, GH, hp))) return st;
     }
     for (int64_t b = 0; b < B; b++) {
       int64_t len = c->lens ? c->lens[b] : S, t = reverse ? len - 1 - s : s;
@@ -646,22 +721,37 @@ static dvm_status *setup(const dvm_kernel_args *a, int kind, rnn *c) {
   return NULL;
 }
 
+/* The directions of a bidirectional op are independent: one a part on the
+ * pool, with its own scratch (their products' own splits then run on the
+ * thread of their direction). */
+typedef struct dirs_job {
+  const rnn *c;
+  float *scratch;
+  dvm_status *st[2];
+} dirs_job;
+
+static void dirs_part(void *ctx, int64_t s, int64_t e) {
+  dirs_job *j = ctx;
+  for (int64_t dir = s; dir < e; dir++) j->st[dir] = run_dir(j->c, (int)dir, j->scratch + dir * dir_scratch(j->c));
+}
+
 static dvm_status *run(const dvm_kernel_args *a, int kind) {
   rnn c;
   dvm_status *st = setup(a, kind, &c);
   if (st) return st;
-  int threads = dvm_kargs_threads(a);
-  if (threads != omp_get_max_threads()) omp_set_num_threads(threads);
+  c.threads = dvm_kargs_threads(a);
   const dvm_rnn_dims *d = &c.d;
   int64_t GH = c.gates * d->hidden;
   size_t rows = (size_t)(d->seq * d->batch), bh = (size_t)(d->batch * d->hidden);
-  /* xp, hp, h, c, r*h */
-  float *xp = calloc(1, sizeof(float) * (rows * (size_t)GH + (size_t)(d->batch * GH) + 3 * bh + 1));
+  float *xp = calloc(1, sizeof(float) * (dir_scratch(&c) * (size_t)d->dirs + 1)); /* each direction's */
   if (!xp) return dvm_status_new(DVM_OUT_OF_MEMORY, "%s: no memory for %zu steps of scratch", c.op, rows);
-  float *hp = xp + rows * (size_t)GH, *h = hp + d->batch * GH, *cs = h + bh, *rh = cs + bh;
-  /* W and R transposed where packed at link; R here for a long sequence */
-  const float *wt = c.quant ? NULL : dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
-  const float *rt = c.quant ? NULL : dvm_tensor_packed(a->in[2], &dvm_cpu_rnn_kernels[kind], 2);
+  /* W's and R's forms made at link: packed, or transposed; R transposed
+   * here for a long sequence */
+  c.wf = c.quant ? NULL : dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
+  c.rf = c.quant ? NULL : dvm_tensor_packed(a->in[2], &dvm_cpu_rnn_kernels[kind], 2);
+  const float *wt = c.wf ? c.wf->t : NULL, *rt = c.rf ? c.rf->t : NULL;
+  if (wt) c.wf = NULL;
+  if (rt) c.rf = NULL;
   float *tr = NULL;
   if (c.quant) { /* the u8 rows, the i32 sums (all rows' for the tiles), the scales, the rows that count */
     c.wpk = dvm_tensor_packed(a->in[1], &dvm_cpu_rnn_kernels[kind], 1);
@@ -677,30 +767,55 @@ static dvm_status *run(const dvm_kernel_args *a, int kind) {
     c.sum = (int32_t *)(void *)(c.qa + rowsq), c.mult = (float *)(void *)(c.sum + sums);
     c.count = (unsigned char *)(c.mult + GH);
   }
-  if (!c.quant && !rt && d->seq >= TRANSPOSE_STEPS && (tr = malloc(sizeof(float) * (size_t)(d->dirs * GH * d->hidden))))
+  if (!c.quant && !rt && !c.rf && d->seq >= TRANSPOSE_STEPS && (tr = malloc(sizeof(float) * (size_t)(d->dirs * GH * d->hidden))))
     transpose_dirs(c.r, d->dirs, GH, d->hidden, tr), rt = tr;
   if (wt) c.w = wt, c.wt = 1;
   if (rt) c.r = rt, c.rt = 1;
   if (c.y && c.lens) memset(c.y, 0, sizeof(float) * rows * (size_t)(d->dirs * d->hidden));
-  for (int dir = 0; dir < d->dirs && !st; dir++) st = run_dir(&c, dir, xp, hp, h, cs, rh);
+  dirs_job j = {&c, xp, {NULL, NULL}};
+  /* dynamic_quantize_lstm's directions share its u8 scratch: one at a time */
+  dvm_par_for(c.quant ? 1 : c.threads, d->dirs, 1, dirs_part, &j);
+  st = j.st[0] ? j.st[0] : j.st[1];
+  if (j.st[0]) dvm_status_free(j.st[1]);
   free(tr);
   free(c.qa);
   free(xp);
   return st;
 }
 
-/* W (input 1) and R (input 2), constant f32 [dirs, n, k], transposed
- * once at link to [dirs, k, n], the form the products read. */
+/* W (input 1) and R (input 2), constant f32 [dirs, n, k]: packed once at
+ * link for pgemm.c (GRU's R in two parts: fform), or, where that cannot
+ * be, transposed to [dirs, k, n], the form the kernel's own loops read. */
 static dvm_status *rnn_prepack(const dvm_tensor *t, int input, const dvm_attr_hint *attrs,
                                int nattrs, void **data, void (**free_data)(void *)) {
   (void)attrs, (void)nattrs;
   if ((input != 1 && input != 2) || t->dtype != DVM_F32 || t->rank != 3) return NULL;
-  size_t n = (size_t)(t->dims[0] * t->dims[1] * t->dims[2]);
-  float *p = malloc(sizeof(float) * (n ? n : 1));
-  if (!p) return NULL; /* the kernel transposes per call instead */
-  transpose_dirs(dvm_tensor_ptr(t), t->dims[0], t->dims[1], t->dims[2], p);
-  *data = p;
-  *free_data = free;
+  int64_t dirs = t->dims[0], n = t->dims[1], k = t->dims[2];
+  /* GRU's R ([dirs, 3 hidden, hidden]): z and r apart from h */
+  int64_t n0 = input == 2 && n == 3 * k ? 2 * k : n;
+  fform *f = calloc(1, sizeof *f + sizeof(f->part[0]) * (size_t)dirs);
+  if (!f) return NULL;
+  f->dirs = dirs;
+  const float *w = dvm_tensor_ptr(t);
+  int packed = 1;
+  for (int64_t d = 0; d < dirs && packed; d++) {
+    f->part[d][0] = dvm_pgemm_pack(w + d * n * k, k, n0, 1, k);
+    f->part[d][1] = n0 < n ? dvm_pgemm_pack(w + (d * n + n0) * k, k, n - n0, 1, k) : NULL;
+    packed = f->part[d][0] && (n0 == n || f->part[d][1]);
+  }
+  size_t count = (size_t)(dirs * n * k);
+  float *tr = packed ? NULL : malloc(sizeof(float) * (count ? count : 1));
+  if (!packed) {
+    fform_free(f);
+    f = tr ? calloc(1, sizeof *f) : NULL;
+    if (!f) { /* the kernel transposes per call instead */
+      free(tr);
+      return NULL;
+    }
+    transpose_dirs(w, dirs, n, k, f->t = tr);
+  }
+  *data = f;
+  *free_data = fform_free;
   return NULL;
 }
 
@@ -735,9 +850,9 @@ static dvm_status *qlstm_kernel(const dvm_kernel_args *a) { return run(a, K_QLST
 
 #define F32 DVM_DTYPE_BIT(DVM_F32)
 const dvm_kernel_def dvm_cpu_rnn_kernels[] = {
-    [K_RNN] = {"rnn", DVM_DEVICE_CPU, rnn_kernel, "rnn", F32, .prepack = rnn_prepack},
-    [K_GRU] = {"gru", DVM_DEVICE_CPU, gru_kernel, "rnn", F32, .prepack = rnn_prepack},
-    [K_LSTM] = {"lstm", DVM_DEVICE_CPU, lstm_kernel, "rnn", F32, .prepack = rnn_prepack},
+    [K_RNN] = {"rnn", DVM_DEVICE_CPU, rnn_kernel, "rnn", F32, .prepack = rnn_prepack, .prepack_replaces = 1},
+    [K_GRU] = {"gru", DVM_DEVICE_CPU, gru_kernel, "rnn", F32, .prepack = rnn_prepack, .prepack_replaces = 1},
+    [K_LSTM] = {"lstm", DVM_DEVICE_CPU, lstm_kernel, "rnn", F32, .prepack = rnn_prepack, .prepack_replaces = 1},
     [K_QLSTM] = {"dynamic_quantize_lstm", DVM_DEVICE_CPU, qlstm_kernel, "qlstm", F32, .prepack = qlstm_prepack},
     [K_QLSTM + 1] = {NULL, DVM_DEVICE_CPU, NULL, NULL, 0},
 };
