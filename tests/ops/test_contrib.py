@@ -134,6 +134,33 @@ def test_attention_unidirectional(tmp_path, s):
               unidirectional=1))
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("const", [False, True])
+@pytest.mark.parametrize("mask", ["none", "raw"])
+def test_attention_weights_packed_or_given(tmp_path, threads, const, mask):
+    """Attention's weights as an initializer (packed at link for pgemm) or
+    as an input (the product split over the pool), at 1 and 2 kernel
+    threads: both ONNX Runtime's. Rows enough that the products and the
+    attention tasks split (74 x 64 x 192, 4 heads)."""
+    b, s, hin, heads = 2, 37, 64, 4
+    feeds = {"x": f32(b, s, hin), "w": f32(hin, 3 * hin) * 0.2, "bias": f32(3 * hin)}
+    if mask == "raw":
+        m = rng.integers(0, 2, (b, s)).astype(np.int32)
+        m[:, :1] = 1
+        feeds["m"] = m
+    names = list(feeds)
+    inits = [onnx.numpy_helper.from_array(feeds.pop("w"), "w")] if const else []
+    vi = [helper.make_tensor_value_info(k, TensorProto.INT32 if k == "m" else TensorProto.FLOAT, list(v.shape))
+          for k, v in feeds.items()]
+    node = helper.make_node("Attention", names, ["y"], domain=MS, num_heads=heads)
+    model = helper.make_model(helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", 1, None)], inits),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    got = run_module(compile_onnx(path), feeds, 1, threads=threads)
+    close_contrib(got, ort_outputs(model, feeds))
+
+
 MATMULS = [((5,), (5, 3)), ((4, 5), (5,)), ((1, 1), (1, 1)), ((0, 7), (7, 3)), ((3, 0), (0, 2)),
            ((13, 17), (17, 11)), ((2, 7, 5), (5, 3)), ((3, 1, 4, 5), (2, 5, 6))]
 
