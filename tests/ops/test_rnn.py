@@ -118,8 +118,8 @@ def rnn_reference(op, ins, attrs, layout):
 
 def case(op, S, B, I, H, direction="forward", layout=0, with_b=True, lens=None, h0=False, c0=False,
          peep=False, outs=(True, True, True), const=False, **attrs):
-    """const: W and R are initializers (the kernel then reads them
-    transposed at link), else graph inputs."""
+    """const: W and R are initializers (the kernel then reads the forms
+    packed at link), else graph inputs."""
     D = 2 if direction == "bidirectional" else 1
     G = GATES[op]
     ins = {0: rng.standard_normal((B, S, I) if layout else (S, B, I)).astype(np.float32),
@@ -191,13 +191,16 @@ CASES = {
                                    activations=["Relu", "ThresholdedRelu"], activation_alpha=[0.1]),
     "rnn_bidir_lens": case("RNN", 4, 3, 2, 5, "bidirectional", lens=[4, 0, 3], h0=True),
     "gru_bidir_lens": case("GRU", 4, 3, 2, 5, "bidirectional", lens=[1, 0, 4], h0=True),
-    # W and R constants: transposed at link (one step: rows of W^T; 3 and 40
-    # rows: sgemm for X, and the rows path)
+    # W and R constants: packed at link for pgemm (GRU's R in two parts)
     "lstm_const_bidir": case("LSTM", 5, 3, 7, 11, "bidirectional", lens=[5, 0, 2], h0=True, peep=True, const=True),
     "lstm_const_long": case("LSTM", 20, 2, 3, 67, const=True),
     "gru_const": case("GRU", 3, 17, 5, 9, "reverse", const=True),
     "gru_const_lbr": case("GRU", 1, 3, 5, 9, const=True, linear_before_reset=1),
     "rnn_const": case("RNN", 6, 1, 4, 130, const=True),
+    # products of 2^18 multiply-adds and more: split over the pool (packed,
+    # and a few rows' own loops)
+    "lstm_const_bidir_wide": case("LSTM", 3, 1, 8, 256, "bidirectional", h0=True, const=True),
+    "gru_wide_batch2": case("GRU", 3, 2, 8, 300, h0=True),
     "gru_long_batch": case("GRU", 9, 20, 6, 10, h0=True),
     "rnn_only_y": case("RNN", 3, 2, 3, 4, outs=(True, False)),
 }
