@@ -43,7 +43,9 @@
  * FEW_ROWS). Measured against the same cell as a bytecode Loop over
  * per-step kernels (bench/bench_rnn.py, docs/performance.md): 1.6x faster
  * at one batch row, as fast or slower from 8 rows on, where the loop's
- * MatMul has the packed microkernel (pgemm.c) this kernel does not use.
+ * MatMul had the packed microkernel (pgemm.c) this kernel now uses too.
+ * Threads: the products on the kernels' pool (product.h, pgemm.h), the
+ * two directions of a bidirectional node as two parts on it.
  * dynamic_quantize_lstm's constant W and R are packed at link for the
  * quantized tiles (qgemm.h: VNNI or AVX2), which give the same exact i32
  * sums as its own loops (used for weights given at run time). */
@@ -228,14 +230,15 @@ typedef struct rnn {
   unsigned char *count; /* [batch]: state rows that count in its range */
 } rnn;
 
-/* The weights' products, by how many rows of A there are and which form
- * of the weight (B) there is: W and R as the model has them, [n, k] rows,
- * or transposed to [k, n] (by the prepack hook at link, when constant; R
- * also per call when the sequence is long enough to repay it).
+/* The weights' products, by which form of the weight (B) there is and
+ * how many rows of A: constant W and R packed at link (pgemm.h), any
+ * rows; else W and R as the model has them, [n, k] rows, or transposed
+ * to [k, n] (R per call when the sequence is long enough to repay it, or
+ * by the prepack hook where pgemm cannot pack):
  *   few rows, B^T: row updates, each row of B^T read once for all rows of
  *     A, the sums in registers, no horizontal sums;
  *   few rows, B: dot products of rows (a horizontal sum per element);
- *   more rows: sgemm, which packs B itself.
+ *   more rows: sgemm (matmul.c's engine, on the pool), which packs B itself.
  * sgemm at few rows packs all of B on every call (all of R, each step).
  * One row, input 64, hidden 128, 100 steps, 1 thread (bench/bench_rnn.py):
  * sgemm 1107 us, dot products 1327 us, row updates 506 us. */
