@@ -318,15 +318,18 @@ static void few_cols(void *ctx, int64_t s, int64_t e) {
 }
 
 /* Multiply-adds from which a few rows' product is split over the pool,
- * in parts of BLOCK columns: below, waking a worker costs more than it
- * saves (docs/performance.md). */
+ * in parts of BLOCK columns: tens of microseconds of one step's work,
+ * where waking a worker costs a few. A judgement, not a measurement: the
+ * machine of 2026-12-03 was too loaded to time 2 threads against 1.
+ * silero-vad's steps (64 Ki) stay on one thread, ddddocr's (1 Mi) split. */
 #define FEW_SPLIT (1 << 18)
 
 /* C [m, n] (rows ldc apart) = A [m, k] times the weight: packed (pb), or
  * b transposed (bt: [k, n], rows ldb apart) or not ([n, k], rows ldb
  * apart); on up to `threads` threads of the pool. pgemm streams its
  * panels front to back, where b's rows, 4 n bytes apart, cost a page per
- * row of a column block (ddddocr's LSTM, n = 2048: 2.5x slower). */
+ * row of a column block (ddddocr's LSTM, n = 2048: about 4x slower,
+ * docs/performance.md). */
 static dvm_status *product(const char *op, const dvm_pgemm_b *pb, int64_t m, int64_t n, int64_t k, const float *a,
                            const float *b, int bt, int64_t ldb, float *c, int64_t ldc, int threads) {
   if (!m || !n) return NULL;
