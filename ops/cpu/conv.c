@@ -1063,8 +1063,10 @@ out:
 /* Bands per image and thread, so that a late worker's share is small. */
 #define BANDS_PER_THREAD 2
 /* Below this much work a unit (multiply-adds, and work() below), the conv
- * runs whole on the caller: about 15 us of a dense conv here. */
-#define SPLIT_MIN_MACS (1 << 20)
+ * runs whole on the caller: about 30 us of a dense conv here. Smaller
+ * units (1 M) gained nothing at best and lost much on a loaded machine
+ * (a worker descheduled inside its unit stalls the caller). */
+#define SPLIT_MIN_MACS (1 << 21)
 /* What an element of X or Y and one of W cost beyond their multiply-adds,
  * in multiply-adds' time: oneDNN's depthwise convs (9 to 25 an output)
  * ran at a quarter of a dense conv's rate or less, and a conv over one
@@ -1215,10 +1217,10 @@ static dvm_status *run_split(const char *op, const key *k, int threads, wforms *
     int64_t slice = ((oc + parts - 1) / parts + align - 1) / align * align;
     if (slice > oc) slice = oc;
     parts = (oc + slice - 1) / slice;
-    if (work(k, slice) < SPLIT_MIN_MACS) { /* small: whole images, on the caller where those are small too */
+    if (work(k, slice) < SPLIT_MIN_MACS) { /* small: whole, on the caller */
       parts = 1;
       slice = oc;
-      if (work(k, oc) < SPLIT_MIN_MACS) threads = 1;
+      threads = 1;
     }
     j.parts = parts;
     j.slice = slice;

@@ -249,7 +249,7 @@ def test_conv_const_weights(xs, ws, strides, pads, dil, group, opad, bias):
 # run_split): bands of output rows (first, middle and last with their own
 # pads; pads wider than a band; strides and dilations; 1-D and 3-D) and, for
 # 1x1, output channels in slices of 16 with a shorter last one; whole groups
-# of awkward sizes, batches, primes, images too small to cut (whole ones).
+# of awkward sizes, batches, primes, convs too small to cut.
 SPLIT_CASES = [
     ((1, 16, 33, 35), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),
     ((2, 16, 33, 35), (40, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, False),
@@ -263,7 +263,7 @@ SPLIT_CASES = [
     ((1, 16, 50, 3), (24, 16, 5, 3), (3, 1), (4, 0, 7, 2), (2, 1), 1, False),    # stride 3, dilation 2
     ((1, 64, 1001), (64, 64, 5), (1,), (2, 2), (1,), 1, True),                   # 1-D
     ((3, 17, 41, 13), (31, 17, 3, 1), (1, 1), (1, 0, 1, 0), (1, 1), 1, True),    # batch 3, primes
-    ((3, 16, 12, 12), (64, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),   # small images: one a unit
+    ((3, 16, 12, 12), (64, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1, True),   # small: whole on the caller
     ((1, 64, 300, 1), (64, 64, 5, 1), (1, 1), (2, 0, 2, 0), (1, 1), 1, True),     # [5, 1] over W = 1
     ((1, 80, 1, 700), (64, 80, 1, 3), (1, 1), (0, 1, 0, 1), (1, 1), 1, True),     # [1, 3] over H = 1
 ]
