@@ -581,19 +581,6 @@ static dvm_status *multihead_attention(const dvm_kernel_args *a) {
 
 /* ---- products ---- */
 
-/* Per batch dim of y (nb of them), the stride in elements of an operand
- * of rank r and dims d (0 where it broadcasts, y's batch dims right-aligned
- * with its own). */
-static void batch_strides(int r, const int64_t *d, int nb, int64_t *s) {
-  int64_t size = d[r - 2] * d[r - 1];
-  for (int i = nb - 1; i >= 0; i--) {
-    int j = r - 2 - (nb - i);
-    int64_t n = j >= 0 ? d[j] : 1;
-    s[i] = n == 1 ? 0 : size;
-    size *= n;
-  }
-}
-
 /* The dims of a 2-D-or-more operand as the product reads it: a 1-D a is
  * [1, K], a 1-D b [K, 1]; trans swaps the last two. */
 static void operand_dims(const dvm_tensor *t, int is_b, int trans, int *r, int64_t *d) {
@@ -640,8 +627,8 @@ static dvm_status *fused_matmul(const dvm_kernel_args *a) {
                    .k = ta ? da[ra - 2] : da[ra - 1], .lda = da[ra - 1], .ldb = db[rb - 1], .ldc = dy[ry - 1],
                    .alpha = alpha, .a = dvm_tensor_ptr(x), .b = dvm_tensor_ptr(w), .c = dvm_tensor_ptr(a->out[0]),
                    .nbatch = ry - 2};
-  batch_strides(ra, da, p.nbatch, p.sa);
-  batch_strides(rb, db, p.nbatch, p.sb);
+  dvm_cpu_product_strides(ra, da, 2, p.nbatch, p.sa);
+  dvm_cpu_product_strides(rb, db, 2, p.nbatch, p.sb);
   int64_t size = p.m * p.n;
   for (int i = p.nbatch - 1; i >= 0; i--) {
     p.bdims[i] = dy[i];

@@ -376,17 +376,14 @@ static const dvm_pgemm_b *packed_b(const dvm_pgemm_b *pb, int64_t k, int64_t n) 
 
 /* ---- matmul -------------------------------------------------------------- */
 
-/* Per output batch dim, the stride in elements of an operand with `rank`
- * dims whose last `mat` form the matrix (0 where it broadcasts); returns the
- * operand's number of matrices. */
-static int64_t batch_strides(const dvm_tensor *t, int mat, int br, int64_t *strides) {
-  int tb = t->rank - mat;
+int64_t dvm_cpu_product_strides(int rank, const int64_t *dims, int mat, int nb, int64_t *strides) {
+  int tb = rank - mat;
   int64_t s = 1;
-  for (int d = tb; d < t->rank; d++) s *= t->dims[d];
+  for (int d = tb; d < rank; d++) s *= dims[d];
   int64_t count = 1;
-  for (int i = br - 1; i >= 0; i--) {
-    int j = i - (br - tb);
-    int64_t d = j >= 0 ? t->dims[j] : 1;
+  for (int i = nb - 1; i >= 0; i--) {
+    int j = i - (nb - tb);
+    int64_t d = j >= 0 ? dims[j] : 1;
     strides[i] = d == 1 ? 0 : s;
     s *= d;
     count *= d;
@@ -426,7 +423,8 @@ static dvm_status *matmul_run(const dvm_kernel_args *a, int owner, const dvm_epi
   int threads = dvm_kargs_threads(a), f64 = cdt == DVM_F64;
   dvm_product p = {.f64 = f64, .ta = 'N', .tb = 'N', .m = m, .n = n, .k = k, .lda = k, .ldb = n,
                .ldc = n, .alpha = 1, .a = px, .b = py, .c = pc, .nbatch = br, .epi = epi};
-  int64_t nx = batch_strides(x, xm, br, p.sa), ny = batch_strides(y, ym, br, p.sb), batch = 1;
+  int64_t nx = dvm_cpu_product_strides(x->rank, x->dims, xm, br, p.sa),
+          ny = dvm_cpu_product_strides(y->rank, y->dims, ym, br, p.sb), batch = 1;
   for (int i = br - 1; i >= 0; i--) {
     p.bdims[i] = o->dims[i];
     p.sc[i] = batch * m * n;

@@ -37,4 +37,10 @@ typedef struct dvm_product {
  * oneDNN fails. */
 DVM_MUST_USE dvm_status *dvm_cpu_product_run(const char *op, const dvm_product *p, int threads);
 
+/* Per batch dim of a product's output (nb of them, right-aligned with the
+ * operand's own), the stride in elements of an operand of `rank` dims
+ * whose last `mat` (1 or 2) form its matrix: 0 where it broadcasts. Returns
+ * how many matrices the operand holds. */
+int64_t dvm_cpu_product_strides(int rank, const int64_t *dims, int mat, int nb, int64_t *strides);
+
 #endif
