@@ -213,6 +213,11 @@ static dvm_status *parse_descr(hparse *h, npy_header *hd) {
         return header_error(h, "unsupported dtype descr '%s'", printable(buf, sizeof buf, s, n));
       w = w * 10 + (size_t)(s[k] - '0');
     }
+    /* NumPy never writes width 0 (an empty string is 'U1'); refused, since
+     * a file of no data bytes would otherwise make any number of strings */
+    if (w == 0)
+      return header_error(h, "dtype descr '%s' has width 0 (NumPy writes at least 1)",
+                          printable(buf, sizeof buf, s, n));
     hd->dt = DVM_STRING;
     hd->ucs4 = s[i] == 'U';
     hd->width = w;

@@ -338,6 +338,8 @@ static const struct {
     {1, "{'descr': '<U2', 'fortran_order': False, 'shape': (), }", 7,
      "bad.npy: data is 7 bytes, shape string[] needs 8"},
     {1, "{'descr': '<U2x', 'fortran_order': False, 'shape': (), }", 8, "unsupported dtype descr '<U2x'"},
+    {1, "{'descr': '|U0', 'fortran_order': False, 'shape': (1, 4294967296), }", 0,
+     "header: dtype descr '|U0' has width 0 (NumPy writes at least 1)"},
     {1, "{'descr': '|S99999999999999999999', 'fortran_order': False, 'shape': (), }", 8,
      "unsupported dtype descr '|S99999999999999999999'"},
     {1, "{'descr': '|S3', 'fortran_order': True, 'shape': (2, 1), }", 6, NULL},
