@@ -97,7 +97,20 @@ def ray_cluster(tmp_path):
             if time.time() > deadline or nodes[0].poll() is not None:
                 pytest.skip("ray cannot start a head node here: " + open(tmp_path / "ray.log").read()[-2000:])
             time.sleep(0.5)
-        ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+        # `ray status` answers once the GCS is up; the driver also needs the
+        # head's raylet registered, which under the sanitizers on a loaded
+        # machine can take longer than ray.init waits (60 s): try again
+        deadline = time.time() + 180
+        while True:
+            try:
+                ray.init(address=f"127.0.0.1:{port}", log_to_driver=False)
+                break
+            except ConnectionError:
+                if time.time() > deadline or nodes[0].poll() is not None:
+                    raise AssertionError("ray.init failed; the nodes' log ends:\n" +
+                                         open(tmp_path / "ray.log").read()[-4000:])
+                ray.shutdown()
+                time.sleep(1)
         for k in (1, 2):  # one at a time: two nodes starting at once on one machine collide
             nodes.append(ray_node([f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1",
                                    f'--resources={{"dvm_slot": 1, "dvm_w{k}": 1}}'], env, log))
