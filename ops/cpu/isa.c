@@ -4,6 +4,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "ops/cpu/elementwise.h"
 
@@ -49,4 +53,27 @@ int dvm_isa_int8_dot(void) {
 #else
   return 0;
 #endif
+}
+
+/* Linux hands out AMX's 8 KiB of tile state only on request
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); without it the
+ * first tile instruction faults. */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static int amx_int8;
+
+static void choose_amx(void) {
+#if DVM_EW_X86 && defined(__linux__)
+  const char *want = getenv("DVM_CPU_AMX");
+  amx_int8 = dvm_isa_chosen() == DVM_ISA_AVX512F && __builtin_cpu_supports("amx-tile") &&
+             __builtin_cpu_supports("amx-int8") && !(want && strcmp(want, "0") == 0) &&
+             syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#endif
+}
+
+int dvm_isa_amx_int8(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, choose_amx);
+  return amx_int8;
 }

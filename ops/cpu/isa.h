@@ -21,5 +21,10 @@ const char *dvm_isa_name(dvm_isa isa); /* "generic", "avx2", "avx512f" */
  * AVX-512 and the CPU has VNNI (vpdpbusd adds its products into i32;
  * without VNNI oneDNN pairs them in saturating i16). */
 int dvm_isa_int8_dot(void);
+/* Whether the int8 tiles may use AMX (Intel's tile registers and their
+ * int8 dot products): the chosen ISA is AVX-512, the CPU has AMX-TILE and
+ * AMX-INT8, Linux grants the process the tile state, and DVM_CPU_AMX is
+ * not 0 in the environment. Read once. */
+int dvm_isa_amx_int8(void);
 
 #endif

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "ops/cpu/isa.h"
 #include "ops/cpu/kernels.h"
 #include "ops/cpu/nbits.h"
 #include "ops/cpu/par.h"
@@ -44,7 +45,6 @@
 #include "shapefuncs/shape.h"
 
 #define NG DVM_NBITS_NG
-#define MR DVM_NBITS_MR
 
 enum { K_MATMUL_NBITS, K_GATHER_BQ };
 
@@ -302,8 +302,57 @@ DVM_VEC static void prepare_row(const a_job *j, int64_t row) {
   }
 }
 
+#if DVM_EW_X86
+#include "ops/cpu/x86_tile.h"
+
+/* quantize_block in AVX-512, 16 values a step (the block a multiple of
+ * 16): the same max, NaN flag, rounding (vcvtps2dq rounds half to even,
+ * as round_even) and codes, without the scalar tree and tail loops that
+ * made the generic one cost more than the AMX products of 16 rows. */
+DVM_TILE_AVX512 static void quantize_block_512(const float *x, int64_t len, int64_t block, int8_t *dst,
+                                               float *scale, float *sum) {
+  __m512 m = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  for (int64_t t = 0; t < len; t += 16) {
+    __mmask16 k = len - t >= 16 ? 0xffff : (__mmask16)((1u << (len - t)) - 1);
+    __m512 v = _mm512_abs_ps(_mm512_maskz_loadu_ps(k, x + t));
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    m = _mm512_max_ps(v, m); /* a NaN v leaves m */
+  }
+  float amax = _mm512_reduce_max_ps(m), inv = amax != 0 ? 127.f / amax : 0;
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  __m512i isum = _mm512_setzero_si512();
+  for (int64_t t = 0; t < block; t += 16) {
+    __mmask16 k = t >= len ? 0 : len - t >= 16 ? 0xffff : (__mmask16)((1u << (len - t)) - 1);
+    __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + t), vinv));
+    /* out of range: a NaN (vcvtps2dq gives INT_MIN), as the generic loop's 0 */
+    q = _mm512_maskz_mov_epi32(_mm512_cmp_epi32_mask(q, lo, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(q, hi, _MM_CMPINT_LE), q);
+    _mm_storeu_si128((__m128i *)(dst + t), _mm512_cvtepi32_epi8(q));
+    isum = _mm512_add_epi32(isum, q);
+  }
+  *scale = nan ? NAN : amax / 127.f;
+  *sum = (float)_mm512_reduce_add_epi32(isum);
+}
+
+DVM_TILE_AVX512 static void prepare_row_512(const a_job *j, int64_t row) {
+  for (int64_t b = 0; b < j->kb; b++) {
+    int64_t k0 = b * j->block, len = j->k - k0 < j->block ? j->k - k0 : j->block;
+    quantize_block_512(j->x + row * j->k + k0, len, j->block, (int8_t *)j->v + row * j->kp + k0,
+                       &j->scale[row * j->kb + b], &j->sum[row * j->kb + b]);
+  }
+}
+#endif
+
 static void prepare_rows(void *ctx, int64_t s, int64_t e) {
-  for (int64_t row = s; row < e; row++) prepare_row(ctx, row);
+  const a_job *j = ctx;
+#if DVM_EW_X86
+  if (j->int8 && dvm_isa_chosen() == DVM_ISA_AVX512F) { /* blocks are powers of 2 from 16 */
+    for (int64_t row = s; row < e; row++) prepare_row_512(j, row);
+    return;
+  }
+#endif
+  for (int64_t row = s; row < e; row++) prepare_row(j, row);
 }
 
 typedef struct y_job {
@@ -314,20 +363,24 @@ typedef struct y_job {
   int64_t m, n;
   const float *bias;
   float *y;
+  uint8_t *scratch; /* scratch_bytes for each thread (dvm_par_slot) */
+  size_t scratch_bytes;
 } y_job;
 
 /* A full group's tiles write Y's rows; the last, narrower one goes
  * through out. */
 static void run_groups(void *ctx, int64_t s, int64_t e) {
   const y_job *j = ctx;
-  float out[MR * NG];
+  const int mr = dvm_nbits_rows(j->int8, j->m);
+  uint8_t *scratch = j->scratch ? j->scratch + (size_t)dvm_par_slot() * j->scratch_bytes : NULL;
+  float out[DVM_NBITS_AMX_ROWS * NG];
   for (int64_t g = s; g < e; g++) {
     int64_t c0 = g * NG, w = j->n - c0 < NG ? j->n - c0 : NG;
-    for (int64_t i0 = 0; i0 < j->m; i0 += MR) {
-      int r = j->m - i0 < MR ? (int)(j->m - i0) : MR;
+    for (int64_t i0 = 0; i0 < j->m; i0 += mr) {
+      int r = j->m - i0 < mr ? (int)(j->m - i0) : mr;
       float *y = j->y + i0 * j->n + c0;
-      dvm_nbits_tile(j->int8, j->f->b, j->f->scales, j->f->zp, j->zdef, j->a, i0, r, g, w == NG ? y : out,
-                     w == NG ? j->n : NG);
+      dvm_nbits_tile(j->int8, j->f->b, j->f->scales, j->f->zp, j->zdef, j->a, i0, r, g, scratch,
+                     w == NG ? y : out, w == NG ? j->n : NG);
       for (int i = 0; i < r && (w < NG || j->bias); i++)
         for (int64_t c = 0; c < w; c++)
           y[i * j->n + c] = (w < NG ? out[i * NG + c] : y[i * j->n + c]) + (j->bias ? j->bias[c0 + c] : 0);
@@ -368,13 +421,18 @@ static dvm_status *matmul_nbits(const dvm_kernel_args *a) {
   if (!aj.v || !aj.scale || !aj.sum)
     st = dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for A's %lld rows", op, (long long)m);
   if (!st) st = get_forms(op, &in, &at, &f);
+  y_job yj = {.f = &f, .int8 = int8, .zdef = (float)(1 << (at.bits - 1)), .m = m, .n = at.n, .bias = bias,
+              .y = py};
+  if (!st && (yj.scratch_bytes = dvm_nbits_scratch(f.b, int8, m)) &&
+      !(yj.scratch = aligned_alloc(64, yj.scratch_bytes * (size_t)(threads > 1 ? threads : 1))))
+    st = dvm_status_new(DVM_OUT_OF_MEMORY, "%s: out of memory for the unpacked weights", op);
   if (!st) {
     dvm_par_for(threads, m, 1, prepare_rows, &aj);
     dvm_nbits_a av = {.v = aj.v, .scale = aj.scale, .sum = aj.sum, .kp = aj.kp};
-    y_job yj = {.f = &f, .a = &av, .int8 = int8, .zdef = (float)(1 << (at.bits - 1)), .m = m, .n = at.n,
-                .bias = bias, .y = py};
+    yj.a = &av;
     dvm_par_for(threads, f.b->groups, 1, run_groups, &yj);
   }
+  free(yj.scratch);
   free_forms(&f);
   free(aj.v);
   free(aj.scale);

@@ -22,6 +22,7 @@
 
 #define DVM_NBITS_NG 16 /* columns per group */
 #define DVM_NBITS_MR 4  /* rows of A per tile */
+#define DVM_NBITS_AMX_ROWS 16  /* rows of A per tile on AMX */
 
 typedef struct dvm_nbits_b {
   int64_t k, n, bits, block, kb, groups;
@@ -56,14 +57,27 @@ typedef struct dvm_nbits_a {
   int64_t kp;
 } dvm_nbits_a;
 
-/* out[i * ldo + c] (r <= MR rows of 16, for rows i0 .. i0 + r of A and
- * group g's columns) = sum over blocks of a_scale * b_scale * (dot - zp * a_sum),
- * zero points from zp (NULL: every one zdef). int8: A as codes, dot in
- * i32 (vpdpbusd where the CPU has AVX-512 VNNI, vpmaddubsw with AVX2);
- * else A as floats, dot in f32. The variant is chosen once per process
- * (ops/cpu/isa.h). */
+/* out[i * ldo + c] (r <= dvm_nbits_rows rows of 16, for rows i0 .. i0 + r
+ * of A and group g's columns) = sum over blocks of a_scale * b_scale *
+ * (dot - zp * a_sum), zero points from zp (NULL: every one zdef). int8: A
+ * as codes, dot in i32 (AMX's tdpbsud where dvm_nbits_rows says so,
+ * vpdpbusd where the CPU has AVX-512 VNNI, vpmaddubsw with AVX2); else A
+ * as floats, dot in f32. The variant is chosen once per process
+ * (ops/cpu/isa.h). scratch: the thread's dvm_nbits_scratch bytes, which
+ * the tile at i0 = 0 fills with the group's codes unpacked and the later
+ * row tiles of the group read: a thread runs a group's row tiles in
+ * order. */
 void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, const dvm_nbits_q *zp,
-                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out, int64_t ldo);
+                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, uint8_t *scratch,
+                    float *out, int64_t ldo);
+
+/* Rows of A a tile takes when A has m rows: DVM_NBITS_AMX_ROWS where the
+ * int8 tiles run on AMX (isa.h) and m is large enough to fill them, else
+ * DVM_NBITS_MR. */
+int dvm_nbits_rows(int int8, int64_t m);
+/* Bytes of scratch a thread's tiles need (AMX at 4 bits: a group's codes
+ * unpacked), 0 if none. */
+size_t dvm_nbits_scratch(const dvm_nbits_b *b, int int8, int64_t m);
 
 /* A "matmul_nbits" call as the CPU kernel checks it (its attributes,
  * inputs and output), for a device kernel of the same semantics: kb 0

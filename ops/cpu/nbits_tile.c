@@ -166,11 +166,13 @@ static void f32_generic(const targs *t, int r) { tile_generic(t, r, 0); }
 
 /* ---- AVX-512 ---------------------------------------------------------- */
 
-/* out += a_scale * b_scale * (dot - zp * a_sum) for row i of block j. */
-#define EPI512(o, d, i, j)                                                                   \
+/* out += a_scale * b_scale * (dot - zp * a_sum) for row i of block j, the
+ * group's scales and zero points at sp and zp (NULL: t->zdef). */
+#define EPI512(o, d, i, j) EPI512_AT(o, d, i, j, t->s, t->z)
+#define EPI512_AT(o, d, i, j, sp, zp)                                                        \
   do {                                                                                       \
-    __m512 s_ = _mm512_loadu_ps(t->s + (j) * NG);                                            \
-    __m512 z_ = t->z ? _mm512_loadu_ps(t->z + (j) * NG) : _mm512_set1_ps(t->zdef);           \
+    __m512 s_ = _mm512_loadu_ps((sp) + (j) * NG);                                            \
+    __m512 z_ = (zp) ? _mm512_loadu_ps((zp) + (j) * NG) : _mm512_set1_ps(t->zdef);           \
     __m512 e_ = _mm512_fnmadd_ps(z_, _mm512_set1_ps(sum[(i) * kb + (j)]), d);                \
     o = _mm512_fmadd_ps(e_, _mm512_mul_ps(s_, _mm512_set1_ps(sa[(i) * kb + (j)])), o);       \
   } while (0)
@@ -312,6 +314,146 @@ DVM_TILE_AVX2 DVM_TILE_INLINE void f32_256(const targs *t, int r, int bits) {
     _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) _mm256_storeu_ps(t->out + i * t->ldo + 8 * h, o[i][h]);
 }
 
+/* ---- AMX: up to 16 rows a tile ------------------------------------------ */
+
+/* Where many rows share a group's codes, AMX's tdpbsud sums 16 rows x 16
+ * columns x up to 64 k (i8 x u8 into i32, exact: the same sums as
+ * vpdpbusd) in one instruction. Each block's sums leave the tile unit for
+ * the per-block scaling (EPI512, in the VNNI tile's order: both give the
+ * same bits), which then costs more than the products. Measured waits,
+ * and what avoids them: a tile load right after the vector stores that
+ * unpacked its 4-bit codes (the group is unpacked for all of K first, once
+ * for all its row tiles), and vector loads right after the tile store of
+ * the sums (two sets of tiles: block j + 1's products are issued before
+ * block j's sums are scaled). */
+
+/* ldtilecfg's operand: palette 1, bytes per row and rows of each tile. */
+typedef struct amx_config {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_config;
+
+/* Below this many rows the VNNI tiles are as fast (measured on a Xeon with
+ * AMX, K x N 1024 x 1536 and 2816 x 1024). */
+#define AMX_MIN_ROWS 12
+
+/* Rows of B as the tile unit reads them: kp / 4 rows of 64 bytes, row
+ * k / 4 holding 4 k's codes of each of the 16 columns. The 8-bit units
+ * are such rows already (unsigned, for tdpbsud). A 4-bit unit is two, its
+ * low nibbles then its high, each less its column's zero point: signed
+ * codes in -15 .. 15 for tdpbssd, whose sums are then dot - zp * a_sum
+ * exactly, so the scaling has no zero-point term. z: the group's zero
+ * points ([kb][16] floats), or NULL for zdef. */
+DVM_TILE_AMX static void amx_unpack(const targs *t, const uint8_t *u, uint8_t *rows) {
+  const int64_t kb = t->b->kb, units = t->b->block / 8;
+  const __m512i m4 = _mm512_set1_epi8(15);
+  for (int64_t j = 0; j < kb; j++) { /* each column's zero point in the 4 bytes of its lane */
+    __m512i zb = t->z ? _mm512_mullo_epi32(_mm512_cvtps_epi32(_mm512_loadu_ps(t->z + j * NG)),
+                                           _mm512_set1_epi32(0x01010101))
+                      : _mm512_set1_epi8((char)t->zdef);
+    for (int64_t q = 0; q < units; q++, u += UNIT, rows += 2 * UNIT) {
+      __m512i v = _mm512_load_si512(u);
+      _mm512_store_si512(rows, _mm512_sub_epi8(_mm512_and_si512(v, m4), zb));
+      _mm512_store_si512(rows + UNIT, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), zb));
+    }
+  }
+}
+
+/* Block j's products into tile tc (A's codes in ta, B's rows in tb):
+ * signed codes (4 bits) or unsigned (8). */
+#define AMX_PRODUCTS(ta, tb, tc, j)                                            \
+  do {                                                                         \
+    if (next) {                                                                \
+      for (int64_t p_ = 0; p_ < bb; p_ += UNIT)                                \
+        _mm_prefetch((const char *)next + (j) * bb + p_, _MM_HINT_T0);         \
+      _mm_prefetch((const char *)(t->s + (kb + (j)) * NG), _MM_HINT_T0);       \
+    }                                                                          \
+    _tile_zero(tc);                                                            \
+    for (int64_t k0 = (j) * block; k0 < ((j) + 1) * block; k0 += step) {       \
+      _tile_loadd(ta, a0 + k0, kp);                                            \
+      _tile_loadd(tb, rows + k0 * 16, UNIT);                                   \
+      if (bits == 4)                                                           \
+        _tile_dpbssd(tc, ta, tb);                                              \
+      else                                                                     \
+        _tile_dpbsud(tc, ta, tb);                                              \
+    }                                                                          \
+  } while (0)
+
+/* Block j's sums (in sums) scaled into o: at 4 bits they are dot - zp *
+ * a_sum already, the same value EPI512 forms from dot, so the same bits. */
+#define AMX_SCALE(j, sums)                                                                                \
+  do {                                                                                                 \
+    if (bits == 4) {                                                                                   \
+      const __m512 s_ = _mm512_loadu_ps(t->s + (j) * NG);                                              \
+      _Pragma("GCC unroll 16") for (int i = 0; i < r; i++) o[i] = _mm512_fmadd_ps(                     \
+          _mm512_cvtepi32_ps(_mm512_load_si512((sums) + i * NG)), _mm512_mul_ps(s_, _mm512_set1_ps(sa[i * kb + (j)])), o[i]); \
+    } else {                                                                                           \
+      _Pragma("GCC unroll 16") for (int i = 0; i < r; i++)                                             \
+          EPI512(o[i], _mm512_cvtepi32_ps(_mm512_load_si512((sums) + i * NG)), i, j);                     \
+    }                                                                                                  \
+  } while (0)
+
+/* Tiles: 0 and 1 A's codes (r rows x up to 64), 2 and 3 B's rows (up to
+ * 16 of 4 k x 16 columns), 4 and 5 a block's sums (r x 16 i32); the even
+ * blocks in 0, 2, 4 and s0, the odd ones in 1, 3, 5 and s1. */
+DVM_TILE_AMX DVM_TILE_INLINE void i8_amx(const targs *t, int r, const uint8_t *rows, int bits) {
+  /* the next group's codes and scales towards the cache meanwhile, as
+   * PREFETCH_NEXT: a step of 16 rows otherwise waits on memory at each
+   * group's unpacking */
+  const uint8_t *next = t->i0 == 0 ? t->b->codes + (t->g + 1) * t->b->kb * block_bytes(t->b) : NULL;
+  const dvm_nbits_b *b = t->b;
+  const int64_t kb = b->kb, kp = t->a->kp, block = b->block, step = block < 64 ? block : 64, bb = block_bytes(b);
+  const int8_t *a0 = (const int8_t *)t->a->v + t->i0 * kp;
+  const float *sa = t->a->scale + t->i0 * kb, *sum = t->a->sum + t->i0 * kb;
+  amx_config cfg = {.palette = 1};
+  for (int p = 0; p < 2; p++) {
+    cfg.colsb[p] = (uint16_t)step;
+    cfg.rows[p] = cfg.rows[4 + p] = (uint8_t)r;
+    cfg.colsb[2 + p] = cfg.colsb[4 + p] = UNIT;
+    cfg.rows[2 + p] = (uint8_t)(step / 4);
+  }
+  _tile_loadconfig(&cfg);
+  _Alignas(64) int32_t s0[DVM_NBITS_AMX_ROWS * NG], s1[DVM_NBITS_AMX_ROWS * NG];
+  __m512 o[DVM_NBITS_AMX_ROWS];
+  _Pragma("GCC unroll 16") for (int i = 0; i < r; i++) o[i] = _mm512_setzero_ps();
+  /* Block j's sums go out only once block j + 1's products are issued,
+   * and are scaled a block later still. */
+  AMX_PRODUCTS(0, 2, 4, 0);
+  for (int64_t j = 0; j < kb; j += 2) {
+    if (j + 1 < kb) AMX_PRODUCTS(1, 3, 5, j + 1);
+    _tile_stored(4, s0, UNIT);
+    if (j > 0) AMX_SCALE(j - 1, s1);
+    if (j + 1 < kb) {
+      if (j + 2 < kb) AMX_PRODUCTS(0, 2, 4, j + 2);
+      _tile_stored(5, s1, UNIT);
+      AMX_SCALE(j, s0);
+    }
+  }
+  AMX_SCALE(kb - 1, (kb - 1) % 2 ? s1 : s0);
+  _tile_release();
+  _Pragma("GCC unroll 16") for (int i = 0; i < r; i++) _mm512_storeu_ps(t->out + i * t->ldo, o[i]);
+}
+
+/* The group's B rows (unpacked into scratch by its first row tile at 4
+ * bits), then the tile with the row count a constant where it is 16. */
+DVM_TILE_AMX static void amx_tile(const targs *t, int r, uint8_t *scratch) {
+  const dvm_nbits_b *b = t->b;
+  const uint8_t *codes = b->codes + t->g * b->kb * block_bytes(b);
+  if (b->bits == 8) {
+    if (r == DVM_NBITS_AMX_ROWS)
+      i8_amx(t, DVM_NBITS_AMX_ROWS, codes, 8);
+    else
+      i8_amx(t, r, codes, 8);
+    return;
+  }
+  if (t->i0 == 0) amx_unpack(t, codes, scratch);
+  if (r == DVM_NBITS_AMX_ROWS)
+    i8_amx(t, DVM_NBITS_AMX_ROWS, scratch, 4);
+  else
+    i8_amx(t, r, scratch, 4);
+}
+
 /* One entry point per variant and bit width, with the row count made a
  * constant so that the accumulators stay in registers. */
 #define ENTRY(name, tgt, body, bits)                                          \
@@ -358,11 +500,27 @@ static int variant(int int8) {
 
 const char *dvm_nbits_int8_variant(void) {
   static const char *const names[V_COUNT] = {"generic", "avx2", "avx512-vnni"};
-  return names[variant(1)];
+  return variant(1) == V_AVX512 && dvm_isa_amx_int8() ? "amx" : names[variant(1)];
+}
+
+static int use_amx(int int8, int64_t m) {
+#if DVM_EW_X86
+  return int8 && m >= AMX_MIN_ROWS && variant(1) == V_AVX512 && dvm_isa_amx_int8();
+#else
+  (void)int8, (void)m;
+  return 0;
+#endif
+}
+
+int dvm_nbits_rows(int int8, int64_t m) { return use_amx(int8, m) ? DVM_NBITS_AMX_ROWS : MR; }
+
+size_t dvm_nbits_scratch(const dvm_nbits_b *b, int int8, int64_t m) {
+  return use_amx(int8, m) && b->bits == 4 ? (size_t)(b->kb * b->block * 16) : 0;
 }
 
 void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, const dvm_nbits_q *zp,
-                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, float *out, int64_t ldo) {
+                    float zdef, const dvm_nbits_a *a, int64_t i0, int r, int64_t g, uint8_t *scratch, float *out,
+                    int64_t ldo) {
   static const tile_fn tiles[V_COUNT][2][2] = {
       [V_GENERIC] = {{f32_generic, f32_generic}, {i8_generic, i8_generic}},
 #if DVM_EW_X86
@@ -373,5 +531,11 @@ void dvm_nbits_tile(int int8, const dvm_nbits_b *b, const dvm_nbits_q *scales, c
   const int64_t off = g * b->kb * NG;
   targs t = {.b = b, .s = scales->v + off, .z = zp ? zp->v + off : NULL, .zdef = zdef, .a = a,
              .i0 = i0, .g = g, .ldo = ldo, .out = out};
+#if DVM_EW_X86
+  if (r > MR) { /* AMX: dvm_nbits_rows allows more rows only there */
+    amx_tile(&t, r, scratch);
+    return;
+  }
+#endif
   tiles[variant(int8)][int8 != 0][b->bits == 8](&t, r);
 }

@@ -9,6 +9,8 @@
 #include "harness.h"
 #include "kernel.h"
 #include "object.h"
+#include "ops/cpu/isa.h"
+#include "ops/cpu/nbits.h"
 #include "ops/cpu/pgemm.h"
 #include "ops/optable.h"
 
@@ -581,6 +583,67 @@ static void test_pgemm_variants(void) {
   printf("packed GEMM variants run: %d (chosen: %s)\n", ran, dvm_isa_name(chosen));
 }
 
+/* MatMulNBits' AMX tiles (16 rows) against its VNNI tiles (4 rows at a
+ * time) on the same packed weights: both sum the same i32 dots and scale
+ * them in the same order, so every bit must agree. Needs a CPU with AMX. */
+static void test_nbits_amx(void) {
+  if (!dvm_isa_amx_int8()) {
+    printf("MatMulNBits AMX tiles: not checked (no AMX here, or DVM_CPU_AMX=0)\n");
+    return;
+  }
+  static const int64_t blocks[] = {16, 32, 64, 128, 256};
+  int ran = 0;
+  for (int bits = 4; bits <= 8; bits += 4)
+    for (size_t bi = 0; bi < sizeof blocks / sizeof *blocks; bi++)
+      for (int zp = 0; zp < 2; zp++)
+        for (int r = 12; r <= DVM_NBITS_AMX_ROWS; r += 4) {
+          const int64_t block = blocks[bi], k = 3 * block - 5, n = 16, kb = 3, kp = kb * block;
+          CHECK(dvm_nbits_rows(1, r) == DVM_NBITS_AMX_ROWS);
+          uint8_t *codes = malloc((size_t)(n * kb * block * bits / 8));
+          float *scales = malloc(sizeof(float) * (size_t)(n * kb)), *zps = malloc(sizeof(float) * (size_t)(n * kb));
+          int8_t *av = malloc((size_t)(r * kp));
+          float *asc = malloc(sizeof(float) * (size_t)(r * kb)), *asum = malloc(sizeof(float) * (size_t)(r * kb));
+          for (int64_t i = 0; i < n * kb * block * bits / 8; i++) codes[i] = (uint8_t)rnd();
+          for (int64_t i = 0; i < n * kb; i++) {
+            scales[i] = (float)(rnd() % 1000 + 1) / 4096.f;
+            zps[i] = (float)(rnd() % (1u << bits));
+          }
+          for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < kb; j++) {
+              int32_t sum = 0;
+              for (int64_t t = 0; t < block; t++) {
+                int8_t v = j * block + t < k ? (int8_t)(rnd() % 255 - 127) : 0;
+                av[i * kp + j * block + t] = v;
+                sum += v;
+              }
+              asc[i * kb + j] = (float)(rnd() % 1000 + 1) / 8192.f;
+              asum[i * kb + j] = (float)sum;
+            }
+          dvm_nbits_b *pb = dvm_nbits_pack_b(codes, k, n, bits, block);
+          dvm_nbits_q *ps = dvm_nbits_pack_q(scales, NULL, 0, n, kb), *pz = zp ? dvm_nbits_pack_q(zps, NULL, 0, n, kb) : NULL;
+          CHECK(pb && ps && (pz || !zp));
+          const dvm_nbits_a a = {.v = av, .scale = asc, .sum = asum, .kp = kp};
+          uint8_t *scratch = aligned_alloc(64, dvm_nbits_scratch(pb, 1, r) + 64);
+          float amx[DVM_NBITS_AMX_ROWS * 16], vnni[DVM_NBITS_AMX_ROWS * 16];
+          const float zdef = (float)(1 << (bits - 1));
+          dvm_nbits_tile(1, pb, ps, pz, zdef, &a, 0, r, 0, scratch, amx, 16);
+          for (int i0 = 0; i0 < r; i0 += DVM_NBITS_MR)
+            dvm_nbits_tile(1, pb, ps, pz, zdef, &a, i0, DVM_NBITS_MR, 0, NULL, vnni + i0 * 16, 16);
+          int differ = memcmp(amx, vnni, sizeof(float) * (size_t)(r * 16)) != 0;
+          if (differ)
+            fprintf(stderr, "nbits AMX bits=%d block=%lld zp=%d rows=%d: differs from the VNNI tiles\n", bits,
+                    (long long)block, zp, r);
+          CHECK(!differ);
+          ran++;
+          free(scratch);
+          dvm_nbits_b_free(pb);
+          dvm_nbits_q_free(ps);
+          dvm_nbits_q_free(pz);
+          free(codes), free(scales), free(zps), free(av), free(asc), free(asum);
+        }
+  printf("MatMulNBits AMX tiles checked against VNNI: %d cases\n", ran);
+}
+
 static void test_table(void) {
   CHECK(dvm_ops_find("add", DVM_DEVICE_CPU) != NULL);
   CHECK(dvm_ops_find("mul", DVM_DEVICE_CPU) != NULL);
@@ -602,5 +665,6 @@ int main(void) {
   test_prepack();
   test_pgemm_variants();
   test_pgemm_strided_a();
+  test_nbits_amx();
   return harness_finish("kernels");
 }
