@@ -12,6 +12,9 @@
 #include "ops/cpu/vec.h"
 
 #define NG 16 /* columns per group */
+/* From this many rows the AMX tiles run where the CPU has them (16 x 768
+ * x 768 on a Xeon: 0.011 ms against 0.037 on the VNNI tiles). */
+#define AMX_MIN_ROWS 16
 
 enum { V_NONE, V_AVX2, V_VNNI };
 
@@ -40,6 +43,15 @@ static int variant(void) {
   return chosen;
 }
 
+int dvm_qgemm_amx(int64_t rows) {
+#if DVM_EW_X86
+  return variant() == V_VNNI && rows >= AMX_MIN_ROWS && dvm_isa_amx_int8();
+#else
+  (void)rows;
+  return 0;
+#endif
+}
+
 const char *dvm_qgemm_variant(void) { return variant() == V_VNNI ? "avx512-vnni" : variant() ? "avx2" : "none"; }
 
 /* Whether an operand's bytes are flipped (x ^ 0x80) for tile v: vpdpbusd
@@ -59,7 +71,10 @@ dvm_qgemm_b *dvm_qgemm_pack(const void *b, int b_signed, int64_t k, int64_t n) {
   if (v == V_NONE) return NULL;
   dvm_qgemm_b *p = calloc(1, sizeof *p);
   if (!p) return NULL;
-  p->k = k, p->n = n, p->kp = (k + 3) / 4 * 4, p->groups = (n + NG - 1) / NG, p->v = v, p->b_signed = b_signed;
+  /* K padded to 4, or to the 64 of a tile row where AMX may run */
+  int64_t pad = v == V_VNNI && dvm_isa_amx_int8() ? 64 : 4;
+  p->k = k, p->n = n, p->kp = (k + pad - 1) / pad * pad, p->groups = (n + NG - 1) / NG, p->v = v,
+  p->b_signed = b_signed;
   size_t bytes = (size_t)(p->groups * p->kp * NG); /* a multiple of 64 */
   p->codes = aligned_alloc(64, bytes ? bytes : 64);
   p->colsum = calloc((size_t)(p->groups * NG + 1), sizeof(int32_t));
@@ -111,11 +126,23 @@ typedef struct job {
 #if DVM_EW_X86
 #include "ops/cpu/x86_tile.h"
 
+/* Row i's D plus its zero points' terms, stored (the columns of N only). */
+DVM_TILE_VNNI DVM_TILE_INLINE void finish512(const job *j, int64_t i, int64_t n0, __m512i d) {
+  const int64_t N = j->b->n;
+  __m512i o = _mm512_add_epi32(_mm512_add_epi32(d, _mm512_loadu_si512(j->col + n0)), _mm512_set1_epi32(j->row[i]));
+  if (j->cross) {
+    o = _mm512_sub_epi32(o, _mm512_mullo_epi32(_mm512_set1_epi32(j->az[i]), _mm512_loadu_si512(j->b->colsum + n0)));
+    o = _mm512_sub_epi32(o, _mm512_mullo_epi32(_mm512_loadu_si512(j->bz + n0), _mm512_set1_epi32(j->rs[i])));
+  }
+  __mmask16 keep = N - n0 >= NG ? 0xffff : (__mmask16)((1u << (N - n0)) - 1);
+  _mm512_mask_storeu_epi32(j->y + i * N + n0, keep, o);
+}
+
 /* Rows m0 .. m0 + r of group g's ng (1 or 2) groups: 16 accumulators, two
  * B units per step, each serving every row. */
 DVM_TILE_VNNI DVM_TILE_INLINE void tile512(const job *j, int64_t m0, int r, int64_t g, int ng) {
   const dvm_qgemm_b *b = j->b;
-  const int64_t kp = b->kp, N = b->n;
+  const int64_t kp = b->kp;
   const uint8_t *u = b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
   __m512i acc[8][2];
   _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
@@ -128,20 +155,59 @@ DVM_TILE_VNNI DVM_TILE_INLINE void tile512(const job *j, int64_t m0, int r, int6
       if (ng > 1) acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], x, v1);
     }
   }
-  for (int h = 0; h < ng; h++) {
-    int64_t n0 = (g + h) * NG;
-    __m512i cs = _mm512_loadu_si512(b->colsum + n0), bz = _mm512_loadu_si512(j->bz + n0);
-    __m512i col = _mm512_loadu_si512(j->col + n0);
-    __mmask16 keep = N - n0 >= NG ? 0xffff : (__mmask16)((1u << (N - n0)) - 1);
-    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) {
-      __m512i o = _mm512_add_epi32(_mm512_add_epi32(acc[i][h], col), _mm512_set1_epi32(j->row[m0 + i]));
-      if (j->cross) {
-        o = _mm512_sub_epi32(o, _mm512_mullo_epi32(_mm512_set1_epi32(j->az[m0 + i]), cs));
-        o = _mm512_sub_epi32(o, _mm512_mullo_epi32(bz, _mm512_set1_epi32(j->rs[m0 + i])));
-      }
-      _mm512_mask_storeu_epi32(j->y + (m0 + i) * N + n0, keep, o);
+  for (int h = 0; h < ng; h++)
+    _Pragma("GCC unroll 8") for (int i = 0; i < r; i++) finish512(j, m0 + i, (g + h) * NG, acc[i][h]);
+}
+
+/* ldtilecfg's operand: palette 1, bytes per row and rows of each tile. */
+typedef struct amx_config {
+  uint8_t palette, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} amx_config;
+
+/* The same D on AMX (kp a multiple of 64): rows m0 .. m0 + r (r <= 32) of
+ * groups g, g + 1 (ng of them) in up to 2 x 2 tiles of 16 rows x 16
+ * columns, each tdpbusd summing 64 k of u8 alpha by s8 beta, B's units
+ * being the tile's rows as they are packed. Tiles: 0 and 1 A's rows 0-15
+ * and 16-31, 2 and 3 the groups' B, 4 + 2 ri + h the sums. */
+DVM_TILE_AMX static void tile_amx(const job *j, int64_t m0, int r, int64_t g, int ng) {
+  const int64_t kp = j->b->kp;
+  const uint8_t *u = j->b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
+  const int r1 = r > 16 ? r - 16 : 0, r0 = r - r1;
+  amx_config cfg = {.palette = 1};
+  for (int t = 0; t < 8; t++) cfg.colsb[t] = 64;
+  cfg.rows[0] = cfg.rows[4] = cfg.rows[5] = (uint8_t)r0;
+  cfg.rows[1] = cfg.rows[6] = cfg.rows[7] = (uint8_t)(r1 ? r1 : r0); /* unused when r1 is 0 */
+  cfg.rows[2] = cfg.rows[3] = 16;
+  _tile_loadconfig(&cfg);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int64_t k = 0; k < kp; k += 64) {
+    _tile_loadd(0, a + k, kp);
+    _tile_loadd(2, u + k * NG, 64);
+    _tile_dpbusd(4, 0, 2);
+    if (ng > 1) {
+      _tile_loadd(3, u + (kp + k) * NG, 64);
+      _tile_dpbusd(5, 0, 3);
+    }
+    if (r1) {
+      _tile_loadd(1, a + 16 * kp + k, kp);
+      _tile_dpbusd(6, 1, 2);
+      if (ng > 1) _tile_dpbusd(7, 1, 3);
     }
   }
+  _Alignas(64) int32_t d[4][16 * NG];
+  _tile_stored(4, d[0], 64);
+  _tile_stored(5, d[1], 64);
+  _tile_stored(6, d[2], 64);
+  _tile_stored(7, d[3], 64);
+  _tile_release();
+  for (int h = 0; h < ng; h++)
+    for (int i = 0; i < r; i++)
+      finish512(j, m0 + i, (g + h) * NG, _mm512_load_si512(d[(i >= 16) * 2 + h] + i % 16 * NG));
 }
 
 /* Rows m0 .. m0 + r (r <= 4) of group g as two halves of 8 columns; each
@@ -216,11 +282,13 @@ DVM_TILE_AVX2 static void run256(const job *j, int64_t m0, int r, int64_t g) {
  * so that its B stays in cache while the rows pass. */
 static void groups_part(void *ctx, int64_t s, int64_t e) {
   const job *j = ctx;
-  int vnni = j->b->v == V_VNNI, mr = vnni ? 8 : 4, step = vnni ? 2 : 1;
+  int vnni = j->b->v == V_VNNI, amx = vnni && j->b->kp % 64 == 0 && dvm_qgemm_amx(j->rows);
+  int mr = amx ? 32 : vnni ? 8 : 4, step = vnni ? 2 : 1;
   for (int64_t g = s; g < e; g += step)
     for (int64_t m0 = 0; m0 < j->rows; m0 += mr) {
       int r = (int)(j->rows - m0 < mr ? j->rows - m0 : mr);
-      if (vnni) run512(j, m0, r, g, e - g > 1 ? 2 : 1);
+      if (amx) tile_amx(j, m0, r, g, e - g > 1 ? 2 : 1);
+      else if (vnni) run512(j, m0, r, g, e - g > 1 ? 2 : 1);
       else run256(j, m0, r, g);
     }
 }

@@ -35,6 +35,10 @@ int dvm_qgemm_signed(const dvm_qgemm_b *b);
 dvm_status *dvm_qgemm_run(const dvm_qgemm_b *b, const void *a, int a_signed, int64_t rows, const int32_t *az,
                           int64_t naz, const int32_t *bz, int64_t nbz, int threads, int32_t *y);
 
+/* Whether a product of `rows` rows runs on AMX tiles (Intel's tile unit:
+ * isa.h), from 16 rows where the CPU has it. */
+int dvm_qgemm_amx(int64_t rows);
+
 /* "avx512-vnni" or "avx2": the tile this process packs for (tests). */
 const char *dvm_qgemm_variant(void);
 

@@ -12,7 +12,7 @@
 #define DVM_TILE_AVX2 __attribute__((target("avx2,fma")))
 #define DVM_TILE_AVX512 __attribute__((target("avx512f,avx512bw,avx2,fma")))
 #define DVM_TILE_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
-#define DVM_TILE_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx2,fma")))
+#define DVM_TILE_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vnni,avx2,fma")))
 #define DVM_TILE_INLINE static inline __attribute__((always_inline))
 
 static inline int32_t dvm_tile_load32(const void *p) {

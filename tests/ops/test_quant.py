@@ -368,10 +368,12 @@ def test_matmul_integer_sums_exactly_at_the_extremes(tmp_path, ta, tb, isa):
 # (a shape, b shape) with b a constant, packed at link (ops/cpu/qgemm.h):
 # M 0, 1, 7, 8 and past the tile's 8 rows (a batch of them), K not a
 # multiple of 4 or 64, N prime, below, at and just past the 16-column
-# groups, 1-D a, K 0; 37 rows (an i8 b then runs on oneDNN's GEMM).
+# groups, 1-D a, K 0; 37 rows (an i8 b then runs on oneDNN's GEMM); from
+# 16 rows where the CPU has AMX, its tiles: 16, 33 (a second tile of
+# one row) and 64 rows, an odd count of groups.
 CONST_B = [((0, 5), (5, 17)), ((1, 1031), (1031, 31)), ((7, 67), (67, 33)), ((8, 64), (64, 16)),
            ((13, 3), (3, 1)), ((2, 9, 130), (130, 47)), ((3,), (3, 19)), ((4, 0), (0, 5)),
-           ((37, 20), (20, 29))]
+           ((37, 20), (20, 29)), ((16, 200), (200, 33)), ((33, 1031), (1031, 47)), ((64, 64), (64, 16))]
 
 
 @pytest.mark.parametrize("shapes", CONST_B)
