@@ -339,11 +339,15 @@ BUILTIN = {
         lambda: conv_case((1, 32, 1000, 5), (128, 32, 5, 1), strides=[3, 1], pads=[2, 0, 2, 0]),
         lambda: conv_case((1, 80, 1, 3000), (256, 80, 1, 3), pads=[0, 1, 0, 1]),
     ],
-    "matmul_integer": [  # ddddocr_common_old's (u8 b) at M 1, 8, 128; gpt2.qdyn's at 4x128 tokens
+    "matmul_integer": [  # ddddocr_common_old's (u8 b) at M 1, 8, 128; gpt2.qdyn's at 4x128 tokens;
+        # bert.qdyn's (BERT-base sizes) at 1x16, 1x61 and 4x128 tokens
         *[(lambda m=m: matmul_integer_case((m, 1024), (1024, 8210), np.uint8)) for m in (1, 8, 128)],
         lambda: matmul_integer_case((512, 64), (64, 192)),
         lambda: matmul_integer_case((512, 256), (256, 64)),
         lambda: matmul_integer_case((512, 64), (64, 1000)),
+        lambda: matmul_integer_case((16, 768), (768, 768)),
+        lambda: matmul_integer_case((61, 768), (768, 3072)),
+        lambda: matmul_integer_case((512, 3072), (3072, 768)),
     ],
     "instance_norm": [
         lambda: instance_norm_case((1, 256, 512)),
