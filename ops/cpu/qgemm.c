@@ -166,14 +166,10 @@ typedef struct amx_config {
   uint8_t rows[16];
 } amx_config;
 
-/* The same D on AMX (kp a multiple of 64): rows m0 .. m0 + r (r <= 32) of
- * groups g, g + 1 (ng of them) in up to 2 x 2 tiles of 16 rows x 16
- * columns, each tdpbusd summing 64 k of u8 alpha by s8 beta, B's units
- * being the tile's rows as they are packed. Tiles: 0 and 1 A's rows 0-15
- * and 16-31, 2 and 3 the groups' B, 4 + 2 ri + h the sums. */
-DVM_TILE_AMX static void tile_amx(const job *j, int64_t m0, int r, int64_t g, int ng) {
-  const int64_t kp = j->b->kp;
-  const uint8_t *u = j->b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
+/* The tile configuration for r rows (r <= 32): tiles 0 and 1 A's rows
+ * 0-15 and 16-31, 2 and 3 two groups' B, 4 + 2 ri + h the sums of A's
+ * rows ri and group h. */
+DVM_TILE_AMX static void amx_configure(int r) {
   const int r1 = r > 16 ? r - 16 : 0, r0 = r - r1;
   amx_config cfg = {.palette = 1};
   for (int t = 0; t < 8; t++) cfg.colsb[t] = 64;
@@ -181,6 +177,16 @@ DVM_TILE_AMX static void tile_amx(const job *j, int64_t m0, int r, int64_t g, in
   cfg.rows[1] = cfg.rows[6] = cfg.rows[7] = (uint8_t)(r1 ? r1 : r0); /* unused when r1 is 0 */
   cfg.rows[2] = cfg.rows[3] = 16;
   _tile_loadconfig(&cfg);
+}
+
+/* The same D on AMX (kp a multiple of 64), tiles configured for r rows:
+ * rows m0 .. m0 + r of groups g, g + 1 (ng of them) in up to 2 x 2 tiles
+ * of 16 rows x 16 columns, each tdpbusd summing 64 k of u8 alpha by s8
+ * beta, B's units being the tile's rows as they are packed. */
+DVM_TILE_AMX static void tile_amx(const job *j, int64_t m0, int r, int64_t g, int ng) {
+  const int64_t kp = j->b->kp;
+  const uint8_t *u = j->b->codes + g * kp * NG, *a = j->alpha + m0 * kp;
+  const int r1 = r > 16;
   _tile_zero(4);
   _tile_zero(5);
   _tile_zero(6);
@@ -204,10 +210,22 @@ DVM_TILE_AMX static void tile_amx(const job *j, int64_t m0, int r, int64_t g, in
   _tile_stored(5, d[1], 64);
   _tile_stored(6, d[2], 64);
   _tile_stored(7, d[3], 64);
-  _tile_release();
   for (int h = 0; h < ng; h++)
     for (int i = 0; i < r; i++)
       finish512(j, m0 + i, (g + h) * NG, _mm512_load_si512(d[(i >= 16) * 2 + h] + i % 16 * NG));
+}
+
+/* Groups [s, e) on AMX: the tiles configured once for 32 rows, again for
+ * the last row tile where it is shorter. */
+DVM_TILE_AMX static void groups_amx(const job *j, int64_t s, int64_t e) {
+  int configured = 0;
+  for (int64_t g = s; g < e; g += 2)
+    for (int64_t m0 = 0; m0 < j->rows; m0 += 32) {
+      int r = (int)(j->rows - m0 < 32 ? j->rows - m0 : 32);
+      if (r != configured) amx_configure(configured = r);
+      tile_amx(j, m0, r, g, e - g > 1 ? 2 : 1);
+    }
+  _tile_release();
 }
 
 /* Rows m0 .. m0 + r (r <= 4) of group g as two halves of 8 columns; each
@@ -282,13 +300,15 @@ DVM_TILE_AVX2 static void run256(const job *j, int64_t m0, int r, int64_t g) {
  * so that its B stays in cache while the rows pass. */
 static void groups_part(void *ctx, int64_t s, int64_t e) {
   const job *j = ctx;
-  int vnni = j->b->v == V_VNNI, amx = vnni && j->b->kp % 64 == 0 && dvm_qgemm_amx(j->rows);
-  int mr = amx ? 32 : vnni ? 8 : 4, step = vnni ? 2 : 1;
+  int vnni = j->b->v == V_VNNI, mr = vnni ? 8 : 4, step = vnni ? 2 : 1;
+  if (vnni && j->b->kp % 64 == 0 && dvm_qgemm_amx(j->rows)) {
+    groups_amx(j, s, e);
+    return;
+  }
   for (int64_t g = s; g < e; g += step)
     for (int64_t m0 = 0; m0 < j->rows; m0 += mr) {
       int r = (int)(j->rows - m0 < mr ? j->rows - m0 : mr);
-      if (amx) tile_amx(j, m0, r, g, e - g > 1 ? 2 : 1);
-      else if (vnni) run512(j, m0, r, g, e - g > 1 ? 2 : 1);
+      if (vnni) run512(j, m0, r, g, e - g > 1 ? 2 : 1);
       else run256(j, m0, r, g);
     }
 }
