@@ -343,8 +343,8 @@ typedef struct amx_config {
  * are such rows already (unsigned, for tdpbsud). A 4-bit unit is two, its
  * low nibbles then its high, each less its column's zero point: signed
  * codes in -15 .. 15 for tdpbssd, whose sums are then dot - zp * a_sum
- * exactly, so the scaling has no zero-point term. z: the group's zero
- * points ([kb][16] floats), or NULL for zdef. */
+ * exactly, so the scaling has no zero-point term. The zero points:
+ * t->z, the group's [kb][16] floats, or t->zdef where it is NULL. */
 DVM_TILE_AMX static void amx_unpack(const targs *t, const uint8_t *u, uint8_t *rows) {
   const int64_t kb = t->b->kb, units = t->b->block / 8;
   const __m512i m4 = _mm512_set1_epi8(15);
@@ -382,16 +382,18 @@ DVM_TILE_AMX static void amx_unpack(const targs *t, const uint8_t *u, uint8_t *r
 
 /* Block j's sums (in sums) scaled into o: at 4 bits they are dot - zp *
  * a_sum already, the same value EPI512 forms from dot, so the same bits. */
-#define AMX_SCALE(j, sums)                                                                                \
-  do {                                                                                                 \
-    if (bits == 4) {                                                                                   \
-      const __m512 s_ = _mm512_loadu_ps(t->s + (j) * NG);                                              \
-      _Pragma("GCC unroll 16") for (int i = 0; i < r; i++) o[i] = _mm512_fmadd_ps(                     \
-          _mm512_cvtepi32_ps(_mm512_load_si512((sums) + i * NG)), _mm512_mul_ps(s_, _mm512_set1_ps(sa[i * kb + (j)])), o[i]); \
-    } else {                                                                                           \
-      _Pragma("GCC unroll 16") for (int i = 0; i < r; i++)                                             \
-          EPI512(o[i], _mm512_cvtepi32_ps(_mm512_load_si512((sums) + i * NG)), i, j);                     \
-    }                                                                                                  \
+#define AMX_SCALE(j, sums)                                                                     \
+  do {                                                                                      \
+    if (bits == 4) {                                                                        \
+      const __m512 s_ = _mm512_loadu_ps(t->s + (j) * NG);                                   \
+      _Pragma("GCC unroll 16") for (int i = 0; i < r; i++) {                                \
+        __m512 d_ = _mm512_cvtepi32_ps(_mm512_load_si512((sums) + i * NG));                 \
+        o[i] = _mm512_fmadd_ps(d_, _mm512_mul_ps(s_, _mm512_set1_ps(sa[i * kb + (j)])), o[i]); \
+      }                                                                                     \
+    } else {                                                                                \
+      _Pragma("GCC unroll 16") for (int i = 0; i < r; i++)                                  \
+          EPI512(o[i], _mm512_cvtepi32_ps(_mm512_load_si512((sums) + i * NG)), i, j);        \
+    }                                                                                       \
   } while (0)
 
 /* Tiles: 0 and 1 A's codes (r rows x up to 64), 2 and 3 B's rows (up to
