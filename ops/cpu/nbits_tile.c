@@ -335,7 +335,8 @@ typedef struct amx_config {
 } amx_config;
 
 /* Below this many rows the VNNI tiles are as fast (measured on a Xeon with
- * AMX, K x N 1024 x 1536 and 2816 x 1024). */
+ * AMX, K x N 1024 x 1536, 2816 x 1024 and 1024 x 5632: at 5 rows they are
+ * 4-14% faster, at 8 either wins by up to 13%, at 12 AMX by 6-25%). */
 #define AMX_MIN_ROWS 12
 
 /* Rows of B as the tile unit reads them: kp / 4 rows of 64 bytes, row
