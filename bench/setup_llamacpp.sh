@@ -20,7 +20,15 @@ if [ ! -d "$src" ]; then
   tar -xzf $dest/llama_cpp_python-$version.tar.gz -C $dest
 fi
 log=$dest/build.log
-{ cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+# For this CPU, but without AMX where it has it: llama.cpp's AMX kernel for
+# q4_0 (ggml_backend_amx_mul_mat) crashed with SIGSEGV on an Intel Xeon
+# with AMX (docs/performance.md); there its AVX-512 kernels are built.
+isa=(-DGGML_NATIVE=ON)
+if grep -qw amx_int8 /proc/cpuinfo; then
+  isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON
+       -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON)
+fi
+{ cmake -S "$src" -B "$src/build" -DCMAKE_BUILD_TYPE=Release "${isa[@]}" -DLLAMA_CURL=OFF \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TESTS=OFF &&
   cmake --build "$src/build" -j"$(nproc)" --target llama-batched-bench llama-quantize llama-server; } >"$log" 2>&1 ||
   { tail -30 "$log" >&2; echo "setup_llamacpp: the build failed (all of it in $log)" >&2; exit 1; }
