@@ -327,7 +327,8 @@ DVM_TILE_AVX512 static void quantize_block_512(const float *x, int64_t len, int6
     __mmask16 k = t >= len ? 0 : len - t >= 16 ? 0xffff : (__mmask16)((1u << (len - t)) - 1);
     __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + t), vinv));
     /* out of range: a NaN (vcvtps2dq gives INT_MIN), as the generic loop's 0 */
-    q = _mm512_maskz_mov_epi32(_mm512_cmp_epi32_mask(q, lo, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(q, hi, _MM_CMPINT_LE), q);
+    __mmask16 in = _mm512_cmp_epi32_mask(q, lo, _MM_CMPINT_NLT) & _mm512_cmp_epi32_mask(q, hi, _MM_CMPINT_LE);
+    q = _mm512_maskz_mov_epi32(in, q);
     _mm_storeu_si128((__m128i *)(dst + t), _mm512_cvtepi32_epi8(q));
     isum = _mm512_add_epi32(isum, q);
   }

@@ -620,7 +620,8 @@ static void test_nbits_amx(void) {
               asum[i * kb + j] = (float)sum;
             }
           dvm_nbits_b *pb = dvm_nbits_pack_b(codes, k, n, bits, block);
-          dvm_nbits_q *ps = dvm_nbits_pack_q(scales, NULL, 0, n, kb), *pz = zp ? dvm_nbits_pack_q(zps, NULL, 0, n, kb) : NULL;
+          dvm_nbits_q *ps = dvm_nbits_pack_q(scales, NULL, 0, n, kb);
+          dvm_nbits_q *pz = zp ? dvm_nbits_pack_q(zps, NULL, 0, n, kb) : NULL;
           CHECK(pb && ps && (pz || !zp));
           const dvm_nbits_a a = {.v = av, .scale = asc, .sum = asum, .kp = kp};
           uint8_t *scratch = aligned_alloc(64, dvm_nbits_scratch(pb, 1, r) + 64);
