@@ -502,7 +502,7 @@ static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_
   /* oneDNN's GEMM measured up to 1.4x faster than the packed VNNI tiles
    * on an i8 b from 32 rows on (its per-call packing of b then pays; a u8
    * b it must also shift): docs/performance.md; the AMX tiles, where the
-   * CPU has them, 3.5-5x faster than oneDNN's GEMM on a Xeon */
+   * CPU has them, 2-5x faster than oneDNN's GEMM on a Xeon */
   int64_t rows = p->M;
   for (int d = 0; d < p->nb; d++) rows *= p->dy[d];
   bool onednn = dvm_isa_int8_dot() && b->dtype == DVM_I8 && rows >= 32 && !(pb && dvm_qgemm_amx(rows)) &&
