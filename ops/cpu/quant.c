@@ -505,10 +505,11 @@ static dvm_status *product_begin(const char *op, const dvm_tensor *a, const dvm_
    * CPU has them, 2-5x faster than oneDNN's GEMM on a Xeon */
   int64_t rows = p->M;
   for (int d = 0; d < p->nb; d++) rows *= p->dy[d];
-  bool onednn = dvm_isa_int8_dot() && b->dtype == DVM_I8 && rows >= 32 && !(pb && dvm_qgemm_amx(rows)) &&
+  bool packed = pb && b->rank == 2 && dvm_qgemm_k(pb) == p->K && dvm_qgemm_n(pb) == p->N &&
+                dvm_qgemm_signed(pb) == (b->dtype == DVM_I8);
+  bool onednn = dvm_isa_int8_dot() && b->dtype == DVM_I8 && rows >= 32 && !(packed && dvm_qgemm_amx(rows)) &&
                 (p->codes || !azp || dvm_tensor_numel(azp) == 1);
-  if (pb && !onednn && b->rank == 2 && dvm_qgemm_k(pb) == p->K && dvm_qgemm_n(pb) == p->N &&
-      dvm_qgemm_signed(pb) == (b->dtype == DVM_I8)) {
+  if (packed && !onednn) {
     p->pb = pb, p->azp = p->codes ? NULL : azp, p->bzp = bzp;
     return NULL;
   }
